@@ -1,0 +1,114 @@
+//===- HuggingFace.cpp - import of Hugging Face model configs -------------===//
+//
+// Key names per family follow the transformers library's configuration classes
+// (GPT2Config, LlamaConfig, MistralConfig, Qwen2Config).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/HuggingFace.h"
+
+#include "compiler/TransformerCosts.h"
+
+using namespace conduit;
+
+llvm::ArrayRef<llvm::StringRef> conduit::huggingFaceModelTypes() {
+  static const llvm::StringRef kTypes[] = {"gpt2", "llama", "mistral", "qwen2"};
+  return kTypes;
+}
+
+namespace {
+
+/// GPT-2: learned positions, LayerNorm, GELU MLP, biases everywhere, tied embeddings.
+void readGpt2(ObjectReader &config, TransformerSpec &t) {
+  auto layers = config.integer("n_layer", 1, kMaxLayers);
+  auto hidden = config.integer("n_embd", 1, kMaxHidden);
+  auto heads = config.integer("n_head", 1, kMaxHeads);
+  auto positions = config.integer("n_positions", 1, kMaxSeqLength);
+  auto vocab = config.integer("vocab_size", 1, kMaxVocab);
+  std::optional<int64_t> inner;
+  if (const llvm::json::Value *v = config.value("n_inner"); v && v->kind() != llvm::json::Value::Null)
+    inner = config.integer("n_inner", 1, kMaxFfn);
+  auto tie = config.boolean("tie_word_embeddings");
+  if (config.failed() || !layers || !hidden || !heads || !positions || !vocab)
+    return;
+  t.numLayers = *layers;
+  t.hiddenSize = *hidden;
+  t.numHeads = *heads;
+  t.numKvHeads = *heads;
+  t.ffnHiddenSize = inner.value_or(4 * *hidden);
+  t.seqLength = *positions;
+  t.vocabSize = *vocab;
+  t.mlp = pipe::MlpKind::Gelu;
+  t.norm = pipe::NormKind::LayerNorm;
+  t.position = pipe::PositionKind::Learned;
+  t.tieEmbeddings = tie.value_or(true);
+  t.bias = pipe::BiasKind::All;
+}
+
+/// Llama, Mistral, Qwen2: rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention.
+void readLlamaFamily(ObjectReader &config, TransformerSpec &t, bool qkvBias) {
+  auto layers = config.integer("num_hidden_layers", 1, kMaxLayers);
+  auto hidden = config.integer("hidden_size", 1, kMaxHidden);
+  auto heads = config.integer("num_attention_heads", 1, kMaxHeads);
+  auto kvHeads = config.integer("num_key_value_heads", 1, kMaxHeads);
+  auto ffn = config.integer("intermediate_size", 1, kMaxFfn);
+  auto positions = config.integer("max_position_embeddings", 1, kMaxSeqLength);
+  auto vocab = config.integer("vocab_size", 1, kMaxVocab);
+  auto tie = config.boolean("tie_word_embeddings");
+  if (config.failed())
+    return;
+  for (llvm::StringRef key : {"num_hidden_layers", "hidden_size", "num_attention_heads",
+                              "intermediate_size", "max_position_embeddings", "vocab_size"})
+    if (!config.require(key))
+      return;
+  t.numLayers = *layers;
+  t.hiddenSize = *hidden;
+  t.numHeads = *heads;
+  t.numKvHeads = kvHeads.value_or(*heads);
+  t.ffnHiddenSize = *ffn;
+  t.seqLength = *positions;
+  t.vocabSize = *vocab;
+  t.mlp = pipe::MlpKind::SwiGLU;
+  t.norm = pipe::NormKind::RMSNorm;
+  t.position = pipe::PositionKind::Rotary;
+  t.tieEmbeddings = tie.value_or(false);
+  t.bias = qkvBias ? pipe::BiasKind::QKV : pipe::BiasKind::None;
+}
+
+} // namespace
+
+std::optional<TransformerSpec> conduit::readHuggingFaceConfig(llvm::StringRef path,
+                                                              Diagnostics &diag) {
+  std::optional<llvm::json::Value> root = loadJsonFile(path, diag);
+  if (!root)
+    return std::nullopt;
+  const llvm::json::Object *object = root->getAsObject();
+  if (!object) {
+    diag.report("", "expected a JSON object, got " + describeJson(*root));
+    return std::nullopt;
+  }
+  ObjectReader config(*object, "", diag);
+  if (!config.require("model_type"))
+    return std::nullopt;
+  std::optional<size_t> type = config.choice("model_type", huggingFaceModelTypes());
+  if (!type)
+    return std::nullopt;
+
+  TransformerSpec t;
+  llvm::StringRef name = huggingFaceModelTypes()[*type];
+  if (name == "gpt2") {
+    for (llvm::StringRef key : {"n_layer", "n_embd", "n_head", "n_positions", "vocab_size"})
+      if (!config.require(key))
+        return std::nullopt;
+    readGpt2(config, t);
+  } else {
+    readLlamaFamily(config, t, /*qkvBias=*/name == "qwen2");
+  }
+  if (diag.failed())
+    return std::nullopt;
+  if (std::optional<std::string> problem = checkTransformerShape(t)) {
+    diag.report("", *problem);
+    return std::nullopt;
+  }
+  return t;
+}

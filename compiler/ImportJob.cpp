@@ -1,0 +1,82 @@
+//===- ImportJob.cpp - job -> pipe IR -------------------------------------===//
+
+#include "compiler/ImportJob.h"
+
+#include "dialects/pipe/PipeOps.h"
+#include "mlir/IR/Builders.h"
+
+using namespace conduit;
+using namespace mlir;
+
+namespace {
+
+pipe::ParallelismAttr buildParallelism(MLIRContext *ctx, const ParallelismSpec &p) {
+  return pipe::ParallelismAttr::get(ctx, p.pipeline, p.data, p.stagesPerDevice, p.schedule,
+                                    p.groupSize, p.microbatches, p.microbatchSize, p.sharding,
+                                    p.checkpointing, p.fsdpWindow, p.rankOrder);
+}
+
+pipe::ClusterAttr buildCluster(MLIRContext *ctx, const ClusterSpec &c) {
+  return pipe::ClusterAttr::get(ctx, c.preset, c.peakFlops, c.efficiency, c.memoryBytes,
+                                c.gpusPerNode, c.intraNodeBandwidth, c.interNodeBandwidth,
+                                c.latencyS, c.launchOverheadS, c.profile);
+}
+
+pipe::TrainingAttr buildTraining(MLIRContext *ctx, const TrainingSpec &t) {
+  return pipe::TrainingAttr::get(ctx, t.dtype, t.optimizer, t.seed, t.learningRate);
+}
+
+pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &t) {
+  return pipe::TransformerAttr::get(ctx, t.numLayers, t.hiddenSize, t.numHeads, t.numKvHeads,
+                                    t.ffnHiddenSize, t.seqLength, t.vocabSize, t.mlp, t.norm,
+                                    t.position, t.tieEmbeddings, t.bias);
+}
+
+/// A symbol name from the job name: letters, digits and '_' only.
+std::string symbolName(llvm::StringRef name) {
+  std::string out;
+  for (char c : name)
+    out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out.front())))
+    out.insert(out.begin(), '_');
+  return out;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> conduit::importJob(const Job &job, MLIRContext &context) {
+  context.getOrLoadDialect<pipe::PipeDialect>();
+  MLIRContext *ctx = &context;
+  Location loc = FileLineColLoc::get(ctx, job.path, 1, 1);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder builder = OpBuilder::atBlockEnd(module->getBody());
+
+  auto model = pipe::ModelOp::create(
+      builder, loc, symbolName(job.name), pipe::Phase::Model,
+      buildParallelism(ctx, job.parallelism), buildCluster(ctx, job.cluster),
+      buildTraining(ctx, job.training),
+      job.model.transformer ? buildTransformer(ctx, *job.model.transformer)
+                            : pipe::TransformerAttr(),
+      job.parallelism.stageLayers.empty()
+          ? DenseI64ArrayAttr()
+          : builder.getDenseI64ArrayAttr(job.parallelism.stageLayers),
+      /*microbatch_partitions=*/Attribute(), builder.getStringAttr(job.path));
+
+  if (job.parallelism.autoPartitions) {
+    model.setMicrobatchPartitionsAttr(builder.getStringAttr("auto"));
+  } else if (!job.parallelism.microbatchPartitions.empty()) {
+    SmallVector<Attribute> perStage;
+    for (const std::vector<int64_t> &sizes : job.parallelism.microbatchPartitions)
+      perStage.push_back(builder.getDenseI64ArrayAttr(sizes));
+    model.setMicrobatchPartitionsAttr(builder.getArrayAttr(perStage));
+  }
+
+  Block *body = builder.createBlock(&model.getBody());
+  builder.setInsertionPointToEnd(body);
+  for (const LayerSpec &layer : job.model.layers)
+    pipe::LayerOp::create(builder, loc, layer.name, layer.kind, layer.params,
+                          layer.fwdFlops,
+                          layer.bwdFlops, layer.activationBytes,
+                          layer.checkpointBytes, layer.outputBytes);
+  return module;
+}

@@ -1,0 +1,474 @@
+//===- JobFile.cpp - the job file: model, parallelism, cluster, training --===//
+//
+// Reads the four sections in order (model, parallelism, cluster, training; training first where
+// the model's byte counts need its data type), fills in defaults, and checks the relations
+// between sections (stages vs layers, explicit layouts and partitions vs the shape of the job).
+// Every limit below is far above real jobs; they exist so that no derived figure can overflow.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/JobFile.h"
+
+#include "compiler/HuggingFace.h"
+#include "compiler/TransformerCosts.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <numeric>
+
+using namespace conduit;
+namespace json = llvm::json;
+
+namespace {
+
+constexpr int64_t kMaxPipeline = 1 << 16;
+constexpr int64_t kMaxData = 1 << 20;
+constexpr int64_t kMaxStagesPerDevice = 1024;
+constexpr int64_t kMaxMicrobatches = 1 << 20;
+constexpr int64_t kMaxMicrobatchSize = 1 << 20;
+constexpr int64_t kMaxWorld = 1 << 24;
+/// (stage, micro-batch) pairs per step: beyond this a plan would not fit in memory anyway.
+constexpr int64_t kMaxStageMicrobatches = 1 << 24;
+constexpr int64_t kMaxBatchSamples = int64_t(1) << 40;
+constexpr int64_t kMaxExact = int64_t(1) << 53;
+
+/// NVIDIA datasheets (dense BF16 tensor-core peak; NVLink and one NIC per GPU, per direction);
+/// the defaults for efficiency, latency and launch overhead are discussed in
+/// docs/cost-model.md.
+const ClusterSpec kPresets[] = {
+    {"a100-80gb", 312e12, 0.5, int64_t(80) << 30, 8, 300e9, 25e9, 10e-6, 0.0, ""},
+    {"h100-80gb", 989e12, 0.5, int64_t(80) << 30, 8, 450e9, 50e9, 10e-6, 0.0, ""},
+    {"h200-141gb", 989e12, 0.5, int64_t(141) << 30, 8, 450e9, 50e9, 10e-6, 0.0, ""},
+};
+
+const llvm::StringRef kModelKinds[] = {"transformer", "layers", "hf"};
+const llvm::StringRef kScheduleNames[] = {"gpipe", "1f1b", "depth-first", "breadth-first"};
+const llvm::StringRef kShardingNames[] = {"none", "optimizer", "gradients", "full"};
+const llvm::StringRef kCheckpointingNames[] = {"none", "full"};
+const llvm::StringRef kRankOrderNames[] = {"data-inner", "pipeline-inner"};
+const llvm::StringRef kDTypeNames[] = {"bf16", "fp16", "fp32"};
+const llvm::StringRef kOptimizerNames[] = {"adam", "sgd"};
+const llvm::StringRef kMlpNames[] = {"gelu", "swiglu"};
+const llvm::StringRef kNormNames[] = {"layernorm", "rmsnorm"};
+const llvm::StringRef kPositionNames[] = {"learned", "rotary"};
+const llvm::StringRef kBiasNames[] = {"all", "qkv", "none"};
+const llvm::StringRef kLayerKindNames[] = {"embedding", "block", "head", "custom"};
+
+/// Reads `key` as one of `names` and converts it with the dialect's symbolizer.
+template <typename EnumT>
+std::optional<EnumT> readEnum(ObjectReader &reader, llvm::StringRef key,
+                              llvm::ArrayRef<llvm::StringRef> names) {
+  std::optional<size_t> index = reader.choice(key, names);
+  if (!index)
+    return std::nullopt;
+  return pipe::symbolizeEnum<EnumT>(names[*index]);
+}
+
+/// Resolves a path written in the job file against the job file's directory.
+std::string resolvePath(llvm::StringRef jobPath, llvm::StringRef path) {
+  if (llvm::sys::path::is_absolute(path))
+    return path.str();
+  llvm::SmallString<256> resolved(llvm::sys::path::parent_path(jobPath));
+  llvm::sys::path::append(resolved, path);
+  return std::string(resolved);
+}
+
+class JobParser {
+public:
+  JobParser(llvm::StringRef path, Diagnostics &diag) : path(path), diag(diag) {}
+
+  std::optional<Job> parse(const json::Value &root);
+
+private:
+  void parseTraining(ObjectReader &section, TrainingSpec &t);
+  void parseModel(ObjectReader &section, ModelSpec &m, const TrainingSpec &training);
+  void parseTransformer(ObjectReader &section, TransformerSpec &t);
+  void parseLayers(ObjectReader &section, ModelSpec &m);
+  void parseParallelism(ObjectReader &section, ParallelismSpec &p);
+  void parseCluster(ObjectReader &section, ClusterSpec &c);
+  void checkJob(const Job &job);
+  void checkStageLayers(const Job &job);
+  void checkPartitions(const Job &job);
+
+  llvm::StringRef path;
+  Diagnostics &diag;
+};
+
+std::optional<Job> JobParser::parse(const json::Value &root) {
+  const json::Object *object = root.getAsObject();
+  if (!object) {
+    diag.report("", "expected a JSON object with sections model, parallelism, cluster and "
+                    "training, got " + describeJson(root));
+    return std::nullopt;
+  }
+  Job job;
+  job.path = path.str();
+  job.name = llvm::sys::path::stem(path).str();
+  ObjectReader top(*object, "", diag);
+  if (std::optional<std::string> name = top.string("name"))
+    job.name = *name;
+  for (llvm::StringRef key : {"model", "parallelism", "cluster"})
+    if (!top.require(key))
+      return std::nullopt;
+
+  // Training comes first: the model's byte counts depend on its data type.
+  if (const json::Object *training = top.object("training")) {
+    ObjectReader section(*training, "training", diag);
+    parseTraining(section, job.training);
+  }
+  if (const json::Object *model = top.object("model")) {
+    ObjectReader section(*model, "model", diag);
+    parseModel(section, job.model, job.training);
+  }
+  if (const json::Object *parallelism = top.object("parallelism")) {
+    ObjectReader section(*parallelism, "parallelism", diag);
+    parseParallelism(section, job.parallelism);
+  }
+  if (const json::Object *cluster = top.object("cluster")) {
+    ObjectReader section(*cluster, "cluster", diag);
+    parseCluster(section, job.cluster);
+  }
+  top.rejectUnknownKeys();
+  if (!diag.failed())
+    checkJob(job);
+  if (diag.failed())
+    return std::nullopt;
+  return job;
+}
+
+void JobParser::parseTraining(ObjectReader &section, TrainingSpec &t) {
+  if (auto dtype = readEnum<pipe::DType>(section, "dtype", kDTypeNames))
+    t.dtype = *dtype;
+  if (auto optimizer = readEnum<pipe::Optimizer>(section, "optimizer", kOptimizerNames))
+    t.optimizer = *optimizer;
+  if (auto seed = section.integer("seed", 0, kMaxExact))
+    t.seed = *seed;
+  if (auto lr = section.number("learning_rate", 0, 1e3, /*minExclusive=*/true))
+    t.learningRate = *lr;
+  section.rejectUnknownKeys();
+}
+
+void JobParser::parseTransformer(ObjectReader &section, TransformerSpec &t) {
+  for (llvm::StringRef key : {"num_layers", "hidden_size", "num_heads", "seq_length",
+                              "vocab_size"})
+    if (!section.require(key))
+      return;
+  t.numLayers = section.integer("num_layers", 1, kMaxLayers).value_or(0);
+  t.hiddenSize = section.integer("hidden_size", 1, kMaxHidden).value_or(0);
+  t.numHeads = section.integer("num_heads", 1, kMaxHeads).value_or(0);
+  t.numKvHeads = section.integer("num_kv_heads", 1, kMaxHeads).value_or(t.numHeads);
+  t.ffnHiddenSize = section.integer("ffn_hidden_size", 1, kMaxFfn).value_or(4 * t.hiddenSize);
+  t.seqLength = section.integer("seq_length", 1, kMaxSeqLength).value_or(0);
+  t.vocabSize = section.integer("vocab_size", 1, kMaxVocab).value_or(0);
+  if (auto mlp = readEnum<pipe::MlpKind>(section, "mlp", kMlpNames))
+    t.mlp = *mlp;
+  if (auto norm = readEnum<pipe::NormKind>(section, "norm", kNormNames))
+    t.norm = *norm;
+  if (auto position = readEnum<pipe::PositionKind>(section, "position", kPositionNames))
+    t.position = *position;
+  if (auto tie = section.boolean("tie_embeddings"))
+    t.tieEmbeddings = *tie;
+  if (auto bias = readEnum<pipe::BiasKind>(section, "bias", kBiasNames))
+    t.bias = *bias;
+  if (section.failed())
+    return;
+  if (std::optional<std::string> problem = checkTransformerShape(t))
+    diag.report("model", *problem);
+}
+
+void JobParser::parseLayers(ObjectReader &section, ModelSpec &m) {
+  if (!section.require("layers"))
+    return;
+  if (auto tokens = section.integer("tokens_per_sample", 1, kMaxSeqLength))
+    m.tokensPerSample = *tokens;
+  const json::Array *layers = section.array("layers");
+  if (!layers)
+    return;
+  if (layers->empty() || static_cast<int64_t>(layers->size()) > kMaxLayers) {
+    diag.report(section.keyPath("layers"), "expected between 1 and " +
+                                               std::to_string(kMaxLayers) + " layers, got " +
+                                               std::to_string(layers->size()));
+    return;
+  }
+  int64_t previousOutput = 0;
+  for (auto [i, value] : llvm::enumerate(*layers)) {
+    std::string at = section.elementPath("layers", i);
+    const json::Object *object = value.getAsObject();
+    if (!object) {
+      diag.report(at, "expected an object, got " + describeJson(value));
+      return;
+    }
+    ObjectReader entry(*object, at, diag);
+    for (llvm::StringRef key :
+         {"name", "params", "fwd_flops", "bwd_flops", "activation_bytes", "output_bytes"})
+      if (!entry.require(key))
+        return;
+    LayerSpec layer;
+    layer.name = entry.string("name").value_or("");
+    if (auto kind = readEnum<pipe::LayerKind>(entry, "kind", kLayerKindNames))
+      layer.kind = *kind;
+    layer.params = entry.integer("params", 0, kMaxExact).value_or(0);
+    layer.fwdFlops = entry.number("fwd_flops", 0, 9e15).value_or(0);
+    layer.bwdFlops = entry.number("bwd_flops", 0, 9e15).value_or(0);
+    layer.activationBytes = entry.integer("activation_bytes", 0, kMaxExact).value_or(0);
+    layer.outputBytes = entry.integer("output_bytes", 0, kMaxExact).value_or(0);
+    // By default checkpointing keeps the layer's input: the previous layer's output.
+    layer.checkpointBytes =
+        entry.integer("checkpoint_bytes", 0, kMaxExact).value_or(previousOutput);
+    entry.rejectUnknownKeys();
+    if (diag.failed())
+      return;
+    previousOutput = layer.outputBytes;
+    m.layers.push_back(std::move(layer));
+  }
+}
+
+void JobParser::parseModel(ObjectReader &section, ModelSpec &m, const TrainingSpec &training) {
+  if (!section.require("kind"))
+    return;
+  std::optional<size_t> kind = section.choice("kind", kModelKinds);
+  if (!kind)
+    return;
+  m.kind = kModelKinds[*kind].str();
+  if (m.kind == "layers") {
+    parseLayers(section, m);
+    section.rejectUnknownKeys();
+    return;
+  }
+  if (m.kind == "transformer") {
+    TransformerSpec t;
+    parseTransformer(section, t);
+    m.transformer = t;
+  } else { // hf
+    if (!section.require("path"))
+      return;
+    std::optional<std::string> hfPath = section.string("path");
+    std::optional<int64_t> seq = section.integer("seq_length", 1, kMaxSeqLength);
+    if (!hfPath)
+      return;
+    Diagnostics hfDiag(resolvePath(path, *hfPath));
+    std::optional<TransformerSpec> t = readHuggingFaceConfig(hfDiag.getFile(), hfDiag);
+    diag.adopt(hfDiag);
+    if (!t)
+      return;
+    if (seq)
+      t->seqLength = *seq;
+    m.transformer = t;
+  }
+  section.rejectUnknownKeys();
+  if (diag.failed())
+    return;
+  m.tokensPerSample = m.transformer->seqLength;
+  llvm::Expected<std::vector<LayerSpec>> layers =
+      expandTransformer(*m.transformer, training.elementBytes());
+  if (!layers) {
+    diag.report("model", llvm::toString(layers.takeError()));
+    return;
+  }
+  m.layers = std::move(*layers);
+}
+
+/// Reads a list of positive integers at `keyPath`.
+std::optional<std::vector<int64_t>> readPositiveList(const json::Value &value,
+                                                     const std::string &keyPath, int64_t max,
+                                                     Diagnostics &diag) {
+  const json::Array *array = value.getAsArray();
+  if (!array || array->empty()) {
+    diag.report(keyPath, "expected a non-empty array of positive integers, got " +
+                             describeJson(value));
+    return std::nullopt;
+  }
+  std::vector<int64_t> out;
+  for (auto [i, element] : llvm::enumerate(*array)) {
+    std::optional<int64_t> n =
+        readInteger(element, keyPath + "[" + std::to_string(i) + "]", 1, max, diag);
+    if (!n)
+      return std::nullopt;
+    out.push_back(*n);
+  }
+  return out;
+}
+
+void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
+  for (llvm::StringRef key : {"pipeline", "schedule", "microbatches"})
+    if (!section.require(key))
+      return;
+  p.pipeline = section.integer("pipeline", 1, kMaxPipeline).value_or(1);
+  p.data = section.integer("data", 1, kMaxData).value_or(1);
+  p.stagesPerDevice = section.integer("stages_per_device", 1, kMaxStagesPerDevice).value_or(1);
+  if (auto schedule = readEnum<pipe::ScheduleKind>(section, "schedule", kScheduleNames))
+    p.schedule = *schedule;
+  p.microbatches = section.integer("microbatches", 1, kMaxMicrobatches).value_or(1);
+  p.microbatchSize = section.integer("microbatch_size", 1, kMaxMicrobatchSize).value_or(1);
+  std::optional<int64_t> group = section.integer("group_size", 1, kMaxMicrobatches);
+  if (auto sharding = readEnum<pipe::Sharding>(section, "sharding", kShardingNames))
+    p.sharding = *sharding;
+  if (auto checkpointing =
+          readEnum<pipe::Checkpointing>(section, "activation_checkpointing", kCheckpointingNames))
+    p.checkpointing = *checkpointing;
+  p.fsdpWindow = section.integer("fsdp_window", 1, kMaxStagesPerDevice).value_or(2);
+  if (auto order = readEnum<pipe::RankOrder>(section, "rank_order", kRankOrderNames))
+    p.rankOrder = *order;
+  if (const json::Value *layout = section.value("stage_layers"))
+    if (auto list = readPositiveList(*layout, section.keyPath("stage_layers"), kMaxLayers, diag))
+      p.stageLayers = std::move(*list);
+  if (const json::Value *partitions = section.value("microbatch_partitions")) {
+    std::string at = section.keyPath("microbatch_partitions");
+    if (std::optional<llvm::StringRef> text = partitions->getAsString()) {
+      if (*text == "auto")
+        p.autoPartitions = true;
+      else
+        diag.report(at, "expected \"auto\" or an array with one list of micro-batch sizes per "
+                        "stage, got " + describeJson(*partitions));
+    } else if (const json::Array *perStage = partitions->getAsArray(); perStage && !perStage->empty()) {
+      for (auto [s, sizes] : llvm::enumerate(*perStage)) {
+        auto list = readPositiveList(sizes, at + "[" + std::to_string(s) + "]",
+                                     kMaxMicrobatchSize * kMaxMicrobatches, diag);
+        if (!list)
+          break;
+        p.microbatchPartitions.push_back(std::move(*list));
+      }
+    } else {
+      diag.report(at, "expected \"auto\" or an array with one list of micro-batch sizes per "
+                      "stage, got " + describeJson(*partitions));
+    }
+  }
+  section.rejectUnknownKeys();
+  if (diag.failed())
+    return;
+  if (group && p.schedule != pipe::ScheduleKind::DepthFirst) {
+    diag.report(section.keyPath("group_size"),
+                "only applies to schedule \"depth-first\" (the schedule is \"" +
+                    stringifyScheduleKind(p.schedule).str() + "\")");
+    return;
+  }
+  p.groupSize = group.value_or(p.pipeline);
+}
+
+void JobParser::parseCluster(ObjectReader &section, ClusterSpec &c) {
+  if (!section.require("preset"))
+    return;
+  std::optional<size_t> preset = section.choice("preset", clusterPresetNames());
+  if (!preset)
+    return;
+  c = kPresets[*preset];
+  if (auto v = section.number("peak_flops", 0, 1e20, /*minExclusive=*/true))
+    c.peakFlops = *v;
+  if (auto v = section.number("efficiency", 0, 1, /*minExclusive=*/true))
+    c.efficiency = *v;
+  if (auto v = section.integer("memory_bytes", 1, kMaxExact))
+    c.memoryBytes = *v;
+  if (auto v = section.integer("gpus_per_node", 1, 1 << 16))
+    c.gpusPerNode = *v;
+  if (auto v = section.number("intra_node_bandwidth", 0, 1e30, /*minExclusive=*/true))
+    c.intraNodeBandwidth = *v;
+  if (auto v = section.number("inter_node_bandwidth", 0, 1e30, /*minExclusive=*/true))
+    c.interNodeBandwidth = *v;
+  if (auto v = section.number("latency_s", 0, 1e3))
+    c.latencyS = *v;
+  if (auto v = section.number("launch_overhead_s", 0, 1e3))
+    c.launchOverheadS = *v;
+  if (auto profile = section.string("profile")) {
+    c.profile = resolvePath(path, *profile);
+    if (!llvm::sys::fs::is_regular_file(c.profile))
+      diag.report(section.keyPath("profile"), "cannot read profile file \"" + c.profile + "\"");
+  }
+  section.rejectUnknownKeys();
+}
+
+void JobParser::checkStageLayers(const Job &job) {
+  const ParallelismSpec &p = job.parallelism;
+  if (p.stageLayers.empty())
+    return;
+  int64_t layers = static_cast<int64_t>(job.model.layers.size());
+  int64_t sum = std::accumulate(p.stageLayers.begin(), p.stageLayers.end(), int64_t(0));
+  if (static_cast<int64_t>(p.stageLayers.size()) != p.numStages())
+    diag.report("parallelism.stage_layers",
+                "lists " + std::to_string(p.stageLayers.size()) + " stages but the job has " +
+                    std::to_string(p.numStages()) + " (pipeline x stages_per_device)");
+  else if (sum != layers)
+    diag.report("parallelism.stage_layers",
+                "assigns " + std::to_string(sum) + " layers but the model has " +
+                    std::to_string(layers) + " (embedding and head included)");
+}
+
+void JobParser::checkPartitions(const Job &job) {
+  const ParallelismSpec &p = job.parallelism;
+  if (p.microbatchPartitions.empty())
+    return;
+  if (static_cast<int64_t>(p.microbatchPartitions.size()) != p.numStages()) {
+    diag.report("parallelism.microbatch_partitions",
+                "lists " + std::to_string(p.microbatchPartitions.size()) +
+                    " stages but the job has " + std::to_string(p.numStages()));
+    return;
+  }
+  for (auto [s, sizes] : llvm::enumerate(p.microbatchPartitions)) {
+    int64_t sum = std::accumulate(sizes.begin(), sizes.end(), int64_t(0));
+    if (sum != p.batchSamples()) {
+      diag.report("parallelism.microbatch_partitions[" + std::to_string(s) + "]",
+                  "sizes add up to " + std::to_string(sum) + " samples but the batch has " +
+                      std::to_string(p.batchSamples()) + " (microbatches x microbatch_size)");
+      return;
+    }
+  }
+}
+
+void JobParser::checkJob(const Job &job) {
+  const ParallelismSpec &p = job.parallelism;
+  const int64_t layers = static_cast<int64_t>(job.model.layers.size());
+  if (p.numStages() > layers) {
+    diag.report("parallelism", std::to_string(p.numStages()) + " stages (pipeline " +
+                                   std::to_string(p.pipeline) + " x stages_per_device " +
+                                   std::to_string(p.stagesPerDevice) + ") but the model has " +
+                                   std::to_string(layers) + " layers; every stage needs at "
+                                   "least one layer");
+    return;
+  }
+  if (p.pipeline * p.data > kMaxWorld) {
+    diag.report("parallelism", "pipeline x data is " + std::to_string(p.pipeline * p.data) +
+                                   " ranks; at most " + std::to_string(kMaxWorld) +
+                                   " are supported");
+    return;
+  }
+  // Both factors are bounded (2^16 * 2^10 stages, 2^20 micro-batches): no overflow here.
+  if (p.numStages() * p.microbatches > kMaxStageMicrobatches) {
+    diag.report("parallelism", std::to_string(p.numStages() * p.microbatches) +
+                                   " (stage, micro-batch) pairs per step; at most " +
+                                   std::to_string(kMaxStageMicrobatches) + " are supported");
+    return;
+  }
+  if (p.batchSamples() > kMaxBatchSamples) {
+    diag.report("parallelism", "microbatches x microbatch_size is " +
+                                   std::to_string(p.batchSamples()) + " samples; at most " +
+                                   std::to_string(kMaxBatchSamples) + " are supported");
+    return;
+  }
+  checkStageLayers(job);
+  checkPartitions(job);
+}
+
+} // namespace
+
+llvm::ArrayRef<llvm::StringRef> conduit::clusterPresetNames() {
+  static const std::vector<llvm::StringRef> names = [] {
+    std::vector<llvm::StringRef> n;
+    for (const ClusterSpec &preset : kPresets)
+      n.push_back(preset.preset);
+    return n;
+  }();
+  return names;
+}
+
+std::optional<Job> conduit::parseJob(const json::Value &root, llvm::StringRef path,
+                                     Diagnostics &diag) {
+  return JobParser(path, diag).parse(root);
+}
+
+std::optional<Job> conduit::readJobFile(llvm::StringRef path, Diagnostics &diag) {
+  std::optional<json::Value> root = loadJsonFile(path, diag);
+  if (!root)
+    return std::nullopt;
+  return parseJob(*root, path, diag);
+}

@@ -1,0 +1,103 @@
+//===- Summary.cpp - the readable report of a compilation -----------------===//
+
+#include "compiler/Summary.h"
+
+#include "compiler/TransformerCosts.h"
+#include "compiler/Units.h"
+#include "llvm/Support/Format.h"
+
+using namespace conduit;
+
+int64_t conduit::modelParameters(const Job &job) {
+  if (job.model.transformer)
+    return transformerParameters(*job.model.transformer);
+  int64_t total = 0;
+  for (const LayerSpec &layer : job.model.layers)
+    total += layer.params;
+  return total;
+}
+
+namespace {
+
+void row(llvm::raw_ostream &os, llvm::StringRef label, const std::string &text) {
+  os << "  " << llvm::left_justify(label, 12) << " " << text << "\n";
+}
+
+std::string describeModel(const Job &job) {
+  const ModelSpec &m = job.model;
+  std::string text = m.kind + ", " + std::to_string(m.layers.size()) + " layers";
+  if (const std::optional<TransformerSpec> &t = m.transformer) {
+    text += " (embedding, " + std::to_string(t->numLayers) + " blocks, head): hidden " +
+            std::to_string(t->hiddenSize) + ", " + std::to_string(t->numHeads) + " heads";
+    if (t->numKvHeads != t->numHeads)
+      text += " (" + std::to_string(t->numKvHeads) + " key/value)";
+    text += ", ffn " + std::to_string(t->ffnHiddenSize) + ", seq " +
+            std::to_string(t->seqLength) + ", vocab " + std::to_string(t->vocabSize) + ", " +
+            stringifyMlpKind(t->mlp).str() + "/" + stringifyNormKind(t->norm).str() + "/" +
+            stringifyPositionKind(t->position).str();
+  }
+  return text;
+}
+
+std::string describeCompute(const Job &job) {
+  double fwd = 0, bwd = 0, activation = 0;
+  for (const LayerSpec &layer : job.model.layers) {
+    fwd += layer.fwdFlops;
+    bwd += layer.bwdFlops;
+    activation += static_cast<double>(layer.activationBytes);
+  }
+  return formatCount(static_cast<double>(modelParameters(job))) + " parameters; per sample " +
+         formatCount(fwd) + "FLOP forward, " + formatCount(bwd) + "FLOP backward, " +
+         formatBytes(activation) + " of activations";
+}
+
+std::string describeParallelism(const ParallelismSpec &p) {
+  std::string text = "pipeline " + std::to_string(p.pipeline) + " x data " +
+                     std::to_string(p.data) + ", " + std::to_string(p.stagesPerDevice) +
+                     " stage(s) per device (" + std::to_string(p.numStages()) + " stages), " +
+                     stringifyScheduleKind(p.schedule).str();
+  if (p.schedule == pipe::ScheduleKind::DepthFirst)
+    text += " (group " + std::to_string(p.groupSize) + ")";
+  text += ", " + std::to_string(p.microbatches) + " micro-batches of " +
+          std::to_string(p.microbatchSize) + " sample(s), sharding " +
+          stringifySharding(p.sharding).str() + ", checkpointing " +
+          stringifyCheckpointing(p.checkpointing).str();
+  if (p.autoPartitions)
+    text += ", micro-batch partitions searched";
+  else if (!p.microbatchPartitions.empty())
+    text += ", explicit micro-batch partitions";
+  return text;
+}
+
+std::string describeCluster(const ClusterSpec &c) {
+  std::string text = c.preset + ": " + formatRate(c.peakFlops, "FLOP/s") + " peak x " +
+                     std::to_string(c.efficiency).substr(0, 4) + ", " +
+                     formatBytes(static_cast<double>(c.memoryBytes)) + ", " +
+                     std::to_string(c.gpusPerNode) + " GPUs/node, " +
+                     formatRate(c.intraNodeBandwidth, "B/s") + " intra-node, " +
+                     formatRate(c.interNodeBandwidth, "B/s") + " inter-node, latency " +
+                     formatSeconds(c.latencyS);
+  if (c.launchOverheadS > 0)
+    text += ", " + formatSeconds(c.launchOverheadS) + " per layer launch";
+  if (!c.profile.empty())
+    text += ", profile " + c.profile;
+  return text;
+}
+
+std::string describeTraining(const TrainingSpec &t) {
+  std::string lr;
+  llvm::raw_string_ostream(lr) << llvm::format("%g", t.learningRate);
+  return stringifyDType(t.dtype).str() + ", " + stringifyOptimizer(t.optimizer).str() +
+         ", learning rate " + lr + ", seed " + std::to_string(t.seed);
+}
+
+} // namespace
+
+void conduit::printSummary(const Job &job, llvm::raw_ostream &os) {
+  os << "job " << job.name << " (" << job.path << ")\n";
+  row(os, "model", describeModel(job));
+  row(os, "size", describeCompute(job));
+  row(os, "parallelism", describeParallelism(job.parallelism));
+  row(os, "cluster", describeCluster(job.cluster));
+  row(os, "training", describeTraining(job.training));
+}

@@ -1,0 +1,23 @@
+//===- Summary.h - the readable report of a compilation ---------*- C++ -*-===//
+//
+// What conduit-compile prints after every compile: the job as understood (model, parallelism,
+// cluster, training), so that a user sees every default that was filled in.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_COMPILER_SUMMARY_H
+#define CONDUIT_COMPILER_SUMMARY_H
+
+#include "compiler/JobFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace conduit {
+
+/// Total parameters of the model (tied embeddings counted once).
+int64_t modelParameters(const Job &job);
+
+void printSummary(const Job &job, llvm::raw_ostream &os);
+
+} // namespace conduit
+
+#endif // CONDUIT_COMPILER_SUMMARY_H

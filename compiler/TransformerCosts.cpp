@@ -1,0 +1,129 @@
+//===- TransformerCosts.cpp - analytic costs of transformer layers --------===//
+//
+// Per sample of s tokens, with h hidden, a heads, kv key/value heads of h/a each, f FFN width,
+// V vocabulary and e bytes per element. FLOPs count matrix multiplications (2 per
+// multiply-add) and the two attention products over the full s x s score matrix, as Megatron-LM
+// does; element-wise work is left out. Backward = 2 x forward. Activation bytes follow
+// Korthikanti et al. (arXiv 2205.05198) without dropout. See docs/cost-model.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/TransformerCosts.h"
+
+#include <cmath>
+#include <string>
+
+using namespace conduit;
+
+namespace {
+
+constexpr double kExactLimit = 9007199254740992.0; // 2^53
+
+struct Shape {
+  explicit Shape(const TransformerSpec &t)
+      : s(t.seqLength), h(t.hiddenSize), a(t.numHeads), kvd(t.hiddenSize / t.numHeads * t.numKvHeads),
+        f(t.ffnHiddenSize), v(t.vocabSize), gated(t.mlp == pipe::MlpKind::SwiGLU),
+        layerNorm(t.norm == pipe::NormKind::LayerNorm), learned(t.position == pipe::PositionKind::Learned),
+        bias(t.bias) {}
+  double s, h, a, kvd, f, v;
+  bool gated, layerNorm, learned;
+  pipe::BiasKind bias;
+
+  double normParams() const { return layerNorm ? 2 * h : h; }
+
+  double blockParams() const {
+    double attention = 2 * h * h + 2 * h * kvd;
+    double mlp = (gated ? 3 : 2) * h * f;
+    double biases = 0;
+    if (bias == pipe::BiasKind::All)
+      biases = (h + 2 * kvd) + h + (gated ? 2 * f : f) + h;
+    else if (bias == pipe::BiasKind::QKV)
+      biases = h + 2 * kvd;
+    return attention + mlp + biases + 2 * normParams();
+  }
+
+  double blockForwardFlops() const {
+    double weights = 2 * h * h + 2 * h * kvd + (gated ? 3 : 2) * h * f;
+    return 2 * s * weights + 4 * s * s * h;
+  }
+
+  /// Elements kept for the backward: attention (Q/K/V input, Q, K, V, softmax output,
+  /// projection input), the two norm inputs, and the MLP (input and hidden activations).
+  double blockActivationElements() const {
+    double attention = 3 * s * h + 2 * s * kvd + a * s * s;
+    double norms = 2 * s * h;
+    double mlp = s * h + (gated ? 3 : 2) * s * f;
+    return attention + norms + mlp;
+  }
+};
+
+/// Checks that every figure of `layer` is a representable count, then converts it.
+llvm::Error addLayer(std::vector<LayerSpec> &layers, std::string name, pipe::LayerKind kind,
+                     double params, double fwd, double bwd, double activation,
+                     double checkpoint, double output) {
+  for (double value : {params, fwd, bwd, activation, checkpoint, output})
+    if (!(value >= 0 && value <= kExactLimit))
+      return llvm::createStringError(
+          "layer '" + name + "' would have a figure above 2^53 (parameters, FLOPs or bytes per "
+          "sample); the model shape is too large");
+  LayerSpec layer;
+  layer.name = std::move(name);
+  layer.kind = kind;
+  layer.params = static_cast<int64_t>(params);
+  layer.fwdFlops = fwd;
+  layer.bwdFlops = bwd;
+  layer.activationBytes = static_cast<int64_t>(activation);
+  layer.checkpointBytes = static_cast<int64_t>(checkpoint);
+  layer.outputBytes = static_cast<int64_t>(output);
+  layers.push_back(std::move(layer));
+  return llvm::Error::success();
+}
+
+} // namespace
+
+std::optional<std::string> conduit::checkTransformerShape(const TransformerSpec &t) {
+  if (t.hiddenSize % t.numHeads != 0)
+    return "hidden size " + std::to_string(t.hiddenSize) + " is not divisible by the " +
+           std::to_string(t.numHeads) + " attention heads";
+  if (t.numKvHeads > t.numHeads || t.numHeads % t.numKvHeads != 0)
+    return "the " + std::to_string(t.numHeads) + " attention heads are not divisible by the " +
+           std::to_string(t.numKvHeads) + " key/value heads";
+  return std::nullopt;
+}
+
+llvm::Expected<std::vector<LayerSpec>> conduit::expandTransformer(const TransformerSpec &spec,
+                                                                  int64_t elementBytes) {
+  const Shape x(spec);
+  const double e = static_cast<double>(elementBytes);
+  std::vector<LayerSpec> layers;
+  layers.reserve(spec.numLayers + 2);
+
+  // Embedding: token (and learned position) tables; keeps the token ids (int32).
+  if (llvm::Error err = addLayer(layers, "embedding", pipe::LayerKind::Embedding,
+                                 x.v * x.h + (x.learned ? x.s * x.h : 0), x.s * x.h, x.s * x.h,
+                                 4 * x.s, 4 * x.s, e * x.s * x.h))
+    return err;
+
+  const double fwd = x.blockForwardFlops();
+  for (int64_t i = 0; i < spec.numLayers; ++i)
+    if (llvm::Error err = addLayer(layers, "block." + std::to_string(i), pipe::LayerKind::Block,
+                                   x.blockParams(), fwd, 2 * fwd,
+                                   e * x.blockActivationElements(), e * x.s * x.h,
+                                   e * x.s * x.h))
+      return err;
+
+  // Head: final norm, LM head, cross-entropy; keeps fp32 logits for the loss gradient.
+  double headFwd = 2 * x.s * x.h * x.v;
+  if (llvm::Error err = addLayer(layers, "head", pipe::LayerKind::Head,
+                                 x.normParams() + x.v * x.h, headFwd, 2 * headFwd,
+                                 2 * e * x.s * x.h + 4 * x.s * x.v, e * x.s * x.h, 4))
+    return err;
+  return layers;
+}
+
+int64_t conduit::transformerParameters(const TransformerSpec &spec) {
+  const Shape x(spec);
+  double total = x.v * x.h + (x.learned ? x.s * x.h : 0) + spec.numLayers * x.blockParams() +
+                 x.normParams() + (spec.tieEmbeddings ? 0 : x.v * x.h);
+  return static_cast<int64_t>(total);
+}

@@ -1,0 +1,43 @@
+//===- TransformerCosts.h - analytic costs of transformer layers -*- C++ -*-===//
+//
+// Expands a transformer shape into its layer chain (embedding, blocks, head) with parameters,
+// FLOPs and activation bytes per sample. The formulas and their sources are in
+// docs/cost-model.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_COMPILER_TRANSFORMERCOSTS_H
+#define CONDUIT_COMPILER_TRANSFORMERCOSTS_H
+
+#include "compiler/JobFile.h"
+
+#include "llvm/Support/Error.h"
+
+#include <vector>
+
+namespace conduit {
+
+/// Bounds on transformer dimensions. They are far above any real model and keep every derived
+/// figure (FLOPs, bytes) well inside exact double and int64 arithmetic.
+constexpr int64_t kMaxLayers = 100000;
+constexpr int64_t kMaxHidden = 1 << 20;
+constexpr int64_t kMaxHeads = 1 << 16;
+constexpr int64_t kMaxFfn = 1 << 22;
+constexpr int64_t kMaxSeqLength = 1 << 24;
+constexpr int64_t kMaxVocab = 1 << 24;
+
+/// Checks the relations between dimensions (heads divide the hidden size, key/value heads
+/// divide the heads); returns a description of the first violation.
+std::optional<std::string> checkTransformerShape(const TransformerSpec &shape);
+
+/// The layer chain of `shape` with costs for elements of `elementBytes` bytes. Fails when a
+/// figure would exceed 2^53 (beyond exact integers in a double): an absurd shape, not a model.
+llvm::Expected<std::vector<LayerSpec>> expandTransformer(const TransformerSpec &shape,
+                                                         int64_t elementBytes);
+
+/// Parameters of the model, counting tied embedding weights once.
+int64_t transformerParameters(const TransformerSpec &shape);
+
+} // namespace conduit
+
+#endif // CONDUIT_COMPILER_TRANSFORMERCOSTS_H

@@ -1,0 +1,59 @@
+//===- OpChecks.h - field checks shared by pipe and plan ops ----*- C++ -*-===//
+//
+// The pipe and plan dialects have ops with the same fields (stage, micro-batch, transfers with
+// peers and sample ranges). These templates check those fields alike in both, by accessor name.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_DIALECTS_PIPE_OPCHECKS_H
+#define CONDUIT_DIALECTS_PIPE_OPCHECKS_H
+
+#include "dialects/pipe/PipeAttrs.h"
+#include "mlir/IR/Operation.h"
+
+namespace conduit::pipe {
+
+inline mlir::LogicalResult verifyStageAndMicrobatch(mlir::Operation *op, int64_t stage,
+                                                    int64_t mb) {
+  if (stage < 0 || mb < 0)
+    return op->emitOpError() << "expects a non-negative stage and micro-batch, got stage "
+                             << stage << " mb " << mb;
+  return mlir::success();
+}
+
+inline mlir::LogicalResult verifyStageAndBytes(mlir::Operation *op, int64_t stage,
+                                               int64_t bytes) {
+  if (stage < 0)
+    return op->emitOpError() << "expects a non-negative stage, got " << stage;
+  if (bytes < 0)
+    return op->emitOpError() << "expects non-negative bytes, got " << bytes;
+  return mlir::success();
+}
+
+/// Checks the fields of a send or receive. Activations flow to the next stage and gradients to
+/// the previous one, so the peer stage follows from the kind and the direction.
+template <typename TransferOp>
+mlir::LogicalResult verifyTransfer(TransferOp op, bool isSend) {
+  if (mlir::failed(verifyStageAndMicrobatch(op, op.getStage(), op.getMicrobatch())))
+    return mlir::failure();
+  if (op.getPeer() < 0 || op.getPeerStage() < 0 || op.getPeerMicrobatch() < 0)
+    return op.emitOpError("expects a non-negative peer rank, stage and micro-batch");
+  if (op.getBegin() < 0 || op.getEnd() <= op.getBegin())
+    return op.emitOpError() << "expects a non-empty sample range, got [" << op.getBegin()
+                            << ", " << op.getEnd() << ")";
+  if (op.getBytes() < 0)
+    return op.emitOpError() << "expects non-negative bytes, got " << op.getBytes();
+  if (op.getGroup() < -1)
+    return op.emitOpError() << "expects group -1 (none) or a group id, got " << op.getGroup();
+  bool downstream = (op.getKind() == TransferKind::Activation) == isSend;
+  int64_t expected = op.getStage() + (downstream ? 1 : -1);
+  if (op.getPeerStage() != expected)
+    return op.emitOpError() << "moves " << stringifyTransferKind(op.getKind())
+                            << "s between stage " << op.getStage() << " and stage " << expected
+                            << ", got peer stage " << op.getPeerStage();
+  return mlir::success();
+}
+
+} // namespace conduit::pipe
+
+#endif // CONDUIT_DIALECTS_PIPE_OPCHECKS_H

@@ -1,0 +1,149 @@
+//===- PipeAttrs.cpp - pipe enums and attributes --------------------------===//
+//
+// Verifiers of the configuration attributes and the helpers that print doubles and enums in
+// their assembly formats.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/pipe/PipeAttrs.h"
+
+#include "dialects/pipe/PipeDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+
+#include <cmath>
+#include <cstdlib>
+
+using namespace mlir;
+using namespace conduit::pipe;
+
+#include "dialects/pipe/PipeEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/pipe/PipeAttrs.cpp.inc"
+
+FailureOr<F64> conduit::pipe::parseF64(AsmParser &parser) {
+  double value = 0;
+  if (parser.parseFloat(value))
+    return failure();
+  return F64(value);
+}
+
+void conduit::pipe::printF64(AsmPrinter &printer, double value) {
+  // The shortest of %.15g .. %.17g that reads back as the same double.
+  std::string text;
+  for (int digits = 15; digits <= 17; ++digits) {
+    text.clear();
+    llvm::raw_string_ostream os(text);
+    os << llvm::format("%.*g", digits, value);
+    os.flush();
+    if (std::strtod(text.c_str(), nullptr) == value)
+      break;
+  }
+  // MLIR float literals need a decimal point ("1e-05" lexes as an integer).
+  if (text.find_first_of(".ni") == std::string::npos) {
+    size_t exponent = text.find_first_of("eE");
+    text.insert(exponent == std::string::npos ? text.size() : exponent, ".0");
+  }
+  printer << text;
+}
+
+void PipeDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/pipe/PipeAttrs.cpp.inc"
+      >();
+}
+
+namespace {
+/// Emits "<name> must be <what>, got <value>" unless `ok`.
+template <typename T>
+LogicalResult check(function_ref<InFlightDiagnostic()> emitError, bool ok, StringRef name,
+                    StringRef what, T value) {
+  if (ok)
+    return success();
+  return emitError() << name << " must be " << what << ", got " << value;
+}
+} // namespace
+
+LogicalResult ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                      int64_t pipeline, int64_t data, int64_t stagesPerDevice,
+                                      ScheduleKind schedule, int64_t groupSize,
+                                      int64_t microbatches, int64_t microbatchSize,
+                                      Sharding sharding, Checkpointing checkpointing,
+                                      int64_t fsdpWindow, RankOrder rankOrder) {
+  if (failed(check(emitError, pipeline >= 1, "pipeline", "positive", pipeline)) ||
+      failed(check(emitError, data >= 1, "data", "positive", data)) ||
+      failed(check(emitError, stagesPerDevice >= 1, "stages_per_device", "positive",
+                   stagesPerDevice)) ||
+      failed(check(emitError, groupSize >= 1, "group_size", "positive", groupSize)) ||
+      failed(check(emitError, microbatches >= 1, "microbatches", "positive", microbatches)) ||
+      failed(check(emitError, microbatchSize >= 1, "microbatch_size", "positive",
+                   microbatchSize)) ||
+      failed(check(emitError, fsdpWindow >= 1, "fsdp_window", "positive", fsdpWindow)))
+    return failure();
+  return success();
+}
+
+LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  StringRef preset, F64 peakFlops, F64 efficiency,
+                                  int64_t memoryBytes, int64_t gpusPerNode, F64 intraNodeBandwidth,
+                                  F64 interNodeBandwidth, F64 latencyS, F64 launchOverheadS,
+                                  StringRef profile) {
+  auto finite = [](double v) { return std::isfinite(v); };
+  if (failed(check(emitError, finite(peakFlops) && peakFlops > 0, "peak_flops", "positive",
+                   peakFlops)) ||
+      failed(check(emitError, finite(efficiency) && efficiency > 0 && efficiency <= 1,
+                   "efficiency", "in (0, 1]", efficiency)) ||
+      failed(check(emitError, memoryBytes > 0, "memory_bytes", "positive", memoryBytes)) ||
+      failed(check(emitError, gpusPerNode >= 1, "gpus_per_node", "positive", gpusPerNode)) ||
+      failed(check(emitError, finite(intraNodeBandwidth) && intraNodeBandwidth > 0,
+                   "intra_node_bandwidth", "positive", intraNodeBandwidth)) ||
+      failed(check(emitError, finite(interNodeBandwidth) && interNodeBandwidth > 0,
+                   "inter_node_bandwidth", "positive", interNodeBandwidth)) ||
+      failed(check(emitError, finite(latencyS) && latencyS >= 0, "latency_s", "non-negative",
+                   latencyS)) ||
+      failed(check(emitError, finite(launchOverheadS) && launchOverheadS >= 0,
+                   "launch_overhead_s", "non-negative", launchOverheadS)))
+    return failure();
+  return success();
+}
+
+LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError, DType dtype,
+                                   Optimizer optimizer, int64_t seed, F64 learningRate) {
+  if (failed(check(emitError, seed >= 0, "seed", "non-negative", seed)) ||
+      failed(check(emitError, std::isfinite(learningRate) && learningRate > 0, "learning_rate",
+                   "positive", learningRate)))
+    return failure();
+  return success();
+}
+
+int64_t TrainingAttr::getElementBytes() const {
+  return getDtype() == DType::FP32 ? 4 : 2;
+}
+
+LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                      int64_t numLayers, int64_t hiddenSize, int64_t numHeads,
+                                      int64_t numKvHeads, int64_t ffnHiddenSize,
+                                      int64_t seqLength, int64_t vocabSize, MlpKind mlp,
+                                      NormKind norm, PositionKind position, bool tieEmbeddings,
+                                      BiasKind bias) {
+  if (failed(check(emitError, numLayers >= 1, "num_layers", "positive", numLayers)) ||
+      failed(check(emitError, hiddenSize >= 1, "hidden_size", "positive", hiddenSize)) ||
+      failed(check(emitError, numHeads >= 1, "num_heads", "positive", numHeads)) ||
+      failed(check(emitError, numKvHeads >= 1, "num_kv_heads", "positive", numKvHeads)) ||
+      failed(check(emitError, ffnHiddenSize >= 1, "ffn_hidden_size", "positive",
+                   ffnHiddenSize)) ||
+      failed(check(emitError, seqLength >= 1, "seq_length", "positive", seqLength)) ||
+      failed(check(emitError, vocabSize >= 1, "vocab_size", "positive", vocabSize)))
+    return failure();
+  if (hiddenSize % numHeads != 0)
+    return emitError() << "hidden_size " << hiddenSize << " is not divisible by num_heads "
+                       << numHeads;
+  if (numHeads % numKvHeads != 0)
+    return emitError() << "num_heads " << numHeads << " is not divisible by num_kv_heads "
+                       << numKvHeads;
+  return success();
+}

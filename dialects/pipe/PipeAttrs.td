@@ -1,0 +1,305 @@
+//===- PipeAttrs.td - pipe enums and attributes ---------------*- tablegen -*-===//
+//
+// The configuration of a job as the compiler sees it: parallelism, cluster, training and the
+// architecture of a transformer model. Each attribute mirrors one section of the job file, with
+// every default filled in, so the IR alone says what the job is.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_DIALECTS_PIPE_PIPEATTRS_TD
+#define CONDUIT_DIALECTS_PIPE_PIPEATTRS_TD
+
+include "dialects/pipe/PipeDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/Properties.td"
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+class Pipe_Enum<string name, string summary, list<EnumCase> cases>
+    : I32Enum<name, summary, cases> {
+  let cppNamespace = "::conduit::pipe";
+}
+
+def Pipe_Phase : Pipe_Enum<"Phase", "compilation phase of a pipe.model", [
+  I32EnumCase<"Model", 0, "model">,
+  I32EnumCase<"Partitioned", 1, "partitioned">,
+  I32EnumCase<"Placed", 2, "placed">,
+  I32EnumCase<"Split", 3, "split">,
+  I32EnumCase<"Scheduled", 4, "scheduled">,
+  I32EnumCase<"Communicating", 5, "communicating">
+]>;
+
+def Pipe_LayerKind : Pipe_Enum<"LayerKind", "kind of a layer", [
+  I32EnumCase<"Embedding", 0, "embedding">,
+  I32EnumCase<"Block", 1, "block">,
+  I32EnumCase<"Head", 2, "head">,
+  I32EnumCase<"Custom", 3, "custom">
+]>;
+
+def Pipe_ScheduleKind : Pipe_Enum<"ScheduleKind", "pipeline schedule", [
+  I32EnumCase<"GPipe", 0, "gpipe">,
+  I32EnumCase<"OneFOneB", 1, "1f1b">,
+  I32EnumCase<"DepthFirst", 2, "depth-first">,
+  I32EnumCase<"BreadthFirst", 3, "breadth-first">
+]>;
+
+def Pipe_Sharding : Pipe_Enum<"Sharding", "data-parallel sharding mode", [
+  I32EnumCase<"None", 0, "none">,
+  I32EnumCase<"Optimizer", 1, "optimizer">,
+  I32EnumCase<"Gradients", 2, "gradients">,
+  I32EnumCase<"Full", 3, "full">
+]>;
+
+def Pipe_Checkpointing : Pipe_Enum<"Checkpointing", "activation checkpointing mode", [
+  I32EnumCase<"None", 0, "none">,
+  I32EnumCase<"Full", 1, "full">
+]>;
+
+def Pipe_RankOrder : Pipe_Enum<"RankOrder", "order of the (pipeline, data) axes in the global rank", [
+  I32EnumCase<"DataInner", 0, "data-inner">,
+  I32EnumCase<"PipelineInner", 1, "pipeline-inner">
+]>;
+
+def Pipe_DType : Pipe_Enum<"DType", "training data type", [
+  I32EnumCase<"BF16", 0, "bf16">,
+  I32EnumCase<"FP16", 1, "fp16">,
+  I32EnumCase<"FP32", 2, "fp32">
+]>;
+
+def Pipe_Optimizer : Pipe_Enum<"Optimizer", "optimizer", [
+  I32EnumCase<"Adam", 0, "adam">,
+  I32EnumCase<"SGD", 1, "sgd">
+]>;
+
+def Pipe_MlpKind : Pipe_Enum<"MlpKind", "feed-forward block", [
+  I32EnumCase<"Gelu", 0, "gelu">,
+  I32EnumCase<"SwiGLU", 1, "swiglu">
+]>;
+
+def Pipe_NormKind : Pipe_Enum<"NormKind", "normalisation layer", [
+  I32EnumCase<"LayerNorm", 0, "layernorm">,
+  I32EnumCase<"RMSNorm", 1, "rmsnorm">
+]>;
+
+def Pipe_PositionKind : Pipe_Enum<"PositionKind", "position encoding", [
+  I32EnumCase<"Learned", 0, "learned">,
+  I32EnumCase<"Rotary", 1, "rotary">
+]>;
+
+def Pipe_BiasKind : Pipe_Enum<"BiasKind", "which linear layers have a bias", [
+  I32EnumCase<"All", 0, "all">,
+  I32EnumCase<"QKV", 1, "qkv">,
+  I32EnumCase<"None", 2, "none">
+]>;
+
+def Pipe_TransferKind : Pipe_Enum<"TransferKind", "what a point-to-point transfer carries", [
+  I32EnumCase<"Activation", 0, "activation">,
+  I32EnumCase<"Gradient", 1, "gradient">
+]>;
+
+def Pipe_GradReduction : Pipe_Enum<"GradReduction", "collective that reduces gradients", [
+  I32EnumCase<"ReduceScatter", 0, "reduce_scatter">,
+  I32EnumCase<"AllReduce", 1, "all_reduce">
+]>;
+
+//===----------------------------------------------------------------------===//
+// Integer attributes whose values are signed in C++ (I64Attr reads them unsigned, which would
+// turn a negative count into a huge one before the verifier sees it).
+//===----------------------------------------------------------------------===//
+
+def Pipe_IntAttr : TypedSignlessIntegerAttrBase<I64, "int64_t", "64-bit integer attribute"> {
+  let convertFromStorage = "$_self.getValue().getSExtValue()";
+}
+
+//===----------------------------------------------------------------------===//
+// Attribute parameters
+//===----------------------------------------------------------------------===//
+
+// Enums inside attributes print as quoted strings spelled as in the job file ("1f1b" is not a
+// valid MLIR keyword).
+class Pipe_EnumParam<EnumInfo info> : AttrParameter<info.cppType, info.summary> {
+  let parser = "::conduit::pipe::parseEnumString<" # info.cppType # ">($_parser)";
+  let printer = "$_printer << '\"' << stringifyEnum($_self) << '\"'";
+}
+
+// Doubles print with enough digits to round-trip exactly.
+def Pipe_F64Param : AttrParameter<"::conduit::pipe::F64", "a double"> {
+  let parser = "::conduit::pipe::parseF64($_parser)";
+  let printer = "::conduit::pipe::printF64($_printer, $_self)";
+}
+
+// A double property, printed like Pipe_F64Param (MLIR's FloatAttr falls back to hex for values
+// it cannot print in six digits, which hides costs from a reader).
+def Pipe_F64Prop : Property<"double", "a double"> {
+  let convertToAttribute = [{
+    return ::mlir::FloatAttr::get(::mlir::Float64Type::get($_ctxt), $_storage);
+  }];
+  let convertFromAttribute = [{
+    auto value = ::mlir::dyn_cast_if_present<::mlir::FloatAttr>($_attr);
+    if (!value)
+      return $_diag() << "expected a float attribute";
+    $_storage = value.getValueAsDouble();
+    return ::mlir::success();
+  }];
+  let hashProperty = "::llvm::hash_value(::llvm::bit_cast<uint64_t>($_storage))";
+  let parser = [{
+    auto value = ::conduit::pipe::parseF64($_parser);
+    if (::mlir::failed(value))
+      return ::mlir::failure();
+    $_storage = *value;
+  }];
+  let printer = "::conduit::pipe::printF64($_printer, $_storage)";
+  let writeToMlirBytecode = [{
+    $_writer.writeVarInt(::llvm::bit_cast<uint64_t>($_storage));
+  }];
+  let readFromMlirBytecode = [{
+    uint64_t bits;
+    if (::mlir::failed($_reader.readVarInt(bits)))
+      return ::mlir::failure();
+    $_storage = ::llvm::bit_cast<double>(bits);
+  }];
+}
+
+class Pipe_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Pipe_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
+  let summary = "how a job is spread over devices";
+  let description = [{
+    The `parallelism` section of the job file with every default filled in: P pipeline ranks,
+    D data-parallel replicas, V stages per device, the schedule (with its group size for
+    depth-first), M micro-batches of `microbatch_size` samples per replica and step, the
+    sharding and checkpointing modes, the FSDP resident window (in stages), and the order of the
+    axes in the global rank.
+
+    ```mlir
+    #pipe.parallelism<pipeline = 4, data = 2, stages_per_device = 2, schedule = "breadth-first",
+                      group_size = 4, microbatches = 8, microbatch_size = 1, sharding = "full",
+                      checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$pipeline,
+    "int64_t":$data,
+    "int64_t":$stages_per_device,
+    Pipe_EnumParam<Pipe_ScheduleKind>:$schedule,
+    "int64_t":$group_size,
+    "int64_t":$microbatches,
+    "int64_t":$microbatch_size,
+    Pipe_EnumParam<Pipe_Sharding>:$sharding,
+    Pipe_EnumParam<Pipe_Checkpointing>:$checkpointing,
+    "int64_t":$fsdp_window,
+    Pipe_EnumParam<Pipe_RankOrder>:$rank_order
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Total number of stages, S = P * V.
+    int64_t getNumStages() const { return getPipeline() * getStagesPerDevice(); }
+    /// Samples per replica and step, M * microbatch_size.
+    int64_t getBatchSamples() const { return getMicrobatches() * getMicrobatchSize(); }
+  }];
+}
+
+def Pipe_ClusterAttr : Pipe_Attr<"Cluster", "cluster"> {
+  let summary = "the machine a job runs on";
+  let description = [{
+    A cluster preset with every figure resolved (SI units): peak FLOP/s per GPU, the achievable
+    fraction of it, device memory in bytes, GPUs per node, intra- and inter-node bandwidth in
+    bytes/s per GPU per direction, point-to-point latency in seconds, and the fixed time one layer
+    costs per micro-batch on top of its FLOPs (kernel launches; what makes tiny micro-batches
+    inefficient). `profile` names a file
+    of measured per-layer times that replaces the analytic estimates (empty: none).
+
+    ```mlir
+    #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e+14, efficiency = 0.5,
+                  memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e+11,
+                  inter_node_bandwidth = 2.5e+10, latency_s = 5.0e-06, launch_overhead_s = 0.0,
+                  profile = "">
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"preset name">:$preset,
+    Pipe_F64Param:$peak_flops,
+    Pipe_F64Param:$efficiency,
+    "int64_t":$memory_bytes,
+    "int64_t":$gpus_per_node,
+    Pipe_F64Param:$intra_node_bandwidth,
+    Pipe_F64Param:$inter_node_bandwidth,
+    Pipe_F64Param:$latency_s,
+    Pipe_F64Param:$launch_overhead_s,
+    StringRefParameter<"measured profile file, or empty">:$profile
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Pipe_TrainingAttr : Pipe_Attr<"Training", "training"> {
+  let summary = "numerics and optimiser of a job";
+  let description = [{
+    The `training` section of the job file: data type of parameters and activations, optimiser,
+    seed for parameter initialisation and synthetic data, and the learning rate.
+
+    ```mlir
+    #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-03>
+    ```
+  }];
+  let parameters = (ins
+    Pipe_EnumParam<Pipe_DType>:$dtype,
+    Pipe_EnumParam<Pipe_Optimizer>:$optimizer,
+    "int64_t":$seed,
+    Pipe_F64Param:$learning_rate
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Bytes of one parameter or activation element in the training data type.
+    int64_t getElementBytes() const;
+  }];
+}
+
+def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
+  let summary = "architecture of a decoder-only transformer";
+  let description = [{
+    The shape of a transformer model, kept beside its layers so that the runtime can build the
+    real model: the layer chain is `embedding`, `num_layers` blocks, then `head` (final norm,
+    LM head and loss). Variants cover GPT-2/3 (`gelu`, `layernorm`, `learned` positions) and
+    Llama, Mistral and Qwen (`swiglu`, `rmsnorm`, `rotary`, grouped-query attention). `bias`
+    says which linear layers carry a bias: all (GPT), only Q/K/V (Qwen) or none (Llama).
+
+    ```mlir
+    #pipe.transformer<num_layers = 12, hidden_size = 768, num_heads = 12, num_kv_heads = 12,
+                      ffn_hidden_size = 3072, seq_length = 1024, vocab_size = 50257,
+                      mlp = "gelu", norm = "layernorm", position = "learned",
+                      tie_embeddings = false, bias = "all">
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$num_layers,
+    "int64_t":$hidden_size,
+    "int64_t":$num_heads,
+    "int64_t":$num_kv_heads,
+    "int64_t":$ffn_hidden_size,
+    "int64_t":$seq_length,
+    "int64_t":$vocab_size,
+    Pipe_EnumParam<Pipe_MlpKind>:$mlp,
+    Pipe_EnumParam<Pipe_NormKind>:$norm,
+    Pipe_EnumParam<Pipe_PositionKind>:$position,
+    "bool":$tie_embeddings,
+    Pipe_EnumParam<Pipe_BiasKind>:$bias
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+#endif // CONDUIT_DIALECTS_PIPE_PIPEATTRS_TD

@@ -1,0 +1,238 @@
+//===- PipeOps.cpp - pipe operations --------------------------------------===//
+//
+// Verifiers of the pipe operations. Op verifiers check what an op can check alone; the model's
+// region verifier checks the body against the model's phase (which ops may appear, stage
+// coverage, placement, micro-batch ranges, and that every scheduled op names a stage placed on
+// its rank).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/pipe/PipeOps.h"
+
+#include "dialects/pipe/OpChecks.h"
+#include "dialects/pipe/StageTable.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace conduit::pipe;
+
+#define GET_OP_CLASSES
+#include "dialects/pipe/PipeOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// ModelOp
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Checks one op of the body of rank `r` against the stage table.
+LogicalResult checkRankBodyOp(Operation &op, int64_t r, const StageTable &table, Phase phase) {
+  if (auto compute = dyn_cast<ForwardOp>(op))
+    return table.checkLocal(&op, r, compute.getStage(), compute.getMicrobatch());
+  if (auto compute = dyn_cast<BackwardOp>(op))
+    return table.checkLocal(&op, r, compute.getStage(), compute.getMicrobatch());
+  if (phase < Phase::Communicating)
+    return op.emitOpError("is not allowed before phase 'communicating' (the model is in phase '")
+           << stringifyPhase(phase) << "')";
+  if (auto send = dyn_cast<SendOp>(op))
+    return table.checkTransfer(&op, r, send.getStage(), send.getMicrobatch(), send.getPeer(),
+                               send.getPeerStage(), send.getPeerMicrobatch(), send.getBegin(),
+                               send.getEnd());
+  if (auto recv = dyn_cast<RecvOp>(op))
+    return table.checkTransfer(&op, r, recv.getStage(), recv.getMicrobatch(), recv.getPeer(),
+                               recv.getPeerStage(), recv.getPeerMicrobatch(), recv.getBegin(),
+                               recv.getEnd());
+  int64_t stage = llvm::TypeSwitch<Operation *, int64_t>(&op)
+                      .Case<UnshardOp, ReshardOp, ReduceGradOp, GatherParamsOp,
+                            OptimizerStepOp>([](auto collective) { return collective.getStage(); });
+  return table.checkStageOnRank(&op, r, stage);
+}
+
+} // namespace
+
+LogicalResult ModelOp::verifyRegions() {
+  ParallelismAttr par = getParallelism();
+  Phase phase = getPhase();
+  auto phaseName = [](Phase p) { return "'" + stringifyPhase(p).str() + "'"; };
+
+  SmallVector<LayerOp> layers;
+  SmallVector<StageOp> stages;
+  SmallVector<RankOp> ranks;
+  int section = 0;
+  for (Operation &op : getBody().front()) {
+    int kind;
+    if (auto layer = dyn_cast<LayerOp>(op)) {
+      kind = 0;
+      layers.push_back(layer);
+    } else if (auto stage = dyn_cast<StageOp>(op)) {
+      kind = 1;
+      stages.push_back(stage);
+    } else if (auto rank = dyn_cast<RankOp>(op)) {
+      kind = 2;
+      ranks.push_back(rank);
+    } else {
+      return op.emitOpError("is not allowed in the body of 'pipe.model'");
+    }
+    if (kind < section)
+      return op.emitOpError(
+          "is out of order: the model body holds layers, then stages, then ranks");
+    section = kind;
+  }
+  if (layers.empty())
+    return emitOpError("must contain at least one pipe.layer");
+  const int64_t numLayers = static_cast<int64_t>(layers.size());
+
+  // Stages: present exactly from 'partitioned' on, covering the layer chain in order.
+  if (phase < Phase::Partitioned) {
+    if (!stages.empty())
+      return stages.front().emitOpError("is not allowed before phase 'partitioned' (the model "
+                                        "is in phase ")
+             << phaseName(phase) << ")";
+  } else {
+    const int64_t expected = par.getNumStages();
+    if (static_cast<int64_t>(stages.size()) != expected)
+      return emitOpError() << "expects " << expected << " stages (pipeline "
+                           << par.getPipeline() << " x stages_per_device "
+                           << par.getStagesPerDevice() << ") in phase " << phaseName(phase)
+                           << ", found " << stages.size();
+    int64_t previousEnd = 0;
+    for (auto [i, stage] : llvm::enumerate(stages)) {
+      if (stage.getIndex() != static_cast<int64_t>(i))
+        return stage.emitOpError() << "has index " << stage.getIndex() << " at position " << i;
+      if (stage.getFirstLayer() != previousEnd)
+        return stage.emitOpError() << "starts at layer " << stage.getFirstLayer()
+                                   << " but the previous stages end at layer " << previousEnd;
+      if (stage.getEndLayer() > numLayers)
+        return stage.emitOpError() << "ends at layer " << stage.getEndLayer()
+                                   << " but the model has " << numLayers << " layers";
+      previousEnd = stage.getEndLayer();
+    }
+    if (previousEnd != numLayers)
+      return emitOpError() << "stages cover layers [0, " << previousEnd
+                           << ") but the model has " << numLayers << " layers";
+  }
+
+  // Placement and micro-batches, each from its phase on and never before.
+  const int64_t batch = par.getBatchSamples();
+  for (StageOp stage : stages) {
+    std::optional<int64_t> rank = stage.getRank();
+    if (phase < Phase::Placed && rank)
+      return stage.emitOpError("has a rank before phase 'placed'");
+    if (phase >= Phase::Placed && !rank)
+      return stage.emitOpError() << "has no rank in phase " << phaseName(phase);
+    if (rank && *rank >= par.getPipeline())
+      return stage.emitOpError() << "is placed on rank " << *rank << " but the pipeline has "
+                                 << par.getPipeline() << " ranks";
+    std::optional<ArrayRef<int64_t>> samples = stage.getSamples();
+    if (phase < Phase::Split && samples)
+      return stage.emitOpError("has micro-batches before phase 'split'");
+    if (phase >= Phase::Split && !samples)
+      return stage.emitOpError() << "has no micro-batches in phase " << phaseName(phase);
+    if (samples && samples->back() != batch)
+      return stage.emitOpError() << "micro-batches end at sample " << samples->back()
+                                 << " but the replica's batch has " << batch << " samples";
+  }
+
+  // Ranks: one per pipeline rank from 'scheduled' on.
+  if (phase < Phase::Scheduled) {
+    if (!ranks.empty())
+      return ranks.front().emitOpError("is not allowed before phase 'scheduled' (the model is "
+                                       "in phase ")
+             << phaseName(phase) << ")";
+    return success();
+  }
+  if (static_cast<int64_t>(ranks.size()) != par.getPipeline())
+    return emitOpError() << "expects one pipe.rank per pipeline rank (" << par.getPipeline()
+                         << ") in phase " << phaseName(phase) << ", found " << ranks.size();
+
+  StageTable table(par.getPipeline());
+  for (StageOp stage : stages)
+    table.add(*stage.getRank(), *stage.getSamples());
+  for (auto [i, rank] : llvm::enumerate(ranks)) {
+    if (rank.getRank() != static_cast<int64_t>(i))
+      return rank.emitOpError() << "has rank " << rank.getRank() << " at position " << i;
+    for (Operation &op : rank.getBody().front())
+      if (failed(checkRankBodyOp(op, rank.getRank(), table, phase)))
+        return failure();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LayerOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerOp::verify() {
+  if (getName().empty())
+    return emitOpError("expects a non-empty name");
+  auto nonNegative = [&](StringRef what, double value) -> LogicalResult {
+    if (std::isfinite(value) && value >= 0)
+      return success();
+    return emitOpError() << "expects a finite, non-negative " << what << ", got " << value;
+  };
+  if (failed(nonNegative("params", getParams())) ||
+      failed(nonNegative("fwd_flops", getFwdFlops())) ||
+      failed(nonNegative("bwd_flops", getBwdFlops())) ||
+      failed(nonNegative("activation_bytes", getActivationBytes())) ||
+      failed(nonNegative("checkpoint_bytes", getCheckpointBytes())) ||
+      failed(nonNegative("output_bytes", getOutputBytes())))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// StageOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult StageOp::verify() {
+  if (getIndex() < 0)
+    return emitOpError() << "expects a non-negative index, got " << getIndex();
+  if (getFirstLayer() < 0 || getEndLayer() <= getFirstLayer())
+    return emitOpError() << "expects a non-empty layer range, got [" << getFirstLayer() << ", "
+                         << getEndLayer() << ")";
+  if (std::optional<int64_t> rank = getRank(); rank && *rank < 0)
+    return emitOpError() << "expects a non-negative rank, got " << *rank;
+  if (std::optional<ArrayRef<int64_t>> samples = getSamples())
+    return verifySampleBoundaries(*this, *samples);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RankOp and the ops of its body
+//===----------------------------------------------------------------------===//
+
+LogicalResult RankOp::verifyRegions() {
+  if (getRank() < 0)
+    return emitOpError() << "expects a non-negative rank, got " << getRank();
+  for (Operation &op : getBody().front())
+    if (!isa<ForwardOp, BackwardOp, SendOp, RecvOp, UnshardOp, ReshardOp, ReduceGradOp,
+             GatherParamsOp, OptimizerStepOp>(op))
+      return op.emitOpError("is not allowed in the body of 'pipe.rank'");
+  return success();
+}
+
+LogicalResult ForwardOp::verify() {
+  return verifyStageAndMicrobatch(*this, getStage(), getMicrobatch());
+}
+
+LogicalResult BackwardOp::verify() {
+  return verifyStageAndMicrobatch(*this, getStage(), getMicrobatch());
+}
+
+LogicalResult SendOp::verify() { return verifyTransfer(*this, /*isSend=*/true); }
+LogicalResult RecvOp::verify() { return verifyTransfer(*this, /*isSend=*/false); }
+
+LogicalResult UnshardOp::verify() { return verifyStageAndBytes(*this, getStage(), getBytes()); }
+LogicalResult ReshardOp::verify() { return verifyStageAndBytes(*this, getStage(), 0); }
+LogicalResult ReduceGradOp::verify() {
+  return verifyStageAndBytes(*this, getStage(), getBytes());
+}
+LogicalResult GatherParamsOp::verify() {
+  return verifyStageAndBytes(*this, getStage(), getBytes());
+}
+LogicalResult OptimizerStepOp::verify() { return verifyStageAndBytes(*this, getStage(), 0); }

@@ -1,0 +1,243 @@
+//===- PlanOps.cpp - plan operations --------------------------------------===//
+//
+// Verifiers of the plan operations. Instruction verifiers check their own fields; the program's
+// region verifier checks the stage table and that every instruction names streams, events,
+// slots and stages that exist on its rank. Cross-rank properties (matching, ordering, deadlock
+// freedom) are the job of the conduit-verify-plan pass.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/plan/PlanOps.h"
+
+#include "dialects/pipe/OpChecks.h"
+#include "dialects/pipe/StageTable.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace conduit::plan;
+using conduit::pipe::StageTable;
+
+#define GET_OP_CLASSES
+#include "dialects/plan/PlanOps.cpp.inc"
+
+namespace {
+
+/// Streams a rank may use. Three are used today (compute, point-to-point, collectives); the
+/// bound leaves room without letting a corrupt id size a runtime table.
+constexpr int64_t kMaxStreams = 8;
+
+/// The fields every instruction may carry, read uniformly for the rank-level checks.
+struct InstFields {
+  int64_t stream = 0;
+  int64_t event = -1;
+  int64_t slot = -1;
+};
+
+InstFields fieldsOf(Operation &op) {
+  InstFields f;
+  llvm::TypeSwitch<Operation *>(&op)
+      .Case<ForwardOp, BackwardOp, SendOp, RecvOp>([&](auto inst) {
+        f.stream = inst.getStream();
+        f.slot = inst.getSlot();
+      })
+      .Case<SignalOp, WaitOp>([&](auto inst) {
+        f.stream = inst.getStream();
+        f.event = inst.getEvent();
+      })
+      .Case<AllGatherOp, ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp>(
+          [&](auto inst) { f.stream = inst.getStream(); });
+  return f;
+}
+
+/// Checks an instruction of rank `rank` against the rank's declarations and the stage table.
+LogicalResult checkInstruction(Operation &op, RankOp rank, const StageTable &table) {
+  const int64_t r = rank.getRank();
+  InstFields f = fieldsOf(op);
+  if (f.stream >= kMaxStreams)
+    return op.emitOpError() << "uses stream " << f.stream << "; streams are numbered below "
+                            << kMaxStreams;
+  if (f.event >= rank.getEvents())
+    return op.emitOpError() << "uses event " << f.event << " but rank " << r << " declares "
+                            << rank.getEvents() << " events";
+  if (f.slot >= static_cast<int64_t>(rank.getSlots().size()))
+    return op.emitOpError() << "uses slot " << f.slot << " but rank " << r << " declares "
+                            << rank.getSlots().size() << " slots";
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case<ForwardOp, BackwardOp>([&](auto inst) {
+        return table.checkLocal(&op, r, inst.getStage(), inst.getMicrobatch());
+      })
+      .Case<SendOp, RecvOp>([&](auto inst) -> LogicalResult {
+        if (failed(table.checkTransfer(&op, r, inst.getStage(), inst.getMicrobatch(),
+                                       inst.getPeer(), inst.getPeerStage(),
+                                       inst.getPeerMicrobatch(), inst.getBegin(),
+                                       inst.getEnd())))
+          return failure();
+        if (inst.getSlot() >= 0 && inst.getBytes() > rank.getSlots()[inst.getSlot()])
+          return inst.emitOpError()
+                 << "moves " << inst.getBytes() << " bytes through slot " << inst.getSlot()
+                 << " of " << rank.getSlots()[inst.getSlot()] << " bytes";
+        return success();
+      })
+      .Case<AllGatherOp, ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp>(
+          [&](auto inst) { return table.checkStageOnRank(&op, r, inst.getStage()); })
+      .Default([](Operation *) { return success(); });
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// ProgramOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ProgramOp::verifyRegions() {
+  conduit::pipe::ParallelismAttr par = getParallelism();
+  SmallVector<StageOp> stages;
+  SmallVector<RankOp> ranks;
+  for (Operation &op : getBody().front()) {
+    if (auto stage = dyn_cast<StageOp>(op)) {
+      if (!ranks.empty())
+        return op.emitOpError("is out of order: the program body holds stages, then ranks");
+      stages.push_back(stage);
+    } else if (auto rank = dyn_cast<RankOp>(op)) {
+      ranks.push_back(rank);
+    } else {
+      return op.emitOpError("is not allowed in the body of 'plan.program'");
+    }
+  }
+
+  if (static_cast<int64_t>(stages.size()) != par.getNumStages())
+    return emitOpError() << "expects " << par.getNumStages() << " stages (pipeline "
+                         << par.getPipeline() << " x stages_per_device "
+                         << par.getStagesPerDevice() << "), found " << stages.size();
+  StageTable table(par.getPipeline());
+  int64_t previousEnd = 0;
+  for (auto [i, stage] : llvm::enumerate(stages)) {
+    if (stage.getIndex() != static_cast<int64_t>(i))
+      return stage.emitOpError() << "has index " << stage.getIndex() << " at position " << i;
+    if (stage.getFirstLayer() != previousEnd)
+      return stage.emitOpError() << "starts at layer " << stage.getFirstLayer()
+                                 << " but the previous stages end at layer " << previousEnd;
+    if (stage.getRank() >= par.getPipeline())
+      return stage.emitOpError() << "is placed on rank " << stage.getRank()
+                                 << " but the pipeline has " << par.getPipeline() << " ranks";
+    if (stage.getSamples().back() != par.getBatchSamples())
+      return stage.emitOpError() << "micro-batches end at sample " << stage.getSamples().back()
+                                 << " but the replica's batch has " << par.getBatchSamples()
+                                 << " samples";
+    previousEnd = stage.getEndLayer();
+    table.add(stage.getRank(), stage.getSamples());
+  }
+
+  if (static_cast<int64_t>(ranks.size()) != par.getPipeline())
+    return emitOpError() << "expects one plan.rank per pipeline rank (" << par.getPipeline()
+                         << "), found " << ranks.size();
+  for (auto [i, rank] : llvm::enumerate(ranks)) {
+    if (rank.getRank() != static_cast<int64_t>(i))
+      return rank.emitOpError() << "has rank " << rank.getRank() << " at position " << i;
+    for (Operation &op : rank.getBody().front())
+      if (failed(checkInstruction(op, rank, table)))
+        return failure();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// StageOp and RankOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult StageOp::verify() {
+  if (getIndex() < 0 || getRank() < 0)
+    return emitOpError() << "expects a non-negative index and rank, got index " << getIndex()
+                         << " rank " << getRank();
+  if (getFirstLayer() < 0 || getEndLayer() <= getFirstLayer())
+    return emitOpError() << "expects a non-empty layer range, got [" << getFirstLayer() << ", "
+                         << getEndLayer() << ")";
+  if (getParams() < 0)
+    return emitOpError() << "expects non-negative params, got " << getParams();
+  return conduit::pipe::verifySampleBoundaries(*this, getSamples());
+}
+
+LogicalResult RankOp::verifyRegions() {
+  if (getRank() < 0 || getEvents() < 0)
+    return emitOpError() << "expects a non-negative rank and event count, got rank " << getRank()
+                         << " events " << getEvents();
+  for (auto [i, bytes] : llvm::enumerate(getSlots()))
+    if (bytes < 0)
+      return emitOpError() << "declares slot " << i << " with negative size " << bytes;
+  for (Operation &op : getBody().front())
+    if (!isa<ForwardOp, BackwardOp, SendOp, RecvOp, AllGatherOp, ReduceScatterOp, AllReduceOp,
+             FreeOp, OptimizerStepOp, SignalOp, WaitOp>(op))
+      return op.emitOpError("is not allowed in the body of 'plan.rank'");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Instructions
+//===----------------------------------------------------------------------===//
+
+namespace {
+LogicalResult verifyStream(Operation *op, int64_t stream) {
+  if (stream < 0)
+    return op->emitOpError() << "expects a non-negative stream, got " << stream;
+  return success();
+}
+
+template <typename ComputeOp>
+LogicalResult verifyCompute(ComputeOp op) {
+  if (failed(verifyStream(op, op.getStream())) ||
+      failed(conduit::pipe::verifyStageAndMicrobatch(op, op.getStage(), op.getMicrobatch())))
+    return failure();
+  if (op.getSlot() < -1)
+    return op.emitOpError() << "expects slot -1 (none) or a slot id, got " << op.getSlot();
+  return success();
+}
+
+template <typename TransferOp>
+LogicalResult verifyPlanTransfer(TransferOp op, bool isSend) {
+  if (failed(verifyStream(op, op.getStream())) ||
+      failed(conduit::pipe::verifyTransfer(op, isSend)))
+    return failure();
+  if (op.getSlot() < -1)
+    return op.emitOpError() << "expects slot -1 (none) or a slot id, got " << op.getSlot();
+  if (!isSend && op.getSlot() < 0)
+    return op.emitOpError("expects a slot to receive into");
+  return success();
+}
+
+template <typename CollectiveOp>
+LogicalResult verifyCollective(CollectiveOp op) {
+  if (failed(verifyStream(op, op.getStream())))
+    return failure();
+  return conduit::pipe::verifyStageAndBytes(op, op.getStage(), op.getBytes());
+}
+
+template <typename StageInstOp>
+LogicalResult verifyStageInst(StageInstOp op) {
+  if (failed(verifyStream(op, op.getStream())))
+    return failure();
+  return conduit::pipe::verifyStageAndBytes(op, op.getStage(), 0);
+}
+
+template <typename EventOp>
+LogicalResult verifyEvent(EventOp op) {
+  if (failed(verifyStream(op, op.getStream())))
+    return failure();
+  if (op.getEvent() < 0)
+    return op.emitOpError() << "expects a non-negative event, got " << op.getEvent();
+  return success();
+}
+} // namespace
+
+LogicalResult ForwardOp::verify() { return verifyCompute(*this); }
+LogicalResult BackwardOp::verify() { return verifyCompute(*this); }
+LogicalResult SendOp::verify() { return verifyPlanTransfer(*this, /*isSend=*/true); }
+LogicalResult RecvOp::verify() { return verifyPlanTransfer(*this, /*isSend=*/false); }
+LogicalResult AllGatherOp::verify() { return verifyCollective(*this); }
+LogicalResult ReduceScatterOp::verify() { return verifyCollective(*this); }
+LogicalResult AllReduceOp::verify() { return verifyCollective(*this); }
+LogicalResult FreeOp::verify() { return verifyStageInst(*this); }
+LogicalResult OptimizerStepOp::verify() { return verifyStageInst(*this); }
+LogicalResult SignalOp::verify() { return verifyEvent(*this); }
+LogicalResult WaitOp::verify() { return verifyEvent(*this); }

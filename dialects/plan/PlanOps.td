@@ -1,0 +1,293 @@
+//===- PlanOps.td - plan operations ---------------------------*- tablegen -*-===//
+//
+// The program, its stage table, its ranks, and the instructions of a rank's stream.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_DIALECTS_PLAN_PLANOPS_TD
+#define CONDUIT_DIALECTS_PLAN_PLANOPS_TD
+
+include "dialects/plan/PlanDialect.td"
+include "dialects/pipe/PipeAttrs.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/Properties.td"
+include "mlir/IR/SymbolInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Program structure
+//===----------------------------------------------------------------------===//
+
+def Plan_ProgramOp : Plan_Op<"program", [
+    Symbol, IsolatedFromAbove, NoTerminator, SingleBlock, NoRegionArguments]> {
+  let summary = "an execution plan: configuration, stage table and rank programs";
+  let description = [{
+    The body holds the stage table (`plan.stage`, one per stage, in order), then one
+    `plan.rank` per pipeline rank, in order. Every data-parallel replica of a pipeline rank runs
+    that rank's program. `architecture` is present when the model is a transformer the runtime
+    can build.
+
+    ```mlir
+    plan.program @demo attributes {parallelism = #pipe.parallelism<...>,
+                                   cluster = #pipe.cluster<...>, training = #pipe.training<...>} {
+      plan.stage 0 rank 0 layers [0, 3) params 4096 samples [0, 1, 2]
+      plan.stage 1 rank 1 layers [3, 5) params 4224 samples [0, 1, 2]
+      plan.rank 0 events 0 slots [] {
+        plan.forward stage 0 mb 0 on 0
+        ...
+      }
+      plan.rank 1 events 0 slots [] { ... }
+    }
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    Pipe_ParallelismAttr:$parallelism,
+    Pipe_ClusterAttr:$cluster,
+    Pipe_TrainingAttr:$training,
+    OptionalAttr<Pipe_TransformerAttr>:$architecture
+  );
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    auto getStages() { return getBody().front().getOps<StageOp>(); }
+    auto getRanks() { return getBody().front().getOps<RankOp>(); }
+  }];
+}
+
+def Plan_StageOp : Plan_Op<"stage", [HasParent<"ProgramOp">]> {
+  let summary = "one entry of the stage table";
+  let description = [{
+    Stage `index` runs layers `[first_layer, end_layer)` on pipeline rank `rank`; it has
+    `params` parameters, and its micro-batch j covers samples `[samples[j], samples[j+1])`.
+
+    ```mlir
+    plan.stage 1 rank 1 layers [3, 5) params 4224 samples [0, 2, 4]
+    ```
+  }];
+  let arguments = (ins
+    I64Prop:$index,
+    I64Prop:$rank,
+    I64Prop:$first_layer,
+    I64Prop:$end_layer,
+    I64Prop:$params,
+    DenseI64ArrayAttr:$samples
+  );
+  let assemblyFormat = [{
+    $index `rank` $rank `layers` ` ` `[` $first_layer `,` $end_layer `)` `params` $params
+    `samples` $samples attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getNumMicrobatches() { return static_cast<int64_t>(getSamples().size()) - 1; }
+  }];
+}
+
+def Plan_RankOp : Plan_Op<"rank", [
+    HasParent<"ProgramOp">, NoTerminator, SingleBlock, NoRegionArguments]> {
+  let summary = "the instruction list of one pipeline rank";
+  let description = [{
+    One linear list of instructions, each tagged with its stream. `events` is the number of
+    events the list uses (ids `0 .. events-1`), `slots` the size in bytes of each receive
+    buffer slot.
+
+    ```mlir
+    plan.rank 1 events 1 slots [1572864] {
+      plan.recv activation stage 1 mb 0 from 0 stage 0 mb 0 samples [0, 1) bytes 1572864 slot 0 on 1
+      plan.signal event 0 on 1
+      plan.wait event 0 on 0
+      plan.forward stage 1 mb 0 slot 0 on 0
+    }
+    ```
+  }];
+  let arguments = (ins I64Prop:$rank, I64Prop:$events, DenseI64ArrayAttr:$slots);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$rank `events` $events `slots` $slots attr-dict-with-keyword $body";
+  let hasRegionVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Instructions
+//===----------------------------------------------------------------------===//
+
+class Plan_InstOp<string mnemonic, list<Trait> traits = []>
+    : Plan_Op<mnemonic, !listconcat([HasParent<"RankOp">], traits)> {
+  let hasVerifier = 1;
+}
+
+class Plan_ComputeOp<string mnemonic, string what> : Plan_InstOp<mnemonic> {
+  let summary = what # " of one micro-batch on one stage";
+  let arguments = (ins I32Prop:$stage, I32Prop:$microbatch,
+                       DefaultValuedProp<I32Prop, "-1">:$slot, I32Prop:$stream);
+  let assemblyFormat = "`stage` $stage `mb` $microbatch (`slot` $slot^)? `on` $stream attr-dict";
+}
+
+def Plan_ForwardOp : Plan_ComputeOp<"forward", "forward"> {
+  let description = [{
+    Runs the forward of (`stage`, `mb`). Its input comes from receive slot `slot` when the
+    previous stage is on another rank (else `slot` is -1 and the input is the previous stage's
+    output on this rank, or the data for stage 0).
+
+    ```mlir
+    plan.forward stage 1 mb 0 slot 0 on 0
+    ```
+  }];
+}
+
+def Plan_BackwardOp : Plan_ComputeOp<"backward", "backward"> {
+  let description = [{
+    Runs the backward of (`stage`, `mb`), accumulating weight gradients. Its output gradient
+    comes from receive slot `slot` when the next stage is on another rank (else -1).
+
+    ```mlir
+    plan.backward stage 1 mb 0 slot 1 on 0
+    ```
+  }];
+}
+
+class Plan_TransferOp<string mnemonic, string dir> : Plan_InstOp<mnemonic> {
+  let arguments = (ins
+    EnumProp<Pipe_TransferKind>:$kind,
+    I32Prop:$stage,
+    I32Prop:$microbatch,
+    I32Prop:$peer,
+    I32Prop:$peer_stage,
+    I32Prop:$peer_microbatch,
+    I64Prop:$begin,
+    I64Prop:$end,
+    I64Prop:$bytes,
+    DefaultValuedProp<I32Prop, "-1">:$slot,
+    DefaultValuedProp<I32Prop, "-1">:$group,
+    I32Prop:$stream
+  );
+  let assemblyFormat = [{
+    $kind `stage` $stage `mb` $microbatch }] # dir # [{ $peer `stage` $peer_stage `mb`
+    $peer_microbatch `samples` ` ` `[` $begin `,` $end `)` `bytes` $bytes (`slot` $slot^)?
+    (`group` $group^)? `on` $stream attr-dict
+  }];
+}
+
+def Plan_SendOp : Plan_TransferOp<"send", "`to`"> {
+  let summary = "send samples of an activation or gradient to another rank";
+  let description = [{
+    Sends samples `[begin, end)` of what (`stage`, `mb`) produced to rank `peer`, for
+    (`peer_stage`, `peer_mb`). Matches the peer's receive in per-pair order. Consecutive
+    transfers of one stream with the same `group` are issued as one group.
+
+    ```mlir
+    plan.send activation stage 0 mb 0 to 1 stage 1 mb 0 samples [0, 1) bytes 1572864 on 1
+    ```
+  }];
+}
+
+def Plan_RecvOp : Plan_TransferOp<"recv", "`from`"> {
+  let summary = "receive samples of an activation or gradient from another rank";
+  let description = [{
+    Receives samples `[begin, end)` for (`stage`, `mb`) from rank `peer` into buffer slot
+    `slot`, at the offset of `begin` within the micro-batch.
+
+    ```mlir
+    plan.recv activation stage 1 mb 0 from 0 stage 0 mb 0 samples [0, 1) bytes 1572864 slot 0 on 1
+    ```
+  }];
+}
+
+class Plan_CollectiveOp<string mnemonic> : Plan_InstOp<mnemonic> {
+  let arguments = (ins I32Prop:$stage, I64Prop:$bytes, I32Prop:$stream);
+  let assemblyFormat = "`stage` $stage `bytes` $bytes `on` $stream attr-dict";
+}
+
+def Plan_AllGatherOp : Plan_CollectiveOp<"all_gather"> {
+  let summary = "gather a stage's parameters from the shards of its data-parallel group";
+  let description = [{
+    All-gathers the parameter shards of `stage` over the stage's data-parallel group into the
+    full parameter buffer (`bytes` after gathering): before compute with full sharding, after
+    the optimizer step with optimizer or gradient sharding.
+
+    ```mlir
+    plan.all_gather stage 4 bytes 14175744 on 2
+    ```
+  }];
+}
+
+def Plan_ReduceScatterOp : Plan_CollectiveOp<"reduce_scatter"> {
+  let summary = "reduce-scatter a stage's gradients over its data-parallel group";
+  let description = [{
+    Sums the gradients of `stage` (`bytes` before reduction) over the data-parallel group,
+    leaving each replica its shard.
+
+    ```mlir
+    plan.reduce_scatter stage 4 bytes 28351488 on 2
+    ```
+  }];
+}
+
+def Plan_AllReduceOp : Plan_CollectiveOp<"all_reduce"> {
+  let summary = "all-reduce a stage's gradients over its data-parallel group";
+  let description = [{
+    Sums the gradients of `stage` (`bytes`) over the data-parallel group (no sharding).
+
+    ```mlir
+    plan.all_reduce stage 4 bytes 28351488 on 2
+    ```
+  }];
+}
+
+class Plan_StageInstOp<string mnemonic> : Plan_InstOp<mnemonic> {
+  let arguments = (ins I32Prop:$stage, I32Prop:$stream);
+  let assemblyFormat = "`stage` $stage `on` $stream attr-dict";
+}
+
+def Plan_FreeOp : Plan_StageInstOp<"free"> {
+  let summary = "release a stage's gathered parameters";
+  let description = [{
+    Frees the full parameter buffer of `stage`, keeping the local shard (full sharding).
+
+    ```mlir
+    plan.free stage 4 on 0
+    ```
+  }];
+}
+
+def Plan_OptimizerStepOp : Plan_StageInstOp<"optimizer_step"> {
+  let summary = "update a stage's parameters (or their local shard)";
+  let description = [{
+    Applies the optimizer to `stage` from its reduced gradients, then clears its gradient
+    accumulation buffer for the next step.
+
+    ```mlir
+    plan.optimizer_step stage 4 on 0
+    ```
+  }];
+}
+
+class Plan_EventOp<string mnemonic> : Plan_InstOp<mnemonic> {
+  let arguments = (ins I32Prop:$event, I32Prop:$stream);
+  let assemblyFormat = "`event` $event `on` $stream attr-dict";
+}
+
+def Plan_SignalOp : Plan_EventOp<"signal"> {
+  let summary = "mark the current point of a stream";
+  let description = [{
+    The event fires once every earlier instruction of stream `stream` has finished.
+
+    ```mlir
+    plan.signal event 3 on 1
+    ```
+  }];
+}
+
+def Plan_WaitOp : Plan_EventOp<"wait"> {
+  let summary = "hold a stream until an event fires";
+  let description = [{
+    Later instructions of stream `stream` start only after `event` has fired.
+
+    ```mlir
+    plan.wait event 3 on 0
+    ```
+  }];
+}
+
+#endif // CONDUIT_DIALECTS_PLAN_PLANOPS_TD

@@ -1,0 +1,1249 @@
+// RUN: conduit-opt %s -split-input-file -verify-diagnostics -allow-unregistered-dialect
+//
+// Every verifier message of the pipe dialect (attributes, ops, and the phase checks of the
+// model body), one case each.
+
+// parallelism.pipeline must be positive
+pipe.model @m phase model attributes {
+  // expected-error @+1 {{pipeline must be positive, got 0}}
+  parallelism = #pipe.parallelism<pipeline = 0, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// parallelism.data must be positive
+pipe.model @m phase model attributes {
+  // expected-error @+1 {{data must be positive, got 0}}
+  parallelism = #pipe.parallelism<pipeline = 2, data = 0, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// parallelism.stages_per_device must be positive
+pipe.model @m phase model attributes {
+  // expected-error @+1 {{stages_per_device must be positive, got 0}}
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 0, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// parallelism.group_size must be positive
+pipe.model @m phase model attributes {
+  // expected-error @+1 {{group_size must be positive, got 0}}
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 0, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// parallelism.microbatches must be positive
+pipe.model @m phase model attributes {
+  // expected-error @+1 {{microbatches must be positive, got 0}}
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 0, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// parallelism.microbatch_size must be positive
+pipe.model @m phase model attributes {
+  // expected-error @+1 {{microbatch_size must be positive, got 0}}
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 0, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// parallelism.fsdp_window must be positive
+pipe.model @m phase model attributes {
+  // expected-error @+1 {{fsdp_window must be positive, got 0}}
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 0, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// cluster.peak_flops
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  // expected-error @+1 {{peak_flops must be positive, got}}
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 0.0, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// cluster.efficiency
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  // expected-error @+1 {{efficiency must be in (0, 1], got}}
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 1.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// cluster.memory_bytes
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  // expected-error @+1 {{memory_bytes must be positive, got}}
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 0, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// cluster.gpus_per_node
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  // expected-error @+1 {{gpus_per_node must be positive, got}}
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 0, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// cluster.intra_node_bandwidth
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  // expected-error @+1 {{intra_node_bandwidth must be positive, got}}
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = -1.0, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// cluster.inter_node_bandwidth
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  // expected-error @+1 {{inter_node_bandwidth must be positive, got}}
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 0.0, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// cluster.latency_s
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  // expected-error @+1 {{latency_s must be non-negative, got}}
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = -1.0, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// cluster.launch_overhead_s
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  // expected-error @+1 {{launch_overhead_s must be non-negative, got}}
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = -1.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// training.seed
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  // expected-error @+1 {{seed must be non-negative, got -1}}
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = -1, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// training.learning_rate
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  // expected-error @+1 {{learning_rate must be positive, got 0}}
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 0.0>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// transformer.num_layers
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+1 {{num_layers must be positive, got 0}}
+  architecture = #pipe.transformer<num_layers = 0, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all">} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// transformer.hidden_size
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+1 {{hidden_size must be positive, got 0}}
+  architecture = #pipe.transformer<num_layers = 1, hidden_size = 0, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all">} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// transformer.num_heads
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+1 {{num_heads must be positive, got 0}}
+  architecture = #pipe.transformer<num_layers = 1, hidden_size = 8, num_heads = 0, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all">} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// transformer.num_kv_heads
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+1 {{num_kv_heads must be positive, got 0}}
+  architecture = #pipe.transformer<num_layers = 1, hidden_size = 8, num_heads = 2, num_kv_heads = 0, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all">} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// transformer.ffn_hidden_size
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+1 {{ffn_hidden_size must be positive, got 0}}
+  architecture = #pipe.transformer<num_layers = 1, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 0, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all">} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// transformer.seq_length
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+1 {{seq_length must be positive, got 0}}
+  architecture = #pipe.transformer<num_layers = 1, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 0, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all">} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// transformer.vocab_size
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+1 {{vocab_size must be positive, got 0}}
+  architecture = #pipe.transformer<num_layers = 1, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 0, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all">} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// transformer heads divide hidden
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+1 {{hidden_size 8 is not divisible by num_heads 3}}
+  architecture = #pipe.transformer<num_layers = 1, hidden_size = 8, num_heads = 3, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all">} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// transformer kv heads divide heads
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+1 {{num_heads 4 is not divisible by num_kv_heads 3}}
+  architecture = #pipe.transformer<num_layers = 1, hidden_size = 8, num_heads = 4, num_kv_heads = 3, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all">} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// layer name
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  // expected-error @+1 {{expects a non-empty name}}
+  pipe.layer "" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// layer params
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  // expected-error @+1 {{expects a finite, non-negative params, got -1}}
+  pipe.layer "embedding" embedding params -1 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// layer activation_bytes
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  // expected-error @+1 {{expects a finite, non-negative activation_bytes, got -1}}
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation -1 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// layer checkpoint_bytes
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  // expected-error @+1 {{expects a finite, non-negative checkpoint_bytes, got -1}}
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint -1 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// layer output_bytes
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  // expected-error @+1 {{expects a finite, non-negative output_bytes, got -1}}
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output -1
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// layer fwd_flops
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  // expected-error @+1 {{expects a finite, non-negative fwd_flops, got -1}}
+  pipe.layer "embedding" embedding params 10 fwd -1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// layer bwd_flops
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  // expected-error @+1 {{expects a finite, non-negative bwd_flops, got -1}}
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd -1.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// foreign op in model body
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  // expected-error @+1 {{is not allowed in the body of 'pipe.model'}}
+  "test.op"() : () -> ()
+}
+
+// -----
+
+// order
+pipe.model @m phase partitioned attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1)
+  // expected-error @+1 {{is out of order: the model body holds layers, then stages, then ranks}}
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 1 layers [1, 2)
+}
+
+// -----
+
+// no layers
+// expected-error @+1 {{must contain at least one pipe.layer}}
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+}
+
+// -----
+
+// stage before partitioned
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  // expected-error @+1 {{is not allowed before phase 'partitioned' (the model is in phase 'model')}}
+  pipe.stage 0 layers [0, 1)
+  pipe.stage 1 layers [1, 2)
+}
+
+// -----
+
+// stage count
+// expected-error @+1 {{expects 2 stages (pipeline 2 x stages_per_device 1) in phase 'partitioned', found 1}}
+pipe.model @m phase partitioned attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1)
+}
+
+// -----
+
+// stage index
+pipe.model @m phase partitioned attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1)
+  // expected-error @+1 {{has index 2 at position 1}}
+  pipe.stage 2 layers [1, 2)
+}
+
+// -----
+
+// stage gap
+pipe.model @m phase partitioned attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1)
+  // expected-error @+1 {{starts at layer 0 but the previous stages end at layer 1}}
+  pipe.stage 1 layers [0, 2)
+}
+
+// -----
+
+// stage past end
+pipe.model @m phase partitioned attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1)
+  // expected-error @+1 {{ends at layer 3 but the model has 2 layers}}
+  pipe.stage 1 layers [1, 3)
+}
+
+// -----
+
+// stages do not cover
+// expected-error @+1 {{stages cover layers [0, 2) but the model has 3 layers}}
+pipe.model @m phase partitioned attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "mid" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1)
+  pipe.stage 1 layers [1, 2)
+}
+
+// -----
+
+// rank before placed
+pipe.model @m phase partitioned attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  // expected-error @+1 {{has a rank before phase 'placed'}}
+  pipe.stage 0 layers [0, 1) rank 0
+  pipe.stage 1 layers [1, 2)
+}
+
+// -----
+
+// no rank when placed
+pipe.model @m phase placed attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0
+  // expected-error @+1 {{has no rank in phase 'placed'}}
+  pipe.stage 1 layers [1, 2)
+}
+
+// -----
+
+// rank out of pipeline
+pipe.model @m phase placed attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0
+  // expected-error @+1 {{is placed on rank 2 but the pipeline has 2 ranks}}
+  pipe.stage 1 layers [1, 2) rank 2
+}
+
+// -----
+
+// samples before split
+pipe.model @m phase placed attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0
+  // expected-error @+1 {{has micro-batches before phase 'split'}}
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+}
+
+// -----
+
+// no samples when split
+pipe.model @m phase split attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  // expected-error @+1 {{has no micro-batches in phase 'split'}}
+  pipe.stage 1 layers [1, 2) rank 1
+}
+
+// -----
+
+// samples end
+pipe.model @m phase split attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  // expected-error @+1 {{micro-batches end at sample 3 but the replica's batch has 2 samples}}
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 3]
+}
+
+// -----
+
+// rank before scheduled
+pipe.model @m phase split attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  // expected-error @+1 {{is not allowed before phase 'scheduled' (the model is in phase 'split')}}
+  pipe.rank 0 {
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// rank count
+// expected-error @+1 {{expects one pipe.rank per pipeline rank (2) in phase 'scheduled', found 1}}
+pipe.model @m phase scheduled attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+  }
+}
+
+// -----
+
+// rank position
+pipe.model @m phase scheduled attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+  }
+  // expected-error @+1 {{has rank 0 at position 1}}
+  pipe.rank 0 {
+  }
+}
+
+// -----
+
+// comm before communicating
+pipe.model @m phase scheduled attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{is not allowed before phase 'communicating' (the model is in phase 'scheduled')}}
+    pipe.reshard stage 0
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// unknown stage
+pipe.model @m phase scheduled attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{names stage 2 but the model has 2 stages}}
+    pipe.forward stage 2 mb 0
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// stage on other rank
+pipe.model @m phase scheduled attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{runs on rank 0 but stage 1 is placed on rank 1}}
+    pipe.forward stage 1 mb 0
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// micro-batch out of range
+pipe.model @m phase scheduled attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+  }
+  pipe.rank 1 {
+    // expected-error @+1 {{names micro-batch 1 but stage 1 has 1 micro-batches}}
+    pipe.backward stage 1 mb 1
+  }
+}
+
+// -----
+
+// peer rank out of range
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{names peer rank 2 but the pipeline has 2 ranks}}
+    pipe.send activation stage 0 mb 0 to 2 stage 1 mb 0 samples [0, 1) bytes 8
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// send to self
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{transfers to its own rank 0; stages on one rank share memory}}
+    pipe.send activation stage 0 mb 0 to 0 stage 1 mb 0 samples [0, 1) bytes 8
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// peer stage on other rank
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 3, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "mid" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.stage 2 layers [2, 3) rank 0 samples [0, 2]
+  pipe.rank 0 {
+  }
+  pipe.rank 1 {
+    // expected-error @+1 {{transfers to its own rank 1; stages on one rank share memory}}
+    pipe.send activation stage 1 mb 0 to 1 stage 2 mb 0 samples [0, 1) bytes 8
+  }
+  pipe.rank 2 {
+  }
+}
+
+// -----
+
+// peer stage placement
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 3, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "mid" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.stage 2 layers [2, 3) rank 2 samples [0, 2]
+  pipe.rank 0 {
+  }
+  pipe.rank 1 {
+    // expected-error @+1 {{names peer stage 2 on rank 0 but that stage is placed on rank 2}}
+    pipe.send activation stage 1 mb 0 to 0 stage 2 mb 0 samples [0, 1) bytes 8
+  }
+  pipe.rank 2 {
+  }
+}
+
+// -----
+
+// peer stage out of range
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+  }
+  pipe.rank 1 {
+    // expected-error @+1 {{names peer stage 2 but the model has 2 stages}}
+    pipe.send activation stage 1 mb 0 to 0 stage 2 mb 0 samples [0, 1) bytes 8
+  }
+}
+
+// -----
+
+// peer micro-batch
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+  }
+  pipe.rank 1 {
+    // expected-error @+1 {{names micro-batch 2 but stage 0 has 2 micro-batches}}
+    pipe.recv activation stage 1 mb 0 from 0 stage 0 mb 2 samples [0, 1) bytes 8
+  }
+}
+
+// -----
+
+// samples outside micro-batch
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{moves samples [0, 2) outside micro-batch 0 of stage 0 [0, 1)}}
+    pipe.send activation stage 0 mb 0 to 1 stage 1 mb 0 samples [0, 2) bytes 8
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// stage index negative
+pipe.model @m phase partitioned attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  // expected-error @+1 {{expects a non-negative index, got -1}}
+  pipe.stage -1 layers [0, 1)
+  pipe.stage 1 layers [1, 2)
+}
+
+// -----
+
+// stage empty range
+pipe.model @m phase partitioned attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  // expected-error @+1 {{expects a non-empty layer range, got [1, 1)}}
+  pipe.stage 0 layers [1, 1)
+  pipe.stage 1 layers [1, 2)
+}
+
+// -----
+
+// stage negative rank
+pipe.model @m phase placed attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  // expected-error @+1 {{expects a non-negative rank, got -1}}
+  pipe.stage 0 layers [0, 1) rank -1
+  pipe.stage 1 layers [1, 2) rank 1
+}
+
+// -----
+
+// one boundary
+pipe.model @m phase split attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  // expected-error @+1 {{expects at least one micro-batch (two sample boundaries)}}
+  pipe.stage 0 layers [0, 1) rank 0 samples [2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+}
+
+// -----
+
+// boundaries start at 0
+pipe.model @m phase split attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  // expected-error @+1 {{micro-batch boundaries must start at sample 0, got 1}}
+  pipe.stage 0 layers [0, 1) rank 0 samples [1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+}
+
+// -----
+
+// boundaries increase
+pipe.model @m phase split attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  // expected-error @+1 {{micro-batch boundaries must increase strictly, got 1 after 1}}
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+}
+
+// -----
+
+// rank negative
+pipe.model @m phase scheduled attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  // expected-error @+1 {{expects a non-negative rank, got -1}}
+  pipe.rank -1 {
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// foreign op in rank
+pipe.model @m phase scheduled attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{is not allowed in the body of 'pipe.rank'}}
+    "test.op"() : () -> ()
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// forward negative
+pipe.model @m phase scheduled attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{expects a non-negative stage and micro-batch, got stage 0 mb -1}}
+    pipe.forward stage 0 mb -1
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// backward negative
+pipe.model @m phase scheduled attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{expects a non-negative stage and micro-batch, got stage -2 mb 0}}
+    pipe.backward stage -2 mb 0
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// transfer negative peer
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{expects a non-negative peer rank, stage and micro-batch}}
+    pipe.send activation stage 0 mb 0 to -1 stage 1 mb 0 samples [0, 1) bytes 8
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// transfer empty range
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{expects a non-empty sample range, got [1, 1)}}
+    pipe.send activation stage 0 mb 0 to 1 stage 1 mb 0 samples [1, 1) bytes 8
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// transfer negative bytes
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{expects non-negative bytes, got -8}}
+    pipe.send activation stage 0 mb 0 to 1 stage 1 mb 0 samples [0, 1) bytes -8
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// transfer bad group
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{expects group -1 (none) or a group id, got -3}}
+    pipe.send activation stage 0 mb 0 to 1 stage 1 mb 0 samples [0, 1) bytes 8 group -3
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// transfer direction
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{moves gradients between stage 0 and stage -1, got peer stage 1}}
+    pipe.send gradient stage 0 mb 0 to 1 stage 1 mb 0 samples [0, 1) bytes 8
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// recv direction
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{moves activations between stage 0 and stage -1, got peer stage 1}}
+    pipe.recv activation stage 0 mb 0 from 1 stage 1 mb 0 samples [0, 1) bytes 8
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// unshard negative stage
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{expects a non-negative stage, got -1}}
+    pipe.unshard stage -1 bytes 8
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// reduce_grad negative bytes
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{expects non-negative bytes, got -8}}
+    pipe.reduce_grad stage 0 bytes -8 all_reduce
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// gather_params negative bytes
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{expects non-negative bytes, got -1}}
+    pipe.gather_params stage 0 bytes -1
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// optimizer_step negative stage
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{expects a non-negative stage, got -1}}
+    pipe.optimizer_step stage -1
+  }
+  pipe.rank 1 {
+  }
+}
+
+// -----
+
+// collective stage on other rank
+pipe.model @m phase communicating attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
+  pipe.rank 0 {
+    // expected-error @+1 {{runs on rank 0 but stage 1 is placed on rank 1}}
+    pipe.unshard stage 1 bytes 8
+  }
+  pipe.rank 1 {
+  }
+}

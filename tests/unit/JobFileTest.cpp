@@ -1,0 +1,199 @@
+//===- JobFileTest.cpp - job file reading and validation ------------------===//
+//
+// Defaults, presets and overrides, the model kinds, and the cross-section checks. The error
+// messages of bad files are checked one by one in tests/lit/bad.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/JobFile.h"
+
+#include "compiler/HuggingFace.h"
+
+#include <gtest/gtest.h>
+
+using namespace conduit;
+
+namespace {
+
+const char *kMinimal = R"({
+  "model": {"kind": "transformer", "num_layers": 4, "hidden_size": 64, "num_heads": 4,
+            "seq_length": 32, "vocab_size": 128},
+  "parallelism": {"pipeline": 2, "schedule": "1f1b", "microbatches": 4},
+  "cluster": {"preset": "h100-80gb"}
+})";
+
+/// Parses `text` as a job file named "job.json"; on failure returns the diagnostic instead.
+std::optional<Job> parse(llvm::StringRef text, std::string *error = nullptr) {
+  Diagnostics diag("job.json");
+  std::optional<llvm::json::Value> root = parseJsonText(text, diag);
+  std::optional<Job> job = root ? parseJob(*root, "job.json", diag) : std::nullopt;
+  if (!job && error)
+    *error = diag.getError()->str();
+  return job;
+}
+
+/// kMinimal with `section.key` replaced by `value` (a JSON snippet).
+std::string withKey(llvm::StringRef section, llvm::StringRef key, llvm::StringRef value) {
+  llvm::json::Value root = *llvm::json::parse(kMinimal);
+  (*root.getAsObject()->getObject(section))[key] = *llvm::json::parse(value);
+  std::string text;
+  llvm::raw_string_ostream(text) << root;
+  return text;
+}
+
+TEST(JobFile, DefaultsAreFilledIn) {
+  std::optional<Job> job = parse(kMinimal);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->name, "job");
+  const ParallelismSpec &p = job->parallelism;
+  EXPECT_EQ(p.data, 1);
+  EXPECT_EQ(p.stagesPerDevice, 1);
+  EXPECT_EQ(p.microbatchSize, 1);
+  EXPECT_EQ(p.groupSize, 2); // = pipeline
+  EXPECT_EQ(p.sharding, pipe::Sharding::None);
+  EXPECT_EQ(p.checkpointing, pipe::Checkpointing::None);
+  EXPECT_EQ(p.fsdpWindow, 2);
+  EXPECT_EQ(p.rankOrder, pipe::RankOrder::DataInner);
+  EXPECT_EQ(job->training.dtype, pipe::DType::BF16);
+  EXPECT_EQ(job->training.optimizer, pipe::Optimizer::Adam);
+  EXPECT_EQ(job->cluster.preset, "h100-80gb");
+  EXPECT_DOUBLE_EQ(job->cluster.peakFlops, 989e12);
+  EXPECT_EQ(job->cluster.gpusPerNode, 8);
+  ASSERT_TRUE(job->model.transformer);
+  EXPECT_EQ(job->model.transformer->ffnHiddenSize, 256);
+  EXPECT_EQ(job->model.transformer->numKvHeads, 4);
+  EXPECT_EQ(job->model.layers.size(), 6u);
+  EXPECT_EQ(job->model.tokensPerSample, 32);
+}
+
+TEST(JobFile, ClusterFiguresAreOverridable) {
+  std::optional<Job> job = parse(withKey("cluster", "peak_flops", "1"));
+  ASSERT_TRUE(job);
+  EXPECT_DOUBLE_EQ(job->cluster.peakFlops, 1.0);
+  job = parse(withKey("cluster", "efficiency", "1"));
+  ASSERT_TRUE(job);
+  EXPECT_DOUBLE_EQ(job->cluster.efficiency, 1.0);
+  job = parse(withKey("cluster", "inter_node_bandwidth", "1e12"));
+  ASSERT_TRUE(job);
+  EXPECT_DOUBLE_EQ(job->cluster.interNodeBandwidth, 1e12);
+  EXPECT_DOUBLE_EQ(job->cluster.intraNodeBandwidth, 450e9); // the preset's
+}
+
+TEST(JobFile, DataTypeSetsActivationBytes) {
+  std::optional<Job> bf16 = parse(kMinimal);
+  std::string fp32Text = kMinimal;
+  fp32Text.insert(fp32Text.rfind('}'), R"(, "training": {"dtype": "fp32"})");
+  std::optional<Job> fp32 = parse(fp32Text);
+  ASSERT_TRUE(bf16 && fp32);
+  EXPECT_EQ(fp32->model.layers[1].outputBytes, 2 * bf16->model.layers[1].outputBytes);
+}
+
+TEST(JobFile, DepthFirstGroupSize) {
+  std::string text = withKey("parallelism", "schedule", R"("depth-first")");
+  std::optional<Job> job = parse(text);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->parallelism.groupSize, 2);
+  llvm::json::Value root = *llvm::json::parse(text);
+  (*root.getAsObject()->getObject("parallelism"))["group_size"] = 4;
+  std::string withGroup;
+  llvm::raw_string_ostream(withGroup) << root;
+  job = parse(withGroup);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->parallelism.groupSize, 4);
+}
+
+TEST(JobFile, ExplicitLayoutAndPartitions) {
+  std::optional<Job> job = parse(withKey("parallelism", "stage_layers", "[2, 4]"));
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->parallelism.stageLayers, (std::vector<int64_t>{2, 4}));
+  job = parse(withKey("parallelism", "microbatch_partitions", "[[1, 1, 2], [2, 2]]"));
+  ASSERT_TRUE(job);
+  ASSERT_EQ(job->parallelism.microbatchPartitions.size(), 2u);
+  EXPECT_EQ(job->parallelism.microbatchPartitions[0], (std::vector<int64_t>{1, 1, 2}));
+  job = parse(withKey("parallelism", "microbatch_partitions", R"("auto")"));
+  ASSERT_TRUE(job);
+  EXPECT_TRUE(job->parallelism.autoPartitions);
+}
+
+TEST(JobFile, ErrorsNameFileKeyAndExpectation) {
+  std::string error;
+  EXPECT_FALSE(parse(withKey("parallelism", "pipeline", "0"), &error));
+  EXPECT_EQ(error, "job.json: parallelism.pipeline: must be between 1 and 65536, got 0");
+  EXPECT_FALSE(parse(withKey("model", "kind", R"("layers")"), &error));
+  EXPECT_EQ(error, "job.json: model.layers: missing required key");
+  EXPECT_FALSE(parse(withKey("parallelism", "stage_layers", "[1, 1, 4]"), &error));
+  EXPECT_EQ(error, "job.json: parallelism.stage_layers: lists 3 stages but the job has 2 "
+                   "(pipeline x stages_per_device)");
+}
+
+TEST(JobFile, LayersModelDefaultsCheckpointToPreviousOutput) {
+  std::optional<Job> job = parse(R"({
+    "model": {"kind": "layers", "layers": [
+      {"name": "a", "params": 10, "fwd_flops": 1, "bwd_flops": 2, "activation_bytes": 5,
+       "output_bytes": 7},
+      {"name": "b", "kind": "head", "params": 10, "fwd_flops": 1, "bwd_flops": 2,
+       "activation_bytes": 5, "output_bytes": 3}]},
+    "parallelism": {"pipeline": 2, "schedule": "gpipe", "microbatches": 4},
+    "cluster": {"preset": "a100-80gb"}})");
+  ASSERT_TRUE(job);
+  ASSERT_EQ(job->model.layers.size(), 2u);
+  EXPECT_EQ(job->model.layers[0].checkpointBytes, 0);
+  EXPECT_EQ(job->model.layers[1].checkpointBytes, 7);
+  EXPECT_EQ(job->model.layers[1].kind, pipe::LayerKind::Head);
+  EXPECT_EQ(job->model.tokensPerSample, 1);
+}
+
+TEST(JobFile, CommittedJobsAreValid) {
+  for (const char *name : {"demo", "gpt2-small", "llama2-7b", "gpt-52b-bfs", "vgg16"}) {
+    std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/" + name + ".json";
+    Diagnostics diag(path);
+    std::optional<Job> job = readJobFile(path, diag);
+    EXPECT_TRUE(job) << (diag.failed() ? diag.getError()->str() : "");
+  }
+}
+
+struct HfCase {
+  const char *dir;
+  int64_t layers, hidden, heads, kvHeads, ffn;
+  bool tied;
+  pipe::BiasKind bias;
+};
+
+TEST(HuggingFace, ShippedConfigs) {
+  const HfCase cases[] = {
+      {"gpt2", 12, 768, 12, 12, 3072, true, pipe::BiasKind::All},
+      {"llama-2-7b", 32, 4096, 32, 32, 11008, false, pipe::BiasKind::None},
+      {"mistral-7b", 32, 4096, 32, 8, 14336, false, pipe::BiasKind::None},
+      {"qwen2-0.5b", 24, 896, 14, 2, 4864, true, pipe::BiasKind::QKV},
+  };
+  for (const HfCase &c : cases) {
+    std::string path = std::string(CONDUIT_TESTDATA) + "/hf/" + c.dir + "/config.json";
+    Diagnostics diag(path);
+    std::optional<TransformerSpec> t = readHuggingFaceConfig(path, diag);
+    ASSERT_TRUE(t) << diag.getError()->str();
+    EXPECT_EQ(t->numLayers, c.layers) << c.dir;
+    EXPECT_EQ(t->hiddenSize, c.hidden) << c.dir;
+    EXPECT_EQ(t->numHeads, c.heads) << c.dir;
+    EXPECT_EQ(t->numKvHeads, c.kvHeads) << c.dir;
+    EXPECT_EQ(t->ffnHiddenSize, c.ffn) << c.dir;
+    EXPECT_EQ(t->tieEmbeddings, c.tied) << c.dir;
+    EXPECT_EQ(t->bias, c.bias) << c.dir;
+  }
+}
+
+TEST(JsonReader, RejectsDeepNestingBeforeParsing) {
+  Diagnostics diag("x.json");
+  std::string deep(100000, '[');
+  EXPECT_FALSE(parseJsonText(deep, diag));
+  EXPECT_EQ(diag.getError()->message, "JSON nesting is deeper than 64 levels");
+}
+
+TEST(JsonReader, RejectsDuplicateKeys) {
+  Diagnostics diag("x.json");
+  EXPECT_FALSE(parseJsonText("{\"a\": {\"b\": 1,\n \"b\": 2}}", diag));
+  EXPECT_EQ(diag.getError()->message, "duplicate key \"b\" at line 2");
+  Diagnostics ok("y.json");
+  EXPECT_TRUE(parseJsonText(R"({"a": {"b": 1}, "c": {"b": 2}, "d": ["b", "b"]})", ok));
+}
+
+} // namespace
