@@ -4,6 +4,8 @@
 
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/plan/PlanDialect.h"
+#include "passes/Passes.h"
+#include "passes/Pipeline.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -12,6 +14,8 @@ void conduit::registerDialects(mlir::DialectRegistry &registry) {
 }
 
 void conduit::registerPasses() {
+  registerConduitPasses();
+  registerConduitPipeline();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();

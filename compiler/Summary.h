@@ -1,7 +1,8 @@
 //===- Summary.h - the readable report of a compilation ---------*- C++ -*-===//
 //
 // What conduit-compile prints after every compile: the job as understood (model, parallelism,
-// cluster, training), so that a user sees every default that was filled in.
+// cluster, training), so that a user sees every default that was filled in, then the
+// decisions the compilation made (stages, schedule).
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,6 +10,7 @@
 #define CONDUIT_COMPILER_SUMMARY_H
 
 #include "compiler/JobFile.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace conduit {
@@ -16,7 +18,8 @@ namespace conduit {
 /// Total parameters of the model (tied embeddings counted once).
 int64_t modelParameters(const Job &job);
 
-void printSummary(const Job &job, llvm::raw_ostream &os);
+/// The job, and what the compilation decided so far in `module`.
+void printSummary(const Job &job, mlir::ModuleOp module, llvm::raw_ostream &os);
 
 } // namespace conduit
 

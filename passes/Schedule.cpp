@@ -1,0 +1,112 @@
+//===- Schedule.cpp - conduit-schedule ------------------------------------===//
+//
+// Builds the stage graph, runs the chosen scheduler from the scheduling library, verifies the
+// result (completeness, local order, executability), and writes one pipe.rank per rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/PassUtils.h"
+#include "passes/Passes.h"
+#include "passes/Scheduling/Schedulers.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace conduit {
+#define GEN_PASS_DEF_CONDUITSCHEDULE
+#include "passes/Passes.h.inc"
+} // namespace conduit
+
+using namespace conduit;
+using namespace mlir;
+
+namespace {
+
+llvm::Expected<sched::Schedule> runScheduler(pipe::ScheduleKind kind,
+                                             const sched::ScheduleProblem &problem,
+                                             int64_t groupSize) {
+  switch (kind) {
+  case pipe::ScheduleKind::GPipe:
+    return sched::scheduleGPipe(problem);
+  case pipe::ScheduleKind::OneFOneB:
+    return sched::scheduleOneFOneB(problem);
+  case pipe::ScheduleKind::DepthFirst:
+    return sched::scheduleDepthFirst(problem, groupSize);
+  case pipe::ScheduleKind::BreadthFirst:
+    return sched::scheduleBreadthFirst(problem);
+  }
+  llvm_unreachable("unknown schedule kind");
+}
+
+void writeSchedule(pipe::ModelOp model, const sched::Schedule &schedule) {
+  OpBuilder builder = OpBuilder::atBlockEnd(&model.getBody().front());
+  Location loc = model.getLoc();
+  for (auto [r, actions] : llvm::enumerate(schedule.ranks)) {
+    auto rank = pipe::RankOp::create(builder, loc, static_cast<int64_t>(r));
+    OpBuilder body = OpBuilder::atBlockEnd(builder.createBlock(&rank.getBody()));
+    for (const sched::Action &a : actions) {
+      if (a.kind == sched::ActionKind::Forward)
+        pipe::ForwardOp::create(body, loc, a.stage, a.mb);
+      else
+        pipe::BackwardOp::create(body, loc, a.stage, a.mb);
+    }
+    builder.setInsertionPointAfter(rank);
+  }
+}
+
+struct Schedule : conduit::impl::ConduitScheduleBase<Schedule> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    for (pipe::ModelOp model : getOperation().getOps<pipe::ModelOp>())
+      if (failed(scheduleModel(model)))
+        return signalPassFailure();
+  }
+
+  LogicalResult scheduleModel(pipe::ModelOp model) {
+    if (failed(requirePhase(model, pipe::Phase::Split, "conduit-schedule")))
+      return failure();
+    pipe::ParallelismAttr par = model.getParallelism();
+    pipe::ScheduleKind chosen = par.getSchedule();
+    if (!kind.empty()) {
+      std::optional<pipe::ScheduleKind> parsed = pipe::symbolizeScheduleKind(kind);
+      if (!parsed)
+        return model.emitOpError() << "conduit-schedule: unknown schedule '" << kind
+                                   << "'; expected gpipe, 1f1b, depth-first or breadth-first";
+      chosen = *parsed;
+    }
+    int64_t group = groupSize > 0 ? static_cast<int64_t>(groupSize) : par.getGroupSize();
+
+    sched::ScheduleProblem problem = buildScheduleProblem(model);
+    if (sched::Violation v = problem.check())
+      return model.emitOpError() << "cannot schedule: " << *v;
+    llvm::Expected<sched::Schedule> schedule = runScheduler(chosen, problem, group);
+    if (!schedule)
+      return model.emitOpError() << llvm::toString(schedule.takeError());
+    if (sched::Violation v = sched::verifySchedule(problem, *schedule))
+      return model.emitOpError() << "internal error: the " << pipe::stringifyScheduleKind(chosen)
+                                 << " schedule does not verify: " << *v;
+
+    if (chosen == pipe::ScheduleKind::BreadthFirst) {
+      int64_t fewest = problem.numMicrobatches(0);
+      for (int64_t s = 1; s < problem.numStages(); ++s)
+        fewest = std::min(fewest, problem.numMicrobatches(s));
+      if (fewest < par.getPipeline() && problem.numStages() > par.getPipeline())
+        model.emitWarning() << "breadth-first with " << fewest << " micro-batches on "
+                            << par.getPipeline()
+                            << " pipeline ranks stalls at every loop wrap; use at least "
+                            << par.getPipeline() << " micro-batches";
+    }
+
+    // Record what ran, so the IR says which schedule it holds.
+    if (chosen != par.getSchedule() || group != par.getGroupSize())
+      model.setParallelismAttr(pipe::ParallelismAttr::get(
+          model.getContext(), par.getPipeline(), par.getData(), par.getStagesPerDevice(),
+          chosen, group, par.getMicrobatches(), par.getMicrobatchSize(), par.getSharding(),
+          par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder()));
+    writeSchedule(model, *schedule);
+    model.setPhase(pipe::Phase::Scheduled);
+    return success();
+  }
+};
+
+} // namespace
