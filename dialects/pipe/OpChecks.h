@@ -11,6 +11,8 @@
 #include "dialects/pipe/PipeAttrs.h"
 #include "mlir/IR/Operation.h"
 
+#include <cmath>
+
 namespace conduit::pipe {
 
 inline mlir::LogicalResult verifyStageAndMicrobatch(mlir::Operation *op, int64_t stage,
@@ -30,6 +32,26 @@ inline mlir::LogicalResult verifyStageAndBytes(mlir::Operation *op, int64_t stag
   return mlir::success();
 }
 
+/// Checks the fields of a layer (pipe.layer, plan.layer).
+template <typename LayerOp>
+mlir::LogicalResult verifyLayer(LayerOp op) {
+  if (op.getName().empty())
+    return op.emitOpError("expects a non-empty name");
+  auto nonNegative = [&](llvm::StringRef what, double value) -> mlir::LogicalResult {
+    if (std::isfinite(value) && value >= 0)
+      return mlir::success();
+    return op.emitOpError() << "expects a finite, non-negative " << what << ", got " << value;
+  };
+  if (mlir::failed(nonNegative("params", static_cast<double>(op.getParams()))) ||
+      mlir::failed(nonNegative("fwd_flops", op.getFwdFlops())) ||
+      mlir::failed(nonNegative("bwd_flops", op.getBwdFlops())) ||
+      mlir::failed(nonNegative("activation_bytes", static_cast<double>(op.getActivationBytes()))) ||
+      mlir::failed(nonNegative("checkpoint_bytes", static_cast<double>(op.getCheckpointBytes()))) ||
+      mlir::failed(nonNegative("output_bytes", static_cast<double>(op.getOutputBytes()))))
+    return mlir::failure();
+  return mlir::success();
+}
+
 /// Checks the fields of a send or receive. Activations flow to the next stage and gradients to
 /// the previous one, so the peer stage follows from the kind and the direction.
 template <typename TransferOp>
@@ -43,8 +65,8 @@ mlir::LogicalResult verifyTransfer(TransferOp op, bool isSend) {
                             << ", " << op.getEnd() << ")";
   if (op.getBytes() < 0)
     return op.emitOpError() << "expects non-negative bytes, got " << op.getBytes();
-  if (op.getGroup() < -1)
-    return op.emitOpError() << "expects group -1 (none) or a group id, got " << op.getGroup();
+  if (op.getBatch() < -1)
+    return op.emitOpError() << "expects batch -1 (none) or a batch id, got " << op.getBatch();
   bool downstream = (op.getKind() == TransferKind::Activation) == isSend;
   int64_t expected = op.getStage() + (downstream ? 1 : -1);
   if (op.getPeerStage() != expected)

@@ -164,6 +164,22 @@ def Pipe_F64Prop : Property<"double", "a double"> {
   }];
 }
 
+// The fields of a layer, shared by pipe.layer and plan.layer.
+defvar Pipe_LayerArguments = (ins
+  StrAttr:$name,
+  EnumProp<Pipe_LayerKind>:$kind,
+  I64Prop:$params,
+  Pipe_F64Prop:$fwd_flops,
+  Pipe_F64Prop:$bwd_flops,
+  I64Prop:$activation_bytes,
+  I64Prop:$checkpoint_bytes,
+  I64Prop:$output_bytes
+);
+defvar Pipe_LayerFormat = [{
+  $name $kind `params` $params `fwd` $fwd_flops `bwd` $bwd_flops `activation` $activation_bytes
+  `checkpoint` $checkpoint_bytes `output` $output_bytes attr-dict
+}];
+
 class Pipe_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<Pipe_Dialect, name, traits> {
   let mnemonic = attrMnemonic;

@@ -167,23 +167,7 @@ LogicalResult ModelOp::verifyRegions() {
 // LayerOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult LayerOp::verify() {
-  if (getName().empty())
-    return emitOpError("expects a non-empty name");
-  auto nonNegative = [&](StringRef what, double value) -> LogicalResult {
-    if (std::isfinite(value) && value >= 0)
-      return success();
-    return emitOpError() << "expects a finite, non-negative " << what << ", got " << value;
-  };
-  if (failed(nonNegative("params", getParams())) ||
-      failed(nonNegative("fwd_flops", getFwdFlops())) ||
-      failed(nonNegative("bwd_flops", getBwdFlops())) ||
-      failed(nonNegative("activation_bytes", getActivationBytes())) ||
-      failed(nonNegative("checkpoint_bytes", getCheckpointBytes())) ||
-      failed(nonNegative("output_bytes", getOutputBytes())))
-    return failure();
-  return success();
-}
+LogicalResult LayerOp::verify() { return verifyLayer(*this); }
 
 //===----------------------------------------------------------------------===//
 // StageOp

@@ -90,20 +90,8 @@ def Pipe_LayerOp : Pipe_Op<"layer", [HasParent<"ModelOp">]> {
         activation 50331648 checkpoint 1572864 output 1572864
     ```
   }];
-  let arguments = (ins
-    StrAttr:$name,
-    EnumProp<Pipe_LayerKind>:$kind,
-    I64Prop:$params,
-    Pipe_F64Prop:$fwd_flops,
-    Pipe_F64Prop:$bwd_flops,
-    I64Prop:$activation_bytes,
-    I64Prop:$checkpoint_bytes,
-    I64Prop:$output_bytes
-  );
-  let assemblyFormat = [{
-    $name $kind `params` $params `fwd` $fwd_flops `bwd` $bwd_flops `activation` $activation_bytes
-    `checkpoint` $checkpoint_bytes `output` $output_bytes attr-dict
-  }];
+  let arguments = Pipe_LayerArguments;
+  let assemblyFormat = Pipe_LayerFormat;
   let hasVerifier = 1;
 }
 
@@ -216,11 +204,11 @@ class Pipe_TransferOp<string mnemonic, string dir> : Pipe_Op<mnemonic, [HasParen
     I64Prop:$begin,
     I64Prop:$end,
     I64Prop:$bytes,
-    DefaultValuedProp<I32Prop, "-1">:$group
+    DefaultValuedProp<I32Prop, "-1">:$batch
   );
   let assemblyFormat = [{
     $kind `stage` $stage `mb` $microbatch }] # dir # [{ $peer `stage` $peer_stage `mb`
-    $peer_microbatch `samples` ` ` `[` $begin `,` $end `)` `bytes` $bytes (`group` $group^)?
+    $peer_microbatch `samples` ` ` `[` $begin `,` $end `)` `bytes` $bytes (`batch` $batch^)?
     attr-dict
   }];
   let hasVerifier = 1;
@@ -233,7 +221,7 @@ def Pipe_SendOp : Pipe_TransferOp<"send", "`to`"> {
     where (`peer_stage`, `peer_mb`) consumes them: an `activation` goes to the next stage after
     the forward, a `gradient` to the previous stage after the backward. Sends and receives of
     one (sender, receiver) pair match in program order. Transfers with the same non-negative
-    `group` on a rank are issued together (as one NCCL group), which is how two ranks exchange
+    `batch` on a rank are issued together (as one NCCL group), which is how two ranks exchange
     an activation and a gradient at the same moment without deadlock.
 
     ```mlir

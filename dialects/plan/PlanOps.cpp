@@ -51,8 +51,10 @@ InstFields fieldsOf(Operation &op) {
   return f;
 }
 
-/// Checks an instruction of rank `rank` against the rank's declarations and the stage table.
-LogicalResult checkInstruction(Operation &op, RankOp rank, const StageTable &table) {
+/// Checks an instruction of rank `rank` against the rank's declarations, the stage table and
+/// the collective groups.
+LogicalResult checkInstruction(Operation &op, RankOp rank, const StageTable &table,
+                               ArrayAttr groups) {
   const int64_t r = rank.getRank();
   InstFields f = fieldsOf(op);
   if (f.stream >= kMaxStreams)
@@ -80,7 +82,19 @@ LogicalResult checkInstruction(Operation &op, RankOp rank, const StageTable &tab
                  << " of " << rank.getSlots()[inst.getSlot()] << " bytes";
         return success();
       })
-      .Case<AllGatherOp, ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp>(
+      .Case<AllGatherOp, ReduceScatterOp, AllReduceOp>([&](auto inst) -> LogicalResult {
+        if (failed(table.checkStageOnRank(&op, r, inst.getStage())))
+          return failure();
+        int64_t g = inst.getGroup();
+        if (g < 0 || g >= static_cast<int64_t>(groups.size()))
+          return inst.emitOpError() << "names group " << g << " but the program has "
+                                    << groups.size() << " groups";
+        if (!llvm::is_contained(llvm::cast<DenseI64ArrayAttr>(groups[g]).asArrayRef(), r))
+          return inst.emitOpError() << "runs on rank " << r << ", which is not a member of group "
+                                    << g;
+        return success();
+      })
+      .Case<FreeOp, OptimizerStepOp>(
           [&](auto inst) { return table.checkStageOnRank(&op, r, inst.getStage()); })
       .Default([](Operation *) { return success(); });
 }
@@ -93,18 +107,41 @@ LogicalResult checkInstruction(Operation &op, RankOp rank, const StageTable &tab
 
 LogicalResult ProgramOp::verifyRegions() {
   conduit::pipe::ParallelismAttr par = getParallelism();
+  SmallVector<LayerOp> layers;
   SmallVector<StageOp> stages;
   SmallVector<RankOp> ranks;
+  int section = 0;
   for (Operation &op : getBody().front()) {
-    if (auto stage = dyn_cast<StageOp>(op)) {
-      if (!ranks.empty())
-        return op.emitOpError("is out of order: the program body holds stages, then ranks");
+    int kind;
+    if (auto layer = dyn_cast<LayerOp>(op)) {
+      kind = 0;
+      layers.push_back(layer);
+    } else if (auto stage = dyn_cast<StageOp>(op)) {
+      kind = 1;
       stages.push_back(stage);
     } else if (auto rank = dyn_cast<RankOp>(op)) {
+      kind = 2;
       ranks.push_back(rank);
     } else {
       return op.emitOpError("is not allowed in the body of 'plan.program'");
     }
+    if (kind < section)
+      return op.emitOpError(
+          "is out of order: the program body holds layers, then stages, then ranks");
+    section = kind;
+  }
+  if (layers.empty())
+    return emitOpError("must contain at least one plan.layer");
+  if (getTokensPerSample() < 1)
+    return emitOpError() << "expects a positive tokens_per_sample, got " << getTokensPerSample();
+  for (auto [g, attr] : llvm::enumerate(getGroups())) {
+    ArrayRef<int64_t> members = llvm::cast<DenseI64ArrayAttr>(attr).asArrayRef();
+    if (members.empty())
+      return emitOpError() << "group " << g << " has no member";
+    for (auto [i, r] : llvm::enumerate(members))
+      if (r < 0 || r >= par.getPipeline() || (i > 0 && r <= members[i - 1]))
+        return emitOpError() << "group " << g
+                             << " must list distinct pipeline ranks in increasing order";
   }
 
   if (static_cast<int64_t>(stages.size()) != par.getNumStages())
@@ -119,6 +156,15 @@ LogicalResult ProgramOp::verifyRegions() {
     if (stage.getFirstLayer() != previousEnd)
       return stage.emitOpError() << "starts at layer " << stage.getFirstLayer()
                                  << " but the previous stages end at layer " << previousEnd;
+    if (stage.getEndLayer() > static_cast<int64_t>(layers.size()))
+      return stage.emitOpError() << "ends at layer " << stage.getEndLayer()
+                                 << " but the program has " << layers.size() << " layers";
+    int64_t params = 0;
+    for (int64_t l = stage.getFirstLayer(); l < stage.getEndLayer(); ++l)
+      params += layers[l].getParams();
+    if (stage.getParams() != params)
+      return stage.emitOpError() << "has " << stage.getParams()
+                                 << " params but its layers have " << params;
     if (stage.getRank() >= par.getPipeline())
       return stage.emitOpError() << "is placed on rank " << stage.getRank()
                                  << " but the pipeline has " << par.getPipeline() << " ranks";
@@ -129,6 +175,9 @@ LogicalResult ProgramOp::verifyRegions() {
     previousEnd = stage.getEndLayer();
     table.add(stage.getRank(), stage.getSamples());
   }
+  if (previousEnd != static_cast<int64_t>(layers.size()))
+    return emitOpError() << "stages cover layers [0, " << previousEnd << ") but the program has "
+                         << layers.size() << " layers";
 
   if (static_cast<int64_t>(ranks.size()) != par.getPipeline())
     return emitOpError() << "expects one plan.rank per pipeline rank (" << par.getPipeline()
@@ -137,15 +186,17 @@ LogicalResult ProgramOp::verifyRegions() {
     if (rank.getRank() != static_cast<int64_t>(i))
       return rank.emitOpError() << "has rank " << rank.getRank() << " at position " << i;
     for (Operation &op : rank.getBody().front())
-      if (failed(checkInstruction(op, rank, table)))
+      if (failed(checkInstruction(op, rank, table, getGroups())))
         return failure();
   }
   return success();
 }
 
 //===----------------------------------------------------------------------===//
-// StageOp and RankOp
+// LayerOp, StageOp and RankOp
 //===----------------------------------------------------------------------===//
+
+LogicalResult LayerOp::verify() { return conduit::pipe::verifyLayer(*this); }
 
 LogicalResult StageOp::verify() {
   if (getIndex() < 0 || getRank() < 0)

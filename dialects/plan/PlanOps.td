@@ -21,16 +21,22 @@ include "mlir/IR/SymbolInterfaces.td"
 
 def Plan_ProgramOp : Plan_Op<"program", [
     Symbol, IsolatedFromAbove, NoTerminator, SingleBlock, NoRegionArguments]> {
-  let summary = "an execution plan: configuration, stage table and rank programs";
+  let summary = "an execution plan: configuration, layers, stages and rank programs";
   let description = [{
-    The body holds the stage table (`plan.stage`, one per stage, in order), then one
-    `plan.rank` per pipeline rank, in order. Every data-parallel replica of a pipeline rank runs
-    that rank's program. `architecture` is present when the model is a transformer the runtime
-    can build.
+    The body holds the layer chain (`plan.layer`), the stage table (`plan.stage`, one per
+    stage, in order), then one `plan.rank` per pipeline rank, in order. Every data-parallel
+    replica of a pipeline rank runs that rank's program. `groups` lists the collective groups:
+    group g spans every data-parallel replica of the pipeline ranks `groups[g]`; a collective
+    names its group, and every member rank issues that group's collectives in the same order.
+    `architecture` is present when the model is a transformer the runtime can build;
+    `tokens_per_sample` converts samples into tokens for throughput.
 
     ```mlir
     plan.program @demo attributes {parallelism = #pipe.parallelism<...>,
-                                   cluster = #pipe.cluster<...>, training = #pipe.training<...>} {
+        cluster = #pipe.cluster<...>, training = #pipe.training<...>,
+        groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 32} {
+      plan.layer "embedding" embedding params 4096 fwd 64.0 bwd 64.0 activation 16 ...
+      ...
       plan.stage 0 rank 0 layers [0, 3) params 4096 samples [0, 1, 2]
       plan.stage 1 rank 1 layers [3, 5) params 4224 samples [0, 1, 2]
       plan.rank 0 events 0 slots [] {
@@ -46,15 +52,36 @@ def Plan_ProgramOp : Plan_Op<"program", [
     Pipe_ParallelismAttr:$parallelism,
     Pipe_ClusterAttr:$cluster,
     Pipe_TrainingAttr:$training,
-    OptionalAttr<Pipe_TransformerAttr>:$architecture
+    TypedArrayAttrBase<DenseI64ArrayAttr, "collective groups">:$groups,
+    Pipe_IntAttr:$tokens_per_sample,
+    OptionalAttr<Pipe_TransformerAttr>:$architecture,
+    OptionalAttr<StrAttr>:$source
   );
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
+    auto getLayers() { return getBody().front().getOps<LayerOp>(); }
     auto getStages() { return getBody().front().getOps<StageOp>(); }
     auto getRanks() { return getBody().front().getOps<RankOp>(); }
   }];
+}
+
+def Plan_LayerOp : Plan_Op<"layer", [HasParent<"ProgramOp">]> {
+  let summary = "one layer of the model, as the runtime builds and the simulator costs it";
+  let description = [{
+    The same fields as `pipe.layer`: parameters and per-sample costs. The runtime builds layer
+    i of the chain from them (and from the program's architecture, for transformers); the
+    simulator derives compute times from them.
+
+    ```mlir
+    plan.layer "block.0" block params 49984 fwd 3407872.0 bwd 6815744.0 activation 147456
+        checkpoint 8192 output 8192
+    ```
+  }];
+  let arguments = Pipe_LayerArguments;
+  let assemblyFormat = Pipe_LayerFormat;
+  let hasVerifier = 1;
 }
 
 def Plan_StageOp : Plan_Op<"stage", [HasParent<"ProgramOp">]> {
@@ -159,13 +186,13 @@ class Plan_TransferOp<string mnemonic, string dir> : Plan_InstOp<mnemonic> {
     I64Prop:$end,
     I64Prop:$bytes,
     DefaultValuedProp<I32Prop, "-1">:$slot,
-    DefaultValuedProp<I32Prop, "-1">:$group,
+    DefaultValuedProp<I32Prop, "-1">:$batch,
     I32Prop:$stream
   );
   let assemblyFormat = [{
     $kind `stage` $stage `mb` $microbatch }] # dir # [{ $peer `stage` $peer_stage `mb`
     $peer_microbatch `samples` ` ` `[` $begin `,` $end `)` `bytes` $bytes (`slot` $slot^)?
-    (`group` $group^)? `on` $stream attr-dict
+    (`batch` $batch^)? `on` $stream attr-dict
   }];
 }
 
@@ -174,7 +201,7 @@ def Plan_SendOp : Plan_TransferOp<"send", "`to`"> {
   let description = [{
     Sends samples `[begin, end)` of what (`stage`, `mb`) produced to rank `peer`, for
     (`peer_stage`, `peer_mb`). Matches the peer's receive in per-pair order. Consecutive
-    transfers of one stream with the same `group` are issued as one group.
+    transfers of one stream with the same `batch` are issued as one NCCL group.
 
     ```mlir
     plan.send activation stage 0 mb 0 to 1 stage 1 mb 0 samples [0, 1) bytes 1572864 on 1
@@ -195,19 +222,19 @@ def Plan_RecvOp : Plan_TransferOp<"recv", "`from`"> {
 }
 
 class Plan_CollectiveOp<string mnemonic> : Plan_InstOp<mnemonic> {
-  let arguments = (ins I32Prop:$stage, I64Prop:$bytes, I32Prop:$stream);
-  let assemblyFormat = "`stage` $stage `bytes` $bytes `on` $stream attr-dict";
+  let arguments = (ins I32Prop:$stage, I64Prop:$bytes, I32Prop:$group, I32Prop:$stream);
+  let assemblyFormat = "`stage` $stage `bytes` $bytes `group` $group `on` $stream attr-dict";
 }
 
 def Plan_AllGatherOp : Plan_CollectiveOp<"all_gather"> {
   let summary = "gather a stage's parameters from the shards of its data-parallel group";
   let description = [{
-    All-gathers the parameter shards of `stage` over the stage's data-parallel group into the
+    All-gathers the parameter shards of `stage` over `group` (its data-parallel group) into the
     full parameter buffer (`bytes` after gathering): before compute with full sharding, after
     the optimizer step with optimizer or gradient sharding.
 
     ```mlir
-    plan.all_gather stage 4 bytes 14175744 on 2
+    plan.all_gather stage 4 bytes 14175744 group 0 on 2
     ```
   }];
 }
@@ -215,11 +242,11 @@ def Plan_AllGatherOp : Plan_CollectiveOp<"all_gather"> {
 def Plan_ReduceScatterOp : Plan_CollectiveOp<"reduce_scatter"> {
   let summary = "reduce-scatter a stage's gradients over its data-parallel group";
   let description = [{
-    Sums the gradients of `stage` (`bytes` before reduction) over the data-parallel group,
-    leaving each replica its shard.
+    Sums the gradients of `stage` (`bytes` before reduction) over `group`, leaving each replica
+    its shard.
 
     ```mlir
-    plan.reduce_scatter stage 4 bytes 28351488 on 2
+    plan.reduce_scatter stage 4 bytes 28351488 group 0 on 2
     ```
   }];
 }
@@ -227,10 +254,10 @@ def Plan_ReduceScatterOp : Plan_CollectiveOp<"reduce_scatter"> {
 def Plan_AllReduceOp : Plan_CollectiveOp<"all_reduce"> {
   let summary = "all-reduce a stage's gradients over its data-parallel group";
   let description = [{
-    Sums the gradients of `stage` (`bytes`) over the data-parallel group (no sharding).
+    Sums the gradients of `stage` (`bytes`) over `group` (no sharding).
 
     ```mlir
-    plan.all_reduce stage 4 bytes 28351488 on 2
+    plan.all_reduce stage 4 bytes 28351488 group 0 on 2
     ```
   }];
 }

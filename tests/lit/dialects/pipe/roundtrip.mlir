@@ -22,8 +22,8 @@
 // CHECK-NEXT: pipe.forward stage 0 mb 0
 // CHECK-NEXT: pipe.send activation stage 0 mb 0 to 1 stage 1 mb 0 samples [0, 1) bytes 64
 // CHECK-NEXT: pipe.forward stage 0 mb 1
-// CHECK-NEXT: pipe.send activation stage 0 mb 1 to 1 stage 1 mb 0 samples [1, 2) bytes 64 group 0
-// CHECK-NEXT: pipe.recv gradient stage 0 mb 0 from 1 stage 1 mb 0 samples [0, 1) bytes 64 group 0
+// CHECK-NEXT: pipe.send activation stage 0 mb 1 to 1 stage 1 mb 0 samples [1, 2) bytes 64 batch 0
+// CHECK-NEXT: pipe.recv gradient stage 0 mb 0 from 1 stage 1 mb 0 samples [0, 1) bytes 64 batch 0
 // CHECK-NEXT: pipe.backward stage 0 mb 0
 // CHECK-NEXT: pipe.recv gradient stage 0 mb 1 from 1 stage 1 mb 0 samples [1, 2) bytes 64
 // CHECK-NEXT: pipe.backward stage 0 mb 1
@@ -51,8 +51,8 @@ pipe.model @roundtrip phase communicating attributes {
     pipe.forward stage 0 mb 0
     pipe.send activation stage 0 mb 0 to 1 stage 1 mb 0 samples [0, 1) bytes 64
     pipe.forward stage 0 mb 1
-    pipe.send activation stage 0 mb 1 to 1 stage 1 mb 0 samples [1, 2) bytes 64 group 0
-    pipe.recv gradient stage 0 mb 0 from 1 stage 1 mb 0 samples [0, 1) bytes 64 group 0
+    pipe.send activation stage 0 mb 1 to 1 stage 1 mb 0 samples [1, 2) bytes 64 batch 0
+    pipe.recv gradient stage 0 mb 0 from 1 stage 1 mb 0 samples [0, 1) bytes 64 batch 0
     pipe.backward stage 0 mb 0
     pipe.recv gradient stage 0 mb 1 from 1 stage 1 mb 0 samples [1, 2) bytes 64
     pipe.backward stage 0 mb 1

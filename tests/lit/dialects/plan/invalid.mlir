@@ -7,7 +7,10 @@
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   // expected-error @+1 {{is not allowed in the body of 'plan.program'}}
@@ -24,14 +27,227 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.rank 0 events 1 slots [64] {
   }
   plan.rank 1 events 1 slots [64] {
   }
-  // expected-error @+1 {{is out of order: the program body holds stages, then ranks}}
+  // expected-error @+1 {{is out of order: the program body holds layers, then stages, then ranks}}
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
+}
+
+// -----
+
+// no layers
+// expected-error @+1 {{must contain at least one plan.layer}}
+plan.program @p attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
+  plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
+  plan.rank 0 events 1 slots [64] {
+  }
+  plan.rank 1 events 1 slots [64] {
+  }
+}
+
+// -----
+
+// layer name
+plan.program @p attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  // expected-error @+1 {{expects a non-empty name}}
+  plan.layer "" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
+  plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
+  plan.rank 0 events 1 slots [64] {
+  }
+  plan.rank 1 events 1 slots [64] {
+  }
+}
+
+// -----
+
+// layer cost
+plan.program @p attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  // expected-error @+1 {{expects a finite, non-negative fwd_flops, got -1}}
+  plan.layer "a" embedding params 10 fwd -1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
+  plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
+  plan.rank 0 events 1 slots [64] {
+  }
+  plan.rank 1 events 1 slots [64] {
+  }
+}
+
+// -----
+
+// tokens
+// expected-error @+1 {{expects a positive tokens_per_sample, got 0}}
+plan.program @p attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 0} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
+  plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
+  plan.rank 0 events 1 slots [64] {
+  }
+  plan.rank 1 events 1 slots [64] {
+  }
+}
+
+// -----
+
+// empty group
+// expected-error @+1 {{group 0 has no member}}
+plan.program @p attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
+  plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
+  plan.rank 0 events 1 slots [64] {
+  }
+  plan.rank 1 events 1 slots [64] {
+  }
+}
+
+// -----
+
+// group order
+// expected-error @+1 {{group 0 must list distinct pipeline ranks in increasing order}}
+plan.program @p attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 1, 0>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
+  plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
+  plan.rank 0 events 1 slots [64] {
+  }
+  plan.rank 1 events 1 slots [64] {
+  }
+}
+
+// -----
+
+// stage past layers
+plan.program @p attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
+  // expected-error @+1 {{ends at layer 3 but the program has 2 layers}}
+  plan.stage 1 rank 1 layers [1, 3) params 10 samples [0, 2]
+  plan.rank 0 events 1 slots [64] {
+  }
+  plan.rank 1 events 1 slots [64] {
+  }
+}
+
+// -----
+
+// stage params
+plan.program @p attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
+  // expected-error @+1 {{has 11 params but its layers have 10}}
+  plan.stage 1 rank 1 layers [1, 2) params 11 samples [0, 2]
+  plan.rank 0 events 1 slots [64] {
+  }
+  plan.rank 1 events 1 slots [64] {
+  }
+}
+
+// -----
+
+// layers not covered
+// expected-error @+1 {{stages cover layers [0, 2) but the program has 3 layers}}
+plan.program @p attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "c" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
+  plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
+  plan.rank 0 events 1 slots [64] {
+  }
+  plan.rank 1 events 1 slots [64] {
+  }
+}
+
+// -----
+
+// collective group
+plan.program @p attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
+  plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
+  plan.rank 0 events 1 slots [64] {
+    // expected-error @+1 {{names group 2 but the program has 2 groups}}
+    plan.all_gather stage 0 bytes 8 group 2 on 2
+  }
+  plan.rank 1 events 1 slots [64] {
+  }
+}
+
+// -----
+
+// collective membership
+plan.program @p attributes {
+  parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
+  plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
+  plan.rank 0 events 1 slots [64] {
+    // expected-error @+1 {{runs on rank 0, which is not a member of group 1}}
+    plan.all_gather stage 0 bytes 8 group 1 on 2
+  }
+  plan.rank 1 events 1 slots [64] {
+  }
 }
 
 // -----
@@ -41,7 +257,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.rank 0 events 1 slots [64] {
   }
@@ -55,7 +274,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   // expected-error @+1 {{has index 3 at position 1}}
   plan.stage 3 rank 1 layers [1, 2) params 10 samples [0, 2]
@@ -71,7 +293,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   // expected-error @+1 {{starts at layer 2 but the previous stages end at layer 1}}
   plan.stage 1 rank 1 layers [2, 3) params 10 samples [0, 2]
@@ -87,7 +312,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   // expected-error @+1 {{is placed on rank 2 but the pipeline has 2 ranks}}
   plan.stage 1 rank 2 layers [1, 2) params 10 samples [0, 2]
@@ -103,7 +331,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   // expected-error @+1 {{micro-batches end at sample 3 but the replica's batch has 2 samples}}
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 3]
@@ -120,7 +351,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 0 slots [] {
@@ -133,7 +367,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   // expected-error @+1 {{has rank 1 at position 0}}
@@ -149,7 +386,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -166,7 +406,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -183,7 +426,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -200,7 +446,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -217,7 +466,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -234,7 +486,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -251,7 +506,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -268,12 +526,15 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
     // expected-error @+1 {{runs on rank 0 but stage 1 is placed on rank 1}}
-    plan.all_gather stage 1 bytes 8 on 2
+    plan.all_gather stage 1 bytes 8 group 0 on 2
   }
   plan.rank 1 events 1 slots [64] {
   }
@@ -285,7 +546,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   // expected-error @+1 {{expects a non-negative index and rank, got index 0 rank -1}}
   plan.stage 0 rank -1 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
@@ -301,7 +565,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   // expected-error @+1 {{expects a non-empty layer range, got [0, 0)}}
   plan.stage 0 rank 0 layers [0, 0) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
@@ -313,11 +580,14 @@ plan.program @p attributes {
 
 // -----
 
-// stage params
+// stage negative params
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   // expected-error @+1 {{expects non-negative params, got -10}}
   plan.stage 0 rank 0 layers [0, 1) params -10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
@@ -333,7 +603,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   // expected-error @+1 {{micro-batch boundaries must increase strictly, got 1 after 2}}
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 2, 1]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
@@ -349,7 +622,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   // expected-error @+1 {{expects a non-negative rank and event count, got rank 0 events -1}}
@@ -365,7 +641,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   // expected-error @+1 {{declares slot 1 with negative size -8}}
@@ -381,7 +660,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -398,7 +680,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -415,7 +700,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -432,7 +720,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -449,7 +740,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -466,7 +760,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -483,7 +780,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -500,7 +800,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -517,12 +820,15 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
     // expected-error @+1 {{expects non-negative bytes, got -1}}
-    plan.reduce_scatter stage 0 bytes -1 on 2
+    plan.reduce_scatter stage 0 bytes -1 group 0 on 2
   }
   plan.rank 1 events 1 slots [64] {
   }
@@ -534,12 +840,15 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
     // expected-error @+1 {{expects a non-negative stage, got -1}}
-    plan.all_reduce stage -1 bytes 1 on 2
+    plan.all_reduce stage -1 bytes 1 group 0 on 2
   }
   plan.rank 1 events 1 slots [64] {
   }
@@ -551,7 +860,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {
@@ -568,7 +880,10 @@ plan.program @p attributes {
 plan.program @p attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
-  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  groups = [array<i64: 0>, array<i64: 1>], tokens_per_sample = 1} {
+  plan.layer "a" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  plan.layer "b" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   plan.stage 0 rank 0 layers [0, 1) params 10 samples [0, 1, 2]
   plan.stage 1 rank 1 layers [1, 2) params 10 samples [0, 2]
   plan.rank 0 events 1 slots [64] {

@@ -1,0 +1,165 @@
+//===- Plan.h - the execution plan in memory --------------------*- C++ -*-===//
+//
+// The plan as plain C++ data: what the plan file holds, what the runtime executes, and what
+// the compiler's verifier and simulator check. No MLIR and no FlatBuffers types appear here;
+// PlanFile.h converts between this and the file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_PLAN_PLAN_H
+#define CONDUIT_RUNTIME_PLAN_PLAN_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace conduit::runtime {
+
+/// The plan file format this code reads and writes.
+constexpr uint32_t kPlanFormatVersion = 1;
+/// Feature bits this code understands (none yet); others make a reader refuse the file.
+constexpr uint64_t kKnownFeatures = 0;
+
+enum class Op : uint8_t {
+  Forward,
+  Backward,
+  Send,
+  Recv,
+  AllGather,
+  ReduceScatter,
+  AllReduce,
+  Free,
+  OptimizerStep,
+  Signal,
+  Wait,
+};
+constexpr int kNumOps = 11;
+
+enum class Transfer : uint8_t { Activation, Gradient };
+
+/// Streams by convention; a plan may use others (below kMaxStreams).
+constexpr int kComputeStream = 0;
+constexpr int kP2PStream = 1;
+constexpr int kCollectiveStream = 2;
+constexpr int kMaxStreams = 8;
+
+struct Instruction {
+  Op op = Op::Forward;
+  uint8_t stream = 0;
+  Transfer kind = Transfer::Activation;
+  int32_t stage = -1;
+  int32_t microbatch = -1;
+  int32_t peer = -1;
+  int32_t peerStage = -1;
+  int32_t peerMicrobatch = -1;
+  int32_t slot = -1;
+  int32_t group = -1; // collectives: the group
+  int32_t batch = -1; // transfers: issued together with the neighbours of the same batch
+  int32_t event = -1;
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t bytes = 0;
+
+  bool isCompute() const { return op == Op::Forward || op == Op::Backward; }
+  bool isTransfer() const { return op == Op::Send || op == Op::Recv; }
+  bool isCollective() const {
+    return op == Op::AllGather || op == Op::ReduceScatter || op == Op::AllReduce;
+  }
+};
+
+enum class LayerKind : uint8_t { Embedding, Block, Head, Custom };
+
+struct Layer {
+  std::string name;
+  LayerKind kind = LayerKind::Custom;
+  int64_t params = 0;
+  double fwdFlops = 0, bwdFlops = 0;
+  int64_t activationBytes = 0, checkpointBytes = 0, outputBytes = 0;
+};
+
+struct Stage {
+  int32_t index = 0;
+  int32_t rank = 0;
+  int32_t firstLayer = 0;
+  int32_t endLayer = 0;
+  int64_t params = 0;
+  std::vector<int64_t> samples; // micro-batch boundaries
+
+  int64_t numMicrobatches() const { return static_cast<int64_t>(samples.size()) - 1; }
+};
+
+struct Group {
+  std::vector<int32_t> ranks;
+};
+
+struct RankProgram {
+  int32_t rank = 0;
+  int32_t events = 0;
+  std::vector<int64_t> slots;
+  std::vector<Instruction> instructions;
+};
+
+enum class Schedule : uint8_t { GPipe, OneFOneB, DepthFirst, BreadthFirst };
+enum class Sharding : uint8_t { None, Optimizer, Gradients, Full };
+enum class DType : uint8_t { BF16, FP16, FP32 };
+enum class Optimizer : uint8_t { Adam, SGD };
+
+struct Transformer {
+  int64_t numLayers = 0, hiddenSize = 0, numHeads = 0, numKvHeads = 0, ffnHiddenSize = 0,
+          seqLength = 0, vocabSize = 0;
+  uint8_t mlp = 0;      // 0 gelu, 1 swiglu
+  uint8_t norm = 0;     // 0 layernorm, 1 rmsnorm
+  uint8_t position = 0; // 0 learned, 1 rotary
+  bool tieEmbeddings = false;
+  uint8_t bias = 0; // 0 all, 1 qkv, 2 none
+};
+
+struct Config {
+  int32_t pipeline = 1, data = 1, stagesPerDevice = 1;
+  Schedule schedule = Schedule::OneFOneB;
+  int64_t groupSize = 1, microbatches = 1, microbatchSize = 1;
+  Sharding sharding = Sharding::None;
+  bool checkpointing = false;
+  int32_t fsdpWindow = 2;
+  bool pipelineInner = false;
+  DType dtype = DType::BF16;
+  Optimizer optimizer = Optimizer::Adam;
+  int64_t seed = 0;
+  double learningRate = 1e-3;
+  int64_t tokensPerSample = 1;
+  std::string preset;
+  double peakFlops = 1, efficiency = 1;
+  int64_t memoryBytes = 0, gpusPerNode = 1;
+  double intraNodeBandwidth = 1, interNodeBandwidth = 1, latencyS = 0, launchOverheadS = 0;
+
+  int64_t worldSize() const { return int64_t(pipeline) * data; }
+  int64_t batchSamples() const { return microbatches * microbatchSize; }
+  int64_t elementBytes() const { return dtype == DType::FP32 ? 4 : 2; }
+  /// Global rank of (pipeline rank, data-parallel replica).
+  int64_t globalRank(int64_t pipelineRank, int64_t replica) const {
+    return pipelineInner ? replica * pipeline + pipelineRank : pipelineRank * data + replica;
+  }
+};
+
+struct Plan {
+  uint32_t formatVersion = kPlanFormatVersion;
+  uint64_t features = 0;
+  std::string name;
+  std::string source;
+  Config config;
+  std::optional<Transformer> transformer;
+  std::vector<Layer> layers;
+  std::vector<Stage> stages;
+  std::vector<Group> groups;
+  std::vector<RankProgram> ranks;
+};
+
+/// "forward", "send", ... as in the plan dialect.
+const char *opName(Op op);
+/// "F s3 mb5", "send activation s3 mb5 -> rank 2", ...: for messages and traces.
+std::string describe(const Instruction &inst);
+
+} // namespace conduit::runtime
+
+#endif // CONDUIT_RUNTIME_PLAN_PLAN_H

@@ -1,0 +1,509 @@
+//===- PlanFile.cpp - reading and writing plan files ----------------------===//
+
+#include "runtime/plan/PlanFile.h"
+
+#include "runtime/plan/plan_generated.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+namespace conduit::runtime {
+
+namespace fb = conduit::planfile;
+
+const char *opName(Op op) {
+  static const char *const kNames[kNumOps] = {
+      "forward",    "backward", "send",           "recv",   "all_gather", "reduce_scatter",
+      "all_reduce", "free",     "optimizer_step", "signal", "wait"};
+  auto index = static_cast<size_t>(op);
+  return index < kNumOps ? kNames[index] : "unknown";
+}
+
+std::string describe(const Instruction &inst) {
+  switch (inst.op) {
+  case Op::Forward:
+    return absl::StrCat("F s", inst.stage, " mb", inst.microbatch);
+  case Op::Backward:
+    return absl::StrCat("B s", inst.stage, " mb", inst.microbatch);
+  case Op::Send:
+  case Op::Recv:
+    return absl::StrCat(opName(inst.op),
+                        inst.kind == Transfer::Activation ? " activation" : " gradient", " s",
+                        inst.stage, " mb", inst.microbatch, inst.op == Op::Send ? " to " : " from ",
+                        "rank ", inst.peer, " (s", inst.peerStage, " mb", inst.peerMicrobatch,
+                        ", samples [", inst.begin, ", ", inst.end, "))");
+  case Op::Signal:
+  case Op::Wait:
+    return absl::StrCat(opName(inst.op), " event ", inst.event, " on stream ", inst.stream);
+  default:
+    return absl::StrCat(opName(inst.op), " s", inst.stage);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+std::string writePlan(const Plan &plan) {
+  flatbuffers::FlatBufferBuilder fbb(1 << 16);
+
+  std::vector<flatbuffers::Offset<fb::Layer>> layers;
+  layers.reserve(plan.layers.size());
+  for (const Layer &l : plan.layers)
+    layers.push_back(fb::CreateLayer(fbb, fbb.CreateString(l.name), static_cast<uint8_t>(l.kind),
+                                     l.params, l.fwdFlops, l.bwdFlops, l.activationBytes,
+                                     l.checkpointBytes, l.outputBytes));
+  std::vector<flatbuffers::Offset<fb::Stage>> stages;
+  for (const Stage &s : plan.stages)
+    stages.push_back(fb::CreateStage(fbb, s.index, s.rank, s.firstLayer, s.endLayer, s.params,
+                                     fbb.CreateVector(s.samples)));
+  std::vector<flatbuffers::Offset<fb::Group>> groups;
+  for (const Group &g : plan.groups)
+    groups.push_back(fb::CreateGroup(fbb, fbb.CreateVector(g.ranks)));
+  std::vector<flatbuffers::Offset<fb::RankProgram>> ranks;
+  std::vector<fb::Instruction> buffer;
+  for (const RankProgram &r : plan.ranks) {
+    buffer.clear();
+    buffer.reserve(r.instructions.size());
+    for (const Instruction &i : r.instructions)
+      buffer.emplace_back(static_cast<fb::Op>(i.op), i.stream,
+                          static_cast<fb::TransferKind>(i.kind), 0, i.stage, i.microbatch, i.peer,
+                          i.peerStage, i.peerMicrobatch, i.slot, i.group, i.batch, i.event, i.begin,
+                          i.end, i.bytes);
+    ranks.push_back(fb::CreateRankProgram(fbb, r.rank, r.events, fbb.CreateVector(r.slots),
+                                          fbb.CreateVectorOfStructs(buffer)));
+  }
+
+  const Config &c = plan.config;
+  auto preset = fbb.CreateString(c.preset);
+  fb::ConfigBuilder config(fbb);
+  config.add_pipeline(c.pipeline);
+  config.add_data(c.data);
+  config.add_stages_per_device(c.stagesPerDevice);
+  config.add_schedule(static_cast<uint8_t>(c.schedule));
+  config.add_group_size(c.groupSize);
+  config.add_microbatches(c.microbatches);
+  config.add_microbatch_size(c.microbatchSize);
+  config.add_sharding(static_cast<uint8_t>(c.sharding));
+  config.add_checkpointing(c.checkpointing ? 1 : 0);
+  config.add_fsdp_window(c.fsdpWindow);
+  config.add_rank_order(c.pipelineInner ? 1 : 0);
+  config.add_dtype(static_cast<uint8_t>(c.dtype));
+  config.add_optimizer(static_cast<uint8_t>(c.optimizer));
+  config.add_seed(c.seed);
+  config.add_learning_rate(c.learningRate);
+  config.add_tokens_per_sample(c.tokensPerSample);
+  config.add_preset(preset);
+  config.add_peak_flops(c.peakFlops);
+  config.add_efficiency(c.efficiency);
+  config.add_memory_bytes(c.memoryBytes);
+  config.add_gpus_per_node(c.gpusPerNode);
+  config.add_intra_node_bandwidth(c.intraNodeBandwidth);
+  config.add_inter_node_bandwidth(c.interNodeBandwidth);
+  config.add_latency_s(c.latencyS);
+  config.add_launch_overhead_s(c.launchOverheadS);
+  auto configOffset = config.Finish();
+
+  flatbuffers::Offset<fb::Transformer> transformer;
+  if (const std::optional<Transformer> &t = plan.transformer)
+    transformer = fb::CreateTransformer(fbb, t->numLayers, t->hiddenSize, t->numHeads,
+                                        t->numKvHeads, t->ffnHiddenSize, t->seqLength,
+                                        t->vocabSize, t->mlp, t->norm, t->position,
+                                        t->tieEmbeddings, t->bias);
+  auto root = fb::CreatePlan(fbb, plan.formatVersion, plan.features, fbb.CreateString(plan.name),
+                             fbb.CreateString(plan.source), configOffset, transformer,
+                             fbb.CreateVector(layers), fbb.CreateVector(stages),
+                             fbb.CreateVector(groups), fbb.CreateVector(ranks));
+  fb::FinishPlanBuffer(fbb, root);
+  return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()), fbb.GetSize());
+}
+
+absl::Status writePlanFile(const Plan &plan, const std::string &path) {
+  std::string bytes = writePlan(plan);
+  std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out)
+      return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::remove(temporary.c_str());
+      return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    return absl::UnavailableError(absl::StrCat("cannot rename ", temporary, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+absl::Status corrupt(const std::string &what) {
+  return absl::DataLossError(absl::StrCat("corrupt plan file: ", what));
+}
+
+template <typename T>
+std::vector<T> toVector(const flatbuffers::Vector<T> *v) {
+  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
+}
+
+} // namespace
+
+absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
+  if (size > kMaxPlanFileBytes)
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan files are limited to ", kMaxPlanFileBytes, " bytes"));
+  if (size < 8 || !fb::PlanBufferHasIdentifier(data))
+    return absl::InvalidArgumentError(
+        "not a Conduit plan file (the file identifier \"CDPL\" is missing)");
+  flatbuffers::Verifier::Options options;
+  options.max_depth = 16;
+  options.max_tables = 100'000'000;
+  flatbuffers::Verifier verifier(static_cast<const uint8_t *>(data), size, options);
+  if (!fb::VerifyPlanBuffer(verifier))
+    return corrupt("its structure does not verify (truncated or damaged)");
+  const fb::Plan *p = fb::GetPlan(data);
+  if (p->format_version() != kPlanFormatVersion)
+    return absl::FailedPreconditionError(
+        absl::StrCat("plan file format version ", p->format_version(),
+                     "; this runtime reads version ", kPlanFormatVersion,
+                     ". Recompile the job with a matching conduit-compile."));
+  if (uint64_t unknown = p->features() & ~kKnownFeatures)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan file uses features this runtime does not know (bits 0x", absl::Hex(unknown),
+        "). Recompile the job with a matching conduit-compile."));
+  if (!p->config() || !p->layers() || !p->stages() || !p->groups() || !p->ranks())
+    return corrupt("a required table (config, layers, stages, groups or ranks) is missing");
+
+  Plan plan;
+  plan.formatVersion = p->format_version();
+  plan.features = p->features();
+  plan.name = p->name() ? p->name()->str() : "";
+  plan.source = p->source() ? p->source()->str() : "";
+  const fb::Config *c = p->config();
+  Config &config = plan.config;
+  config.pipeline = c->pipeline();
+  config.data = c->data();
+  config.stagesPerDevice = c->stages_per_device();
+  config.schedule = static_cast<Schedule>(c->schedule());
+  config.groupSize = c->group_size();
+  config.microbatches = c->microbatches();
+  config.microbatchSize = c->microbatch_size();
+  config.sharding = static_cast<Sharding>(c->sharding());
+  config.checkpointing = c->checkpointing() != 0;
+  config.fsdpWindow = c->fsdp_window();
+  config.pipelineInner = c->rank_order() != 0;
+  config.dtype = static_cast<DType>(c->dtype());
+  config.optimizer = static_cast<Optimizer>(c->optimizer());
+  config.seed = c->seed();
+  config.learningRate = c->learning_rate();
+  config.tokensPerSample = c->tokens_per_sample();
+  config.preset = c->preset() ? c->preset()->str() : "";
+  config.peakFlops = c->peak_flops();
+  config.efficiency = c->efficiency();
+  config.memoryBytes = c->memory_bytes();
+  config.gpusPerNode = c->gpus_per_node();
+  config.intraNodeBandwidth = c->intra_node_bandwidth();
+  config.interNodeBandwidth = c->inter_node_bandwidth();
+  config.latencyS = c->latency_s();
+  config.launchOverheadS = c->launch_overhead_s();
+  if (c->schedule() > 3 || c->sharding() > 3 || c->dtype() > 2 || c->optimizer() > 1 ||
+      c->checkpointing() > 1 || c->rank_order() > 1)
+    return corrupt("the configuration holds an unknown enum value");
+
+  if (const fb::Transformer *t = p->transformer()) {
+    if (t->mlp() > 1 || t->norm() > 1 || t->position() > 1 || t->bias() > 2)
+      return corrupt("the transformer holds an unknown enum value");
+    plan.transformer = Transformer{t->num_layers(),  t->hidden_size(),     t->num_heads(),
+                                   t->num_kv_heads(), t->ffn_hidden_size(), t->seq_length(),
+                                   t->vocab_size(),  t->mlp(),             t->norm(),
+                                   t->position(),    t->tie_embeddings(),  t->bias()};
+  }
+  for (const fb::Layer *l : *p->layers()) {
+    if (l->kind() > 3)
+      return corrupt("a layer has an unknown kind");
+    plan.layers.push_back({l->name() ? l->name()->str() : "", static_cast<LayerKind>(l->kind()),
+                           l->params(), l->fwd_flops(), l->bwd_flops(), l->activation_bytes(),
+                           l->checkpoint_bytes(), l->output_bytes()});
+  }
+  for (const fb::Stage *s : *p->stages())
+    plan.stages.push_back({s->index(), s->rank(), s->first_layer(), s->end_layer(), s->params(),
+                           toVector(s->samples())});
+  for (const fb::Group *g : *p->groups())
+    plan.groups.push_back({toVector(g->ranks())});
+  for (const fb::RankProgram *r : *p->ranks()) {
+    RankProgram program{r->rank(), r->events(), toVector(r->slots()), {}};
+    if (const auto *instructions = r->instructions()) {
+      program.instructions.reserve(instructions->size());
+      for (const fb::Instruction *i : *instructions) {
+        if (static_cast<uint8_t>(i->op()) >= kNumOps || static_cast<uint8_t>(i->kind()) > 1)
+          return corrupt(absl::StrCat("rank ", r->rank(), " instruction ",
+                                      program.instructions.size(), " has an unknown opcode"));
+        program.instructions.push_back(
+            {static_cast<Op>(i->op()), i->stream(), static_cast<Transfer>(i->kind()), i->stage(),
+             i->microbatch(), i->peer(), i->peer_stage(), i->peer_microbatch(), i->slot(),
+             i->group(), i->batch(), i->event(), i->begin(), i->end(), i->bytes()});
+      }
+    }
+    plan.ranks.push_back(std::move(program));
+  }
+  CONDUIT_RETURN_IF_ERROR(checkPlanSemantics(plan));
+  return plan;
+}
+
+absl::StatusOr<Plan> readPlanFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in)
+    return absl::NotFoundError(absl::StrCat("cannot open plan file ", path));
+  std::streamoff size = in.tellg();
+  if (size < 0 || static_cast<uint64_t>(size) > kMaxPlanFileBytes)
+    return absl::InvalidArgumentError(absl::StrCat(path, ": plan files are limited to ",
+                                                   kMaxPlanFileBytes, " bytes"));
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  in.read(bytes.data(), size);
+  if (!in)
+    return absl::UnavailableError(absl::StrCat("cannot read plan file ", path));
+  absl::StatusOr<Plan> plan = readPlan(bytes.data(), bytes.size());
+  if (!plan.ok())
+    return absl::Status(plan.status().code(), absl::StrCat(path, ": ", plan.status().message()));
+  return plan;
+}
+
+//===----------------------------------------------------------------------===//
+// Semantics
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class SemanticChecker {
+public:
+  explicit SemanticChecker(const Plan &plan) : plan(plan) {}
+
+  absl::Status run() {
+    CONDUIT_RETURN_IF_ERROR(checkConfig());
+    CONDUIT_RETURN_IF_ERROR(checkStages());
+    CONDUIT_RETURN_IF_ERROR(checkGroups());
+    if (static_cast<int64_t>(plan.ranks.size()) != plan.config.pipeline)
+      return bad(absl::StrCat("the plan has ", plan.ranks.size(), " rank programs for ",
+                              plan.config.pipeline, " pipeline ranks"));
+    for (size_t r = 0; r < plan.ranks.size(); ++r)
+      CONDUIT_RETURN_IF_ERROR(checkRank(static_cast<int32_t>(r)));
+    return checkMatching();
+  }
+
+private:
+  static absl::Status bad(const std::string &what) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid plan: ", what));
+  }
+  absl::Status badInstruction(int32_t r, size_t index, const std::string &what) const {
+    return bad(absl::StrCat("rank ", r, " instruction ", index, " (",
+                            describe(plan.ranks[r].instructions[index]), "): ", what));
+  }
+
+  absl::Status checkConfig() {
+    const Config &c = plan.config;
+    if (c.pipeline < 1 || c.data < 1 || c.stagesPerDevice < 1 || c.microbatches < 1 ||
+        c.microbatchSize < 1 || c.fsdpWindow < 1)
+      return bad("the configuration has a count below 1");
+    if (c.worldSize() > (int64_t(1) << 24))
+      return bad(absl::StrCat("the world of ", c.worldSize(), " ranks is too large"));
+    if (plan.layers.empty())
+      return bad("the plan has no layers");
+    return absl::OkStatus();
+  }
+
+  absl::Status checkStages() {
+    const Config &c = plan.config;
+    const int64_t expected = int64_t(c.pipeline) * c.stagesPerDevice;
+    if (static_cast<int64_t>(plan.stages.size()) != expected)
+      return bad(absl::StrCat("the plan has ", plan.stages.size(), " stages; pipeline x "
+                              "stages_per_device is ", expected));
+    int64_t previousEnd = 0;
+    for (size_t s = 0; s < plan.stages.size(); ++s) {
+      const Stage &stage = plan.stages[s];
+      if (stage.index != static_cast<int32_t>(s))
+        return bad(absl::StrCat("stage ", s, " has index ", stage.index));
+      if (stage.rank < 0 || stage.rank >= c.pipeline)
+        return bad(absl::StrCat("stage ", s, " is placed on rank ", stage.rank));
+      if (stage.firstLayer != previousEnd || stage.endLayer <= stage.firstLayer ||
+          stage.endLayer > static_cast<int64_t>(plan.layers.size()))
+        return bad(absl::StrCat("stage ", s, " has layers [", stage.firstLayer, ", ",
+                                stage.endLayer, "), which do not continue the chain"));
+      previousEnd = stage.endLayer;
+      if (stage.samples.size() < 2 || stage.samples.front() != 0 ||
+          stage.samples.back() != c.batchSamples())
+        return bad(absl::StrCat("stage ", s, " does not cut the batch of ", c.batchSamples(),
+                                " samples"));
+      for (size_t j = 1; j < stage.samples.size(); ++j)
+        if (stage.samples[j] <= stage.samples[j - 1])
+          return bad(absl::StrCat("stage ", s, " has micro-batch boundaries that do not "
+                                  "increase"));
+    }
+    if (previousEnd != static_cast<int64_t>(plan.layers.size()))
+      return bad("the stages do not cover every layer");
+    return absl::OkStatus();
+  }
+
+  absl::Status checkGroups() {
+    for (size_t g = 0; g < plan.groups.size(); ++g) {
+      const std::vector<int32_t> &ranks = plan.groups[g].ranks;
+      if (ranks.empty())
+        return bad(absl::StrCat("group ", g, " has no member"));
+      for (size_t i = 0; i < ranks.size(); ++i)
+        if (ranks[i] < 0 || ranks[i] >= plan.config.pipeline ||
+            (i > 0 && ranks[i] <= ranks[i - 1]))
+          return bad(absl::StrCat("group ", g, " lists ranks out of range or out of order"));
+    }
+    return absl::OkStatus();
+  }
+
+  bool stageOn(int32_t stage, int32_t r) const {
+    return stage >= 0 && stage < static_cast<int32_t>(plan.stages.size()) &&
+           plan.stages[stage].rank == r;
+  }
+  bool microbatchOf(int32_t stage, int32_t mb) const {
+    return mb >= 0 && mb < plan.stages[stage].numMicrobatches();
+  }
+
+  absl::Status checkRank(int32_t r) {
+    const RankProgram &program = plan.ranks[r];
+    if (program.rank != r)
+      return bad(absl::StrCat("the rank program at position ", r, " is for rank ",
+                              program.rank));
+    if (program.events < 0 || program.events > (1 << 26))
+      return bad(absl::StrCat("rank ", r, " declares ", program.events, " events"));
+    for (int64_t bytes : program.slots)
+      if (bytes < 0)
+        return bad(absl::StrCat("rank ", r, " declares a slot of negative size"));
+    std::vector<int8_t> signalStream(program.events, -1);
+    std::vector<uint8_t> waited(program.events, 0);
+    const int32_t slots = static_cast<int32_t>(program.slots.size());
+    for (size_t index = 0; index < program.instructions.size(); ++index) {
+      const Instruction &i = program.instructions[index];
+      auto fail = [&](const std::string &what) { return badInstruction(r, index, what); };
+      if (i.stream >= kMaxStreams)
+        return fail(absl::StrCat("stream ", int(i.stream), " is not below ", kMaxStreams));
+      switch (i.op) {
+      case Op::Forward:
+      case Op::Backward:
+        if (!stageOn(i.stage, r) || !microbatchOf(i.stage, i.microbatch))
+          return fail("the stage is not on this rank or the micro-batch does not exist");
+        if (i.slot < -1 || i.slot >= slots)
+          return fail("the slot does not exist");
+        break;
+      case Op::Send:
+      case Op::Recv: {
+        if (!stageOn(i.stage, r) || !microbatchOf(i.stage, i.microbatch))
+          return fail("the stage is not on this rank or the micro-batch does not exist");
+        bool downstream = (i.kind == Transfer::Activation) == (i.op == Op::Send);
+        if (i.peer < 0 || i.peer >= plan.config.pipeline || i.peer == r)
+          return fail("the peer rank is invalid");
+        if (i.peerStage != i.stage + (downstream ? 1 : -1) || !stageOn(i.peerStage, i.peer) ||
+            !microbatchOf(i.peerStage, i.peerMicrobatch))
+          return fail("the peer stage or micro-batch is not where the transfer says");
+        const Stage &local = plan.stages[i.stage], &other = plan.stages[i.peerStage];
+        if (i.begin >= i.end || i.begin < local.samples[i.microbatch] ||
+            i.end > local.samples[i.microbatch + 1] || i.begin < other.samples[i.peerMicrobatch] ||
+            i.end > other.samples[i.peerMicrobatch + 1])
+          return fail("the sample range is empty or outside the micro-batches");
+        if (i.bytes < 0)
+          return fail("negative byte count");
+        if (i.op == Op::Recv && (i.slot < 0 || i.slot >= slots || i.bytes > program.slots[i.slot]))
+          return fail("the receive slot does not exist or is too small");
+        break;
+      }
+      case Op::AllGather:
+      case Op::ReduceScatter:
+      case Op::AllReduce: {
+        if (!stageOn(i.stage, r))
+          return fail("the stage is not on this rank");
+        if (i.group < 0 || i.group >= static_cast<int32_t>(plan.groups.size()))
+          return fail("the group does not exist");
+        const std::vector<int32_t> &members = plan.groups[i.group].ranks;
+        if (std::find(members.begin(), members.end(), r) == members.end())
+          return fail(absl::StrCat("rank ", r, " is not a member of group ", i.group));
+        if (i.bytes < 0)
+          return fail("negative byte count");
+        break;
+      }
+      case Op::Free:
+      case Op::OptimizerStep:
+        if (!stageOn(i.stage, r))
+          return fail("the stage is not on this rank");
+        break;
+      case Op::Signal:
+      case Op::Wait:
+        if (i.event < 0 || i.event >= program.events)
+          return fail("the event does not exist");
+        if (i.op == Op::Signal) {
+          if (signalStream[i.event] >= 0)
+            return fail("the event is signalled twice");
+          signalStream[i.event] = static_cast<int8_t>(i.stream);
+        } else {
+          waited[i.event] = 1;
+        }
+        break;
+      }
+    }
+    for (int32_t e = 0; e < program.events; ++e)
+      if (signalStream[e] < 0 && waited[e])
+        return bad(absl::StrCat("rank ", r, " waits for event ", e, ", which is never signalled"));
+    return absl::OkStatus();
+  }
+
+  /// Sends and receives of one (sender, receiver) pair match in program order.
+  absl::Status checkMatching() {
+    using Key = std::pair<int32_t, int32_t>;
+    std::map<Key, std::vector<const Instruction *>> sends, recvs;
+    for (const RankProgram &program : plan.ranks)
+      for (const Instruction &i : program.instructions) {
+        if (i.op == Op::Send)
+          sends[{program.rank, i.peer}].push_back(&i);
+        else if (i.op == Op::Recv)
+          recvs[{i.peer, program.rank}].push_back(&i);
+      }
+    for (const auto &[pair, list] : sends) {
+      const std::vector<const Instruction *> &other = recvs[pair];
+      if (list.size() != other.size())
+        return bad(absl::StrCat("rank ", pair.first, " sends ", list.size(), " messages to rank ",
+                                pair.second, ", which receives ", other.size()));
+      for (size_t k = 0; k < list.size(); ++k) {
+        const Instruction &s = *list[k], &v = *other[k];
+        if (s.kind != v.kind || s.stage != v.peerStage || s.microbatch != v.peerMicrobatch ||
+            s.peerStage != v.stage || s.peerMicrobatch != v.microbatch || s.begin != v.begin ||
+            s.end != v.end || s.bytes != v.bytes)
+          return bad(absl::StrCat("message ", k, " from rank ", pair.first, " to rank ",
+                                  pair.second, " is sent as ", describe(s),
+                                  " but received as ", describe(v)));
+      }
+    }
+    for (const auto &[pair, list] : recvs)
+      if (!list.empty() && sends[pair].size() != list.size())
+        return bad(absl::StrCat("rank ", pair.second, " receives ", list.size(),
+                                " messages from rank ", pair.first, ", which sends ",
+                                sends[pair].size()));
+    return absl::OkStatus();
+  }
+
+  const Plan &plan;
+};
+
+} // namespace
+
+absl::Status checkPlanSemantics(const Plan &plan) { return SemanticChecker(plan).run(); }
+
+} // namespace conduit::runtime

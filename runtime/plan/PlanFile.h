@@ -1,0 +1,41 @@
+//===- PlanFile.h - reading and writing plan files --------------*- C++ -*-===//
+//
+// Converts plans to and from the FlatBuffers file format (plan.fbs). Reading treats the bytes
+// as untrusted: identifier, FlatBuffers structure, format version and feature bits first, then
+// every semantic rule a runtime relies on (references resolve, counts and ranges agree, every
+// send has the matching receive in the same per-pair order), before anything is returned.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_PLAN_PLANFILE_H
+#define CONDUIT_RUNTIME_PLAN_PLANFILE_H
+
+#include "runtime/Status.h"
+#include "runtime/plan/Plan.h"
+
+#include <string>
+
+namespace conduit::runtime {
+
+/// Plan files larger than this are refused before they are read (the FlatBuffers limit).
+constexpr uint64_t kMaxPlanFileBytes = (uint64_t(1) << 31) - 1;
+
+/// The plan file bytes of `plan`.
+std::string writePlan(const Plan &plan);
+
+/// Writes `plan` to `path` through a temporary file and a rename, so that a failure never
+/// leaves a partial file behind.
+absl::Status writePlanFile(const Plan &plan, const std::string &path);
+
+/// Verifies and reads plan file bytes.
+absl::StatusOr<Plan> readPlan(const void *data, size_t size);
+
+/// Reads and verifies the plan file at `path`.
+absl::StatusOr<Plan> readPlanFile(const std::string &path);
+
+/// The semantic rules of a plan (readPlan runs them; the compiler runs them on what it writes).
+absl::Status checkPlanSemantics(const Plan &plan);
+
+} // namespace conduit::runtime
+
+#endif // CONDUIT_RUNTIME_PLAN_PLANFILE_H

@@ -1,0 +1,157 @@
+//===- PlanJson.cpp - a plan as readable JSON -----------------------------===//
+
+#include "runtime/plan/PlanJson.h"
+
+#include <iomanip>
+#include <limits>
+
+namespace conduit::runtime {
+
+namespace {
+
+/// A JSON string literal.
+std::string quoted(const std::string &text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    default:
+      if (static_cast<unsigned char>(c) < 0x20) {
+        char buffer[8];
+        std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
+        out += buffer;
+      } else {
+        out += c;
+      }
+    }
+  }
+  return out + "\"";
+}
+
+template <typename T>
+void list(std::ostream &os, const std::vector<T> &values) {
+  os << "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    os << (i ? ", " : "") << values[i];
+  os << "]";
+}
+
+const char *scheduleName(Schedule s) {
+  static const char *const kNames[] = {"gpipe", "1f1b", "depth-first", "breadth-first"};
+  return kNames[static_cast<int>(s)];
+}
+const char *shardingName(Sharding s) {
+  static const char *const kNames[] = {"none", "optimizer", "gradients", "full"};
+  return kNames[static_cast<int>(s)];
+}
+const char *layerKindName(LayerKind k) {
+  static const char *const kNames[] = {"embedding", "block", "head", "custom"};
+  return kNames[static_cast<int>(k)];
+}
+
+void writeInstruction(std::ostream &os, const Instruction &i) {
+  os << "{\"op\": \"" << opName(i.op) << "\", \"stream\": " << int(i.stream);
+  switch (i.op) {
+  case Op::Forward:
+  case Op::Backward:
+    os << ", \"stage\": " << i.stage << ", \"mb\": " << i.microbatch;
+    if (i.slot >= 0)
+      os << ", \"slot\": " << i.slot;
+    break;
+  case Op::Send:
+  case Op::Recv:
+    os << ", \"kind\": \"" << (i.kind == Transfer::Activation ? "activation" : "gradient")
+       << "\", \"stage\": " << i.stage << ", \"mb\": " << i.microbatch
+       << ", \"peer\": " << i.peer << ", \"peer_stage\": " << i.peerStage
+       << ", \"peer_mb\": " << i.peerMicrobatch << ", \"samples\": [" << i.begin << ", "
+       << i.end << "], \"bytes\": " << i.bytes;
+    if (i.slot >= 0)
+      os << ", \"slot\": " << i.slot;
+    if (i.batch >= 0)
+      os << ", \"batch\": " << i.batch;
+    break;
+  case Op::AllGather:
+  case Op::ReduceScatter:
+  case Op::AllReduce:
+    os << ", \"stage\": " << i.stage << ", \"group\": " << i.group << ", \"bytes\": " << i.bytes;
+    break;
+  case Op::Free:
+  case Op::OptimizerStep:
+    os << ", \"stage\": " << i.stage;
+    break;
+  case Op::Signal:
+  case Op::Wait:
+    os << ", \"event\": " << i.event;
+    break;
+  }
+  os << "}";
+}
+
+} // namespace
+
+void writePlanJson(const Plan &plan, std::ostream &os) {
+  os << std::setprecision(std::numeric_limits<double>::max_digits10);
+  const Config &c = plan.config;
+  os << "{\n  \"format_version\": " << plan.formatVersion << ",\n  \"features\": "
+     << plan.features << ",\n  \"name\": " << quoted(plan.name)
+     << ",\n  \"source\": " << quoted(plan.source) << ",\n";
+  os << "  \"config\": {\"pipeline\": " << c.pipeline << ", \"data\": " << c.data
+     << ", \"stages_per_device\": " << c.stagesPerDevice << ", \"schedule\": \""
+     << scheduleName(c.schedule) << "\", \"group_size\": " << c.groupSize
+     << ", \"microbatches\": " << c.microbatches << ", \"microbatch_size\": " << c.microbatchSize
+     << ", \"sharding\": \"" << shardingName(c.sharding) << "\", \"checkpointing\": \""
+     << (c.checkpointing ? "full" : "none") << "\", \"fsdp_window\": " << c.fsdpWindow
+     << ", \"rank_order\": \"" << (c.pipelineInner ? "pipeline-inner" : "data-inner")
+     << "\", \"element_bytes\": " << c.elementBytes() << ", \"seed\": " << c.seed
+     << ", \"learning_rate\": " << c.learningRate << ", \"preset\": " << quoted(c.preset)
+     << "},\n";
+  if (const std::optional<Transformer> &t = plan.transformer)
+    os << "  \"transformer\": {\"num_layers\": " << t->numLayers << ", \"hidden_size\": "
+       << t->hiddenSize << ", \"num_heads\": " << t->numHeads << ", \"num_kv_heads\": "
+       << t->numKvHeads << ", \"ffn_hidden_size\": " << t->ffnHiddenSize
+       << ", \"seq_length\": " << t->seqLength << ", \"vocab_size\": " << t->vocabSize
+       << "},\n";
+  os << "  \"layers\": [";
+  for (size_t l = 0; l < plan.layers.size(); ++l)
+    os << (l ? ",\n    " : "\n    ") << "{\"name\": " << quoted(plan.layers[l].name)
+       << ", \"kind\": \"" << layerKindName(plan.layers[l].kind)
+       << "\", \"params\": " << plan.layers[l].params << "}";
+  os << "\n  ],\n  \"stages\": [";
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const Stage &stage = plan.stages[s];
+    os << (s ? ",\n    " : "\n    ") << "{\"index\": " << stage.index << ", \"rank\": "
+       << stage.rank << ", \"layers\": [" << stage.firstLayer << ", " << stage.endLayer
+       << "], \"params\": " << stage.params << ", \"samples\": ";
+    list(os, stage.samples);
+    os << "}";
+  }
+  os << "\n  ],\n  \"groups\": [";
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    os << (g ? ", " : "");
+    list(os, plan.groups[g].ranks);
+  }
+  os << "],\n  \"ranks\": [";
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    const RankProgram &program = plan.ranks[r];
+    os << (r ? "," : "") << "\n    {\"rank\": " << program.rank << ", \"events\": "
+       << program.events << ", \"slots\": ";
+    list(os, program.slots);
+    os << ", \"instructions\": [";
+    for (size_t k = 0; k < program.instructions.size(); ++k) {
+      os << (k ? ",\n      " : "\n      ");
+      writeInstruction(os, program.instructions[k]);
+    }
+    os << "\n    ]}";
+  }
+  os << "\n  ]\n}\n";
+}
+
+} // namespace conduit::runtime
