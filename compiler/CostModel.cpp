@@ -9,51 +9,58 @@
 
 using namespace conduit;
 
-llvm::Expected<CostModel> CostModel::build(pipe::ModelOp model) {
+llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
   CostModel cost;
-  pipe::ClusterAttr cluster = model.getCluster();
-  pipe::ParallelismAttr par = model.getParallelism();
+  pipe::ClusterAttr cluster = in.cluster;
   cost.flopRate = cluster.getPeakFlops() * cluster.getEfficiency();
   cost.launchOverheadS = cluster.getLaunchOverheadS();
   cost.latencyS = cluster.getLatencyS();
   cost.intraBandwidth = cluster.getIntraNodeBandwidth();
   cost.interBandwidth = cluster.getInterNodeBandwidth();
   cost.gpusPerNode = cluster.getGpusPerNode();
-  cost.pipeline = par.getPipeline();
-  cost.data = par.getData();
-  cost.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;
-  cost.recompute = par.getCheckpointing() == pipe::Checkpointing::Full;
-  for (pipe::LayerOp layer : model.getLayers())
-    cost.layers.push_back({layer.getFwdFlops(), layer.getBwdFlops()});
+  cost.pipeline = in.pipeline;
+  cost.data = in.data;
+  cost.pipelineInner = in.pipelineInner;
+  cost.recompute = in.recompute;
+  for (size_t l = 0; l < in.fwdFlops.size(); ++l)
+    cost.layers.push_back({in.fwdFlops[l], in.bwdFlops[l]});
 
   if (!cluster.getProfile().empty()) {
-    llvm::Expected<std::vector<LayerProfile>> profiles = readProfile(cluster.getProfile());
+    std::string path = cluster.getProfile().str();
+    llvm::Expected<std::vector<LayerProfile>> profiles = readProfile(path);
     if (!profiles)
       return profiles.takeError();
     cost.profiles = std::move(*profiles);
-    int64_t i = 0;
-    for (pipe::LayerOp layer : model.getLayers()) {
-      if (i >= static_cast<int64_t>(cost.profiles.size()))
-        return llvm::createStringError(cluster.getProfile().str() + ": the profile has " +
-                                       std::to_string(cost.profiles.size()) +
-                                       " layers but the model has " +
-                                       std::to_string(cost.layers.size()));
-      if (cost.profiles[i].name != layer.getName())
-        return llvm::createStringError(
-            cluster.getProfile().str() + ": layers[" + std::to_string(i) + "] is '" +
-            cost.profiles[i].name + "' but the model's layer " + std::to_string(i) + " is '" +
-            layer.getName().str() + "'; the profile was measured on another model");
-      ++i;
-    }
     if (cost.profiles.size() != cost.layers.size())
-      return llvm::createStringError(cluster.getProfile().str() + ": the profile has " +
+      return llvm::createStringError(path + ": the profile has " +
                                      std::to_string(cost.profiles.size()) +
                                      " layers but the model has " +
                                      std::to_string(cost.layers.size()));
-    for (size_t l = 0; l < cost.layers.size(); ++l)
-      cost.layers[l].profile = &cost.profiles[l];
+    for (size_t l = 0; l < cost.layers.size(); ++l) {
+      if (cost.profiles[l].name != in.names[l])
+        return llvm::createStringError(
+            path + ": layers[" + std::to_string(l) + "] is '" + cost.profiles[l].name +
+            "' but the model's layer " + std::to_string(l) + " is '" + in.names[l] +
+            "'; the profile was measured on another model");
+    }
   }
   return cost;
+}
+
+llvm::Expected<CostModel> CostModel::build(pipe::ModelOp model) {
+  pipe::ParallelismAttr par = model.getParallelism();
+  CostInputs in;
+  in.cluster = model.getCluster();
+  in.pipeline = par.getPipeline();
+  in.data = par.getData();
+  in.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;
+  in.recompute = par.getCheckpointing() == pipe::Checkpointing::Full;
+  for (pipe::LayerOp layer : model.getLayers()) {
+    in.names.push_back(layer.getName().str());
+    in.fwdFlops.push_back(layer.getFwdFlops());
+    in.bwdFlops.push_back(layer.getBwdFlops());
+  }
+  return build(in);
 }
 
 double CostModel::profiled(const std::vector<double> &times, const LayerProfile &p,
@@ -71,16 +78,15 @@ double CostModel::profiled(const std::vector<double> &times, const LayerProfile 
 }
 
 double CostModel::forwardTime(int64_t layer, int64_t samples) const {
-  const Layer &l = layers[layer];
-  if (l.profile)
-    return profiled(l.profile->forwardS, *l.profile, samples);
-  return launchOverheadS + l.fwdFlops * static_cast<double>(samples) / flopRate;
+  if (!profiles.empty())
+    return profiled(profiles[layer].forwardS, profiles[layer], samples);
+  return launchOverheadS + layers[layer].fwdFlops * static_cast<double>(samples) / flopRate;
 }
 
 double CostModel::backwardTime(int64_t layer, int64_t samples) const {
-  const Layer &l = layers[layer];
-  double time = l.profile ? profiled(l.profile->backwardS, *l.profile, samples)
-                          : launchOverheadS + l.bwdFlops * static_cast<double>(samples) / flopRate;
+  double time = !profiles.empty()
+                    ? profiled(profiles[layer].backwardS, profiles[layer], samples)
+                    : launchOverheadS + layers[layer].bwdFlops * static_cast<double>(samples) / flopRate;
   return recompute ? time + forwardTime(layer, samples) : time;
 }
 

@@ -29,9 +29,22 @@ struct LayerProfile {
   std::vector<double> samples, forwardS, backwardS;
 };
 
+/// What the cost model is built from; both dialects (and plan files) can fill it.
+struct CostInputs {
+  pipe::ClusterAttr cluster;
+  int64_t pipeline = 1, data = 1;
+  bool pipelineInner = false;
+  bool recompute = false;
+  /// Per layer: name (to match a profile), forward and backward FLOPs per sample.
+  std::vector<std::string> names;
+  std::vector<double> fwdFlops, bwdFlops;
+};
+
 class CostModel {
 public:
-  /// Reads the model's cluster, layers and parallelism (and its profile file, if any).
+  /// Builds the model; reads the cluster's profile file, if any.
+  static llvm::Expected<CostModel> build(const CostInputs &inputs);
+  /// The cost model of a pipe.model (its cluster, layers and parallelism).
   static llvm::Expected<CostModel> build(pipe::ModelOp model);
 
   int64_t numLayers() const { return static_cast<int64_t>(layers.size()); }
@@ -67,7 +80,6 @@ public:
 private:
   struct Layer {
     double fwdFlops, bwdFlops;
-    const LayerProfile *profile = nullptr;
   };
   double profiled(const std::vector<double> &times, const LayerProfile &p, int64_t samples) const;
 

@@ -4,44 +4,66 @@
 
 #include "compiler/ImportJob.h"
 #include "compiler/JobFile.h"
+#include "compiler/PlanExport.h"
 #include "compiler/Registration.h"
 #include "compiler/Summary.h"
+#include "compiler/TorchCsv.h"
 #include "dialects/pipe/PipeOps.h"
+#include "dialects/plan/PlanOps.h"
 #include "passes/Pipeline.h"
+#include "runtime/plan/PlanFile.h"
+#include "runtime/plan/PlanJson.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <iostream>
 
 using namespace conduit;
 namespace cl = llvm::cl;
 
 namespace {
 
-enum class EmitKind { Summary, Mlir };
+enum class EmitKind { Summary, Mlir, PlanJson, TorchCsv };
 
 struct Options {
   cl::OptionCategory category{"conduit-compile options"};
   cl::opt<std::string> input{cl::Positional, cl::desc("<job.json>"), cl::Required,
                              cl::cat(category)};
+  cl::opt<std::string> output{"o", cl::desc("Write the plan file"), cl::value_desc("file"),
+                              cl::cat(category)};
   cl::opt<EmitKind> emit{
       "emit", cl::desc("What to print on standard output"), cl::init(EmitKind::Summary),
       cl::values(clEnumValN(EmitKind::Summary, "summary", "the readable report (default)"),
-                 clEnumValN(EmitKind::Mlir, "mlir", "the pipe IR at the end of the pipeline")),
+                 clEnumValN(EmitKind::Mlir, "mlir",
+                            "the IR where the pipeline stopped (see --until)"),
+                 clEnumValN(EmitKind::PlanJson, "plan-json", "the plan file as JSON"),
+                 clEnumValN(EmitKind::TorchCsv, "torch-csv",
+                            "PyTorch pipelining compute+comms action lists")),
       cl::cat(category)};
-  cl::opt<pipe::Phase> until{
-      "until", cl::desc("Stop once the model reaches this phase"),
-      cl::init(PipelineOptions().stopAfter),
-      cl::values(clEnumValN(pipe::Phase::Model, "model", "the imported model"),
-                 clEnumValN(pipe::Phase::Partitioned, "partitioned", "after partitioning"),
-                 clEnumValN(pipe::Phase::Placed, "placed", "after placement"),
-                 clEnumValN(pipe::Phase::Split, "split", "after splitting micro-batches"),
-                 clEnumValN(pipe::Phase::Scheduled, "scheduled", "after scheduling")),
+  cl::opt<PipelineStop> until{
+      "until", cl::desc("Stop the compilation after this step"), cl::init(PipelineStop::Plan),
+      cl::values(clEnumValN(PipelineStop::Model, "model", "the imported model"),
+                 clEnumValN(PipelineStop::Partitioned, "partitioned", "stages"),
+                 clEnumValN(PipelineStop::Placed, "placed", "placement"),
+                 clEnumValN(PipelineStop::Split, "split", "micro-batches"),
+                 clEnumValN(PipelineStop::Scheduled, "scheduled", "the schedule"),
+                 clEnumValN(PipelineStop::Communicating, "communicating",
+                            "transfers, collectives, memory plan"),
+                 clEnumValN(PipelineStop::Plan, "plan", "the verified plan (default)")),
       cl::cat(category)};
+  cl::list<std::string> set{"set", cl::desc("Override a job file key (repeatable)"),
+                            cl::value_desc("key.path=value"), cl::cat(category)};
+  cl::opt<std::string> importCsv{
+      "import-torch-csv",
+      cl::desc("Take placement and schedule from a PyTorch compute-only CSV"),
+      cl::value_desc("file"), cl::cat(category)};
 };
 
 void print(llvm::raw_ostream &os, llvm::raw_ostream::Colors color, llvm::StringRef severity,
@@ -80,6 +102,11 @@ public:
         }) {}
 };
 
+plan::ProgramOp findProgram(mlir::ModuleOp module) {
+  auto programs = module.getOps<plan::ProgramOp>();
+  return programs.empty() ? plan::ProgramOp() : *programs.begin();
+}
+
 } // namespace
 
 int conduit::runCompiler(int argc, char **argv) {
@@ -87,12 +114,18 @@ int conduit::runCompiler(int argc, char **argv) {
   mlir::registerPassManagerCLOptions();
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
   if (!cl::ParseCommandLineOptions(argc, argv, "Conduit: compile a training job into a plan\n",
                                    &llvm::errs()))
     return 2;
+  const bool needsPlan = !options.output.empty() || options.emit == EmitKind::PlanJson ||
+                         options.emit == EmitKind::TorchCsv;
+  if (needsPlan && options.until != PipelineStop::Plan)
+    return fail("-o, --emit=plan-json and --emit=torch-csv need the whole pipeline; drop "
+                "--until");
 
   Diagnostics diag(options.input);
-  std::optional<Job> job = readJobFile(options.input, diag);
+  std::optional<Job> job = readJobFile(options.input, diag, options.set);
   if (!job)
     return fail(diag.getError()->str());
 
@@ -105,21 +138,49 @@ int conduit::runCompiler(int argc, char **argv) {
   if (mlir::failed(mlir::verify(*module)))
     return fail("internal error: the imported IR does not verify");
 
-  if (options.until > pipe::Phase::Model) {
+  if (options.until > PipelineStop::Model) {
     mlir::PassManager pm(&context);
     if (mlir::failed(mlir::applyPassManagerCLOptions(pm)))
       return 2;
+    mlir::DefaultTimingManager timing;
+    mlir::applyDefaultTimingManagerCLOptions(timing);
+    mlir::TimingScope timingScope = timing.getRootScope();
+    pm.enableTiming(timingScope);
     PipelineOptions pipeline;
     pipeline.stopAfter = options.until;
+    pipeline.importSchedule = options.importCsv;
     buildConduitPipeline(pm, pipeline);
     if (mlir::failed(pm.run(*module)))
       return 1;
+  }
+
+  std::optional<runtime::Plan> plan;
+  if (plan::ProgramOp program = findProgram(*module))
+    plan = exportPlan(program);
+  // Everything that can fail comes before the plan file is written.
+  std::string csv;
+  if (options.emit == EmitKind::TorchCsv) {
+    llvm::Expected<std::string> text = writeTorchCsv(*plan);
+    if (!text)
+      return fail(llvm::toString(text.takeError()));
+    csv = std::move(*text);
+  }
+  if (!options.output.empty()) {
+    if (absl::Status status = runtime::writePlanFile(*plan, options.output); !status.ok())
+      return fail(std::string(status.message()));
   }
 
   switch (options.emit) {
   case EmitKind::Mlir:
     module->print(llvm::outs());
     llvm::outs() << "\n";
+    break;
+  case EmitKind::PlanJson:
+    llvm::outs().flush();
+    runtime::writePlanJson(*plan, std::cout);
+    break;
+  case EmitKind::TorchCsv:
+    llvm::outs() << csv;
     break;
   case EmitKind::Summary:
     printSummary(*job, *module, llvm::outs());

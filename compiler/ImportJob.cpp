@@ -60,7 +60,8 @@ OwningOpRef<ModuleOp> conduit::importJob(const Job &job, MLIRContext &context) {
       job.parallelism.stageLayers.empty()
           ? DenseI64ArrayAttr()
           : builder.getDenseI64ArrayAttr(job.parallelism.stageLayers),
-      /*microbatch_partitions=*/Attribute(), builder.getStringAttr(job.path));
+      /*microbatch_partitions=*/Attribute(), builder.getStringAttr(job.path),
+      job.model.tokensPerSample);
 
   if (job.parallelism.autoPartitions) {
     model.setMicrobatchPartitionsAttr(builder.getStringAttr("auto"));

@@ -466,9 +466,49 @@ std::optional<Job> conduit::parseJob(const json::Value &root, llvm::StringRef pa
   return JobParser(path, diag).parse(root);
 }
 
-std::optional<Job> conduit::readJobFile(llvm::StringRef path, Diagnostics &diag) {
+bool conduit::applyOverride(json::Value &root, llvm::StringRef assignment, Diagnostics &diag) {
+  auto [path, text] = assignment.split('=');
+  if (path.empty() || path.size() == assignment.size()) {
+    diag.report("", "--set expects key.path=value, got \"" + assignment.str() + "\"");
+    return false;
+  }
+  json::Value *node = &root;
+  llvm::SmallVector<llvm::StringRef> keys;
+  path.split(keys, '.');
+  std::string walked;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    json::Object *object = node->getAsObject();
+    if (!object || keys[k].empty()) {
+      diag.report(walked, "--set " + path.str() + ": " +
+                              (walked.empty() ? std::string("the job") : "'" + walked + "'") +
+                              " is not an object");
+      return false;
+    }
+    walked += (walked.empty() ? "" : ".") + keys[k].str();
+    if (k + 1 == keys.size()) {
+      llvm::Expected<json::Value> value = json::parse(text);
+      if (value) {
+        (*object)[keys[k]] = std::move(*value);
+      } else {
+        llvm::consumeError(value.takeError());
+        (*object)[keys[k]] = text.str();
+      }
+      return true;
+    }
+    if (!object->get(keys[k]))
+      (*object)[keys[k]] = json::Object();
+    node = object->get(keys[k]);
+  }
+  return true;
+}
+
+std::optional<Job> conduit::readJobFile(llvm::StringRef path, Diagnostics &diag,
+                                        llvm::ArrayRef<std::string> overrides) {
   std::optional<json::Value> root = loadJsonFile(path, diag);
   if (!root)
     return std::nullopt;
+  for (const std::string &assignment : overrides)
+    if (!applyOverride(*root, assignment, diag))
+      return std::nullopt;
   return parseJob(*root, path, diag);
 }

@@ -116,8 +116,13 @@ struct Job {
 /// The cluster presets, in the order the job file lists them in diagnostics.
 llvm::ArrayRef<llvm::StringRef> clusterPresetNames();
 
-/// Reads and validates the job file at `path`.
-std::optional<Job> readJobFile(llvm::StringRef path, Diagnostics &diag);
+/// Reads and validates the job file at `path`, after applying `overrides` ("a.b.c=value",
+/// value as JSON, or as a string when it is not valid JSON) to its content.
+std::optional<Job> readJobFile(llvm::StringRef path, Diagnostics &diag,
+                               llvm::ArrayRef<std::string> overrides = {});
+
+/// Applies one "key.path=value" override to a parsed job; reports malformed overrides.
+bool applyOverride(llvm::json::Value &root, llvm::StringRef assignment, Diagnostics &diag);
 
 /// Validates an already parsed job (for example one edited by --sweep). Relative paths inside
 /// it resolve against the directory of `path`.

@@ -3,6 +3,8 @@
 #include "compiler/Summary.h"
 
 #include "compiler/CostModel.h"
+#include "compiler/PlanExport.h"
+#include "dialects/plan/PlanOps.h"
 #include "compiler/TransformerCosts.h"
 #include "compiler/Units.h"
 #include "llvm/Support/Format.h"
@@ -95,29 +97,27 @@ std::string describeTraining(const TrainingSpec &t) {
 }
 
 /// "64 stages of 2, 1 x62, 2 layers; slowest stage 1.49 x the mean (132 ms per micro-batch)"
-std::string describeStages(pipe::ModelOp model) {
-  llvm::SmallVector<pipe::StageOp> stages = llvm::to_vector(model.getStages());
+std::string describeStages(const std::vector<std::pair<int64_t, int64_t>> &stages,
+                           llvm::Expected<CostModel> cost, int64_t samples) {
   // Layers per stage, with runs of equal counts written "count xN".
   std::string layers;
   for (size_t i = 0; i < stages.size();) {
-    int64_t n = stages[i].getEndLayer() - stages[i].getFirstLayer();
+    int64_t n = stages[i].second - stages[i].first;
     size_t j = i;
-    while (j < stages.size() && stages[j].getEndLayer() - stages[j].getFirstLayer() == n)
+    while (j < stages.size() && stages[j].second - stages[j].first == n)
       ++j;
     layers += (i ? ", " : "") + std::to_string(n) + (j - i > 1 ? " x" + std::to_string(j - i) : "");
     i = j;
   }
   std::string text = std::to_string(stages.size()) + " stages of " + layers + " layers";
-  llvm::Expected<CostModel> cost = CostModel::build(model);
   if (!cost) {
     llvm::consumeError(cost.takeError());
     return text;
   }
-  int64_t samples = model.getParallelism().getMicrobatchSize();
   double total = 0, slowest = 0;
-  for (pipe::StageOp stage : stages) {
-    double t = cost->stageForwardTime(stage.getFirstLayer(), stage.getEndLayer(), samples) +
-               cost->stageBackwardTime(stage.getFirstLayer(), stage.getEndLayer(), samples);
+  for (auto [first, end] : stages) {
+    double t = cost->stageForwardTime(first, end, samples) +
+               cost->stageBackwardTime(first, end, samples);
     total += t;
     slowest = std::max(slowest, t);
   }
@@ -136,11 +136,28 @@ void conduit::printSummary(const Job &job, mlir::ModuleOp module, llvm::raw_ostr
   row(os, "parallelism", describeParallelism(job.parallelism));
   row(os, "cluster", describeCluster(job.cluster));
   row(os, "training", describeTraining(job.training));
+  const int64_t samples = job.parallelism.microbatchSize;
   for (pipe::ModelOp model : module.getOps<pipe::ModelOp>()) {
+    std::vector<std::pair<int64_t, int64_t>> stages;
+    for (pipe::StageOp stage : model.getStages())
+      stages.push_back({stage.getFirstLayer(), stage.getEndLayer()});
     if (model.reached(pipe::Phase::Partitioned))
-      row(os, "stages", describeStages(model));
+      row(os, "stages", describeStages(stages, CostModel::build(model), samples));
     if (model.reached(pipe::Phase::Scheduled))
       row(os, "schedule",
           stringifyScheduleKind(model.getParallelism().getSchedule()).str() + ", verified");
+  }
+  for (plan::ProgramOp program : module.getOps<plan::ProgramOp>()) {
+    std::vector<std::pair<int64_t, int64_t>> stages;
+    for (plan::StageOp stage : program.getStages())
+      stages.push_back({stage.getFirstLayer(), stage.getEndLayer()});
+    row(os, "stages", describeStages(stages, buildCostModel(program), samples));
+    int64_t instructions = 0;
+    for (plan::RankOp rank : program.getRanks())
+      instructions += static_cast<int64_t>(rank.getBody().front().getOperations().size());
+    row(os, "plan",
+        stringifyScheduleKind(program.getParallelism().getSchedule()).str() + ", " +
+            std::to_string(instructions) + " instructions on " +
+            std::to_string(program.getParallelism().getPipeline()) + " ranks, verified");
   }
 }

@@ -27,3 +27,54 @@ sched::ScheduleProblem conduit::buildScheduleProblem(pipe::ModelOp model) {
   return sched::ScheduleProblem(model.getParallelism().getPipeline(), std::move(ranks),
                                 std::move(boundaries));
 }
+
+sched::Schedule conduit::readSchedule(pipe::ModelOp model) {
+  sched::Schedule schedule;
+  for (pipe::RankOp rank : model.getRanks()) {
+    std::vector<sched::Action> &actions = schedule.ranks.emplace_back();
+    for (mlir::Operation &op : rank.getBody().front()) {
+      if (auto f = llvm::dyn_cast<pipe::ForwardOp>(op))
+        actions.push_back({sched::ActionKind::Forward, f.getStage(), f.getMicrobatch()});
+      else if (auto b = llvm::dyn_cast<pipe::BackwardOp>(op))
+        actions.push_back({sched::ActionKind::Backward, b.getStage(), b.getMicrobatch()});
+    }
+  }
+  return schedule;
+}
+
+sched::ActionTimes conduit::actionTimes(const CostModel &cost, pipe::ModelOp model,
+                                        const sched::ScheduleProblem &problem) {
+  sched::ActionTimes times;
+  times.forward.resize(problem.numStages());
+  times.backward.resize(problem.numStages());
+  int64_t s = 0;
+  for (pipe::StageOp stage : model.getStages()) {
+    for (int64_t m = 0; m < problem.numMicrobatches(s); ++m) {
+      int64_t samples = problem.end(s, m) - problem.begin(s, m);
+      times.forward[s].push_back(
+          cost.stageForwardTime(stage.getFirstLayer(), stage.getEndLayer(), samples));
+      times.backward[s].push_back(
+          cost.stageBackwardTime(stage.getFirstLayer(), stage.getEndLayer(), samples));
+    }
+    ++s;
+  }
+  return times;
+}
+
+std::vector<int64_t> conduit::stageOutputBytes(pipe::ModelOp model) {
+  llvm::SmallVector<pipe::LayerOp> layers = llvm::to_vector(model.getLayers());
+  std::vector<int64_t> bytes;
+  for (pipe::StageOp stage : model.getStages())
+    bytes.push_back(layers[stage.getEndLayer() - 1].getOutputBytes());
+  return bytes;
+}
+
+std::vector<int64_t> conduit::stageParams(pipe::ModelOp model) {
+  std::vector<int64_t> prefix = {0};
+  for (pipe::LayerOp layer : model.getLayers())
+    prefix.push_back(prefix.back() + layer.getParams());
+  std::vector<int64_t> params;
+  for (pipe::StageOp stage : model.getStages())
+    params.push_back(prefix[stage.getEndLayer()] - prefix[stage.getFirstLayer()]);
+  return params;
+}

@@ -8,7 +8,8 @@
 #define CONDUIT_PASSES_PASSUTILS_H
 
 #include "dialects/pipe/PipeOps.h"
-#include "passes/Scheduling/Problems.h"
+#include "compiler/CostModel.h"
+#include "passes/Scheduling/Schedulers.h"
 
 namespace conduit {
 
@@ -20,6 +21,20 @@ sched::ScheduleProblem buildScheduleProblem(pipe::ModelOp model);
 
 /// The stages of a model, in order.
 llvm::SmallVector<pipe::StageOp> getStageList(pipe::ModelOp model);
+
+/// The compute order of every rank of a model in phase `scheduled` or later.
+sched::Schedule readSchedule(pipe::ModelOp model);
+
+/// Forward and backward times of every (stage, micro-batch) from the cost model.
+sched::ActionTimes actionTimes(const CostModel &cost, pipe::ModelOp model,
+                               const sched::ScheduleProblem &problem);
+
+/// Parameters of each stage (the sum over its layers).
+std::vector<int64_t> stageParams(pipe::ModelOp model);
+
+/// Bytes per sample that leave each stage (its last layer's output): the size of the
+/// activations it sends forward and of the gradients it receives back.
+std::vector<int64_t> stageOutputBytes(pipe::ModelOp model);
 
 } // namespace conduit
 

@@ -8,6 +8,7 @@
 #define CONDUIT_PASSES_PASSES_H
 
 #include "dialects/pipe/PipeDialect.h"
+#include "dialects/plan/PlanDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"

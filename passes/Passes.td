@@ -121,4 +121,171 @@ def ConduitSchedule : Pass<"conduit-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::conduit::pipe::PipeDialect"];
 }
 
+def ConduitImportSchedule : Pass<"conduit-import-schedule", "::mlir::ModuleOp"> {
+  let summary = "Take placement and per-rank order from a PyTorch compute-only CSV";
+  let description = [{
+    Needs phase `partitioned`; leaves phase `scheduled`, replacing placement, the micro-batch
+    split (equal) and the schedule. The file holds one row per rank of comma-separated compute
+    actions in torch.distributed.pipelining's notation (`0F3`: forward of stage 0, micro-batch
+    3; `1B2`: backward; empty cells are idle steps). Each stage's rank is the row it appears
+    in. The schedule is verified like a built-in one (completeness, order, no deadlock).
+
+    Errors name the row and column of a bad cell, a stage on two rows, missing or repeated
+    actions, or a row or micro-batch count that does not match the job.
+  }];
+  let options = [
+    Option<"file", "file", "std::string", "\"\"", "The compute-only CSV">
+  ];
+  let dependentDialects = ["::conduit::pipe::PipeDialect"];
+}
+
+def ConduitInsertP2P : Pass<"conduit-insert-p2p", "::mlir::ModuleOp"> {
+  let summary = "Add the sends and receives of every cross-rank dependency";
+  let description = [{
+    Needs phase `scheduled`; leaves phase `communicating`. For every stage boundary between
+    two ranks: an activation transfer from each forward to every overlapping micro-batch of
+    the next stage, and a gradient transfer from each backward to every overlapping
+    micro-batch of the previous stage, with byte counts from the layers. Stages on one rank
+    exchange nothing.
+
+    Order: every transfer is keyed by when its data is produced in the compute-only timeline
+    (then by the producer's position in a dependency order, then by its consumer), and both
+    sides sit at that key in their rank's list. All ranks therefore see their transfers in one
+    global order that respects every dependency, which makes the plan deadlock-free under NCCL
+    semantics for any actual timing. Receives are posted when their data is produced, not at
+    the start of the step. A send and a receive two neighbours exchange at nearly the same
+    moment, with no dependency between them, form one `batch` on both sides.
+
+    ```mlir
+    pipe.forward stage 0 mb 1
+    pipe.send activation stage 0 mb 1 to 1 stage 1 mb 1 samples [1, 2) bytes 8192 batch 0
+    pipe.recv gradient stage 0 mb 0 from 1 stage 1 mb 0 samples [0, 1) bytes 8192 batch 0
+    pipe.backward stage 0 mb 0
+    ```
+  }];
+  let statistics = [
+    Statistic<"numTransfers", "transfers", "Point-to-point transfers inserted">
+  ];
+  let dependentDialects = ["::conduit::pipe::PipeDialect"];
+}
+
+def ConduitPlaceCollectives : Pass<"conduit-place-collectives", "::mlir::ModuleOp"> {
+  let summary = "Place the data-parallel collectives and the optimizer steps";
+  let description = [{
+    Needs phase `communicating` (after `conduit-insert-p2p`). Per sharding mode, with D > 1:
+
+    * `full` (ZeRO-3 / FSDP): a `pipe.unshard` (all-gather) before a stage's compute and a
+      `pipe.reshard` after it. At most `fsdp_window` stages are resident; when a stage must be
+      gathered and the window is full, the resident stage used furthest in the future is
+      resharded right after its last use and the all-gather is issued right then, as early as
+      the window allows (Belady's rule: the fewest all-gathers for the window). With
+      breadth-first and a window of 2 that is 2V-2 all-gathers per rank per step, for any M.
+    * `full`, `gradients`, `optimizer`: a `pipe.reduce_grad ... reduce_scatter` right after the
+      stage's last backward (V per rank per step); `none`: an `all_reduce` there.
+    * `gradients`, `optimizer`: a `pipe.gather_params` (all-gather of the updated shards) after
+      each optimizer step.
+
+    Every stage gets one `pipe.optimizer_step` at the end of its rank's compute, in the order
+    its reductions finish. With D = 1 there are no collectives, only the optimizer steps.
+
+    ```mlir
+    pipe.unshard stage 0 bytes 400
+    pipe.unshard stage 2 bytes 400
+    pipe.forward stage 0 mb 0
+    ...
+    pipe.backward stage 2 mb 0
+    pipe.reduce_grad stage 2 bytes 800 reduce_scatter
+    ...
+    pipe.optimizer_step stage 2
+    ```
+  }];
+  let statistics = [
+    Statistic<"numAllGathers", "all-gathers", "All-gathers placed (all ranks)">,
+    Statistic<"numReductions", "reductions", "Gradient reductions placed (all ranks)">
+  ];
+  let dependentDialects = ["::conduit::pipe::PipeDialect"];
+}
+
+def ConduitPlanMemory : Pass<"conduit-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Compute every rank's peak memory and refuse plans that do not fit";
+  let description = [{
+    Needs phase `communicating` with collectives placed. Walks each rank's program and tracks
+    parameters (shards, replicated copies, gathered FSDP buffers), gradients (fp32 shards and
+    accumulation buffers, freed by their reduce-scatter), optimizer state (Adam: fp32 moments
+    and master copy), activations stored between forward and backward (or the stage inputs
+    with checkpointing, plus the recomputed activations of the running micro-batch), receive
+    buffers until their consumer ran and outputs until their last send left. Records the peak
+    as `peak_memory` on each `pipe.rank`.
+
+    A peak above the device's memory is an error listing the largest contributors at that
+    moment and the changes that would fit (activation checkpointing, a smaller micro-batch),
+    evaluated on the same plan.
+
+    ```mlir
+    pipe.rank 0 attributes {peak_memory = 1523712 : i64} {
+    ```
+  }];
+  let statistics = [
+    Statistic<"peakBytes", "peak-bytes", "Largest peak memory of any rank">
+  ];
+  let dependentDialects = ["::conduit::pipe::PipeDialect"];
+}
+
+def ConduitLowerToPlan : Pass<"conduit-lower-to-plan", "::mlir::ModuleOp"> {
+  let summary = "Lower a communicating pipe.model to a plan.program";
+  let description = [{
+    Needs phase `communicating` with collectives placed; replaces the `pipe.model` by a
+    `plan.program` holding its layers, stage table, one collective group per rank (its
+    data-parallel replicas) and one `plan.rank` per pipeline rank.
+
+    Each rank's body becomes one instruction list on three streams: 0 compute (forward,
+    backward, free, optimizer step), 1 point-to-point, 2 collectives. Dependencies between
+    streams become `plan.signal` / `plan.wait` pairs: a send after its producer, a compute
+    after the last receive of its input and after its stage's all-gather, a receive into a
+    reused slot after the slot's previous consumer, an all-gather after the reshard that frees
+    its place, a reduction after the stage's last backward, an optimizer step after its
+    reduction, a parameter all-gather after its optimizer step. Dependencies already implied
+    by an earlier wait of the same stream get no event.
+
+    Received data lands in slots: one per consumer (all the pieces of its input), live from
+    its first receive to the consumer, reused once free.
+
+    ```mlir
+    plan.rank 1 events 2 slots [16384] {
+      plan.recv activation stage 1 mb 0 from 0 stage 0 mb 0 samples [0, 2) bytes 16384 slot 0 on 1
+      plan.signal event 0 on 1
+      plan.wait event 0 on 0
+      plan.forward stage 1 mb 0 slot 0 on 0
+      ...
+    ```
+  }];
+  let dependentDialects = ["::conduit::plan::PlanDialect"];
+}
+
+def ConduitVerifyPlan : Pass<"conduit-verify-plan", "::mlir::ModuleOp"> {
+  let summary = "Prove a plan deadlock-free and dependency-complete";
+  let description = [{
+    Checks every `plan.program`: first the rules a runtime relies on when it reads a plan file
+    (references resolve, ranges agree, the k-th send of every (sender, receiver) pair matches
+    the k-th receive), then a simulation of all ranks with NCCL semantics (streams in order,
+    events, rendezvous transfers matched per pair in FIFO order, batches posted together,
+    collectives once every group member arrived) that checks:
+
+    * every (stage, micro-batch) has exactly one forward and one backward, each ordered (by
+      stream order and events, not by timing) after its inputs: the received pieces covering
+      its samples, or the same-rank producer;
+    * no receive overwrites a slot before its previous content was read;
+    * compute on a stage only while its parameters are gathered (full sharding), at most
+      `fsdp_window` stages gathered at once, none left gathered at the end;
+    * every collective is issued by all members of its group in the same order;
+    * gradients reduced once per stage after its last backward, one optimizer step after
+      that, updated parameters gathered after it (optimizer and gradient sharding);
+    * the simulation terminates; otherwise every blocked stream is named with its
+      instruction and what it waits for.
+
+    A failure is reported on the offending instruction.
+  }];
+  let dependentDialects = ["::conduit::plan::PlanDialect"];
+}
+
 #endif // CONDUIT_PASSES_PASSES_TD

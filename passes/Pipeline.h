@@ -7,14 +7,25 @@
 #ifndef CONDUIT_PASSES_PIPELINE_H
 #define CONDUIT_PASSES_PIPELINE_H
 
-#include "dialects/pipe/PipeAttrs.h"
 #include "mlir/Pass/PassManager.h"
 
 namespace conduit {
 
+/// Where a compilation stops: after the pass that reaches this point.
+enum class PipelineStop {
+  Model,         ///< nothing runs: the imported model
+  Partitioned,
+  Placed,
+  Split,
+  Scheduled,
+  Communicating, ///< transfers, collectives and the memory plan placed
+  Plan,          ///< lowered to a verified plan.program (everything)
+};
+
 struct PipelineOptions {
-  /// Stop once the model reaches this phase (the last phase: run everything).
-  pipe::Phase stopAfter = pipe::Phase::Scheduled;
+  PipelineStop stopAfter = PipelineStop::Plan;
+  /// A PyTorch compute-only CSV to take placement and schedule from (empty: the built-in ones).
+  std::string importSchedule;
 };
 
 /// Adds the passes that take a pipe.model from phase `model` to `options.stopAfter`.

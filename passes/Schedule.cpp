@@ -41,7 +41,7 @@ void writeSchedule(pipe::ModelOp model, const sched::Schedule &schedule) {
   OpBuilder builder = OpBuilder::atBlockEnd(&model.getBody().front());
   Location loc = model.getLoc();
   for (auto [r, actions] : llvm::enumerate(schedule.ranks)) {
-    auto rank = pipe::RankOp::create(builder, loc, static_cast<int64_t>(r));
+    auto rank = pipe::RankOp::create(builder, loc, static_cast<int64_t>(r), IntegerAttr());
     OpBuilder body = OpBuilder::atBlockEnd(builder.createBlock(&rank.getBody()));
     for (const sched::Action &a : actions) {
       if (a.kind == sched::ActionKind::Forward)

@@ -193,6 +193,8 @@ LogicalResult StageOp::verify() {
 LogicalResult RankOp::verifyRegions() {
   if (getRank() < 0)
     return emitOpError() << "expects a non-negative rank, got " << getRank();
+  if (std::optional<int64_t> peak = getPeakMemory(); peak && *peak < 0)
+    return emitOpError() << "expects a non-negative peak_memory, got " << *peak;
   for (Operation &op : getBody().front())
     if (!isa<ForwardOp, BackwardOp, SendOp, RecvOp, UnshardOp, ReshardOp, ReduceGradOp,
              GatherParamsOp, OptimizerStepOp>(op))

@@ -33,7 +33,9 @@ def Pipe_ModelOp : Pipe_Op<"model", [
     Optional inputs for the passes: `architecture` (the transformer shape the layers came
     from), `stage_layers` (an explicit number of layers per stage for
     `conduit-partition-stages`), `microbatch_partitions` (explicit per-stage micro-batch sizes,
-    or the string "auto", for `conduit-split-microbatches`) and `source` (the job file).
+    or the string "auto", for `conduit-split-microbatches`), `source` (the job file) and
+    `tokens_per_sample` (the sequence length of a transformer; what converts samples into
+    tokens for throughput).
 
     ```mlir
     pipe.model @demo phase model attributes {
@@ -56,7 +58,8 @@ def Pipe_ModelOp : Pipe_Op<"model", [
     OptionalAttr<Pipe_TransformerAttr>:$architecture,
     OptionalAttr<DenseI64ArrayAttr>:$stage_layers,
     OptionalAttr<AnyAttr>:$microbatch_partitions,
-    OptionalAttr<StrAttr>:$source
+    OptionalAttr<StrAttr>:$source,
+    DefaultValuedAttr<Pipe_IntAttr, "1">:$tokens_per_sample
   );
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `phase` $phase attr-dict-with-keyword $body";
@@ -142,7 +145,8 @@ def Pipe_RankOp : Pipe_Op<"rank", [
   let description = [{
     The body is the rank's program in execution order: compute ops from the `scheduled` phase
     on, communication ops from the `communicating` phase on. Every data-parallel replica of the
-    rank runs the same program.
+    rank runs the same program. `peak_memory` (bytes), once `conduit-plan-memory` has run, is
+    the most memory the rank needs at any point of the step.
 
     ```mlir
     pipe.rank 0 {
@@ -151,7 +155,7 @@ def Pipe_RankOp : Pipe_Op<"rank", [
     }
     ```
   }];
-  let arguments = (ins Pipe_IntAttr:$rank);
+  let arguments = (ins Pipe_IntAttr:$rank, OptionalAttr<Pipe_IntAttr>:$peak_memory);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$rank attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;

@@ -40,6 +40,8 @@ Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem,
   timeline.busy.assign(ranks, 0);
   timeline.start.resize(ranks);
   timeline.finish.resize(ranks);
+  timeline.sequence.resize(ranks);
+  int64_t sequence = 0;
   std::vector<double> free(ranks, 0);
   std::vector<size_t> next(ranks, 0);
 
@@ -82,6 +84,7 @@ Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem,
         (a.kind == ActionKind::Forward ? forwardEnd : backwardEnd)[a.stage][a.mb] = free[r];
         timeline.start[r].push_back(start);
         timeline.finish[r].push_back(free[r]);
+        timeline.sequence[r].push_back(sequence++);
         timeline.busy[r] += duration;
         ++next[r];
         progress = true;

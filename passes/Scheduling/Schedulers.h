@@ -87,8 +87,11 @@ struct ActionTimes {
 /// dependencies have finished (communication is free).
 struct Timeline {
   double makespan = 0;
-  std::vector<double> busy;            // per rank
+  std::vector<double> busy;                       // per rank
   std::vector<std::vector<double>> start, finish; // per rank, per action
+  /// Per rank, per action: its position in one global order of the actions that respects
+  /// every dependency (a topological order), for breaking ties between equal times.
+  std::vector<std::vector<int64_t>> sequence;
 };
 
 /// Executes `schedule` under `times`. The schedule must verify.

@@ -1,0 +1,87 @@
+//===- ImportSchedule.cpp - conduit-import-schedule -----------------------===//
+//
+// Takes the placement and the order of every rank from a PyTorch compute-only CSV instead of
+// the built-in schedules, then checks it like any other schedule before writing it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/TorchCsv.h"
+#include "passes/PassUtils.h"
+#include "passes/Passes.h"
+#include "passes/Scheduling/Schedulers.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+namespace conduit {
+#define GEN_PASS_DEF_CONDUITIMPORTSCHEDULE
+#include "passes/Passes.h.inc"
+} // namespace conduit
+
+using namespace conduit;
+using namespace mlir;
+
+namespace {
+
+struct ImportSchedule : conduit::impl::ConduitImportScheduleBase<ImportSchedule> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    for (pipe::ModelOp model : getOperation().getOps<pipe::ModelOp>())
+      if (failed(importInto(model)))
+        return signalPassFailure();
+  }
+
+  LogicalResult importInto(pipe::ModelOp model) {
+    if (failed(requirePhase(model, pipe::Phase::Partitioned, "conduit-import-schedule")))
+      return failure();
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+        llvm::MemoryBuffer::getFile(file, /*IsText=*/true);
+    if (!buffer)
+      return model.emitOpError() << "cannot read schedule file '" << file
+                                 << "': " << buffer.getError().message();
+    pipe::ParallelismAttr par = model.getParallelism();
+    llvm::Expected<ImportedSchedule> imported =
+        readTorchCsv((*buffer)->getBuffer(), par.getNumStages());
+    if (!imported)
+      return model.emitOpError() << file << ": " << llvm::toString(imported.takeError());
+    if (static_cast<int64_t>(imported->schedule.ranks.size()) != par.getPipeline())
+      return model.emitOpError() << file << ": " << imported->schedule.ranks.size()
+                                 << " rows but the pipeline has " << par.getPipeline()
+                                 << " ranks";
+    if (imported->numMicrobatches != par.getMicrobatches())
+      return model.emitOpError() << file << ": the schedule has " << imported->numMicrobatches
+                                 << " micro-batches but the job has " << par.getMicrobatches();
+
+    std::vector<int64_t> bounds =
+        sched::equalBoundaries(par.getMicrobatches(), par.getMicrobatchSize());
+    sched::ScheduleProblem problem(par.getPipeline(), imported->stageRank,
+                                   std::vector<std::vector<int64_t>>(par.getNumStages(), bounds));
+    if (sched::Violation v = problem.check())
+      return model.emitOpError() << file << ": " << *v;
+    if (sched::Violation v = sched::verifySchedule(problem, imported->schedule))
+      return model.emitOpError() << file << ": " << *v;
+
+    Builder builder(model.getContext());
+    for (auto [stage, rank] : llvm::zip(model.getStages(), imported->stageRank)) {
+      stage.setRankAttr(builder.getI64IntegerAttr(rank));
+      stage.setSamplesAttr(builder.getDenseI64ArrayAttr(bounds));
+    }
+    OpBuilder ops = OpBuilder::atBlockEnd(&model.getBody().front());
+    for (auto [r, actions] : llvm::enumerate(imported->schedule.ranks)) {
+      auto rank = pipe::RankOp::create(ops, model.getLoc(), static_cast<int64_t>(r), IntegerAttr());
+      OpBuilder body = OpBuilder::atBlockEnd(ops.createBlock(&rank.getBody()));
+      for (const sched::Action &a : actions) {
+        if (a.kind == sched::ActionKind::Forward)
+          pipe::ForwardOp::create(body, model.getLoc(), a.stage, a.mb);
+        else
+          pipe::BackwardOp::create(body, model.getLoc(), a.stage, a.mb);
+      }
+      ops.setInsertionPointAfter(rank);
+    }
+    model.setPhase(pipe::Phase::Scheduled);
+    return success();
+  }
+};
+
+} // namespace

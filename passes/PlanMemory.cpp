@@ -1,0 +1,129 @@
+//===- PlanMemory.cpp - conduit-plan-memory -------------------------------===//
+//
+// Computes every rank's peak memory over the step (MemoryPlan.h), records it on the rank, and
+// refuses a plan that does not fit the device: the message lists the largest contributors at
+// the peak and which changes would make it fit, evaluated on the same plan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Units.h"
+#include "passes/MemoryPlan.h"
+#include "passes/PassUtils.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <algorithm>
+
+namespace conduit {
+#define GEN_PASS_DEF_CONDUITPLANMEMORY
+#include "passes/Passes.h.inc"
+} // namespace conduit
+
+using namespace conduit;
+using namespace mlir;
+
+namespace {
+
+int64_t worstPeak(const std::vector<RankMemory> &ranks) {
+  int64_t worst = 0;
+  for (const RankMemory &r : ranks)
+    worst = std::max(worst, r.peak);
+  return worst;
+}
+
+std::string describeAt(Operation *op) {
+  if (!op)
+    return "before the first instruction";
+  if (auto f = dyn_cast<pipe::ForwardOp>(op))
+    return "at the forward of stage " + std::to_string(f.getStage()) + " micro-batch " +
+           std::to_string(f.getMicrobatch());
+  if (auto b = dyn_cast<pipe::BackwardOp>(op))
+    return "at the backward of stage " + std::to_string(b.getStage()) + " micro-batch " +
+           std::to_string(b.getMicrobatch());
+  return "at " + op->getName().getStringRef().str();
+}
+
+/// "activations 61.2 GiB (64 stage micro-batches in flight), gathered parameters 12.0 GiB".
+std::string contributors(const RankMemory &m) {
+  std::vector<int> kinds(kNumMemoryKinds);
+  for (int k = 0; k < kNumMemoryKinds; ++k)
+    kinds[k] = k;
+  std::stable_sort(kinds.begin(), kinds.end(),
+                   [&](int a, int b) { return m.atPeak[a] > m.atPeak[b]; });
+  std::string text;
+  for (int k : kinds) {
+    if (m.atPeak[k] <= 0)
+      continue;
+    text += (text.empty() ? "" : ", ") + std::string(memoryKindName(MemoryKind(k))) + " " +
+            formatBytes(static_cast<double>(m.atPeak[k]));
+    if (MemoryKind(k) == MemoryKind::Activations)
+      text += " (" + std::to_string(m.activationsInFlight) + " stage micro-batches in flight)";
+  }
+  return text;
+}
+
+struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
+  void runOnOperation() override {
+    for (pipe::ModelOp model : getOperation().getOps<pipe::ModelOp>())
+      if (failed(planModel(model)))
+        return signalPassFailure();
+  }
+
+  LogicalResult planModel(pipe::ModelOp model) {
+    if (failed(requirePhase(model, pipe::Phase::Communicating, "conduit-plan-memory")))
+      return failure();
+    std::vector<RankMemory> ranks = analyzeMemory(model);
+    Builder builder(model.getContext());
+    for (auto [rank, memory] : llvm::zip(model.getRanks(), ranks))
+      rank.setPeakMemoryAttr(builder.getI64IntegerAttr(memory.peak));
+    peakBytes = std::max<uint64_t>(peakBytes, worstPeak(ranks));
+
+    const int64_t device = model.getCluster().getMemoryBytes();
+    auto worst = std::max_element(ranks.begin(), ranks.end(),
+                                  [](const RankMemory &a, const RankMemory &b) {
+                                    return a.peak < b.peak;
+                                  });
+    if (worst->peak <= device)
+      return success();
+
+    // What would fit, evaluated on this plan.
+    pipe::ParallelismAttr par = model.getParallelism();
+    std::vector<std::string> fits;
+    auto tryVariant = [&](MemoryVariant variant, const std::string &change) {
+      int64_t peak = worstPeak(analyzeMemory(model, variant));
+      if (peak <= device)
+        fits.push_back(change + " (peak " + formatBytes(static_cast<double>(peak)) + ")");
+    };
+    bool checkpointed = par.getCheckpointing() == pipe::Checkpointing::Full;
+    if (!checkpointed)
+      tryVariant({true, 1.0}, "activation_checkpointing \"full\"");
+    for (int64_t size = par.getMicrobatchSize() / 2; size >= 1; size /= 2) {
+      double scale = static_cast<double>(size) / static_cast<double>(par.getMicrobatchSize());
+      size_t before = fits.size();
+      tryVariant({false, scale}, "microbatch_size " + std::to_string(size));
+      if (fits.size() == before && !checkpointed)
+        tryVariant({true, scale},
+                   "microbatch_size " + std::to_string(size) + " with full checkpointing");
+      if (fits.size() > before)
+        break;
+    }
+    std::string advice =
+        fits.empty() ? "no single change of checkpointing or micro-batch size fits; use more "
+                       "pipeline ranks or stages per device (each holds fewer layers)" +
+                           std::string(par.getSharding() != pipe::Sharding::Full && par.getData() > 1
+                                           ? ", or sharding \"full\""
+                                           : "")
+                     : "would fit: " + llvm::join(fits, "; ");
+    int64_t r = worst - ranks.begin();
+    return model.emitOpError() << "rank " << r << " needs "
+                               << formatBytes(static_cast<double>(worst->peak))
+                               << " at its peak (" << describeAt(worst->peakOp)
+                               << ") but the device has " << formatBytes(static_cast<double>(device))
+                               << ": " << contributors(*worst) << "; " << advice;
+  }
+};
+
+} // namespace
