@@ -675,9 +675,14 @@ private:
     int64_t i = rs.streams[s].list[rs.streams[s].next];
     const Instruction &x = inst(r, i);
     switch (x.op) {
-    case Op::Wait:
-      return "waits for event " + std::to_string(x.event) +
-             (rs.fired.empty() || rs.fired[x.event] < 0 ? ", never signalled" : "");
+    case Op::Wait: {
+      const std::vector<Instruction> &list = plan.ranks[r].instructions;
+      for (size_t k = 0; k < list.size(); ++k)
+        if (list[k].op == Op::Signal && list[k].event == x.event)
+          return "waits for event " + std::to_string(x.event) + ", which stream " +
+                 std::to_string(list[k].stream) + " signals at instruction " + std::to_string(k);
+      return "waits for event " + std::to_string(x.event) + ", which nothing signals";
+    }
     case Op::Send:
     case Op::Recv: {
       auto [peer, j] = rs.match[i];

@@ -25,8 +25,10 @@ std::string scaled(double value, double base, const char *const *prefixes, int c
     value /= base;
     ++i;
   }
-  std::string text = threeDigits(value) + " " + prefixes[i];
-  return text + unit;
+  // Whole units print without decimals: "16 B", not "16.0 B".
+  std::string number = i == 0 && value == std::floor(value) ? std::to_string(int64_t(value))
+                                                            : threeDigits(value);
+  return number + " " + prefixes[i] + unit;
 }
 
 } // namespace

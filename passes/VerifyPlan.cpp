@@ -31,21 +31,25 @@ struct VerifyPlan : conduit::impl::ConduitVerifyPlanBase<VerifyPlan> {
 
   LogicalResult verifyProgram(plan::ProgramOp program) {
     runtime::Plan plan = exportPlan(program);
-    if (absl::Status status = runtime::checkPlanSemantics(plan); !status.ok())
-      return program.emitOpError() << std::string(status.message());
+    std::vector<std::vector<Operation *>> ops = planInstructionOps(program);
+    auto at = [&](int32_t rank, int64_t instruction) -> Operation * {
+      if (rank >= 0 && rank < static_cast<int32_t>(ops.size()) && instruction >= 0 &&
+          instruction < static_cast<int64_t>(ops[rank].size()))
+        return ops[rank][instruction];
+      return program;
+    };
+    runtime::PlanLocation location;
+    if (absl::Status status = runtime::checkPlanSemantics(plan, &location); !status.ok())
+      return at(location.rank, location.instruction)->emitOpError()
+             << std::string(status.message());
     llvm::Expected<CostModel> cost = buildCostModel(program);
     if (!cost)
       return program.emitOpError() << llvm::toString(cost.takeError());
     SimulationResult result = simulatePlan(plan, PlanCosts::fromCostModel(plan, *cost));
     if (!result.error)
       return success();
-    const SimulationError &error = *result.error;
-    std::vector<std::vector<Operation *>> ops = planInstructionOps(program);
-    Operation *where = program;
-    if (error.rank >= 0 && error.instruction >= 0 &&
-        error.instruction < static_cast<int64_t>(ops[error.rank].size()))
-      where = ops[error.rank][error.instruction];
-    return where->emitOpError() << error.message;
+    return at(result.error->rank, result.error->instruction)->emitOpError()
+           << result.error->message;
   }
 };
 

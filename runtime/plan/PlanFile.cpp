@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -293,6 +294,8 @@ class SemanticChecker {
 public:
   explicit SemanticChecker(const Plan &plan) : plan(plan) {}
 
+  PlanLocation location;
+
   absl::Status run() {
     CONDUIT_RETURN_IF_ERROR(checkConfig());
     CONDUIT_RETURN_IF_ERROR(checkStages());
@@ -309,7 +312,8 @@ private:
   static absl::Status bad(const std::string &what) {
     return absl::InvalidArgumentError(absl::StrCat("invalid plan: ", what));
   }
-  absl::Status badInstruction(int32_t r, size_t index, const std::string &what) const {
+  absl::Status badInstruction(int32_t r, size_t index, const std::string &what) {
+    location = {r, static_cast<int64_t>(index)};
     return bad(absl::StrCat("rank ", r, " instruction ", index, " (",
                             describe(plan.ranks[r].instructions[index]), "): ", what));
   }
@@ -468,34 +472,42 @@ private:
   /// Sends and receives of one (sender, receiver) pair match in program order.
   absl::Status checkMatching() {
     using Key = std::pair<int32_t, int32_t>;
-    std::map<Key, std::vector<const Instruction *>> sends, recvs;
+    std::map<Key, std::vector<size_t>> sends, recvs; // instruction indices
     for (const RankProgram &program : plan.ranks)
-      for (const Instruction &i : program.instructions) {
+      for (size_t k = 0; k < program.instructions.size(); ++k) {
+        const Instruction &i = program.instructions[k];
         if (i.op == Op::Send)
-          sends[{program.rank, i.peer}].push_back(&i);
+          sends[{program.rank, i.peer}].push_back(k);
         else if (i.op == Op::Recv)
-          recvs[{i.peer, program.rank}].push_back(&i);
+          recvs[{i.peer, program.rank}].push_back(k);
       }
-    for (const auto &[pair, list] : sends) {
-      const std::vector<const Instruction *> &other = recvs[pair];
-      if (list.size() != other.size())
-        return bad(absl::StrCat("rank ", pair.first, " sends ", list.size(), " messages to rank ",
-                                pair.second, ", which receives ", other.size()));
-      for (size_t k = 0; k < list.size(); ++k) {
-        const Instruction &s = *list[k], &v = *other[k];
+    std::set<Key> pairs;
+    for (const auto &[pair, list] : sends)
+      pairs.insert(pair);
+    for (const auto &[pair, list] : recvs)
+      pairs.insert(pair);
+    for (const Key &pair : pairs) {
+      const std::vector<size_t> &sent = sends[pair], &received = recvs[pair];
+      const RankProgram &from = plan.ranks[pair.first], &to = plan.ranks[pair.second];
+      for (size_t k = 0; k < std::max(sent.size(), received.size()); ++k) {
+        if (k >= received.size())
+          return badInstruction(pair.first, sent[k],
+                                absl::StrCat("message ", k, " to rank ", pair.second,
+                                             " has no matching receive"));
+        if (k >= sent.size())
+          return badInstruction(pair.second, received[k],
+                                absl::StrCat("message ", k, " from rank ", pair.first,
+                                             " has no matching send"));
+        const Instruction &s = from.instructions[sent[k]], &v = to.instructions[received[k]];
         if (s.kind != v.kind || s.stage != v.peerStage || s.microbatch != v.peerMicrobatch ||
             s.peerStage != v.stage || s.peerMicrobatch != v.microbatch || s.begin != v.begin ||
             s.end != v.end || s.bytes != v.bytes)
-          return bad(absl::StrCat("message ", k, " from rank ", pair.first, " to rank ",
-                                  pair.second, " is sent as ", describe(s),
-                                  " but received as ", describe(v)));
+          return badInstruction(pair.second, received[k],
+                                absl::StrCat("message ", k, " from rank ", pair.first,
+                                             " is sent as ", describe(s), " (instruction ",
+                                             sent[k], ")"));
       }
     }
-    for (const auto &[pair, list] : recvs)
-      if (!list.empty() && sends[pair].size() != list.size())
-        return bad(absl::StrCat("rank ", pair.second, " receives ", list.size(),
-                                " messages from rank ", pair.first, ", which sends ",
-                                sends[pair].size()));
     return absl::OkStatus();
   }
 
@@ -504,6 +516,12 @@ private:
 
 } // namespace
 
-absl::Status checkPlanSemantics(const Plan &plan) { return SemanticChecker(plan).run(); }
+absl::Status checkPlanSemantics(const Plan &plan, PlanLocation *where) {
+  SemanticChecker checker(plan);
+  absl::Status status = checker.run();
+  if (where)
+    *where = checker.location;
+  return status;
+}
 
 } // namespace conduit::runtime

@@ -33,8 +33,15 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size);
 /// Reads and verifies the plan file at `path`.
 absl::StatusOr<Plan> readPlanFile(const std::string &path);
 
+/// Where a semantic rule failed: the instruction, when the rule concerns one.
+struct PlanLocation {
+  int32_t rank = -1;
+  int64_t instruction = -1;
+};
+
 /// The semantic rules of a plan (readPlan runs them; the compiler runs them on what it writes).
-absl::Status checkPlanSemantics(const Plan &plan);
+/// On failure, `where` (if given) receives the offending instruction, if there is one.
+absl::Status checkPlanSemantics(const Plan &plan, PlanLocation *where = nullptr);
 
 } // namespace conduit::runtime
 

@@ -1,0 +1,146 @@
+"""Checks a torch.distributed.pipelining compute+comms CSV against the rules PyTorch's own
+validation enforces (the invariants listed in the peers reference, section 11).
+
+Usage: check_torch_csv.py FILE MICROBATCHES [--window W]
+
+Prints "ok: N actions on R ranks" or the first violated rule, and exits non-zero on a
+violation. Written independently of Conduit's verifier.
+"""
+import re
+import sys
+
+ACTION = re.compile(r"^(\d+)(F|B|SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD)(\d*)$")
+
+
+def fail(message):
+    print("violation: " + message)
+    sys.exit(1)
+
+
+def parse(path):
+    ranks = []
+    for r, line in enumerate(open(path).read().splitlines()):
+        actions = []
+        for c, cell in enumerate(line.split(",")):
+            cell = cell.strip()
+            if not cell:
+                continue
+            m = ACTION.match(cell)
+            if not m:
+                fail(f"row {r} column {c}: unknown action {cell!r}")
+            stage, kind, mb = int(m.group(1)), m.group(2), m.group(3)
+            actions.append((stage, kind, int(mb) if mb else None))
+        ranks.append(actions)
+    return ranks
+
+
+def main():
+    path, microbatches = sys.argv[1], int(sys.argv[2])
+    window = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--window" else None
+    ranks = parse(path)
+
+    # Every stage lives on exactly one rank.
+    stage_rank = {}
+    for r, actions in enumerate(ranks):
+        for stage, kind, mb in actions:
+            if stage_rank.setdefault(stage, r) != r:
+                fail(f"stage {stage} appears on ranks {stage_rank[stage]} and {r}")
+    stages = sorted(stage_rank)
+    if stages != list(range(len(stages))):
+        fail(f"stages are not numbered 0..S-1: {stages}")
+    last_stage = len(stages) - 1
+
+    for r, actions in enumerate(ranks):
+        done = set()
+        resident, gathered_ever = set(), set()
+        backward_count = {}
+        for position, (stage, kind, mb) in enumerate(actions):
+            where = f"rank {r} action {position} ({stage}{kind}{'' if mb is None else mb})"
+            if kind in ("F", "B"):
+                # Per-stage completeness and order.
+                if (stage, kind, mb) in done:
+                    fail(where + ": computed twice")
+                if kind == "B" and (stage, "F", mb) not in done:
+                    fail(where + ": backward before forward")
+                # Inputs: a receive from another rank, or the same-rank neighbour.
+                source = stage - 1 if kind == "F" else stage + 1
+                if 0 <= source <= last_stage:
+                    if stage_rank[source] == r:
+                        if (source, kind, mb) not in done:
+                            fail(where + f": runs before {source}{kind}{mb} on the same rank")
+                    elif (stage, "RECV_" + kind, mb) not in done:
+                        fail(where + ": runs before its receive")
+                # FSDP: compute only while the stage is unsharded.
+                if window is not None and stage not in resident:
+                    fail(where + ": computes on a stage that is not unsharded")
+                if kind == "B":
+                    backward_count[stage] = backward_count.get(stage, 0) + 1
+                    if backward_count[stage] == microbatches:
+                        following = actions[position + 1] if position + 1 < len(actions) else None
+                        if following != (stage, "REDUCE_GRAD", None) and any(
+                                a[1] == "REDUCE_GRAD" for a in actions):
+                            fail(where + ": REDUCE_GRAD does not follow the last backward")
+            elif kind.startswith("SEND"):
+                compute = "F" if kind == "SEND_F" else "B"
+                if (stage, compute, mb) not in done:
+                    fail(where + ": sends before its compute")
+                peer = stage + 1 if kind == "SEND_F" else stage - 1
+                if stage_rank.get(peer) == r:
+                    fail(where + ": communication between stages on one rank")
+                matches = [a for a in ranks[stage_rank[peer]]
+                           if a == (peer, "RECV_F" if kind == "SEND_F" else "RECV_B", mb)]
+                if len(matches) != 1:
+                    fail(where + f": {len(matches)} matching receives on rank {stage_rank[peer]}")
+            elif kind.startswith("RECV"):
+                if (stage, kind, mb) in done:
+                    fail(where + ": received twice")
+            elif kind == "UNSHARD":
+                if stage in resident:
+                    fail(where + ": unsharded twice")
+                resident.add(stage)
+                gathered_ever.add(stage)
+                if window is not None and len(resident) > window:
+                    fail(where + f": more than {window} stages resident")
+            elif kind == "RESHARD":
+                if stage not in resident:
+                    fail(where + ": resharded without an unshard")
+                resident.discard(stage)
+            elif kind == "REDUCE_GRAD":
+                if backward_count.get(stage, 0) != microbatches:
+                    fail(where + ": reduces before the last backward")
+                if (stage, kind, None) in done:
+                    fail(where + ": reduced twice")
+            done.add((stage, kind, mb))
+        if resident:
+            fail(f"rank {r} ends with stages {sorted(resident)} still unsharded")
+        for stage in stages:
+            if stage_rank[stage] != r:
+                continue
+            for mb in range(microbatches):
+                for kind in ("F", "B"):
+                    if (stage, kind, mb) not in done:
+                        fail(f"rank {r}: {stage}{kind}{mb} is missing")
+
+    # The unit-time simulation terminates: every rank's next action becomes ready.
+    position = [0] * len(ranks)
+    placed = set()
+    progress = True
+    while progress:
+        progress = False
+        for r, actions in enumerate(ranks):
+            while position[r] < len(actions):
+                stage, kind, mb = actions[position[r]]
+                if kind == "RECV_F" and (stage - 1, "SEND_F", mb) not in placed:
+                    break
+                if kind == "RECV_B" and (stage + 1, "SEND_B", mb) not in placed:
+                    break
+                placed.add((stage, kind, mb))
+                position[r] += 1
+                progress = True
+    for r, actions in enumerate(ranks):
+        if position[r] < len(actions):
+            fail(f"rank {r} never progresses past action {position[r]} {actions[position[r]]}")
+    print(f"ok: {sum(len(a) for a in ranks)} actions on {len(ranks)} ranks")
+
+
+main()

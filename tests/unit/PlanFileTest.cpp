@@ -1,0 +1,192 @@
+//===- PlanFileTest.cpp - the plan file as untrusted input ----------------===//
+//
+// Round trips, and refusal of damaged, foreign or inconsistent plan files with a message that
+// says what is wrong. Links only the runtime's plan library: no MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/plan/PlanFile.h"
+#include "runtime/plan/PlanJson.h"
+#include "runtime/plan/plan_generated.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+using namespace conduit::runtime;
+
+namespace {
+
+Instruction compute(Op op, int32_t stage, int32_t slot = -1) {
+  Instruction i;
+  i.op = op;
+  i.stream = kComputeStream;
+  i.stage = stage;
+  i.microbatch = 0;
+  i.slot = slot;
+  return i;
+}
+
+Instruction event(Op op, int32_t e, uint8_t stream) {
+  Instruction i;
+  i.op = op;
+  i.event = e;
+  i.stream = stream;
+  return i;
+}
+
+Instruction transfer(Op op, Transfer kind, int32_t stage, int32_t peer, int32_t peerStage,
+                     int32_t slot = -1) {
+  Instruction i;
+  i.op = op;
+  i.stream = kP2PStream;
+  i.kind = kind;
+  i.stage = stage;
+  i.microbatch = 0;
+  i.peer = peer;
+  i.peerStage = peerStage;
+  i.peerMicrobatch = 0;
+  i.begin = 0;
+  i.end = 2;
+  i.bytes = 64;
+  i.slot = slot;
+  return i;
+}
+
+/// Two ranks, one stage each, one micro-batch of two samples.
+Plan twoRankPlan() {
+  Plan plan;
+  plan.name = "tiny";
+  plan.config.pipeline = 2;
+  plan.config.microbatches = 1;
+  plan.config.microbatchSize = 2;
+  plan.layers = {{"a", LayerKind::Embedding, 10, 1, 2, 4, 4, 32},
+                 {"b", LayerKind::Head, 12, 1, 2, 4, 4, 4}};
+  plan.stages = {{0, 0, 0, 1, 10, {0, 2}}, {1, 1, 1, 2, 12, {0, 2}}};
+  plan.groups = {{{0}}, {{1}}};
+  RankProgram r0{0, 2, {64}, {}};
+  r0.instructions = {compute(Op::Forward, 0),
+                     event(Op::Signal, 0, kComputeStream),
+                     event(Op::Wait, 0, kP2PStream),
+                     transfer(Op::Send, Transfer::Activation, 0, 1, 1),
+                     transfer(Op::Recv, Transfer::Gradient, 0, 1, 1, 0),
+                     event(Op::Signal, 1, kP2PStream),
+                     event(Op::Wait, 1, kComputeStream),
+                     compute(Op::Backward, 0, 0),
+                     compute(Op::OptimizerStep, 0)};
+  RankProgram r1{1, 2, {64}, {}};
+  r1.instructions = {transfer(Op::Recv, Transfer::Activation, 1, 0, 0, 0),
+                     event(Op::Signal, 0, kP2PStream),
+                     event(Op::Wait, 0, kComputeStream),
+                     compute(Op::Forward, 1, 0),
+                     compute(Op::Backward, 1),
+                     event(Op::Signal, 1, kComputeStream),
+                     event(Op::Wait, 1, kP2PStream),
+                     transfer(Op::Send, Transfer::Gradient, 1, 0, 0),
+                     compute(Op::OptimizerStep, 1)};
+  plan.ranks = {r0, r1};
+  return plan;
+}
+
+std::string dump(const Plan &plan) {
+  std::ostringstream os;
+  writePlanJson(plan, os);
+  return os.str();
+}
+
+absl::Status readBack(const std::string &bytes) {
+  return readPlan(bytes.data(), bytes.size()).status();
+}
+
+TEST(PlanFile, RoundTrip) {
+  Plan plan = twoRankPlan();
+  ASSERT_TRUE(checkPlanSemantics(plan).ok()) << checkPlanSemantics(plan);
+  std::string bytes = writePlan(plan);
+  absl::StatusOr<Plan> read = readPlan(bytes.data(), bytes.size());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(dump(*read), dump(plan));
+  EXPECT_EQ(writePlan(*read), bytes);
+}
+
+TEST(PlanFile, RefusesForeignAndDamagedFiles) {
+  std::string bytes = writePlan(twoRankPlan());
+  EXPECT_EQ(readBack("hello").message(),
+            "not a Conduit plan file (the file identifier \"CDPL\" is missing)");
+  for (size_t cut : {bytes.size() / 2, bytes.size() - 9, size_t(12)}) {
+    absl::Status status = readBack(bytes.substr(0, cut));
+    EXPECT_FALSE(status.ok()) << "cut at " << cut;
+    EXPECT_NE(status.message().find("corrupt plan file"), std::string::npos) << status;
+  }
+  // Flipping bytes anywhere must never crash; it is refused or still consistent.
+  for (size_t i = 8; i < bytes.size(); i += 7) {
+    std::string damaged = bytes;
+    damaged[i] = static_cast<char>(damaged[i] ^ 0x5a);
+    (void)readBack(damaged);
+  }
+}
+
+TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
+  Plan plan = twoRankPlan();
+  plan.formatVersion = 2;
+  EXPECT_EQ(readBack(writePlan(plan)).message(),
+            "plan file format version 2; this runtime reads version 1. Recompile the job with a "
+            "matching conduit-compile.");
+  plan = twoRankPlan();
+  plan.features = 0x10;
+  EXPECT_EQ(readBack(writePlan(plan)).message(),
+            "the plan file uses features this runtime does not know (bits 0x10). Recompile the "
+            "job with a matching conduit-compile.");
+}
+
+TEST(PlanFile, SemanticRules) {
+  auto error = [](Plan plan) { return std::string(checkPlanSemantics(plan).message()); };
+  Plan plan = twoRankPlan();
+  plan.ranks[1].instructions[7].bytes = 32;
+  EXPECT_EQ(error(plan), "invalid plan: rank 0 instruction 4 (recv gradient s0 mb0 from rank 1 "
+                         "(s1 mb0, samples [0, 2))): message 0 from rank 1 is sent as send "
+                         "gradient s1 mb0 to rank 0 (s0 mb0, samples [0, 2)) (instruction 7)");
+  plan = twoRankPlan();
+  plan.ranks[0].instructions.erase(plan.ranks[0].instructions.begin() + 3); // the send
+  PlanLocation where;
+  EXPECT_EQ(std::string(checkPlanSemantics(plan, &where).message()),
+            "invalid plan: rank 1 instruction 0 (recv activation s1 mb0 from rank 0 (s0 mb0, "
+            "samples [0, 2))): message 0 from rank 0 has no matching send");
+  EXPECT_EQ(where.rank, 1);
+  EXPECT_EQ(where.instruction, 0);
+  plan = twoRankPlan();
+  plan.stages[1].rank = 5;
+  EXPECT_EQ(error(plan), "invalid plan: stage 1 is placed on rank 5");
+  plan = twoRankPlan();
+  plan.ranks[0].instructions[1].event = 1; // signal e1 twice, e0 never
+  EXPECT_EQ(error(plan), "invalid plan: rank 0 instruction 5 (signal event 1 on stream 1): the "
+                         "event is signalled twice");
+  plan = twoRankPlan();
+  plan.ranks[0].instructions[0].stage = 1;
+  EXPECT_EQ(error(plan), "invalid plan: rank 0 instruction 0 (F s1 mb0): the stage is not on "
+                         "this rank or the micro-batch does not exist");
+  plan = twoRankPlan();
+  plan.ranks[1].instructions[0].slot = 3;
+  EXPECT_EQ(error(plan), "invalid plan: rank 1 instruction 0 (recv activation s1 mb0 from rank "
+                         "0 (s0 mb0, samples [0, 2))): the receive slot does not exist or is too "
+                         "small");
+  plan = twoRankPlan();
+  plan.stages[0].samples = {0, 1};
+  EXPECT_EQ(error(plan), "invalid plan: stage 0 does not cut the batch of 2 samples");
+  plan = twoRankPlan();
+  plan.ranks.pop_back();
+  EXPECT_EQ(error(plan), "invalid plan: the plan has 1 rank programs for 2 pipeline ranks");
+}
+
+TEST(PlanFile, WritesAtomically) {
+  std::string path = ::testing::TempDir() + "/atomic.plan";
+  ASSERT_TRUE(writePlanFile(twoRankPlan(), path).ok());
+  absl::StatusOr<Plan> read = readPlanFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->name, "tiny");
+  absl::Status missing = writePlanFile(twoRankPlan(), "/nonexistent-directory/x.plan");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_EQ(readPlanFile("/nonexistent-directory/x.plan").status().message(),
+            "cannot open plan file /nonexistent-directory/x.plan");
+}
+
+} // namespace
