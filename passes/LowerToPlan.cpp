@@ -22,7 +22,6 @@
 #include "mlir/IR/Builders.h"
 
 #include <array>
-#include <map>
 
 namespace conduit {
 #define GEN_PASS_DEF_CONDUITLOWERTOPLAN
@@ -35,30 +34,86 @@ using namespace mlir;
 namespace {
 
 constexpr int kStreams = 3;
-enum Stream : int { Compute = 0, P2P = 1, Collective = 2 };
+enum Stream : int8_t { Compute = 0, P2P = 1, Collective = 2 };
 
-Stream streamOf(Operation *op) {
-  if (isa<pipe::SendOp, pipe::RecvOp>(op))
-    return P2P;
-  if (isa<pipe::UnshardOp, pipe::ReduceGradOp, pipe::GatherParamsOp>(op))
-    return Collective;
-  return Compute;
+enum class Kind : uint8_t {
+  Forward, Backward, Send, Recv, Unshard, Reshard, ReduceGrad, GatherParams, OptimizerStep
+};
+
+/// What the lowering needs of one pipe op, read once.
+struct OpInfo {
+  Kind kind;
+  Stream stream;
+  int32_t stage = -1, mb = -1;
+  int8_t direction = 0; // transfers: 0 activation, 1 gradient
+  int32_t batch = -1;
+  int64_t bytes = 0;
+};
+
+OpInfo describeOp(Operation *op) {
+  OpInfo info{Kind::Forward, Compute};
+  if (auto f = dyn_cast<pipe::ForwardOp>(op)) {
+    info = {Kind::Forward, Compute, f.getStage(), f.getMicrobatch()};
+  } else if (auto b = dyn_cast<pipe::BackwardOp>(op)) {
+    info = {Kind::Backward, Compute, b.getStage(), b.getMicrobatch(), 1};
+  } else if (auto s = dyn_cast<pipe::SendOp>(op)) {
+    info = {Kind::Send, P2P, s.getStage(), s.getMicrobatch(), int8_t(s.getKind()), s.getBatch(),
+            s.getBytes()};
+  } else if (auto r = dyn_cast<pipe::RecvOp>(op)) {
+    info = {Kind::Recv, P2P, r.getStage(), r.getMicrobatch(), int8_t(r.getKind()), r.getBatch(),
+            r.getBytes()};
+  } else if (auto u = dyn_cast<pipe::UnshardOp>(op)) {
+    info = {Kind::Unshard, Collective, u.getStage()};
+  } else if (auto rs = dyn_cast<pipe::ReshardOp>(op)) {
+    info = {Kind::Reshard, Compute, rs.getStage()};
+  } else if (auto g = dyn_cast<pipe::ReduceGradOp>(op)) {
+    info = {Kind::ReduceGrad, Collective, g.getStage()};
+  } else if (auto g = dyn_cast<pipe::GatherParamsOp>(op)) {
+    info = {Kind::GatherParams, Collective, g.getStage()};
+  } else if (auto o = dyn_cast<pipe::OptimizerStepOp>(op)) {
+    info = {Kind::OptimizerStep, Compute, o.getStage()};
+  }
+  return info;
 }
 
-using Key = std::tuple<int32_t, int32_t, int>; // (stage, micro-batch, transfer kind)
+/// Flat indices of (stage, micro-batch, direction) for the stages of one rank.
+class LocalIndex {
+public:
+  LocalIndex(const std::vector<std::vector<int64_t>> &samples, const std::vector<int64_t> &rankOf,
+             int64_t rank)
+      : offset(samples.size(), -1) {
+    for (size_t s = 0; s < samples.size(); ++s)
+      if (rankOf[s] == rank) {
+        offset[s] = total;
+        total += static_cast<int64_t>(samples[s].size()) - 1;
+      }
+  }
+  /// -1 for a stage of another rank (the verifiers guarantee it does not happen).
+  int64_t operator()(int32_t stage, int32_t mb, int direction) const {
+    return offset[stage] < 0 ? -1 : 2 * (offset[stage] + mb) + direction;
+  }
+  int64_t size() const { return 2 * total; }
+
+private:
+  std::vector<int64_t> offset;
+  int64_t total = 0;
+};
 
 /// The lowering of one rank.
 class RankLowering {
 public:
-  explicit RankLowering(pipe::RankOp rank) {
-    for (Operation &op : rank.getBody().front())
+  RankLowering(pipe::RankOp rank, const LocalIndex &index, int64_t numStages)
+      : index(index), numStages(numStages) {
+    for (Operation &op : rank.getBody().front()) {
       ops.push_back(&op);
+      info.push_back(describeOp(&op));
+    }
   }
 
   /// Decides slots, dependencies and events. Fails (with a diagnostic) when an op comes
   /// before what it depends on, which the communication passes never produce.
   LogicalResult analyze(int64_t dataParallel) {
-    const size_t n = ops.size();
+    const int64_t n = static_cast<int64_t>(ops.size());
     known.assign(n, {-1, -1, -1});
     signalOf.assign(n, -1);
     waitsBefore.assign(n, {});
@@ -66,73 +121,78 @@ public:
     if (failed(assignSlots()))
       return failure();
 
-    // Producers, consumers and stage bookkeeping, by list position.
-    std::map<Key, int64_t> producer;        // compute op producing (stage, mb, kind)
-    std::map<Key, int64_t> lastRecv;        // last receive feeding (stage, mb, kind)
-    std::map<int32_t, int64_t> gatheredBy;  // stage -> its latest unshard
-    std::map<int32_t, int64_t> lastBackward, reduction, optimizerStep;
+    // Producers and receives by (stage, micro-batch, direction); stage bookkeeping.
+    std::vector<int64_t> producer(index.size(), -1), lastRecv(index.size(), -1);
+    std::vector<int64_t> gatheredBy(numStages, -1), lastBackward(numStages, -1),
+        reduction(numStages, -1), optimizerStep(numStages, -1);
     int64_t lastReshard = -1;
-    auto lookup = [&](const auto &map, const auto &key, Operation *op,
-                      const char *what) -> FailureOr<int64_t> {
-      auto it = map.find(key);
-      if (it == map.end())
-        return op->emitOpError() << "comes before " << what;
-      return it->second;
-    };
+    std::array<std::array<int64_t, kStreams>, kStreams> streamKnown;
+    for (auto &k : streamKnown)
+      k = {-1, -1, -1};
 
-    for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) {
-      Operation *op = ops[i];
-      Stream self = streamOf(op);
-      std::vector<int64_t> deps;
-      if (auto f = dyn_cast<pipe::ForwardOp>(op)) {
-        addInputs(deps, lastRecv, {f.getStage(), f.getMicrobatch(), 0}, gatheredBy, f.getStage());
-        producer[{f.getStage(), f.getMicrobatch(), 0}] = i;
-      } else if (auto b = dyn_cast<pipe::BackwardOp>(op)) {
-        addInputs(deps, lastRecv, {b.getStage(), b.getMicrobatch(), 1}, gatheredBy, b.getStage());
-        producer[{b.getStage(), b.getMicrobatch(), 1}] = i;
-        lastBackward[b.getStage()] = i;
-      } else if (auto s = dyn_cast<pipe::SendOp>(op)) {
-        FailureOr<int64_t> from = lookup(producer, Key{s.getStage(), s.getMicrobatch(), int(s.getKind())},
-                                         op, "the compute that produces its data");
-        if (failed(from))
+    for (int64_t i = 0; i < n; ++i) {
+      const OpInfo &x = info[i];
+      int64_t deps[3];
+      int numDeps = 0;
+      auto need = [&](int64_t dep, const char *what) -> LogicalResult {
+        if (dep < 0)
+          return ops[i]->emitOpError() << "comes before " << what;
+        deps[numDeps++] = dep;
+        return success();
+      };
+      switch (x.kind) {
+      case Kind::Forward:
+      case Kind::Backward: {
+        int64_t key = index(x.stage, x.mb, x.kind == Kind::Backward);
+        if (lastRecv[key] >= 0)
+          deps[numDeps++] = lastRecv[key];
+        if (gatheredBy[x.stage] >= 0)
+          deps[numDeps++] = gatheredBy[x.stage];
+        producer[key] = i;
+        if (x.kind == Kind::Backward)
+          lastBackward[x.stage] = i;
+        break;
+      }
+      case Kind::Send:
+        if (failed(need(producer[index(x.stage, x.mb, x.direction)],
+                        "the compute that produces its data")))
           return failure();
-        deps.push_back(*from);
-      } else if (auto r = dyn_cast<pipe::RecvOp>(op)) {
-        if (int64_t previous = previousConsumer[i]; previous >= 0)
-          deps.push_back(previous); // the slot's last occupant is consumed
-        lastRecv[{r.getStage(), r.getMicrobatch(), int(r.getKind())}] = i;
-      } else if (auto u = dyn_cast<pipe::UnshardOp>(op)) {
+        break;
+      case Kind::Recv:
+        if (previousConsumer[i] >= 0)
+          deps[numDeps++] = previousConsumer[i]; // the slot's last occupant is consumed
+        lastRecv[index(x.stage, x.mb, x.direction)] = i;
+        break;
+      case Kind::Unshard:
         if (lastReshard >= 0)
-          deps.push_back(lastReshard);
-        gatheredBy[u.getStage()] = i;
-      } else if (isa<pipe::ReshardOp>(op)) {
+          deps[numDeps++] = lastReshard;
+        gatheredBy[x.stage] = i;
+        break;
+      case Kind::Reshard:
         lastReshard = i;
-      } else if (auto g = dyn_cast<pipe::ReduceGradOp>(op)) {
-        FailureOr<int64_t> from = lookup(lastBackward, g.getStage(), op, "the stage's backwards");
-        if (failed(from))
+        break;
+      case Kind::ReduceGrad:
+        if (failed(need(lastBackward[x.stage], "the stage's backwards")))
           return failure();
-        deps.push_back(*from);
-        reduction[g.getStage()] = i;
-      } else if (auto o = dyn_cast<pipe::OptimizerStepOp>(op)) {
-        if (dataParallel > 1) {
-          FailureOr<int64_t> from = lookup(reduction, o.getStage(), op, "the stage's reduction");
-          if (failed(from))
-            return failure();
-          deps.push_back(*from);
-        }
-        optimizerStep[o.getStage()] = i;
-      } else if (auto g = dyn_cast<pipe::GatherParamsOp>(op)) {
-        FailureOr<int64_t> from =
-            lookup(optimizerStep, g.getStage(), op, "the stage's optimizer step");
-        if (failed(from))
+        reduction[x.stage] = i;
+        break;
+      case Kind::OptimizerStep:
+        if (dataParallel > 1 && failed(need(reduction[x.stage], "the stage's reduction")))
           return failure();
-        deps.push_back(*from);
+        optimizerStep[x.stage] = i;
+        break;
+      case Kind::GatherParams:
+        if (failed(need(optimizerStep[x.stage], "the stage's optimizer step")))
+          return failure();
+        break;
       }
 
       // A stream knows what its earlier instructions knew; events cover the rest.
+      const Stream self = x.stream;
       known[i] = streamKnown[self];
-      for (int64_t dep : deps) {
-        Stream other = streamOf(ops[dep]);
+      for (int d = 0; d < numDeps; ++d) {
+        int64_t dep = deps[d];
+        Stream other = info[dep].stream;
         if (other == self || known[i][other] >= dep)
           continue;
         if (signalOf[dep] < 0)
@@ -154,11 +214,10 @@ public:
     auto rank = plan::RankOp::create(builder, loc, r, events, builder.getDenseI64ArrayAttr(slots));
     OpBuilder body = OpBuilder::atBlockEnd(builder.createBlock(&rank.getBody()));
     for (size_t i = 0; i < ops.size(); ++i) {
-      Operation *op = ops[i];
-      int32_t stream = streamOf(op);
+      int32_t stream = info[i].stream;
       for (int32_t e : waitsBefore[i])
         plan::WaitOp::create(body, loc, e, stream);
-      emitInstruction(body, loc, op, slotOf[i], static_cast<int32_t>(r));
+      emitInstruction(body, loc, ops[i], slotOf[i], static_cast<int32_t>(r));
       for (int32_t e : signalsAfter[i])
         plan::SignalOp::create(body, loc, e, stream);
     }
@@ -173,19 +232,12 @@ private:
     for (size_t i = 0; i < ops.size(); ++i)
       if (signalOf[i] >= 0)
         signalsAfter[i].push_back(signalOf[i]);
-    auto batchOf = [&](size_t i) -> int32_t {
-      if (auto s = dyn_cast<pipe::SendOp>(ops[i]))
-        return s.getBatch();
-      if (auto r = dyn_cast<pipe::RecvOp>(ops[i]))
-        return r.getBatch();
-      return -1;
-    };
-    size_t first = ops.size();
+    size_t first = ops.size(), last = 0;
     for (size_t i = 0; i < ops.size(); ++i) {
-      if (streamOf(ops[i]) != P2P)
+      if (info[i].stream != P2P)
         continue;
-      int32_t batch = batchOf(i);
-      if (first < ops.size() && batch >= 0 && batch == batchOf(first)) {
+      int32_t batch = info[i].batch;
+      if (first < ops.size() && batch >= 0 && batch == info[first].batch) {
         // A later member: its waits go to the first, the group's signals to here.
         waitsBefore[first].insert(waitsBefore[first].end(), waitsBefore[i].begin(),
                                   waitsBefore[i].end());
@@ -201,84 +253,67 @@ private:
     }
   }
 
-  /// A compute op waits for the last receive of its input and for its stage's all-gather.
-  void addInputs(std::vector<int64_t> &deps, const std::map<Key, int64_t> &lastRecv, Key input,
-                 const std::map<int32_t, int64_t> &gatheredBy, int32_t stage) {
-    if (auto it = lastRecv.find(input); it != lastRecv.end())
-      deps.push_back(it->second);
-    if (auto it = gatheredBy.find(stage); it != gatheredBy.end())
-      deps.push_back(it->second);
-  }
-
   /// Every consumer that receives data gets one slot for all its pieces, live from its first
   /// receive to itself. Slots are reused once free (best fit by size, growing if needed).
   LogicalResult assignSlots() {
     const int64_t n = static_cast<int64_t>(ops.size());
     previousConsumer.assign(n, -1);
-    std::map<Key, int64_t> slotFor, need, consumerAt;
-    // The consumer of each received key, and the bytes it needs.
+    std::vector<int64_t> need(index.size(), 0), consumerAt(index.size(), -1),
+        slotFor(index.size(), -1);
     for (int64_t i = 0; i < n; ++i) {
-      if (auto r = dyn_cast<pipe::RecvOp>(ops[i]))
-        need[{r.getStage(), r.getMicrobatch(), int(r.getKind())}] += r.getBytes();
-      else if (auto f = dyn_cast<pipe::ForwardOp>(ops[i]))
-        consumerAt[{f.getStage(), f.getMicrobatch(), 0}] = i;
-      else if (auto b = dyn_cast<pipe::BackwardOp>(ops[i]))
-        consumerAt[{b.getStage(), b.getMicrobatch(), 1}] = i;
+      const OpInfo &x = info[i];
+      if (x.kind == Kind::Recv)
+        need[index(x.stage, x.mb, x.direction)] += x.bytes;
+      else if (x.kind == Kind::Forward || x.kind == Kind::Backward)
+        consumerAt[index(x.stage, x.mb, x.kind == Kind::Backward)] = i;
     }
-    std::vector<int64_t> freeAt; // per slot: position after which it is free
-    std::vector<int64_t> lastConsumer;
+    std::vector<int64_t> freeAt, lastConsumer; // per slot
     for (int64_t i = 0; i < n; ++i) {
-      if (auto r = dyn_cast<pipe::RecvOp>(ops[i])) {
-        Key key{r.getStage(), r.getMicrobatch(), int(r.getKind())};
-        auto it = slotFor.find(key);
-        if (it == slotFor.end()) {
-          int64_t bytes = need[key], best = -1;
-          // A free slot: the smallest that fits, else the largest (which grows).
-          for (int64_t k = 0; k < static_cast<int64_t>(slots.size()); ++k) {
-            if (freeAt[k] >= i)
-              continue;
-            if (best < 0) {
-              best = k;
-              continue;
-            }
-            bool fits = slots[k] >= bytes, bestFits = slots[best] >= bytes;
-            if (fits != bestFits ? fits : (fits ? slots[k] < slots[best] : slots[k] > slots[best]))
-              best = k;
-          }
+      const OpInfo &x = info[i];
+      if (x.kind == Kind::Forward || x.kind == Kind::Backward) {
+        slotOf[i] = static_cast<int32_t>(slotFor[index(x.stage, x.mb, x.kind == Kind::Backward)]);
+        continue;
+      }
+      if (x.kind != Kind::Recv)
+        continue;
+      int64_t key = index(x.stage, x.mb, x.direction);
+      if (slotFor[key] < 0) {
+        int64_t consumer = consumerAt[key];
+        if (consumer < 0)
+          return ops[i]->emitOpError("receives data that no compute on this rank consumes");
+        if (consumer < i)
+          return ops[i]->emitOpError("receives data for a compute that runs before it");
+        int64_t bytes = need[key], best = -1;
+        // A free slot: the smallest that fits, else the largest (which grows).
+        for (int64_t k = 0; k < static_cast<int64_t>(slots.size()); ++k) {
+          if (freeAt[k] >= i)
+            continue;
           if (best < 0) {
-            best = static_cast<int64_t>(slots.size());
-            slots.push_back(0);
-            freeAt.push_back(-1);
-            lastConsumer.push_back(-1);
+            best = k;
+            continue;
           }
-          slots[best] = std::max(slots[best], bytes);
-          previousConsumer[i] = lastConsumer[best];
-          auto consumer = consumerAt.find(key);
-          if (consumer == consumerAt.end())
-            return ops[i]->emitOpError("receives data that no compute on this rank consumes");
-          if (consumer->second < i)
-            return ops[i]->emitOpError("receives data for a compute that runs before it");
-          freeAt[best] = consumer->second;
-          lastConsumer[best] = consumer->second;
-          it = slotFor.emplace(key, best).first;
+          bool fits = slots[k] >= bytes, bestFits = slots[best] >= bytes;
+          if (fits != bestFits ? fits : (fits ? slots[k] < slots[best] : slots[k] > slots[best]))
+            best = k;
         }
-        slotOf[i] = static_cast<int32_t>(it->second);
+        if (best < 0) {
+          best = static_cast<int64_t>(slots.size());
+          slots.push_back(0);
+          freeAt.push_back(-1);
+          lastConsumer.push_back(-1);
+        }
+        slots[best] = std::max(slots[best], bytes);
+        previousConsumer[i] = lastConsumer[best];
+        freeAt[best] = lastConsumer[best] = consumer;
+        slotFor[key] = best;
       }
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      if (auto f = dyn_cast<pipe::ForwardOp>(ops[i])) {
-        if (auto it = slotFor.find({f.getStage(), f.getMicrobatch(), 0}); it != slotFor.end())
-          slotOf[i] = static_cast<int32_t>(it->second);
-      } else if (auto b = dyn_cast<pipe::BackwardOp>(ops[i])) {
-        if (auto it = slotFor.find({b.getStage(), b.getMicrobatch(), 1}); it != slotFor.end())
-          slotOf[i] = static_cast<int32_t>(it->second);
-      }
+      slotOf[i] = static_cast<int32_t>(slotFor[key]);
     }
     return success();
   }
 
   void emitInstruction(OpBuilder &b, Location loc, Operation *op, int32_t slot, int32_t group) {
-    int32_t stream = streamOf(op);
+    int32_t stream = describeOp(op).stream;
     if (auto f = dyn_cast<pipe::ForwardOp>(op)) {
       plan::ForwardOp::create(b, loc, f.getStage(), f.getMicrobatch(), slot, stream);
     } else if (auto k = dyn_cast<pipe::BackwardOp>(op)) {
@@ -307,13 +342,13 @@ private:
     }
   }
 
+  const LocalIndex &index;
+  int64_t numStages;
   std::vector<Operation *> ops;
+  std::vector<OpInfo> info;
   std::vector<std::array<int64_t, kStreams>> known;
-  std::array<std::array<int64_t, kStreams>, kStreams> streamKnown = {
-      {{-1, -1, -1}, {-1, -1, -1}, {-1, -1, -1}}};
   std::vector<int32_t> signalOf;
   std::vector<std::vector<int32_t>> waitsBefore, signalsAfter;
-  size_t last = 0;
   std::vector<int32_t> slotOf;
   std::vector<int64_t> previousConsumer;
   std::vector<int64_t> slots;
@@ -337,11 +372,17 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model) {
                           layer.getFwdFlops(), layer.getBwdFlops(), layer.getActivationBytes(),
                           layer.getCheckpointBytes(), layer.getOutputBytes());
   std::vector<int64_t> params = stageParams(model);
-  for (auto [s, stage] : llvm::enumerate(model.getStages()))
+  std::vector<std::vector<int64_t>> samples;
+  std::vector<int64_t> rankOf;
+  for (auto [s, stage] : llvm::enumerate(model.getStages())) {
     plan::StageOp::create(body, loc, stage.getIndex(), *stage.getRank(), stage.getFirstLayer(),
                           stage.getEndLayer(), params[s], stage.getSamplesAttr());
+    samples.emplace_back(stage.getSamples()->begin(), stage.getSamples()->end());
+    rankOf.push_back(*stage.getRank());
+  }
   for (pipe::RankOp rank : model.getRanks()) {
-    RankLowering lowering(rank);
+    LocalIndex index(samples, rankOf, rank.getRank());
+    RankLowering lowering(rank, index, static_cast<int64_t>(samples.size()));
     if (failed(lowering.analyze(par.getData()))) {
       program.erase();
       return failure();

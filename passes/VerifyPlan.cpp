@@ -31,8 +31,8 @@ struct VerifyPlan : conduit::impl::ConduitVerifyPlanBase<VerifyPlan> {
 
   LogicalResult verifyProgram(plan::ProgramOp program) {
     runtime::Plan plan = exportPlan(program);
-    std::vector<std::vector<Operation *>> ops = planInstructionOps(program);
     auto at = [&](int32_t rank, int64_t instruction) -> Operation * {
+      std::vector<std::vector<Operation *>> ops = planInstructionOps(program);
       if (rank >= 0 && rank < static_cast<int32_t>(ops.size()) && instruction >= 0 &&
           instruction < static_cast<int64_t>(ops[rank].size()))
         return ops[rank][instruction];
