@@ -54,10 +54,16 @@ struct Options {
                  clEnumValN(PipelineStop::Placed, "placed", "placement"),
                  clEnumValN(PipelineStop::Split, "split", "micro-batches"),
                  clEnumValN(PipelineStop::Scheduled, "scheduled", "the schedule"),
+                 clEnumValN(PipelineStop::Transfers, "transfers", "sends and receives"),
+                 clEnumValN(PipelineStop::Collectives, "collectives",
+                            "data-parallel collectives"),
                  clEnumValN(PipelineStop::Communicating, "communicating",
                             "transfers, collectives, memory plan"),
+                 clEnumValN(PipelineStop::Lowered, "lowered", "the plan, not yet verified"),
                  clEnumValN(PipelineStop::Plan, "plan", "the verified plan (default)")),
       cl::cat(category)};
+  /// --stop-after=PASS; see takeStopAfter.
+  std::optional<std::string> stopAfter;
   cl::list<std::string> set{"set", cl::desc("Override a job file key (repeatable)"),
                             cl::value_desc("key.path=value"), cl::cat(category)};
   cl::opt<std::string> importCsv{
@@ -102,6 +108,37 @@ public:
         }) {}
 };
 
+/// LLVM's code generator registers --stop-after in the same process-wide option registry, so
+/// the driver takes the option out of the command line before parsing and lends LLVM's entry
+/// its own description for --help. Returns the arguments without it.
+std::vector<char *> takeStopAfter(int argc, char **argv, Options &options,
+                                  cl::OptionCategory &category) {
+  std::vector<char *> rest;
+  for (int i = 0; i < argc; ++i) {
+    llvm::StringRef arg(argv[i]);
+    llvm::StringRef name = arg.starts_with("--") ? arg.drop_front(2) : arg.drop_front(1);
+    if (!arg.starts_with("-") || !name.starts_with("stop-after") || i == 0) {
+      rest.push_back(argv[i]);
+      continue;
+    }
+    auto [key, value] = name.split('=');
+    if (key != "stop-after") {
+      rest.push_back(argv[i]);
+      continue;
+    }
+    if (!name.contains('=') && i + 1 < argc)
+      value = argv[++i];
+    options.stopAfter = value.str();
+  }
+  if (cl::Option *option = cl::getRegisteredOptions().lookup("stop-after")) {
+    option->setDescription("Stop the compilation after this pass (conduit-schedule, ...)");
+    option->setValueStr("pass");
+    option->addCategory(category);
+    option->setHiddenFlag(cl::NotHidden);
+  }
+  return rest;
+}
+
 plan::ProgramOp findProgram(mlir::ModuleOp module) {
   auto programs = module.getOps<plan::ProgramOp>();
   return programs.empty() ? plan::ProgramOp() : *programs.begin();
@@ -115,14 +152,37 @@ int conduit::runCompiler(int argc, char **argv) {
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   mlir::registerDefaultTimingManagerCLOptions();
-  if (!cl::ParseCommandLineOptions(argc, argv, "Conduit: compile a training job into a plan\n",
+  // --help lists what a user of the compiler can use, not every option of the LLVM library.
+  for (auto &[name, option] : cl::getRegisteredOptions()) {
+    bool ours = llvm::is_contained(option->Categories, &options.category);
+    if (!ours && !name.starts_with("mlir-") && name != "help" && name != "version")
+      option->setHiddenFlag(cl::ReallyHidden);
+  }
+  std::vector<char *> args = takeStopAfter(argc, argv, options, options.category);
+  if (!cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(),
+                                   "Conduit: compile a training job into a plan\n",
                                    &llvm::errs()))
     return 2;
+  if (options.stopAfter) {
+    if (options.until.getNumOccurrences())
+      return fail("give --until or --stop-after, not both");
+    llvm::ArrayRef<PipelinePass> passes = pipelinePasses();
+    const auto *pass = llvm::find_if(
+        passes, [&](const PipelinePass &p) { return p.argument == *options.stopAfter; });
+    if (pass == passes.end()) {
+      std::string known;
+      for (const PipelinePass &p : passes)
+        known += (known.empty() ? "" : ", ") + p.argument.str();
+      return fail("--stop-after: '" + *options.stopAfter +
+                  "' is not a pass of the pipeline; the passes are " + known);
+    }
+    options.until = pass->stopAfter;
+  }
   const bool needsPlan = !options.output.empty() || options.emit == EmitKind::PlanJson ||
                          options.emit == EmitKind::TorchCsv;
   if (needsPlan && options.until != PipelineStop::Plan)
     return fail("-o, --emit=plan-json and --emit=torch-csv need the whole pipeline; drop "
-                "--until");
+                "--until and --stop-after");
 
   Diagnostics diag(options.input);
   std::optional<Job> job = readJobFile(options.input, diag, options.set);

@@ -127,6 +127,43 @@ std::string describeStages(const std::vector<std::pair<int64_t, int64_t>> &stage
          " per micro-batch)";
 }
 
+/// "per rank and step: 14 all-gathers, 8 reduce-scatters" (a range where ranks differ).
+std::string describeCollectives(plan::ProgramOp program) {
+  if (program.getParallelism().getData() == 1)
+    return "none (one data-parallel replica)";
+  struct Kind {
+    const char *name;
+    int64_t least = INT64_MAX, most = 0;
+  };
+  Kind kinds[] = {{"all-gather"}, {"reduce-scatter"}, {"all-reduce"}};
+  for (plan::RankOp rank : program.getRanks()) {
+    int64_t counts[3] = {0, 0, 0};
+    for (mlir::Operation &op : rank.getBody().front()) {
+      if (mlir::isa<plan::AllGatherOp>(op))
+        ++counts[0];
+      else if (mlir::isa<plan::ReduceScatterOp>(op))
+        ++counts[1];
+      else if (mlir::isa<plan::AllReduceOp>(op))
+        ++counts[2];
+    }
+    for (int k = 0; k < 3; ++k) {
+      kinds[k].least = std::min(kinds[k].least, counts[k]);
+      kinds[k].most = std::max(kinds[k].most, counts[k]);
+    }
+  }
+  std::string text = "per rank and step:";
+  for (const Kind &kind : kinds) {
+    if (kind.most == 0)
+      continue;
+    text += text.back() == ':' ? " " : ", ";
+    text += std::to_string(kind.least);
+    if (kind.most != kind.least)
+      text += "-" + std::to_string(kind.most);
+    text += std::string(" ") + kind.name + (kind.most == 1 ? "" : "s");
+  }
+  return text;
+}
+
 } // namespace
 
 void conduit::printSummary(const Job &job, mlir::ModuleOp module, llvm::raw_ostream &os) {
@@ -159,5 +196,6 @@ void conduit::printSummary(const Job &job, mlir::ModuleOp module, llvm::raw_ostr
         stringifyScheduleKind(program.getParallelism().getSchedule()).str() + ", " +
             std::to_string(instructions) + " instructions on " +
             std::to_string(program.getParallelism().getPipeline()) + " ranks, verified");
+    row(os, "collectives", describeCollectives(program));
   }
 }

@@ -30,19 +30,41 @@ void conduit::buildConduitPipeline(mlir::OpPassManager &pm, const PipelineOption
     // The order of compute on every rank; communication is placed around it afterwards.
     pm.addPass(createConduitSchedule());
   }
-  if (done(PipelineStop::Communicating))
+  if (done(PipelineStop::Transfers))
     return;
   // Transfers before collectives: the collectives anchor on compute, and the memory plan needs
   // both (receive buffers, gathered parameters).
   pm.addPass(createConduitInsertP2P());
+  if (done(PipelineStop::Collectives))
+    return;
   pm.addPass(createConduitPlaceCollectives());
+  if (done(PipelineStop::Communicating))
+    return;
   // Memory last at the pipe level: a plan that cannot fit is refused before it is lowered.
   pm.addPass(createConduitPlanMemory());
-  if (done(PipelineStop::Plan))
+  if (done(PipelineStop::Lowered))
     return;
   // Streams, events and slots, then the proof that the result is correct.
   pm.addPass(createConduitLowerToPlan());
+  if (done(PipelineStop::Plan))
+    return;
   pm.addPass(createConduitVerifyPlan());
+}
+
+llvm::ArrayRef<PipelinePass> conduit::pipelinePasses() {
+  static const PipelinePass passes[] = {
+      {"conduit-partition-stages", PipelineStop::Partitioned},
+      {"conduit-place-stages", PipelineStop::Placed},
+      {"conduit-split-microbatches", PipelineStop::Split},
+      {"conduit-schedule", PipelineStop::Scheduled},
+      {"conduit-import-schedule", PipelineStop::Scheduled},
+      {"conduit-insert-p2p", PipelineStop::Transfers},
+      {"conduit-place-collectives", PipelineStop::Collectives},
+      {"conduit-plan-memory", PipelineStop::Communicating},
+      {"conduit-lower-to-plan", PipelineStop::Lowered},
+      {"conduit-verify-plan", PipelineStop::Plan},
+  };
+  return passes;
 }
 
 namespace {
@@ -54,7 +76,10 @@ struct PipelineCLOptions : public mlir::PassPipelineOptions<PipelineCLOptions> {
                        clEnumValN(PipelineStop::Placed, "placed", ""),
                        clEnumValN(PipelineStop::Split, "split", ""),
                        clEnumValN(PipelineStop::Scheduled, "scheduled", ""),
+                       clEnumValN(PipelineStop::Transfers, "transfers", ""),
+                       clEnumValN(PipelineStop::Collectives, "collectives", ""),
                        clEnumValN(PipelineStop::Communicating, "communicating", ""),
+                       clEnumValN(PipelineStop::Lowered, "lowered", ""),
                        clEnumValN(PipelineStop::Plan, "plan", ""))};
 };
 } // namespace

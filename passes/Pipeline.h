@@ -8,6 +8,10 @@
 #define CONDUIT_PASSES_PIPELINE_H
 
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
 
 namespace conduit {
 
@@ -18,9 +22,22 @@ enum class PipelineStop {
   Placed,
   Split,
   Scheduled,
+  Transfers,     ///< sends and receives inserted
+  Collectives,   ///< data-parallel collectives placed
   Communicating, ///< transfers, collectives and the memory plan placed
+  Lowered,       ///< lowered to plan.program, not yet verified
   Plan,          ///< lowered to a verified plan.program (everything)
 };
+
+/// A pass of the pipeline by its command-line name, and the stop right after it.
+struct PipelinePass {
+  llvm::StringLiteral argument;
+  PipelineStop stopAfter;
+};
+
+/// Every pass the pipeline may run, in order (conduit-import-schedule replaces placement,
+/// split and schedule when a schedule is imported).
+llvm::ArrayRef<PipelinePass> pipelinePasses();
 
 struct PipelineOptions {
   PipelineStop stopAfter = PipelineStop::Plan;

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Whole-process compile time and peak memory of conduit-compile against P·V·M.
+
+Each point compiles testdata/jobs/bench-p64-v4-m256.json (breadth-first, full sharding,
+256 layers) with pipeline, stages_per_device and microbatches overridden (and device memory
+raised so that the few-rank points fit), from the job file to
+a verified plan file, and reports the best of --repeat runs. The last columns divide by P·V·M:
+if compile time grows linearly, microseconds per unit stay flat.
+
+  tests/bench/compile_scaling.py --compiler build/bin/conduit-compile
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+# (P, V, M): P·V stages never exceed the job's 256 layers.
+POINTS = [(4, 4, 16), (8, 4, 32), (8, 8, 64), (16, 4, 64), (16, 8, 128), (32, 4, 128),
+          (32, 8, 256), (64, 4, 256), (64, 4, 512), (64, 4, 1024)]
+QUICK = [(4, 4, 16), (8, 4, 32)]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--compiler", required=True)
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser.add_argument("--job", default=os.path.join(here, "../../testdata/jobs/bench-p64-v4-m256.json"))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="two small points (a smoke test)")
+    args = parser.parse_args()
+
+    print("| P | V | M | P·V·M | instructions | seconds | peak RSS (MB) | µs per P·V·M |")
+    print("|---|---|---|---|---|---|---|---|")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = os.path.join(tmp, "bench.plan")
+        for p, v, m in QUICK if args.quick else POINTS:
+            best = None
+            for _ in range(args.repeat):
+                result = measure(args.compiler, args.job, p, v, m, plan)
+                best = result if best is None or result[0] < best[0] else best
+            seconds, rss, instructions = best
+            units = p * v * m
+            rows.append((units, seconds))
+            print(f"| {p} | {v} | {m} | {units:,} | {instructions:,} | {seconds:.3f} | "
+                  f"{rss / 2**20:.0f} | {seconds / units * 1e6:.2f} |", flush=True)
+
+    print_fit(rows)
+
+
+def print_fit(rows):
+    """The line through (P·V·M, seconds) with the smallest relative errors: a fixed start-up
+    cost plus a cost per unit. Linear growth shows as small residuals at every size."""
+    w = [1 / y**2 for _, y in rows]
+    sw = sum(w)
+    sx = sum(wi * x for wi, (x, _) in zip(w, rows))
+    sy = sum(wi * y for wi, (_, y) in zip(w, rows))
+    sxx = sum(wi * x * x for wi, (x, _) in zip(w, rows))
+    sxy = sum(wi * x * y for wi, (x, y) in zip(w, rows))
+    slope = (sw * sxy - sx * sy) / (sw * sxx - sx * sx)
+    fixed = (sy - slope * sx) / sw
+    worst = max(abs(y - (fixed + slope * x)) / y for x, y in rows)
+    print(f"\nfit: {fixed * 1e3:.1f} ms + {slope * 1e6:.2f} µs x P·V·M; "
+          f"largest residual {worst:.0%} of a point's time")
+
+
+def measure(compiler, job, p, v, m, plan):
+    """Returns (seconds, peak RSS in bytes, instruction count) of one whole compile."""
+    args = [compiler, job, "-o", plan, "--set", f"parallelism.pipeline={p}",
+            "--set", f"parallelism.stages_per_device={v}",
+            "--set", f"parallelism.microbatches={m}",
+            # Few ranks cannot hold this model; the benchmark measures compile time only.
+            "--set", f"cluster.memory_bytes={2**50}"]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(args, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            sys.exit(f"compile of P={p} V={v} M={m} failed:\n{err.read().decode()}")
+        found = re.search(r"([\d,]+) instructions on", out.read().decode())
+    if not found:
+        sys.exit(f"no instruction count in the summary of P={p} V={v} M={m}")
+    return seconds, usage.ru_maxrss * 1024, int(found.group(1).replace(",", ""))
+
+
+if __name__ == "__main__":
+    main()
