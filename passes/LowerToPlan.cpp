@@ -209,9 +209,10 @@ public:
   }
 
   /// Emits the plan.rank.
-  void emit(OpBuilder &builder, Location loc, int64_t r) {
+  void emit(OpBuilder &builder, Location loc, int64_t r, IntegerAttr peakMemory) {
     gatherBatches();
-    auto rank = plan::RankOp::create(builder, loc, r, events, builder.getDenseI64ArrayAttr(slots));
+    auto rank = plan::RankOp::create(builder, loc, r, events, builder.getDenseI64ArrayAttr(slots),
+                                     peakMemory);
     OpBuilder body = OpBuilder::atBlockEnd(builder.createBlock(&rank.getBody()));
     for (size_t i = 0; i < ops.size(); ++i) {
       int32_t stream = info[i].stream;
@@ -254,10 +255,29 @@ private:
   }
 
   /// Every consumer that receives data gets one slot for all its pieces, live from its first
-  /// receive to itself. Slots are reused once free (best fit by size, growing if needed).
+  /// receive to itself. Slots are reused (best fit by size, growing if needed) only when the
+  /// receive would not wait for them: a receive sits in the list where its data is produced,
+  /// so the compute placed just before it is still running then, and a slot whose last reader
+  /// is that compute is not free yet (double buffering). A receive is issued with the first
+  /// transfer of its batch, so that is where its slot must be free: waiting for a slot would
+  /// hold back the whole batch.
   LogicalResult assignSlots() {
     const int64_t n = static_cast<int64_t>(ops.size());
     previousConsumer.assign(n, -1);
+    // For each op: the last compute before the first transfer of its batch.
+    std::vector<int64_t> runningAt(n);
+    for (int64_t i = 0, first = -1, lastCompute = -1, computeBeforeFirst = -1; i < n; ++i) {
+      if (info[i].kind == Kind::Forward || info[i].kind == Kind::Backward)
+        lastCompute = i;
+      runningAt[i] = lastCompute;
+      if (info[i].stream != P2P)
+        continue;
+      if (first < 0 || info[i].batch < 0 || info[i].batch != info[first].batch) {
+        first = i;
+        computeBeforeFirst = lastCompute;
+      }
+      runningAt[i] = computeBeforeFirst;
+    }
     std::vector<int64_t> need(index.size(), 0), consumerAt(index.size(), -1),
         slotFor(index.size(), -1);
     for (int64_t i = 0; i < n; ++i) {
@@ -286,7 +306,7 @@ private:
         int64_t bytes = need[key], best = -1;
         // A free slot: the smallest that fits, else the largest (which grows).
         for (int64_t k = 0; k < static_cast<int64_t>(slots.size()); ++k) {
-          if (freeAt[k] >= i)
+          if (freeAt[k] >= runningAt[i])
             continue;
           if (best < 0) {
             best = k;
@@ -387,7 +407,7 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model) {
       program.erase();
       return failure();
     }
-    lowering.emit(body, loc, rank.getRank());
+    lowering.emit(body, loc, rank.getRank(), rank.getPeakMemoryAttr());
   }
   return program;
 }

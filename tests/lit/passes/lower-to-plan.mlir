@@ -1,16 +1,16 @@
 // RUN: conduit-opt %s --conduit-lower-to-plan | FileCheck %s
 //
 // Two ranks, full sharding over two replicas. Streams: 0 compute, 1 point-to-point, 2
-// collectives. Rank 1 receives both activations into slot 0: the second receive waits (event 2)
-// until the first forward has read the slot. A wait already implied by an earlier one is
-// left out.
+// collectives. Rank 1 receives its two activations into two slots: the second arrives while
+// the first forward still reads slot 0 (double buffering; lower-to-plan-slots.mlir shows a
+// slot reused). A wait already implied by an earlier one is left out.
 
 // CHECK-LABEL: plan.program @tiny
 // CHECK-SAME: groups = [array<i64: 0>, array<i64: 1>]
 // CHECK-NOT: pipe.model
 // CHECK: plan.layer "a" custom params 100
 // CHECK: plan.stage 0 rank 0 layers [0, 1) params 100 samples [0, 1, 2]
-// CHECK: plan.rank 0 events 8 slots [4] {
+// CHECK: plan.rank 0 events 7 slots [4, 4] {
 // CHECK-NEXT: plan.all_gather stage 0 bytes 400 group 0 on 2
 // CHECK-NEXT: plan.signal event 0 on 2
 // CHECK-NEXT: plan.wait event 0 on 0
@@ -26,21 +26,19 @@
 // CHECK-NEXT: plan.signal event 3 on 1
 // CHECK-NEXT: plan.wait event 3 on 0
 // CHECK-NEXT: plan.backward stage 0 mb 1 slot 0 on 0
-// CHECK-NEXT: plan.signal event 4 on 0
-// CHECK-NEXT: plan.wait event 4 on 1
-// CHECK-NEXT: plan.recv gradient stage 0 mb 0 from 1 stage 1 mb 0 samples [0, 1) bytes 4 slot 0 on 1
-// CHECK-NEXT: plan.signal event 5 on 1
-// CHECK-NEXT: plan.wait event 5 on 0
-// CHECK-NEXT: plan.backward stage 0 mb 0 slot 0 on 0
-// CHECK-NEXT: plan.signal event 6 on 0
+// CHECK-NEXT: plan.recv gradient stage 0 mb 0 from 1 stage 1 mb 0 samples [0, 1) bytes 4 slot 1 on 1
+// CHECK-NEXT: plan.signal event 4 on 1
+// CHECK-NEXT: plan.wait event 4 on 0
+// CHECK-NEXT: plan.backward stage 0 mb 0 slot 1 on 0
+// CHECK-NEXT: plan.signal event 5 on 0
 // CHECK-NEXT: plan.free stage 0 on 0
-// CHECK-NEXT: plan.wait event 6 on 2
+// CHECK-NEXT: plan.wait event 5 on 2
 // CHECK-NEXT: plan.reduce_scatter stage 0 bytes 400 group 0 on 2
-// CHECK-NEXT: plan.signal event 7 on 2
-// CHECK-NEXT: plan.wait event 7 on 0
+// CHECK-NEXT: plan.signal event 6 on 2
+// CHECK-NEXT: plan.wait event 6 on 0
 // CHECK-NEXT: plan.optimizer_step stage 0 on 0
 // CHECK-NEXT: }
-// CHECK: plan.rank 1 events 7 slots [4] {
+// CHECK: plan.rank 1 events 6 slots [4, 4] {
 // CHECK-NEXT: plan.all_gather stage 1 bytes 400 group 1 on 2
 // CHECK-NEXT: plan.signal event 1 on 2
 // CHECK-NEXT: plan.recv activation stage 1 mb 0 from 0 stage 0 mb 0 samples [0, 1) bytes 4 slot 0 on 1
@@ -48,25 +46,23 @@
 // CHECK-NEXT: plan.wait event 0 on 0
 // CHECK-NEXT: plan.wait event 1 on 0
 // CHECK-NEXT: plan.forward stage 1 mb 0 slot 0 on 0
-// CHECK-NEXT: plan.signal event 2 on 0
-// CHECK-NEXT: plan.wait event 2 on 1
-// CHECK-NEXT: plan.recv activation stage 1 mb 1 from 0 stage 0 mb 1 samples [1, 2) bytes 4 slot 0 on 1
-// CHECK-NEXT: plan.signal event 3 on 1
-// CHECK-NEXT: plan.wait event 3 on 0
-// CHECK-NEXT: plan.forward stage 1 mb 1 slot 0 on 0
+// CHECK-NEXT: plan.recv activation stage 1 mb 1 from 0 stage 0 mb 1 samples [1, 2) bytes 4 slot 1 on 1
+// CHECK-NEXT: plan.signal event 2 on 1
+// CHECK-NEXT: plan.wait event 2 on 0
+// CHECK-NEXT: plan.forward stage 1 mb 1 slot 1 on 0
 // CHECK-NEXT: plan.backward stage 1 mb 1 on 0
-// CHECK-NEXT: plan.signal event 4 on 0
-// CHECK-NEXT: plan.wait event 4 on 1
+// CHECK-NEXT: plan.signal event 3 on 0
+// CHECK-NEXT: plan.wait event 3 on 1
 // CHECK-NEXT: plan.send gradient stage 1 mb 1 to 0 stage 0 mb 1 samples [1, 2) bytes 4 on 1
 // CHECK-NEXT: plan.backward stage 1 mb 0 on 0
-// CHECK-NEXT: plan.signal event 5 on 0
+// CHECK-NEXT: plan.signal event 4 on 0
 // CHECK-NEXT: plan.free stage 1 on 0
-// CHECK-NEXT: plan.wait event 5 on 2
+// CHECK-NEXT: plan.wait event 4 on 2
 // CHECK-NEXT: plan.reduce_scatter stage 1 bytes 400 group 1 on 2
-// CHECK-NEXT: plan.signal event 6 on 2
-// CHECK-NEXT: plan.wait event 5 on 1
+// CHECK-NEXT: plan.signal event 5 on 2
+// CHECK-NEXT: plan.wait event 4 on 1
 // CHECK-NEXT: plan.send gradient stage 1 mb 0 to 0 stage 0 mb 0 samples [0, 1) bytes 4 on 1
-// CHECK-NEXT: plan.wait event 6 on 0
+// CHECK-NEXT: plan.wait event 5 on 0
 // CHECK-NEXT: plan.optimizer_step stage 1 on 0
 // CHECK-NEXT: }
 
