@@ -6,8 +6,11 @@
 #include "compiler/JobFile.h"
 #include "compiler/PlanExport.h"
 #include "compiler/Registration.h"
+#include "compiler/Report.h"
 #include "compiler/Summary.h"
+#include "compiler/Timeline.h"
 #include "compiler/TorchCsv.h"
+#include "compiler/Units.h"
 #include "dialects/pipe/PipeOps.h"
 #include "dialects/plan/PlanOps.h"
 #include "passes/Pipeline.h"
@@ -20,6 +23,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -30,7 +34,7 @@ namespace cl = llvm::cl;
 
 namespace {
 
-enum class EmitKind { Summary, Mlir, PlanJson, TorchCsv };
+enum class EmitKind { Summary, Mlir, PlanJson, TorchCsv, Report, Trace, Svg };
 
 struct Options {
   cl::OptionCategory category{"conduit-compile options"};
@@ -45,7 +49,11 @@ struct Options {
                             "the IR where the pipeline stopped (see --until)"),
                  clEnumValN(EmitKind::PlanJson, "plan-json", "the plan file as JSON"),
                  clEnumValN(EmitKind::TorchCsv, "torch-csv",
-                            "PyTorch pipelining compute+comms action lists")),
+                            "PyTorch pipelining compute+comms action lists"),
+                 clEnumValN(EmitKind::Report, "report", "the predicted step as JSON"),
+                 clEnumValN(EmitKind::Trace, "trace",
+                            "the predicted step as a Chrome trace (Perfetto)"),
+                 clEnumValN(EmitKind::Svg, "svg", "the predicted step as an SVG Gantt chart")),
       cl::cat(category)};
   cl::opt<PipelineStop> until{
       "until", cl::desc("Stop the compilation after this step"), cl::init(PipelineStop::Plan),
@@ -66,6 +74,9 @@ struct Options {
   std::optional<std::string> stopAfter;
   cl::list<std::string> set{"set", cl::desc("Override a job file key (repeatable)"),
                             cl::value_desc("key.path=value"), cl::cat(category)};
+  cl::list<std::string> sweep{
+      "sweep", cl::desc("Compile every combination of these values and compare (repeatable)"),
+      cl::value_desc("key.path=v1,v2,..."), cl::cat(category)};
   cl::opt<std::string> importCsv{
       "import-torch-csv",
       cl::desc("Take placement and schedule from a PyTorch compute-only CSV"),
@@ -83,25 +94,31 @@ int fail(const std::string &message) {
   return 1;
 }
 
+/// Strips MLIR's "'op.name' op " prefix, which means nothing to a user of the driver.
+std::string userMessage(const mlir::Diagnostic &diag) {
+  std::string message = diag.str();
+  llvm::StringRef text(message);
+  if (text.consume_front("'")) {
+    auto [op, rest] = text.split("' op ");
+    if (!rest.empty())
+      return rest.str();
+  }
+  return message;
+}
+
 /// Prints pass diagnostics the way input errors print: "conduit-compile: error: FILE:
 /// message", without MLIR's op-name prefix, which means nothing to a user of the driver.
 class UserDiagnostics : public mlir::ScopedDiagnosticHandler {
 public:
   explicit UserDiagnostics(mlir::MLIRContext *context)
       : mlir::ScopedDiagnosticHandler(context, [](mlir::Diagnostic &diag) {
-          std::string message = diag.str();
-          llvm::StringRef text(message);
-          if (text.consume_front("'")) {
-            auto [op, rest] = text.split("' op ");
-            if (!rest.empty())
-              text = rest;
-          }
+          std::string text = userMessage(diag);
           std::string where;
           if (auto loc = llvm::dyn_cast<mlir::FileLineColLoc>(diag.getLocation()))
             where = loc.getFilename().str() + ": ";
           bool error = diag.getSeverity() == mlir::DiagnosticSeverity::Error;
           print(llvm::errs(), error ? llvm::raw_ostream::RED : llvm::raw_ostream::MAGENTA,
-                error ? "error" : "warning", where + text.str());
+                error ? "error" : "warning", where + text);
           for (const mlir::Diagnostic &note : diag.getNotes())
             llvm::errs() << "  note: " << note.str() << "\n";
           return mlir::success();
@@ -139,9 +156,224 @@ std::vector<char *> takeStopAfter(int argc, char **argv, Options &options,
   return rest;
 }
 
-plan::ProgramOp findProgram(mlir::ModuleOp module) {
-  auto programs = module.getOps<plan::ProgramOp>();
-  return programs.empty() ? plan::ProgramOp() : *programs.begin();
+/// What one compilation produced.
+struct Compilation {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// The verified plan and its simulated step, when the whole pipeline ran.
+  std::optional<VerifiedPlan> verified;
+};
+
+/// Imports `job` and runs the pipeline up to `options.until`. Diagnostics go to the context's
+/// handlers; returns nullopt when the job cannot be compiled.
+std::optional<Compilation> compile(const Job &job, mlir::MLIRContext &context,
+                                   const Options &options, mlir::TimingScope &timing) {
+  Compilation result;
+  result.module = importJob(job, context);
+  if (mlir::failed(mlir::verify(*result.module))) {
+    mlir::emitError(result.module->getLoc(), "internal error: the imported IR does not verify");
+    return std::nullopt;
+  }
+  if (options.until == PipelineStop::Model)
+    return result;
+  mlir::PassManager pm(&context);
+  // Passes keep their IR valid and conduit-verify-plan proves the result, including every
+  // rule the plan dialect's verifiers state; verifying the whole module after every pass
+  // would cost more than the passes on large plans. conduit-opt keeps the per-pass
+  // verification, and the tests run every pass through it.
+  pm.enableVerifier(false);
+  if (mlir::failed(mlir::applyPassManagerCLOptions(pm)))
+    return std::nullopt;
+  pm.enableTiming(timing);
+  PipelineOptions pipeline;
+  pipeline.stopAfter = options.until;
+  pipeline.importSchedule = options.importCsv;
+  pipeline.onVerified = [&](VerifiedPlan verified) { result.verified = std::move(verified); };
+  buildConduitPipeline(pm, pipeline);
+  if (mlir::failed(pm.run(*result.module)))
+    return std::nullopt;
+  return result;
+}
+
+/// One --sweep axis: a key and its values.
+struct SweepAxis {
+  std::string key;
+  std::vector<std::string> values;
+};
+
+std::optional<std::vector<SweepAxis>> parseSweep(llvm::ArrayRef<std::string> specs,
+                                                 std::string &error) {
+  std::vector<SweepAxis> axes;
+  for (llvm::StringRef spec : specs) {
+    auto [key, list] = spec.split('=');
+    if (key.empty() || !spec.contains('=') || list.empty()) {
+      error = "--sweep expects key.path=v1,v2,..., got \"" + spec.str() + "\"";
+      return std::nullopt;
+    }
+    SweepAxis axis{key.str(), {}};
+    llvm::SmallVector<llvm::StringRef> values;
+    list.split(values, ',');
+    for (llvm::StringRef value : values) {
+      if (value.trim().empty()) {
+        error = "--sweep " + key.str() + ": empty value in \"" + list.str() + "\"";
+        return std::nullopt;
+      }
+      axis.values.push_back(value.trim().str());
+    }
+    axes.push_back(std::move(axis));
+  }
+  return axes;
+}
+
+/// Every combination of the axes' values, as override lists, first axis slowest.
+std::vector<std::vector<std::string>> combinations(const std::vector<SweepAxis> &axes) {
+  std::vector<std::vector<std::string>> result{{}};
+  for (const SweepAxis &axis : axes) {
+    std::vector<std::vector<std::string>> next;
+    for (const std::vector<std::string> &prefix : result)
+      for (const std::string &value : axis.values) {
+        next.push_back(prefix);
+        next.back().push_back(axis.key + "=" + value);
+      }
+    result = std::move(next);
+  }
+  return result;
+}
+
+/// Keeps what one compilation of a sweep reports, for its row, instead of printing it.
+class CaptureDiagnostics : public mlir::ScopedDiagnosticHandler {
+public:
+  explicit CaptureDiagnostics(mlir::MLIRContext *context)
+      : mlir::ScopedDiagnosticHandler(context, [this](mlir::Diagnostic &diag) {
+          if (diag.getSeverity() == mlir::DiagnosticSeverity::Error) {
+            if (error.empty())
+              error = userMessage(diag);
+          } else if (diag.getSeverity() == mlir::DiagnosticSeverity::Warning) {
+            warnings.push_back(userMessage(diag));
+          }
+          return mlir::success();
+        }) {}
+  std::string error;
+  std::vector<std::string> warnings;
+};
+
+int runSweep(const Options &options, const std::vector<SweepAxis> &axes,
+             mlir::MLIRContext &context, mlir::TimingScope &timing) {
+  Diagnostics diag(options.input);
+  std::optional<llvm::json::Value> root = loadJsonFile(options.input, diag);
+  if (!root)
+    return fail(diag.getError()->str());
+  for (const std::string &assignment : options.set)
+    if (!applyOverride(*root, assignment, diag))
+      return fail(diag.getError()->str());
+
+  struct Row {
+    std::vector<std::string> values;
+    std::optional<PlanReport> report;
+    int64_t peakMemory = 0;
+    std::string error;
+    std::vector<std::string> warnings;
+  };
+  std::vector<Row> rows;
+  for (const std::vector<std::string> &overrides : combinations(axes)) {
+    Row &row = rows.emplace_back();
+    for (const std::string &assignment : overrides)
+      row.values.push_back(llvm::StringRef(assignment).split('=').second.str());
+    llvm::json::Value edited = *root;
+    Diagnostics local(options.input);
+    std::optional<Job> job;
+    bool applied = true;
+    for (const std::string &assignment : overrides)
+      applied = applied && applyOverride(edited, assignment, local);
+    if (applied)
+      job = parseJob(edited, options.input, local);
+    if (!job) {
+      const InputError &error = *local.getError();
+      row.error = error.keyPath.empty() ? error.message : error.keyPath + ": " + error.message;
+      continue;
+    }
+    CaptureDiagnostics capture(&context);
+    std::optional<Compilation> compiled = compile(*job, context, options, timing);
+    row.warnings = capture.warnings;
+    if (!compiled || !compiled->verified) {
+      row.error = capture.error.empty() ? "the job does not compile" : capture.error;
+      continue;
+    }
+    row.report = analyzeStep(compiled->verified->plan, compiled->verified->simulation);
+    for (const runtime::RankProgram &rank : compiled->verified->plan.ranks)
+      row.peakMemory = std::max(row.peakMemory, rank.peakMemoryBytes);
+  }
+
+  if (options.emit == EmitKind::Report) {
+    llvm::json::Array out;
+    for (const Row &row : rows) {
+      llvm::json::Object config;
+      for (size_t a = 0; a < axes.size(); ++a) {
+        llvm::Expected<llvm::json::Value> value = llvm::json::parse(row.values[a]);
+        if (value) {
+          config[axes[a].key] = std::move(*value);
+        } else {
+          llvm::consumeError(value.takeError());
+          config[axes[a].key] = row.values[a];
+        }
+      }
+      llvm::json::Object entry{{"config", std::move(config)}};
+      if (!row.warnings.empty())
+        entry["warnings"] = llvm::json::Array(row.warnings);
+      if (row.report)
+        entry["report"] = reportToJson(*row.report);
+      else
+        entry["error"] = row.error;
+      out.push_back(std::move(entry));
+    }
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
+  } else {
+    // The table: one column per swept key, then the predictions.
+    std::vector<size_t> widths;
+    for (size_t a = 0; a < axes.size(); ++a) {
+      size_t width = llvm::StringRef(axes[a].key).rsplit('.').second.size();
+      if (width == 0)
+        width = axes[a].key.size();
+      for (const Row &row : rows)
+        width = std::max(width, row.values[a].size());
+      widths.push_back(width + 2);
+    }
+    size_t best = rows.size();
+    for (size_t k = 0; k < rows.size(); ++k)
+      if (rows[k].report && (best == rows.size() ||
+                             rows[k].report->tokensPerS > rows[best].report->tokensPerS))
+        best = k;
+    llvm::raw_ostream &os = llvm::outs();
+    os << "sweep of " << options.input << ": " << rows.size() << " configurations\n\n";
+    for (size_t a = 0; a < axes.size(); ++a) {
+      llvm::StringRef name = llvm::StringRef(axes[a].key).rsplit('.').second;
+      os << llvm::left_justify(name.empty() ? axes[a].key : name.str(), widths[a]);
+    }
+    os << llvm::right_justify("step", 10) << llvm::right_justify("tokens/s", 11)
+       << llvm::right_justify("TFLOP/s/GPU", 13) << llvm::right_justify("bubble", 8)
+       << llvm::right_justify("exposed comm", 14) << llvm::right_justify("peak memory", 13)
+       << "\n";
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const Row &row = rows[k];
+      for (size_t a = 0; a < axes.size(); ++a)
+        os << llvm::left_justify(row.values[a], widths[a]);
+      if (row.report) {
+        const PlanReport &r = *row.report;
+        os << llvm::right_justify(formatSeconds(r.stepTimeS), 10)
+           << llvm::right_justify(formatCount(r.tokensPerS), 11)
+           << llvm::right_justify(llvm::formatv("{0:f1}", r.tflopsPerGpu).str(), 13)
+           << llvm::right_justify(llvm::formatv("{0:f1}%", 100 * r.bubbleFraction).str(), 8)
+           << llvm::right_justify(formatSeconds(r.exposedCommS), 14)
+           << llvm::right_justify(formatBytes(static_cast<double>(row.peakMemory)), 13)
+           << (k == best ? "  <- best" : "") << "\n";
+      } else {
+        os << "  error: " << row.error << "\n";
+      }
+      for (const std::string &warning : row.warnings)
+        os << "    warning: " << warning << "\n";
+    }
+  }
+  bool any = llvm::any_of(rows, [](const Row &row) { return row.report.has_value(); });
+  return any ? 0 : 1;
 }
 
 } // namespace
@@ -179,15 +411,24 @@ int conduit::runCompiler(int argc, char **argv) {
     options.until = pass->stopAfter;
   }
   const bool needsPlan = !options.output.empty() || options.emit == EmitKind::PlanJson ||
-                         options.emit == EmitKind::TorchCsv;
+                         options.emit == EmitKind::TorchCsv || options.emit == EmitKind::Report ||
+                         options.emit == EmitKind::Trace || options.emit == EmitKind::Svg;
   if (needsPlan && options.until != PipelineStop::Plan)
-    return fail("-o, --emit=plan-json and --emit=torch-csv need the whole pipeline; drop "
-                "--until and --stop-after");
-
-  Diagnostics diag(options.input);
-  std::optional<Job> job = readJobFile(options.input, diag, options.set);
-  if (!job)
-    return fail(diag.getError()->str());
+    return fail("-o and --emit=plan-json, torch-csv, report, trace and svg need the whole "
+                "pipeline; drop --until and --stop-after");
+  std::optional<std::vector<SweepAxis>> axes;
+  if (!options.sweep.empty()) {
+    std::string error;
+    axes = parseSweep(options.sweep, error);
+    if (!axes)
+      return fail(error);
+    if (!options.output.empty() ||
+        (options.emit != EmitKind::Summary && options.emit != EmitKind::Report))
+      return fail("--sweep prints a comparison (or, with --emit=report, a JSON array); it "
+                  "writes no plan file and no other output");
+    if (options.until != PipelineStop::Plan)
+      return fail("--sweep needs the whole pipeline; drop --until and --stop-after");
+  }
 
   mlir::DialectRegistry registry;
   registerDialects(registry);
@@ -195,34 +436,22 @@ int conduit::runCompiler(int argc, char **argv) {
   mlir::MLIRContext &context = *contextOwner;
   context.printOpOnDiagnostic(false);
   UserDiagnostics handler(&context);
-  mlir::OwningOpRef<mlir::ModuleOp> module = importJob(*job, context);
-  if (mlir::failed(mlir::verify(*module)))
-    return fail("internal error: the imported IR does not verify");
+  mlir::DefaultTimingManager timing;
+  mlir::applyDefaultTimingManagerCLOptions(timing);
+  mlir::TimingScope timingScope = timing.getRootScope();
+  if (axes)
+    return runSweep(options, *axes, context, timingScope);
 
-  if (options.until > PipelineStop::Model) {
-    mlir::PassManager pm(&context);
-    // Passes keep their IR valid and conduit-verify-plan proves the result, including every
-    // rule the plan dialect's verifiers state; verifying the whole module after every pass
-    // would cost more than the passes on large plans. conduit-opt keeps the per-pass
-    // verification, and the tests run every pass through it.
-    pm.enableVerifier(false);
-    if (mlir::failed(mlir::applyPassManagerCLOptions(pm)))
-      return 2;
-    mlir::DefaultTimingManager timing;
-    mlir::applyDefaultTimingManagerCLOptions(timing);
-    mlir::TimingScope timingScope = timing.getRootScope();
-    pm.enableTiming(timingScope);
-    PipelineOptions pipeline;
-    pipeline.stopAfter = options.until;
-    pipeline.importSchedule = options.importCsv;
-    buildConduitPipeline(pm, pipeline);
-    if (mlir::failed(pm.run(*module)))
-      return 1;
-  }
+  Diagnostics diag(options.input);
+  std::optional<Job> job = readJobFile(options.input, diag, options.set);
+  if (!job)
+    return fail(diag.getError()->str());
+  std::optional<Compilation> compiled = compile(*job, context, options, timingScope);
+  if (!compiled)
+    return 1;
+  mlir::ModuleOp module = *compiled->module;
+  const runtime::Plan *plan = compiled->verified ? &compiled->verified->plan : nullptr;
 
-  std::optional<runtime::Plan> plan;
-  if (plan::ProgramOp program = findProgram(*module))
-    plan = exportPlan(program);
   // Everything that can fail comes before the plan file is written.
   std::string csv;
   if (options.emit == EmitKind::TorchCsv) {
@@ -238,7 +467,7 @@ int conduit::runCompiler(int argc, char **argv) {
 
   switch (options.emit) {
   case EmitKind::Mlir:
-    module->print(llvm::outs());
+    module.print(llvm::outs());
     llvm::outs() << "\n";
     break;
   case EmitKind::PlanJson:
@@ -248,14 +477,27 @@ int conduit::runCompiler(int argc, char **argv) {
   case EmitKind::TorchCsv:
     llvm::outs() << csv;
     break;
+  case EmitKind::Report:
+    llvm::outs() << llvm::formatv("{0:2}", reportToJson(analyzeStep(
+                                               *plan, compiled->verified->simulation)))
+                 << "\n";
+    break;
+  case EmitKind::Trace:
+    writeChromeTrace(*plan, compiled->verified->simulation, llvm::outs());
+    break;
+  case EmitKind::Svg:
+    writeGanttSvg(*plan, compiled->verified->simulation, llvm::outs());
+    break;
   case EmitKind::Summary:
-    printSummary(*job, *module, llvm::outs());
+    printSummary(*job, module, llvm::outs());
+    if (plan)
+      printReport(analyzeStep(*plan, compiled->verified->simulation), *plan, llvm::outs());
     break;
   }
 #if !defined(__SANITIZE_ADDRESS__)
   // The process ends right after this (see conduit-compile.cpp): tearing down the IR of a large
   // plan would only cost time. Sanitizer builds tear down so that leaks stay visible.
-  (void)module.release();
+  (void)compiled->module.release();
   (void)contextOwner.release();
 #endif
   return 0;

@@ -128,6 +128,7 @@ runtime::Plan conduit::exportPlan(plan::ProgramOp program) {
     r.rank = static_cast<int32_t>(rank.getRank());
     r.events = static_cast<int32_t>(rank.getEvents());
     r.slots.assign(rank.getSlots().begin(), rank.getSlots().end());
+    r.peakMemoryBytes = rank.getPeakMemory().value_or(0);
     for (Operation &op : rank.getBody().front())
       r.instructions.push_back(exportInstruction(op));
     out.ranks.push_back(std::move(r));

@@ -191,7 +191,6 @@ private:
     std::vector<Clock> eventKnown;       // what the signalling stream knew
     std::vector<std::vector<int>> waiters;
     std::vector<double> posted, done;    // per instruction (transfers)
-    std::vector<std::pair<int32_t, int64_t>> match; // per transfer instruction: the peer's
     std::vector<int64_t> instance;       // per collective instruction: its group instance
     Dataflow flow;
   };
@@ -216,6 +215,7 @@ private:
     const int32_t P = ranks();
     state.resize(P);
     result.times.resize(P);
+    result.matched.resize(P);
     // Transfers match per (sender, receiver) pair in program order.
     std::map<std::pair<int32_t, int32_t>, std::vector<int64_t>> sends, recvs;
     // Collectives: the k-th collective of a group on every member is instance (group, k).
@@ -230,9 +230,9 @@ private:
       rs.waiters.assign(program.events, {});
       rs.posted.assign(n, -1);
       rs.done.assign(n, -1);
-      rs.match.assign(n, {-1, -1});
       rs.instance.assign(n, -1);
       result.times[r].assign(n, {});
+      result.matched[r].assign(n, -1);
       for (size_t i = 0; i < n; ++i) {
         const Instruction &x = program.instructions[i];
         rs.streams[x.stream].list.push_back(static_cast<int64_t>(i));
@@ -262,8 +262,8 @@ private:
     for (auto &[pair, list] : sends) {
       const std::vector<int64_t> &other = recvs[pair];
       for (size_t k = 0; k < list.size() && k < other.size(); ++k) {
-        state[pair.first].match[list[k]] = {pair.second, other[k]};
-        state[pair.second].match[other[k]] = {pair.first, list[k]};
+        result.matched[pair.first][list[k]] = other[k];
+        result.matched[pair.second][other[k]] = list[k];
       }
     }
     // Every member issues the same collectives on a group, in the same order.
@@ -388,8 +388,9 @@ private:
       rs.posted[i] = stream.time;
       result.times[r][i].posted = stream.time;
       checkTransfer(r, s, i);
-      auto [peer, j] = rs.match[i];
-      if (peer < 0) {
+      const int32_t peer = inst(r, i).peer;
+      const int64_t j = result.matched[r][i];
+      if (j < 0) {
         fail(r, i, "has no matching " + std::string(inst(r, i).op == Op::Send ? "receive" : "send") +
                        " on rank " + std::to_string(inst(r, i).peer));
         return false;
@@ -685,8 +686,9 @@ private:
     }
     case Op::Send:
     case Op::Recv: {
-      auto [peer, j] = rs.match[i];
-      if (peer < 0)
+      const int32_t peer = inst(r, i).peer;
+      const int64_t j = result.matched[r][i];
+      if (j < 0)
         return "has no peer";
       const Stream &other = state[peer].streams[inst(peer, j).stream];
       int64_t there = other.next < other.list.size() ? other.list[other.next] : -1;

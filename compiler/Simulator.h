@@ -65,6 +65,9 @@ struct SimulationResult {
   double makespan = 0;
   /// Per rank, per instruction.
   std::vector<std::vector<InstructionTime>> times;
+  /// Per rank, per instruction: for a send or receive, the index of the matching instruction
+  /// on its peer rank (the instruction's `peer`); -1 for everything else.
+  std::vector<std::vector<int64_t>> matched;
 };
 
 /// Runs the plan (which must pass checkPlanSemantics).

@@ -7,6 +7,7 @@
 #ifndef CONDUIT_PASSES_PASSES_H
 #define CONDUIT_PASSES_PASSES_H
 
+#include "compiler/VerifyProgram.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/plan/PlanDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -20,6 +21,10 @@ namespace conduit {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+/// conduit-verify-plan that hands every verified plan, with its simulated step, to `sink`
+/// (the driver reports on the step the verifier simulated instead of simulating it again).
+std::unique_ptr<mlir::Pass> createConduitVerifyPlan(VerifiedPlanSink sink);
 
 } // namespace conduit
 

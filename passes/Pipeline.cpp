@@ -48,7 +48,7 @@ void conduit::buildConduitPipeline(mlir::OpPassManager &pm, const PipelineOption
   pm.addPass(createConduitLowerToPlan());
   if (done(PipelineStop::Plan))
     return;
-  pm.addPass(createConduitVerifyPlan());
+  pm.addPass(createConduitVerifyPlan(options.onVerified));
 }
 
 llvm::ArrayRef<PipelinePass> conduit::pipelinePasses() {

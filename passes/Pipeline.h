@@ -7,6 +7,7 @@
 #ifndef CONDUIT_PASSES_PIPELINE_H
 #define CONDUIT_PASSES_PIPELINE_H
 
+#include "compiler/VerifyProgram.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -43,6 +44,8 @@ struct PipelineOptions {
   PipelineStop stopAfter = PipelineStop::Plan;
   /// A PyTorch compute-only CSV to take placement and schedule from (empty: the built-in ones).
   std::string importSchedule;
+  /// Receives each verified plan and its simulated step (optional).
+  VerifiedPlanSink onVerified;
 };
 
 /// Adds the passes that take a pipe.model from phase `model` to `options.stopAfter`.

@@ -7,10 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/PlanExport.h"
-#include "compiler/Simulator.h"
+#include "compiler/VerifyProgram.h"
 #include "passes/Passes.h"
-#include "runtime/plan/PlanFile.h"
 
 namespace conduit {
 #define GEN_PASS_DEF_CONDUITVERIFYPLAN
@@ -23,34 +21,24 @@ using namespace mlir;
 namespace {
 
 struct VerifyPlan : conduit::impl::ConduitVerifyPlanBase<VerifyPlan> {
+  VerifyPlan() = default;
+  explicit VerifyPlan(VerifiedPlanSink sink) : sink(std::move(sink)) {}
+
   void runOnOperation() override {
-    for (plan::ProgramOp program : getOperation().getOps<plan::ProgramOp>())
-      if (failed(verifyProgram(program)))
+    for (plan::ProgramOp program : getOperation().getOps<plan::ProgramOp>()) {
+      FailureOr<VerifiedPlan> verified = verifyProgram(program);
+      if (failed(verified))
         return signalPassFailure();
+      if (sink)
+        sink(std::move(*verified));
+    }
   }
 
-  LogicalResult verifyProgram(plan::ProgramOp program) {
-    runtime::Plan plan = exportPlan(program);
-    auto at = [&](int32_t rank, int64_t instruction) -> Operation * {
-      std::vector<std::vector<Operation *>> ops = planInstructionOps(program);
-      if (rank >= 0 && rank < static_cast<int32_t>(ops.size()) && instruction >= 0 &&
-          instruction < static_cast<int64_t>(ops[rank].size()))
-        return ops[rank][instruction];
-      return program;
-    };
-    runtime::PlanLocation location;
-    if (absl::Status status = runtime::checkPlanSemantics(plan, &location); !status.ok())
-      return at(location.rank, location.instruction)->emitOpError()
-             << std::string(status.message());
-    llvm::Expected<CostModel> cost = buildCostModel(program);
-    if (!cost)
-      return program.emitOpError() << llvm::toString(cost.takeError());
-    SimulationResult result = simulatePlan(plan, PlanCosts::fromCostModel(plan, *cost));
-    if (!result.error)
-      return success();
-    return at(result.error->rank, result.error->instruction)->emitOpError()
-           << result.error->message;
-  }
+  VerifiedPlanSink sink;
 };
 
 } // namespace
+
+std::unique_ptr<Pass> conduit::createConduitVerifyPlan(VerifiedPlanSink sink) {
+  return std::make_unique<VerifyPlan>(std::move(sink));
+}

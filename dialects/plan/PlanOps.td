@@ -118,7 +118,8 @@ def Plan_RankOp : Plan_Op<"rank", [
   let description = [{
     One linear list of instructions, each tagged with its stream. `events` is the number of
     events the list uses (ids `0 .. events-1`), `slots` the size in bytes of each receive
-    buffer slot.
+    buffer slot. `peak_memory` is the rank's predicted peak in bytes (from
+    `conduit-plan-memory`), for reports and for the runtime to compare against.
 
     ```mlir
     plan.rank 1 events 1 slots [1572864] {
@@ -129,7 +130,8 @@ def Plan_RankOp : Plan_Op<"rank", [
     }
     ```
   }];
-  let arguments = (ins I64Prop:$rank, I64Prop:$events, DenseI64ArrayAttr:$slots);
+  let arguments = (ins I64Prop:$rank, I64Prop:$events, DenseI64ArrayAttr:$slots,
+                       OptionalAttr<I64Attr>:$peak_memory);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$rank `events` $events `slots` $slots attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;

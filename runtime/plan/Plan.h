@@ -98,6 +98,8 @@ struct RankProgram {
   int32_t events = 0;
   std::vector<int64_t> slots;
   std::vector<Instruction> instructions;
+  /// The compiler's predicted peak memory of the rank in bytes; 0 when unknown.
+  int64_t peakMemoryBytes = 0;
 };
 
 enum class Schedule : uint8_t { GPipe, OneFOneB, DepthFirst, BreadthFirst };

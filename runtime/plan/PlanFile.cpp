@@ -78,7 +78,7 @@ std::string writePlan(const Plan &plan) {
                           i.peerStage, i.peerMicrobatch, i.slot, i.group, i.batch, i.event, i.begin,
                           i.end, i.bytes);
     ranks.push_back(fb::CreateRankProgram(fbb, r.rank, r.events, fbb.CreateVector(r.slots),
-                                          fbb.CreateVectorOfStructs(buffer)));
+                                          fbb.CreateVectorOfStructs(buffer), r.peakMemoryBytes));
   }
 
   const Config &c = plan.config;
@@ -246,7 +246,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   for (const fb::Group *g : *p->groups())
     plan.groups.push_back({toVector(g->ranks())});
   for (const fb::RankProgram *r : *p->ranks()) {
-    RankProgram program{r->rank(), r->events(), toVector(r->slots()), {}};
+    RankProgram program{r->rank(), r->events(), toVector(r->slots()), {}, r->peak_memory()};
     if (const auto *instructions = r->instructions()) {
       program.instructions.reserve(instructions->size());
       for (const fb::Instruction *i : *instructions) {
@@ -393,6 +393,8 @@ private:
     for (int64_t bytes : program.slots)
       if (bytes < 0)
         return bad(absl::StrCat("rank ", r, " declares a slot of negative size"));
+    if (program.peakMemoryBytes < 0)
+      return bad(absl::StrCat("rank ", r, " declares a negative peak memory"));
     std::vector<int8_t> signalStream(program.events, -1);
     std::vector<uint8_t> waited(program.events, 0);
     const int32_t slots = static_cast<int32_t>(program.slots.size());

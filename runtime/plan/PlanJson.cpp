@@ -142,7 +142,8 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     const RankProgram &program = plan.ranks[r];
     os << (r ? "," : "") << "\n    {\"rank\": " << program.rank << ", \"events\": "
-       << program.events << ", \"slots\": ";
+       << program.events << ", \"peak_memory\": " << program.peakMemoryBytes
+       << ", \"slots\": ";
     list(os, program.slots);
     os << ", \"instructions\": [";
     for (size_t k = 0; k < program.instructions.size(); ++k) {

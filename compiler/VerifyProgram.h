@@ -1,0 +1,35 @@
+//===- VerifyProgram.h - prove a plan.program correct -----------*- C++ -*-===//
+//
+// The engine behind conduit-verify-plan: the plan file's semantic rules, then a simulation of
+// every rank with NCCL matching rules and the cost model's durations. The simulated step it
+// proves correct is also the step the reports describe, so callers keep it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_COMPILER_VERIFYPROGRAM_H
+#define CONDUIT_COMPILER_VERIFYPROGRAM_H
+
+#include "compiler/Simulator.h"
+#include "dialects/plan/PlanOps.h"
+#include "runtime/plan/Plan.h"
+
+#include <functional>
+
+namespace conduit {
+
+/// A plan proven correct, and its simulated step.
+struct VerifiedPlan {
+  runtime::Plan plan;
+  SimulationResult simulation;
+};
+
+/// Receives the verified plan of each program (see createConduitVerifyPlan).
+using VerifiedPlanSink = std::function<void(VerifiedPlan)>;
+
+/// Verifies `program`. On failure, reports the problem on the offending instruction's op (or
+/// on the program) and returns failure.
+mlir::FailureOr<VerifiedPlan> verifyProgram(plan::ProgramOp program);
+
+} // namespace conduit
+
+#endif // CONDUIT_COMPILER_VERIFYPROGRAM_H

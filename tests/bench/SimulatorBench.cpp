@@ -1,0 +1,99 @@
+//===- SimulatorBench.cpp - simulating and analysing a large plan ---------===//
+//
+// The discrete-event simulator (with its verification) and the report analysis on plans from
+// the real pipeline, up to about a million instructions: the 256-layer job of
+// testdata/jobs/bench-p64-v4-m256.json (P = 64, V = 4, D = 2, breadth-first, full sharding)
+// with M set per case. Plans are compiled once, outside the timed loop.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/ImportJob.h"
+#include "compiler/JobFile.h"
+#include "compiler/PlanExport.h"
+#include "compiler/Registration.h"
+#include "compiler/Report.h"
+#include "passes/Pipeline.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <benchmark/benchmark.h>
+
+#include <map>
+
+using namespace conduit;
+
+namespace {
+
+/// A compiled benchmark plan and the cost model its simulation uses.
+struct Case {
+  VerifiedPlan verified;
+  std::unique_ptr<CostModel> cost;
+};
+
+/// The case of the benchmark job with M micro-batches (compiled once per M).
+const Case &planWith(int64_t m) {
+  static std::map<int64_t, Case> plans;
+  if (auto it = plans.find(m); it != plans.end())
+    return it->second;
+  Diagnostics diag("bench-p64-v4-m256.json");
+  std::optional<Job> job =
+      readJobFile(CONDUIT_TESTDATA "/jobs/bench-p64-v4-m256.json", diag,
+                  {"parallelism.microbatches=" + std::to_string(m),
+                   "cluster.memory_bytes=1125899906842624"});
+  if (!job)
+    llvm::report_fatal_error(llvm::StringRef(diag.getError()->str()));
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module = importJob(*job, context);
+  PipelineOptions options;
+  std::optional<VerifiedPlan> verified;
+  options.onVerified = [&](VerifiedPlan v) { verified = std::move(v); };
+  mlir::PassManager pm(&context);
+  buildConduitPipeline(pm, options);
+  if (mlir::failed(pm.run(*module)) || !verified)
+    llvm::report_fatal_error("the benchmark job does not compile");
+  plan::ProgramOp program = *module->getOps<plan::ProgramOp>().begin();
+  auto cost = std::make_unique<CostModel>(llvm::cantFail(buildCostModel(program)));
+  return plans.emplace(m, Case{std::move(*verified), std::move(cost)}).first->second;
+}
+
+int64_t instructions(const runtime::Plan &plan) {
+  int64_t n = 0;
+  for (const runtime::RankProgram &rank : plan.ranks)
+    n += static_cast<int64_t>(rank.instructions.size());
+  return n;
+}
+
+void BM_Simulate(benchmark::State &state) {
+  const Case &c = planWith(state.range(0));
+  const VerifiedPlan &verified = c.verified;
+  PlanCosts costs = PlanCosts::fromCostModel(verified.plan, *c.cost);
+  for (auto _ : state) {
+    SimulationResult result = simulatePlan(verified.plan, costs);
+    if (result.error)
+      state.SkipWithError(result.error->message.c_str());
+    benchmark::DoNotOptimize(result.makespan);
+  }
+  state.counters["instructions"] = static_cast<double>(instructions(verified.plan));
+  state.SetItemsProcessed(state.iterations() * instructions(verified.plan));
+}
+
+void BM_Report(benchmark::State &state) {
+  const VerifiedPlan &verified = planWith(state.range(0)).verified;
+  for (auto _ : state) {
+    PlanReport report = analyzeStep(verified.plan, verified.simulation);
+    benchmark::DoNotOptimize(report.stepTimeS);
+  }
+  state.counters["instructions"] = static_cast<double>(instructions(verified.plan));
+  state.SetItemsProcessed(state.iterations() * instructions(verified.plan));
+}
+
+} // namespace
+
+// M = 284 gives 1,018,941 instructions; the smaller cases show the growth.
+BENCHMARK(BM_Simulate)->Arg(32)->Arg(71)->Arg(142)->Arg(284)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Report)->Arg(32)->Arg(284)->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
