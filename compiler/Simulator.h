@@ -21,6 +21,7 @@
 
 #include "compiler/CostModel.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/Trace.h"
 
 #include <optional>
 #include <string>
@@ -54,11 +55,7 @@ struct SimulationError {
   std::string message;
 };
 
-struct InstructionTime {
-  double posted = 0; ///< when its stream reached it
-  double start = 0;  ///< when it began executing (after any waiting for peers)
-  double end = 0;
-};
+using runtime::InstructionTime;
 
 struct SimulationResult {
   std::optional<SimulationError> error;

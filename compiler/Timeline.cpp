@@ -4,166 +4,24 @@
 
 #include "compiler/Units.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/JSON.h"
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 using namespace conduit;
 using runtime::Instruction;
 using runtime::Op;
 
-namespace {
-
-/// Short, readable names: "F s3 mb5", "send act s3 mb5 -> 2", "all-gather s3".
-std::string shortName(const Instruction &x) {
-  const std::string stageMb =
-      "s" + std::to_string(x.stage) + " mb" + std::to_string(x.microbatch);
-  const char *kind = x.kind == runtime::Transfer::Activation ? "act " : "grad ";
-  switch (x.op) {
-  case Op::Forward:
-    return "F " + stageMb;
-  case Op::Backward:
-    return "B " + stageMb;
-  case Op::Send:
-    return std::string("send ") + kind + stageMb + " -> " + std::to_string(x.peer);
-  case Op::Recv:
-    return std::string("recv ") + kind + stageMb + " <- " + std::to_string(x.peer);
-  case Op::AllGather:
-    return "all-gather s" + std::to_string(x.stage);
-  case Op::ReduceScatter:
-    return "reduce-scatter s" + std::to_string(x.stage);
-  case Op::AllReduce:
-    return "all-reduce s" + std::to_string(x.stage);
-  case Op::OptimizerStep:
-    return "optimizer s" + std::to_string(x.stage);
-  case Op::Free:
-    return "reshard s" + std::to_string(x.stage);
-  default:
-    return runtime::describe(x);
-  }
-}
-
-const char *category(Op op) {
-  switch (op) {
-  case Op::Forward:
-    return "forward";
-  case Op::Backward:
-    return "backward";
-  case Op::OptimizerStep:
-    return "optimizer";
-  case Op::Send:
-  case Op::Recv:
-    return "p2p";
-  case Op::AllGather:
-    return "all-gather";
-  case Op::ReduceScatter:
-    return "reduce-scatter";
-  case Op::AllReduce:
-    return "all-reduce";
-  default:
-    return "other";
-  }
-}
-
-const char *streamName(int stream) {
-  switch (stream) {
-  case runtime::kComputeStream:
-    return "compute";
-  case runtime::kP2PStream:
-    return "point-to-point";
-  case runtime::kCollectiveStream:
-    return "collectives";
-  default:
-    return "stream";
-  }
-}
-
-double micros(double seconds) { return seconds * 1e6; }
-
-} // namespace
-
 void conduit::writeChromeTrace(const runtime::Plan &plan, const SimulationResult &simulation,
                                llvm::raw_ostream &os) {
-  llvm::json::OStream json(os);
-  json.object([&] {
-    json.attribute("displayTimeUnit", "ms");
-    json.attributeObject("otherData", [&] {
-      json.attribute("plan", plan.name);
-      json.attribute("step_time_s", simulation.makespan);
-    });
-    json.attributeArray("traceEvents", [&] {
-      auto metadata = [&](const char *name, int32_t pid, std::optional<int> tid,
-                          llvm::StringRef key, llvm::json::Value value) {
-        json.object([&] {
-          json.attribute("name", name);
-          json.attribute("ph", "M");
-          json.attribute("pid", pid);
-          if (tid)
-            json.attribute("tid", *tid);
-          json.attributeObject("args", [&] { json.attribute(key, std::move(value)); });
-        });
-      };
-      for (int32_t r = 0; r < static_cast<int32_t>(plan.ranks.size()); ++r) {
-        metadata("process_name", r, std::nullopt, "name", "rank " + std::to_string(r));
-        metadata("process_sort_index", r, std::nullopt, "sort_index", r);
-        for (int s = 0; s < 3; ++s) {
-          metadata("thread_name", r, s, "name", streamName(s));
-          metadata("thread_sort_index", r, s, "sort_index", s);
-        }
-      }
-      int64_t flow = 0;
-      for (int32_t r = 0; r < static_cast<int32_t>(plan.ranks.size()); ++r) {
-        const std::vector<Instruction> &program = plan.ranks[r].instructions;
-        for (size_t i = 0; i < program.size(); ++i) {
-          const Instruction &x = program[i];
-          if (x.op == Op::Signal || x.op == Op::Wait)
-            continue;
-          const InstructionTime &t = simulation.times[r][i];
-          json.object([&] {
-            json.attribute("name", shortName(x));
-            json.attribute("cat", category(x.op));
-            json.attribute("ph", x.op == Op::Free ? "i" : "X");
-            json.attribute("ts", micros(t.start));
-            if (x.op == Op::Free)
-              json.attribute("s", "t");
-            else
-              json.attribute("dur", micros(t.end - t.start));
-            json.attribute("pid", r);
-            json.attribute("tid", static_cast<int>(x.stream));
-            json.attributeObject("args", [&] {
-              json.attribute("instruction", static_cast<int64_t>(i));
-              json.attribute("detail", runtime::describe(x));
-              if (t.start > t.posted)
-                json.attribute("waited_us", micros(t.start - t.posted));
-              if (x.bytes)
-                json.attribute("bytes", x.bytes);
-            });
-          });
-          // A flow arrow from every send to its receive, bound to both slices.
-          if (x.op == Op::Send && simulation.matched[r][i] >= 0) {
-            const int64_t id = flow++;
-            const int64_t j = simulation.matched[r][i];
-            const Instruction &recv = plan.ranks[x.peer].instructions[j];
-            for (bool start : {true, false})
-              json.object([&] {
-                json.attribute("name", x.kind == runtime::Transfer::Activation ? "activation"
-                                                                                : "gradient");
-                json.attribute("cat", "p2p");
-                json.attribute("ph", start ? "s" : "f");
-                if (!start)
-                  json.attribute("bp", "e");
-                json.attribute("id", id);
-                json.attribute("ts", micros(start ? t.start : simulation.times[x.peer][j].end));
-                json.attribute("pid", start ? r : x.peer);
-                json.attribute("tid", static_cast<int>(start ? x.stream : recv.stream));
-              });
-          }
-        }
-      }
-    });
-  });
-  os << "\n";
+  std::vector<std::vector<runtime::TraceEvent>> events(plan.ranks.size());
+  for (size_t r = 0; r < plan.ranks.size(); ++r)
+    for (size_t i = 0; i < plan.ranks[r].instructions.size(); ++i)
+      events[r].push_back({0, static_cast<int64_t>(i), simulation.times[r][i]});
+  std::ostringstream out;
+  runtime::writeChromeTrace(plan, events, plan.name, simulation.makespan, out);
+  os << out.str();
 }
 
 //===----------------------------------------------------------------------===//
@@ -366,7 +224,7 @@ void conduit::writeGanttSvg(const runtime::Plan &plan, const SimulationResult &s
       if (!kind)
         continue;
       const InstructionTime &t = simulation.times[r][i];
-      std::string title = shortName(x) + ": " + formatSeconds(t.start) + " to " +
+      std::string title = runtime::shortName(x) + ": " + formatSeconds(t.start) + " to " +
                           formatSeconds(t.end);
       if (x.isCompute()) {
         // PyTorch's notation: 3F5 is the forward of stage 3, micro-batch 5.

@@ -1,0 +1,32 @@
+//===- Profile.h - measured layer times for the cost model ------*- C++ -*-===//
+//
+// `conduit-run --profile FILE` writes what the compiler's cost model reads as
+// `cluster.profile`: per layer of the plan, in order, the measured forward and backward
+// seconds for each micro-batch size that ran (means over the run):
+//
+//   {"conduit_profile": 1, "backend": "cpu", "job": "demo",
+//    "layers": [{"name": "embedding", "samples": [2], "forward_s": [...], "backward_s": [...]}]}
+//
+// Backward times exclude the recomputation of checkpointed activations, which the cost model
+// adds itself.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_PROFILE_H
+#define CONDUIT_RUNTIME_PROFILE_H
+
+#include "runtime/Status.h"
+#include "runtime/exec/Backend.h"
+
+#include <ostream>
+#include <string>
+
+namespace conduit::runtime {
+
+/// Writes the profile of `timings` (from all ranks). Fails if a layer of the plan never ran.
+absl::Status writeProfile(const Plan &plan, const std::string &backend,
+                          const std::vector<LayerTiming> &timings, std::ostream &os);
+
+} // namespace conduit::runtime
+
+#endif // CONDUIT_RUNTIME_PROFILE_H

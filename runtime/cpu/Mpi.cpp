@@ -1,0 +1,40 @@
+//===- Mpi.cpp - MPI calls as Status --------------------------------------===//
+
+#include "runtime/cpu/Mpi.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace conduit::runtime {
+
+absl::Status mpiStatus(int code, const char *call, const char *file, int line) {
+  if (code == MPI_SUCCESS)
+    return absl::OkStatus();
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return absl::UnavailableError(
+      absl::StrCat(call, " failed at ", file, ":", line, ": ", std::string(text, length)));
+}
+
+absl::StatusOr<MpiWorld> MpiWorld::initialise(int *argc, char ***argv) {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (!initialised) {
+    int provided = 0;
+    CONDUIT_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_SINGLE, &provided));
+  }
+  CONDUIT_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  MpiWorld world;
+  CONDUIT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world.rank));
+  CONDUIT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world.size));
+  return world;
+}
+
+void MpiWorld::finalise() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (!finalised)
+    MPI_Finalize();
+}
+
+} // namespace conduit::runtime

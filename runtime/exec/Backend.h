@@ -1,0 +1,87 @@
+//===- Backend.h - what the executor asks of a device -----------*- C++ -*-===//
+//
+// A backend executes instructions; the executor decides when. The life of a backend follows
+// STYLE.md: validate (can this plan run here, as this process?), initialise (buffers and
+// parameters), then run: per step, start instructions and poll them until they complete.
+// Compute may complete inside start(); communication returns a ticket that completes later.
+// Device backends whose work is ordered on the device also see every signal and wait, so that
+// they can record and wait on device events; host-ordered backends ignore them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_EXEC_BACKEND_H
+#define CONDUIT_RUNTIME_EXEC_BACKEND_H
+
+#include "runtime/Status.h"
+#include "runtime/plan/Plan.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace conduit::runtime {
+
+/// Work a backend started and the executor polls. kCompleted: nothing to wait for.
+using Ticket = int64_t;
+constexpr Ticket kCompleted = -1;
+
+/// What one step produced, as seen by this process.
+struct StepOutcome {
+  /// The mean loss over the global batch (the same on every process).
+  double loss = 0;
+};
+
+/// The training state a process owns for one stage: the parameters it updates (the whole
+/// stage, or its data-parallel shard) and their optimizer state. What a checkpoint saves.
+struct StageState {
+  int32_t stage = 0;
+  int64_t optimizerSteps = 0;
+  std::vector<float> params, optimizer;
+};
+
+/// Measured time of one layer for micro-batches of `samples` samples (for --profile).
+struct LayerTiming {
+  int64_t layer = 0, samples = 0;
+  double forwardS = 0, backwardS = 0; ///< sums
+  int64_t forwardCount = 0, backwardCount = 0;
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+
+  /// "cpu", "cuda".
+  virtual std::string name() const = 0;
+  /// Refuses plans this backend cannot run as this process: world size, model, groups.
+  virtual absl::Status validate(const Plan &plan) = 0;
+  /// Allocates this process's buffers and initialises its parameters.
+  virtual absl::Status initialise(const Plan &plan) = 0;
+
+  virtual absl::Status beginStep(int64_t step) = 0;
+  /// Starts the instructions at `indices` of this rank's program: one instruction, or the
+  /// transfers of one batch, which must be issued together.
+  virtual absl::StatusOr<Ticket> start(const std::vector<int64_t> &indices) = 0;
+  /// Whether the work of `ticket` completed.
+  virtual absl::StatusOr<bool> poll(Ticket ticket) = 0;
+  /// The executor passed signal `event` on `stream` (all earlier work of the stream started,
+  /// and for host-ordered backends, completed).
+  virtual absl::Status signal(int stream, int32_t event) { return absl::OkStatus(); }
+  /// The executor passed wait `event` on `stream` (the event was signalled).
+  virtual absl::Status wait(int stream, int32_t event) { return absl::OkStatus(); }
+  /// Completes the step: every instruction has completed.
+  virtual absl::StatusOr<StepOutcome> endStep(int64_t step) = 0;
+
+  /// The state this process owns, between steps.
+  virtual absl::StatusOr<std::vector<StageState>> snapshot() = 0;
+  /// Replaces the state this process owns (all processes call it together).
+  virtual absl::Status restore(const std::vector<StageState> &states) = 0;
+  /// The current parameters of every stage of this process's pipeline rank, whole (all
+  /// processes call it together: sharded stages gather).
+  virtual absl::StatusOr<std::vector<std::vector<float>>> stageParameters() = 0;
+  /// Per-layer timings so far (empty when the backend does not measure them).
+  virtual std::vector<LayerTiming> layerTimings() const { return {}; }
+};
+
+} // namespace conduit::runtime
+
+#endif // CONDUIT_RUNTIME_EXEC_BACKEND_H

@@ -1,0 +1,178 @@
+//===- Executor.cpp - one interpreter of a rank's instruction streams -----===//
+
+#include "runtime/exec/Executor.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+namespace conduit::runtime {
+
+Executor::Executor(const Plan &plan, int32_t pipelineRank, int32_t replica, Backend &backend,
+                   ExecutorOptions options)
+    : plan(plan), rank(pipelineRank), replica(replica), backend(backend),
+      options(std::move(options)), streams(kMaxStreams) {
+  const std::vector<Instruction> &program = plan.ranks[rank].instructions;
+  for (size_t i = 0; i < program.size(); ++i)
+    streams[program[i].stream].list.push_back(static_cast<int64_t>(i));
+}
+
+double Executor::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - options.origin).count();
+}
+
+absl::StatusOr<StepOutcome> Executor::runStep(int64_t step) {
+  currentStep = step;
+  const RankProgram &program = plan.ranks[rank];
+  CONDUIT_RETURN_IF_ERROR(backend.beginStep(step));
+  fired.assign(program.events, 0);
+  times.assign(program.instructions.size(), {-1, -1, -1});
+  for (Stream &s : streams) {
+    s.next = 0;
+    s.busy = false;
+  }
+  double lastProgress = now();
+  int idleRounds = 0;
+  while (true) {
+    bool progress = false, remaining = false;
+    for (int s = 0; s < kMaxStreams; ++s) {
+      Stream &stream = streams[s];
+      if (stream.busy) {
+        CONDUIT_ASSIGN_OR_RETURN(bool done, backend.poll(stream.inFlight));
+        if (!done) {
+          remaining = true;
+          continue;
+        }
+        finish(stream, now());
+        progress = true;
+      }
+      CONDUIT_RETURN_IF_ERROR(advance(stream, s, step, progress));
+      remaining = remaining || stream.busy || stream.next < stream.list.size();
+    }
+    if (!remaining)
+      break;
+    if (progress) {
+      lastProgress = now();
+      idleRounds = 0;
+      continue;
+    }
+    const double waited = now() - lastProgress;
+    if (waited > options.peerTimeoutS)
+      return stalled(waited);
+    // Nothing to do until a peer answers. Give the core away: on an oversubscribed machine
+    // the peer may be waiting for it.
+    if (++idleRounds < 64)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  CONDUIT_ASSIGN_OR_RETURN(StepOutcome outcome, backend.endStep(step));
+  if (options.record)
+    for (size_t i = 0; i < times.size(); ++i)
+      recorded.push_back({step, static_cast<int64_t>(i), times[i]});
+  return outcome;
+}
+
+absl::Status Executor::advance(Stream &stream, int s, int64_t step, bool &progress) {
+  const std::vector<Instruction> &program = plan.ranks[rank].instructions;
+  while (!stream.busy && stream.next < stream.list.size()) {
+    const int64_t i = stream.list[stream.next];
+    const Instruction &x = program[i];
+    if (times[i].posted < 0) {
+      times[i].posted = now();
+      injectFault(step, i);
+    }
+    if (x.op == Op::Wait || x.op == Op::Signal) {
+      if (x.op == Op::Wait) {
+        if (!fired[x.event])
+          return absl::OkStatus(); // blocked until another stream signals
+        CONDUIT_RETURN_IF_ERROR(backend.wait(s, x.event));
+      } else {
+        fired[x.event] = 1;
+        CONDUIT_RETURN_IF_ERROR(backend.signal(s, x.event));
+      }
+      times[i].start = times[i].end = now();
+      ++stream.next;
+      progress = true;
+      continue;
+    }
+    // One instruction, or every transfer of its batch: they are posted together.
+    size_t end = stream.next + 1;
+    if (x.isTransfer() && x.batch >= 0)
+      while (end < stream.list.size() && program[stream.list[end]].isTransfer() &&
+             program[stream.list[end]].batch == x.batch)
+        ++end;
+    std::vector<int64_t> indices(stream.list.begin() + stream.next, stream.list.begin() + end);
+    const double t = now();
+    for (int64_t k : indices) {
+      if (times[k].posted < 0)
+        times[k].posted = t;
+      times[k].start = t;
+    }
+    CONDUIT_ASSIGN_OR_RETURN(Ticket ticket, backend.start(indices));
+    progress = true;
+    stream.inFlight = ticket;
+    stream.inFlightEnd = end;
+    stream.busy = true;
+    if (ticket == kCompleted)
+      finish(stream, now());
+  }
+  return absl::OkStatus();
+}
+
+void Executor::finish(Stream &stream, double t) {
+  for (size_t k = stream.next; k < stream.inFlightEnd; ++k)
+    times[stream.list[k]].end = t;
+  stream.next = stream.inFlightEnd;
+  stream.busy = false;
+}
+
+void Executor::injectFault(int64_t step, int64_t index) const {
+  const std::optional<Fault> &fault = options.fault;
+  if (!fault || fault->step != step || fault->instruction != index ||
+      fault->globalRank != plan.config.globalRank(rank, replica))
+    return;
+  std::fprintf(stderr, "conduit-run: rank %lld: injected %s at step %lld, instruction %lld (%s)\n",
+               static_cast<long long>(fault->globalRank), fault->stall ? "stall" : "failure",
+               static_cast<long long>(step), static_cast<long long>(index),
+               describe(plan.ranks[rank].instructions[index]).c_str());
+  std::fflush(stderr);
+  if (!fault->stall)
+    std::_Exit(kExitInjectedFailure);
+  while (true)
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+absl::Status Executor::stalled(double waitedS) const {
+  const Config &c = plan.config;
+  const std::vector<Instruction> &program = plan.ranks[rank].instructions;
+  std::string message = absl::StrCat("rank ", c.globalRank(rank, replica), " (pipeline rank ",
+                                     rank, ", replica ", replica, ") made no progress for ",
+                                     static_cast<int64_t>(waitedS), " s at step ", currentStep);
+  for (int s = 0; s < kMaxStreams; ++s) {
+    const Stream &stream = streams[s];
+    if (stream.next >= stream.list.size())
+      continue;
+    const int64_t i = stream.list[stream.next];
+    const Instruction &x = program[i];
+    absl::StrAppend(&message, "; stream ", s, " waits at instruction ", i, " (", describe(x), ")");
+    if (x.isTransfer())
+      absl::StrAppend(&message, " for rank ", c.globalRank(x.peer, replica), " (pipeline rank ",
+                      x.peer, ")");
+    else if (x.isCollective()) {
+      std::string members;
+      for (int32_t r : plan.groups[x.group].ranks)
+        for (int32_t d = 0; d < c.data; ++d)
+          if (!(r == rank && d == replica))
+            absl::StrAppend(&members, members.empty() ? "" : ", ", c.globalRank(r, d));
+      absl::StrAppend(&message, " for ranks ", members);
+    } else if (x.op == Op::Wait)
+      absl::StrAppend(&message, " for event ", x.event);
+  }
+  absl::StrAppend(&message, "; the rank it waits for may have failed or stalled");
+  return absl::DeadlineExceededError(message);
+}
+
+} // namespace conduit::runtime

@@ -1,0 +1,80 @@
+//===- Executor.h - one interpreter of a rank's instruction streams -*- C++ -*-===//
+//
+// Runs this process's rank program once per step on a backend. Each stream advances in its
+// own order and only plan events order streams against each other; a stream has at most one
+// piece of work in flight (an instruction, or a batch of transfers posted together), which is
+// the semantics the compiler's verifier proves deadlock-free. The executor never blocks: it
+// polls, and a watchdog turns a peer that stops answering into an error that names it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_EXEC_EXECUTOR_H
+#define CONDUIT_RUNTIME_EXEC_EXECUTOR_H
+
+#include "runtime/exec/Backend.h"
+#include "runtime/plan/Trace.h"
+
+#include <chrono>
+#include <optional>
+
+namespace conduit::runtime {
+
+/// Fault injection for tests: at `step` (1-based), when this process reaches `instruction`.
+struct Fault {
+  int64_t globalRank = 0, step = 1, instruction = 0;
+  bool stall = false; ///< stop making progress instead of exiting
+};
+
+struct ExecutorOptions {
+  /// No progress for this long is an error naming what the rank waits for.
+  double peerTimeoutS = 30;
+  std::optional<Fault> fault;
+  /// Keep the time of every instruction (for --trace).
+  bool record = false;
+  /// The origin of recorded times.
+  std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+};
+
+/// Exit code of a process that injected its own failure.
+constexpr int kExitInjectedFailure = 4;
+
+class Executor {
+public:
+  Executor(const Plan &plan, int32_t pipelineRank, int32_t replica, Backend &backend,
+           ExecutorOptions options);
+
+  /// Runs step `step` (1-based) of this rank's program.
+  absl::StatusOr<StepOutcome> runStep(int64_t step);
+
+  /// Recorded instruction times of every step so far (when options.record).
+  const std::vector<TraceEvent> &events() const { return recorded; }
+
+private:
+  struct Stream {
+    std::vector<int64_t> list; ///< instruction indices in order
+    size_t next = 0;
+    Ticket inFlight = kCompleted;
+    size_t inFlightEnd = 0;    ///< the list position after the work in flight
+    bool busy = false;
+  };
+
+  absl::Status advance(Stream &stream, int s, int64_t step, bool &progress);
+  void finish(Stream &stream, double now);
+  absl::Status stalled(double waitedS) const;
+  void injectFault(int64_t step, int64_t index) const;
+  double now() const;
+
+  const Plan &plan;
+  const int32_t rank, replica;
+  Backend &backend;
+  ExecutorOptions options;
+  std::vector<Stream> streams;
+  std::vector<uint8_t> fired;
+  std::vector<TraceEvent> recorded;
+  std::vector<InstructionTime> times; ///< this step
+  int64_t currentStep = 0;
+};
+
+} // namespace conduit::runtime
+
+#endif // CONDUIT_RUNTIME_EXEC_EXECUTOR_H

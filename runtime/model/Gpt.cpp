@@ -1,0 +1,476 @@
+//===- Gpt.cpp - the GPT-style decoder the runtime trains -----------------===//
+
+#include "runtime/model/Gpt.h"
+
+#include "runtime/model/Kernels.h"
+#include "runtime/model/Random.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace conduit::model {
+
+absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
+  if (!plan.transformer)
+    return absl::FailedPreconditionError(
+        "the plan's model is a layer list, not a transformer; conduit-run trains GPT-style "
+        "transformers only");
+  const runtime::Transformer &t = *plan.transformer;
+  auto unsupported = [](const std::string &what) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the model uses ", what, ", which conduit-run does not implement; it trains GPT-style "
+        "decoders (GELU MLP, LayerNorm, learned positions, untied embeddings)"));
+  };
+  if (t.mlp != 0)
+    return unsupported("a SwiGLU MLP");
+  if (t.norm != 0)
+    return unsupported("RMSNorm");
+  if (t.position != 0)
+    return unsupported("rotary position embeddings");
+  if (t.numKvHeads != t.numHeads)
+    return unsupported("grouped-query attention");
+  if (t.tieEmbeddings)
+    return unsupported(
+        "tied embeddings (across pipeline stages they need a gradient exchange that plans do "
+        "not carry; set model.tie_embeddings to false)");
+  if (t.numHeads <= 0 || t.hiddenSize % t.numHeads != 0)
+    return absl::InvalidArgumentError("the hidden size is not a multiple of the head count");
+  GptShape shape;
+  shape.blocks = t.numLayers;
+  shape.hidden = t.hiddenSize;
+  shape.heads = t.numHeads;
+  shape.ffn = t.ffnHiddenSize;
+  shape.seq = t.seqLength;
+  shape.vocab = t.vocabSize;
+  shape.qkvBias = t.bias != 2;
+  shape.otherBias = t.bias == 0;
+  return shape;
+}
+
+namespace {
+
+constexpr double kInitStd = 0.02;
+
+template <typename T> void fillNormal(T *p, int64_t n, Random &random) {
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = static_cast<T>(kInitStd * random.normal());
+}
+
+/// Adds each row of `rows × n` to `sum` (bias gradients).
+template <typename T> void sumRows(int64_t rows, int64_t n, const T *x, T *sum) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      sum[i] += x[r * n + i];
+}
+
+/// Adds `bias` to every row.
+template <typename T> void addBias(int64_t rows, int64_t n, const T *bias, T *x) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      x[r * n + i] += bias[i];
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding: token table [vocab × h], then position table [seq × h]
+//===----------------------------------------------------------------------===//
+
+template <typename T> class Embedding final : public Layer<T> {
+public:
+  explicit Embedding(const GptShape &s) : s(s) {}
+  int64_t numParams() const override { return (s.vocab + s.seq) * s.hidden; }
+
+  void initialise(T *params, uint64_t seed, int64_t layer) const override {
+    Random random({seed, static_cast<uint64_t>(layer)});
+    fillNormal(params, numParams(), random);
+  }
+
+  double forward(const T *params, const T *, const Tokens &batch, T *y,
+                 LayerCache<T> &cache) const override {
+    const T *wte = params, *wpe = params + s.vocab * s.hidden;
+    const int64_t h = s.hidden;
+    for (int64_t n = 0; n < batch.samples; ++n)
+      for (int64_t t = 0; t < s.seq; ++t) {
+        const int64_t row = n * s.seq + t;
+        const T *tok = wte + static_cast<int64_t>(batch.tokens[row]) * h;
+        for (int64_t i = 0; i < h; ++i)
+          y[row * h + i] = tok[i] + wpe[t * h + i];
+      }
+    cache.tokens.assign(batch.tokens, batch.tokens + batch.samples * s.seq);
+    cache.samples = batch.samples;
+    return 0;
+  }
+
+  void backward(const T *, const LayerCache<T> &cache, const T *dy, T *dparams,
+                T *) const override {
+    T *dwte = dparams, *dwpe = dparams + s.vocab * s.hidden;
+    const int64_t h = s.hidden;
+    for (int64_t n = 0; n < cache.samples; ++n)
+      for (int64_t t = 0; t < s.seq; ++t) {
+        const int64_t row = n * s.seq + t;
+        T *tok = dwte + static_cast<int64_t>(cache.tokens[row]) * h;
+        for (int64_t i = 0; i < h; ++i) {
+          tok[i] += dy[row * h + i];
+          dwpe[t * h + i] += dy[row * h + i];
+        }
+      }
+  }
+
+private:
+  GptShape s;
+};
+
+//===----------------------------------------------------------------------===//
+// Block: x + Attention(LN1(x)), then + MLP(LN2(.)); parameters in this order:
+// ln1 gamma, beta [h]; Wqkv [h × 3h]; bqkv [3h]; Wo [h × h]; bo [h]; ln2 gamma, beta [h];
+// W1 [h × f]; b1 [f]; W2 [f × h]; b2 [h] (biases as the shape says).
+//===----------------------------------------------------------------------===//
+
+template <typename T> class Block final : public Layer<T> {
+  struct Offsets {
+    int64_t ln1g, ln1b, wqkv, bqkv, wo, bo, ln2g, ln2b, w1, b1, w2, b2, total;
+  };
+
+public:
+  explicit Block(const GptShape &s) : s(s) {
+    const int64_t h = s.hidden, f = s.ffn;
+    int64_t at = 0;
+    auto take = [&](int64_t n, bool present = true) {
+      int64_t here = present ? at : -1;
+      at += present ? n : 0;
+      return here;
+    };
+    o.ln1g = take(h);
+    o.ln1b = take(h);
+    o.wqkv = take(h * 3 * h);
+    o.bqkv = take(3 * h, s.qkvBias);
+    o.wo = take(h * h);
+    o.bo = take(h, s.otherBias);
+    o.ln2g = take(h);
+    o.ln2b = take(h);
+    o.w1 = take(h * f);
+    o.b1 = take(f, s.otherBias);
+    o.w2 = take(f * h);
+    o.b2 = take(h, s.otherBias);
+    o.total = at;
+  }
+
+  int64_t numParams() const override { return o.total; }
+
+  void initialise(T *params, uint64_t seed, int64_t layer) const override {
+    Random random({seed, static_cast<uint64_t>(layer)});
+    std::fill(params, params + o.total, T(0));
+    const int64_t h = s.hidden, f = s.ffn;
+    std::fill(params + o.ln1g, params + o.ln1g + h, T(1));
+    std::fill(params + o.ln2g, params + o.ln2g + h, T(1));
+    fillNormal(params + o.wqkv, h * 3 * h, random);
+    fillNormal(params + o.wo, h * h, random);
+    fillNormal(params + o.w1, h * f, random);
+    fillNormal(params + o.w2, f * h, random);
+  }
+
+  // Saved buffers, by index.
+  enum { X, H1, Mean1, Rstd1, Qkv, Probs, Att, X2, H2, Mean2, Rstd2, U, G, NumSaved };
+
+  double forward(const T *p, const T *x, const Tokens &batch, T *y,
+                 LayerCache<T> &cache) const override {
+    const int64_t n = batch.samples, rows = n * s.seq, h = s.hidden, f = s.ffn;
+    std::vector<std::vector<T>> &v = cache.saved;
+    v.assign(NumSaved, {});
+    cache.samples = n;
+    v[X].assign(x, x + rows * h);
+    v[H1].resize(rows * h);
+    v[Mean1].resize(rows);
+    v[Rstd1].resize(rows);
+    layerNormForward(rows, h, x, p + o.ln1g, p + o.ln1b, v[H1].data(), v[Mean1].data(),
+                     v[Rstd1].data());
+    v[Qkv].resize(rows * 3 * h);
+    gemm<T>(false, false, rows, 3 * h, h, 1, v[H1].data(), p + o.wqkv, 0, v[Qkv].data());
+    if (o.bqkv >= 0)
+      addBias(rows, 3 * h, p + o.bqkv, v[Qkv].data());
+    v[Probs].resize(n * s.heads * s.seq * s.seq);
+    v[Att].resize(rows * h);
+    attentionForward(n, s.seq, s.heads, s.headDim(), v[Qkv].data(), v[Probs].data(),
+                     v[Att].data());
+    v[X2].assign(x, x + rows * h);
+    gemm<T>(false, false, rows, h, h, 1, v[Att].data(), p + o.wo, 1, v[X2].data());
+    if (o.bo >= 0)
+      addBias(rows, h, p + o.bo, v[X2].data());
+    v[H2].resize(rows * h);
+    v[Mean2].resize(rows);
+    v[Rstd2].resize(rows);
+    layerNormForward(rows, h, v[X2].data(), p + o.ln2g, p + o.ln2b, v[H2].data(),
+                     v[Mean2].data(), v[Rstd2].data());
+    v[U].resize(rows * f);
+    gemm<T>(false, false, rows, f, h, 1, v[H2].data(), p + o.w1, 0, v[U].data());
+    if (o.b1 >= 0)
+      addBias(rows, f, p + o.b1, v[U].data());
+    v[G].resize(rows * f);
+    geluForward(rows * f, v[U].data(), v[G].data());
+    std::copy(v[X2].begin(), v[X2].end(), y);
+    gemm<T>(false, false, rows, h, f, 1, v[G].data(), p + o.w2, 1, y);
+    if (o.b2 >= 0)
+      addBias(rows, h, p + o.b2, y);
+    return 0;
+  }
+
+  void backward(const T *p, const LayerCache<T> &cache, const T *dy, T *dp,
+                T *dx) const override {
+    const int64_t n = cache.samples, rows = n * s.seq, h = s.hidden, f = s.ffn;
+    const std::vector<std::vector<T>> &v = cache.saved;
+    // MLP branch: y = x2 + W2 gelu(W1 LN2(x2) + b1) + b2.
+    gemm<T>(true, false, f, h, rows, 1, v[G].data(), dy, 1, dp + o.w2);
+    if (o.b2 >= 0)
+      sumRows(rows, h, dy, dp + o.b2);
+    std::vector<T> dg(rows * f), du(rows * f);
+    gemm<T>(false, true, rows, f, h, 1, dy, p + o.w2, 0, dg.data());
+    geluBackward(rows * f, v[U].data(), dg.data(), du.data());
+    gemm<T>(true, false, h, f, rows, 1, v[H2].data(), du.data(), 1, dp + o.w1);
+    if (o.b1 >= 0)
+      sumRows(rows, f, du.data(), dp + o.b1);
+    std::vector<T> dh2(rows * h), dx2(rows * h);
+    gemm<T>(false, true, rows, h, f, 1, du.data(), p + o.w1, 0, dh2.data());
+    layerNormBackward(rows, h, v[X2].data(), p + o.ln2g, v[Mean2].data(), v[Rstd2].data(),
+                      dh2.data(), dx2.data(), dp + o.ln2g, dp + o.ln2b);
+    for (int64_t i = 0; i < rows * h; ++i)
+      dx2[i] += dy[i];
+    // Attention branch: x2 = x + Wo Attn(Wqkv LN1(x) + bqkv) + bo.
+    gemm<T>(true, false, h, h, rows, 1, v[Att].data(), dx2.data(), 1, dp + o.wo);
+    if (o.bo >= 0)
+      sumRows(rows, h, dx2.data(), dp + o.bo);
+    std::vector<T> datt(rows * h), dqkv(rows * 3 * h);
+    gemm<T>(false, true, rows, h, h, 1, dx2.data(), p + o.wo, 0, datt.data());
+    attentionBackward(n, s.seq, s.heads, s.headDim(), v[Qkv].data(), v[Probs].data(),
+                      datt.data(), dqkv.data());
+    gemm<T>(true, false, h, 3 * h, rows, 1, v[H1].data(), dqkv.data(), 1, dp + o.wqkv);
+    if (o.bqkv >= 0)
+      sumRows(rows, 3 * h, dqkv.data(), dp + o.bqkv);
+    std::vector<T> dh1(rows * h);
+    gemm<T>(false, true, rows, h, 3 * h, 1, dqkv.data(), p + o.wqkv, 0, dh1.data());
+    layerNormBackward(rows, h, v[X].data(), p + o.ln1g, v[Mean1].data(), v[Rstd1].data(),
+                      dh1.data(), dx, dp + o.ln1g, dp + o.ln1b);
+    for (int64_t i = 0; i < rows * h; ++i)
+      dx[i] += dx2[i];
+  }
+
+private:
+  GptShape s;
+  Offsets o;
+};
+
+//===----------------------------------------------------------------------===//
+// Head: LN_f (gamma, beta [h]), then the LM head W [h × vocab], then cross-entropy
+//===----------------------------------------------------------------------===//
+
+template <typename T> class Head final : public Layer<T> {
+public:
+  explicit Head(const GptShape &s) : s(s) {}
+  int64_t numParams() const override { return 2 * s.hidden + s.hidden * s.vocab; }
+
+  void initialise(T *params, uint64_t seed, int64_t layer) const override {
+    Random random({seed, static_cast<uint64_t>(layer)});
+    std::fill(params, params + s.hidden, T(1));
+    std::fill(params + s.hidden, params + 2 * s.hidden, T(0));
+    fillNormal(params + 2 * s.hidden, s.hidden * s.vocab, random);
+  }
+
+  enum { X, Z, Mean, Rstd, DLogits, NumSaved };
+
+  double forward(const T *p, const T *x, const Tokens &batch, T *,
+                 LayerCache<T> &cache) const override {
+    const int64_t rows = batch.samples * s.seq, h = s.hidden;
+    std::vector<std::vector<T>> &v = cache.saved;
+    v.assign(NumSaved, {});
+    cache.samples = batch.samples;
+    v[X].assign(x, x + rows * h);
+    v[Z].resize(rows * h);
+    v[Mean].resize(rows);
+    v[Rstd].resize(rows);
+    layerNormForward(rows, h, x, p, p + h, v[Z].data(), v[Mean].data(), v[Rstd].data());
+    std::vector<T> logits(rows * s.vocab);
+    gemm<T>(false, false, rows, s.vocab, h, 1, v[Z].data(), p + 2 * h, 0, logits.data());
+    v[DLogits].resize(rows * s.vocab);
+    return crossEntropy(rows, s.vocab, logits.data(), batch.targets,
+                        static_cast<T>(batch.lossScale), v[DLogits].data());
+  }
+
+  void backward(const T *p, const LayerCache<T> &cache, const T *, T *dp,
+                T *dx) const override {
+    const int64_t rows = cache.samples * s.seq, h = s.hidden;
+    const std::vector<std::vector<T>> &v = cache.saved;
+    gemm<T>(true, false, h, s.vocab, rows, 1, v[Z].data(), v[DLogits].data(), 1, dp + 2 * h);
+    std::vector<T> dz(rows * h);
+    gemm<T>(false, true, rows, h, s.vocab, 1, v[DLogits].data(), p + 2 * h, 0, dz.data());
+    layerNormBackward(rows, h, v[X].data(), p, v[Mean].data(), v[Rstd].data(), dz.data(), dx,
+                      dp, dp + h);
+  }
+
+private:
+  GptShape s;
+};
+
+} // namespace
+
+template <typename T>
+std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &shape) {
+  switch (kind) {
+  case runtime::LayerKind::Embedding:
+    return std::make_unique<Embedding<T>>(shape);
+  case runtime::LayerKind::Block:
+    return std::make_unique<Block<T>>(shape);
+  case runtime::LayerKind::Head:
+    return std::make_unique<Head<T>>(shape);
+  case runtime::LayerKind::Custom:
+    return nullptr;
+  }
+  return nullptr;
+}
+
+template <typename T>
+absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan,
+                                                   const GptShape &shape, int64_t first,
+                                                   int64_t end) {
+  LayerChain chain;
+  chain.shape = shape;
+  chain.firstLayer = first;
+  for (int64_t l = first; l < end; ++l) {
+    const runtime::Layer &spec = plan.layers[l];
+    std::unique_ptr<Layer<T>> layer = makeLayer<T>(spec.kind, shape);
+    if (!layer)
+      return absl::FailedPreconditionError(
+          absl::StrCat("layer ", spec.name, " is a custom layer; conduit-run trains the "
+                       "layers of a transformer only"));
+    if (layer->numParams() != spec.params)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "layer ", spec.name, ": the plan counts ", spec.params, " parameters, the model has ",
+          layer->numParams(), "; the plan was compiled for a different architecture"));
+    const bool isEmbedding = spec.kind == runtime::LayerKind::Embedding;
+    const bool isHead = spec.kind == runtime::LayerKind::Head;
+    if ((isEmbedding && l != 0) ||
+        (isHead && l != static_cast<int64_t>(plan.layers.size()) - 1))
+      return absl::FailedPreconditionError(
+          absl::StrCat("layer ", spec.name, " is out of place in the chain"));
+    chain.embedding = chain.embedding || isEmbedding;
+    chain.head = chain.head || isHead;
+    chain.offsets.push_back(chain.offsets.back() + layer->numParams());
+    chain.layers.push_back(std::move(layer));
+    chain.names.push_back(spec.name);
+  }
+  return chain;
+}
+
+template <typename T> void LayerChain<T>::initialise(T *params, uint64_t seed) const {
+  for (size_t i = 0; i < layers.size(); ++i)
+    layers[i]->initialise(params + offsets[i], seed, firstLayer + static_cast<int64_t>(i));
+}
+
+namespace {
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+} // namespace
+
+template <typename T>
+double LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T *y,
+                              Cache &cache, std::vector<double> *seconds) const {
+  const int64_t activation = batch.samples * shape.seq * shape.hidden;
+  cache.layers.assign(layers.size(), {});
+  cache.inputs.assign(layers.size(), {});
+  double loss = 0;
+  const T *in = x;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const bool last = i + 1 == layers.size();
+    T *out = y;
+    if (!last) {
+      cache.inputs[i + 1].resize(activation);
+      out = cache.inputs[i + 1].data();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    loss += layers[i]->forward(params + offsets[i], in, batch, out, cache.layers[i]);
+    if (seconds)
+      seconds->push_back(secondsSince(start));
+    in = out;
+  }
+  return loss;
+}
+
+template <typename T>
+void LayerChain<T>::backward(const T *params, const Cache &cache, const T *dy, T *dparams,
+                             T *dx, std::vector<double> *seconds) const {
+  if (seconds)
+    seconds->assign(layers.size(), 0);
+  std::vector<T> grad, next;
+  const T *upstream = dy;
+  for (size_t k = layers.size(); k-- > 0;) {
+    const bool first = k == 0;
+    T *down = dx;
+    if (!first) {
+      const int64_t activation = static_cast<int64_t>(cache.inputs[k].size());
+      next.assign(activation, T(0));
+      down = next.data();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    layers[k]->backward(params + offsets[k], cache.layers[k], upstream, dparams + offsets[k],
+                        down);
+    if (seconds)
+      (*seconds)[k] = secondsSince(start);
+    if (!first) {
+      grad.swap(next);
+      upstream = grad.data();
+    }
+  }
+}
+
+template <typename T>
+double LayerChain<T>::forwardSamples(const T *params, const T *x, const Tokens &batch, T *y,
+                                     std::vector<Cache> &caches,
+                                     std::vector<double> *seconds) const {
+  const int64_t row = shape.seq * shape.hidden;
+  caches.assign(batch.samples, {});
+  std::vector<double> one;
+  double loss = 0;
+  for (int64_t n = 0; n < batch.samples; ++n) {
+    Tokens sample = batch;
+    sample.tokens = batch.tokens + n * shape.seq;
+    sample.targets = batch.targets + n * shape.seq;
+    sample.samples = 1;
+    one.clear();
+    loss += forward(params, x ? x + n * row : nullptr, sample, y ? y + n * row : nullptr,
+                    caches[n], seconds ? &one : nullptr);
+    if (seconds) {
+      seconds->resize(one.size(), 0);
+      for (size_t i = 0; i < one.size(); ++i)
+        (*seconds)[i] += one[i];
+    }
+  }
+  return loss;
+}
+
+template <typename T>
+void LayerChain<T>::backwardSamples(const T *params, const std::vector<Cache> &caches,
+                                    const T *dy, double *grads, T *dx,
+                                    std::vector<double> *seconds) const {
+  const int64_t row = shape.seq * shape.hidden;
+  std::vector<T> dparams(numParams());
+  std::vector<double> one;
+  for (size_t n = 0; n < caches.size(); ++n) {
+    std::fill(dparams.begin(), dparams.end(), T(0));
+    backward(params, caches[n], dy ? dy + n * row : nullptr, dparams.data(),
+             dx ? dx + n * row : nullptr, seconds ? &one : nullptr);
+    for (size_t i = 0; i < dparams.size(); ++i)
+      grads[i] += dparams[i];
+    if (seconds) {
+      seconds->resize(one.size(), 0);
+      for (size_t i = 0; i < one.size(); ++i)
+        (*seconds)[i] += one[i];
+    }
+  }
+}
+
+template class LayerChain<float>;
+template class LayerChain<double>;
+template std::unique_ptr<Layer<float>> makeLayer<float>(runtime::LayerKind, const GptShape &);
+template std::unique_ptr<Layer<double>> makeLayer<double>(runtime::LayerKind, const GptShape &);
+
+} // namespace conduit::model

@@ -1,0 +1,131 @@
+//===- Gpt.h - the GPT-style decoder the runtime trains ---------*- C++ -*-===//
+//
+// The layers of the plan's transformer chain: the embedding (token + learned position), the
+// pre-LayerNorm blocks (causal multi-head self-attention and a GELU MLP, each with a residual)
+// and the head (final LayerNorm, LM head, cross-entropy). Each layer keeps its parameters in
+// one flat array, in a fixed order, so that a stage is a contiguous slice of the model and a
+// data-parallel shard is a slice of a stage. Parameters are initialised from (seed, global
+// layer index) only.
+//
+// The element type is a template parameter: float for training, double for gradient checks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_MODEL_GPT_H
+#define CONDUIT_RUNTIME_MODEL_GPT_H
+
+#include "runtime/Status.h"
+#include "runtime/plan/Plan.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace conduit::model {
+
+/// The dimensions of the model, validated for what this runtime implements.
+struct GptShape {
+  int64_t blocks = 0, hidden = 0, heads = 0, ffn = 0, seq = 0, vocab = 0;
+  bool qkvBias = true, otherBias = true; ///< bias "all": both; "qkv": the first; "none": neither
+
+  int64_t headDim() const { return hidden / heads; }
+  /// The shape of the plan's transformer; an error names what this runtime cannot build.
+  static absl::StatusOr<GptShape> fromPlan(const runtime::Plan &plan);
+};
+
+/// The tokens of a batch of whole sequences and their next-token targets.
+struct Tokens {
+  const int32_t *tokens = nullptr;
+  const int32_t *targets = nullptr;
+  int64_t samples = 0;
+  /// Factor on the loss gradient: 1 / (tokens in the global batch) for a mean loss.
+  double lossScale = 1;
+};
+
+/// What a layer keeps from its forward for its backward.
+template <typename T> struct LayerCache {
+  std::vector<std::vector<T>> saved;
+  std::vector<int32_t> tokens; ///< embedding: the input tokens
+  int64_t samples = 0;
+};
+
+template <typename T> class Layer {
+public:
+  virtual ~Layer() = default;
+  virtual int64_t numParams() const = 0;
+  /// Fills `params` from (seed, global layer index).
+  virtual void initialise(T *params, uint64_t seed, int64_t layerIndex) const = 0;
+  /// Forward over batch.samples sequences: x (null for the embedding) to y (null for the
+  /// head). Returns the summed loss for the head, 0 otherwise.
+  virtual double forward(const T *params, const T *x, const Tokens &batch, T *y,
+                         LayerCache<T> &cache) const = 0;
+  /// Backward: accumulates parameter gradients into dparams and writes dx (unless null).
+  /// The head ignores dy: its gradient starts at the loss.
+  virtual void backward(const T *params, const LayerCache<T> &cache, const T *dy, T *dparams,
+                        T *dx) const = 0;
+};
+
+/// The layer of kind `kind` for this shape.
+template <typename T>
+std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &shape);
+
+/// A contiguous range of layers run as one unit: a pipeline stage, or the whole model.
+template <typename T> class LayerChain {
+public:
+  /// Layers [first, end) of `plan`; checks that each has the parameter count the plan states.
+  static absl::StatusOr<LayerChain> build(const runtime::Plan &plan, const GptShape &shape,
+                                          int64_t first, int64_t end);
+
+  int64_t numParams() const { return offsets.back(); }
+  bool hasHead() const { return head; }
+  bool hasEmbedding() const { return embedding; }
+  /// Width of one activation row (hidden size) and rows per sample (sequence length).
+  int64_t rowsPerSample() const { return shape.seq; }
+  int64_t width() const { return shape.hidden; }
+
+  void initialise(T *params, uint64_t seed) const;
+
+  struct Cache {
+    std::vector<LayerCache<T>> layers;
+    std::vector<std::vector<T>> inputs; ///< the input of each layer after the first
+  };
+  /// Runs the chain; `x` is the chain's input (null when it starts with the embedding), `y`
+  /// its output (null when it ends with the head). Returns the summed loss. `seconds`, if
+  /// given, receives each layer's time.
+  double forward(const T *params, const T *x, const Tokens &batch, T *y, Cache &cache,
+                 std::vector<double> *seconds = nullptr) const;
+  /// Backward through the chain, accumulating into dparams; dx may be null when the chain
+  /// starts with the embedding.
+  void backward(const T *params, const Cache &cache, const T *dy, T *dparams, T *dx,
+                std::vector<double> *seconds = nullptr) const;
+
+  /// The forward of a micro-batch, one sample at a time: every sample is computed with the
+  /// same shapes whatever the micro-batch, so any cut of the batch gives the same bits.
+  /// `caches` receives one cache per sample; `seconds`, if given, accumulates per layer.
+  double forwardSamples(const T *params, const T *x, const Tokens &batch, T *y,
+                        std::vector<Cache> &caches, std::vector<double> *seconds = nullptr) const;
+  /// The backward of forwardSamples: each sample's parameter gradients are added to the
+  /// double-precision `grads` on their own, so the sum does not depend on how the batch was
+  /// cut or in which order micro-batches ran.
+  void backwardSamples(const T *params, const std::vector<Cache> &caches, const T *dy,
+                       double *grads, T *dx, std::vector<double> *seconds = nullptr) const;
+
+  /// Where layer `i` of the chain starts in the chain's flat parameters.
+  int64_t offset(size_t i) const { return offsets[i]; }
+  size_t size() const { return layers.size(); }
+  /// The global index of layer `i` of the chain.
+  int64_t globalLayer(size_t i) const { return firstLayer + static_cast<int64_t>(i); }
+  const std::string &name(size_t i) const { return names[i]; }
+
+private:
+  GptShape shape;
+  int64_t firstLayer = 0;
+  std::vector<std::shared_ptr<Layer<T>>> layers;
+  std::vector<std::string> names;
+  std::vector<int64_t> offsets{0};
+  bool head = false, embedding = false;
+};
+
+} // namespace conduit::model
+
+#endif // CONDUIT_RUNTIME_MODEL_GPT_H

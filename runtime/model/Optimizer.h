@@ -1,0 +1,36 @@
+//===- Optimizer.h - parameter updates on flat arrays -----------*- C++ -*-===//
+//
+// Adam (Kingma and Ba, arXiv 1412.6980, with bias correction) and plain SGD, applied to a
+// flat run of parameters: a whole stage, or a data-parallel shard of it. Gradients arrive
+// accumulated in double precision (see the CPU backend); the update is element-wise, so a
+// shard updated on one rank gives the same bits as the whole model updated in one process.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_MODEL_OPTIMIZER_H
+#define CONDUIT_RUNTIME_MODEL_OPTIMIZER_H
+
+#include "runtime/plan/Plan.h"
+
+#include <cstdint>
+
+namespace conduit::model {
+
+struct OptimizerConfig {
+  runtime::Optimizer kind = runtime::Optimizer::Adam;
+  double learningRate = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+
+  static OptimizerConfig fromPlan(const runtime::Config &config);
+  /// Floats of optimizer state per parameter (Adam: first and second moments).
+  int64_t stateWidth() const { return kind == runtime::Optimizer::Adam ? 2 : 0; }
+};
+
+/// Applies update number `step` (1-based) to `n` parameters. `state` holds stateWidth() × n
+/// floats: Adam's first moments, then its second moments.
+void optimizerStep(const OptimizerConfig &config, int64_t step, int64_t n, float *params,
+                   float *state, const double *grads);
+
+} // namespace conduit::model
+
+#endif // CONDUIT_RUNTIME_MODEL_OPTIMIZER_H

@@ -1,0 +1,60 @@
+"""Helpers shared by the end-to-end tests: building small jobs, compiling them, and running
+plans under mpirun with the settings a test machine needs (shared-memory transport, more
+processes than cores, running as root in containers)."""
+
+import json
+import os
+import re
+import subprocess
+
+ENV = dict(os.environ,
+           OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1",
+           OMPI_MCA_btl_vader_single_copy_mechanism="none")
+STEP = re.compile(r"^step (\d+) loss (\S+)$", re.M)
+
+
+def small_gpt(parallelism, layers=6, microbatch_size=1, **training):
+    """A GPT small enough that a step takes milliseconds on a CPU."""
+    job = {
+        "model": {"kind": "transformer", "num_layers": layers, "hidden_size": 32,
+                  "num_heads": 4, "seq_length": 16, "vocab_size": 64},
+        "parallelism": dict({"microbatch_size": microbatch_size}, **parallelism),
+        "cluster": {"preset": "a100-80gb"},
+        "training": dict({"dtype": "fp32", "optimizer": "adam", "seed": 7,
+                          "learning_rate": 0.003}, **training),
+    }
+    return job
+
+
+class Tools:
+    def __init__(self, bin_dir, work):
+        self.compiler = os.path.join(bin_dir, "conduit-compile")
+        self.runner = os.path.join(bin_dir, "conduit-run")
+        self.work = work
+        os.makedirs(work, exist_ok=True)
+
+    def compile(self, job, name):
+        """Writes the job and compiles it; returns the plan path."""
+        path = os.path.join(self.work, name + ".json")
+        with open(path, "w") as f:
+            json.dump(job, f)
+        plan = os.path.join(self.work, name + ".plan")
+        result = subprocess.run([self.compiler, path, "-o", plan], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"conduit-compile {name} failed:\n{result.stderr}")
+        return plan
+
+    def run(self, plan, processes, *args, timeout=120):
+        """mpirun -np PROCESSES conduit-run PLAN ARGS; returns the CompletedProcess."""
+        command = ["mpirun", "-np", str(processes), self.runner, plan] + list(args)
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)
+
+    def reference(self, plan, *args, timeout=120):
+        return subprocess.run([self.runner, "--reference", plan] + list(args),
+                              capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def losses(output):
+    """{step: loss} from conduit-run's output."""
+    return {int(s): float(l) for s, l in STEP.findall(output)}

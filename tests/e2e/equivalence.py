@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Every schedule and sharding mode, trained by conduit-run under mpirun, against the
+single-process reference: per-step losses within 1e-5 relative and every parameter after the
+last step within 1e-4 relative.
+
+Usage: equivalence.py --bin BUILD/bin --work DIR [--quick]
+"""
+
+import argparse
+import array
+import itertools
+import os
+import sys
+import time
+
+from common import Tools, losses, small_gpt
+
+STEPS = 3
+
+
+def cases(quick):
+    """(name, parallelism) for the matrix of the issue, and a few more."""
+    out = []
+    for schedule, sharding, p, d in itertools.product(
+            ["gpipe", "1f1b", "depth-first", "breadth-first"], ["none", "full"], [2, 4], [1, 2]):
+        for v in {"gpipe": [1], "1f1b": [1], "depth-first": [2], "breadth-first": [1, 2]}[schedule]:
+            out.append((f"{schedule}-{sharding}-p{p}-d{d}-v{v}",
+                        {"pipeline": p, "data": d, "stages_per_device": v, "schedule": schedule,
+                         "microbatches": 2 * p, "sharding": sharding}))
+    # Unequal micro-batches: stage 0 cuts 8 samples as 1+1+2+4, stage 1 as 4+4, stage 2 as
+    # 2+2+2+2, stage 3 as 8 (a 1F1B pipeline of 4 stages over 2 replicas).
+    out.append(("umpipe-1f1b-p4-d2", {"pipeline": 4, "data": 2, "schedule": "1f1b",
+                                      "microbatches": 4, "sharding": "full",
+                                      "microbatch_partitions": [[1, 1, 2, 4], [4, 4],
+                                                                [2, 2, 2, 2], [8]]}))
+    # The other sharding modes and activation checkpointing.
+    for sharding in ["optimizer", "gradients"]:
+        out.append((f"breadth-first-{sharding}-p2-d2-v2",
+                    {"pipeline": 2, "data": 2, "stages_per_device": 2,
+                     "schedule": "breadth-first", "microbatches": 4, "sharding": sharding}))
+    out.append(("1f1b-full-checkpointing-p2-d2",
+                {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
+                 "sharding": "full", "activation_checkpointing": "full"}))
+    if quick:
+        out = [c for c in out if c[0] in ("breadth-first-full-p2-d2-v2", "1f1b-none-p2-d1-v1")]
+    return out
+
+
+def read_params(directory):
+    params = {}
+    for name in os.listdir(directory):
+        if name.endswith(".f32"):
+            values = array.array("f")
+            with open(os.path.join(directory, name), "rb") as f:
+                values.frombytes(f.read())
+            params[name[:-4]] = values
+    return params
+
+
+def relative_error(actual, expected):
+    """Largest |a - e| / max(|a|, |e|, 1e-6) over the elements."""
+    worst = 0.0
+    for a, e in zip(actual, expected):
+        if a != e:
+            worst = max(worst, abs(a - e) / max(abs(a), abs(e), 1e-6))
+    return worst
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    tools = Tools(args.bin, args.work)
+
+    references = {}
+    failures = []
+    start = time.time()
+    for name, parallelism in cases(args.quick):
+        microbatch_size = 2 if "microbatch_partitions" in parallelism else 1
+        job = small_gpt(parallelism, microbatch_size=microbatch_size)
+        plan = tools.compile(job, name)
+        # The reference depends on the model and the global batch only.
+        key = (parallelism["microbatches"] * microbatch_size, parallelism["data"])
+        if key not in references:
+            ref_dir = os.path.join(args.work, f"reference-{key[0]}x{key[1]}")
+            result = tools.reference(plan, f"--steps={STEPS}", f"--save-params={ref_dir}")
+            if result.returncode != 0:
+                sys.exit(f"the reference for {name} failed:\n{result.stderr}")
+            references[key] = (losses(result.stdout), read_params(ref_dir))
+        ref_losses, ref_params = references[key]
+
+        out_dir = os.path.join(args.work, name + "-params")
+        processes = parallelism["pipeline"] * parallelism["data"]
+        result = tools.run(plan, processes, f"--steps={STEPS}", f"--save-params={out_dir}")
+        if result.returncode != 0:
+            failures.append(f"{name}: exit {result.returncode}\n{result.stdout}{result.stderr}")
+            continue
+        got = losses(result.stdout)
+        loss_error = max(abs(got.get(s, float("nan")) - l) / abs(l) for s, l in ref_losses.items())
+        params = read_params(out_dir)
+        worst, where = 0.0, ""
+        for layer, expected in ref_params.items():
+            actual = params.get(layer)
+            if actual is None or len(actual) != len(expected):
+                worst, where = float("inf"), f"{layer} missing or of another size"
+                break
+            error = relative_error(actual, expected)
+            if error > worst:
+                worst, where = error, layer
+        status = "ok" if loss_error <= 1e-5 and worst <= 1e-4 else "MISMATCH"
+        print(f"{status}: {name} ({processes} processes): loss {loss_error:.1e}, "
+              f"parameters {worst:.1e} {where}", flush=True)
+        if status != "ok" or not (loss_error == loss_error):
+            failures.append(f"{name}: losses {got} vs {ref_losses}; worst parameter {where}")
+    print(f"{len(cases(args.quick)) - len(failures)} of {len(cases(args.quick))} plans match the "
+          f"reference ({time.time() - start:.0f} s)")
+    if failures:
+        print("\n".join(failures))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""The demo job learns: 50 steps on 4 CPU ranks at least halve the loss, and every step's loss
+equals the single-process reference's.
+
+Usage: learns.py --bin BUILD/bin --work DIR --job testdata/jobs/demo.json
+"""
+
+import argparse
+import sys
+
+from common import Tools, losses
+
+STEPS = 50
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--job", required=True)
+    args = parser.parse_args()
+    tools = Tools(args.bin, args.work)
+    import json
+    job = json.load(open(args.job))
+    plan = tools.compile(job, "demo")
+    processes = job["parallelism"]["pipeline"] * job["parallelism"].get("data", 1)
+    run = tools.run(plan, processes, f"--steps={STEPS}")
+    reference = tools.reference(plan, f"--steps={STEPS}")
+    if run.returncode or reference.returncode:
+        sys.exit(f"a run failed:\n{run.stderr}{reference.stderr}")
+    got, expected = losses(run.stdout), losses(reference.stdout)
+    first, last = got[1], got[STEPS]
+    print(f"loss {first:.4f} -> {last:.4f} in {STEPS} steps on {processes} processes")
+    worst = max(abs(got[s] - expected[s]) / abs(expected[s]) for s in expected)
+    print(f"largest relative difference from the reference: {worst:.1e}")
+    if not last <= first / 2:
+        sys.exit("the loss did not fall by half")
+    if worst > 1e-5:
+        sys.exit("the losses differ from the reference")
+
+
+if __name__ == "__main__":
+    main()
