@@ -61,6 +61,8 @@ struct Options {
                  clEnumValN(PipelineStop::Partitioned, "partitioned", "stages"),
                  clEnumValN(PipelineStop::Placed, "placed", "placement"),
                  clEnumValN(PipelineStop::Split, "split", "micro-batches"),
+                 clEnumValN(PipelineStop::Searched, "searched",
+                            "micro-batch partitions searched (microbatch_partitions \"auto\")"),
                  clEnumValN(PipelineStop::Scheduled, "scheduled", "the schedule"),
                  clEnumValN(PipelineStop::Transfers, "transfers", "sends and receives"),
                  clEnumValN(PipelineStop::Collectives, "collectives",
@@ -74,6 +76,24 @@ struct Options {
   std::optional<std::string> stopAfter;
   cl::list<std::string> set{"set", cl::desc("Override a job file key (repeatable)"),
                             cl::value_desc("key.path=value"), cl::cat(category)};
+  cl::opt<sched::SearchMethod> searchMethod{
+      "microbatch-search",
+      cl::desc("How to search micro-batch partitions when the job says \"auto\""),
+      cl::init(sched::SearchMethod::Descent),
+      cl::values(
+          clEnumValN(sched::SearchMethod::Greedy, "greedy",
+                     "move samples between neighbouring micro-batches while it helps"),
+          clEnumValN(sched::SearchMethod::DP, "dp", "greedy dynamic programming, stage by stage"),
+          clEnumValN(sched::SearchMethod::Genetic, "genetic",
+                     "dual-chromosome genetic algorithm"),
+          clEnumValN(sched::SearchMethod::Descent, "descent",
+                     "iterated coordinate descent (default)")),
+      cl::cat(category)};
+  cl::opt<uint64_t> searchSeed{"search-seed", cl::desc("Seed of the micro-batch search"),
+                               cl::init(1), cl::cat(category)};
+  cl::opt<double> searchBudget{
+      "search-budget", cl::desc("Seconds the micro-batch search may take (0: no limit)"),
+      cl::init(0), cl::value_desc("seconds"), cl::cat(category)};
   cl::list<std::string> sweep{
       "sweep", cl::desc("Compile every combination of these values and compare (repeatable)"),
       cl::value_desc("key.path=v1,v2,..."), cl::cat(category)};
@@ -161,7 +181,26 @@ struct Compilation {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   /// The verified plan and its simulated step, when the whole pipeline ran.
   std::optional<VerifiedPlan> verified;
+  /// The micro-batch search, when the job asked for one.
+  std::optional<std::pair<sched::SearchMethod, sched::SearchResult>> search;
 };
+
+/// "searched (descent): 1,234 candidates in 0.52 s; ..." for the summary.
+void printSearch(sched::SearchMethod method, const sched::SearchResult &search,
+                 llvm::raw_ostream &os) {
+  const double gain = search.baselineStepTime / search.stepTime - 1;
+  os << "  " << llvm::left_justify("micro-batches", 12) << " searched ("
+     << sched::searchMethodName(method) << ", " << search.evaluated << " candidates in "
+     << formatSeconds(search.seconds) << "): predicted step " << formatSeconds(search.stepTime)
+     << ", equal micro-batches " << formatSeconds(search.baselineStepTime) << " ("
+     << llvm::formatv("{0:f1}", 100 * gain) << "% faster)\n";
+  for (auto [s, cut] : llvm::enumerate(search.best)) {
+    os << "  " << llvm::left_justify("", 12) << " stage " << s << ":";
+    for (int64_t n : cut)
+      os << " " << n;
+    os << "\n";
+  }
+}
 
 /// Imports `job` and runs the pipeline up to `options.until`. Diagnostics go to the context's
 /// handlers; returns nullopt when the job cannot be compiled.
@@ -188,6 +227,12 @@ std::optional<Compilation> compile(const Job &job, mlir::MLIRContext &context,
   pipeline.stopAfter = options.until;
   pipeline.importSchedule = options.importCsv;
   pipeline.onVerified = [&](VerifiedPlan verified) { result.verified = std::move(verified); };
+  pipeline.searchMethod = sched::searchMethodName(options.searchMethod);
+  pipeline.searchSeed = options.searchSeed;
+  pipeline.searchBudgetS = options.searchBudget;
+  pipeline.onSearch = [&](sched::SearchMethod method, const sched::SearchResult &search) {
+    result.search = {method, search};
+  };
   buildConduitPipeline(pm, pipeline);
   if (mlir::failed(pm.run(*result.module)))
     return std::nullopt;
@@ -490,6 +535,8 @@ int conduit::runCompiler(int argc, char **argv) {
     break;
   case EmitKind::Summary:
     printSummary(*job, module, llvm::outs());
+    if (compiled->search)
+      printSearch(compiled->search->first, compiled->search->second, llvm::outs());
     if (plan)
       printReport(analyzeStep(*plan, compiled->verified->simulation), *plan, llvm::outs());
     break;

@@ -230,6 +230,11 @@ PlanReport conduit::analyzeStep(const runtime::Plan &plan, const SimulationResul
     report.bubbleFraction = idle / (ranks * step);
   }
   report.exposedCommS = ranks > 0 ? exposed / ranks : 0;
+  for (const runtime::Stage &stage : plan.stages) {
+    std::vector<int64_t> &sizes = report.stageMicrobatches.emplace_back();
+    for (size_t m = 0; m + 1 < stage.samples.size(); ++m)
+      sizes.push_back(stage.samples[m + 1] - stage.samples[m]);
+  }
   return report;
 }
 
@@ -260,7 +265,11 @@ llvm::json::Value conduit::reportToJson(const PlanReport &report) {
         {"recvs", r.recvs},
     });
   }
+  llvm::json::Array stages;
+  for (const std::vector<int64_t> &sizes : report.stageMicrobatches)
+    stages.push_back(llvm::json::Object{{"microbatch_sizes", llvm::json::Array(sizes)}});
   return llvm::json::Object{
+      {"stages", std::move(stages)},
       {"step_time_s", report.stepTimeS},
       {"global_batch_samples", report.globalBatchSamples},
       {"tokens_per_s", report.tokensPerS},

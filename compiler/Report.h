@@ -58,6 +58,8 @@ struct PlanReport {
   /// Mean over ranks of the idle time caused by communication.
   double exposedCommS = 0;
   std::vector<RankReport> ranks;
+  /// Per stage, its micro-batch sizes.
+  std::vector<std::vector<int64_t>> stageMicrobatches;
 };
 
 /// Analyses a successful simulation of `plan`.

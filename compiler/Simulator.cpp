@@ -39,6 +39,11 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 } // namespace
 
+double conduit::optimizerStepSeconds(bool adam, int64_t params, double flopRate) {
+  return static_cast<double>(params) * (adam ? kAdamFlopsPerParam : kSgdFlopsPerParam) /
+         flopRate;
+}
+
 PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &cost) {
   PlanCosts costs;
   costs.cost = &cost;
@@ -53,9 +58,8 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
     }
     bool sharded = c.data > 1 && c.sharding != runtime::Sharding::None;
     int64_t params = sharded ? ceilDiv(stage.params, c.data) : stage.params;
-    double perParam =
-        c.optimizer == runtime::Optimizer::Adam ? kAdamFlopsPerParam : kSgdFlopsPerParam;
-    costs.optimizer.push_back(static_cast<double>(params) * perParam / rate);
+    costs.optimizer.push_back(
+        optimizerStepSeconds(c.optimizer == runtime::Optimizer::Adam, params, rate));
   }
   for (const runtime::Group &group : plan.groups) {
     Link link = Link::IntraNode;

@@ -18,6 +18,7 @@
 #include "dialects/plan/PlanOps.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
+#include "passes/Scheduling/Transfers.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -254,81 +255,33 @@ private:
     }
   }
 
-  /// Every consumer that receives data gets one slot for all its pieces, live from its first
-  /// receive to itself. Slots are reused (best fit by size, growing if needed) only when the
-  /// receive would not wait for them: a receive sits in the list where its data is produced,
-  /// so the compute placed just before it is still running then, and a slot whose last reader
-  /// is that compute is not free yet (double buffering). A receive is issued with the first
-  /// transfer of its batch, so that is where its slot must be free: waiting for a slot would
-  /// hold back the whole batch.
+  /// Receive slots by the rule of sched::assignReceiveSlots (double buffering, slots free
+  /// where a receive's batch is issued).
   LogicalResult assignSlots() {
-    const int64_t n = static_cast<int64_t>(ops.size());
-    previousConsumer.assign(n, -1);
-    // For each op: the last compute before the first transfer of its batch.
-    std::vector<int64_t> runningAt(n);
-    for (int64_t i = 0, first = -1, lastCompute = -1, computeBeforeFirst = -1; i < n; ++i) {
-      if (info[i].kind == Kind::Forward || info[i].kind == Kind::Backward)
-        lastCompute = i;
-      runningAt[i] = lastCompute;
-      if (info[i].stream != P2P)
-        continue;
-      if (first < 0 || info[i].batch < 0 || info[i].batch != info[first].batch) {
-        first = i;
-        computeBeforeFirst = lastCompute;
-      }
-      runningAt[i] = computeBeforeFirst;
-    }
-    std::vector<int64_t> need(index.size(), 0), consumerAt(index.size(), -1),
-        slotFor(index.size(), -1);
-    for (int64_t i = 0; i < n; ++i) {
+    using SlotKind = sched::SlotItem::Kind;
+    std::vector<sched::SlotItem> items(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
       const OpInfo &x = info[i];
-      if (x.kind == Kind::Recv)
-        need[index(x.stage, x.mb, x.direction)] += x.bytes;
-      else if (x.kind == Kind::Forward || x.kind == Kind::Backward)
-        consumerAt[index(x.stage, x.mb, x.kind == Kind::Backward)] = i;
-    }
-    std::vector<int64_t> freeAt, lastConsumer; // per slot
-    for (int64_t i = 0; i < n; ++i) {
-      const OpInfo &x = info[i];
+      sched::SlotItem &item = items[i];
       if (x.kind == Kind::Forward || x.kind == Kind::Backward) {
-        slotOf[i] = static_cast<int32_t>(slotFor[index(x.stage, x.mb, x.kind == Kind::Backward)]);
-        continue;
+        item.kind = SlotKind::Compute;
+        item.key = index(x.stage, x.mb, x.kind == Kind::Backward);
+      } else if (x.kind == Kind::Recv) {
+        item.kind = SlotKind::Receive;
+        item.key = index(x.stage, x.mb, x.direction);
+        item.bytes = x.bytes;
+        item.batch = x.batch;
+      } else if (x.kind == Kind::Send) {
+        item.kind = SlotKind::OtherTransfer;
+        item.batch = x.batch;
       }
-      if (x.kind != Kind::Recv)
-        continue;
-      int64_t key = index(x.stage, x.mb, x.direction);
-      if (slotFor[key] < 0) {
-        int64_t consumer = consumerAt[key];
-        if (consumer < 0)
-          return ops[i]->emitOpError("receives data that no compute on this rank consumes");
-        if (consumer < i)
-          return ops[i]->emitOpError("receives data for a compute that runs before it");
-        int64_t bytes = need[key], best = -1;
-        // A free slot: the smallest that fits, else the largest (which grows).
-        for (int64_t k = 0; k < static_cast<int64_t>(slots.size()); ++k) {
-          if (freeAt[k] >= runningAt[i])
-            continue;
-          if (best < 0) {
-            best = k;
-            continue;
-          }
-          bool fits = slots[k] >= bytes, bestFits = slots[best] >= bytes;
-          if (fits != bestFits ? fits : (fits ? slots[k] < slots[best] : slots[k] > slots[best]))
-            best = k;
-        }
-        if (best < 0) {
-          best = static_cast<int64_t>(slots.size());
-          slots.push_back(0);
-          freeAt.push_back(-1);
-          lastConsumer.push_back(-1);
-        }
-        slots[best] = std::max(slots[best], bytes);
-        previousConsumer[i] = lastConsumer[best];
-        freeAt[best] = lastConsumer[best] = consumer;
-        slotFor[key] = best;
-      }
-      slotOf[i] = static_cast<int32_t>(slotFor[key]);
     }
+    sched::ReceiveSlots assigned = sched::assignReceiveSlots(items, index.size());
+    if (assigned.error)
+      return ops[assigned.error->first]->emitOpError(assigned.error->second);
+    slotOf = std::move(assigned.slotOf);
+    previousConsumer = std::move(assigned.previousConsumer);
+    slots = std::move(assigned.slotBytes);
     return success();
   }
 

@@ -25,7 +25,6 @@ const char *conduit::memoryKindName(MemoryKind kind) {
 
 namespace {
 
-constexpr int64_t kGradientBytes = 4;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

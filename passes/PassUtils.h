@@ -9,9 +9,13 @@
 
 #include "dialects/pipe/PipeOps.h"
 #include "compiler/CostModel.h"
+#include "passes/Scheduling/Microbatches.h"
 #include "passes/Scheduling/Schedulers.h"
 
 namespace conduit {
+
+/// Bytes of a gradient element: gradients accumulate and are reduced in fp32.
+constexpr int64_t kGradientBytes = 4;
 
 /// Emits "<pass> expects phase '<p>', found '<q>'" on `model` unless its phase is `phase`.
 mlir::LogicalResult requirePhase(pipe::ModelOp model, pipe::Phase phase, llvm::StringRef pass);
@@ -31,6 +35,11 @@ sched::ActionTimes actionTimes(const CostModel &cost, pipe::ModelOp model,
 
 /// Parameters of each stage (the sum over its layers).
 std::vector<int64_t> stageParams(pipe::ModelOp model);
+
+/// The micro-batch search's step-time evaluator for a model in phase `split` or later, with
+/// the durations the plan simulator will use (OptimizeMicrobatches.cpp). Fails, with a
+/// diagnostic, for jobs the search does not cover.
+mlir::FailureOr<sched::StepTimeEvaluator> buildStepTimeEvaluator(pipe::ModelOp model);
 
 /// Bytes per sample that leave each stage (its last layer's output): the size of the
 /// activations it sends forward and of the gradients it receives back.

@@ -8,6 +8,7 @@
 #define CONDUIT_PASSES_PASSES_H
 
 #include "compiler/VerifyProgram.h"
+#include "passes/Scheduling/Microbatches.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/plan/PlanDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -21,6 +22,13 @@ namespace conduit {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+/// Receives the outcome of each micro-batch search (the method and what it found).
+using SearchSink = std::function<void(sched::SearchMethod, const sched::SearchResult &)>;
+
+/// conduit-optimize-microbatches that reports each search's outcome to `sink`.
+std::unique_ptr<mlir::Pass>
+createConduitOptimizeMicrobatches(ConduitOptimizeMicrobatchesOptions options, SearchSink sink);
 
 /// conduit-verify-plan that hands every verified plan, with its simulated step, to `sink`
 /// (the driver reports on the step the verifier simulated instead of simulating it again).

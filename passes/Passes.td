@@ -83,6 +83,46 @@ def ConduitSplitMicrobatches : Pass<"conduit-split-microbatches", "::mlir::Modul
   let dependentDialects = ["::conduit::pipe::PipeDialect"];
 }
 
+def ConduitOptimizeMicrobatches : Pass<"conduit-optimize-microbatches", "::mlir::ModuleOp"> {
+  let summary = "Search per-stage micro-batch sizes (UMPIPE) when the job asks for them";
+  let description = [{
+    Needs phase `split`; keeps it. Acts only on a model whose `microbatch_partitions` is
+    `"auto"`: it searches every stage's own cut of the batch for the shortest predicted step,
+    rewrites the stages' sample boundaries and records the sizes in `microbatch_partitions`.
+    The prediction builds what the rest of the pipeline would (schedule, transfers and their
+    order, receive slots, collectives, optimizer steps) and runs it with the plan simulator's
+    semantics, so it equals the compiled plan's simulated step time.
+
+    Methods (`method`): `greedy` moves one sample between neighbouring micro-batches while it
+    helps; `dp` picks, stage by stage, the best cut from a family (equal cuts of every count,
+    ramps up and down); `genetic` is a dual-chromosome genetic algorithm (micro-batch counts and
+    relative sizes as separate chromosomes); `descent` (the default) starts from the best
+    common equal cut and the `dp` result and takes, stage by stage, the best single move (a
+    sample between neighbours, a split, a merge, a cut of the family) until none helps.
+
+    ```mlir
+    // before, with microbatch_partitions = "auto"
+    pipe.stage 0 layers [0, 2) rank 0 samples [0, 2, 4, 6, 8]
+    // after
+    pipe.stage 0 layers [0, 2) rank 0 samples [0, 1, 2, 4, 8]
+    ```
+    Errors: a job with several stages per rank or a schedule other than `gpipe` and `1f1b`.
+  }];
+  let options = [
+    Option<"method", "method", "std::string", "\"descent\"",
+           "greedy, dp, genetic or descent">,
+    Option<"seed", "seed", "uint64_t", "1", "Seed of the genetic algorithm">,
+    Option<"timeBudget", "time-budget", "double", "0",
+           "Seconds after which the search returns its best so far (0: no limit)">,
+    Option<"maxMicrobatches", "max-microbatches", "int64_t", "0",
+           "Most micro-batches per stage (0: twice the job's count, at most one per sample)">
+  ];
+  let statistics = [
+    Statistic<"numCandidates", "candidates", "Partitions evaluated">
+  ];
+  let dependentDialects = ["::conduit::pipe::PipeDialect"];
+}
+
 def ConduitSchedule : Pass<"conduit-schedule", "::mlir::ModuleOp"> {
   let summary = "Order every rank's forwards and backwards";
   let description = [{

@@ -25,6 +25,14 @@ void conduit::buildConduitPipeline(mlir::OpPassManager &pm, const PipelineOption
     if (done(PipelineStop::Split))
       return;
     pm.addPass(createConduitSplitMicrobatches());
+    if (done(PipelineStop::Searched))
+      return;
+    // A job asking for searched micro-batches gets them before anything depends on the cut.
+    ConduitOptimizeMicrobatchesOptions search;
+    search.method = options.searchMethod;
+    search.seed = options.searchSeed;
+    search.timeBudget = options.searchBudgetS;
+    pm.addPass(createConduitOptimizeMicrobatches(search, options.onSearch));
     if (done(PipelineStop::Scheduled))
       return;
     // The order of compute on every rank; communication is placed around it afterwards.
@@ -56,6 +64,7 @@ llvm::ArrayRef<PipelinePass> conduit::pipelinePasses() {
       {"conduit-partition-stages", PipelineStop::Partitioned},
       {"conduit-place-stages", PipelineStop::Placed},
       {"conduit-split-microbatches", PipelineStop::Split},
+      {"conduit-optimize-microbatches", PipelineStop::Searched},
       {"conduit-schedule", PipelineStop::Scheduled},
       {"conduit-import-schedule", PipelineStop::Scheduled},
       {"conduit-insert-p2p", PipelineStop::Transfers},
@@ -75,6 +84,7 @@ struct PipelineCLOptions : public mlir::PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::values(clEnumValN(PipelineStop::Partitioned, "partitioned", ""),
                        clEnumValN(PipelineStop::Placed, "placed", ""),
                        clEnumValN(PipelineStop::Split, "split", ""),
+                       clEnumValN(PipelineStop::Searched, "searched", ""),
                        clEnumValN(PipelineStop::Scheduled, "scheduled", ""),
                        clEnumValN(PipelineStop::Transfers, "transfers", ""),
                        clEnumValN(PipelineStop::Collectives, "collectives", ""),

@@ -8,6 +8,7 @@
 #define CONDUIT_PASSES_PIPELINE_H
 
 #include "compiler/VerifyProgram.h"
+#include "passes/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -22,6 +23,7 @@ enum class PipelineStop {
   Partitioned,
   Placed,
   Split,
+  Searched,      ///< micro-batch partitions searched (when the job asks for it)
   Scheduled,
   Transfers,     ///< sends and receives inserted
   Collectives,   ///< data-parallel collectives placed
@@ -46,6 +48,12 @@ struct PipelineOptions {
   std::string importSchedule;
   /// Receives each verified plan and its simulated step (optional).
   VerifiedPlanSink onVerified;
+  /// The micro-batch search for `microbatch_partitions: "auto"`: method, seed, time budget.
+  std::string searchMethod = "descent";
+  uint64_t searchSeed = 1;
+  double searchBudgetS = 0;
+  /// Receives the outcome of each micro-batch search (optional).
+  SearchSink onSearch;
 };
 
 /// Adds the passes that take a pipe.model from phase `model` to `options.stopAfter`.

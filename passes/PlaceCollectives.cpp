@@ -36,8 +36,6 @@ using namespace mlir;
 
 namespace {
 
-/// Bytes of a gradient element: gradients accumulate and are reduced in fp32.
-constexpr int64_t kGradientBytes = 4;
 
 /// A stretch of one rank's compute on one stage.
 struct Run {

@@ -72,6 +72,35 @@ ScheduleProblem::ScheduleProblem(int64_t numRanks, std::vector<int64_t> stageRan
   for (int64_t s = 0; s < numStages(); ++s)
     if (rankOf[s] >= 0 && rankOf[s] < ranks)
       stagesOf[rankOf[s]].push_back(s);
+  // Overlaps with the neighbour stages, by one sweep per pair, when the boundaries are sane
+  // (check() reports the rest); overlapping() falls back to binary searches otherwise.
+  auto sane = [&](const std::vector<int64_t> &b) {
+    return b.size() >= 2 && b.front() == 0 && b.back() == bounds.front().back() &&
+           std::is_sorted(b.begin(), b.end());
+  };
+  if (bounds.empty() || !std::all_of(bounds.begin(), bounds.end(), sane))
+    return;
+  auto sweep = [&](int64_t s, int64_t other) {
+    const std::vector<int64_t> &mine = bounds[s], &theirs = bounds[other];
+    std::vector<std::pair<int64_t, int64_t>> out(mine.size() - 1);
+    size_t first = 0, last = 0;
+    for (size_t m = 0; m + 1 < mine.size(); ++m) {
+      while (first + 1 < theirs.size() && theirs[first + 1] <= mine[m])
+        ++first;
+      while (last < theirs.size() && theirs[last] < mine[m + 1])
+        ++last;
+      out[m] = {static_cast<int64_t>(first), static_cast<int64_t>(last)};
+    }
+    return out;
+  };
+  below.resize(numStages());
+  above.resize(numStages());
+  for (int64_t s = 0; s < numStages(); ++s) {
+    if (s > 0)
+      below[s] = sweep(s, s - 1);
+    if (s + 1 < numStages())
+      above[s] = sweep(s, s + 1);
+  }
 }
 
 Violation ScheduleProblem::check() const {
@@ -110,6 +139,10 @@ bool ScheduleProblem::equalPartitions() const {
 
 std::pair<int64_t, int64_t> ScheduleProblem::overlapping(int64_t s, int64_t m,
                                                          int64_t other) const {
+  if (other == s - 1 && !below.empty())
+    return below[s][m];
+  if (other == s + 1 && !above.empty())
+    return above[s][m];
   const std::vector<int64_t> &b = bounds[other];
   // First micro-batch of `other` ending after begin, one past the last starting before end.
   int64_t first = std::upper_bound(b.begin(), b.end(), begin(s, m)) - b.begin() - 1;

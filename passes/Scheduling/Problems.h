@@ -112,6 +112,8 @@ private:
   std::vector<int64_t> rankOf;
   std::vector<std::vector<int64_t>> bounds;
   std::vector<std::vector<int64_t>> stagesOf;
+  /// overlapping() with the stage before and after, per stage and micro-batch.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> below, above;
 };
 
 /// Every (stage, micro-batch) has exactly one forward and one backward, on its stage's rank.

@@ -50,6 +50,12 @@ class Tools:
         command = ["mpirun", "-np", str(processes), self.runner, plan] + list(args)
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)
 
+    def stage_samples(self, plan):
+        """Each stage's micro-batch boundaries, from conduit-run --dump."""
+        result = subprocess.run([self.runner, "--dump", plan], capture_output=True, text=True,
+                                env=ENV, check=True)
+        return [stage["samples"] for stage in json.loads(result.stdout)["stages"]]
+
     def reference(self, plan, *args, timeout=120):
         return subprocess.run([self.runner, "--reference", plan] + list(args),
                               capture_output=True, text=True, timeout=timeout, env=ENV)

@@ -33,6 +33,11 @@ def cases(quick):
                                       "microbatches": 4, "sharding": "full",
                                       "microbatch_partitions": [[1, 1, 2, 4], [4, 4],
                                                                 [2, 2, 2, 2], [8]]}))
+    # Partitions searched by the compiler (microbatch_partitions "auto").
+    out.append(("searched-1f1b-p4-d2", {"pipeline": 4, "data": 2, "schedule": "1f1b",
+                                        "microbatches": 4, "sharding": "none",
+                                        "stage_layers": [1, 4, 2, 1],
+                                        "microbatch_partitions": "auto"}))
     # The other sharding modes and activation checkpointing.
     for sharding in ["optimizer", "gradients"]:
         out.append((f"breadth-first-{sharding}-p2-d2-v2",
@@ -80,7 +85,16 @@ def main():
     for name, parallelism in cases(args.quick):
         microbatch_size = 2 if "microbatch_partitions" in parallelism else 1
         job = small_gpt(parallelism, microbatch_size=microbatch_size)
+        if parallelism.get("microbatch_partitions") == "auto":
+            # A launch cost per layer and a slow network make unequal cuts pay off.
+            job["cluster"].update({"launch_overhead_s": 1e-5, "gpus_per_node": 1,
+                                   "inter_node_bandwidth": 1e8})
         plan = tools.compile(job, name)
+        if parallelism.get("microbatch_partitions") == "auto":
+            cuts = tools.stage_samples(plan)
+            if len(set(map(tuple, cuts))) == 1:
+                sys.exit(f"{name}: the search chose equal cuts {cuts}; the case tests nothing")
+            print(f"   {name}: searched cuts {cuts}")
         # The reference depends on the model and the global batch only.
         key = (parallelism["microbatches"] * microbatch_size, parallelism["data"])
         if key not in references:
