@@ -6,14 +6,16 @@ namespace conduit::runtime {
 
 absl::StatusOr<Reference> Reference::create(const Plan &plan) {
   CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(plan));
-  CONDUIT_ASSIGN_OR_RETURN(
-      model::LayerChain<float> chain,
-      model::LayerChain<float>::build(plan, shape, 0, static_cast<int64_t>(plan.layers.size())));
-  return Reference(plan, shape, std::move(chain));
+  auto ops = std::make_unique<model::CpuOps<float>>();
+  CONDUIT_ASSIGN_OR_RETURN(model::LayerChain<float> chain,
+                           model::LayerChain<float>::build(
+                               plan, shape, 0, static_cast<int64_t>(plan.layers.size()), *ops));
+  return Reference(plan, shape, std::move(ops), std::move(chain));
 }
 
-Reference::Reference(const Plan &plan, model::GptShape shape, model::LayerChain<float> chain)
-    : config(plan.config), shape(shape), chain(std::move(chain)),
+Reference::Reference(const Plan &plan, model::GptShape shape,
+                     std::unique_ptr<model::CpuOps<float>> ops, model::LayerChain<float> chain)
+    : config(plan.config), shape(shape), ops(std::move(ops)), chain(std::move(chain)),
       data(static_cast<uint64_t>(plan.config.seed), shape.vocab, shape.seq),
       optimizer(model::OptimizerConfig::fromPlan(plan.config)) {
   params.assign(this->chain.numParams(), 0.0f);
@@ -32,7 +34,8 @@ double Reference::step(int64_t step) {
       data.batch(step, replica * perReplica + first, b, tokens, targets);
       model::Tokens batch{tokens.data(), targets.data(), b, 1.0 / total};
       std::vector<model::LayerChain<float>::Cache> caches;
-      loss += chain.forwardSamples(params.data(), nullptr, batch, nullptr, caches);
+      chain.forwardSamples(params.data(), nullptr, batch, nullptr, caches);
+      loss += ops->takeLoss();
       chain.backwardSamples(params.data(), caches, nullptr, grad.data(), nullptr);
     }
   model::optimizerStep(optimizer, ++optimizerSteps, static_cast<int64_t>(params.size()),

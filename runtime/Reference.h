@@ -14,6 +14,8 @@
 #include "runtime/model/Gpt.h"
 #include "runtime/model/Optimizer.h"
 
+#include <memory>
+
 namespace conduit::runtime {
 
 class Reference {
@@ -27,10 +29,12 @@ public:
   const std::vector<float> &parameters() const { return params; }
 
 private:
-  Reference(const Plan &plan, model::GptShape shape, model::LayerChain<float> chain);
+  Reference(const Plan &plan, model::GptShape shape, std::unique_ptr<model::CpuOps<float>> ops,
+            model::LayerChain<float> chain);
 
   Config config;
   model::GptShape shape;
+  std::unique_ptr<model::CpuOps<float>> ops; ///< owned apart: the chain points at it
   model::LayerChain<float> chain;
   model::SyntheticData data;
   model::OptimizerConfig optimizer;

@@ -269,12 +269,13 @@ absl::Status saveParameters(const Plan &plan, Backend &backend, RankPosition whe
   if (where.replica != 0)
     return absl::OkStatus();
   CONDUIT_ASSIGN_OR_RETURN(conduit::model::GptShape shape, conduit::model::GptShape::fromPlan(plan));
+  conduit::model::CpuOps<float> ops; // names and offsets only; nothing is computed
   size_t k = 0;
   for (const Stage &stage : plan.stages) {
     if (stage.rank != where.pipelineRank)
       continue;
     CONDUIT_ASSIGN_OR_RETURN(auto chain, conduit::model::LayerChain<float>::build(
-                                             plan, shape, stage.firstLayer, stage.endLayer));
+                                             plan, shape, stage.firstLayer, stage.endLayer, ops));
     CONDUIT_RETURN_IF_ERROR(writeLayerFiles(dir, chain, params[k++].data()));
   }
   return absl::OkStatus();

@@ -76,7 +76,7 @@ absl::Status CpuBackend::validate(const Plan &p) {
           "the replicas of its own rank only"));
   for (const runtime::Stage &stage : p.stages)
     CONDUIT_RETURN_IF_ERROR(
-        model::LayerChain<float>::build(p, s, stage.firstLayer, stage.endLayer).status());
+        model::LayerChain<float>::build(p, s, stage.firstLayer, stage.endLayer, ops).status());
   return absl::OkStatus();
 }
 
@@ -111,7 +111,7 @@ absl::Status CpuBackend::initialise(const Plan &p) {
     auto stage = std::make_unique<Stage>();
     stage->spec = &spec;
     CONDUIT_ASSIGN_OR_RETURN(stage->chain, model::LayerChain<float>::build(
-                                               p, *shape, spec.firstLayer, spec.endLayer));
+                                               p, *shape, spec.firstLayer, spec.endLayer, ops));
     stage->n = stage->chain.numParams();
     stage->padded = (stage->n + c.data - 1) / c.data * c.data;
     stage->shardLen = sharded ? stage->padded / c.data : stage->n;
@@ -152,7 +152,8 @@ absl::Status CpuBackend::beginStep(int64_t s) {
       stage->outputs.assign(m, {});
       stage->inputGrads.assign(m, {});
       stage->inputs.assign(m, {});
-      stage->caches.assign(m, {});
+      stage->caches.clear();
+      stage->caches.resize(m);
     }
   return absl::OkStatus();
 }
@@ -303,8 +304,9 @@ absl::Status CpuBackend::forward(const Instruction &inst) {
   }
   std::vector<double> seconds;
   std::vector<model::LayerChain<float>::Cache> caches;
-  lossSum += stage.chain.forwardSamples(stage.full.data(), x, batch, y, caches,
-                                        measureLayers ? &seconds : nullptr);
+  stage.chain.forwardSamples(stage.full.data(), x, batch, y, caches,
+                             measureLayers ? &seconds : nullptr);
+  lossSum += ops.takeLoss();
   recordTimes(stage, batch.samples, seconds, /*forward=*/true);
   if (plan->config.checkpointing) {
     // Keep the stage input only; the backward runs the forward again.
@@ -340,6 +342,7 @@ absl::Status CpuBackend::backward(const Instruction &inst) {
     const float *x = stage.chain.hasEmbedding() ? nullptr : stage.inputs[mb].data();
     stage.chain.forwardSamples(stage.full.data(), x, batch, y.empty() ? nullptr : y.data(),
                                recomputed);
+    ops.takeLoss(); // counted by the first forward
     caches = &recomputed;
   }
   float *dx = nullptr;
@@ -351,7 +354,7 @@ absl::Status CpuBackend::backward(const Instruction &inst) {
   stage.chain.backwardSamples(stage.full.data(), *caches, dy, stage.grad.data(), dx,
                               measureLayers ? &seconds : nullptr);
   recordTimes(stage, samples, seconds, /*forward=*/false);
-  stage.caches[mb] = {};
+  stage.caches[mb].clear();
   stage.inputs[mb] = {};
   return absl::OkStatus();
 }

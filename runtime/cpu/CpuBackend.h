@@ -77,6 +77,7 @@ private:
 
   MpiWorld world;
   bool measureLayers;
+  model::CpuOps<float> ops;
   const Plan *plan = nullptr;
   RankPosition where;
   std::optional<model::GptShape> shape;

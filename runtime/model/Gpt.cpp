@@ -2,7 +2,6 @@
 
 #include "runtime/model/Gpt.h"
 
-#include "runtime/model/Kernels.h"
 #include "runtime/model/Random.h"
 
 #include "absl/strings/str_cat.h"
@@ -58,20 +57,6 @@ template <typename T> void fillNormal(T *p, int64_t n, Random &random) {
     p[i] = static_cast<T>(kInitStd * random.normal());
 }
 
-/// Adds each row of `rows × n` to `sum` (bias gradients).
-template <typename T> void sumRows(int64_t rows, int64_t n, const T *x, T *sum) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < n; ++i)
-      sum[i] += x[r * n + i];
-}
-
-/// Adds `bias` to every row.
-template <typename T> void addBias(int64_t rows, int64_t n, const T *bias, T *x) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < n; ++i)
-      x[r * n + i] += bias[i];
-}
-
 //===----------------------------------------------------------------------===//
 // Embedding: token table [vocab × h], then position table [seq × h]
 //===----------------------------------------------------------------------===//
@@ -86,35 +71,18 @@ public:
     fillNormal(params, numParams(), random);
   }
 
-  double forward(const T *params, const T *, const Tokens &batch, T *y,
-                 LayerCache<T> &cache) const override {
-    const T *wte = params, *wpe = params + s.vocab * s.hidden;
-    const int64_t h = s.hidden;
-    for (int64_t n = 0; n < batch.samples; ++n)
-      for (int64_t t = 0; t < s.seq; ++t) {
-        const int64_t row = n * s.seq + t;
-        const T *tok = wte + static_cast<int64_t>(batch.tokens[row]) * h;
-        for (int64_t i = 0; i < h; ++i)
-          y[row * h + i] = tok[i] + wpe[t * h + i];
-      }
+  void forward(Ops<T> &ops, const T *params, const T *, const Tokens &batch, T *y,
+               LayerCache<T> &cache) const override {
+    ops.embeddingForward(batch.samples, s.seq, s.hidden, batch.tokens, params,
+                         params + s.vocab * s.hidden, y);
     cache.tokens.assign(batch.tokens, batch.tokens + batch.samples * s.seq);
     cache.samples = batch.samples;
-    return 0;
   }
 
-  void backward(const T *, const LayerCache<T> &cache, const T *dy, T *dparams,
+  void backward(Ops<T> &ops, const T *, const LayerCache<T> &cache, const T *dy, T *dparams,
                 T *) const override {
-    T *dwte = dparams, *dwpe = dparams + s.vocab * s.hidden;
-    const int64_t h = s.hidden;
-    for (int64_t n = 0; n < cache.samples; ++n)
-      for (int64_t t = 0; t < s.seq; ++t) {
-        const int64_t row = n * s.seq + t;
-        T *tok = dwte + static_cast<int64_t>(cache.tokens[row]) * h;
-        for (int64_t i = 0; i < h; ++i) {
-          tok[i] += dy[row * h + i];
-          dwpe[t * h + i] += dy[row * h + i];
-        }
-      }
+    ops.embeddingBackward(cache.samples, s.seq, s.hidden, cache.tokens.data(), dy, dparams,
+                          dparams + s.vocab * s.hidden);
   }
 
 private:
@@ -173,85 +141,77 @@ public:
   // Saved buffers, by index.
   enum { X, H1, Mean1, Rstd1, Qkv, Probs, Att, X2, H2, Mean2, Rstd2, U, G, NumSaved };
 
-  double forward(const T *p, const T *x, const Tokens &batch, T *y,
-                 LayerCache<T> &cache) const override {
+  void forward(Ops<T> &ops, const T *p, const T *x, const Tokens &batch, T *y,
+               LayerCache<T> &cache) const override {
     const int64_t n = batch.samples, rows = n * s.seq, h = s.hidden, f = s.ffn;
-    std::vector<std::vector<T>> &v = cache.saved;
-    v.assign(NumSaved, {});
+    std::vector<Buffer<T>> &v = cache.saved;
+    v.clear();
+    v.resize(NumSaved);
     cache.samples = n;
-    v[X].assign(x, x + rows * h);
-    v[H1].resize(rows * h);
-    v[Mean1].resize(rows);
-    v[Rstd1].resize(rows);
-    layerNormForward(rows, h, x, p + o.ln1g, p + o.ln1b, v[H1].data(), v[Mean1].data(),
-                     v[Rstd1].data());
-    v[Qkv].resize(rows * 3 * h);
-    gemm<T>(false, false, rows, 3 * h, h, 1, v[H1].data(), p + o.wqkv, 0, v[Qkv].data());
+    const int64_t sizes[NumSaved] = {rows * h, rows * h, rows, rows, rows * 3 * h,
+                                     n * s.heads * s.seq * s.seq, rows * h, rows * h, rows * h,
+                                     rows, rows, rows * f, rows * f};
+    for (int i = 0; i < NumSaved; ++i)
+      v[i] = ops.allocate(sizes[i]);
+    ops.copy(rows * h, x, v[X].data());
+    ops.layerNormForward(rows, h, x, p + o.ln1g, p + o.ln1b, v[H1].data(), v[Mean1].data(),
+                         v[Rstd1].data());
+    ops.gemm(false, false, rows, 3 * h, h, 1, v[H1].data(), p + o.wqkv, 0, v[Qkv].data());
     if (o.bqkv >= 0)
-      addBias(rows, 3 * h, p + o.bqkv, v[Qkv].data());
-    v[Probs].resize(n * s.heads * s.seq * s.seq);
-    v[Att].resize(rows * h);
-    attentionForward(n, s.seq, s.heads, s.headDim(), v[Qkv].data(), v[Probs].data(),
-                     v[Att].data());
-    v[X2].assign(x, x + rows * h);
-    gemm<T>(false, false, rows, h, h, 1, v[Att].data(), p + o.wo, 1, v[X2].data());
+      ops.addBias(rows, 3 * h, p + o.bqkv, v[Qkv].data());
+    ops.attentionForward(n, s.seq, s.heads, s.headDim(), v[Qkv].data(), v[Probs].data(),
+                         v[Att].data());
+    ops.copy(rows * h, x, v[X2].data());
+    ops.gemm(false, false, rows, h, h, 1, v[Att].data(), p + o.wo, 1, v[X2].data());
     if (o.bo >= 0)
-      addBias(rows, h, p + o.bo, v[X2].data());
-    v[H2].resize(rows * h);
-    v[Mean2].resize(rows);
-    v[Rstd2].resize(rows);
-    layerNormForward(rows, h, v[X2].data(), p + o.ln2g, p + o.ln2b, v[H2].data(),
-                     v[Mean2].data(), v[Rstd2].data());
-    v[U].resize(rows * f);
-    gemm<T>(false, false, rows, f, h, 1, v[H2].data(), p + o.w1, 0, v[U].data());
+      ops.addBias(rows, h, p + o.bo, v[X2].data());
+    ops.layerNormForward(rows, h, v[X2].data(), p + o.ln2g, p + o.ln2b, v[H2].data(),
+                         v[Mean2].data(), v[Rstd2].data());
+    ops.gemm(false, false, rows, f, h, 1, v[H2].data(), p + o.w1, 0, v[U].data());
     if (o.b1 >= 0)
-      addBias(rows, f, p + o.b1, v[U].data());
-    v[G].resize(rows * f);
-    geluForward(rows * f, v[U].data(), v[G].data());
-    std::copy(v[X2].begin(), v[X2].end(), y);
-    gemm<T>(false, false, rows, h, f, 1, v[G].data(), p + o.w2, 1, y);
+      ops.addBias(rows, f, p + o.b1, v[U].data());
+    ops.geluForward(rows * f, v[U].data(), v[G].data());
+    ops.copy(rows * h, v[X2].data(), y);
+    ops.gemm(false, false, rows, h, f, 1, v[G].data(), p + o.w2, 1, y);
     if (o.b2 >= 0)
-      addBias(rows, h, p + o.b2, y);
-    return 0;
+      ops.addBias(rows, h, p + o.b2, y);
   }
 
-  void backward(const T *p, const LayerCache<T> &cache, const T *dy, T *dp,
+  void backward(Ops<T> &ops, const T *p, const LayerCache<T> &cache, const T *dy, T *dp,
                 T *dx) const override {
     const int64_t n = cache.samples, rows = n * s.seq, h = s.hidden, f = s.ffn;
-    const std::vector<std::vector<T>> &v = cache.saved;
+    const std::vector<Buffer<T>> &v = cache.saved;
     // MLP branch: y = x2 + W2 gelu(W1 LN2(x2) + b1) + b2.
-    gemm<T>(true, false, f, h, rows, 1, v[G].data(), dy, 1, dp + o.w2);
+    ops.gemm(true, false, f, h, rows, 1, v[G].data(), dy, 1, dp + o.w2);
     if (o.b2 >= 0)
-      sumRows(rows, h, dy, dp + o.b2);
-    std::vector<T> dg(rows * f), du(rows * f);
-    gemm<T>(false, true, rows, f, h, 1, dy, p + o.w2, 0, dg.data());
-    geluBackward(rows * f, v[U].data(), dg.data(), du.data());
-    gemm<T>(true, false, h, f, rows, 1, v[H2].data(), du.data(), 1, dp + o.w1);
+      ops.sumRows(rows, h, dy, dp + o.b2);
+    Buffer<T> dg = ops.allocate(rows * f), du = ops.allocate(rows * f);
+    ops.gemm(false, true, rows, f, h, 1, dy, p + o.w2, 0, dg.data());
+    ops.geluBackward(rows * f, v[U].data(), dg.data(), du.data());
+    ops.gemm(true, false, h, f, rows, 1, v[H2].data(), du.data(), 1, dp + o.w1);
     if (o.b1 >= 0)
-      sumRows(rows, f, du.data(), dp + o.b1);
-    std::vector<T> dh2(rows * h), dx2(rows * h);
-    gemm<T>(false, true, rows, h, f, 1, du.data(), p + o.w1, 0, dh2.data());
-    layerNormBackward(rows, h, v[X2].data(), p + o.ln2g, v[Mean2].data(), v[Rstd2].data(),
-                      dh2.data(), dx2.data(), dp + o.ln2g, dp + o.ln2b);
-    for (int64_t i = 0; i < rows * h; ++i)
-      dx2[i] += dy[i];
+      ops.sumRows(rows, f, du.data(), dp + o.b1);
+    Buffer<T> dh2 = ops.allocate(rows * h), dx2 = ops.allocate(rows * h);
+    ops.gemm(false, true, rows, h, f, 1, du.data(), p + o.w1, 0, dh2.data());
+    ops.layerNormBackward(rows, h, v[X2].data(), p + o.ln2g, v[Mean2].data(), v[Rstd2].data(),
+                          dh2.data(), dx2.data(), dp + o.ln2g, dp + o.ln2b);
+    ops.add(rows * h, dy, dx2.data());
     // Attention branch: x2 = x + Wo Attn(Wqkv LN1(x) + bqkv) + bo.
-    gemm<T>(true, false, h, h, rows, 1, v[Att].data(), dx2.data(), 1, dp + o.wo);
+    ops.gemm(true, false, h, h, rows, 1, v[Att].data(), dx2.data(), 1, dp + o.wo);
     if (o.bo >= 0)
-      sumRows(rows, h, dx2.data(), dp + o.bo);
-    std::vector<T> datt(rows * h), dqkv(rows * 3 * h);
-    gemm<T>(false, true, rows, h, h, 1, dx2.data(), p + o.wo, 0, datt.data());
-    attentionBackward(n, s.seq, s.heads, s.headDim(), v[Qkv].data(), v[Probs].data(),
-                      datt.data(), dqkv.data());
-    gemm<T>(true, false, h, 3 * h, rows, 1, v[H1].data(), dqkv.data(), 1, dp + o.wqkv);
+      ops.sumRows(rows, h, dx2.data(), dp + o.bo);
+    Buffer<T> datt = ops.allocate(rows * h), dqkv = ops.allocate(rows * 3 * h);
+    ops.gemm(false, true, rows, h, h, 1, dx2.data(), p + o.wo, 0, datt.data());
+    ops.attentionBackward(n, s.seq, s.heads, s.headDim(), v[Qkv].data(), v[Probs].data(),
+                          datt.data(), dqkv.data());
+    ops.gemm(true, false, h, 3 * h, rows, 1, v[H1].data(), dqkv.data(), 1, dp + o.wqkv);
     if (o.bqkv >= 0)
-      sumRows(rows, 3 * h, dqkv.data(), dp + o.bqkv);
-    std::vector<T> dh1(rows * h);
-    gemm<T>(false, true, rows, h, 3 * h, 1, dqkv.data(), p + o.wqkv, 0, dh1.data());
-    layerNormBackward(rows, h, v[X].data(), p + o.ln1g, v[Mean1].data(), v[Rstd1].data(),
-                      dh1.data(), dx, dp + o.ln1g, dp + o.ln1b);
-    for (int64_t i = 0; i < rows * h; ++i)
-      dx[i] += dx2[i];
+      ops.sumRows(rows, 3 * h, dqkv.data(), dp + o.bqkv);
+    Buffer<T> dh1 = ops.allocate(rows * h);
+    ops.gemm(false, true, rows, h, 3 * h, 1, dqkv.data(), p + o.wqkv, 0, dh1.data());
+    ops.layerNormBackward(rows, h, v[X].data(), p + o.ln1g, v[Mean1].data(), v[Rstd1].data(),
+                          dh1.data(), dx, dp + o.ln1g, dp + o.ln1b);
+    ops.add(rows * h, dx2.data(), dx);
   }
 
 private:
@@ -277,33 +237,33 @@ public:
 
   enum { X, Z, Mean, Rstd, DLogits, NumSaved };
 
-  double forward(const T *p, const T *x, const Tokens &batch, T *,
-                 LayerCache<T> &cache) const override {
+  void forward(Ops<T> &ops, const T *p, const T *x, const Tokens &batch, T *,
+               LayerCache<T> &cache) const override {
     const int64_t rows = batch.samples * s.seq, h = s.hidden;
-    std::vector<std::vector<T>> &v = cache.saved;
-    v.assign(NumSaved, {});
+    std::vector<Buffer<T>> &v = cache.saved;
+    v.clear();
+    v.resize(NumSaved);
     cache.samples = batch.samples;
-    v[X].assign(x, x + rows * h);
-    v[Z].resize(rows * h);
-    v[Mean].resize(rows);
-    v[Rstd].resize(rows);
-    layerNormForward(rows, h, x, p, p + h, v[Z].data(), v[Mean].data(), v[Rstd].data());
-    std::vector<T> logits(rows * s.vocab);
-    gemm<T>(false, false, rows, s.vocab, h, 1, v[Z].data(), p + 2 * h, 0, logits.data());
-    v[DLogits].resize(rows * s.vocab);
-    return crossEntropy(rows, s.vocab, logits.data(), batch.targets,
-                        static_cast<T>(batch.lossScale), v[DLogits].data());
+    const int64_t sizes[NumSaved] = {rows * h, rows * h, rows, rows, rows * s.vocab};
+    for (int i = 0; i < NumSaved; ++i)
+      v[i] = ops.allocate(sizes[i]);
+    ops.copy(rows * h, x, v[X].data());
+    ops.layerNormForward(rows, h, x, p, p + h, v[Z].data(), v[Mean].data(), v[Rstd].data());
+    Buffer<T> logits = ops.allocate(rows * s.vocab);
+    ops.gemm(false, false, rows, s.vocab, h, 1, v[Z].data(), p + 2 * h, 0, logits.data());
+    ops.crossEntropy(rows, s.vocab, logits.data(), batch.targets,
+                     static_cast<T>(batch.lossScale), v[DLogits].data());
   }
 
-  void backward(const T *p, const LayerCache<T> &cache, const T *, T *dp,
+  void backward(Ops<T> &ops, const T *p, const LayerCache<T> &cache, const T *, T *dp,
                 T *dx) const override {
     const int64_t rows = cache.samples * s.seq, h = s.hidden;
-    const std::vector<std::vector<T>> &v = cache.saved;
-    gemm<T>(true, false, h, s.vocab, rows, 1, v[Z].data(), v[DLogits].data(), 1, dp + 2 * h);
-    std::vector<T> dz(rows * h);
-    gemm<T>(false, true, rows, h, s.vocab, 1, v[DLogits].data(), p + 2 * h, 0, dz.data());
-    layerNormBackward(rows, h, v[X].data(), p, v[Mean].data(), v[Rstd].data(), dz.data(), dx,
-                      dp, dp + h);
+    const std::vector<Buffer<T>> &v = cache.saved;
+    ops.gemm(true, false, h, s.vocab, rows, 1, v[Z].data(), v[DLogits].data(), 1, dp + 2 * h);
+    Buffer<T> dz = ops.allocate(rows * h);
+    ops.gemm(false, true, rows, h, s.vocab, 1, v[DLogits].data(), p + 2 * h, 0, dz.data());
+    ops.layerNormBackward(rows, h, v[X].data(), p, v[Mean].data(), v[Rstd].data(), dz.data(),
+                          dx, dp, dp + h);
   }
 
 private:
@@ -330,10 +290,11 @@ std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &sha
 template <typename T>
 absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan,
                                                    const GptShape &shape, int64_t first,
-                                                   int64_t end) {
+                                                   int64_t end, Ops<T> &ops) {
   LayerChain chain;
   chain.shape = shape;
   chain.firstLayer = first;
+  chain.ops = &ops;
   for (int64_t l = first; l < end; ++l) {
     const runtime::Layer &spec = plan.layers[l];
     std::unique_ptr<Layer<T>> layer = makeLayer<T>(spec.kind, shape);
@@ -361,8 +322,10 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan,
 }
 
 template <typename T> void LayerChain<T>::initialise(T *params, uint64_t seed) const {
+  std::vector<T> host(numParams());
   for (size_t i = 0; i < layers.size(); ++i)
-    layers[i]->initialise(params + offsets[i], seed, firstLayer + static_cast<int64_t>(i));
+    layers[i]->initialise(host.data() + offsets[i], seed, firstLayer + static_cast<int64_t>(i));
+  ops->upload(host.data(), numParams(), params);
 }
 
 namespace {
@@ -372,99 +335,100 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 } // namespace
 
 template <typename T>
-double LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T *y,
-                              Cache &cache, std::vector<double> *seconds) const {
-  const int64_t activation = batch.samples * shape.seq * shape.hidden;
-  cache.layers.assign(layers.size(), {});
-  cache.inputs.assign(layers.size(), {});
-  double loss = 0;
+void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T *y, Cache &cache,
+                            std::vector<double> *seconds) const {
+  const int64_t activation = batch.samples * sampleSize();
+  cache.layers.clear();
+  cache.layers.resize(layers.size());
+  cache.inputs.clear();
+  cache.inputs.resize(layers.size());
   const T *in = x;
   for (size_t i = 0; i < layers.size(); ++i) {
     const bool last = i + 1 == layers.size();
     T *out = y;
     if (!last) {
-      cache.inputs[i + 1].resize(activation);
+      cache.inputs[i + 1] = ops->allocate(activation);
       out = cache.inputs[i + 1].data();
     }
     const auto start = std::chrono::steady_clock::now();
-    loss += layers[i]->forward(params + offsets[i], in, batch, out, cache.layers[i]);
+    layers[i]->forward(*ops, params + offsets[i], in, batch, out, cache.layers[i]);
     if (seconds)
       seconds->push_back(secondsSince(start));
     in = out;
   }
-  return loss;
 }
 
 template <typename T>
-void LayerChain<T>::backward(const T *params, const Cache &cache, const T *dy, T *dparams,
-                             T *dx, std::vector<double> *seconds) const {
+void LayerChain<T>::backward(const T *params, const Cache &cache, const T *dy, T *dparams, T *dx,
+                             std::vector<double> *seconds) const {
   if (seconds)
     seconds->assign(layers.size(), 0);
-  std::vector<T> grad, next;
+  Buffer<T> grad, next;
   const T *upstream = dy;
   for (size_t k = layers.size(); k-- > 0;) {
     const bool first = k == 0;
     T *down = dx;
     if (!first) {
-      const int64_t activation = static_cast<int64_t>(cache.inputs[k].size());
-      next.assign(activation, T(0));
+      next = ops->allocate(cache.inputs[k].size());
       down = next.data();
     }
     const auto start = std::chrono::steady_clock::now();
-    layers[k]->backward(params + offsets[k], cache.layers[k], upstream, dparams + offsets[k],
-                        down);
+    layers[k]->backward(*ops, params + offsets[k], cache.layers[k], upstream,
+                        dparams + offsets[k], down);
     if (seconds)
       (*seconds)[k] = secondsSince(start);
     if (!first) {
-      grad.swap(next);
+      grad = std::move(next);
       upstream = grad.data();
     }
   }
 }
 
 template <typename T>
-double LayerChain<T>::forwardSamples(const T *params, const T *x, const Tokens &batch, T *y,
-                                     std::vector<Cache> &caches,
-                                     std::vector<double> *seconds) const {
-  const int64_t row = shape.seq * shape.hidden;
-  caches.assign(batch.samples, {});
+void LayerChain<T>::forwardSamples(const T *params, const T *x, const Tokens &batch, T *y,
+                                   std::vector<Cache> &caches,
+                                   std::vector<double> *seconds) const {
+  const int64_t row = sampleSize();
+  const int64_t step = ops->perSample() ? 1 : batch.samples;
+  caches.clear();
+  caches.resize((batch.samples + step - 1) / step);
   std::vector<double> one;
-  double loss = 0;
-  for (int64_t n = 0; n < batch.samples; ++n) {
-    Tokens sample = batch;
-    sample.tokens = batch.tokens + n * shape.seq;
-    sample.targets = batch.targets + n * shape.seq;
-    sample.samples = 1;
+  for (int64_t n = 0, k = 0; n < batch.samples; n += step, ++k) {
+    Tokens piece = batch;
+    piece.tokens = batch.tokens + n * shape.seq;
+    piece.targets = batch.targets + n * shape.seq;
+    piece.samples = std::min(step, batch.samples - n);
     one.clear();
-    loss += forward(params, x ? x + n * row : nullptr, sample, y ? y + n * row : nullptr,
-                    caches[n], seconds ? &one : nullptr);
+    forward(params, x ? x + n * row : nullptr, piece, y ? y + n * row : nullptr, caches[k],
+            seconds ? &one : nullptr);
     if (seconds) {
       seconds->resize(one.size(), 0);
       for (size_t i = 0; i < one.size(); ++i)
         (*seconds)[i] += one[i];
     }
   }
-  return loss;
 }
 
 template <typename T>
 void LayerChain<T>::backwardSamples(const T *params, const std::vector<Cache> &caches,
                                     const T *dy, double *grads, T *dx,
                                     std::vector<double> *seconds) const {
-  const int64_t row = shape.seq * shape.hidden;
-  std::vector<T> dparams(numParams());
+  const int64_t row = sampleSize();
+  Buffer<T> dparams = ops->allocate(numParams());
   std::vector<double> one;
-  for (size_t n = 0; n < caches.size(); ++n) {
-    std::fill(dparams.begin(), dparams.end(), T(0));
-    backward(params, caches[n], dy ? dy + n * row : nullptr, dparams.data(),
-             dx ? dx + n * row : nullptr, seconds ? &one : nullptr);
-    for (size_t i = 0; i < dparams.size(); ++i)
-      grads[i] += dparams[i];
+  int64_t at = 0; // the first sample of the piece
+  for (const Cache &cache : caches) {
+    const int64_t samples = cache.layers.front().samples;
+    ops->fill(numParams(), T(0), dparams.data());
+    backward(params, cache, dy ? dy + at * row : nullptr, dparams.data(),
+             dx ? dx + at * row : nullptr, seconds ? &one : nullptr);
+    ops->accumulate(numParams(), dparams.data(), grads);
     if (seconds) {
       seconds->resize(one.size(), 0);
       for (size_t i = 0; i < one.size(); ++i)
         (*seconds)[i] += one[i];
     }
+    at += samples;
   }
 }
 

@@ -15,6 +15,7 @@
 #define CONDUIT_RUNTIME_MODEL_GPT_H
 
 #include "runtime/Status.h"
+#include "runtime/model/Ops.h"
 #include "runtime/plan/Plan.h"
 
 #include <cstdint>
@@ -42,69 +43,73 @@ struct Tokens {
   double lossScale = 1;
 };
 
-/// What a layer keeps from its forward for its backward.
+/// What a layer keeps from its forward for its backward (memory of the layer's Ops).
 template <typename T> struct LayerCache {
-  std::vector<std::vector<T>> saved;
-  std::vector<int32_t> tokens; ///< embedding: the input tokens
+  std::vector<Buffer<T>> saved;
+  std::vector<int32_t> tokens; ///< embedding: the input tokens (host)
   int64_t samples = 0;
 };
 
+/// One layer's math, written once against Ops. Parameters and activations are memory of the
+/// Ops passed in; initialise() works on host memory.
 template <typename T> class Layer {
 public:
   virtual ~Layer() = default;
   virtual int64_t numParams() const = 0;
-  /// Fills `params` from (seed, global layer index).
+  /// Fills host `params` from (seed, global layer index).
   virtual void initialise(T *params, uint64_t seed, int64_t layerIndex) const = 0;
   /// Forward over batch.samples sequences: x (null for the embedding) to y (null for the
-  /// head). Returns the summed loss for the head, 0 otherwise.
-  virtual double forward(const T *params, const T *x, const Tokens &batch, T *y,
-                         LayerCache<T> &cache) const = 0;
+  /// head, which adds its loss to the Ops's loss).
+  virtual void forward(Ops<T> &ops, const T *params, const T *x, const Tokens &batch, T *y,
+                       LayerCache<T> &cache) const = 0;
   /// Backward: accumulates parameter gradients into dparams and writes dx (unless null).
   /// The head ignores dy: its gradient starts at the loss.
-  virtual void backward(const T *params, const LayerCache<T> &cache, const T *dy, T *dparams,
-                        T *dx) const = 0;
+  virtual void backward(Ops<T> &ops, const T *params, const LayerCache<T> &cache, const T *dy,
+                        T *dparams, T *dx) const = 0;
 };
 
 /// The layer of kind `kind` for this shape.
 template <typename T>
 std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &shape);
 
-/// A contiguous range of layers run as one unit: a pipeline stage, or the whole model.
+/// A contiguous range of layers run as one unit (a pipeline stage, or the whole model) on one
+/// Ops.
 template <typename T> class LayerChain {
 public:
   /// Layers [first, end) of `plan`; checks that each has the parameter count the plan states.
   static absl::StatusOr<LayerChain> build(const runtime::Plan &plan, const GptShape &shape,
-                                          int64_t first, int64_t end);
+                                          int64_t first, int64_t end, Ops<T> &ops);
 
   int64_t numParams() const { return offsets.back(); }
   bool hasHead() const { return head; }
   bool hasEmbedding() const { return embedding; }
-  /// Width of one activation row (hidden size) and rows per sample (sequence length).
-  int64_t rowsPerSample() const { return shape.seq; }
-  int64_t width() const { return shape.hidden; }
+  /// Elements of one sample's activations.
+  int64_t sampleSize() const { return shape.seq * shape.hidden; }
 
+  /// Initialises `params` (memory of the chain's Ops) from the seed.
   void initialise(T *params, uint64_t seed) const;
 
   struct Cache {
     std::vector<LayerCache<T>> layers;
-    std::vector<std::vector<T>> inputs; ///< the input of each layer after the first
+    std::vector<Buffer<T>> inputs; ///< the input of each layer after the first
   };
   /// Runs the chain; `x` is the chain's input (null when it starts with the embedding), `y`
-  /// its output (null when it ends with the head). Returns the summed loss. `seconds`, if
+  /// its output (null when it ends with the head, whose loss goes to the Ops). `seconds`, if
   /// given, receives each layer's time.
-  double forward(const T *params, const T *x, const Tokens &batch, T *y, Cache &cache,
-                 std::vector<double> *seconds = nullptr) const;
+  void forward(const T *params, const T *x, const Tokens &batch, T *y, Cache &cache,
+               std::vector<double> *seconds = nullptr) const;
   /// Backward through the chain, accumulating into dparams; dx may be null when the chain
   /// starts with the embedding.
   void backward(const T *params, const Cache &cache, const T *dy, T *dparams, T *dx,
                 std::vector<double> *seconds = nullptr) const;
 
-  /// The forward of a micro-batch, one sample at a time: every sample is computed with the
-  /// same shapes whatever the micro-batch, so any cut of the batch gives the same bits.
-  /// `caches` receives one cache per sample; `seconds`, if given, accumulates per layer.
-  double forwardSamples(const T *params, const T *x, const Tokens &batch, T *y,
-                        std::vector<Cache> &caches, std::vector<double> *seconds = nullptr) const;
-  /// The backward of forwardSamples: each sample's parameter gradients are added to the
+  /// The forward of a micro-batch: one sample at a time where the Ops says so (every sample is
+  /// then computed with the same shapes whatever the micro-batch, so any cut of the batch
+  /// gives the same bits), else in one go. `caches` receives one cache per piece; `seconds`,
+  /// if given, accumulates per layer.
+  void forwardSamples(const T *params, const T *x, const Tokens &batch, T *y,
+                      std::vector<Cache> &caches, std::vector<double> *seconds = nullptr) const;
+  /// The backward of forwardSamples: each piece's parameter gradients are added to the
   /// double-precision `grads` on their own, so the sum does not depend on how the batch was
   /// cut or in which order micro-batches ran.
   void backwardSamples(const T *params, const std::vector<Cache> &caches, const T *dy,
@@ -113,13 +118,15 @@ public:
   /// Where layer `i` of the chain starts in the chain's flat parameters.
   int64_t offset(size_t i) const { return offsets[i]; }
   size_t size() const { return layers.size(); }
+  const std::string &name(size_t i) const { return names[i]; }
   /// The global index of layer `i` of the chain.
   int64_t globalLayer(size_t i) const { return firstLayer + static_cast<int64_t>(i); }
-  const std::string &name(size_t i) const { return names[i]; }
+  Ops<T> &operations() const { return *ops; }
 
 private:
   GptShape shape;
   int64_t firstLayer = 0;
+  Ops<T> *ops = nullptr;
   std::vector<std::shared_ptr<Layer<T>>> layers;
   std::vector<std::string> names;
   std::vector<int64_t> offsets{0};

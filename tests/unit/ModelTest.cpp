@@ -78,7 +78,8 @@ Batch makeBatch(const GptShape &s, int64_t samples) {
 /// input when the chain does not start with the embedding.
 void checkGradients(const GptShape &s, int64_t first, int64_t end) {
   runtime::Plan plan = planFor(s);
-  LayerChain<double> chain = *LayerChain<double>::build(plan, s, first, end);
+  CpuOps<double> ops;
+  LayerChain<double> chain = *LayerChain<double>::build(plan, s, first, end, ops);
   std::vector<double> params(chain.numParams());
   chain.initialise(params.data(), 42);
   // Larger weights than the initialisation's, so that every path carries signal.
@@ -99,8 +100,9 @@ void checkGradients(const GptShape &s, int64_t first, int64_t end) {
   auto loss = [&](const std::vector<double> &p, const std::vector<double> &input) {
     typename LayerChain<double>::Cache cache;
     std::vector<double> y(chain.hasHead() ? 0 : samples * width);
-    double l = chain.forward(p.data(), input.empty() ? nullptr : input.data(), batch.view,
-                             y.empty() ? nullptr : y.data(), cache);
+    chain.forward(p.data(), input.empty() ? nullptr : input.data(), batch.view,
+                  y.empty() ? nullptr : y.data(), cache);
+    double l = ops.takeLoss();
     for (size_t i = 0; i < y.size(); ++i)
       l += y[i] * projection[i];
     return l;
@@ -109,6 +111,7 @@ void checkGradients(const GptShape &s, int64_t first, int64_t end) {
   std::vector<double> y(chain.hasHead() ? 0 : samples * width);
   chain.forward(params.data(), x.empty() ? nullptr : x.data(), batch.view,
                 y.empty() ? nullptr : y.data(), cache);
+  ops.takeLoss();
   std::vector<double> dparams(params.size(), 0.0), dx(x.size(), 0.0);
   chain.backward(params.data(), cache, chain.hasHead() ? nullptr : projection.data(),
                  dparams.data(), dx.empty() ? nullptr : dx.data());
@@ -143,8 +146,10 @@ TEST(Model, WholeModelGradients) { checkGradients(tinyShape(), 0, 4); }
 TEST(Model, FloatModelFollowsTheDoubleOne) {
   GptShape s = tinyShape();
   runtime::Plan plan = planFor(s);
-  auto d = *LayerChain<double>::build(plan, s, 0, 4);
-  auto f = *LayerChain<float>::build(plan, s, 0, 4);
+  CpuOps<double> opsD;
+  CpuOps<float> opsF;
+  auto d = *LayerChain<double>::build(plan, s, 0, 4, opsD);
+  auto f = *LayerChain<float>::build(plan, s, 0, 4, opsF);
   std::vector<double> pd(d.numParams());
   std::vector<float> pf(f.numParams());
   d.initialise(pd.data(), 5);
@@ -154,23 +159,25 @@ TEST(Model, FloatModelFollowsTheDoubleOne) {
   Batch batch = makeBatch(s, 3);
   typename LayerChain<double>::Cache cd;
   typename LayerChain<float>::Cache cf;
-  const double ld = d.forward(pd.data(), nullptr, batch.view, nullptr, cd);
-  const double lf = f.forward(pf.data(), nullptr, batch.view, nullptr, cf);
+  d.forward(pd.data(), nullptr, batch.view, nullptr, cd);
+  f.forward(pf.data(), nullptr, batch.view, nullptr, cf);
+  const double ld = opsD.takeLoss(), lf = opsF.takeLoss();
   EXPECT_NEAR(lf, ld, 1e-5 * std::abs(ld));
 }
 
 TEST(Model, PerSampleProcessingDoesNotDependOnTheCut) {
   GptShape s = tinyShape();
   runtime::Plan plan = planFor(s);
-  auto chain = *LayerChain<float>::build(plan, s, 0, 4);
+  CpuOps<float> ops;
+  auto chain = *LayerChain<float>::build(plan, s, 0, 4, ops);
   std::vector<float> params(chain.numParams());
   chain.initialise(params.data(), 5);
   Batch batch = makeBatch(s, 4);
   // The whole batch at once, and as 1 + 3 samples.
   std::vector<double> whole(params.size(), 0.0), split(params.size(), 0.0);
   std::vector<typename LayerChain<float>::Cache> caches;
-  const double lossWhole =
-      chain.forwardSamples(params.data(), nullptr, batch.view, nullptr, caches);
+  chain.forwardSamples(params.data(), nullptr, batch.view, nullptr, caches);
+  const double lossWhole = ops.takeLoss();
   chain.backwardSamples(params.data(), caches, nullptr, whole.data(), nullptr);
   double lossSplit = 0;
   for (auto [first, count] : {std::pair<int64_t, int64_t>{0, 1}, {1, 3}}) {
@@ -178,7 +185,8 @@ TEST(Model, PerSampleProcessingDoesNotDependOnTheCut) {
     part.tokens += first * s.seq;
     part.targets += first * s.seq;
     part.samples = count;
-    lossSplit += chain.forwardSamples(params.data(), nullptr, part, nullptr, caches);
+    chain.forwardSamples(params.data(), nullptr, part, nullptr, caches);
+    lossSplit += ops.takeLoss();
     chain.backwardSamples(params.data(), caches, nullptr, split.data(), nullptr);
   }
   EXPECT_EQ(lossWhole, lossSplit);
@@ -213,8 +221,9 @@ TEST(Model, UnsupportedArchitecturesAreRefused) {
   }
   runtime::Plan wrongCount = plan;
   wrongCount.layers[1].params += 1;
+  CpuOps<float> ops;
   absl::StatusOr<LayerChain<float>> chain =
-      LayerChain<float>::build(wrongCount, tinyShape(), 0, 4);
+      LayerChain<float>::build(wrongCount, tinyShape(), 0, 4, ops);
   ASSERT_FALSE(chain.ok());
   EXPECT_NE(chain.status().message().find("block.0: the plan counts"), std::string::npos);
 }

@@ -1,0 +1,132 @@
+//===- CpuOps.cpp - the model's math on the CPU ---------------------------===//
+
+#include "runtime/model/Kernels.h"
+#include "runtime/model/Ops.h"
+
+#include <algorithm>
+
+namespace conduit::model {
+
+template <typename T> Buffer<T> CpuOps<T>::allocate(int64_t n) {
+  return Buffer<T>(new T[n](), n, [](T *p) { delete[] p; });
+}
+
+template <typename T> Buffer<double> CpuOps<T>::allocateDouble(int64_t n) {
+  return Buffer<double>(new double[n](), n, [](double *p) { delete[] p; });
+}
+
+template <typename T> void CpuOps<T>::upload(const T *host, int64_t n, T *dst) {
+  std::copy(host, host + n, dst);
+}
+
+template <typename T> void CpuOps<T>::download(const T *src, int64_t n, T *host) {
+  std::copy(src, src + n, host);
+}
+
+template <typename T> void CpuOps<T>::fill(int64_t n, T value, T *dst) {
+  std::fill(dst, dst + n, value);
+}
+
+template <typename T> void CpuOps<T>::copy(int64_t n, const T *src, T *dst) {
+  std::copy(src, src + n, dst);
+}
+
+template <typename T> void CpuOps<T>::add(int64_t n, const T *src, T *dst) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] += src[i];
+}
+
+template <typename T> void CpuOps<T>::accumulate(int64_t n, const T *src, double *dst) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] += src[i];
+}
+
+template <typename T> void CpuOps<T>::addBias(int64_t rows, int64_t n, const T *bias, T *x) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      x[r * n + i] += bias[i];
+}
+
+template <typename T> void CpuOps<T>::sumRows(int64_t rows, int64_t n, const T *x, T *sum) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      sum[i] += x[r * n + i];
+}
+
+template <typename T>
+void CpuOps<T>::gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
+                     const T *a, const T *b, T beta, T *c) {
+  model::gemm<T>(transA, transB, m, n, k, alpha, a, b, beta, c);
+}
+
+template <typename T>
+void CpuOps<T>::layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma,
+                                 const T *beta, T *y, T *mean, T *rstd) {
+  model::layerNormForward(rows, h, x, gamma, beta, y, mean, rstd);
+}
+
+template <typename T>
+void CpuOps<T>::layerNormBackward(int64_t rows, int64_t h, const T *x, const T *gamma,
+                                  const T *mean, const T *rstd, const T *dy, T *dx, T *dgamma,
+                                  T *dbeta) {
+  model::layerNormBackward(rows, h, x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+}
+
+template <typename T> void CpuOps<T>::geluForward(int64_t n, const T *x, T *y) {
+  model::geluForward(n, x, y);
+}
+
+template <typename T> void CpuOps<T>::geluBackward(int64_t n, const T *x, const T *dy, T *dx) {
+  model::geluBackward(n, x, dy, dx);
+}
+
+template <typename T>
+void CpuOps<T>::attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
+                                 const T *qkv, T *probs, T *out) {
+  model::attentionForward(samples, seq, heads, headDim, qkv, probs, out);
+}
+
+template <typename T>
+void CpuOps<T>::attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
+                                  const T *qkv, const T *probs, const T *dout, T *dqkv) {
+  model::attentionBackward(samples, seq, heads, headDim, qkv, probs, dout, dqkv);
+}
+
+template <typename T>
+void CpuOps<T>::embeddingForward(int64_t samples, int64_t seq, int64_t hidden,
+                                 const int32_t *tokens, const T *wte, const T *wpe, T *y) {
+  for (int64_t n = 0; n < samples; ++n)
+    for (int64_t t = 0; t < seq; ++t) {
+      const int64_t row = n * seq + t;
+      const T *token = wte + static_cast<int64_t>(tokens[row]) * hidden;
+      for (int64_t i = 0; i < hidden; ++i)
+        y[row * hidden + i] = token[i] + wpe[t * hidden + i];
+    }
+}
+
+template <typename T>
+void CpuOps<T>::embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
+                                  const int32_t *tokens, const T *dy, T *dwte, T *dwpe) {
+  for (int64_t n = 0; n < samples; ++n)
+    for (int64_t t = 0; t < seq; ++t) {
+      const int64_t row = n * seq + t;
+      T *token = dwte + static_cast<int64_t>(tokens[row]) * hidden;
+      for (int64_t i = 0; i < hidden; ++i) {
+        token[i] += dy[row * hidden + i];
+        dwpe[t * hidden + i] += dy[row * hidden + i];
+      }
+    }
+}
+
+template <typename T>
+void CpuOps<T>::crossEntropy(int64_t rows, int64_t vocab, const T *logits,
+                             const int32_t *targets, T scale, T *dlogits) {
+  loss += model::crossEntropy(rows, vocab, logits, targets, scale, dlogits);
+}
+
+template <typename T> double CpuOps<T>::takeLoss() { return std::exchange(loss, 0.0); }
+
+template class CpuOps<float>;
+template class CpuOps<double>;
+
+} // namespace conduit::model

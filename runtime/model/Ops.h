@@ -1,0 +1,156 @@
+//===- Ops.h - the math of the model, on some device ------------*- C++ -*-===//
+//
+// The model's layers are written once against this interface; each backend supplies an
+// implementation: CpuOps (CBLAS and loops, in host memory) and CudaOps (cuBLAS and kernels, in
+// device memory). Every pointer passed to an Ops is memory of that Ops (from allocate() or
+// from the backend's own buffers), except token ids, which callers keep on the host.
+//
+// One conformance suite (tests/unit/OpsConformanceTest.cpp) checks every implementation
+// against the double-precision CPU one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_MODEL_OPS_H
+#define CONDUIT_RUNTIME_MODEL_OPS_H
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+
+namespace conduit::model {
+
+/// Memory of an Ops implementation, released when the buffer goes.
+template <typename T> class Buffer {
+public:
+  Buffer() = default;
+  Buffer(T *data, int64_t size, std::function<void(T *)> release)
+      : ptr(data), count(size), release(std::move(release)) {}
+  Buffer(Buffer &&other) noexcept { *this = std::move(other); }
+  Buffer &operator=(Buffer &&other) noexcept {
+    if (this != &other) {
+      reset();
+      ptr = std::exchange(other.ptr, nullptr);
+      count = std::exchange(other.count, 0);
+      release = std::move(other.release);
+    }
+    return *this;
+  }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  ~Buffer() { reset(); }
+
+  T *data() const { return ptr; }
+  int64_t size() const { return count; }
+  bool empty() const { return count == 0; }
+  void reset() {
+    if (ptr && release)
+      release(ptr);
+    ptr = nullptr;
+    count = 0;
+  }
+
+private:
+  T *ptr = nullptr;
+  int64_t count = 0;
+  std::function<void(T *)> release;
+};
+
+template <typename T> class Ops {
+public:
+  virtual ~Ops() = default;
+
+  /// `n` zeroed elements.
+  virtual Buffer<T> allocate(int64_t n) = 0;
+  virtual Buffer<double> allocateDouble(int64_t n) = 0;
+  /// Host <-> this Ops's memory.
+  virtual void upload(const T *host, int64_t n, T *dst) = 0;
+  virtual void download(const T *src, int64_t n, T *host) = 0;
+  /// Whether micro-batches are computed one sample at a time, so that results do not depend
+  /// on how the batch is cut (the CPU backend's bitwise equivalence; devices that need whole
+  /// micro-batches for speed say no).
+  virtual bool perSample() const = 0;
+
+  // Element-wise and reductions.
+  virtual void fill(int64_t n, T value, T *dst) = 0;
+  virtual void copy(int64_t n, const T *src, T *dst) = 0;
+  /// dst += src.
+  virtual void add(int64_t n, const T *src, T *dst) = 0;
+  /// dst += src, accumulating in double precision.
+  virtual void accumulate(int64_t n, const T *src, double *dst) = 0;
+  /// Adds `bias` to each of `rows` rows of width n.
+  virtual void addBias(int64_t rows, int64_t n, const T *bias, T *x) = 0;
+  /// sum += the rows of x (bias gradients).
+  virtual void sumRows(int64_t rows, int64_t n, const T *x, T *sum) = 0;
+
+  /// C[m×n] = alpha · op(A) · op(B) + beta · C, row-major.
+  virtual void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
+                    const T *a, const T *b, T beta, T *c) = 0;
+
+  virtual void layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma,
+                                const T *beta, T *y, T *mean, T *rstd) = 0;
+  /// dx overwritten; dgamma, dbeta accumulated.
+  virtual void layerNormBackward(int64_t rows, int64_t h, const T *x, const T *gamma,
+                                 const T *mean, const T *rstd, const T *dy, T *dx, T *dgamma,
+                                 T *dbeta) = 0;
+  virtual void geluForward(int64_t n, const T *x, T *y) = 0;
+  virtual void geluBackward(int64_t n, const T *x, const T *dy, T *dx) = 0;
+  /// Causal multi-head attention core; see Kernels.h for the layout.
+  virtual void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
+                                const T *qkv, T *probs, T *out) = 0;
+  virtual void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
+                                 const T *qkv, const T *probs, const T *dout, T *dqkv) = 0;
+  /// y[n, t] = wte[tokens[n, t]] + wpe[t]; tokens on the host.
+  virtual void embeddingForward(int64_t samples, int64_t seq, int64_t hidden,
+                                const int32_t *tokens, const T *wte, const T *wpe, T *y) = 0;
+  /// dwte, dwpe accumulated.
+  virtual void embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
+                                 const int32_t *tokens, const T *dy, T *dwte, T *dwpe) = 0;
+  /// Adds the summed cross-entropy of `logits` against `targets` (host) to the loss, and
+  /// writes scale · (softmax − onehot) to dlogits.
+  virtual void crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets,
+                            T scale, T *dlogits) = 0;
+  /// The loss summed since the last call, and zero from now on.
+  virtual double takeLoss() = 0;
+};
+
+/// The CPU implementation over CBLAS, in host memory.
+template <typename T> class CpuOps final : public Ops<T> {
+public:
+  Buffer<T> allocate(int64_t n) override;
+  Buffer<double> allocateDouble(int64_t n) override;
+  void upload(const T *host, int64_t n, T *dst) override;
+  void download(const T *src, int64_t n, T *host) override;
+  bool perSample() const override { return true; }
+  void fill(int64_t n, T value, T *dst) override;
+  void copy(int64_t n, const T *src, T *dst) override;
+  void add(int64_t n, const T *src, T *dst) override;
+  void accumulate(int64_t n, const T *src, double *dst) override;
+  void addBias(int64_t rows, int64_t n, const T *bias, T *x) override;
+  void sumRows(int64_t rows, int64_t n, const T *x, T *sum) override;
+  void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha, const T *a,
+            const T *b, T beta, T *c) override;
+  void layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *beta,
+                        T *y, T *mean, T *rstd) override;
+  void layerNormBackward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *mean,
+                         const T *rstd, const T *dy, T *dx, T *dgamma, T *dbeta) override;
+  void geluForward(int64_t n, const T *x, T *y) override;
+  void geluBackward(int64_t n, const T *x, const T *dy, T *dx) override;
+  void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
+                        const T *qkv, T *probs, T *out) override;
+  void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
+                         const T *qkv, const T *probs, const T *dout, T *dqkv) override;
+  void embeddingForward(int64_t samples, int64_t seq, int64_t hidden, const int32_t *tokens,
+                        const T *wte, const T *wpe, T *y) override;
+  void embeddingBackward(int64_t samples, int64_t seq, int64_t hidden, const int32_t *tokens,
+                         const T *dy, T *dwte, T *dwpe) override;
+  void crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets,
+                    T scale, T *dlogits) override;
+  double takeLoss() override;
+
+private:
+  double loss = 0;
+};
+
+} // namespace conduit::model
+
+#endif // CONDUIT_RUNTIME_MODEL_OPS_H
