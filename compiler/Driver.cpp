@@ -87,7 +87,9 @@ struct Options {
           clEnumValN(sched::SearchMethod::Genetic, "genetic",
                      "dual-chromosome genetic algorithm"),
           clEnumValN(sched::SearchMethod::Descent, "descent",
-                     "iterated coordinate descent (default)")),
+                     "iterated coordinate descent (default)"),
+          clEnumValN(sched::SearchMethod::Descent, "best",
+                     "the method that does best on the committed cases (descent)")),
       cl::cat(category)};
   cl::opt<uint64_t> searchSeed{"search-seed", cl::desc("Seed of the micro-batch search"),
                                cl::init(1), cl::cat(category)};

@@ -99,6 +99,7 @@ def ConduitOptimizeMicrobatches : Pass<"conduit-optimize-microbatches", "::mlir:
     relative sizes as separate chromosomes); `descent` (the default) starts from the best
     common equal cut and the `dp` result and takes, stage by stage, the best single move (a
     sample between neighbours, a split, a merge, a cut of the family) until none helps.
+    `best` names the method that does best on the committed cases (now `descent`).
 
     ```mlir
     // before, with microbatch_partitions = "auto"
@@ -110,7 +111,7 @@ def ConduitOptimizeMicrobatches : Pass<"conduit-optimize-microbatches", "::mlir:
   }];
   let options = [
     Option<"method", "method", "std::string", "\"descent\"",
-           "greedy, dp, genetic or descent">,
+           "greedy, dp, genetic, descent or best">,
     Option<"seed", "seed", "uint64_t", "1", "Seed of the genetic algorithm">,
     Option<"timeBudget", "time-budget", "double", "0",
            "Seconds after which the search returns its best so far (0: no limit)">,

@@ -1,6 +1,6 @@
 // RUN: conduit-opt %s -split-input-file -verify-diagnostics --conduit-optimize-microbatches
 // RUN: not conduit-opt %s -split-input-file --conduit-optimize-microbatches=method=annealing 2>&1 | FileCheck %s --check-prefix=METHOD
-// METHOD: error: conduit-optimize-microbatches: unknown method 'annealing'; use greedy, dp, genetic or descent
+// METHOD: error: conduit-optimize-microbatches: unknown method 'annealing'; use greedy, dp, genetic, descent or best
 
 // The search covers GPipe and 1F1B with one stage per rank.
 // expected-error @+1 {{microbatch_partitions "auto" searches gpipe and 1f1b schedules; this job uses breadth-first}}

@@ -1,5 +1,6 @@
 // RUN: conduit-opt %s --conduit-optimize-microbatches | FileCheck %s
 // RUN: conduit-opt %s --conduit-optimize-microbatches=method=dp | FileCheck %s --check-prefix=DP
+// RUN: conduit-opt %s --conduit-optimize-microbatches=method=best | FileCheck %s
 //
 // Three stages of different speeds under GPipe, 8 samples, with a launch overhead per layer:
 // the default search (descent) cuts every stage as 3 + 3 + 2 and records the sizes; the
