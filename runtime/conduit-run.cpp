@@ -1,7 +1,8 @@
 //===- conduit-run.cpp - execute a plan ------------------------------------===//
 //
-//   mpirun -np P*D conduit-run JOB.plan --backend=cpu --steps K [--trace FILE]
+//   mpirun -np P*D conduit-run JOB.plan --backend=cpu|cuda --steps K [--trace FILE]
 //          [--profile FILE] [--checkpoint DIR --checkpoint-every K] [--resume DIR]
+//   conduit-run JOB.plan --backend=cuda --ranks-per-process=P*D --steps K   (one GPU)
 //   conduit-run --reference JOB.plan --steps K
 //   conduit-run --dump JOB.plan
 //
@@ -16,11 +17,19 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/Profile.h"
 #include "runtime/Reference.h"
-#include "runtime/cpu/CpuBackend.h"
+#include "runtime/backend/cpu/CpuBackend.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/plan/PlanJson.h"
 #include "runtime/plan/Trace.h"
+
+#if CONDUIT_HAVE_CUDA
+#include "runtime/backend/cuda/CudaBackend.h"
+#include "runtime/backend/cuda/LoopbackTransport.h"
+#include "runtime/backend/cuda/NcclTransport.h"
+
+#include <thread>
+#endif
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +59,8 @@ const char *usage() {
   return R"(usage: conduit-run PLAN [options]
 
   --backend=cpu|cuda       the backend (default cpu); run under mpirun -np P*D
+  --ranks-per-process=N    (cuda) run all N = P*D ranks as threads of this process on one
+                           GPU (testing whole pipelines on a single device)
   --steps=N                training steps to run (default 1)
   --reference              train the same job in one process (the oracle)
   --dump                   print the verified plan as JSON and exit
@@ -75,7 +86,7 @@ struct Options {
   int64_t steps = 1;
   bool reference = false, dump = false;
   std::string trace, profile, checkpoint, resume, saveParams;
-  int64_t checkpointEvery = 0;
+  int64_t checkpointEvery = 0, ranksPerProcess = 1;
   double peerTimeoutS = 30;
   std::optional<Fault> fault;
 };
@@ -131,6 +142,8 @@ absl::StatusOr<Options> parseArguments(int argc, char **argv) {
             absl::StrCat("--backend expects cpu or cuda, got \"", o.backend, "\""));
     } else if (name == "steps") {
       CONDUIT_RETURN_IF_ERROR(integer(o.steps, 1));
+    } else if (name == "ranks-per-process") {
+      CONDUIT_RETURN_IF_ERROR(integer(o.ranksPerProcess, 1));
     } else if (name == "checkpoint-every") {
       CONDUIT_RETURN_IF_ERROR(integer(o.checkpointEvery, 1));
     } else if (name == "trace") {
@@ -165,6 +178,12 @@ absl::StatusOr<Options> parseArguments(int argc, char **argv) {
     return absl::InvalidArgumentError("no plan file given");
   if (o.checkpointEvery && o.checkpoint.empty())
     return absl::InvalidArgumentError("--checkpoint-every needs --checkpoint=DIR");
+  if (o.ranksPerProcess > 1 && o.backend != "cuda")
+    return absl::InvalidArgumentError("--ranks-per-process needs --backend=cuda");
+  if (o.ranksPerProcess > 1 && (!o.checkpoint.empty() || !o.resume.empty() || o.fault))
+    return absl::InvalidArgumentError(
+        "--ranks-per-process takes --steps, --trace, --profile, --save-params and "
+        "--peer-timeout; checkpoints and fault injection need one process per rank");
   if (o.reference && (!o.checkpoint.empty() || !o.resume.empty() || !o.trace.empty() ||
                       !o.profile.empty() || o.fault))
     return absl::InvalidArgumentError(
@@ -262,22 +281,39 @@ int runReference(const Plan &plan, const Options &options, const MpiWorld &world
   return kExitOk;
 }
 
-/// The final parameters of every stage, one file per layer, written by replica 0.
-absl::Status saveParameters(const Plan &plan, Backend &backend, RankPosition where,
-                            const std::string &dir) {
-  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, backend.stageParameters());
-  if (where.replica != 0)
-    return absl::OkStatus();
+/// The parameters of the stages of `pipelineRank` (in stage order), one file per layer.
+absl::Status writeStageParameters(const Plan &plan, int32_t pipelineRank,
+                                  const std::vector<std::vector<float>> &params,
+                                  const std::string &dir) {
   CONDUIT_ASSIGN_OR_RETURN(conduit::model::GptShape shape, conduit::model::GptShape::fromPlan(plan));
   conduit::model::CpuOps<float> ops; // names and offsets only; nothing is computed
   size_t k = 0;
   for (const Stage &stage : plan.stages) {
-    if (stage.rank != where.pipelineRank)
+    if (stage.rank != pipelineRank)
       continue;
     CONDUIT_ASSIGN_OR_RETURN(auto chain, conduit::model::LayerChain<float>::build(
                                              plan, shape, stage.firstLayer, stage.endLayer, ops));
     CONDUIT_RETURN_IF_ERROR(writeLayerFiles(dir, chain, params[k++].data()));
   }
+  return absl::OkStatus();
+}
+
+/// The final parameters of every stage, written by replica 0.
+absl::Status saveParameters(const Plan &plan, Backend &backend, RankPosition where,
+                            const std::string &dir) {
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, backend.stageParameters());
+  if (where.replica != 0)
+    return absl::OkStatus();
+  return writeStageParameters(plan, where.pipelineRank, params, dir);
+}
+
+/// The measured timeline of each pipeline rank (replica 0's), as a Chrome trace.
+absl::Status writeTraceFile(const Plan &plan, const std::vector<std::vector<TraceEvent>> &events,
+                            double stepTimeS, const std::string &path) {
+  std::ofstream out(path);
+  writeChromeTrace(plan, events, plan.name + " (measured)", stepTimeS, out);
+  if (!out)
+    return absl::UnavailableError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
 }
 
@@ -294,15 +330,21 @@ absl::Status writeTrace(const Plan &plan, const MpiWorld &world, RankPosition wh
     if (p.replica == 0)
       events[p.pipelineRank] = valuesOf<TraceEvent>(all[r]);
   }
+  return writeTraceFile(plan, events, stepTimeS, path);
+}
+
+absl::Status writeProfileFile(const Plan &plan, const std::string &backend,
+                              const std::vector<LayerTiming> &timings, const std::string &path) {
   std::ofstream out(path);
-  writeChromeTrace(plan, events, plan.name + " (measured)", stepTimeS, out);
+  CONDUIT_RETURN_IF_ERROR(writeProfile(plan, backend, timings, out));
   if (!out)
     return absl::UnavailableError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
 }
 
-absl::Status writeProfileFile(const Plan &plan, const MpiWorld &world, const Backend &backend,
-                              const std::string &path) {
+/// Every rank's layer timings, written by rank 0.
+absl::Status writeProfileAtZero(const Plan &plan, const MpiWorld &world, const Backend &backend,
+                                const std::string &path) {
   CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                            gatherAtZero(world, bytesOf(backend.layerTimings())));
   if (world.rank != 0)
@@ -311,20 +353,164 @@ absl::Status writeProfileFile(const Plan &plan, const MpiWorld &world, const Bac
   for (const std::string &bytes : all)
     for (const LayerTiming &t : valuesOf<LayerTiming>(bytes))
       timings.push_back(t);
-  std::ofstream out(path);
-  CONDUIT_RETURN_IF_ERROR(writeProfile(plan, backend.name(), timings, out));
-  if (!out)
-    return absl::UnavailableError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
+  return writeProfileFile(plan, backend.name(), timings, path);
+}
+
+void printSummary(const Plan &plan, int64_t steps, int64_t ranks, double seconds, double loss) {
+  const double tokens = static_cast<double>(plan.config.batchSamples() * plan.config.data *
+                                            plan.config.tokensPerSample * steps);
+  std::printf("done: %lld steps on %lld ranks in %.3f s (%.4f s per step, %.0f tokens/s), "
+              "final loss %.9g\n",
+              static_cast<long long>(steps), static_cast<long long>(ranks), seconds,
+              seconds / steps, tokens / seconds, static_cast<float>(loss));
+  std::fflush(stdout);
+}
+
+#if CONDUIT_HAVE_CUDA
+/// This process's device: its place among the processes of its node.
+absl::StatusOr<int> localDevice() {
+  CONDUIT_ASSIGN_OR_RETURN(int count, conduit::cuda::CudaBackend::deviceCount());
+  MPI_Comm node;
+  CONDUIT_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int local = 0;
+  absl::Status ranked = mpiStatus(MPI_Comm_rank(node, &local), "MPI_Comm_rank", __FILE__, __LINE__);
+  MPI_Comm_free(&node);
+  CONDUIT_RETURN_IF_ERROR(ranked);
+  return local % count;
+}
+
+/// Every rank of the plan as a thread of this process, on device 0, through the loopback
+/// transport: whole pipelines on one GPU.
+int runLoopback(const Plan &plan, const Options &options, const MpiWorld &world) {
+  const int64_t ranks = plan.config.worldSize();
+  if (world.size != 1 || options.ranksPerProcess != ranks) {
+    report(world, absl::FailedPreconditionError(absl::StrCat(
+                      "--ranks-per-process runs the whole plan in one process: the plan has ",
+                      ranks, " ranks, so start one process with --ranks-per-process=", ranks)));
+    return kExitInvalidInput;
+  }
+  conduit::cuda::LoopbackHub hub(plan, options.peerTimeoutS);
+  struct Rank {
+    std::unique_ptr<conduit::cuda::CudaBackend> backend;
+    std::unique_ptr<Executor> executor;
+    std::vector<std::vector<float>> params;
+    absl::Status status;
+    bool invalid = false; ///< failed validation, not execution
+  };
+  std::vector<Rank> state(ranks);
+  ExecutorOptions executorOptions;
+  executorOptions.peerTimeoutS = options.peerTimeoutS;
+  executorOptions.record = !options.trace.empty();
+  double loss = 0;
+  std::chrono::steady_clock::time_point first, last;
+  auto run = [&](int64_t r) -> absl::Status {
+    Rank &mine = state[r];
+    mine.backend = std::make_unique<conduit::cuda::CudaBackend>(
+        r, ranks, /*device=*/0, /*measureLayers=*/!options.profile.empty(),
+        [&hub, r](const Plan &) -> absl::StatusOr<std::unique_ptr<conduit::cuda::Transport>> {
+          return hub.transport(r);
+        });
+    if (absl::Status s = mine.backend->validate(plan); !s.ok()) {
+      mine.invalid = true;
+      return s;
+    }
+    CONDUIT_RETURN_IF_ERROR(mine.backend->initialise(plan));
+    const RankPosition where = RankPosition::of(plan.config, r);
+    mine.executor = std::make_unique<Executor>(plan, where.pipelineRank, where.replica,
+                                               *mine.backend, executorOptions);
+    for (int64_t step = 1; step <= options.steps; ++step) {
+      if (r == 0 && step == 1)
+        first = std::chrono::steady_clock::now();
+      CONDUIT_ASSIGN_OR_RETURN(StepOutcome outcome, mine.executor->runStep(step));
+      if (r == 0) {
+        loss = outcome.loss;
+        printStep(step, loss);
+      }
+    }
+    if (r == 0)
+      last = std::chrono::steady_clock::now();
+    if (!options.saveParams.empty()) {
+      CONDUIT_ASSIGN_OR_RETURN(mine.params, mine.backend->stageParameters());
+    }
+    return absl::OkStatus();
+  };
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      state[r].status = run(r);
+      if (!state[r].status.ok())
+        hub.abort(); // the other ranks stop at once instead of waiting for this one
+    });
+  for (std::thread &t : threads)
+    t.join();
+  // The first failure, not the aborts it caused.
+  for (bool aborts : {false, true})
+    for (int64_t r = 0; r < ranks; ++r)
+      if (!state[r].status.ok() && absl::IsAborted(state[r].status) == aborts) {
+        report(world, absl::Status(state[r].status.code(),
+                                   absl::StrCat("rank ", r, ": ", state[r].status.message())));
+        return state[r].invalid ? kExitInvalidInput : kExitFailure;
+      }
+  const double seconds = std::chrono::duration<double>(last - first).count();
+  printSummary(plan, options.steps, ranks, seconds, loss);
+
+  absl::Status finished = absl::OkStatus();
+  std::vector<std::vector<TraceEvent>> events(plan.config.pipeline);
+  std::vector<LayerTiming> timings;
+  for (int64_t r = 0; r < ranks && finished.ok(); ++r) {
+    const RankPosition where = RankPosition::of(plan.config, r);
+    for (const LayerTiming &t : state[r].backend->layerTimings())
+      timings.push_back(t);
+    if (where.replica != 0)
+      continue;
+    events[where.pipelineRank] = state[r].executor->events();
+    if (!options.saveParams.empty())
+      finished = writeStageParameters(plan, where.pipelineRank, state[r].params,
+                                      options.saveParams);
+  }
+  if (finished.ok() && !options.trace.empty())
+    finished = writeTraceFile(plan, events, seconds / options.steps, options.trace);
+  if (finished.ok() && !options.profile.empty())
+    finished = writeProfileFile(plan, "cuda", timings, options.profile);
+  if (!finished.ok()) {
+    report(world, finished);
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+#endif
+
+/// The backend of this process, or an error that says why it cannot be had.
+absl::StatusOr<std::unique_ptr<Backend>> makeBackend(const Options &options,
+                                                     const MpiWorld &world) {
+  const bool measure = !options.profile.empty();
+  if (options.backend == "cpu")
+    return std::make_unique<CpuBackend>(world, measure);
+#if CONDUIT_HAVE_CUDA
+  CONDUIT_ASSIGN_OR_RETURN(int device, localDevice());
+  return std::make_unique<conduit::cuda::CudaBackend>(
+      world.rank, world.size, device, measure,
+      [world](const Plan &plan) -> absl::StatusOr<std::unique_ptr<conduit::cuda::Transport>> {
+        return conduit::cuda::NcclTransport::create(plan, world);
+      });
+#else
+  return absl::UnimplementedError(
+      "this conduit-run was built without the CUDA backend; use --backend=cpu");
+#endif
 }
 
 int runPlan(const Plan &plan, const Options &options, const MpiWorld &world) {
-  if (options.backend == "cuda") {
-    report(world, absl::UnimplementedError(
-                      "this conduit-run was built without the CUDA backend; use --backend=cpu"));
+#if CONDUIT_HAVE_CUDA
+  if (options.ranksPerProcess > 1)
+    return runLoopback(plan, options, world);
+#endif
+  absl::StatusOr<std::unique_ptr<Backend>> made = makeBackend(options, world);
+  if (!made.ok()) {
+    if (world.rank == 0)
+      report(world, made.status());
     return kExitInvalidInput;
   }
-  CpuBackend backend(world, /*measureLayers=*/!options.profile.empty());
+  Backend &backend = **made;
   if (absl::Status s = backend.validate(plan); !s.ok()) {
     if (world.rank == 0)
       report(world, s);
@@ -334,7 +520,7 @@ int runPlan(const Plan &plan, const Options &options, const MpiWorld &world) {
     report(world, s);
     return kExitFailure;
   }
-  const RankPosition where = backend.position();
+  const RankPosition where = RankPosition::of(plan.config, world.rank);
   int64_t first = 1;
   if (!options.resume.empty()) {
     absl::StatusOr<LoadedCheckpoint> loaded = readCheckpoint(options.resume, plan, world);
@@ -364,6 +550,7 @@ int runPlan(const Plan &plan, const Options &options, const MpiWorld &world) {
     if (!outcome.ok()) {
       report(world, outcome.status());
       // Peers may be blocked on this rank: end the whole job rather than leave them waiting.
+      backend.abort();
       MPI_Abort(MPI_COMM_WORLD, kExitFailure);
       return kExitFailure;
     }
@@ -385,22 +572,15 @@ int runPlan(const Plan &plan, const Options &options, const MpiWorld &world) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - executorOptions.origin)
           .count();
-  if (world.rank == 0) {
-    const double tokens = static_cast<double>(plan.config.batchSamples() * plan.config.data *
-                                              plan.config.tokensPerSample * options.steps);
-    std::printf("done: %lld steps on %d processes in %.3f s (%.4f s per step, %.0f tokens/s), "
-                "final loss %.9g\n",
-                static_cast<long long>(options.steps), world.size, seconds,
-                seconds / options.steps, tokens / seconds, static_cast<float>(loss));
-    std::fflush(stdout);
-  }
+  if (world.rank == 0)
+    printSummary(plan, options.steps, world.size, seconds, loss);
   absl::Status finished = absl::OkStatus();
   if (!options.saveParams.empty())
     finished = saveParameters(plan, backend, where, options.saveParams);
   if (finished.ok() && !options.trace.empty())
     finished = writeTrace(plan, world, where, executor, seconds / options.steps, options.trace);
   if (finished.ok() && !options.profile.empty())
-    finished = writeProfileFile(plan, world, backend, options.profile);
+    finished = writeProfileAtZero(plan, world, backend, options.profile);
   if (!finished.ok()) {
     report(world, finished);
     return kExitFailure;

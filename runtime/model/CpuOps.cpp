@@ -121,7 +121,9 @@ void CpuOps<T>::embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
 template <typename T>
 void CpuOps<T>::crossEntropy(int64_t rows, int64_t vocab, const T *logits,
                              const int32_t *targets, T scale, T *dlogits) {
-  loss += model::crossEntropy(rows, vocab, logits, targets, scale, dlogits);
+  const double sum = model::crossEntropy(rows, vocab, logits, targets, scale, dlogits);
+  if (this->countingLoss)
+    loss += sum;
 }
 
 template <typename T> double CpuOps<T>::takeLoss() { return std::exchange(loss, 0.0); }

@@ -350,10 +350,14 @@ void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T 
       cache.inputs[i + 1] = ops->allocate(activation);
       out = cache.inputs[i + 1].data();
     }
+    if (seconds)
+      ops->synchronize();
     const auto start = std::chrono::steady_clock::now();
     layers[i]->forward(*ops, params + offsets[i], in, batch, out, cache.layers[i]);
-    if (seconds)
+    if (seconds) {
+      ops->synchronize();
       seconds->push_back(secondsSince(start));
+    }
     in = out;
   }
 }
@@ -372,11 +376,15 @@ void LayerChain<T>::backward(const T *params, const Cache &cache, const T *dy, T
       next = ops->allocate(cache.inputs[k].size());
       down = next.data();
     }
+    if (seconds)
+      ops->synchronize();
     const auto start = std::chrono::steady_clock::now();
     layers[k]->backward(*ops, params + offsets[k], cache.layers[k], upstream,
                         dparams + offsets[k], down);
-    if (seconds)
+    if (seconds) {
+      ops->synchronize();
       (*seconds)[k] = secondsSince(start);
+    }
     if (!first) {
       grad = std::move(next);
       upstream = grad.data();

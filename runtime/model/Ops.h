@@ -69,6 +69,9 @@ public:
   /// on how the batch is cut (the CPU backend's bitwise equivalence; devices that need whole
   /// micro-batches for speed say no).
   virtual bool perSample() const = 0;
+  /// Waits until all work issued so far has finished (for timing; a no-op where ops run
+  /// synchronously).
+  virtual void synchronize() {}
 
   // Element-wise and reductions.
   virtual void fill(int64_t n, T value, T *dst) = 0;
@@ -111,6 +114,11 @@ public:
                             T scale, T *dlogits) = 0;
   /// The loss summed since the last call, and zero from now on.
   virtual double takeLoss() = 0;
+  /// While off, crossEntropy leaves the loss alone (a recomputed forward counts once).
+  void countLoss(bool on) { countingLoss = on; }
+
+protected:
+  bool countingLoss = true;
 };
 
 /// The CPU implementation over CBLAS, in host memory.

@@ -50,6 +50,12 @@ class Tools:
         command = ["mpirun", "-np", str(processes), self.runner, plan] + list(args)
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)
 
+    def run_threads(self, plan, ranks, *args, timeout=300):
+        """conduit-run PLAN --ranks-per-process=RANKS ARGS: every rank a thread of one
+        process."""
+        command = [self.runner, plan, f"--ranks-per-process={ranks}"] + list(args)
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)
+
     def stage_samples(self, plan):
         """Each stage's micro-batch boundaries, from conduit-run --dump."""
         result = subprocess.run([self.runner, "--dump", plan], capture_output=True, text=True,

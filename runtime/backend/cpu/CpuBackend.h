@@ -14,11 +14,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_RUNTIME_CPU_CPUBACKEND_H
-#define CONDUIT_RUNTIME_CPU_CPUBACKEND_H
+#ifndef CONDUIT_RUNTIME_BACKEND_CPU_CPUBACKEND_H
+#define CONDUIT_RUNTIME_BACKEND_CPU_CPUBACKEND_H
 
-#include "runtime/cpu/Mpi.h"
+#include "runtime/backend/cpu/Mpi.h"
 #include "runtime/exec/Backend.h"
+#include "runtime/exec/StageWork.h"
 #include "runtime/model/Data.h"
 #include "runtime/model/Gpt.h"
 #include "runtime/model/Optimizer.h"
@@ -28,12 +29,6 @@
 #include <optional>
 
 namespace conduit::runtime {
-
-/// Where a global rank sits: its pipeline rank and data-parallel replica.
-struct RankPosition {
-  int32_t pipelineRank = 0, replica = 0;
-  static RankPosition of(const Config &config, int64_t globalRank);
-};
 
 class CpuBackend final : public Backend {
 public:
@@ -69,11 +64,8 @@ private:
   absl::Status postCollective(const Instruction &inst, Pending &pending);
   absl::StatusOr<const float *> localInput(const Stage &consumer, int64_t mb, bool forward,
                                            std::vector<float> &scratch) const;
-  absl::StatusOr<int64_t> floatsOf(const Instruction &inst) const;
   model::Tokens tokensOf(const Stage &stage, int64_t mb, std::vector<int32_t> &tokens,
                          std::vector<int32_t> &targets) const;
-  void recordTimes(const Stage &stage, int64_t samples, const std::vector<double> &seconds,
-                   bool forward);
 
   MpiWorld world;
   bool measureLayers;
@@ -93,9 +85,9 @@ private:
   Ticket nextTicket = 0;
   int64_t step = 0;
   double lossSum = 0;
-  std::map<std::pair<int64_t, int64_t>, LayerTiming> timings;
+  LayerTimer timer;
 };
 
 } // namespace conduit::runtime
 
-#endif // CONDUIT_RUNTIME_CPU_CPUBACKEND_H
+#endif // CONDUIT_RUNTIME_BACKEND_CPU_CPUBACKEND_H

@@ -1,6 +1,6 @@
 //===- CpuBackend.cpp - plans on CPUs, with MPI ---------------------------===//
 
-#include "runtime/cpu/CpuBackend.h"
+#include "runtime/backend/cpu/CpuBackend.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -9,26 +9,10 @@
 
 namespace conduit::runtime {
 
-RankPosition RankPosition::of(const Config &c, int64_t globalRank) {
-  RankPosition p;
-  if (c.pipelineInner) {
-    p.replica = static_cast<int32_t>(globalRank / c.pipeline);
-    p.pipelineRank = static_cast<int32_t>(globalRank % c.pipeline);
-  } else {
-    p.pipelineRank = static_cast<int32_t>(globalRank / c.data);
-    p.replica = static_cast<int32_t>(globalRank % c.data);
-  }
-  return p;
-}
-
 /// One stage of this process: its layers, parameters, gradients and what a step keeps.
-struct CpuBackend::Stage {
+struct CpuBackend::Stage : ShardLayout {
   const runtime::Stage *spec = nullptr;
   model::LayerChain<float> chain;
-  int64_t n = 0;        ///< parameters
-  int64_t padded = 0;   ///< n rounded up to a multiple of the replicas
-  int64_t shardLen = 0; ///< floats of this replica's shard (n when not sharded)
-  int64_t shardOffset = 0;
   /// The whole parameters compute uses; with full sharding only while gathered. When not
   /// sharded these are also the parameters the optimizer updates.
   std::vector<float> full;
@@ -68,16 +52,7 @@ absl::Status CpuBackend::validate(const Plan &p) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the plan runs on ", c.worldSize(), " processes (pipeline ", c.pipeline, " x data ",
         c.data, "); this run has ", world.size, ": start it with mpirun -np ", c.worldSize()));
-  CONDUIT_ASSIGN_OR_RETURN(model::GptShape s, model::GptShape::fromPlan(p));
-  for (size_t g = 0; g < p.groups.size(); ++g)
-    if (p.groups[g].ranks.size() != 1)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "group ", g, " spans several pipeline ranks; the CPU backend shards each stage over "
-          "the replicas of its own rank only"));
-  for (const runtime::Stage &stage : p.stages)
-    CONDUIT_RETURN_IF_ERROR(
-        model::LayerChain<float>::build(p, s, stage.firstLayer, stage.endLayer, ops).status());
-  return absl::OkStatus();
+  return validateModel(p, "CPU");
 }
 
 absl::Status CpuBackend::initialise(const Plan &p) {
@@ -87,7 +62,7 @@ absl::Status CpuBackend::initialise(const Plan &p) {
   CONDUIT_ASSIGN_OR_RETURN(shape, model::GptShape::fromPlan(p));
   data.emplace(static_cast<uint64_t>(c.seed), shape->vocab, shape->seq);
   optimizer = model::OptimizerConfig::fromPlan(c);
-  sharded = c.data > 1 && c.sharding != Sharding::None;
+  sharded = isSharded(c);
   rowFloats = shape->seq * shape->hidden;
 
   // Communicators: the pipeline of this replica, and each group's replicas. Every process
@@ -112,10 +87,8 @@ absl::Status CpuBackend::initialise(const Plan &p) {
     stage->spec = &spec;
     CONDUIT_ASSIGN_OR_RETURN(stage->chain, model::LayerChain<float>::build(
                                                p, *shape, spec.firstLayer, spec.endLayer, ops));
-    stage->n = stage->chain.numParams();
-    stage->padded = (stage->n + c.data - 1) / c.data * c.data;
-    stage->shardLen = sharded ? stage->padded / c.data : stage->n;
-    stage->shardOffset = sharded ? where.replica * stage->shardLen : 0;
+    static_cast<ShardLayout &>(*stage) =
+        ShardLayout::of(stage->chain.numParams(), c, sharded, where.replica);
     // Every replica initialises the whole stage identically, then keeps its shard.
     stage->full.assign(stage->padded, 0.0f);
     stage->chain.initialise(stage->full.data(), static_cast<uint64_t>(c.seed));
@@ -240,16 +213,8 @@ absl::StatusOr<StepOutcome> CpuBackend::endStep(int64_t) {
 
 model::Tokens CpuBackend::tokensOf(const Stage &stage, int64_t mb, std::vector<int32_t> &tokens,
                                    std::vector<int32_t> &targets) const {
-  const Config &c = plan->config;
-  const int64_t samples = stage.samplesOf(mb);
-  const int64_t first = where.replica * c.batchSamples() + stage.spec->samples[mb];
-  data->batch(step, first, samples, tokens, targets);
-  model::Tokens batch;
-  batch.tokens = tokens.data();
-  batch.targets = targets.data();
-  batch.samples = samples;
-  batch.lossScale = 1.0 / static_cast<double>(c.batchSamples() * c.data * shape->seq);
-  return batch;
+  return microbatchTokens(plan->config, *data, *shape, *stage.spec, mb, where.replica, step,
+                          tokens, targets);
 }
 
 absl::StatusOr<const float *> CpuBackend::localInput(const Stage &consumer, int64_t mb,
@@ -261,23 +226,23 @@ absl::StatusOr<const float *> CpuBackend::localInput(const Stage &consumer, int6
     return absl::InternalError(absl::StrCat("stage ", consumer.spec->index,
                                             " needs stage ", from, " locally, which is elsewhere"));
   const int64_t begin = consumer.spec->samples[mb], end = consumer.spec->samples[mb + 1];
-  const std::vector<int64_t> &cuts = producer->spec->samples;
   const std::vector<std::vector<float>> &made = forward ? producer->outputs : producer->inputGrads;
-  scratch.assign((end - begin) * rowFloats, 0.0f);
-  for (int64_t m = 0; m < producer->numMicrobatches(); ++m) {
-    const int64_t lo = std::max(begin, cuts[m]), hi = std::min(end, cuts[m + 1]);
-    if (lo >= hi)
-      continue;
-    if (made[m].empty())
-      return absl::InternalError(absl::StrCat("stage ", from, " micro-batch ", m,
-                                              " has not produced what stage ",
+  std::vector<Piece> pieces = piecesOf(begin, end, producer->spec->samples);
+  if (pieces.empty())
+    return absl::InternalError(absl::StrCat("stage ", consumer.spec->index, " micro-batch ", mb,
+                                            " has no samples"));
+  for (const Piece &p : pieces)
+    if (made[p.producerMicrobatch].empty())
+      return absl::InternalError(absl::StrCat("stage ", from, " micro-batch ",
+                                              p.producerMicrobatch, " has not produced what stage ",
                                               consumer.spec->index, " needs"));
-    if (lo == begin && hi == end && cuts[m] == begin && cuts[m + 1] == end)
-      return made[m].data(); // the same cut: no copy
-    std::copy(made[m].begin() + (lo - cuts[m]) * rowFloats,
-              made[m].begin() + (hi - cuts[m]) * rowFloats,
-              scratch.begin() + (lo - begin) * rowFloats);
-  }
+  const std::vector<float> &first = made[pieces.front().producerMicrobatch];
+  if (pieces.size() == 1 && static_cast<int64_t>(first.size()) == (end - begin) * rowFloats)
+    return first.data(); // the same cut: no copy
+  scratch.assign((end - begin) * rowFloats, 0.0f);
+  for (const Piece &p : pieces)
+    std::copy_n(made[p.producerMicrobatch].begin() + p.from * rowFloats, p.count * rowFloats,
+                scratch.begin() + p.to * rowFloats);
   return scratch.data();
 }
 
@@ -307,7 +272,7 @@ absl::Status CpuBackend::forward(const Instruction &inst) {
   stage.chain.forwardSamples(stage.full.data(), x, batch, y, caches,
                              measureLayers ? &seconds : nullptr);
   lossSum += ops.takeLoss();
-  recordTimes(stage, batch.samples, seconds, /*forward=*/true);
+  timer.record(stage.spec->firstLayer, batch.samples, seconds, /*forward=*/true);
   if (plan->config.checkpointing) {
     // Keep the stage input only; the backward runs the forward again.
     if (x)
@@ -340,9 +305,10 @@ absl::Status CpuBackend::backward(const Instruction &inst) {
     model::Tokens batch = tokensOf(stage, mb, tokens, targets);
     std::vector<float> y(stage.chain.hasHead() ? 0 : samples * rowFloats);
     const float *x = stage.chain.hasEmbedding() ? nullptr : stage.inputs[mb].data();
+    ops.countLoss(false); // counted by the first forward
     stage.chain.forwardSamples(stage.full.data(), x, batch, y.empty() ? nullptr : y.data(),
                                recomputed);
-    ops.takeLoss(); // counted by the first forward
+    ops.countLoss(true);
     caches = &recomputed;
   }
   float *dx = nullptr;
@@ -353,7 +319,7 @@ absl::Status CpuBackend::backward(const Instruction &inst) {
   std::vector<double> seconds;
   stage.chain.backwardSamples(stage.full.data(), *caches, dy, stage.grad.data(), dx,
                               measureLayers ? &seconds : nullptr);
-  recordTimes(stage, samples, seconds, /*forward=*/false);
+  timer.record(stage.spec->firstLayer, samples, seconds, /*forward=*/false);
   stage.caches[mb].clear();
   stage.inputs[mb] = {};
   return absl::OkStatus();
@@ -373,40 +339,14 @@ absl::Status CpuBackend::optimizerStep(Stage &stage) {
   return absl::OkStatus();
 }
 
-void CpuBackend::recordTimes(const Stage &stage, int64_t samples,
-                             const std::vector<double> &seconds, bool forward) {
-  for (size_t i = 0; i < seconds.size(); ++i) {
-    LayerTiming &t = timings[{stage.chain.globalLayer(i), samples}];
-    t.layer = stage.chain.globalLayer(i);
-    t.samples = samples;
-    (forward ? t.forwardS : t.backwardS) += seconds[i];
-    ++(forward ? t.forwardCount : t.backwardCount);
-  }
-}
-
-std::vector<LayerTiming> CpuBackend::layerTimings() const {
-  std::vector<LayerTiming> out;
-  for (const auto &[key, t] : timings)
-    out.push_back(t);
-  return out;
-}
+std::vector<LayerTiming> CpuBackend::layerTimings() const { return timer.timings(); }
 
 //===----------------------------------------------------------------------===//
 // Communication
 //===----------------------------------------------------------------------===//
 
-absl::StatusOr<int64_t> CpuBackend::floatsOf(const Instruction &inst) const {
-  const int64_t floats = (inst.end - inst.begin) * rowFloats;
-  const int64_t expected = inst.bytes / plan->config.elementBytes();
-  if (floats != expected)
-    return absl::FailedPreconditionError(absl::StrCat(
-        describe(inst), ": the plan moves ", inst.bytes, " bytes, the model's activations of ",
-        inst.end - inst.begin, " samples are ", floats * plan->config.elementBytes()));
-  return floats;
-}
-
 absl::Status CpuBackend::postTransfer(const Instruction &inst, Pending &p) {
-  CONDUIT_ASSIGN_OR_RETURN(int64_t floats, floatsOf(inst));
+  CONDUIT_ASSIGN_OR_RETURN(int64_t floats, transferFloats(inst, plan->config, rowFloats));
   MPI_Request request;
   if (inst.op == Op::Send) {
     const Stage &stage = *stages[inst.stage];

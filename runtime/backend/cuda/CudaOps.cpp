@@ -1,0 +1,307 @@
+//===- CudaOps.cpp - the model's math on one CUDA stream ------------------===//
+
+#include "runtime/backend/cuda/CudaOps.h"
+
+#include "runtime/backend/cuda/CudaCheck.h"
+#include "runtime/backend/cuda/Kernels.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <climits>
+#include <cmath>
+#include <cstring>
+
+namespace conduit::cuda {
+
+absl::StatusOr<std::unique_ptr<CudaOps>> CudaOps::create(cudaStream_t stream,
+                                                         runtime::DType precision) {
+  cublasHandle_t blas = nullptr;
+  CONDUIT_CUDA(cublasCreate(&blas));
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  if (precision == runtime::DType::BF16)
+    compute = CUBLAS_COMPUTE_32F_FAST_16BF;
+  else if (precision == runtime::DType::FP16)
+    compute = CUBLAS_COMPUTE_32F_FAST_16F;
+  std::unique_ptr<CudaOps> ops(new CudaOps(stream, blas, compute));
+  CONDUIT_CUDA(cublasSetStream(blas, stream));
+  CONDUIT_CUDA(cudaMalloc(&ops->lossDevice, sizeof(double)));
+  CONDUIT_CUDA(cudaMemsetAsync(ops->lossDevice, 0, sizeof(double), stream));
+  CONDUIT_CUDA(cudaMallocHost(&ops->lossHost, sizeof(double)));
+  for (Staging &s : ops->staging)
+    CONDUIT_CUDA(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
+  return ops;
+}
+
+absl::StatusOr<std::unique_ptr<CudaOps>> CudaOps::create(runtime::DType precision) {
+  cudaStream_t stream = nullptr;
+  CONDUIT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  absl::StatusOr<std::unique_ptr<CudaOps>> ops = create(stream, precision);
+  if (!ops.ok()) {
+    absl::Status ignored;
+    CONDUIT_CUDA_NOTE(ignored, cudaStreamDestroy(stream));
+    return ops.status();
+  }
+  (*ops)->ownsQueue = true;
+  return ops;
+}
+
+CudaOps::CudaOps(cudaStream_t stream, cublasHandle_t blas, cublasComputeType_t compute)
+    : queue(stream), blas(blas), compute(compute) {}
+
+CudaOps::~CudaOps() {
+  // Errors here have no one to go to; the backend has checked status() before.
+  absl::Status ignored;
+  CONDUIT_CUDA_NOTE(ignored, cudaStreamSynchronize(queue));
+  for (Staging &s : staging) {
+    if (s.copied)
+      CONDUIT_CUDA_NOTE(ignored, cudaEventDestroy(s.copied));
+    if (s.host)
+      CONDUIT_CUDA_NOTE(ignored, cudaFreeHost(s.host));
+  }
+  if (lossHost)
+    CONDUIT_CUDA_NOTE(ignored, cudaFreeHost(lossHost));
+  if (lossDevice)
+    CONDUIT_CUDA_NOTE(ignored, cudaFree(lossDevice));
+  if (blas)
+    CONDUIT_CUDA_NOTE(ignored, cublasDestroy(blas));
+  if (ownsQueue)
+    CONDUIT_CUDA_NOTE(ignored, cudaStreamDestroy(queue));
+}
+
+template <typename T> model::Buffer<T> CudaOps::deviceBuffer(int64_t n) {
+  if (n <= 0 || !failure.ok())
+    return {};
+  T *p = nullptr;
+  CONDUIT_CUDA_NOTE(failure, cudaMallocAsync(&p, n * sizeof(T), queue));
+  if (!failure.ok())
+    return {};
+  return model::Buffer<T>(p, n, [this](T *q) { CONDUIT_CUDA_NOTE(failure, cudaFreeAsync(q, queue)); });
+}
+
+model::Buffer<float> CudaOps::allocate(int64_t n) {
+  model::Buffer<float> b = deviceBuffer<float>(n);
+  if (!b.empty())
+    CONDUIT_CUDA_NOTE(failure, cudaMemsetAsync(b.data(), 0, n * sizeof(float), queue));
+  return b;
+}
+
+model::Buffer<double> CudaOps::allocateDouble(int64_t n) {
+  model::Buffer<double> b = deviceBuffer<double>(n);
+  if (!b.empty())
+    CONDUIT_CUDA_NOTE(failure, cudaMemsetAsync(b.data(), 0, n * sizeof(double), queue));
+  return b;
+}
+
+void CudaOps::upload(const float *host, int64_t n, float *dst) {
+  if (n > 0 && failure.ok())
+    CONDUIT_CUDA_NOTE(failure,
+                      cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, queue));
+}
+
+void CudaOps::download(const float *src, int64_t n, float *host) {
+  if (n <= 0 || !failure.ok())
+    return;
+  CONDUIT_CUDA_NOTE(failure,
+                    cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, queue));
+  synchronize();
+}
+
+void CudaOps::synchronize() {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cudaStreamSynchronize(queue));
+}
+
+void CudaOps::fill(int64_t n, float value, float *dst) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::fill(n, value, dst, queue));
+}
+
+void CudaOps::copy(int64_t n, const float *src, float *dst) {
+  if (n > 0 && failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cudaMemcpyAsync(dst, src, n * sizeof(float),
+                                               cudaMemcpyDeviceToDevice, queue));
+}
+
+void CudaOps::add(int64_t n, const float *src, float *dst) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::add(n, src, dst, queue));
+}
+
+void CudaOps::accumulate(int64_t n, const float *src, double *dst) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::accumulate(n, src, dst, queue));
+}
+
+void CudaOps::addBias(int64_t rows, int64_t n, const float *bias, float *x) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::addBias(rows, n, bias, x, queue));
+}
+
+void CudaOps::sumRows(int64_t rows, int64_t n, const float *x, float *sum) {
+  model::Buffer<float> scratch = deviceBuffer<float>(columnScratch(rows, n));
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::sumRows(rows, n, x, sum, scratch.data(), queue));
+}
+
+void CudaOps::gemmStrided(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float *a, int64_t lda, int64_t strideA, const float *b,
+                          int64_t ldb, int64_t strideB, float beta, float *c, int64_t ldc,
+                          int64_t strideC, int64_t batch) {
+  if (!failure.ok() || m == 0 || n == 0 || batch == 0)
+    return;
+  for (int64_t v : {m, n, k, lda, ldb, ldc, batch})
+    if (v > INT_MAX) {
+      note(failure, absl::OutOfRangeError(absl::StrCat(
+                        "a GEMM dimension of ", v, " exceeds what cuBLAS takes (2^31 - 1)")));
+      return;
+    }
+  // cuBLAS is column-major: a row-major matrix is its transpose there, so compute
+  // Cᵀ = op(B)ᵀ · op(A)ᵀ.
+  CONDUIT_CUDA_NOTE(
+      failure,
+      cublasGemmStridedBatchedEx(
+          blas, transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N,
+          static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, CUDA_R_32F,
+          static_cast<int>(ldb), strideB, a, CUDA_R_32F, static_cast<int>(lda), strideA, &beta, c,
+          CUDA_R_32F, static_cast<int>(ldc), strideC, static_cast<int>(batch), compute,
+          CUBLAS_GEMM_DEFAULT));
+}
+
+void CudaOps::gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float *a, const float *b, float beta, float *c) {
+  gemmStrided(transA, transB, m, n, k, alpha, a, transA ? m : k, 0, b, transB ? k : n, 0, beta, c,
+              n, 0, 1);
+}
+
+void CudaOps::layerNormForward(int64_t rows, int64_t h, const float *x, const float *gamma,
+                               const float *beta, float *y, float *mean, float *rstd) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure,
+                      cuda::layerNormForward(rows, h, x, gamma, beta, y, mean, rstd, queue));
+}
+
+void CudaOps::layerNormBackward(int64_t rows, int64_t h, const float *x, const float *gamma,
+                                const float *mean, const float *rstd, const float *dy, float *dx,
+                                float *dgamma, float *dbeta) {
+  model::Buffer<float> scratch = deviceBuffer<float>(columnScratch(rows, h));
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::layerNormBackward(rows, h, x, gamma, mean, rstd, dy, dx,
+                                                       dgamma, dbeta, scratch.data(), queue));
+}
+
+void CudaOps::geluForward(int64_t n, const float *x, float *y) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::geluForward(n, x, y, queue));
+}
+
+void CudaOps::geluBackward(int64_t n, const float *x, const float *dy, float *dx) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::geluBackward(n, x, dy, dx, queue));
+}
+
+// Per sample, heads form the batch of the GEMMs: head j of token t sits at column j · d of
+// row t, so consecutive heads are d elements apart and rows 3h (qkv) or h (out) apart.
+void CudaOps::attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
+                               const float *qkv, float *probs, float *out) {
+  const int64_t width = heads * headDim, stride = 3 * width, square = seq * seq;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
+  for (int64_t n = 0; n < samples && failure.ok(); ++n) {
+    const float *q = qkv + n * seq * stride, *k = q + width, *v = q + 2 * width;
+    float *p = probs + n * heads * square;
+    gemmStrided(false, true, seq, seq, headDim, scale, q, stride, headDim, k, stride, headDim, 0,
+                p, seq, square, heads);
+    if (failure.ok())
+      CONDUIT_CUDA_NOTE(failure, causalSoftmax(heads * seq, seq, p, queue));
+    gemmStrided(false, false, seq, headDim, seq, 1, p, seq, square, v, stride, headDim, 0,
+                out + n * seq * width, width, headDim, heads);
+  }
+}
+
+void CudaOps::attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
+                                const float *qkv, const float *probs, const float *dout,
+                                float *dqkv) {
+  const int64_t width = heads * headDim, stride = 3 * width, square = seq * seq;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
+  model::Buffer<float> dp = deviceBuffer<float>(heads * square);
+  for (int64_t n = 0; n < samples && failure.ok(); ++n) {
+    const float *q = qkv + n * seq * stride, *k = q + width, *v = q + 2 * width;
+    const float *p = probs + n * heads * square, *dO = dout + n * seq * width;
+    float *dq = dqkv + n * seq * stride, *dk = dq + width, *dv = dq + 2 * width;
+    // dP = dO Vᵀ; dV = Pᵀ dO; dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale; dQ = dS K; dK = dSᵀ Q.
+    gemmStrided(false, true, seq, seq, headDim, 1, dO, width, headDim, v, stride, headDim, 0,
+                dp.data(), seq, square, heads);
+    gemmStrided(true, false, seq, headDim, seq, 1, p, seq, square, dO, width, headDim, 0, dv,
+                stride, headDim, heads);
+    if (failure.ok())
+      CONDUIT_CUDA_NOTE(failure, softmaxBackward(heads * seq, seq, p, dp.data(), scale, queue));
+    gemmStrided(false, false, seq, headDim, seq, 1, dp.data(), seq, square, k, stride, headDim, 0,
+                dq, stride, headDim, heads);
+    gemmStrided(true, false, seq, headDim, seq, 1, dp.data(), seq, square, q, stride, headDim, 0,
+                dk, stride, headDim, heads);
+  }
+}
+
+model::Buffer<int32_t> CudaOps::uploadTokens(const int32_t *host, int64_t n) {
+  model::Buffer<int32_t> device = deviceBuffer<int32_t>(n);
+  if (device.empty())
+    return device;
+  Staging &s = staging[nextStaging++ % staging.size()];
+  // The staging buffer is free once its previous copy has run.
+  CONDUIT_CUDA_NOTE(failure, cudaEventSynchronize(s.copied));
+  if (s.capacity < n) {
+    if (s.host)
+      CONDUIT_CUDA_NOTE(failure, cudaFreeHost(s.host));
+    s.host = nullptr;
+    s.capacity = 0;
+    CONDUIT_CUDA_NOTE(failure, cudaMallocHost(&s.host, n * sizeof(int32_t)));
+    if (!failure.ok())
+      return {};
+    s.capacity = n;
+  }
+  std::memcpy(s.host, host, n * sizeof(int32_t));
+  CONDUIT_CUDA_NOTE(failure, cudaMemcpyAsync(device.data(), s.host, n * sizeof(int32_t),
+                                             cudaMemcpyHostToDevice, queue));
+  CONDUIT_CUDA_NOTE(failure, cudaEventRecord(s.copied, queue));
+  return device;
+}
+
+void CudaOps::embeddingForward(int64_t samples, int64_t seq, int64_t hidden,
+                               const int32_t *tokens, const float *wte, const float *wpe,
+                               float *y) {
+  model::Buffer<int32_t> ids = uploadTokens(tokens, samples * seq);
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::embeddingForward(samples * seq, seq, hidden, ids.data(), wte,
+                                                      wpe, y, queue));
+}
+
+void CudaOps::embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
+                                const int32_t *tokens, const float *dy, float *dwte,
+                                float *dwpe) {
+  model::Buffer<int32_t> ids = uploadTokens(tokens, samples * seq);
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::embeddingBackward(samples * seq, seq, hidden, ids.data(), dy,
+                                                       dwte, dwpe, queue));
+}
+
+void CudaOps::crossEntropy(int64_t rows, int64_t vocab, const float *logits,
+                           const int32_t *targets, float scale, float *dlogits) {
+  model::Buffer<int32_t> ids = uploadTokens(targets, rows);
+  model::Buffer<float> losses = deviceBuffer<float>(rows);
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::crossEntropy(rows, vocab, logits, ids.data(), scale,
+                                                  losses.data(), dlogits, queue));
+  if (failure.ok() && countingLoss)
+    CONDUIT_CUDA_NOTE(failure, sumInto(rows, losses.data(), lossDevice, queue));
+}
+
+double CudaOps::takeLoss() {
+  if (!failure.ok())
+    return NAN;
+  CONDUIT_CUDA_NOTE(failure, cudaMemcpyAsync(lossHost, lossDevice, sizeof(double),
+                                             cudaMemcpyDeviceToHost, queue));
+  CONDUIT_CUDA_NOTE(failure, cudaMemsetAsync(lossDevice, 0, sizeof(double), queue));
+  CONDUIT_CUDA_NOTE(failure, cudaStreamSynchronize(queue));
+  return failure.ok() ? *lossHost : NAN;
+}
+
+} // namespace conduit::cuda

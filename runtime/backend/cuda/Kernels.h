@@ -1,0 +1,80 @@
+//===- Kernels.h - the CUDA kernels of the GPT model ------------*- C++ -*-===//
+//
+// Host entry points of the device kernels CudaOps needs besides cuBLAS: element-wise ops,
+// LayerNorm, GELU, the softmax parts of attention, embedding, cross-entropy and the optimizer
+// updates, all on float32 in device memory, with the same formulas as the CPU kernels
+// (runtime/model/Kernels.cpp). Every launcher enqueues on `stream` and returns the launch
+// error. This header is plain C++ (no Abseil), so that nvcc never sees the rest of the runtime.
+//
+// Reductions have a fixed order (no floating-point atomics), so a kernel gives the same bits
+// on every run.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_BACKEND_CUDA_KERNELS_H
+#define CONDUIT_RUNTIME_BACKEND_CUDA_KERNELS_H
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace conduit::cuda {
+
+cudaError_t fill(int64_t n, float value, float *dst, cudaStream_t stream);
+/// dst += src.
+cudaError_t add(int64_t n, const float *src, float *dst, cudaStream_t stream);
+/// dst += src, in double precision.
+cudaError_t accumulate(int64_t n, const float *src, double *dst, cudaStream_t stream);
+/// x[r, :] += bias for each of `rows` rows of width n.
+cudaError_t addBias(int64_t rows, int64_t n, const float *bias, float *x, cudaStream_t stream);
+
+/// Floats of scratch the column reductions below need for `rows` rows of width n.
+int64_t columnScratch(int64_t rows, int64_t n);
+/// sum += the rows of x.
+cudaError_t sumRows(int64_t rows, int64_t n, const float *x, float *sum, float *scratch,
+                    cudaStream_t stream);
+
+cudaError_t layerNormForward(int64_t rows, int64_t h, const float *x, const float *gamma,
+                             const float *beta, float *y, float *mean, float *rstd,
+                             cudaStream_t stream);
+/// dx overwritten; dgamma and dbeta accumulated. `scratch`: columnScratch(rows, h).
+cudaError_t layerNormBackward(int64_t rows, int64_t h, const float *x, const float *gamma,
+                              const float *mean, const float *rstd, const float *dy, float *dx,
+                              float *dgamma, float *dbeta, float *scratch, cudaStream_t stream);
+
+cudaError_t geluForward(int64_t n, const float *x, float *y, cudaStream_t stream);
+cudaError_t geluBackward(int64_t n, const float *x, const float *dy, float *dx,
+                         cudaStream_t stream);
+
+/// In place on `rows` rows of `seq` scores (row i of each seq × seq block may attend to
+/// columns 0..i): the causal softmax.
+cudaError_t causalSoftmax(int64_t rows, int64_t seq, float *scores, cudaStream_t stream);
+/// In place on dP: dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale.
+cudaError_t softmaxBackward(int64_t rows, int64_t seq, const float *probs, float *grad,
+                            float scale, cudaStream_t stream);
+
+/// y[r, :] = wte[tokens[r], :] + wpe[r mod seq, :] for rows = samples · seq (tokens on the
+/// device).
+cudaError_t embeddingForward(int64_t rows, int64_t seq, int64_t hidden, const int32_t *tokens,
+                             const float *wte, const float *wpe, float *y, cudaStream_t stream);
+cudaError_t embeddingBackward(int64_t rows, int64_t seq, int64_t hidden, const int32_t *tokens,
+                              const float *dy, float *dwte, float *dwpe, cudaStream_t stream);
+
+/// Per row: loss[r] = logsumexp(logits[r]) − logits[r, targets[r]], and dlogits[r] =
+/// scale · (softmax − onehot). Targets on the device.
+cudaError_t crossEntropy(int64_t rows, int64_t vocab, const float *logits, const int32_t *targets,
+                         float scale, float *loss, float *dlogits, cudaStream_t stream);
+/// total += Σ values, in double precision and a fixed order.
+cudaError_t sumInto(int64_t n, const float *values, double *total, cudaStream_t stream);
+
+/// Adam with bias correction (as model::optimizerStep): `correction1` = 1 − β1^t,
+/// `correction2` = 1 − β2^t; state holds m then v, n each.
+cudaError_t adamStep(int64_t n, float learningRate, float beta1, float beta2, float epsilon,
+                     float correction1, float correction2, float *params, float *state,
+                     const float *grads, cudaStream_t stream);
+cudaError_t sgdStep(int64_t n, float learningRate, float *params, const float *grads,
+                    cudaStream_t stream);
+
+} // namespace conduit::cuda
+
+#endif // CONDUIT_RUNTIME_BACKEND_CUDA_KERNELS_H

@@ -1,0 +1,149 @@
+//===- NcclTransport.cpp - CUDA ranks in separate processes ---------------===//
+
+#include "runtime/backend/cuda/NcclTransport.h"
+
+#include "runtime/backend/cuda/CudaCheck.h"
+#include "runtime/exec/StageWork.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace conduit::cuda {
+namespace {
+
+/// NCCL work on a stream: done when the event recorded after it has passed.
+class EventWork final : public Work {
+public:
+  EventWork(cudaEvent_t done, ncclComm_t comm) : done(done), comm(comm) {}
+  ~EventWork() override {
+    absl::Status ignored;
+    CONDUIT_CUDA_NOTE(ignored, cudaEventDestroy(done));
+  }
+
+  absl::StatusOr<bool> test() override {
+    const cudaError_t state = cudaEventQuery(done);
+    if (state == cudaSuccess)
+      return true;
+    if (state != cudaErrorNotReady)
+      CONDUIT_CUDA(state);
+    ncclResult_t async = ncclSuccess;
+    CONDUIT_CUDA(ncclCommGetAsyncError(comm, &async));
+    if (async != ncclInProgress)
+      CONDUIT_CUDA(async);
+    return false;
+  }
+
+private:
+  cudaEvent_t done;
+  ncclComm_t comm;
+};
+
+} // namespace
+
+absl::StatusOr<std::unique_ptr<NcclTransport>>
+NcclTransport::create(const runtime::Plan &plan, const runtime::MpiWorld &mpi) {
+  std::unique_ptr<NcclTransport> t(new NcclTransport());
+  ncclUniqueId id;
+  if (mpi.rank == 0)
+    CONDUIT_CUDA(ncclGetUniqueId(&id));
+  CONDUIT_MPI(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
+  CONDUIT_CUDA(ncclCommInitRank(&t->world, mpi.size, id, mpi.rank));
+  // Splits are collective over the world communicator: every rank takes part in each.
+  const runtime::RankPosition where = runtime::RankPosition::of(plan.config, mpi.rank);
+  t->groups.assign(plan.groups.size(), nullptr);
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    const bool member = plan.groups[g].ranks[0] == where.pipelineRank;
+    CONDUIT_CUDA(ncclCommSplit(t->world, member ? 0 : NCCL_SPLIT_NOCOLOR, where.replica,
+                               &t->groups[g], nullptr));
+  }
+  return t;
+}
+
+NcclTransport::~NcclTransport() {
+  if (aborted)
+    return;
+  absl::Status ignored;
+  for (ncclComm_t c : groups)
+    if (c)
+      CONDUIT_CUDA_NOTE(ignored, ncclCommDestroy(c));
+  if (world)
+    CONDUIT_CUDA_NOTE(ignored, ncclCommDestroy(world));
+}
+
+void NcclTransport::abort() {
+  if (aborted)
+    return;
+  aborted = true;
+  absl::Status ignored;
+  for (ncclComm_t c : groups)
+    if (c)
+      CONDUIT_CUDA_NOTE(ignored, ncclCommAbort(c));
+  if (world)
+    CONDUIT_CUDA_NOTE(ignored, ncclCommAbort(world));
+}
+
+absl::StatusOr<ncclComm_t> NcclTransport::groupComm(int32_t group) const {
+  if (group < 0 || group >= static_cast<int32_t>(groups.size()) || !groups[group])
+    return absl::InternalError(absl::StrCat("this rank is not a member of group ", group));
+  return groups[group];
+}
+
+absl::StatusOr<std::unique_ptr<Work>> NcclTransport::completion(ncclComm_t comm,
+                                                                cudaStream_t stream) {
+  cudaEvent_t done = nullptr;
+  CONDUIT_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  auto work = std::make_unique<EventWork>(done, comm);
+  CONDUIT_CUDA(cudaEventRecord(done, stream));
+  return work;
+}
+
+absl::StatusOr<std::unique_ptr<Work>>
+NcclTransport::exchange(const std::vector<PeerTransfer> &transfers, cudaStream_t stream) {
+  // The transfers of a batch are one NCCL group: posted together, so that two ranks that
+  // send to each other at the same moment cannot block each other.
+  CONDUIT_CUDA(ncclGroupStart());
+  absl::Status posted;
+  for (const PeerTransfer &t : transfers) {
+    if (t.send)
+      CONDUIT_CUDA_NOTE(posted, ncclSend(t.data, t.count, ncclFloat, static_cast<int>(t.peer),
+                                         world, stream));
+    else
+      CONDUIT_CUDA_NOTE(posted, ncclRecv(t.data, t.count, ncclFloat, static_cast<int>(t.peer),
+                                         world, stream));
+  }
+  CONDUIT_CUDA_NOTE(posted, ncclGroupEnd());
+  CONDUIT_RETURN_IF_ERROR(posted);
+  return completion(world, stream);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> NcclTransport::allGather(int32_t group, const float *shard,
+                                                               float *full, int64_t count,
+                                                               cudaStream_t stream) {
+  CONDUIT_ASSIGN_OR_RETURN(ncclComm_t comm, groupComm(group));
+  CONDUIT_CUDA(ncclAllGather(shard, full, count, ncclFloat, comm, stream));
+  return completion(comm, stream);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> NcclTransport::reduceScatter(int32_t group,
+                                                                   const float *full,
+                                                                   float *shard, int64_t count,
+                                                                   cudaStream_t stream) {
+  CONDUIT_ASSIGN_OR_RETURN(ncclComm_t comm, groupComm(group));
+  CONDUIT_CUDA(ncclReduceScatter(full, shard, count, ncclFloat, ncclSum, comm, stream));
+  return completion(comm, stream);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> NcclTransport::allReduce(int32_t group, float *data,
+                                                               int64_t count,
+                                                               cudaStream_t stream) {
+  CONDUIT_ASSIGN_OR_RETURN(ncclComm_t comm, groupComm(group));
+  CONDUIT_CUDA(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm, stream));
+  return completion(comm, stream);
+}
+
+absl::StatusOr<double> NcclTransport::sumOverRanks(double value) {
+  double total = 0;
+  CONDUIT_MPI(MPI_Allreduce(&value, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  return total;
+}
+
+} // namespace conduit::cuda

@@ -1,0 +1,58 @@
+//===- NcclTransport.h - CUDA ranks in separate processes -------*- C++ -*-===//
+//
+// One process per rank and one GPU per process. Rank 0 creates the NCCL unique id and MPI
+// broadcasts it; every process then joins one world communicator, which carries the
+// point-to-point transfers (a plan batch is one ncclGroupStart/End), and splits it into one
+// communicator per plan group for the data-parallel collectives, ranked by replica.
+//
+// A Work completes when the event recorded after its NCCL calls has passed; while it has not,
+// test() polls the communicators' asynchronous errors, so a broken connection is an error
+// rather than a wait. A peer that stops without an error is caught by the executor's
+// watchdog, after which the caller aborts the communicators instead of destroying them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_BACKEND_CUDA_NCCLTRANSPORT_H
+#define CONDUIT_RUNTIME_BACKEND_CUDA_NCCLTRANSPORT_H
+
+#include "runtime/backend/cpu/Mpi.h"
+#include "runtime/backend/cuda/Transport.h"
+#include "runtime/plan/Plan.h"
+
+#include <nccl.h>
+
+namespace conduit::cuda {
+
+class NcclTransport final : public Transport {
+public:
+  /// Every process of `world` calls it together, with the device already selected.
+  static absl::StatusOr<std::unique_ptr<NcclTransport>> create(const runtime::Plan &plan,
+                                                               const runtime::MpiWorld &world);
+  ~NcclTransport() override;
+
+  absl::StatusOr<std::unique_ptr<Work>> exchange(const std::vector<PeerTransfer> &transfers,
+                                                 cudaStream_t stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> allGather(int32_t group, const float *shard, float *full,
+                                                  int64_t count, cudaStream_t stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> reduceScatter(int32_t group, const float *full,
+                                                      float *shard, int64_t count,
+                                                      cudaStream_t stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, float *data, int64_t count,
+                                                  cudaStream_t stream) override;
+  absl::StatusOr<double> sumOverRanks(double value) override;
+  void abort() override;
+
+private:
+  NcclTransport() = default;
+  absl::StatusOr<ncclComm_t> groupComm(int32_t group) const;
+  /// The Work of what was just enqueued on `stream` through `comm`.
+  absl::StatusOr<std::unique_ptr<Work>> completion(ncclComm_t comm, cudaStream_t stream);
+
+  ncclComm_t world = nullptr;
+  std::vector<ncclComm_t> groups; ///< per plan group; null where this rank is not a member
+  bool aborted = false;
+};
+
+} // namespace conduit::cuda
+
+#endif // CONDUIT_RUNTIME_BACKEND_CUDA_NCCLTRANSPORT_H

@@ -1,0 +1,81 @@
+//===- StageWork.h - what every backend computes the same way ---*- C++ -*-===//
+//
+// The parts of running a plan that do not depend on the device: where a process sits in the
+// (pipeline, data) grid, which samples a micro-batch of a stage trains on, which pieces of a
+// producer's micro-batches make up a consumer's input when the two stages cut the batch
+// differently (UMPIPE), how a stage splits into data-parallel shards, and the per-layer
+// timings --profile writes. Backends differ in where the bytes live, not in these rules.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_EXEC_STAGEWORK_H
+#define CONDUIT_RUNTIME_EXEC_STAGEWORK_H
+
+#include "runtime/exec/Backend.h"
+#include "runtime/model/Data.h"
+#include "runtime/model/Gpt.h"
+
+#include <map>
+
+namespace conduit::runtime {
+
+/// Where a global rank sits: its pipeline rank and data-parallel replica.
+struct RankPosition {
+  int32_t pipelineRank = 0, replica = 0;
+  static RankPosition of(const Config &config, int64_t globalRank);
+};
+
+/// How a stage's parameters split over the replicas of its pipeline rank.
+struct ShardLayout {
+  int64_t n = 0;        ///< parameters
+  int64_t padded = 0;   ///< n rounded up to a multiple of the replicas
+  int64_t shardLen = 0; ///< elements of this replica's shard (n when not sharded)
+  int64_t shardOffset = 0;
+  static ShardLayout of(int64_t params, const Config &config, bool sharded, int32_t replica);
+};
+
+/// Whether the plan splits parameters or optimizer state over replicas.
+bool isSharded(const Config &config);
+
+/// What every backend requires of a plan's model: a transformer this runtime implements,
+/// stages whose parameter counts match it, and data-parallel groups within one pipeline
+/// rank (`backend` names the backend in the message).
+absl::Status validateModel(const Plan &plan, const char *backend);
+
+/// The elements a transfer moves (`rowFloats` per sample), checked against its byte count.
+absl::StatusOr<int64_t> transferFloats(const Instruction &inst, const Config &config,
+                                       int64_t rowFloats);
+
+/// The tokens of micro-batch `mb` of `stage` at `step` for `replica`, in `tokens` and
+/// `targets`, with the loss scale of the global batch.
+model::Tokens microbatchTokens(const Config &config, const model::SyntheticData &data,
+                               const model::GptShape &shape, const Stage &stage, int64_t mb,
+                               int32_t replica, int64_t step, std::vector<int32_t> &tokens,
+                               std::vector<int32_t> &targets);
+
+/// A run of samples a consumer micro-batch takes from one producer micro-batch.
+struct Piece {
+  int64_t producerMicrobatch = 0;
+  int64_t from = 0;  ///< first sample, relative to the producer micro-batch
+  int64_t to = 0;    ///< first sample, relative to the consumer micro-batch
+  int64_t count = 0; ///< samples
+};
+/// The pieces of the producer's micro-batches (cut at `producerCuts`) that cover samples
+/// [begin, end) of the batch, in order.
+std::vector<Piece> piecesOf(int64_t begin, int64_t end, const std::vector<int64_t> &producerCuts);
+
+/// Per-layer times for --profile, summed per (layer, micro-batch size).
+class LayerTimer {
+public:
+  /// `seconds[i]` is the time of layer firstLayer + i on a micro-batch of `samples`.
+  void record(int64_t firstLayer, int64_t samples, const std::vector<double> &seconds,
+              bool forward);
+  std::vector<LayerTiming> timings() const;
+
+private:
+  std::map<std::pair<int64_t, int64_t>, LayerTiming> byLayer;
+};
+
+} // namespace conduit::runtime
+
+#endif // CONDUIT_RUNTIME_EXEC_STAGEWORK_H

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""The GPU checks of the CUDA backend, run by tests/gpu/run.sh on one H100/H200:
+
+1. the Ops conformance suite, whose CUDA instantiations must run (not skip) and pass;
+2. end-to-end equivalence on one GPU (--ranks-per-process): a P=4, D=2 breadth-first plan
+   with full sharding at bf16 against the CPU reference within bf16 tolerance, and one plan of
+   each schedule and sharding mode at fp32 within float32 tolerance;
+3. GEMM throughput of the model's layer shapes against the GPU's dense bf16 peak;
+4. executor overhead per instruction: the executor alone (executor_bench) and a whole CUDA
+   step of a model too small for its kernels to matter;
+5. measured against predicted step time of a single-GPU plan: compile, run with --profile,
+   recompile with the profile, compare.
+
+Writes a Markdown summary and exits non-zero if a check failed.
+
+Usage: checks.py --bin BUILD/bin --work DIR --summary FILE [--peak-tflops 989]
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+from common import ENV, Tools  # noqa: E402
+
+DONE = re.compile(r"^done: (\d+) steps on \d+ ranks in ([0-9.]+) s", re.M)
+
+
+class Summary:
+    def __init__(self):
+        self.lines, self.failed = [], []
+
+    def section(self, title):
+        self.lines += ["", f"## {title}", ""]
+
+    def add(self, text):
+        self.lines.append(text)
+
+    def check(self, name, ok, detail=""):
+        self.add(f"- {'PASS' if ok else 'FAIL'}: {name}{': ' + detail if detail else ''}")
+        if not ok:
+            self.failed.append(name)
+
+
+def run(command, timeout=600):
+    print("$", " ".join(command), flush=True)
+    return subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=timeout)
+
+
+def conformance(args, summary):
+    summary.section("Ops conformance (CUDA at fp32 and bf16 against the CPU in double)")
+    result = run([os.path.join(args.bin, "runtime_tests"), "--gtest_filter=*OpsConformance*",
+                  "--gtest_brief=1"])
+    skipped = re.search(r"\[  SKIPPED \] (\d+) test", result.stdout)
+    skipped = int(skipped.group(1)) if skipped else 0
+    passed = re.search(r"\[  PASSED  \] (\d+) test", result.stdout)
+    summary.check("conformance suite", result.returncode == 0 and not skipped,
+                  f"{passed.group(1) if passed else 0} passed, {skipped} skipped")
+    if result.returncode != 0 or skipped:
+        summary.add("```\n" + result.stdout[-4000:] + "\n```")
+
+
+def equivalence(args, summary):
+    summary.section("End-to-end equivalence on one GPU against the CPU reference")
+    script = os.path.join(HERE, "..", "e2e", "equivalence.py")
+    runs = [
+        ("P=4 D=2 V=2 breadth-first, full sharding, bf16", "bf16", 1e-2, 2e-2,
+         r"^breadth-first-full-p4-d2-v2$"),
+        ("every schedule and sharding mode, fp32", "fp32", 1e-4, 1e-3,
+         r"^(gpipe-full-p2-d2-v1|1f1b-none-p4-d2-v1|depth-first-full-p2-d2-v2|"
+         r"breadth-first-full-p4-d2-v2|breadth-first-(optimizer|gradients)-p2-d2-v2|"
+         r"umpipe-1f1b-p4-d2|searched-1f1b-p4-d2|1f1b-full-checkpointing-p2-d2)$"),
+    ]
+    for name, dtype, loss_tol, param_tol, only in runs:
+        result = run([sys.executable, script, "--bin", args.bin,
+                      "--work", os.path.join(args.work, "equivalence-" + dtype),
+                      "--backend=cuda", f"--dtype={dtype}", f"--loss-tolerance={loss_tol}",
+                      f"--param-tolerance={param_tol}", "--only", only], timeout=900)
+        summary.check(f"{name} (losses within {loss_tol:g}, parameters within {param_tol:g})",
+                      result.returncode == 0)
+        summary.add("```\n" + result.stdout.strip() + "\n```")
+
+
+def gemm_throughput(args, summary):
+    summary.section("GEMM throughput of the model's layer shapes (4096 tokens)")
+    out = os.path.join(args.work, "gemm.json")
+    result = run([os.path.join(args.bin, "cuda_gemm_bench"), f"--peak-tflops={args.peak_tflops}",
+                  "--benchmark_min_time=0.05", "--benchmark_format=json",
+                  f"--benchmark_out={out}"])
+    if result.returncode != 0 or not os.path.exists(out):
+        summary.check("cuda_gemm_bench", False, result.stderr[-2000:])
+        return
+    rows = {}
+    for b in json.load(open(out))["benchmarks"]:
+        _, mode, hidden, shape = b["name"].split("/")[:4]
+        rows.setdefault((hidden, shape), {})[mode] = (b["TFLOPS"], b["peak_fraction"])
+    summary.add(f"Dense bf16 peak taken as {args.peak_tflops:g} TFLOPS. `runtime` is what CudaOps "
+                "runs (float32 storage, bf16 tensor cores); `bf16` stores bf16; `fp32` is "
+                "float32 throughout.")
+    summary.add("")
+    summary.add("| hidden | GEMM | runtime TFLOPS (of peak) | bf16 TFLOPS (of peak) | fp32 TFLOPS |")
+    summary.add("|---|---|---|---|---|")
+    for (hidden, shape), modes in sorted(rows.items()):
+        cell = lambda m: (f"{modes[m][0]:.0f} ({modes[m][1]:.0%})" if m in modes else "-")
+        summary.add(f"| {hidden[1:]} | {shape} | {cell('runtime')} | {cell('bf16')} | "
+                    f"{modes.get('fp32', (0, 0))[0]:.0f} |")
+    summary.check("GEMM benchmark ran", bool(rows))
+
+
+def step_seconds(tools, plan, ranks, steps, *extra):
+    """Seconds per step in the steady state: the difference of a long and a short run."""
+    times = []
+    for n in (2, 2 + steps):
+        if ranks > 1:
+            result = tools.run_threads(plan, ranks, "--backend=cuda", f"--steps={n}", *extra)
+        else:
+            result = run([tools.runner, plan, "--backend=cuda", f"--steps={n}"] + list(extra))
+        match = DONE.search(result.stdout)
+        if result.returncode != 0 or not match:
+            raise RuntimeError(f"conduit-run failed:\n{result.stdout}{result.stderr}")
+        times.append(float(match.group(2)))
+    return (times[1] - times[0]) / steps
+
+
+def instructions(tools, plan):
+    result = run([tools.runner, "--dump", plan])
+    return max(len(r["instructions"]) for r in json.loads(result.stdout)["ranks"])
+
+
+def executor_overhead(args, summary, tools):
+    summary.section("Executor overhead per instruction")
+    result = run([os.path.join(args.bin, "executor_bench"), "--benchmark_format=json",
+                  "--benchmark_min_time=0.2"])
+    if result.returncode == 0:
+        for b in json.loads(result.stdout)["benchmarks"]:
+            summary.add(f"- executor alone (no-op backend), {b['name']}: "
+                        f"{b['ns_per_instruction'] * 1e9:.0f} ns per instruction")
+    # A model so small that a step is launch overhead: executor + backend + kernel launches.
+    job = {"model": {"kind": "transformer", "num_layers": 4, "hidden_size": 64, "num_heads": 4,
+                     "seq_length": 16, "vocab_size": 64},
+           "parallelism": {"pipeline": 1, "data": 1, "microbatches": 32, "microbatch_size": 1,
+                           "schedule": "1f1b"},
+           "cluster": {"preset": "h200-141gb"},
+           "training": {"dtype": "bf16", "optimizer": "adam", "seed": 1}}
+    plan = tools.compile(job, "overhead")
+    try:
+        per_step = step_seconds(tools, plan, 1, 50)
+        count = instructions(tools, plan)
+        summary.check("tiny-model CUDA step", True,
+                      f"{per_step * 1e3:.2f} ms per step, {count} instructions: "
+                      f"{per_step / count * 1e6:.1f} us per instruction (each a forward or "
+                      f"backward of one layer chain: tens of kernel launches)")
+    except RuntimeError as error:
+        summary.check("tiny-model CUDA step", False, str(error)[-2000:])
+
+
+def predicted_vs_measured(args, summary, tools):
+    summary.section("Measured against predicted step time (one GPU, P=1, D=1)")
+    job = {"model": {"kind": "transformer", "num_layers": 8, "hidden_size": 1024,
+                     "num_heads": 16, "seq_length": 1024, "vocab_size": 32000,
+                     "tie_embeddings": False},
+           "parallelism": {"pipeline": 1, "data": 1, "microbatches": 4, "microbatch_size": 4,
+                           "schedule": "1f1b"},
+           "cluster": {"preset": "h200-141gb"},
+           "training": {"dtype": "bf16", "optimizer": "adam", "seed": 1}}
+    try:
+        plan = tools.compile(job, "single-gpu")
+        analytic = predicted(tools, job, "single-gpu", [])
+        profile = os.path.join(args.work, "single-gpu-profile.json")
+        result = run([tools.runner, plan, "--backend=cuda", "--steps=3", f"--profile={profile}"])
+        if result.returncode != 0:
+            raise RuntimeError(result.stdout + result.stderr)
+        profiled = predicted(tools, job, "single-gpu", [f"cluster.profile={profile}"])
+        measured = step_seconds(tools, plan, 1, 10)
+    except RuntimeError as error:
+        summary.check("measured vs predicted", False, str(error)[-2000:])
+        return
+    summary.add("| prediction | step time | measured / predicted |")
+    summary.add("|---|---|---|")
+    summary.add(f"| analytic cost model (h200 preset) | {analytic * 1e3:.1f} ms | "
+                f"{measured / analytic:.2f} |")
+    summary.add(f"| measured profile | {profiled * 1e3:.1f} ms | {measured / profiled:.2f} |")
+    summary.add(f"| measured | {measured * 1e3:.1f} ms | |")
+    summary.check("profiled prediction within 25% of the measured step",
+                  abs(measured / profiled - 1) <= 0.25)
+
+
+def predicted(tools, job, name, sets):
+    path = os.path.join(tools.work, name + ".json")
+    with open(path, "w") as f:
+        json.dump(job, f)
+    command = [tools.compiler, path, "--emit=report"]
+    for s in sets:
+        command += ["--set", s]
+    result = run(command)
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr)
+    return json.loads(result.stdout)["step_time_s"]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--summary", required=True)
+    parser.add_argument("--peak-tflops", type=float, default=989)
+    args = parser.parse_args()
+    tools = Tools(args.bin, args.work)
+    summary = Summary()
+    start = time.time()
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True).stdout
+    except FileNotFoundError:
+        gpu = ""
+    summary.add("# GPU checks of the CUDA backend")
+    summary.add("")
+    summary.add(f"GPU: {gpu.strip() or 'unknown'}; command: `tests/gpu/run.sh`")
+    for check in (conformance, equivalence, gemm_throughput):
+        check(args, summary)
+    executor_overhead(args, summary, tools)
+    predicted_vs_measured(args, summary, tools)
+    summary.section("Result")
+    summary.add(f"{len(summary.failed)} check(s) failed"
+                f"{': ' + ', '.join(summary.failed) if summary.failed else ''}; "
+                f"{time.time() - start:.0f} s")
+    with open(args.summary, "w") as f:
+        f.write("\n".join(summary.lines) + "\n")
+    print("\n".join(summary.lines))
+    sys.exit(1 if summary.failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The GPU checks of the CUDA backend, on one H100 or H200, in under 8 minutes: builds for
+# sm_90 (Release, every core) and runs tests/gpu/checks.py: the Ops conformance suite,
+# end-to-end equivalence of single-GPU plans with the CPU reference, GEMM throughput, executor
+# overhead, and measured against predicted step time. Writes one Markdown summary.
+#
+#   tests/gpu/run.sh [SUMMARY]          (default: build-gpu/gpu-summary.md)
+#
+# Needs what scripts/setup installs (the build dependencies) plus a GPU driver; set
+# CONDUIT_GPU_BUILD to reuse a build directory. Exit status 0 only if every check passed.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${CONDUIT_GPU_BUILD:-$root/build-gpu}
+summary=${1:-$build/gpu-summary.md}
+
+if ! nvidia-smi > /dev/null 2>&1; then
+  echo "run.sh: no usable NVIDIA GPU (nvidia-smi failed); nothing to check" >&2
+  exit 2
+fi
+
+start=$(date +%s)
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES=90 > "$build.configure.log" 2>&1 ||
+  { cat "$build.configure.log"; exit 1; }
+ninja -C "$build" -j "$(nproc)" conduit-compile conduit-run runtime_tests cuda_gemm_bench \
+  executor_bench
+echo "built in $(( $(date +%s) - start )) s"
+
+mkdir -p "$build/gpu-work"
+python3 "$root/tests/gpu/checks.py" --bin "$build/bin" --work "$build/gpu-work" \
+  --summary "$summary"
