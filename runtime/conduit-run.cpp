@@ -518,6 +518,10 @@ int runPlan(const Plan &plan, const Options &options, const MpiWorld &world) {
   }
   if (absl::Status s = backend.initialise(plan); !s.ok()) {
     report(world, s);
+    // Other processes may be waiting for this one in a collective set-up (NCCL's, say).
+    backend.abort();
+    if (world.size > 1)
+      MPI_Abort(MPI_COMM_WORLD, kExitFailure);
     return kExitFailure;
   }
   const RankPosition where = RankPosition::of(plan.config, world.rank);

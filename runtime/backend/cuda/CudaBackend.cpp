@@ -68,6 +68,10 @@ CudaBackend::CudaBackend(int64_t rank, int64_t worldSize, int device, bool measu
       makeTransport(std::move(makeTransport)) {}
 
 CudaBackend::~CudaBackend() {
+  // Communication still in flight means the run failed; its kernels may wait for a peer that
+  // will never come, so stop them before waiting for the streams.
+  if (!pending.empty())
+    abort();
   absl::Status ignored;
   for (cudaStream_t s : streams)
     CONDUIT_CUDA_NOTE(ignored, cudaStreamSynchronize(s));
@@ -175,6 +179,12 @@ absl::Status CudaBackend::initialise(const runtime::Plan &p) {
     stage->grad = ops->allocate(stage->padded);
     stages[spec.index] = std::move(stage);
   }
+  int64_t largest = 0; // samples of the largest local micro-batch
+  for (const std::unique_ptr<Stage> &stage : stages)
+    if (stage)
+      for (int64_t mb = 0; mb < stage->spec->numMicrobatches(); ++mb)
+        largest = std::max(largest, stage->samplesOf(mb));
+  CONDUIT_RETURN_IF_ERROR(ops->reserveTokens(largest * shape->seq));
   for (int64_t bytes : program.slots)
     slots.push_back(ops->allocate(bytes / c.elementBytes()));
   ops->synchronize();
@@ -501,14 +511,22 @@ absl::Status CudaBackend::postCollective(const Instruction &inst, Pending &p) {
 absl::Status CudaBackend::complete(std::unique_ptr<Work> work) {
   const auto start = std::chrono::steady_clock::now();
   while (true) {
-    CONDUIT_ASSIGN_OR_RETURN(bool done, work->test());
-    if (done)
+    absl::StatusOr<bool> done = work->test();
+    if (done.ok() && *done)
       return synchronizeStreams();
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-        kOutOfStepTimeoutS)
-      return absl::DeadlineExceededError(absl::StrCat(
+    absl::Status failure = done.status();
+    if (failure.ok() &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+            kOutOfStepTimeoutS)
+      failure = absl::DeadlineExceededError(absl::StrCat(
           "rank ", rank, ": a collective outside the step did not complete in ",
           kOutOfStepTimeoutS, " s"));
+    if (!failure.ok()) {
+      // The collective's kernel may wait for a peer that is gone: stop it, or nothing that
+      // synchronizes the device (the destructor included) would return.
+      abort();
+      return failure;
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -24,6 +25,14 @@ absl::StatusOr<std::unique_ptr<CudaOps>> CudaOps::create(cudaStream_t stream,
     compute = CUBLAS_COMPUTE_32F_FAST_16F;
   std::unique_ptr<CudaOps> ops(new CudaOps(stream, blas, compute));
   CONDUIT_CUDA(cublasSetStream(blas, stream));
+  // Keep freed memory in the stream-ordered pool: with the default threshold of zero, every
+  // synchronization would hand it back to the driver and the next allocation map it again.
+  int device = 0;
+  cudaMemPool_t pool = nullptr;
+  uint64_t keep = UINT64_MAX;
+  CONDUIT_CUDA(cudaGetDevice(&device));
+  CONDUIT_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
+  CONDUIT_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   CONDUIT_CUDA(cudaMalloc(&ops->lossDevice, sizeof(double)));
   CONDUIT_CUDA(cudaMemsetAsync(ops->lossDevice, 0, sizeof(double), stream));
   CONDUIT_CUDA(cudaMallocHost(&ops->lossHost, sizeof(double)));
@@ -58,6 +67,8 @@ CudaOps::~CudaOps() {
     if (s.host)
       CONDUIT_CUDA_NOTE(ignored, cudaFreeHost(s.host));
   }
+  for (int32_t *p : outgrown)
+    CONDUIT_CUDA_NOTE(ignored, cudaFreeHost(p));
   if (lossHost)
     CONDUIT_CUDA_NOTE(ignored, cudaFreeHost(lossHost));
   if (lossDevice)
@@ -241,7 +252,24 @@ void CudaOps::attentionBackward(int64_t samples, int64_t seq, int64_t heads, int
   }
 }
 
-model::Buffer<int32_t> CudaOps::uploadTokens(const int32_t *host, int64_t n) {
+absl::Status CudaOps::reserveTokens(int64_t tokens) {
+  // An embedding backward uploads the rows grouped by token: up to 3 · tokens + 1 ids.
+  const int64_t n = 3 * tokens + 1;
+  for (Staging &s : staging) {
+    if (s.capacity >= n)
+      continue;
+    CONDUIT_CUDA(cudaEventSynchronize(s.copied));
+    if (s.host)
+      CONDUIT_CUDA(cudaFreeHost(s.host));
+    s.host = nullptr;
+    s.capacity = 0;
+    CONDUIT_CUDA(cudaMallocHost(&s.host, n * sizeof(int32_t)));
+    s.capacity = n;
+  }
+  return absl::OkStatus();
+}
+
+model::Buffer<int32_t> CudaOps::uploadIds(const int32_t *host, int64_t n) {
   model::Buffer<int32_t> device = deviceBuffer<int32_t>(n);
   if (device.empty())
     return device;
@@ -249,8 +277,10 @@ model::Buffer<int32_t> CudaOps::uploadTokens(const int32_t *host, int64_t n) {
   // The staging buffer is free once its previous copy has run.
   CONDUIT_CUDA_NOTE(failure, cudaEventSynchronize(s.copied));
   if (s.capacity < n) {
+    // Not reserved for this size: grow, keeping the old buffer (a copy may still read it,
+    // and freeing pinned memory would synchronize the device).
     if (s.host)
-      CONDUIT_CUDA_NOTE(failure, cudaFreeHost(s.host));
+      outgrown.push_back(s.host);
     s.host = nullptr;
     s.capacity = 0;
     CONDUIT_CUDA_NOTE(failure, cudaMallocHost(&s.host, n * sizeof(int32_t)));
@@ -268,7 +298,7 @@ model::Buffer<int32_t> CudaOps::uploadTokens(const int32_t *host, int64_t n) {
 void CudaOps::embeddingForward(int64_t samples, int64_t seq, int64_t hidden,
                                const int32_t *tokens, const float *wte, const float *wpe,
                                float *y) {
-  model::Buffer<int32_t> ids = uploadTokens(tokens, samples * seq);
+  model::Buffer<int32_t> ids = uploadIds(tokens, samples * seq);
   if (failure.ok())
     CONDUIT_CUDA_NOTE(failure, cuda::embeddingForward(samples * seq, seq, hidden, ids.data(), wte,
                                                       wpe, y, queue));
@@ -277,15 +307,37 @@ void CudaOps::embeddingForward(int64_t samples, int64_t seq, int64_t hidden,
 void CudaOps::embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
                                 const int32_t *tokens, const float *dy, float *dwte,
                                 float *dwpe) {
-  model::Buffer<int32_t> ids = uploadTokens(tokens, samples * seq);
+  // The rows grouped by token, in row order within a group, so that the device sums each
+  // token's rows in parallel with the others and in a fixed order:
+  // [rows in token order | group starts (groups + 1) | the group's token].
+  const int64_t rows = samples * seq;
+  std::vector<int32_t> order(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    order[r] = static_cast<int32_t>(r);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return tokens[a] < tokens[b]; });
+  std::vector<int32_t> starts, groupTokens;
+  for (int64_t k = 0; k < rows; ++k)
+    if (k == 0 || tokens[order[k]] != tokens[order[k - 1]]) {
+      starts.push_back(static_cast<int32_t>(k));
+      groupTokens.push_back(tokens[order[k]]);
+    }
+  const int64_t groups = static_cast<int64_t>(groupTokens.size());
+  starts.push_back(static_cast<int32_t>(rows));
+  std::vector<int32_t> packed = order;
+  packed.insert(packed.end(), starts.begin(), starts.end());
+  packed.insert(packed.end(), groupTokens.begin(), groupTokens.end());
+  model::Buffer<int32_t> ids = uploadIds(packed.data(), static_cast<int64_t>(packed.size()));
   if (failure.ok())
-    CONDUIT_CUDA_NOTE(failure, cuda::embeddingBackward(samples * seq, seq, hidden, ids.data(), dy,
-                                                       dwte, dwpe, queue));
+    CONDUIT_CUDA_NOTE(failure, cuda::embeddingBackward(rows, seq, hidden, ids.data(),
+                                                       ids.data() + rows,
+                                                       ids.data() + rows + groups + 1, groups,
+                                                       dy, dwte, dwpe, queue));
 }
 
 void CudaOps::crossEntropy(int64_t rows, int64_t vocab, const float *logits,
                            const int32_t *targets, float scale, float *dlogits) {
-  model::Buffer<int32_t> ids = uploadTokens(targets, rows);
+  model::Buffer<int32_t> ids = uploadIds(targets, rows);
   model::Buffer<float> losses = deviceBuffer<float>(rows);
   if (failure.ok())
     CONDUIT_CUDA_NOTE(failure, cuda::crossEntropy(rows, vocab, logits, ids.data(), scale,

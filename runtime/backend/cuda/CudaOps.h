@@ -24,6 +24,7 @@
 
 #include <array>
 #include <memory>
+#include <vector>
 
 namespace conduit::cuda {
 
@@ -34,6 +35,11 @@ public:
                                                           runtime::DType precision);
   /// Ops on a stream of their own (tests, benchmarks).
   static absl::StatusOr<std::unique_ptr<CudaOps>> create(runtime::DType precision);
+
+  /// Sizes the pinned staging for micro-batches of up to `tokens` tokens, so that no pinned
+  /// memory is allocated during a step (cudaMallocHost and cudaFreeHost synchronize the
+  /// device, which would stall every stream, including communication waiting for peers).
+  absl::Status reserveTokens(int64_t tokens);
   ~CudaOps() override;
 
   /// The first failure so far (OK if none).
@@ -84,8 +90,8 @@ public:
 private:
   CudaOps(cudaStream_t stream, cublasHandle_t blas, cublasComputeType_t compute);
   template <typename T> model::Buffer<T> deviceBuffer(int64_t n);
-  /// Host token ids on the device, through a pinned staging buffer.
-  model::Buffer<int32_t> uploadTokens(const int32_t *host, int64_t n);
+  /// Host ids on the device, through a pinned staging buffer.
+  model::Buffer<int32_t> uploadIds(const int32_t *host, int64_t n);
 
   cudaStream_t queue;
   bool ownsQueue = false;
@@ -93,15 +99,16 @@ private:
   cublasComputeType_t compute;
   absl::Status failure;
   double *lossDevice = nullptr, *lossHost = nullptr;
-  /// Pinned staging for token uploads: a few in rotation, each free again once its event
-  /// has passed.
+  /// Pinned staging for id uploads: several in rotation, each free again once its event has
+  /// passed. Outgrown buffers are kept until the end (freeing pinned memory synchronizes).
   struct Staging {
     int32_t *host = nullptr;
     int64_t capacity = 0;
     cudaEvent_t copied = nullptr;
   };
-  std::array<Staging, 4> staging;
+  std::array<Staging, 8> staging;
   size_t nextStaging = 0;
+  std::vector<int32_t *> outgrown;
 };
 
 } // namespace conduit::cuda

@@ -287,14 +287,17 @@ __global__ void embeddingForwardKernel(int64_t rows, int64_t seq, int64_t h,
   }
 }
 
-/// One thread per hidden column walks the rows in order: tokens repeat, and a fixed order
-/// keeps the sums reproducible without atomics.
-__global__ void tokenGradKernel(int64_t rows, int64_t h, const int32_t *tokens, const float *dy,
-                                float *dwte) {
-  CONDUIT_GRID_STRIDE(i, h) {
-    for (int64_t r = 0; r < rows; ++r)
-      dwte[static_cast<int64_t>(tokens[r]) * h + i] += dy[r * h + i];
-  }
+/// Block (g, tile) sums the rows of token group g for one tile of columns, in row order:
+/// tokens repeat, and a fixed order keeps the sums reproducible without atomics.
+__global__ void tokenGradKernel(int64_t h, const int32_t *order, const int32_t *starts,
+                                const int32_t *groupTokens, const float *dy, float *dwte) {
+  const int64_t g = blockIdx.x, i = blockIdx.y * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= h)
+    return;
+  float s = 0;
+  for (int32_t k = starts[g]; k < starts[g + 1]; ++k)
+    s += dy[static_cast<int64_t>(order[k]) * h + i];
+  dwte[static_cast<int64_t>(groupTokens[g]) * h + i] += s;
 }
 
 __global__ void positionGradKernel(int64_t samples, int64_t seq, int64_t h, const float *dy,
@@ -434,11 +437,16 @@ cudaError_t embeddingForward(int64_t rows, int64_t seq, int64_t hidden, const in
   return cudaGetLastError();
 }
 
-cudaError_t embeddingBackward(int64_t rows, int64_t seq, int64_t hidden, const int32_t *tokens,
+cudaError_t embeddingBackward(int64_t rows, int64_t seq, int64_t hidden, const int32_t *order,
+                              const int32_t *starts, const int32_t *groupTokens, int64_t groups,
                               const float *dy, float *dwte, float *dwpe, cudaStream_t stream) {
   if (rows == 0)
     return cudaSuccess;
-  tokenGradKernel<<<blocksFor(hidden), kThreads, 0, stream>>>(rows, hidden, tokens, dy, dwte);
+  const dim3 grid(static_cast<unsigned>(groups),
+                  static_cast<unsigned>((hidden + kThreads - 1) / kThreads));
+  if (grid.y > 65535)
+    return cudaErrorInvalidValue;
+  tokenGradKernel<<<grid, kThreads, 0, stream>>>(hidden, order, starts, groupTokens, dy, dwte);
   positionGradKernel<<<blocksFor(seq * hidden), kThreads, 0, stream>>>(rows / seq, seq, hidden,
                                                                        dy, dwpe);
   return cudaGetLastError();

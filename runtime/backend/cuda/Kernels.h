@@ -57,7 +57,11 @@ cudaError_t softmaxBackward(int64_t rows, int64_t seq, const float *probs, float
 /// device).
 cudaError_t embeddingForward(int64_t rows, int64_t seq, int64_t hidden, const int32_t *tokens,
                              const float *wte, const float *wpe, float *y, cudaStream_t stream);
-cudaError_t embeddingBackward(int64_t rows, int64_t seq, int64_t hidden, const int32_t *tokens,
+/// dwte and dwpe accumulated. The rows come grouped by token (device arrays): `order` lists
+/// the rows token by token, group g holds order[starts[g], starts[g + 1]) of token
+/// groupTokens[g]; each group's rows are summed in order, groups in parallel.
+cudaError_t embeddingBackward(int64_t rows, int64_t seq, int64_t hidden, const int32_t *order,
+                              const int32_t *starts, const int32_t *groupTokens, int64_t groups,
                               const float *dy, float *dwte, float *dwpe, cudaStream_t stream);
 
 /// Per row: loss[r] = logsumexp(logits[r]) − logits[r, targets[r]], and dlogits[r] =

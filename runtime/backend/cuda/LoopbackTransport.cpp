@@ -205,6 +205,11 @@ public:
          std::shared_ptr<LoopbackHub::Collective> call, int position, cudaStream_t stream)
       : hub(hub), group(group), sequence(sequence), call(std::move(call)), position(position),
         stream(stream) {}
+  ~Member() override {
+    absl::Status ignored; // dropped before completion (a failed run)
+    if (temporary)
+      CONDUIT_CUDA_NOTE(ignored, cudaFreeAsync(temporary, stream));
+  }
 
   absl::StatusOr<bool> test() override {
     std::lock_guard<std::mutex> lock(hub.mutex);

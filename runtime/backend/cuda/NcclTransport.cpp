@@ -42,11 +42,21 @@ private:
 absl::StatusOr<std::unique_ptr<NcclTransport>>
 NcclTransport::create(const runtime::Plan &plan, const runtime::MpiWorld &mpi) {
   std::unique_ptr<NcclTransport> t(new NcclTransport());
-  ncclUniqueId id;
-  if (mpi.rank == 0)
-    CONDUIT_CUDA(ncclGetUniqueId(&id));
-  CONDUIT_MPI(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
-  CONDUIT_CUDA(ncclCommInitRank(&t->world, mpi.size, id, mpi.rank));
+  // Rank 0 sends the id or its failure: the others must not wait for an id that never comes.
+  struct {
+    int ok = 1;
+    ncclUniqueId id;
+  } shared;
+  absl::Status made = absl::OkStatus();
+  if (mpi.rank == 0) {
+    made = checkResult(ncclGetUniqueId(&shared.id), "ncclGetUniqueId", __FILE__, __LINE__);
+    shared.ok = made.ok();
+  }
+  CONDUIT_MPI(MPI_Bcast(&shared, sizeof(shared), MPI_BYTE, 0, MPI_COMM_WORLD));
+  CONDUIT_RETURN_IF_ERROR(made);
+  if (!shared.ok)
+    return absl::UnavailableError("rank 0 could not create the NCCL unique id");
+  CONDUIT_CUDA(ncclCommInitRank(&t->world, mpi.size, shared.id, mpi.rank));
   // Splits are collective over the world communicator: every rank takes part in each.
   const runtime::RankPosition where = runtime::RankPosition::of(plan.config, mpi.rank);
   t->groups.assign(plan.groups.size(), nullptr);

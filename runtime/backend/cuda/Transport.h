@@ -7,7 +7,8 @@
 // data movement, so the executor's events order the other streams as they do on the CPU.
 //
 // Ranks are global ranks; a group is a plan group (the data-parallel replicas of a stage),
-// where a rank's position is its replica index.
+// where a rank's position is its replica index. Inputs and outputs of a collective do not
+// overlap, except the one buffer of an all-reduce.
 //
 //===----------------------------------------------------------------------===//
 
