@@ -9,6 +9,7 @@
 
 #include "runtime/model/Data.h"
 #include "runtime/model/Gpt.h"
+#include "tests/unit/GptPlan.h"
 #include "runtime/model/Optimizer.h"
 #include "runtime/model/Random.h"
 
@@ -34,32 +35,6 @@ GptShape tinyShape(bool qkvBias = true, bool otherBias = true) {
   s.qkvBias = qkvBias;
   s.otherBias = otherBias;
   return s;
-}
-
-/// A plan that holds just the transformer and its layer chain.
-runtime::Plan planFor(const GptShape &s) {
-  runtime::Plan plan;
-  runtime::Transformer t;
-  t.numLayers = s.blocks;
-  t.hiddenSize = s.hidden;
-  t.numHeads = t.numKvHeads = s.heads;
-  t.ffnHiddenSize = s.ffn;
-  t.seqLength = s.seq;
-  t.vocabSize = s.vocab;
-  t.bias = s.qkvBias ? (s.otherBias ? 0 : 1) : 2;
-  plan.transformer = t;
-  auto add = [&](const std::string &name, runtime::LayerKind kind) {
-    runtime::Layer layer;
-    layer.name = name;
-    layer.kind = kind;
-    layer.params = makeLayer<double>(kind, s)->numParams();
-    plan.layers.push_back(layer);
-  };
-  add("embedding", runtime::LayerKind::Embedding);
-  for (int64_t b = 0; b < s.blocks; ++b)
-    add("block." + std::to_string(b), runtime::LayerKind::Block);
-  add("head", runtime::LayerKind::Head);
-  return plan;
 }
 
 struct Batch {

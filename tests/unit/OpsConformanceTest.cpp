@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/model/Gpt.h"
+#include "tests/unit/GptPlan.h"
 #include "runtime/model/Random.h"
 
 #if CONDUIT_HAVE_CUDA
@@ -266,31 +267,6 @@ TEST_P(OpsConformance, CrossEntropyAndItsLoss) {
   EXPECT_NEAR(loss, expected, GetParam().tolerance * std::abs(expected));
   expectClose(download(dlogits), edlogits, "logit gradient");
   EXPECT_EQ(ops->takeLoss(), 0.0) << "takeLoss starts the sum again";
-}
-
-/// A tiny GPT's plan, for building chains.
-runtime::Plan planFor(const GptShape &s) {
-  runtime::Plan plan;
-  runtime::Transformer t;
-  t.numLayers = s.blocks;
-  t.hiddenSize = s.hidden;
-  t.numHeads = t.numKvHeads = s.heads;
-  t.ffnHiddenSize = s.ffn;
-  t.seqLength = s.seq;
-  t.vocabSize = s.vocab;
-  plan.transformer = t;
-  auto add = [&](const std::string &name, runtime::LayerKind kind) {
-    runtime::Layer layer;
-    layer.name = name;
-    layer.kind = kind;
-    layer.params = makeLayer<double>(kind, s)->numParams();
-    plan.layers.push_back(layer);
-  };
-  add("embedding", runtime::LayerKind::Embedding);
-  for (int64_t b = 0; b < s.blocks; ++b)
-    add("block." + std::to_string(b), runtime::LayerKind::Block);
-  add("head", runtime::LayerKind::Head);
-  return plan;
 }
 
 /// Forward and backward of layers [first, end) of a small GPT, on the implementation and on

@@ -1,0 +1,44 @@
+//===- GptPlan.h - a plan that holds just a GPT's layer chain ---*- C++ -*-===//
+//
+// For the model tests: the transformer section and the layers of a plan for a GptShape, with
+// the parameter counts the model computes, so that LayerChain::build accepts it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_TESTS_UNIT_GPTPLAN_H
+#define CONDUIT_TESTS_UNIT_GPTPLAN_H
+
+#include "runtime/model/Gpt.h"
+
+#include <string>
+
+namespace conduit::model {
+
+inline runtime::Plan planFor(const GptShape &s) {
+  runtime::Plan plan;
+  runtime::Transformer t;
+  t.numLayers = s.blocks;
+  t.hiddenSize = s.hidden;
+  t.numHeads = t.numKvHeads = s.heads;
+  t.ffnHiddenSize = s.ffn;
+  t.seqLength = s.seq;
+  t.vocabSize = s.vocab;
+  t.bias = s.qkvBias ? (s.otherBias ? 0 : 1) : 2;
+  plan.transformer = t;
+  auto add = [&](const std::string &name, runtime::LayerKind kind) {
+    runtime::Layer layer;
+    layer.name = name;
+    layer.kind = kind;
+    layer.params = makeLayer<double>(kind, s)->numParams();
+    plan.layers.push_back(layer);
+  };
+  add("embedding", runtime::LayerKind::Embedding);
+  for (int64_t b = 0; b < s.blocks; ++b)
+    add("block." + std::to_string(b), runtime::LayerKind::Block);
+  add("head", runtime::LayerKind::Head);
+  return plan;
+}
+
+} // namespace conduit::model
+
+#endif // CONDUIT_TESTS_UNIT_GPTPLAN_H
