@@ -39,18 +39,21 @@ absl::StatusOr<StepOutcome> Executor::runStep(int64_t step) {
     bool progress = false, remaining = false;
     for (int s = 0; s < kMaxStreams; ++s) {
       Stream &stream = streams[s];
-      if (stream.busy) {
-        CONDUIT_ASSIGN_OR_RETURN(bool done, backend.poll(stream.inFlight));
-        if (!done) {
-          remaining = true;
-          continue;
-        }
+      if (!stream.busy)
+        continue;
+      CONDUIT_ASSIGN_OR_RETURN(bool done, backend.poll(stream.inFlight));
+      if (done) {
         finish(stream, now());
         progress = true;
       }
-      CONDUIT_RETURN_IF_ERROR(advance(stream, s, step, progress));
-      remaining = remaining || stream.busy || stream.next < stream.list.size();
     }
+    // Communication first: a transfer that a finished compute just enabled is posted before
+    // the next compute starts and takes the core.
+    for (bool compute : {false, true})
+      for (int s = 0; s < kMaxStreams; ++s)
+        CONDUIT_RETURN_IF_ERROR(advance(streams[s], s, step, compute, progress));
+    for (const Stream &stream : streams)
+      remaining = remaining || stream.busy || stream.next < stream.list.size();
     if (!remaining)
       break;
     if (progress) {
@@ -75,11 +78,21 @@ absl::StatusOr<StepOutcome> Executor::runStep(int64_t step) {
   return outcome;
 }
 
-absl::Status Executor::advance(Stream &stream, int s, int64_t step, bool &progress) {
+absl::Status Executor::advance(Stream &stream, int s, int64_t step, bool startCompute,
+                               bool &progress) {
   const std::vector<Instruction> &program = plan.ranks[rank].instructions;
+  // Work that runs inside start() (compute on the CPU) ends this stream's turn once the
+  // signals behind it are passed: a transfer the plan orders right after a compute must not
+  // wait behind the rest of the stream's compute.
+  bool ranWork = false;
   while (!stream.busy && stream.next < stream.list.size()) {
     const int64_t i = stream.list[stream.next];
     const Instruction &x = program[i];
+    if (ranWork && x.op != Op::Signal)
+      return absl::OkStatus();
+    if (!startCompute && x.op != Op::Wait && x.op != Op::Signal && !x.isTransfer() &&
+        !x.isCollective())
+      return absl::OkStatus();
     if (times[i].posted < 0) {
       times[i].posted = now();
       injectFault(step, i);
@@ -116,8 +129,10 @@ absl::Status Executor::advance(Stream &stream, int s, int64_t step, bool &progre
     stream.inFlight = ticket;
     stream.inFlightEnd = end;
     stream.busy = true;
-    if (ticket == kCompleted)
+    if (ticket == kCompleted) {
       finish(stream, now());
+      ranWork = true;
+    }
   }
   return absl::OkStatus();
 }

@@ -58,7 +58,9 @@ private:
     bool busy = false;
   };
 
-  absl::Status advance(Stream &stream, int s, int64_t step, bool &progress);
+  /// Runs `stream` as far as events allow; without `startCompute`, only up to its next
+  /// piece of local work (compute, optimizer step, free).
+  absl::Status advance(Stream &stream, int s, int64_t step, bool startCompute, bool &progress);
   void finish(Stream &stream, double now);
   absl::Status stalled(double waitedS) const;
   void injectFault(int64_t step, int64_t index) const;

@@ -54,12 +54,13 @@ Plan planOf(std::vector<Instruction> program, int32_t events) {
   return plan;
 }
 
-/// Completes compute at once and communication after `pollsToComplete` polls; records the
-/// order of starts and completions.
+/// Completes compute at once (or, without `computeInStart`, like communication) and
+/// communication after `pollsToComplete` polls; records the order of starts and completions.
 class ScriptedBackend : public Backend {
 public:
   const Plan *plan = nullptr;
   int pollsToComplete = 2;
+  bool computeInStart = true;
   bool neverComplete = false;
   std::vector<std::vector<int64_t>> started;
   std::vector<int64_t> completed;
@@ -76,7 +77,7 @@ public:
     const Instruction &first = plan->ranks[0].instructions[indices[0]];
     if (!failure.empty())
       return absl::InternalError(failure);
-    if (first.isCompute()) {
+    if (first.isCompute() && computeInStart) {
       completed.insert(completed.end(), indices.begin(), indices.end());
       return kCompleted;
     }
@@ -131,13 +132,39 @@ TEST(Executor, StreamsAreOrderedOnlyByEvents) {
   for (const auto &s : backend.started)
     startOrder.push_back(s[0]);
   EXPECT_LT(position(startOrder, 3), position(startOrder, 6));
-  EXPECT_LT(position(startOrder, 7), position(backend.completed, 6));
+  // (Compute completes inside start() here, so the backward has run before the send ends.)
+  EXPECT_LT(position(backend.completed, 7), position(backend.completed, 6));
   ASSERT_EQ(executor.events().size(), plan.ranks[0].instructions.size());
   for (const TraceEvent &e : executor.events()) {
     EXPECT_LE(e.time.posted, e.time.start);
     EXPECT_LE(e.time.start, e.time.end);
   }
 }
+
+// A transfer that waits for a compute is posted before the compute after it starts, whether
+// compute runs inside start() or in the background: the peer must not wait for both.
+class ComputeThenTransfer : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ComputeThenTransfer, TheTransferIsPostedBeforeTheNextCompute) {
+  // Stream 0: F (0), signal e0 (1), F (2). Stream 1: wait e0 (3), send (4).
+  Plan plan = planOf({compute(0, 0), event(Op::Signal, 0, kComputeStream), compute(0, 1),
+                      event(Op::Wait, 0, kP2PStream), transfer(Op::Send, 1)},
+                     1);
+  ScriptedBackend backend;
+  backend.plan = &plan;
+  backend.computeInStart = GetParam();
+  Executor executor(plan, 0, 0, backend, {});
+  ASSERT_TRUE(executor.runStep(1).ok());
+  std::vector<int64_t> startOrder;
+  for (const auto &s : backend.started)
+    startOrder.push_back(s[0]);
+  EXPECT_EQ(startOrder, (std::vector<int64_t>{0, 4, 2}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Executor, ComputeThenTransfer, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                           return info.param ? "ComputeInStart" : "ComputeInBackground";
+                         });
 
 TEST(Executor, ABatchIsIssuedAtOnce) {
   Plan plan = planOf({transfer(Op::Send, 1, 7), transfer(Op::Recv, 1, 7), transfer(Op::Recv, 1)},
