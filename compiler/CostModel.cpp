@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace conduit;
 
@@ -27,10 +28,12 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
 
   if (!cluster.getProfile().empty()) {
     std::string path = cluster.getProfile().str();
-    llvm::Expected<std::vector<LayerProfile>> profiles = readProfile(path);
-    if (!profiles)
-      return profiles.takeError();
-    cost.profiles = std::move(*profiles);
+    llvm::Expected<Profile> profile = readProfile(path);
+    if (!profile)
+      return profile.takeError();
+    cost.profiles = std::move(profile->layers);
+    cost.optimizerSPerParam = profile->optimizerSPerParam;
+    cost.profiledAdam = profile->optimizerAdam;
     if (cost.profiles.size() != cost.layers.size())
       return llvm::createStringError(path + ": the profile has " +
                                      std::to_string(cost.profiles.size()) +
@@ -61,6 +64,19 @@ llvm::Expected<CostModel> CostModel::build(pipe::ModelOp model) {
     in.bwdFlops.push_back(layer.getBwdFlops());
   }
   return build(in);
+}
+
+namespace {
+/// FLOPs per parameter of one optimizer update (Adam: moments, bias correction, update).
+double optimizerFlopsPerParam(bool adam) { return adam ? 10 : 2; }
+} // namespace
+
+double CostModel::optimizerStepTime(bool adam, int64_t params) const {
+  const double n = static_cast<double>(params);
+  if (optimizerSPerParam)
+    return n * *optimizerSPerParam * optimizerFlopsPerParam(adam) /
+           optimizerFlopsPerParam(profiledAdam);
+  return n * optimizerFlopsPerParam(adam) / flopRate;
 }
 
 double CostModel::profiled(const std::vector<double> &times, const LayerProfile &p,
@@ -144,7 +160,7 @@ double CostModel::collectiveTime(Collective kind, int64_t bytes, int64_t members
   return steps * (latencyS + static_cast<double>(bytes) / n / bandwidth(link));
 }
 
-llvm::Expected<std::vector<LayerProfile>> conduit::readProfile(llvm::StringRef path) {
+llvm::Expected<Profile> conduit::readProfile(llvm::StringRef path) {
   Diagnostics diag(path.str());
   auto fail = [&]() { return llvm::createStringError(diag.getError()->str()); };
   std::optional<llvm::json::Value> root = loadJsonFile(path, diag);
@@ -159,15 +175,26 @@ llvm::Expected<std::vector<LayerProfile>> conduit::readProfile(llvm::StringRef p
   for (llvm::StringRef key : {"conduit_profile", "layers"})
     if (!top.require(key))
       return fail();
-  top.integer("conduit_profile", 1, 1);
+  if (std::optional<int64_t> version =
+          top.integer("conduit_profile", 1, std::numeric_limits<int64_t>::max());
+      version && *version != 1)
+    diag.report(top.keyPath("conduit_profile"),
+                "format version " + std::to_string(*version) +
+                    " is newer than this compiler reads (1); compile with the Conduit that "
+                    "wrote the profile");
   top.string("backend");
   top.string("job");
   const llvm::json::Array *layers = top.array("layers");
+  Profile profile;
+  if (std::optional<size_t> kind = top.choice("optimizer", {"adam", "sgd"}))
+    profile.optimizerAdam = *kind == 0;
+  profile.optimizerSPerParam =
+      top.number("optimizer_s_per_param", 0, std::numeric_limits<double>::infinity());
   top.rejectUnknownKeys();
   if (diag.failed())
     return fail();
 
-  std::vector<LayerProfile> profiles;
+  std::vector<LayerProfile> &profiles = profile.layers;
   for (auto [i, value] : llvm::enumerate(*layers)) {
     std::string at = top.elementPath("layers", i);
     const llvm::json::Object *entry = value.getAsObject();
@@ -214,5 +241,5 @@ llvm::Expected<std::vector<LayerProfile>> conduit::readProfile(llvm::StringRef p
       }
     profiles.push_back(std::move(p));
   }
-  return profiles;
+  return profile;
 }

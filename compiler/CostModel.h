@@ -13,6 +13,7 @@
 #include "dialects/pipe/PipeOps.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,14 @@ enum class Collective { AllGather, ReduceScatter, AllReduce };
 struct LayerProfile {
   std::string name;
   std::vector<double> samples, forwardS, backwardS;
+};
+
+/// A profile file: its layers, and the measured time of the optimizer per parameter (absent
+/// from profiles that did not measure it).
+struct Profile {
+  std::vector<LayerProfile> layers;
+  std::optional<double> optimizerSPerParam;
+  bool optimizerAdam = true; ///< the optimizer that was measured
 };
 
 /// What the cost model is built from; both dialects (and plan files) can fill it.
@@ -56,6 +65,10 @@ public:
   /// The same for layers [first, end).
   double stageForwardTime(int64_t first, int64_t end, int64_t samples) const;
   double stageBackwardTime(int64_t first, int64_t end, int64_t samples) const;
+  /// One optimizer step on `params` parameters: measured per parameter when the profile has
+  /// it (scaled by the FLOP ratio when it measured the other optimizer), else Adam's 10 or
+  /// SGD's 2 FLOP per parameter at the compute rate.
+  double optimizerStepTime(bool adam, int64_t params) const;
 
   /// Global rank of (pipeline rank, data-parallel replica), per the rank order.
   int64_t globalRank(int64_t pipelineRank, int64_t replica) const;
@@ -85,6 +98,8 @@ private:
 
   std::vector<Layer> layers;
   std::vector<LayerProfile> profiles;
+  std::optional<double> optimizerSPerParam;
+  bool profiledAdam = true;
   double flopRate = 1;
   double launchOverheadS = 0;
   double latencyS = 0;
@@ -96,7 +111,7 @@ private:
 };
 
 /// Reads a profile file; problems name the file and the key.
-llvm::Expected<std::vector<LayerProfile>> readProfile(llvm::StringRef path);
+llvm::Expected<Profile> readProfile(llvm::StringRef path);
 
 } // namespace conduit
 

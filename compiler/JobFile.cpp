@@ -12,6 +12,7 @@
 #include "compiler/HuggingFace.h"
 #include "compiler/TransformerCosts.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -65,6 +66,9 @@ std::optional<EnumT> readEnum(ObjectReader &reader, llvm::StringRef key,
     return std::nullopt;
   return pipe::symbolizeEnum<EnumT>(names[*index]);
 }
+
+/// The keys whose values name files (relative to the job file).
+const llvm::StringRef kPathKeys[] = {"model.path", "cluster.profile"};
 
 /// Resolves a path written in the job file against the job file's directory.
 std::string resolvePath(llvm::StringRef jobPath, llvm::StringRef path) {
@@ -487,12 +491,19 @@ bool conduit::applyOverride(json::Value &root, llvm::StringRef assignment, Diagn
     walked += (walked.empty() ? "" : ".") + keys[k].str();
     if (k + 1 == keys.size()) {
       llvm::Expected<json::Value> value = json::parse(text);
-      if (value) {
-        (*object)[keys[k]] = std::move(*value);
-      } else {
+      if (!value) {
         llvm::consumeError(value.takeError());
-        (*object)[keys[k]] = text.str();
+        value = json::Value(text.str());
       }
+      // A file named on the command line is relative to the current directory, not to the
+      // job file as the job's own paths are.
+      std::optional<llvm::StringRef> file = value->getAsString();
+      if (file && llvm::is_contained(kPathKeys, path) && !llvm::sys::path::is_absolute(*file)) {
+        llvm::SmallString<256> absolute(*file);
+        if (!llvm::sys::fs::make_absolute(absolute))
+          value = json::Value(std::string(absolute));
+      }
+      (*object)[keys[k]] = std::move(*value);
       return true;
     }
     if (!object->get(keys[k]))

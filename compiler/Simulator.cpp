@@ -31,24 +31,14 @@ using runtime::Op;
 
 namespace {
 
-/// FLOPs per parameter of one optimizer update (Adam: moments, bias correction, update).
-constexpr double kAdamFlopsPerParam = 10;
-constexpr double kSgdFlopsPerParam = 2;
-
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 } // namespace
-
-double conduit::optimizerStepSeconds(bool adam, int64_t params, double flopRate) {
-  return static_cast<double>(params) * (adam ? kAdamFlopsPerParam : kSgdFlopsPerParam) /
-         flopRate;
-}
 
 PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &cost) {
   PlanCosts costs;
   costs.cost = &cost;
   const runtime::Config &c = plan.config;
-  const double rate = c.peakFlops * c.efficiency;
   for (const runtime::Stage &stage : plan.stages) {
     std::vector<double> &f = costs.forward.emplace_back(), &b = costs.backward.emplace_back();
     for (int64_t m = 0; m < stage.numMicrobatches(); ++m) {
@@ -59,7 +49,7 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
     bool sharded = c.data > 1 && c.sharding != runtime::Sharding::None;
     int64_t params = sharded ? ceilDiv(stage.params, c.data) : stage.params;
     costs.optimizer.push_back(
-        optimizerStepSeconds(c.optimizer == runtime::Optimizer::Adam, params, rate));
+        cost.optimizerStepTime(c.optimizer == runtime::Optimizer::Adam, params));
   }
   for (const runtime::Group &group : plan.groups) {
     Link link = Link::IntraNode;

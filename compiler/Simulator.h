@@ -29,10 +29,6 @@
 
 namespace conduit {
 
-/// Seconds of one optimizer step on `params` parameters (Adam: moments, bias correction and
-/// update, 10 FLOP per parameter; SGD: 2) at `flopRate`.
-double optimizerStepSeconds(bool adam, int64_t params, double flopRate);
-
 /// Durations of every kind of instruction of one plan.
 class PlanCosts {
 public:

@@ -88,13 +88,11 @@ FailureOr<sched::StepTimeEvaluator> conduit::buildStepTimeEvaluator(pipe::ModelO
   const pipe::Sharding sharding = par.getSharding();
   const bool sharded = data > 1 && sharding != pipe::Sharding::None;
   const int64_t elementBytes = model.getTraining().getElementBytes();
-  const pipe::ClusterAttr cluster = model.getCluster();
-  const double rate = cluster.getPeakFlops() * cluster.getEfficiency();
   const bool adam = model.getTraining().getOptimizer() == pipe::Optimizer::Adam;
   std::vector<int64_t> params = stageParams(model);
   for (int64_t s = 0; s < numStages; ++s) {
     const int64_t owned = sharded ? (params[s] + data - 1) / data : params[s];
-    costs.optimizer[s] = optimizerStepSeconds(adam, owned, rate);
+    costs.optimizer[s] = cost->optimizerStepTime(adam, owned);
     if (data == 1)
       continue;
     const Link link = cost->dataParallelLink(*stages[s].getRank());

@@ -29,9 +29,16 @@ std::string quoted(const std::string &text) {
 
 absl::Status writeProfile(const Plan &plan, const std::string &backend,
                           const std::vector<LayerTiming> &timings, std::ostream &os) {
-  // Merge the ranks' (and replicas') measurements per layer and micro-batch size.
+  // Merge the ranks' (and replicas') measurements per layer and micro-batch size, and the
+  // optimizer steps into one time per parameter.
   std::vector<std::map<int64_t, LayerTiming>> byLayer(plan.layers.size());
+  double optimizerS = 0, optimizerParams = 0;
   for (const LayerTiming &t : timings) {
+    if (t.layer == kOptimizerTiming) {
+      optimizerS += t.forwardS;
+      optimizerParams += static_cast<double>(t.samples) * static_cast<double>(t.forwardCount);
+      continue;
+    }
     if (t.layer < 0 || t.layer >= static_cast<int64_t>(plan.layers.size()))
       return absl::InternalError(absl::StrCat("a timing names layer ", t.layer));
     LayerTiming &m = byLayer[t.layer][t.samples];
@@ -41,7 +48,12 @@ absl::Status writeProfile(const Plan &plan, const std::string &backend,
     m.backwardCount += t.backwardCount;
   }
   os << "{\"conduit_profile\": 1, \"backend\": " << quoted(backend)
-     << ", \"job\": " << quoted(plan.name) << ", \"layers\": [";
+     << ", \"job\": " << quoted(plan.name);
+  if (optimizerParams > 0)
+    os << ", \"optimizer\": "
+       << quoted(plan.config.optimizer == Optimizer::Adam ? "adam" : "sgd")
+       << ", \"optimizer_s_per_param\": " << number(optimizerS / optimizerParams);
+  os << ", \"layers\": [";
   for (size_t l = 0; l < plan.layers.size(); ++l) {
     if (byLayer[l].empty())
       return absl::FailedPreconditionError(

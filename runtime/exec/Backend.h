@@ -45,6 +45,9 @@ struct LayerTiming {
   double forwardS = 0, backwardS = 0; ///< sums
   int64_t forwardCount = 0, backwardCount = 0;
 };
+/// The `layer` of optimizer step timings: `samples` holds the parameters one step updates,
+/// forwardS and forwardCount the seconds and the steps.
+constexpr int64_t kOptimizerTiming = -1;
 
 class Backend {
 public:

@@ -92,6 +92,14 @@ void LayerTimer::record(int64_t firstLayer, int64_t samples, const std::vector<d
   }
 }
 
+void LayerTimer::recordOptimizer(int64_t params, double seconds) {
+  LayerTiming &t = byLayer[{kOptimizerTiming, params}];
+  t.layer = kOptimizerTiming;
+  t.samples = params;
+  t.forwardS += seconds;
+  ++t.forwardCount;
+}
+
 std::vector<LayerTiming> LayerTimer::timings() const {
   std::vector<LayerTiming> out;
   for (const auto &[key, t] : byLayer)

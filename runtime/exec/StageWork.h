@@ -70,6 +70,8 @@ public:
   /// `seconds[i]` is the time of layer firstLayer + i on a micro-batch of `samples`.
   void record(int64_t firstLayer, int64_t samples, const std::vector<double> &seconds,
               bool forward);
+  /// One optimizer step over `params` parameters took `seconds`.
+  void recordOptimizer(int64_t params, double seconds);
   std::vector<LayerTiming> timings() const;
 
 private:

@@ -45,6 +45,14 @@ class Tools:
             raise RuntimeError(f"conduit-compile {name} failed:\n{result.stderr}")
         return plan
 
+    def emit(self, job_path, what):
+        """conduit-compile JOB --emit=WHAT; returns standard output."""
+        result = subprocess.run([self.compiler, job_path, f"--emit={what}"], capture_output=True,
+                                text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"conduit-compile {job_path} --emit={what} failed:\n{result.stderr}")
+        return result.stdout
+
     def run(self, plan, processes, *args, timeout=120):
         """mpirun -np PROCESSES conduit-run PLAN ARGS; returns the CompletedProcess."""
         command = ["mpirun", "-np", str(processes), self.runner, plan] + list(args)

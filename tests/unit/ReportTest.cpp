@@ -19,6 +19,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 using namespace conduit;
 
 namespace {
@@ -217,6 +219,32 @@ TEST(Report, HandComputedFullySharded) {
   EXPECT_EQ(report.ranks[0].allGathers, 1);
   EXPECT_EQ(report.ranks[0].reduceScatters, 1);
   expectAttributionAddsUp(report, "full");
+}
+
+// The same plan with a measured profile: forward 3 s, backward 5 s, and an Adam step of
+// 10 s per parameter; the job's SGD does 2 FLOP per parameter where Adam does 10, so its step
+// on the 2-parameter shard takes 2 * 10 * 2 / 10 = 4 s.
+//   all-gather [0,4] | F0 [4,7] B0 [7,12] | reduce-scatter [12,20] | optimizer [20,24]
+TEST(Report, HandComputedWithAProfile) {
+  const std::string profile = testing::TempDir() + "/report-test-profile.json";
+  {
+    std::ofstream out(profile);
+    out << R"({"conduit_profile": 1, "optimizer": "adam", "optimizer_s_per_param": 10,
+               "layers": [{"name": "l0", "samples": [1], "forward_s": [3], "backward_s": [5]}]})";
+  }
+  for (const char *optimizer : {"sgd", "adam"}) {
+    std::optional<VerifiedPlan> v = compileJob(
+        layersJob(1, 4, 1,
+                  R"("pipeline": 1, "data": 2, "schedule": "gpipe", "microbatches": 1,
+                     "sharding": "full")"),
+        {"cluster.profile=" + profile, std::string("training.optimizer=") + optimizer});
+    ASSERT_TRUE(v);
+    PlanReport report = analyzeStep(v->plan, v->simulation);
+    const double step = std::string(optimizer) == "sgd" ? 4 : 20;
+    EXPECT_DOUBLE_EQ(report.stepTimeS, 20 + step) << optimizer;
+    EXPECT_DOUBLE_EQ(report.ranks[0].busyS, 8 + step) << optimizer;
+    expectAttributionAddsUp(report, optimizer);
+  }
 }
 
 //===----------------------------------------------------------------------===//

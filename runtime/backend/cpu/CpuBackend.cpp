@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace conduit::runtime {
@@ -327,6 +328,7 @@ absl::Status CpuBackend::backward(const Instruction &inst) {
 
 absl::Status CpuBackend::optimizerStep(Stage &stage) {
   ++stage.optimizerSteps;
+  const auto start = std::chrono::steady_clock::now();
   if (sharded) {
     model::optimizerStep(optimizer, stage.optimizerSteps, stage.shardLen, stage.master.data(),
                          stage.optimizer.data(), stage.gradShard.data());
@@ -336,6 +338,10 @@ absl::Status CpuBackend::optimizerStep(Stage &stage) {
                          stage.optimizer.data(), stage.grad.data());
     std::fill(stage.grad.begin(), stage.grad.end(), 0.0);
   }
+  if (measureLayers)
+    timer.recordOptimizer(
+        stage.shardLen,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return absl::OkStatus();
 }
 

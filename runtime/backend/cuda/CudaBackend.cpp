@@ -422,6 +422,9 @@ absl::Status CudaBackend::optimizerStep(Stage &stage) {
   const int64_t n = stage.updatedCount(sharded);
   float *params = stage.updated(sharded), *grads = stage.updateGrads(sharded);
   const model::OptimizerConfig &o = optimizer;
+  if (measureLayers)
+    ops->synchronize();
+  const auto start = std::chrono::steady_clock::now();
   if (o.kind == runtime::Optimizer::SGD) {
     CONDUIT_CUDA(sgdStep(n, static_cast<float>(o.learningRate), params, grads, stream));
   } else {
@@ -432,6 +435,11 @@ absl::Status CudaBackend::optimizerStep(Stage &stage) {
                           params, stage.optimizer.data(), grads, stream));
   }
   CONDUIT_CUDA(cudaMemsetAsync(grads, 0, (sharded ? n : stage.padded) * sizeof(float), stream));
+  if (measureLayers) {
+    ops->synchronize();
+    timer.recordOptimizer(
+        n, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   return absl::OkStatus();
 }
 
