@@ -2,8 +2,9 @@
 //
 // `conduit-run --profile FILE` writes what the compiler's cost model reads as
 // `cluster.profile`: per layer of the plan, in order, the measured forward and backward
-// seconds for each micro-batch size that ran (means over the run), and the optimizer's
-// measured seconds per parameter of a step:
+// seconds for each micro-batch size that ran, and the optimizer's seconds per parameter of a
+// step (means over the run, without its first step when it has more: that one pays for
+// set-up):
 //
 //   {"conduit_profile": 1, "backend": "cpu", "job": "demo",
 //    "optimizer": "adam", "optimizer_s_per_param": 4.1e-09,

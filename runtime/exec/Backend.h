@@ -83,6 +83,8 @@ public:
   virtual absl::StatusOr<std::vector<std::vector<float>>> stageParameters() = 0;
   /// Per-layer timings so far (empty when the backend does not measure them).
   virtual std::vector<LayerTiming> layerTimings() const { return {}; }
+  /// Forgets the timings so far (those of a first step, which pays for set-up).
+  virtual void clearLayerTimings() {}
   /// Stops communication without waiting for peers, after an error, so that the process can
   /// exit (NCCL communicators must be aborted, not destroyed, when a peer is gone).
   virtual void abort() {}

@@ -73,6 +73,7 @@ public:
   /// One optimizer step over `params` parameters took `seconds`.
   void recordOptimizer(int64_t params, double seconds);
   std::vector<LayerTiming> timings() const;
+  void clear() { byLayer.clear(); }
 
 private:
   std::map<std::pair<int64_t, int64_t>, LayerTiming> byLayer;

@@ -2,6 +2,7 @@
 plans under mpirun with the settings a test machine needs (shared-memory transport, more
 processes than cores, running as root in containers)."""
 
+import argparse
 import json
 import os
 import re
@@ -12,6 +13,15 @@ ENV = dict(os.environ,
            OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1",
            OMPI_MCA_btl_vader_single_copy_mechanism="none")
 STEP = re.compile(r"^step (\d+) loss (\S+)$", re.M)
+
+
+def arguments():
+    """The parser of the options every end-to-end test takes, --bin BUILD/bin and --work DIR;
+    a test adds its own."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--work", required=True)
+    return parser
 
 
 def small_gpt(parallelism, layers=6, microbatch_size=1, **training):

@@ -13,7 +13,6 @@ Usage: equivalence.py --bin BUILD/bin --work DIR [--quick] [--only REGEX]
                       [--backend=cuda --dtype=bf16 --loss-tolerance=X --param-tolerance=Y]
 """
 
-import argparse
 import array
 import itertools
 import os
@@ -21,7 +20,7 @@ import re
 import sys
 import time
 
-from common import Tools, losses, small_gpt
+from common import Tools, arguments, losses, small_gpt
 
 STEPS = 3
 
@@ -86,9 +85,7 @@ def normwise_error(actual, expected):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--work", required=True)
+    parser = arguments()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", help="run the cases whose name matches this expression")
     parser.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])

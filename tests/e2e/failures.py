@@ -7,7 +7,6 @@ uninterrupted run, while damaged or mismatched checkpoints are refused.
 Usage: failures.py --bin BUILD/bin --work DIR
 """
 
-import argparse
 import os
 import shutil
 import struct
@@ -15,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from common import ENV, Tools, losses, small_gpt
+from common import ENV, Tools, arguments, losses, small_gpt
 
 FAILED = []
 
@@ -151,9 +150,7 @@ def format_float(value):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--work", required=True)
+    parser = arguments()
     args = parser.parse_args()
     tools = Tools(args.bin, args.work)
     parallelism = {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "breadth-first",

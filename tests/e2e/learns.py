@@ -5,18 +5,15 @@ equals the single-process reference's.
 Usage: learns.py --bin BUILD/bin --work DIR --job testdata/jobs/demo.json
 """
 
-import argparse
 import sys
 
-from common import Tools, losses
+from common import Tools, arguments, losses
 
 STEPS = 50
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--work", required=True)
+    parser = arguments()
     parser.add_argument("--job", required=True)
     args = parser.parse_args()
     tools = Tools(args.bin, args.work)

@@ -11,13 +11,12 @@ its forwards and backwards (each the sum of its layers' measured times) plus its
 Usage: profile.py --bin BUILD/bin --work DIR
 """
 
-import argparse
 import json
 import math
 import subprocess
 import sys
 
-from common import Tools, small_gpt
+from common import Tools, arguments, small_gpt
 
 STEPS = 3
 
@@ -80,9 +79,7 @@ def check_profile(profile, plan):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", required=True)
-    parser.add_argument("--work", required=True)
+    parser = arguments()
     args = parser.parse_args()
     tools = Tools(args.bin, args.work)
 

@@ -46,6 +46,7 @@ public:
   absl::Status restore(const std::vector<StageState> &states) override;
   absl::StatusOr<std::vector<std::vector<float>>> stageParameters() override;
   std::vector<LayerTiming> layerTimings() const override;
+  void clearLayerTimings() override { timer.clear(); }
 
   RankPosition position() const { return where; }
 

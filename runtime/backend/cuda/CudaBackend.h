@@ -60,6 +60,7 @@ public:
   absl::Status restore(const std::vector<runtime::StageState> &states) override;
   absl::StatusOr<std::vector<std::vector<float>>> stageParameters() override;
   std::vector<runtime::LayerTiming> layerTimings() const override { return timer.timings(); }
+  void clearLayerTimings() override { timer.clear(); }
 
   void abort() override;
 
