@@ -147,9 +147,10 @@ public:
         }) {}
 };
 
-/// LLVM's code generator registers --stop-after in the same process-wide option registry, so
-/// the driver takes the option out of the command line before parsing and lends LLVM's entry
-/// its own description for --help. Returns the arguments without it.
+/// LLVM's code generator, where it is linked in, registers --stop-after in the same
+/// process-wide option registry, so the driver takes the option out of the command line before
+/// parsing and gives the registry's entry its own description for --help. Returns the
+/// arguments without it.
 std::vector<char *> takeStopAfter(int argc, char **argv, Options &options,
                                   cl::OptionCategory &category) {
   std::vector<char *> rest;
@@ -169,12 +170,17 @@ std::vector<char *> takeStopAfter(int argc, char **argv, Options &options,
       value = argv[++i];
     options.stopAfter = value.str();
   }
-  if (cl::Option *option = cl::getRegisteredOptions().lookup("stop-after")) {
-    option->setDescription("Stop the compilation after this pass (conduit-schedule, ...)");
-    option->setValueStr("pass");
-    option->addCategory(category);
-    option->setHiddenFlag(cl::NotHidden);
+  cl::Option *option = cl::getRegisteredOptions().lookup("stop-after");
+  if (!option) {
+    // LLVM's code generator is not linked in (LLVM is linked statically, in parts): the entry
+    // is ours, for --help; its value was taken above.
+    static cl::opt<std::string> entry("stop-after");
+    option = &entry;
   }
+  option->setDescription("Stop the compilation after this pass (conduit-schedule, ...)");
+  option->setValueStr("pass");
+  option->addCategory(category);
+  option->setHiddenFlag(cl::NotHidden);
   return rest;
 }
 
