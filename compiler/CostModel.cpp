@@ -176,7 +176,7 @@ llvm::Expected<Profile> conduit::readProfile(llvm::StringRef path) {
     if (!top.require(key))
       return fail();
   if (std::optional<int64_t> version =
-          top.integer("conduit_profile", 1, std::numeric_limits<int64_t>::max());
+          top.integer("conduit_profile", 1, 1000);
       version && *version != 1)
     diag.report(top.keyPath("conduit_profile"),
                 "format version " + std::to_string(*version) +

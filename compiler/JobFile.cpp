@@ -498,7 +498,8 @@ bool conduit::applyOverride(json::Value &root, llvm::StringRef assignment, Diagn
       // A file named on the command line is relative to the current directory, not to the
       // job file as the job's own paths are.
       std::optional<llvm::StringRef> file = value->getAsString();
-      if (file && llvm::is_contained(kPathKeys, path) && !llvm::sys::path::is_absolute(*file)) {
+      if (file && !file->empty() && llvm::is_contained(kPathKeys, path) &&
+          !llvm::sys::path::is_absolute(*file)) {
         llvm::SmallString<256> absolute(*file);
         if (!llvm::sys::fs::make_absolute(absolute))
           value = json::Value(std::string(absolute));

@@ -81,9 +81,10 @@ absl::StatusOr<StepOutcome> Executor::runStep(int64_t step) {
 absl::Status Executor::advance(Stream &stream, int s, int64_t step, bool startCompute,
                                bool &progress) {
   const std::vector<Instruction> &program = plan.ranks[rank].instructions;
-  // Work that runs inside start() (compute on the CPU) ends this stream's turn once the
-  // signals behind it are passed: a transfer the plan orders right after a compute must not
-  // wait behind the rest of the stream's compute.
+  // Work that completes inside start() (compute on the CPU; on a device, its enqueue) ends
+  // this stream's turn once the signals behind it are passed: a transfer the plan orders right
+  // after a compute must not wait behind the rest of the stream's compute. On a device this
+  // costs one more round (a poll of each busy stream) per compute.
   bool ranWork = false;
   while (!stream.busy && stream.next < stream.list.size()) {
     const int64_t i = stream.list[stream.next];
