@@ -16,6 +16,22 @@ llvm::SmallVector<pipe::StageOp> conduit::getStageList(pipe::ModelOp model) {
   return llvm::to_vector(model.getStages());
 }
 
+llvm::Expected<sched::Schedule> conduit::runScheduler(pipe::ScheduleKind kind,
+                                                      const sched::ScheduleProblem &problem,
+                                                      int64_t groupSize) {
+  switch (kind) {
+  case pipe::ScheduleKind::GPipe:
+    return sched::scheduleGPipe(problem);
+  case pipe::ScheduleKind::OneFOneB:
+    return sched::scheduleOneFOneB(problem);
+  case pipe::ScheduleKind::DepthFirst:
+    return sched::scheduleDepthFirst(problem, groupSize);
+  case pipe::ScheduleKind::BreadthFirst:
+    return sched::scheduleBreadthFirst(problem);
+  }
+  llvm_unreachable("unknown schedule kind");
+}
+
 sched::ScheduleProblem conduit::buildScheduleProblem(pipe::ModelOp model) {
   std::vector<int64_t> ranks;
   std::vector<std::vector<int64_t>> boundaries;

@@ -23,6 +23,11 @@ mlir::LogicalResult requirePhase(pipe::ModelOp model, pipe::Phase phase, llvm::S
 /// The stage graph of a model in phase `split` or later.
 sched::ScheduleProblem buildScheduleProblem(pipe::ModelOp model);
 
+/// The scheduling library's scheduler of `kind` on `problem` (`groupSize`: depth-first's).
+llvm::Expected<sched::Schedule> runScheduler(pipe::ScheduleKind kind,
+                                             const sched::ScheduleProblem &problem,
+                                             int64_t groupSize);
+
 /// The stages of a model, in order.
 llvm::SmallVector<pipe::StageOp> getStageList(pipe::ModelOp model);
 

@@ -21,22 +21,6 @@ using namespace mlir;
 
 namespace {
 
-llvm::Expected<sched::Schedule> runScheduler(pipe::ScheduleKind kind,
-                                             const sched::ScheduleProblem &problem,
-                                             int64_t groupSize) {
-  switch (kind) {
-  case pipe::ScheduleKind::GPipe:
-    return sched::scheduleGPipe(problem);
-  case pipe::ScheduleKind::OneFOneB:
-    return sched::scheduleOneFOneB(problem);
-  case pipe::ScheduleKind::DepthFirst:
-    return sched::scheduleDepthFirst(problem, groupSize);
-  case pipe::ScheduleKind::BreadthFirst:
-    return sched::scheduleBreadthFirst(problem);
-  }
-  llvm_unreachable("unknown schedule kind");
-}
-
 void writeSchedule(pipe::ModelOp model, const sched::Schedule &schedule) {
   OpBuilder builder = OpBuilder::atBlockEnd(&model.getBody().front());
   Location loc = model.getLoc();

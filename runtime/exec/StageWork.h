@@ -15,7 +15,10 @@
 #include "runtime/model/Data.h"
 #include "runtime/model/Gpt.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <map>
+#include <memory>
 
 namespace conduit::runtime {
 
@@ -63,6 +66,42 @@ struct Piece {
 /// The pieces of the producer's micro-batches (cut at `producerCuts`) that cover samples
 /// [begin, end) of the batch, in order.
 std::vector<Piece> piecesOf(int64_t begin, int64_t end, const std::vector<int64_t> &producerCuts);
+
+/// The input that micro-batch `mb` of stage `consumer` takes from its neighbour on this rank:
+/// the stage before it (`forward`: its outputs) or after it (its input gradients). `stages`
+/// holds this rank's stages by index (null where a stage is elsewhere). When both stages cut
+/// the batch alike this is the producer's own buffer; otherwise the producer's pieces are
+/// copied, with `copy(floats, from, to)`, into `scratch`, which `allocate(floats)` provides.
+template <typename StageT, typename Buffer, typename Allocate, typename Copy>
+absl::StatusOr<const float *>
+gatherLocalInput(const std::vector<std::unique_ptr<StageT>> &stages, const StageT &consumer,
+                 int64_t mb, bool forward, int64_t rowFloats, Buffer &scratch, Allocate allocate,
+                 Copy copy) {
+  const int32_t from = consumer.spec->index + (forward ? -1 : 1);
+  const StageT *producer = stages[from].get();
+  if (!producer)
+    return absl::InternalError(absl::StrCat("stage ", consumer.spec->index, " needs stage ", from,
+                                            " locally, which is elsewhere"));
+  const int64_t begin = consumer.spec->samples[mb], end = consumer.spec->samples[mb + 1];
+  const std::vector<Buffer> &made = forward ? producer->outputs : producer->inputGrads;
+  const std::vector<Piece> pieces = piecesOf(begin, end, producer->spec->samples);
+  if (pieces.empty())
+    return absl::InternalError(absl::StrCat("stage ", consumer.spec->index, " micro-batch ", mb,
+                                            " has no samples"));
+  for (const Piece &p : pieces)
+    if (made[p.producerMicrobatch].empty())
+      return absl::InternalError(absl::StrCat("stage ", from, " micro-batch ",
+                                              p.producerMicrobatch, " has not produced what stage ",
+                                              consumer.spec->index, " needs"));
+  const Buffer &first = made[pieces.front().producerMicrobatch];
+  if (pieces.size() == 1 && static_cast<int64_t>(first.size()) == (end - begin) * rowFloats)
+    return first.data(); // the same cut: no copy
+  scratch = allocate((end - begin) * rowFloats);
+  for (const Piece &p : pieces)
+    copy(p.count * rowFloats, made[p.producerMicrobatch].data() + p.from * rowFloats,
+         scratch.data() + p.to * rowFloats);
+  return scratch.data();
+}
 
 /// Per-layer times for --profile, summed per (layer, micro-batch size).
 class LayerTimer {

@@ -7,14 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/ImportJob.h"
-#include "compiler/JobFile.h"
-#include "compiler/Registration.h"
-#include "passes/Pipeline.h"
 #include "runtime/exec/Executor.h"
-
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
+#include "tests/unit/CompileJob.h"
 
 #include <benchmark/benchmark.h>
 
@@ -34,17 +28,11 @@ const Plan &planOf(const std::string &schedule) {
                                        {"parallelism.schedule=" + schedule});
   if (!job)
     llvm::report_fatal_error(llvm::StringRef(diag.getError()->str()));
-  mlir::DialectRegistry registry;
-  registerDialects(registry);
-  mlir::MLIRContext context(registry);
-  mlir::OwningOpRef<mlir::ModuleOp> module = importJob(*job, context);
-  PipelineOptions options;
-  options.onVerified = [&](VerifiedPlan v) { plans.emplace(schedule, std::move(v.plan)); };
-  mlir::PassManager pm(&context);
-  buildConduitPipeline(pm, options);
-  if (mlir::failed(pm.run(*module)) || !plans.count(schedule))
-    llvm::report_fatal_error("the benchmark job does not compile");
-  return plans.at(schedule);
+  CompiledJob compiled = compileJob(*job);
+  if (!compiled.ok || !compiled.verified)
+    llvm::report_fatal_error(llvm::StringRef("the benchmark job does not compile: " +
+                                             compiled.errors));
+  return plans.emplace(schedule, std::move(compiled.verified->plan)).first->second;
 }
 
 /// Everything completes: compute inside start(), communication on its first poll.

@@ -7,15 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/ImportJob.h"
-#include "compiler/JobFile.h"
 #include "compiler/PlanExport.h"
-#include "compiler/Registration.h"
 #include "compiler/Report.h"
-#include "passes/Pipeline.h"
-
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
+#include "tests/unit/CompileJob.h"
 
 #include <benchmark/benchmark.h>
 
@@ -43,20 +37,13 @@ const Case &planWith(int64_t m) {
                    "cluster.memory_bytes=1125899906842624"});
   if (!job)
     llvm::report_fatal_error(llvm::StringRef(diag.getError()->str()));
-  mlir::DialectRegistry registry;
-  registerDialects(registry);
-  mlir::MLIRContext context(registry);
-  mlir::OwningOpRef<mlir::ModuleOp> module = importJob(*job, context);
-  PipelineOptions options;
-  std::optional<VerifiedPlan> verified;
-  options.onVerified = [&](VerifiedPlan v) { verified = std::move(v); };
-  mlir::PassManager pm(&context);
-  buildConduitPipeline(pm, options);
-  if (mlir::failed(pm.run(*module)) || !verified)
-    llvm::report_fatal_error("the benchmark job does not compile");
-  plan::ProgramOp program = *module->getOps<plan::ProgramOp>().begin();
+  CompiledJob compiled = compileJob(*job);
+  if (!compiled.ok || !compiled.verified)
+    llvm::report_fatal_error(llvm::StringRef("the benchmark job does not compile: " +
+                                             compiled.errors));
+  plan::ProgramOp program = *compiled.module->getOps<plan::ProgramOp>().begin();
   auto cost = std::make_unique<CostModel>(llvm::cantFail(buildCostModel(program)));
-  return plans.emplace(m, Case{std::move(*verified), std::move(cost)}).first->second;
+  return plans.emplace(m, Case{std::move(*compiled.verified), std::move(cost)}).first->second;
 }
 
 int64_t instructions(const runtime::Plan &plan) {

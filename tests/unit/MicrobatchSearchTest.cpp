@@ -8,16 +8,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/ImportJob.h"
-#include "compiler/JobFile.h"
-#include "compiler/Registration.h"
 #include "dialects/pipe/PipeOps.h"
 #include "passes/PassUtils.h"
 #include "passes/Pipeline.h"
+#include "tests/unit/CompileJob.h"
 
-#include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
 
@@ -51,15 +47,9 @@ std::string jobText(const std::string &schedule, int64_t data, const std::string
   })";
 }
 
-struct Compiled {
-  std::unique_ptr<mlir::MLIRContext> context;
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  std::optional<VerifiedPlan> verified;
-};
-
 /// Compiles the job (with explicit partitions, if any) up to `stop`.
-Compiled compile(const std::string &text, const sched::Partitions &partitions,
-                 PipelineStop stop) {
+CompiledJob compile(const std::string &text, const sched::Partitions &partitions,
+                    PipelineStop stop) {
   Diagnostics diag("test.json");
   std::optional<llvm::json::Value> root = parseJsonText(text, diag);
   EXPECT_TRUE(root) << diag.getError()->str();
@@ -72,22 +62,13 @@ Compiled compile(const std::string &text, const sched::Partitions &partitions,
   }
   std::optional<Job> job = parseJob(*root, "test.json", diag);
   EXPECT_TRUE(job) << diag.getError()->str();
-  mlir::DialectRegistry registry;
-  registerDialects(registry);
-  Compiled c;
-  c.context = std::make_unique<mlir::MLIRContext>(registry);
-  c.module = importJob(*job, *c.context);
-  PipelineOptions options;
-  options.stopAfter = stop;
-  options.onVerified = [&](VerifiedPlan v) { c.verified = std::move(v); };
-  mlir::PassManager pm(c.context.get());
-  buildConduitPipeline(pm, options);
-  EXPECT_TRUE(mlir::succeeded(pm.run(*c.module)));
+  CompiledJob c = compileJob(*job, stop);
+  EXPECT_TRUE(c.ok) << c.errors;
   return c;
 }
 
 sched::StepTimeEvaluator evaluatorFor(const std::string &text) {
-  Compiled c = compile(text, {}, PipelineStop::Split);
+  CompiledJob c = compile(text, {}, PipelineStop::Split);
   pipe::ModelOp model = *c.module->getOps<pipe::ModelOp>().begin();
   mlir::FailureOr<sched::StepTimeEvaluator> evaluator = buildStepTimeEvaluator(model);
   EXPECT_TRUE(mlir::succeeded(evaluator));
@@ -119,7 +100,7 @@ TEST(MicrobatchSearch, EvaluatorEqualsThePlanSimulatorExactly) {
       sched::StepTimeEvaluator evaluator = evaluatorFor(text);
       for (int trial = 0; trial < 12; ++trial) {
         sched::Partitions p = randomPartitions(random, 3, 12);
-        Compiled c = compile(text, p, PipelineStop::Plan);
+        CompiledJob c = compile(text, p, PipelineStop::Plan);
         ASSERT_TRUE(c.verified);
         EXPECT_EQ(evaluator.stepTime(p), c.verified->simulation.makespan)
             << schedule << " D=" << data << " " << sharding << " trial " << trial;

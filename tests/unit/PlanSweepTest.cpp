@@ -12,6 +12,7 @@
 #include "compiler/PlanExport.h"
 #include "compiler/Registration.h"
 #include "dialects/plan/PlanOps.h"
+#include "passes/PassUtils.h"
 #include "passes/Pipeline.h"
 #include "passes/Scheduling/Schedulers.h"
 
@@ -58,19 +59,7 @@ bool scheduleAccepts(int64_t p, int64_t v, int64_t m, pipe::ScheduleKind kind) {
   sched::ScheduleProblem problem(
       p, llvm::cantFail(sched::placeStages(p * v, p, sched::Placement::Loop)),
       std::vector<std::vector<int64_t>>(p * v, sched::equalBoundaries(m, 1)));
-  llvm::Expected<sched::Schedule> s = [&]() -> llvm::Expected<sched::Schedule> {
-    switch (kind) {
-    case pipe::ScheduleKind::GPipe:
-      return sched::scheduleGPipe(problem);
-    case pipe::ScheduleKind::OneFOneB:
-      return sched::scheduleOneFOneB(problem);
-    case pipe::ScheduleKind::DepthFirst:
-      return sched::scheduleDepthFirst(problem, p);
-    case pipe::ScheduleKind::BreadthFirst:
-      return sched::scheduleBreadthFirst(problem);
-    }
-    return llvm::createStringError("unknown");
-  }();
+  llvm::Expected<sched::Schedule> s = runScheduler(kind, problem, p);
   if (s)
     return true;
   llvm::consumeError(s.takeError());

@@ -6,15 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/ImportJob.h"
-#include "compiler/JobFile.h"
-#include "compiler/Registration.h"
 #include "compiler/Report.h"
-#include "passes/Pipeline.h"
+#include "tests/unit/CompileJob.h"
 
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <gtest/gtest.h>
@@ -41,26 +35,12 @@ std::optional<VerifiedPlan> compileJob(const std::string &json,
     ADD_FAILURE() << diag.getError()->str();
     return std::nullopt;
   }
-  mlir::DialectRegistry registry;
-  registerDialects(registry);
-  mlir::MLIRContext context(registry);
-  std::string errors;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
-      errors += d.str() + "\n";
-    return mlir::success();
-  });
-  mlir::OwningOpRef<mlir::ModuleOp> module = importJob(*job, context);
-  std::optional<VerifiedPlan> verified;
-  PipelineOptions options;
-  options.onVerified = [&](VerifiedPlan v) { verified = std::move(v); };
-  mlir::PassManager pm(&context);
-  buildConduitPipeline(pm, options);
-  if (mlir::failed(pm.run(*module)) || !verified) {
-    ADD_FAILURE() << "does not compile: " << errors;
+  CompiledJob compiled = conduit::compileJob(*job);
+  if (!compiled.ok || !compiled.verified) {
+    ADD_FAILURE() << "does not compile: " << compiled.errors;
     return std::nullopt;
   }
-  return verified;
+  return std::move(compiled.verified);
 }
 
 /// A chain of `layers` equal layers with costs chosen to give round numbers: one forward of

@@ -221,30 +221,10 @@ model::Tokens CpuBackend::tokensOf(const Stage &stage, int64_t mb, std::vector<i
 absl::StatusOr<const float *> CpuBackend::localInput(const Stage &consumer, int64_t mb,
                                                     bool forward,
                                                     std::vector<float> &scratch) const {
-  const int32_t from = consumer.spec->index + (forward ? -1 : 1);
-  const Stage *producer = stages[from].get();
-  if (!producer)
-    return absl::InternalError(absl::StrCat("stage ", consumer.spec->index,
-                                            " needs stage ", from, " locally, which is elsewhere"));
-  const int64_t begin = consumer.spec->samples[mb], end = consumer.spec->samples[mb + 1];
-  const std::vector<std::vector<float>> &made = forward ? producer->outputs : producer->inputGrads;
-  std::vector<Piece> pieces = piecesOf(begin, end, producer->spec->samples);
-  if (pieces.empty())
-    return absl::InternalError(absl::StrCat("stage ", consumer.spec->index, " micro-batch ", mb,
-                                            " has no samples"));
-  for (const Piece &p : pieces)
-    if (made[p.producerMicrobatch].empty())
-      return absl::InternalError(absl::StrCat("stage ", from, " micro-batch ",
-                                              p.producerMicrobatch, " has not produced what stage ",
-                                              consumer.spec->index, " needs"));
-  const std::vector<float> &first = made[pieces.front().producerMicrobatch];
-  if (pieces.size() == 1 && static_cast<int64_t>(first.size()) == (end - begin) * rowFloats)
-    return first.data(); // the same cut: no copy
-  scratch.assign((end - begin) * rowFloats, 0.0f);
-  for (const Piece &p : pieces)
-    std::copy_n(made[p.producerMicrobatch].begin() + p.from * rowFloats, p.count * rowFloats,
-                scratch.begin() + p.to * rowFloats);
-  return scratch.data();
+  return gatherLocalInput(
+      stages, consumer, mb, forward, rowFloats, scratch,
+      [](int64_t floats) { return std::vector<float>(floats); },
+      [](int64_t floats, const float *from, float *to) { std::copy_n(from, floats, to); });
 }
 
 absl::Status CpuBackend::forward(const Instruction &inst) {

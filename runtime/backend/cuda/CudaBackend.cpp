@@ -308,32 +308,10 @@ absl::StatusOr<runtime::StepOutcome> CudaBackend::endStep(int64_t) {
 absl::StatusOr<const float *> CudaBackend::localInput(const Stage &consumer, int64_t mb,
                                                      bool forward,
                                                      model::Buffer<float> &scratch) {
-  const int32_t from = consumer.spec->index + (forward ? -1 : 1);
-  const Stage *producer = stages[from].get();
-  if (!producer)
-    return absl::InternalError(absl::StrCat("stage ", consumer.spec->index, " needs stage ", from,
-                                            " locally, which is elsewhere"));
-  const int64_t begin = consumer.spec->samples[mb], end = consumer.spec->samples[mb + 1];
-  const std::vector<model::Buffer<float>> &made =
-      forward ? producer->outputs : producer->inputGrads;
-  std::vector<runtime::Piece> pieces = runtime::piecesOf(begin, end, producer->spec->samples);
-  if (pieces.empty())
-    return absl::InternalError(
-        absl::StrCat("stage ", consumer.spec->index, " micro-batch ", mb, " has no samples"));
-  for (const runtime::Piece &piece : pieces)
-    if (made[piece.producerMicrobatch].empty())
-      return absl::InternalError(absl::StrCat("stage ", from, " micro-batch ",
-                                              piece.producerMicrobatch,
-                                              " has not produced what stage ",
-                                              consumer.spec->index, " needs"));
-  const model::Buffer<float> &first = made[pieces.front().producerMicrobatch];
-  if (pieces.size() == 1 && first.size() == (end - begin) * rowFloats)
-    return first.data(); // the same cut: no copy
-  scratch = ops->allocate((end - begin) * rowFloats);
-  for (const runtime::Piece &piece : pieces)
-    ops->copy(piece.count * rowFloats, made[piece.producerMicrobatch].data() + piece.from * rowFloats,
-              scratch.data() + piece.to * rowFloats);
-  return scratch.data();
+  return runtime::gatherLocalInput(
+      stages, consumer, mb, forward, rowFloats, scratch,
+      [this](int64_t floats) { return ops->allocate(floats); },
+      [this](int64_t floats, const float *from, float *to) { ops->copy(floats, from, to); });
 }
 
 absl::Status CudaBackend::forward(const Instruction &inst) {
