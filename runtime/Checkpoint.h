@@ -13,7 +13,7 @@
 #ifndef CONDUIT_RUNTIME_CHECKPOINT_H
 #define CONDUIT_RUNTIME_CHECKPOINT_H
 
-#include "runtime/backend/cpu/Mpi.h"
+#include "runtime/exec/Mpi.h"
 #include "runtime/exec/Backend.h"
 
 #include <string>

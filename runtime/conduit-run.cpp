@@ -407,7 +407,7 @@ int runLoopback(const Plan &plan, const Options &options, const MpiWorld &world)
     Rank &mine = state[r];
     mine.backend = std::make_unique<conduit::cuda::CudaBackend>(
         r, ranks, /*device=*/0, /*measureLayers=*/!options.profile.empty(),
-        [&hub, r](const Plan &) -> absl::StatusOr<std::unique_ptr<conduit::cuda::Transport>> {
+        [&hub, r](const Plan &) -> absl::StatusOr<std::unique_ptr<Transport>> {
           return hub.transport(r);
         });
     if (absl::Status s = mine.backend->validate(plan); !s.ok()) {
@@ -492,7 +492,7 @@ absl::StatusOr<std::unique_ptr<Backend>> makeBackend(const Options &options,
   CONDUIT_ASSIGN_OR_RETURN(int device, localDevice());
   return std::make_unique<conduit::cuda::CudaBackend>(
       world.rank, world.size, device, measure,
-      [world](const Plan &plan) -> absl::StatusOr<std::unique_ptr<conduit::cuda::Transport>> {
+      [world](const Plan &plan) -> absl::StatusOr<std::unique_ptr<Transport>> {
         return conduit::cuda::NcclTransport::create(plan, world);
       });
 #else

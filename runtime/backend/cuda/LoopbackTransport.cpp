@@ -12,6 +12,12 @@
 
 namespace conduit::cuda {
 
+using runtime::Element;
+using runtime::PeerTransfer;
+using runtime::StreamHandle;
+using runtime::Transport;
+using runtime::Work;
+
 namespace {
 
 absl::StatusOr<cudaEvent_t> recordEvent(cudaStream_t stream) {
@@ -108,19 +114,23 @@ public:
       : hub(hub), rank(rank), where(runtime::RankPosition::of(hub.plan.config, rank)) {}
 
   absl::StatusOr<std::unique_ptr<Work>> exchange(const std::vector<PeerTransfer> &transfers,
-                                                 cudaStream_t stream) override;
-  absl::StatusOr<std::unique_ptr<Work>> allGather(int32_t group, const float *shard, float *full,
-                                                  int64_t count, cudaStream_t stream) override {
-    return post(Kind::AllGather, group, shard, full, count, stream);
+                                                 StreamHandle stream) override {
+    return exchangeOn(transfers, static_cast<cudaStream_t>(stream));
   }
-  absl::StatusOr<std::unique_ptr<Work>> reduceScatter(int32_t group, const float *full,
-                                                      float *shard, int64_t count,
-                                                      cudaStream_t stream) override {
-    return post(Kind::ReduceScatter, group, full, shard, count, stream);
+  // The CUDA backend's gradients are float, the only type these collectives sum.
+  absl::StatusOr<std::unique_ptr<Work>> allGather(int32_t group, Element type, const void *shard,
+                                                  void *full, int64_t count,
+                                                  StreamHandle stream) override {
+    return post(Kind::AllGather, group, type, shard, full, count, stream);
   }
-  absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, float *data, int64_t count,
-                                                  cudaStream_t stream) override {
-    return post(Kind::AllReduce, group, data, data, count, stream);
+  absl::StatusOr<std::unique_ptr<Work>> reduceScatter(int32_t group, Element type,
+                                                      const void *full, void *shard,
+                                                      int64_t count, StreamHandle stream) override {
+    return post(Kind::ReduceScatter, group, type, full, shard, count, stream);
+  }
+  absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
+                                                  int64_t count, StreamHandle stream) override {
+    return post(Kind::AllReduce, group, type, data, data, count, stream);
   }
   absl::StatusOr<double> sumOverRanks(double value) override;
   void abort() override { hub.abort(); }
@@ -129,6 +139,17 @@ private:
   class Send;
   class Receive;
   class Member;
+  absl::StatusOr<std::unique_ptr<Work>> exchangeOn(const std::vector<PeerTransfer> &transfers,
+                                                   cudaStream_t stream);
+  absl::StatusOr<std::unique_ptr<Work>> post(Kind kind, int32_t group, Element type,
+                                             const void *input, void *output, int64_t count,
+                                             StreamHandle stream) {
+    if (type != Element::Float32)
+      return absl::UnimplementedError(absl::StrCat(
+          "the loopback transport's ", kindName(kind), " moves float32 only"));
+    return post(kind, group, static_cast<const float *>(input), static_cast<float *>(output),
+                count, static_cast<cudaStream_t>(stream));
+  }
   absl::StatusOr<std::unique_ptr<Work>> post(Kind kind, int32_t group, const float *input,
                                              float *output, int64_t count, cudaStream_t stream);
 
@@ -283,7 +304,7 @@ private:
 };
 
 absl::StatusOr<std::unique_ptr<Work>>
-LoopbackTransport::exchange(const std::vector<PeerTransfer> &transfers, cudaStream_t stream) {
+LoopbackTransport::exchangeOn(const std::vector<PeerTransfer> &transfers, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(hub.mutex);
   if (hub.aborted)
     return abortedError();

@@ -20,7 +20,7 @@
 #ifndef CONDUIT_RUNTIME_BACKEND_CUDA_LOOPBACKTRANSPORT_H
 #define CONDUIT_RUNTIME_BACKEND_CUDA_LOOPBACKTRANSPORT_H
 
-#include "runtime/backend/cuda/Transport.h"
+#include "runtime/exec/Transport.h"
 #include "runtime/plan/Plan.h"
 
 #include <atomic>
@@ -37,7 +37,7 @@ public:
   ~LoopbackHub();
 
   /// The transport of global rank `rank` (one per thread).
-  std::unique_ptr<Transport> transport(int64_t rank);
+  std::unique_ptr<runtime::Transport> transport(int64_t rank);
   /// Makes every pending and later operation fail (a rank failed).
   void abort();
 

@@ -8,7 +8,15 @@
 #include "absl/strings/str_cat.h"
 
 namespace conduit::cuda {
+
+using runtime::Element;
+using runtime::PeerTransfer;
+using runtime::StreamHandle;
+using runtime::Work;
+
 namespace {
+
+ncclDataType_t ncclType(Element type) { return type == Element::Float32 ? ncclFloat : ncclDouble; }
 
 /// NCCL work on a stream: done when the event recorded after it has passed.
 class EventWork final : public Work {
@@ -107,7 +115,8 @@ absl::StatusOr<std::unique_ptr<Work>> NcclTransport::completion(ncclComm_t comm,
 }
 
 absl::StatusOr<std::unique_ptr<Work>>
-NcclTransport::exchange(const std::vector<PeerTransfer> &transfers, cudaStream_t stream) {
+NcclTransport::exchange(const std::vector<PeerTransfer> &transfers, StreamHandle handle) {
+  cudaStream_t stream = static_cast<cudaStream_t>(handle);
   // The transfers of a batch are one NCCL group: posted together, so that two ranks that
   // send to each other at the same moment cannot block each other.
   CONDUIT_CUDA(ncclGroupStart());
@@ -125,28 +134,32 @@ NcclTransport::exchange(const std::vector<PeerTransfer> &transfers, cudaStream_t
   return completion(world, stream);
 }
 
-absl::StatusOr<std::unique_ptr<Work>> NcclTransport::allGather(int32_t group, const float *shard,
-                                                               float *full, int64_t count,
-                                                               cudaStream_t stream) {
-  CONDUIT_ASSIGN_OR_RETURN(ncclComm_t comm, groupComm(group));
-  CONDUIT_CUDA(ncclAllGather(shard, full, count, ncclFloat, comm, stream));
-  return completion(comm, stream);
-}
-
-absl::StatusOr<std::unique_ptr<Work>> NcclTransport::reduceScatter(int32_t group,
-                                                                   const float *full,
-                                                                   float *shard, int64_t count,
-                                                                   cudaStream_t stream) {
-  CONDUIT_ASSIGN_OR_RETURN(ncclComm_t comm, groupComm(group));
-  CONDUIT_CUDA(ncclReduceScatter(full, shard, count, ncclFloat, ncclSum, comm, stream));
-  return completion(comm, stream);
-}
-
-absl::StatusOr<std::unique_ptr<Work>> NcclTransport::allReduce(int32_t group, float *data,
+absl::StatusOr<std::unique_ptr<Work>> NcclTransport::allGather(int32_t group, Element type,
+                                                               const void *shard, void *full,
                                                                int64_t count,
-                                                               cudaStream_t stream) {
+                                                               StreamHandle handle) {
+  cudaStream_t stream = static_cast<cudaStream_t>(handle);
   CONDUIT_ASSIGN_OR_RETURN(ncclComm_t comm, groupComm(group));
-  CONDUIT_CUDA(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm, stream));
+  CONDUIT_CUDA(ncclAllGather(shard, full, count, ncclType(type), comm, stream));
+  return completion(comm, stream);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> NcclTransport::reduceScatter(int32_t group, Element type,
+                                                                   const void *full, void *shard,
+                                                                   int64_t count,
+                                                                   StreamHandle handle) {
+  cudaStream_t stream = static_cast<cudaStream_t>(handle);
+  CONDUIT_ASSIGN_OR_RETURN(ncclComm_t comm, groupComm(group));
+  CONDUIT_CUDA(ncclReduceScatter(full, shard, count, ncclType(type), ncclSum, comm, stream));
+  return completion(comm, stream);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> NcclTransport::allReduce(int32_t group, Element type,
+                                                               void *data, int64_t count,
+                                                               StreamHandle handle) {
+  cudaStream_t stream = static_cast<cudaStream_t>(handle);
+  CONDUIT_ASSIGN_OR_RETURN(ncclComm_t comm, groupComm(group));
+  CONDUIT_CUDA(ncclAllReduce(data, data, count, ncclType(type), ncclSum, comm, stream));
   return completion(comm, stream);
 }
 

@@ -15,30 +15,35 @@
 #ifndef CONDUIT_RUNTIME_BACKEND_CUDA_NCCLTRANSPORT_H
 #define CONDUIT_RUNTIME_BACKEND_CUDA_NCCLTRANSPORT_H
 
-#include "runtime/backend/cpu/Mpi.h"
-#include "runtime/backend/cuda/Transport.h"
+#include "runtime/exec/Mpi.h"
+#include "runtime/exec/Transport.h"
 #include "runtime/plan/Plan.h"
 
 #include <nccl.h>
 
 namespace conduit::cuda {
 
-class NcclTransport final : public Transport {
+class NcclTransport final : public runtime::Transport {
 public:
   /// Every process of `world` calls it together, with the device already selected.
   static absl::StatusOr<std::unique_ptr<NcclTransport>> create(const runtime::Plan &plan,
                                                                const runtime::MpiWorld &world);
   ~NcclTransport() override;
 
-  absl::StatusOr<std::unique_ptr<Work>> exchange(const std::vector<PeerTransfer> &transfers,
-                                                 cudaStream_t stream) override;
-  absl::StatusOr<std::unique_ptr<Work>> allGather(int32_t group, const float *shard, float *full,
-                                                  int64_t count, cudaStream_t stream) override;
-  absl::StatusOr<std::unique_ptr<Work>> reduceScatter(int32_t group, const float *full,
-                                                      float *shard, int64_t count,
-                                                      cudaStream_t stream) override;
-  absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, float *data, int64_t count,
-                                                  cudaStream_t stream) override;
+  using Element = runtime::Element;
+  using StreamHandle = runtime::StreamHandle;
+  using Work = runtime::Work;
+
+  absl::StatusOr<std::unique_ptr<Work>>
+  exchange(const std::vector<runtime::PeerTransfer> &transfers, StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> allGather(int32_t group, Element type, const void *shard,
+                                                  void *full, int64_t count,
+                                                  StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> reduceScatter(int32_t group, Element type,
+                                                      const void *full, void *shard,
+                                                      int64_t count, StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
+                                                  int64_t count, StreamHandle stream) override;
   absl::StatusOr<double> sumOverRanks(double value) override;
   void abort() override;
 

@@ -1,6 +1,6 @@
 //===- Mpi.cpp - MPI calls as Status --------------------------------------===//
 
-#include "runtime/backend/cpu/Mpi.h"
+#include "runtime/exec/Mpi.h"
 
 #include "absl/strings/str_cat.h"
 

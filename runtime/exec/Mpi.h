@@ -2,12 +2,13 @@
 //
 // Every MPI call of the runtime goes through CONDUIT_MPI, which turns a failure into an
 // absl::Status naming the call, the file and the line (communicators are set to return errors
-// instead of aborting). The process-wide communicators live here too.
+// instead of aborting). MpiWorld is this process's place in the job; MpiTransport
+// (MpiTransport.h) and the session's MPI rank group (runtime/Session.cpp) build on it.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_RUNTIME_CPU_MPI_H
-#define CONDUIT_RUNTIME_CPU_MPI_H
+#ifndef CONDUIT_RUNTIME_EXEC_MPI_H
+#define CONDUIT_RUNTIME_EXEC_MPI_H
 
 #include "runtime/Status.h"
 
@@ -32,4 +33,4 @@ struct MpiWorld {
 
 } // namespace conduit::runtime
 
-#endif // CONDUIT_RUNTIME_CPU_MPI_H
+#endif // CONDUIT_RUNTIME_EXEC_MPI_H

@@ -1,0 +1,570 @@
+//===- BackendCore.cpp - the stage bookkeeping every backend shares -------===//
+
+#include "runtime/exec/BackendCore.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+#include <type_traits>
+
+namespace conduit::runtime {
+
+namespace {
+
+/// How long a collective outside the step (restore, stageParameters) may take.
+constexpr double kOutOfStepTimeoutS = 300;
+
+template <typename Grad> model::Buffer<Grad> allocateGrad(model::Ops<float> &ops, int64_t n) {
+  if constexpr (std::is_same_v<Grad, double>)
+    return ops.allocateDouble(n);
+  else
+    return ops.allocate(n);
+}
+
+} // namespace
+
+/// One stage of this process: its layers, parameters, gradients and what a step keeps.
+template <typename Grad> struct BackendCore<Grad>::Stage : ShardLayout {
+  const runtime::Stage *spec = nullptr;
+  model::LayerChain<float> chain;
+  /// The whole parameters compute uses; with full sharding only while gathered. When not
+  /// sharded these are also the parameters the optimizer updates.
+  model::Buffer<float> full;
+  bool gathered = false;
+  model::Buffer<float> master;    ///< sharded: this replica's shard, which the optimizer updates
+  model::Buffer<float> optimizer; ///< optimizer state of what this replica updates
+  model::Buffer<Grad> grad;       ///< accumulated gradients, `padded` long
+  model::Buffer<Grad> gradShard;  ///< sharded: this replica's part of the reduced gradients
+  int64_t optimizerSteps = 0;
+  int32_t group = -1; ///< the plan group of this stage's replicas
+  // What a step keeps, per micro-batch.
+  std::vector<model::Buffer<float>> outputs, inputGrads, inputs;
+  std::vector<std::vector<Cache>> caches; ///< per piece (sample, or the whole micro-batch)
+
+  int64_t samplesOf(int64_t mb) const { return spec->samples[mb + 1] - spec->samples[mb]; }
+  /// The parameters the optimizer updates and their gradients.
+  float *updated(bool sharded) const { return sharded ? master.data() : full.data(); }
+  model::Buffer<Grad> &updateGrads(bool sharded) { return sharded ? gradShard : grad; }
+  int64_t updatedCount(bool sharded) const { return sharded ? shardLen : n; }
+};
+
+template <typename Grad>
+BackendCore<Grad>::BackendCore(int64_t rank, bool measureLayers)
+    : rank(rank), measureLayers(measureLayers) {}
+
+template <typename Grad> BackendCore<Grad>::~BackendCore() = default;
+
+template <typename Grad> void BackendCore<Grad>::release() {
+  pending.clear();
+  slots.clear();
+  stages.clear();
+  transport.reset();
+}
+
+template <typename Grad> void BackendCore<Grad>::abort() {
+  if (transport)
+    transport->abort();
+}
+
+template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &p) {
+  plan = &p;
+  const Config &c = p.config;
+  where = RankPosition::of(c, rank);
+  CONDUIT_ASSIGN_OR_RETURN(shape, model::GptShape::fromPlan(p));
+  data.emplace(static_cast<uint64_t>(c.seed), shape->vocab, shape->seq);
+  optimizer = model::OptimizerConfig::fromPlan(c);
+  sharded = isSharded(c);
+  rowFloats = shape->seq * shape->hidden;
+  CONDUIT_ASSIGN_OR_RETURN(transport, connect(p));
+  model::Ops<float> &math = ops();
+
+  int32_t group = -1;
+  for (size_t g = 0; g < p.groups.size(); ++g)
+    if (p.groups[g].ranks[0] == where.pipelineRank)
+      group = static_cast<int32_t>(g);
+  stages.clear();
+  stages.resize(p.stages.size());
+  for (const runtime::Stage &spec : p.stages) {
+    if (spec.rank != where.pipelineRank)
+      continue;
+    auto stage = std::make_unique<Stage>();
+    stage->spec = &spec;
+    stage->group = group;
+    CONDUIT_ASSIGN_OR_RETURN(stage->chain, model::LayerChain<float>::build(
+                                               p, *shape, spec.firstLayer, spec.endLayer, math));
+    static_cast<ShardLayout &>(*stage) =
+        ShardLayout::of(stage->chain.numParams(), c, sharded, where.replica);
+    // Every replica initialises the whole stage identically, then keeps its shard.
+    stage->full = math.allocate(stage->padded);
+    stage->chain.initialise(stage->full.data(), static_cast<uint64_t>(c.seed));
+    if (sharded) {
+      stage->master = math.allocate(stage->shardLen);
+      math.copy(stage->shardLen, stage->full.data() + stage->shardOffset, stage->master.data());
+      stage->gradShard = allocateGrad<Grad>(math, stage->shardLen);
+    }
+    stage->gathered = true;
+    if (c.sharding == Sharding::Full && sharded) {
+      stage->full.reset();
+      stage->gathered = false;
+    }
+    stage->optimizer = math.allocate(optimizer.stateWidth() * stage->shardLen);
+    stage->grad = allocateGrad<Grad>(math, stage->padded);
+    stages[spec.index] = std::move(stage);
+  }
+  slots.clear();
+  for (int64_t bytes : p.ranks[where.pipelineRank].slots)
+    slots.push_back(math.allocate(bytes / c.elementBytes()));
+  return initialised();
+}
+
+template <typename Grad> int64_t BackendCore<Grad>::largestMicrobatch() const {
+  int64_t largest = 0;
+  for (const std::unique_ptr<Stage> &stage : stages)
+    if (stage)
+      for (int64_t mb = 0; mb < stage->spec->numMicrobatches(); ++mb)
+        largest = std::max(largest, stage->samplesOf(mb));
+  return largest;
+}
+
+template <typename Grad> absl::Status BackendCore<Grad>::beginStep(int64_t s) {
+  step = s;
+  lossSum = 0;
+  for (std::unique_ptr<Stage> &stage : stages)
+    if (stage) {
+      const size_t m = stage->spec->numMicrobatches();
+      for (auto *v : {&stage->outputs, &stage->inputGrads, &stage->inputs}) {
+        v->clear();
+        v->resize(m);
+      }
+      stage->caches.clear();
+      stage->caches.resize(m);
+    }
+  return absl::OkStatus();
+}
+
+template <typename Grad>
+absl::StatusOr<Ticket> BackendCore<Grad>::start(const std::vector<int64_t> &indices) {
+  const std::vector<Instruction> &program = plan->ranks[where.pipelineRank].instructions;
+  const Instruction &first = program[indices[0]];
+  if (first.isTransfer() || first.isCollective()) {
+    Pending p;
+    if (first.isTransfer())
+      CONDUIT_RETURN_IF_ERROR(postTransfers(indices, p));
+    else
+      CONDUIT_RETURN_IF_ERROR(postCollective(first, p));
+    pending.emplace(nextTicket, std::move(p));
+    return nextTicket++;
+  }
+  switch (first.op) {
+  case Op::Forward:
+    CONDUIT_RETURN_IF_ERROR(forward(first));
+    break;
+  case Op::Backward:
+    CONDUIT_RETURN_IF_ERROR(backward(first));
+    break;
+  case Op::OptimizerStep:
+    CONDUIT_RETURN_IF_ERROR(optimizerStep(*stages[first.stage]));
+    break;
+  case Op::Free:
+    if (plan->config.sharding == Sharding::Full && sharded) {
+      // On a device, released on the compute stream after the last compute that reads it.
+      stages[first.stage]->full.reset();
+      stages[first.stage]->gathered = false;
+    }
+    break;
+  default:
+    return absl::InternalError(
+        absl::StrCat("the ", name(), " backend cannot start ", describe(first)));
+  }
+  CONDUIT_RETURN_IF_ERROR(deviceStatus());
+  return kCompleted;
+}
+
+template <typename Grad> absl::StatusOr<bool> BackendCore<Grad>::poll(Ticket ticket) {
+  auto it = pending.find(ticket);
+  if (it == pending.end())
+    return absl::InternalError(absl::StrCat("unknown ticket ", ticket));
+  Pending &p = it->second;
+  CONDUIT_ASSIGN_OR_RETURN(bool done, p.work->test());
+  if (!done)
+    return false;
+  if (p.gathered)
+    p.gathered->gathered = true;
+  if (p.reduced)
+    CONDUIT_RETURN_IF_ERROR(
+        zeroGradients(p.reduced->grad.data(), p.reduced->grad.size(), p.stream));
+  pending.erase(it);
+  return true;
+}
+
+template <typename Grad> absl::StatusOr<StepOutcome> BackendCore<Grad>::endStep(int64_t) {
+  if (!pending.empty())
+    return absl::InternalError("the step ended with communication in flight");
+  lossSum += ops().takeLoss(); // what forwards left (all of it, when read once per step)
+  CONDUIT_RETURN_IF_ERROR(deviceStatus());
+  CONDUIT_RETURN_IF_ERROR(synchronizeAll());
+  CONDUIT_ASSIGN_OR_RETURN(double total, transport->sumOverRanks(lossSum));
+  const Config &c = plan->config;
+  StepOutcome outcome;
+  outcome.loss = total / static_cast<double>(c.batchSamples() * c.data * shape->seq);
+  if (!std::isfinite(outcome.loss))
+    return absl::DataLossError(absl::StrCat("the loss of step ", step, " is not finite"));
+  for (std::unique_ptr<Stage> &stage : stages)
+    if (stage) {
+      stage->outputs.clear();
+      stage->inputGrads.clear();
+      stage->inputs.clear();
+      stage->caches.clear();
+    }
+  return outcome;
+}
+
+//===----------------------------------------------------------------------===//
+// Compute
+//===----------------------------------------------------------------------===//
+
+template <typename Grad>
+model::Tokens BackendCore<Grad>::tokensOf(const Stage &stage, int64_t mb,
+                                          std::vector<int32_t> &tokens,
+                                          std::vector<int32_t> &targets) const {
+  return microbatchTokens(plan->config, *data, *shape, *stage.spec, mb, where.replica, step,
+                          tokens, targets);
+}
+
+template <typename Grad>
+absl::StatusOr<const float *> BackendCore<Grad>::localInput(const Stage &consumer, int64_t mb,
+                                                           bool forward,
+                                                           model::Buffer<float> &scratch) {
+  model::Ops<float> &math = ops();
+  return gatherLocalInput(
+      stages, consumer, mb, forward, rowFloats, scratch,
+      [&math](int64_t floats) { return math.allocate(floats); },
+      [&math](int64_t floats, const float *from, float *to) { math.copy(floats, from, to); });
+}
+
+template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instruction &inst) {
+  Stage &stage = *stages[inst.stage];
+  if (!stage.gathered)
+    return absl::InternalError(absl::StrCat(describe(inst), ": parameters are not gathered"));
+  const int64_t mb = inst.microbatch;
+  std::vector<int32_t> tokens, targets;
+  const model::Tokens batch = tokensOf(stage, mb, tokens, targets);
+  model::Buffer<float> scratch;
+  const float *x = nullptr;
+  if (!stage.chain.hasEmbedding()) {
+    if (inst.slot >= 0) {
+      x = slots[inst.slot].data();
+    } else {
+      CONDUIT_ASSIGN_OR_RETURN(x, localInput(stage, mb, /*forward=*/true, scratch));
+    }
+  }
+  float *y = nullptr;
+  if (!stage.chain.hasHead()) {
+    stage.outputs[mb] = ops().allocate(batch.samples * rowFloats);
+    y = stage.outputs[mb].data();
+  }
+  std::vector<double> seconds;
+  std::vector<Cache> caches;
+  stage.chain.forwardSamples(stage.full.data(), x, batch, y, caches,
+                             measureLayers ? &seconds : nullptr);
+  if constexpr (std::is_same_v<Grad, double>)
+    lossSum += ops().takeLoss();
+  timer.record(stage.spec->firstLayer, batch.samples, seconds, /*forward=*/true);
+  if (plan->config.checkpointing) {
+    // Keep the stage input only; the backward runs the forward again.
+    if (x) {
+      stage.inputs[mb] = ops().allocate(batch.samples * rowFloats);
+      ops().copy(batch.samples * rowFloats, x, stage.inputs[mb].data());
+    }
+  } else {
+    stage.caches[mb] = std::move(caches);
+  }
+  return absl::OkStatus();
+}
+
+template <typename Grad>
+void BackendCore<Grad>::backwardPieces(const Stage &stage, const std::vector<Cache> &caches,
+                                       const float *dy, float *dx,
+                                       std::vector<double> *seconds) {
+  if constexpr (std::is_same_v<Grad, double>) {
+    stage.chain.backwardSamples(stage.full.data(), caches, dy, stage.grad.data(), dx, seconds);
+  } else {
+    // Gradients accumulate in place, in float.
+    const int64_t row = stage.chain.sampleSize();
+    int64_t at = 0;
+    std::vector<double> one;
+    for (const Cache &cache : caches) {
+      one.clear();
+      stage.chain.backward(stage.full.data(), cache, dy ? dy + at * row : nullptr,
+                           stage.grad.data(), dx ? dx + at * row : nullptr,
+                           seconds ? &one : nullptr);
+      if (seconds) {
+        seconds->resize(one.size(), 0);
+        for (size_t i = 0; i < one.size(); ++i)
+          (*seconds)[i] += one[i];
+      }
+      at += cache.layers.front().samples;
+    }
+  }
+}
+
+template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruction &inst) {
+  Stage &stage = *stages[inst.stage];
+  if (!stage.gathered)
+    return absl::InternalError(absl::StrCat(describe(inst), ": parameters are not gathered"));
+  const int64_t mb = inst.microbatch, samples = stage.samplesOf(mb);
+  model::Buffer<float> scratch;
+  const float *dy = nullptr;
+  if (!stage.chain.hasHead()) {
+    if (inst.slot >= 0) {
+      dy = slots[inst.slot].data();
+    } else {
+      CONDUIT_ASSIGN_OR_RETURN(dy, localInput(stage, mb, /*forward=*/false, scratch));
+    }
+  }
+  std::vector<Cache> recomputed;
+  const std::vector<Cache> *caches = &stage.caches[mb];
+  if (plan->config.checkpointing) {
+    std::vector<int32_t> tokens, targets;
+    const model::Tokens batch = tokensOf(stage, mb, tokens, targets);
+    model::Buffer<float> y;
+    if (!stage.chain.hasHead())
+      y = ops().allocate(samples * rowFloats);
+    ops().countLoss(false); // counted by the first forward
+    stage.chain.forwardSamples(stage.full.data(), stage.inputs[mb].data(), batch, y.data(),
+                               recomputed);
+    ops().countLoss(true);
+    caches = &recomputed;
+  }
+  float *dx = nullptr;
+  if (!stage.chain.hasEmbedding()) {
+    stage.inputGrads[mb] = ops().allocate(samples * rowFloats);
+    dx = stage.inputGrads[mb].data();
+  }
+  std::vector<double> seconds;
+  backwardPieces(stage, *caches, dy, dx, measureLayers ? &seconds : nullptr);
+  timer.record(stage.spec->firstLayer, samples, seconds, /*forward=*/false);
+  stage.caches[mb].clear();
+  stage.inputs[mb].reset();
+  return absl::OkStatus();
+}
+
+template <typename Grad> absl::Status BackendCore<Grad>::optimizerStep(Stage &stage) {
+  const int64_t t = ++stage.optimizerSteps;
+  const int64_t n = stage.updatedCount(sharded);
+  model::Buffer<Grad> &grads = stage.updateGrads(sharded);
+  if (measureLayers)
+    ops().synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  CONDUIT_RETURN_IF_ERROR(
+      applyOptimizer(t, n, stage.updated(sharded), stage.optimizer.data(), grads.data()));
+  CONDUIT_RETURN_IF_ERROR(zeroGradients(grads.data(), grads.size(), streamOf(kComputeStream)));
+  if (measureLayers) {
+    ops().synchronize();
+    timer.recordOptimizer(
+        n, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// Communication
+//===----------------------------------------------------------------------===//
+
+template <typename Grad>
+absl::Status BackendCore<Grad>::postTransfers(const std::vector<int64_t> &indices, Pending &p) {
+  const std::vector<Instruction> &program = plan->ranks[where.pipelineRank].instructions;
+  std::vector<PeerTransfer> transfers;
+  transfers.reserve(indices.size());
+  for (int64_t i : indices) {
+    const Instruction &inst = program[i];
+    CONDUIT_ASSIGN_OR_RETURN(int64_t floats, transferFloats(inst, plan->config, rowFloats));
+    const Stage *stage = stages[inst.stage].get();
+    if (!stage)
+      return absl::InternalError(absl::StrCat(describe(inst), ": the stage is not on this rank"));
+    const int64_t offset = (inst.begin - stage->spec->samples[inst.microbatch]) * rowFloats;
+    PeerTransfer t;
+    t.send = inst.op == Op::Send;
+    t.peer = plan->config.globalRank(inst.peer, where.replica);
+    t.count = floats;
+    const model::Buffer<float> &buffer =
+        !t.send ? slots[inst.slot]
+                : (inst.kind == Transfer::Activation ? stage->outputs[inst.microbatch]
+                                                     : stage->inputGrads[inst.microbatch]);
+    if (buffer.empty() || offset + floats > buffer.size())
+      return absl::InternalError(absl::StrCat(
+          describe(inst), t.send ? ": nothing to send" : ": the receive slot is too small"));
+    t.data = buffer.data() + offset;
+    transfers.push_back(t);
+  }
+  p.stream = streamOf(program[indices[0]].stream);
+  CONDUIT_ASSIGN_OR_RETURN(p.work, transport->exchange(transfers, p.stream));
+  return absl::OkStatus();
+}
+
+template <typename Grad>
+absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending &p) {
+  Stage &stage = *stages[inst.stage];
+  p.stream = streamOf(inst.stream);
+  constexpr Element grads = elementOf<Grad>();
+  switch (inst.op) {
+  case Op::AllGather: {
+    if (!sharded)
+      return absl::FailedPreconditionError(
+          absl::StrCat(describe(inst), ": nothing to gather, the stage is not sharded"));
+    if (stage.full.empty()) {
+      // Written first here, released by a Free on the compute stream.
+      CONDUIT_ASSIGN_OR_RETURN(stage.full,
+                               gatherBuffer(stage.padded, p.stream, streamOf(kComputeStream)));
+    }
+    CONDUIT_ASSIGN_OR_RETURN(p.work, transport->allGather(inst.group, Element::Float32,
+                                                          stage.master.data(), stage.full.data(),
+                                                          stage.shardLen, p.stream));
+    p.gathered = &stage;
+    break;
+  }
+  case Op::ReduceScatter: {
+    if (!sharded)
+      return absl::FailedPreconditionError(
+          absl::StrCat(describe(inst), ": the stage is not sharded"));
+    CONDUIT_ASSIGN_OR_RETURN(p.work,
+                             transport->reduceScatter(inst.group, grads, stage.grad.data(),
+                                                      stage.gradShard.data(), stage.shardLen,
+                                                      p.stream));
+    p.reduced = &stage;
+    break;
+  }
+  case Op::AllReduce: {
+    CONDUIT_ASSIGN_OR_RETURN(p.work, transport->allReduce(inst.group, grads, stage.grad.data(),
+                                                          stage.padded, p.stream));
+    break;
+  }
+  default:
+    return absl::InternalError(absl::StrCat(describe(inst), " is not a collective"));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Grad> absl::Status BackendCore<Grad>::complete(std::unique_ptr<Work> work) {
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    absl::StatusOr<bool> done = work->test();
+    if (done.ok() && *done)
+      return synchronizeAll();
+    absl::Status failure = done.status();
+    if (failure.ok() &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+            kOutOfStepTimeoutS)
+      failure = absl::DeadlineExceededError(
+          absl::StrCat("rank ", rank, ": a collective outside the step did not complete in ",
+                       kOutOfStepTimeoutS, " s"));
+    if (!failure.ok()) {
+      // A device collective may wait for a peer that is gone: stop it, or nothing that
+      // synchronizes the device (the destructor included) would return.
+      abort();
+      return failure;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+template <typename Grad>
+absl::Status BackendCore<Grad>::gatherOutOfStep(Stage &stage, float *full, StreamHandle stream) {
+  CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work,
+                           transport->allGather(stage.group, Element::Float32,
+                                                stage.master.data(), full, stage.shardLen,
+                                                stream));
+  return complete(std::move(work));
+}
+
+//===----------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------===//
+
+template <typename Grad>
+absl::StatusOr<std::vector<StageState>> BackendCore<Grad>::snapshot() {
+  CONDUIT_RETURN_IF_ERROR(synchronizeAll());
+  std::vector<StageState> out;
+  for (const std::unique_ptr<Stage> &stage : stages)
+    if (stage) {
+      StageState s;
+      s.stage = stage->spec->index;
+      s.optimizerSteps = stage->optimizerSteps;
+      s.params.resize(stage->updatedCount(sharded));
+      ops().download(stage->updated(sharded), s.params.size(), s.params.data());
+      s.optimizer.resize(stage->optimizer.size());
+      ops().download(stage->optimizer.data(), s.optimizer.size(), s.optimizer.data());
+      out.push_back(std::move(s));
+    }
+  CONDUIT_RETURN_IF_ERROR(deviceStatus());
+  return out;
+}
+
+template <typename Grad>
+absl::Status BackendCore<Grad>::restore(const std::vector<StageState> &states) {
+  size_t k = 0;
+  for (std::unique_ptr<Stage> &stage : stages) {
+    if (!stage)
+      continue;
+    if (k >= states.size() || states[k].stage != stage->spec->index)
+      return absl::FailedPreconditionError(
+          absl::StrCat("the checkpoint has no state for stage ", stage->spec->index));
+    const StageState &s = states[k++];
+    const int64_t params = stage->updatedCount(sharded);
+    if (static_cast<int64_t>(s.params.size()) != params ||
+        static_cast<int64_t>(s.optimizer.size()) != stage->optimizer.size())
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the checkpoint's state of stage ", stage->spec->index, " has ", s.params.size(),
+          " parameters; this run keeps ", params));
+    stage->optimizerSteps = s.optimizerSteps;
+    ops().upload(s.optimizer.data(), s.optimizer.size(), stage->optimizer.data());
+    if (!sharded) {
+      ops().upload(s.params.data(), params, stage->full.data());
+      continue;
+    }
+    ops().upload(s.params.data(), params, stage->master.data());
+    if (plan->config.sharding == Sharding::Full) {
+      stage->full.reset();
+      stage->gathered = false;
+    } else {
+      // The replicated parameters of ZeRO-1/2 are the gathered shards.
+      ops().synchronize();
+      CONDUIT_RETURN_IF_ERROR(
+          gatherOutOfStep(*stage, stage->full.data(), streamOf(kCollectiveStream)));
+    }
+  }
+  if (k != states.size())
+    return absl::FailedPreconditionError("the checkpoint holds stages this rank does not run");
+  ops().synchronize();
+  return deviceStatus();
+}
+
+template <typename Grad>
+absl::StatusOr<std::vector<std::vector<float>>> BackendCore<Grad>::stageParameters() {
+  CONDUIT_RETURN_IF_ERROR(synchronizeAll());
+  std::vector<std::vector<float>> out;
+  for (const std::unique_ptr<Stage> &stage : stages) {
+    if (!stage)
+      continue;
+    std::vector<float> whole(stage->n);
+    if (sharded) {
+      StreamHandle stream = streamOf(kCollectiveStream);
+      CONDUIT_ASSIGN_OR_RETURN(model::Buffer<float> gathered,
+                               gatherBuffer(stage->padded, stream, stream));
+      CONDUIT_RETURN_IF_ERROR(gatherOutOfStep(*stage, gathered.data(), stream));
+      ops().download(gathered.data(), stage->n, whole.data());
+    } else {
+      ops().download(stage->full.data(), stage->n, whole.data());
+    }
+    out.push_back(std::move(whole));
+  }
+  CONDUIT_RETURN_IF_ERROR(deviceStatus());
+  return out;
+}
+
+template class BackendCore<float>;
+template class BackendCore<double>;
+
+} // namespace conduit::runtime

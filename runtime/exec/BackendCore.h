@@ -1,0 +1,154 @@
+//===- BackendCore.h - the stage bookkeeping every backend shares -*- C++ -*-===//
+//
+// What a backend does with a plan, written once: it builds the stages of its pipeline rank
+// (layers, parameters, their data-parallel shard, optimizer state, gradient accumulators),
+// dispatches the executor's instructions (forward, backward, optimizer step, free, transfers
+// and collectives through a Transport), keeps per micro-batch what a step needs (outputs,
+// input gradients, activation caches or, with activation checkpointing, stage inputs), and
+// saves and restores the training state. Every buffer comes from the backend's Ops, so the
+// same code runs on host and device memory.
+//
+// A backend derives from BackendCore and supplies only what differs: the transport and the
+// device set-up (connect), memory that belongs to a device stream (gatherBuffer), zeroing
+// gradients and the optimizer update (kernels), stream ordering (signal and wait), and waiting
+// for the device (synchronizeAll, deviceStatus).
+//
+// The gradient element type `Grad` is the accumulation policy:
+// - double (the CPU): micro-batches are computed one sample at a time and each sample's
+//   parameter gradients are added to double accumulators on their own, and the loss is read
+//   after every forward. Sums of a few float contributions in double are exact in practice,
+//   so the gradient of a step depends neither on the order the schedule runs its
+//   micro-batches nor on how replicas split the batch: every plan of a job computes the bits
+//   of the single-process reference.
+// - float (devices): whole micro-batches, gradients accumulated in float32 by the backward
+//   kernels, the loss read once per step (reading it waits for the device).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_EXEC_BACKENDCORE_H
+#define CONDUIT_RUNTIME_EXEC_BACKENDCORE_H
+
+#include "runtime/exec/Backend.h"
+#include "runtime/exec/StageWork.h"
+#include "runtime/exec/Transport.h"
+#include "runtime/model/Optimizer.h"
+
+#include <map>
+#include <memory>
+#include <optional>
+
+namespace conduit::runtime {
+
+template <typename Grad> class BackendCore : public Backend {
+public:
+  ~BackendCore() override;
+
+  absl::Status initialise(const Plan &plan) override;
+  absl::Status beginStep(int64_t step) override;
+  absl::StatusOr<Ticket> start(const std::vector<int64_t> &indices) override;
+  absl::StatusOr<bool> poll(Ticket ticket) override;
+  absl::StatusOr<StepOutcome> endStep(int64_t step) override;
+  absl::StatusOr<std::vector<StageState>> snapshot() override;
+  absl::Status restore(const std::vector<StageState> &states) override;
+  absl::StatusOr<std::vector<std::vector<float>>> stageParameters() override;
+  std::vector<LayerTiming> layerTimings() const override { return timer.timings(); }
+  void clearLayerTimings() override { timer.clear(); }
+  void abort() override;
+
+  /// Where this process sits (valid after initialise).
+  RankPosition position() const { return where; }
+
+protected:
+  /// Global rank `rank`; `measureLayers` times each layer and optimizer step (--profile).
+  BackendCore(int64_t rank, bool measureLayers);
+
+  // The hooks of a backend.
+
+  /// Sets up the device (streams, Ops) and makes the transport; ops() is usable after it.
+  /// Every rank calls it together, before any buffer exists.
+  virtual absl::StatusOr<std::unique_ptr<Transport>> connect(const Plan &plan) = 0;
+  /// The math and memory of this backend.
+  virtual model::Ops<float> &ops() = 0;
+  /// Called at the end of initialise, once every stage and slot exists.
+  virtual absl::Status initialised() { return absl::OkStatus(); }
+  /// The device stream of plan stream `stream` (null for host backends).
+  virtual StreamHandle streamOf(int stream) const { return nullptr; }
+  /// `n` zeroed floats that `allocateOn` writes first and `releaseOn` uses last.
+  virtual absl::StatusOr<model::Buffer<float>> gatherBuffer(int64_t n, StreamHandle allocateOn,
+                                                            StreamHandle releaseOn) {
+    return ops().allocate(n);
+  }
+  /// Sets `n` gradient accumulators to zero, ordered on `stream`.
+  virtual absl::Status zeroGradients(Grad *grads, int64_t n, StreamHandle stream) = 0;
+  /// Update number `step` (1-based) of `n` parameters from their gradients; `state` holds
+  /// the optimizer's stateWidth() × n floats.
+  virtual absl::Status applyOptimizer(int64_t step, int64_t n, float *params, float *state,
+                                      const Grad *grads) = 0;
+  /// Waits for all work issued on every stream (before the host reads device memory).
+  virtual absl::Status synchronizeAll() { return absl::OkStatus(); }
+  /// The first asynchronous error of the device, if any.
+  virtual absl::Status deviceStatus() { return absl::OkStatus(); }
+
+  /// Samples of the largest micro-batch of this rank's stages.
+  int64_t largestMicrobatch() const;
+  /// Whether transfers or collectives are in flight.
+  bool communicating() const { return !pending.empty(); }
+  /// Releases every buffer, then the transport. A backend whose Ops or streams own that
+  /// memory calls it before they go.
+  void release();
+
+  const Plan *plan = nullptr;
+  const int64_t rank;
+  const bool measureLayers;
+  RankPosition where;
+  std::optional<model::GptShape> shape;
+  model::OptimizerConfig optimizer;
+
+private:
+  struct Stage;
+  struct Pending {
+    std::unique_ptr<Work> work;
+    Stage *gathered = nullptr; ///< an all-gather: the stage's parameters are whole after it
+    Stage *reduced = nullptr;  ///< a reduce-scatter: the accumulators restart from zero
+    StreamHandle stream = nullptr;
+  };
+  using Cache = typename model::LayerChain<float>::Cache;
+
+  absl::Status forward(const Instruction &inst);
+  absl::Status backward(const Instruction &inst);
+  /// Backward of the pieces of one micro-batch, accumulating into `grads` by the policy.
+  void backwardPieces(const Stage &stage, const std::vector<Cache> &caches, const float *dy,
+                      float *dx, std::vector<double> *seconds);
+  absl::Status optimizerStep(Stage &stage);
+  absl::Status postTransfers(const std::vector<int64_t> &indices, Pending &pending);
+  absl::Status postCollective(const Instruction &inst, Pending &pending);
+  /// The input (forward) or output gradient (backward) of a micro-batch produced by a stage
+  /// of this rank; `scratch` holds it when the two stages cut the batch differently.
+  absl::StatusOr<const float *> localInput(const Stage &consumer, int64_t mb, bool forward,
+                                           model::Buffer<float> &scratch);
+  model::Tokens tokensOf(const Stage &stage, int64_t mb, std::vector<int32_t> &tokens,
+                         std::vector<int32_t> &targets) const;
+  /// The parameters of `stage`'s replicas gathered into `full` (outside a step).
+  absl::Status gatherOutOfStep(Stage &stage, float *full, StreamHandle stream);
+  /// Waits for `work` (outside a step: restore, stageParameters).
+  absl::Status complete(std::unique_ptr<Work> work);
+
+  std::optional<model::SyntheticData> data;
+  bool sharded = false;  ///< parameters or optimizer state split over replicas
+  int64_t rowFloats = 0; ///< floats of one sample's activations
+  std::unique_ptr<Transport> transport;
+  std::vector<std::unique_ptr<Stage>> stages; ///< indexed by stage; null when not local
+  std::vector<model::Buffer<float>> slots;
+  std::map<Ticket, Pending> pending;
+  Ticket nextTicket = 0;
+  int64_t step = 0;
+  double lossSum = 0;
+  LayerTimer timer;
+};
+
+extern template class BackendCore<float>;
+extern template class BackendCore<double>;
+
+} // namespace conduit::runtime
+
+#endif // CONDUIT_RUNTIME_EXEC_BACKENDCORE_H

@@ -1,0 +1,135 @@
+//===- MpiTransport.cpp - ranks in separate processes, over MPI -----------===//
+
+#include "runtime/exec/MpiTransport.h"
+
+#include "runtime/exec/StageWork.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <climits>
+
+namespace conduit::runtime {
+
+namespace {
+
+/// MPI requests that complete together.
+class MpiWork final : public Work {
+public:
+  ~MpiWork() override {
+    for (MPI_Request &r : requests)
+      if (r != MPI_REQUEST_NULL)
+        MPI_Request_free(&r);
+  }
+  absl::StatusOr<bool> test() override {
+    int done = 0;
+    CONDUIT_MPI(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                            MPI_STATUSES_IGNORE));
+    return done != 0;
+  }
+  std::vector<MPI_Request> requests;
+};
+
+MPI_Datatype mpiType(Element type) { return type == Element::Float32 ? MPI_FLOAT : MPI_DOUBLE; }
+
+absl::StatusOr<int> mpiCount(int64_t count) {
+  if (count < 0 || count > INT_MAX)
+    return absl::OutOfRangeError(absl::StrCat(count, " elements do not fit one MPI call"));
+  return static_cast<int>(count);
+}
+
+} // namespace
+
+absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(const Plan &plan,
+                                                                   const MpiWorld &world) {
+  std::unique_ptr<MpiTransport> t(new MpiTransport());
+  const RankPosition where = RankPosition::of(plan.config, world.rank);
+  CONDUIT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &t->peers));
+  CONDUIT_MPI(MPI_Comm_set_errhandler(t->peers, MPI_ERRORS_RETURN));
+  // One communicator per group, of its replicas ranked by replica. Every process takes part
+  // in every split.
+  t->groups.assign(plan.groups.size(), MPI_COMM_NULL);
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    const bool member = plan.groups[g].ranks[0] == where.pipelineRank;
+    CONDUIT_MPI(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, where.replica,
+                               &t->groups[g]));
+    if (member)
+      CONDUIT_MPI(MPI_Comm_set_errhandler(t->groups[g], MPI_ERRORS_RETURN));
+  }
+  return t;
+}
+
+MpiTransport::~MpiTransport() {
+  for (MPI_Comm &c : groups)
+    if (c != MPI_COMM_NULL)
+      MPI_Comm_free(&c);
+  if (peers != MPI_COMM_NULL)
+    MPI_Comm_free(&peers);
+}
+
+absl::StatusOr<MPI_Comm> MpiTransport::groupComm(int32_t group) const {
+  if (group < 0 || group >= static_cast<int32_t>(groups.size()) || groups[group] == MPI_COMM_NULL)
+    return absl::InternalError(absl::StrCat("this process is not a member of group ", group));
+  return groups[group];
+}
+
+absl::StatusOr<std::unique_ptr<Work>>
+MpiTransport::exchange(const std::vector<PeerTransfer> &transfers, StreamHandle) {
+  auto work = std::make_unique<MpiWork>();
+  work->requests.reserve(transfers.size());
+  for (const PeerTransfer &t : transfers) {
+    CONDUIT_ASSIGN_OR_RETURN(int count, mpiCount(t.count));
+    MPI_Request request;
+    if (t.send)
+      CONDUIT_MPI(MPI_Isend(t.data, count, MPI_FLOAT, static_cast<int>(t.peer), 0, peers,
+                            &request));
+    else
+      CONDUIT_MPI(MPI_Irecv(t.data, count, MPI_FLOAT, static_cast<int>(t.peer), 0, peers,
+                            &request));
+    work->requests.push_back(request);
+  }
+  return work;
+}
+
+absl::StatusOr<std::unique_ptr<Work>> MpiTransport::allGather(int32_t group, Element type,
+                                                              const void *shard, void *full,
+                                                              int64_t count, StreamHandle) {
+  CONDUIT_ASSIGN_OR_RETURN(MPI_Comm comm, groupComm(group));
+  CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
+  auto work = std::make_unique<MpiWork>();
+  work->requests.emplace_back();
+  CONDUIT_MPI(MPI_Iallgather(shard, n, mpiType(type), full, n, mpiType(type), comm,
+                             &work->requests.back()));
+  return work;
+}
+
+absl::StatusOr<std::unique_ptr<Work>> MpiTransport::reduceScatter(int32_t group, Element type,
+                                                                  const void *full, void *shard,
+                                                                  int64_t count, StreamHandle) {
+  CONDUIT_ASSIGN_OR_RETURN(MPI_Comm comm, groupComm(group));
+  CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
+  auto work = std::make_unique<MpiWork>();
+  work->requests.emplace_back();
+  CONDUIT_MPI(MPI_Ireduce_scatter_block(full, shard, n, mpiType(type), MPI_SUM, comm,
+                                        &work->requests.back()));
+  return work;
+}
+
+absl::StatusOr<std::unique_ptr<Work>> MpiTransport::allReduce(int32_t group, Element type,
+                                                              void *data, int64_t count,
+                                                              StreamHandle) {
+  CONDUIT_ASSIGN_OR_RETURN(MPI_Comm comm, groupComm(group));
+  CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
+  auto work = std::make_unique<MpiWork>();
+  work->requests.emplace_back();
+  CONDUIT_MPI(MPI_Iallreduce(MPI_IN_PLACE, data, n, mpiType(type), MPI_SUM, comm,
+                             &work->requests.back()));
+  return work;
+}
+
+absl::StatusOr<double> MpiTransport::sumOverRanks(double value) {
+  double total = 0;
+  CONDUIT_MPI(MPI_Allreduce(&value, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  return total;
+}
+
+} // namespace conduit::runtime

@@ -1,0 +1,51 @@
+//===- MpiTransport.h - ranks in separate processes, over MPI ---*- C++ -*-===//
+//
+// The transport of the CPU backend: one MPI process per rank. Transfers are MPI_Isend and
+// MPI_Irecv on a duplicate of the world communicator (a plan batch is one Work of several
+// requests); the data-parallel collectives are non-blocking MPI collectives on one
+// communicator per plan group, ranked by replica. A Work completes when MPI_Testall says so.
+// Data lives in host memory; streams are ignored.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_EXEC_MPITRANSPORT_H
+#define CONDUIT_RUNTIME_EXEC_MPITRANSPORT_H
+
+#include "runtime/exec/Mpi.h"
+#include "runtime/exec/Transport.h"
+#include "runtime/plan/Plan.h"
+
+namespace conduit::runtime {
+
+class MpiTransport final : public Transport {
+public:
+  /// Every process of `world` calls it together.
+  static absl::StatusOr<std::unique_ptr<MpiTransport>> create(const Plan &plan,
+                                                              const MpiWorld &world);
+  ~MpiTransport() override;
+
+  absl::StatusOr<std::unique_ptr<Work>> exchange(const std::vector<PeerTransfer> &transfers,
+                                                 StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> allGather(int32_t group, Element type, const void *shard,
+                                                  void *full, int64_t count,
+                                                  StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> reduceScatter(int32_t group, Element type,
+                                                      const void *full, void *shard,
+                                                      int64_t count, StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
+                                                  int64_t count, StreamHandle stream) override;
+  absl::StatusOr<double> sumOverRanks(double value) override;
+  /// MPI has no way to cancel collectives; the caller ends the job (MPI_Abort).
+  void abort() override {}
+
+private:
+  MpiTransport() = default;
+  absl::StatusOr<MPI_Comm> groupComm(int32_t group) const;
+
+  MPI_Comm peers = MPI_COMM_NULL;
+  std::vector<MPI_Comm> groups; ///< per plan group; MPI_COMM_NULL where not a member
+};
+
+} // namespace conduit::runtime
+
+#endif // CONDUIT_RUNTIME_EXEC_MPITRANSPORT_H

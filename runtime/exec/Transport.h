@@ -1,0 +1,89 @@
+//===- Transport.h - how ranks exchange data --------------------*- C++ -*-===//
+//
+// Every backend moves bytes through a Transport: MPI between CPU processes, NCCL between GPU
+// processes, or the loopback transport between ranks that run as threads of one process on
+// one GPU (NCCL refuses two ranks on one device). A call posts the data movement and returns
+// Work that the backend polls; nothing blocks but sumOverRanks. Device transports enqueue on
+// the caller's stream: when a Work completes, everything later on that stream is ordered
+// after the data movement, so the executor's events order the other streams as they do on
+// the CPU. Host transports ignore the stream.
+//
+// Ranks are global ranks; a group is a plan group (the data-parallel replicas of a stage),
+// where a rank's position is its replica index. Inputs and outputs of a collective do not
+// overlap, except the one buffer of an all-reduce.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_EXEC_TRANSPORT_H
+#define CONDUIT_RUNTIME_EXEC_TRANSPORT_H
+
+#include "runtime/Status.h"
+#include "runtime/plan/Plan.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace conduit::runtime {
+
+/// The element type of the data a transport moves: activations are float; gradients
+/// accumulate in double on the CPU (see BackendCore.h) and in float on devices.
+enum class Element { Float32, Float64 };
+
+template <typename T> constexpr Element elementOf();
+template <> constexpr Element elementOf<float>() { return Element::Float32; }
+template <> constexpr Element elementOf<double>() { return Element::Float64; }
+inline int64_t elementBytes(Element e) { return e == Element::Float32 ? 4 : 8; }
+
+/// The device stream a transfer is ordered on (a cudaStream_t on CUDA); host transports
+/// ignore it.
+using StreamHandle = void *;
+
+/// Data movement in flight.
+class Work {
+public:
+  virtual ~Work() = default;
+  /// Whether it completed (as far as the caller's stream is concerned); never blocks.
+  virtual absl::StatusOr<bool> test() = 0;
+};
+
+/// One side of a point-to-point transfer of `count` floats.
+struct PeerTransfer {
+  bool send = true;
+  int64_t peer = 0; ///< global rank
+  float *data = nullptr;
+  int64_t count = 0;
+};
+
+class Transport {
+public:
+  virtual ~Transport() = default;
+
+  /// Posts transfers that belong together (a plan batch) on `stream`.
+  virtual absl::StatusOr<std::unique_ptr<Work>>
+  exchange(const std::vector<PeerTransfer> &transfers, StreamHandle stream) = 0;
+  /// full[r · count, (r + 1) · count) = shard of the member at position r.
+  virtual absl::StatusOr<std::unique_ptr<Work>> allGather(int32_t group, Element type,
+                                                          const void *shard, void *full,
+                                                          int64_t count, StreamHandle stream) = 0;
+  /// shard = Σ over members of their full[position · count, (position + 1) · count).
+  virtual absl::StatusOr<std::unique_ptr<Work>> reduceScatter(int32_t group, Element type,
+                                                              const void *full, void *shard,
+                                                              int64_t count,
+                                                              StreamHandle stream) = 0;
+  /// data = Σ over members of their data, in place.
+  virtual absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
+                                                          int64_t count, StreamHandle stream) = 0;
+  /// The sum of `value` over every rank of the job (blocking; all ranks call it together).
+  virtual absl::StatusOr<double> sumOverRanks(double value) = 0;
+  /// Tears communication down without waiting for peers (after an error).
+  virtual void abort() = 0;
+};
+
+/// Makes a backend's transport once the plan is known (every rank calls it together).
+using TransportFactory = std::function<absl::StatusOr<std::unique_ptr<Transport>>(const Plan &)>;
+
+} // namespace conduit::runtime
+
+#endif // CONDUIT_RUNTIME_EXEC_TRANSPORT_H
