@@ -76,7 +76,7 @@ private:
 };
 
 std::string stepDirectory(int64_t step) { return absl::StrFormat("step-%08d", step); }
-std::string rankFile(int rank) { return absl::StrCat("rank-", rank, ".ckpt"); }
+std::string rankFile(int64_t rank) { return absl::StrCat("rank-", rank, ".ckpt"); }
 
 /// Writes `bytes` to `path` through a temporary file and a rename.
 absl::Status writeAtomically(const fs::path &path, const std::string &bytes) {
@@ -112,10 +112,9 @@ absl::StatusOr<std::string> readWhole(const fs::path &path) {
   return bytes;
 }
 
-/// The first error of any process, known to all (every process calls it together).
-absl::Status agree(const absl::Status &local, const std::string &what) {
-  int ok = local.ok() ? 1 : 0, all = 0;
-  CONDUIT_MPI(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+/// The first error of any rank, known to all (every rank calls it together).
+absl::Status agree(RankGroup &ranks, const absl::Status &local, const std::string &what) {
+  CONDUIT_ASSIGN_OR_RETURN(bool all, ranks.allOk(local.ok()));
   if (!local.ok())
     return local;
   if (!all)
@@ -182,26 +181,26 @@ uint64_t layoutFingerprint(const Plan &plan) {
 }
 
 absl::Status writeCheckpoint(const std::string &dir, int64_t step, const Plan &plan,
-                             const MpiWorld &world, const std::vector<StageState> &states) {
+                             RankGroup &ranks, const std::vector<StageState> &states) {
   const uint64_t layout = layoutFingerprint(plan);
   const fs::path root(dir), stepDir = root / stepDirectory(step);
   absl::Status made = absl::OkStatus();
-  if (world.rank == 0) {
+  if (ranks.rank() == 0) {
     std::error_code error;
     fs::create_directories(stepDir, error);
     if (error)
       made = absl::UnavailableError(
           absl::StrCat("cannot create ", stepDir.string(), ": ", error.message()));
   }
-  CONDUIT_RETURN_IF_ERROR(agree(made, "create the checkpoint directory"));
+  CONDUIT_RETURN_IF_ERROR(agree(ranks, made, "create the checkpoint directory"));
 
   std::string bytes;
   bytes.append(kMagic, 4);
   put(bytes, kVersion);
   put(bytes, layout);
   put(bytes, step);
-  put(bytes, static_cast<int32_t>(world.size));
-  put(bytes, static_cast<int32_t>(world.rank));
+  put(bytes, static_cast<int32_t>(ranks.size()));
+  put(bytes, static_cast<int32_t>(ranks.rank()));
   put(bytes, static_cast<uint32_t>(states.size()));
   for (const StageState &s : states) {
     put(bytes, s.stage);
@@ -212,18 +211,23 @@ absl::Status writeCheckpoint(const std::string &dir, int64_t step, const Plan &p
     bytes.append(reinterpret_cast<const char *>(s.optimizer.data()),
                  s.optimizer.size() * sizeof(float));
   }
-  CONDUIT_RETURN_IF_ERROR(
-      agree(writeAtomically(stepDir / rankFile(world.rank), bytes), "write its checkpoint"));
+  CONDUIT_RETURN_IF_ERROR(agree(ranks, writeAtomically(stepDir / rankFile(ranks.rank()), bytes),
+                                "write its checkpoint"));
 
-  uint64_t mine[2] = {bytes.size(), fnv1a(bytes.data(), bytes.size())};
-  std::vector<uint64_t> all(2 * world.size);
-  CONDUIT_MPI(MPI_Gather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+  const uint64_t mine[2] = {bytes.size(), fnv1a(bytes.data(), bytes.size())};
+  CONDUIT_ASSIGN_OR_RETURN(
+      std::vector<std::string> gathered,
+      ranks.gatherAtZero(std::string(reinterpret_cast<const char *>(mine), sizeof mine)));
   absl::Status manifest = absl::OkStatus();
-  if (world.rank == 0) {
+  if (ranks.rank() == 0) {
+    std::vector<uint64_t> all(2 * ranks.size());
+    for (int64_t r = 0; r < ranks.size(); ++r)
+      if (gathered[r].size() == sizeof mine)
+        std::memcpy(&all[2 * r], gathered[r].data(), sizeof mine);
     std::string text = absl::StrCat("conduit-checkpoint 1\nstep ", step, "\nworld_size ",
-                                    world.size, "\nlayout ", absl::StrFormat("%016x", layout),
+                                    ranks.size(), "\nlayout ", absl::StrFormat("%016x", layout),
                                     "\ndirectory ", stepDirectory(step), "\n");
-    for (int r = 0; r < world.size; ++r)
+    for (int64_t r = 0; r < ranks.size(); ++r)
       absl::StrAppend(&text, "rank ", r, " bytes ", all[2 * r], " fnv1a64 ",
                       absl::StrFormat("%016x", all[2 * r + 1]), "\n");
     manifest = writeAtomically(root / "manifest", text);
@@ -236,27 +240,27 @@ absl::Status writeCheckpoint(const std::string &dir, int64_t step, const Plan &p
           fs::remove_all(entry.path(), error);
     }
   }
-  return agree(manifest, "complete the checkpoint manifest");
+  return agree(ranks, manifest, "complete the checkpoint manifest");
 }
 
 absl::StatusOr<LoadedCheckpoint> readCheckpoint(const std::string &dir, const Plan &plan,
-                                                const MpiWorld &world) {
+                                                RankGroup &ranks) {
   LoadedCheckpoint loaded;
   auto readMine = [&]() -> absl::Status {
     const fs::path manifestPath = fs::path(dir) / "manifest";
     CONDUIT_ASSIGN_OR_RETURN(std::string text, readWhole(manifestPath));
     CONDUIT_ASSIGN_OR_RETURN(Manifest m, parseManifest(text, manifestPath.string()));
-    if (m.worldSize != world.size)
+    if (m.worldSize != ranks.size())
       return absl::FailedPreconditionError(absl::StrCat(
-          "the checkpoint in ", dir, " was written by ", m.worldSize, " processes; this run has ",
-          world.size));
+          "the checkpoint in ", dir, " was written by ", m.worldSize, " ranks; this run has ",
+          ranks.size()));
     if (m.layout != layoutFingerprint(plan))
       return absl::FailedPreconditionError(absl::StrCat(
           "the checkpoint in ", dir, " belongs to a plan with another state layout (pipeline, "
           "data, stages, sharding, optimizer or seed differ)"));
-    const fs::path file = fs::path(dir) / m.directory / rankFile(world.rank);
+    const fs::path file = fs::path(dir) / m.directory / rankFile(ranks.rank());
     CONDUIT_ASSIGN_OR_RETURN(std::string bytes, readWhole(file));
-    const auto [size, sum] = m.files[world.rank];
+    const auto [size, sum] = m.files[ranks.rank()];
     if (bytes.size() != size || fnv1a(bytes.data(), bytes.size()) != sum)
       return absl::DataLossError(absl::StrCat(
           file.string(), " is damaged: its size or checksum differs from the manifest's"));
@@ -268,7 +272,7 @@ absl::StatusOr<LoadedCheckpoint> readCheckpoint(const std::string &dir, const Pl
     if (!in.get(magic) || std::memcmp(magic, kMagic, 4) != 0 || !in.get(version) ||
         version != kVersion || !in.get(layout) || !in.get(loaded.step) || !in.get(worldSize) ||
         !in.get(rank) || !in.get(count) || layout != m.layout || loaded.step != m.step ||
-        worldSize != world.size || rank != world.rank)
+        worldSize != ranks.size() || rank != ranks.rank())
       return absl::DataLossError(
           absl::StrCat(file.string(), " does not match its manifest (header)"));
     for (uint32_t k = 0; k < count; ++k) {
@@ -283,7 +287,7 @@ absl::StatusOr<LoadedCheckpoint> readCheckpoint(const std::string &dir, const Pl
       return absl::DataLossError(absl::StrCat(file.string(), " has trailing bytes"));
     return absl::OkStatus();
   };
-  CONDUIT_RETURN_IF_ERROR(agree(readMine(), "read its checkpoint"));
+  CONDUIT_RETURN_IF_ERROR(agree(ranks, readMine(), "read its checkpoint"));
   return loaded;
 }
 

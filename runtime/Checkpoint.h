@@ -1,6 +1,6 @@
 //===- Checkpoint.h - training state that survives a crash ------*- C++ -*-===//
 //
-// A checkpoint is a directory: one file per process with the state it owns (parameters or
+// A checkpoint is a directory: one file per rank with the state it owns (parameters or
 // their shard, optimizer state, optimizer step count; the data position is the step, since
 // data depends on (seed, step, sample) only), written to a temporary name and renamed, and a
 // manifest written last, by rank 0, once every file is complete. The manifest names the step,
@@ -13,7 +13,7 @@
 #ifndef CONDUIT_RUNTIME_CHECKPOINT_H
 #define CONDUIT_RUNTIME_CHECKPOINT_H
 
-#include "runtime/exec/Mpi.h"
+#include "runtime/RankGroup.h"
 #include "runtime/exec/Backend.h"
 
 #include <string>
@@ -26,18 +26,18 @@ namespace conduit::runtime {
 /// checkpoints (a different schedule, say); others cannot.
 uint64_t layoutFingerprint(const Plan &plan);
 
-/// Writes this process's `states` after `step` (every process calls it together).
+/// Writes this rank's `states` after `step` (every rank calls it together).
 absl::Status writeCheckpoint(const std::string &dir, int64_t step, const Plan &plan,
-                             const MpiWorld &world, const std::vector<StageState> &states);
+                             RankGroup &ranks, const std::vector<StageState> &states);
 
 struct LoadedCheckpoint {
   int64_t step = 0;
   std::vector<StageState> states;
 };
 
-/// Reads this process's state (every process calls it together).
+/// Reads this rank's state (every rank calls it together).
 absl::StatusOr<LoadedCheckpoint> readCheckpoint(const std::string &dir, const Plan &plan,
-                                                const MpiWorld &world);
+                                                RankGroup &ranks);
 
 } // namespace conduit::runtime
 

@@ -4,8 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <thread>
 
 namespace conduit::runtime {
@@ -96,7 +94,8 @@ absl::Status Executor::advance(Stream &stream, int s, int64_t step, bool startCo
       return absl::OkStatus();
     if (times[i].posted < 0) {
       times[i].posted = now();
-      injectFault(step, i);
+      if (options.onInstruction)
+        CONDUIT_RETURN_IF_ERROR(options.onInstruction(step, i));
     }
     if (x.op == Op::Wait || x.op == Op::Signal) {
       if (x.op == Op::Wait) {
@@ -143,22 +142,6 @@ void Executor::finish(Stream &stream, double t) {
     times[stream.list[k]].end = t;
   stream.next = stream.inFlightEnd;
   stream.busy = false;
-}
-
-void Executor::injectFault(int64_t step, int64_t index) const {
-  const std::optional<Fault> &fault = options.fault;
-  if (!fault || fault->step != step || fault->instruction != index ||
-      fault->globalRank != plan.config.globalRank(rank, replica))
-    return;
-  std::fprintf(stderr, "conduit-run: rank %lld: injected %s at step %lld, instruction %lld (%s)\n",
-               static_cast<long long>(fault->globalRank), fault->stall ? "stall" : "failure",
-               static_cast<long long>(step), static_cast<long long>(index),
-               describe(plan.ranks[rank].instructions[index]).c_str());
-  std::fflush(stderr);
-  if (!fault->stall)
-    std::_Exit(kExitInjectedFailure);
-  while (true)
-    std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 absl::Status Executor::stalled(double waitedS) const {

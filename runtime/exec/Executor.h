@@ -15,28 +15,25 @@
 #include "runtime/plan/Trace.h"
 
 #include <chrono>
-#include <optional>
+#include <functional>
 
 namespace conduit::runtime {
 
-/// Fault injection for tests: at `step` (1-based), when this process reaches `instruction`.
-struct Fault {
-  int64_t globalRank = 0, step = 1, instruction = 0;
-  bool stall = false; ///< stop making progress instead of exiting
-};
+/// Called when the executor first reaches instruction `index` of step `step` (1-based), before
+/// it posts it. Fault-injection tests stop or stall a rank here; a non-OK status ends the step
+/// with that status.
+using InstructionHook = std::function<absl::Status(int64_t step, int64_t index)>;
 
 struct ExecutorOptions {
   /// No progress for this long is an error naming what the rank waits for.
   double peerTimeoutS = 30;
-  std::optional<Fault> fault;
+  /// Called at every instruction when set.
+  InstructionHook onInstruction;
   /// Keep the time of every instruction (for --trace).
   bool record = false;
   /// The origin of recorded times.
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
 };
-
-/// Exit code of a process that injected its own failure.
-constexpr int kExitInjectedFailure = 4;
 
 class Executor {
 public:
@@ -63,7 +60,6 @@ private:
   absl::Status advance(Stream &stream, int s, int64_t step, bool startCompute, bool &progress);
   void finish(Stream &stream, double now);
   absl::Status stalled(double waitedS) const;
-  void injectFault(int64_t step, int64_t index) const;
   double now() const;
 
   const Plan &plan;

@@ -67,6 +67,31 @@ def bad_inputs(tools, plan):
     check("a bad command line exits 2 with the usage",
           result.returncode == 2 and "--steps expects an integer" in result.stderr
           and "usage: conduit-run" in result.stderr, result.stderr)
+    for args, message in [(["--fail-at=1:2"], "expected RANK:STEP:INSTRUCTION"),
+                          (["--checkpoint-every=2"], "--checkpoint-every needs --checkpoint"),
+                          (["--ranks-per-process=4"], "--ranks-per-process needs --backend=cuda"),
+                          (["--reference", "--trace=t.json"], "--reference takes"),
+                          (["--frobnicate"], "unknown option --frobnicate")]:
+        result = subprocess.run([tools.runner, plan] + args, capture_output=True, text=True,
+                                timeout=60, env=ENV)
+        check(f"{' '.join(args)} exits 2", result.returncode == 2 and message in result.stderr,
+              result.stderr)
+
+
+def loopback(tools, plan):
+    """The run loop of several ranks in one process (--ranks-per-process) goes through the same
+    session as MPI runs. Without a GPU its ranks stop at the device, but the command line with
+    checkpoints and fault injection is accepted and every rank thread ends cleanly; the GPU
+    checks (tests/gpu/checks.py) run it to the end."""
+    directory = os.path.join(tools.work, "loopback-checkpoints")
+    result = tools.run_threads(plan, 4, "--backend=cuda", "--steps=2", f"--checkpoint={directory}",
+                               "--fail-at=1:2:5", timeout=60)
+    check("loopback takes --checkpoint and --fail-at; without a GPU it is refused as input",
+          result.returncode == 1 and "cuda" in result.stderr.lower()
+          and "usage" not in result.stderr, result.stderr)
+    result = tools.run_threads(plan, 2, "--backend=cuda", "--steps=1", timeout=60)
+    check("loopback needs every rank of the plan",
+          result.returncode == 1 and "--ranks-per-process=4" in result.stderr, result.stderr)
 
 
 def dead_peer(tools, plan):
@@ -159,6 +184,7 @@ def main():
     other = dict(parallelism, sharding="none")
     other_plan = tools.compile(small_gpt(other), "failures-unsharded")
     bad_inputs(tools, plan)
+    loopback(tools, plan)
     dead_peer(tools, plan)
     checkpoints(tools, plan, other_plan)
     if FAILED:

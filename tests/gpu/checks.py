@@ -9,7 +9,10 @@
 4. executor overhead per instruction: the executor alone (executor_bench) and a whole CUDA
    step of a model too small for its kernels to matter;
 5. measured against predicted step time of a single-GPU plan: compile, run with --profile,
-   recompile with the profile, compare.
+   recompile with the profile, compare;
+6. checkpoints and fault injection of loopback runs (--ranks-per-process): a run killed by
+   --fail-at after its step-4 checkpoint exits 4, and resuming gives the losses of an
+   uninterrupted run; a stalled rank is named by the others' watchdog (exit 3).
 
 Writes a Markdown summary and exits non-zero if a check failed.
 
@@ -20,13 +23,14 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from common import ENV, Tools  # noqa: E402
+from common import ENV, Tools, losses, small_gpt  # noqa: E402
 
 DONE = re.compile(r"^done: (\d+) steps on \d+ ranks in ([0-9.]+) s", re.M)
 
@@ -192,6 +196,42 @@ def predicted_vs_measured(args, summary, tools):
                   abs(measured / profiled - 1) <= 0.25)
 
 
+def loopback_recovery(args, summary, tools):
+    summary.section("Checkpoints and fault injection on one GPU (--ranks-per-process)")
+    parallelism = {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "breadth-first",
+                   "microbatches": 4, "sharding": "full"}
+    plan = tools.compile(small_gpt(parallelism), "loopback-recovery")
+    ranks = 4
+    whole = tools.run_threads(plan, ranks, "--backend=cuda", "--steps=6")
+    expected = losses(whole.stdout)
+    summary.check("an uninterrupted loopback run", whole.returncode == 0 and len(expected) == 6,
+                  whole.stderr[-2000:])
+    directory = os.path.join(args.work, "loopback-checkpoints")
+    shutil.rmtree(directory, ignore_errors=True)
+    killed = tools.run_threads(plan, ranks, "--backend=cuda", "--steps=6",
+                               f"--checkpoint={directory}", "--checkpoint-every=2",
+                               "--fail-at=0:5:0")
+    summary.check("--fail-at ends a loopback run with exit code 4 after its step-4 checkpoint",
+                  killed.returncode == 4 and sorted(losses(killed.stdout)) == [1, 2, 3, 4]
+                  and "rank 0: injected failure" in killed.stderr,
+                  f"exit {killed.returncode}: {killed.stderr[-2000:]}")
+    resumed = tools.run_threads(plan, ranks, "--backend=cuda", "--steps=2",
+                                f"--resume={directory}")
+    got = losses(resumed.stdout)
+    # Within float32 tolerance: device reductions need not repeat bit for bit.
+    close = resumed.returncode == 0 and sorted(got) == [5, 6] and all(
+        abs(got[s] - expected.get(s, float("inf"))) <= 1e-5 * abs(expected.get(s, 1))
+        for s in got)
+    summary.check("resuming the loopback checkpoint continues with the uninterrupted losses",
+                  close, f"{resumed.stdout[-1000:]}{resumed.stderr[-1000:]}; expected {expected}")
+    start = time.time()
+    stalled = tools.run_threads(plan, ranks, "--backend=cuda", "--steps=3", "--stall-at=1:2:5",
+                                "--peer-timeout=3", timeout=120)
+    summary.check(f"a stalled loopback rank is named by the others ({time.time() - start:.0f} s)",
+                  stalled.returncode == 3 and "made no progress for 3 s" in stalled.stderr,
+                  stalled.stderr[-2000:])
+
+
 def predicted(tools, job, name, sets):
     path = os.path.join(tools.work, name + ".json")
     with open(path, "w") as f:
@@ -227,6 +267,7 @@ def main():
         check(args, summary)
     executor_overhead(args, summary, tools)
     predicted_vs_measured(args, summary, tools)
+    loopback_recovery(args, summary, tools)
     summary.section("Result")
     summary.add(f"{len(summary.failed)} check(s) failed"
                 f"{': ' + ', '.join(summary.failed) if summary.failed else ''}; "

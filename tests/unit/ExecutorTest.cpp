@@ -2,7 +2,8 @@
 //
 // The executor against a scripted backend: streams are ordered only by events, a batch is
 // issued at once, a stream never has two pieces of work in flight, a silent peer becomes an
-// error that names it, and backend errors come back as Status.
+// error that names it, backend errors come back as Status, and the instruction hook (fault
+// injection) sees every instruction once per step and can end the step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -220,6 +221,45 @@ TEST(Executor, BackendErrorsComeBackAsStatus) {
   absl::StatusOr<StepOutcome> outcome = executor.runStep(1);
   ASSERT_FALSE(outcome.ok());
   EXPECT_EQ(outcome.status().message(), "out of memory");
+}
+
+TEST(Executor, TheInstructionHookSeesEveryInstructionOncePerStep) {
+  Plan plan = planOf({compute(0, 0), event(Op::Signal, 0, kComputeStream),
+                      event(Op::Wait, 0, kP2PStream), transfer(Op::Send, 1)},
+                     1);
+  ScriptedBackend backend;
+  backend.plan = &plan;
+  std::vector<std::pair<int64_t, int64_t>> seen;
+  ExecutorOptions options;
+  options.onInstruction = [&](int64_t step, int64_t index) {
+    seen.push_back({step, index});
+    return absl::OkStatus();
+  };
+  Executor executor(plan, 0, 0, backend, options);
+  ASSERT_TRUE(executor.runStep(1).ok());
+  ASSERT_TRUE(executor.runStep(2).ok());
+  std::sort(seen.begin(), seen.end());
+  const std::vector<std::pair<int64_t, int64_t>> expected = {
+      {1, 0}, {1, 1}, {1, 2}, {1, 3}, {2, 0}, {2, 1}, {2, 2}, {2, 3}};
+  EXPECT_EQ(seen, expected);
+}
+
+TEST(Executor, AnInstructionHookErrorEndsTheStepBeforeThatInstruction) {
+  Plan plan = planOf({compute(0, 0), compute(0, 1), compute(0, 2)}, 0);
+  ScriptedBackend backend;
+  backend.plan = &plan;
+  ExecutorOptions options;
+  options.onInstruction = [](int64_t step, int64_t index) {
+    return step == 2 && index == 1 ? absl::AbortedError("injected failure") : absl::OkStatus();
+  };
+  Executor executor(plan, 0, 0, backend, options);
+  ASSERT_TRUE(executor.runStep(1).ok());
+  backend.completed.clear();
+  absl::StatusOr<StepOutcome> outcome = executor.runStep(2);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(outcome.status().message(), "injected failure");
+  EXPECT_EQ(backend.completed, std::vector<int64_t>({0})); // instruction 1 never started
 }
 
 } // namespace

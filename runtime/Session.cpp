@@ -1,0 +1,387 @@
+//===- Session.cpp - one training run of a plan ---------------------------===//
+
+#include "runtime/Session.h"
+
+#include "runtime/Backends.h"
+#include "runtime/Checkpoint.h"
+#include "runtime/ExitCodes.h"
+#include "runtime/Profile.h"
+#include "runtime/RankGroup.h"
+#include "runtime/Reference.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/StageWork.h"
+#include "runtime/plan/Trace.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace fs = std::filesystem;
+
+namespace conduit::runtime {
+
+namespace {
+
+/// "conduit-run: rank R: error: ..." on standard error (without the rank when it is alone).
+void report(int64_t rank, int64_t ranks, const absl::Status &status) {
+  const std::string who = ranks > 1 ? absl::StrCat("rank ", rank, ": ") : "";
+  std::fprintf(stderr, "conduit-run: %serror: %s\n", who.c_str(),
+               std::string(status.message()).c_str());
+  std::fflush(stderr);
+}
+
+void printStep(int64_t step, double loss) {
+  std::printf("step %lld loss %.9g\n", static_cast<long long>(step), static_cast<float>(loss));
+  std::fflush(stdout);
+}
+
+void printSummary(const Plan &plan, int64_t steps, int64_t ranks, double seconds, double loss) {
+  const double tokens = static_cast<double>(plan.config.batchSamples() * plan.config.data *
+                                            plan.config.tokensPerSample * steps);
+  std::printf("done: %lld steps on %lld ranks in %.3f s (%.4f s per step, %.0f tokens/s), "
+              "final loss %.9g\n",
+              static_cast<long long>(steps), static_cast<long long>(ranks), seconds,
+              seconds / steps, tokens / seconds, static_cast<float>(loss));
+  std::fflush(stdout);
+}
+
+template <typename T> std::string bytesOf(const std::vector<T> &v) {
+  return std::string(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(T));
+}
+template <typename T> std::vector<T> valuesOf(const std::string &bytes) {
+  std::vector<T> v(bytes.size() / sizeof(T));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
+  return v;
+}
+
+absl::Status writeLayerFiles(const std::string &dir, const model::LayerChain<float> &chain,
+                             const float *params) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error)
+    return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", error.message()));
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const int64_t begin = chain.offset(i), end = chain.offset(i + 1);
+    std::ofstream out(fs::path(dir) / (chain.name(i) + ".f32"), std::ios::binary);
+    out.write(reinterpret_cast<const char *>(params + begin),
+              static_cast<std::streamsize>((end - begin) * sizeof(float)));
+    if (!out)
+      return absl::UnavailableError(absl::StrCat("cannot write the parameters of ", chain.name(i)));
+  }
+  return absl::OkStatus();
+}
+
+/// The final parameters of every stage of this rank's pipeline rank, written by replica 0,
+/// one file per layer (every rank calls it together: sharded stages gather).
+absl::Status saveParameters(const Plan &plan, Backend &backend, RankPosition where,
+                            const std::string &dir) {
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, backend.stageParameters());
+  if (where.replica != 0)
+    return absl::OkStatus();
+  CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(plan));
+  model::CpuOps<float> ops; // names and offsets only; nothing is computed
+  size_t k = 0;
+  for (const Stage &stage : plan.stages) {
+    if (stage.rank != where.pipelineRank)
+      continue;
+    CONDUIT_ASSIGN_OR_RETURN(auto chain, model::LayerChain<float>::build(
+                                             plan, shape, stage.firstLayer, stage.endLayer, ops));
+    CONDUIT_RETURN_IF_ERROR(writeLayerFiles(dir, chain, params[k++].data()));
+  }
+  return absl::OkStatus();
+}
+
+/// The measured timeline of replica 0's ranks, as a Chrome trace written by rank 0.
+absl::Status writeTrace(const Plan &plan, RankGroup &group, RankPosition where,
+                        const Executor &executor, double stepTimeS, const std::string &path) {
+  const std::string mine = where.replica == 0 ? bytesOf(executor.events()) : std::string();
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all, group.gatherAtZero(mine));
+  if (group.rank() != 0)
+    return absl::OkStatus();
+  std::vector<std::vector<TraceEvent>> events(plan.config.pipeline);
+  for (int64_t r = 0; r < group.size(); ++r) {
+    const RankPosition p = RankPosition::of(plan.config, r);
+    if (p.replica == 0)
+      events[p.pipelineRank] = valuesOf<TraceEvent>(all[r]);
+  }
+  std::ofstream out(path);
+  writeChromeTrace(plan, events, plan.name + " (measured)", stepTimeS, out);
+  if (!out)
+    return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+/// Every rank's layer timings, written by rank 0.
+absl::Status writeProfileAtZero(const Plan &plan, RankGroup &group, const Backend &backend,
+                                const std::string &path) {
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                           group.gatherAtZero(bytesOf(backend.layerTimings())));
+  if (group.rank() != 0)
+    return absl::OkStatus();
+  std::vector<LayerTiming> timings;
+  for (const std::string &bytes : all)
+    for (const LayerTiming &t : valuesOf<LayerTiming>(bytes))
+      timings.push_back(t);
+  std::ofstream out(path);
+  CONDUIT_RETURN_IF_ERROR(writeProfile(plan, backend.name(), timings, out));
+  if (!out)
+    return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+/// The executor hook that injects `fault` at `rank`, or none when the fault is elsewhere.
+/// A failure sets `injected`; a stall lasts until `stopped()` (never, across processes: the
+/// others' MPI_Abort ends this process).
+InstructionHook faultHook(const Plan &plan, const std::optional<Fault> &fault, int64_t rank,
+                          bool &injected, std::function<bool()> stopped) {
+  if (!fault || fault->globalRank != rank)
+    return nullptr;
+  const Fault f = *fault;
+  const int32_t pipelineRank = RankPosition::of(plan.config, rank).pipelineRank;
+  return [&plan, f, pipelineRank, &injected, stopped](int64_t step,
+                                                      int64_t index) -> absl::Status {
+    if (step != f.step || index != f.instruction)
+      return absl::OkStatus();
+    std::fprintf(stderr,
+                 "conduit-run: rank %lld: injected %s at step %lld, instruction %lld (%s)\n",
+                 static_cast<long long>(f.globalRank), f.stall ? "stall" : "failure",
+                 static_cast<long long>(step), static_cast<long long>(index),
+                 describe(plan.ranks[pipelineRank].instructions[index]).c_str());
+    std::fflush(stderr);
+    if (!f.stall) {
+      injected = true;
+      return absl::AbortedError("injected failure");
+    }
+    while (!stopped())
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return absl::AbortedError("another rank of this process failed");
+  };
+}
+
+/// One rank of a run and what it leaves for the end of the run.
+struct Rank {
+  int64_t id = 0;
+  std::unique_ptr<RankGroup> group;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Executor> executor;
+  bool injected = false;
+};
+
+/// How a rank's run ended.
+struct Ending {
+  int code = kExitOk;
+  absl::Status status; ///< what to report
+  bool fatal = false;  ///< peers may be blocked on this rank: the job must stop
+  bool shared = false; ///< every rank fails the same way: rank 0 alone reports it
+};
+
+/// The run loop of one rank: build, resume, step, checkpoint, write the outputs.
+Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFactory &backends,
+               Rank &rank, const std::function<bool()> &stopped) {
+  RankGroup &group = *rank.group;
+  absl::StatusOr<std::unique_ptr<Backend>> made =
+      backends(rank.id, /*measureLayers=*/!options.profile.empty());
+  if (!made.ok())
+    return {kExitInvalidInput, made.status(), false, true};
+  rank.backend = std::move(*made);
+  Backend &backend = *rank.backend;
+  if (absl::Status s = backend.validate(plan); !s.ok())
+    return {kExitInvalidInput, s, false, true};
+  // Other ranks may be waiting for this one in a collective set-up (NCCL's, say).
+  if (absl::Status s = backend.initialise(plan); !s.ok())
+    return {kExitFailure, s, /*fatal=*/true};
+
+  const RankPosition where = RankPosition::of(plan.config, rank.id);
+  int64_t first = 1;
+  if (!options.resume.empty()) {
+    absl::StatusOr<LoadedCheckpoint> loaded = readCheckpoint(options.resume, plan, group);
+    absl::Status resumed = loaded.ok() ? backend.restore(loaded->states) : loaded.status();
+    if (!resumed.ok())
+      return {kExitInvalidInput, resumed};
+    first = loaded->step + 1;
+    if (group.rank() == 0)
+      std::printf("resumed from %s after step %lld\n", options.resume.c_str(),
+                  static_cast<long long>(loaded->step));
+  }
+
+  ExecutorOptions executorOptions;
+  executorOptions.peerTimeoutS = options.peerTimeoutS;
+  executorOptions.record = !options.trace.empty();
+  executorOptions.onInstruction = faultHook(plan, options.fault, rank.id, rank.injected, stopped);
+  if (absl::Status s = group.barrier(); !s.ok())
+    return {kExitFailure, s};
+  executorOptions.origin = std::chrono::steady_clock::now();
+  rank.executor = std::make_unique<Executor>(plan, where.pipelineRank, where.replica, backend,
+                                             executorOptions);
+  Executor &executor = *rank.executor;
+
+  const int64_t last = first + options.steps - 1;
+  double loss = 0;
+  for (int64_t step = first; step <= last; ++step) {
+    absl::StatusOr<StepOutcome> outcome = executor.runStep(step);
+    if (!outcome.ok()) {
+      if (rank.injected)
+        return {kExitInjectedFailure, absl::OkStatus()};
+      return {kExitFailure, outcome.status(), /*fatal=*/true};
+    }
+    loss = outcome->loss;
+    if (step == first && last > first)
+      backend.clearLayerTimings(); // the first step pays for set-up
+    if (group.rank() == 0)
+      printStep(step, loss);
+    const bool due = options.checkpointEvery ? step % options.checkpointEvery == 0 : step == last;
+    if (!options.checkpoint.empty() && due) {
+      absl::StatusOr<std::vector<StageState>> states = backend.snapshot();
+      absl::Status written = states.ok()
+                                 ? writeCheckpoint(options.checkpoint, step, plan, group, *states)
+                                 : states.status();
+      if (!written.ok())
+        return {kExitFailure, written};
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - executorOptions.origin)
+          .count();
+  if (group.rank() == 0)
+    printSummary(plan, options.steps, group.size(), seconds, loss);
+  absl::Status finished = absl::OkStatus();
+  if (!options.saveParams.empty())
+    finished = saveParameters(plan, backend, where, options.saveParams);
+  if (finished.ok() && !options.trace.empty())
+    finished = writeTrace(plan, group, where, executor, seconds / options.steps, options.trace);
+  if (finished.ok() && !options.profile.empty())
+    finished = writeProfileAtZero(plan, group, backend, options.profile);
+  if (!finished.ok())
+    return {kExitFailure, finished};
+  return {};
+}
+
+/// One rank per MPI process.
+SessionResult runProcess(const Plan &plan, const SessionOptions &options, const MpiWorld &world) {
+  absl::StatusOr<BackendFactory> backends = processBackends(options.backend, world);
+  if (!backends.ok()) {
+    if (world.rank == 0)
+      report(world.rank, world.size, backends.status());
+    return {kExitInvalidInput};
+  }
+  auto rank = std::make_unique<Rank>();
+  rank->id = world.rank;
+  rank->group = std::make_unique<MpiRankGroup>(world);
+  const Ending end = runRank(plan, options, *backends, *rank, [] { return false; });
+  if (end.code == kExitOk)
+    return {};
+  if (rank->injected) {
+    // A crash shuts nothing down: peers find out as they would from a real one. What the
+    // rank holds is left to the process's end.
+    if (rank->backend)
+      rank->backend->abort();
+    rank.release();
+    return {kExitInjectedFailure, /*crashed=*/true};
+  }
+  if (!end.shared || world.rank == 0)
+    report(world.rank, world.size, end.status);
+  if (end.fatal) {
+    // Peers may be blocked on this rank: end the whole job rather than leave them waiting.
+    if (rank->backend)
+      rank->backend->abort();
+    if (world.size > 1)
+      MPI_Abort(MPI_COMM_WORLD, kExitFailure);
+  }
+  return {end.code};
+}
+
+/// Every rank of the plan as a thread of this process.
+SessionResult runThreads(const Plan &plan, const SessionOptions &options,
+                         const MpiWorld &world) {
+  const int64_t ranks = plan.config.worldSize();
+  if (world.size != 1 || options.ranksPerProcess != ranks) {
+    report(world.rank, world.size,
+           absl::FailedPreconditionError(absl::StrCat(
+               "--ranks-per-process runs the whole plan in one process: the plan has ", ranks,
+               " ranks, so start one process with --ranks-per-process=", ranks)));
+    return {kExitInvalidInput};
+  }
+  absl::StatusOr<BackendFactory> backends =
+      loopbackBackends(options.backend, plan, options.peerTimeoutS);
+  if (!backends.ok()) {
+    report(0, 1, backends.status());
+    return {kExitInvalidInput};
+  }
+  LocalRankHub hub(ranks);
+  std::vector<Rank> state(ranks);
+  std::vector<Ending> ends(ranks);
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < ranks; ++r) {
+    state[r].id = r;
+    state[r].group = hub.member(r);
+    threads.emplace_back([&, r] {
+      ends[r] = runRank(plan, options, *backends, state[r], [&hub] { return hub.aborted(); });
+      if (ends[r].code != kExitOk) {
+        // The other ranks stop at once instead of waiting for this one.
+        if (state[r].backend)
+          state[r].backend->abort();
+        hub.abort();
+      }
+    });
+  }
+  for (std::thread &t : threads)
+    t.join();
+  for (int64_t r = 0; r < ranks; ++r)
+    if (state[r].injected)
+      return {kExitInjectedFailure, /*crashed=*/true};
+  // The first failure, not the aborts it caused.
+  for (bool aborts : {false, true})
+    for (int64_t r = 0; r < ranks; ++r)
+      if (ends[r].code != kExitOk && absl::IsAborted(ends[r].status) == aborts) {
+        report(r, ranks, ends[r].status);
+        return {ends[r].code};
+      }
+  return {};
+}
+
+} // namespace
+
+SessionResult runSession(const Plan &plan, const SessionOptions &options,
+                         const MpiWorld &world) {
+  if (options.ranksPerProcess > 1)
+    return runThreads(plan, options, world);
+  return runProcess(plan, options, world);
+}
+
+SessionResult runReference(const Plan &plan, const SessionOptions &options,
+                           const MpiWorld &world) {
+  if (world.size != 1) {
+    report(world.rank, world.size, absl::FailedPreconditionError("--reference runs in one process"));
+    return {kExitInvalidInput};
+  }
+  absl::StatusOr<Reference> reference = Reference::create(plan);
+  if (!reference.ok()) {
+    report(0, 1, reference.status());
+    return {kExitInvalidInput};
+  }
+  const auto start = std::chrono::steady_clock::now();
+  double loss = 0;
+  for (int64_t step = 1; step <= options.steps; ++step) {
+    loss = reference->step(step);
+    printStep(step, loss);
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("done: %lld steps (reference) in %.3f s, final loss %.9g\n",
+              static_cast<long long>(options.steps), seconds, static_cast<float>(loss));
+  if (!options.saveParams.empty())
+    if (absl::Status s = writeLayerFiles(options.saveParams, reference->model(),
+                                         reference->parameters().data());
+        !s.ok()) {
+      report(0, 1, s);
+      return {kExitFailure};
+    }
+  return {};
+}
+
+} // namespace conduit::runtime
