@@ -2,30 +2,14 @@
 
 #include "runtime/Profile.h"
 
+#include "runtime/plan/JsonWriter.h"
+#include "runtime/plan/ProfileKeys.h"
+
 #include "absl/strings/str_cat.h"
 
-#include <cstdio>
 #include <map>
 
 namespace conduit::runtime {
-
-namespace {
-std::string number(double value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.9g", value);
-  return buffer;
-}
-
-std::string quoted(const std::string &text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-} // namespace
 
 absl::Status writeProfile(const Plan &plan, const std::string &backend,
                           const std::vector<LayerTiming> &timings, std::ostream &os) {
@@ -47,13 +31,14 @@ absl::Status writeProfile(const Plan &plan, const std::string &backend,
     m.forwardCount += t.forwardCount;
     m.backwardCount += t.backwardCount;
   }
-  os << "{\"conduit_profile\": 1, \"backend\": " << quoted(backend)
-     << ", \"job\": " << quoted(plan.name);
+  auto key = [](const char *name) { return jsonString(name) + ": "; };
+  os << "{" << key(kProfileFormat) << kProfileVersion << ", " << key(kProfileBackend)
+     << jsonString(backend) << ", " << key(kProfileJob) << jsonString(plan.name);
   if (optimizerParams > 0)
-    os << ", \"optimizer\": "
-       << quoted(plan.config.optimizer == Optimizer::Adam ? "adam" : "sgd")
-       << ", \"optimizer_s_per_param\": " << number(optimizerS / optimizerParams);
-  os << ", \"layers\": [";
+    os << ", " << key(kProfileOptimizer)
+       << jsonString(plan.config.optimizer == Optimizer::Adam ? "adam" : "sgd") << ", "
+       << key(kProfileOptimizerSPerParam) << jsonNumber(optimizerS / optimizerParams);
+  os << ", " << key(kProfileLayers) << "[";
   for (size_t l = 0; l < plan.layers.size(); ++l) {
     if (byLayer[l].empty())
       return absl::FailedPreconditionError(
@@ -64,12 +49,13 @@ absl::Status writeProfile(const Plan &plan, const std::string &backend,
         continue;
       const char *sep = samples.empty() ? "" : ", ";
       absl::StrAppend(&samples, sep, n);
-      absl::StrAppend(&forward, sep, number(t.forwardS / t.forwardCount));
-      absl::StrAppend(&backward, sep, number(t.backwardS / t.backwardCount));
+      absl::StrAppend(&forward, sep, jsonNumber(t.forwardS / t.forwardCount));
+      absl::StrAppend(&backward, sep, jsonNumber(t.backwardS / t.backwardCount));
     }
-    os << (l ? ",\n  " : "\n  ") << "{\"name\": " << quoted(plan.layers[l].name)
-       << ", \"samples\": [" << samples << "], \"forward_s\": [" << forward
-       << "], \"backward_s\": [" << backward << "]}";
+    os << (l ? ",\n  " : "\n  ") << "{" << key(kProfileLayerName)
+       << jsonString(plan.layers[l].name) << ", " << key(kProfileLayerSamples) << "["
+       << samples << "], " << key(kProfileLayerForwardS) << "[" << forward << "], "
+       << key(kProfileLayerBackwardS) << "[" << backward << "]}";
   }
   os << "\n]}\n";
   return absl::OkStatus();

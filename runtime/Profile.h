@@ -11,7 +11,8 @@
 //    "layers": [{"name": "embedding", "samples": [2], "forward_s": [...], "backward_s": [...]}]}
 //
 // Backward times exclude the recomputation of checkpointed activations, which the cost model
-// adds itself.
+// adds itself. The keys are the constants of runtime/plan/ProfileKeys.h, which the cost
+// model's reader names too.
 //
 //===----------------------------------------------------------------------===//
 

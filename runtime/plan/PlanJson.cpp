@@ -2,39 +2,14 @@
 
 #include "runtime/plan/PlanJson.h"
 
+#include "runtime/plan/JsonWriter.h"
+
 #include <iomanip>
 #include <limits>
 
 namespace conduit::runtime {
 
 namespace {
-
-/// A JSON string literal.
-std::string quoted(const std::string &text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    default:
-      if (static_cast<unsigned char>(c) < 0x20) {
-        char buffer[8];
-        std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
-        out += buffer;
-      } else {
-        out += c;
-      }
-    }
-  }
-  return out + "\"";
-}
 
 template <typename T>
 void list(std::ostream &os, const std::vector<T> &values) {
@@ -101,8 +76,8 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
   os << std::setprecision(std::numeric_limits<double>::max_digits10);
   const Config &c = plan.config;
   os << "{\n  \"format_version\": " << plan.formatVersion << ",\n  \"features\": "
-     << plan.features << ",\n  \"name\": " << quoted(plan.name)
-     << ",\n  \"source\": " << quoted(plan.source) << ",\n";
+     << plan.features << ",\n  \"name\": " << jsonString(plan.name)
+     << ",\n  \"source\": " << jsonString(plan.source) << ",\n";
   os << "  \"config\": {\"pipeline\": " << c.pipeline << ", \"data\": " << c.data
      << ", \"stages_per_device\": " << c.stagesPerDevice << ", \"schedule\": \""
      << scheduleName(c.schedule) << "\", \"group_size\": " << c.groupSize
@@ -111,7 +86,7 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
      << (c.checkpointing ? "full" : "none") << "\", \"fsdp_window\": " << c.fsdpWindow
      << ", \"rank_order\": \"" << (c.pipelineInner ? "pipeline-inner" : "data-inner")
      << "\", \"element_bytes\": " << c.elementBytes() << ", \"seed\": " << c.seed
-     << ", \"learning_rate\": " << c.learningRate << ", \"preset\": " << quoted(c.preset)
+     << ", \"learning_rate\": " << c.learningRate << ", \"preset\": " << jsonString(c.preset)
      << "},\n";
   if (const std::optional<Transformer> &t = plan.transformer)
     os << "  \"transformer\": {\"num_layers\": " << t->numLayers << ", \"hidden_size\": "
@@ -121,7 +96,7 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
        << "},\n";
   os << "  \"layers\": [";
   for (size_t l = 0; l < plan.layers.size(); ++l)
-    os << (l ? ",\n    " : "\n    ") << "{\"name\": " << quoted(plan.layers[l].name)
+    os << (l ? ",\n    " : "\n    ") << "{\"name\": " << jsonString(plan.layers[l].name)
        << ", \"kind\": \"" << layerKindName(plan.layers[l].kind)
        << "\", \"params\": " << plan.layers[l].params << "}";
   os << "\n  ],\n  \"stages\": [";

@@ -2,6 +2,8 @@
 
 #include "runtime/plan/Trace.h"
 
+#include "runtime/plan/JsonWriter.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -74,23 +76,6 @@ const char *streamName(int stream) {
   }
 }
 
-std::string quote(const std::string &text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buffer[8];
-      std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
-      out += buffer;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 /// Microseconds with nanosecond resolution.
 std::string micros(double seconds) {
   char buffer[40];
@@ -102,7 +87,7 @@ std::string micros(double seconds) {
 
 void writeChromeTrace(const Plan &plan, const std::vector<std::vector<TraceEvent>> &events,
                       const std::string &title, double stepTimeS, std::ostream &os) {
-  os << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"plan\":" << quote(title)
+  os << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"plan\":" << jsonString(title)
      << ",\"step_time_s\":" << stepTimeS << "},\"traceEvents\":[";
   bool first = true;
   auto begin = [&]() -> std::ostream & {
@@ -149,14 +134,14 @@ void writeChromeTrace(const Plan &plan, const std::vector<std::vector<TraceEvent
       if (x.op == Op::Signal || x.op == Op::Wait)
         continue;
       std::ostream &out = begin();
-      out << "{\"name\":" << quote(shortName(x)) << ",\"cat\":\"" << category(x.op) << "\"";
+      out << "{\"name\":" << jsonString(shortName(x)) << ",\"cat\":\"" << category(x.op) << "\"";
       if (x.op == Op::Free)
         out << ",\"ph\":\"i\",\"s\":\"t\"";
       else
         out << ",\"ph\":\"X\",\"dur\":" << micros(e.time.end - e.time.start);
       out << ",\"ts\":" << micros(e.time.start) << ",\"pid\":" << r
           << ",\"tid\":" << int(x.stream) << ",\"args\":{\"step\":" << e.step
-          << ",\"instruction\":" << e.instruction << ",\"detail\":" << quote(describe(x));
+          << ",\"instruction\":" << e.instruction << ",\"detail\":" << jsonString(describe(x));
       if (e.time.start > e.time.posted)
         out << ",\"waited_us\":" << micros(e.time.start - e.time.posted);
       if (x.bytes)

@@ -1,0 +1,38 @@
+//===- ProfileKeys.h - the keys of a measured profile -----------*- C++ -*-===//
+//
+// `conduit-run --profile` writes a profile (runtime/Profile.cpp) that the compiler's cost
+// model reads back as `cluster.profile`. Both sides name its keys through these constants,
+// so that the writer and the reader cannot drift apart; the format is described in
+// runtime/Profile.h and docs/cost-model.md. Header-only and IR-free: the reader includes it
+// without linking the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_PLAN_PROFILEKEYS_H
+#define CONDUIT_RUNTIME_PLAN_PROFILEKEYS_H
+
+namespace conduit::runtime {
+
+/// The format marker and its version.
+inline constexpr char kProfileFormat[] = "conduit_profile";
+inline constexpr int kProfileVersion = 1;
+/// "cpu" or "cuda".
+inline constexpr char kProfileBackend[] = "backend";
+/// The plan's job name.
+inline constexpr char kProfileJob[] = "job";
+/// "adam" or "sgd", and the measured seconds per parameter of one optimizer step (both
+/// absent when no optimizer step was timed).
+inline constexpr char kProfileOptimizer[] = "optimizer";
+inline constexpr char kProfileOptimizerSPerParam[] = "optimizer_s_per_param";
+/// The layers of the plan, in order.
+inline constexpr char kProfileLayers[] = "layers";
+/// Per layer: its name, the micro-batch sizes measured and, for each, the mean forward and
+/// backward seconds.
+inline constexpr char kProfileLayerName[] = "name";
+inline constexpr char kProfileLayerSamples[] = "samples";
+inline constexpr char kProfileLayerForwardS[] = "forward_s";
+inline constexpr char kProfileLayerBackwardS[] = "backward_s";
+
+} // namespace conduit::runtime
+
+#endif // CONDUIT_RUNTIME_PLAN_PROFILEKEYS_H
