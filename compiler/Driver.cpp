@@ -4,16 +4,19 @@
 
 #include "compiler/ImportJob.h"
 #include "compiler/JobFile.h"
-#include "compiler/PlanExport.h"
+#include "passes/PlanExport.h"
 #include "compiler/Registration.h"
-#include "compiler/Report.h"
+#include "analysis/Report.h"
 #include "compiler/Summary.h"
-#include "compiler/Timeline.h"
-#include "compiler/TorchCsv.h"
-#include "compiler/Units.h"
+#include "analysis/StepCharts.h"
+#include "compiler/Sweep.h"
+#include "compiler/TorchCsvWriter.h"
+#include "analysis/Units.h"
 #include "dialects/pipe/PipeOps.h"
 #include "dialects/plan/PlanOps.h"
 #include "passes/Pipeline.h"
+#include "passes/VerifyProgram.h"
+#include "runtime/ExitCodes.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/plan/PlanJson.h"
 #include "mlir/IR/AsmState.h"
@@ -27,29 +30,45 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <iostream>
+#include <sstream>
 
 using namespace conduit;
 namespace cl = llvm::cl;
 
 namespace {
 
-enum class EmitKind { Summary, Mlir, PlanJson, TorchCsv, Report, Trace, Svg };
+enum class EmitKind {
+  Summary,
+  Plan,
+  Mlir,
+  PlanJson,
+  TorchCsv,
+  TorchCsvCompute,
+  Report,
+  Trace,
+  Svg
+};
 
 struct Options {
   cl::OptionCategory category{"conduit-compile options"};
   cl::opt<std::string> input{cl::Positional, cl::desc("<job.json>"), cl::Required,
                              cl::cat(category)};
-  cl::opt<std::string> output{"o", cl::desc("Write the plan file"), cl::value_desc("file"),
-                              cl::cat(category)};
+  cl::opt<std::string> output{
+      "o", cl::desc("Write what --emit names to this file ('-': standard output)"),
+      cl::value_desc("file"), cl::cat(category)};
   cl::opt<EmitKind> emit{
-      "emit", cl::desc("What to print on standard output"), cl::init(EmitKind::Summary),
-      cl::values(clEnumValN(EmitKind::Summary, "summary", "the readable report (default)"),
+      "emit",
+      cl::desc("What to write (default: the plan file with -o, else the summary on standard "
+               "output)"),
+      cl::values(clEnumValN(EmitKind::Summary, "summary", "the readable report"),
+                 clEnumValN(EmitKind::Plan, "plan", "the verified plan file (binary)"),
                  clEnumValN(EmitKind::Mlir, "mlir",
                             "the IR where the pipeline stopped (see --until)"),
                  clEnumValN(EmitKind::PlanJson, "plan-json", "the plan file as JSON"),
                  clEnumValN(EmitKind::TorchCsv, "torch-csv",
                             "PyTorch pipelining compute+comms action lists"),
+                 clEnumValN(EmitKind::TorchCsvCompute, "torch-csv-compute",
+                            "PyTorch pipelining compute-only action lists (torchtitan)"),
                  clEnumValN(EmitKind::Report, "report", "the predicted step as JSON"),
                  clEnumValN(EmitKind::Trace, "trace",
                             "the predicted step as a Chrome trace (Perfetto)"),
@@ -111,9 +130,16 @@ void print(llvm::raw_ostream &os, llvm::raw_ostream::Colors color, llvm::StringR
   os << message << "\n";
 }
 
+/// An input that cannot be compiled or written.
 int fail(const std::string &message) {
   print(llvm::errs(), llvm::raw_ostream::RED, "error", message);
-  return 1;
+  return kExitInvalidInput;
+}
+
+/// A command line that does not make sense.
+int usageError(const std::string &message) {
+  print(llvm::errs(), llvm::raw_ostream::RED, "error", message);
+  return kExitUsage;
 }
 
 /// Strips MLIR's "'op.name' op " prefix, which means nothing to a user of the driver.
@@ -247,51 +273,6 @@ std::optional<Compilation> compile(const Job &job, mlir::MLIRContext &context,
   return result;
 }
 
-/// One --sweep axis: a key and its values.
-struct SweepAxis {
-  std::string key;
-  std::vector<std::string> values;
-};
-
-std::optional<std::vector<SweepAxis>> parseSweep(llvm::ArrayRef<std::string> specs,
-                                                 std::string &error) {
-  std::vector<SweepAxis> axes;
-  for (llvm::StringRef spec : specs) {
-    auto [key, list] = spec.split('=');
-    if (key.empty() || !spec.contains('=') || list.empty()) {
-      error = "--sweep expects key.path=v1,v2,..., got \"" + spec.str() + "\"";
-      return std::nullopt;
-    }
-    SweepAxis axis{key.str(), {}};
-    llvm::SmallVector<llvm::StringRef> values;
-    list.split(values, ',');
-    for (llvm::StringRef value : values) {
-      if (value.trim().empty()) {
-        error = "--sweep " + key.str() + ": empty value in \"" + list.str() + "\"";
-        return std::nullopt;
-      }
-      axis.values.push_back(value.trim().str());
-    }
-    axes.push_back(std::move(axis));
-  }
-  return axes;
-}
-
-/// Every combination of the axes' values, as override lists, first axis slowest.
-std::vector<std::vector<std::string>> combinations(const std::vector<SweepAxis> &axes) {
-  std::vector<std::vector<std::string>> result{{}};
-  for (const SweepAxis &axis : axes) {
-    std::vector<std::vector<std::string>> next;
-    for (const std::vector<std::string> &prefix : result)
-      for (const std::string &value : axis.values) {
-        next.push_back(prefix);
-        next.back().push_back(axis.key + "=" + value);
-      }
-    result = std::move(next);
-  }
-  return result;
-}
-
 /// Keeps what one compilation of a sweep reports, for its row, instead of printing it.
 class CaptureDiagnostics : public mlir::ScopedDiagnosticHandler {
 public:
@@ -309,6 +290,18 @@ public:
   std::vector<std::string> warnings;
 };
 
+/// Writes `write`'s output to `path` (standard output for "" or "-"); a file appears only
+/// whole (a temporary renamed into place), never half-written.
+int writeOutput(const std::string &path, llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  llvm::Error error = llvm::writeToOutput(path.empty() ? "-" : path, [&](llvm::raw_ostream &os) {
+    write(os);
+    return llvm::Error::success();
+  });
+  if (error)
+    return fail("cannot write " + path + ": " + llvm::toString(std::move(error)));
+  return kExitOk;
+}
+
 int runSweep(const Options &options, const std::vector<SweepAxis> &axes,
              mlir::MLIRContext &context, mlir::TimingScope &timing) {
   Diagnostics diag(options.input);
@@ -319,114 +312,30 @@ int runSweep(const Options &options, const std::vector<SweepAxis> &axes,
     if (!applyOverride(*root, assignment, diag))
       return fail(diag.getError()->str());
 
-  struct Row {
-    std::vector<std::string> values;
-    std::optional<PlanReport> report;
-    int64_t peakMemory = 0;
-    std::string error;
-    std::vector<std::string> warnings;
-  };
-  std::vector<Row> rows;
-  for (const std::vector<std::string> &overrides : combinations(axes)) {
-    Row &row = rows.emplace_back();
-    for (const std::string &assignment : overrides)
-      row.values.push_back(llvm::StringRef(assignment).split('=').second.str());
-    llvm::json::Value edited = *root;
-    Diagnostics local(options.input);
-    std::optional<Job> job;
-    bool applied = true;
-    for (const std::string &assignment : overrides)
-      applied = applied && applyOverride(edited, assignment, local);
-    if (applied)
-      job = parseJob(edited, options.input, local);
-    if (!job) {
-      const InputError &error = *local.getError();
-      row.error = error.keyPath.empty() ? error.message : error.keyPath + ": " + error.message;
-      continue;
-    }
+  std::vector<SweepRow> rows = runSweep(*root, options.input, axes, [&](const Job &job) {
+    SweepOutcome outcome;
     CaptureDiagnostics capture(&context);
-    std::optional<Compilation> compiled = compile(*job, context, options, timing);
-    row.warnings = capture.warnings;
+    std::optional<Compilation> compiled = compile(job, context, options, timing);
+    outcome.warnings = capture.warnings;
     if (!compiled || !compiled->verified) {
-      row.error = capture.error.empty() ? "the job does not compile" : capture.error;
-      continue;
+      outcome.error = capture.error.empty() ? "the job does not compile" : capture.error;
+      return outcome;
     }
-    row.report = analyzeStep(compiled->verified->plan, compiled->verified->simulation);
+    outcome.report = analyzeStep(compiled->verified->plan, compiled->verified->simulation);
     for (const runtime::RankProgram &rank : compiled->verified->plan.ranks)
-      row.peakMemory = std::max(row.peakMemory, rank.peakMemoryBytes);
-  }
-
-  if (options.emit == EmitKind::Report) {
-    llvm::json::Array out;
-    for (const Row &row : rows) {
-      llvm::json::Object config;
-      for (size_t a = 0; a < axes.size(); ++a) {
-        llvm::Expected<llvm::json::Value> value = llvm::json::parse(row.values[a]);
-        if (value) {
-          config[axes[a].key] = std::move(*value);
-        } else {
-          llvm::consumeError(value.takeError());
-          config[axes[a].key] = row.values[a];
-        }
-      }
-      llvm::json::Object entry{{"config", std::move(config)}};
-      if (!row.warnings.empty())
-        entry["warnings"] = llvm::json::Array(row.warnings);
-      if (row.report)
-        entry["report"] = reportToJson(*row.report);
-      else
-        entry["error"] = row.error;
-      out.push_back(std::move(entry));
-    }
-    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
-  } else {
-    // The table: one column per swept key, then the predictions.
-    std::vector<size_t> widths;
-    for (size_t a = 0; a < axes.size(); ++a) {
-      size_t width = llvm::StringRef(axes[a].key).rsplit('.').second.size();
-      if (width == 0)
-        width = axes[a].key.size();
-      for (const Row &row : rows)
-        width = std::max(width, row.values[a].size());
-      widths.push_back(width + 2);
-    }
-    size_t best = rows.size();
-    for (size_t k = 0; k < rows.size(); ++k)
-      if (rows[k].report && (best == rows.size() ||
-                             rows[k].report->tokensPerS > rows[best].report->tokensPerS))
-        best = k;
-    llvm::raw_ostream &os = llvm::outs();
-    os << "sweep of " << options.input << ": " << rows.size() << " configurations\n\n";
-    for (size_t a = 0; a < axes.size(); ++a) {
-      llvm::StringRef name = llvm::StringRef(axes[a].key).rsplit('.').second;
-      os << llvm::left_justify(name.empty() ? axes[a].key : name.str(), widths[a]);
-    }
-    os << llvm::right_justify("step", 10) << llvm::right_justify("tokens/s", 11)
-       << llvm::right_justify("TFLOP/s/GPU", 13) << llvm::right_justify("bubble", 8)
-       << llvm::right_justify("exposed comm", 14) << llvm::right_justify("peak memory", 13)
-       << "\n";
-    for (size_t k = 0; k < rows.size(); ++k) {
-      const Row &row = rows[k];
-      for (size_t a = 0; a < axes.size(); ++a)
-        os << llvm::left_justify(row.values[a], widths[a]);
-      if (row.report) {
-        const PlanReport &r = *row.report;
-        os << llvm::right_justify(formatSeconds(r.stepTimeS), 10)
-           << llvm::right_justify(formatCount(r.tokensPerS), 11)
-           << llvm::right_justify(llvm::formatv("{0:f1}", r.tflopsPerGpu).str(), 13)
-           << llvm::right_justify(llvm::formatv("{0:f1}%", 100 * r.bubbleFraction).str(), 8)
-           << llvm::right_justify(formatSeconds(r.exposedCommS), 14)
-           << llvm::right_justify(formatBytes(static_cast<double>(row.peakMemory)), 13)
-           << (k == best ? "  <- best" : "") << "\n";
-      } else {
-        os << "  error: " << row.error << "\n";
-      }
-      for (const std::string &warning : row.warnings)
-        os << "    warning: " << warning << "\n";
-    }
-  }
-  bool any = llvm::any_of(rows, [](const Row &row) { return row.report.has_value(); });
-  return any ? 0 : 1;
+      outcome.peakMemoryBytes = std::max(outcome.peakMemoryBytes, rank.peakMemoryBytes);
+    return outcome;
+  });
+  if (int code = writeOutput(options.output, [&](llvm::raw_ostream &os) {
+        if (options.emit == EmitKind::Report)
+          os << llvm::formatv("{0:2}", sweepToJson(axes, rows)) << "\n";
+        else
+          printSweepTable(options.input, axes, rows, os);
+      }))
+    return code;
+  if (llvm::none_of(rows, [](const SweepRow &row) { return row.outcome.report.has_value(); }))
+    return fail("no configuration of the sweep compiled (each row above says why)");
+  return kExitOk;
 }
 
 } // namespace
@@ -447,10 +356,10 @@ int conduit::runCompiler(int argc, char **argv) {
   if (!cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(),
                                    "Conduit: compile a training job into a plan\n",
                                    &llvm::errs()))
-    return 2;
+    return kExitUsage;
   if (options.stopAfter) {
     if (options.until.getNumOccurrences())
-      return fail("give --until or --stop-after, not both");
+      return usageError("give --until or --stop-after, not both");
     llvm::ArrayRef<PipelinePass> passes = pipelinePasses();
     const auto *pass = llvm::find_if(
         passes, [&](const PipelinePass &p) { return p.argument == *options.stopAfter; });
@@ -458,29 +367,30 @@ int conduit::runCompiler(int argc, char **argv) {
       std::string known;
       for (const PipelinePass &p : passes)
         known += (known.empty() ? "" : ", ") + p.argument.str();
-      return fail("--stop-after: '" + *options.stopAfter +
-                  "' is not a pass of the pipeline; the passes are " + known);
+      return usageError("--stop-after: '" + *options.stopAfter +
+                        "' is not a pass of the pipeline; the passes are " + known);
     }
     options.until = pass->stopAfter;
   }
-  const bool needsPlan = !options.output.empty() || options.emit == EmitKind::PlanJson ||
-                         options.emit == EmitKind::TorchCsv || options.emit == EmitKind::Report ||
-                         options.emit == EmitKind::Trace || options.emit == EmitKind::Svg;
+  // -o names the output of what is emitted: the plan file unless --emit says otherwise.
+  if (!options.emit.getNumOccurrences())
+    options.emit = options.output.empty() ? EmitKind::Summary : EmitKind::Plan;
+  const bool needsPlan = options.emit != EmitKind::Summary && options.emit != EmitKind::Mlir;
   if (needsPlan && options.until != PipelineStop::Plan)
-    return fail("-o and --emit=plan-json, torch-csv, report, trace and svg need the whole "
-                "pipeline; drop --until and --stop-after");
+    return usageError("--emit=plan, plan-json, torch-csv, torch-csv-compute, report, trace and "
+                      "svg (and -o without --emit) need the whole pipeline; drop --until and "
+                      "--stop-after");
   std::optional<std::vector<SweepAxis>> axes;
   if (!options.sweep.empty()) {
     std::string error;
-    axes = parseSweep(options.sweep, error);
+    axes = parseSweepAxes(options.sweep, error);
     if (!axes)
-      return fail(error);
-    if (!options.output.empty() ||
-        (options.emit != EmitKind::Summary && options.emit != EmitKind::Report))
-      return fail("--sweep prints a comparison (or, with --emit=report, a JSON array); it "
-                  "writes no plan file and no other output");
+      return usageError(error);
+    if (options.emit != EmitKind::Summary && options.emit != EmitKind::Report)
+      return usageError("--sweep writes a comparison: a table (--emit=summary, the default) or "
+                        "a JSON array (--emit=report); compile one configuration for the others");
     if (options.until != PipelineStop::Plan)
-      return fail("--sweep needs the whole pipeline; drop --until and --stop-after");
+      return usageError("--sweep needs the whole pipeline; drop --until and --stop-after");
   }
 
   mlir::DialectRegistry registry;
@@ -501,59 +411,64 @@ int conduit::runCompiler(int argc, char **argv) {
     return fail(diag.getError()->str());
   std::optional<Compilation> compiled = compile(*job, context, options, timingScope);
   if (!compiled)
-    return 1;
+    return kExitInvalidInput;
   mlir::ModuleOp module = *compiled->module;
   const runtime::Plan *plan = compiled->verified ? &compiled->verified->plan : nullptr;
 
-  // Everything that can fail comes before the plan file is written.
+  // Everything that can fail comes before the output is written.
   std::string csv;
-  if (options.emit == EmitKind::TorchCsv) {
-    llvm::Expected<std::string> text = writeTorchCsv(*plan);
+  if (options.emit == EmitKind::TorchCsv || options.emit == EmitKind::TorchCsvCompute) {
+    llvm::Expected<std::string> text =
+        writeTorchCsv(*plan, options.emit == EmitKind::TorchCsv ? TorchCsvFormat::ComputeComms
+                                                                : TorchCsvFormat::ComputeOnly);
     if (!text)
       return fail(llvm::toString(text.takeError()));
     csv = std::move(*text);
   }
-  if (!options.output.empty()) {
-    if (absl::Status status = runtime::writePlanFile(*plan, options.output); !status.ok())
-      return fail(std::string(status.message()));
-  }
-
-  switch (options.emit) {
-  case EmitKind::Mlir:
-    module.print(llvm::outs());
-    llvm::outs() << "\n";
-    break;
-  case EmitKind::PlanJson:
-    llvm::outs().flush();
-    runtime::writePlanJson(*plan, std::cout);
-    break;
-  case EmitKind::TorchCsv:
-    llvm::outs() << csv;
-    break;
-  case EmitKind::Report:
-    llvm::outs() << llvm::formatv("{0:2}", reportToJson(analyzeStep(
-                                               *plan, compiled->verified->simulation)))
-                 << "\n";
-    break;
-  case EmitKind::Trace:
-    writeChromeTrace(*plan, compiled->verified->simulation, llvm::outs());
-    break;
-  case EmitKind::Svg:
-    writeGanttSvg(*plan, compiled->verified->simulation, llvm::outs());
-    break;
-  case EmitKind::Summary:
-    printSummary(*job, module, llvm::outs());
-    if (compiled->search)
-      printSearch(compiled->search->first, compiled->search->second, llvm::outs());
-    if (plan)
-      printReport(analyzeStep(*plan, compiled->verified->simulation), *plan, llvm::outs());
-    break;
-  }
+  int code = writeOutput(options.output, [&](llvm::raw_ostream &os) {
+    switch (options.emit) {
+    case EmitKind::Plan:
+      os << runtime::writePlan(*plan);
+      break;
+    case EmitKind::Mlir:
+      module.print(os);
+      os << "\n";
+      break;
+    case EmitKind::PlanJson: {
+      std::ostringstream json;
+      runtime::writePlanJson(*plan, json);
+      os << json.str();
+      break;
+    }
+    case EmitKind::TorchCsv:
+    case EmitKind::TorchCsvCompute:
+      os << csv;
+      break;
+    case EmitKind::Report:
+      os << llvm::formatv("{0:2}",
+                          reportToJson(analyzeStep(*plan, compiled->verified->simulation)))
+         << "\n";
+      break;
+    case EmitKind::Trace:
+      writeChromeTrace(*plan, compiled->verified->simulation, os);
+      break;
+    case EmitKind::Svg:
+      writeGanttSvg(*plan, compiled->verified->simulation, os);
+      break;
+    case EmitKind::Summary:
+      printSummary(*job, module, os);
+      if (compiled->search)
+        printSearch(compiled->search->first, compiled->search->second, os);
+      if (plan)
+        printReport(analyzeStep(*plan, compiled->verified->simulation), *plan, os);
+      break;
+    }
+  });
 #if !defined(__SANITIZE_ADDRESS__)
   // The process ends right after this (see conduit-compile.cpp): tearing down the IR of a large
   // plan would only cost time. Sanitizer builds tear down so that leaks stay visible.
   (void)compiled->module.release();
   (void)contextOwner.release();
 #endif
-  return 0;
+  return code;
 }

@@ -16,7 +16,7 @@ pipe::ParallelismAttr buildParallelism(MLIRContext *ctx, const ParallelismSpec &
                                     p.checkpointing, p.fsdpWindow, p.rankOrder);
 }
 
-pipe::ClusterAttr buildCluster(MLIRContext *ctx, const ClusterSpec &c) {
+pipe::ClusterAttr buildCluster(MLIRContext *ctx, const Cluster &c) {
   return pipe::ClusterAttr::get(ctx, c.preset, c.peakFlops, c.efficiency, c.memoryBytes,
                                 c.gpusPerNode, c.intraNodeBandwidth, c.interNodeBandwidth,
                                 c.latencyS, c.launchOverheadS, c.profile);

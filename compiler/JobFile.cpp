@@ -38,7 +38,7 @@ constexpr int64_t kMaxExact = int64_t(1) << 53;
 /// NVIDIA datasheets (dense BF16 tensor-core peak; NVLink and one NIC per GPU, per direction);
 /// the defaults for efficiency, latency and launch overhead are discussed in
 /// docs/cost-model.md.
-const ClusterSpec kPresets[] = {
+const Cluster kPresets[] = {
     {"a100-80gb", 312e12, 0.5, int64_t(80) << 30, 8, 300e9, 25e9, 10e-6, 0.0, ""},
     {"h100-80gb", 989e12, 0.5, int64_t(80) << 30, 8, 450e9, 50e9, 10e-6, 0.0, ""},
     {"h200-141gb", 989e12, 0.5, int64_t(141) << 30, 8, 450e9, 50e9, 10e-6, 0.0, ""},
@@ -91,7 +91,7 @@ private:
   void parseTransformer(ObjectReader &section, TransformerSpec &t);
   void parseLayers(ObjectReader &section, ModelSpec &m);
   void parseParallelism(ObjectReader &section, ParallelismSpec &p);
-  void parseCluster(ObjectReader &section, ClusterSpec &c);
+  void parseCluster(ObjectReader &section, Cluster &c);
   void checkJob(const Job &job);
   void checkStageLayers(const Job &job);
   void checkPartitions(const Job &job);
@@ -351,7 +351,7 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
   p.groupSize = group.value_or(p.pipeline);
 }
 
-void JobParser::parseCluster(ObjectReader &section, ClusterSpec &c) {
+void JobParser::parseCluster(ObjectReader &section, Cluster &c) {
   if (!section.require("preset"))
     return;
   std::optional<size_t> preset = section.choice("preset", clusterPresetNames());
@@ -458,7 +458,7 @@ void JobParser::checkJob(const Job &job) {
 llvm::ArrayRef<llvm::StringRef> conduit::clusterPresetNames() {
   static const std::vector<llvm::StringRef> names = [] {
     std::vector<llvm::StringRef> n;
-    for (const ClusterSpec &preset : kPresets)
+    for (const Cluster &preset : kPresets)
       n.push_back(preset.preset);
     return n;
   }();

@@ -10,7 +10,8 @@
 #ifndef CONDUIT_COMPILER_JOBFILE_H
 #define CONDUIT_COMPILER_JOBFILE_H
 
-#include "compiler/JsonReader.h"
+#include "analysis/Cluster.h"
+#include "analysis/JsonReader.h"
 #include "dialects/pipe/PipeAttrs.h"
 
 #include <optional>
@@ -81,20 +82,6 @@ struct ParallelismSpec {
   int64_t batchSamples() const { return microbatches * microbatchSize; }
 };
 
-struct ClusterSpec {
-  std::string preset;
-  double peakFlops = 0;
-  double efficiency = 0;
-  int64_t memoryBytes = 0;
-  int64_t gpusPerNode = 0;
-  double intraNodeBandwidth = 0;
-  double interNodeBandwidth = 0;
-  double latencyS = 0;
-  double launchOverheadS = 0;
-  /// Measured per-layer times replacing the analytic estimates (absolute path, or empty).
-  std::string profile;
-};
-
 struct TrainingSpec {
   pipe::DType dtype = pipe::DType::BF16;
   pipe::Optimizer optimizer = pipe::Optimizer::Adam;
@@ -109,7 +96,7 @@ struct Job {
   std::string name; // the job file's stem, or "name" from the file
   ModelSpec model;
   ParallelismSpec parallelism;
-  ClusterSpec cluster;
+  Cluster cluster;
   TrainingSpec training;
 };
 

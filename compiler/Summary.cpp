@@ -2,11 +2,11 @@
 
 #include "compiler/Summary.h"
 
-#include "compiler/CostModel.h"
-#include "compiler/PlanExport.h"
+#include "passes/CostModelBuilder.h"
+#include "passes/PlanExport.h"
 #include "dialects/plan/PlanOps.h"
 #include "compiler/TransformerCosts.h"
-#include "compiler/Units.h"
+#include "analysis/Units.h"
 #include "llvm/Support/Format.h"
 
 #include <cstdio>
@@ -74,7 +74,7 @@ std::string describeParallelism(const ParallelismSpec &p) {
   return text;
 }
 
-std::string describeCluster(const ClusterSpec &c) {
+std::string describeCluster(const Cluster &c) {
   std::string text = c.preset + ": " + formatRate(c.peakFlops, "FLOP/s") + " peak x " +
                      std::to_string(c.efficiency).substr(0, 4) + ", " +
                      formatBytes(static_cast<double>(c.memoryBytes)) + ", " +
@@ -179,7 +179,7 @@ void conduit::printSummary(const Job &job, mlir::ModuleOp module, llvm::raw_ostr
     for (pipe::StageOp stage : model.getStages())
       stages.push_back({stage.getFirstLayer(), stage.getEndLayer()});
     if (model.reached(pipe::Phase::Partitioned))
-      row(os, "stages", describeStages(stages, CostModel::build(model), samples));
+      row(os, "stages", describeStages(stages, buildCostModel(model), samples));
     if (model.reached(pipe::Phase::Scheduled))
       row(os, "schedule",
           stringifyScheduleKind(model.getParallelism().getSchedule()).str() + ", verified");

@@ -5,10 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/TorchCsv.h"
+#include "scheduling/TorchCsvReader.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
-#include "passes/Scheduling/Schedulers.h"
+#include "scheduling/Schedulers.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/MemoryBuffer.h"

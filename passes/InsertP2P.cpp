@@ -22,10 +22,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/CostModel.h"
+#include "analysis/CostModel.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
-#include "passes/Scheduling/Transfers.h"
+#include "scheduling/Transfers.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -98,7 +98,7 @@ struct InsertP2P : conduit::impl::ConduitInsertP2PBase<InsertP2P> {
     for (pipe::ModelOp model : getOperation().getOps<pipe::ModelOp>()) {
       if (failed(requirePhase(model, pipe::Phase::Scheduled, "conduit-insert-p2p")))
         return signalPassFailure();
-      llvm::Expected<CostModel> cost = CostModel::build(model);
+      llvm::Expected<CostModel> cost = buildCostModel(model);
       if (!cost) {
         model.emitOpError() << llvm::toString(cost.takeError());
         return signalPassFailure();

@@ -18,7 +18,7 @@
 #include "dialects/plan/PlanOps.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
-#include "passes/Scheduling/Transfers.h"
+#include "scheduling/Transfers.h"
 
 #include "mlir/IR/Builders.h"
 

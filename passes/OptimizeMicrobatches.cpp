@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Simulator.h"
+#include "analysis/Simulator.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
-#include "passes/Scheduling/Microbatches.h"
+#include "scheduling/MicrobatchSearch.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/raw_ostream.h"
@@ -59,7 +59,7 @@ FailureOr<sched::StepTimeEvaluator> conduit::buildStepTimeEvaluator(pipe::ModelO
                                   "schedules; this job uses "
                                << stringifyScheduleKind(par.getSchedule());
   }
-  llvm::Expected<CostModel> built = CostModel::build(model);
+  llvm::Expected<CostModel> built = buildCostModel(model);
   if (!built)
     return model.emitOpError() << llvm::toString(built.takeError());
   auto cost = std::make_shared<CostModel>(std::move(*built));

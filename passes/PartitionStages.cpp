@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/CostModel.h"
+#include "analysis/CostModel.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
-#include "passes/Scheduling/Schedulers.h"
+#include "scheduling/Schedulers.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -45,7 +45,7 @@ FailureOr<sched::Partition> choosePartition(pipe::ModelOp model) {
     return partition;
   }
 
-  llvm::Expected<CostModel> cost = CostModel::build(model);
+  llvm::Expected<CostModel> cost = buildCostModel(model);
   if (!cost)
     return model.emitOpError() << llvm::toString(cost.takeError());
   sched::PartitionProblem problem;

@@ -8,9 +8,9 @@
 #define CONDUIT_PASSES_PASSUTILS_H
 
 #include "dialects/pipe/PipeOps.h"
-#include "compiler/CostModel.h"
-#include "passes/Scheduling/Microbatches.h"
-#include "passes/Scheduling/Schedulers.h"
+#include "passes/CostModelBuilder.h"
+#include "scheduling/MicrobatchSearch.h"
+#include "scheduling/Schedulers.h"
 
 namespace conduit {
 

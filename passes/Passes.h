@@ -7,15 +7,21 @@
 #ifndef CONDUIT_PASSES_PASSES_H
 #define CONDUIT_PASSES_PASSES_H
 
-#include "compiler/VerifyProgram.h"
-#include "passes/Scheduling/Microbatches.h"
+#include "scheduling/MicrobatchSearch.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/plan/PlanDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <functional>
+
 namespace conduit {
+
+struct VerifiedPlan; // passes/VerifyProgram.h
+
+/// Receives the verified plan of each program (see createConduitVerifyPlan).
+using VerifiedPlanSink = std::function<void(VerifiedPlan)>;
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"

@@ -7,7 +7,6 @@
 #ifndef CONDUIT_PASSES_PIPELINE_H
 #define CONDUIT_PASSES_PIPELINE_H
 
-#include "compiler/VerifyProgram.h"
 #include "passes/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/ArrayRef.h"

@@ -1,13 +1,13 @@
 //===- PlanMemory.cpp - conduit-plan-memory -------------------------------===//
 //
-// Computes every rank's peak memory over the step (MemoryPlan.h), records it on the rank, and
+// Computes every rank's peak memory over the step (PeakMemory.h), records it on the rank, and
 // refuses a plan that does not fit the device: the message lists the largest contributors at
 // the peak and which changes would make it fit, evaluated on the same plan.
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Units.h"
-#include "passes/MemoryPlan.h"
+#include "analysis/Units.h"
+#include "passes/PeakMemory.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
 

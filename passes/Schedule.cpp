@@ -7,7 +7,7 @@
 
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
-#include "passes/Scheduling/Schedulers.h"
+#include "scheduling/Schedulers.h"
 
 #include "mlir/IR/Builders.h"
 

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/VerifyProgram.h"
+#include "passes/VerifyProgram.h"
 #include "passes/Passes.h"
 
 namespace conduit {

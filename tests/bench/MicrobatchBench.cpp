@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Scheduling/Microbatches.h"
+#include "scheduling/MicrobatchSearch.h"
 
 #include <benchmark/benchmark.h>
 

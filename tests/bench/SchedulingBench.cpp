@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Scheduling/Schedulers.h"
+#include "scheduling/Schedulers.h"
 
 #include <benchmark/benchmark.h>
 

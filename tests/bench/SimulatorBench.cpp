@@ -7,8 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/PlanExport.h"
-#include "compiler/Report.h"
+#include "passes/CostModelBuilder.h"
+#include "passes/PlanExport.h"
+#include "analysis/Report.h"
 #include "tests/unit/CompileJob.h"
 
 #include <benchmark/benchmark.h>

@@ -12,6 +12,7 @@
 #include "compiler/JobFile.h"
 #include "compiler/Registration.h"
 #include "passes/Pipeline.h"
+#include "passes/VerifyProgram.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"

@@ -1,0 +1,145 @@
+//===- CostModel.cpp - time of compute and communication ------------------===//
+
+#include "analysis/CostModel.h"
+
+#include "analysis/ProfileReader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using namespace conduit;
+
+llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
+  CostModel cost;
+  const Cluster &cluster = in.cluster;
+  cost.flopRate = cluster.peakFlops * cluster.efficiency;
+  cost.launchOverheadS = cluster.launchOverheadS;
+  cost.latencyS = cluster.latencyS;
+  cost.intraBandwidth = cluster.intraNodeBandwidth;
+  cost.interBandwidth = cluster.interNodeBandwidth;
+  cost.gpusPerNode = cluster.gpusPerNode;
+  cost.pipeline = in.pipeline;
+  cost.data = in.data;
+  cost.pipelineInner = in.pipelineInner;
+  cost.recompute = in.recompute;
+  for (size_t l = 0; l < in.fwdFlops.size(); ++l)
+    cost.layers.push_back({in.fwdFlops[l], in.bwdFlops[l]});
+
+  if (!cluster.profile.empty()) {
+    const std::string &path = cluster.profile;
+    llvm::Expected<MeasuredProfile> profile = readProfile(path);
+    if (!profile)
+      return profile.takeError();
+    cost.profiles = std::move(profile->layers);
+    cost.optimizerSPerParam = profile->optimizerSPerParam;
+    cost.profiledAdam = profile->optimizerAdam;
+    if (cost.profiles.size() != cost.layers.size())
+      return llvm::createStringError(path + ": the profile has " +
+                                     std::to_string(cost.profiles.size()) +
+                                     " layers but the model has " +
+                                     std::to_string(cost.layers.size()));
+    for (size_t l = 0; l < cost.layers.size(); ++l) {
+      if (cost.profiles[l].name != in.names[l])
+        return llvm::createStringError(
+            path + ": layers[" + std::to_string(l) + "] is '" + cost.profiles[l].name +
+            "' but the model's layer " + std::to_string(l) + " is '" + in.names[l] +
+            "'; the profile was measured on another model");
+    }
+  }
+  return cost;
+}
+
+namespace {
+/// FLOPs per parameter of one optimizer update (Adam: moments, bias correction, update).
+double optimizerFlopsPerParam(bool adam) { return adam ? 10 : 2; }
+} // namespace
+
+double CostModel::optimizerStepTime(bool adam, int64_t params) const {
+  const double n = static_cast<double>(params);
+  if (optimizerSPerParam)
+    return n * *optimizerSPerParam * optimizerFlopsPerParam(adam) /
+           optimizerFlopsPerParam(profiledAdam);
+  return n * optimizerFlopsPerParam(adam) / flopRate;
+}
+
+double CostModel::profiled(const std::vector<double> &times, const LayerProfile &p,
+                           int64_t samples) const {
+  const std::vector<double> &x = p.samples;
+  const double s = static_cast<double>(samples);
+  if (x.size() == 1)
+    return times[0] * s / x[0];
+  // Piecewise linear through the measurements, extended linearly beyond them.
+  size_t hi = std::upper_bound(x.begin(), x.end(), s) - x.begin();
+  hi = std::clamp<size_t>(hi, 1, x.size() - 1);
+  size_t lo = hi - 1;
+  double slope = (times[hi] - times[lo]) / (x[hi] - x[lo]);
+  return std::max(0.0, times[lo] + slope * (s - x[lo]));
+}
+
+double CostModel::forwardTime(int64_t layer, int64_t samples) const {
+  if (!profiles.empty())
+    return profiled(profiles[layer].forwardS, profiles[layer], samples);
+  return launchOverheadS + layers[layer].fwdFlops * static_cast<double>(samples) / flopRate;
+}
+
+double CostModel::backwardTime(int64_t layer, int64_t samples) const {
+  double time = !profiles.empty()
+                    ? profiled(profiles[layer].backwardS, profiles[layer], samples)
+                    : launchOverheadS + layers[layer].bwdFlops * static_cast<double>(samples) / flopRate;
+  return recompute ? time + forwardTime(layer, samples) : time;
+}
+
+double CostModel::stageForwardTime(int64_t first, int64_t end, int64_t samples) const {
+  double time = 0;
+  for (int64_t l = first; l < end; ++l)
+    time += forwardTime(l, samples);
+  return time;
+}
+
+double CostModel::stageBackwardTime(int64_t first, int64_t end, int64_t samples) const {
+  double time = 0;
+  for (int64_t l = first; l < end; ++l)
+    time += backwardTime(l, samples);
+  return time;
+}
+
+int64_t CostModel::globalRank(int64_t pipelineRank, int64_t replica) const {
+  return pipelineInner ? replica * pipeline + pipelineRank : pipelineRank * data + replica;
+}
+
+Link CostModel::linkBetween(int64_t a, int64_t b) const {
+  return a / gpusPerNode == b / gpusPerNode ? Link::IntraNode : Link::InterNode;
+}
+
+Link CostModel::dataParallelLink(int64_t pipelineRank) const {
+  int64_t first = globalRank(pipelineRank, 0);
+  for (int64_t d = 1; d < data; ++d)
+    if (linkBetween(first, globalRank(pipelineRank, d)) == Link::InterNode)
+      return Link::InterNode;
+  return Link::IntraNode;
+}
+
+Link CostModel::pipelineLink(int64_t fromRank, int64_t toRank) const {
+  for (int64_t d = 0; d < data; ++d)
+    if (linkBetween(globalRank(fromRank, d), globalRank(toRank, d)) == Link::InterNode)
+      return Link::InterNode;
+  return Link::IntraNode;
+}
+
+double CostModel::bandwidth(Link link) const {
+  return link == Link::IntraNode ? intraBandwidth : interBandwidth;
+}
+
+double CostModel::transferTime(int64_t bytes, Link link) const {
+  return latencyS + static_cast<double>(bytes) / bandwidth(link);
+}
+
+double CostModel::collectiveTime(Collective kind, int64_t bytes, int64_t members,
+                                 Link link) const {
+  if (members <= 1)
+    return 0;
+  const double n = static_cast<double>(members);
+  const double steps = kind == Collective::AllReduce ? 2 * (n - 1) : n - 1;
+  return steps * (latencyS + static_cast<double>(bytes) / n / bandwidth(link));
+}

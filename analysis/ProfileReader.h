@@ -1,0 +1,40 @@
+//===- ProfileReader.h - measured layer times -------------------*- C++ -*-===//
+//
+// Reads the profile files `conduit-run --profile` writes (runtime/Profile.h is the writer):
+// each layer's measured forward and backward seconds at a few micro-batch sizes, and the
+// optimizer's seconds per parameter. The cost model replaces its analytic estimates with them
+// when a job names one as `cluster.profile`. Problems name the file and the key.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_ANALYSIS_PROFILEREADER_H
+#define CONDUIT_ANALYSIS_PROFILEREADER_H
+
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace conduit {
+
+/// Measured per-layer times at a few micro-batch sizes (what `conduit-run --profile` writes).
+struct LayerProfile {
+  std::string name;
+  std::vector<double> samples, forwardS, backwardS;
+};
+
+/// A profile file: its layers, and the measured time of the optimizer per parameter (absent
+/// from profiles that did not measure it).
+struct MeasuredProfile {
+  std::vector<LayerProfile> layers;
+  std::optional<double> optimizerSPerParam;
+  bool optimizerAdam = true; ///< the optimizer that was measured
+};
+
+/// Reads a profile file; problems name the file and the key.
+llvm::Expected<MeasuredProfile> readProfile(llvm::StringRef path);
+
+} // namespace conduit
+
+#endif // CONDUIT_ANALYSIS_PROFILEREADER_H

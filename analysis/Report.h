@@ -1,0 +1,76 @@
+//===- Report.h - what a simulated step predicts ----------------*- C++ -*-===//
+//
+// Turns one simulated step of a plan into the figures users compare configurations by: step
+// time, throughput, FLOP rate, bubble, exposed communication, and per rank where its idle
+// time goes (docs/reports.md defines every figure).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_ANALYSIS_REPORT_H
+#define CONDUIT_ANALYSIS_REPORT_H
+
+#include "analysis/Simulator.h"
+#include "runtime/plan/Plan.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <vector>
+
+namespace conduit {
+
+/// Why a rank's compute stream was idle, in seconds; the parts sum to its idle time.
+struct IdleAttribution {
+  /// Waiting for a peer to reach the send of data this rank needs (pipeline fill and drain,
+  /// imbalance between stages), and, after the rank's last instruction, for the slowest rank.
+  double fillDrain = 0;
+  /// Waiting while a point-to-point transfer with each peer rank is in flight ([peer]).
+  std::vector<double> p2p;
+  /// Waiting for parameter all-gathers.
+  double allGather = 0;
+  /// Waiting for gradient reductions (reduce-scatter, all-reduce) before the optimizer steps,
+  /// and for the collectives still running after the last compute.
+  double reductionTail = 0;
+  /// Anything else (none in plans from conduit-compile).
+  double other = 0;
+
+  double p2pTotal() const;
+  /// Idle time caused by communication: p2p + all-gathers + reduction tail.
+  double exposedComm() const { return p2pTotal() + allGather + reductionTail; }
+};
+
+struct RankReport {
+  int32_t rank = 0;
+  double busyS = 0; ///< compute stream: forwards, backwards, optimizer steps
+  double idleS = 0; ///< step time - busy
+  IdleAttribution idle;
+  int64_t peakMemoryBytes = 0;
+  int64_t allGathers = 0, reduceScatters = 0, allReduces = 0, sends = 0, recvs = 0;
+};
+
+struct PlanReport {
+  double stepTimeS = 0;
+  int64_t globalBatchSamples = 0;
+  double tokensPerS = 0;
+  /// Model FLOPs (forward and backward, no recomputation) per second per GPU, in TFLOP/s.
+  double tflopsPerGpu = 0;
+  /// Idle compute time over all ranks / (ranks x step time).
+  double bubbleFraction = 0;
+  /// Mean over ranks of the idle time caused by communication.
+  double exposedCommS = 0;
+  std::vector<RankReport> ranks;
+  /// Per stage, its micro-batch sizes.
+  std::vector<std::vector<int64_t>> stageMicrobatches;
+};
+
+/// Analyses a successful simulation of `plan`.
+PlanReport analyzeStep(const runtime::Plan &plan, const SimulationResult &simulation);
+
+/// The report as JSON (the `--emit=report` format; docs/reports.md).
+llvm::json::Value reportToJson(const PlanReport &report);
+
+/// The readable prediction and per-rank table that follows every compile's summary.
+void printReport(const PlanReport &report, const runtime::Plan &plan, llvm::raw_ostream &os);
+
+} // namespace conduit
+
+#endif // CONDUIT_ANALYSIS_REPORT_H

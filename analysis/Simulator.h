@@ -1,0 +1,75 @@
+//===- Simulator.h - discrete-event execution of a plan ---------*- C++ -*-===//
+//
+// Executes a plan the way the runtime does, with durations from the cost model: each rank's
+// streams run concurrently, each in its own order; `wait` holds a stream until its event was
+// signalled; a send and its receive (matched per (sender, receiver) pair in program order) run
+// once both sides reached them, and the transfers of a batch are posted together; a collective
+// runs once every member of its group reached it. One data-parallel replica stands for all:
+// replicas run the same program, and collectives are costed over the whole group.
+//
+// The same run verifies the plan (ARCHITECTURE.md §7): it checks, through events and stream
+// order only (not through lucky timing), that every compute finds its inputs received and its
+// parameters gathered, that no receive overwrites a slot still in use, that gradients are
+// reduced once after a stage's last backward and the optimizer steps once after that, that
+// collectives match across their group, and that the simulation terminates. A failure names
+// the instruction (and, for a deadlock, every blocked stream).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_ANALYSIS_SIMULATOR_H
+#define CONDUIT_ANALYSIS_SIMULATOR_H
+
+#include "analysis/CostModel.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/plan/Trace.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace conduit {
+
+/// Durations of every kind of instruction of one plan.
+class PlanCosts {
+public:
+  /// Durations from the cost model.
+  static PlanCosts fromCostModel(const runtime::Plan &plan, const CostModel &cost);
+  /// Unit costs: a forward takes its samples' count, a backward twice that, everything else 0.
+  static PlanCosts unit(const runtime::Plan &plan);
+
+  double of(const runtime::Plan &plan, int32_t rank, const runtime::Instruction &inst) const;
+
+private:
+  std::vector<std::vector<double>> forward, backward; // [stage][micro-batch]
+  std::vector<double> optimizer;                      // [stage]
+  const CostModel *cost = nullptr;
+  std::vector<Link> dpLink;                           // [group]
+  std::vector<int64_t> groupMembers;                  // [group]: ranks x replicas
+  std::vector<std::vector<Link>> p2pLink;             // [rank][peer]
+};
+
+/// A problem found while simulating: where, and what.
+struct SimulationError {
+  int32_t rank = -1;
+  int64_t instruction = -1;
+  std::string message;
+};
+
+using runtime::InstructionTime;
+
+struct SimulationResult {
+  std::optional<SimulationError> error;
+  double makespan = 0;
+  /// Per rank, per instruction.
+  std::vector<std::vector<InstructionTime>> times;
+  /// Per rank, per instruction: for a send or receive, the index of the matching instruction
+  /// on its peer rank (the instruction's `peer`); -1 for everything else.
+  std::vector<std::vector<int64_t>> matched;
+};
+
+/// Runs the plan (which must pass checkPlanSemantics).
+SimulationResult simulatePlan(const runtime::Plan &plan, const PlanCosts &costs);
+
+} // namespace conduit
+
+#endif // CONDUIT_ANALYSIS_SIMULATOR_H

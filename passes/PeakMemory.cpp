@@ -1,0 +1,197 @@
+//===- PeakMemory.cpp - peak memory of every rank over a step -------------===//
+//
+// Conventions (docs/cost-model.md): parameters and activations in the training data type;
+// gradients accumulate in fp32; Adam keeps fp32 moments plus an fp32 master copy when the
+// parameters are 16-bit; sharded state is split evenly over the D replicas (rounded up).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/PeakMemory.h"
+
+#include "passes/PassUtils.h"
+
+#include <cmath>
+#include <map>
+
+using namespace conduit;
+using namespace mlir;
+
+const char *conduit::memoryKindName(MemoryKind kind) {
+  static const char *const kNames[kNumMemoryKinds] = {
+      "parameters",  "gathered parameters", "gradients",       "optimizer state",
+      "activations", "working activations", "receive buffers", "outputs waiting to be sent"};
+  return kNames[static_cast<int>(kind)];
+}
+
+namespace {
+
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+struct StageBytes {
+  int64_t params = 0;
+  int64_t activation = 0; // per sample, whole stage, without checkpointing
+  int64_t checkpoint = 0; // per sample, the stage input
+  int64_t output = 0;     // per sample, the stage output
+};
+
+class RankWalker {
+public:
+  RankWalker(pipe::ModelOp model, const MemoryVariant &variant)
+      : par(model.getParallelism()), variant(variant) {
+    llvm::SmallVector<pipe::LayerOp> layers = llvm::to_vector(model.getLayers());
+    std::vector<int64_t> params = stageParams(model);
+    for (auto [s, stage] : llvm::enumerate(model.getStages())) {
+      StageBytes b;
+      b.params = params[s];
+      for (int64_t l = stage.getFirstLayer(); l < stage.getEndLayer(); ++l)
+        b.activation += layers[l].getActivationBytes();
+      b.checkpoint = layers[stage.getFirstLayer()].getCheckpointBytes();
+      b.output = layers[stage.getEndLayer() - 1].getOutputBytes();
+      bytes.push_back(b);
+      samples.push_back(*stage.getSamples());
+      rankOf.push_back(*stage.getRank());
+    }
+    elementBytes = model.getTraining().getElementBytes();
+    adam = model.getTraining().getOptimizer() == pipe::Optimizer::Adam;
+    checkpointing = variant.checkpointing || par.getCheckpointing() == pipe::Checkpointing::Full;
+    data = par.getData();
+    sharding = data > 1 ? par.getSharding() : pipe::Sharding::None;
+  }
+
+  RankMemory walk(pipe::RankOp rank) {
+    current.fill(0);
+    outputWaiting.clear();
+    inFlight = 0;
+    result = RankMemory();
+    result.peak = -1;
+    const int64_t r = rank.getRank();
+    for (size_t s = 0; s < bytes.size(); ++s)
+      if (rankOf[s] == r)
+        addStatic(static_cast<int64_t>(s));
+    record(nullptr);
+
+    std::map<std::tuple<int32_t, int32_t, int>, int64_t> sendsLeft, received;
+    for (Operation &op : rank.getBody().front())
+      if (auto send = dyn_cast<pipe::SendOp>(op))
+        ++sendsLeft[{send.getStage(), send.getMicrobatch(), int(send.getKind())}];
+
+    std::vector<uint8_t> seenBackward(bytes.size(), 0);
+    for (Operation &op : rank.getBody().front()) {
+      if (auto f = dyn_cast<pipe::ForwardOp>(op)) {
+        compute(&op, f.getStage(), f.getMicrobatch(), /*forward=*/true, sendsLeft, received);
+      } else if (auto b = dyn_cast<pipe::BackwardOp>(op)) {
+        int32_t s = b.getStage();
+        if (fullGradientBuffers() && !seenBackward[s]) {
+          seenBackward[s] = 1;
+          add(MemoryKind::Gradients, bytes[s].params * kGradientBytes);
+        }
+        compute(&op, s, b.getMicrobatch(), /*forward=*/false, sendsLeft, received);
+      } else if (auto recv = dyn_cast<pipe::RecvOp>(op)) {
+        add(MemoryKind::ReceiveBuffers, scaled(recv.getBytes()));
+        received[{recv.getStage(), recv.getMicrobatch(), int(recv.getKind())}] +=
+            scaled(recv.getBytes());
+      } else if (auto send = dyn_cast<pipe::SendOp>(op)) {
+        auto key = std::make_tuple(send.getStage(), send.getMicrobatch(), int(send.getKind()));
+        if (--sendsLeft[key] == 0)
+          add(MemoryKind::SendBuffers, -outputWaiting[key]);
+      } else if (auto u = dyn_cast<pipe::UnshardOp>(op)) {
+        add(MemoryKind::GatheredParameters, u.getBytes());
+      } else if (auto rs = dyn_cast<pipe::ReshardOp>(op)) {
+        add(MemoryKind::GatheredParameters, -bytes[rs.getStage()].params * elementBytes);
+      } else if (auto reduce = dyn_cast<pipe::ReduceGradOp>(op)) {
+        if (fullGradientBuffers())
+          add(MemoryKind::Gradients, -bytes[reduce.getStage()].params * kGradientBytes);
+      }
+      record(&op);
+    }
+    return result;
+  }
+
+private:
+  bool fullGradientBuffers() const {
+    return sharding == pipe::Sharding::Gradients || sharding == pipe::Sharding::Full;
+  }
+
+  int64_t scaled(int64_t b) const {
+    return static_cast<int64_t>(std::llround(static_cast<double>(b) * variant.sampleScale));
+  }
+
+  void addStatic(int64_t s) {
+    const int64_t p = bytes[s].params;
+    bool shardParams = sharding == pipe::Sharding::Full;
+    bool shardState = sharding != pipe::Sharding::None;
+    add(MemoryKind::Parameters, (shardParams ? ceilDiv(p, data) : p) * elementBytes);
+    int64_t statePerParam = adam ? (elementBytes == 4 ? 8 : 12) : (elementBytes == 4 ? 0 : 4);
+    add(MemoryKind::OptimizerState, (shardState ? ceilDiv(p, data) : p) * statePerParam);
+    add(MemoryKind::Gradients, (fullGradientBuffers() ? ceilDiv(p, data) : p) * kGradientBytes);
+  }
+
+  void compute(Operation *op, int32_t s, int32_t mb, bool forward,
+               std::map<std::tuple<int32_t, int32_t, int>, int64_t> &sendsLeft,
+               std::map<std::tuple<int32_t, int32_t, int>, int64_t> &received) {
+    const int64_t n = samples[s][mb + 1] - samples[s][mb];
+    // Transient: a checkpointed stage materialises its full activations for one micro-batch.
+    int64_t working = checkpointing ? scaled(bytes[s].activation * n) : 0;
+    add(MemoryKind::Working, working);
+    record(op);
+    add(MemoryKind::Working, -working);
+    int64_t stored = scaled((checkpointing ? bytes[s].checkpoint : bytes[s].activation) * n);
+    add(MemoryKind::Activations, forward ? stored : -stored);
+    inFlight += forward ? 1 : -1;
+    // What this op consumed from receive buffers is free now.
+    auto consumed = std::make_tuple(s, mb, forward ? int(pipe::TransferKind::Activation)
+                                                   : int(pipe::TransferKind::Gradient));
+    if (auto it = received.find(consumed); it != received.end()) {
+      add(MemoryKind::ReceiveBuffers, -it->second);
+      received.erase(it);
+    }
+    // What it produced for another rank waits until the last send leaves.
+    auto produced = std::make_tuple(s, mb, forward ? int(pipe::TransferKind::Activation)
+                                                   : int(pipe::TransferKind::Gradient));
+    if (sendsLeft.count(produced) && sendsLeft[produced] > 0) {
+      int64_t out = scaled((forward ? bytes[s].output : bytes[s - 1].output) * n);
+      outputWaiting[produced] = out;
+      add(MemoryKind::SendBuffers, out);
+    }
+  }
+
+  void add(MemoryKind kind, int64_t delta) { current[static_cast<int>(kind)] += delta; }
+
+  /// Keeps the first moment of the highest total.
+  void record(Operation *op) {
+    int64_t total = 0;
+    for (int64_t b : current)
+      total += b;
+    if (total > result.peak) {
+      result.peak = total;
+      result.atPeak = current;
+      result.peakOp = op;
+      result.activationsInFlight = inFlight;
+    }
+  }
+
+  pipe::ParallelismAttr par;
+  MemoryVariant variant;
+  std::vector<StageBytes> bytes;
+  std::vector<ArrayRef<int64_t>> samples;
+  std::vector<int64_t> rankOf;
+  int64_t elementBytes = 2, data = 1;
+  bool adam = true, checkpointing = false;
+  pipe::Sharding sharding = pipe::Sharding::None;
+  std::array<int64_t, kNumMemoryKinds> current{};
+  std::map<std::tuple<int32_t, int32_t, int>, int64_t> outputWaiting;
+  int64_t inFlight = 0;
+  RankMemory result;
+};
+
+} // namespace
+
+std::vector<RankMemory> conduit::analyzeMemory(pipe::ModelOp model,
+                                               const MemoryVariant &variant) {
+  RankWalker walker(model, variant);
+  std::vector<RankMemory> ranks;
+  for (pipe::RankOp rank : model.getRanks())
+    ranks.push_back(walker.walk(rank));
+  return ranks;
+}

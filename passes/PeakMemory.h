@@ -1,0 +1,58 @@
+//===- PeakMemory.h - peak memory of every rank over a step -----*- C++ -*-===//
+//
+// Walks each rank's ordered program in the communicating phase and tracks what is allocated
+// when: parameters (shards, replicated copies, gathered FSDP buffers), gradients (shards and
+// full accumulation buffers), optimizer state, stored activations, the transient activations
+// of the operation running, receive buffers and outputs waiting to be sent. The result is each
+// rank's peak and what made it up at that moment.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_PASSES_PEAKMEMORY_H
+#define CONDUIT_PASSES_PEAKMEMORY_H
+
+#include "dialects/pipe/PipeOps.h"
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace conduit {
+
+enum class MemoryKind {
+  Parameters,
+  GatheredParameters,
+  Gradients,
+  OptimizerState,
+  Activations,
+  Working,
+  ReceiveBuffers,
+  SendBuffers,
+};
+constexpr int kNumMemoryKinds = 8;
+
+/// "parameters", "gathered parameters", ...
+const char *memoryKindName(MemoryKind kind);
+
+struct RankMemory {
+  int64_t peak = 0;
+  /// Bytes of each kind at the peak.
+  std::array<int64_t, kNumMemoryKinds> atPeak{};
+  /// The op at which the peak is reached (null if the rank holds only static memory).
+  mlir::Operation *peakOp = nullptr;
+  /// Stored (stage, micro-batch) activations at the peak.
+  int64_t activationsInFlight = 0;
+};
+
+/// Changes to evaluate what would fit.
+struct MemoryVariant {
+  bool checkpointing = false; ///< force full activation checkpointing
+  double sampleScale = 1;     ///< scale of everything proportional to micro-batch samples
+};
+
+/// The memory of every rank of `model` (phase communicating, collectives placed).
+std::vector<RankMemory> analyzeMemory(pipe::ModelOp model, const MemoryVariant &variant = {});
+
+} // namespace conduit
+
+#endif // CONDUIT_PASSES_PEAKMEMORY_H

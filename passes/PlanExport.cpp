@@ -1,0 +1,147 @@
+//===- PlanExport.cpp - plan.program -> the plan file's data --------------===//
+
+#include "passes/PlanExport.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace conduit;
+using namespace mlir;
+using runtime::Instruction;
+using ROp = runtime::Op;
+
+namespace {
+
+runtime::Config exportConfig(plan::ProgramOp program) {
+  pipe::ParallelismAttr par = program.getParallelism();
+  pipe::ClusterAttr cluster = program.getCluster();
+  pipe::TrainingAttr training = program.getTraining();
+  runtime::Config c;
+  c.pipeline = static_cast<int32_t>(par.getPipeline());
+  c.data = static_cast<int32_t>(par.getData());
+  c.stagesPerDevice = static_cast<int32_t>(par.getStagesPerDevice());
+  c.schedule = static_cast<runtime::Schedule>(par.getSchedule());
+  c.groupSize = par.getGroupSize();
+  c.microbatches = par.getMicrobatches();
+  c.microbatchSize = par.getMicrobatchSize();
+  c.sharding = static_cast<runtime::Sharding>(par.getSharding());
+  c.checkpointing = par.getCheckpointing() == pipe::Checkpointing::Full;
+  c.fsdpWindow = static_cast<int32_t>(par.getFsdpWindow());
+  c.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;
+  c.dtype = static_cast<runtime::DType>(training.getDtype());
+  c.optimizer = static_cast<runtime::Optimizer>(training.getOptimizer());
+  c.seed = training.getSeed();
+  c.learningRate = training.getLearningRate();
+  c.tokensPerSample = program.getTokensPerSample();
+  c.preset = cluster.getPreset().str();
+  c.peakFlops = cluster.getPeakFlops();
+  c.efficiency = cluster.getEfficiency();
+  c.memoryBytes = cluster.getMemoryBytes();
+  c.gpusPerNode = cluster.getGpusPerNode();
+  c.intraNodeBandwidth = cluster.getIntraNodeBandwidth();
+  c.interNodeBandwidth = cluster.getInterNodeBandwidth();
+  c.latencyS = cluster.getLatencyS();
+  c.launchOverheadS = cluster.getLaunchOverheadS();
+  return c;
+}
+
+Instruction exportInstruction(Operation &op) {
+  Instruction i;
+  llvm::TypeSwitch<Operation *>(&op)
+      .Case<plan::ForwardOp, plan::BackwardOp>([&](auto compute) {
+        i.op = isa<plan::ForwardOp>(op) ? ROp::Forward : ROp::Backward;
+        i.stream = static_cast<uint8_t>(compute.getStream());
+        i.stage = compute.getStage();
+        i.microbatch = compute.getMicrobatch();
+        i.slot = compute.getSlot();
+      })
+      .Case<plan::SendOp, plan::RecvOp>([&](auto transfer) {
+        i.op = isa<plan::SendOp>(op) ? ROp::Send : ROp::Recv;
+        i.stream = static_cast<uint8_t>(transfer.getStream());
+        i.kind = transfer.getKind() == pipe::TransferKind::Activation ? runtime::Transfer::Activation
+                                                                      : runtime::Transfer::Gradient;
+        i.stage = transfer.getStage();
+        i.microbatch = transfer.getMicrobatch();
+        i.peer = transfer.getPeer();
+        i.peerStage = transfer.getPeerStage();
+        i.peerMicrobatch = transfer.getPeerMicrobatch();
+        i.begin = transfer.getBegin();
+        i.end = transfer.getEnd();
+        i.bytes = transfer.getBytes();
+        i.slot = transfer.getSlot();
+        i.batch = transfer.getBatch();
+      })
+      .Case<plan::AllGatherOp, plan::ReduceScatterOp, plan::AllReduceOp>([&](auto collective) {
+        i.op = isa<plan::AllGatherOp>(op)       ? ROp::AllGather
+               : isa<plan::ReduceScatterOp>(op) ? ROp::ReduceScatter
+                                                : ROp::AllReduce;
+        i.stream = static_cast<uint8_t>(collective.getStream());
+        i.stage = collective.getStage();
+        i.bytes = collective.getBytes();
+        i.group = collective.getGroup();
+      })
+      .Case<plan::FreeOp, plan::OptimizerStepOp>([&](auto stageOp) {
+        i.op = isa<plan::FreeOp>(op) ? ROp::Free : ROp::OptimizerStep;
+        i.stream = static_cast<uint8_t>(stageOp.getStream());
+        i.stage = stageOp.getStage();
+      })
+      .Case<plan::SignalOp, plan::WaitOp>([&](auto event) {
+        i.op = isa<plan::SignalOp>(op) ? ROp::Signal : ROp::Wait;
+        i.stream = static_cast<uint8_t>(event.getStream());
+        i.event = event.getEvent();
+      });
+  return i;
+}
+
+} // namespace
+
+runtime::Plan conduit::exportPlan(plan::ProgramOp program) {
+  runtime::Plan out;
+  out.name = program.getSymName().str();
+  out.source = program.getSource() ? program.getSource()->str() : "";
+  out.config = exportConfig(program);
+  if (std::optional<pipe::TransformerAttr> t = program.getArchitecture())
+    out.transformer = runtime::Transformer{
+        t->getNumLayers(),   t->getHiddenSize(),    t->getNumHeads(),
+        t->getNumKvHeads(),  t->getFfnHiddenSize(), t->getSeqLength(),
+        t->getVocabSize(),   static_cast<uint8_t>(t->getMlp()),
+        static_cast<uint8_t>(t->getNorm()), static_cast<uint8_t>(t->getPosition()),
+        t->getTieEmbeddings(), static_cast<uint8_t>(t->getBias())};
+  for (plan::LayerOp layer : program.getLayers())
+    out.layers.push_back({layer.getName().str(), static_cast<runtime::LayerKind>(layer.getKind()),
+                          layer.getParams(), layer.getFwdFlops(), layer.getBwdFlops(),
+                          layer.getActivationBytes(), layer.getCheckpointBytes(),
+                          layer.getOutputBytes()});
+  for (plan::StageOp stage : program.getStages()) {
+    llvm::ArrayRef<int64_t> samples = stage.getSamples();
+    out.stages.push_back({static_cast<int32_t>(stage.getIndex()),
+                          static_cast<int32_t>(stage.getRank()),
+                          static_cast<int32_t>(stage.getFirstLayer()),
+                          static_cast<int32_t>(stage.getEndLayer()), stage.getParams(),
+                          std::vector<int64_t>(samples.begin(), samples.end())});
+  }
+  for (Attribute group : program.getGroups()) {
+    llvm::ArrayRef<int64_t> ranks = cast<DenseI64ArrayAttr>(group).asArrayRef();
+    out.groups.push_back({std::vector<int32_t>(ranks.begin(), ranks.end())});
+  }
+  for (plan::RankOp rank : program.getRanks()) {
+    runtime::RankProgram r;
+    r.rank = static_cast<int32_t>(rank.getRank());
+    r.events = static_cast<int32_t>(rank.getEvents());
+    r.slots.assign(rank.getSlots().begin(), rank.getSlots().end());
+    r.peakMemoryBytes = rank.getPeakMemory().value_or(0);
+    for (Operation &op : rank.getBody().front())
+      r.instructions.push_back(exportInstruction(op));
+    out.ranks.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<std::vector<Operation *>> conduit::planInstructionOps(plan::ProgramOp program) {
+  std::vector<std::vector<Operation *>> ops;
+  for (plan::RankOp rank : program.getRanks()) {
+    std::vector<Operation *> &list = ops.emplace_back();
+    for (Operation &op : rank.getBody().front())
+      list.push_back(&op);
+  }
+  return ops;
+}

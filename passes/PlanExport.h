@@ -1,0 +1,25 @@
+//===- PlanExport.h - plan.program -> the plan file's data ------*- C++ -*-===//
+//
+// The plan dialect and the plan file hold the same information; this converts the former into
+// the runtime's in-memory form, which the writer serialises and the verifier and simulator
+// read. Instruction i of rank r corresponds to the i-th op of that plan.rank, so positions in
+// the plan data map back to ops for diagnostics.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_PASSES_PLANEXPORT_H
+#define CONDUIT_PASSES_PLANEXPORT_H
+
+#include "dialects/plan/PlanOps.h"
+#include "runtime/plan/Plan.h"
+
+namespace conduit {
+
+runtime::Plan exportPlan(plan::ProgramOp program);
+
+/// The ops of each plan.rank, in order: instruction i of rank r is ops[r][i].
+std::vector<std::vector<mlir::Operation *>> planInstructionOps(plan::ProgramOp program);
+
+} // namespace conduit
+
+#endif // CONDUIT_PASSES_PLANEXPORT_H

@@ -1,0 +1,30 @@
+//===- VerifyProgram.h - prove a plan.program correct -----------*- C++ -*-===//
+//
+// The engine behind conduit-verify-plan: the plan file's semantic rules, then a simulation of
+// every rank with NCCL matching rules and the cost model's durations. The simulated step it
+// proves correct is also the step the reports describe, so callers keep it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_PASSES_VERIFYPROGRAM_H
+#define CONDUIT_PASSES_VERIFYPROGRAM_H
+
+#include "analysis/Simulator.h"
+#include "dialects/plan/PlanOps.h"
+#include "runtime/plan/Plan.h"
+
+namespace conduit {
+
+/// A plan proven correct, and its simulated step.
+struct VerifiedPlan {
+  runtime::Plan plan;
+  SimulationResult simulation;
+};
+
+/// Verifies `program`. On failure, reports the problem on the offending instruction's op (or
+/// on the program) and returns failure.
+mlir::FailureOr<VerifiedPlan> verifyProgram(plan::ProgramOp program);
+
+} // namespace conduit
+
+#endif // CONDUIT_PASSES_VERIFYPROGRAM_H

@@ -1,0 +1,36 @@
+//===- TorchCsvReader.h - PyTorch compute-only CSVs -------------*- C++ -*-===//
+//
+// Reads the compute-only action lists of torch.distributed.pipelining (one row per rank, cells
+// `0F3`, `1B2`, empty for an idle step) as a user-defined schedule: the rank of every stage and
+// every rank's order. conduit-import-schedule adapts the result to the IR; the writer of both
+// of PyTorch's forms is compiler/TorchCsvWriter.h.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_SCHEDULING_TORCHCSVREADER_H
+#define CONDUIT_SCHEDULING_TORCHCSVREADER_H
+
+#include "scheduling/Problems.h"
+
+#include "llvm/Support/Error.h"
+
+#include <vector>
+
+namespace conduit {
+
+/// A schedule read from a compute-only CSV: the stage of every rank (from where each stage's
+/// actions appear) and every rank's order.
+struct ImportedSchedule {
+  std::vector<int64_t> stageRank;
+  int64_t numMicrobatches = 0;
+  sched::Schedule schedule;
+};
+
+/// Reads a compute-only CSV (cells `sFm`, `sBm` or empty for an idle step) for `numStages`
+/// stages; checks that every stage lives on one rank and has forwards and backwards for the
+/// same micro-batches 0..M-1.
+llvm::Expected<ImportedSchedule> readTorchCsv(llvm::StringRef text, int64_t numStages);
+
+} // namespace conduit
+
+#endif // CONDUIT_SCHEDULING_TORCHCSVREADER_H

@@ -1,0 +1,68 @@
+"""Checks a torch.distributed.pipelining compute-only CSV against the rules PyTorch applies
+when it loads one (`_PipelineScheduleRuntime._load_csv(path)` with its default
+`format="compute_only"`, then `_validate_schedule`): one row per pipeline rank, every cell a
+compute action (F, B, or the split I / W) or empty, every stage on one rank, per stage exactly
+one forward and one backward of each micro-batch 0..M-1, a backward only after its forward and
+a W only after its I. Communication cells (SEND/RECV, UNSHARD, RESHARD, REDUCE_GRAD) are
+refused, as PyTorch's compute-only loader refuses them.
+
+Usage: check_torch_csv_compute.py FILE RANKS MICROBATCHES
+
+Prints "ok: N compute actions on R ranks" or the first violated rule, and exits non-zero on a
+violation. Written independently of Conduit's writer and reader.
+"""
+import re
+import sys
+
+ACTION = re.compile(r"^(\d+)(F|I|B|W)(\d+)$")
+
+
+def fail(message):
+    print("violation: " + message)
+    sys.exit(1)
+
+
+def main():
+    path, ranks, microbatches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    rows = open(path).read().splitlines()
+    if len(rows) != ranks:
+        fail(f"{len(rows)} rows for {ranks} pipeline ranks")
+    stage_rank = {}
+    done = {}  # (stage, kind) -> micro-batches
+    count = 0
+    for r, line in enumerate(rows):
+        for c, cell in enumerate(line.split(",")):
+            cell = cell.strip()
+            if not cell:
+                continue
+            m = ACTION.match(cell)
+            if not m:
+                fail(f"row {r} column {c}: {cell!r} is not a compute action")
+            stage, kind, mb = int(m.group(1)), m.group(2), int(m.group(3))
+            if stage_rank.setdefault(stage, r) != r:
+                fail(f"stage {stage} is assigned to ranks {stage_rank[stage]} and {r}")
+            if kind in ("B", "I") and mb not in done.get((stage, "F"), set()):
+                fail(f"row {r}: {cell} runs a backward before its forward")
+            if kind == "W" and mb not in done.get((stage, "I"), set()):
+                fail(f"row {r}: {cell} runs a weight gradient before its input gradient")
+            seen = done.setdefault((stage, "B" if kind == "I" else kind), set())
+            if mb in seen:
+                fail(f"row {r}: {cell} appears twice")
+            seen.add(mb)
+            count += 1
+    stages = sorted(stage_rank)
+    if stages != list(range(len(stages))):
+        fail(f"stages are not numbered 0..S-1: {stages}")
+    every = set(range(microbatches))
+    for stage in stages:
+        for kind in ("F", "B"):
+            if done.get((stage, kind), set()) != every:
+                fail(f"stage {stage} does not run {kind} for every micro-batch 0..{microbatches - 1}")
+        weights = done.get((stage, "W"), set())
+        if weights and weights != every:
+            fail(f"stage {stage} runs W for some micro-batches only")
+    print(f"ok: {count} compute actions on {ranks} ranks")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,334 @@
+//===- OpsConformanceTest.cpp - every Ops implementation against one oracle --===//
+//
+// One suite for every implementation of the model's math: each operation, and the forward
+// and backward of each layer kind, on random inputs, against the CPU implementation in double
+// precision. Instantiated for the CPU (float) and, where the CUDA backend is built, for CUDA
+// at float32 and at bf16 GEMM precision; the CUDA instantiations skip themselves on machines
+// without a usable GPU. The tolerance is per implementation: float32 rounding, or bf16 inputs
+// to the GEMMs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/model/Gpt.h"
+#include "tests/unit/runtime/GptPlan.h"
+#include "runtime/model/Random.h"
+
+#if CONDUIT_HAVE_CUDA
+#include "runtime/backend/cuda/CudaBackend.h"
+#include "runtime/backend/cuda/CudaOps.h"
+#endif
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+using namespace conduit;
+using namespace conduit::model;
+
+namespace {
+
+/// An implementation under test, and how close to the double-precision oracle it must come
+/// (largest error relative to the largest reference magnitude).
+struct Implementation {
+  std::string name;
+  /// The Ops, or null with `skip` saying why.
+  std::function<std::unique_ptr<Ops<float>>(std::string &skip)> make;
+  double tolerance;
+};
+
+/// Test names and ctest show the implementation's name.
+void PrintTo(const Implementation &implementation, std::ostream *out) {
+  *out << implementation.name;
+}
+
+#if CONDUIT_HAVE_CUDA
+std::unique_ptr<Ops<float>> cudaOps(runtime::DType precision, std::string &skip) {
+  absl::StatusOr<int> devices = cuda::CudaBackend::deviceCount();
+  if (!devices.ok()) {
+    skip = std::string(devices.status().message());
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<cuda::CudaOps>> ops = cuda::CudaOps::create(precision);
+  if (!ops.ok()) {
+    skip = std::string(ops.status().message());
+    return nullptr;
+  }
+  return std::move(*ops);
+}
+#endif
+
+std::vector<Implementation> implementations() {
+  std::vector<Implementation> out;
+  out.push_back({"cpu", [](std::string &) { return std::make_unique<CpuOps<float>>(); }, 2e-5});
+#if CONDUIT_HAVE_CUDA
+  out.push_back({"cuda_fp32",
+                 [](std::string &skip) { return cudaOps(runtime::DType::FP32, skip); },
+                 1e-4});
+  out.push_back({"cuda_bf16",
+                 [](std::string &skip) { return cudaOps(runtime::DType::BF16, skip); },
+                 5e-2});
+#endif
+  return out;
+}
+
+class OpsConformance : public ::testing::TestWithParam<Implementation> {
+protected:
+  void SetUp() override {
+    std::string skip;
+    ops = GetParam().make(skip);
+    if (!ops)
+      GTEST_SKIP() << GetParam().name << ": " << skip;
+  }
+
+#if CONDUIT_HAVE_CUDA
+  void TearDown() override {
+    // CudaOps keep their first failure instead of returning it.
+    if (auto *device = dynamic_cast<cuda::CudaOps *>(ops.get())) {
+      EXPECT_TRUE(device->status().ok()) << device->status().message();
+    }
+  }
+#endif
+
+  /// Random values in the oracle's precision, rounded to float so both sides see the same.
+  std::vector<double> random(int64_t n, double scale = 1.0) {
+    std::vector<double> v(n);
+    for (double &x : v)
+      x = static_cast<float>(scale * rng.normal());
+    return v;
+  }
+
+  Buffer<float> upload(const std::vector<double> &v) {
+    Buffer<float> b = ops->allocate(static_cast<int64_t>(v.size()));
+    std::vector<float> f(v.begin(), v.end());
+    ops->upload(f.data(), static_cast<int64_t>(f.size()), b.data());
+    return b;
+  }
+
+  std::vector<double> download(const Buffer<float> &b) {
+    std::vector<float> f(b.size());
+    ops->download(b.data(), b.size(), f.data());
+    return {f.begin(), f.end()};
+  }
+
+  /// The implementation's result against the oracle's, relative to the oracle's magnitude.
+  void expectClose(const std::vector<double> &actual, const std::vector<double> &expected,
+                   const std::string &what) {
+    ASSERT_EQ(actual.size(), expected.size()) << what;
+    double scale = 1e-30, worst = 0;
+    for (double e : expected)
+      scale = std::max(scale, std::abs(e));
+    for (size_t i = 0; i < actual.size(); ++i)
+      worst = std::max(worst, std::abs(actual[i] - expected[i]));
+    EXPECT_LE(worst / scale, GetParam().tolerance)
+        << what << ": largest error " << worst << " against values up to " << scale;
+  }
+
+  std::unique_ptr<Ops<float>> ops;
+  CpuOps<double> oracle;
+  Random rng{{2024}};
+};
+
+TEST_P(OpsConformance, ElementWise) {
+  const int64_t rows = 37, n = 53;
+  std::vector<double> x = random(rows * n), y = random(rows * n), bias = random(n);
+  Buffer<float> dx = upload(x), dy = upload(y), db = upload(bias);
+  ops->add(rows * n, dx.data(), dy.data());
+  ops->addBias(rows, n, db.data(), dx.data());
+  Buffer<float> sum = upload(bias);
+  ops->sumRows(rows, n, dy.data(), sum.data());
+  Buffer<float> filled = ops->allocate(n);
+  ops->fill(n, 0.5f, filled.data());
+  Buffer<float> copied = ops->allocate(rows * n);
+  ops->copy(rows * n, dx.data(), copied.data());
+
+  std::vector<double> ey = y, ex = x, esum = bias;
+  oracle.add(rows * n, x.data(), ey.data());
+  oracle.addBias(rows, n, bias.data(), ex.data());
+  oracle.sumRows(rows, n, ey.data(), esum.data());
+  expectClose(download(dy), ey, "add");
+  expectClose(download(dx), ex, "addBias");
+  expectClose(download(sum), esum, "sumRows");
+  expectClose(download(filled), std::vector<double>(n, 0.5), "fill");
+  expectClose(download(copied), ex, "copy");
+}
+
+TEST_P(OpsConformance, GemmInEveryLayout) {
+  const int64_t m = 19, n = 23, k = 29;
+  for (bool transA : {false, true})
+    for (bool transB : {false, true}) {
+      std::vector<double> a = random(m * k), b = random(k * n), c = random(m * n);
+      Buffer<float> da = upload(a), db = upload(b), dc = upload(c);
+      ops->gemm(transA, transB, m, n, k, 0.75f, da.data(), db.data(), 0.5f, dc.data());
+      oracle.gemm(transA, transB, m, n, k, 0.75, a.data(), b.data(), 0.5, c.data());
+      expectClose(download(dc), c,
+                  std::string("gemm ") + (transA ? "T" : "N") + (transB ? "T" : "N"));
+    }
+}
+
+TEST_P(OpsConformance, LayerNorm) {
+  const int64_t rows = 33, h = 300; // wider than a thread block
+  std::vector<double> x = random(rows * h, 3.0), gamma = random(h), beta = random(h),
+                      dy = random(rows * h);
+  Buffer<float> dxIn = upload(x), dg = upload(gamma), dbt = upload(beta), ddy = upload(dy);
+  Buffer<float> y = ops->allocate(rows * h), mean = ops->allocate(rows), rstd = ops->allocate(rows);
+  ops->layerNormForward(rows, h, dxIn.data(), dg.data(), dbt.data(), y.data(), mean.data(),
+                        rstd.data());
+  std::vector<double> dgammaStart = random(h), dbetaStart = random(h);
+  Buffer<float> dx = ops->allocate(rows * h), dgamma = upload(dgammaStart),
+                dbeta = upload(dbetaStart);
+  ops->layerNormBackward(rows, h, dxIn.data(), dg.data(), mean.data(), rstd.data(), ddy.data(),
+                         dx.data(), dgamma.data(), dbeta.data());
+
+  std::vector<double> ey(rows * h), emean(rows), erstd(rows), edx(rows * h);
+  oracle.layerNormForward(rows, h, x.data(), gamma.data(), beta.data(), ey.data(), emean.data(),
+                          erstd.data());
+  oracle.layerNormBackward(rows, h, x.data(), gamma.data(), emean.data(), erstd.data(), dy.data(),
+                           edx.data(), dgammaStart.data(), dbetaStart.data());
+  expectClose(download(y), ey, "forward");
+  expectClose(download(mean), emean, "mean");
+  expectClose(download(rstd), erstd, "rstd");
+  expectClose(download(dx), edx, "input gradient");
+  expectClose(download(dgamma), dgammaStart, "gamma gradient");
+  expectClose(download(dbeta), dbetaStart, "beta gradient");
+}
+
+TEST_P(OpsConformance, Gelu) {
+  const int64_t n = 1000;
+  std::vector<double> x = random(n, 2.0), dy = random(n);
+  Buffer<float> dxIn = upload(x), ddy = upload(dy), y = ops->allocate(n), dx = ops->allocate(n);
+  ops->geluForward(n, dxIn.data(), y.data());
+  ops->geluBackward(n, dxIn.data(), ddy.data(), dx.data());
+  std::vector<double> ey(n), edx(n);
+  oracle.geluForward(n, x.data(), ey.data());
+  oracle.geluBackward(n, x.data(), dy.data(), edx.data());
+  expectClose(download(y), ey, "forward");
+  expectClose(download(dx), edx, "backward");
+}
+
+TEST_P(OpsConformance, CausalAttention) {
+  const int64_t samples = 2, seq = 7, heads = 3, headDim = 4, width = heads * headDim;
+  std::vector<double> qkv = random(samples * seq * 3 * width), dout = random(samples * seq * width);
+  Buffer<float> dqkvIn = upload(qkv), ddout = upload(dout);
+  Buffer<float> probs = ops->allocate(samples * heads * seq * seq),
+                out = ops->allocate(samples * seq * width),
+                dqkv = ops->allocate(samples * seq * 3 * width);
+  ops->attentionForward(samples, seq, heads, headDim, dqkvIn.data(), probs.data(), out.data());
+  ops->attentionBackward(samples, seq, heads, headDim, dqkvIn.data(), probs.data(), ddout.data(),
+                         dqkv.data());
+  std::vector<double> eprobs(samples * heads * seq * seq), eout(samples * seq * width),
+      edqkv(samples * seq * 3 * width);
+  oracle.attentionForward(samples, seq, heads, headDim, qkv.data(), eprobs.data(), eout.data());
+  oracle.attentionBackward(samples, seq, heads, headDim, qkv.data(), eprobs.data(), dout.data(),
+                           edqkv.data());
+  expectClose(download(probs), eprobs, "probabilities (masked entries zero)");
+  expectClose(download(out), eout, "output");
+  expectClose(download(dqkv), edqkv, "qkv gradient");
+}
+
+TEST_P(OpsConformance, EmbeddingWithRepeatedTokens) {
+  const int64_t samples = 3, seq = 5, hidden = 6, vocab = 4; // tokens repeat
+  std::vector<int32_t> tokens(samples * seq);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>((i * 7 + 3) % vocab);
+  std::vector<double> wte = random(vocab * hidden), wpe = random(seq * hidden),
+                      dy = random(samples * seq * hidden), dwte = random(vocab * hidden),
+                      dwpe = random(seq * hidden);
+  Buffer<float> dwteIn = upload(wte), dwpeIn = upload(wpe), ddy = upload(dy),
+                y = ops->allocate(samples * seq * hidden), gte = upload(dwte), gpe = upload(dwpe);
+  ops->embeddingForward(samples, seq, hidden, tokens.data(), dwteIn.data(), dwpeIn.data(),
+                        y.data());
+  ops->embeddingBackward(samples, seq, hidden, tokens.data(), ddy.data(), gte.data(), gpe.data());
+  std::vector<double> ey(samples * seq * hidden);
+  oracle.embeddingForward(samples, seq, hidden, tokens.data(), wte.data(), wpe.data(), ey.data());
+  oracle.embeddingBackward(samples, seq, hidden, tokens.data(), dy.data(), dwte.data(),
+                           dwpe.data());
+  expectClose(download(y), ey, "forward");
+  expectClose(download(gte), dwte, "token table gradient");
+  expectClose(download(gpe), dwpe, "position table gradient");
+}
+
+TEST_P(OpsConformance, CrossEntropyAndItsLoss) {
+  const int64_t rows = 9, vocab = 301;
+  std::vector<double> logits = random(rows * vocab, 3.0);
+  std::vector<int32_t> targets(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    targets[r] = static_cast<int32_t>((r * 37) % vocab);
+  Buffer<float> dlogitsIn = upload(logits), dlogits = ops->allocate(rows * vocab);
+  ops->takeLoss();
+  ops->crossEntropy(rows, vocab, dlogitsIn.data(), targets.data(), 0.25f, dlogits.data());
+  ops->countLoss(false); // a recomputed forward does not count again
+  ops->crossEntropy(rows, vocab, dlogitsIn.data(), targets.data(), 0.25f, dlogits.data());
+  ops->countLoss(true);
+  const double loss = ops->takeLoss();
+  std::vector<double> edlogits(rows * vocab);
+  oracle.crossEntropy(rows, vocab, logits.data(), targets.data(), 0.25, edlogits.data());
+  const double expected = oracle.takeLoss();
+  EXPECT_NEAR(loss, expected, GetParam().tolerance * std::abs(expected));
+  expectClose(download(dlogits), edlogits, "logit gradient");
+  EXPECT_EQ(ops->takeLoss(), 0.0) << "takeLoss starts the sum again";
+}
+
+/// Forward and backward of layers [first, end) of a small GPT, on the implementation and on
+/// the oracle: outputs, the loss, parameter gradients and input gradients.
+TEST_P(OpsConformance, EveryLayerKindForwardAndBackward) {
+  GptShape s;
+  s.blocks = 2;
+  s.hidden = 32;
+  s.heads = 4;
+  s.ffn = 64;
+  s.seq = 8;
+  s.vocab = 50;
+  const runtime::Plan plan = planFor(s);
+  const int64_t samples = 3, width = s.seq * s.hidden;
+  std::vector<int32_t> tokens(samples * s.seq), targets(samples * s.seq);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<int32_t>((i * 13 + 5) % s.vocab);
+    targets[i] = static_cast<int32_t>((i * 29 + 1) % s.vocab);
+  }
+  const Tokens batch{tokens.data(), targets.data(), samples, 1.0 / (samples * s.seq)};
+  for (auto [first, end] : {std::pair<int64_t, int64_t>{0, 1}, {1, 3}, {3, 4}}) {
+    SCOPED_TRACE("layers [" + std::to_string(first) + ", " + std::to_string(end) + ")");
+    auto chain = *LayerChain<float>::build(plan, s, first, end, *ops);
+    auto reference = *LayerChain<double>::build(plan, s, first, end, oracle);
+    std::vector<double> params(reference.numParams());
+    reference.initialise(params.data(), 11);
+    for (double &p : params) // larger than the initialisation, so every path carries signal
+      p = static_cast<float>(p + 0.1 * rng.normal());
+    std::vector<double> x = chain.hasEmbedding() ? std::vector<double>{} : random(samples * width);
+    std::vector<double> dy = chain.hasHead() ? std::vector<double>{} : random(samples * width);
+
+    Buffer<float> dparams = upload(params), dx = upload(x), ddy = upload(dy);
+    Buffer<float> y = ops->allocate(chain.hasHead() ? 0 : samples * width);
+    Buffer<float> grads = ops->allocate(chain.numParams());
+    Buffer<float> dinput = ops->allocate(x.size());
+    typename LayerChain<float>::Cache cache;
+    ops->takeLoss();
+    chain.forward(dparams.data(), dx.data(), batch, y.data(), cache);
+    const double loss = ops->takeLoss();
+    chain.backward(dparams.data(), cache, ddy.data(), grads.data(), dinput.data());
+
+    std::vector<double> ey(y.size()), egrads(params.size(), 0.0), edx(x.size());
+    typename LayerChain<double>::Cache ecache;
+    reference.forward(params.data(), x.empty() ? nullptr : x.data(), batch,
+                      ey.empty() ? nullptr : ey.data(), ecache);
+    const double eloss = oracle.takeLoss();
+    reference.backward(params.data(), ecache, dy.empty() ? nullptr : dy.data(), egrads.data(),
+                       edx.empty() ? nullptr : edx.data());
+    if (chain.hasHead()) {
+      EXPECT_NEAR(loss, eloss, GetParam().tolerance * std::abs(eloss)) << "loss";
+    }
+    expectClose(download(y), ey, "output");
+    expectClose(download(grads), egrads, "parameter gradients");
+    expectClose(download(dinput), edx, "input gradient");
+  }
+}
+
+
+INSTANTIATE_TEST_SUITE_P(Implementations, OpsConformance,
+                         ::testing::ValuesIn(implementations()),
+                         [](const ::testing::TestParamInfo<Implementation> &info) {
+                           return info.param.name;
+                         });
+
+} // namespace
