@@ -106,8 +106,12 @@ std::optional<TransformerSpec> conduit::readHuggingFaceConfig(llvm::StringRef pa
   }
   if (diag.failed())
     return std::nullopt;
-  if (std::optional<std::string> problem = checkTransformerShape(t)) {
-    diag.report("", *problem);
+  if (std::optional<ShapeProblem> problem = checkTransformerShape(t)) {
+    // The same relation under the names of this config's family.
+    const bool gpt2 = name == "gpt2";
+    llvm::StringRef key = problem->key == "num_heads" ? (gpt2 ? "n_head" : "num_attention_heads")
+                                                      : "num_key_value_heads";
+    diag.report(key.str(), problem->message);
     return std::nullopt;
   }
   return t;

@@ -93,6 +93,7 @@ private:
   void parseParallelism(ObjectReader &section, ParallelismSpec &p);
   void parseCluster(ObjectReader &section, Cluster &c);
   void checkJob(const Job &job);
+  void checkSchedule(const ParallelismSpec &p);
   void checkStageLayers(const Job &job);
   void checkPartitions(const Job &job);
 
@@ -178,8 +179,8 @@ void JobParser::parseTransformer(ObjectReader &section, TransformerSpec &t) {
     t.bias = *bias;
   if (section.failed())
     return;
-  if (std::optional<std::string> problem = checkTransformerShape(t))
-    diag.report("model", *problem);
+  if (std::optional<ShapeProblem> problem = checkTransformerShape(t))
+    diag.report(section.keyPath(problem->key), problem->message);
 }
 
 void JobParser::parseLayers(ObjectReader &section, ModelSpec &m) {
@@ -252,7 +253,14 @@ void JobParser::parseModel(ObjectReader &section, ModelSpec &m, const TrainingSp
     std::optional<int64_t> seq = section.integer("seq_length", 1, kMaxSeqLength);
     if (!hfPath)
       return;
-    Diagnostics hfDiag(resolvePath(path, *hfPath));
+    std::string config = resolvePath(path, *hfPath);
+    if (!llvm::sys::fs::is_regular_file(config)) {
+      diag.report(section.keyPath("path"),
+                  "cannot read the Hugging Face config \"" + config +
+                      "\"; name a model's config.json (relative paths start at the job file)");
+      return;
+    }
+    Diagnostics hfDiag(config);
     std::optional<TransformerSpec> t = readHuggingFaceConfig(hfDiag.getFile(), hfDiag);
     diag.adopt(hfDiag);
     if (!t)
@@ -419,36 +427,90 @@ void JobParser::checkPartitions(const Job &job) {
   }
 }
 
+void JobParser::checkSchedule(const ParallelismSpec &p) {
+  const std::string schedule = "\"" + stringifyScheduleKind(p.schedule).str() + "\"";
+  if ((p.schedule == pipe::ScheduleKind::GPipe || p.schedule == pipe::ScheduleKind::OneFOneB) &&
+      p.stagesPerDevice > 1) {
+    diag.report("parallelism.stages_per_device",
+                "schedule " + schedule + " runs one stage per device, got " +
+                    std::to_string(p.stagesPerDevice) + "; use 1, or schedule " +
+                    (p.schedule == pipe::ScheduleKind::GPipe
+                         ? "\"breadth-first\" (GPipe's order on looped stages)"
+                         : "\"depth-first\" (interleaved 1F1B) or \"breadth-first\""));
+    return;
+  }
+  // Depth-first's rules on the number of micro-batches per stage; explicit unequal partitions
+  // are checked by the schedule itself.
+  if (p.schedule != pipe::ScheduleKind::DepthFirst || !p.microbatchPartitions.empty() ||
+      p.autoPartitions)
+    return;
+  const int64_t m = p.microbatches, ranks = p.pipeline, n = p.groupSize;
+  if (m < ranks) {
+    diag.report("parallelism.microbatches",
+                "depth-first needs at least as many micro-batches as pipeline ranks (" +
+                    std::to_string(m) + " < pipeline " + std::to_string(ranks) + "); use " +
+                    std::to_string(ranks) + " or more, or schedule \"breadth-first\", which "
+                    "accepts any number");
+    return;
+  }
+  if (n < ranks || n > m) {
+    diag.report("parallelism.group_size",
+                "must lie between the pipeline size " + std::to_string(ranks) +
+                    " and the number of micro-batches " + std::to_string(m) + ", got " +
+                    std::to_string(n));
+    return;
+  }
+  if (int64_t rest = m % n; rest != 0 && rest < ranks)
+    diag.report("parallelism.group_size",
+                "grouping " + std::to_string(m) + " micro-batches by " + std::to_string(n) +
+                    " leaves a last group of " + std::to_string(rest) + ", fewer than the " +
+                    std::to_string(ranks) + " pipeline ranks, which stalls the pipeline "
+                    "(Megatron-LM rejects it too); use a group size that divides " +
+                    std::to_string(m) + " or leaves at least " + std::to_string(ranks));
+}
+
 void JobParser::checkJob(const Job &job) {
   const ParallelismSpec &p = job.parallelism;
   const int64_t layers = static_cast<int64_t>(job.model.layers.size());
   if (p.numStages() > layers) {
-    diag.report("parallelism", std::to_string(p.numStages()) + " stages (pipeline " +
-                                   std::to_string(p.pipeline) + " x stages_per_device " +
-                                   std::to_string(p.stagesPerDevice) + ") but the model has " +
-                                   std::to_string(layers) + " layers; every stage needs at "
-                                   "least one layer");
+    std::string fix = "use at most " + std::to_string(layers) + " stages";
+    if (p.stagesPerDevice > 1 && layers >= p.pipeline)
+      fix += " (stages_per_device " + std::to_string(layers / p.pipeline) + ")";
+    diag.report(p.stagesPerDevice > 1 ? "parallelism.stages_per_device" : "parallelism.pipeline",
+                std::to_string(p.numStages()) + " stages (pipeline " +
+                    std::to_string(p.pipeline) + " x stages_per_device " +
+                    std::to_string(p.stagesPerDevice) + ") but the model has " +
+                    std::to_string(layers) + " layers, and every stage needs at least one; " +
+                    fix + ", or more layers (model.num_layers)");
     return;
   }
   if (p.pipeline * p.data > kMaxWorld) {
-    diag.report("parallelism", "pipeline x data is " + std::to_string(p.pipeline * p.data) +
-                                   " ranks; at most " + std::to_string(kMaxWorld) +
-                                   " are supported");
+    diag.report("parallelism.data", "pipeline x data is " + std::to_string(p.pipeline * p.data) +
+                                        " ranks; at most " + std::to_string(kMaxWorld) +
+                                        " are supported");
     return;
   }
   // Both factors are bounded (2^16 * 2^10 stages, 2^20 micro-batches): no overflow here.
   if (p.numStages() * p.microbatches > kMaxStageMicrobatches) {
-    diag.report("parallelism", std::to_string(p.numStages() * p.microbatches) +
-                                   " (stage, micro-batch) pairs per step; at most " +
-                                   std::to_string(kMaxStageMicrobatches) + " are supported");
+    diag.report("parallelism.microbatches",
+                std::to_string(p.numStages() * p.microbatches) +
+                    " (stage, micro-batch) pairs per step; at most " +
+                    std::to_string(kMaxStageMicrobatches) + " are supported (use at most " +
+                    std::to_string(kMaxStageMicrobatches / p.numStages()) +
+                    " micro-batches for " + std::to_string(p.numStages()) + " stages)");
     return;
   }
   if (p.batchSamples() > kMaxBatchSamples) {
-    diag.report("parallelism", "microbatches x microbatch_size is " +
-                                   std::to_string(p.batchSamples()) + " samples; at most " +
-                                   std::to_string(kMaxBatchSamples) + " are supported");
+    diag.report("parallelism.microbatch_size", "microbatches x microbatch_size is " +
+                                                   std::to_string(p.batchSamples()) +
+                                                   " samples; at most " +
+                                                   std::to_string(kMaxBatchSamples) +
+                                                   " are supported");
     return;
   }
+  checkSchedule(p);
+  if (diag.failed())
+    return;
   checkStageLayers(job);
   checkPartitions(job);
 }

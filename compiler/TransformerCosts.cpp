@@ -65,7 +65,8 @@ llvm::Error addLayer(std::vector<LayerSpec> &layers, std::string name, pipe::Lay
     if (!(value >= 0 && value <= kExactLimit))
       return llvm::createStringError(
           "layer '" + name + "' would have a figure above 2^53 (parameters, FLOPs or bytes per "
-          "sample); the model shape is too large");
+          "sample); the model shape is too large: reduce hidden_size, ffn_hidden_size, "
+          "seq_length or vocab_size");
   LayerSpec layer;
   layer.name = std::move(name);
   layer.kind = kind;
@@ -81,13 +82,37 @@ llvm::Error addLayer(std::vector<LayerSpec> &layers, std::string name, pipe::Lay
 
 } // namespace
 
-std::optional<std::string> conduit::checkTransformerShape(const TransformerSpec &t) {
+namespace {
+
+/// "4 or 5": the divisors of `n` nearest to `target` from below and above.
+std::string nearestDivisors(int64_t n, int64_t target) {
+  int64_t below = std::min(target, n), above = std::max<int64_t>(target, 1);
+  while (below > 1 && n % below != 0)
+    --below;
+  while (above < n && n % above != 0)
+    ++above;
+  if (above > n || n % above != 0 || above == below)
+    return std::to_string(below);
+  return std::to_string(below) + " or " + std::to_string(above);
+}
+
+} // namespace
+
+std::optional<ShapeProblem> conduit::checkTransformerShape(const TransformerSpec &t) {
   if (t.hiddenSize % t.numHeads != 0)
-    return "hidden size " + std::to_string(t.hiddenSize) + " is not divisible by the " +
-           std::to_string(t.numHeads) + " attention heads";
+    return ShapeProblem{"num_heads", std::to_string(t.numHeads) +
+                                         " attention heads do not divide the hidden size " +
+                                         std::to_string(t.hiddenSize) + "; use " +
+                                         nearestDivisors(t.hiddenSize, t.numHeads) +
+                                         " heads, or a hidden_size that is a multiple of " +
+                                         std::to_string(t.numHeads)};
   if (t.numKvHeads > t.numHeads || t.numHeads % t.numKvHeads != 0)
-    return "the " + std::to_string(t.numHeads) + " attention heads are not divisible by the " +
-           std::to_string(t.numKvHeads) + " key/value heads";
+    return ShapeProblem{"num_kv_heads", std::to_string(t.numKvHeads) +
+                                            " key/value heads do not divide the " +
+                                            std::to_string(t.numHeads) +
+                                            " attention heads; use " +
+                                            nearestDivisors(t.numHeads, t.numKvHeads) +
+                                            " key/value heads"};
   return std::nullopt;
 }
 

@@ -26,12 +26,20 @@ constexpr int64_t kMaxFfn = 1 << 22;
 constexpr int64_t kMaxSeqLength = 1 << 24;
 constexpr int64_t kMaxVocab = 1 << 24;
 
+/// A relation between dimensions that does not hold: the key to change (its name under the job
+/// file's `model` section) and what would work.
+struct ShapeProblem {
+  std::string key;
+  std::string message;
+};
+
 /// Checks the relations between dimensions (heads divide the hidden size, key/value heads
-/// divide the heads); returns a description of the first violation.
-std::optional<std::string> checkTransformerShape(const TransformerSpec &shape);
+/// divide the heads); returns the first violation.
+std::optional<ShapeProblem> checkTransformerShape(const TransformerSpec &shape);
 
 /// The layer chain of `shape` with costs for elements of `elementBytes` bytes. Fails when a
-/// figure would exceed 2^53 (beyond exact integers in a double): an absurd shape, not a model.
+/// figure would exceed 2^53 (beyond exact integers in a double): an absurd shape, not a model;
+/// the message names the dimensions to reduce.
 llvm::Expected<std::vector<LayerSpec>> expandTransformer(const TransformerSpec &shape,
                                                          int64_t elementBytes);
 

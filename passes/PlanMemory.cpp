@@ -99,22 +99,24 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
     };
     bool checkpointed = par.getCheckpointing() == pipe::Checkpointing::Full;
     if (!checkpointed)
-      tryVariant({true, 1.0}, "activation_checkpointing \"full\"");
+      tryVariant({true, 1.0}, "parallelism.activation_checkpointing \"full\"");
     for (int64_t size = par.getMicrobatchSize() / 2; size >= 1; size /= 2) {
       double scale = static_cast<double>(size) / static_cast<double>(par.getMicrobatchSize());
       size_t before = fits.size();
-      tryVariant({false, scale}, "microbatch_size " + std::to_string(size));
+      tryVariant({false, scale}, "parallelism.microbatch_size " + std::to_string(size));
       if (fits.size() == before && !checkpointed)
         tryVariant({true, scale},
-                   "microbatch_size " + std::to_string(size) + " with full checkpointing");
+                   "parallelism.microbatch_size " + std::to_string(size) +
+                       " with activation_checkpointing \"full\"");
       if (fits.size() > before)
         break;
     }
     std::string advice =
-        fits.empty() ? "no single change of checkpointing or micro-batch size fits; use more "
-                       "pipeline ranks or stages per device (each holds fewer layers)" +
+        fits.empty() ? "no single change of checkpointing or micro-batch size fits; raise "
+                       "parallelism.pipeline or parallelism.stages_per_device (each stage holds "
+                       "fewer layers)" +
                            std::string(par.getSharding() != pipe::Sharding::Full && par.getData() > 1
-                                           ? ", or sharding \"full\""
+                                           ? ", or set parallelism.sharding \"full\""
                                            : "")
                      : "would fit: " + llvm::join(fits, "; ");
     int64_t r = worst - ranks.begin();
