@@ -35,16 +35,15 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
     cost.optimizerSPerParam = profile->optimizerSPerParam;
     cost.profiledAdam = profile->optimizerAdam;
     if (cost.profiles.size() != cost.layers.size())
-      return llvm::createStringError(path + ": the profile has " +
-                                     std::to_string(cost.profiles.size()) +
-                                     " layers but the model has " +
-                                     std::to_string(cost.layers.size()));
+      return llvm::createStringError(
+          path + ": the profile has " + std::to_string(cost.profiles.size()) +
+          " layers but the model has " + std::to_string(cost.layers.size()));
     for (size_t l = 0; l < cost.layers.size(); ++l) {
       if (cost.profiles[l].name != in.names[l])
-        return llvm::createStringError(
-            path + ": layers[" + std::to_string(l) + "] is '" + cost.profiles[l].name +
-            "' but the model's layer " + std::to_string(l) + " is '" + in.names[l] +
-            "'; the profile was measured on another model");
+        return llvm::createStringError(path + ": layers[" + std::to_string(l) + "] is '" +
+                                       cost.profiles[l].name + "' but the model's layer " +
+                                       std::to_string(l) + " is '" + in.names[l] +
+                                       "'; the profile was measured on another model");
     }
   }
   return cost;
@@ -84,9 +83,9 @@ double CostModel::forwardTime(int64_t layer, int64_t samples) const {
 }
 
 double CostModel::backwardTime(int64_t layer, int64_t samples) const {
-  double time = !profiles.empty()
-                    ? profiled(profiles[layer].backwardS, profiles[layer], samples)
-                    : launchOverheadS + layers[layer].bwdFlops * static_cast<double>(samples) / flopRate;
+  double time = !profiles.empty() ? profiled(profiles[layer].backwardS, profiles[layer], samples)
+                                  : launchOverheadS + layers[layer].bwdFlops *
+                                                          static_cast<double>(samples) / flopRate;
   return recompute ? time + forwardTime(layer, samples) : time;
 }
 
@@ -135,8 +134,7 @@ double CostModel::transferTime(int64_t bytes, Link link) const {
   return latencyS + static_cast<double>(bytes) / bandwidth(link);
 }
 
-double CostModel::collectiveTime(Collective kind, int64_t bytes, int64_t members,
-                                 Link link) const {
+double CostModel::collectiveTime(Collective kind, int64_t bytes, int64_t members, Link link) const {
   if (members <= 1)
     return 0;
   const double n = static_cast<double>(members);

@@ -144,8 +144,10 @@ std::string suggestion(llvm::StringRef word, llvm::ArrayRef<llvm::StringRef> can
 std::optional<json::Value> conduit::parseJsonText(llvm::StringRef text, Diagnostics &diag,
                                                   JsonLimits limits) {
   if (text.size() > limits.maxBytes) {
-    diag.report("", "file is " + std::to_string(text.size()) + " bytes; input files are limited "
-                        "to " + std::to_string(limits.maxBytes) + " bytes");
+    diag.report("", "file is " + std::to_string(text.size()) +
+                        " bytes; input files are limited "
+                        "to " +
+                        std::to_string(limits.maxBytes) + " bytes");
     return std::nullopt;
   }
   if (std::optional<std::string> problem = checkStructure(text, limits.maxDepth)) {
@@ -172,8 +174,10 @@ std::optional<json::Value> conduit::loadJsonFile(llvm::StringRef path, Diagnosti
     return std::nullopt;
   }
   if (status.getSize() > limits.maxBytes) {
-    diag.report("", "file is " + std::to_string(status.getSize()) + " bytes; input files are "
-                        "limited to " + std::to_string(limits.maxBytes) + " bytes");
+    diag.report("", "file is " + std::to_string(status.getSize()) +
+                        " bytes; input files are "
+                        "limited to " +
+                        std::to_string(limits.maxBytes) + " bytes");
     return std::nullopt;
   }
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
@@ -213,8 +217,8 @@ std::optional<int64_t> conduit::readInteger(const json::Value &value, const std:
     return std::nullopt;
   }
   if (*i < min || *i > max) {
-    diag.report(keyPath, "must be between " + std::to_string(min) + " and " +
-                             std::to_string(max) + ", got " + std::to_string(*i));
+    diag.report(keyPath, "must be between " + std::to_string(min) + " and " + std::to_string(max) +
+                             ", got " + std::to_string(*i));
     return std::nullopt;
   }
   return i;

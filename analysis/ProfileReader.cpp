@@ -26,14 +26,13 @@ llvm::Expected<MeasuredProfile> conduit::readProfile(llvm::StringRef path) {
   for (llvm::StringRef key : {kProfileFormat, kProfileLayers})
     if (!top.require(key))
       return fail();
-  if (std::optional<int64_t> version =
-          top.integer(kProfileFormat, 1, 1000);
+  if (std::optional<int64_t> version = top.integer(kProfileFormat, 1, 1000);
       version && *version != kProfileVersion)
-    diag.report(top.keyPath(kProfileFormat),
-                "format version " + std::to_string(*version) +
-                    " is newer than this compiler reads (" + std::to_string(kProfileVersion) +
-                    "); compile with the Conduit that "
-                    "wrote the profile");
+    diag.report(top.keyPath(kProfileFormat), "format version " + std::to_string(*version) +
+                                                 " is newer than this compiler reads (" +
+                                                 std::to_string(kProfileVersion) +
+                                                 "); compile with the Conduit that "
+                                                 "wrote the profile");
   top.string(kProfileBackend);
   top.string(kProfileJob);
   const llvm::json::Array *layers = top.array(kProfileLayers);
@@ -55,7 +54,8 @@ llvm::Expected<MeasuredProfile> conduit::readProfile(llvm::StringRef path) {
       return fail();
     }
     ObjectReader layer(*entry, at, diag);
-    for (llvm::StringRef key : {kProfileLayerName, kProfileLayerSamples, kProfileLayerForwardS, kProfileLayerBackwardS})
+    for (llvm::StringRef key :
+         {kProfileLayerName, kProfileLayerSamples, kProfileLayerForwardS, kProfileLayerBackwardS})
       if (!layer.require(key))
         return fail();
     LayerProfile p;
@@ -67,9 +67,9 @@ llvm::Expected<MeasuredProfile> conduit::readProfile(llvm::StringRef path) {
       for (auto [k, element] : llvm::enumerate(*list)) {
         std::optional<double> v = element.getAsNumber();
         if (!v || !std::isfinite(*v) || *v < 0 || (positive && *v <= 0)) {
-          diag.report(layer.elementPath(key, k),
-                      std::string("expected a ") + (positive ? "positive" : "non-negative") +
-                          " number, got " + describeJson(element));
+          diag.report(layer.elementPath(key, k), std::string("expected a ") +
+                                                     (positive ? "positive" : "non-negative") +
+                                                     " number, got " + describeJson(element));
           return;
         }
         out.push_back(*v);

@@ -23,9 +23,7 @@ using namespace conduit;
 using runtime::Instruction;
 using runtime::Op;
 
-double IdleAttribution::p2pTotal() const {
-  return std::accumulate(p2p.begin(), p2p.end(), 0.0);
-}
+double IdleAttribution::p2pTotal() const { return std::accumulate(p2p.begin(), p2p.end(), 0.0); }
 
 namespace {
 
@@ -34,8 +32,8 @@ bool isWork(Op op) { return op != Op::Signal && op != Op::Wait; }
 class RankAnalysis {
 public:
   RankAnalysis(const runtime::Plan &plan, const SimulationResult &simulation, int32_t rank)
-      : plan(plan), simulation(simulation), rank(rank),
-        program(plan.ranks[rank].instructions), times(simulation.times[rank]) {
+      : plan(plan), simulation(simulation), rank(rank), program(plan.ranks[rank].instructions),
+        times(simulation.times[rank]) {
     const size_t n = program.size();
     previous.assign(n, -1);
     signalOf.assign(plan.ranks[rank].events, -1);
@@ -56,8 +54,8 @@ public:
     result.p2p.assign(plan.ranks.size(), 0);
     countInstructions(report);
 
-    double cursor = 0;     // end of the compute stream's last instruction so far
-    int64_t release = -1;  // the wait since then that ended last
+    double cursor = 0;    // end of the compute stream's last instruction so far
+    int64_t release = -1; // the wait since then that ended last
     for (size_t i = 0; i < program.size(); ++i) {
       const Instruction &x = program[i];
       if (x.stream != runtime::kComputeStream)
@@ -223,8 +221,7 @@ PlanReport conduit::analyzeStep(const runtime::Plan &plan, const SimulationResul
   }
   const double ranks = static_cast<double>(plan.ranks.size());
   if (step > 0) {
-    report.tokensPerS =
-        static_cast<double>(report.globalBatchSamples * c.tokensPerSample) / step;
+    report.tokensPerS = static_cast<double>(report.globalBatchSamples * c.tokensPerSample) / step;
     report.tflopsPerGpu = flopsPerSample * static_cast<double>(c.batchSamples()) / step /
                           static_cast<double>(c.pipeline) / 1e12;
     report.bubbleFraction = idle / (ranks * step);
@@ -249,13 +246,12 @@ llvm::json::Value conduit::reportToJson(const PlanReport &report) {
         {"rank", r.rank},
         {"busy_s", r.busyS},
         {"idle_s", r.idleS},
-        {"idle",
-         llvm::json::Object{{"fill_drain_s", r.idle.fillDrain},
-                            {"p2p_s", r.idle.p2pTotal()},
-                            {"p2p_by_peer_s", std::move(p2p)},
-                            {"all_gather_s", r.idle.allGather},
-                            {"reduction_tail_s", r.idle.reductionTail},
-                            {"other_s", r.idle.other}}},
+        {"idle", llvm::json::Object{{"fill_drain_s", r.idle.fillDrain},
+                                    {"p2p_s", r.idle.p2pTotal()},
+                                    {"p2p_by_peer_s", std::move(p2p)},
+                                    {"all_gather_s", r.idle.allGather},
+                                    {"reduction_tail_s", r.idle.reductionTail},
+                                    {"other_s", r.idle.other}}},
         {"exposed_comm_s", r.idle.exposedComm()},
         {"peak_memory_bytes", r.peakMemoryBytes},
         {"all_gathers", r.allGathers},
@@ -284,9 +280,9 @@ void conduit::printReport(const PlanReport &report, const runtime::Plan &plan,
                           llvm::raw_ostream &os) {
   const runtime::Config &c = plan.config;
   const double peak = c.peakFlops > 0 ? report.tflopsPerGpu * 1e12 / c.peakFlops : 0;
-  os << "  " << llvm::left_justify("prediction", 12) << " step "
-     << formatSeconds(report.stepTimeS) << ", " << formatCount(report.tokensPerS)
-     << " tokens/s, " << formatRate(report.tflopsPerGpu * 1e12, "FLOP/s") << " per GPU ("
+  os << "  " << llvm::left_justify("prediction", 12) << " step " << formatSeconds(report.stepTimeS)
+     << ", " << formatCount(report.tokensPerS) << " tokens/s, "
+     << formatRate(report.tflopsPerGpu * 1e12, "FLOP/s") << " per GPU ("
      << llvm::format("%.0f", 100 * peak) << "% of peak), bubble "
      << llvm::format("%.1f", 100 * report.bubbleFraction) << "%, exposed communication "
      << formatSeconds(report.exposedCommS) << " per rank\n";
@@ -294,9 +290,8 @@ void conduit::printReport(const PlanReport &report, const runtime::Plan &plan,
      << llvm::right_justify("idle", 10) << llvm::right_justify("fill/drain", 11)
      << llvm::right_justify("p2p", 10) << llvm::right_justify("all-gather", 11)
      << llvm::right_justify("reductions", 11) << llvm::right_justify("peak memory", 12)
-     << llvm::right_justify("AG", 6) << llvm::right_justify("RS", 5)
-     << llvm::right_justify("AR", 5) << llvm::right_justify("send", 7)
-     << llvm::right_justify("recv", 7) << "\n";
+     << llvm::right_justify("AG", 6) << llvm::right_justify("RS", 5) << llvm::right_justify("AR", 5)
+     << llvm::right_justify("send", 7) << llvm::right_justify("recv", 7) << "\n";
   for (const RankReport &r : report.ranks) {
     os << "  " << llvm::right_justify(std::to_string(r.rank), 4)
        << llvm::right_justify(formatSeconds(r.busyS), 10)
@@ -305,8 +300,7 @@ void conduit::printReport(const PlanReport &report, const runtime::Plan &plan,
        << llvm::right_justify(formatSeconds(r.idle.p2pTotal()), 10)
        << llvm::right_justify(formatSeconds(r.idle.allGather), 11)
        << llvm::right_justify(formatSeconds(r.idle.reductionTail), 11)
-       << llvm::right_justify(r.peakMemoryBytes ? formatBytes(double(r.peakMemoryBytes)) : "-",
-                              12)
+       << llvm::right_justify(r.peakMemoryBytes ? formatBytes(double(r.peakMemoryBytes)) : "-", 12)
        << llvm::right_justify(std::to_string(r.allGathers), 6)
        << llvm::right_justify(std::to_string(r.reduceScatters), 5)
        << llvm::right_justify(std::to_string(r.allReduces), 5)

@@ -181,11 +181,11 @@ public:
 private:
   struct RankState {
     std::vector<Stream> streams;
-    std::vector<double> fired;           // per event, -1 until signalled
-    std::vector<Clock> eventKnown;       // what the signalling stream knew
+    std::vector<double> fired;     // per event, -1 until signalled
+    std::vector<Clock> eventKnown; // what the signalling stream knew
     std::vector<std::vector<int>> waiters;
-    std::vector<double> posted, done;    // per instruction (transfers)
-    std::vector<int64_t> instance;       // per collective instruction: its group instance
+    std::vector<double> posted, done; // per instruction (transfers)
+    std::vector<int64_t> instance;    // per collective instruction: its group instance
     Dataflow flow;
   };
 
@@ -283,8 +283,8 @@ private:
           if (a.op != b.op || a.bytes != b.bytes) {
             fail(member, list[k],
                  "is collective " + std::to_string(k) + " of group " + std::to_string(g) +
-                     " but rank " + std::to_string(members[0]) + " issues " + describe(a) +
-                     " of " + std::to_string(a.bytes) + " bytes there");
+                     " but rank " + std::to_string(members[0]) + " issues " + describe(a) + " of " +
+                     std::to_string(a.bytes) + " bytes there");
             return;
           }
           state[member].instance[list[k]] = static_cast<int64_t>(instances.size() + k);
@@ -385,8 +385,9 @@ private:
       const int32_t peer = inst(r, i).peer;
       const int64_t j = result.matched[r][i];
       if (j < 0) {
-        fail(r, i, "has no matching " + std::string(inst(r, i).op == Op::Send ? "receive" : "send") +
-                       " on rank " + std::to_string(inst(r, i).peer));
+        fail(r, i,
+             "has no matching " + std::string(inst(r, i).op == Op::Send ? "receive" : "send") +
+                 " on rank " + std::to_string(inst(r, i).peer));
         return false;
       }
       if (state[peer].posted[j] >= 0) {
@@ -453,13 +454,14 @@ private:
       return;
     int64_t by = state[r].flow.gatheredBy[stage];
     if (by < 0) {
-      fail(r, i, "computes on stage " + std::to_string(stage) +
-                     " while its parameters are not gathered");
+      fail(r, i,
+           "computes on stage " + std::to_string(stage) + " while its parameters are not gathered");
       return;
     }
     if (!knows(r, s, by))
-      fail(r, i, "may run before the all-gather of stage " + std::to_string(stage) +
-                     " (instruction " + at(r, by) + ") completes; no event orders them");
+      fail(r, i,
+           "may run before the all-gather of stage " + std::to_string(stage) + " (instruction " +
+               at(r, by) + ") completes; no event orders them");
   }
 
   /// The input of (stage, mb) in direction `kind` is complete and ordered before instruction i.
@@ -479,17 +481,17 @@ private:
         if (producer.samples[m + 1] <= begin || producer.samples[m] >= end)
           continue;
         if (done[m] < 0 || !knows(r, s, done[m])) {
-          fail(r, i, std::string("may run before its input from ") +
-                         (forward ? "F s" : "B s") + std::to_string(from) + " mb" +
-                         std::to_string(m) + " is computed");
+          fail(r, i,
+               std::string("may run before its input from ") + (forward ? "F s" : "B s") +
+                   std::to_string(from) + " mb" + std::to_string(m) + " is computed");
           return;
         }
       }
       return;
     }
     if (x.slot < 0) {
-      fail(r, i, "needs input from rank " + std::to_string(producer.rank) +
-                     " but names no receive slot");
+      fail(r, i,
+           "needs input from rank " + std::to_string(producer.rank) + " but names no receive slot");
       return;
     }
     Dataflow::Slot &slot = flow.slots[x.slot];
@@ -504,14 +506,16 @@ private:
       if (b <= covered)
         covered = std::max(covered, e);
     if (covered < end) {
-      fail(r, i, "may run before samples [" + std::to_string(covered) + ", " +
-                     std::to_string(end) + ") of its input are received");
+      fail(r, i,
+           "may run before samples [" + std::to_string(covered) + ", " + std::to_string(end) +
+               ") of its input are received");
       return;
     }
     for (int64_t receive : slot.receives)
       if (!knows(r, s, receive)) {
-        fail(r, i, "may run before the receive of its input (instruction " + at(r, receive) +
-                       ") completes; no event orders them");
+        fail(r, i,
+             "may run before the receive of its input (instruction " + at(r, receive) +
+                 ") completes; no event orders them");
         return;
       }
     slot.consumedBy = i;
@@ -542,8 +546,9 @@ private:
     }
     case Op::Free:
       if (flow.gatheredBy[x.stage] < 0)
-        return fail(r, i, "frees parameters of stage " + std::to_string(x.stage) +
-                              " that are not gathered");
+        return fail(r, i,
+                    "frees parameters of stage " + std::to_string(x.stage) +
+                        " that are not gathered");
       flow.gatheredBy[x.stage] = -1;
       --flow.gatheredCount;
       break;
@@ -552,16 +557,18 @@ private:
         return fail(r, i, "updates stage " + std::to_string(x.stage) + " a second time");
       int64_t needed = plan.config.data > 1 ? flow.reducedBy[x.stage] : -1;
       if (plan.config.data > 1 && (needed < 0 || !knows(r, s, needed)))
-        return fail(r, i, "may update stage " + std::to_string(x.stage) +
-                              " before its gradients are reduced");
+        return fail(r, i,
+                    "may update stage " + std::to_string(x.stage) +
+                        " before its gradients are reduced");
       if (plan.config.data == 1 &&
           flow.backwardsDone[x.stage] != plan.stages[x.stage].numMicrobatches())
-        return fail(r, i, "updates stage " + std::to_string(x.stage) +
-                              " before all its backwards ran");
+        return fail(r, i,
+                    "updates stage " + std::to_string(x.stage) + " before all its backwards ran");
       for (int64_t b : flow.backward[x.stage])
         if (plan.config.data == 1 && !knows(r, s, b))
-          return fail(r, i, "may update stage " + std::to_string(x.stage) +
-                                " before its backwards complete");
+          return fail(r, i,
+                      "may update stage " + std::to_string(x.stage) +
+                          " before its backwards complete");
       flow.steppedBy[x.stage] = i;
       break;
     }
@@ -588,15 +595,17 @@ private:
       return;
     if (slot.stage >= 0) {
       if (slot.consumedBy < 0) {
-        fail(r, i, "overwrites slot " + std::to_string(x.slot) + ", which still holds the " +
-                       (slot.kind == runtime::Transfer::Activation ? "activation" : "gradient") +
-                       " of s" + std::to_string(slot.stage) + " mb" +
-                       std::to_string(slot.microbatch) + " that no compute has read");
+        fail(r, i,
+             "overwrites slot " + std::to_string(x.slot) + ", which still holds the " +
+                 (slot.kind == runtime::Transfer::Activation ? "activation" : "gradient") +
+                 " of s" + std::to_string(slot.stage) + " mb" + std::to_string(slot.microbatch) +
+                 " that no compute has read");
         return;
       }
       if (!knows(r, s, slot.consumedBy)) {
-        fail(r, i, "may overwrite slot " + std::to_string(x.slot) + " before instruction " +
-                       at(r, slot.consumedBy) + " has read it; no event orders them");
+        fail(r, i,
+             "may overwrite slot " + std::to_string(x.slot) + " before instruction " +
+                 at(r, slot.consumedBy) + " has read it; no event orders them");
         return;
       }
     }
@@ -621,32 +630,36 @@ private:
     case Op::AllGather:
       if (c.sharding == runtime::Sharding::Full) {
         if (flow.gatheredBy[x.stage] >= 0)
-          return fail(r, i, "gathers stage " + std::to_string(x.stage) +
-                                ", whose parameters are already gathered");
+          return fail(r, i,
+                      "gathers stage " + std::to_string(x.stage) +
+                          ", whose parameters are already gathered");
         if (flow.gatheredCount >= c.fsdpWindow)
-          return fail(r, i, "gathers a stage while " + std::to_string(flow.gatheredCount) +
-                                " are gathered, the most the fsdp window of " +
-                                std::to_string(c.fsdpWindow) + " allows");
+          return fail(r, i,
+                      "gathers a stage while " + std::to_string(flow.gatheredCount) +
+                          " are gathered, the most the fsdp window of " +
+                          std::to_string(c.fsdpWindow) + " allows");
         ++flow.gatheredCount;
       } else {
         int64_t step = flow.steppedBy[x.stage];
         if (step < 0 || !knows(r, s, step))
-          return fail(r, i, "may gather the parameters of stage " + std::to_string(x.stage) +
-                                " before the optimizer updated them");
+          return fail(r, i,
+                      "may gather the parameters of stage " + std::to_string(x.stage) +
+                          " before the optimizer updated them");
         flow.paramsGathered[x.stage] = i;
       }
       break;
     case Op::ReduceScatter:
     case Op::AllReduce: {
       if (flow.reducedBy[x.stage] >= 0)
-        return fail(r, i, "reduces the gradients of stage " + std::to_string(x.stage) +
-                              " a second time");
+        return fail(r, i,
+                    "reduces the gradients of stage " + std::to_string(x.stage) + " a second time");
       const std::vector<int64_t> &backwards = flow.backward[x.stage];
       for (size_t m = 0; m < backwards.size(); ++m)
         if (backwards[m] < 0 || !knows(r, s, backwards[m]))
-          return fail(r, i, "may reduce the gradients of stage " + std::to_string(x.stage) +
-                                " before its backward of micro-batch " + std::to_string(m) +
-                                " completes");
+          return fail(r, i,
+                      "may reduce the gradients of stage " + std::to_string(x.stage) +
+                          " before its backward of micro-batch " + std::to_string(m) +
+                          " completes");
       flow.reducedBy[x.stage] = i;
       break;
     }
@@ -728,25 +741,29 @@ private:
         std::string stage = "stage " + std::to_string(s);
         for (size_t m = 0; m < flow.forward[s].size(); ++m) {
           if (flow.forward[s][m] < 0)
-            return fail(r, last, "rank " + std::to_string(r) + " never runs the forward of " +
-                                     stage + " micro-batch " + std::to_string(m));
+            return fail(r, last,
+                        "rank " + std::to_string(r) + " never runs the forward of " + stage +
+                            " micro-batch " + std::to_string(m));
           if (flow.backward[s][m] < 0)
-            return fail(r, last, "rank " + std::to_string(r) + " never runs the backward of " +
-                                     stage + " micro-batch " + std::to_string(m));
+            return fail(r, last,
+                        "rank " + std::to_string(r) + " never runs the backward of " + stage +
+                            " micro-batch " + std::to_string(m));
         }
         if (plan.config.data > 1 && flow.reducedBy[s] < 0)
-          return fail(r, last, "rank " + std::to_string(r) + " never reduces the gradients of " +
-                                   stage);
+          return fail(r, last,
+                      "rank " + std::to_string(r) + " never reduces the gradients of " + stage);
         if (flow.steppedBy[s] < 0)
           return fail(r, last, "rank " + std::to_string(r) + " never updates " + stage);
         if (flow.gatheredBy[s] >= 0)
-          return fail(r, last, "rank " + std::to_string(r) + " ends the step with " + stage +
-                                   " still gathered");
+          return fail(r, last,
+                      "rank " + std::to_string(r) + " ends the step with " + stage +
+                          " still gathered");
         bool zero12 = plan.config.sharding == runtime::Sharding::Optimizer ||
                       plan.config.sharding == runtime::Sharding::Gradients;
         if (plan.config.data > 1 && zero12 && flow.paramsGathered[s] < 0)
-          return fail(r, last, "rank " + std::to_string(r) +
-                                   " never gathers the updated parameters of " + stage);
+          return fail(r, last,
+                      "rank " + std::to_string(r) + " never gathers the updated parameters of " +
+                          stage);
       }
     }
     for (const std::vector<InstructionTime> &rank : result.times)

@@ -43,9 +43,9 @@ private:
   std::vector<std::vector<double>> forward, backward; // [stage][micro-batch]
   std::vector<double> optimizer;                      // [stage]
   const CostModel *cost = nullptr;
-  std::vector<Link> dpLink;                           // [group]
-  std::vector<int64_t> groupMembers;                  // [group]: ranks x replicas
-  std::vector<std::vector<Link>> p2pLink;             // [rank][peer]
+  std::vector<Link> dpLink;               // [group]
+  std::vector<int64_t> groupMembers;      // [group]: ranks x replicas
+  std::vector<std::vector<Link>> p2pLink; // [rank][peer]
 };
 
 /// A problem found while simulating: where, and what.

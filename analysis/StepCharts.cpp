@@ -177,16 +177,16 @@ void conduit::writeGanttSvg(const runtime::Plan &plan, const SimulationResult &s
   // Title and legend.
   static const char *const kSchedules[] = {"gpipe", "1f1b", "depth-first", "breadth-first"};
   os << "<text x=\"" << left << "\" y=\"20\" font-size=\"14\" font-weight=\"bold\">"
-     << escape(plan.name) << ": " << kSchedules[static_cast<int>(c.schedule)] << ", P=" << c.pipeline
-     << " V=" << c.stagesPerDevice << " M=" << c.microbatches << " D=" << c.data
-     << ", step " << escape(formatSeconds(simulation.makespan)) << "</text>\n";
+     << escape(plan.name) << ": " << kSchedules[static_cast<int>(c.schedule)]
+     << ", P=" << c.pipeline << " V=" << c.stagesPerDevice << " M=" << c.microbatches
+     << " D=" << c.data << ", step " << escape(formatSeconds(simulation.makespan)) << "</text>\n";
   double legendX = left;
   for (const Kind *kind : {&kForward, &kBackward, &kOptimizer, &kTransfer, &kAllGather,
                            &kReduceScatter, &kAllReduce}) {
     os << llvm::format("<rect x=\"%.1f\" y=\"32\" width=\"12\" height=\"12\" fill=\"%s\"/>",
                        legendX, kind->colour)
-       << llvm::format("<text x=\"%.1f\" y=\"42\" font-size=\"11\">", legendX + 16)
-       << kind->label << "</text>\n";
+       << llvm::format("<text x=\"%.1f\" y=\"42\" font-size=\"11\">", legendX + 16) << kind->label
+       << "</text>\n";
     legendX += 24 + 6.5 * static_cast<double>(std::string(kind->label).size());
   }
   os << llvm::format("<text x=\"%.1f\" y=\"42\" font-size=\"11\" fill=\"#555\">each row: "
@@ -197,8 +197,8 @@ void conduit::writeGanttSvg(const runtime::Plan &plan, const SimulationResult &s
   const double tick = tickStep(step, 10);
   for (double t = 0; t <= step * (1 + 1e-9); t += tick) {
     const double x = xOf(t);
-    os << llvm::format("<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#ddd\"/>",
-                       x, top, x, top + row * ranks)
+    os << llvm::format("<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#ddd\"/>", x,
+                       top, x, top + row * ranks)
        << llvm::format("<text x=\"%.2f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">", x,
                        top + row * ranks + 16)
        << escape(formatSeconds(t)) << "</text>\n";
@@ -224,12 +224,12 @@ void conduit::writeGanttSvg(const runtime::Plan &plan, const SimulationResult &s
       if (!kind)
         continue;
       const InstructionTime &t = simulation.times[r][i];
-      std::string title = runtime::shortName(x) + ": " + formatSeconds(t.start) + " to " +
-                          formatSeconds(t.end);
+      std::string title =
+          runtime::shortName(x) + ": " + formatSeconds(t.start) + " to " + formatSeconds(t.end);
       if (x.isCompute()) {
         // PyTorch's notation: 3F5 is the forward of stage 3, micro-batch 5.
         std::string label = (looped ? std::to_string(x.stage) : "") +
-                             (x.op == Op::Forward ? "F" : "B") + std::to_string(x.microbatch);
+                            (x.op == Op::Forward ? "F" : "B") + std::to_string(x.microbatch);
         compute.add(xOf(t.start), xOf(t.end), kind, label, title);
       } else if (x.op == Op::OptimizerStep) {
         compute.add(xOf(t.start), xOf(t.end), kind, "", title);

@@ -13,7 +13,9 @@ namespace {
 std::string threeDigits(double value) {
   char buffer[32];
   double magnitude = std::fabs(value);
-  const char *format = magnitude >= 100 || magnitude == 0 ? "%.0f" : magnitude >= 10 ? "%.1f" : "%.2f";
+  const char *format = magnitude >= 100 || magnitude == 0 ? "%.0f"
+                       : magnitude >= 10                  ? "%.1f"
+                                                          : "%.2f";
   std::snprintf(buffer, sizeof(buffer), format, value);
   return buffer;
 }
@@ -26,8 +28,8 @@ std::string scaled(double value, double base, const char *const *prefixes, int c
     ++i;
   }
   // Whole units print without decimals: "16 B", not "16.0 B".
-  std::string number = i == 0 && value == std::floor(value) ? std::to_string(int64_t(value))
-                                                            : threeDigits(value);
+  std::string number =
+      i == 0 && value == std::floor(value) ? std::to_string(int64_t(value)) : threeDigits(value);
   return number + " " + prefixes[i] + unit;
 }
 

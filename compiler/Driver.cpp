@@ -2,29 +2,29 @@
 
 #include "compiler/Driver.h"
 
+#include "analysis/Report.h"
+#include "analysis/StepCharts.h"
+#include "analysis/Units.h"
 #include "compiler/ImportJob.h"
 #include "compiler/JobFile.h"
-#include "passes/PlanExport.h"
 #include "compiler/Registration.h"
-#include "analysis/Report.h"
 #include "compiler/Summary.h"
-#include "analysis/StepCharts.h"
 #include "compiler/Sweep.h"
 #include "compiler/TorchCsvWriter.h"
-#include "analysis/Units.h"
 #include "dialects/pipe/PipeOps.h"
 #include "dialects/plan/PlanOps.h"
-#include "passes/Pipeline.h"
-#include "passes/VerifyProgram.h"
-#include "runtime/ExitCodes.h"
-#include "runtime/plan/PlanFile.h"
-#include "runtime/plan/PlanJson.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
+#include "passes/Pipeline.h"
+#include "passes/PlanExport.h"
+#include "passes/VerifyProgram.h"
+#include "runtime/ExitCodes.h"
+#include "runtime/plan/PlanFile.h"
+#include "runtime/plan/PlanJson.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/WithColor.h"
@@ -60,19 +60,18 @@ struct Options {
       "emit",
       cl::desc("What to write (default: the plan file with -o, else the summary on standard "
                "output)"),
-      cl::values(clEnumValN(EmitKind::Summary, "summary", "the readable report"),
-                 clEnumValN(EmitKind::Plan, "plan", "the verified plan file (binary)"),
-                 clEnumValN(EmitKind::Mlir, "mlir",
-                            "the IR where the pipeline stopped (see --until)"),
-                 clEnumValN(EmitKind::PlanJson, "plan-json", "the plan file as JSON"),
-                 clEnumValN(EmitKind::TorchCsv, "torch-csv",
-                            "PyTorch pipelining compute+comms action lists"),
-                 clEnumValN(EmitKind::TorchCsvCompute, "torch-csv-compute",
-                            "PyTorch pipelining compute-only action lists (torchtitan)"),
-                 clEnumValN(EmitKind::Report, "report", "the predicted step as JSON"),
-                 clEnumValN(EmitKind::Trace, "trace",
-                            "the predicted step as a Chrome trace (Perfetto)"),
-                 clEnumValN(EmitKind::Svg, "svg", "the predicted step as an SVG Gantt chart")),
+      cl::values(
+          clEnumValN(EmitKind::Summary, "summary", "the readable report"),
+          clEnumValN(EmitKind::Plan, "plan", "the verified plan file (binary)"),
+          clEnumValN(EmitKind::Mlir, "mlir", "the IR where the pipeline stopped (see --until)"),
+          clEnumValN(EmitKind::PlanJson, "plan-json", "the plan file as JSON"),
+          clEnumValN(EmitKind::TorchCsv, "torch-csv",
+                     "PyTorch pipelining compute+comms action lists"),
+          clEnumValN(EmitKind::TorchCsvCompute, "torch-csv-compute",
+                     "PyTorch pipelining compute-only action lists (torchtitan)"),
+          clEnumValN(EmitKind::Report, "report", "the predicted step as JSON"),
+          clEnumValN(EmitKind::Trace, "trace", "the predicted step as a Chrome trace (Perfetto)"),
+          clEnumValN(EmitKind::Svg, "svg", "the predicted step as an SVG Gantt chart")),
       cl::cat(category)};
   cl::opt<PipelineStop> until{
       "until", cl::desc("Stop the compilation after this step"), cl::init(PipelineStop::Plan),
@@ -84,8 +83,7 @@ struct Options {
                             "micro-batch partitions searched (microbatch_partitions \"auto\")"),
                  clEnumValN(PipelineStop::Scheduled, "scheduled", "the schedule"),
                  clEnumValN(PipelineStop::Transfers, "transfers", "sends and receives"),
-                 clEnumValN(PipelineStop::Collectives, "collectives",
-                            "data-parallel collectives"),
+                 clEnumValN(PipelineStop::Collectives, "collectives", "data-parallel collectives"),
                  clEnumValN(PipelineStop::Communicating, "communicating",
                             "transfers, collectives, memory plan"),
                  clEnumValN(PipelineStop::Lowered, "lowered", "the plan, not yet verified"),
@@ -103,8 +101,7 @@ struct Options {
           clEnumValN(sched::SearchMethod::Greedy, "greedy",
                      "move samples between neighbouring micro-batches while it helps"),
           clEnumValN(sched::SearchMethod::DP, "dp", "greedy dynamic programming, stage by stage"),
-          clEnumValN(sched::SearchMethod::Genetic, "genetic",
-                     "dual-chromosome genetic algorithm"),
+          clEnumValN(sched::SearchMethod::Genetic, "genetic", "dual-chromosome genetic algorithm"),
           clEnumValN(sched::SearchMethod::Descent, "descent",
                      "iterated coordinate descent (default)"),
           clEnumValN(sched::SearchMethod::Descent, "best",
@@ -112,15 +109,14 @@ struct Options {
       cl::cat(category)};
   cl::opt<uint64_t> searchSeed{"search-seed", cl::desc("Seed of the micro-batch search"),
                                cl::init(1), cl::cat(category)};
-  cl::opt<double> searchBudget{
-      "search-budget", cl::desc("Seconds the micro-batch search may take (0: no limit)"),
-      cl::init(0), cl::value_desc("seconds"), cl::cat(category)};
+  cl::opt<double> searchBudget{"search-budget",
+                               cl::desc("Seconds the micro-batch search may take (0: no limit)"),
+                               cl::init(0), cl::value_desc("seconds"), cl::cat(category)};
   cl::list<std::string> sweep{
       "sweep", cl::desc("Compile every combination of these values and compare (repeatable)"),
       cl::value_desc("key.path=v1,v2,..."), cl::cat(category)};
   cl::opt<std::string> importCsv{
-      "import-torch-csv",
-      cl::desc("Take placement and schedule from a PyTorch compute-only CSV"),
+      "import-torch-csv", cl::desc("Take placement and schedule from a PyTorch compute-only CSV"),
       cl::value_desc("file"), cl::cat(category)};
 };
 
@@ -302,8 +298,8 @@ int writeOutput(const std::string &path, llvm::function_ref<void(llvm::raw_ostre
   return kExitOk;
 }
 
-int runSweep(const Options &options, const std::vector<SweepAxis> &axes,
-             mlir::MLIRContext &context, mlir::TimingScope &timing) {
+int runSweep(const Options &options, const std::vector<SweepAxis> &axes, mlir::MLIRContext &context,
+             mlir::TimingScope &timing) {
   Diagnostics diag(options.input);
   std::optional<llvm::json::Value> root = loadJsonFile(options.input, diag);
   if (!root)
@@ -354,8 +350,7 @@ int conduit::runCompiler(int argc, char **argv) {
   }
   std::vector<char *> args = takeStopAfter(argc, argv, options, options.category);
   if (!cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(),
-                                   "Conduit: compile a training job into a plan\n",
-                                   &llvm::errs()))
+                                   "Conduit: compile a training job into a plan\n", &llvm::errs()))
     return kExitUsage;
   if (options.stopAfter) {
     if (options.until.getNumOccurrences())
@@ -445,8 +440,7 @@ int conduit::runCompiler(int argc, char **argv) {
       os << csv;
       break;
     case EmitKind::Report:
-      os << llvm::formatv("{0:2}",
-                          reportToJson(analyzeStep(*plan, compiled->verified->simulation)))
+      os << llvm::formatv("{0:2}", reportToJson(analyzeStep(*plan, compiled->verified->simulation)))
          << "\n";
       break;
     case EmitKind::Trace:

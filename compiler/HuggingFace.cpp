@@ -26,7 +26,8 @@ void readGpt2(ObjectReader &config, TransformerSpec &t) {
   auto positions = config.integer("n_positions", 1, kMaxSeqLength);
   auto vocab = config.integer("vocab_size", 1, kMaxVocab);
   std::optional<int64_t> inner;
-  if (const llvm::json::Value *v = config.value("n_inner"); v && v->kind() != llvm::json::Value::Null)
+  if (const llvm::json::Value *v = config.value("n_inner");
+      v && v->kind() != llvm::json::Value::Null)
     inner = config.integer("n_inner", 1, kMaxFfn);
   auto tie = config.boolean("tie_word_embeddings");
   if (config.failed() || !layers || !hidden || !heads || !positions || !vocab)

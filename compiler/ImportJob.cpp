@@ -51,17 +51,17 @@ OwningOpRef<ModuleOp> conduit::importJob(const Job &job, MLIRContext &context) {
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   OpBuilder builder = OpBuilder::atBlockEnd(module->getBody());
 
-  auto model = pipe::ModelOp::create(
-      builder, loc, symbolName(job.name), pipe::Phase::Model,
-      buildParallelism(ctx, job.parallelism), buildCluster(ctx, job.cluster),
-      buildTraining(ctx, job.training),
-      job.model.transformer ? buildTransformer(ctx, *job.model.transformer)
-                            : pipe::TransformerAttr(),
-      job.parallelism.stageLayers.empty()
-          ? DenseI64ArrayAttr()
-          : builder.getDenseI64ArrayAttr(job.parallelism.stageLayers),
-      /*microbatch_partitions=*/Attribute(), builder.getStringAttr(job.path),
-      job.model.tokensPerSample);
+  auto model =
+      pipe::ModelOp::create(builder, loc, symbolName(job.name), pipe::Phase::Model,
+                            buildParallelism(ctx, job.parallelism), buildCluster(ctx, job.cluster),
+                            buildTraining(ctx, job.training),
+                            job.model.transformer ? buildTransformer(ctx, *job.model.transformer)
+                                                  : pipe::TransformerAttr(),
+                            job.parallelism.stageLayers.empty()
+                                ? DenseI64ArrayAttr()
+                                : builder.getDenseI64ArrayAttr(job.parallelism.stageLayers),
+                            /*microbatch_partitions=*/Attribute(), builder.getStringAttr(job.path),
+                            job.model.tokensPerSample);
 
   if (job.parallelism.autoPartitions) {
     model.setMicrobatchPartitionsAttr(builder.getStringAttr("auto"));
@@ -75,9 +75,8 @@ OwningOpRef<ModuleOp> conduit::importJob(const Job &job, MLIRContext &context) {
   Block *body = builder.createBlock(&model.getBody());
   builder.setInsertionPointToEnd(body);
   for (const LayerSpec &layer : job.model.layers)
-    pipe::LayerOp::create(builder, loc, layer.name, layer.kind, layer.params,
-                          layer.fwdFlops,
-                          layer.bwdFlops, layer.activationBytes,
-                          layer.checkpointBytes, layer.outputBytes);
+    pipe::LayerOp::create(builder, loc, layer.name, layer.kind, layer.params, layer.fwdFlops,
+                          layer.bwdFlops, layer.activationBytes, layer.checkpointBytes,
+                          layer.outputBytes);
   return module;
 }

@@ -105,7 +105,8 @@ std::optional<Job> JobParser::parse(const json::Value &root) {
   const json::Object *object = root.getAsObject();
   if (!object) {
     diag.report("", "expected a JSON object with sections model, parallelism, cluster and "
-                    "training, got " + describeJson(root));
+                    "training, got " +
+                        describeJson(root));
     return std::nullopt;
   }
   Job job;
@@ -156,8 +157,7 @@ void JobParser::parseTraining(ObjectReader &section, TrainingSpec &t) {
 }
 
 void JobParser::parseTransformer(ObjectReader &section, TransformerSpec &t) {
-  for (llvm::StringRef key : {"num_layers", "hidden_size", "num_heads", "seq_length",
-                              "vocab_size"})
+  for (llvm::StringRef key : {"num_layers", "hidden_size", "num_heads", "seq_length", "vocab_size"})
     if (!section.require(key))
       return;
   t.numLayers = section.integer("num_layers", 1, kMaxLayers).value_or(0);
@@ -192,9 +192,8 @@ void JobParser::parseLayers(ObjectReader &section, ModelSpec &m) {
   if (!layers)
     return;
   if (layers->empty() || static_cast<int64_t>(layers->size()) > kMaxLayers) {
-    diag.report(section.keyPath("layers"), "expected between 1 and " +
-                                               std::to_string(kMaxLayers) + " layers, got " +
-                                               std::to_string(layers->size()));
+    diag.report(section.keyPath("layers"), "expected between 1 and " + std::to_string(kMaxLayers) +
+                                               " layers, got " + std::to_string(layers->size()));
     return;
   }
   int64_t previousOutput = 0;
@@ -288,8 +287,8 @@ std::optional<std::vector<int64_t>> readPositiveList(const json::Value &value,
                                                      Diagnostics &diag) {
   const json::Array *array = value.getAsArray();
   if (!array || array->empty()) {
-    diag.report(keyPath, "expected a non-empty array of positive integers, got " +
-                             describeJson(value));
+    diag.report(keyPath,
+                "expected a non-empty array of positive integers, got " + describeJson(value));
     return std::nullopt;
   }
   std::vector<int64_t> out;
@@ -333,8 +332,10 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
         p.autoPartitions = true;
       else
         diag.report(at, "expected \"auto\" or an array with one list of micro-batch sizes per "
-                        "stage, got " + describeJson(*partitions));
-    } else if (const json::Array *perStage = partitions->getAsArray(); perStage && !perStage->empty()) {
+                        "stage, got " +
+                            describeJson(*partitions));
+    } else if (const json::Array *perStage = partitions->getAsArray();
+               perStage && !perStage->empty()) {
       for (auto [s, sizes] : llvm::enumerate(*perStage)) {
         auto list = readPositiveList(sizes, at + "[" + std::to_string(s) + "]",
                                      kMaxMicrobatchSize * kMaxMicrobatches, diag);
@@ -344,7 +345,8 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
       }
     } else {
       diag.report(at, "expected \"auto\" or an array with one list of micro-batch sizes per "
-                      "stage, got " + describeJson(*partitions));
+                      "stage, got " +
+                          describeJson(*partitions));
     }
   }
   section.rejectUnknownKeys();
@@ -449,22 +451,24 @@ void JobParser::checkSchedule(const ParallelismSpec &p) {
     diag.report("parallelism.microbatches",
                 "depth-first needs at least as many micro-batches as pipeline ranks (" +
                     std::to_string(m) + " < pipeline " + std::to_string(ranks) + "); use " +
-                    std::to_string(ranks) + " or more, or schedule \"breadth-first\", which "
+                    std::to_string(ranks) +
+                    " or more, or schedule \"breadth-first\", which "
                     "accepts any number");
     return;
   }
   if (n < ranks || n > m) {
-    diag.report("parallelism.group_size",
-                "must lie between the pipeline size " + std::to_string(ranks) +
-                    " and the number of micro-batches " + std::to_string(m) + ", got " +
-                    std::to_string(n));
+    diag.report("parallelism.group_size", "must lie between the pipeline size " +
+                                              std::to_string(ranks) +
+                                              " and the number of micro-batches " +
+                                              std::to_string(m) + ", got " + std::to_string(n));
     return;
   }
   if (int64_t rest = m % n; rest != 0 && rest < ranks)
     diag.report("parallelism.group_size",
                 "grouping " + std::to_string(m) + " micro-batches by " + std::to_string(n) +
                     " leaves a last group of " + std::to_string(rest) + ", fewer than the " +
-                    std::to_string(ranks) + " pipeline ranks, which stalls the pipeline "
+                    std::to_string(ranks) +
+                    " pipeline ranks, which stalls the pipeline "
                     "(Megatron-LM rejects it too); use a group size that divides " +
                     std::to_string(m) + " or leaves at least " + std::to_string(ranks));
 }
@@ -477,11 +481,11 @@ void JobParser::checkJob(const Job &job) {
     if (p.stagesPerDevice > 1 && layers >= p.pipeline)
       fix += " (stages_per_device " + std::to_string(layers / p.pipeline) + ")";
     diag.report(p.stagesPerDevice > 1 ? "parallelism.stages_per_device" : "parallelism.pipeline",
-                std::to_string(p.numStages()) + " stages (pipeline " +
-                    std::to_string(p.pipeline) + " x stages_per_device " +
-                    std::to_string(p.stagesPerDevice) + ") but the model has " +
-                    std::to_string(layers) + " layers, and every stage needs at least one; " +
-                    fix + ", or more layers (model.num_layers)");
+                std::to_string(p.numStages()) + " stages (pipeline " + std::to_string(p.pipeline) +
+                    " x stages_per_device " + std::to_string(p.stagesPerDevice) +
+                    ") but the model has " + std::to_string(layers) +
+                    " layers, and every stage needs at least one; " + fix +
+                    ", or more layers (model.num_layers)");
     return;
   }
   if (p.pipeline * p.data > kMaxWorld) {
@@ -496,16 +500,14 @@ void JobParser::checkJob(const Job &job) {
                 std::to_string(p.numStages() * p.microbatches) +
                     " (stage, micro-batch) pairs per step; at most " +
                     std::to_string(kMaxStageMicrobatches) + " are supported (use at most " +
-                    std::to_string(kMaxStageMicrobatches / p.numStages()) +
-                    " micro-batches for " + std::to_string(p.numStages()) + " stages)");
+                    std::to_string(kMaxStageMicrobatches / p.numStages()) + " micro-batches for " +
+                    std::to_string(p.numStages()) + " stages)");
     return;
   }
   if (p.batchSamples() > kMaxBatchSamples) {
-    diag.report("parallelism.microbatch_size", "microbatches x microbatch_size is " +
-                                                   std::to_string(p.batchSamples()) +
-                                                   " samples; at most " +
-                                                   std::to_string(kMaxBatchSamples) +
-                                                   " are supported");
+    diag.report("parallelism.microbatch_size",
+                "microbatches x microbatch_size is " + std::to_string(p.batchSamples()) +
+                    " samples; at most " + std::to_string(kMaxBatchSamples) + " are supported");
     return;
   }
   checkSchedule(p);

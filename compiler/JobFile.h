@@ -113,8 +113,7 @@ bool applyOverride(llvm::json::Value &root, llvm::StringRef assignment, Diagnost
 
 /// Validates an already parsed job (for example one edited by --sweep). Relative paths inside
 /// it resolve against the directory of `path`.
-std::optional<Job> parseJob(const llvm::json::Value &root, llvm::StringRef path,
-                            Diagnostics &diag);
+std::optional<Job> parseJob(const llvm::json::Value &root, llvm::StringRef path, Diagnostics &diag);
 
 } // namespace conduit
 

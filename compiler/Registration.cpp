@@ -4,10 +4,10 @@
 
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/plan/PlanDialect.h"
-#include "passes/Passes.h"
-#include "passes/Pipeline.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "passes/Passes.h"
+#include "passes/Pipeline.h"
 
 void conduit::registerDialects(mlir::DialectRegistry &registry) {
   registry.insert<pipe::PipeDialect, plan::PlanDialect>();

@@ -2,11 +2,11 @@
 
 #include "compiler/Summary.h"
 
+#include "analysis/Units.h"
+#include "compiler/TransformerCosts.h"
+#include "dialects/plan/PlanOps.h"
 #include "passes/CostModelBuilder.h"
 #include "passes/PlanExport.h"
-#include "dialects/plan/PlanOps.h"
-#include "compiler/TransformerCosts.h"
-#include "analysis/Units.h"
 #include "llvm/Support/Format.h"
 
 #include <cstdio>
@@ -36,10 +36,9 @@ std::string describeModel(const Job &job) {
             std::to_string(t->hiddenSize) + ", " + std::to_string(t->numHeads) + " heads";
     if (t->numKvHeads != t->numHeads)
       text += " (" + std::to_string(t->numKvHeads) + " key/value)";
-    text += ", ffn " + std::to_string(t->ffnHiddenSize) + ", seq " +
-            std::to_string(t->seqLength) + ", vocab " + std::to_string(t->vocabSize) + ", " +
-            stringifyMlpKind(t->mlp).str() + "/" + stringifyNormKind(t->norm).str() + "/" +
-            stringifyPositionKind(t->position).str();
+    text += ", ffn " + std::to_string(t->ffnHiddenSize) + ", seq " + std::to_string(t->seqLength) +
+            ", vocab " + std::to_string(t->vocabSize) + ", " + stringifyMlpKind(t->mlp).str() +
+            "/" + stringifyNormKind(t->norm).str() + "/" + stringifyPositionKind(t->position).str();
   }
   return text;
 }
@@ -75,13 +74,12 @@ std::string describeParallelism(const ParallelismSpec &p) {
 }
 
 std::string describeCluster(const Cluster &c) {
-  std::string text = c.preset + ": " + formatRate(c.peakFlops, "FLOP/s") + " peak x " +
-                     std::to_string(c.efficiency).substr(0, 4) + ", " +
-                     formatBytes(static_cast<double>(c.memoryBytes)) + ", " +
-                     std::to_string(c.gpusPerNode) + " GPUs/node, " +
-                     formatRate(c.intraNodeBandwidth, "B/s") + " intra-node, " +
-                     formatRate(c.interNodeBandwidth, "B/s") + " inter-node, latency " +
-                     formatSeconds(c.latencyS);
+  std::string text =
+      c.preset + ": " + formatRate(c.peakFlops, "FLOP/s") + " peak x " +
+      std::to_string(c.efficiency).substr(0, 4) + ", " +
+      formatBytes(static_cast<double>(c.memoryBytes)) + ", " + std::to_string(c.gpusPerNode) +
+      " GPUs/node, " + formatRate(c.intraNodeBandwidth, "B/s") + " intra-node, " +
+      formatRate(c.interNodeBandwidth, "B/s") + " inter-node, latency " + formatSeconds(c.latencyS);
   if (c.launchOverheadS > 0)
     text += ", " + formatSeconds(c.launchOverheadS) + " per layer launch";
   if (!c.profile.empty())
@@ -116,8 +114,8 @@ std::string describeStages(const std::vector<std::pair<int64_t, int64_t>> &stage
   }
   double total = 0, slowest = 0;
   for (auto [first, end] : stages) {
-    double t = cost->stageForwardTime(first, end, samples) +
-               cost->stageBackwardTime(first, end, samples);
+    double t =
+        cost->stageForwardTime(first, end, samples) + cost->stageBackwardTime(first, end, samples);
     total += t;
     slowest = std::max(slowest, t);
   }

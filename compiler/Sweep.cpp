@@ -135,8 +135,7 @@ void conduit::printSweepTable(const std::string &path, llvm::ArrayRef<SweepAxis>
     os << llvm::left_justify(columnName(axes[a]), widths[a]);
   os << llvm::right_justify("step", 10) << llvm::right_justify("tokens/s", 11)
      << llvm::right_justify("TFLOP/s/GPU", 13) << llvm::right_justify("bubble", 8)
-     << llvm::right_justify("exposed comm", 14) << llvm::right_justify("peak memory", 13)
-     << "\n";
+     << llvm::right_justify("exposed comm", 14) << llvm::right_justify("peak memory", 13) << "\n";
   for (size_t k = 0; k < rows.size(); ++k) {
     const SweepRow &row = rows[k];
     for (size_t a = 0; a < axes.size(); ++a)
@@ -147,8 +146,7 @@ void conduit::printSweepTable(const std::string &path, llvm::ArrayRef<SweepAxis>
          << llvm::right_justify(llvm::formatv("{0:f1}", r->tflopsPerGpu).str(), 13)
          << llvm::right_justify(llvm::formatv("{0:f1}%", 100 * r->bubbleFraction).str(), 8)
          << llvm::right_justify(formatSeconds(r->exposedCommS), 14)
-         << llvm::right_justify(formatBytes(static_cast<double>(row.outcome.peakMemoryBytes)),
-                                13)
+         << llvm::right_justify(formatBytes(static_cast<double>(row.outcome.peakMemoryBytes)), 13)
          << (k == best ? "  <- best" : "") << "\n";
     } else {
       os << "  error: " << row.outcome.error << "\n";

@@ -54,8 +54,7 @@ using CompileConfiguration = std::function<SweepOutcome(const Job &)>;
 /// Applies every combination of the axes' values (first axis slowest) to `root`, the job
 /// file's JSON read from `path`, and compiles each.
 std::vector<SweepRow> runSweep(const llvm::json::Value &root, const std::string &path,
-                               llvm::ArrayRef<SweepAxis> axes,
-                               const CompileConfiguration &compile);
+                               llvm::ArrayRef<SweepAxis> axes, const CompileConfiguration &compile);
 
 /// The comparison as a table, the best configuration (most tokens/s) marked.
 void printSweepTable(const std::string &path, llvm::ArrayRef<SweepAxis> axes,

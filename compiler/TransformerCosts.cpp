@@ -21,10 +21,10 @@ constexpr double kExactLimit = 9007199254740992.0; // 2^53
 
 struct Shape {
   explicit Shape(const TransformerSpec &t)
-      : s(t.seqLength), h(t.hiddenSize), a(t.numHeads), kvd(t.hiddenSize / t.numHeads * t.numKvHeads),
-        f(t.ffnHiddenSize), v(t.vocabSize), gated(t.mlp == pipe::MlpKind::SwiGLU),
-        layerNorm(t.norm == pipe::NormKind::LayerNorm), learned(t.position == pipe::PositionKind::Learned),
-        bias(t.bias) {}
+      : s(t.seqLength), h(t.hiddenSize), a(t.numHeads),
+        kvd(t.hiddenSize / t.numHeads * t.numKvHeads), f(t.ffnHiddenSize), v(t.vocabSize),
+        gated(t.mlp == pipe::MlpKind::SwiGLU), layerNorm(t.norm == pipe::NormKind::LayerNorm),
+        learned(t.position == pipe::PositionKind::Learned), bias(t.bias) {}
   double s, h, a, kvd, f, v;
   bool gated, layerNorm, learned;
   pipe::BiasKind bias;
@@ -59,12 +59,13 @@ struct Shape {
 
 /// Checks that every figure of `layer` is a representable count, then converts it.
 llvm::Error addLayer(std::vector<LayerSpec> &layers, std::string name, pipe::LayerKind kind,
-                     double params, double fwd, double bwd, double activation,
-                     double checkpoint, double output) {
+                     double params, double fwd, double bwd, double activation, double checkpoint,
+                     double output) {
   for (double value : {params, fwd, bwd, activation, checkpoint, output})
     if (!(value >= 0 && value <= kExactLimit))
       return llvm::createStringError(
-          "layer '" + name + "' would have a figure above 2^53 (parameters, FLOPs or bytes per "
+          "layer '" + name +
+          "' would have a figure above 2^53 (parameters, FLOPs or bytes per "
           "sample); the model shape is too large: reduce hidden_size, ffn_hidden_size, "
           "seq_length or vocab_size");
   LayerSpec layer;
@@ -100,19 +101,16 @@ std::string nearestDivisors(int64_t n, int64_t target) {
 
 std::optional<ShapeProblem> conduit::checkTransformerShape(const TransformerSpec &t) {
   if (t.hiddenSize % t.numHeads != 0)
-    return ShapeProblem{"num_heads", std::to_string(t.numHeads) +
-                                         " attention heads do not divide the hidden size " +
-                                         std::to_string(t.hiddenSize) + "; use " +
-                                         nearestDivisors(t.hiddenSize, t.numHeads) +
-                                         " heads, or a hidden_size that is a multiple of " +
-                                         std::to_string(t.numHeads)};
+    return ShapeProblem{
+        "num_heads",
+        std::to_string(t.numHeads) + " attention heads do not divide the hidden size " +
+            std::to_string(t.hiddenSize) + "; use " + nearestDivisors(t.hiddenSize, t.numHeads) +
+            " heads, or a hidden_size that is a multiple of " + std::to_string(t.numHeads)};
   if (t.numKvHeads > t.numHeads || t.numHeads % t.numKvHeads != 0)
-    return ShapeProblem{"num_kv_heads", std::to_string(t.numKvHeads) +
-                                            " key/value heads do not divide the " +
-                                            std::to_string(t.numHeads) +
-                                            " attention heads; use " +
-                                            nearestDivisors(t.numHeads, t.numKvHeads) +
-                                            " key/value heads"};
+    return ShapeProblem{"num_kv_heads",
+                        std::to_string(t.numKvHeads) + " key/value heads do not divide the " +
+                            std::to_string(t.numHeads) + " attention heads; use " +
+                            nearestDivisors(t.numHeads, t.numKvHeads) + " key/value heads"};
   return std::nullopt;
 }
 
@@ -131,17 +129,16 @@ llvm::Expected<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
 
   const double fwd = x.blockForwardFlops();
   for (int64_t i = 0; i < spec.numLayers; ++i)
-    if (llvm::Error err = addLayer(layers, "block." + std::to_string(i), pipe::LayerKind::Block,
-                                   x.blockParams(), fwd, 2 * fwd,
-                                   e * x.blockActivationElements(), e * x.s * x.h,
-                                   e * x.s * x.h))
+    if (llvm::Error err =
+            addLayer(layers, "block." + std::to_string(i), pipe::LayerKind::Block, x.blockParams(),
+                     fwd, 2 * fwd, e * x.blockActivationElements(), e * x.s * x.h, e * x.s * x.h))
       return err;
 
   // Head: final norm, LM head, cross-entropy; keeps fp32 logits for the loss gradient.
   double headFwd = 2 * x.s * x.h * x.v;
-  if (llvm::Error err = addLayer(layers, "head", pipe::LayerKind::Head,
-                                 x.normParams() + x.v * x.h, headFwd, 2 * headFwd,
-                                 2 * e * x.s * x.h + 4 * x.s * x.v, e * x.s * x.h, 4))
+  if (llvm::Error err =
+          addLayer(layers, "head", pipe::LayerKind::Head, x.normParams() + x.v * x.h, headFwd,
+                   2 * headFwd, 2 * e * x.s * x.h + 4 * x.s * x.v, e * x.s * x.h, 4))
     return err;
   return layers;
 }

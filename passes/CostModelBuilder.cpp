@@ -33,8 +33,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par) {
   return in;
 }
 
-template <typename Layers>
-llvm::Expected<CostModel> buildWithLayers(CostInputs in, Layers layers) {
+template <typename Layers> llvm::Expected<CostModel> buildWithLayers(CostInputs in, Layers layers) {
   for (auto layer : layers) {
     in.names.push_back(layer.getName().str());
     in.fwdFlops.push_back(layer.getFwdFlops());

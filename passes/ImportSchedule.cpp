@@ -5,10 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "scheduling/TorchCsvReader.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
 #include "scheduling/Schedulers.h"
+#include "scheduling/TorchCsvReader.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -47,8 +47,7 @@ struct ImportSchedule : conduit::impl::ConduitImportScheduleBase<ImportSchedule>
       return model.emitOpError() << file << ": " << llvm::toString(imported.takeError());
     if (static_cast<int64_t>(imported->schedule.ranks.size()) != par.getPipeline())
       return model.emitOpError() << file << ": " << imported->schedule.ranks.size()
-                                 << " rows but the pipeline has " << par.getPipeline()
-                                 << " ranks";
+                                 << " rows but the pipeline has " << par.getPipeline() << " ranks";
     if (imported->numMicrobatches != par.getMicrobatches())
       return model.emitOpError() << file << ": the schedule has " << imported->numMicrobatches
                                  << " micro-batches but the job has " << par.getMicrobatches();

@@ -38,7 +38,15 @@ constexpr int kStreams = 3;
 enum Stream : int8_t { Compute = 0, P2P = 1, Collective = 2 };
 
 enum class Kind : uint8_t {
-  Forward, Backward, Send, Recv, Unshard, Reshard, ReduceGrad, GatherParams, OptimizerStep
+  Forward,
+  Backward,
+  Send,
+  Recv,
+  Unshard,
+  Reshard,
+  ReduceGrad,
+  GatherParams,
+  OptimizerStep
 };
 
 /// What the lowering needs of one pipe op, read once.
@@ -58,11 +66,11 @@ OpInfo describeOp(Operation *op) {
   } else if (auto b = dyn_cast<pipe::BackwardOp>(op)) {
     info = {Kind::Backward, Compute, b.getStage(), b.getMicrobatch(), 1};
   } else if (auto s = dyn_cast<pipe::SendOp>(op)) {
-    info = {Kind::Send, P2P, s.getStage(), s.getMicrobatch(), int8_t(s.getKind()), s.getBatch(),
-            s.getBytes()};
+    info = {Kind::Send,          P2P,          s.getStage(), s.getMicrobatch(),
+            int8_t(s.getKind()), s.getBatch(), s.getBytes()};
   } else if (auto r = dyn_cast<pipe::RecvOp>(op)) {
-    info = {Kind::Recv, P2P, r.getStage(), r.getMicrobatch(), int8_t(r.getKind()), r.getBatch(),
-            r.getBytes()};
+    info = {Kind::Recv,          P2P,          r.getStage(), r.getMicrobatch(),
+            int8_t(r.getKind()), r.getBatch(), r.getBytes()};
   } else if (auto u = dyn_cast<pipe::UnshardOp>(op)) {
     info = {Kind::Unshard, Collective, u.getStage()};
   } else if (auto rs = dyn_cast<pipe::ReshardOp>(op)) {
@@ -335,10 +343,10 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model) {
   SmallVector<Attribute> groups;
   for (int64_t r = 0; r < par.getPipeline(); ++r)
     groups.push_back(builder.getDenseI64ArrayAttr({r}));
-  auto program = plan::ProgramOp::create(
-      builder, loc, model.getSymName(), par, model.getCluster(), model.getTraining(),
-      builder.getArrayAttr(groups), model.getTokensPerSample(), model.getArchitectureAttr(),
-      model.getSourceAttr());
+  auto program = plan::ProgramOp::create(builder, loc, model.getSymName(), par, model.getCluster(),
+                                         model.getTraining(), builder.getArrayAttr(groups),
+                                         model.getTokensPerSample(), model.getArchitectureAttr(),
+                                         model.getSourceAttr());
   OpBuilder body = OpBuilder::atBlockEnd(builder.createBlock(&program.getBody()));
   for (pipe::LayerOp layer : model.getLayers())
     plan::LayerOp::create(body, loc, layer.getName(), layer.getKind(), layer.getParams(),

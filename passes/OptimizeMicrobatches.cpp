@@ -114,8 +114,7 @@ FailureOr<sched::StepTimeEvaluator> conduit::buildStepTimeEvaluator(pipe::ModelO
 
 namespace {
 
-struct OptimizeMicrobatches
-    : conduit::impl::ConduitOptimizeMicrobatchesBase<OptimizeMicrobatches> {
+struct OptimizeMicrobatches : conduit::impl::ConduitOptimizeMicrobatchesBase<OptimizeMicrobatches> {
   using ConduitOptimizeMicrobatchesBase::ConduitOptimizeMicrobatchesBase;
   OptimizeMicrobatches(ConduitOptimizeMicrobatchesOptions options, SearchSink sink)
       : ConduitOptimizeMicrobatchesBase(std::move(options)), sink(std::move(sink)) {}
@@ -140,12 +139,11 @@ struct OptimizeMicrobatches
       options.method = *searchMethod;
       options.seed = seed;
       options.timeBudgetS = timeBudget;
-      options.maxMicrobatches =
-          maxMicrobatches > 0 ? maxMicrobatches : 2 * par.getMicrobatches();
+      options.maxMicrobatches = maxMicrobatches > 0 ? maxMicrobatches : 2 * par.getMicrobatches();
       options.baseline.assign(par.getMicrobatches(), par.getMicrobatchSize());
       options.progress = [](int64_t evaluated, double best) {
-        llvm::errs() << "conduit-optimize-microbatches: " << evaluated
-                     << " candidates, best step " << best << " s\n";
+        llvm::errs() << "conduit-optimize-microbatches: " << evaluated << " candidates, best step "
+                     << best << " s\n";
       };
       sched::SearchResult result = sched::searchPartitions(*evaluator, options);
       numCandidates += result.evaluated;

@@ -24,9 +24,8 @@ mlir::LogicalResult requirePhase(pipe::ModelOp model, pipe::Phase phase, llvm::S
 sched::ScheduleProblem buildScheduleProblem(pipe::ModelOp model);
 
 /// The scheduling library's scheduler of `kind` on `problem` (`groupSize`: depth-first's).
-llvm::Expected<sched::Schedule> runScheduler(pipe::ScheduleKind kind,
-                                             const sched::ScheduleProblem &problem,
-                                             int64_t groupSize);
+llvm::Expected<sched::Schedule>
+runScheduler(pipe::ScheduleKind kind, const sched::ScheduleProblem &problem, int64_t groupSize);
 
 /// The stages of a model, in order.
 llvm::SmallVector<pipe::StageOp> getStageList(pipe::ModelOp model);

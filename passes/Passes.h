@@ -7,12 +7,12 @@
 #ifndef CONDUIT_PASSES_PASSES_H
 #define CONDUIT_PASSES_PASSES_H
 
-#include "scheduling/MicrobatchSearch.h"
 #include "dialects/pipe/PipeDialect.h"
 #include "dialects/plan/PlanDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
+#include "scheduling/MicrobatchSearch.h"
 
 #include <functional>
 

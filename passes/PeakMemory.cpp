@@ -25,7 +25,6 @@ const char *conduit::memoryKindName(MemoryKind kind) {
 
 namespace {
 
-
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 struct StageBytes {
@@ -140,15 +139,15 @@ private:
     add(MemoryKind::Activations, forward ? stored : -stored);
     inFlight += forward ? 1 : -1;
     // What this op consumed from receive buffers is free now.
-    auto consumed = std::make_tuple(s, mb, forward ? int(pipe::TransferKind::Activation)
-                                                   : int(pipe::TransferKind::Gradient));
+    auto consumed = std::make_tuple(
+        s, mb, forward ? int(pipe::TransferKind::Activation) : int(pipe::TransferKind::Gradient));
     if (auto it = received.find(consumed); it != received.end()) {
       add(MemoryKind::ReceiveBuffers, -it->second);
       received.erase(it);
     }
     // What it produced for another rank waits until the last send leaves.
-    auto produced = std::make_tuple(s, mb, forward ? int(pipe::TransferKind::Activation)
-                                                   : int(pipe::TransferKind::Gradient));
+    auto produced = std::make_tuple(
+        s, mb, forward ? int(pipe::TransferKind::Activation) : int(pipe::TransferKind::Gradient));
     if (sendsLeft.count(produced) && sendsLeft[produced] > 0) {
       int64_t out = scaled((forward ? bytes[s].output : bytes[s - 1].output) * n);
       outputWaiting[produced] = out;
@@ -187,8 +186,7 @@ private:
 
 } // namespace
 
-std::vector<RankMemory> conduit::analyzeMemory(pipe::ModelOp model,
-                                               const MemoryVariant &variant) {
+std::vector<RankMemory> conduit::analyzeMemory(pipe::ModelOp model, const MemoryVariant &variant) {
   RankWalker walker(model, variant);
   std::vector<RankMemory> ranks;
   for (pipe::RankOp rank : model.getRanks())

@@ -2,8 +2,8 @@
 
 #include "passes/Pipeline.h"
 
-#include "passes/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "passes/Passes.h"
 
 using namespace conduit;
 

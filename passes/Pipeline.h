@@ -7,8 +7,8 @@
 #ifndef CONDUIT_PASSES_PIPELINE_H
 #define CONDUIT_PASSES_PIPELINE_H
 
-#include "passes/Passes.h"
 #include "mlir/Pass/PassManager.h"
+#include "passes/Passes.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -18,11 +18,11 @@ namespace conduit {
 
 /// Where a compilation stops: after the pass that reaches this point.
 enum class PipelineStop {
-  Model,         ///< nothing runs: the imported model
+  Model, ///< nothing runs: the imported model
   Partitioned,
   Placed,
   Split,
-  Searched,      ///< micro-batch partitions searched (when the job asks for it)
+  Searched, ///< micro-batch partitions searched (when the job asks for it)
   Scheduled,
   Transfers,     ///< sends and receives inserted
   Collectives,   ///< data-parallel collectives placed

@@ -36,7 +36,6 @@ using namespace mlir;
 
 namespace {
 
-
 /// A stretch of one rank's compute on one stage.
 struct Run {
   int32_t stage;

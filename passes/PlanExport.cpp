@@ -57,8 +57,9 @@ Instruction exportInstruction(Operation &op) {
       .Case<plan::SendOp, plan::RecvOp>([&](auto transfer) {
         i.op = isa<plan::SendOp>(op) ? ROp::Send : ROp::Recv;
         i.stream = static_cast<uint8_t>(transfer.getStream());
-        i.kind = transfer.getKind() == pipe::TransferKind::Activation ? runtime::Transfer::Activation
-                                                                      : runtime::Transfer::Gradient;
+        i.kind = transfer.getKind() == pipe::TransferKind::Activation
+                     ? runtime::Transfer::Activation
+                     : runtime::Transfer::Gradient;
         i.stage = transfer.getStage();
         i.microbatch = transfer.getMicrobatch();
         i.peer = transfer.getPeer();
@@ -100,12 +101,18 @@ runtime::Plan conduit::exportPlan(plan::ProgramOp program) {
   out.source = program.getSource() ? program.getSource()->str() : "";
   out.config = exportConfig(program);
   if (std::optional<pipe::TransformerAttr> t = program.getArchitecture())
-    out.transformer = runtime::Transformer{
-        t->getNumLayers(),   t->getHiddenSize(),    t->getNumHeads(),
-        t->getNumKvHeads(),  t->getFfnHiddenSize(), t->getSeqLength(),
-        t->getVocabSize(),   static_cast<uint8_t>(t->getMlp()),
-        static_cast<uint8_t>(t->getNorm()), static_cast<uint8_t>(t->getPosition()),
-        t->getTieEmbeddings(), static_cast<uint8_t>(t->getBias())};
+    out.transformer = runtime::Transformer{t->getNumLayers(),
+                                           t->getHiddenSize(),
+                                           t->getNumHeads(),
+                                           t->getNumKvHeads(),
+                                           t->getFfnHiddenSize(),
+                                           t->getSeqLength(),
+                                           t->getVocabSize(),
+                                           static_cast<uint8_t>(t->getMlp()),
+                                           static_cast<uint8_t>(t->getNorm()),
+                                           static_cast<uint8_t>(t->getPosition()),
+                                           t->getTieEmbeddings(),
+                                           static_cast<uint8_t>(t->getBias())};
   for (plan::LayerOp layer : program.getLayers())
     out.layers.push_back({layer.getName().str(), static_cast<runtime::LayerKind>(layer.getKind()),
                           layer.getParams(), layer.getFwdFlops(), layer.getBwdFlops(),
@@ -113,11 +120,10 @@ runtime::Plan conduit::exportPlan(plan::ProgramOp program) {
                           layer.getOutputBytes()});
   for (plan::StageOp stage : program.getStages()) {
     llvm::ArrayRef<int64_t> samples = stage.getSamples();
-    out.stages.push_back({static_cast<int32_t>(stage.getIndex()),
-                          static_cast<int32_t>(stage.getRank()),
-                          static_cast<int32_t>(stage.getFirstLayer()),
-                          static_cast<int32_t>(stage.getEndLayer()), stage.getParams(),
-                          std::vector<int64_t>(samples.begin(), samples.end())});
+    out.stages.push_back(
+        {static_cast<int32_t>(stage.getIndex()), static_cast<int32_t>(stage.getRank()),
+         static_cast<int32_t>(stage.getFirstLayer()), static_cast<int32_t>(stage.getEndLayer()),
+         stage.getParams(), std::vector<int64_t>(samples.begin(), samples.end())});
   }
   for (Attribute group : program.getGroups()) {
     llvm::ArrayRef<int64_t> ranks = cast<DenseI64ArrayAttr>(group).asArrayRef();

@@ -7,9 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "analysis/Units.h"
-#include "passes/PeakMemory.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
+#include "passes/PeakMemory.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -82,10 +82,9 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
     peakBytes = std::max<uint64_t>(peakBytes, worstPeak(ranks));
 
     const int64_t device = model.getCluster().getMemoryBytes();
-    auto worst = std::max_element(ranks.begin(), ranks.end(),
-                                  [](const RankMemory &a, const RankMemory &b) {
-                                    return a.peak < b.peak;
-                                  });
+    auto worst =
+        std::max_element(ranks.begin(), ranks.end(),
+                         [](const RankMemory &a, const RankMemory &b) { return a.peak < b.peak; });
     if (worst->peak <= device)
       return success();
 
@@ -105,26 +104,26 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
       size_t before = fits.size();
       tryVariant({false, scale}, "parallelism.microbatch_size " + std::to_string(size));
       if (fits.size() == before && !checkpointed)
-        tryVariant({true, scale},
-                   "parallelism.microbatch_size " + std::to_string(size) +
-                       " with activation_checkpointing \"full\"");
+        tryVariant({true, scale}, "parallelism.microbatch_size " + std::to_string(size) +
+                                      " with activation_checkpointing \"full\"");
       if (fits.size() > before)
         break;
     }
     std::string advice =
-        fits.empty() ? "no single change of checkpointing or micro-batch size fits; raise "
-                       "parallelism.pipeline or parallelism.stages_per_device (each stage holds "
-                       "fewer layers)" +
-                           std::string(par.getSharding() != pipe::Sharding::Full && par.getData() > 1
-                                           ? ", or set parallelism.sharding \"full\""
-                                           : "")
-                     : "would fit: " + llvm::join(fits, "; ");
+        fits.empty()
+            ? "no single change of checkpointing or micro-batch size fits; raise "
+              "parallelism.pipeline or parallelism.stages_per_device (each stage holds "
+              "fewer layers)" +
+                  std::string(par.getSharding() != pipe::Sharding::Full && par.getData() > 1
+                                  ? ", or set parallelism.sharding \"full\""
+                                  : "")
+            : "would fit: " + llvm::join(fits, "; ");
     int64_t r = worst - ranks.begin();
     return model.emitOpError() << "rank " << r << " needs "
-                               << formatBytes(static_cast<double>(worst->peak))
-                               << " at its peak (" << describeAt(worst->peakOp)
-                               << ") but the device has " << formatBytes(static_cast<double>(device))
-                               << ": " << contributors(*worst) << "; " << advice;
+                               << formatBytes(static_cast<double>(worst->peak)) << " at its peak ("
+                               << describeAt(worst->peakOp) << ") but the device has "
+                               << formatBytes(static_cast<double>(device)) << ": "
+                               << contributors(*worst) << "; " << advice;
   }
 };
 

@@ -84,8 +84,8 @@ struct Schedule : conduit::impl::ConduitScheduleBase<Schedule> {
     // Record what ran, so the IR says which schedule it holds.
     if (chosen != par.getSchedule() || group != par.getGroupSize())
       model.setParallelismAttr(pipe::ParallelismAttr::get(
-          model.getContext(), par.getPipeline(), par.getData(), par.getStagesPerDevice(),
-          chosen, group, par.getMicrobatches(), par.getMicrobatchSize(), par.getSharding(),
+          model.getContext(), par.getPipeline(), par.getData(), par.getStagesPerDevice(), chosen,
+          group, par.getMicrobatches(), par.getMicrobatchSize(), par.getSharding(),
           par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder()));
     writeSchedule(model, *schedule);
     model.setPhase(pipe::Phase::Scheduled);

@@ -29,8 +29,8 @@ FailureOr<std::vector<std::vector<int64_t>>> chooseBoundaries(pipe::ModelOp mode
         other && other != StringAttr::get(model.getContext(), "auto"))
       return model.emitOpError("microbatch_partitions must be \"auto\" or one array of "
                                "micro-batch sizes per stage");
-    bounds.assign(numStages, sched::equalBoundaries(par.getMicrobatches(),
-                                                    par.getMicrobatchSize()));
+    bounds.assign(numStages,
+                  sched::equalBoundaries(par.getMicrobatches(), par.getMicrobatchSize()));
     return bounds;
   }
   if (static_cast<int64_t>(explicitSizes.size()) != numStages)

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/VerifyProgram.h"
 #include "passes/Passes.h"
+#include "passes/VerifyProgram.h"
 
 namespace conduit {
 #define GEN_PASS_DEF_CONDUITVERIFYPLAN

@@ -29,8 +29,7 @@ mlir::FailureOr<VerifiedPlan> conduit::verifyProgram(plan::ProgramOp program) {
     program.emitOpError() << llvm::toString(cost.takeError());
     return mlir::failure();
   }
-  verified.simulation =
-      simulatePlan(verified.plan, PlanCosts::fromCostModel(verified.plan, *cost));
+  verified.simulation = simulatePlan(verified.plan, PlanCosts::fromCostModel(verified.plan, *cost));
   if (const std::optional<SimulationError> &error = verified.simulation.error) {
     at(error->rank, error->instruction)->emitOpError() << error->message;
     return mlir::failure();

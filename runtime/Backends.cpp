@@ -39,9 +39,10 @@ absl::Status noCuda() {
 
 absl::StatusOr<BackendFactory> processBackends(const std::string &kind, const MpiWorld &world) {
   if (kind == "cpu")
-    return BackendFactory([world](int64_t, bool measure) -> absl::StatusOr<std::unique_ptr<Backend>> {
-      return std::make_unique<CpuBackend>(world, measure);
-    });
+    return BackendFactory(
+        [world](int64_t, bool measure) -> absl::StatusOr<std::unique_ptr<Backend>> {
+          return std::make_unique<CpuBackend>(world, measure);
+        });
   if (kind != "cuda")
     return absl::InvalidArgumentError(absl::StrCat("no backend \"", kind, "\""));
 #if CONDUIT_HAVE_CUDA

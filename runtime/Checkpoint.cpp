@@ -170,8 +170,8 @@ uint64_t layoutFingerprint(const Plan &plan) {
   const Config &c = plan.config;
   std::ostringstream key;
   key << "P" << c.pipeline << " D" << c.data << " V" << c.stagesPerDevice << " sharding "
-      << int(c.sharding) << " optimizer " << int(c.optimizer) << " seed " << c.seed
-      << " order " << c.pipelineInner;
+      << int(c.sharding) << " optimizer " << int(c.optimizer) << " seed " << c.seed << " order "
+      << c.pipelineInner;
   for (const Stage &s : plan.stages)
     key << " [" << s.firstLayer << "," << s.endLayer << ")@" << s.rank;
   for (const Layer &l : plan.layers)
@@ -251,13 +251,14 @@ absl::StatusOr<LoadedCheckpoint> readCheckpoint(const std::string &dir, const Pl
     CONDUIT_ASSIGN_OR_RETURN(std::string text, readWhole(manifestPath));
     CONDUIT_ASSIGN_OR_RETURN(Manifest m, parseManifest(text, manifestPath.string()));
     if (m.worldSize != ranks.size())
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the checkpoint in ", dir, " was written by ", m.worldSize, " ranks; this run has ",
-          ranks.size()));
+      return absl::FailedPreconditionError(absl::StrCat("the checkpoint in ", dir,
+                                                        " was written by ", m.worldSize,
+                                                        " ranks; this run has ", ranks.size()));
     if (m.layout != layoutFingerprint(plan))
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the checkpoint in ", dir, " belongs to a plan with another state layout (pipeline, "
-          "data, stages, sharding, optimizer or seed differ)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the checkpoint in ", dir,
+                       " belongs to a plan with another state layout (pipeline, "
+                       "data, stages, sharding, optimizer or seed differ)"));
     const fs::path file = fs::path(dir) / m.directory / rankFile(ranks.rank());
     CONDUIT_ASSIGN_OR_RETURN(std::string bytes, readWhole(file));
     const auto [size, sum] = m.files[ranks.rank()];

@@ -52,10 +52,9 @@ absl::Status writeProfile(const Plan &plan, const std::string &backend,
       absl::StrAppend(&forward, sep, jsonNumber(t.forwardS / t.forwardCount));
       absl::StrAppend(&backward, sep, jsonNumber(t.backwardS / t.backwardCount));
     }
-    os << (l ? ",\n  " : "\n  ") << "{" << key(kProfileLayerName)
-       << jsonString(plan.layers[l].name) << ", " << key(kProfileLayerSamples) << "["
-       << samples << "], " << key(kProfileLayerForwardS) << "[" << forward << "], "
-       << key(kProfileLayerBackwardS) << "[" << backward << "]}";
+    os << (l ? ",\n  " : "\n  ") << "{" << key(kProfileLayerName) << jsonString(plan.layers[l].name)
+       << ", " << key(kProfileLayerSamples) << "[" << samples << "], " << key(kProfileLayerForwardS)
+       << "[" << forward << "], " << key(kProfileLayerBackwardS) << "[" << backward << "]}";
   }
   os << "\n]}\n";
   return absl::OkStatus();

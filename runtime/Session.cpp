@@ -143,8 +143,7 @@ InstructionHook faultHook(const Plan &plan, const std::optional<Fault> &fault, i
     return nullptr;
   const Fault f = *fault;
   const int32_t pipelineRank = RankPosition::of(plan.config, rank).pipelineRank;
-  return [&plan, f, pipelineRank, &injected, stopped](int64_t step,
-                                                      int64_t index) -> absl::Status {
+  return [&plan, f, pipelineRank, &injected, stopped](int64_t step, int64_t index) -> absl::Status {
     if (step != f.step || index != f.instruction)
       return absl::OkStatus();
     std::fprintf(stderr,
@@ -216,8 +215,8 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   if (absl::Status s = group.barrier(); !s.ok())
     return {kExitFailure, s};
   executorOptions.origin = std::chrono::steady_clock::now();
-  rank.executor = std::make_unique<Executor>(plan, where.pipelineRank, where.replica, backend,
-                                             executorOptions);
+  rank.executor =
+      std::make_unique<Executor>(plan, where.pipelineRank, where.replica, backend, executorOptions);
   Executor &executor = *rank.executor;
 
   const int64_t last = first + options.steps - 1;
@@ -296,8 +295,7 @@ SessionResult runProcess(const Plan &plan, const SessionOptions &options, const 
 }
 
 /// Every rank of the plan as a thread of this process.
-SessionResult runThreads(const Plan &plan, const SessionOptions &options,
-                         const MpiWorld &world) {
+SessionResult runThreads(const Plan &plan, const SessionOptions &options, const MpiWorld &world) {
   const int64_t ranks = plan.config.worldSize();
   if (world.size != 1 || options.ranksPerProcess != ranks) {
     report(world.rank, world.size,
@@ -346,17 +344,16 @@ SessionResult runThreads(const Plan &plan, const SessionOptions &options,
 
 } // namespace
 
-SessionResult runSession(const Plan &plan, const SessionOptions &options,
-                         const MpiWorld &world) {
+SessionResult runSession(const Plan &plan, const SessionOptions &options, const MpiWorld &world) {
   if (options.ranksPerProcess > 1)
     return runThreads(plan, options, world);
   return runProcess(plan, options, world);
 }
 
-SessionResult runReference(const Plan &plan, const SessionOptions &options,
-                           const MpiWorld &world) {
+SessionResult runReference(const Plan &plan, const SessionOptions &options, const MpiWorld &world) {
   if (world.size != 1) {
-    report(world.rank, world.size, absl::FailedPreconditionError("--reference runs in one process"));
+    report(world.rank, world.size,
+           absl::FailedPreconditionError("--reference runs in one process"));
     return {kExitInvalidInput};
   }
   absl::StatusOr<Reference> reference = Reference::create(plan);
@@ -375,8 +372,8 @@ SessionResult runReference(const Plan &plan, const SessionOptions &options,
   std::printf("done: %lld steps (reference) in %.3f s, final loss %.9g\n",
               static_cast<long long>(options.steps), seconds, static_cast<float>(loss));
   if (!options.saveParams.empty())
-    if (absl::Status s = writeLayerFiles(options.saveParams, reference->model(),
-                                         reference->parameters().data());
+    if (absl::Status s =
+            writeLayerFiles(options.saveParams, reference->model(), reference->parameters().data());
         !s.ok()) {
       report(0, 1, s);
       return {kExitFailure};

@@ -59,8 +59,7 @@ SessionResult runSession(const Plan &plan, const SessionOptions &options, const 
 
 /// Trains `plan` in one process without pipeline or data parallelism (the oracle) and prints
 /// the same lines as a session.
-SessionResult runReference(const Plan &plan, const SessionOptions &options,
-                           const MpiWorld &world);
+SessionResult runReference(const Plan &plan, const SessionOptions &options, const MpiWorld &world);
 
 } // namespace conduit::runtime
 

@@ -104,8 +104,8 @@ absl::StatusOr<Options> parseArguments(int argc, char **argv) {
     auto integer = [&](int64_t &out, int64_t least) -> absl::Status {
       CONDUIT_ASSIGN_OR_RETURN(std::string v, take());
       if (!absl::SimpleAtoi(v, &out) || out < least)
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", name, " expects an integer of at least ", least, ", got \"", v, "\""));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", name, " expects an integer of at least ", least, ", got \"", v, "\""));
       return absl::OkStatus();
     };
     if (name == "reference" || name == "dump") {
@@ -157,11 +157,9 @@ absl::StatusOr<Options> parseArguments(int argc, char **argv) {
     return absl::InvalidArgumentError("--ranks-per-process needs --backend=cuda");
   if (o.reference && (!s.checkpoint.empty() || !s.resume.empty() || !s.trace.empty() ||
                       !s.profile.empty() || s.fault))
-    return absl::InvalidArgumentError(
-        "--reference takes --steps and --save-params only");
+    return absl::InvalidArgumentError("--reference takes --steps and --save-params only");
   return o;
 }
-
 
 } // namespace
 

@@ -19,10 +19,9 @@ llvm::Expected<Schedule> conduit::sched::scheduleDepthFirst(const ScheduleProble
   const int64_t ranks = problem.numRanks();
   const int64_t stages = problem.numStages();
   if (stages % ranks != 0 || stages / ranks < 2)
-    return llvm::createStringError(
-        "depth-first interleaves several stages per device (there are " +
-        std::to_string(stages) + " stages on " + std::to_string(ranks) +
-        " ranks); with one stage per device use 1f1b");
+    return llvm::createStringError("depth-first interleaves several stages per device (there are " +
+                                   std::to_string(stages) + " stages on " + std::to_string(ranks) +
+                                   " ranks); with one stage per device use 1f1b");
   const int64_t loops = stages / ranks;
   for (int64_t s = 0; s < stages; ++s)
     if (problem.rankOfStage(s) != s % ranks)
@@ -41,21 +40,21 @@ llvm::Expected<Schedule> conduit::sched::scheduleDepthFirst(const ScheduleProble
   if (count < ranks)
     return llvm::createStringError(
         "depth-first needs at least as many micro-batches as pipeline ranks (M = " +
-        std::to_string(count) + " < P = " + std::to_string(ranks) + "); use M >= " +
-        std::to_string(ranks) + ", or breadth-first, which accepts any M");
+        std::to_string(count) + " < P = " + std::to_string(ranks) +
+        "); use M >= " + std::to_string(ranks) + ", or breadth-first, which accepts any M");
   const int64_t n = groupSize == 0 ? ranks : groupSize;
   if (n < ranks || n > count)
     return llvm::createStringError(
-        "the depth-first group size must lie between the pipeline size " +
-        std::to_string(ranks) + " and the number of micro-batches " + std::to_string(count) +
-        ", got " + std::to_string(n));
+        "the depth-first group size must lie between the pipeline size " + std::to_string(ranks) +
+        " and the number of micro-batches " + std::to_string(count) + ", got " + std::to_string(n));
   if (int64_t rest = count % n; rest != 0 && rest < ranks)
     return llvm::createStringError(
         "grouping " + std::to_string(count) + " micro-batches by " + std::to_string(n) +
         " leaves a last group of " + std::to_string(rest) + ", fewer than the " +
-        std::to_string(ranks) + " pipeline ranks, which stalls the pipeline (Megatron-LM "
-        "rejects it too); use a group size that divides " + std::to_string(count) +
-        " or leaves at least " + std::to_string(ranks));
+        std::to_string(ranks) +
+        " pipeline ranks, which stalls the pipeline (Megatron-LM "
+        "rejects it too); use a group size that divides " +
+        std::to_string(count) + " or leaves at least " + std::to_string(ranks));
 
   // The schedule table: (micro-batch, local stage) for every forward, in order.
   std::vector<std::pair<int32_t, int32_t>> table;

@@ -27,8 +27,8 @@ ActionTimes ActionTimes::perSample(const ScheduleProblem &problem, double tf, do
   return times;
 }
 
-Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem,
-                                         const Schedule &schedule, const ActionTimes &times) {
+Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem, const Schedule &schedule,
+                                         const ActionTimes &times) {
   const int64_t stages = problem.numStages();
   std::vector<std::vector<double>> forwardEnd(stages), backwardEnd(stages);
   for (int64_t s = 0; s < stages; ++s) {
@@ -78,7 +78,8 @@ Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem,
         double ready = dependenciesDone(a);
         if (ready < 0)
           break;
-        double duration = (a.kind == ActionKind::Forward ? times.forward : times.backward)[a.stage][a.mb];
+        double duration =
+            (a.kind == ActionKind::Forward ? times.forward : times.backward)[a.stage][a.mb];
         double start = std::max(ready, free[r]);
         free[r] = start + duration;
         (a.kind == ActionKind::Forward ? forwardEnd : backwardEnd)[a.stage][a.mb] = free[r];

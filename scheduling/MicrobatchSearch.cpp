@@ -151,8 +151,8 @@ private:
         result.best = candidates[i];
         result.stepTime = times[i];
       }
-    if (options.progress && std::chrono::steady_clock::now() - lastProgress >
-                                std::chrono::seconds(1)) {
+    if (options.progress &&
+        std::chrono::steady_clock::now() - lastProgress > std::chrono::seconds(1)) {
       lastProgress = std::chrono::steady_clock::now();
       options.progress(evaluator.evaluations() - startCount, result.stepTime);
     }
@@ -221,8 +221,8 @@ private:
     auto decode = [&](const Individual &x) {
       Partitions p(stages);
       for (int64_t s = 0; s < stages; ++s)
-        p[s] = apportion(batch, std::vector<double>(x.weights[s].begin(),
-                                                     x.weights[s].begin() + x.counts[s]));
+        p[s] = apportion(
+            batch, std::vector<double>(x.weights[s].begin(), x.weights[s].begin() + x.counts[s]));
       return p;
     };
     auto encode = [&](const Partitions &p) {
@@ -267,8 +267,8 @@ private:
           result.best = decoded[i];
         }
       }
-      if (options.progress && std::chrono::steady_clock::now() - lastProgress >
-                                  std::chrono::seconds(1)) {
+      if (options.progress &&
+          std::chrono::steady_clock::now() - lastProgress > std::chrono::seconds(1)) {
         lastProgress = std::chrono::steady_clock::now();
         options.progress(evaluator.evaluations() - startCount, result.stepTime);
       }
@@ -298,8 +298,8 @@ private:
             if (unit(random) < 0.5)
               child.weights[s][j] = b.weights[s][j];
           if (unit(random) < 0.15)
-            child.counts[s] = std::clamp<int64_t>(child.counts[s] + (unit(random) < 0.5 ? -1 : 1),
-                                                  1, maxCount);
+            child.counts[s] =
+                std::clamp<int64_t>(child.counts[s] + (unit(random) < 0.5 ? -1 : 1), 1, maxCount);
           for (int64_t j = 0; j < maxCount; ++j)
             if (unit(random) < 0.2)
               child.weights[s][j] *= std::exp(noise(random));

@@ -124,9 +124,9 @@ llvm::Expected<Partition> conduit::sched::partitionMinMax(const PartitionProblem
     // Aim at an even share of what remains.
     double target = prefix(i, layers) / static_cast<double>(left);
     const std::vector<double> &sums = prefix.values();
-    int64_t j = std::lower_bound(sums.begin() + lowEnd, sums.begin() + highEnd + 1,
-                                 sums[i] + target) -
-                sums.begin();
+    int64_t j =
+        std::lower_bound(sums.begin() + lowEnd, sums.begin() + highEnd + 1, sums[i] + target) -
+        sums.begin();
     j = std::clamp<int64_t>(j, lowEnd, highEnd);
     if (j > lowEnd && std::fabs(prefix(i, j - 1) - target) <= std::fabs(prefix(i, j) - target))
       --j;

@@ -4,9 +4,8 @@
 
 using namespace conduit::sched;
 
-llvm::Expected<std::vector<int64_t>> conduit::sched::placeStages(int64_t numStages,
-                                                                 int64_t numRanks,
-                                                                 Placement placement) {
+llvm::Expected<std::vector<int64_t>>
+conduit::sched::placeStages(int64_t numStages, int64_t numRanks, Placement placement) {
   if (numRanks < 1 || numStages < numRanks)
     return llvm::createStringError("placement needs at least one stage per rank (" +
                                    std::to_string(numStages) + " stages, " +
@@ -20,8 +19,8 @@ llvm::Expected<std::vector<int64_t>> conduit::sched::placeStages(int64_t numStag
   if (numStages != 2 * numRanks)
     return llvm::createStringError(
         "the V placement puts exactly two stages on every rank (rank r holds r and 2P-1-r); "
-        "it needs stages_per_device = 2, got " + std::to_string(numStages) + " stages on " +
-        std::to_string(numRanks) + " ranks");
+        "it needs stages_per_device = 2, got " +
+        std::to_string(numStages) + " stages on " + std::to_string(numRanks) + " ranks");
   for (int64_t r = 0; r < numRanks; ++r) {
     rank[r] = r;
     rank[2 * numRanks - 1 - r] = r;

@@ -53,8 +53,7 @@ double conduit::sched::stageCost(const PartitionProblem &problem, const Partitio
   return cost;
 }
 
-double conduit::sched::maxStageCost(const PartitionProblem &problem,
-                                    const Partition &partition) {
+double conduit::sched::maxStageCost(const PartitionProblem &problem, const Partition &partition) {
   double worst = 0;
   for (int64_t s = 0; s < partition.numStages(); ++s)
     worst = std::max(worst, stageCost(problem, partition, s));
@@ -299,7 +298,8 @@ Violation conduit::sched::verifyExecutable(const ScheduleProblem &problem,
       if (!inRange(problem, a) || !ready(a, r))
         break;
       int64_t id = index(a.stage, a.mb);
-      std::vector<int32_t> &waiters = a.kind == ActionKind::Forward ? forwardWaiter : backwardWaiter;
+      std::vector<int32_t> &waiters =
+          a.kind == ActionKind::Forward ? forwardWaiter : backwardWaiter;
       (a.kind == ActionKind::Forward ? forwardDone : backwardDone)[id] = 1;
       if (waiters[id] >= 0) {
         runnable.push_back(waiters[id]);
@@ -320,8 +320,7 @@ Violation conduit::sched::verifyExecutable(const ScheduleProblem &problem,
   return std::nullopt;
 }
 
-Violation conduit::sched::verifySchedule(const ScheduleProblem &problem,
-                                         const Schedule &schedule) {
+Violation conduit::sched::verifySchedule(const ScheduleProblem &problem, const Schedule &schedule) {
   if (Violation v = problem.check())
     return v;
   if (Violation v = verifyCompleteness(problem, schedule))

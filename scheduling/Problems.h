@@ -91,9 +91,7 @@ public:
   int64_t numRanks() const { return ranks; }
   int64_t numStages() const { return static_cast<int64_t>(rankOf.size()); }
   int64_t rankOfStage(int64_t s) const { return rankOf[s]; }
-  int64_t numMicrobatches(int64_t s) const {
-    return static_cast<int64_t>(bounds[s].size()) - 1;
-  }
+  int64_t numMicrobatches(int64_t s) const { return static_cast<int64_t>(bounds[s].size()) - 1; }
   /// Samples [begin, end) of micro-batch m of stage s.
   int64_t begin(int64_t s, int64_t m) const { return bounds[s][m]; }
   int64_t end(int64_t s, int64_t m) const { return bounds[s][m + 1]; }

@@ -111,7 +111,6 @@ void StepTimeEvaluator::stepTimes(const std::vector<Partitions> &candidates,
     count += helper.evaluations();
 }
 
-
 double StepTimeEvaluator::simulate(const ScheduleProblem &problem, const Schedule &schedule,
                                    const ActionTimes &times) {
   const TransferPlan &plan = *work->plan;

@@ -60,16 +60,16 @@ llvm::Expected<ImportedSchedule> conduit::readTorchCsv(llvm::StringRef text, int
         return llvm::createStringError(where() + problem);
       if (action.stage >= numStages)
         return llvm::createStringError(where() + "stage " + std::to_string(action.stage) +
-                                       " does not exist; the job has " +
-                                       std::to_string(numStages) + " stages");
+                                       " does not exist; the job has " + std::to_string(numStages) +
+                                       " stages");
       int64_t &rank = result.stageRank[action.stage];
       if (rank >= 0 && rank != static_cast<int64_t>(r))
         return llvm::createStringError(where() + "stage " + std::to_string(action.stage) +
                                        " also appears on row " + std::to_string(rank + 1) +
                                        "; a stage lives on one rank");
       rank = static_cast<int64_t>(r);
-      std::set<int32_t> &seen =
-          action.kind == sched::ActionKind::Forward ? forwards[action.stage] : backwards[action.stage];
+      std::set<int32_t> &seen = action.kind == sched::ActionKind::Forward ? forwards[action.stage]
+                                                                          : backwards[action.stage];
       if (!seen.insert(action.mb).second)
         return llvm::createStringError(where() + "appears twice");
       order.push_back(action);
@@ -85,9 +85,10 @@ llvm::Expected<ImportedSchedule> conduit::readTorchCsv(llvm::StringRef text, int
              (mbs.empty() || *mbs.rbegin() == result.numMicrobatches - 1);
     };
     if (!complete(forwards[s]) || !complete(backwards[s]))
-      return llvm::createStringError(
-          "stage " + std::to_string(s) + " does not have one forward and one backward for each "
-          "of the micro-batches 0.." + std::to_string(result.numMicrobatches - 1));
+      return llvm::createStringError("stage " + std::to_string(s) +
+                                     " does not have one forward and one backward for each "
+                                     "of the micro-batches 0.." +
+                                     std::to_string(result.numMicrobatches - 1));
   }
   return result;
 }

@@ -202,8 +202,7 @@ private:
         Transfer &x = plan.transfers[a.transfer], &y = plan.transfers[b.transfer];
         Transfer &sent = a.isSend ? x : y, &received = a.isSend ? y : x;
         const int32_t peer = sent.toRank;
-        if (received.fromRank != peer || peer < r || sent.sendBatch >= 0 ||
-            received.recvBatch >= 0)
+        if (received.fromRank != peer || peer < r || sent.sendBatch >= 0 || received.recvBatch >= 0)
           continue;
         // Adjacent on the peer too, in the same order.
         const int64_t pa = position[a.transfer][!a.isSend], pb = position[b.transfer][!b.isSend];
@@ -234,23 +233,23 @@ private:
   std::vector<int64_t> &outgoing; ///< per rank: its first outgoing transfer
   std::vector<int64_t> &outgoingIndices;
   std::vector<std::vector<std::vector<int64_t>>> &incoming; ///< per rank, per sender
-  std::vector<std::vector<const OrderEntry *>> &p2p;         ///< per rank
-  std::vector<std::array<int64_t, 2>> &position;              ///< per transfer
-  std::vector<int32_t> &nextBatch;                            ///< per rank
+  std::vector<std::vector<const OrderEntry *>> &p2p;        ///< per rank
+  std::vector<std::array<int64_t, 2>> &position;            ///< per transfer
+  std::vector<int32_t> &nextBatch;                          ///< per rank
 };
 
 } // namespace
 
-const TransferPlan &TransferPlanner::plan(const ScheduleProblem &problem,
-                                          const Schedule &schedule, const Timeline &predicted,
+const TransferPlan &TransferPlanner::plan(const ScheduleProblem &problem, const Schedule &schedule,
+                                          const Timeline &predicted,
                                           const std::vector<int64_t> &outputBytes,
                                           const TransferTime &transferTime) {
   Planner(problem, schedule, predicted, outputBytes, transferTime, result, scratch).run();
   return result;
 }
 
-TransferPlan conduit::sched::planTransfers(const ScheduleProblem &problem,
-                                           const Schedule &schedule, const Timeline &predicted,
+TransferPlan conduit::sched::planTransfers(const ScheduleProblem &problem, const Schedule &schedule,
+                                           const Timeline &predicted,
                                            const std::vector<int64_t> &outputBytes,
                                            const TransferTime &transferTime) {
   TransferPlan plan;

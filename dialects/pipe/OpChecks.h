@@ -18,13 +18,12 @@ namespace conduit::pipe {
 inline mlir::LogicalResult verifyStageAndMicrobatch(mlir::Operation *op, int64_t stage,
                                                     int64_t mb) {
   if (stage < 0 || mb < 0)
-    return op->emitOpError() << "expects a non-negative stage and micro-batch, got stage "
-                             << stage << " mb " << mb;
+    return op->emitOpError() << "expects a non-negative stage and micro-batch, got stage " << stage
+                             << " mb " << mb;
   return mlir::success();
 }
 
-inline mlir::LogicalResult verifyStageAndBytes(mlir::Operation *op, int64_t stage,
-                                               int64_t bytes) {
+inline mlir::LogicalResult verifyStageAndBytes(mlir::Operation *op, int64_t stage, int64_t bytes) {
   if (stage < 0)
     return op->emitOpError() << "expects a non-negative stage, got " << stage;
   if (bytes < 0)
@@ -33,8 +32,7 @@ inline mlir::LogicalResult verifyStageAndBytes(mlir::Operation *op, int64_t stag
 }
 
 /// Checks the fields of a layer (pipe.layer, plan.layer).
-template <typename LayerOp>
-mlir::LogicalResult verifyLayer(LayerOp op) {
+template <typename LayerOp> mlir::LogicalResult verifyLayer(LayerOp op) {
   if (op.getName().empty())
     return op.emitOpError("expects a non-empty name");
   auto nonNegative = [&](llvm::StringRef what, double value) -> mlir::LogicalResult {
@@ -54,15 +52,14 @@ mlir::LogicalResult verifyLayer(LayerOp op) {
 
 /// Checks the fields of a send or receive. Activations flow to the next stage and gradients to
 /// the previous one, so the peer stage follows from the kind and the direction.
-template <typename TransferOp>
-mlir::LogicalResult verifyTransfer(TransferOp op, bool isSend) {
+template <typename TransferOp> mlir::LogicalResult verifyTransfer(TransferOp op, bool isSend) {
   if (mlir::failed(verifyStageAndMicrobatch(op, op.getStage(), op.getMicrobatch())))
     return mlir::failure();
   if (op.getPeer() < 0 || op.getPeerStage() < 0 || op.getPeerMicrobatch() < 0)
     return op.emitOpError("expects a non-negative peer rank, stage and micro-batch");
   if (op.getBegin() < 0 || op.getEnd() <= op.getBegin())
-    return op.emitOpError() << "expects a non-empty sample range, got [" << op.getBegin()
-                            << ", " << op.getEnd() << ")";
+    return op.emitOpError() << "expects a non-empty sample range, got [" << op.getBegin() << ", "
+                            << op.getEnd() << ")";
   if (op.getBytes() < 0)
     return op.emitOpError() << "expects non-negative bytes, got " << op.getBytes();
   if (op.getBatch() < -1)
@@ -70,9 +67,9 @@ mlir::LogicalResult verifyTransfer(TransferOp op, bool isSend) {
   bool downstream = (op.getKind() == TransferKind::Activation) == isSend;
   int64_t expected = op.getStage() + (downstream ? 1 : -1);
   if (op.getPeerStage() != expected)
-    return op.emitOpError() << "moves " << stringifyTransferKind(op.getKind())
-                            << "s between stage " << op.getStage() << " and stage " << expected
-                            << ", got peer stage " << op.getPeerStage();
+    return op.emitOpError() << "moves " << stringifyTransferKind(op.getKind()) << "s between stage "
+                            << op.getStage() << " and stage " << expected << ", got peer stage "
+                            << op.getPeerStage();
   return mlir::success();
 }
 

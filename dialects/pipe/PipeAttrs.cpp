@@ -80,23 +80,23 @@ LogicalResult ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                    stagesPerDevice)) ||
       failed(check(emitError, groupSize >= 1, "group_size", "positive", groupSize)) ||
       failed(check(emitError, microbatches >= 1, "microbatches", "positive", microbatches)) ||
-      failed(check(emitError, microbatchSize >= 1, "microbatch_size", "positive",
-                   microbatchSize)) ||
+      failed(
+          check(emitError, microbatchSize >= 1, "microbatch_size", "positive", microbatchSize)) ||
       failed(check(emitError, fsdpWindow >= 1, "fsdp_window", "positive", fsdpWindow)))
     return failure();
   return success();
 }
 
-LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                  StringRef preset, F64 peakFlops, F64 efficiency,
-                                  int64_t memoryBytes, int64_t gpusPerNode, F64 intraNodeBandwidth,
+LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef preset,
+                                  F64 peakFlops, F64 efficiency, int64_t memoryBytes,
+                                  int64_t gpusPerNode, F64 intraNodeBandwidth,
                                   F64 interNodeBandwidth, F64 latencyS, F64 launchOverheadS,
                                   StringRef profile) {
   auto finite = [](double v) { return std::isfinite(v); };
   if (failed(check(emitError, finite(peakFlops) && peakFlops > 0, "peak_flops", "positive",
                    peakFlops)) ||
-      failed(check(emitError, finite(efficiency) && efficiency > 0 && efficiency <= 1,
-                   "efficiency", "in (0, 1]", efficiency)) ||
+      failed(check(emitError, finite(efficiency) && efficiency > 0 && efficiency <= 1, "efficiency",
+                   "in (0, 1]", efficiency)) ||
       failed(check(emitError, memoryBytes > 0, "memory_bytes", "positive", memoryBytes)) ||
       failed(check(emitError, gpusPerNode >= 1, "gpus_per_node", "positive", gpusPerNode)) ||
       failed(check(emitError, finite(intraNodeBandwidth) && intraNodeBandwidth > 0,
@@ -105,8 +105,8 @@ LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                    "inter_node_bandwidth", "positive", interNodeBandwidth)) ||
       failed(check(emitError, finite(latencyS) && latencyS >= 0, "latency_s", "non-negative",
                    latencyS)) ||
-      failed(check(emitError, finite(launchOverheadS) && launchOverheadS >= 0,
-                   "launch_overhead_s", "non-negative", launchOverheadS)))
+      failed(check(emitError, finite(launchOverheadS) && launchOverheadS >= 0, "launch_overhead_s",
+                   "non-negative", launchOverheadS)))
     return failure();
   return success();
 }
@@ -120,22 +120,18 @@ LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-int64_t TrainingAttr::getElementBytes() const {
-  return getDtype() == DType::FP32 ? 4 : 2;
-}
+int64_t TrainingAttr::getElementBytes() const { return getDtype() == DType::FP32 ? 4 : 2; }
 
 LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                       int64_t numLayers, int64_t hiddenSize, int64_t numHeads,
-                                      int64_t numKvHeads, int64_t ffnHiddenSize,
-                                      int64_t seqLength, int64_t vocabSize, MlpKind mlp,
-                                      NormKind norm, PositionKind position, bool tieEmbeddings,
-                                      BiasKind bias) {
+                                      int64_t numKvHeads, int64_t ffnHiddenSize, int64_t seqLength,
+                                      int64_t vocabSize, MlpKind mlp, NormKind norm,
+                                      PositionKind position, bool tieEmbeddings, BiasKind bias) {
   if (failed(check(emitError, numLayers >= 1, "num_layers", "positive", numLayers)) ||
       failed(check(emitError, hiddenSize >= 1, "hidden_size", "positive", hiddenSize)) ||
       failed(check(emitError, numHeads >= 1, "num_heads", "positive", numHeads)) ||
       failed(check(emitError, numKvHeads >= 1, "num_kv_heads", "positive", numKvHeads)) ||
-      failed(check(emitError, ffnHiddenSize >= 1, "ffn_hidden_size", "positive",
-                   ffnHiddenSize)) ||
+      failed(check(emitError, ffnHiddenSize >= 1, "ffn_hidden_size", "positive", ffnHiddenSize)) ||
       failed(check(emitError, seqLength >= 1, "seq_length", "positive", seqLength)) ||
       failed(check(emitError, vocabSize >= 1, "vocab_size", "positive", vocabSize)))
     return failure();

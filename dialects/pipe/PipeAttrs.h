@@ -37,8 +37,7 @@ mlir::FailureOr<F64> parseF64(mlir::AsmParser &parser);
 void printF64(mlir::AsmPrinter &printer, double value);
 
 /// Parses an enum written as a quoted string, e.g. "1f1b".
-template <typename EnumT>
-mlir::FailureOr<EnumT> parseEnumString(mlir::AsmParser &parser) {
+template <typename EnumT> mlir::FailureOr<EnumT> parseEnumString(mlir::AsmParser &parser) {
   std::string text;
   llvm::SMLoc loc = parser.getCurrentLocation();
   if (parser.parseString(&text))

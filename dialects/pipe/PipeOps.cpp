@@ -48,8 +48,8 @@ LogicalResult checkRankBodyOp(Operation &op, int64_t r, const StageTable &table,
                                recv.getPeerStage(), recv.getPeerMicrobatch(), recv.getBegin(),
                                recv.getEnd());
   int64_t stage = llvm::TypeSwitch<Operation *, int64_t>(&op)
-                      .Case<UnshardOp, ReshardOp, ReduceGradOp, GatherParamsOp,
-                            OptimizerStepOp>([](auto collective) { return collective.getStage(); });
+                      .Case<UnshardOp, ReshardOp, ReduceGradOp, GatherParamsOp, OptimizerStepOp>(
+                          [](auto collective) { return collective.getStage(); });
   return table.checkStageOnRank(&op, r, stage);
 }
 
@@ -96,10 +96,9 @@ LogicalResult ModelOp::verifyRegions() {
   } else {
     const int64_t expected = par.getNumStages();
     if (static_cast<int64_t>(stages.size()) != expected)
-      return emitOpError() << "expects " << expected << " stages (pipeline "
-                           << par.getPipeline() << " x stages_per_device "
-                           << par.getStagesPerDevice() << ") in phase " << phaseName(phase)
-                           << ", found " << stages.size();
+      return emitOpError() << "expects " << expected << " stages (pipeline " << par.getPipeline()
+                           << " x stages_per_device " << par.getStagesPerDevice() << ") in phase "
+                           << phaseName(phase) << ", found " << stages.size();
     int64_t previousEnd = 0;
     for (auto [i, stage] : llvm::enumerate(stages)) {
       if (stage.getIndex() != static_cast<int64_t>(i))
@@ -113,8 +112,8 @@ LogicalResult ModelOp::verifyRegions() {
       previousEnd = stage.getEndLayer();
     }
     if (previousEnd != numLayers)
-      return emitOpError() << "stages cover layers [0, " << previousEnd
-                           << ") but the model has " << numLayers << " layers";
+      return emitOpError() << "stages cover layers [0, " << previousEnd << ") but the model has "
+                           << numLayers << " layers";
   }
 
   // Placement and micro-batches, each from its phase on and never before.
@@ -215,9 +214,7 @@ LogicalResult RecvOp::verify() { return verifyTransfer(*this, /*isSend=*/false);
 
 LogicalResult UnshardOp::verify() { return verifyStageAndBytes(*this, getStage(), getBytes()); }
 LogicalResult ReshardOp::verify() { return verifyStageAndBytes(*this, getStage(), 0); }
-LogicalResult ReduceGradOp::verify() {
-  return verifyStageAndBytes(*this, getStage(), getBytes());
-}
+LogicalResult ReduceGradOp::verify() { return verifyStageAndBytes(*this, getStage(), getBytes()); }
 LogicalResult GatherParamsOp::verify() {
   return verifyStageAndBytes(*this, getStage(), getBytes());
 }

@@ -9,8 +9,8 @@ using namespace conduit::pipe;
 
 LogicalResult StageTable::checkStageOnRank(Operation *op, int64_t r, int64_t stage) const {
   if (stage >= static_cast<int64_t>(stages.size()))
-    return op->emitOpError() << "names stage " << stage << " but the model has "
-                             << stages.size() << " stages";
+    return op->emitOpError() << "names stage " << stage << " but the model has " << stages.size()
+                             << " stages";
   if (stages[stage].rank != r)
     return op->emitOpError() << "runs on rank " << r << " but stage " << stage
                              << " is placed on rank " << stages[stage].rank;
@@ -35,8 +35,7 @@ LogicalResult StageTable::checkSamples(Operation *op, int64_t stage, int64_t mb,
   return success();
 }
 
-LogicalResult StageTable::checkLocal(Operation *op, int64_t r, int64_t stage,
-                                     int64_t mb) const {
+LogicalResult StageTable::checkLocal(Operation *op, int64_t r, int64_t stage, int64_t mb) const {
   if (failed(checkStageOnRank(op, r, stage)))
     return failure();
   return checkMicrobatch(op, stage, mb);
@@ -48,8 +47,8 @@ LogicalResult StageTable::checkTransfer(Operation *op, int64_t r, int64_t stage,
   if (failed(checkLocal(op, r, stage, mb)))
     return failure();
   if (peer >= numRanks)
-    return op->emitOpError() << "names peer rank " << peer << " but the pipeline has "
-                             << numRanks << " ranks";
+    return op->emitOpError() << "names peer rank " << peer << " but the pipeline has " << numRanks
+                             << " ranks";
   if (peer == r)
     return op->emitOpError() << "transfers to its own rank " << r
                              << "; stages on one rank share memory";

@@ -27,15 +27,14 @@ public:
   void add(int64_t rank, llvm::ArrayRef<int64_t> samples) { stages.push_back({rank, samples}); }
 
   /// `op` runs on rank `r` and works on (`stage`, `mb`).
-  mlir::LogicalResult checkLocal(mlir::Operation *op, int64_t r, int64_t stage,
-                                 int64_t mb) const;
+  mlir::LogicalResult checkLocal(mlir::Operation *op, int64_t r, int64_t stage, int64_t mb) const;
   /// `op` runs on rank `r` and works on `stage` as a whole.
   mlir::LogicalResult checkStageOnRank(mlir::Operation *op, int64_t r, int64_t stage) const;
   /// `op` on rank `r` moves samples [begin, end) between local (`stage`, `mb`) and
   /// (`peerStage`, `peerMb`) on rank `peer`.
   mlir::LogicalResult checkTransfer(mlir::Operation *op, int64_t r, int64_t stage, int64_t mb,
-                                    int64_t peer, int64_t peerStage, int64_t peerMb,
-                                    int64_t begin, int64_t end) const;
+                                    int64_t peer, int64_t peerStage, int64_t peerMb, int64_t begin,
+                                    int64_t end) const;
 
 private:
   mlir::LogicalResult checkMicrobatch(mlir::Operation *op, int64_t stage, int64_t mb) const;

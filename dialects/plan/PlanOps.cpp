@@ -73,8 +73,7 @@ LogicalResult checkInstruction(Operation &op, RankOp rank, const StageTable &tab
       .Case<SendOp, RecvOp>([&](auto inst) -> LogicalResult {
         if (failed(table.checkTransfer(&op, r, inst.getStage(), inst.getMicrobatch(),
                                        inst.getPeer(), inst.getPeerStage(),
-                                       inst.getPeerMicrobatch(), inst.getBegin(),
-                                       inst.getEnd())))
+                                       inst.getPeerMicrobatch(), inst.getBegin(), inst.getEnd())))
           return failure();
         if (inst.getSlot() >= 0 && inst.getBytes() > rank.getSlots()[inst.getSlot()])
           return inst.emitOpError()
@@ -87,11 +86,11 @@ LogicalResult checkInstruction(Operation &op, RankOp rank, const StageTable &tab
           return failure();
         int64_t g = inst.getGroup();
         if (g < 0 || g >= static_cast<int64_t>(groups.size()))
-          return inst.emitOpError() << "names group " << g << " but the program has "
-                                    << groups.size() << " groups";
+          return inst.emitOpError()
+                 << "names group " << g << " but the program has " << groups.size() << " groups";
         if (!llvm::is_contained(llvm::cast<DenseI64ArrayAttr>(groups[g]).asArrayRef(), r))
-          return inst.emitOpError() << "runs on rank " << r << ", which is not a member of group "
-                                    << g;
+          return inst.emitOpError()
+                 << "runs on rank " << r << ", which is not a member of group " << g;
         return success();
       })
       .Case<FreeOp, OptimizerStepOp>(
@@ -146,8 +145,8 @@ LogicalResult ProgramOp::verifyRegions() {
 
   if (static_cast<int64_t>(stages.size()) != par.getNumStages())
     return emitOpError() << "expects " << par.getNumStages() << " stages (pipeline "
-                         << par.getPipeline() << " x stages_per_device "
-                         << par.getStagesPerDevice() << "), found " << stages.size();
+                         << par.getPipeline() << " x stages_per_device " << par.getStagesPerDevice()
+                         << "), found " << stages.size();
   StageTable table(par.getPipeline());
   int64_t previousEnd = 0;
   for (auto [i, stage] : llvm::enumerate(stages)) {
@@ -163,8 +162,8 @@ LogicalResult ProgramOp::verifyRegions() {
     for (int64_t l = stage.getFirstLayer(); l < stage.getEndLayer(); ++l)
       params += layers[l].getParams();
     if (stage.getParams() != params)
-      return stage.emitOpError() << "has " << stage.getParams()
-                                 << " params but its layers have " << params;
+      return stage.emitOpError() << "has " << stage.getParams() << " params but its layers have "
+                                 << params;
     if (stage.getRank() >= par.getPipeline())
       return stage.emitOpError() << "is placed on rank " << stage.getRank()
                                  << " but the pipeline has " << par.getPipeline() << " ranks";
@@ -235,8 +234,7 @@ LogicalResult verifyStream(Operation *op, int64_t stream) {
   return success();
 }
 
-template <typename ComputeOp>
-LogicalResult verifyCompute(ComputeOp op) {
+template <typename ComputeOp> LogicalResult verifyCompute(ComputeOp op) {
   if (failed(verifyStream(op, op.getStream())) ||
       failed(conduit::pipe::verifyStageAndMicrobatch(op, op.getStage(), op.getMicrobatch())))
     return failure();
@@ -245,10 +243,8 @@ LogicalResult verifyCompute(ComputeOp op) {
   return success();
 }
 
-template <typename TransferOp>
-LogicalResult verifyPlanTransfer(TransferOp op, bool isSend) {
-  if (failed(verifyStream(op, op.getStream())) ||
-      failed(conduit::pipe::verifyTransfer(op, isSend)))
+template <typename TransferOp> LogicalResult verifyPlanTransfer(TransferOp op, bool isSend) {
+  if (failed(verifyStream(op, op.getStream())) || failed(conduit::pipe::verifyTransfer(op, isSend)))
     return failure();
   if (op.getSlot() < -1)
     return op.emitOpError() << "expects slot -1 (none) or a slot id, got " << op.getSlot();
@@ -257,22 +253,19 @@ LogicalResult verifyPlanTransfer(TransferOp op, bool isSend) {
   return success();
 }
 
-template <typename CollectiveOp>
-LogicalResult verifyCollective(CollectiveOp op) {
+template <typename CollectiveOp> LogicalResult verifyCollective(CollectiveOp op) {
   if (failed(verifyStream(op, op.getStream())))
     return failure();
   return conduit::pipe::verifyStageAndBytes(op, op.getStage(), op.getBytes());
 }
 
-template <typename StageInstOp>
-LogicalResult verifyStageInst(StageInstOp op) {
+template <typename StageInstOp> LogicalResult verifyStageInst(StageInstOp op) {
   if (failed(verifyStream(op, op.getStream())))
     return failure();
   return conduit::pipe::verifyStageAndBytes(op, op.getStage(), 0);
 }
 
-template <typename EventOp>
-LogicalResult verifyEvent(EventOp op) {
+template <typename EventOp> LogicalResult verifyEvent(EventOp op) {
   if (failed(verifyStream(op, op.getStream())))
     return failure();
   if (op.getEvent() < 0)

@@ -229,14 +229,14 @@ template <typename Grad>
 model::Tokens BackendCore<Grad>::tokensOf(const Stage &stage, int64_t mb,
                                           std::vector<int32_t> &tokens,
                                           std::vector<int32_t> &targets) const {
-  return microbatchTokens(plan->config, *data, *shape, *stage.spec, mb, where.replica, step,
-                          tokens, targets);
+  return microbatchTokens(plan->config, *data, *shape, *stage.spec, mb, where.replica, step, tokens,
+                          targets);
 }
 
 template <typename Grad>
 absl::StatusOr<const float *> BackendCore<Grad>::localInput(const Stage &consumer, int64_t mb,
-                                                           bool forward,
-                                                           model::Buffer<float> &scratch) {
+                                                            bool forward,
+                                                            model::Buffer<float> &scratch) {
   model::Ops<float> &math = ops();
   return gatherLocalInput(
       stages, consumer, mb, forward, rowFloats, scratch,
@@ -286,8 +286,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instructi
 
 template <typename Grad>
 void BackendCore<Grad>::backwardPieces(const Stage &stage, const std::vector<Cache> &caches,
-                                       const float *dy, float *dx,
-                                       std::vector<double> *seconds) {
+                                       const float *dy, float *dx, std::vector<double> *seconds) {
   if constexpr (std::is_same_v<Grad, double>) {
     stage.chain.backwardSamples(stage.full.data(), caches, dy, stage.grad.data(), dx, seconds);
   } else {
@@ -419,9 +418,9 @@ absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending 
       CONDUIT_ASSIGN_OR_RETURN(stage.full,
                                gatherBuffer(stage.padded, p.stream, streamOf(kComputeStream)));
     }
-    CONDUIT_ASSIGN_OR_RETURN(p.work, transport->allGather(inst.group, Element::Float32,
-                                                          stage.master.data(), stage.full.data(),
-                                                          stage.shardLen, p.stream));
+    CONDUIT_ASSIGN_OR_RETURN(p.work,
+                             transport->allGather(inst.group, Element::Float32, stage.master.data(),
+                                                  stage.full.data(), stage.shardLen, p.stream));
     p.gathered = &stage;
     break;
   }
@@ -429,16 +428,15 @@ absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending 
     if (!sharded)
       return absl::FailedPreconditionError(
           absl::StrCat(describe(inst), ": the stage is not sharded"));
-    CONDUIT_ASSIGN_OR_RETURN(p.work,
-                             transport->reduceScatter(inst.group, grads, stage.grad.data(),
-                                                      stage.gradShard.data(), stage.shardLen,
-                                                      p.stream));
+    CONDUIT_ASSIGN_OR_RETURN(p.work, transport->reduceScatter(inst.group, grads, stage.grad.data(),
+                                                              stage.gradShard.data(),
+                                                              stage.shardLen, p.stream));
     p.reduced = &stage;
     break;
   }
   case Op::AllReduce: {
-    CONDUIT_ASSIGN_OR_RETURN(p.work, transport->allReduce(inst.group, grads, stage.grad.data(),
-                                                          stage.padded, p.stream));
+    CONDUIT_ASSIGN_OR_RETURN(
+        p.work, transport->allReduce(inst.group, grads, stage.grad.data(), stage.padded, p.stream));
     break;
   }
   default:
@@ -473,9 +471,8 @@ template <typename Grad> absl::Status BackendCore<Grad>::complete(std::unique_pt
 template <typename Grad>
 absl::Status BackendCore<Grad>::gatherOutOfStep(Stage &stage, float *full, StreamHandle stream) {
   CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work,
-                           transport->allGather(stage.group, Element::Float32,
-                                                stage.master.data(), full, stage.shardLen,
-                                                stream));
+                           transport->allGather(stage.group, Element::Float32, stage.master.data(),
+                                                full, stage.shardLen, stream));
   return complete(std::move(work));
 }
 
@@ -483,8 +480,7 @@ absl::Status BackendCore<Grad>::gatherOutOfStep(Stage &stage, float *full, Strea
 // State
 //===----------------------------------------------------------------------===//
 
-template <typename Grad>
-absl::StatusOr<std::vector<StageState>> BackendCore<Grad>::snapshot() {
+template <typename Grad> absl::StatusOr<std::vector<StageState>> BackendCore<Grad>::snapshot() {
   CONDUIT_RETURN_IF_ERROR(synchronizeAll());
   std::vector<StageState> out;
   for (const std::unique_ptr<Stage> &stage : stages)
@@ -515,9 +511,9 @@ absl::Status BackendCore<Grad>::restore(const std::vector<StageState> &states) {
     const int64_t params = stage->updatedCount(sharded);
     if (static_cast<int64_t>(s.params.size()) != params ||
         static_cast<int64_t>(s.optimizer.size()) != stage->optimizer.size())
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the checkpoint's state of stage ", stage->spec->index, " has ", s.params.size(),
-          " parameters; this run keeps ", params));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the checkpoint's state of stage ", stage->spec->index, " has ",
+                       s.params.size(), " parameters; this run keeps ", params));
     stage->optimizerSteps = s.optimizerSteps;
     ops().upload(s.optimizer.data(), s.optimizer.size(), stage->optimizer.data());
     if (!sharded) {

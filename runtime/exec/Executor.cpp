@@ -147,8 +147,8 @@ void Executor::finish(Stream &stream, double t) {
 absl::Status Executor::stalled(double waitedS) const {
   const Config &c = plan.config;
   const std::vector<Instruction> &program = plan.ranks[rank].instructions;
-  std::string message = absl::StrCat("rank ", c.globalRank(rank, replica), " (pipeline rank ",
-                                     rank, ", replica ", replica, ") made no progress for ",
+  std::string message = absl::StrCat("rank ", c.globalRank(rank, replica), " (pipeline rank ", rank,
+                                     ", replica ", replica, ") made no progress for ",
                                      static_cast<int64_t>(waitedS), " s at step ", currentStep);
   for (int s = 0; s < kMaxStreams; ++s) {
     const Stream &stream = streams[s];

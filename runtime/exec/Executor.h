@@ -51,7 +51,7 @@ private:
     std::vector<int64_t> list; ///< instruction indices in order
     size_t next = 0;
     Ticket inFlight = kCompleted;
-    size_t inFlightEnd = 0;    ///< the list position after the work in flight
+    size_t inFlightEnd = 0; ///< the list position after the work in flight
     bool busy = false;
   };
 

@@ -21,7 +21,8 @@ namespace conduit::runtime {
 /// The status of an MPI return code.
 absl::Status mpiStatus(int code, const char *call, const char *file, int line);
 
-#define CONDUIT_MPI(call) CONDUIT_RETURN_IF_ERROR(::conduit::runtime::mpiStatus((call), #call, __FILE__, __LINE__))
+#define CONDUIT_MPI(call)                                                                          \
+  CONDUIT_RETURN_IF_ERROR(::conduit::runtime::mpiStatus((call), #call, __FILE__, __LINE__))
 
 /// This process in the world.
 struct MpiWorld {

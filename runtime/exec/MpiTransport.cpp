@@ -50,8 +50,8 @@ absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(const Plan &p
   t->groups.assign(plan.groups.size(), MPI_COMM_NULL);
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     const bool member = plan.groups[g].ranks[0] == where.pipelineRank;
-    CONDUIT_MPI(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, where.replica,
-                               &t->groups[g]));
+    CONDUIT_MPI(
+        MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, where.replica, &t->groups[g]));
     if (member)
       CONDUIT_MPI(MPI_Comm_set_errhandler(t->groups[g], MPI_ERRORS_RETURN));
   }
@@ -80,11 +80,11 @@ MpiTransport::exchange(const std::vector<PeerTransfer> &transfers, StreamHandle)
     CONDUIT_ASSIGN_OR_RETURN(int count, mpiCount(t.count));
     MPI_Request request;
     if (t.send)
-      CONDUIT_MPI(MPI_Isend(t.data, count, MPI_FLOAT, static_cast<int>(t.peer), 0, peers,
-                            &request));
+      CONDUIT_MPI(
+          MPI_Isend(t.data, count, MPI_FLOAT, static_cast<int>(t.peer), 0, peers, &request));
     else
-      CONDUIT_MPI(MPI_Irecv(t.data, count, MPI_FLOAT, static_cast<int>(t.peer), 0, peers,
-                            &request));
+      CONDUIT_MPI(
+          MPI_Irecv(t.data, count, MPI_FLOAT, static_cast<int>(t.peer), 0, peers, &request));
     work->requests.push_back(request);
   }
   return work;
@@ -114,15 +114,14 @@ absl::StatusOr<std::unique_ptr<Work>> MpiTransport::reduceScatter(int32_t group,
   return work;
 }
 
-absl::StatusOr<std::unique_ptr<Work>> MpiTransport::allReduce(int32_t group, Element type,
-                                                              void *data, int64_t count,
-                                                              StreamHandle) {
+absl::StatusOr<std::unique_ptr<Work>>
+MpiTransport::allReduce(int32_t group, Element type, void *data, int64_t count, StreamHandle) {
   CONDUIT_ASSIGN_OR_RETURN(MPI_Comm comm, groupComm(group));
   CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
   auto work = std::make_unique<MpiWork>();
   work->requests.emplace_back();
-  CONDUIT_MPI(MPI_Iallreduce(MPI_IN_PLACE, data, n, mpiType(type), MPI_SUM, comm,
-                             &work->requests.back()));
+  CONDUIT_MPI(
+      MPI_Iallreduce(MPI_IN_PLACE, data, n, mpiType(type), MPI_SUM, comm, &work->requests.back()));
   return work;
 }
 

@@ -29,9 +29,9 @@ public:
   absl::StatusOr<std::unique_ptr<Work>> allGather(int32_t group, Element type, const void *shard,
                                                   void *full, int64_t count,
                                                   StreamHandle stream) override;
-  absl::StatusOr<std::unique_ptr<Work>> reduceScatter(int32_t group, Element type,
-                                                      const void *full, void *shard,
-                                                      int64_t count, StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> reduceScatter(int32_t group, Element type, const void *full,
+                                                      void *shard, int64_t count,
+                                                      StreamHandle stream) override;
   absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
                                                   int64_t count, StreamHandle stream) override;
   absl::StatusOr<double> sumOverRanks(double value) override;

@@ -32,8 +32,7 @@ absl::Status validateModel(const Plan &p, const char *backend) {
   model::CpuOps<float> ops; // building a chain checks the layers; nothing is computed
   for (const Stage &stage : p.stages)
     CONDUIT_RETURN_IF_ERROR(
-        model::LayerChain<float>::build(p, shape, stage.firstLayer, stage.endLayer, ops)
-            .status());
+        model::LayerChain<float>::build(p, shape, stage.firstLayer, stage.endLayer, ops).status());
   return absl::OkStatus();
 }
 

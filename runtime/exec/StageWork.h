@@ -73,10 +73,10 @@ std::vector<Piece> piecesOf(int64_t begin, int64_t end, const std::vector<int64_
 /// the batch alike this is the producer's own buffer; otherwise the producer's pieces are
 /// copied, with `copy(floats, from, to)`, into `scratch`, which `allocate(floats)` provides.
 template <typename StageT, typename Buffer, typename Allocate, typename Copy>
-absl::StatusOr<const float *>
-gatherLocalInput(const std::vector<std::unique_ptr<StageT>> &stages, const StageT &consumer,
-                 int64_t mb, bool forward, int64_t rowFloats, Buffer &scratch, Allocate allocate,
-                 Copy copy) {
+absl::StatusOr<const float *> gatherLocalInput(const std::vector<std::unique_ptr<StageT>> &stages,
+                                               const StageT &consumer, int64_t mb, bool forward,
+                                               int64_t rowFloats, Buffer &scratch,
+                                               Allocate allocate, Copy copy) {
   const int32_t from = consumer.spec->index + (forward ? -1 : 1);
   const StageT *producer = stages[from].get();
   if (!producer)
@@ -86,13 +86,13 @@ gatherLocalInput(const std::vector<std::unique_ptr<StageT>> &stages, const Stage
   const std::vector<Buffer> &made = forward ? producer->outputs : producer->inputGrads;
   const std::vector<Piece> pieces = piecesOf(begin, end, producer->spec->samples);
   if (pieces.empty())
-    return absl::InternalError(absl::StrCat("stage ", consumer.spec->index, " micro-batch ", mb,
-                                            " has no samples"));
+    return absl::InternalError(
+        absl::StrCat("stage ", consumer.spec->index, " micro-batch ", mb, " has no samples"));
   for (const Piece &p : pieces)
     if (made[p.producerMicrobatch].empty())
-      return absl::InternalError(absl::StrCat("stage ", from, " micro-batch ",
-                                              p.producerMicrobatch, " has not produced what stage ",
-                                              consumer.spec->index, " needs"));
+      return absl::InternalError(absl::StrCat("stage ", from, " micro-batch ", p.producerMicrobatch,
+                                              " has not produced what stage ", consumer.spec->index,
+                                              " needs"));
   const Buffer &first = made[pieces.front().producerMicrobatch];
   if (pieces.size() == 1 && static_cast<int64_t>(first.size()) == (end - begin) * rowFloats)
     return first.data(); // the same cut: no copy

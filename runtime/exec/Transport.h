@@ -61,8 +61,8 @@ public:
   virtual ~Transport() = default;
 
   /// Posts transfers that belong together (a plan batch) on `stream`.
-  virtual absl::StatusOr<std::unique_ptr<Work>>
-  exchange(const std::vector<PeerTransfer> &transfers, StreamHandle stream) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Work>> exchange(const std::vector<PeerTransfer> &transfers,
+                                                         StreamHandle stream) = 0;
   /// full[r · count, (r + 1) · count) = shard of the member at position r.
   virtual absl::StatusOr<std::unique_ptr<Work>> allGather(int32_t group, Element type,
                                                           const void *shard, void *full,

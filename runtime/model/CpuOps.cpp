@@ -54,14 +54,14 @@ template <typename T> void CpuOps<T>::sumRows(int64_t rows, int64_t n, const T *
 }
 
 template <typename T>
-void CpuOps<T>::gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
-                     const T *a, const T *b, T beta, T *c) {
+void CpuOps<T>::gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha, const T *a,
+                     const T *b, T beta, T *c) {
   model::gemm<T>(transA, transB, m, n, k, alpha, a, b, beta, c);
 }
 
 template <typename T>
-void CpuOps<T>::layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma,
-                                 const T *beta, T *y, T *mean, T *rstd) {
+void CpuOps<T>::layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *beta,
+                                 T *y, T *mean, T *rstd) {
   model::layerNormForward(rows, h, x, gamma, beta, y, mean, rstd);
 }
 
@@ -119,8 +119,8 @@ void CpuOps<T>::embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
 }
 
 template <typename T>
-void CpuOps<T>::crossEntropy(int64_t rows, int64_t vocab, const T *logits,
-                             const int32_t *targets, T scale, T *dlogits) {
+void CpuOps<T>::crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets,
+                             T scale, T *dlogits) {
   const double sum = model::crossEntropy(rows, vocab, logits, targets, scale, dlogits);
   if (this->countingLoss)
     loss += sum;

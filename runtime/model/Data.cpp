@@ -23,8 +23,8 @@ SyntheticData::SyntheticData(uint64_t seed, int64_t vocab, int64_t seq)
     std::swap(successor[i], successor[random.below(static_cast<uint64_t>(i) + 1)]);
 }
 
-void SyntheticData::batch(int64_t step, int64_t first, int64_t count,
-                          std::vector<int32_t> &tokens, std::vector<int32_t> &targets) const {
+void SyntheticData::batch(int64_t step, int64_t first, int64_t count, std::vector<int32_t> &tokens,
+                          std::vector<int32_t> &targets) const {
   tokens.resize(count * seq);
   targets.resize(count * seq);
   for (int64_t n = 0; n < count; ++n) {

@@ -18,9 +18,10 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
         "transformers only");
   const runtime::Transformer &t = *plan.transformer;
   auto unsupported = [](const std::string &what) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the model uses ", what, ", which conduit-run does not implement; it trains GPT-style "
-        "decoders (GELU MLP, LayerNorm, learned positions, untied embeddings)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the model uses ", what,
+                     ", which conduit-run does not implement; it trains GPT-style "
+                     "decoders (GELU MLP, LayerNorm, learned positions, untied embeddings)"));
   };
   if (t.mlp != 0)
     return unsupported("a SwiGLU MLP");
@@ -148,9 +149,10 @@ public:
     v.clear();
     v.resize(NumSaved);
     cache.samples = n;
-    const int64_t sizes[NumSaved] = {rows * h, rows * h, rows, rows, rows * 3 * h,
-                                     n * s.heads * s.seq * s.seq, rows * h, rows * h, rows * h,
-                                     rows, rows, rows * f, rows * f};
+    const int64_t sizes[NumSaved] = {
+        rows * h, rows * h, rows,     rows, rows * 3 * h, n * s.heads * s.seq * s.seq,
+        rows * h, rows * h, rows * h, rows, rows,         rows * f,
+        rows * f};
     for (int i = 0; i < NumSaved; ++i)
       v[i] = ops.allocate(sizes[i]);
     ops.copy(rows * h, x, v[X].data());
@@ -251,8 +253,8 @@ public:
     ops.layerNormForward(rows, h, x, p, p + h, v[Z].data(), v[Mean].data(), v[Rstd].data());
     Buffer<T> logits = ops.allocate(rows * s.vocab);
     ops.gemm(false, false, rows, s.vocab, h, 1, v[Z].data(), p + 2 * h, 0, logits.data());
-    ops.crossEntropy(rows, s.vocab, logits.data(), batch.targets,
-                     static_cast<T>(batch.lossScale), v[DLogits].data());
+    ops.crossEntropy(rows, s.vocab, logits.data(), batch.targets, static_cast<T>(batch.lossScale),
+                     v[DLogits].data());
   }
 
   void backward(Ops<T> &ops, const T *p, const LayerCache<T> &cache, const T *, T *dp,
@@ -262,8 +264,8 @@ public:
     ops.gemm(true, false, h, s.vocab, rows, 1, v[Z].data(), v[DLogits].data(), 1, dp + 2 * h);
     Buffer<T> dz = ops.allocate(rows * h);
     ops.gemm(false, true, rows, h, s.vocab, 1, v[DLogits].data(), p + 2 * h, 0, dz.data());
-    ops.layerNormBackward(rows, h, v[X].data(), p, v[Mean].data(), v[Rstd].data(), dz.data(),
-                          dx, dp, dp + h);
+    ops.layerNormBackward(rows, h, v[X].data(), p, v[Mean].data(), v[Rstd].data(), dz.data(), dx,
+                          dp, dp + h);
   }
 
 private:
@@ -288,9 +290,8 @@ std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &sha
 }
 
 template <typename T>
-absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan,
-                                                   const GptShape &shape, int64_t first,
-                                                   int64_t end, Ops<T> &ops) {
+absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, const GptShape &shape,
+                                                   int64_t first, int64_t end, Ops<T> &ops) {
   LayerChain chain;
   chain.shape = shape;
   chain.firstLayer = first;
@@ -300,7 +301,8 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan,
     std::unique_ptr<Layer<T>> layer = makeLayer<T>(spec.kind, shape);
     if (!layer)
       return absl::FailedPreconditionError(
-          absl::StrCat("layer ", spec.name, " is a custom layer; conduit-run trains the "
+          absl::StrCat("layer ", spec.name,
+                       " is a custom layer; conduit-run trains the "
                        "layers of a transformer only"));
     if (layer->numParams() != spec.params)
       return absl::FailedPreconditionError(absl::StrCat(
@@ -308,8 +310,7 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan,
           layer->numParams(), "; the plan was compiled for a different architecture"));
     const bool isEmbedding = spec.kind == runtime::LayerKind::Embedding;
     const bool isHead = spec.kind == runtime::LayerKind::Head;
-    if ((isEmbedding && l != 0) ||
-        (isHead && l != static_cast<int64_t>(plan.layers.size()) - 1))
+    if ((isEmbedding && l != 0) || (isHead && l != static_cast<int64_t>(plan.layers.size()) - 1))
       return absl::FailedPreconditionError(
           absl::StrCat("layer ", spec.name, " is out of place in the chain"));
     chain.embedding = chain.embedding || isEmbedding;
@@ -379,8 +380,8 @@ void LayerChain<T>::backward(const T *params, const Cache &cache, const T *dy, T
     if (seconds)
       ops->synchronize();
     const auto start = std::chrono::steady_clock::now();
-    layers[k]->backward(*ops, params + offsets[k], cache.layers[k], upstream,
-                        dparams + offsets[k], down);
+    layers[k]->backward(*ops, params + offsets[k], cache.layers[k], upstream, dparams + offsets[k],
+                        down);
     if (seconds) {
       ops->synchronize();
       (*seconds)[k] = secondsSince(start);
@@ -394,8 +395,7 @@ void LayerChain<T>::backward(const T *params, const Cache &cache, const T *dy, T
 
 template <typename T>
 void LayerChain<T>::forwardSamples(const T *params, const T *x, const Tokens &batch, T *y,
-                                   std::vector<Cache> &caches,
-                                   std::vector<double> *seconds) const {
+                                   std::vector<Cache> &caches, std::vector<double> *seconds) const {
   const int64_t row = sampleSize();
   const int64_t step = ops->perSample() ? 1 : batch.samples;
   caches.clear();
@@ -418,9 +418,8 @@ void LayerChain<T>::forwardSamples(const T *params, const T *x, const Tokens &ba
 }
 
 template <typename T>
-void LayerChain<T>::backwardSamples(const T *params, const std::vector<Cache> &caches,
-                                    const T *dy, double *grads, T *dx,
-                                    std::vector<double> *seconds) const {
+void LayerChain<T>::backwardSamples(const T *params, const std::vector<Cache> &caches, const T *dy,
+                                    double *grads, T *dx, std::vector<double> *seconds) const {
   const int64_t row = sampleSize();
   Buffer<T> dparams = ops->allocate(numParams());
   std::vector<double> one;

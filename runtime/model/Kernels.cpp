@@ -18,19 +18,19 @@ namespace conduit::model {
 template <>
 void gemm<float>(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, const float *b, float beta, float *c) {
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), alpha, a, static_cast<int>(transA ? m : k), b,
-              static_cast<int>(transB ? k : n), beta, c, static_cast<int>(n));
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(transA ? m : k), b, static_cast<int>(transB ? k : n), beta, c,
+              static_cast<int>(n));
 }
 
 template <>
 void gemm<double>(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
                   const double *a, const double *b, double beta, double *c) {
-  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), alpha, a, static_cast<int>(transA ? m : k), b,
-              static_cast<int>(transB ? k : n), beta, c, static_cast<int>(n));
+  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(transA ? m : k), b, static_cast<int>(transB ? k : n), beta, c,
+              static_cast<int>(n));
 }
 
 namespace {
@@ -138,8 +138,8 @@ void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headD
         for (int64_t d = 0; d < headDim; ++d) {
           double acc = 0;
           for (int64_t j = 0; j <= i; ++j)
-            acc += static_cast<double>(pi[j]) * qkv[(n * seq + j) * stride + 2 * width +
-                                                    hd * headDim + d];
+            acc += static_cast<double>(pi[j]) *
+                   qkv[(n * seq + j) * stride + 2 * width + hd * headDim + d];
           o[d] = static_cast<T>(acc);
         }
       }
@@ -191,8 +191,8 @@ void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t head
 }
 
 template <typename T>
-double crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets,
-                    T scale, T *dlogits) {
+double crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets, T scale,
+                    T *dlogits) {
   double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const T *z = logits + r * vocab;
@@ -211,16 +211,16 @@ double crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t 
   return total;
 }
 
-#define CONDUIT_INSTANTIATE_KERNELS(T)                                                        \
-  template void layerNormForward<T>(int64_t, int64_t, const T *, const T *, const T *, T *,    \
-                                    T *, T *);                                               \
-  template void layerNormBackward<T>(int64_t, int64_t, const T *, const T *, const T *,        \
-                                     const T *, const T *, T *, T *, T *);                   \
-  template void geluForward<T>(int64_t, const T *, T *);                                       \
-  template void geluBackward<T>(int64_t, const T *, const T *, T *);                           \
-  template void attentionForward<T>(int64_t, int64_t, int64_t, int64_t, const T *, T *, T *);  \
-  template void attentionBackward<T>(int64_t, int64_t, int64_t, int64_t, const T *, const T *, \
-                                     const T *, T *);                                        \
+#define CONDUIT_INSTANTIATE_KERNELS(T)                                                             \
+  template void layerNormForward<T>(int64_t, int64_t, const T *, const T *, const T *, T *, T *,   \
+                                    T *);                                                          \
+  template void layerNormBackward<T>(int64_t, int64_t, const T *, const T *, const T *, const T *, \
+                                     const T *, T *, T *, T *);                                    \
+  template void geluForward<T>(int64_t, const T *, T *);                                           \
+  template void geluBackward<T>(int64_t, const T *, const T *, T *);                               \
+  template void attentionForward<T>(int64_t, int64_t, int64_t, int64_t, const T *, T *, T *);      \
+  template void attentionBackward<T>(int64_t, int64_t, int64_t, int64_t, const T *, const T *,     \
+                                     const T *, T *);                                              \
   template double crossEntropy<T>(int64_t, int64_t, const T *, const int32_t *, T, T *);
 
 CONDUIT_INSTANTIATE_KERNELS(float)

@@ -48,8 +48,8 @@ void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t head
 /// Sum over rows of the cross-entropy of `logits` [rows × vocab] against `targets`.
 /// `dlogits` (if not null) receives scale · (softmax − onehot).
 template <typename T>
-double crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets,
-                    T scale, T *dlogits);
+double crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets, T scale,
+                    T *dlogits);
 
 } // namespace conduit::model
 

@@ -86,15 +86,14 @@ public:
   virtual void sumRows(int64_t rows, int64_t n, const T *x, T *sum) = 0;
 
   /// C[m×n] = alpha · op(A) · op(B) + beta · C, row-major.
-  virtual void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
-                    const T *a, const T *b, T beta, T *c) = 0;
+  virtual void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha, const T *a,
+                    const T *b, T beta, T *c) = 0;
 
-  virtual void layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma,
-                                const T *beta, T *y, T *mean, T *rstd) = 0;
+  virtual void layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *beta,
+                                T *y, T *mean, T *rstd) = 0;
   /// dx overwritten; dgamma, dbeta accumulated.
-  virtual void layerNormBackward(int64_t rows, int64_t h, const T *x, const T *gamma,
-                                 const T *mean, const T *rstd, const T *dy, T *dx, T *dgamma,
-                                 T *dbeta) = 0;
+  virtual void layerNormBackward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *mean,
+                                 const T *rstd, const T *dy, T *dx, T *dgamma, T *dbeta) = 0;
   virtual void geluForward(int64_t n, const T *x, T *y) = 0;
   virtual void geluBackward(int64_t n, const T *x, const T *dy, T *dx) = 0;
   /// Causal multi-head attention core; see Kernels.h for the layout.
@@ -103,8 +102,8 @@ public:
   virtual void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
                                  const T *qkv, const T *probs, const T *dout, T *dqkv) = 0;
   /// y[n, t] = wte[tokens[n, t]] + wpe[t]; tokens on the host.
-  virtual void embeddingForward(int64_t samples, int64_t seq, int64_t hidden,
-                                const int32_t *tokens, const T *wte, const T *wpe, T *y) = 0;
+  virtual void embeddingForward(int64_t samples, int64_t seq, int64_t hidden, const int32_t *tokens,
+                                const T *wte, const T *wpe, T *y) = 0;
   /// dwte, dwpe accumulated.
   virtual void embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
                                  const int32_t *tokens, const T *dy, T *dwte, T *dwpe) = 0;
@@ -137,22 +136,22 @@ public:
   void sumRows(int64_t rows, int64_t n, const T *x, T *sum) override;
   void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha, const T *a,
             const T *b, T beta, T *c) override;
-  void layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *beta,
-                        T *y, T *mean, T *rstd) override;
+  void layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *beta, T *y,
+                        T *mean, T *rstd) override;
   void layerNormBackward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *mean,
                          const T *rstd, const T *dy, T *dx, T *dgamma, T *dbeta) override;
   void geluForward(int64_t n, const T *x, T *y) override;
   void geluBackward(int64_t n, const T *x, const T *dy, T *dx) override;
-  void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
-                        const T *qkv, T *probs, T *out) override;
-  void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
-                         const T *qkv, const T *probs, const T *dout, T *dqkv) override;
+  void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim, const T *qkv,
+                        T *probs, T *out) override;
+  void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim, const T *qkv,
+                         const T *probs, const T *dout, T *dqkv) override;
   void embeddingForward(int64_t samples, int64_t seq, int64_t hidden, const int32_t *tokens,
                         const T *wte, const T *wpe, T *y) override;
   void embeddingBackward(int64_t samples, int64_t seq, int64_t hidden, const int32_t *tokens,
                          const T *dy, T *dwte, T *dwpe) override;
-  void crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets,
-                    T scale, T *dlogits) override;
+  void crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets, T scale,
+                    T *dlogits) override;
   double takeLoss() override;
 
 private:

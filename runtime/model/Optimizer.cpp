@@ -13,8 +13,8 @@ OptimizerConfig OptimizerConfig::fromPlan(const runtime::Config &config) {
   return c;
 }
 
-void conduit::model::optimizerStep(const OptimizerConfig &c, int64_t step, int64_t n,
-                                   float *params, float *state, const double *grads) {
+void conduit::model::optimizerStep(const OptimizerConfig &c, int64_t step, int64_t n, float *params,
+                                   float *state, const double *grads) {
   if (c.kind == runtime::Optimizer::SGD) {
     for (int64_t i = 0; i < n; ++i)
       params[i] = static_cast<float>(params[i] - c.learningRate * static_cast<float>(grads[i]));

@@ -114,9 +114,8 @@ std::string writePlan(const Plan &plan) {
   flatbuffers::Offset<fb::Transformer> transformer;
   if (const std::optional<Transformer> &t = plan.transformer)
     transformer = fb::CreateTransformer(fbb, t->numLayers, t->hiddenSize, t->numHeads,
-                                        t->numKvHeads, t->ffnHiddenSize, t->seqLength,
-                                        t->vocabSize, t->mlp, t->norm, t->position,
-                                        t->tieEmbeddings, t->bias);
+                                        t->numKvHeads, t->ffnHiddenSize, t->seqLength, t->vocabSize,
+                                        t->mlp, t->norm, t->position, t->tieEmbeddings, t->bias);
   auto root = fb::CreatePlan(fbb, plan.formatVersion, plan.features, fbb.CreateString(plan.name),
                              fbb.CreateString(plan.source), configOffset, transformer,
                              fbb.CreateVector(layers), fbb.CreateVector(stages),
@@ -156,8 +155,7 @@ absl::Status corrupt(const std::string &what) {
   return absl::DataLossError(absl::StrCat("corrupt plan file: ", what));
 }
 
-template <typename T>
-std::vector<T> toVector(const flatbuffers::Vector<T> *v) {
+template <typename T> std::vector<T> toVector(const flatbuffers::Vector<T> *v) {
   return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
 }
 
@@ -178,14 +176,13 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
     return corrupt("its structure does not verify (truncated or damaged)");
   const fb::Plan *p = fb::GetPlan(data);
   if (p->format_version() != kPlanFormatVersion)
-    return absl::FailedPreconditionError(
-        absl::StrCat("plan file format version ", p->format_version(),
-                     "; this runtime reads version ", kPlanFormatVersion,
-                     ". Recompile the job with a matching conduit-compile."));
-  if (uint64_t unknown = p->features() & ~kKnownFeatures)
     return absl::FailedPreconditionError(absl::StrCat(
-        "the plan file uses features this runtime does not know (bits 0x", absl::Hex(unknown),
-        "). Recompile the job with a matching conduit-compile."));
+        "plan file format version ", p->format_version(), "; this runtime reads version ",
+        kPlanFormatVersion, ". Recompile the job with a matching conduit-compile."));
+  if (uint64_t unknown = p->features() & ~kKnownFeatures)
+    return absl::FailedPreconditionError(
+        absl::StrCat("the plan file uses features this runtime does not know (bits 0x",
+                     absl::Hex(unknown), "). Recompile the job with a matching conduit-compile."));
   if (!p->config() || !p->layers() || !p->stages() || !p->groups() || !p->ranks())
     return corrupt("a required table (config, layers, stages, groups or ranks) is missing");
 
@@ -228,10 +225,18 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   if (const fb::Transformer *t = p->transformer()) {
     if (t->mlp() > 1 || t->norm() > 1 || t->position() > 1 || t->bias() > 2)
       return corrupt("the transformer holds an unknown enum value");
-    plan.transformer = Transformer{t->num_layers(),  t->hidden_size(),     t->num_heads(),
-                                   t->num_kv_heads(), t->ffn_hidden_size(), t->seq_length(),
-                                   t->vocab_size(),  t->mlp(),             t->norm(),
-                                   t->position(),    t->tie_embeddings(),  t->bias()};
+    plan.transformer = Transformer{t->num_layers(),
+                                   t->hidden_size(),
+                                   t->num_heads(),
+                                   t->num_kv_heads(),
+                                   t->ffn_hidden_size(),
+                                   t->seq_length(),
+                                   t->vocab_size(),
+                                   t->mlp(),
+                                   t->norm(),
+                                   t->position(),
+                                   t->tie_embeddings(),
+                                   t->bias()};
   }
   for (const fb::Layer *l : *p->layers()) {
     if (l->kind() > 3)
@@ -271,8 +276,8 @@ absl::StatusOr<Plan> readPlanFile(const std::string &path) {
     return absl::NotFoundError(absl::StrCat("cannot open plan file ", path));
   std::streamoff size = in.tellg();
   if (size < 0 || static_cast<uint64_t>(size) > kMaxPlanFileBytes)
-    return absl::InvalidArgumentError(absl::StrCat(path, ": plan files are limited to ",
-                                                   kMaxPlanFileBytes, " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": plan files are limited to ", kMaxPlanFileBytes, " bytes"));
   std::string bytes(static_cast<size_t>(size), '\0');
   in.seekg(0);
   in.read(bytes.data(), size);
@@ -334,8 +339,10 @@ private:
     const Config &c = plan.config;
     const int64_t expected = int64_t(c.pipeline) * c.stagesPerDevice;
     if (static_cast<int64_t>(plan.stages.size()) != expected)
-      return bad(absl::StrCat("the plan has ", plan.stages.size(), " stages; pipeline x "
-                              "stages_per_device is ", expected));
+      return bad(absl::StrCat("the plan has ", plan.stages.size(),
+                              " stages; pipeline x "
+                              "stages_per_device is ",
+                              expected));
     int64_t previousEnd = 0;
     for (size_t s = 0; s < plan.stages.size(); ++s) {
       const Stage &stage = plan.stages[s];
@@ -350,11 +357,12 @@ private:
       previousEnd = stage.endLayer;
       if (stage.samples.size() < 2 || stage.samples.front() != 0 ||
           stage.samples.back() != c.batchSamples())
-        return bad(absl::StrCat("stage ", s, " does not cut the batch of ", c.batchSamples(),
-                                " samples"));
+        return bad(
+            absl::StrCat("stage ", s, " does not cut the batch of ", c.batchSamples(), " samples"));
       for (size_t j = 1; j < stage.samples.size(); ++j)
         if (stage.samples[j] <= stage.samples[j - 1])
-          return bad(absl::StrCat("stage ", s, " has micro-batch boundaries that do not "
+          return bad(absl::StrCat("stage ", s,
+                                  " has micro-batch boundaries that do not "
                                   "increase"));
     }
     if (previousEnd != static_cast<int64_t>(plan.layers.size()))
@@ -368,8 +376,7 @@ private:
       if (ranks.empty())
         return bad(absl::StrCat("group ", g, " has no member"));
       for (size_t i = 0; i < ranks.size(); ++i)
-        if (ranks[i] < 0 || ranks[i] >= plan.config.pipeline ||
-            (i > 0 && ranks[i] <= ranks[i - 1]))
+        if (ranks[i] < 0 || ranks[i] >= plan.config.pipeline || (i > 0 && ranks[i] <= ranks[i - 1]))
           return bad(absl::StrCat("group ", g, " lists ranks out of range or out of order"));
     }
     return absl::OkStatus();
@@ -386,8 +393,7 @@ private:
   absl::Status checkRank(int32_t r) {
     const RankProgram &program = plan.ranks[r];
     if (program.rank != r)
-      return bad(absl::StrCat("the rank program at position ", r, " is for rank ",
-                              program.rank));
+      return bad(absl::StrCat("the rank program at position ", r, " is for rank ", program.rank));
     if (program.events < 0 || program.events > (1 << 26))
       return bad(absl::StrCat("rank ", r, " declares ", program.events, " events"));
     for (int64_t bytes : program.slots)
@@ -493,21 +499,21 @@ private:
       const RankProgram &from = plan.ranks[pair.first], &to = plan.ranks[pair.second];
       for (size_t k = 0; k < std::max(sent.size(), received.size()); ++k) {
         if (k >= received.size())
-          return badInstruction(pair.first, sent[k],
-                                absl::StrCat("message ", k, " to rank ", pair.second,
-                                             " has no matching receive"));
+          return badInstruction(
+              pair.first, sent[k],
+              absl::StrCat("message ", k, " to rank ", pair.second, " has no matching receive"));
         if (k >= sent.size())
-          return badInstruction(pair.second, received[k],
-                                absl::StrCat("message ", k, " from rank ", pair.first,
-                                             " has no matching send"));
+          return badInstruction(
+              pair.second, received[k],
+              absl::StrCat("message ", k, " from rank ", pair.first, " has no matching send"));
         const Instruction &s = from.instructions[sent[k]], &v = to.instructions[received[k]];
         if (s.kind != v.kind || s.stage != v.peerStage || s.microbatch != v.peerMicrobatch ||
             s.peerStage != v.stage || s.peerMicrobatch != v.microbatch || s.begin != v.begin ||
             s.end != v.end || s.bytes != v.bytes)
           return badInstruction(pair.second, received[k],
                                 absl::StrCat("message ", k, " from rank ", pair.first,
-                                             " is sent as ", describe(s), " (instruction ",
-                                             sent[k], ")"));
+                                             " is sent as ", describe(s), " (instruction ", sent[k],
+                                             ")"));
       }
     }
     return absl::OkStatus();

@@ -11,8 +11,7 @@ namespace conduit::runtime {
 
 namespace {
 
-template <typename T>
-void list(std::ostream &os, const std::vector<T> &values) {
+template <typename T> void list(std::ostream &os, const std::vector<T> &values) {
   os << "[";
   for (size_t i = 0; i < values.size(); ++i)
     os << (i ? ", " : "") << values[i];
@@ -44,10 +43,9 @@ void writeInstruction(std::ostream &os, const Instruction &i) {
   case Op::Send:
   case Op::Recv:
     os << ", \"kind\": \"" << (i.kind == Transfer::Activation ? "activation" : "gradient")
-       << "\", \"stage\": " << i.stage << ", \"mb\": " << i.microbatch
-       << ", \"peer\": " << i.peer << ", \"peer_stage\": " << i.peerStage
-       << ", \"peer_mb\": " << i.peerMicrobatch << ", \"samples\": [" << i.begin << ", "
-       << i.end << "], \"bytes\": " << i.bytes;
+       << "\", \"stage\": " << i.stage << ", \"mb\": " << i.microbatch << ", \"peer\": " << i.peer
+       << ", \"peer_stage\": " << i.peerStage << ", \"peer_mb\": " << i.peerMicrobatch
+       << ", \"samples\": [" << i.begin << ", " << i.end << "], \"bytes\": " << i.bytes;
     if (i.slot >= 0)
       os << ", \"slot\": " << i.slot;
     if (i.batch >= 0)
@@ -75,9 +73,9 @@ void writeInstruction(std::ostream &os, const Instruction &i) {
 void writePlanJson(const Plan &plan, std::ostream &os) {
   os << std::setprecision(std::numeric_limits<double>::max_digits10);
   const Config &c = plan.config;
-  os << "{\n  \"format_version\": " << plan.formatVersion << ",\n  \"features\": "
-     << plan.features << ",\n  \"name\": " << jsonString(plan.name)
-     << ",\n  \"source\": " << jsonString(plan.source) << ",\n";
+  os << "{\n  \"format_version\": " << plan.formatVersion << ",\n  \"features\": " << plan.features
+     << ",\n  \"name\": " << jsonString(plan.name) << ",\n  \"source\": " << jsonString(plan.source)
+     << ",\n";
   os << "  \"config\": {\"pipeline\": " << c.pipeline << ", \"data\": " << c.data
      << ", \"stages_per_device\": " << c.stagesPerDevice << ", \"schedule\": \""
      << scheduleName(c.schedule) << "\", \"group_size\": " << c.groupSize
@@ -89,11 +87,10 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
      << ", \"learning_rate\": " << c.learningRate << ", \"preset\": " << jsonString(c.preset)
      << "},\n";
   if (const std::optional<Transformer> &t = plan.transformer)
-    os << "  \"transformer\": {\"num_layers\": " << t->numLayers << ", \"hidden_size\": "
-       << t->hiddenSize << ", \"num_heads\": " << t->numHeads << ", \"num_kv_heads\": "
-       << t->numKvHeads << ", \"ffn_hidden_size\": " << t->ffnHiddenSize
-       << ", \"seq_length\": " << t->seqLength << ", \"vocab_size\": " << t->vocabSize
-       << "},\n";
+    os << "  \"transformer\": {\"num_layers\": " << t->numLayers
+       << ", \"hidden_size\": " << t->hiddenSize << ", \"num_heads\": " << t->numHeads
+       << ", \"num_kv_heads\": " << t->numKvHeads << ", \"ffn_hidden_size\": " << t->ffnHiddenSize
+       << ", \"seq_length\": " << t->seqLength << ", \"vocab_size\": " << t->vocabSize << "},\n";
   os << "  \"layers\": [";
   for (size_t l = 0; l < plan.layers.size(); ++l)
     os << (l ? ",\n    " : "\n    ") << "{\"name\": " << jsonString(plan.layers[l].name)
@@ -102,9 +99,9 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
   os << "\n  ],\n  \"stages\": [";
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const Stage &stage = plan.stages[s];
-    os << (s ? ",\n    " : "\n    ") << "{\"index\": " << stage.index << ", \"rank\": "
-       << stage.rank << ", \"layers\": [" << stage.firstLayer << ", " << stage.endLayer
-       << "], \"params\": " << stage.params << ", \"samples\": ";
+    os << (s ? ",\n    " : "\n    ") << "{\"index\": " << stage.index
+       << ", \"rank\": " << stage.rank << ", \"layers\": [" << stage.firstLayer << ", "
+       << stage.endLayer << "], \"params\": " << stage.params << ", \"samples\": ";
     list(os, stage.samples);
     os << "}";
   }
@@ -116,8 +113,8 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
   os << "],\n  \"ranks\": [";
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     const RankProgram &program = plan.ranks[r];
-    os << (r ? "," : "") << "\n    {\"rank\": " << program.rank << ", \"events\": "
-       << program.events << ", \"peak_memory\": " << program.peakMemoryBytes
+    os << (r ? "," : "") << "\n    {\"rank\": " << program.rank
+       << ", \"events\": " << program.events << ", \"peak_memory\": " << program.peakMemoryBytes
        << ", \"slots\": ";
     list(os, program.slots);
     os << ", \"instructions\": [";

@@ -11,8 +11,7 @@
 namespace conduit::runtime {
 
 std::string shortName(const Instruction &x) {
-  const std::string stageMb =
-      "s" + std::to_string(x.stage) + " mb" + std::to_string(x.microbatch);
+  const std::string stageMb = "s" + std::to_string(x.stage) + " mb" + std::to_string(x.microbatch);
   const char *kind = x.kind == Transfer::Activation ? "act " : "grad ";
   const std::string stage = "s" + std::to_string(x.stage);
   switch (x.op) {
@@ -139,9 +138,9 @@ void writeChromeTrace(const Plan &plan, const std::vector<std::vector<TraceEvent
         out << ",\"ph\":\"i\",\"s\":\"t\"";
       else
         out << ",\"ph\":\"X\",\"dur\":" << micros(e.time.end - e.time.start);
-      out << ",\"ts\":" << micros(e.time.start) << ",\"pid\":" << r
-          << ",\"tid\":" << int(x.stream) << ",\"args\":{\"step\":" << e.step
-          << ",\"instruction\":" << e.instruction << ",\"detail\":" << jsonString(describe(x));
+      out << ",\"ts\":" << micros(e.time.start) << ",\"pid\":" << r << ",\"tid\":" << int(x.stream)
+          << ",\"args\":{\"step\":" << e.step << ",\"instruction\":" << e.instruction
+          << ",\"detail\":" << jsonString(describe(x));
       if (e.time.start > e.time.posted)
         out << ",\"waited_us\":" << micros(e.time.start - e.time.posted);
       if (x.bytes)
@@ -159,8 +158,9 @@ void writeChromeTrace(const Plan &plan, const std::vector<std::vector<TraceEvent
       begin() << "{\"name\":\"" << name << "\",\"cat\":\"p2p\",\"ph\":\"s\",\"id\":" << flow
               << ",\"ts\":" << micros(list[k]->time.start) << ",\"pid\":" << pair.first
               << ",\"tid\":" << int(x.stream) << "}";
-      begin() << "{\"name\":\"" << name << "\",\"cat\":\"p2p\",\"ph\":\"f\",\"bp\":\"e\",\"id\":"
-              << flow << ",\"ts\":" << micros(matched[k]->time.start) << ",\"pid\":" << pair.second
+      begin() << "{\"name\":\"" << name
+              << "\",\"cat\":\"p2p\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << flow
+              << ",\"ts\":" << micros(matched[k]->time.start) << ",\"pid\":" << pair.second
               << ",\"tid\":" << int(y.stream) << "}";
     }
   }

@@ -52,8 +52,8 @@ void gemm(benchmark::State &state, Shape shape, Mode mode) {
   cudaMemset(b, 0, shape.k * shape.n * element);
   const cudaDataType type = half ? CUDA_R_16BF : CUDA_R_32F;
   const cublasComputeType_t compute =
-      mode == FP32 ? CUBLAS_COMPUTE_32F : (mode == Runtime ? CUBLAS_COMPUTE_32F_FAST_16BF
-                                                           : CUBLAS_COMPUTE_32F);
+      mode == FP32 ? CUBLAS_COMPUTE_32F
+                   : (mode == Runtime ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F);
   const float alpha = 1, beta = 0;
   auto call = [&] {
     // Row-major C = A · B as column-major Cᵀ = Bᵀ · Aᵀ, as CudaOps does.
@@ -79,8 +79,8 @@ void gemm(benchmark::State &state, Shape shape, Mode mode) {
   const double flops = 2.0 * shape.m * shape.n * shape.k;
   state.counters["TFLOPS"] =
       benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["peak_fraction"] = benchmark::Counter(
-      flops / 1e12 / peakTflops, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak_fraction"] =
+      benchmark::Counter(flops / 1e12 / peakTflops, benchmark::Counter::kIsIterationInvariantRate);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   cublasDestroy(handle);
@@ -101,10 +101,9 @@ void registerShapes() {
                             {"head", tokens, vocab, hidden}};
     for (const Shape &s : shapes)
       for (auto [mode, label] : {std::pair{Runtime, "runtime"}, {BF16, "bf16"}, {FP32, "fp32"}})
-        benchmark::RegisterBenchmark(("gemm/" + std::string(label) + "/h" +
-                                      std::to_string(hidden) + "/" + s.name)
-                                         .c_str(),
-                                     gemm, s, mode)
+        benchmark::RegisterBenchmark(
+            ("gemm/" + std::string(label) + "/h" + std::to_string(hidden) + "/" + s.name).c_str(),
+            gemm, s, mode)
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
   }

@@ -30,8 +30,8 @@ const Plan &planOf(const std::string &schedule) {
     llvm::report_fatal_error(llvm::StringRef(diag.getError()->str()));
   CompiledJob compiled = compileJob(*job);
   if (!compiled.ok || !compiled.verified)
-    llvm::report_fatal_error(llvm::StringRef("the benchmark job does not compile: " +
-                                             compiled.errors));
+    llvm::report_fatal_error(
+        llvm::StringRef("the benchmark job does not compile: " + compiled.errors));
   return plans.emplace(schedule, std::move(compiled.verified->plan)).first->second;
 }
 
@@ -68,9 +68,9 @@ void BM_ExecutorStep(benchmark::State &state, const std::string &schedule, bool 
   }
   const auto n = static_cast<double>(plan.ranks[0].instructions.size());
   state.counters["instructions"] = n;
-  state.counters["ns_per_instruction"] = benchmark::Counter(
-      n * static_cast<double>(state.iterations()),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_instruction"] =
+      benchmark::Counter(n * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 } // namespace

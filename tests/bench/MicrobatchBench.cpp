@@ -64,8 +64,7 @@ std::vector<Partitions> population(size_t count, int64_t batch) {
 void BM_Evaluate(benchmark::State &state, PipelineSchedule schedule) {
   const int64_t batch = state.range(1);
   StepTimeEvaluator evaluator = makeEvaluator(schedule, batch);
-  const std::vector<Partitions> candidates =
-      population(static_cast<size_t>(state.range(0)), batch);
+  const std::vector<Partitions> candidates = population(static_cast<size_t>(state.range(0)), batch);
   int64_t microbatches = 0;
   for (const Partitions &p : candidates)
     for (const std::vector<int64_t> &cut : p)

@@ -47,8 +47,8 @@ void run(benchmark::State &state, bool verify) {
   }
   state.counters["entries"] = static_cast<double>(entries);
   state.counters["ns_per_entry"] = benchmark::Counter(
-      static_cast<double>(entries), benchmark::Counter::kIsIterationInvariantRate |
-                                        benchmark::Counter::kInvert);
+      static_cast<double>(entries),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
 void partitionAndSchedule(benchmark::State &state) { run(state, false); }

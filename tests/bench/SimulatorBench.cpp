@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "analysis/Report.h"
 #include "passes/CostModelBuilder.h"
 #include "passes/PlanExport.h"
-#include "analysis/Report.h"
 #include "tests/unit/CompileJob.h"
 
 #include <benchmark/benchmark.h>
@@ -32,16 +32,15 @@ const Case &planWith(int64_t m) {
   if (auto it = plans.find(m); it != plans.end())
     return it->second;
   Diagnostics diag("bench-p64-v4-m256.json");
-  std::optional<Job> job =
-      readJobFile(CONDUIT_TESTDATA "/jobs/bench-p64-v4-m256.json", diag,
-                  {"parallelism.microbatches=" + std::to_string(m),
-                   "cluster.memory_bytes=1125899906842624"});
+  std::optional<Job> job = readJobFile(
+      CONDUIT_TESTDATA "/jobs/bench-p64-v4-m256.json", diag,
+      {"parallelism.microbatches=" + std::to_string(m), "cluster.memory_bytes=1125899906842624"});
   if (!job)
     llvm::report_fatal_error(llvm::StringRef(diag.getError()->str()));
   CompiledJob compiled = compileJob(*job);
   if (!compiled.ok || !compiled.verified)
-    llvm::report_fatal_error(llvm::StringRef("the benchmark job does not compile: " +
-                                             compiled.errors));
+    llvm::report_fatal_error(
+        llvm::StringRef("the benchmark job does not compile: " + compiled.errors));
   plan::ProgramOp program = *compiled.module->getOps<plan::ProgramOp>().begin();
   auto cost = std::make_unique<CostModel>(llvm::cantFail(buildCostModel(program)));
   return plans.emplace(m, Case{std::move(*compiled.verified), std::move(cost)}).first->second;

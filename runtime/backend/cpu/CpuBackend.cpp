@@ -27,8 +27,8 @@ absl::Status CpuBackend::validate(const Plan &p) {
   const Config &c = p.config;
   if (worldSize != c.worldSize())
     return absl::FailedPreconditionError(absl::StrCat(
-        "the plan runs on ", c.worldSize(), " processes (pipeline ", c.pipeline, " x data ",
-        c.data, "); this run has ", worldSize, ": start it with mpirun -np ", c.worldSize()));
+        "the plan runs on ", c.worldSize(), " processes (pipeline ", c.pipeline, " x data ", c.data,
+        "); this run has ", worldSize, ": start it with mpirun -np ", c.worldSize()));
   return validateModel(p, "CPU");
 }
 

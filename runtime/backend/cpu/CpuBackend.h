@@ -22,8 +22,7 @@ namespace conduit::runtime {
 class CpuBackend final : public BackendCore<double> {
 public:
   /// Global rank `rank` of `worldSize`, exchanging data through `makeTransport`'s transport.
-  CpuBackend(int64_t rank, int64_t worldSize, bool measureLayers,
-             TransportFactory makeTransport);
+  CpuBackend(int64_t rank, int64_t worldSize, bool measureLayers, TransportFactory makeTransport);
   /// One process of an MPI job.
   explicit CpuBackend(MpiWorld world, bool measureLayers = false);
   ~CpuBackend() override;

@@ -40,10 +40,9 @@ absl::StatusOr<int> CudaBackend::deviceCount() {
   int count = 0;
   const cudaError_t result = cudaGetDeviceCount(&count);
   if (result != cudaSuccess || count == 0)
-    return absl::UnavailableError(absl::StrCat(
-        "no CUDA device is usable here (", result == cudaSuccess ? "none found"
-                                                                 : cudaGetErrorString(result),
-        ")"));
+    return absl::UnavailableError(
+        absl::StrCat("no CUDA device is usable here (",
+                     result == cudaSuccess ? "none found" : cudaGetErrorString(result), ")"));
   return count;
 }
 
@@ -60,9 +59,11 @@ absl::Status CudaBackend::validate(const runtime::Plan &p) {
       const bool compute = inst.op == Op::Forward || inst.op == Op::Backward ||
                            inst.op == Op::OptimizerStep || inst.op == Op::Free;
       if (compute && inst.stream != runtime::kComputeStream)
-        return absl::FailedPreconditionError(absl::StrCat(
-            describe(inst), " is on stream ", inst.stream, "; the CUDA backend computes on "
-            "stream ", runtime::kComputeStream, " only"));
+        return absl::FailedPreconditionError(absl::StrCat(describe(inst), " is on stream ",
+                                                          inst.stream,
+                                                          "; the CUDA backend computes on "
+                                                          "stream ",
+                                                          runtime::kComputeStream, " only"));
     }
   CONDUIT_ASSIGN_OR_RETURN(int count, deviceCount());
   if (device >= count)
@@ -71,8 +72,7 @@ absl::Status CudaBackend::validate(const runtime::Plan &p) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<runtime::Transport>>
-CudaBackend::connect(const runtime::Plan &p) {
+absl::StatusOr<std::unique_ptr<runtime::Transport>> CudaBackend::connect(const runtime::Plan &p) {
   CONDUIT_CUDA(cudaSetDevice(device));
   const runtime::RankProgram &program = p.ranks[where.pipelineRank];
   int numStreams = runtime::kCollectiveStream + 1;
@@ -109,8 +109,7 @@ absl::StatusOr<model::Buffer<float>> CudaBackend::gatherBuffer(int64_t n,
 }
 
 absl::Status CudaBackend::zeroGradients(float *grads, int64_t n, runtime::StreamHandle stream) {
-  CONDUIT_CUDA(
-      cudaMemsetAsync(grads, 0, n * sizeof(float), static_cast<cudaStream_t>(stream)));
+  CONDUIT_CUDA(cudaMemsetAsync(grads, 0, n * sizeof(float), static_cast<cudaStream_t>(stream)));
   return absl::OkStatus();
 }
 
@@ -124,8 +123,8 @@ absl::Status CudaBackend::applyOptimizer(int64_t t, int64_t n, float *params, fl
     CONDUIT_CUDA(adamStep(n, static_cast<float>(o.learningRate), static_cast<float>(o.beta1),
                           static_cast<float>(o.beta2), static_cast<float>(o.epsilon),
                           static_cast<float>(1 - std::pow(o.beta1, static_cast<double>(t))),
-                          static_cast<float>(1 - std::pow(o.beta2, static_cast<double>(t))),
-                          params, state, grads, stream));
+                          static_cast<float>(1 - std::pow(o.beta2, static_cast<double>(t))), params,
+                          state, grads, stream));
   }
   return absl::OkStatus();
 }

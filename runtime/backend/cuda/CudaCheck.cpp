@@ -53,10 +53,10 @@ absl::Status checkResult(ncclResult_t result, const char *call, const char *file
   const absl::StatusCode code = result == ncclRemoteError || result == ncclSystemError
                                     ? absl::StatusCode::kUnavailable
                                     : absl::StatusCode::kInternal;
-  return failure(code, call,
-                 absl::StrCat(ncclGetErrorString(result),
-                              detail && *detail ? absl::StrCat(": ", detail) : ""),
-                 file, line);
+  return failure(
+      code, call,
+      absl::StrCat(ncclGetErrorString(result), detail && *detail ? absl::StrCat(": ", detail) : ""),
+      file, line);
 }
 
 } // namespace conduit::cuda

@@ -34,11 +34,11 @@ inline void note(absl::Status &sticky, absl::Status status) {
 
 /// Returns a Status from the enclosing function when `expr` (a CUDA, cuBLAS or NCCL call)
 /// fails.
-#define CONDUIT_CUDA(expr)                                                                    \
+#define CONDUIT_CUDA(expr)                                                                         \
   CONDUIT_RETURN_IF_ERROR(::conduit::cuda::checkResult((expr), #expr, __FILE__, __LINE__))
 
 /// Records the failure of `expr` in the absl::Status `sticky` unless it already holds one.
-#define CONDUIT_CUDA_NOTE(sticky, expr)                                                       \
+#define CONDUIT_CUDA_NOTE(sticky, expr)                                                            \
   ::conduit::cuda::note((sticky), ::conduit::cuda::checkResult((expr), #expr, __FILE__, __LINE__))
 
 #endif // CONDUIT_RUNTIME_BACKEND_CUDA_CUDACHECK_H

@@ -86,7 +86,8 @@ template <typename T> model::Buffer<T> CudaOps::deviceBuffer(int64_t n) {
   CONDUIT_CUDA_NOTE(failure, cudaMallocAsync(&p, n * sizeof(T), queue));
   if (!failure.ok())
     return {};
-  return model::Buffer<T>(p, n, [this](T *q) { CONDUIT_CUDA_NOTE(failure, cudaFreeAsync(q, queue)); });
+  return model::Buffer<T>(p, n,
+                          [this](T *q) { CONDUIT_CUDA_NOTE(failure, cudaFreeAsync(q, queue)); });
 }
 
 model::Buffer<float> CudaOps::allocate(int64_t n) {
@@ -129,8 +130,8 @@ void CudaOps::fill(int64_t n, float value, float *dst) {
 
 void CudaOps::copy(int64_t n, const float *src, float *dst) {
   if (n > 0 && failure.ok())
-    CONDUIT_CUDA_NOTE(failure, cudaMemcpyAsync(dst, src, n * sizeof(float),
-                                               cudaMemcpyDeviceToDevice, queue));
+    CONDUIT_CUDA_NOTE(
+        failure, cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, queue));
 }
 
 void CudaOps::add(int64_t n, const float *src, float *dst) {
@@ -155,27 +156,26 @@ void CudaOps::sumRows(int64_t rows, int64_t n, const float *x, float *sum) {
 }
 
 void CudaOps::gemmStrided(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
-                          const float *a, int64_t lda, int64_t strideA, const float *b,
-                          int64_t ldb, int64_t strideB, float beta, float *c, int64_t ldc,
-                          int64_t strideC, int64_t batch) {
+                          const float *a, int64_t lda, int64_t strideA, const float *b, int64_t ldb,
+                          int64_t strideB, float beta, float *c, int64_t ldc, int64_t strideC,
+                          int64_t batch) {
   if (!failure.ok() || m == 0 || n == 0 || batch == 0)
     return;
   for (int64_t v : {m, n, k, lda, ldb, ldc, batch})
     if (v > INT_MAX) {
-      note(failure, absl::OutOfRangeError(absl::StrCat(
-                        "a GEMM dimension of ", v, " exceeds what cuBLAS takes (2^31 - 1)")));
+      note(failure, absl::OutOfRangeError(absl::StrCat("a GEMM dimension of ", v,
+                                                       " exceeds what cuBLAS takes (2^31 - 1)")));
       return;
     }
   // cuBLAS is column-major: a row-major matrix is its transpose there, so compute
   // Cᵀ = op(B)ᵀ · op(A)ᵀ.
   CONDUIT_CUDA_NOTE(
-      failure,
-      cublasGemmStridedBatchedEx(
-          blas, transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N,
-          static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, CUDA_R_32F,
-          static_cast<int>(ldb), strideB, a, CUDA_R_32F, static_cast<int>(lda), strideA, &beta, c,
-          CUDA_R_32F, static_cast<int>(ldc), strideC, static_cast<int>(batch), compute,
-          CUBLAS_GEMM_DEFAULT));
+      failure, cublasGemmStridedBatchedEx(
+                   blas, transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N,
+                   static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
+                   CUDA_R_32F, static_cast<int>(ldb), strideB, a, CUDA_R_32F, static_cast<int>(lda),
+                   strideA, &beta, c, CUDA_R_32F, static_cast<int>(ldc), strideC,
+                   static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaOps::gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
@@ -219,8 +219,8 @@ void CudaOps::attentionForward(int64_t samples, int64_t seq, int64_t heads, int6
   for (int64_t n = 0; n < samples && failure.ok(); ++n) {
     const float *q = qkv + n * seq * stride, *k = q + width, *v = q + 2 * width;
     float *p = probs + n * heads * square;
-    gemmStrided(false, true, seq, seq, headDim, scale, q, stride, headDim, k, stride, headDim, 0,
-                p, seq, square, heads);
+    gemmStrided(false, true, seq, seq, headDim, scale, q, stride, headDim, k, stride, headDim, 0, p,
+                seq, square, heads);
     if (failure.ok())
       CONDUIT_CUDA_NOTE(failure, causalSoftmax(heads * seq, seq, p, queue));
     gemmStrided(false, false, seq, headDim, seq, 1, p, seq, square, v, stride, headDim, 0,
@@ -295,18 +295,16 @@ model::Buffer<int32_t> CudaOps::uploadIds(const int32_t *host, int64_t n) {
   return device;
 }
 
-void CudaOps::embeddingForward(int64_t samples, int64_t seq, int64_t hidden,
-                               const int32_t *tokens, const float *wte, const float *wpe,
-                               float *y) {
+void CudaOps::embeddingForward(int64_t samples, int64_t seq, int64_t hidden, const int32_t *tokens,
+                               const float *wte, const float *wpe, float *y) {
   model::Buffer<int32_t> ids = uploadIds(tokens, samples * seq);
   if (failure.ok())
     CONDUIT_CUDA_NOTE(failure, cuda::embeddingForward(samples * seq, seq, hidden, ids.data(), wte,
                                                       wpe, y, queue));
 }
 
-void CudaOps::embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
-                                const int32_t *tokens, const float *dy, float *dwte,
-                                float *dwpe) {
+void CudaOps::embeddingBackward(int64_t samples, int64_t seq, int64_t hidden, const int32_t *tokens,
+                                const float *dy, float *dwte, float *dwpe) {
   // The rows grouped by token, in row order within a group, so that the device sums each
   // token's rows in parallel with the others and in a fixed order:
   // [rows in token order | group starts (groups + 1) | the group's token].
@@ -329,14 +327,13 @@ void CudaOps::embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
   packed.insert(packed.end(), groupTokens.begin(), groupTokens.end());
   model::Buffer<int32_t> ids = uploadIds(packed.data(), static_cast<int64_t>(packed.size()));
   if (failure.ok())
-    CONDUIT_CUDA_NOTE(failure, cuda::embeddingBackward(rows, seq, hidden, ids.data(),
-                                                       ids.data() + rows,
-                                                       ids.data() + rows + groups + 1, groups,
-                                                       dy, dwte, dwpe, queue));
+    CONDUIT_CUDA_NOTE(failure, cuda::embeddingBackward(
+                                   rows, seq, hidden, ids.data(), ids.data() + rows,
+                                   ids.data() + rows + groups + 1, groups, dy, dwte, dwpe, queue));
 }
 
-void CudaOps::crossEntropy(int64_t rows, int64_t vocab, const float *logits,
-                           const int32_t *targets, float scale, float *dlogits) {
+void CudaOps::crossEntropy(int64_t rows, int64_t vocab, const float *logits, const int32_t *targets,
+                           float scale, float *dlogits) {
   model::Buffer<int32_t> ids = uploadIds(targets, rows);
   model::Buffer<float> losses = deviceBuffer<float>(rows);
   if (failure.ok())

@@ -32,7 +32,7 @@ class CudaOps final : public model::Ops<float> {
 public:
   /// Ops on `stream` of the current device; GEMMs at `precision`.
   static absl::StatusOr<std::unique_ptr<CudaOps>> create(cudaStream_t stream,
-                                                          runtime::DType precision);
+                                                         runtime::DType precision);
   /// Ops on a stream of their own (tests, benchmarks).
   static absl::StatusOr<std::unique_ptr<CudaOps>> create(runtime::DType precision);
 
@@ -58,8 +58,8 @@ public:
   void accumulate(int64_t n, const float *src, double *dst) override;
   void addBias(int64_t rows, int64_t n, const float *bias, float *x) override;
   void sumRows(int64_t rows, int64_t n, const float *x, float *sum) override;
-  void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
-            const float *a, const float *b, float beta, float *c) override;
+  void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+            const float *b, float beta, float *c) override;
   void layerNormForward(int64_t rows, int64_t h, const float *x, const float *gamma,
                         const float *beta, float *y, float *mean, float *rstd) override;
   void layerNormBackward(int64_t rows, int64_t h, const float *x, const float *gamma,

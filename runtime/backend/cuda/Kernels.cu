@@ -16,7 +16,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kChunkRows = 128;
-constexpr float kLayerNormEps = 1e-5f; // as the CPU kernels
+constexpr float kLayerNormEps = 1e-5f;        // as the CPU kernels
 constexpr float kGeluC = 0.7978845608028654f; // sqrt(2 / pi)
 constexpr float kGeluA = 0.044715f;
 
@@ -73,8 +73,8 @@ __device__ float blockMax(float v) {
   return partial[0];
 }
 
-#define CONDUIT_GRID_STRIDE(i, n)                                                             \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);                   \
+#define CONDUIT_GRID_STRIDE(i, n)                                                                  \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);                        \
        i += int64_t(gridDim.x) * blockDim.x)
 
 //===----------------------------------------------------------------------===//
@@ -278,9 +278,8 @@ __global__ void sumIntoKernel(int64_t n, const float *values, double *total) {
 // Embedding
 //===----------------------------------------------------------------------===//
 
-__global__ void embeddingForwardKernel(int64_t rows, int64_t seq, int64_t h,
-                                       const int32_t *tokens, const float *wte, const float *wpe,
-                                       float *y) {
+__global__ void embeddingForwardKernel(int64_t rows, int64_t seq, int64_t h, const int32_t *tokens,
+                                       const float *wte, const float *wpe, float *y) {
   CONDUIT_GRID_STRIDE(k, rows * h) {
     const int64_t r = k / h, i = k % h;
     y[k] = wte[static_cast<int64_t>(tokens[r]) * h + i] + wpe[(r % seq) * h + i];
@@ -315,8 +314,8 @@ __global__ void positionGradKernel(int64_t samples, int64_t seq, int64_t h, cons
 //===----------------------------------------------------------------------===//
 
 __global__ void adamKernel(int64_t n, float lr, float beta1, float beta2, float epsilon,
-                           float correction1, float correction2, float *params, float *m,
-                           float *v, const float *grads) {
+                           float correction1, float correction2, float *params, float *m, float *v,
+                           const float *grads) {
   CONDUIT_GRID_STRIDE(i, n) {
     const float g = grads[i];
     const float mi = beta1 * m[i] + (1.0f - beta1) * g;
@@ -361,9 +360,7 @@ cudaError_t addBias(int64_t rows, int64_t n, const float *bias, float *x, cudaSt
   return cudaGetLastError();
 }
 
-int64_t columnScratch(int64_t rows, int64_t n) {
-  return (rows + kChunkRows - 1) / kChunkRows * n;
-}
+int64_t columnScratch(int64_t rows, int64_t n) { return (rows + kChunkRows - 1) / kChunkRows * n; }
 
 cudaError_t sumRows(int64_t rows, int64_t n, const float *x, float *sum, float *scratch,
                     cudaStream_t stream) {
@@ -375,8 +372,8 @@ cudaError_t layerNormForward(int64_t rows, int64_t h, const float *x, const floa
                              cudaStream_t stream) {
   if (rows == 0)
     return cudaSuccess;
-  layerNormForwardKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(h, x, gamma, beta,
-                                                                               y, mean, rstd);
+  layerNormForwardKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(h, x, gamma, beta, y,
+                                                                               mean, rstd);
   return cudaGetLastError();
 }
 
@@ -385,13 +382,13 @@ cudaError_t layerNormBackward(int64_t rows, int64_t h, const float *x, const flo
                               float *dgamma, float *dbeta, float *scratch, cudaStream_t stream) {
   if (rows == 0)
     return cudaSuccess;
-  layerNormInputGradKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      h, x, gamma, mean, rstd, dy, dx);
+  layerNormInputGradKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(h, x, gamma, mean,
+                                                                                 rstd, dy, dx);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return e;
   // The two column sums run one after the other on the stream, so they share the scratch.
-  if (cudaError_t e = columnSum(rows, h, NormalizedProduct{x, mean, rstd, dy}, dgamma, scratch,
-                                stream);
+  if (cudaError_t e =
+          columnSum(rows, h, NormalizedProduct{x, mean, rstd, dy}, dgamma, scratch, stream);
       e != cudaSuccess)
     return e;
   return columnSum(rows, h, Element{dy}, dbeta, scratch, stream);
@@ -419,8 +416,8 @@ cudaError_t causalSoftmax(int64_t rows, int64_t seq, float *scores, cudaStream_t
   return cudaGetLastError();
 }
 
-cudaError_t softmaxBackward(int64_t rows, int64_t seq, const float *probs, float *grad,
-                            float scale, cudaStream_t stream) {
+cudaError_t softmaxBackward(int64_t rows, int64_t seq, const float *probs, float *grad, float scale,
+                            cudaStream_t stream) {
   if (rows == 0)
     return cudaSuccess;
   softmaxBackwardKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(seq, probs, grad,
@@ -433,7 +430,7 @@ cudaError_t embeddingForward(int64_t rows, int64_t seq, int64_t hidden, const in
   if (rows == 0)
     return cudaSuccess;
   embeddingForwardKernel<<<blocksFor(rows * hidden), kThreads, 0, stream>>>(rows, seq, hidden,
-                                                                           tokens, wte, wpe, y);
+                                                                            tokens, wte, wpe, y);
   return cudaGetLastError();
 }
 
@@ -447,8 +444,8 @@ cudaError_t embeddingBackward(int64_t rows, int64_t seq, int64_t hidden, const i
   if (grid.y > 65535)
     return cudaErrorInvalidValue;
   tokenGradKernel<<<grid, kThreads, 0, stream>>>(hidden, order, starts, groupTokens, dy, dwte);
-  positionGradKernel<<<blocksFor(seq * hidden), kThreads, 0, stream>>>(rows / seq, seq, hidden,
-                                                                       dy, dwpe);
+  positionGradKernel<<<blocksFor(seq * hidden), kThreads, 0, stream>>>(rows / seq, seq, hidden, dy,
+                                                                       dwpe);
   return cudaGetLastError();
 }
 

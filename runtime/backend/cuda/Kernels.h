@@ -50,8 +50,8 @@ cudaError_t geluBackward(int64_t n, const float *x, const float *dy, float *dx,
 /// columns 0..i): the causal softmax.
 cudaError_t causalSoftmax(int64_t rows, int64_t seq, float *scores, cudaStream_t stream);
 /// In place on dP: dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale.
-cudaError_t softmaxBackward(int64_t rows, int64_t seq, const float *probs, float *grad,
-                            float scale, cudaStream_t stream);
+cudaError_t softmaxBackward(int64_t rows, int64_t seq, const float *probs, float *grad, float scale,
+                            cudaStream_t stream);
 
 /// y[r, :] = wte[tokens[r], :] + wpe[r mod seq, :] for rows = samples · seq (tokens on the
 /// device).

@@ -33,9 +33,7 @@ void destroyEvent(cudaEvent_t event) {
     CONDUIT_CUDA_NOTE(ignored, cudaEventDestroy(event));
 }
 
-absl::Status abortedError() {
-  return absl::AbortedError("another rank of this process failed");
-}
+absl::Status abortedError() { return absl::AbortedError("another rank of this process failed"); }
 
 enum class Kind { AllGather, ReduceScatter, AllReduce };
 
@@ -67,8 +65,8 @@ struct LoopbackHub::Message {
 
 struct LoopbackHub::Collective {
   Collective(Kind kind, int64_t count, int members)
-      : kind(kind), count(count), inputs(members), outputs(members), ready(members),
-        done(members) {}
+      : kind(kind), count(count), inputs(members), outputs(members), ready(members), done(members) {
+  }
   ~Collective() {
     for (cudaEvent_t e : ready)
       destroyEvent(e);
@@ -123,9 +121,9 @@ public:
                                                   StreamHandle stream) override {
     return post(Kind::AllGather, group, type, shard, full, count, stream);
   }
-  absl::StatusOr<std::unique_ptr<Work>> reduceScatter(int32_t group, Element type,
-                                                      const void *full, void *shard,
-                                                      int64_t count, StreamHandle stream) override {
+  absl::StatusOr<std::unique_ptr<Work>> reduceScatter(int32_t group, Element type, const void *full,
+                                                      void *shard, int64_t count,
+                                                      StreamHandle stream) override {
     return post(Kind::ReduceScatter, group, type, full, shard, count, stream);
   }
   absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
@@ -145,10 +143,10 @@ private:
                                              const void *input, void *output, int64_t count,
                                              StreamHandle stream) {
     if (type != Element::Float32)
-      return absl::UnimplementedError(absl::StrCat(
-          "the loopback transport's ", kindName(kind), " moves float32 only"));
-    return post(kind, group, static_cast<const float *>(input), static_cast<float *>(output),
-                count, static_cast<cudaStream_t>(stream));
+      return absl::UnimplementedError(
+          absl::StrCat("the loopback transport's ", kindName(kind), " moves float32 only"));
+    return post(kind, group, static_cast<const float *>(input), static_cast<float *>(output), count,
+                static_cast<cudaStream_t>(stream));
   }
   absl::StatusOr<std::unique_ptr<Work>> post(Kind kind, int32_t group, const float *input,
                                              float *output, int64_t count, cudaStream_t stream);
@@ -282,8 +280,8 @@ private:
       [[fallthrough]];
     case Kind::ReduceScatter: {
       const int64_t offset = call->kind == Kind::ReduceScatter ? position * n : 0;
-      CONDUIT_CUDA(cudaMemcpyAsync(out, call->inputs[0] + offset, bytes(),
-                                   cudaMemcpyDeviceToDevice, stream));
+      CONDUIT_CUDA(cudaMemcpyAsync(out, call->inputs[0] + offset, bytes(), cudaMemcpyDeviceToDevice,
+                                   stream));
       for (int m = 1; m < members; ++m)
         CONDUIT_CUDA(add(n, call->inputs[m] + offset, out, stream));
       break;
@@ -332,8 +330,7 @@ LoopbackTransport::exchangeOn(const std::vector<PeerTransfer> &transfers, cudaSt
 
 absl::StatusOr<std::unique_ptr<Work>> LoopbackTransport::post(Kind kind, int32_t group,
                                                               const float *input, float *output,
-                                                              int64_t count,
-                                                              cudaStream_t stream) {
+                                                              int64_t count, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(hub.mutex);
   if (hub.aborted)
     return abortedError();
@@ -349,9 +346,8 @@ absl::StatusOr<std::unique_ptr<Work>> LoopbackTransport::post(Kind kind, int32_t
     call = std::make_shared<LoopbackHub::Collective>(kind, count, plan.config.data);
   if (call->kind != kind || call->count != count)
     return absl::InternalError(absl::StrCat(
-        "collective ", sequence, " of group ", group, ": rank ", rank, " issues a ",
-        kindName(kind), " of ", count, " floats, another member a ", kindName(call->kind),
-        " of ", call->count));
+        "collective ", sequence, " of group ", group, ": rank ", rank, " issues a ", kindName(kind),
+        " of ", count, " floats, another member a ", kindName(call->kind), " of ", call->count));
   call->inputs[position] = input;
   call->outputs[position] = output;
   CONDUIT_ASSIGN_OR_RETURN(call->ready[position], recordEvent(stream));
@@ -375,9 +371,9 @@ absl::StatusOr<double> LoopbackTransport::sumOverRanks(double value) {
     hub.arrived.notify_all();
     return sum;
   }
-  const bool passed = hub.arrived.wait_for(
-      lock, std::chrono::duration<double>(hub.timeoutS),
-      [&] { return hub.generation != generation || hub.aborted; });
+  const bool passed = hub.arrived.wait_for(lock, std::chrono::duration<double>(hub.timeoutS), [&] {
+    return hub.generation != generation || hub.aborted;
+  });
   if (hub.aborted)
     return abortedError();
   if (!passed)

@@ -47,8 +47,8 @@ private:
 
 } // namespace
 
-absl::StatusOr<std::unique_ptr<NcclTransport>>
-NcclTransport::create(const runtime::Plan &plan, const runtime::MpiWorld &mpi) {
+absl::StatusOr<std::unique_ptr<NcclTransport>> NcclTransport::create(const runtime::Plan &plan,
+                                                                     const runtime::MpiWorld &mpi) {
   std::unique_ptr<NcclTransport> t(new NcclTransport());
   // Rank 0 sends the id or its failure: the others must not wait for an id that never comes.
   struct {
@@ -123,11 +123,11 @@ NcclTransport::exchange(const std::vector<PeerTransfer> &transfers, StreamHandle
   absl::Status posted;
   for (const PeerTransfer &t : transfers) {
     if (t.send)
-      CONDUIT_CUDA_NOTE(posted, ncclSend(t.data, t.count, ncclFloat, static_cast<int>(t.peer),
-                                         world, stream));
+      CONDUIT_CUDA_NOTE(
+          posted, ncclSend(t.data, t.count, ncclFloat, static_cast<int>(t.peer), world, stream));
     else
-      CONDUIT_CUDA_NOTE(posted, ncclRecv(t.data, t.count, ncclFloat, static_cast<int>(t.peer),
-                                         world, stream));
+      CONDUIT_CUDA_NOTE(
+          posted, ncclRecv(t.data, t.count, ncclFloat, static_cast<int>(t.peer), world, stream));
   }
   CONDUIT_CUDA_NOTE(posted, ncclGroupEnd());
   CONDUIT_RETURN_IF_ERROR(posted);
@@ -136,8 +136,7 @@ NcclTransport::exchange(const std::vector<PeerTransfer> &transfers, StreamHandle
 
 absl::StatusOr<std::unique_ptr<Work>> NcclTransport::allGather(int32_t group, Element type,
                                                                const void *shard, void *full,
-                                                               int64_t count,
-                                                               StreamHandle handle) {
+                                                               int64_t count, StreamHandle handle) {
   cudaStream_t stream = static_cast<cudaStream_t>(handle);
   CONDUIT_ASSIGN_OR_RETURN(ncclComm_t comm, groupComm(group));
   CONDUIT_CUDA(ncclAllGather(shard, full, count, ncclType(type), comm, stream));

@@ -46,9 +46,11 @@ std::optional<VerifiedPlan> compileJob(const std::string &json,
 /// A chain of `layers` equal layers with costs chosen to give round numbers: one forward of
 /// one sample takes 1 s, a backward 2 s, and each byte moves in 1 s on every link.
 /// Replaces each "@KEY@" of `text`.
-std::string fill(std::string text, std::initializer_list<std::pair<std::string, std::string>> with) {
+std::string fill(std::string text,
+                 std::initializer_list<std::pair<std::string, std::string>> with) {
   for (const auto &[key, value] : with)
-    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size()))
+    for (size_t at = text.find(key); at != std::string::npos;
+         at = text.find(key, at + value.size()))
       text.replace(at, key.size(), value);
   return text;
 }
@@ -82,8 +84,7 @@ std::string layersJob(int layers, int64_t params, int64_t outputBytes,
 void expectAttributionAddsUp(const PlanReport &report, const std::string &where) {
   for (const RankReport &rank : report.ranks) {
     const IdleAttribution &idle = rank.idle;
-    EXPECT_NEAR(idle.fillDrain + idle.p2pTotal() + idle.allGather + idle.reductionTail +
-                    idle.other,
+    EXPECT_NEAR(idle.fillDrain + idle.p2pTotal() + idle.allGather + idle.reductionTail + idle.other,
                 rank.idleS, 1e-9 * std::max(1.0, report.stepTimeS))
         << where << " rank " << rank.rank;
     EXPECT_NEAR(rank.busyS + rank.idleS, report.stepTimeS, 1e-9 * report.stepTimeS)
@@ -140,8 +141,8 @@ TEST(Report, UnitCostsReproduceTheBubbleFormulas) {
 //   rank 1: ...... F0 [2,3] F1 [3,4] B1 [4,6] B0 [6,8] opt [8,10] ......
 //   transfers: F0 [1,2], F1 [2,3], gradient of B1 [6,7], of B0 [8,9]
 TEST(Report, HandComputedGPipeWithTransfers) {
-  std::optional<VerifiedPlan> v = compileJob(layersJob(
-      2, 1, 1, R"("pipeline": 2, "schedule": "gpipe", "microbatches": 2)"));
+  std::optional<VerifiedPlan> v =
+      compileJob(layersJob(2, 1, 1, R"("pipeline": 2, "schedule": "gpipe", "microbatches": 2)"));
   ASSERT_TRUE(v);
   PlanReport report = analyzeStep(v->plan, v->simulation);
   EXPECT_DOUBLE_EQ(report.stepTimeS, 13);
@@ -213,11 +214,11 @@ TEST(Report, HandComputedWithAProfile) {
                "layers": [{"name": "l0", "samples": [1], "forward_s": [3], "backward_s": [5]}]})";
   }
   for (const char *optimizer : {"sgd", "adam"}) {
-    std::optional<VerifiedPlan> v = compileJob(
-        layersJob(1, 4, 1,
-                  R"("pipeline": 1, "data": 2, "schedule": "gpipe", "microbatches": 1,
+    std::optional<VerifiedPlan> v =
+        compileJob(layersJob(1, 4, 1,
+                             R"("pipeline": 1, "data": 2, "schedule": "gpipe", "microbatches": 1,
                      "sharding": "full")"),
-        {"cluster.profile=" + profile, std::string("training.optimizer=") + optimizer});
+                   {"cluster.profile=" + profile, std::string("training.optimizer=") + optimizer});
     ASSERT_TRUE(v);
     PlanReport report = analyzeStep(v->plan, v->simulation);
     const double step = std::string(optimizer) == "sgd" ? 4 : 20;

@@ -57,8 +57,7 @@ CompiledJob compile(const std::string &text, const sched::Partitions &partitions
     llvm::json::Array perStage;
     for (const std::vector<int64_t> &cut : partitions)
       perStage.push_back(llvm::json::Array(cut));
-    (*root->getAsObject()->getObject("parallelism"))["microbatch_partitions"] =
-        std::move(perStage);
+    (*root->getAsObject()->getObject("parallelism"))["microbatch_partitions"] = std::move(perStage);
   }
   std::optional<Job> job = parseJob(*root, "test.json", diag);
   EXPECT_TRUE(job) << diag.getError()->str();
@@ -112,9 +111,9 @@ TEST(MicrobatchSearch, EvaluatorEqualsThePlanSimulatorExactly) {
 
 TEST(MicrobatchSearch, MalformedPartitionsAreInfinitelySlow) {
   sched::StepTimeEvaluator evaluator = evaluatorFor(jobText("gpipe", 1, "none"));
-  EXPECT_TRUE(std::isinf(evaluator.stepTime({{12}, {12}})));           // a stage missing
-  EXPECT_TRUE(std::isinf(evaluator.stepTime({{12}, {6, 5}, {12}})));   // 11 samples
-  EXPECT_TRUE(std::isinf(evaluator.stepTime({{12}, {12, 0}, {12}})));  // an empty micro-batch
+  EXPECT_TRUE(std::isinf(evaluator.stepTime({{12}, {12}})));          // a stage missing
+  EXPECT_TRUE(std::isinf(evaluator.stepTime({{12}, {6, 5}, {12}})));  // 11 samples
+  EXPECT_TRUE(std::isinf(evaluator.stepTime({{12}, {12, 0}, {12}}))); // an empty micro-batch
   EXPECT_TRUE(std::isfinite(evaluator.stepTime({{12}, {6, 6}, {12}})));
 }
 
@@ -123,9 +122,9 @@ TEST(MicrobatchSearch, EverySearchReturnsAValidPartitionNoWorseThanEqual) {
     sched::StepTimeEvaluator evaluator = evaluatorFor(jobText(schedule, 2, "full"));
     const double equal = evaluator.stepTime(sched::Partitions(3, {3, 3, 3, 3}));
     double descent = 0;
-    for (sched::SearchMethod method : {sched::SearchMethod::Greedy, sched::SearchMethod::DP,
-                                       sched::SearchMethod::Genetic,
-                                       sched::SearchMethod::Descent}) {
+    for (sched::SearchMethod method :
+         {sched::SearchMethod::Greedy, sched::SearchMethod::DP, sched::SearchMethod::Genetic,
+          sched::SearchMethod::Descent}) {
       sched::SearchOptions options;
       options.method = method;
       options.baseline = {3, 3, 3, 3};
@@ -166,7 +165,8 @@ TEST(MicrobatchSearch, PaperCases) {
         sched::StepTimeEvaluator evaluator = evaluatorFor(llvm::formatv("{0}", job).str());
         const int64_t m = *par.getInteger("microbatches"), b = *par.getInteger("microbatch_size");
         std::map<sched::SearchMethod, double> found;
-        for (sched::SearchMethod method : {sched::SearchMethod::Genetic, sched::SearchMethod::Descent}) {
+        for (sched::SearchMethod method :
+             {sched::SearchMethod::Genetic, sched::SearchMethod::Descent}) {
           sched::SearchOptions options;
           options.method = method;
           options.baseline.assign(m, b);

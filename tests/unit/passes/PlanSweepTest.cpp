@@ -9,11 +9,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/ImportJob.h"
-#include "passes/PlanExport.h"
 #include "compiler/Registration.h"
 #include "dialects/plan/PlanOps.h"
 #include "passes/PassUtils.h"
 #include "passes/Pipeline.h"
+#include "passes/PlanExport.h"
 #include "scheduling/Schedulers.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -242,9 +242,9 @@ TEST(PlanSweep, UnequalPartitionsVerify) {
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 300; ++trial) {
     int64_t p = 1 + rng() % 4, v = 1 + rng() % 3, d = 1 + rng() % 3, batch = 2 + rng() % 10;
-    pipe::ScheduleKind kind = v == 1 ? (rng() % 2 ? pipe::ScheduleKind::GPipe
-                                                  : pipe::ScheduleKind::OneFOneB)
-                                     : pipe::ScheduleKind::BreadthFirst;
+    pipe::ScheduleKind kind =
+        v == 1 ? (rng() % 2 ? pipe::ScheduleKind::GPipe : pipe::ScheduleKind::OneFOneB)
+               : pipe::ScheduleKind::BreadthFirst;
     pipe::Sharding sharding = static_cast<pipe::Sharding>(rng() % 4);
     Job job = sweepJob(p, v, batch, d, kind, sharding);
     for (int64_t s = 0; s < p * v; ++s) {

@@ -168,8 +168,8 @@ INSTANTIATE_TEST_SUITE_P(Executor, ComputeThenTransfer, ::testing::Bool(),
                          });
 
 TEST(Executor, ABatchIsIssuedAtOnce) {
-  Plan plan = planOf({transfer(Op::Send, 1, 7), transfer(Op::Recv, 1, 7), transfer(Op::Recv, 1)},
-                     0);
+  Plan plan =
+      planOf({transfer(Op::Send, 1, 7), transfer(Op::Recv, 1, 7), transfer(Op::Recv, 1)}, 0);
   ScriptedBackend backend;
   backend.plan = &plan;
   Executor executor(plan, 0, 0, backend, {});
@@ -203,8 +203,7 @@ TEST(Executor, ASilentPeerIsNamed) {
   const std::string message(outcome.status().message());
   // Pipeline rank 0, replica 1 is global rank 1 (data-inner); its peer, pipeline rank 1 of the
   // same replica, is global rank 3.
-  EXPECT_NE(message.find("rank 1 (pipeline rank 0, replica 1) made no progress"),
-            std::string::npos)
+  EXPECT_NE(message.find("rank 1 (pipeline rank 0, replica 1) made no progress"), std::string::npos)
       << message;
   EXPECT_NE(message.find("at step 2"), std::string::npos) << message;
   EXPECT_NE(message.find("stream 1 waits at instruction 1 (recv activation"), std::string::npos)
@@ -239,8 +238,8 @@ TEST(Executor, TheInstructionHookSeesEveryInstructionOncePerStep) {
   ASSERT_TRUE(executor.runStep(1).ok());
   ASSERT_TRUE(executor.runStep(2).ok());
   std::sort(seen.begin(), seen.end());
-  const std::vector<std::pair<int64_t, int64_t>> expected = {
-      {1, 0}, {1, 1}, {1, 2}, {1, 3}, {2, 0}, {2, 1}, {2, 2}, {2, 3}};
+  const std::vector<std::pair<int64_t, int64_t>> expected = {{1, 0}, {1, 1}, {1, 2}, {1, 3},
+                                                             {2, 0}, {2, 1}, {2, 2}, {2, 3}};
   EXPECT_EQ(seen, expected);
 }
 

@@ -9,9 +9,9 @@
 
 #include "runtime/model/Data.h"
 #include "runtime/model/Gpt.h"
-#include "tests/unit/runtime/GptPlan.h"
 #include "runtime/model/Optimizer.h"
 #include "runtime/model/Random.h"
+#include "tests/unit/runtime/GptPlan.h"
 
 #include <gtest/gtest.h>
 
@@ -183,8 +183,7 @@ TEST(Model, UnsupportedArchitecturesAreRefused) {
   runtime::Plan plan = planFor(tinyShape());
   EXPECT_TRUE(GptShape::fromPlan(plan).ok());
   for (auto edit : std::vector<std::function<void(runtime::Transformer &)>>{
-           [](runtime::Transformer &t) { t.mlp = 1; },
-           [](runtime::Transformer &t) { t.norm = 1; },
+           [](runtime::Transformer &t) { t.mlp = 1; }, [](runtime::Transformer &t) { t.norm = 1; },
            [](runtime::Transformer &t) { t.position = 1; },
            [](runtime::Transformer &t) { t.numKvHeads = 1; },
            [](runtime::Transformer &t) { t.tieEmbeddings = true; }}) {

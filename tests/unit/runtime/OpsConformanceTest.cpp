@@ -10,8 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/model/Gpt.h"
-#include "tests/unit/runtime/GptPlan.h"
 #include "runtime/model/Random.h"
+#include "tests/unit/runtime/GptPlan.h"
 
 #if CONDUIT_HAVE_CUDA
 #include "runtime/backend/cuda/CudaBackend.h"
@@ -62,12 +62,10 @@ std::vector<Implementation> implementations() {
   std::vector<Implementation> out;
   out.push_back({"cpu", [](std::string &) { return std::make_unique<CpuOps<float>>(); }, 2e-5});
 #if CONDUIT_HAVE_CUDA
-  out.push_back({"cuda_fp32",
-                 [](std::string &skip) { return cudaOps(runtime::DType::FP32, skip); },
-                 1e-4});
-  out.push_back({"cuda_bf16",
-                 [](std::string &skip) { return cudaOps(runtime::DType::BF16, skip); },
-                 5e-2});
+  out.push_back(
+      {"cuda_fp32", [](std::string &skip) { return cudaOps(runtime::DType::FP32, skip); }, 1e-4});
+  out.push_back(
+      {"cuda_bf16", [](std::string &skip) { return cudaOps(runtime::DType::BF16, skip); }, 5e-2});
 #endif
   return out;
 }
@@ -324,9 +322,7 @@ TEST_P(OpsConformance, EveryLayerKindForwardAndBackward) {
   }
 }
 
-
-INSTANTIATE_TEST_SUITE_P(Implementations, OpsConformance,
-                         ::testing::ValuesIn(implementations()),
+INSTANTIATE_TEST_SUITE_P(Implementations, OpsConformance, ::testing::ValuesIn(implementations()),
                          [](const ::testing::TestParamInfo<Implementation> &info) {
                            return info.param.name;
                          });

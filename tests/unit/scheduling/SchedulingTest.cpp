@@ -17,7 +17,8 @@ using namespace conduit::sched;
 
 namespace {
 
-ScheduleProblem equalProblem(int64_t p, int64_t v, int64_t m, Placement placement = Placement::Loop) {
+ScheduleProblem equalProblem(int64_t p, int64_t v, int64_t m,
+                             Placement placement = Placement::Loop) {
   std::vector<int64_t> ranks = llvm::cantFail(placeStages(p * v, p, placement));
   return ScheduleProblem(p, ranks, std::vector<std::vector<int64_t>>(p * v, equalBoundaries(m, 1)));
 }
@@ -101,7 +102,8 @@ TEST(Schedules, GPipeDefinition) {
   Schedule s = llvm::cantFail(scheduleGPipe(problem));
   for (int64_t r = 0; r < 4; ++r)
     EXPECT_EQ(s.ranks[r], parseOrder("F.0 F.1 F.2 F.3 F.4 F.5 F.6 F.7 B.7 B.6 B.5 B.4 B.3 B.2 "
-                                     "B.1 B.0", 4, r));
+                                     "B.1 B.0",
+                                     4, r));
   // Non-looped with two layers' worth per stage: makespan 66 at tf = 2, tb = 4.
   EXPECT_EQ(simulateCompute(problem, s, ActionTimes::perSample(problem, 2, 4)).makespan, 66);
 }
@@ -130,7 +132,8 @@ TEST(Schedules, OneFOneBDefinition) {
   ScheduleProblem problem = equalProblem(4, 1, 8);
   Schedule s = llvm::cantFail(scheduleOneFOneB(problem));
   EXPECT_EQ(s.ranks[0], parseOrder("F.0 F.1 F.2 F.3 B.0 F.4 B.1 F.5 B.2 F.6 B.3 F.7 B.4 B.5 "
-                                   "B.6 B.7", 4, 0));
+                                   "B.6 B.7",
+                                   4, 0));
 }
 
 //===----------------------------------------------------------------------===//
@@ -199,8 +202,8 @@ TEST(Schedules, PropertySweep) {
         }
       }
   // Each schedule accepted what its definition allows.
-  EXPECT_EQ(accepted[int(Kind::GPipe)], 8 * 32);       // V = 1 only
-  EXPECT_EQ(accepted[int(Kind::OneFOneB)], 8 * 32);    // V = 1 only
+  EXPECT_EQ(accepted[int(Kind::GPipe)], 8 * 32);    // V = 1 only
+  EXPECT_EQ(accepted[int(Kind::OneFOneB)], 8 * 32); // V = 1 only
   EXPECT_EQ(accepted[int(Kind::BreadthFirst)], 8 * 4 * 32);
   EXPECT_GT(accepted[int(Kind::DepthFirst)], 0);
 }
@@ -213,14 +216,16 @@ TEST(Schedules, DepthFirstRejectsWhatMegatronRejects) {
             std::string::npos);
   EXPECT_NE(message(scheduleDepthFirst(equalProblem(4, 2, 2), 0)).find("M = 2 < P = 4"),
             std::string::npos);
-  EXPECT_NE(message(scheduleDepthFirst(equalProblem(4, 2, 8), 3)).find("between the pipeline size 4"),
-            std::string::npos);
+  EXPECT_NE(
+      message(scheduleDepthFirst(equalProblem(4, 2, 8), 3)).find("between the pipeline size 4"),
+      std::string::npos);
   EXPECT_NE(message(scheduleDepthFirst(equalProblem(4, 2, 9), 4)).find("last group of 1"),
             std::string::npos);
   // A remainder of at least P is its own group.
   EXPECT_TRUE(static_cast<bool>(scheduleDepthFirst(equalProblem(2, 2, 7), 4)));
-  EXPECT_NE(message(scheduleDepthFirst(equalProblem(2, 2, 4, Placement::V), 0)).find("looped placement"),
-            std::string::npos);
+  EXPECT_NE(
+      message(scheduleDepthFirst(equalProblem(2, 2, 4, Placement::V), 0)).find("looped placement"),
+      std::string::npos);
   EXPECT_NE(message(scheduleOneFOneB(equalProblem(4, 2, 8))).find("use depth-first"),
             std::string::npos);
   EXPECT_NE(message(scheduleGPipe(equalProblem(4, 2, 8))).find("use breadth-first"),
@@ -250,7 +255,8 @@ TEST(Schedules, UnequalPartitionsPassTheSameChecks) {
   EXPECT_EQ(s.ranks[1], parseOrder("F.0 B.0 F.1 B.1", 2, 1));
   // Stage 0 cut as 1+1+1+1+4 under stage 1's 4+4 needs four forwards before its first
   // backward: the cap rises from 2 to 4.
-  ScheduleProblem fine(2, {0, 1}, {boundariesFromSizes({1, 1, 1, 1, 4}), boundariesFromSizes({4, 4})});
+  ScheduleProblem fine(2, {0, 1},
+                       {boundariesFromSizes({1, 1, 1, 1, 4}), boundariesFromSizes({4, 4})});
   Schedule f = llvm::cantFail(scheduleOneFOneB(fine));
   EXPECT_EQ(f.ranks[0], parseOrder("F.0 F.1 F.2 F.3 B.0 F.4 B.1 B.2 B.3 B.4", 2, 0));
   EXPECT_FALSE(verifySchedule(fine, f));
@@ -387,7 +393,8 @@ TEST(Partition, OptimalOnRandomInstances) {
 TEST(Partition, ConstraintHelpers) {
   PartitionProblem problem{{1, 2, 3}, 2};
   EXPECT_EQ(*verifyPartitionShape(problem, {{0, 3}}), "the partition has 1 stages, expected 2");
-  EXPECT_EQ(*verifyPartitionShape(problem, {{0, 1, 2}}), "the partition does not cover the layer chain");
+  EXPECT_EQ(*verifyPartitionShape(problem, {{0, 1, 2}}),
+            "the partition does not cover the layer chain");
   EXPECT_EQ(*verifyPartitionShape(problem, {{0, 0, 3}}), "stage 0 is empty");
   EXPECT_EQ(*PartitionProblem({{1, 2}, 3}).check(),
             "3 stages but only 2 layers; every stage needs at least one layer");
