@@ -11,6 +11,7 @@
 
 #include "compiler/HuggingFace.h"
 #include "compiler/TransformerCosts.h"
+#include "scheduling/Schedulers.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -446,31 +447,11 @@ void JobParser::checkSchedule(const ParallelismSpec &p) {
   if (p.schedule != pipe::ScheduleKind::DepthFirst || !p.microbatchPartitions.empty() ||
       p.autoPartitions)
     return;
-  const int64_t m = p.microbatches, ranks = p.pipeline, n = p.groupSize;
-  if (m < ranks) {
-    diag.report("parallelism.microbatches",
-                "depth-first needs at least as many micro-batches as pipeline ranks (" +
-                    std::to_string(m) + " < pipeline " + std::to_string(ranks) + "); use " +
-                    std::to_string(ranks) +
-                    " or more, or schedule \"breadth-first\", which "
-                    "accepts any number");
-    return;
-  }
-  if (n < ranks || n > m) {
-    diag.report("parallelism.group_size", "must lie between the pipeline size " +
-                                              std::to_string(ranks) +
-                                              " and the number of micro-batches " +
-                                              std::to_string(m) + ", got " + std::to_string(n));
-    return;
-  }
-  if (int64_t rest = m % n; rest != 0 && rest < ranks)
-    diag.report("parallelism.group_size",
-                "grouping " + std::to_string(m) + " micro-batches by " + std::to_string(n) +
-                    " leaves a last group of " + std::to_string(rest) + ", fewer than the " +
-                    std::to_string(ranks) +
-                    " pipeline ranks, which stalls the pipeline "
-                    "(Megatron-LM rejects it too); use a group size that divides " +
-                    std::to_string(m) + " or leaves at least " + std::to_string(ranks));
+  if (std::optional<sched::GroupingViolation> v =
+          sched::checkDepthFirstGrouping(p.microbatches, p.pipeline, p.groupSize))
+    diag.report(v->rule == sched::GroupingViolation::TooFewMicrobatches ? "parallelism.microbatches"
+                                                                        : "parallelism.group_size",
+                v->message);
 }
 
 void JobParser::checkJob(const Job &job) {
