@@ -3,10 +3,11 @@
 #include "runtime/Backends.h"
 
 #include "runtime/backend/cpu/CpuBackend.h"
+#include "runtime/exec/LoopbackTransport.h"
 
 #if CONDUIT_HAVE_CUDA
 #include "runtime/backend/cuda/CudaBackend.h"
-#include "runtime/backend/cuda/LoopbackTransport.h"
+#include "runtime/backend/cuda/CudaLoopbackMemory.h"
 #include "runtime/backend/cuda/NcclTransport.h"
 #endif
 
@@ -29,6 +30,13 @@ absl::StatusOr<int> localDevice() {
   return local % count;
 }
 #endif
+
+/// The transport of rank `rank` of a loopback run; the hub lives as long as any backend.
+TransportFactory transportOf(std::shared_ptr<LoopbackHub> hub, int64_t rank) {
+  return [hub = std::move(hub), rank](const Plan &) -> absl::StatusOr<std::unique_ptr<Transport>> {
+    return hub->transport(rank);
+  };
+}
 
 absl::Status noCuda() {
   return absl::UnimplementedError(
@@ -62,18 +70,24 @@ absl::StatusOr<BackendFactory> processBackends(const std::string &kind, const Mp
 
 absl::StatusOr<BackendFactory> loopbackBackends(const std::string &kind, const Plan &plan,
                                                 double timeoutS) {
-  if (kind != "cuda")
-    return absl::InvalidArgumentError("several ranks per process need --backend=cuda");
-#if CONDUIT_HAVE_CUDA
-  auto hub = std::make_shared<cuda::LoopbackHub>(plan, timeoutS);
   const int64_t ranks = plan.config.worldSize();
+  if (kind == "cpu") {
+    auto hub =
+        std::make_shared<LoopbackHub>(plan, timeoutS, std::make_unique<HostLoopbackMemory>());
+    return BackendFactory(
+        [hub, ranks](int64_t rank, bool measure) -> absl::StatusOr<std::unique_ptr<Backend>> {
+          return std::make_unique<CpuBackend>(rank, ranks, measure, transportOf(hub, rank));
+        });
+  }
+  if (kind != "cuda")
+    return absl::InvalidArgumentError(absl::StrCat("no backend \"", kind, "\""));
+#if CONDUIT_HAVE_CUDA
+  auto hub =
+      std::make_shared<LoopbackHub>(plan, timeoutS, std::make_unique<cuda::CudaLoopbackMemory>());
   return BackendFactory(
       [hub, ranks](int64_t rank, bool measure) -> absl::StatusOr<std::unique_ptr<Backend>> {
-        return std::make_unique<cuda::CudaBackend>(
-            rank, ranks, /*device=*/0, measure,
-            [hub, rank](const Plan &) -> absl::StatusOr<std::unique_ptr<Transport>> {
-              return hub->transport(rank);
-            });
+        return std::make_unique<cuda::CudaBackend>(rank, ranks, /*device=*/0, measure,
+                                                   transportOf(hub, rank));
       });
 #else
   return noCuda();

@@ -3,7 +3,7 @@
 // The one place that knows which backends were built: the CPU backend always, the CUDA
 // backend where nvcc and NCCL were found. The session asks for a factory of its ranks'
 // backends, either one backend per MPI process or every rank of a plan as a thread of this
-// process on one device (loopback), and never names a backend class itself.
+// process (loopback: on the CPU, or on one GPU), and never names a backend class itself.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,8 +27,8 @@ using BackendFactory =
 /// this build or machine has no such backend.
 absl::StatusOr<BackendFactory> processBackends(const std::string &kind, const MpiWorld &world);
 
-/// Backend `kind` for every rank of `plan` as a thread of this process, on one device, meeting
-/// through a loopback transport whose blocking calls give up after `timeoutS`. A rank's
+/// Backend `kind` for every rank of `plan` as a thread of this process (the CPU, or one GPU),
+/// meeting in a loopback hub whose blocking calls give up after `timeoutS`. A rank's
 /// backend's abort() stops every rank's communication.
 absl::StatusOr<BackendFactory> loopbackBackends(const std::string &kind, const Plan &plan,
                                                 double timeoutS);

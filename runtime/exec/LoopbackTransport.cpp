@@ -1,37 +1,19 @@
-//===- LoopbackTransport.cpp - several ranks on one GPU -------------------===//
+//===- LoopbackTransport.cpp - every rank a thread of one process ---------===//
 
-#include "runtime/backend/cuda/LoopbackTransport.h"
+#include "runtime/exec/LoopbackTransport.h"
 
-#include "runtime/backend/cuda/CudaCheck.h"
-#include "runtime/backend/cuda/Kernels.h"
 #include "runtime/exec/StageWork.h"
 
 #include "absl/strings/str_cat.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
 
-namespace conduit::cuda {
-
-using runtime::Element;
-using runtime::PeerTransfer;
-using runtime::StreamHandle;
-using runtime::Transport;
-using runtime::Work;
+namespace conduit::runtime {
 
 namespace {
-
-absl::StatusOr<cudaEvent_t> recordEvent(cudaStream_t stream) {
-  cudaEvent_t event = nullptr;
-  CONDUIT_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  CONDUIT_CUDA(cudaEventRecord(event, stream));
-  return event;
-}
-
-void destroyEvent(cudaEvent_t event) {
-  absl::Status ignored;
-  if (event)
-    CONDUIT_CUDA_NOTE(ignored, cudaEventDestroy(event));
-}
 
 absl::Status abortedError() { return absl::AbortedError("another rank of this process failed"); }
 
@@ -49,39 +31,14 @@ const char *kindName(Kind k) {
   return "?";
 }
 
-} // namespace
+const char *elementName(Element e) { return e == Element::Float32 ? "float32" : "float64"; }
 
-struct LoopbackHub::Message {
-  bool sent = false, copied = false;
-  const float *source = nullptr;
-  int64_t count = 0;
-  cudaEvent_t ready = nullptr; ///< on the sender's stream, after the data
-  cudaEvent_t done = nullptr;  ///< on the receiver's stream, after the copy
-  ~Message() {
-    destroyEvent(ready);
-    destroyEvent(done);
-  }
-};
-
-struct LoopbackHub::Collective {
-  Collective(Kind kind, int64_t count, int members)
-      : kind(kind), count(count), inputs(members), outputs(members), ready(members), done(members) {
-  }
-  ~Collective() {
-    for (cudaEvent_t e : ready)
-      destroyEvent(e);
-    for (cudaEvent_t e : done)
-      destroyEvent(e);
-  }
-  Kind kind;
-  int64_t count;
-  std::vector<const float *> inputs;
-  std::vector<float *> outputs;
-  std::vector<cudaEvent_t> ready, done;
-  int posted = 0, computed = 0, finished = 0;
-};
-
-namespace {
+template <typename T> void addElements(int64_t count, const void *from, void *to) {
+  const T *x = static_cast<const T *>(from);
+  T *y = static_cast<T *>(to);
+  for (int64_t i = 0; i < count; ++i)
+    y[i] += x[i];
+}
 
 /// Pieces of work completed together (a batch of transfers).
 class BatchWork final : public Work {
@@ -106,16 +63,71 @@ private:
 
 } // namespace
 
+//===----------------------------------------------------------------------===//
+// Host memory
+//===----------------------------------------------------------------------===//
+
+absl::Status HostLoopbackMemory::copy(Element type, int64_t count, const void *from, void *to,
+                                      StreamHandle) {
+  if (count > 0)
+    std::memcpy(to, from, count * elementBytes(type));
+  return absl::OkStatus();
+}
+
+absl::Status HostLoopbackMemory::add(Element type, int64_t count, const void *from, void *to,
+                                     StreamHandle) {
+  if (type == Element::Float32)
+    addElements<float>(count, from, to);
+  else
+    addElements<double>(count, from, to);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void *> HostLoopbackMemory::allocate(int64_t bytes, StreamHandle) {
+  void *scratch = std::malloc(bytes > 0 ? bytes : 1);
+  if (!scratch)
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", bytes, " bytes for a loopback all-reduce"));
+  return scratch;
+}
+
+absl::Status HostLoopbackMemory::release(void *scratch, StreamHandle) {
+  std::free(scratch);
+  return absl::OkStatus();
+}
+
+//===----------------------------------------------------------------------===//
+// The hub
+//===----------------------------------------------------------------------===//
+
+struct LoopbackHub::Message {
+  bool sent = false, copied = false;
+  const float *source = nullptr;
+  int64_t count = 0;
+  LoopbackMemory::Fence ready; ///< on the sender's stream, after the data
+  LoopbackMemory::Fence done;  ///< on the receiver's stream, after the copy
+};
+
+struct LoopbackHub::Collective {
+  Collective(Kind kind, Element type, int64_t count, int members)
+      : kind(kind), type(type), count(count), inputs(members), outputs(members), ready(members),
+        done(members) {}
+  Kind kind;
+  Element type;
+  int64_t count;
+  std::vector<const char *> inputs;
+  std::vector<char *> outputs;
+  std::vector<LoopbackMemory::Fence> ready, done;
+  int posted = 0, computed = 0, finished = 0;
+};
+
 class LoopbackTransport final : public Transport {
 public:
   LoopbackTransport(LoopbackHub &hub, int64_t rank)
-      : hub(hub), rank(rank), where(runtime::RankPosition::of(hub.plan.config, rank)) {}
+      : hub(hub), rank(rank), where(RankPosition::of(hub.plan.config, rank)) {}
 
   absl::StatusOr<std::unique_ptr<Work>> exchange(const std::vector<PeerTransfer> &transfers,
-                                                 StreamHandle stream) override {
-    return exchangeOn(transfers, static_cast<cudaStream_t>(stream));
-  }
-  // The CUDA backend's gradients are float, the only type these collectives sum.
+                                                 StreamHandle stream) override;
   absl::StatusOr<std::unique_ptr<Work>> allGather(int32_t group, Element type, const void *shard,
                                                   void *full, int64_t count,
                                                   StreamHandle stream) override {
@@ -137,30 +149,20 @@ private:
   class Send;
   class Receive;
   class Member;
-  absl::StatusOr<std::unique_ptr<Work>> exchangeOn(const std::vector<PeerTransfer> &transfers,
-                                                   cudaStream_t stream);
   absl::StatusOr<std::unique_ptr<Work>> post(Kind kind, int32_t group, Element type,
                                              const void *input, void *output, int64_t count,
-                                             StreamHandle stream) {
-    if (type != Element::Float32)
-      return absl::UnimplementedError(
-          absl::StrCat("the loopback transport's ", kindName(kind), " moves float32 only"));
-    return post(kind, group, static_cast<const float *>(input), static_cast<float *>(output), count,
-                static_cast<cudaStream_t>(stream));
-  }
-  absl::StatusOr<std::unique_ptr<Work>> post(Kind kind, int32_t group, const float *input,
-                                             float *output, int64_t count, cudaStream_t stream);
+                                             StreamHandle stream);
 
   LoopbackHub &hub;
   int64_t rank;
-  runtime::RankPosition where;
+  RankPosition where;
 };
 
-/// The sender's side: done once the receiver has enqueued the copy, after which the sender's
+/// The sender's side: done once the receiver has issued the copy, after which the sender's
 /// stream waits for it.
 class LoopbackTransport::Send final : public Work {
 public:
-  Send(LoopbackHub &hub, std::shared_ptr<LoopbackHub::Message> message, cudaStream_t stream)
+  Send(LoopbackHub &hub, std::shared_ptr<LoopbackHub::Message> message, StreamHandle stream)
       : hub(hub), message(std::move(message)), stream(stream) {}
   absl::StatusOr<bool> test() override {
     std::lock_guard<std::mutex> lock(hub.mutex);
@@ -168,14 +170,14 @@ public:
       return abortedError();
     if (!message->copied)
       return false;
-    CONDUIT_CUDA(cudaStreamWaitEvent(stream, message->done, 0));
+    CONDUIT_RETURN_IF_ERROR(hub.memory->wait(stream, message->done));
     return true;
   }
 
 private:
   LoopbackHub &hub;
   std::shared_ptr<LoopbackHub::Message> message;
-  cudaStream_t stream;
+  StreamHandle stream;
 };
 
 /// The receiver's side: once the send is posted, the copy on the receiver's stream.
@@ -183,7 +185,7 @@ class LoopbackTransport::Receive final : public Work {
 public:
   Receive(LoopbackHub &hub, std::pair<int64_t, int64_t> channel, int64_t sequence,
           std::shared_ptr<LoopbackHub::Message> message, float *data, int64_t count,
-          cudaStream_t stream)
+          StreamHandle stream)
       : hub(hub), channel(channel), sequence(sequence), message(std::move(message)), data(data),
         count(count), stream(stream) {}
   absl::StatusOr<bool> test() override {
@@ -196,11 +198,10 @@ public:
       return absl::InternalError(absl::StrCat("rank ", channel.first, " sends ", message->count,
                                               " floats; rank ", channel.second, " receives ",
                                               count));
-    CONDUIT_CUDA(cudaStreamWaitEvent(stream, message->ready, 0));
-    if (count > 0)
-      CONDUIT_CUDA(cudaMemcpyAsync(data, message->source, count * sizeof(float),
-                                   cudaMemcpyDeviceToDevice, stream));
-    CONDUIT_ASSIGN_OR_RETURN(message->done, recordEvent(stream));
+    LoopbackMemory &memory = *hub.memory;
+    CONDUIT_RETURN_IF_ERROR(memory.wait(stream, message->ready));
+    CONDUIT_RETURN_IF_ERROR(memory.copy(Element::Float32, count, message->source, data, stream));
+    CONDUIT_ASSIGN_OR_RETURN(message->done, memory.record(stream));
     message->copied = true;
     hub.channels[channel].messages.erase(sequence);
     return true;
@@ -213,7 +214,7 @@ private:
   std::shared_ptr<LoopbackHub::Message> message;
   float *data;
   int64_t count;
-  cudaStream_t stream;
+  StreamHandle stream;
 };
 
 /// One member of a collective: computes its result once all have posted, and completes once
@@ -221,13 +222,12 @@ private:
 class LoopbackTransport::Member final : public Work {
 public:
   Member(LoopbackHub &hub, int32_t group, int64_t sequence,
-         std::shared_ptr<LoopbackHub::Collective> call, int position, cudaStream_t stream)
+         std::shared_ptr<LoopbackHub::Collective> call, int position, StreamHandle stream)
       : hub(hub), group(group), sequence(sequence), call(std::move(call)), position(position),
         stream(stream) {}
   ~Member() override {
-    absl::Status ignored; // dropped before completion (a failed run)
-    if (temporary)
-      CONDUIT_CUDA_NOTE(ignored, cudaFreeAsync(temporary, stream));
+    if (temporary) // dropped before completion (a failed run): nobody reads the result
+      hub.memory->release(temporary, stream).IgnoreError();
   }
 
   absl::StatusOr<bool> test() override {
@@ -244,14 +244,15 @@ public:
     }
     if (call->computed < members)
       return false;
+    LoopbackMemory &memory = *hub.memory;
     for (int m = 0; m < members; ++m)
       if (m != position)
-        CONDUIT_CUDA(cudaStreamWaitEvent(stream, call->done[m], 0));
+        CONDUIT_RETURN_IF_ERROR(memory.wait(stream, call->done[m]));
     if (temporary) {
-      CONDUIT_CUDA(cudaMemcpyAsync(call->outputs[position], temporary, bytes(),
-                                   cudaMemcpyDeviceToDevice, stream));
-      CONDUIT_CUDA(cudaFreeAsync(temporary, stream));
-      temporary = nullptr;
+      CONDUIT_RETURN_IF_ERROR(
+          memory.copy(call->type, call->count, temporary, call->outputs[position], stream));
+      char *scratch = std::exchange(temporary, nullptr);
+      CONDUIT_RETURN_IF_ERROR(memory.release(scratch, stream));
     }
     if (++call->finished == members)
       hub.groups[group].calls.erase(sequence);
@@ -259,35 +260,35 @@ public:
   }
 
 private:
-  size_t bytes() const { return call->count * sizeof(float); }
-
-  /// This member's result from every member's input, in member order.
+  /// This member's result from every member's input, added in member order.
   absl::Status compute() {
+    LoopbackMemory &memory = *hub.memory;
     const int members = static_cast<int>(call->inputs.size());
-    const int64_t n = call->count;
+    const Element type = call->type;
+    const int64_t n = call->count, bytes = n * elementBytes(type);
     for (int m = 0; m < members; ++m)
-      CONDUIT_CUDA(cudaStreamWaitEvent(stream, call->ready[m], 0));
-    float *out = call->outputs[position];
+      CONDUIT_RETURN_IF_ERROR(memory.wait(stream, call->ready[m]));
+    char *out = call->outputs[position];
     switch (call->kind) {
     case Kind::AllGather:
       for (int m = 0; m < members; ++m)
-        CONDUIT_CUDA(cudaMemcpyAsync(out + m * n, call->inputs[m], bytes(),
-                                     cudaMemcpyDeviceToDevice, stream));
+        CONDUIT_RETURN_IF_ERROR(memory.copy(type, n, call->inputs[m], out + m * bytes, stream));
       break;
-    case Kind::AllReduce:
-      CONDUIT_CUDA(cudaMallocAsync(reinterpret_cast<void **>(&temporary), bytes(), stream));
+    case Kind::AllReduce: {
+      CONDUIT_ASSIGN_OR_RETURN(void *scratch, memory.allocate(bytes, stream));
+      temporary = static_cast<char *>(scratch);
       out = temporary;
       [[fallthrough]];
+    }
     case Kind::ReduceScatter: {
-      const int64_t offset = call->kind == Kind::ReduceScatter ? position * n : 0;
-      CONDUIT_CUDA(cudaMemcpyAsync(out, call->inputs[0] + offset, bytes(), cudaMemcpyDeviceToDevice,
-                                   stream));
+      const int64_t offset = call->kind == Kind::ReduceScatter ? position * bytes : 0;
+      CONDUIT_RETURN_IF_ERROR(memory.copy(type, n, call->inputs[0] + offset, out, stream));
       for (int m = 1; m < members; ++m)
-        CONDUIT_CUDA(add(n, call->inputs[m] + offset, out, stream));
+        CONDUIT_RETURN_IF_ERROR(memory.add(type, n, call->inputs[m] + offset, out, stream));
       break;
     }
     }
-    CONDUIT_ASSIGN_OR_RETURN(call->done[position], recordEvent(stream));
+    CONDUIT_ASSIGN_OR_RETURN(call->done[position], memory.record(stream));
     return absl::OkStatus();
   }
 
@@ -296,13 +297,13 @@ private:
   int64_t sequence;
   std::shared_ptr<LoopbackHub::Collective> call;
   int position;
-  cudaStream_t stream;
+  StreamHandle stream;
   bool computed = false;
-  float *temporary = nullptr;
+  char *temporary = nullptr;
 };
 
 absl::StatusOr<std::unique_ptr<Work>>
-LoopbackTransport::exchangeOn(const std::vector<PeerTransfer> &transfers, cudaStream_t stream) {
+LoopbackTransport::exchange(const std::vector<PeerTransfer> &transfers, StreamHandle stream) {
   std::lock_guard<std::mutex> lock(hub.mutex);
   if (hub.aborted)
     return abortedError();
@@ -316,7 +317,7 @@ LoopbackTransport::exchangeOn(const std::vector<PeerTransfer> &transfers, cudaSt
     if (!slot)
       slot = std::make_shared<LoopbackHub::Message>();
     if (t.send) {
-      CONDUIT_ASSIGN_OR_RETURN(slot->ready, recordEvent(stream));
+      CONDUIT_ASSIGN_OR_RETURN(slot->ready, hub.memory->record(stream));
       slot->source = t.data;
       slot->count = t.count;
       slot->sent = true;
@@ -329,12 +330,13 @@ LoopbackTransport::exchangeOn(const std::vector<PeerTransfer> &transfers, cudaSt
 }
 
 absl::StatusOr<std::unique_ptr<Work>> LoopbackTransport::post(Kind kind, int32_t group,
-                                                              const float *input, float *output,
-                                                              int64_t count, cudaStream_t stream) {
+                                                              Element type, const void *input,
+                                                              void *output, int64_t count,
+                                                              StreamHandle stream) {
   std::lock_guard<std::mutex> lock(hub.mutex);
   if (hub.aborted)
     return abortedError();
-  const runtime::Plan &plan = hub.plan;
+  const Plan &plan = hub.plan;
   if (group < 0 || group >= static_cast<int32_t>(plan.groups.size()) ||
       plan.groups[group].ranks[0] != where.pipelineRank)
     return absl::InternalError(absl::StrCat("rank ", rank, " is not a member of group ", group));
@@ -343,14 +345,15 @@ absl::StatusOr<std::unique_ptr<Work>> LoopbackTransport::post(Kind kind, int32_t
   const int64_t sequence = state.issued[position]++;
   std::shared_ptr<LoopbackHub::Collective> &call = state.calls[sequence];
   if (!call)
-    call = std::make_shared<LoopbackHub::Collective>(kind, count, plan.config.data);
-  if (call->kind != kind || call->count != count)
-    return absl::InternalError(absl::StrCat(
-        "collective ", sequence, " of group ", group, ": rank ", rank, " issues a ", kindName(kind),
-        " of ", count, " floats, another member a ", kindName(call->kind), " of ", call->count));
-  call->inputs[position] = input;
-  call->outputs[position] = output;
-  CONDUIT_ASSIGN_OR_RETURN(call->ready[position], recordEvent(stream));
+    call = std::make_shared<LoopbackHub::Collective>(kind, type, count, plan.config.data);
+  if (call->kind != kind || call->type != type || call->count != count)
+    return absl::InternalError(
+        absl::StrCat("collective ", sequence, " of group ", group, ": rank ", rank, " issues a ",
+                     kindName(kind), " of ", count, " ", elementName(type), ", another member a ",
+                     kindName(call->kind), " of ", call->count, " ", elementName(call->type)));
+  call->inputs[position] = static_cast<const char *>(input);
+  call->outputs[position] = static_cast<char *>(output);
+  CONDUIT_ASSIGN_OR_RETURN(call->ready[position], hub.memory->record(stream));
   ++call->posted;
   return std::make_unique<Member>(hub, group, sequence, call, position, stream);
 }
@@ -383,8 +386,8 @@ absl::StatusOr<double> LoopbackTransport::sumOverRanks(double value) {
   return hub.lastSum;
 }
 
-LoopbackHub::LoopbackHub(const runtime::Plan &plan, double timeoutS)
-    : plan(plan), timeoutS(timeoutS), groups(plan.groups.size()),
+LoopbackHub::LoopbackHub(const Plan &plan, double timeoutS, std::unique_ptr<LoopbackMemory> memory)
+    : plan(plan), timeoutS(timeoutS), memory(std::move(memory)), groups(plan.groups.size()),
       values(plan.config.worldSize(), 0.0) {
   for (GroupState &g : groups)
     g.issued.assign(plan.config.data, 0);
@@ -397,9 +400,11 @@ std::unique_ptr<Transport> LoopbackHub::transport(int64_t rank) {
 }
 
 void LoopbackHub::abort() {
-  std::lock_guard<std::mutex> lock(mutex);
-  aborted = true;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    aborted = true;
+  }
   arrived.notify_all();
 }
 
-} // namespace conduit::cuda
+} // namespace conduit::runtime

@@ -1,0 +1,156 @@
+//===- LoopbackTransportTest.cpp - rank threads meeting in a hub ----------===//
+//
+// The loopback hub in host memory, with one thread per rank of a 2 x 2 plan (pipeline ranks 0
+// and 1, two replicas each): transfers match in order per pair whatever the order ranks post
+// them, collectives sum float and double in member order, the loss sum covers every rank,
+// and an abort fails what is pending at once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/exec/LoopbackTransport.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+using namespace conduit::runtime;
+
+namespace {
+
+/// Pipeline 2 x data 2, data-inner: ranks 0 and 1 are pipeline rank 0 (group 0), ranks 2 and
+/// 3 pipeline rank 1 (group 1).
+Plan twoByTwo() {
+  Plan plan;
+  plan.config.pipeline = 2;
+  plan.config.data = 2;
+  Group first, second;
+  first.ranks = {0};
+  second.ranks = {1};
+  plan.groups = {first, second};
+  return plan;
+}
+
+/// Polls `work` until it completes or fails.
+absl::Status complete(absl::StatusOr<std::unique_ptr<Work>> work) {
+  if (!work.ok())
+    return work.status();
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    absl::StatusOr<bool> done = (*work)->test();
+    if (!done.ok() || *done)
+      return done.status();
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
+      return absl::DeadlineExceededError("the work did not complete");
+    std::this_thread::yield();
+  }
+}
+
+/// Runs `body(rank)` on a thread per rank of the plan.
+void onEveryRank(const Plan &plan, const std::function<void(int64_t)> &body) {
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < plan.config.worldSize(); ++r)
+    threads.emplace_back(body, r);
+  for (std::thread &t : threads)
+    t.join();
+}
+
+TEST(LoopbackTransport, TransfersMatchInOrderPerPair) {
+  const Plan plan = twoByTwo();
+  LoopbackHub hub(plan, 10, std::make_unique<HostLoopbackMemory>());
+  // Rank 0 sends two messages to rank 2; rank 2 posts both receives in one batch.
+  std::vector<float> first = {1, 2, 3}, second = {4, 5}, got1(3), got2(2);
+  onEveryRank(plan, [&](int64_t rank) {
+    std::unique_ptr<Transport> t = hub.transport(rank);
+    if (rank == 0) {
+      EXPECT_TRUE(complete(t->exchange({{true, 2, first.data(), 3}}, nullptr)).ok());
+      EXPECT_TRUE(complete(t->exchange({{true, 2, second.data(), 2}}, nullptr)).ok());
+    } else if (rank == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20)); // after the sends
+      EXPECT_TRUE(
+          complete(t->exchange({{false, 0, got1.data(), 3}, {false, 0, got2.data(), 2}}, nullptr))
+              .ok());
+    }
+  });
+  EXPECT_EQ(got1, first);
+  EXPECT_EQ(got2, second);
+}
+
+TEST(LoopbackTransport, CollectivesSumInMemberOrder) {
+  const Plan plan = twoByTwo();
+  LoopbackHub hub(plan, 10, std::make_unique<HostLoopbackMemory>());
+  std::vector<std::vector<double>> reduced(4);
+  std::vector<std::vector<float>> shards(4), gathered(4);
+  std::vector<double> sums(4);
+  onEveryRank(plan, [&](int64_t rank) {
+    std::unique_ptr<Transport> t = hub.transport(rank);
+    const int32_t group = static_cast<int32_t>(rank / 2);
+    const int replica = static_cast<int>(rank % 2);
+    // All-reduce in double, in place: 0.1 + 0.2 on replica order.
+    reduced[rank] = {replica ? 0.2 : 0.1, replica ? 2.0 : 1.0};
+    EXPECT_TRUE(
+        complete(t->allReduce(group, Element::Float64, reduced[rank].data(), 2, nullptr)).ok());
+    // Reduce-scatter in float: replica r keeps the sum of everybody's r-th half.
+    std::vector<float> full = {float(rank), 10.f * rank, 100.f * rank, 1000.f * rank};
+    shards[rank].resize(2);
+    EXPECT_TRUE(complete(t->reduceScatter(group, Element::Float32, full.data(), shards[rank].data(),
+                                          2, nullptr))
+                    .ok());
+    // All-gather the shards back.
+    gathered[rank].resize(4);
+    EXPECT_TRUE(complete(t->allGather(group, Element::Float32, shards[rank].data(),
+                                      gathered[rank].data(), 2, nullptr))
+                    .ok());
+    absl::StatusOr<double> sum = t->sumOverRanks(static_cast<double>(rank) + 0.5);
+    ASSERT_TRUE(sum.ok()) << sum.status();
+    sums[rank] = *sum;
+  });
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(reduced[rank], (std::vector<double>{0.1 + 0.2, 3.0})) << rank;
+    const float a = rank < 2 ? 0 : 2, b = rank < 2 ? 1 : 3; // the group's two ranks
+    const std::vector<float> whole = {a + b, 10 * a + 10 * b, 100 * a + 100 * b,
+                                      1000 * a + 1000 * b};
+    EXPECT_EQ(shards[rank], std::vector<float>(whole.begin() + 2 * (rank % 2),
+                                               whole.begin() + 2 * (rank % 2) + 2))
+        << rank;
+    EXPECT_EQ(gathered[rank], whole) << rank;
+    EXPECT_EQ(sums[rank], 0.5 + 1.5 + 2.5 + 3.5);
+  }
+}
+
+TEST(LoopbackTransport, MismatchedCollectivesAreErrors) {
+  const Plan plan = twoByTwo();
+  LoopbackHub hub(plan, 10, std::make_unique<HostLoopbackMemory>());
+  std::unique_ptr<Transport> zero = hub.transport(0), one = hub.transport(1);
+  std::vector<double> x(4);
+  std::vector<float> y(4);
+  ASSERT_TRUE(zero->allReduce(0, Element::Float64, x.data(), 4, nullptr).ok());
+  absl::StatusOr<std::unique_ptr<Work>> other =
+      one->allReduce(0, Element::Float32, y.data(), 4, nullptr);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("float64"), std::string::npos) << other.status();
+  EXPECT_FALSE(zero->allReduce(1, Element::Float64, x.data(), 4, nullptr).ok())
+      << "rank 0 is not a member of group 1";
+}
+
+TEST(LoopbackTransport, AbortFailsPendingWork) {
+  const Plan plan = twoByTwo();
+  LoopbackHub hub(plan, 10, std::make_unique<HostLoopbackMemory>());
+  std::unique_ptr<Transport> t = hub.transport(2);
+  std::vector<float> data(3);
+  absl::StatusOr<std::unique_ptr<Work>> receive =
+      t->exchange({{false, 0, data.data(), 3}}, nullptr);
+  ASSERT_TRUE(receive.ok());
+  EXPECT_FALSE(*(*receive)->test()) << "nobody sent yet";
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    hub.transport(0)->abort();
+  });
+  absl::Status status = complete(std::move(receive));
+  aborter.join();
+  EXPECT_TRUE(absl::IsAborted(status)) << status;
+  EXPECT_TRUE(absl::IsAborted(t->sumOverRanks(1).status()));
+}
+
+} // namespace
