@@ -3,8 +3,8 @@
 // The session (Session.h) and checkpoints coordinate the ranks of a run with a few small host
 // messages: whether every rank succeeded, every rank's bytes at rank 0 (traces, profiles,
 // checkpoint checksums), a barrier. A RankGroup carries them, whatever runs the ranks: one MPI
-// process each (MpiRankGroup), or threads of this process (LocalRankHub: the loopback runs
-// of several ranks on one GPU). Training data never goes this way; it moves through a
+// process each (MpiRankGroup), or threads of this process (LocalRankHub: the loopback runs,
+// on the CPU or on one GPU). Training data never goes this way; it moves through a
 // backend's Transport.
 //
 // Every rank calls each operation together, in the same order. A failed thread rank aborts

@@ -1,7 +1,7 @@
 //===- Session.h - one training run of a plan -------------------*- C++ -*-===//
 //
 // The run loop of conduit-run, written once for every way ranks are run: one rank per MPI
-// process, or every rank of the plan as a thread of this process (loopback, several ranks on
+// process, or every rank of the plan as a thread of this process (loopback, on the CPU or on
 // one GPU). For each rank: make its backend, check that it can run the plan, build the rank's
 // stages, resume from a checkpoint, run the steps (rank 0 prints each step's loss), write
 // checkpoints, then a summary and the final parameters, trace and profile. Ranks coordinate

@@ -2,14 +2,14 @@
 //
 //   mpirun -np P*D conduit-run JOB.plan --backend=cpu|cuda --steps K [--trace FILE]
 //          [--profile FILE] [--checkpoint DIR --checkpoint-every K] [--resume DIR]
-//   conduit-run JOB.plan --backend=cuda --ranks-per-process=P*D --steps K   (one GPU)
+//   conduit-run JOB.plan --backend=cpu|cuda --ranks-per-process=P*D --steps K   (one process)
 //   conduit-run --reference JOB.plan --steps K
 //   conduit-run --dump JOB.plan
 //
 // The driver: parses the command line, reads and verifies the plan file (structure, then
 // semantics), and hands the run to the session (runtime/Session.h), which holds the run loop
-// for MPI and single-GPU loopback runs alike. Exit codes are ExitCodes.h's, listed in usage()
-// and docs/conduit-run.md.
+// for MPI and loopback runs (every rank a thread of one process) alike. Exit codes are
+// ExitCodes.h's, listed in usage() and docs/conduit-run.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,8 +37,8 @@ const char *usage() {
   return R"(usage: conduit-run PLAN [options]
 
   --backend=cpu|cuda       the backend (default cpu); run under mpirun -np P*D
-  --ranks-per-process=N    (cuda) run all N = P*D ranks as threads of this process on one
-                           GPU (testing whole pipelines on a single device); takes every
+  --ranks-per-process=N    run all N = P*D ranks as threads of this one process, without
+                           mpirun (on the CPU, or with cuda on one GPU); takes every
                            option below but --reference and --dump
   --steps=N                training steps to run (default 1)
   --reference              train the same job in one process (the oracle)
@@ -153,10 +153,8 @@ absl::StatusOr<Options> parseArguments(int argc, char **argv) {
     return absl::InvalidArgumentError("no plan file given");
   if (s.checkpointEvery && s.checkpoint.empty())
     return absl::InvalidArgumentError("--checkpoint-every needs --checkpoint=DIR");
-  if (s.ranksPerProcess > 1 && s.backend != "cuda")
-    return absl::InvalidArgumentError("--ranks-per-process needs --backend=cuda");
   if (o.reference && (!s.checkpoint.empty() || !s.resume.empty() || !s.trace.empty() ||
-                      !s.profile.empty() || s.fault))
+                      !s.profile.empty() || s.fault || s.ranksPerProcess > 1))
     return absl::InvalidArgumentError("--reference takes --steps and --save-params only");
   return o;
 }

@@ -1,12 +1,12 @@
 //===- Transport.h - how ranks exchange data --------------------*- C++ -*-===//
 //
 // Every backend moves bytes through a Transport: MPI between CPU processes, NCCL between GPU
-// processes, or the loopback transport between ranks that run as threads of one process on
-// one GPU (NCCL refuses two ranks on one device). A call posts the data movement and returns
-// Work that the backend polls; nothing blocks but sumOverRanks. Device transports enqueue on
-// the caller's stream: when a Work completes, everything later on that stream is ordered
-// after the data movement, so the executor's events order the other streams as they do on
-// the CPU. Host transports ignore the stream.
+// processes, or the loopback transport (LoopbackTransport.h) between ranks that run as threads
+// of one process, on the CPU or on one GPU (NCCL refuses two ranks on one device). A call posts the
+// data movement and returns Work that the backend polls; nothing blocks but sumOverRanks. Device
+// transports enqueue on the caller's stream: when a Work completes, everything later on that stream
+// is ordered after the data movement, so the executor's events order the other streams as they do
+// on the CPU. Host transports ignore the stream.
 //
 // Ranks are global ranks; a group is a plan group (the data-parallel replicas of a stage),
 // where a rank's position is its replica index. Inputs and outputs of a collective do not

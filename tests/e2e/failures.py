@@ -69,7 +69,7 @@ def bad_inputs(tools, plan):
           and "usage: conduit-run" in result.stderr, result.stderr)
     for args, message in [(["--fail-at=1:2"], "expected RANK:STEP:INSTRUCTION"),
                           (["--checkpoint-every=2"], "--checkpoint-every needs --checkpoint"),
-                          (["--ranks-per-process=4"], "--ranks-per-process needs --backend=cuda"),
+                          (["--reference", "--ranks-per-process=4"], "--reference takes"),
                           (["--reference", "--trace=t.json"], "--reference takes"),
                           (["--frobnicate"], "unknown option --frobnicate")]:
         result = subprocess.run([tools.runner, plan] + args, capture_output=True, text=True,
@@ -80,16 +80,17 @@ def bad_inputs(tools, plan):
 
 def loopback(tools, plan):
     """The run loop of several ranks in one process (--ranks-per-process) goes through the same
-    session as MPI runs. Without a GPU its ranks stop at the device, but the command line with
-    checkpoints and fault injection is accepted and every rank thread ends cleanly; the GPU
-    checks (tests/gpu/checks.py) run it to the end."""
+    session as MPI runs; tests/e2e/loopback.py runs it on the CPU. With --backend=cuda on a
+    machine without a GPU its ranks stop at the device, but the command line with checkpoints
+    and fault injection is accepted and every rank thread ends cleanly; the GPU checks
+    (tests/gpu/checks.py) run it to the end."""
     directory = os.path.join(tools.work, "loopback-checkpoints")
     result = tools.run_threads(plan, 4, "--backend=cuda", "--steps=2", f"--checkpoint={directory}",
                                "--fail-at=1:2:5", timeout=60)
-    check("loopback takes --checkpoint and --fail-at; without a GPU it is refused as input",
+    check("cuda loopback takes --checkpoint and --fail-at; without a GPU it is refused as input",
           result.returncode == 1 and "cuda" in result.stderr.lower()
           and "usage" not in result.stderr, result.stderr)
-    result = tools.run_threads(plan, 2, "--backend=cuda", "--steps=1", timeout=60)
+    result = tools.run_threads(plan, 2, "--steps=1", timeout=60)
     check("loopback needs every rank of the plan",
           result.returncode == 1 and "--ranks-per-process=4" in result.stderr, result.stderr)
 

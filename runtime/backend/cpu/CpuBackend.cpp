@@ -1,4 +1,4 @@
-//===- CpuBackend.cpp - plans on CPUs, with MPI ---------------------------===//
+//===- CpuBackend.cpp - plans on CPUs -------------------------------------===//
 
 #include "runtime/backend/cpu/CpuBackend.h"
 

@@ -1,9 +1,10 @@
-//===- CpuBackend.h - plans on CPUs, with MPI -------------------*- C++ -*-===//
+//===- CpuBackend.h - plans on CPUs -----------------------------*- C++ -*-===//
 //
-// The development and CI backend: one MPI process per (pipeline rank, replica), float32
-// compute through CBLAS in host memory, and the MPI transport (MpiTransport.h) for transfers
-// and the data-parallel collectives. Compute runs synchronously inside start(); transfers
-// and collectives complete while the executor polls.
+// The development and CI backend: float32 compute through CBLAS in host memory, one MPI
+// process per (pipeline rank, replica) with the MPI transport (MpiTransport.h) for transfers
+// and the data-parallel collectives, or every rank a thread of one process with the loopback
+// transport in host memory (LoopbackTransport.h). Compute runs synchronously inside start();
+// transfers and collectives complete while the executor polls.
 //
 // Gradients accumulate in double precision, per sample (BackendCore<double>), so every plan of
 // a job computes the same bits as the single-process reference, whatever its schedule, and
