@@ -62,30 +62,17 @@ double CostModel::optimizerStepTime(bool adam, int64_t params) const {
   return n * optimizerFlopsPerParam(adam) / flopRate;
 }
 
-double CostModel::profiled(const std::vector<double> &times, const LayerProfile &p,
-                           int64_t samples) const {
-  const std::vector<double> &x = p.samples;
-  const double s = static_cast<double>(samples);
-  if (x.size() == 1)
-    return times[0] * s / x[0];
-  // Piecewise linear through the measurements, extended linearly beyond them.
-  size_t hi = std::upper_bound(x.begin(), x.end(), s) - x.begin();
-  hi = std::clamp<size_t>(hi, 1, x.size() - 1);
-  size_t lo = hi - 1;
-  double slope = (times[hi] - times[lo]) / (x[hi] - x[lo]);
-  return std::max(0.0, times[lo] + slope * (s - x[lo]));
-}
-
 double CostModel::forwardTime(int64_t layer, int64_t samples) const {
   if (!profiles.empty())
-    return profiled(profiles[layer].forwardS, profiles[layer], samples);
+    return profiledTime(profiles[layer].forwardS, profiles[layer], samples);
   return launchOverheadS + layers[layer].fwdFlops * static_cast<double>(samples) / flopRate;
 }
 
 double CostModel::backwardTime(int64_t layer, int64_t samples) const {
-  double time = !profiles.empty() ? profiled(profiles[layer].backwardS, profiles[layer], samples)
-                                  : launchOverheadS + layers[layer].bwdFlops *
-                                                          static_cast<double>(samples) / flopRate;
+  double time =
+      !profiles.empty()
+          ? profiledTime(profiles[layer].backwardS, profiles[layer], samples)
+          : launchOverheadS + layers[layer].bwdFlops * static_cast<double>(samples) / flopRate;
   return recompute ? time + forwardTime(layer, samples) : time;
 }
 

@@ -81,7 +81,6 @@ private:
   struct Layer {
     double fwdFlops, bwdFlops;
   };
-  double profiled(const std::vector<double> &times, const LayerProfile &p, int64_t samples) const;
 
   std::vector<Layer> layers;
   std::vector<LayerProfile> profiles;

@@ -5,21 +5,34 @@
 #include "analysis/JsonReader.h"
 #include "runtime/plan/ProfileKeys.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 using namespace conduit;
 using namespace conduit::runtime;
 
+namespace {
+/// Bounds on a profile's numbers: a micro-batch of 2^40 samples, an hour per layer and pass.
+constexpr double kMaxProfileSamples = 1099511627776.0;
+constexpr double kMaxProfileSeconds = 3600;
+} // namespace
+
 llvm::Expected<MeasuredProfile> conduit::readProfile(llvm::StringRef path) {
   Diagnostics diag(path.str());
-  auto fail = [&]() { return llvm::createStringError(diag.getError()->str()); };
   std::optional<llvm::json::Value> root = loadJsonFile(path, diag);
   if (!root)
-    return fail();
-  const llvm::json::Object *object = root->getAsObject();
+    return llvm::createStringError(diag.getError()->str());
+  return parseProfile(*root, path);
+}
+
+llvm::Expected<MeasuredProfile> conduit::parseProfile(const llvm::json::Value &root,
+                                                      llvm::StringRef path) {
+  Diagnostics diag(path.str());
+  auto fail = [&]() { return llvm::createStringError(diag.getError()->str()); };
+  const llvm::json::Object *object = root.getAsObject();
   if (!object) {
-    diag.report("", "expected a JSON object, got " + describeJson(*root));
+    diag.report("", "expected a JSON object, got " + describeJson(root));
     return fail();
   }
   ObjectReader top(*object, "", diag);
@@ -39,8 +52,7 @@ llvm::Expected<MeasuredProfile> conduit::readProfile(llvm::StringRef path) {
   MeasuredProfile profile;
   if (std::optional<size_t> kind = top.choice(kProfileOptimizer, {"adam", "sgd"}))
     profile.optimizerAdam = *kind == 0;
-  profile.optimizerSPerParam =
-      top.number(kProfileOptimizerSPerParam, 0, std::numeric_limits<double>::infinity());
+  profile.optimizerSPerParam = top.number(kProfileOptimizerSPerParam, 0, kMaxProfileSeconds);
   top.rejectUnknownKeys();
   if (diag.failed())
     return fail();
@@ -60,16 +72,20 @@ llvm::Expected<MeasuredProfile> conduit::readProfile(llvm::StringRef path) {
         return fail();
     LayerProfile p;
     p.name = layer.string(kProfileLayerName).value_or("");
-    auto readList = [&](llvm::StringRef key, std::vector<double> &out, bool positive) {
+    // Samples are micro-batch sizes, times are seconds: both bounded far above any measurement,
+    // so that interpolating and extending them stays finite.
+    auto readList = [&](llvm::StringRef key, std::vector<double> &out, bool samples) {
       const llvm::json::Array *list = layer.array(key);
       if (!list)
         return;
+      const double max = samples ? kMaxProfileSamples : kMaxProfileSeconds;
       for (auto [k, element] : llvm::enumerate(*list)) {
         std::optional<double> v = element.getAsNumber();
-        if (!v || !std::isfinite(*v) || *v < 0 || (positive && *v <= 0)) {
-          diag.report(layer.elementPath(key, k), std::string("expected a ") +
-                                                     (positive ? "positive" : "non-negative") +
-                                                     " number, got " + describeJson(element));
+        if (!v || !(*v <= max) || *v < 0 || (samples && *v <= 0)) {
+          diag.report(layer.elementPath(key, k),
+                      std::string("expected a ") + (samples ? "positive" : "non-negative") +
+                          " number up to " + describeJson(llvm::json::Value(max)) + ", got " +
+                          describeJson(element));
           return;
         }
         out.push_back(*v);
@@ -94,4 +110,18 @@ llvm::Expected<MeasuredProfile> conduit::readProfile(llvm::StringRef path) {
     profiles.push_back(std::move(p));
   }
   return profile;
+}
+
+double conduit::profiledTime(const std::vector<double> &times, const LayerProfile &p,
+                             int64_t samples) {
+  const std::vector<double> &x = p.samples;
+  const double s = static_cast<double>(samples);
+  if (x.size() == 1)
+    return times[0] * s / x[0];
+  // Piecewise linear through the measurements, extended linearly beyond them.
+  size_t hi = std::upper_bound(x.begin(), x.end(), s) - x.begin();
+  hi = std::clamp<size_t>(hi, 1, x.size() - 1);
+  size_t lo = hi - 1;
+  double slope = (times[hi] - times[lo]) / (x[hi] - x[lo]);
+  return std::max(0.0, times[lo] + slope * (s - x[lo]));
 }

@@ -11,6 +11,7 @@
 #define CONDUIT_ANALYSIS_PROFILEREADER_H
 
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 
 #include <optional>
 #include <string>
@@ -32,8 +33,15 @@ struct MeasuredProfile {
   bool optimizerAdam = true; ///< the optimizer that was measured
 };
 
+/// The seconds `times` (a layer's forward_s or backward_s) give for a micro-batch of `samples`:
+/// piecewise linear through the measurements, extended linearly beyond them, never negative.
+double profiledTime(const std::vector<double> &times, const LayerProfile &layer, int64_t samples);
+
 /// Reads a profile file; problems name the file and the key.
 llvm::Expected<MeasuredProfile> readProfile(llvm::StringRef path);
+
+/// The same for a profile already parsed from the file at `path`.
+llvm::Expected<MeasuredProfile> parseProfile(const llvm::json::Value &root, llvm::StringRef path);
 
 } // namespace conduit
 

@@ -30,6 +30,7 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <sstream>
 
 using namespace conduit;
@@ -206,6 +207,33 @@ std::vector<char *> takeStopAfter(int argc, char **argv, Options &options,
   return rest;
 }
 
+/// Says on standard error which pass is running once a compilation has taken longer than a
+/// few seconds (a job with a million (stage, micro-batch) pairs takes minutes), at most once a
+/// second, so that a long compile is never silent. Short compiles print nothing.
+class ProgressInstrumentation : public mlir::PassInstrumentation {
+public:
+  void runBeforePass(mlir::Pass *pass, mlir::Operation *) override {
+    using namespace std::chrono;
+    const auto now = steady_clock::now();
+    const double elapsed = duration<double>(now - start).count();
+    if (elapsed < kQuietS || now - lastLine < seconds(1))
+      return;
+    lastLine = now;
+    llvm::errs() << "conduit-compile: " << formatSeconds(elapsed) << " so far; running "
+                 << pass->getArgument() << "\n";
+  }
+
+  static constexpr double kQuietS = 3;
+
+private:
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point lastLine = start;
+};
+
+/// Jobs with this many (stage, micro-batch) pairs get a note before compiling: they take
+/// seconds.
+constexpr int64_t kManyPairs = int64_t(1) << 18;
+
 /// What one compilation produced.
 struct Compilation {
   mlir::OwningOpRef<mlir::ModuleOp> module;
@@ -232,10 +260,12 @@ void printSearch(sched::SearchMethod method, const sched::SearchResult &search,
   }
 }
 
-/// Imports `job` and runs the pipeline up to `options.until`. Diagnostics go to the context's
-/// handlers; returns nullopt when the job cannot be compiled.
+/// Imports `job` and runs the pipeline up to `options.until`, with `progress` lines on long
+/// compiles. Diagnostics go to the context's handlers; returns nullopt when the job cannot be
+/// compiled.
 std::optional<Compilation> compile(const Job &job, mlir::MLIRContext &context,
-                                   const Options &options, mlir::TimingScope &timing) {
+                                   const Options &options, mlir::TimingScope &timing,
+                                   bool progress) {
   Compilation result;
   result.module = importJob(job, context);
   if (mlir::failed(mlir::verify(*result.module))) {
@@ -253,6 +283,8 @@ std::optional<Compilation> compile(const Job &job, mlir::MLIRContext &context,
   if (mlir::failed(mlir::applyPassManagerCLOptions(pm)))
     return std::nullopt;
   pm.enableTiming(timing);
+  if (progress)
+    pm.addInstrumentation(std::make_unique<ProgressInstrumentation>());
   PipelineOptions pipeline;
   pipeline.stopAfter = options.until;
   pipeline.importSchedule = options.importCsv;
@@ -311,7 +343,8 @@ int runSweep(const Options &options, const std::vector<SweepAxis> &axes, mlir::M
   std::vector<SweepRow> rows = runSweep(*root, options.input, axes, [&](const Job &job) {
     SweepOutcome outcome;
     CaptureDiagnostics capture(&context);
-    std::optional<Compilation> compiled = compile(job, context, options, timing);
+    std::optional<Compilation> compiled =
+        compile(job, context, options, timing, /*progress=*/false);
     outcome.warnings = capture.warnings;
     if (!compiled || !compiled->verified) {
       outcome.error = capture.error.empty() ? "the job does not compile" : capture.error;
@@ -404,7 +437,17 @@ int conduit::runCompiler(int argc, char **argv) {
   std::optional<Job> job = readJobFile(options.input, diag, options.set);
   if (!job)
     return fail(diag.getError()->str());
-  std::optional<Compilation> compiled = compile(*job, context, options, timingScope);
+  // Compile time grows with the (stage, micro-batch) pairs, about 13 us each
+  // (docs/performance.md): say so before a compile that takes seconds.
+  const int64_t pairs = job->parallelism.numStages() * job->parallelism.microbatches;
+  if (pairs >= kManyPairs)
+    print(llvm::errs(), llvm::raw_ostream::CYAN, "note",
+          options.input + ": " + formatCount(static_cast<double>(pairs)) +
+              " (stage, micro-batch) pairs per step; compiling them takes a while, and progress "
+              "is reported every second after the first " +
+              std::to_string(static_cast<int>(ProgressInstrumentation::kQuietS)) + " s");
+  std::optional<Compilation> compiled =
+      compile(*job, context, options, timingScope, /*progress=*/true);
   if (!compiled)
     return kExitInvalidInput;
   mlir::ModuleOp module = *compiled->module;

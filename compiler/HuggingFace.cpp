@@ -83,9 +83,14 @@ std::optional<TransformerSpec> conduit::readHuggingFaceConfig(llvm::StringRef pa
   std::optional<llvm::json::Value> root = loadJsonFile(path, diag);
   if (!root)
     return std::nullopt;
-  const llvm::json::Object *object = root->getAsObject();
+  return parseHuggingFaceConfig(*root, diag);
+}
+
+std::optional<TransformerSpec> conduit::parseHuggingFaceConfig(const llvm::json::Value &root,
+                                                               Diagnostics &diag) {
+  const llvm::json::Object *object = root.getAsObject();
   if (!object) {
-    diag.report("", "expected a JSON object, got " + describeJson(*root));
+    diag.report("", "expected a JSON object, got " + describeJson(root));
     return std::nullopt;
   }
   ObjectReader config(*object, "", diag);

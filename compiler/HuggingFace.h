@@ -19,6 +19,10 @@ llvm::ArrayRef<llvm::StringRef> huggingFaceModelTypes();
 /// Reads `path`; problems are reported against that file.
 std::optional<TransformerSpec> readHuggingFaceConfig(llvm::StringRef path, Diagnostics &diag);
 
+/// The same for a config already parsed (`diag` names its file).
+std::optional<TransformerSpec> parseHuggingFaceConfig(const llvm::json::Value &root,
+                                                      Diagnostics &diag);
+
 } // namespace conduit
 
 #endif // CONDUIT_COMPILER_HUGGINGFACE_H
