@@ -25,16 +25,16 @@ namespace json = llvm::json;
 
 namespace {
 
-constexpr int64_t kMaxPipeline = 1 << 16;
-constexpr int64_t kMaxData = 1 << 20;
-constexpr int64_t kMaxStagesPerDevice = 1024;
-constexpr int64_t kMaxMicrobatches = 1 << 20;
-constexpr int64_t kMaxMicrobatchSize = 1 << 20;
-constexpr int64_t kMaxWorld = 1 << 24;
-/// (stage, micro-batch) pairs per step: beyond this a plan would not fit in memory anyway.
-constexpr int64_t kMaxStageMicrobatches = 1 << 24;
-constexpr int64_t kMaxBatchSamples = int64_t(1) << 40;
-constexpr int64_t kMaxExact = int64_t(1) << 53;
+// The limits the runtime's plan reader enforces too (runtime/plan/Limits.h).
+using limits::kMaxBatchSamples;
+using limits::kMaxData;
+using limits::kMaxExact;
+using limits::kMaxMicrobatches;
+using limits::kMaxMicrobatchSize;
+using limits::kMaxPipeline;
+using limits::kMaxStageMicrobatches;
+using limits::kMaxStagesPerDevice;
+using limits::kMaxWorld;
 
 /// NVIDIA datasheets (dense BF16 tensor-core peak; NVLink and one NIC per GPU, per direction);
 /// the defaults for efficiency, latency and launch overhead are discussed in
@@ -152,7 +152,7 @@ void JobParser::parseTraining(ObjectReader &section, TrainingSpec &t) {
     t.optimizer = *optimizer;
   if (auto seed = section.integer("seed", 0, kMaxExact))
     t.seed = *seed;
-  if (auto lr = section.number("learning_rate", 0, 1e3, /*minExclusive=*/true))
+  if (auto lr = section.number("learning_rate", 0, limits::kMaxLearningRate, /*minExclusive=*/true))
     t.learningRate = *lr;
   section.rejectUnknownKeys();
 }
@@ -375,7 +375,7 @@ void JobParser::parseCluster(ObjectReader &section, Cluster &c) {
     c.efficiency = *v;
   if (auto v = section.integer("memory_bytes", 1, kMaxExact))
     c.memoryBytes = *v;
-  if (auto v = section.integer("gpus_per_node", 1, 1 << 16))
+  if (auto v = section.integer("gpus_per_node", 1, limits::kMaxGpusPerNode))
     c.gpusPerNode = *v;
   if (auto v = section.number("intra_node_bandwidth", 0, 1e30, /*minExclusive=*/true))
     c.intraNodeBandwidth = *v;
@@ -552,9 +552,9 @@ bool conduit::applyOverride(json::Value &root, llvm::StringRef assignment, Diagn
       (*object)[keys[k]] = std::move(*value);
       return true;
     }
-    if (!object->get(keys[k]))
-      (*object)[keys[k]] = json::Object();
-    node = object->get(keys[k]);
+    // The entry's own reference: a key that is not valid UTF-8 is stored repaired, so looking
+    // it up again by the original text would find nothing.
+    node = &object->try_emplace(keys[k], json::Object()).first->second;
   }
   return true;
 }

@@ -196,4 +196,15 @@ TEST(JsonReader, RejectsDuplicateKeys) {
   EXPECT_TRUE(parseJsonText(R"({"a": {"b": 1}, "c": {"b": 2}, "d": ["b", "b"]})", ok));
 }
 
+TEST(JobFile, OverrideOfAKeyThatIsNotUtf8) {
+  // Found by fuzz-job-file: the new section's key is stored repaired (invalid UTF-8 replaced),
+  // and the override went on to look it up by its original bytes. It must end in the job
+  // file's own "unknown key" diagnostic, not a null dereference.
+  Diagnostics diag("job.json");
+  llvm::json::Value root = *llvm::json::parse(kMinimal);
+  ASSERT_TRUE(applyOverride(root, "\xa1ter.efficiency=2", diag));
+  EXPECT_FALSE(parseJob(root, "job.json", diag));
+  EXPECT_NE(diag.getError()->str().find("unknown key"), std::string::npos);
+}
+
 } // namespace
