@@ -1,0 +1,70 @@
+//===- CheckpointFuzzer.cpp - libFuzzer target: the checkpoint reader -----===//
+//
+// A checkpoint is untrusted input to conduit-run --resume: its checksums catch corruption, not
+// a file written to be wrong. The first byte chooses the format, the rest is the content:
+// even, a manifest for parseCheckpointManifest; odd, a rank file for parseRankState, checked
+// against a committed demo plan (CONDUIT_FUZZ_PLAN, sharded over two replicas with Adam) as
+// global rank 0 or 1 (bit 1 of the selector) under the manifest of the seed checkpoints. Both
+// must refuse any bytes with a message and never crash, overflow or allocate more than the
+// input holds; what they accept must be what the plan's stages keep.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Checkpoint.h"
+#include "runtime/plan/PlanFile.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+using namespace conduit;
+
+namespace {
+
+/// The step the seed checkpoints under testdata/fuzz/checkpoint were written after.
+constexpr int64_t kSeedStep = 2;
+
+const runtime::Plan &plan() {
+  static const runtime::Plan loaded = [] {
+    absl::StatusOr<runtime::Plan> p = runtime::readPlanFile(CONDUIT_FUZZ_PLAN);
+    if (!p.ok()) {
+      std::fprintf(stderr, "fuzz-checkpoint: %s\n", std::string(p.status().message()).c_str());
+      std::abort();
+    }
+    return *p;
+  }();
+  return loaded;
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1)
+    return 0;
+  const std::string_view content(reinterpret_cast<const char *>(data) + 1, size - 1);
+  if ((data[0] & 1) == 0) {
+    absl::StatusOr<runtime::CheckpointManifest> manifest =
+        runtime::parseCheckpointManifest(content, "manifest");
+    if (manifest.ok() && static_cast<int64_t>(manifest->files.size()) != manifest->worldSize)
+      std::abort();
+    return 0;
+  }
+  const runtime::Plan &p = plan();
+  runtime::CheckpointManifest manifest;
+  manifest.step = kSeedStep;
+  manifest.worldSize = p.config.worldSize();
+  manifest.layout = runtime::layoutFingerprint(p);
+  manifest.directory = "step-00000002";
+  const int64_t rank = (data[0] >> 1) % manifest.worldSize;
+  absl::StatusOr<std::vector<runtime::StageState>> states =
+      runtime::parseRankState(content, manifest, p, rank, "rank.ckpt");
+  if (!states.ok())
+    return 0;
+  for (const runtime::StageState &s : *states)
+    if (s.optimizerSteps < 0 || s.optimizerSteps > kSeedStep ||
+        s.params.size() > content.size() / sizeof(float))
+      std::abort();
+  return 0;
+}

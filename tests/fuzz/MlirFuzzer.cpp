@@ -1,0 +1,33 @@
+//===- MlirFuzzer.cpp - libFuzzer target: the pipe and plan dialects ------===//
+//
+// conduit-opt parses IR a developer writes. Any text must end in a module or diagnostics:
+// the custom assembly formats of both dialects, their attribute parsers and their verifiers
+// run on it (diagnostics are swallowed; a crash, a hang or a sanitizer report is a finding).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Registration.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static mlir::DialectRegistry *registry = [] {
+    auto *r = new mlir::DialectRegistry;
+    conduit::registerDialects(*r);
+    return r;
+  }();
+  mlir::MLIRContext context(*registry, mlir::MLIRContext::Threading::DISABLED);
+  context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false);
+  mlir::ScopedDiagnosticHandler quiet(&context, [](mlir::Diagnostic &) { return mlir::success(); });
+  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
+  mlir::ParserConfig config(&context, /*verifyAfterParse=*/true);
+  mlir::OwningOpRef<mlir::Operation *> module = mlir::parseSourceString(text, config);
+  return 0;
+}
