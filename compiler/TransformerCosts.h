@@ -10,6 +10,7 @@
 #define CONDUIT_COMPILER_TRANSFORMERCOSTS_H
 
 #include "compiler/JobFile.h"
+#include "runtime/plan/Limits.h"
 
 #include "llvm/Support/Error.h"
 
@@ -17,14 +18,15 @@
 
 namespace conduit {
 
-/// Bounds on transformer dimensions. They are far above any real model and keep every derived
-/// figure (FLOPs, bytes) well inside exact double and int64 arithmetic.
-constexpr int64_t kMaxLayers = 100000;
-constexpr int64_t kMaxHidden = 1 << 20;
-constexpr int64_t kMaxHeads = 1 << 16;
-constexpr int64_t kMaxFfn = 1 << 22;
-constexpr int64_t kMaxSeqLength = 1 << 24;
-constexpr int64_t kMaxVocab = 1 << 24;
+/// Bounds on transformer dimensions, shared with the runtime's plan reader (Limits.h). They are
+/// far above any real model and keep every derived figure (FLOPs, bytes) well inside exact
+/// double and int64 arithmetic.
+using limits::kMaxFfn;
+using limits::kMaxHeads;
+using limits::kMaxHidden;
+using limits::kMaxLayers;
+using limits::kMaxSeqLength;
+using limits::kMaxVocab;
 
 /// A relation between dimensions that does not hold: the key to change (its name under the job
 /// file's `model` section) and what would work.

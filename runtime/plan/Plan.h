@@ -137,6 +137,12 @@ struct Config {
 
   int64_t worldSize() const { return int64_t(pipeline) * data; }
   int64_t batchSamples() const { return microbatches * microbatchSize; }
+  /// Tokens of a step (every replica's batch) of `seq`-token samples. A double: the product of
+  /// bounded figures may pass 2^63 (and is exact while below 2^53).
+  double stepTokens(int64_t seq) const {
+    return static_cast<double>(batchSamples()) * static_cast<double>(data) *
+           static_cast<double>(seq);
+  }
   int64_t elementBytes() const { return dtype == DType::FP32 ? 4 : 2; }
   /// Global rank of (pipeline rank, data-parallel replica).
   int64_t globalRank(int64_t pipelineRank, int64_t replica) const {

@@ -2,12 +2,15 @@
 
 #include "runtime/plan/PlanFile.h"
 
+#include "runtime/plan/Limits.h"
 #include "runtime/plan/plan_generated.h"
 
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -155,8 +158,37 @@ absl::Status corrupt(const std::string &what) {
   return absl::DataLossError(absl::StrCat("corrupt plan file: ", what));
 }
 
+/// What the reader copies out of the file. A writer stores every vector and string once; a
+/// file whose tables point at the same data many times (which FlatBuffers' structure allows)
+/// would make the reader copy far more than the file holds, so the copies may not add up to
+/// more than the file's size.
+class CopyBudget {
+public:
+  explicit CopyBudget(size_t fileBytes) : left(fileBytes) {}
+  bool take(size_t bytes) {
+    if (bytes > left)
+      return false;
+    left -= bytes;
+    return true;
+  }
+  template <typename T> bool take(const flatbuffers::Vector<T> *v) {
+    return !v || take(size_t(v->size()) * sizeof(T));
+  }
+  bool take(const flatbuffers::String *s) { return !s || take(size_t(s->size())); }
+
+private:
+  size_t left;
+};
+
+/// The elements of `v`, copied byte-wise: the verifier checks a vector's length prefix to be
+/// 4-byte aligned, not its 8-byte elements, which a hostile file may misalign. (Plan files are
+/// little-endian, as every platform the runtime builds for.)
 template <typename T> std::vector<T> toVector(const flatbuffers::Vector<T> *v) {
-  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
+  static_assert(FLATBUFFERS_LITTLEENDIAN, "plan files are little-endian");
+  std::vector<T> out(v ? v->size() : 0);
+  if (!out.empty())
+    std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+  return out;
 }
 
 } // namespace
@@ -185,6 +217,30 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
                      absl::Hex(unknown), "). Recompile the job with a matching conduit-compile."));
   if (!p->config() || !p->layers() || !p->stages() || !p->groups() || !p->ranks())
     return corrupt("a required table (config, layers, stages, groups or ranks) is missing");
+
+  if (p->layers()->size() > limits::kMaxLayers + 2 ||
+      p->stages()->size() > limits::kMaxPipeline * limits::kMaxStagesPerDevice ||
+      p->ranks()->size() > limits::kMaxPipeline || p->groups()->size() > limits::kMaxWorld)
+    return corrupt(absl::StrCat(
+        "it holds ", p->layers()->size(), " layers, ", p->stages()->size(), " stages, ",
+        p->groups()->size(), " groups and ", p->ranks()->size(), " rank programs; at most ",
+        limits::kMaxLayers + 2, ", ", limits::kMaxPipeline * limits::kMaxStagesPerDevice, ", ",
+        limits::kMaxWorld, " and ", limits::kMaxPipeline, " are supported"));
+  CopyBudget budget(size);
+  bool fits =
+      budget.take(p->name()) && budget.take(p->source()) && budget.take(p->config()->preset());
+  for (const fb::Layer *l : *p->layers())
+    fits = fits && budget.take(l->name());
+  for (const fb::Stage *s : *p->stages())
+    fits = fits && budget.take(s->samples());
+  for (const fb::Group *g : *p->groups())
+    fits = fits && budget.take(g->ranks());
+  for (const fb::RankProgram *r : *p->ranks())
+    fits = fits && budget.take(r->slots()) &&
+           (!r->instructions() ||
+            budget.take(size_t(r->instructions()->size()) * sizeof(fb::Instruction)));
+  if (!fits)
+    return corrupt("its tables share vectors or strings (a plan file stores each once)");
 
   Plan plan;
   plan.formatVersion = p->format_version();
@@ -254,7 +310,11 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
     RankProgram program{r->rank(), r->events(), toVector(r->slots()), {}, r->peak_memory()};
     if (const auto *instructions = r->instructions()) {
       program.instructions.reserve(instructions->size());
-      for (const fb::Instruction *i : *instructions) {
+      for (size_t k = 0; k < instructions->size(); ++k) {
+        // By value, for the same reason as toVector: the struct holds 8-byte fields.
+        fb::Instruction copy;
+        std::memcpy(&copy, instructions->Data() + k * sizeof(fb::Instruction), sizeof copy);
+        const fb::Instruction *i = &copy;
         if (static_cast<uint8_t>(i->op()) >= kNumOps || static_cast<uint8_t>(i->kind()) > 1)
           return corrupt(absl::StrCat("rank ", r->rank(), " instruction ",
                                       program.instructions.size(), " has an unknown opcode"));
@@ -303,6 +363,8 @@ public:
 
   absl::Status run() {
     CONDUIT_RETURN_IF_ERROR(checkConfig());
+    CONDUIT_RETURN_IF_ERROR(checkLayers());
+    CONDUIT_RETURN_IF_ERROR(checkTransformer());
     CONDUIT_RETURN_IF_ERROR(checkStages());
     CONDUIT_RETURN_IF_ERROR(checkGroups());
     if (static_cast<int64_t>(plan.ranks.size()) != plan.config.pipeline)
@@ -323,16 +385,113 @@ private:
                             describe(plan.ranks[r].instructions[index]), "): ", what));
   }
 
+  /// `field` (its name in plan.fbs) lies in [least, most].
+  static absl::Status inRange(const std::string &field, int64_t value, int64_t least,
+                              int64_t most) {
+    if (value >= least && value <= most)
+      return absl::OkStatus();
+    return bad(absl::StrCat(field, " is ", value, "; it must lie between ", least, " and ", most));
+  }
+  /// `field` is a finite number in [least, most].
+  static absl::Status inRange(const std::string &field, double value, double least, double most) {
+    if (std::isfinite(value) && value >= least && value <= most)
+      return absl::OkStatus();
+    return bad(absl::StrCat(field, " is ", value, "; it must lie between ", least, " and ", most));
+  }
+
   absl::Status checkConfig() {
+    using namespace limits;
     const Config &c = plan.config;
-    if (c.pipeline < 1 || c.data < 1 || c.stagesPerDevice < 1 || c.microbatches < 1 ||
-        c.microbatchSize < 1 || c.fsdpWindow < 1)
-      return bad("the configuration has a count below 1");
-    if (c.worldSize() > (int64_t(1) << 24))
-      return bad(absl::StrCat("the world of ", c.worldSize(), " ranks is too large"));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.pipeline", c.pipeline, 1, kMaxPipeline));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.data", c.data, 1, kMaxData));
+    CONDUIT_RETURN_IF_ERROR(
+        inRange("config.stages_per_device", c.stagesPerDevice, 1, kMaxStagesPerDevice));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.microbatches", c.microbatches, 1, kMaxMicrobatches));
+    CONDUIT_RETURN_IF_ERROR(
+        inRange("config.microbatch_size", c.microbatchSize, 1, kMaxMicrobatchSize));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.group_size", c.groupSize, 1, kMaxMicrobatches));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.fsdp_window", c.fsdpWindow, 1, kMaxStagesPerDevice));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.seed", c.seed, 0, kMaxExact));
+    CONDUIT_RETURN_IF_ERROR(
+        inRange("config.tokens_per_sample", c.tokensPerSample, 1, kMaxSeqLength));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.memory_bytes", c.memoryBytes, 0, kMaxExact));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.gpus_per_node", c.gpusPerNode, 1, kMaxGpusPerNode));
+    if (!(c.learningRate > 0))
+      return bad(absl::StrCat("config.learning_rate is ", c.learningRate, "; it must be positive"));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.learning_rate", c.learningRate, 0, kMaxLearningRate));
+    // The cluster figures feed predictions and traces only; they must still be numbers.
+    const double kHuge = 1e300;
+    CONDUIT_RETURN_IF_ERROR(inRange("config.peak_flops", c.peakFlops, 0, kHuge));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.efficiency", c.efficiency, 0, 1));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.intra_node_bandwidth", c.intraNodeBandwidth, 0, kHuge));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.inter_node_bandwidth", c.interNodeBandwidth, 0, kHuge));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.latency_s", c.latencyS, 0, kHuge));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.launch_overhead_s", c.launchOverheadS, 0, kHuge));
+    if (c.worldSize() > kMaxWorld)
+      return bad(absl::StrCat("the world of ", c.worldSize(), " ranks (config.pipeline x ",
+                              "config.data) is too large; at most ", kMaxWorld, " are supported"));
     if (plan.layers.empty())
       return bad("the plan has no layers");
     return absl::OkStatus();
+  }
+
+  /// The transformer's shape is in bounds and is the shape of the layer chain: an embedding,
+  /// num_layers blocks, a head.
+  absl::Status checkTransformer() {
+    if (!plan.transformer)
+      return absl::OkStatus();
+    using namespace limits;
+    const Transformer &t = *plan.transformer;
+    CONDUIT_RETURN_IF_ERROR(inRange("transformer.num_layers", t.numLayers, 1, kMaxLayers));
+    CONDUIT_RETURN_IF_ERROR(inRange("transformer.hidden_size", t.hiddenSize, 1, kMaxHidden));
+    CONDUIT_RETURN_IF_ERROR(inRange("transformer.num_heads", t.numHeads, 1, kMaxHeads));
+    CONDUIT_RETURN_IF_ERROR(inRange("transformer.num_kv_heads", t.numKvHeads, 1, t.numHeads));
+    CONDUIT_RETURN_IF_ERROR(inRange("transformer.ffn_hidden_size", t.ffnHiddenSize, 1, kMaxFfn));
+    CONDUIT_RETURN_IF_ERROR(inRange("transformer.seq_length", t.seqLength, 1, kMaxSeqLength));
+    CONDUIT_RETURN_IF_ERROR(inRange("transformer.vocab_size", t.vocabSize, 1, kMaxVocab));
+    if (t.hiddenSize % t.numHeads != 0)
+      return bad(absl::StrCat("transformer.hidden_size ", t.hiddenSize,
+                              " is not a multiple of transformer.num_heads ", t.numHeads));
+    if (t.numHeads % t.numKvHeads != 0)
+      return bad(absl::StrCat("transformer.num_heads ", t.numHeads,
+                              " is not a multiple of transformer.num_kv_heads ", t.numKvHeads));
+    if (plan.config.tokensPerSample != t.seqLength)
+      return bad(absl::StrCat("config.tokens_per_sample is ", plan.config.tokensPerSample,
+                              "; the transformer's samples are transformer.seq_length ",
+                              t.seqLength, " tokens"));
+    const int64_t layers = static_cast<int64_t>(plan.layers.size());
+    if (layers != t.numLayers + 2)
+      return bad(absl::StrCat("transformer.num_layers is ", t.numLayers, "; the plan's chain has ",
+                              layers, " layers, which is ", layers - 2,
+                              " blocks between an embedding and a head"));
+    for (int64_t l = 0; l < layers; ++l) {
+      const LayerKind expected = l == 0            ? LayerKind::Embedding
+                                 : l == layers - 1 ? LayerKind::Head
+                                                   : LayerKind::Block;
+      if (plan.layers[l].kind != expected)
+        return bad(absl::StrCat("layer ", l, " (", plan.layers[l].name,
+                                ") is not where a transformer's chain has it"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status checkLayers() {
+    using limits::kMaxExact;
+    int64_t total = 0;
+    for (size_t l = 0; l < plan.layers.size(); ++l) {
+      const Layer &layer = plan.layers[l];
+      const std::string at = absl::StrCat("layers[", l, "] (", layer.name, ").");
+      CONDUIT_RETURN_IF_ERROR(inRange(at + "params", layer.params, 0, kMaxExact));
+      CONDUIT_RETURN_IF_ERROR(
+          inRange(at + "activation_bytes", layer.activationBytes, 0, kMaxExact));
+      CONDUIT_RETURN_IF_ERROR(
+          inRange(at + "checkpoint_bytes", layer.checkpointBytes, 0, kMaxExact));
+      CONDUIT_RETURN_IF_ERROR(inRange(at + "output_bytes", layer.outputBytes, 0, kMaxExact));
+      CONDUIT_RETURN_IF_ERROR(inRange(at + "fwd_flops", layer.fwdFlops, 0, 1e300));
+      CONDUIT_RETURN_IF_ERROR(inRange(at + "bwd_flops", layer.bwdFlops, 0, 1e300));
+      total += layer.params; // at most 2^17 terms below 2^53: no overflow
+    }
+    return inRange("the parameters of all layers", total, 0, kMaxExact);
   }
 
   absl::Status checkStages() {
@@ -343,7 +502,12 @@ private:
                               " stages; pipeline x "
                               "stages_per_device is ",
                               expected));
-    int64_t previousEnd = 0;
+    if (c.batchSamples() > limits::kMaxBatchSamples)
+      return bad(absl::StrCat("a replica's batch of ", c.batchSamples(),
+                              " samples (config.microbatches x config.microbatch_size) is too "
+                              "large; at most ",
+                              limits::kMaxBatchSamples, " are supported"));
+    int64_t previousEnd = 0, pairs = 0;
     for (size_t s = 0; s < plan.stages.size(); ++s) {
       const Stage &stage = plan.stages[s];
       if (stage.index != static_cast<int32_t>(s))
@@ -355,6 +519,12 @@ private:
         return bad(absl::StrCat("stage ", s, " has layers [", stage.firstLayer, ", ",
                                 stage.endLayer, "), which do not continue the chain"));
       previousEnd = stage.endLayer;
+      int64_t params = 0;
+      for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
+        params += plan.layers[l].params; // bounded by checkLayers
+      if (stage.params != params)
+        return bad(
+            absl::StrCat("stages[", s, "].params is ", stage.params, "; its layers have ", params));
       if (stage.samples.size() < 2 || stage.samples.front() != 0 ||
           stage.samples.back() != c.batchSamples())
         return bad(
@@ -364,6 +534,10 @@ private:
           return bad(absl::StrCat("stage ", s,
                                   " has micro-batch boundaries that do not "
                                   "increase"));
+      pairs += stage.numMicrobatches();
+      if (pairs > limits::kMaxStageMicrobatches)
+        return bad(absl::StrCat("the stages hold more than ", limits::kMaxStageMicrobatches,
+                                " (stage, micro-batch) pairs"));
     }
     if (previousEnd != static_cast<int64_t>(plan.layers.size()))
       return bad("the stages do not cover every layer");
@@ -394,13 +568,19 @@ private:
     const RankProgram &program = plan.ranks[r];
     if (program.rank != r)
       return bad(absl::StrCat("the rank program at position ", r, " is for rank ", program.rank));
-    if (program.events < 0 || program.events > (1 << 26))
-      return bad(absl::StrCat("rank ", r, " declares ", program.events, " events"));
-    for (int64_t bytes : program.slots)
-      if (bytes < 0)
-        return bad(absl::StrCat("rank ", r, " declares a slot of negative size"));
-    if (program.peakMemoryBytes < 0)
-      return bad(absl::StrCat("rank ", r, " declares a negative peak memory"));
+    // Each event is signalled by an instruction of its own: there are at most as many.
+    CONDUIT_RETURN_IF_ERROR(inRange(absl::StrCat("ranks[", r, "].events"), program.events, 0,
+                                    static_cast<int64_t>(program.instructions.size())));
+    int64_t slotBytes = 0;
+    for (size_t k = 0; k < program.slots.size(); ++k) {
+      CONDUIT_RETURN_IF_ERROR(inRange(absl::StrCat("ranks[", r, "].slots[", k, "]"),
+                                      program.slots[k], 0, limits::kMaxExact));
+      slotBytes += program.slots[k]; // at most 2^25 terms below 2^53
+    }
+    CONDUIT_RETURN_IF_ERROR(inRange(absl::StrCat("the slots of rank ", r, " in bytes"), slotBytes,
+                                    0, limits::kMaxExact));
+    CONDUIT_RETURN_IF_ERROR(inRange(absl::StrCat("ranks[", r, "].peak_memory"),
+                                    program.peakMemoryBytes, 0, limits::kMaxExact));
     std::vector<int8_t> signalStream(program.events, -1);
     std::vector<uint8_t> waited(program.events, 0);
     const int32_t slots = static_cast<int32_t>(program.slots.size());
@@ -432,8 +612,8 @@ private:
             i.end > local.samples[i.microbatch + 1] || i.begin < other.samples[i.peerMicrobatch] ||
             i.end > other.samples[i.peerMicrobatch + 1])
           return fail("the sample range is empty or outside the micro-batches");
-        if (i.bytes < 0)
-          return fail("negative byte count");
+        if (i.bytes < 0 || i.bytes > limits::kMaxExact)
+          return fail("the byte count is negative or too large");
         if (i.op == Op::Recv && (i.slot < 0 || i.slot >= slots || i.bytes > program.slots[i.slot]))
           return fail("the receive slot does not exist or is too small");
         break;
@@ -448,8 +628,8 @@ private:
         const std::vector<int32_t> &members = plan.groups[i.group].ranks;
         if (std::find(members.begin(), members.end(), r) == members.end())
           return fail(absl::StrCat("rank ", r, " is not a member of group ", i.group));
-        if (i.bytes < 0)
-          return fail("negative byte count");
+        if (i.bytes < 0 || i.bytes > limits::kMaxExact)
+          return fail("the byte count is negative or too large");
         break;
       }
       case Op::Free:
