@@ -2,10 +2,58 @@
 
 #include "runtime/Reference.h"
 
+#include "runtime/exec/StageWork.h"
+#include "runtime/plan/Limits.h"
+
+#include "absl/strings/str_cat.h"
+
 namespace conduit::runtime {
+
+absl::StatusOr<ReferenceWork> Reference::estimate(const Plan &plan) {
+  using limits::checkedAdd;
+  using limits::checkedMul;
+  CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(plan));
+  const Config &c = plan.config;
+  int64_t params = 0; // at most 2^53: readPlan bounds the layers' sum
+  for (const Layer &layer : plan.layers)
+    params += layer.params;
+  const int64_t width = model::OptimizerConfig::fromPlan(c).stateWidth();
+  std::optional<int64_t> activations =
+      shape.activationElements(c.microbatchSize, shape.blocks, /*head=*/true);
+  std::optional<int64_t> bytes =
+      checkedMul(params, int64_t(sizeof(float)) * (1 + width) + int64_t(sizeof(double)));
+  std::optional<int64_t> activationBytes =
+      activations ? checkedMul(*activations, int64_t(sizeof(float))) : std::nullopt;
+  bytes = bytes && activationBytes ? checkedAdd(*bytes, *activationBytes) : std::nullopt;
+  // The data's successor table: one token per vocabulary entry.
+  if (bytes)
+    bytes = checkedAdd(*bytes, shape.vocab * int64_t(sizeof(int32_t)));
+  if (!bytes)
+    return absl::FailedPreconditionError(
+        "the reference would need more than 2^63 bytes for the model and one micro-batch");
+  ReferenceWork work;
+  work.memoryBytes = *bytes;
+  work.samplesPerStep = c.batchSamples() * c.data; // at most 2^60
+  // 2 FLOPs per multiply-add forward, 4 backward, for every weight and token; attention's
+  // two products of seq x seq per head likewise.
+  const double seq = static_cast<double>(shape.seq);
+  const double perSample =
+      6.0 * static_cast<double>(params) * seq +
+      12.0 * static_cast<double>(shape.blocks) * seq * seq * static_cast<double>(shape.hidden);
+  work.flopsPerStep = perSample * static_cast<double>(work.samplesPerStep);
+  return work;
+}
 
 absl::StatusOr<Reference> Reference::create(const Plan &plan) {
   CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(plan));
+  CONDUIT_ASSIGN_OR_RETURN(ReferenceWork work, estimate(plan));
+  const int64_t host = hostMemoryBytes();
+  if (host > 0 && work.memoryBytes > host)
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the reference needs at least ", formatBytes(work.memoryBytes),
+                     " (the whole model's parameters, optimizer state and gradients, and one "
+                     "micro-batch's activations); this machine has ",
+                     formatBytes(host)));
   auto ops = std::make_unique<model::CpuOps<float>>();
   CONDUIT_ASSIGN_OR_RETURN(model::LayerChain<float> chain,
                            model::LayerChain<float>::build(
@@ -26,7 +74,7 @@ Reference::Reference(const Plan &plan, model::GptShape shape,
 
 double Reference::step(int64_t step) {
   const int64_t b = config.microbatchSize, perReplica = config.batchSamples();
-  const double total = static_cast<double>(perReplica * config.data * shape.seq);
+  const double total = config.stepTokens(shape.seq);
   double loss = 0;
   std::vector<int32_t> tokens, targets;
   for (int64_t replica = 0; replica < config.data; ++replica)

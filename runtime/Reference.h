@@ -18,8 +18,19 @@
 
 namespace conduit::runtime {
 
+/// What training a plan in one process costs per step, from the model's shape (not from the
+/// plan's figures, which a hostile file may set to anything).
+struct ReferenceWork {
+  int64_t samplesPerStep = 0; ///< every replica's batch
+  double flopsPerStep = 0;    ///< forward and backward, approximately
+  int64_t memoryBytes = 0;    ///< parameters, optimizer state, gradients, one micro-batch
+};
+
 class Reference {
 public:
+  /// The cost of `plan`'s reference run; an error when its memory does not fit in 64 bits.
+  static absl::StatusOr<ReferenceWork> estimate(const Plan &plan);
+  /// Refuses a plan whose memory the machine does not have.
   static absl::StatusOr<Reference> create(const Plan &plan);
 
   /// Runs step `step` (1-based); returns the mean loss over the global batch.

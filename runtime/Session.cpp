@@ -13,6 +13,7 @@
 #include "runtime/plan/Trace.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #include <chrono>
 #include <cstdio>
@@ -26,6 +27,14 @@ namespace fs = std::filesystem;
 namespace conduit::runtime {
 
 namespace {
+
+/// What --reference accepts: it trains every replica's samples, one after the other, in one
+/// process. It is an oracle for plans of a job, not a way to train one; beyond these it would
+/// run for hours (a small GPT trains about 200 samples a second on one core).
+constexpr int64_t kMaxReferenceSamplesPerStep = 1 << 16;
+constexpr double kMaxReferenceFlops = 1e15;
+/// From this much work on, --reference says what it is about to do before it starts.
+constexpr double kAnnounceReferenceFlops = 1e11;
 
 /// "conduit-run: rank R: error: ..." on standard error (without the rank when it is alone).
 void report(int64_t rank, int64_t ranks, const absl::Status &status) {
@@ -41,8 +50,10 @@ void printStep(int64_t step, double loss) {
 }
 
 void printSummary(const Plan &plan, int64_t steps, int64_t ranks, double seconds, double loss) {
-  const double tokens = static_cast<double>(plan.config.batchSamples() * plan.config.data *
-                                            plan.config.tokensPerSample * steps);
+  // In double: the product of the plan's bounded figures still need not fit in an int64.
+  const Config &c = plan.config;
+  const double tokens = static_cast<double>(c.batchSamples()) * static_cast<double>(c.data) *
+                        static_cast<double>(c.tokensPerSample) * static_cast<double>(steps);
   std::printf("done: %lld steps on %lld ranks in %.3f s (%.4f s per step, %.0f tokens/s), "
               "final loss %.9g\n",
               static_cast<long long>(steps), static_cast<long long>(ranks), seconds,
@@ -162,6 +173,11 @@ InstructionHook faultHook(const Plan &plan, const std::optional<Fault> &fault, i
   };
 }
 
+/// `status` with `context` in front of its message.
+absl::Status within(const std::string &context, const absl::Status &status) {
+  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
+}
+
 /// One rank of a run and what it leaves for the end of the run.
 struct Rank {
   int64_t id = 0;
@@ -190,7 +206,7 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   rank.backend = std::move(*made);
   Backend &backend = *rank.backend;
   if (absl::Status s = backend.validate(plan); !s.ok())
-    return {kExitInvalidInput, s, false, true};
+    return {kExitInvalidInput, within(options.plan, s), false, true};
   // Other ranks may be waiting for this one in a collective set-up (NCCL's, say).
   if (absl::Status s = backend.initialise(plan); !s.ok())
     return {kExitFailure, s, /*fatal=*/true};
@@ -200,6 +216,10 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   if (!options.resume.empty()) {
     absl::StatusOr<LoadedCheckpoint> loaded = readCheckpoint(options.resume, plan, group);
     absl::Status resumed = loaded.ok() ? backend.restore(loaded->states) : loaded.status();
+    if (loaded.ok() && !resumed.ok())
+      resumed = within(
+          absl::StrCat("cannot resume ", options.plan, " from the checkpoint in ", options.resume),
+          resumed);
     if (!resumed.ok())
       return {kExitInvalidInput, resumed};
     first = loaded->step + 1;
@@ -226,6 +246,9 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
     if (!outcome.ok()) {
       if (rank.injected)
         return {kExitInjectedFailure, absl::OkStatus()};
+      // A diverged loss is the plan's job's doing: say which plan.
+      if (absl::IsDataLoss(outcome.status()))
+        return {kExitFailure, within(options.plan, outcome.status()), /*fatal=*/true};
       return {kExitFailure, outcome.status(), /*fatal=*/true};
     }
     loss = outcome->loss;
@@ -356,9 +379,34 @@ SessionResult runReference(const Plan &plan, const SessionOptions &options, cons
            absl::FailedPreconditionError("--reference runs in one process"));
     return {kExitInvalidInput};
   }
+  // Every replica's samples in one process: say what that costs before starting, and refuse
+  // what would not end in reasonable time.
+  absl::StatusOr<ReferenceWork> work = Reference::estimate(plan);
+  if (!work.ok()) {
+    report(0, 1, within(options.plan, work.status()));
+    return {kExitInvalidInput};
+  }
+  const double flops = work->flopsPerStep * static_cast<double>(options.steps);
+  const std::string what = absl::StrCat(
+      "--reference trains ", work->samplesPerStep, " samples per step (", plan.config.data,
+      " replicas x ", plan.config.batchSamples(), ") for ", options.steps,
+      " steps in one process: about ", absl::StrFormat("%.3g", flops), " FLOPs");
+  if (work->samplesPerStep > kMaxReferenceSamplesPerStep || flops > kMaxReferenceFlops) {
+    report(0, 1,
+           absl::FailedPreconditionError(absl::StrCat(
+               options.plan, ": ", what, "; it accepts at most ", kMaxReferenceSamplesPerStep,
+               " samples per step and ", absl::StrFormat("%.0e", kMaxReferenceFlops),
+               " FLOPs, beyond which it would run for hours. Run fewer --steps, or compare a "
+               "plan of the same model with fewer data-parallel replicas or a smaller batch")));
+    return {kExitInvalidInput};
+  }
+  if (flops > kAnnounceReferenceFlops) {
+    std::fprintf(stderr, "conduit-run: %s; this may take a while\n", what.c_str());
+    std::fflush(stderr);
+  }
   absl::StatusOr<Reference> reference = Reference::create(plan);
   if (!reference.ok()) {
-    report(0, 1, reference.status());
+    report(0, 1, within(options.plan, reference.status()));
     return {kExitInvalidInput};
   }
   const auto start = std::chrono::steady_clock::now();

@@ -33,6 +33,8 @@ struct Fault {
 };
 
 struct SessionOptions {
+  /// The plan file, for messages.
+  std::string plan;
   std::string backend = "cpu";
   /// Ranks run as threads of this process; 1: one rank per MPI process.
   int64_t ranksPerProcess = 1;

@@ -15,6 +15,7 @@
 
 #include "runtime/ExitCodes.h"
 #include "runtime/Session.h"
+#include "runtime/plan/Limits.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/plan/PlanJson.h"
 
@@ -117,6 +118,9 @@ absl::StatusOr<Options> parseArguments(int argc, char **argv) {
             absl::StrCat("--backend expects cpu or cuda, got \"", s.backend, "\""));
     } else if (name == "steps") {
       CONDUIT_RETURN_IF_ERROR(integer(s.steps, 1));
+      if (s.steps > limits::kMaxSteps)
+        return absl::InvalidArgumentError(
+            absl::StrCat("--steps expects at most ", limits::kMaxSteps, " steps"));
     } else if (name == "ranks-per-process") {
       CONDUIT_RETURN_IF_ERROR(integer(s.ranksPerProcess, 1));
     } else if (name == "checkpoint-every") {
@@ -151,6 +155,7 @@ absl::StatusOr<Options> parseArguments(int argc, char **argv) {
   }
   if (o.plan.empty())
     return absl::InvalidArgumentError("no plan file given");
+  s.plan = o.plan;
   if (s.checkpointEvery && s.checkpoint.empty())
     return absl::InvalidArgumentError("--checkpoint-every needs --checkpoint=DIR");
   if (o.reference && (!s.checkpoint.empty() || !s.resume.empty() || !s.trace.empty() ||

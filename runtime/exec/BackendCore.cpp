@@ -208,9 +208,13 @@ template <typename Grad> absl::StatusOr<StepOutcome> BackendCore<Grad>::endStep(
   CONDUIT_ASSIGN_OR_RETURN(double total, transport->sumOverRanks(lossSum));
   const Config &c = plan->config;
   StepOutcome outcome;
-  outcome.loss = total / static_cast<double>(c.batchSamples() * c.data * shape->seq);
+  outcome.loss = total / c.stepTokens(shape->seq);
   if (!std::isfinite(outcome.loss))
-    return absl::DataLossError(absl::StrCat("the loss of step ", step, " is not finite"));
+    return absl::DataLossError(absl::StrCat(
+        "the loss of step ", step,
+        " is not finite: training diverged. Compile the job with a "
+        "smaller training.learning_rate (this plan's is ",
+        c.learningRate, "), or resume from a checkpoint written before the divergence"));
   for (std::unique_ptr<Stage> &stage : stages)
     if (stage) {
       stage->outputs.clear();
@@ -506,14 +510,17 @@ absl::Status BackendCore<Grad>::restore(const std::vector<StageState> &states) {
       continue;
     if (k >= states.size() || states[k].stage != stage->spec->index)
       return absl::FailedPreconditionError(
-          absl::StrCat("the checkpoint has no state for stage ", stage->spec->index));
+          absl::StrCat("the checkpoint has no state for stage ", stage->spec->index,
+                       ", which this rank runs; resume with the plan that wrote it"));
     const StageState &s = states[k++];
     const int64_t params = stage->updatedCount(sharded);
     if (static_cast<int64_t>(s.params.size()) != params ||
         static_cast<int64_t>(s.optimizer.size()) != stage->optimizer.size())
-      return absl::FailedPreconditionError(
-          absl::StrCat("the checkpoint's state of stage ", stage->spec->index, " has ",
-                       s.params.size(), " parameters; this run keeps ", params));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the checkpoint's state of stage ", stage->spec->index, " has ", s.params.size(),
+          " parameters and ", s.optimizer.size(), " optimizer values; this run keeps ", params,
+          " parameters and ", stage->optimizer.size(), " optimizer values (",
+          optimizer.stateWidth() == 0 ? "SGD keeps none" : "Adam keeps two per parameter", ")"));
     stage->optimizerSteps = s.optimizerSteps;
     ops().upload(s.optimizer.data(), s.optimizer.size(), stage->optimizer.data());
     if (!sharded) {

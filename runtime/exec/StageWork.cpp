@@ -2,9 +2,14 @@
 
 #include "runtime/exec/StageWork.h"
 
+#include "runtime/model/Optimizer.h"
+#include "runtime/plan/Limits.h"
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 #include <algorithm>
+#include <unistd.h>
 
 namespace conduit::runtime {
 
@@ -36,6 +41,61 @@ absl::Status validateModel(const Plan &p, const char *backend) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int64_t> rankMemoryBytes(const Plan &p, const model::GptShape &shape,
+                                        int32_t pipelineRank, int64_t gradBytes) {
+  using limits::checkedAdd;
+  using limits::checkedMul;
+  const Config &c = p.config;
+  const bool sharded = isSharded(c);
+  const int64_t width = model::OptimizerConfig::fromPlan(c).stateWidth();
+  std::optional<int64_t> total = 0;
+  auto add = [&](std::optional<int64_t> bytes) {
+    total = total && bytes ? checkedAdd(*total, *bytes) : std::nullopt;
+  };
+  for (int64_t bytes : p.ranks[pipelineRank].slots)
+    add(bytes);
+  for (const Stage &stage : p.stages) {
+    if (stage.rank != pipelineRank)
+      continue;
+    const ShardLayout layout = ShardLayout::of(stage.params, c, sharded, 0);
+    // The whole parameters and their gradients; the shard's optimizer state, and with
+    // sharding its master copy and reduced gradients.
+    add(checkedMul(layout.padded, int64_t(sizeof(float)) + gradBytes));
+    add(checkedMul(layout.shardLen, width * int64_t(sizeof(float)) +
+                                        (sharded ? int64_t(sizeof(float)) + gradBytes : 0)));
+    int64_t largest = 0, blocks = 0;
+    for (int64_t mb = 0; mb < stage.numMicrobatches(); ++mb)
+      largest = std::max(largest, stage.samples[mb + 1] - stage.samples[mb]);
+    for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
+      blocks += p.layers[l].kind == LayerKind::Block;
+    const bool head = p.layers[stage.endLayer - 1].kind == LayerKind::Head;
+    std::optional<int64_t> activations = shape.activationElements(largest, blocks, head);
+    add(activations ? checkedMul(*activations, int64_t(sizeof(float))) : std::nullopt);
+  }
+  if (!total)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "pipeline rank ", pipelineRank,
+        " would need more than 2^63 bytes for its parameters, gradients, optimizer state and "
+        "the activations of one micro-batch"));
+  return *total;
+}
+
+int64_t hostMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? int64_t(pages) * size : 0;
+}
+
+std::string formatBytes(double bytes) {
+  const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 6) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? absl::StrCat(static_cast<int64_t>(bytes), " bytes")
+                   : absl::StrFormat("%.1f %s", bytes, units[unit]);
+}
+
 absl::StatusOr<int64_t> transferFloats(const Instruction &inst, const Config &c,
                                        int64_t rowFloats) {
   const int64_t floats = (inst.end - inst.begin) * rowFloats;
@@ -65,7 +125,7 @@ model::Tokens microbatchTokens(const Config &c, const model::SyntheticData &data
   batch.tokens = tokens.data();
   batch.targets = targets.data();
   batch.samples = samples;
-  batch.lossScale = 1.0 / static_cast<double>(c.batchSamples() * c.data * shape.seq);
+  batch.lossScale = 1.0 / c.stepTokens(shape.seq);
   return batch;
 }
 

@@ -45,6 +45,19 @@ bool isSharded(const Config &config);
 /// rank (`backend` names the backend in the message).
 absl::Status validateModel(const Plan &plan, const char *backend);
 
+/// The bytes pipeline rank `pipelineRank` holds at the least: its stages' parameters,
+/// gradients (`gradBytes` per element) and optimizer state, its receive slots, and the
+/// activations of each stage's largest micro-batch. Computed with overflow checks; an error
+/// when the figure does not fit in 64 bits.
+absl::StatusOr<int64_t> rankMemoryBytes(const Plan &plan, const model::GptShape &shape,
+                                        int32_t pipelineRank, int64_t gradBytes);
+
+/// The physical memory of this machine in bytes (0 when unknown).
+int64_t hostMemoryBytes();
+
+/// "12.3 GiB": for messages.
+std::string formatBytes(double bytes);
+
 /// The elements a transfer moves (`rowFloats` per sample), checked against its byte count.
 absl::StatusOr<int64_t> transferFloats(const Instruction &inst, const Config &config,
                                        int64_t rowFloats);

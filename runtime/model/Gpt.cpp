@@ -3,6 +3,7 @@
 #include "runtime/model/Gpt.h"
 
 #include "runtime/model/Random.h"
+#include "runtime/plan/Limits.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -35,8 +36,24 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
     return unsupported(
         "tied embeddings (across pipeline stages they need a gradient exchange that plans do "
         "not carry; set model.tie_embeddings to false)");
-  if (t.numHeads <= 0 || t.hiddenSize % t.numHeads != 0)
-    return absl::InvalidArgumentError("the hidden size is not a multiple of the head count");
+  // readPlan bounds these; a plan built in memory may not have been read.
+  const struct {
+    const char *key;
+    int64_t value, most;
+  } dimensions[] = {{"num_layers", t.numLayers, limits::kMaxLayers},
+                    {"hidden_size", t.hiddenSize, limits::kMaxHidden},
+                    {"num_heads", t.numHeads, limits::kMaxHeads},
+                    {"ffn_hidden_size", t.ffnHiddenSize, limits::kMaxFfn},
+                    {"seq_length", t.seqLength, limits::kMaxSeqLength},
+                    {"vocab_size", t.vocabSize, limits::kMaxVocab}};
+  for (const auto &d : dimensions)
+    if (d.value < 1 || d.value > d.most)
+      return absl::InvalidArgumentError(absl::StrCat("the model's ", d.key, " is ", d.value,
+                                                     "; it must lie between 1 and ", d.most));
+  if (t.hiddenSize % t.numHeads != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the hidden size ", t.hiddenSize, " is not a multiple of the head count ", t.numHeads,
+        "; compile the job again with model.hidden_size a multiple of model.num_heads"));
   GptShape shape;
   shape.blocks = t.numLayers;
   shape.hidden = t.hiddenSize;
@@ -47,6 +64,25 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
   shape.qkvBias = t.bias != 2;
   shape.otherBias = t.bias == 0;
   return shape;
+}
+
+std::optional<int64_t> GptShape::activationElements(int64_t samples, int64_t blocks,
+                                                    bool head) const {
+  using limits::checkedAdd;
+  using limits::checkedMul;
+  // What Block::forward and Head::forward save (see their `sizes`), per sample, plus each
+  // layer's input.
+  const std::optional<int64_t> row = checkedMul(seq, hidden),
+                               attention = checkedMul(heads, seq, seq),
+                               blockRows = checkedMul(seq, 10 * hidden + 2 * ffn + 4),
+                               headRows = checkedMul(seq, 3 * hidden + 2 + 2 * vocab);
+  if (!row || !attention || !blockRows || !headRows)
+    return std::nullopt;
+  std::optional<int64_t> block = checkedAdd(*blockRows, *attention);
+  std::optional<int64_t> chain = block ? checkedMul(blocks, *block) : std::nullopt;
+  if (chain && head)
+    chain = checkedAdd(*chain, *headRows);
+  return chain ? checkedMul(samples, *chain) : std::nullopt;
 }
 
 namespace {
@@ -315,7 +351,11 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
           absl::StrCat("layer ", spec.name, " is out of place in the chain"));
     chain.embedding = chain.embedding || isEmbedding;
     chain.head = chain.head || isHead;
-    chain.offsets.push_back(chain.offsets.back() + layer->numParams());
+    std::optional<int64_t> end = limits::checkedAdd(chain.offsets.back(), layer->numParams());
+    if (!end || *end > limits::kMaxExact)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "layers ", first, " to ", l, " have more than ", limits::kMaxExact, " parameters"));
+    chain.offsets.push_back(*end);
     chain.layers.push_back(std::move(layer));
     chain.names.push_back(spec.name);
   }

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace conduit::model {
@@ -30,6 +31,10 @@ struct GptShape {
   bool qkvBias = true, otherBias = true; ///< bias "all": both; "qkv": the first; "none": neither
 
   int64_t headDim() const { return hidden / heads; }
+  /// Elements the forward of `samples` samples through `blocks` blocks (and the head, when
+  /// `head`) keeps for its backward, layer inputs included; nullopt when the count does not
+  /// fit in an int64. Within the limits of Limits.h one sample's count always fits.
+  std::optional<int64_t> activationElements(int64_t samples, int64_t blocks, bool head) const;
   /// The shape of the plan's transformer; an error names what this runtime cannot build.
   static absl::StatusOr<GptShape> fromPlan(const runtime::Plan &plan);
 };

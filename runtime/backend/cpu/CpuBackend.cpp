@@ -29,7 +29,19 @@ absl::Status CpuBackend::validate(const Plan &p) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the plan runs on ", c.worldSize(), " processes (pipeline ", c.pipeline, " x data ", c.data,
         "); this run has ", worldSize, ": start it with mpirun -np ", c.worldSize()));
-  return validateModel(p, "CPU");
+  CONDUIT_RETURN_IF_ERROR(validateModel(p, "CPU"));
+  CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(p));
+  const RankPosition where = RankPosition::of(c, rank);
+  CONDUIT_ASSIGN_OR_RETURN(int64_t needed,
+                           rankMemoryBytes(p, shape, where.pipelineRank, sizeof(double)));
+  const int64_t host = hostMemoryBytes();
+  if (host > 0 && needed > host)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "pipeline rank ", where.pipelineRank, " needs at least ", formatBytes(needed),
+        " (parameters, gradients and optimizer state of its stages, receive slots and the "
+        "activations of one micro-batch); this machine has ",
+        formatBytes(host), ". Compile the job for more pipeline stages or a smaller model"));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Transport>> CpuBackend::connect(const Plan &p) {
