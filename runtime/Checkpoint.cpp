@@ -16,6 +16,10 @@
 
 #include "runtime/Checkpoint.h"
 
+#include "runtime/exec/StageWork.h"
+#include "runtime/model/Optimizer.h"
+#include "runtime/plan/Limits.h"
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -52,7 +56,7 @@ template <typename T> void put(std::string &out, T value) {
 /// Reads fixed-size values from a buffer, failing once it runs out.
 class Reader {
 public:
-  explicit Reader(const std::string &bytes) : bytes(bytes) {}
+  explicit Reader(std::string_view bytes) : bytes(bytes) {}
   template <typename T> bool get(T &value) {
     if (at + sizeof value > bytes.size())
       return false;
@@ -64,6 +68,8 @@ public:
     if (count > (bytes.size() - at) / sizeof(float))
       return false;
     out.resize(count);
+    if (count == 0) // SGD keeps no state: out.data() may be null
+      return true;
     std::memcpy(out.data(), bytes.data() + at, count * sizeof(float));
     at += count * sizeof(float);
     return true;
@@ -71,7 +77,7 @@ public:
   bool done() const { return at == bytes.size(); }
 
 private:
-  const std::string &bytes;
+  std::string_view bytes;
   size_t at = 0;
 };
 
@@ -122,19 +128,20 @@ absl::Status agree(RankGroup &ranks, const absl::Status &local, const std::strin
   return absl::OkStatus();
 }
 
-struct Manifest {
-  int64_t step = 0, worldSize = 0;
-  uint64_t layout = 0;
-  std::string directory;
-  std::vector<std::pair<uint64_t, uint64_t>> files; ///< per rank: bytes, checksum
-};
+template <typename T> void appendFloats(std::string &out, const std::vector<T> &values) {
+  if (!values.empty())
+    out.append(reinterpret_cast<const char *>(values.data()), values.size() * sizeof(T));
+}
 
-absl::StatusOr<Manifest> parseManifest(const std::string &text, const std::string &path) {
-  Manifest m;
+} // namespace
+
+absl::StatusOr<CheckpointManifest> parseCheckpointManifest(std::string_view text,
+                                                           const std::string &path) {
+  CheckpointManifest m;
   auto bad = [&](const std::string &why) {
     return absl::DataLossError(absl::StrCat("damaged checkpoint manifest ", path, ": ", why));
   };
-  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  std::vector<std::string> lines = absl::StrSplit(std::string(text), '\n', absl::SkipEmpty());
   if (lines.empty() || lines[0] != "conduit-checkpoint 1")
     return bad("not a Conduit checkpoint manifest (version 1)");
   for (size_t i = 1; i < lines.size(); ++i) {
@@ -145,7 +152,8 @@ absl::StatusOr<Manifest> parseManifest(const std::string &text, const std::strin
       continue;
     if (w.size() == 2 && w[0] == "layout" && absl::SimpleHexAtoi(w[1], &m.layout))
       continue;
-    if (w.size() == 2 && w[0] == "directory" && w[1].find('/') == std::string::npos) {
+    if (w.size() == 2 && w[0] == "directory" && w[1].find('/') == std::string::npos &&
+        w[1] != "." && w[1] != "..") {
       m.directory = w[1];
       continue;
     }
@@ -158,13 +166,73 @@ absl::StatusOr<Manifest> parseManifest(const std::string &text, const std::strin
     }
     return bad(absl::StrCat("line ", i + 1, ": \"", lines[i], "\""));
   }
-  if (m.step < 0 || m.worldSize < 1 || m.directory.empty() ||
-      static_cast<int64_t>(m.files.size()) != m.worldSize)
-    return bad("incomplete");
+  if (m.step < 0 || m.step > limits::kMaxSteps)
+    return bad(absl::StrCat("step ", m.step, " is not between 0 and ", limits::kMaxSteps));
+  if (m.worldSize < 1 || m.worldSize > limits::kMaxWorld)
+    return bad(
+        absl::StrCat("world_size ", m.worldSize, " is not between 1 and ", limits::kMaxWorld));
+  if (m.directory.empty() || static_cast<int64_t>(m.files.size()) != m.worldSize)
+    return bad(absl::StrCat("incomplete: it needs a directory line and one rank line for each of "
+                            "its ",
+                            m.worldSize, " ranks"));
   return m;
 }
 
-} // namespace
+absl::StatusOr<std::vector<StageState>> parseRankState(std::string_view bytes,
+                                                       const CheckpointManifest &m,
+                                                       const Plan &plan, int64_t rank,
+                                                       const std::string &path) {
+  Reader in(bytes);
+  char magic[4];
+  uint32_t version = 0, count = 0;
+  uint64_t layout = 0;
+  int64_t step = 0;
+  int32_t worldSize = 0, writer = 0;
+  if (!in.get(magic) || std::memcmp(magic, kMagic, 4) != 0 || !in.get(version) ||
+      version != kVersion)
+    return absl::DataLossError(
+        absl::StrCat(path, " is not a Conduit checkpoint rank file (version ", kVersion, ")"));
+  if (!in.get(layout) || !in.get(step) || !in.get(worldSize) || !in.get(writer) || !in.get(count) ||
+      layout != m.layout || step != m.step || worldSize != m.worldSize || writer != rank)
+    return absl::DataLossError(absl::StrCat(path, " does not match its manifest (header)"));
+  const Config &c = plan.config;
+  const RankPosition where = RankPosition::of(c, rank);
+  const bool sharded = isSharded(c);
+  const int64_t width = model::OptimizerConfig::fromPlan(c).stateWidth();
+  std::vector<StageState> states;
+  int32_t previous = -1;
+  for (uint32_t k = 0; k < count; ++k) {
+    StageState s;
+    uint64_t params = 0, state = 0;
+    if (!in.get(s.stage) || !in.get(s.optimizerSteps) || !in.get(params) || !in.get(state))
+      return absl::DataLossError(absl::StrCat(path, " is truncated"));
+    if (s.stage <= previous || s.stage >= static_cast<int32_t>(plan.stages.size()) ||
+        plan.stages[s.stage].rank != where.pipelineRank)
+      return absl::DataLossError(absl::StrCat(path, ": state ", k, " is for stage ", s.stage,
+                                              ", which is not the next stage of ", "pipeline rank ",
+                                              where.pipelineRank, " in this plan"));
+    previous = s.stage;
+    const int64_t expected =
+        ShardLayout::of(plan.stages[s.stage].params, c, sharded, where.replica).shardLen;
+    if (params != static_cast<uint64_t>(expected) ||
+        state != static_cast<uint64_t>(width * expected))
+      return absl::DataLossError(
+          absl::StrCat(path, ": the state of stage ", s.stage, " has ", params, " parameters and ",
+                       state, " optimizer values; the plan's stage has ", expected,
+                       " parameters and ", width * expected, " optimizer values (",
+                       width == 0 ? "SGD keeps none" : "Adam keeps two per parameter", ")"));
+    if (s.optimizerSteps < 0 || s.optimizerSteps > step)
+      return absl::DataLossError(absl::StrCat(path, ": the state of stage ", s.stage, " counts ",
+                                              s.optimizerSteps,
+                                              " optimizer steps after training step ", step));
+    if (!in.floats(s.params, params) || !in.floats(s.optimizer, state))
+      return absl::DataLossError(absl::StrCat(path, " is truncated"));
+    states.push_back(std::move(s));
+  }
+  if (!in.done())
+    return absl::DataLossError(absl::StrCat(path, " has trailing bytes"));
+  return states;
+}
 
 uint64_t layoutFingerprint(const Plan &plan) {
   const Config &c = plan.config;
@@ -207,9 +275,8 @@ absl::Status writeCheckpoint(const std::string &dir, int64_t step, const Plan &p
     put(bytes, s.optimizerSteps);
     put(bytes, static_cast<uint64_t>(s.params.size()));
     put(bytes, static_cast<uint64_t>(s.optimizer.size()));
-    bytes.append(reinterpret_cast<const char *>(s.params.data()), s.params.size() * sizeof(float));
-    bytes.append(reinterpret_cast<const char *>(s.optimizer.data()),
-                 s.optimizer.size() * sizeof(float));
+    appendFloats(bytes, s.params);
+    appendFloats(bytes, s.optimizer);
   }
   CONDUIT_RETURN_IF_ERROR(agree(ranks, writeAtomically(stepDir / rankFile(ranks.rank()), bytes),
                                 "write its checkpoint"));
@@ -249,7 +316,8 @@ absl::StatusOr<LoadedCheckpoint> readCheckpoint(const std::string &dir, const Pl
   auto readMine = [&]() -> absl::Status {
     const fs::path manifestPath = fs::path(dir) / "manifest";
     CONDUIT_ASSIGN_OR_RETURN(std::string text, readWhole(manifestPath));
-    CONDUIT_ASSIGN_OR_RETURN(Manifest m, parseManifest(text, manifestPath.string()));
+    CONDUIT_ASSIGN_OR_RETURN(CheckpointManifest m,
+                             parseCheckpointManifest(text, manifestPath.string()));
     if (m.worldSize != ranks.size())
       return absl::FailedPreconditionError(absl::StrCat("the checkpoint in ", dir,
                                                         " was written by ", m.worldSize,
@@ -265,27 +333,9 @@ absl::StatusOr<LoadedCheckpoint> readCheckpoint(const std::string &dir, const Pl
     if (bytes.size() != size || fnv1a(bytes.data(), bytes.size()) != sum)
       return absl::DataLossError(absl::StrCat(
           file.string(), " is damaged: its size or checksum differs from the manifest's"));
-    Reader in(bytes);
-    char magic[4];
-    uint32_t version = 0, count = 0;
-    uint64_t layout = 0;
-    int32_t worldSize = 0, rank = 0;
-    if (!in.get(magic) || std::memcmp(magic, kMagic, 4) != 0 || !in.get(version) ||
-        version != kVersion || !in.get(layout) || !in.get(loaded.step) || !in.get(worldSize) ||
-        !in.get(rank) || !in.get(count) || layout != m.layout || loaded.step != m.step ||
-        worldSize != ranks.size() || rank != ranks.rank())
-      return absl::DataLossError(
-          absl::StrCat(file.string(), " does not match its manifest (header)"));
-    for (uint32_t k = 0; k < count; ++k) {
-      StageState s;
-      uint64_t params = 0, state = 0;
-      if (!in.get(s.stage) || !in.get(s.optimizerSteps) || !in.get(params) || !in.get(state) ||
-          !in.floats(s.params, params) || !in.floats(s.optimizer, state))
-        return absl::DataLossError(absl::StrCat(file.string(), " is truncated"));
-      loaded.states.push_back(std::move(s));
-    }
-    if (!in.done())
-      return absl::DataLossError(absl::StrCat(file.string(), " has trailing bytes"));
+    CONDUIT_ASSIGN_OR_RETURN(loaded.states,
+                             parseRankState(bytes, m, plan, ranks.rank(), file.string()));
+    loaded.step = m.step;
     return absl::OkStatus();
   };
   CONDUIT_RETURN_IF_ERROR(agree(ranks, readMine(), "read its checkpoint"));

@@ -17,6 +17,7 @@
 #include "runtime/exec/Backend.h"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace conduit::runtime {
@@ -38,6 +39,30 @@ struct LoadedCheckpoint {
 /// Reads this rank's state (every rank calls it together).
 absl::StatusOr<LoadedCheckpoint> readCheckpoint(const std::string &dir, const Plan &plan,
                                                 RankGroup &ranks);
+
+// The two formats on their own, as readCheckpoint uses them: bytes in, checked values out.
+// `path` names the file in messages.
+
+struct CheckpointManifest {
+  int64_t step = 0, worldSize = 0;
+  uint64_t layout = 0;
+  std::string directory;
+  std::vector<std::pair<uint64_t, uint64_t>> files; ///< per rank: bytes, FNV-1a checksum
+};
+
+/// Parses a manifest: every line known, step and world size within Limits.h, one file line
+/// per rank.
+absl::StatusOr<CheckpointManifest> parseCheckpointManifest(std::string_view text,
+                                                           const std::string &path);
+
+/// Parses the rank file of global rank `rank` written under `manifest` for `plan`: the header
+/// must repeat the manifest, and each stage's state must belong to a stage of the rank, in
+/// order, with the parameter and optimizer-state counts `plan` gives it and at most as many
+/// optimizer steps as training steps.
+absl::StatusOr<std::vector<StageState>> parseRankState(std::string_view bytes,
+                                                       const CheckpointManifest &manifest,
+                                                       const Plan &plan, int64_t rank,
+                                                       const std::string &path);
 
 } // namespace conduit::runtime
 
