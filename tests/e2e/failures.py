@@ -35,6 +35,107 @@ def patch_format_version(data, version):
     return bytes(patched)
 
 
+def field_at(data, table, index):
+    """Where field `index` of the FlatBuffers table at `table` is stored (None if absent)."""
+    vtable = table - struct.unpack_from("<i", data, table)[0]
+    if 4 + 2 * index >= struct.unpack_from("<H", data, vtable)[0]:
+        return None
+    offset = struct.unpack_from("<H", data, vtable + 4 + 2 * index)[0]
+    return table + offset if offset else None
+
+
+def patch_plan_field(data, section, field, fmt, value):
+    """Sets field number `field` of the plan's `section` table (plan.fbs order)."""
+    root = struct.unpack_from("<I", data, 0)[0]
+    at = field_at(data, root, {"config": 4, "transformer": 5}[section])
+    table = at + struct.unpack_from("<I", data, at)[0]
+    patched = bytearray(data)
+    struct.pack_into(fmt, patched, field_at(data, table, field), value)
+    return bytes(patched)
+
+
+def hostile_plans(tools, plan):
+    """Plans whose numbers were rewritten to be absurd: refused with exit code 1 and a message
+    naming the field, before any work; never an abort (134) or a run without end."""
+    with open(plan, "rb") as f:
+        good = f.read()
+    variants = {
+        "num-layers-2-62": (("transformer", 0, "<q", 1 << 62), "transformer.num_layers"),
+        "num-layers-minus-1": (("transformer", 0, "<q", -1), "transformer.num_layers"),
+        "vocab-2-36": (("transformer", 6, "<q", 1 << 36), "transformer.vocab_size"),
+        "hidden-not-multiple": (("transformer", 1, "<q", 30),
+                                "is not a multiple of transformer.num_heads"),
+    }
+    for name, ((section, field, fmt, value), message) in variants.items():
+        path = os.path.join(tools.work, name + ".plan")
+        with open(path, "wb") as f:
+            f.write(patch_plan_field(good, section, field, fmt, value))
+        result = tools.run(path, 4, "--steps=1", timeout=60)
+        check(f"a plan with {name} is refused naming the field",
+              result.returncode == 1 and message in result.stderr and path in result.stderr,
+              result.stderr)
+
+    # Data parallelism rewritten to 65536: the plan is valid, but --reference would train
+    # every replica's samples in one process for hours.
+    path = os.path.join(tools.work, "data-65536.plan")
+    with open(path, "wb") as f:
+        f.write(patch_plan_field(good, "config", 1, "<i", 65536))
+    start = time.time()
+    result = subprocess.run([tools.runner, "--reference", path], capture_output=True, text=True,
+                            timeout=60, env=ENV)
+    check(f"--reference refuses 65536 replicas at once ({time.time() - start:.1f} s)",
+          result.returncode == 1 and "262144 samples per step" in result.stderr
+          and "step 1" not in result.stdout, result.stderr)
+    # 16384 replicas are accepted, with a word on what it is about to do first.
+    with open(path, "wb") as f:
+        f.write(patch_plan_field(good, "config", 1, "<i", 16384))
+    try:
+        result = subprocess.run([tools.runner, "--reference", path], capture_output=True,
+                                text=True, timeout=5, env=ENV)
+        stderr = result.stderr
+    except subprocess.TimeoutExpired as stopped:
+        stderr = stopped.stderr or ""
+        stderr = stderr.decode() if isinstance(stderr, bytes) else stderr
+    check("--reference says what a large run is about to do before it starts",
+          "--reference trains 65536 samples per step" in stderr, stderr)
+
+
+def fnv1a64(data):
+    value = 0xCBF29CE484222325
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return value
+
+
+def sgd_checkpoints(tools):
+    """SGD keeps no optimizer state: its checkpoints resume. A rank file rewritten (with a
+    matching checksum) to claim 2^63 - 1 optimizer steps is refused, naming the file."""
+    plan = tools.compile(small_gpt({"pipeline": 2, "data": 2, "microbatches": 2, "schedule": "1f1b"},
+                                   optimizer="sgd"), "failures-sgd")
+    directory = os.path.join(tools.work, "sgd-checkpoints")
+    shutil.rmtree(directory, ignore_errors=True)
+    result = tools.run(plan, 4, "--steps=2", f"--checkpoint={directory}")
+    check("an SGD run writes a checkpoint", result.returncode == 0, result.stderr)
+    result = tools.run(plan, 4, "--steps=1", f"--resume={directory}")
+    check("and resumes from it", result.returncode == 0 and "step 3 loss" in result.stdout,
+          result.stderr)
+
+    step_dir = [d for d in os.listdir(directory) if d.startswith("step-")][0]
+    victim = os.path.join(directory, step_dir, "rank-2.ckpt")
+    data = bytearray(open(victim, "rb").read())
+    struct.pack_into("<q", data, 40, (1 << 63) - 1)  # the first stage's optimizer steps
+    open(victim, "wb").write(bytes(data))
+    manifest = os.path.join(directory, "manifest")
+    lines = open(manifest).read().splitlines()
+    lines = [f"rank 2 bytes {len(data)} fnv1a64 {fnv1a64(data):016x}"
+             if line.startswith("rank 2 ") else line for line in lines]
+    open(manifest, "w").write("\n".join(lines) + "\n")
+    result = tools.run(plan, 4, "--steps=1", f"--resume={directory}")
+    check("a checkpoint claiming 2^63 - 1 optimizer steps is refused",
+          result.returncode == 1 and "rank-2.ckpt" in result.stderr
+          and "9223372036854775807 optimizer steps" in result.stderr, result.stderr)
+
+
 def bad_inputs(tools, plan):
     with open(plan, "rb") as f:
         good = f.read()
@@ -185,6 +286,8 @@ def main():
     other = dict(parallelism, sharding="none")
     other_plan = tools.compile(small_gpt(other), "failures-unsharded")
     bad_inputs(tools, plan)
+    hostile_plans(tools, plan)
+    sgd_checkpoints(tools)
     loopback(tools, plan)
     dead_peer(tools, plan)
     checkpoints(tools, plan, other_plan)
