@@ -2,11 +2,17 @@
 //
 // A checkpoint is untrusted input to conduit-run --resume: its checksums catch corruption, not
 // a file written to be wrong. The first byte chooses the format, the rest is the content:
-// even, a manifest for parseCheckpointManifest; odd, a rank file for parseRankState, checked
-// against a committed demo plan (CONDUIT_FUZZ_PLAN, sharded over two replicas with Adam) as
-// global rank 0 or 1 (bit 1 of the selector) under the manifest of the seed checkpoints. Both
-// must refuse any bytes with a message and never crash, overflow or allocate more than the
-// input holds; what they accept must be what the plan's stages keep.
+// even, a manifest for parseCheckpointManifest; odd, a rank file for parseRankState as global
+// rank (selector >> 1) mod 4, checked against a committed plan (CONDUIT_FUZZ_PLAN:
+// testdata/fuzz/plan-file/tiny-zero1.plan, 2 pipeline ranks x 2 replicas, ZeRO-1, Adam) under
+// the manifest of the seed checkpoints. Both must refuse any bytes with a message and never
+// crash, overflow or allocate more than the input holds; what they accept must be what the
+// plan's stages keep.
+//
+// The seeds (testdata/fuzz/checkpoint) are what `conduit-run tiny-zero1.plan
+// --ranks-per-process=4 --steps=2 --checkpoint=DIR` writes, the selector byte prepended; the
+// plan is `conduit-compile` of a 2-block GPT (hidden 8, 2 heads, seq 4, vocab 16) with
+// pipeline 2, data 2, 1F1B, 2 micro-batches of 1, sharding "optimizer", fp32, Adam, seed 7.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,7 +35,7 @@ constexpr int64_t kSeedStep = 2;
 const runtime::Plan &plan() {
   static const runtime::Plan loaded = [] {
     absl::StatusOr<runtime::Plan> p = runtime::readPlanFile(CONDUIT_FUZZ_PLAN);
-    if (!p.ok()) {
+    if (!p.ok()) { // the committed plan itself: not a finding
       std::fprintf(stderr, "fuzz-checkpoint: %s\n", std::string(p.status().message()).c_str());
       std::abort();
     }
