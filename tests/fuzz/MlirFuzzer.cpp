@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static mlir::DialectRegistry *registry = [] {
@@ -26,7 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   context.loadAllAvailableDialects();
   context.printOpOnDiagnostic(false);
   mlir::ScopedDiagnosticHandler quiet(&context, [](mlir::Diagnostic &) { return mlir::success(); });
-  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
+  // MLIR's lexer stops at a NUL after the buffer, as every file MemoryBuffer reads has one;
+  // a std::string keeps that byte in bounds (the raw fuzzer input has none after it).
+  const std::string text(reinterpret_cast<const char *>(data), size);
   mlir::ParserConfig config(&context, /*verifyAfterParse=*/true);
   mlir::OwningOpRef<mlir::Operation *> module = mlir::parseSourceString(text, config);
   return 0;
