@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 
 ENV = dict(os.environ,
            OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -88,3 +89,22 @@ class Tools:
 def losses(output):
     """{step: loss} from conduit-run's output."""
     return {int(s): float(l) for s, l in STEP.findall(output)}
+
+
+FAILED = []
+
+
+def check(name, condition, detail=""):
+    """One named check of a test script: prints ok or FAILED as it runs and keeps the detail of
+    a failure for finish()."""
+    print(("ok: " if condition else "FAILED: ") + name, flush=True)
+    if not condition:
+        FAILED.append(f"{name}\n{detail}")
+
+
+def finish(success):
+    """Ends a script of checks: the failures' details and exit 1, or the line `success`."""
+    if FAILED:
+        print("\n\n".join(FAILED))
+        sys.exit(1)
+    print(success)

@@ -11,18 +11,11 @@ import os
 import shutil
 import struct
 import subprocess
-import sys
 import time
 
-from common import ENV, Tools, arguments, losses, small_gpt
-
-FAILED = []
+from common import ENV, Tools, arguments, check, finish, losses, small_gpt
 
 
-def check(name, condition, detail=""):
-    print(("ok: " if condition else "FAILED: ") + name, flush=True)
-    if not condition:
-        FAILED.append(f"{name}\n{detail}")
 
 
 def patch_format_version(data, version):
@@ -291,10 +284,7 @@ def main():
     loopback(tools, plan)
     dead_peer(tools, plan)
     checkpoints(tools, plan, other_plan)
-    if FAILED:
-        print("\n\n".join(FAILED))
-        sys.exit(1)
-    print("all failure behaviours hold")
+    finish("all failure behaviours hold")
 
 
 if __name__ == "__main__":

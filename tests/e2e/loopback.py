@@ -11,19 +11,12 @@ Usage: loopback.py --bin BUILD/bin --work DIR
 
 import os
 import shutil
-import sys
 import time
 
-from common import Tools, arguments, losses, small_gpt
+from common import Tools, arguments, check, finish, losses, small_gpt
 
-FAILED = []
 STEPS = 3
 
-
-def check(name, condition, detail=""):
-    print(("ok: " if condition else "FAILED: ") + name, flush=True)
-    if not condition:
-        FAILED.append(f"{name}\n{detail}")
 
 
 def step_lines(output):
@@ -136,10 +129,7 @@ def main():
     pipeline = {"pipeline": 2, "data": 1, "schedule": "1f1b", "microbatches": 4}
     stall(tools, tools.compile(small_gpt(pipeline), "loopback-stall"), 2)
     wrong_ranks(tools, plan)
-    if FAILED:
-        print("\n\n".join(FAILED))
-        sys.exit(1)
-    print("every loopback behaviour holds")
+    finish("every loopback behaviour holds")
 
 
 if __name__ == "__main__":
