@@ -76,7 +76,7 @@ OwningOpRef<ModuleOp> conduit::importJob(const Job &job, MLIRContext &context) {
   builder.setInsertionPointToEnd(body);
   for (const LayerSpec &layer : job.model.layers)
     pipe::LayerOp::create(builder, loc, layer.name, layer.kind, layer.params, layer.fwdFlops,
-                          layer.bwdFlops, layer.activationBytes, layer.checkpointBytes,
-                          layer.outputBytes);
+                          layer.bwdFlops, layer.bwdWeightFlops, layer.activationBytes,
+                          layer.checkpointBytes, layer.outputBytes);
   return module;
 }

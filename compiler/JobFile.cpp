@@ -217,6 +217,12 @@ void JobParser::parseLayers(ObjectReader &section, ModelSpec &m) {
     layer.params = entry.integer("params", 0, kMaxExact).value_or(0);
     layer.fwdFlops = entry.number("fwd_flops", 0, 9e15).value_or(0);
     layer.bwdFlops = entry.number("bwd_flops", 0, 9e15).value_or(0);
+    // Half of the backward computes weight gradients unless the layer says otherwise.
+    layer.bwdWeightFlops = entry.number("bwd_weight_flops", 0, 9e15).value_or(layer.bwdFlops / 2);
+    if (layer.bwdWeightFlops > layer.bwdFlops)
+      diag.report(at + ".bwd_weight_flops",
+                  "the weight-gradient FLOPs exceed bwd_flops; W is the part of the backward "
+                  "that computes weight gradients, so it is at most bwd_flops");
     layer.activationBytes = entry.integer("activation_bytes", 0, kMaxExact).value_or(0);
     layer.outputBytes = entry.integer("output_bytes", 0, kMaxExact).value_or(0);
     // By default checkpointing keeps the layer's input: the previous layer's output.

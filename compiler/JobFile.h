@@ -27,6 +27,8 @@ struct LayerSpec {
   int64_t params = 0;
   double fwdFlops = 0;
   double bwdFlops = 0;
+  /// The weight-gradient part of bwdFlops (W); the rest is the input gradient (I).
+  double bwdWeightFlops = 0;
   int64_t activationBytes = 0;
   int64_t checkpointBytes = 0;
   int64_t outputBytes = 0;

@@ -3,7 +3,9 @@
 // Per sample of s tokens, with h hidden, a heads, kv key/value heads of h/a each, f FFN width,
 // V vocabulary and e bytes per element. FLOPs count matrix multiplications (2 per
 // multiply-add) and the two attention products over the full s x s score matrix, as Megatron-LM
-// does; element-wise work is left out. Backward = 2 x forward. Activation bytes follow
+// does; element-wise work is left out. Backward = 2 x forward, of which the weight-gradient
+// GEMMs (one per weight matrix, as many FLOPs as its forward GEMM) are W and the rest (input
+// gradients and the attention products) is I. Activation bytes follow
 // Korthikanti et al. (arXiv 2205.05198) without dropout. See docs/cost-model.md.
 //
 //===----------------------------------------------------------------------===//
@@ -42,10 +44,12 @@ struct Shape {
     return attention + mlp + biases + 2 * normParams();
   }
 
-  double blockForwardFlops() const {
+  /// The GEMMs with a weight: forward, and again as the weight gradient in the backward.
+  double blockWeightFlops() const {
     double weights = 2 * h * h + 2 * h * kvd + (gated ? 3 : 2) * h * f;
-    return 2 * s * weights + 4 * s * s * h;
+    return 2 * s * weights;
   }
+  double blockForwardFlops() const { return blockWeightFlops() + 4 * s * s * h; }
 
   /// Elements kept for the backward: attention (Q/K/V input, Q, K, V, softmax output,
   /// projection input), the two norm inputs, and the MLP (input and hidden activations).
@@ -59,9 +63,9 @@ struct Shape {
 
 /// Checks that every figure of `layer` is a representable count, then converts it.
 llvm::Error addLayer(std::vector<LayerSpec> &layers, std::string name, pipe::LayerKind kind,
-                     double params, double fwd, double bwd, double activation, double checkpoint,
-                     double output) {
-  for (double value : {params, fwd, bwd, activation, checkpoint, output})
+                     double params, double fwd, double bwd, double wgrad, double activation,
+                     double checkpoint, double output) {
+  for (double value : {params, fwd, bwd, wgrad, activation, checkpoint, output})
     if (!(value >= 0 && value <= kExactLimit))
       return llvm::createStringError(
           "layer '" + name +
@@ -74,6 +78,7 @@ llvm::Error addLayer(std::vector<LayerSpec> &layers, std::string name, pipe::Lay
   layer.params = static_cast<int64_t>(params);
   layer.fwdFlops = fwd;
   layer.bwdFlops = bwd;
+  layer.bwdWeightFlops = wgrad;
   layer.activationBytes = static_cast<int64_t>(activation);
   layer.checkpointBytes = static_cast<int64_t>(checkpoint);
   layer.outputBytes = static_cast<int64_t>(output);
@@ -121,24 +126,25 @@ llvm::Expected<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
   std::vector<LayerSpec> layers;
   layers.reserve(spec.numLayers + 2);
 
-  // Embedding: token (and learned position) tables; keeps the token ids (int32).
+  // Embedding: token (and learned position) tables; keeps the token ids (int32). Its backward
+  // is all weight gradient (the rows of the table).
   if (llvm::Error err = addLayer(layers, "embedding", pipe::LayerKind::Embedding,
                                  x.v * x.h + (x.learned ? x.s * x.h : 0), x.s * x.h, x.s * x.h,
-                                 4 * x.s, 4 * x.s, e * x.s * x.h))
+                                 x.s * x.h, 4 * x.s, 4 * x.s, e * x.s * x.h))
     return err;
 
   const double fwd = x.blockForwardFlops();
   for (int64_t i = 0; i < spec.numLayers; ++i)
-    if (llvm::Error err =
-            addLayer(layers, "block." + std::to_string(i), pipe::LayerKind::Block, x.blockParams(),
-                     fwd, 2 * fwd, e * x.blockActivationElements(), e * x.s * x.h, e * x.s * x.h))
+    if (llvm::Error err = addLayer(layers, "block." + std::to_string(i), pipe::LayerKind::Block,
+                                   x.blockParams(), fwd, 2 * fwd, x.blockWeightFlops(),
+                                   e * x.blockActivationElements(), e * x.s * x.h, e * x.s * x.h))
       return err;
 
   // Head: final norm, LM head, cross-entropy; keeps fp32 logits for the loss gradient.
   double headFwd = 2 * x.s * x.h * x.v;
   if (llvm::Error err =
           addLayer(layers, "head", pipe::LayerKind::Head, x.normParams() + x.v * x.h, headFwd,
-                   2 * headFwd, 2 * e * x.s * x.h + 4 * x.s * x.v, e * x.s * x.h, 4))
+                   2 * headFwd, headFwd, 2 * e * x.s * x.h + 4 * x.s * x.v, e * x.s * x.h, 4))
     return err;
   return layers;
 }

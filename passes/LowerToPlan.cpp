@@ -350,8 +350,9 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model) {
   OpBuilder body = OpBuilder::atBlockEnd(builder.createBlock(&program.getBody()));
   for (pipe::LayerOp layer : model.getLayers())
     plan::LayerOp::create(body, loc, layer.getName(), layer.getKind(), layer.getParams(),
-                          layer.getFwdFlops(), layer.getBwdFlops(), layer.getActivationBytes(),
-                          layer.getCheckpointBytes(), layer.getOutputBytes());
+                          layer.getFwdFlops(), layer.getBwdFlops(), layer.getBwdWeightFlops(),
+                          layer.getActivationBytes(), layer.getCheckpointBytes(),
+                          layer.getOutputBytes());
   std::vector<int64_t> params = stageParams(model);
   std::vector<std::vector<int64_t>> samples;
   std::vector<int64_t> rankOf;

@@ -116,8 +116,8 @@ runtime::Plan conduit::exportPlan(plan::ProgramOp program) {
   for (plan::LayerOp layer : program.getLayers())
     out.layers.push_back({layer.getName().str(), static_cast<runtime::LayerKind>(layer.getKind()),
                           layer.getParams(), layer.getFwdFlops(), layer.getBwdFlops(),
-                          layer.getActivationBytes(), layer.getCheckpointBytes(),
-                          layer.getOutputBytes()});
+                          layer.getBwdWeightFlops(), layer.getActivationBytes(),
+                          layer.getCheckpointBytes(), layer.getOutputBytes()});
   for (plan::StageOp stage : program.getStages()) {
     llvm::ArrayRef<int64_t> samples = stage.getSamples();
     out.stages.push_back(

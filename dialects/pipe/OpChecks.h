@@ -43,10 +43,14 @@ template <typename LayerOp> mlir::LogicalResult verifyLayer(LayerOp op) {
   if (mlir::failed(nonNegative("params", static_cast<double>(op.getParams()))) ||
       mlir::failed(nonNegative("fwd_flops", op.getFwdFlops())) ||
       mlir::failed(nonNegative("bwd_flops", op.getBwdFlops())) ||
+      mlir::failed(nonNegative("bwd_weight_flops", op.getBwdWeightFlops())) ||
       mlir::failed(nonNegative("activation_bytes", static_cast<double>(op.getActivationBytes()))) ||
       mlir::failed(nonNegative("checkpoint_bytes", static_cast<double>(op.getCheckpointBytes()))) ||
       mlir::failed(nonNegative("output_bytes", static_cast<double>(op.getOutputBytes()))))
     return mlir::failure();
+  if (op.getBwdWeightFlops() > op.getBwdFlops())
+    return op.emitOpError() << "expects bwd_weight_flops (" << op.getBwdWeightFlops()
+                            << ") no larger than bwd_flops (" << op.getBwdFlops() << ")";
   return mlir::success();
 }
 

@@ -31,6 +31,20 @@ FailureOr<F64> conduit::pipe::parseF64(AsmParser &parser) {
   return F64(value);
 }
 
+ParseResult conduit::pipe::parseWeightFlops(AsmParser &parser, double &value) {
+  value = 0;
+  if (failed(parser.parseOptionalKeyword("wgrad")))
+    return success();
+  return parser.parseFloat(value);
+}
+
+void conduit::pipe::printWeightFlops(AsmPrinter &printer, Operation *, double value) {
+  if (value == 0)
+    return;
+  printer << "wgrad ";
+  printF64(printer, value);
+}
+
 void conduit::pipe::printF64(AsmPrinter &printer, double value) {
   // The shortest of %.15g .. %.17g that reads back as the same double.
   std::string text;

@@ -35,6 +35,9 @@ inline llvm::hash_code hash_value(F64 x) {
 mlir::FailureOr<F64> parseF64(mlir::AsmParser &parser);
 /// Prints a double with enough digits to round-trip exactly, always as a float literal.
 void printF64(mlir::AsmPrinter &printer, double value);
+/// A layer's weight-gradient FLOPs: `wgrad X`, absent (0) when the layer states none.
+mlir::ParseResult parseWeightFlops(mlir::AsmParser &parser, double &value);
+void printWeightFlops(mlir::AsmPrinter &printer, mlir::Operation *op, double value);
 
 /// Parses an enum written as a quoted string, e.g. "1f1b".
 template <typename EnumT> mlir::FailureOr<EnumT> parseEnumString(mlir::AsmParser &parser) {

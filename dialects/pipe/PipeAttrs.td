@@ -171,12 +171,14 @@ defvar Pipe_LayerArguments = (ins
   I64Prop:$params,
   Pipe_F64Prop:$fwd_flops,
   Pipe_F64Prop:$bwd_flops,
+  DefaultValuedProp<Pipe_F64Prop, "0.0">:$bwd_weight_flops,
   I64Prop:$activation_bytes,
   I64Prop:$checkpoint_bytes,
   I64Prop:$output_bytes
 );
 defvar Pipe_LayerFormat = [{
-  $name $kind `params` $params `fwd` $fwd_flops `bwd` $bwd_flops `activation` $activation_bytes
+  $name $kind `params` $params `fwd` $fwd_flops `bwd` $bwd_flops custom<WeightFlops>($bwd_weight_flops)
+  `activation` $activation_bytes
   `checkpoint` $checkpoint_bytes `output` $output_bytes attr-dict
 }];
 

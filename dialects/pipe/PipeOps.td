@@ -84,13 +84,15 @@ def Pipe_LayerOp : Pipe_Op<"layer", [HasParent<"ModelOp">]> {
     * `params`: parameter count;
     * `fwd_flops`, `bwd_flops`: forward and backward FLOPs (the backward computes input and
       weight gradients; with checkpointing a forward is added on top);
+    * `bwd_weight_flops` (`wgrad`): the part of `bwd_flops` that computes weight gradients
+      (W); the rest is the input gradient (I). Split-backward schedules run them apart;
     * `activation_bytes`: bytes kept from the forward for the backward without checkpointing;
     * `checkpoint_bytes`: bytes kept with full checkpointing (the layer's input);
     * `output_bytes`: bytes of the output, what crosses a stage boundary.
 
     ```mlir
     pipe.layer "block.0" block params 7087872 fwd 14495514624.0 bwd 28991029248.0
-        activation 50331648 checkpoint 1572864 output 1572864
+        wgrad 14495514624.0 activation 50331648 checkpoint 1572864 output 1572864
     ```
   }];
   let arguments = Pipe_LayerArguments;

@@ -17,6 +17,8 @@
 
 using namespace mlir;
 using namespace conduit::plan;
+using conduit::pipe::parseWeightFlops;
+using conduit::pipe::printWeightFlops;
 using conduit::pipe::StageTable;
 
 #define GET_OP_CLASSES

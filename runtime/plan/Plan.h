@@ -17,7 +17,7 @@
 namespace conduit::runtime {
 
 /// The plan file format this code reads and writes.
-constexpr uint32_t kPlanFormatVersion = 1;
+constexpr uint32_t kPlanFormatVersion = 2;
 /// Feature bits this code understands (none yet); others make a reader refuse the file.
 constexpr uint64_t kKnownFeatures = 0;
 
@@ -33,8 +33,10 @@ enum class Op : uint8_t {
   OptimizerStep,
   Signal,
   Wait,
+  BackwardInput,  ///< split backward: the input gradient of a micro-batch (I)
+  BackwardWeight, ///< split backward: the weight gradient of an earlier I (W)
 };
-constexpr int kNumOps = 11;
+constexpr int kNumOps = 13;
 
 enum class Transfer : uint8_t { Activation, Gradient };
 
@@ -61,7 +63,10 @@ struct Instruction {
   int64_t end = 0;
   int64_t bytes = 0;
 
-  bool isCompute() const { return op == Op::Forward || op == Op::Backward; }
+  bool isCompute() const {
+    return op == Op::Forward || op == Op::Backward || op == Op::BackwardInput ||
+           op == Op::BackwardWeight;
+  }
   bool isTransfer() const { return op == Op::Send || op == Op::Recv; }
   bool isCollective() const {
     return op == Op::AllGather || op == Op::ReduceScatter || op == Op::AllReduce;
@@ -75,6 +80,7 @@ struct Layer {
   LayerKind kind = LayerKind::Custom;
   int64_t params = 0;
   double fwdFlops = 0, bwdFlops = 0;
+  double bwdWeightFlops = 0; ///< the weight-gradient part of bwdFlops
   int64_t activationBytes = 0, checkpointBytes = 0, outputBytes = 0;
 };
 
@@ -102,7 +108,17 @@ struct RankProgram {
   int64_t peakMemoryBytes = 0;
 };
 
-enum class Schedule : uint8_t { GPipe, OneFOneB, DepthFirst, BreadthFirst };
+enum class Schedule : uint8_t {
+  GPipe,
+  OneFOneB,
+  DepthFirst,
+  BreadthFirst,
+  ZeroBubbleH1,
+  InterleavedZeroBubble,
+  ZeroBubbleV,
+  DualPipeV,
+};
+constexpr int kNumSchedules = 8;
 enum class Sharding : uint8_t { None, Optimizer, Gradients, Full };
 enum class DType : uint8_t { BF16, FP16, FP32 };
 enum class Optimizer : uint8_t { Adam, SGD };
@@ -130,6 +146,7 @@ struct Config {
   int64_t seed = 0;
   double learningRate = 1e-3;
   int64_t tokensPerSample = 1;
+  bool splitBackward = false; ///< backwards run as I and W
   std::string preset;
   double peakFlops = 1, efficiency = 1;
   int64_t memoryBytes = 0, gpusPerNode = 1;

@@ -23,8 +23,9 @@ namespace fb = conduit::planfile;
 
 const char *opName(Op op) {
   static const char *const kNames[kNumOps] = {
-      "forward",    "backward", "send",           "recv",   "all_gather", "reduce_scatter",
-      "all_reduce", "free",     "optimizer_step", "signal", "wait"};
+      "forward",        "backward",       "send",           "recv",           "all_gather",
+      "reduce_scatter", "all_reduce",     "free",           "optimizer_step", "signal",
+      "wait",           "backward_input", "backward_weight"};
   auto index = static_cast<size_t>(op);
   return index < kNumOps ? kNames[index] : "unknown";
 }
@@ -35,6 +36,10 @@ std::string describe(const Instruction &inst) {
     return absl::StrCat("F s", inst.stage, " mb", inst.microbatch);
   case Op::Backward:
     return absl::StrCat("B s", inst.stage, " mb", inst.microbatch);
+  case Op::BackwardInput:
+    return absl::StrCat("I s", inst.stage, " mb", inst.microbatch);
+  case Op::BackwardWeight:
+    return absl::StrCat("W s", inst.stage, " mb", inst.microbatch);
   case Op::Send:
   case Op::Recv:
     return absl::StrCat(opName(inst.op),
@@ -61,8 +66,8 @@ std::string writePlan(const Plan &plan) {
   layers.reserve(plan.layers.size());
   for (const Layer &l : plan.layers)
     layers.push_back(fb::CreateLayer(fbb, fbb.CreateString(l.name), static_cast<uint8_t>(l.kind),
-                                     l.params, l.fwdFlops, l.bwdFlops, l.activationBytes,
-                                     l.checkpointBytes, l.outputBytes));
+                                     l.params, l.fwdFlops, l.bwdFlops, l.bwdWeightFlops,
+                                     l.activationBytes, l.checkpointBytes, l.outputBytes));
   std::vector<flatbuffers::Offset<fb::Stage>> stages;
   for (const Stage &s : plan.stages)
     stages.push_back(fb::CreateStage(fbb, s.index, s.rank, s.firstLayer, s.endLayer, s.params,
@@ -103,6 +108,7 @@ std::string writePlan(const Plan &plan) {
   config.add_seed(c.seed);
   config.add_learning_rate(c.learningRate);
   config.add_tokens_per_sample(c.tokensPerSample);
+  config.add_split_backward(c.splitBackward);
   config.add_preset(preset);
   config.add_peak_flops(c.peakFlops);
   config.add_efficiency(c.efficiency);
@@ -265,6 +271,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   config.seed = c->seed();
   config.learningRate = c->learning_rate();
   config.tokensPerSample = c->tokens_per_sample();
+  config.splitBackward = c->split_backward();
   config.preset = c->preset() ? c->preset()->str() : "";
   config.peakFlops = c->peak_flops();
   config.efficiency = c->efficiency();
@@ -274,7 +281,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   config.interNodeBandwidth = c->inter_node_bandwidth();
   config.latencyS = c->latency_s();
   config.launchOverheadS = c->launch_overhead_s();
-  if (c->schedule() > 3 || c->sharding() > 3 || c->dtype() > 2 || c->optimizer() > 1 ||
+  if (c->schedule() >= kNumSchedules || c->sharding() > 3 || c->dtype() > 2 || c->optimizer() > 1 ||
       c->checkpointing() > 1 || c->rank_order() > 1)
     return corrupt("the configuration holds an unknown enum value");
 
@@ -298,8 +305,8 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
     if (l->kind() > 3)
       return corrupt("a layer has an unknown kind");
     plan.layers.push_back({l->name() ? l->name()->str() : "", static_cast<LayerKind>(l->kind()),
-                           l->params(), l->fwd_flops(), l->bwd_flops(), l->activation_bytes(),
-                           l->checkpoint_bytes(), l->output_bytes()});
+                           l->params(), l->fwd_flops(), l->bwd_flops(), l->bwd_weight_flops(),
+                           l->activation_bytes(), l->checkpoint_bytes(), l->output_bytes()});
   }
   for (const fb::Stage *s : *p->stages())
     plan.stages.push_back({s->index(), s->rank(), s->first_layer(), s->end_layer(), s->params(),
@@ -489,6 +496,8 @@ private:
       CONDUIT_RETURN_IF_ERROR(inRange(at + "output_bytes", layer.outputBytes, 0, kMaxExact));
       CONDUIT_RETURN_IF_ERROR(inRange(at + "fwd_flops", layer.fwdFlops, 0, 1e300));
       CONDUIT_RETURN_IF_ERROR(inRange(at + "bwd_flops", layer.bwdFlops, 0, 1e300));
+      CONDUIT_RETURN_IF_ERROR(
+          inRange(at + "bwd_weight_flops", layer.bwdWeightFlops, 0, layer.bwdFlops));
       total += layer.params; // at most 2^17 terms below 2^53: no overflow
     }
     return inRange("the parameters of all layers", total, 0, kMaxExact);
@@ -592,6 +601,8 @@ private:
       switch (i.op) {
       case Op::Forward:
       case Op::Backward:
+      case Op::BackwardInput:
+      case Op::BackwardWeight:
         if (!stageOn(i.stage, r) || !microbatchOf(i.stage, i.microbatch))
           return fail("the stage is not on this rank or the micro-batch does not exist");
         if (i.slot < -1 || i.slot >= slots)

@@ -19,7 +19,9 @@ template <typename T> void list(std::ostream &os, const std::vector<T> &values) 
 }
 
 const char *scheduleName(Schedule s) {
-  static const char *const kNames[] = {"gpipe", "1f1b", "depth-first", "breadth-first"};
+  static const char *const kNames[kNumSchedules] = {"gpipe",         "1f1b",     "depth-first",
+                                                    "breadth-first", "zb-h1",    "interleaved-zb",
+                                                    "zbv",           "dualpipev"};
   return kNames[static_cast<int>(s)];
 }
 const char *shardingName(Sharding s) {
@@ -36,6 +38,8 @@ void writeInstruction(std::ostream &os, const Instruction &i) {
   switch (i.op) {
   case Op::Forward:
   case Op::Backward:
+  case Op::BackwardInput:
+  case Op::BackwardWeight:
     os << ", \"stage\": " << i.stage << ", \"mb\": " << i.microbatch;
     if (i.slot >= 0)
       os << ", \"slot\": " << i.slot;
@@ -78,9 +82,11 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
      << ",\n";
   os << "  \"config\": {\"pipeline\": " << c.pipeline << ", \"data\": " << c.data
      << ", \"stages_per_device\": " << c.stagesPerDevice << ", \"schedule\": \""
-     << scheduleName(c.schedule) << "\", \"group_size\": " << c.groupSize
-     << ", \"microbatches\": " << c.microbatches << ", \"microbatch_size\": " << c.microbatchSize
-     << ", \"sharding\": \"" << shardingName(c.sharding) << "\", \"checkpointing\": \""
+     << scheduleName(c.schedule)
+     << "\", \"split_backward\": " << (c.splitBackward ? "true" : "false")
+     << ", \"group_size\": " << c.groupSize << ", \"microbatches\": " << c.microbatches
+     << ", \"microbatch_size\": " << c.microbatchSize << ", \"sharding\": \""
+     << shardingName(c.sharding) << "\", \"checkpointing\": \""
      << (c.checkpointing ? "full" : "none") << "\", \"fsdp_window\": " << c.fsdpWindow
      << ", \"rank_order\": \"" << (c.pipelineInner ? "pipeline-inner" : "data-inner")
      << "\", \"element_bytes\": " << c.elementBytes() << ", \"seed\": " << c.seed

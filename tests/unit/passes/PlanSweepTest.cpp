@@ -40,7 +40,7 @@ Job sweepJob(int64_t p, int64_t v, int64_t m, int64_t d, pipe::ScheduleKind sche
   job.model.kind = "layers";
   for (int64_t l = 0; l < p * v; ++l)
     job.model.layers.push_back({"l" + std::to_string(l), pipe::LayerKind::Custom, 1000 + 10 * l,
-                                1e9, 2e9, 4096, 1024, 1024});
+                                1e9, 2e9, 1e9, 4096, 1024, 1024});
   ParallelismSpec &par = job.parallelism;
   par.pipeline = p;
   par.data = d;

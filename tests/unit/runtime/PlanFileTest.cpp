@@ -60,8 +60,8 @@ Plan twoRankPlan() {
   plan.config.pipeline = 2;
   plan.config.microbatches = 1;
   plan.config.microbatchSize = 2;
-  plan.layers = {{"a", LayerKind::Embedding, 10, 1, 2, 4, 4, 32},
-                 {"b", LayerKind::Head, 12, 1, 2, 4, 4, 4}};
+  plan.layers = {{"a", LayerKind::Embedding, 10, 1, 2, 1, 4, 4, 32},
+                 {"b", LayerKind::Head, 12, 1, 2, 1, 4, 4, 4}};
   plan.stages = {{0, 0, 0, 1, 10, {0, 2}}, {1, 1, 1, 2, 12, {0, 2}}};
   plan.groups = {{{0}}, {{1}}};
   RankProgram r0{0, 2, {64}, {}};
@@ -127,10 +127,15 @@ TEST(PlanFile, RefusesForeignAndDamagedFiles) {
 
 TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
   Plan plan = twoRankPlan();
-  plan.formatVersion = 2;
-  EXPECT_EQ(readBack(writePlan(plan)).message(),
-            "plan file format version 2; this runtime reads version 1. Recompile the job with a "
-            "matching conduit-compile.");
+  // Version 2 added split backward (I and W instructions, bwd_weight_flops): a plan of
+  // version 1 or 3 is refused in both directions.
+  for (uint32_t version : {1u, 3u}) {
+    plan.formatVersion = version;
+    EXPECT_EQ(readBack(writePlan(plan)).message(),
+              "plan file format version " + std::to_string(version) +
+                  "; this runtime reads version 2. Recompile the job with a matching "
+                  "conduit-compile.");
+  }
   plan = twoRankPlan();
   plan.features = 0x10;
   EXPECT_EQ(readBack(writePlan(plan)).message(),
