@@ -14,26 +14,46 @@
 
 using namespace conduit::sched;
 
-ActionTimes ActionTimes::perSample(const ScheduleProblem &problem, double tf, double tb) {
+ActionTimes ActionTimes::perSample(const ScheduleProblem &problem, double tf, double ti,
+                                   double tw) {
   ActionTimes times;
-  times.forward.resize(problem.numStages());
-  times.backward.resize(problem.numStages());
+  for (auto *table : {&times.forward, &times.backward, &times.input, &times.weight})
+    table->resize(problem.numStages());
   for (int64_t s = 0; s < problem.numStages(); ++s)
     for (int64_t m = 0; m < problem.numMicrobatches(s); ++m) {
       double samples = static_cast<double>(problem.end(s, m) - problem.begin(s, m));
       times.forward[s].push_back(tf * samples);
-      times.backward[s].push_back(tb * samples);
+      times.backward[s].push_back((ti + tw) * samples);
+      times.input[s].push_back(ti * samples);
+      times.weight[s].push_back(tw * samples);
     }
   return times;
+}
+
+double ActionTimes::of(const Action &a) const {
+  switch (a.kind) {
+  case ActionKind::Forward:
+    return forward[a.stage][a.mb];
+  case ActionKind::Backward:
+    return backward[a.stage][a.mb];
+  case ActionKind::BackwardInput:
+    return input[a.stage][a.mb];
+  case ActionKind::BackwardWeight:
+    return weight[a.stage][a.mb];
+  }
+  return 0;
 }
 
 Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem, const Schedule &schedule,
                                          const ActionTimes &times) {
   const int64_t stages = problem.numStages();
-  std::vector<std::vector<double>> forwardEnd(stages), backwardEnd(stages);
+  // When each forward and each input gradient (B or I) became available to the neighbours,
+  // and when each I finished on its own rank (for its W); -1 while not run.
+  std::vector<std::vector<double>> forwardEnd(stages), backwardEnd(stages), inputEnd(stages);
   for (int64_t s = 0; s < stages; ++s) {
     forwardEnd[s].assign(problem.numMicrobatches(s), -1);
     backwardEnd[s].assign(problem.numMicrobatches(s), -1);
+    inputEnd[s].assign(problem.numMicrobatches(s), -1);
   }
   const int64_t ranks = problem.numRanks();
   Timeline timeline;
@@ -45,26 +65,47 @@ Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem, const S
   std::vector<double> free(ranks, 0);
   std::vector<size_t> next(ranks, 0);
 
-  // Earliest start from dependencies, or -1 if one has not run yet.
-  auto dependenciesDone = [&](const Action &a) -> double {
+  // Earliest start from dependencies, or -1 if one has not run yet. `local` is a same-rank
+  // result the action may use although its neighbours do not see it yet (a pair's first).
+  auto dependenciesDone = [&](const Action &a, const Action *local) -> double {
     double ready = 0;
     auto wait = [&](const std::vector<double> &ends, int64_t first, int64_t last) {
       for (int64_t i = first; i < last && ready >= 0; ++i)
         ready = ends[i] < 0 ? -1 : std::max(ready, ends[i]);
     };
-    if (a.kind == ActionKind::Forward) {
+    switch (a.kind) {
+    case ActionKind::Forward:
       if (a.stage > 0) {
         auto [first, last] = problem.overlapping(a.stage, a.mb, a.stage - 1);
         wait(forwardEnd[a.stage - 1], first, last);
       }
       return ready;
-    }
-    wait(forwardEnd[a.stage], a.mb, a.mb + 1);
-    if (a.stage + 1 < stages) {
-      auto [first, last] = problem.overlapping(a.stage, a.mb, a.stage + 1);
-      wait(backwardEnd[a.stage + 1], first, last);
+    case ActionKind::BackwardWeight:
+      wait(inputEnd[a.stage], a.mb, a.mb + 1);
+      return ready;
+    case ActionKind::Backward:
+    case ActionKind::BackwardInput:
+      if (!(local && local->stage == a.stage && local->mb == a.mb))
+        wait(forwardEnd[a.stage], a.mb, a.mb + 1);
+      if (a.stage + 1 < stages) {
+        auto [first, last] = problem.overlapping(a.stage, a.mb, a.stage + 1);
+        wait(backwardEnd[a.stage + 1], first, last);
+      }
+      return ready;
     }
     return ready;
+  };
+  auto record = [&](int64_t r, const Action &a, double start, double end, double visible) {
+    if (a.kind == ActionKind::Forward)
+      forwardEnd[a.stage][a.mb] = visible;
+    else if (producesInputGradient(a.kind))
+      backwardEnd[a.stage][a.mb] = visible;
+    if (a.kind == ActionKind::BackwardInput)
+      inputEnd[a.stage][a.mb] = end;
+    timeline.start[r].push_back(start);
+    timeline.finish[r].push_back(end);
+    timeline.sequence[r].push_back(sequence++);
+    timeline.busy[r] += end - start;
   };
 
   // Sweep the ranks until none advances; a verified schedule always completes.
@@ -75,19 +116,29 @@ Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem, const S
       const std::vector<Action> &list = schedule.ranks[r];
       while (next[r] < list.size()) {
         const Action &a = list[next[r]];
-        double ready = dependenciesDone(a);
+        double ready = dependenciesDone(a, nullptr);
         if (ready < 0)
           break;
-        double duration =
-            (a.kind == ActionKind::Forward ? times.forward : times.backward)[a.stage][a.mb];
-        double start = std::max(ready, free[r]);
-        free[r] = start + duration;
-        (a.kind == ActionKind::Forward ? forwardEnd : backwardEnd)[a.stage][a.mb] = free[r];
-        timeline.start[r].push_back(start);
-        timeline.finish[r].push_back(free[r]);
-        timeline.sequence[r].push_back(sequence++);
-        timeline.busy[r] += duration;
-        ++next[r];
+        if (!schedule.startsPair(r, next[r])) {
+          double start = std::max(ready, free[r]);
+          free[r] = start + times.of(a);
+          record(r, a, start, free[r], free[r]);
+          ++next[r];
+          progress = true;
+          continue;
+        }
+        // A pair: both inputs first, the two computations back to back, both outputs at the
+        // end.
+        const Action &second = list[next[r] + 1];
+        double secondReady = dependenciesDone(second, &a);
+        if (secondReady < 0)
+          break;
+        double start = std::max({ready, secondReady, free[r]});
+        double middle = start + times.of(a);
+        free[r] = middle + times.of(second);
+        record(r, a, start, middle, free[r]);
+        record(r, second, middle, free[r], free[r]);
+        next[r] += 2;
         progress = true;
       }
     }
@@ -100,7 +151,22 @@ Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem, const S
 int64_t conduit::sched::peakInFlight(const Schedule &schedule, int64_t rank) {
   int64_t current = 0, peak = 0;
   for (const Action &a : schedule.ranks[rank]) {
-    current += a.kind == ActionKind::Forward ? 1 : -1;
+    if (a.kind == ActionKind::Forward)
+      ++current;
+    else if (producesInputGradient(a.kind))
+      --current;
+    peak = std::max(peak, current);
+  }
+  return peak;
+}
+
+int64_t conduit::sched::peakHeld(const Schedule &schedule, int64_t rank) {
+  int64_t current = 0, peak = 0;
+  for (const Action &a : schedule.ranks[rank]) {
+    if (a.kind == ActionKind::Forward)
+      ++current;
+    else if (a.kind != ActionKind::BackwardInput)
+      --current;
     peak = std::max(peak, current);
   }
   return peak;

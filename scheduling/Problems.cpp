@@ -154,8 +154,16 @@ std::pair<int64_t, int64_t> ScheduleProblem::overlapping(int64_t s, int64_t m,
 //===----------------------------------------------------------------------===//
 
 std::string conduit::sched::describe(const Action &action) {
-  return std::string(action.kind == ActionKind::Forward ? "F" : "B") + " s" +
+  static const char kLetter[] = {'F', 'B', 'I', 'W'};
+  return std::string(1, kLetter[static_cast<int>(action.kind)]) + " s" +
          std::to_string(action.stage) + " mb" + std::to_string(action.mb);
+}
+
+bool Schedule::startsPair(int64_t r, size_t i) const {
+  if (r >= static_cast<int64_t>(pairs.size()))
+    return false;
+  const std::vector<int32_t> &list = pairs[r];
+  return std::binary_search(list.begin(), list.end(), static_cast<int32_t>(i));
 }
 
 namespace {
@@ -181,6 +189,26 @@ bool inRange(const ScheduleProblem &problem, const Action &a) {
          a.mb < problem.numMicrobatches(a.stage);
 }
 
+std::string rankRuns(int64_t r, const Action &a) {
+  return "rank " + std::to_string(r) + " runs " + describe(a);
+}
+
+/// Per (stage, micro-batch), which of its actions have been seen, one bit per kind.
+struct Seen {
+  explicit Seen(const ActionIndex &index) : index(index), bits(index.size()) {}
+  bool has(ActionKind kind, int64_t stage, int64_t mb) const {
+    return bits[index(stage, mb)] & bit(kind);
+  }
+  bool hasInputGradient(int64_t stage, int64_t mb) const {
+    return has(ActionKind::Backward, stage, mb) || has(ActionKind::BackwardInput, stage, mb);
+  }
+  void add(const Action &a) { bits[index(a.stage, a.mb)] |= bit(a.kind); }
+  static uint8_t bit(ActionKind kind) { return uint8_t(1) << static_cast<int>(kind); }
+
+  const ActionIndex &index;
+  std::vector<uint8_t> bits;
+};
+
 } // namespace
 
 Violation conduit::sched::verifyCompleteness(const ScheduleProblem &problem,
@@ -189,26 +217,33 @@ Violation conduit::sched::verifyCompleteness(const ScheduleProblem &problem,
     return "the schedule has " + std::to_string(schedule.ranks.size()) + " ranks, expected " +
            std::to_string(problem.numRanks());
   ActionIndex index(problem);
-  std::vector<uint8_t> forwards(index.size()), backwards(index.size());
+  Seen seen(index);
   for (int64_t r = 0; r < problem.numRanks(); ++r) {
     for (const Action &a : schedule.ranks[r]) {
       if (!inRange(problem, a))
         return "rank " + std::to_string(r) + " has " + describe(a) + ", which does not exist";
       if (problem.rankOfStage(a.stage) != r)
-        return "rank " + std::to_string(r) + " runs " + describe(a) + " but stage " +
-               std::to_string(a.stage) + " is placed on rank " +
+        return rankRuns(r, a) + " but stage " + std::to_string(a.stage) + " is placed on rank " +
                std::to_string(problem.rankOfStage(a.stage));
-      uint8_t &count = (a.kind == ActionKind::Forward ? forwards : backwards)[index(a.stage, a.mb)];
-      if (count++)
+      if (seen.has(a.kind, a.stage, a.mb))
         return describe(a) + " appears twice";
+      seen.add(a);
     }
   }
-  for (int64_t s = 0; s < problem.numStages(); ++s)
-    for (int64_t m = 0; m < problem.numMicrobatches(s); ++m) {
-      if (!forwards[index(s, m)])
-        return describe({ActionKind::Forward, int32_t(s), int32_t(m)}) + " is missing";
-      if (!backwards[index(s, m)])
-        return describe({ActionKind::Backward, int32_t(s), int32_t(m)}) + " is missing";
+  for (int32_t s = 0; s < problem.numStages(); ++s)
+    for (int32_t m = 0; m < problem.numMicrobatches(s); ++m) {
+      auto missing = [&](ActionKind kind) { return describe({kind, s, m}) + " is missing"; };
+      if (!seen.has(ActionKind::Forward, s, m))
+        return missing(ActionKind::Forward);
+      bool whole = seen.has(ActionKind::Backward, s, m);
+      bool input = seen.has(ActionKind::BackwardInput, s, m);
+      bool weight = seen.has(ActionKind::BackwardWeight, s, m);
+      if (whole && (input || weight))
+        return describe({ActionKind::Backward, s, m}) + " is both whole and split";
+      if (!whole && !input)
+        return missing(weight ? ActionKind::BackwardInput : ActionKind::Backward);
+      if (input && !weight)
+        return missing(ActionKind::BackwardWeight);
     }
   return std::nullopt;
 }
@@ -216,33 +251,53 @@ Violation conduit::sched::verifyCompleteness(const ScheduleProblem &problem,
 Violation conduit::sched::verifyLocalOrder(const ScheduleProblem &problem,
                                            const Schedule &schedule) {
   ActionIndex index(problem);
-  std::vector<uint8_t> forwardDone(index.size()), backwardDone(index.size());
+  Seen done(index);
   for (int64_t r = 0; r < static_cast<int64_t>(schedule.ranks.size()); ++r) {
-    for (const Action &a : schedule.ranks[r]) {
+    const std::vector<Action> &list = schedule.ranks[r];
+    if (r < static_cast<int64_t>(schedule.pairs.size())) {
+      int64_t previous = -2;
+      for (int32_t i : schedule.pairs[r]) {
+        if (i <= previous + 1 || i < 0 || static_cast<size_t>(i) + 1 >= list.size())
+          return "rank " + std::to_string(r) + " has a pair at position " + std::to_string(i) +
+                 " that is out of order, overlaps another or has no second action";
+        if (list[i].kind != ActionKind::Forward || !producesInputGradient(list[i + 1].kind))
+          return "rank " + std::to_string(r) + " pairs " + describe(list[i]) + " with " +
+                 describe(list[i + 1]) + "; a pair is a forward and then a backward";
+        previous = i;
+      }
+    }
+    for (const Action &a : list) {
       if (!inRange(problem, a))
         continue; // reported by verifyCompleteness
-      if (a.kind == ActionKind::Forward) {
+      switch (a.kind) {
+      case ActionKind::Forward:
         // A same-rank upstream stage must have produced the input already.
         if (a.stage > 0 && problem.rankOfStage(a.stage - 1) == r) {
           auto [first, last] = problem.overlapping(a.stage, a.mb, a.stage - 1);
           for (int64_t i = first; i < last; ++i)
-            if (!forwardDone[index(a.stage - 1, i)])
-              return "rank " + std::to_string(r) + " runs " + describe(a) + " before " +
+            if (!done.has(ActionKind::Forward, a.stage - 1, i))
+              return rankRuns(r, a) + " before " +
                      describe({ActionKind::Forward, a.stage - 1, int32_t(i)});
         }
-        forwardDone[index(a.stage, a.mb)] = 1;
-        continue;
+        break;
+      case ActionKind::Backward:
+      case ActionKind::BackwardInput:
+        if (!done.has(ActionKind::Forward, a.stage, a.mb))
+          return rankRuns(r, a) + " before its forward";
+        if (a.stage + 1 < problem.numStages() && problem.rankOfStage(a.stage + 1) == r) {
+          auto [first, last] = problem.overlapping(a.stage, a.mb, a.stage + 1);
+          for (int64_t j = first; j < last; ++j)
+            if (!done.hasInputGradient(a.stage + 1, j))
+              return rankRuns(r, a) + " before the backward of stage " +
+                     std::to_string(a.stage + 1) + " mb" + std::to_string(j);
+        }
+        break;
+      case ActionKind::BackwardWeight:
+        if (!done.has(ActionKind::BackwardInput, a.stage, a.mb))
+          return rankRuns(r, a) + " before its input gradient";
+        break;
       }
-      if (!forwardDone[index(a.stage, a.mb)])
-        return "rank " + std::to_string(r) + " runs " + describe(a) + " before its forward";
-      if (a.stage + 1 < problem.numStages() && problem.rankOfStage(a.stage + 1) == r) {
-        auto [first, last] = problem.overlapping(a.stage, a.mb, a.stage + 1);
-        for (int64_t j = first; j < last; ++j)
-          if (!backwardDone[index(a.stage + 1, j)])
-            return "rank " + std::to_string(r) + " runs " + describe(a) + " before " +
-                   describe({ActionKind::Backward, a.stage + 1, int32_t(j)});
-      }
-      backwardDone[index(a.stage, a.mb)] = 1;
+      done.add(a);
     }
   }
   return std::nullopt;
@@ -251,9 +306,9 @@ Violation conduit::sched::verifyLocalOrder(const ScheduleProblem &problem,
 Violation conduit::sched::verifyExecutable(const ScheduleProblem &problem,
                                            const Schedule &schedule) {
   ActionIndex index(problem);
-  std::vector<uint8_t> forwardDone(index.size()), backwardDone(index.size());
+  Seen done(index);
   // The one rank (if any) blocked on each action: F(s, i) is awaited only by the rank of
-  // stage s+1, B(s, j) only by the rank of stage s-1.
+  // stage s+1, B or I(s, j) only by the rank of stage s-1.
   std::vector<int32_t> forwardWaiter(index.size(), -1), backwardWaiter(index.size(), -1);
   std::vector<size_t> next(schedule.ranks.size(), 0);
   std::deque<int64_t> runnable;
@@ -268,25 +323,37 @@ Violation conduit::sched::verifyExecutable(const ScheduleProblem &problem,
         return true;
       auto [first, last] = problem.overlapping(a.stage, a.mb, a.stage - 1);
       for (int64_t i = first; i < last; ++i)
-        if (!forwardDone[index(a.stage - 1, i)]) {
+        if (!done.has(ActionKind::Forward, a.stage - 1, i)) {
           forwardWaiter[index(a.stage - 1, i)] = static_cast<int32_t>(r);
           return false;
         }
       return true;
     }
-    if (!forwardDone[index(a.stage, a.mb)]) {
-      // Its own forward is on this rank and not done: the order itself is wrong.
+    // Same-rank prerequisites not done mean the order itself is wrong: the rank stays blocked.
+    if (a.kind == ActionKind::BackwardWeight)
+      return done.has(ActionKind::BackwardInput, a.stage, a.mb);
+    if (!done.has(ActionKind::Forward, a.stage, a.mb))
       return false;
-    }
     if (a.stage + 1 == problem.numStages())
       return true;
     auto [first, last] = problem.overlapping(a.stage, a.mb, a.stage + 1);
     for (int64_t j = first; j < last; ++j)
-      if (!backwardDone[index(a.stage + 1, j)]) {
+      if (!done.hasInputGradient(a.stage + 1, j)) {
         backwardWaiter[index(a.stage + 1, j)] = static_cast<int32_t>(r);
         return false;
       }
     return true;
+  };
+  auto finish = [&](const Action &a) {
+    done.add(a);
+    if (a.kind == ActionKind::BackwardWeight)
+      return;
+    int32_t &waiter =
+        (a.kind == ActionKind::Forward ? forwardWaiter : backwardWaiter)[index(a.stage, a.mb)];
+    if (waiter >= 0) {
+      runnable.push_back(waiter);
+      waiter = -1;
+    }
   };
 
   while (!runnable.empty()) {
@@ -297,15 +364,22 @@ Violation conduit::sched::verifyExecutable(const ScheduleProblem &problem,
       const Action &a = list[next[r]];
       if (!inRange(problem, a) || !ready(a, r))
         break;
-      int64_t id = index(a.stage, a.mb);
-      std::vector<int32_t> &waiters =
-          a.kind == ActionKind::Forward ? forwardWaiter : backwardWaiter;
-      (a.kind == ActionKind::Forward ? forwardDone : backwardDone)[id] = 1;
-      if (waiters[id] >= 0) {
-        runnable.push_back(waiters[id]);
-        waiters[id] = -1;
+      if (!schedule.startsPair(r, next[r])) {
+        finish(a);
+        ++next[r];
+        continue;
       }
-      ++next[r];
+      // A pair starts when the inputs of both its actions are there (the second may use the
+      // first's result on this rank) and delivers both outputs when it ends.
+      const Action &second = list[next[r] + 1];
+      done.add(a);
+      bool secondReady = inRange(problem, second) && ready(second, r);
+      done.bits[index(a.stage, a.mb)] &= ~Seen::bit(a.kind);
+      if (!secondReady)
+        break;
+      finish(a);
+      finish(second);
+      next[r] += 2;
     }
   }
 

@@ -56,10 +56,18 @@ double maxStageCost(const PartitionProblem &problem, const Partition &partition)
 // Scheduling: stages x micro-batches -> per-rank ordered compute lists
 //===----------------------------------------------------------------------===//
 
-enum class ActionKind : uint8_t { Forward, Backward };
+/// A backward runs whole (B) or split (Zero Bubble, Qi et al. 2024) into the input gradient
+/// (I), which the previous stage waits for, and the weight gradient (W), which only the stage's
+/// gradient reduction waits for and may therefore fill idle time.
+enum class ActionKind : uint8_t { Forward, Backward, BackwardInput, BackwardWeight };
 
-/// One compute action: the forward or backward of micro-batch `mb` (in the stage's own
-/// partition) on stage `stage`.
+/// B and I produce the gradient the previous stage waits for.
+inline bool producesInputGradient(ActionKind kind) {
+  return kind == ActionKind::Backward || kind == ActionKind::BackwardInput;
+}
+
+/// One compute action: the forward, backward, input gradient or weight gradient of micro-batch
+/// `mb` (in the stage's own partition) on stage `stage`.
 struct Action {
   ActionKind kind;
   int32_t stage;
@@ -73,6 +81,15 @@ struct Action {
 /// A schedule: the ordered actions of every pipeline rank.
 struct Schedule {
   std::vector<std::vector<Action>> ranks;
+  /// Per rank (empty: none), increasing positions i whose actions i and i+1 run as one
+  /// overlapped pair (PyTorch's OVERLAP_F_B, DualPipe's overlapped chunks): a forward and then
+  /// the backward or input gradient of another micro-batch, computed back to back with the
+  /// transfers of both issued together, so that each one's communication hides behind the
+  /// other's computation. What the pair sends leaves when both have finished.
+  std::vector<std::vector<int32_t>> pairs;
+
+  /// Whether position i of rank r starts a pair.
+  bool startsPair(int64_t r, size_t i) const;
 };
 
 /// The stage graph of a step: S stages placed on P ranks, each cutting the replica's batch of
@@ -114,18 +131,22 @@ private:
   std::vector<std::vector<std::pair<int64_t, int64_t>>> below, above;
 };
 
-/// Every (stage, micro-batch) has exactly one forward and one backward, on its stage's rank.
+/// Every (stage, micro-batch) has exactly one forward and either one backward or one input
+/// gradient and one weight gradient, on its stage's rank.
 Violation verifyCompleteness(const ScheduleProblem &problem, const Schedule &schedule);
 /// On each rank, every action comes after the actions of that rank it depends on (the
-/// stage's own forward before its backward, same-rank neighbour stages).
+/// stage's own forward before its backward or input gradient, the input gradient before the
+/// weight gradient, same-rank neighbour stages); a pair is a forward followed by a backward or
+/// input gradient, and pairs do not overlap.
 Violation verifyLocalOrder(const ScheduleProblem &problem, const Schedule &schedule);
 /// The ranks can execute their lists: following every dependency across ranks, no rank waits
-/// forever. The message names each blocked rank's next action.
+/// forever (a pair waits for the inputs of both its actions and delivers both outputs at its
+/// end). The message names each blocked rank's next action.
 Violation verifyExecutable(const ScheduleProblem &problem, const Schedule &schedule);
 /// All constraints.
 Violation verifySchedule(const ScheduleProblem &problem, const Schedule &schedule);
 
-/// "F s3 mb5" / "B s3 mb5".
+/// "F s3 mb5", "B s3 mb5", "I s3 mb5", "W s3 mb5".
 std::string describe(const Action &action);
 
 } // namespace conduit::sched

@@ -84,13 +84,17 @@ llvm::Expected<Schedule> scheduleBreadthFirst(const ScheduleProblem &problem);
 // Evaluation
 //===----------------------------------------------------------------------===//
 
-/// Durations of every forward and backward, by (stage, micro-batch).
+/// Durations of every forward, backward, input gradient and weight gradient, by (stage,
+/// micro-batch). A whole backward takes backward = input + weight.
 struct ActionTimes {
   std::vector<std::vector<double>> forward;
   std::vector<std::vector<double>> backward;
-
-  /// The same per-sample cost for every stage: forward = tf·samples, backward = tb·samples.
-  static ActionTimes perSample(const ScheduleProblem &problem, double tf, double tb);
+  std::vector<std::vector<double>> input;
+  std::vector<std::vector<double>> weight;
+  /// The same per-sample cost for every stage: forward = tf·samples, input gradient =
+  /// ti·samples, weight gradient = tw·samples, backward = (ti + tw)·samples.
+  static ActionTimes perSample(const ScheduleProblem &problem, double tf, double ti, double tw);
+  double of(const Action &a) const;
 };
 
 /// A compute-only execution of a schedule: every action starts when its rank is free and its
@@ -109,8 +113,49 @@ Timeline simulateCompute(const ScheduleProblem &problem, const Schedule &schedul
                          const ActionTimes &times);
 
 /// The largest number of (stage, micro-batch) pairs rank r holds between forward and backward
-/// along its order: the activations it must keep.
+/// (or input gradient) along its order: the activations it must keep whole.
 int64_t peakInFlight(const Schedule &schedule, int64_t rank);
+/// The largest number of (stage, micro-batch) pairs rank r holds between forward and the end
+/// of their backward (B, or W when split): in flight plus those whose weight gradient is
+/// deferred, which keep what W needs.
+int64_t peakHeld(const Schedule &schedule, int64_t rank);
+
+//===----------------------------------------------------------------------===//
+// Split backward: the zero-bubble family
+//===----------------------------------------------------------------------===//
+
+/// Splits every backward of `whole` (a schedule of forwards and whole backwards) into its
+/// input gradient I, at the backward's place, and its weight gradient W, which runs where the
+/// rank would otherwise wait for an input, oldest first, as a simulation under `times` finds
+/// them; the rest run at the end. No rank holds more (stage, micro-batch) pairs between F and
+/// W than the fullest rank of `whole` holds between F and B, so splitting never needs more
+/// activation memory than the most of the unsplit schedule. Fails if `whole` does not verify.
+llvm::Expected<Schedule> splitBackward(const ScheduleProblem &problem, const Schedule &whole,
+                                       const ActionTimes &times);
+/// ZB-H1 (Qi et al. 2024): 1F1B with split backwards; the same in-flight bound as 1F1B and,
+/// on uniform stages with M >= P, a bubble of (P-1)(T_F + T_I - T_W) per rank. One stage per
+/// rank.
+llvm::Expected<Schedule> scheduleZeroBubbleH1(const ScheduleProblem &problem,
+                                              const ActionTimes &times);
+/// Interleaved zero bubble (PyTorch's ScheduleInterleavedZeroBubble): depth-first with split
+/// backwards; depth-first's rules on placement and grouping apply.
+llvm::Expected<Schedule> scheduleInterleavedZeroBubble(const ScheduleProblem &problem,
+                                                       int64_t groupSize, const ActionTimes &times);
+/// ZB-V: two stages per rank in a V (rank r holds r and 2P-1-r, so the loss is computed on
+/// rank 0 next to the first stage); a free rank runs the ready I of its oldest micro-batch,
+/// else a ready forward of its later stage first while it holds fewer than
+/// zeroBubbleVBound(P) (stage, micro-batch) pairs, else its oldest deferred W. That is 1F1B's
+/// activation memory (P micro-batches of two half-size stages).
+llvm::Expected<Schedule> scheduleZeroBubbleV(const ScheduleProblem &problem,
+                                             const ActionTimes &times);
+/// DualPipeV (DeepSeek's DualPipe folded onto the V): ZB-V's order where a ready forward and
+/// a ready I run as one overlapped pair (Schedule::pairs), so that each one's transfers hide
+/// behind the other's computation, under dualPipeVBound(P) (DualPipe's P+1 micro-batches).
+llvm::Expected<Schedule> scheduleDualPipeV(const ScheduleProblem &problem,
+                                           const ActionTimes &times);
+/// The bounds on (stage, micro-batch) pairs held per rank of ZB-V and DualPipeV.
+int64_t zeroBubbleVBound(int64_t ranks);
+int64_t dualPipeVBound(int64_t ranks);
 
 } // namespace conduit::sched
 

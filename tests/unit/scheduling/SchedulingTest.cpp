@@ -58,7 +58,7 @@ TEST(Schedules, BreadthFirstWorkedExample) {
                       "B0.3 B0.2 B0.1 B0.0";
   for (int64_t r = 0; r < 4; ++r)
     EXPECT_EQ(s.ranks[r], parseOrder(order, 4, r)) << "rank " << r << ": " << show(s.ranks[r]);
-  Timeline t = simulateCompute(problem, s, ActionTimes::perSample(problem, 1, 2));
+  Timeline t = simulateCompute(problem, s, ActionTimes::perSample(problem, 1, 1, 1));
   EXPECT_EQ(t.makespan, 57);
   // First backward at t = 25, 23, 21, 19 on ranks 0..3.
   for (int64_t r = 0; r < 4; ++r)
@@ -79,7 +79,7 @@ TEST(Schedules, DepthFirstWorkedExample) {
       "B0.2 F0.7 B0.3 F1.4 B1.4 F1.5 B1.5 F1.6 B1.6 F1.7 B1.7 B0.4 B0.5 B0.6 B0.7"};
   for (int64_t r = 0; r < 4; ++r)
     EXPECT_EQ(s.ranks[r], parseOrder(orders[r], 4, r)) << "rank " << r << ": " << show(s.ranks[r]);
-  EXPECT_EQ(simulateCompute(problem, s, ActionTimes::perSample(problem, 1, 2)).makespan, 57);
+  EXPECT_EQ(simulateCompute(problem, s, ActionTimes::perSample(problem, 1, 1, 1)).makespan, 57);
   const int64_t inflight[] = {11, 9, 7, 5};
   for (int64_t r = 0; r < 4; ++r)
     EXPECT_EQ(peakInFlight(s, r), inflight[r]);
@@ -105,7 +105,7 @@ TEST(Schedules, GPipeDefinition) {
                                      "B.1 B.0",
                                      4, r));
   // Non-looped with two layers' worth per stage: makespan 66 at tf = 2, tb = 4.
-  EXPECT_EQ(simulateCompute(problem, s, ActionTimes::perSample(problem, 2, 4)).makespan, 66);
+  EXPECT_EQ(simulateCompute(problem, s, ActionTimes::perSample(problem, 2, 2, 2)).makespan, 66);
 }
 
 TEST(Schedules, OneFOneBDefinition) {
@@ -175,7 +175,7 @@ TEST(Schedules, PropertySweep) {
           ASSERT_FALSE(violation) << where << ": " << *violation;
 
           // Unit costs, free communication: idle/ideal per rank.
-          Timeline t = simulateCompute(problem, *s, ActionTimes::perSample(problem, 1, 2));
+          Timeline t = simulateCompute(problem, *s, ActionTimes::perSample(problem, 1, 1, 1));
           double ideal = 3.0 * v * m;
           if (v == 1 || m >= p) {
             EXPECT_EQ(t.makespan, ideal + 3.0 * (p - 1)) << where;
@@ -289,7 +289,7 @@ TEST(Schedules, RandomUnequalPartitionsAreExecutable) {
       }
       ASSERT_FALSE(violation) << "trial " << trial << " kind " << int(kind) << " P=" << p
                               << " V=" << v << " bounds " << shape << ": " << *violation;
-      Timeline t = simulateCompute(problem, *s, ActionTimes::perSample(problem, 1, 2));
+      Timeline t = simulateCompute(problem, *s, ActionTimes::perSample(problem, 1, 1, 1));
       EXPECT_GE(t.makespan, 3.0 * batch * v);
     }
   }

@@ -1,0 +1,287 @@
+//===- ZeroBubbleSchedule.cpp - split backward and the zero-bubble family -===//
+//
+// Zero Bubble Pipeline Parallelism (Qi et al., ICLR 2024) splits each backward into the input
+// gradient I, on the critical path to the previous stage, and the weight gradient W, which
+// nothing but the stage's gradient reduction waits for. Two constructions here:
+//
+// * splitBackward keeps the order of a schedule's forwards and backwards (each B becomes an I)
+//   and lets the Ws fill the time the rank would otherwise wait. ZB-H1 is 1F1B split this way
+//   and interleaved zero-bubble is depth-first split this way.
+// * The V schedules (ZB-V, DualPipeV) are list schedules on the V placement: a free rank runs
+//   the ready I of its oldest micro-batch, else a ready forward of its later stage first while
+//   under the memory bound, else its oldest deferred W.
+//
+// Both decide by simulating the rank lists with the given action times, so the order they
+// return is an order the simulation ran: every action after its dependencies, hence
+// executable. Memory bounds are counts of (stage, micro-batch) pairs per rank: "in flight"
+// between F and I (or B), "held" between F and W (or B), which is in flight plus deferred Ws.
+//
+//===----------------------------------------------------------------------===//
+
+#include "scheduling/Schedulers.h"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+
+using namespace conduit::sched;
+
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+/// The state of a simulation that builds rank lists action by action.
+class ListBuilder {
+public:
+  ListBuilder(const ScheduleProblem &problem, const ActionTimes &times)
+      : problem(problem), times(times), ranks(problem.numRanks()), free(ranks, 0),
+        inFlight(ranks, 0), held(ranks, 0), pending(ranks) {
+    for (auto *table : {&forwardEnd, &inputEnd}) {
+      table->resize(problem.numStages());
+      for (int64_t s = 0; s < problem.numStages(); ++s)
+        (*table)[s].assign(problem.numMicrobatches(s), kNever);
+    }
+    schedule.ranks.resize(ranks);
+    schedule.pairs.resize(ranks);
+    for (int64_t s = 0; s < problem.numStages(); ++s)
+      remaining += 3 * problem.numMicrobatches(s);
+  }
+
+  /// Whether the inputs of F(s, m) are there at `now`.
+  bool forwardReady(int64_t s, int64_t m, double now) const {
+    if (s == 0)
+      return true;
+    auto [first, last] = problem.overlapping(s, m, s - 1);
+    for (int64_t i = first; i < last; ++i)
+      if (forwardEnd[s - 1][i] > now)
+        return false;
+    return true;
+  }
+  /// Whether the inputs of I(s, m) are there at `now`.
+  bool inputReady(int64_t s, int64_t m, double now) const {
+    if (forwardEnd[s][m] > now)
+      return false;
+    if (s + 1 == problem.numStages())
+      return true;
+    auto [first, last] = problem.overlapping(s, m, s + 1);
+    for (int64_t j = first; j < last; ++j)
+      if (inputEnd[s + 1][j] > now)
+        return false;
+    return true;
+  }
+
+  /// Runs `actions` (one, or a pair) back to back on rank r from `now`; their results become
+  /// visible when the last ends.
+  void run(int64_t r, std::initializer_list<Action> actions, double now) {
+    if (actions.size() == 2)
+      schedule.pairs[r].push_back(static_cast<int32_t>(schedule.ranks[r].size()));
+    double end = now;
+    for (const Action &a : actions)
+      end += times.of(a);
+    for (const Action &a : actions) {
+      schedule.ranks[r].push_back(a);
+      --remaining;
+      switch (a.kind) {
+      case ActionKind::Forward:
+        forwardEnd[a.stage][a.mb] = end;
+        ++inFlight[r];
+        ++held[r];
+        break;
+      case ActionKind::BackwardInput:
+        inputEnd[a.stage][a.mb] = end;
+        --inFlight[r];
+        pending[r].push_back({ActionKind::BackwardWeight, a.stage, a.mb});
+        break;
+      case ActionKind::BackwardWeight:
+        --held[r];
+        break;
+      case ActionKind::Backward:
+        break; // not produced here
+      }
+    }
+    free[r] = end;
+  }
+  /// Runs rank r's oldest deferred W, if any.
+  bool runWeight(int64_t r, double now) {
+    if (pending[r].empty())
+      return false;
+    Action w = pending[r].front();
+    pending[r].pop_front();
+    run(r, {w}, now);
+    return true;
+  }
+
+  /// Drives `pick(r, now, force)` until every action ran: at each instant every free rank
+  /// picks until none does, then time moves to the next end. `pick` returns whether it started
+  /// something; when no rank is busy and none picked, it is called again with force = true
+  /// (its memory bounds would otherwise hold every rank forever).
+  template <typename Pick> void drive(Pick pick) {
+    double now = 0;
+    while (remaining > 0) {
+      bool started = true;
+      while (started) {
+        started = false;
+        for (int64_t r = 0; r < ranks; ++r)
+          if (free[r] <= now && pick(r, now, false))
+            started = true;
+      }
+      double next = kNever;
+      for (int64_t r = 0; r < ranks; ++r)
+        if (free[r] > now)
+          next = std::min(next, free[r]);
+      if (next == kNever && remaining > 0) {
+        for (int64_t r = 0; r < ranks && next == kNever; ++r)
+          if (pick(r, now, true))
+            next = now;
+        if (next == kNever)
+          return; // nothing can run: the caller's verification reports it
+        continue;
+      }
+      now = next;
+    }
+  }
+
+  const ScheduleProblem &problem;
+  const ActionTimes &times;
+  const int64_t ranks;
+  std::vector<double> free;
+  std::vector<int64_t> inFlight, held;
+  std::vector<std::deque<Action>> pending;
+  std::vector<std::vector<double>> forwardEnd, inputEnd;
+  int64_t remaining = 0;
+  Schedule schedule;
+};
+
+llvm::Error scheduleError(const std::string &message) { return llvm::createStringError(message); }
+
+/// The V schedules: see the file comment. `pairs`: run a ready forward together with the ready
+/// I as one overlapped pair (DualPipeV).
+Schedule scheduleOnV(const ScheduleProblem &problem, const ActionTimes &times, int64_t cap,
+                     bool pairs) {
+  ListBuilder b(problem, times);
+  const int64_t stages = problem.numStages();
+  std::vector<int64_t> nextForward(stages, 0), nextInput(stages, 0);
+  b.drive([&](int64_t r, double now, bool force) {
+    // The ready I of the oldest samples (the later stage among equals), and the ready
+    // forward of the latest stage.
+    int64_t input = -1, forward = -1;
+    for (int64_t s : problem.localStages(r)) {
+      int64_t m = nextInput[s];
+      if (m < problem.numMicrobatches(s) && b.inputReady(s, m, now) &&
+          (input < 0 || problem.begin(s, m) <= problem.begin(input, nextInput[input])))
+        input = s;
+      int64_t f = nextForward[s];
+      if (f < problem.numMicrobatches(s) && b.forwardReady(s, f, now))
+        forward = s;
+    }
+    bool forwardAllowed = forward >= 0 && b.inFlight[r] < cap && b.held[r] < cap;
+    auto forwardAction = [&] {
+      return Action{ActionKind::Forward, int32_t(forward), int32_t(nextForward[forward]++)};
+    };
+    if (input >= 0) {
+      Action i{ActionKind::BackwardInput, int32_t(input), int32_t(nextInput[input]++)};
+      if (pairs && forwardAllowed)
+        b.run(r, {forwardAction(), i}, now);
+      else
+        b.run(r, {i}, now);
+      return true;
+    }
+    if (forwardAllowed || (force && forward >= 0)) {
+      b.run(r, {forwardAction()}, now);
+      return true;
+    }
+    return b.runWeight(r, now);
+  });
+  return std::move(b.schedule);
+}
+
+/// Checks the V placement: 2P stages, rank r holding stages r and 2P-1-r.
+std::optional<std::string> checkVPlacement(const ScheduleProblem &problem,
+                                           const std::string &name) {
+  const int64_t p = problem.numRanks();
+  bool v = problem.numStages() == 2 * p;
+  for (int64_t s = 0; v && s < problem.numStages(); ++s)
+    v = problem.rankOfStage(s) == (s < p ? s : 2 * p - 1 - s);
+  if (v)
+    return std::nullopt;
+  return name + " runs on the V placement (rank r holds stages r and 2P-1-r, so " +
+         std::to_string(2 * p) + " stages on " + std::to_string(p) +
+         " ranks); set stages_per_device to 2 and placement to \"v\"";
+}
+
+} // namespace
+
+llvm::Expected<Schedule> conduit::sched::splitBackward(const ScheduleProblem &problem,
+                                                       const Schedule &whole,
+                                                       const ActionTimes &times) {
+  if (Violation v = verifySchedule(problem, whole))
+    return scheduleError("cannot split the backwards of an invalid schedule: " + *v);
+  int64_t bound = 0;
+  for (int64_t r = 0; r < problem.numRanks(); ++r)
+    bound = std::max(bound, peakInFlight(whole, r));
+  for (const std::vector<Action> &list : whole.ranks)
+    for (const Action &a : list)
+      if (a.kind != ActionKind::Forward && a.kind != ActionKind::Backward)
+        return scheduleError("the backwards of " + describe(a) + "'s schedule are split already");
+
+  ListBuilder b(problem, times);
+  std::vector<size_t> next(problem.numRanks(), 0);
+  b.drive([&](int64_t r, double now, bool) {
+    const std::vector<Action> &list = whole.ranks[r];
+    if (next[r] < list.size()) {
+      const Action &a = list[next[r]];
+      bool forward = a.kind == ActionKind::Forward;
+      // Deferred Ws go first where another forward would hold more than the whole schedule's
+      // fullest rank.
+      if (forward && b.held[r] >= bound && b.runWeight(r, now))
+        return true;
+      if (forward ? b.forwardReady(a.stage, a.mb, now) : b.inputReady(a.stage, a.mb, now)) {
+        ++next[r];
+        b.run(r, {{forward ? ActionKind::Forward : ActionKind::BackwardInput, a.stage, a.mb}}, now);
+        return true;
+      }
+    }
+    return b.runWeight(r, now);
+  });
+  return std::move(b.schedule);
+}
+
+llvm::Expected<Schedule> conduit::sched::scheduleZeroBubbleH1(const ScheduleProblem &problem,
+                                                              const ActionTimes &times) {
+  llvm::Expected<Schedule> whole = scheduleOneFOneB(problem);
+  if (!whole)
+    return llvm::createStringError("zb-h1 is 1F1B with split backwards: " +
+                                   llvm::toString(whole.takeError()));
+  return splitBackward(problem, *whole, times);
+}
+
+llvm::Expected<Schedule>
+conduit::sched::scheduleInterleavedZeroBubble(const ScheduleProblem &problem, int64_t groupSize,
+                                              const ActionTimes &times) {
+  llvm::Expected<Schedule> whole = scheduleDepthFirst(problem, groupSize);
+  if (!whole)
+    return llvm::createStringError("interleaved-zb is depth-first with split backwards: " +
+                                   llvm::toString(whole.takeError()));
+  return splitBackward(problem, *whole, times);
+}
+
+llvm::Expected<Schedule> conduit::sched::scheduleZeroBubbleV(const ScheduleProblem &problem,
+                                                             const ActionTimes &times) {
+  if (Violation v = problem.check())
+    return scheduleError(*v);
+  if (std::optional<std::string> v = checkVPlacement(problem, "zbv"))
+    return scheduleError(*v);
+  return scheduleOnV(problem, times, zeroBubbleVBound(problem.numRanks()), false);
+}
+
+llvm::Expected<Schedule> conduit::sched::scheduleDualPipeV(const ScheduleProblem &problem,
+                                                           const ActionTimes &times) {
+  if (Violation v = problem.check())
+    return scheduleError(*v);
+  if (std::optional<std::string> v = checkVPlacement(problem, "dualpipev"))
+    return scheduleError(*v);
+  return scheduleOnV(problem, times, dualPipeVBound(problem.numRanks()), true);
+}
+
+int64_t conduit::sched::zeroBubbleVBound(int64_t ranks) { return 2 * ranks; }
+int64_t conduit::sched::dualPipeVBound(int64_t ranks) { return 2 * ranks + 2; }
