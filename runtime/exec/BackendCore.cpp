@@ -289,7 +289,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instructi
 }
 
 template <typename Grad>
-void BackendCore<Grad>::backwardPieces(const Stage &stage, const std::vector<Cache> &caches,
+void BackendCore<Grad>::backwardPieces(const Stage &stage, std::vector<Cache> &caches,
                                        const float *dy, float *dx, std::vector<double> *seconds) {
   if constexpr (std::is_same_v<Grad, double>) {
     stage.chain.backwardSamples(stage.full.data(), caches, dy, stage.grad.data(), dx, seconds);
@@ -298,7 +298,8 @@ void BackendCore<Grad>::backwardPieces(const Stage &stage, const std::vector<Cac
     const int64_t row = stage.chain.sampleSize();
     int64_t at = 0;
     std::vector<double> one;
-    for (const Cache &cache : caches) {
+    for (Cache &cache : caches) {
+      const int64_t samples = cache.layers.front().samples;
       one.clear();
       stage.chain.backward(stage.full.data(), cache, dy ? dy + at * row : nullptr,
                            stage.grad.data(), dx ? dx + at * row : nullptr,
@@ -308,7 +309,7 @@ void BackendCore<Grad>::backwardPieces(const Stage &stage, const std::vector<Cac
         for (size_t i = 0; i < one.size(); ++i)
           (*seconds)[i] += one[i];
       }
-      at += cache.layers.front().samples;
+      at += samples;
     }
   }
 }
@@ -328,7 +329,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruct
     }
   }
   std::vector<Cache> recomputed;
-  const std::vector<Cache> *caches = &stage.caches[mb];
+  std::vector<Cache> *caches = &stage.caches[mb];
   if (plan->config.checkpointing) {
     std::vector<int32_t> tokens, targets;
     const model::Tokens batch = tokensOf(stage, mb, tokens, targets);

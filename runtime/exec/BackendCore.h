@@ -117,8 +117,8 @@ private:
   absl::Status forward(const Instruction &inst);
   absl::Status backward(const Instruction &inst);
   /// Backward of the pieces of one micro-batch, accumulating into `grads` by the policy.
-  void backwardPieces(const Stage &stage, const std::vector<Cache> &caches, const float *dy,
-                      float *dx, std::vector<double> *seconds);
+  void backwardPieces(const Stage &stage, std::vector<Cache> &caches, const float *dy, float *dx,
+                      std::vector<double> *seconds);
   absl::Status optimizerStep(Stage &stage);
   absl::Status postTransfers(const std::vector<int64_t> &indices, Pending &pending);
   absl::Status postCollective(const Instruction &inst, Pending &pending);

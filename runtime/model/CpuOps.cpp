@@ -66,10 +66,15 @@ void CpuOps<T>::layerNormForward(int64_t rows, int64_t h, const T *x, const T *g
 }
 
 template <typename T>
-void CpuOps<T>::layerNormBackward(int64_t rows, int64_t h, const T *x, const T *gamma,
-                                  const T *mean, const T *rstd, const T *dy, T *dx, T *dgamma,
-                                  T *dbeta) {
-  model::layerNormBackward(rows, h, x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+void CpuOps<T>::layerNormBackwardInput(int64_t rows, int64_t h, const T *x, const T *gamma,
+                                       const T *mean, const T *rstd, const T *dy, T *dx) {
+  model::layerNormBackwardInput(rows, h, x, gamma, mean, rstd, dy, dx);
+}
+
+template <typename T>
+void CpuOps<T>::layerNormBackwardWeight(int64_t rows, int64_t h, const T *x, const T *mean,
+                                        const T *rstd, const T *dy, T *dgamma, T *dbeta) {
+  model::layerNormBackwardWeight(rows, h, x, mean, rstd, dy, dgamma, dbeta);
 }
 
 template <typename T> void CpuOps<T>::geluForward(int64_t n, const T *x, T *y) {

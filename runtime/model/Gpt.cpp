@@ -116,10 +116,18 @@ public:
     cache.samples = batch.samples;
   }
 
-  void backward(Ops<T> &ops, const T *, const LayerCache<T> &cache, const T *dy, T *dparams,
-                T *) const override {
-    ops.embeddingBackward(cache.samples, s.seq, s.hidden, cache.tokens.data(), dy, dparams,
-                          dparams + s.vocab * s.hidden);
+  // The embedding has no input gradient; W needs the output gradient only.
+  void backwardInput(Ops<T> &ops, const T *, LayerCache<T> &cache, const T *dy,
+                     T *) const override {
+    const int64_t n = cache.samples * s.seq * s.hidden;
+    cache.stash.clear();
+    cache.stash.push_back(ops.allocate(n));
+    ops.copy(n, dy, cache.stash[0].data());
+  }
+
+  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dparams) const override {
+    ops.embeddingBackward(cache.samples, s.seq, s.hidden, cache.tokens.data(),
+                          cache.stash[0].data(), dparams, dparams + s.vocab * s.hidden);
   }
 
 private:
@@ -215,41 +223,66 @@ public:
       ops.addBias(rows, h, p + o.b2, y);
   }
 
-  void backward(Ops<T> &ops, const T *p, const LayerCache<T> &cache, const T *dy, T *dp,
-                T *dx) const override {
+  // Stashed by backwardInput, by index: the output gradients of W2 (the block's dy), W1 (du),
+  // LN2 (dh2), Wo (dx2), Wqkv (dqkv) and LN1 (dh1).
+  enum { DY, DU, DH2, DX2, DQKV, DH1, NumStashed };
+
+  void backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, const T *dy,
+                     T *dx) const override {
     const int64_t n = cache.samples, rows = n * s.seq, h = s.hidden, f = s.ffn;
-    const std::vector<Buffer<T>> &v = cache.saved;
+    std::vector<Buffer<T>> &v = cache.saved;
+    std::vector<Buffer<T>> &g = cache.stash;
+    g.clear();
+    g.resize(NumStashed);
+    g[DY] = ops.allocate(rows * h);
+    ops.copy(rows * h, dy, g[DY].data());
     // MLP branch: y = x2 + W2 gelu(W1 LN2(x2) + b1) + b2.
-    ops.gemm(true, false, f, h, rows, 1, v[G].data(), dy, 1, dp + o.w2);
-    if (o.b2 >= 0)
-      ops.sumRows(rows, h, dy, dp + o.b2);
-    Buffer<T> dg = ops.allocate(rows * f), du = ops.allocate(rows * f);
+    Buffer<T> dg = ops.allocate(rows * f);
+    g[DU] = ops.allocate(rows * f);
     ops.gemm(false, true, rows, f, h, 1, dy, p + o.w2, 0, dg.data());
-    ops.geluBackward(rows * f, v[U].data(), dg.data(), du.data());
-    ops.gemm(true, false, h, f, rows, 1, v[H2].data(), du.data(), 1, dp + o.w1);
-    if (o.b1 >= 0)
-      ops.sumRows(rows, f, du.data(), dp + o.b1);
-    Buffer<T> dh2 = ops.allocate(rows * h), dx2 = ops.allocate(rows * h);
-    ops.gemm(false, true, rows, h, f, 1, du.data(), p + o.w1, 0, dh2.data());
-    ops.layerNormBackward(rows, h, v[X2].data(), p + o.ln2g, v[Mean2].data(), v[Rstd2].data(),
-                          dh2.data(), dx2.data(), dp + o.ln2g, dp + o.ln2b);
-    ops.add(rows * h, dy, dx2.data());
+    ops.geluBackward(rows * f, v[U].data(), dg.data(), g[DU].data());
+    g[DH2] = ops.allocate(rows * h);
+    g[DX2] = ops.allocate(rows * h);
+    ops.gemm(false, true, rows, h, f, 1, g[DU].data(), p + o.w1, 0, g[DH2].data());
+    ops.layerNormBackwardInput(rows, h, v[X2].data(), p + o.ln2g, v[Mean2].data(), v[Rstd2].data(),
+                               g[DH2].data(), g[DX2].data());
+    ops.add(rows * h, dy, g[DX2].data());
     // Attention branch: x2 = x + Wo Attn(Wqkv LN1(x) + bqkv) + bo.
-    ops.gemm(true, false, h, h, rows, 1, v[Att].data(), dx2.data(), 1, dp + o.wo);
-    if (o.bo >= 0)
-      ops.sumRows(rows, h, dx2.data(), dp + o.bo);
-    Buffer<T> datt = ops.allocate(rows * h), dqkv = ops.allocate(rows * 3 * h);
-    ops.gemm(false, true, rows, h, h, 1, dx2.data(), p + o.wo, 0, datt.data());
+    Buffer<T> datt = ops.allocate(rows * h);
+    g[DQKV] = ops.allocate(rows * 3 * h);
+    ops.gemm(false, true, rows, h, h, 1, g[DX2].data(), p + o.wo, 0, datt.data());
     ops.attentionBackward(n, s.seq, s.heads, s.headDim(), v[Qkv].data(), v[Probs].data(),
-                          datt.data(), dqkv.data());
-    ops.gemm(true, false, h, 3 * h, rows, 1, v[H1].data(), dqkv.data(), 1, dp + o.wqkv);
+                          datt.data(), g[DQKV].data());
+    g[DH1] = ops.allocate(rows * h);
+    ops.gemm(false, true, rows, h, 3 * h, 1, g[DQKV].data(), p + o.wqkv, 0, g[DH1].data());
+    ops.layerNormBackwardInput(rows, h, v[X].data(), p + o.ln1g, v[Mean1].data(), v[Rstd1].data(),
+                               g[DH1].data(), dx);
+    ops.add(rows * h, g[DX2].data(), dx);
+    // The weight gradients read neither the attention's inputs nor the GELU's.
+    for (int only : {Qkv, Probs, U})
+      v[only].reset();
+  }
+
+  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dp) const override {
+    const int64_t rows = cache.samples * s.seq, h = s.hidden, f = s.ffn;
+    const std::vector<Buffer<T>> &v = cache.saved;
+    const std::vector<Buffer<T>> &g = cache.stash;
+    ops.gemm(true, false, f, h, rows, 1, v[G].data(), g[DY].data(), 1, dp + o.w2);
+    if (o.b2 >= 0)
+      ops.sumRows(rows, h, g[DY].data(), dp + o.b2);
+    ops.gemm(true, false, h, f, rows, 1, v[H2].data(), g[DU].data(), 1, dp + o.w1);
+    if (o.b1 >= 0)
+      ops.sumRows(rows, f, g[DU].data(), dp + o.b1);
+    ops.layerNormBackwardWeight(rows, h, v[X2].data(), v[Mean2].data(), v[Rstd2].data(),
+                                g[DH2].data(), dp + o.ln2g, dp + o.ln2b);
+    ops.gemm(true, false, h, h, rows, 1, v[Att].data(), g[DX2].data(), 1, dp + o.wo);
+    if (o.bo >= 0)
+      ops.sumRows(rows, h, g[DX2].data(), dp + o.bo);
+    ops.gemm(true, false, h, 3 * h, rows, 1, v[H1].data(), g[DQKV].data(), 1, dp + o.wqkv);
     if (o.bqkv >= 0)
-      ops.sumRows(rows, 3 * h, dqkv.data(), dp + o.bqkv);
-    Buffer<T> dh1 = ops.allocate(rows * h);
-    ops.gemm(false, true, rows, h, 3 * h, 1, dqkv.data(), p + o.wqkv, 0, dh1.data());
-    ops.layerNormBackward(rows, h, v[X].data(), p + o.ln1g, v[Mean1].data(), v[Rstd1].data(),
-                          dh1.data(), dx, dp + o.ln1g, dp + o.ln1b);
-    ops.add(rows * h, dx2.data(), dx);
+      ops.sumRows(rows, 3 * h, g[DQKV].data(), dp + o.bqkv);
+    ops.layerNormBackwardWeight(rows, h, v[X].data(), v[Mean1].data(), v[Rstd1].data(),
+                                g[DH1].data(), dp + o.ln1g, dp + o.ln1b);
   }
 
 private:
@@ -293,15 +326,24 @@ public:
                      v[DLogits].data());
   }
 
-  void backward(Ops<T> &ops, const T *p, const LayerCache<T> &cache, const T *, T *dp,
-                T *dx) const override {
+  // The LM head's output gradient is the forward's DLogits; the stash holds the final norm's.
+  void backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, const T *,
+                     T *dx) const override {
+    const int64_t rows = cache.samples * s.seq, h = s.hidden;
+    const std::vector<Buffer<T>> &v = cache.saved;
+    cache.stash.clear();
+    cache.stash.push_back(ops.allocate(rows * h));
+    T *dz = cache.stash[0].data();
+    ops.gemm(false, true, rows, h, s.vocab, 1, v[DLogits].data(), p + 2 * h, 0, dz);
+    ops.layerNormBackwardInput(rows, h, v[X].data(), p, v[Mean].data(), v[Rstd].data(), dz, dx);
+  }
+
+  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dp) const override {
     const int64_t rows = cache.samples * s.seq, h = s.hidden;
     const std::vector<Buffer<T>> &v = cache.saved;
     ops.gemm(true, false, h, s.vocab, rows, 1, v[Z].data(), v[DLogits].data(), 1, dp + 2 * h);
-    Buffer<T> dz = ops.allocate(rows * h);
-    ops.gemm(false, true, rows, h, s.vocab, 1, v[DLogits].data(), p + 2 * h, 0, dz.data());
-    ops.layerNormBackward(rows, h, v[X].data(), p, v[Mean].data(), v[Rstd].data(), dz.data(), dx,
-                          dp, dp + h);
+    ops.layerNormBackwardWeight(rows, h, v[X].data(), v[Mean].data(), v[Rstd].data(),
+                                cache.stash[0].data(), dp, dp + h);
   }
 
 private:
@@ -373,6 +415,15 @@ namespace {
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+
+/// Adds one piece's per-layer seconds to the micro-batch's (when it keeps them).
+void addSeconds(const std::vector<double> &piece, std::vector<double> *total) {
+  if (!total)
+    return;
+  total->resize(piece.size(), 0);
+  for (size_t i = 0; i < piece.size(); ++i)
+    (*total)[i] += piece[i];
+}
 } // namespace
 
 template <typename T>
@@ -404,8 +455,8 @@ void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T 
 }
 
 template <typename T>
-void LayerChain<T>::backward(const T *params, const Cache &cache, const T *dy, T *dparams, T *dx,
-                             std::vector<double> *seconds) const {
+void LayerChain<T>::inputPass(const T *params, Cache &cache, const T *dy, T *dx, T *dparams,
+                              std::vector<double> *seconds) const {
   if (seconds)
     seconds->assign(layers.size(), 0);
   Buffer<T> grad, next;
@@ -420,8 +471,11 @@ void LayerChain<T>::backward(const T *params, const Cache &cache, const T *dy, T
     if (seconds)
       ops->synchronize();
     const auto start = std::chrono::steady_clock::now();
-    layers[k]->backward(*ops, params + offsets[k], cache.layers[k], upstream, dparams + offsets[k],
-                        down);
+    layers[k]->backwardInput(*ops, params + offsets[k], cache.layers[k], upstream, down);
+    if (dparams) {
+      layers[k]->backwardWeight(*ops, cache.layers[k], dparams + offsets[k]);
+      cache.layers[k] = LayerCache<T>();
+    }
     if (seconds) {
       ops->synchronize();
       (*seconds)[k] = secondsSince(start);
@@ -431,6 +485,40 @@ void LayerChain<T>::backward(const T *params, const Cache &cache, const T *dy, T
       upstream = grad.data();
     }
   }
+  // The layer inputs served the forward and sized the gradients above; W reads the layers'
+  // own caches.
+  cache.inputs.clear();
+}
+
+template <typename T>
+void LayerChain<T>::backward(const T *params, Cache &cache, const T *dy, T *dparams, T *dx,
+                             std::vector<double> *seconds) const {
+  inputPass(params, cache, dy, dx, dparams, seconds);
+  cache.layers.clear();
+}
+
+template <typename T>
+void LayerChain<T>::backwardInput(const T *params, Cache &cache, const T *dy, T *dx,
+                                  std::vector<double> *seconds) const {
+  inputPass(params, cache, dy, dx, /*dparams=*/nullptr, seconds);
+}
+
+template <typename T>
+void LayerChain<T>::backwardWeight(Cache &cache, T *dparams, std::vector<double> *seconds) const {
+  if (seconds)
+    seconds->assign(layers.size(), 0);
+  for (size_t k = layers.size(); k-- > 0;) {
+    if (seconds)
+      ops->synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    layers[k]->backwardWeight(*ops, cache.layers[k], dparams + offsets[k]);
+    cache.layers[k] = LayerCache<T>();
+    if (seconds) {
+      ops->synchronize();
+      (*seconds)[k] = secondsSince(start);
+    }
+  }
+  cache.layers.clear();
 }
 
 template <typename T>
@@ -449,33 +537,52 @@ void LayerChain<T>::forwardSamples(const T *params, const T *x, const Tokens &ba
     one.clear();
     forward(params, x ? x + n * row : nullptr, piece, y ? y + n * row : nullptr, caches[k],
             seconds ? &one : nullptr);
-    if (seconds) {
-      seconds->resize(one.size(), 0);
-      for (size_t i = 0; i < one.size(); ++i)
-        (*seconds)[i] += one[i];
-    }
+    addSeconds(one, seconds);
   }
 }
 
 template <typename T>
-void LayerChain<T>::backwardSamples(const T *params, const std::vector<Cache> &caches, const T *dy,
+void LayerChain<T>::backwardSamples(const T *params, std::vector<Cache> &caches, const T *dy,
                                     double *grads, T *dx, std::vector<double> *seconds) const {
   const int64_t row = sampleSize();
   Buffer<T> dparams = ops->allocate(numParams());
   std::vector<double> one;
   int64_t at = 0; // the first sample of the piece
-  for (const Cache &cache : caches) {
+  for (Cache &cache : caches) {
     const int64_t samples = cache.layers.front().samples;
     ops->fill(numParams(), T(0), dparams.data());
     backward(params, cache, dy ? dy + at * row : nullptr, dparams.data(),
              dx ? dx + at * row : nullptr, seconds ? &one : nullptr);
     ops->accumulate(numParams(), dparams.data(), grads);
-    if (seconds) {
-      seconds->resize(one.size(), 0);
-      for (size_t i = 0; i < one.size(); ++i)
-        (*seconds)[i] += one[i];
-    }
+    addSeconds(one, seconds);
     at += samples;
+  }
+}
+
+template <typename T>
+void LayerChain<T>::backwardInputSamples(const T *params, std::vector<Cache> &caches, const T *dy,
+                                         T *dx, std::vector<double> *seconds) const {
+  const int64_t row = sampleSize();
+  std::vector<double> one;
+  int64_t at = 0;
+  for (Cache &cache : caches) {
+    backwardInput(params, cache, dy ? dy + at * row : nullptr, dx ? dx + at * row : nullptr,
+                  seconds ? &one : nullptr);
+    addSeconds(one, seconds);
+    at += cache.layers.front().samples;
+  }
+}
+
+template <typename T>
+void LayerChain<T>::backwardWeightSamples(std::vector<Cache> &caches, double *grads,
+                                          std::vector<double> *seconds) const {
+  Buffer<T> dparams = ops->allocate(numParams());
+  std::vector<double> one;
+  for (Cache &cache : caches) {
+    ops->fill(numParams(), T(0), dparams.data());
+    backwardWeight(cache, dparams.data(), seconds ? &one : nullptr);
+    ops->accumulate(numParams(), dparams.data(), grads);
+    addSeconds(one, seconds);
   }
 }
 

@@ -48,9 +48,14 @@ struct Tokens {
   double lossScale = 1;
 };
 
-/// What a layer keeps from its forward for its backward (memory of the layer's Ops).
+/// What a layer keeps from its forward for its backward (memory of the layer's Ops), and from
+/// its input gradient for its weight gradient.
 template <typename T> struct LayerCache {
-  std::vector<Buffer<T>> saved;
+  std::vector<Buffer<T>> saved; ///< by the forward; what only the input gradient reads goes there
+  /// By backwardInput for backwardWeight: the output gradients of the layer's weight GEMMs,
+  /// norms and embedding. Copies or buffers of its own, since the buffer the upstream gradient
+  /// arrived in is reused before a deferred weight gradient runs.
+  std::vector<Buffer<T>> stash;
   std::vector<int32_t> tokens; ///< embedding: the input tokens (host)
   int64_t samples = 0;
 };
@@ -67,10 +72,21 @@ public:
   /// head, which adds its loss to the Ops's loss).
   virtual void forward(Ops<T> &ops, const T *params, const T *x, const Tokens &batch, T *y,
                        LayerCache<T> &cache) const = 0;
-  /// Backward: accumulates parameter gradients into dparams and writes dx (unless null).
-  /// The head ignores dy: its gradient starts at the loss.
-  virtual void backward(Ops<T> &ops, const T *params, const LayerCache<T> &cache, const T *dy,
-                        T *dparams, T *dx) const = 0;
+  /// The input-gradient half of the backward (I): writes dx (unless null), releases what only
+  /// it reads from the cache and stashes there what backwardWeight needs. The head ignores
+  /// dy: its gradient starts at the loss.
+  virtual void backwardInput(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy,
+                             T *dx) const = 0;
+  /// The weight-gradient half (W), after backwardInput on the same cache, possibly much later:
+  /// accumulates the parameter gradients into dparams. Reads no parameters.
+  virtual void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dparams) const = 0;
+  /// The whole backward: the two halves one after the other, so that a split backward
+  /// computes the same bits.
+  void backward(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy, T *dparams,
+                T *dx) const {
+    backwardInput(ops, params, cache, dy, dx);
+    backwardWeight(ops, cache, dparams);
+  }
 };
 
 /// The layer of kind `kind` for this shape.
@@ -104,9 +120,18 @@ public:
   void forward(const T *params, const T *x, const Tokens &batch, T *y, Cache &cache,
                std::vector<double> *seconds = nullptr) const;
   /// Backward through the chain, accumulating into dparams; dx may be null when the chain
-  /// starts with the embedding.
-  void backward(const T *params, const Cache &cache, const T *dy, T *dparams, T *dx,
+  /// starts with the embedding. Releases the cache. `seconds`, if given, receives each
+  /// layer's time.
+  void backward(const T *params, Cache &cache, const T *dy, T *dparams, T *dx,
                 std::vector<double> *seconds = nullptr) const;
+  /// The input-gradient half of backward (I): writes dx and keeps in the cache only what
+  /// backwardWeight needs.
+  void backwardInput(const T *params, Cache &cache, const T *dy, T *dx,
+                     std::vector<double> *seconds = nullptr) const;
+  /// The weight-gradient half (W) of an earlier backwardInput on `cache`: accumulates into
+  /// dparams and releases the cache. backwardInput then backwardWeight computes the bits of
+  /// backward, whatever ran in between.
+  void backwardWeight(Cache &cache, T *dparams, std::vector<double> *seconds = nullptr) const;
 
   /// The forward of a micro-batch: one sample at a time where the Ops says so (every sample is
   /// then computed with the same shapes whatever the micro-batch, so any cut of the batch
@@ -116,9 +141,17 @@ public:
                       std::vector<Cache> &caches, std::vector<double> *seconds = nullptr) const;
   /// The backward of forwardSamples: each piece's parameter gradients are added to the
   /// double-precision `grads` on their own, so the sum does not depend on how the batch was
-  /// cut or in which order micro-batches ran.
-  void backwardSamples(const T *params, const std::vector<Cache> &caches, const T *dy,
-                       double *grads, T *dx, std::vector<double> *seconds = nullptr) const;
+  /// cut or in which order micro-batches ran. Releases the caches.
+  void backwardSamples(const T *params, std::vector<Cache> &caches, const T *dy, double *grads,
+                       T *dx, std::vector<double> *seconds = nullptr) const;
+  /// backwardSamples in two halves: the input gradients of every piece (I), and later their
+  /// weight gradients (W), each piece's added to `grads` on its own as backwardSamples adds
+  /// them. The W of several micro-batches may thus run in any order, after any other work:
+  /// each adds what backwardSamples would have added.
+  void backwardInputSamples(const T *params, std::vector<Cache> &caches, const T *dy, T *dx,
+                            std::vector<double> *seconds = nullptr) const;
+  void backwardWeightSamples(std::vector<Cache> &caches, double *grads,
+                             std::vector<double> *seconds = nullptr) const;
 
   /// Where layer `i` of the chain starts in the chain's flat parameters.
   int64_t offset(size_t i) const { return offsets[i]; }
@@ -129,6 +162,12 @@ public:
   Ops<T> &operations() const { return *ops; }
 
 private:
+  /// Input gradients from the last layer to the first; with `dparams`, each layer's weight
+  /// gradient right after its input gradient, releasing its cache (the whole backward holds
+  /// one layer's stash at a time).
+  void inputPass(const T *params, Cache &cache, const T *dy, T *dx, T *dparams,
+                 std::vector<double> *seconds) const;
+
   GptShape shape;
   int64_t firstLayer = 0;
   Ops<T> *ops = nullptr;

@@ -60,8 +60,9 @@ void layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, const
 }
 
 template <typename T>
-void layerNormBackward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *mean,
-                       const T *rstd, const T *dy, T *dx, T *dgamma, T *dbeta) {
+void layerNormBackwardInput(int64_t rows, int64_t h, const T *x, const T *gamma, const T *mean,
+                            const T *rstd, const T *dy, T *dx) {
+  const double invH = 1.0 / static_cast<double>(h);
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x + r * h, *dyr = dy + r * h;
     T *dxr = dx + r * h;
@@ -72,14 +73,25 @@ void layerNormBackward(int64_t rows, int64_t h, const T *x, const T *gamma, cons
       const double dxhat = static_cast<double>(dyr[i]) * gamma[i];
       sumDxhat += dxhat;
       sumDxhatXhat += dxhat * xhat;
-      dgamma[i] += static_cast<T>(dyr[i] * xhat);
-      dbeta[i] += dyr[i];
     }
-    const double invH = 1.0 / static_cast<double>(h);
     for (int64_t i = 0; i < h; ++i) {
       const double xhat = (xr[i] - mu) * rs;
       const double dxhat = static_cast<double>(dyr[i]) * gamma[i];
       dxr[i] = static_cast<T>(rs * (dxhat - invH * sumDxhat - xhat * invH * sumDxhatXhat));
+    }
+  }
+}
+
+template <typename T>
+void layerNormBackwardWeight(int64_t rows, int64_t h, const T *x, const T *mean, const T *rstd,
+                             const T *dy, T *dgamma, T *dbeta) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * h, *dyr = dy + r * h;
+    const double mu = mean[r], rs = rstd[r];
+    for (int64_t i = 0; i < h; ++i) {
+      const double xhat = (xr[i] - mu) * rs;
+      dgamma[i] += static_cast<T>(dyr[i] * xhat);
+      dbeta[i] += dyr[i];
     }
   }
 }
@@ -214,8 +226,10 @@ double crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t 
 #define CONDUIT_INSTANTIATE_KERNELS(T)                                                             \
   template void layerNormForward<T>(int64_t, int64_t, const T *, const T *, const T *, T *, T *,   \
                                     T *);                                                          \
-  template void layerNormBackward<T>(int64_t, int64_t, const T *, const T *, const T *, const T *, \
-                                     const T *, T *, T *, T *);                                    \
+  template void layerNormBackwardInput<T>(int64_t, int64_t, const T *, const T *, const T *,       \
+                                          const T *, const T *, T *);                              \
+  template void layerNormBackwardWeight<T>(int64_t, int64_t, const T *, const T *, const T *,      \
+                                           const T *, T *, T *);                                   \
   template void geluForward<T>(int64_t, const T *, T *);                                           \
   template void geluBackward<T>(int64_t, const T *, const T *, T *);                               \
   template void attentionForward<T>(int64_t, int64_t, int64_t, int64_t, const T *, T *, T *);      \

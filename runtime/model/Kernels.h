@@ -24,10 +24,15 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha, co
 template <typename T>
 void layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *beta, T *y,
                       T *mean, T *rstd);
-/// dx (overwritten), and dgamma, dbeta accumulated.
+/// The input gradient dx (overwritten) from the output gradient dy.
 template <typename T>
-void layerNormBackward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *mean,
-                       const T *rstd, const T *dy, T *dx, T *dgamma, T *dbeta);
+void layerNormBackwardInput(int64_t rows, int64_t h, const T *x, const T *gamma, const T *mean,
+                            const T *rstd, const T *dy, T *dx);
+/// The parameter gradients dgamma, dbeta (accumulated) from the output gradient dy; apart from
+/// the input gradient, so that a split backward can compute them later.
+template <typename T>
+void layerNormBackwardWeight(int64_t rows, int64_t h, const T *x, const T *mean, const T *rstd,
+                             const T *dy, T *dgamma, T *dbeta);
 
 /// GELU, tanh approximation (as GPT-2).
 template <typename T> void geluForward(int64_t n, const T *x, T *y);

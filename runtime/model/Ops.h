@@ -91,9 +91,12 @@ public:
 
   virtual void layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *beta,
                                 T *y, T *mean, T *rstd) = 0;
+  /// The LayerNorm backward in two halves, so that a split backward can run the second later:
   /// dx overwritten; dgamma, dbeta accumulated.
-  virtual void layerNormBackward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *mean,
-                                 const T *rstd, const T *dy, T *dx, T *dgamma, T *dbeta) = 0;
+  virtual void layerNormBackwardInput(int64_t rows, int64_t h, const T *x, const T *gamma,
+                                      const T *mean, const T *rstd, const T *dy, T *dx) = 0;
+  virtual void layerNormBackwardWeight(int64_t rows, int64_t h, const T *x, const T *mean,
+                                       const T *rstd, const T *dy, T *dgamma, T *dbeta) = 0;
   virtual void geluForward(int64_t n, const T *x, T *y) = 0;
   virtual void geluBackward(int64_t n, const T *x, const T *dy, T *dx) = 0;
   /// Causal multi-head attention core; see Kernels.h for the layout.
@@ -138,8 +141,10 @@ public:
             const T *b, T beta, T *c) override;
   void layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *beta, T *y,
                         T *mean, T *rstd) override;
-  void layerNormBackward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *mean,
-                         const T *rstd, const T *dy, T *dx, T *dgamma, T *dbeta) override;
+  void layerNormBackwardInput(int64_t rows, int64_t h, const T *x, const T *gamma, const T *mean,
+                              const T *rstd, const T *dy, T *dx) override;
+  void layerNormBackwardWeight(int64_t rows, int64_t h, const T *x, const T *mean, const T *rstd,
+                               const T *dy, T *dgamma, T *dbeta) override;
   void geluForward(int64_t n, const T *x, T *y) override;
   void geluBackward(int64_t n, const T *x, const T *dy, T *dx) override;
   void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim, const T *qkv,

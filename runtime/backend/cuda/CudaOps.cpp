@@ -191,13 +191,21 @@ void CudaOps::layerNormForward(int64_t rows, int64_t h, const float *x, const fl
                       cuda::layerNormForward(rows, h, x, gamma, beta, y, mean, rstd, queue));
 }
 
-void CudaOps::layerNormBackward(int64_t rows, int64_t h, const float *x, const float *gamma,
-                                const float *mean, const float *rstd, const float *dy, float *dx,
-                                float *dgamma, float *dbeta) {
+void CudaOps::layerNormBackwardInput(int64_t rows, int64_t h, const float *x, const float *gamma,
+                                     const float *mean, const float *rstd, const float *dy,
+                                     float *dx) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure,
+                      cuda::layerNormBackwardInput(rows, h, x, gamma, mean, rstd, dy, dx, queue));
+}
+
+void CudaOps::layerNormBackwardWeight(int64_t rows, int64_t h, const float *x, const float *mean,
+                                      const float *rstd, const float *dy, float *dgamma,
+                                      float *dbeta) {
   model::Buffer<float> scratch = deviceBuffer<float>(columnScratch(rows, h));
   if (failure.ok())
-    CONDUIT_CUDA_NOTE(failure, cuda::layerNormBackward(rows, h, x, gamma, mean, rstd, dy, dx,
-                                                       dgamma, dbeta, scratch.data(), queue));
+    CONDUIT_CUDA_NOTE(failure, cuda::layerNormBackwardWeight(rows, h, x, mean, rstd, dy, dgamma,
+                                                             dbeta, scratch.data(), queue));
 }
 
 void CudaOps::geluForward(int64_t n, const float *x, float *y) {

@@ -62,9 +62,12 @@ public:
             const float *b, float beta, float *c) override;
   void layerNormForward(int64_t rows, int64_t h, const float *x, const float *gamma,
                         const float *beta, float *y, float *mean, float *rstd) override;
-  void layerNormBackward(int64_t rows, int64_t h, const float *x, const float *gamma,
-                         const float *mean, const float *rstd, const float *dy, float *dx,
-                         float *dgamma, float *dbeta) override;
+  void layerNormBackwardInput(int64_t rows, int64_t h, const float *x, const float *gamma,
+                              const float *mean, const float *rstd, const float *dy,
+                              float *dx) override;
+  void layerNormBackwardWeight(int64_t rows, int64_t h, const float *x, const float *mean,
+                               const float *rstd, const float *dy, float *dgamma,
+                               float *dbeta) override;
   void geluForward(int64_t n, const float *x, float *y) override;
   void geluBackward(int64_t n, const float *x, const float *dy, float *dx) override;
   void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,

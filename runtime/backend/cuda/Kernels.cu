@@ -377,15 +377,21 @@ cudaError_t layerNormForward(int64_t rows, int64_t h, const float *x, const floa
   return cudaGetLastError();
 }
 
-cudaError_t layerNormBackward(int64_t rows, int64_t h, const float *x, const float *gamma,
-                              const float *mean, const float *rstd, const float *dy, float *dx,
-                              float *dgamma, float *dbeta, float *scratch, cudaStream_t stream) {
+cudaError_t layerNormBackwardInput(int64_t rows, int64_t h, const float *x, const float *gamma,
+                                   const float *mean, const float *rstd, const float *dy, float *dx,
+                                   cudaStream_t stream) {
   if (rows == 0)
     return cudaSuccess;
   layerNormInputGradKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(h, x, gamma, mean,
                                                                                  rstd, dy, dx);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-    return e;
+  return cudaGetLastError();
+}
+
+cudaError_t layerNormBackwardWeight(int64_t rows, int64_t h, const float *x, const float *mean,
+                                    const float *rstd, const float *dy, float *dgamma, float *dbeta,
+                                    float *scratch, cudaStream_t stream) {
+  if (rows == 0)
+    return cudaSuccess;
   // The two column sums run one after the other on the stream, so they share the scratch.
   if (cudaError_t e =
           columnSum(rows, h, NormalizedProduct{x, mean, rstd, dy}, dgamma, scratch, stream);

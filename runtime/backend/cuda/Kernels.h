@@ -37,10 +37,14 @@ cudaError_t sumRows(int64_t rows, int64_t n, const float *x, float *sum, float *
 cudaError_t layerNormForward(int64_t rows, int64_t h, const float *x, const float *gamma,
                              const float *beta, float *y, float *mean, float *rstd,
                              cudaStream_t stream);
-/// dx overwritten; dgamma and dbeta accumulated. `scratch`: columnScratch(rows, h).
-cudaError_t layerNormBackward(int64_t rows, int64_t h, const float *x, const float *gamma,
-                              const float *mean, const float *rstd, const float *dy, float *dx,
-                              float *dgamma, float *dbeta, float *scratch, cudaStream_t stream);
+/// dx overwritten.
+cudaError_t layerNormBackwardInput(int64_t rows, int64_t h, const float *x, const float *gamma,
+                                   const float *mean, const float *rstd, const float *dy, float *dx,
+                                   cudaStream_t stream);
+/// dgamma and dbeta accumulated. `scratch`: columnScratch(rows, h).
+cudaError_t layerNormBackwardWeight(int64_t rows, int64_t h, const float *x, const float *mean,
+                                    const float *rstd, const float *dy, float *dgamma, float *dbeta,
+                                    float *scratch, cudaStream_t stream);
 
 cudaError_t geluForward(int64_t n, const float *x, float *y, cudaStream_t stream);
 cudaError_t geluBackward(int64_t n, const float *x, const float *dy, float *dx,

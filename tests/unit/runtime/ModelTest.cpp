@@ -1,9 +1,12 @@
 //===- ModelTest.cpp - the GPT model's gradients, data and optimizer ------===//
 //
 // Every parameter gradient and the input gradient of each layer kind, in double precision,
-// against central finite differences; the float model against the double one; per-sample
-// processing independent of the batch cut; data and initialisation that depend on their keys
-// only; Adam against its formula.
+// against central finite differences, for the whole backward and the split one (input
+// gradient, later weight gradient); the split backward against the whole one bit for bit, in
+// float and double, with weight gradients in another order than input gradients, and what it
+// keeps in between; the float model against the double one; per-sample processing
+// independent of the batch cut; data and initialisation that depend on their keys only; Adam
+// against its formula.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,9 +18,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
+#include <memory>
 
 using namespace conduit;
 using namespace conduit::model;
@@ -49,9 +54,26 @@ Batch makeBatch(const GptShape &s, int64_t samples) {
   return b;
 }
 
+/// Every layer kind and bias variant, and the whole model: layers [first, end) of a shape.
+struct LayerRange {
+  std::string name;
+  GptShape shape;
+  int64_t first, end;
+};
+std::vector<LayerRange> splitCases() {
+  return {{"embedding", tinyShape(), 0, 1},
+          {"block", tinyShape(), 1, 2},
+          {"block with qkv bias only", tinyShape(true, false), 1, 2},
+          {"block without biases", tinyShape(false, false), 1, 2},
+          {"head", tinyShape(), 3, 4},
+          {"whole model", tinyShape(), 0, 4}};
+}
+
 /// Checks the gradients of layers [first, end) of the tiny model: every parameter, and the
-/// input when the chain does not start with the embedding.
-void checkGradients(const GptShape &s, int64_t first, int64_t end) {
+/// input when the chain does not start with the embedding. With `split`, the backward runs as
+/// backwardInput, another micro-batch's forward and input gradient, then backwardWeight, and
+/// the buffer the output gradient came in is overwritten before the weight gradient.
+void checkGradients(const GptShape &s, int64_t first, int64_t end, bool split = false) {
   runtime::Plan plan = planFor(s);
   CpuOps<double> ops;
   LayerChain<double> chain = *LayerChain<double>::build(plan, s, first, end, ops);
@@ -88,8 +110,24 @@ void checkGradients(const GptShape &s, int64_t first, int64_t end) {
                 y.empty() ? nullptr : y.data(), cache);
   ops.takeLoss();
   std::vector<double> dparams(params.size(), 0.0), dx(x.size(), 0.0);
-  chain.backward(params.data(), cache, chain.hasHead() ? nullptr : projection.data(),
-                 dparams.data(), dx.empty() ? nullptr : dx.data());
+  if (!split) {
+    chain.backward(params.data(), cache, chain.hasHead() ? nullptr : projection.data(),
+                   dparams.data(), dx.empty() ? nullptr : dx.data());
+  } else {
+    std::vector<double> upstream = projection, otherDx = dx;
+    chain.backwardInput(params.data(), cache, chain.hasHead() ? nullptr : upstream.data(),
+                        dx.empty() ? nullptr : dx.data());
+    std::fill(upstream.begin(), upstream.end(), 7.0);
+    Batch other = makeBatch(s, samples);
+    std::reverse(other.tokens.begin(), other.tokens.end());
+    typename LayerChain<double>::Cache otherCache;
+    chain.forward(params.data(), x.empty() ? nullptr : projection.data(), other.view,
+                  y.empty() ? nullptr : y.data(), otherCache);
+    ops.takeLoss();
+    chain.backwardInput(params.data(), otherCache, chain.hasHead() ? nullptr : upstream.data(),
+                        otherDx.empty() ? nullptr : otherDx.data());
+    chain.backwardWeight(cache, dparams.data());
+  }
 
   const double eps = 1e-6;
   auto expectClose = [&](double analytic, double numeric, const std::string &what) {
@@ -117,6 +155,13 @@ TEST(Model, BlockGradientsWithoutBiases) { checkGradients(tinyShape(false, false
 TEST(Model, BlockGradientsWithQkvBiasOnly) { checkGradients(tinyShape(true, false), 1, 2); }
 TEST(Model, HeadGradients) { checkGradients(tinyShape(), 3, 4); }
 TEST(Model, WholeModelGradients) { checkGradients(tinyShape(), 0, 4); }
+
+TEST(Model, SplitBackwardGradients) {
+  for (const auto &[name, shape, first, end] : splitCases()) {
+    SCOPED_TRACE(name);
+    checkGradients(shape, first, end, /*split=*/true);
+  }
+}
 
 TEST(Model, FloatModelFollowsTheDoubleOne) {
   GptShape s = tinyShape();
@@ -168,6 +213,214 @@ TEST(Model, PerSampleProcessingDoesNotDependOnTheCut) {
   const double lossSplit = ops.takeLoss();
   EXPECT_EQ(lossWhole, lossSplit);
   EXPECT_EQ(whole, split);
+}
+
+//===----------------------------------------------------------------------===//
+// Split backward: backwardInput then backwardWeight give the bits of backward
+//===----------------------------------------------------------------------===//
+
+/// Micro-batches of random inputs and output gradients for layers [first, end) of a shape.
+template <typename T> struct Microbatches {
+  Microbatches(const LayerRange &range, int64_t count, int64_t samples) : range(range) {
+    const GptShape &s = range.shape;
+    runtime::Plan plan = planFor(s);
+    chain = std::make_unique<LayerChain<T>>(
+        *LayerChain<T>::build(plan, s, range.first, range.end, ops));
+    params.resize(chain->numParams());
+    chain->initialise(params.data(), 42);
+    Random random({17});
+    for (T &p : params) // larger than the initialisation, so that every path carries signal
+      p += static_cast<T>(0.3 * random.normal());
+    width = samples * s.seq * s.hidden;
+    for (int64_t mb = 0; mb < count; ++mb) {
+      Batch &b = batches.emplace_back();
+      SyntheticData(3, s.vocab, s.seq).batch(1, mb * samples, samples, b.tokens, b.targets);
+      b.view = {b.tokens.data(), b.targets.data(), samples, 1.0 / (count * samples * s.seq)};
+      std::vector<T> &x = inputs.emplace_back(), &dy = outputGrads.emplace_back();
+      for (int64_t i = 0; !chain->hasEmbedding() && i < width; ++i)
+        x.push_back(static_cast<T>(random.normal()));
+      for (int64_t i = 0; !chain->hasHead() && i < width; ++i)
+        dy.push_back(static_cast<T>(random.normal()));
+    }
+  }
+  /// The vector's data, or null when empty (no input, no output gradient).
+  static T *dataOf(std::vector<T> &v) { return v.empty() ? nullptr : v.data(); }
+
+  LayerRange range;
+  CpuOps<T> ops;
+  std::unique_ptr<LayerChain<T>> chain;
+  std::vector<T> params;
+  int64_t width = 0;
+  std::vector<Batch> batches;
+  std::vector<std::vector<T>> inputs, outputGrads;
+};
+
+/// What the backward of each micro-batch produced.
+template <typename Grad, typename T> struct Gradients {
+  std::vector<double> losses;
+  std::vector<std::vector<Grad>> params;
+  std::vector<std::vector<T>> inputs;
+};
+
+template <typename T> class SplitBackward : public ::testing::Test {};
+using ElementTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(SplitBackward, ElementTypes);
+
+// Forwards, input gradients and weight gradients interleaved as a zero-bubble schedule runs
+// them (F0 F1 I0 F2 I1 W1 I2 W2 W0), against backward micro-batch by micro-batch. The input
+// and output gradient buffers are reused, as receive slots are, and overwritten after each
+// use: what W needs must have been kept.
+TYPED_TEST(SplitBackward, LayersGiveTheBitsOfBackwardInAnyOrder) {
+  using T = TypeParam;
+  for (const LayerRange &range : splitCases()) {
+    SCOPED_TRACE(range.name);
+    Microbatches<T> m(range, 3, 2);
+    LayerChain<T> &chain = *m.chain;
+    auto fresh = [&]() {
+      Gradients<T, T> g;
+      g.losses.assign(3, 0);
+      g.params.assign(3, std::vector<T>(m.params.size(), T(0)));
+      g.inputs.assign(3, std::vector<T>(m.inputs[0].size(), T(0)));
+      return g;
+    };
+    std::vector<T> y(chain.hasHead() ? 0 : m.width);
+    Gradients<T, T> whole = fresh();
+    for (int64_t mb = 0; mb < 3; ++mb) {
+      typename LayerChain<T>::Cache cache;
+      chain.forward(m.params.data(), m.dataOf(m.inputs[mb]), m.batches[mb].view, m.dataOf(y),
+                    cache);
+      whole.losses[mb] = m.ops.takeLoss();
+      chain.backward(m.params.data(), cache, m.dataOf(m.outputGrads[mb]), whole.params[mb].data(),
+                     m.dataOf(whole.inputs[mb]));
+    }
+
+    Gradients<T, T> split = fresh();
+    std::vector<typename LayerChain<T>::Cache> caches(3);
+    std::vector<T> x(m.inputs[0].size()), dy(m.outputGrads[0].size());
+    auto forward = [&](int64_t mb) {
+      x = m.inputs[mb];
+      chain.forward(m.params.data(), m.dataOf(x), m.batches[mb].view, m.dataOf(y), caches[mb]);
+      split.losses[mb] = m.ops.takeLoss();
+      std::fill(x.begin(), x.end(), T(3));
+    };
+    auto input = [&](int64_t mb) {
+      dy = m.outputGrads[mb];
+      chain.backwardInput(m.params.data(), caches[mb], m.dataOf(dy), m.dataOf(split.inputs[mb]));
+      std::fill(dy.begin(), dy.end(), T(5));
+    };
+    auto weight = [&](int64_t mb) { chain.backwardWeight(caches[mb], split.params[mb].data()); };
+    forward(0);
+    forward(1);
+    input(0);
+    forward(2);
+    input(1);
+    weight(1);
+    input(2);
+    weight(2);
+    weight(0);
+    EXPECT_EQ(split.losses, whole.losses);
+    EXPECT_EQ(split.params, whole.params);
+    EXPECT_EQ(split.inputs, whole.inputs);
+    for (const auto &cache : caches)
+      EXPECT_TRUE(cache.layers.empty() && cache.inputs.empty()) << "W releases the caches";
+  }
+}
+
+// The per-sample form the CPU backend and the reference run: each micro-batch's weight
+// gradients in double accumulators of their own, W in another order than I.
+TYPED_TEST(SplitBackward, SamplesGiveTheBitsOfBackwardSamples) {
+  using T = TypeParam;
+  for (const LayerRange &range : splitCases()) {
+    SCOPED_TRACE(range.name);
+    Microbatches<T> m(range, 3, 2);
+    LayerChain<T> &chain = *m.chain;
+    std::vector<T> y(chain.hasHead() ? 0 : m.width);
+    auto fresh = [&]() {
+      Gradients<double, T> g;
+      g.params.assign(3, std::vector<double>(m.params.size(), 0.0));
+      g.inputs.assign(3, std::vector<T>(m.inputs[0].size(), T(0)));
+      return g;
+    };
+    std::vector<std::vector<typename LayerChain<T>::Cache>> caches(3);
+    auto forward = [&](int64_t mb) {
+      chain.forwardSamples(m.params.data(), m.dataOf(m.inputs[mb]), m.batches[mb].view, m.dataOf(y),
+                           caches[mb]);
+    };
+    Gradients<double, T> whole = fresh(), split = fresh();
+    for (int64_t mb = 0; mb < 3; ++mb) {
+      forward(mb);
+      chain.backwardSamples(m.params.data(), caches[mb], m.dataOf(m.outputGrads[mb]),
+                            whole.params[mb].data(), m.dataOf(whole.inputs[mb]));
+    }
+    for (int64_t mb = 0; mb < 3; ++mb) {
+      forward(mb);
+      chain.backwardInputSamples(m.params.data(), caches[mb], m.dataOf(m.outputGrads[mb]),
+                                 m.dataOf(split.inputs[mb]));
+    }
+    for (int64_t mb : {2, 0, 1})
+      chain.backwardWeightSamples(caches[mb], split.params[mb].data());
+    EXPECT_EQ(split.params, whole.params);
+    EXPECT_EQ(split.inputs, whole.inputs);
+  }
+}
+
+// As the CPU backend trains: every micro-batch's weight gradients added to the same double
+// accumulators, W in the reverse order of I, against backwardSamples in order. Sums of a few
+// float contributions in double are exact in practice, so the order does not show.
+TEST(Model, SplitBackwardSumsDoNotDependOnTheOrderOfW) {
+  Microbatches<float> m({"whole model", tinyShape(), 0, 4}, 4, 2);
+  LayerChain<float> &chain = *m.chain;
+  std::vector<double> whole(m.params.size(), 0.0), split(m.params.size(), 0.0);
+  std::vector<std::vector<LayerChain<float>::Cache>> caches(4);
+  for (int64_t mb = 0; mb < 4; ++mb) {
+    chain.forwardSamples(m.params.data(), nullptr, m.batches[mb].view, nullptr, caches[mb]);
+    chain.backwardSamples(m.params.data(), caches[mb], nullptr, whole.data(), nullptr);
+  }
+  for (int64_t mb = 0; mb < 4; ++mb) {
+    chain.forwardSamples(m.params.data(), nullptr, m.batches[mb].view, nullptr, caches[mb]);
+    chain.backwardInputSamples(m.params.data(), caches[mb], nullptr, nullptr);
+  }
+  for (int64_t mb = 4; mb-- > 0;)
+    chain.backwardWeightSamples(caches[mb], split.data());
+  EXPECT_EQ(split, whole);
+}
+
+// Between I and W a block keeps its forward cache less the attention's and the GELU's
+// inputs, and the output gradients of its weight GEMMs and norms; the chain keeps no layer
+// inputs. W releases everything.
+TEST(Model, SplitBackwardKeepsOnlyWhatWeightGradientsNeed) {
+  const GptShape s = tinyShape();
+  Microbatches<float> m({"blocks", s, 1, 3}, 1, 2);
+  LayerChain<float> &chain = *m.chain;
+  auto elements = [](const std::vector<Buffer<float>> &buffers) {
+    int64_t n = 0;
+    for (const Buffer<float> &b : buffers)
+      n += b.size();
+    return n;
+  };
+  std::vector<float> y(m.width);
+  LayerChain<float>::Cache cache;
+  chain.forward(m.params.data(), m.inputs[0].data(), m.batches[0].view, y.data(), cache);
+  const int64_t rows = 2 * s.seq, h = s.hidden, f = s.ffn;
+  std::vector<int64_t> saved;
+  for (const LayerCache<float> &layer : cache.layers) {
+    saved.push_back(elements(layer.saved));
+    EXPECT_TRUE(layer.stash.empty());
+  }
+  EXPECT_GT(elements(cache.inputs), 0);
+  std::vector<float> dx(m.width);
+  chain.backwardInput(m.params.data(), cache, m.outputGrads[0].data(), dx.data());
+  EXPECT_EQ(elements(cache.inputs), 0);
+  for (size_t k = 0; k < cache.layers.size(); ++k) {
+    // Released: qkv [rows × 3h], the probabilities [2 × heads × seq × seq], the GELU input.
+    EXPECT_EQ(elements(cache.layers[k].saved),
+              saved[k] - rows * 3 * h - 2 * s.heads * s.seq * s.seq - rows * f);
+    // Stashed: dy, du, dh2, dx2, dqkv, dh1.
+    EXPECT_EQ(elements(cache.layers[k].stash), rows * (7 * h + f));
+  }
+  std::vector<float> grads(m.params.size());
+  chain.backwardWeight(cache, grads.data());
+  EXPECT_TRUE(cache.layers.empty());
 }
 
 TEST(Model, ParameterCountsFollowTheCompilersFormula) {
