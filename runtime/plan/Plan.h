@@ -180,6 +180,20 @@ struct Plan {
   std::vector<RankProgram> ranks;
 };
 
+/// How far the compute of one (stage, micro-batch) of a rank has come: a forward, then a
+/// backward, whole or as one backward_input (I) and later one backward_weight (W) on the
+/// same rank. One set of rules for the plan's semantic check, which follows a rank's
+/// program, and for the backends, which follow its execution.
+struct ComputeProgress {
+  bool forward = false, whole = false, input = false, weight = false;
+
+  /// Takes compute instruction `op` in: null, or why it cannot come here (and nothing
+  /// changes).
+  const char *take(Op op);
+  /// Whether an I waits for its W (the micro-batch's weight gradients are not complete).
+  bool weightPending() const { return input && !weight; }
+};
+
 /// "forward", "send", ... as in the plan dialect.
 const char *opName(Op op);
 /// "F s3 mb5", "send activation s3 mb5 -> rank 2", ...: for messages and traces.

@@ -55,6 +55,44 @@ std::string describe(const Instruction &inst) {
   }
 }
 
+const char *ComputeProgress::take(Op op) {
+  switch (op) {
+  case Op::Forward:
+    forward = true;
+    return nullptr;
+  case Op::Backward:
+    if (!forward)
+      return "no forward of this micro-batch comes before it";
+    if (input || weight)
+      return "an earlier backward_input splits this micro-batch's backward; it cannot also run "
+             "whole";
+    if (whole)
+      return "a backward of this micro-batch comes before it";
+    whole = true;
+    return nullptr;
+  case Op::BackwardInput:
+    if (!forward)
+      return "no forward of this micro-batch comes before it";
+    if (whole)
+      return "a whole backward of this micro-batch comes before it; it cannot also run split";
+    if (input)
+      return "a backward_input of this micro-batch comes before it";
+    input = true;
+    return nullptr;
+  case Op::BackwardWeight:
+    if (whole)
+      return "a whole backward of this micro-batch comes before it; it cannot also run split";
+    if (weight)
+      return "a backward_weight of this micro-batch comes before it";
+    if (!input)
+      return "no backward_input of this micro-batch comes before it";
+    weight = true;
+    return nullptr;
+  default:
+    return nullptr;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Writing
 //===----------------------------------------------------------------------===//
@@ -592,6 +630,9 @@ private:
                                     program.peakMemoryBytes, 0, limits::kMaxExact));
     std::vector<int8_t> signalStream(program.events, -1);
     std::vector<uint8_t> waited(program.events, 0);
+    // By (stage, micro-batch): its compute in program order, and where its I is.
+    std::map<std::pair<int32_t, int32_t>, ComputeProgress> computed;
+    std::map<std::pair<int32_t, int32_t>, size_t> inputAt;
     const int32_t slots = static_cast<int32_t>(program.slots.size());
     for (size_t index = 0; index < program.instructions.size(); ++index) {
       const Instruction &i = program.instructions[index];
@@ -607,6 +648,10 @@ private:
           return fail("the stage is not on this rank or the micro-batch does not exist");
         if (i.slot < -1 || i.slot >= slots)
           return fail("the slot does not exist");
+        if (const char *misplaced = computed[{i.stage, i.microbatch}].take(i.op))
+          return fail(misplaced);
+        if (i.op == Op::BackwardInput)
+          inputAt[{i.stage, i.microbatch}] = index;
         break;
       case Op::Send:
       case Op::Recv: {
@@ -665,6 +710,11 @@ private:
     for (int32_t e = 0; e < program.events; ++e)
       if (signalStream[e] < 0 && waited[e])
         return bad(absl::StrCat("rank ", r, " waits for event ", e, ", which is never signalled"));
+    for (const auto &[key, progress] : computed)
+      if (progress.weightPending())
+        return badInstruction(r, inputAt[key],
+                              "no backward_weight of this micro-batch comes after it; its weight "
+                              "gradient would never be computed");
     return absl::OkStatus();
   }
 

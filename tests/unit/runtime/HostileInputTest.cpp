@@ -1,11 +1,12 @@
 //===- HostileInputTest.cpp - plans and checkpoints written to be wrong ---===//
 //
 // The runtime's readers against files a hostile user would write: a runnable GPT plan built
-// here, one field made absurd, written with writePlan and read back with readPlan, which must
-// refuse it naming the field; the derived sizes the runtime allocates with, refused before
-// anything is allocated; and checkpoints written by writeCheckpoint, then altered, which the
-// checkpoint reader must refuse naming the file and the difference. Built from the project's
-// own plans and checkpoints, not fixed bytes, so that they follow the formats as they change.
+// here, one field made absurd or its compute put out of order, written with writePlan and read
+// back with readPlan, which must refuse it naming the field or instruction; the derived sizes the
+// runtime allocates with, refused before anything is allocated; and checkpoints written by
+// writeCheckpoint, then altered, which the checkpoint reader must refuse naming the file and the
+// difference. Built from the project's own plans and checkpoints, not fixed bytes, so that they
+// follow the formats as they change.
 //
 //===----------------------------------------------------------------------===//
 
@@ -102,6 +103,23 @@ TEST(HostilePlan, TheBuiltPlanIsAccepted) {
   EXPECT_TRUE(readBack(runnablePlan()).ok()) << readBack(runnablePlan()).message();
   Plan plan = runnablePlan();
   EXPECT_TRUE(validateModel(plan, "CPU").ok());
+}
+
+// The runnable plan with split backwards, W in another order than I, is accepted; compute
+// out of order (a backward before its forward, a W before its I) is refused naming the
+// instruction.
+TEST(HostilePlan, ComputeOutOfOrderIsRefused) {
+  Plan plan = runnablePlan();
+  plan.ranks[0].instructions = {onStage(Op::Forward, 0),        onStage(Op::BackwardInput, 0),
+                                onStage(Op::Forward, 1),        onStage(Op::BackwardInput, 1),
+                                onStage(Op::BackwardWeight, 1), onStage(Op::BackwardWeight, 0),
+                                onStage(Op::OptimizerStep)};
+  EXPECT_TRUE(readBack(plan).ok()) << readBack(plan).message();
+  std::swap(plan.ranks[0].instructions[3], plan.ranks[0].instructions[4]);
+  expectRefused(plan, "instruction 3 (W s0 mb1): no backward_input of this micro-batch");
+  plan = runnablePlan();
+  std::swap(plan.ranks[0].instructions[0], plan.ranks[0].instructions[1]);
+  expectRefused(plan, "instruction 0 (B s0 mb0): no forward of this micro-batch");
 }
 
 // A vocabulary of 2^36 with every parameter count adjusted to match: the reader refuses it

@@ -182,6 +182,53 @@ TEST(PlanFile, SemanticRules) {
   EXPECT_EQ(error(plan), "invalid plan: the plan has 1 rank programs for 2 pipeline ranks");
 }
 
+// A micro-batch's backward runs whole, or as one backward_input after its forward and one
+// backward_weight after that, on the same rank; anything else is refused, pointing at the
+// instruction.
+TEST(PlanFile, SplitBackwardRules) {
+  auto error = [](Plan plan) { return std::string(checkPlanSemantics(plan).message()); };
+  // Rank 1 runs forward (3), backward_input (4), backward_weight (5).
+  auto split = [](std::vector<Instruction> tail = {}) {
+    Plan plan = twoRankPlan();
+    std::vector<Instruction> &program = plan.ranks[1].instructions;
+    program[4].op = Op::BackwardInput;
+    program.insert(program.begin() + 5, compute(Op::BackwardWeight, 1));
+    program.insert(program.begin() + 6, tail.begin(), tail.end());
+    return plan;
+  };
+  Plan plan = split();
+  ASSERT_TRUE(checkPlanSemantics(plan).ok()) << checkPlanSemantics(plan);
+  std::string bytes = writePlan(plan);
+  absl::StatusOr<Plan> read = readPlan(bytes.data(), bytes.size());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(dump(*read), dump(plan));
+  EXPECT_NE(dump(plan).find("\"op\": \"backward_weight\""), std::string::npos) << dump(plan);
+
+  const std::string at = "invalid plan: rank 1 instruction ";
+  EXPECT_EQ(error(split({compute(Op::BackwardWeight, 1)})),
+            at + "6 (W s1 mb0): a backward_weight of this micro-batch comes before it");
+  EXPECT_EQ(error(split({compute(Op::BackwardInput, 1)})),
+            at + "6 (I s1 mb0): a backward_input of this micro-batch comes before it");
+  EXPECT_EQ(error(split({compute(Op::Backward, 1)})),
+            at + "6 (B s1 mb0): an earlier backward_input splits this micro-batch's backward; it "
+                 "cannot also run whole");
+  plan = split();
+  std::swap(plan.ranks[1].instructions[4], plan.ranks[1].instructions[5]);
+  EXPECT_EQ(error(plan),
+            at + "4 (W s1 mb0): no backward_input of this micro-batch comes before it");
+  plan = split();
+  std::swap(plan.ranks[1].instructions[3], plan.ranks[1].instructions[4]);
+  EXPECT_EQ(error(plan), at + "3 (I s1 mb0): no forward of this micro-batch comes before it");
+  plan = split();
+  plan.ranks[1].instructions[4].op = Op::Backward;
+  EXPECT_EQ(error(plan), at + "5 (W s1 mb0): a whole backward of this micro-batch comes before "
+                              "it; it cannot also run split");
+  plan = split();
+  plan.ranks[1].instructions.erase(plan.ranks[1].instructions.begin() + 5);
+  EXPECT_EQ(error(plan), at + "4 (I s1 mb0): no backward_weight of this micro-batch comes after "
+                              "it; its weight gradient would never be computed");
+}
+
 TEST(PlanFile, WritesAtomically) {
   std::string path = ::testing::TempDir() + "/atomic.plan";
   ASSERT_TRUE(writePlanFile(twoRankPlan(), path).ok());
