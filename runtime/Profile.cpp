@@ -28,8 +28,12 @@ absl::Status writeProfile(const Plan &plan, const std::string &backend,
     LayerTiming &m = byLayer[t.layer][t.samples];
     m.forwardS += t.forwardS;
     m.backwardS += t.backwardS;
+    m.inputS += t.inputS;
+    m.weightS += t.weightS;
     m.forwardCount += t.forwardCount;
     m.backwardCount += t.backwardCount;
+    m.inputCount += t.inputCount;
+    m.weightCount += t.weightCount;
   }
   auto key = [](const char *name) { return jsonString(name) + ": "; };
   os << "{" << key(kProfileFormat) << kProfileVersion << ", " << key(kProfileBackend)
@@ -43,18 +47,32 @@ absl::Status writeProfile(const Plan &plan, const std::string &backend,
     if (byLayer[l].empty())
       return absl::FailedPreconditionError(
           absl::StrCat("layer ", plan.layers[l].name, " never ran: nothing to profile"));
-    std::string samples, forward, backward;
+    // backward_s is the mean whole backward where one ran, else the sum of the halves' means;
+    // the halves are listed when every size listed ran split.
+    std::string samples, forward, backward, input, weight;
+    bool split = true;
     for (const auto &[n, t] : byLayer[l]) {
-      if (t.forwardCount == 0 || t.backwardCount == 0)
+      const bool whole = t.backwardCount > 0, halves = t.inputCount > 0 && t.weightCount > 0;
+      if (t.forwardCount == 0 || (!whole && !halves))
         continue;
+      const double inputS = halves ? t.inputS / t.inputCount : 0;
+      const double weightS = halves ? t.weightS / t.weightCount : 0;
       const char *sep = samples.empty() ? "" : ", ";
       absl::StrAppend(&samples, sep, n);
       absl::StrAppend(&forward, sep, jsonNumber(t.forwardS / t.forwardCount));
-      absl::StrAppend(&backward, sep, jsonNumber(t.backwardS / t.backwardCount));
+      absl::StrAppend(&backward, sep,
+                      jsonNumber(whole ? t.backwardS / t.backwardCount : inputS + weightS));
+      absl::StrAppend(&input, sep, jsonNumber(inputS));
+      absl::StrAppend(&weight, sep, jsonNumber(weightS));
+      split = split && halves;
     }
     os << (l ? ",\n  " : "\n  ") << "{" << key(kProfileLayerName) << jsonString(plan.layers[l].name)
        << ", " << key(kProfileLayerSamples) << "[" << samples << "], " << key(kProfileLayerForwardS)
-       << "[" << forward << "], " << key(kProfileLayerBackwardS) << "[" << backward << "]}";
+       << "[" << forward << "], " << key(kProfileLayerBackwardS) << "[" << backward << "]";
+    if (split && !samples.empty())
+      os << ", " << key(kProfileLayerBackwardInputS) << "[" << input << "], "
+         << key(kProfileLayerBackwardWeightS) << "[" << weight << "]";
+    os << "}";
   }
   os << "\n]}\n";
   return absl::OkStatus();

@@ -10,6 +10,9 @@
 //    "optimizer": "adam", "optimizer_s_per_param": 4.1e-09,
 //    "layers": [{"name": "embedding", "samples": [2], "forward_s": [...], "backward_s": [...]}]}
 //
+// A layer whose backward ran split (a zero-bubble plan's backward_input and backward_weight)
+// at every size listed also has "backward_input_s" and "backward_weight_s", the means of
+// the two halves; its "backward_s" is then their sum unless whole backwards ran too.
 // Backward times exclude the recomputation of checkpointed activations, which the cost model
 // adds itself. The keys are the constants of runtime/plan/ProfileKeys.h, which the cost
 // model's reader names too.

@@ -42,8 +42,11 @@ struct StageState {
 /// Measured time of one layer for micro-batches of `samples` samples (for --profile).
 struct LayerTiming {
   int64_t layer = 0, samples = 0;
-  double forwardS = 0, backwardS = 0; ///< sums
+  double forwardS = 0, backwardS = 0; ///< sums; backward: whole backwards only
   int64_t forwardCount = 0, backwardCount = 0;
+  /// Split backwards: the input-gradient (I) and weight-gradient (W) halves, timed apart.
+  double inputS = 0, weightS = 0;
+  int64_t inputCount = 0, weightCount = 0;
 };
 /// The `layer` of optimizer step timings: `samples` holds the parameters one step updates,
 /// forwardS and forwardCount the seconds and the steps.

@@ -41,7 +41,11 @@ template <typename Grad> struct BackendCore<Grad>::Stage : ShardLayout {
   int32_t group = -1; ///< the plan group of this stage's replicas
   // What a step keeps, per micro-batch.
   std::vector<model::Buffer<float>> outputs, inputGrads, inputs;
-  std::vector<std::vector<Cache>> caches; ///< per piece (sample, or the whole micro-batch)
+  /// Per piece (sample, or the whole micro-batch): from the forward to the backward, or to
+  /// the W of a split backward, with the stash its I left.
+  std::vector<std::vector<Cache>> caches;
+  /// Which compute of each micro-batch ran this step.
+  std::vector<ComputeProgress> progress;
 
   int64_t samplesOf(int64_t mb) const { return spec->samples[mb + 1] - spec->samples[mb]; }
   /// The parameters the optimizer updates and their gradients.
@@ -140,6 +144,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::beginStep(int64_t s) {
       }
       stage->caches.clear();
       stage->caches.resize(m);
+      stage->progress.assign(m, {});
     }
   return absl::OkStatus();
 }
@@ -162,10 +167,14 @@ absl::StatusOr<Ticket> BackendCore<Grad>::start(const std::vector<int64_t> &indi
     CONDUIT_RETURN_IF_ERROR(forward(first));
     break;
   case Op::Backward:
+  case Op::BackwardInput:
     CONDUIT_RETURN_IF_ERROR(backward(first));
     break;
+  case Op::BackwardWeight:
+    CONDUIT_RETURN_IF_ERROR(backwardWeight(first));
+    break;
   case Op::OptimizerStep:
-    CONDUIT_RETURN_IF_ERROR(optimizerStep(*stages[first.stage]));
+    CONDUIT_RETURN_IF_ERROR(optimizerStep(*stages[first.stage], first));
     break;
   case Op::Free:
     if (plan->config.sharding == Sharding::Full && sharded) {
@@ -202,6 +211,14 @@ template <typename Grad> absl::StatusOr<bool> BackendCore<Grad>::poll(Ticket tic
 template <typename Grad> absl::StatusOr<StepOutcome> BackendCore<Grad>::endStep(int64_t) {
   if (!pending.empty())
     return absl::InternalError("the step ended with communication in flight");
+  for (const std::unique_ptr<Stage> &stage : stages)
+    if (stage)
+      for (size_t mb = 0; mb < stage->progress.size(); ++mb)
+        if (stage->progress[mb].weightPending())
+          return absl::FailedPreconditionError(absl::StrCat(
+              "stage ", stage->spec->index, " micro-batch ", mb,
+              " ran its backward_input but not its backward_weight this step: its weight "
+              "gradient was never computed"));
   lossSum += ops().takeLoss(); // what forwards left (all of it, when read once per step)
   CONDUIT_RETURN_IF_ERROR(deviceStatus());
   CONDUIT_RETURN_IF_ERROR(synchronizeAll());
@@ -250,6 +267,7 @@ absl::StatusOr<const float *> BackendCore<Grad>::localInput(const Stage &consume
 
 template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instruction &inst) {
   Stage &stage = *stages[inst.stage];
+  CONDUIT_RETURN_IF_ERROR(takeCompute(stage, inst));
   if (!stage.gathered)
     return absl::InternalError(absl::StrCat(describe(inst), ": parameters are not gathered"));
   const int64_t mb = inst.microbatch;
@@ -275,7 +293,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instructi
                              measureLayers ? &seconds : nullptr);
   if constexpr (std::is_same_v<Grad, double>)
     lossSum += ops().takeLoss();
-  timer.record(stage.spec->firstLayer, batch.samples, seconds, /*forward=*/true);
+  timer.record(stage.spec->firstLayer, batch.samples, seconds, Op::Forward);
   if (plan->config.checkpointing) {
     // Keep the stage input only; the backward runs the forward again.
     if (x) {
@@ -289,21 +307,53 @@ template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instructi
 }
 
 template <typename Grad>
-void BackendCore<Grad>::backwardPieces(const Stage &stage, std::vector<Cache> &caches,
+absl::Status BackendCore<Grad>::takeCompute(Stage &stage, const Instruction &inst) {
+  if (const char *misplaced = stage.progress[inst.microbatch].take(inst.op))
+    return absl::FailedPreconditionError(absl::StrCat(
+        describe(inst), ": ", misplaced, " in this step; the plan orders its compute wrongly"));
+  return absl::OkStatus();
+}
+
+template <typename Grad>
+absl::Status BackendCore<Grad>::checkNoWeightPending(const Stage &stage,
+                                                     const Instruction &inst) const {
+  for (size_t mb = 0; mb < stage.progress.size(); ++mb)
+    if (stage.progress[mb].weightPending())
+      return absl::FailedPreconditionError(
+          absl::StrCat(describe(inst), ": micro-batch ", mb,
+                       " ran its backward_input but not yet its backward_weight; the stage's "
+                       "gradients are not complete"));
+  return absl::OkStatus();
+}
+
+template <typename Grad>
+void BackendCore<Grad>::backwardPieces(Stage &stage, std::vector<Cache> &caches, Op pass,
                                        const float *dy, float *dx, std::vector<double> *seconds) {
+  const model::LayerChain<float> &chain = stage.chain;
+  const float *params = stage.full.data(); // W reads none: it may run after a reshard
   if constexpr (std::is_same_v<Grad, double>) {
-    stage.chain.backwardSamples(stage.full.data(), caches, dy, stage.grad.data(), dx, seconds);
+    if (pass == Op::Backward)
+      chain.backwardSamples(params, caches, dy, stage.grad.data(), dx, seconds);
+    else if (pass == Op::BackwardInput)
+      chain.backwardInputSamples(params, caches, dy, dx, seconds);
+    else
+      chain.backwardWeightSamples(caches, stage.grad.data(), seconds);
   } else {
     // Gradients accumulate in place, in float.
-    const int64_t row = stage.chain.sampleSize();
+    const int64_t row = chain.sampleSize();
     int64_t at = 0;
     std::vector<double> one;
     for (Cache &cache : caches) {
       const int64_t samples = cache.layers.front().samples;
-      one.clear();
-      stage.chain.backward(stage.full.data(), cache, dy ? dy + at * row : nullptr,
-                           stage.grad.data(), dx ? dx + at * row : nullptr,
-                           seconds ? &one : nullptr);
+      const float *pieceDy = dy ? dy + at * row : nullptr;
+      float *pieceDx = dx ? dx + at * row : nullptr;
+      std::vector<double> *timing = seconds ? &one : nullptr;
+      if (pass == Op::Backward)
+        chain.backward(params, cache, pieceDy, stage.grad.data(), pieceDx, timing);
+      else if (pass == Op::BackwardInput)
+        chain.backwardInput(params, cache, pieceDy, pieceDx, timing);
+      else
+        chain.backwardWeight(cache, stage.grad.data(), timing);
       if (seconds) {
         seconds->resize(one.size(), 0);
         for (size_t i = 0; i < one.size(); ++i)
@@ -316,6 +366,7 @@ void BackendCore<Grad>::backwardPieces(const Stage &stage, std::vector<Cache> &c
 
 template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruction &inst) {
   Stage &stage = *stages[inst.stage];
+  CONDUIT_RETURN_IF_ERROR(takeCompute(stage, inst));
   if (!stage.gathered)
     return absl::InternalError(absl::StrCat(describe(inst), ": parameters are not gathered"));
   const int64_t mb = inst.microbatch, samples = stage.samplesOf(mb);
@@ -328,8 +379,6 @@ template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruct
       CONDUIT_ASSIGN_OR_RETURN(dy, localInput(stage, mb, /*forward=*/false, scratch));
     }
   }
-  std::vector<Cache> recomputed;
-  std::vector<Cache> *caches = &stage.caches[mb];
   if (plan->config.checkpointing) {
     std::vector<int32_t> tokens, targets;
     const model::Tokens batch = tokensOf(stage, mb, tokens, targets);
@@ -338,9 +387,8 @@ template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruct
       y = ops().allocate(samples * rowFloats);
     ops().countLoss(false); // counted by the first forward
     stage.chain.forwardSamples(stage.full.data(), stage.inputs[mb].data(), batch, y.data(),
-                               recomputed);
+                               stage.caches[mb]);
     ops().countLoss(true);
-    caches = &recomputed;
   }
   float *dx = nullptr;
   if (!stage.chain.hasEmbedding()) {
@@ -348,14 +396,29 @@ template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruct
     dx = stage.inputGrads[mb].data();
   }
   std::vector<double> seconds;
-  backwardPieces(stage, *caches, dy, dx, measureLayers ? &seconds : nullptr);
-  timer.record(stage.spec->firstLayer, samples, seconds, /*forward=*/false);
-  stage.caches[mb].clear();
+  backwardPieces(stage, stage.caches[mb], inst.op, dy, dx, measureLayers ? &seconds : nullptr);
+  timer.record(stage.spec->firstLayer, samples, seconds, inst.op);
+  if (inst.op == Op::Backward)
+    stage.caches[mb].clear(); // else they wait for the W
   stage.inputs[mb].reset();
   return absl::OkStatus();
 }
 
-template <typename Grad> absl::Status BackendCore<Grad>::optimizerStep(Stage &stage) {
+template <typename Grad> absl::Status BackendCore<Grad>::backwardWeight(const Instruction &inst) {
+  Stage &stage = *stages[inst.stage];
+  CONDUIT_RETURN_IF_ERROR(takeCompute(stage, inst));
+  const int64_t mb = inst.microbatch;
+  std::vector<double> seconds;
+  backwardPieces(stage, stage.caches[mb], inst.op, nullptr, nullptr,
+                 measureLayers ? &seconds : nullptr);
+  timer.record(stage.spec->firstLayer, stage.samplesOf(mb), seconds, inst.op);
+  stage.caches[mb].clear();
+  return absl::OkStatus();
+}
+
+template <typename Grad>
+absl::Status BackendCore<Grad>::optimizerStep(Stage &stage, const Instruction &inst) {
+  CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(stage, inst));
   const int64_t t = ++stage.optimizerSteps;
   const int64_t n = stage.updatedCount(sharded);
   model::Buffer<Grad> &grads = stage.updateGrads(sharded);
@@ -433,6 +496,7 @@ absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending 
     if (!sharded)
       return absl::FailedPreconditionError(
           absl::StrCat(describe(inst), ": the stage is not sharded"));
+    CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(stage, inst));
     CONDUIT_ASSIGN_OR_RETURN(p.work, transport->reduceScatter(inst.group, grads, stage.grad.data(),
                                                               stage.gradShard.data(),
                                                               stage.shardLen, p.stream));
@@ -440,6 +504,7 @@ absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending 
     break;
   }
   case Op::AllReduce: {
+    CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(stage, inst));
     CONDUIT_ASSIGN_OR_RETURN(
         p.work, transport->allReduce(inst.group, grads, stage.grad.data(), stage.padded, p.stream));
     break;

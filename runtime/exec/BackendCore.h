@@ -2,9 +2,11 @@
 //
 // What a backend does with a plan, written once: it builds the stages of its pipeline rank
 // (layers, parameters, their data-parallel shard, optimizer state, gradient accumulators),
-// dispatches the executor's instructions (forward, backward, optimizer step, free, transfers
-// and collectives through a Transport), keeps per micro-batch what a step needs (outputs,
-// input gradients, activation caches or, with activation checkpointing, stage inputs), and
+// dispatches the executor's instructions (forward, backward whole or as its input-gradient
+// and weight-gradient halves, optimizer step, free, transfers and collectives through a
+// Transport), keeps per micro-batch what a step needs (outputs, input gradients, activation
+// caches or, with activation checkpointing, stage inputs, and between the halves of a split
+// backward the caches with what the first half stashed), refuses compute out of order, and
 // saves and restores the training state. Every buffer comes from the backend's Ops, so the
 // same code runs on host and device memory.
 //
@@ -115,11 +117,22 @@ private:
   using Cache = typename model::LayerChain<float>::Cache;
 
   absl::Status forward(const Instruction &inst);
+  /// A whole backward, or its input-gradient half (I), which keeps the micro-batch's caches
+  /// with their stash for the weight-gradient half.
   absl::Status backward(const Instruction &inst);
-  /// Backward of the pieces of one micro-batch, accumulating into `grads` by the policy.
-  void backwardPieces(const Stage &stage, std::vector<Cache> &caches, const float *dy, float *dx,
+  /// The weight-gradient half (W) of an earlier I: parameter gradients only.
+  absl::Status backwardWeight(const Instruction &inst);
+  /// Takes compute instruction `inst` into its micro-batch's progress this step; refuses a
+  /// forward, backward, I or W out of order (ComputeProgress's rules).
+  absl::Status takeCompute(Stage &stage, const Instruction &inst);
+  /// Refuses `inst` (a gradient reduction or the optimizer step) while an I of `stage` waits
+  /// for its W: the gradients would be incomplete.
+  absl::Status checkNoWeightPending(const Stage &stage, const Instruction &inst) const;
+  /// `pass` (Backward, BackwardInput or BackwardWeight) on the pieces of one micro-batch,
+  /// accumulating parameter gradients into the stage's by the policy.
+  void backwardPieces(Stage &stage, std::vector<Cache> &caches, Op pass, const float *dy, float *dx,
                       std::vector<double> *seconds);
-  absl::Status optimizerStep(Stage &stage);
+  absl::Status optimizerStep(Stage &stage, const Instruction &inst);
   absl::Status postTransfers(const std::vector<int64_t> &indices, Pending &pending);
   absl::Status postCollective(const Instruction &inst, Pending &pending);
   /// The input (forward) or output gradient (backward) of a micro-batch produced by a stage

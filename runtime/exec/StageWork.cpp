@@ -140,14 +140,30 @@ std::vector<Piece> piecesOf(int64_t begin, int64_t end, const std::vector<int64_
 }
 
 void LayerTimer::record(int64_t firstLayer, int64_t samples, const std::vector<double> &seconds,
-                        bool forward) {
+                        Op op) {
   for (size_t i = 0; i < seconds.size(); ++i) {
     const int64_t layer = firstLayer + static_cast<int64_t>(i);
     LayerTiming &t = byLayer[{layer, samples}];
     t.layer = layer;
     t.samples = samples;
-    (forward ? t.forwardS : t.backwardS) += seconds[i];
-    ++(forward ? t.forwardCount : t.backwardCount);
+    switch (op) {
+    case Op::Forward:
+      t.forwardS += seconds[i];
+      ++t.forwardCount;
+      break;
+    case Op::BackwardInput:
+      t.inputS += seconds[i];
+      ++t.inputCount;
+      break;
+    case Op::BackwardWeight:
+      t.weightS += seconds[i];
+      ++t.weightCount;
+      break;
+    default:
+      t.backwardS += seconds[i];
+      ++t.backwardCount;
+      break;
+    }
   }
 }
 

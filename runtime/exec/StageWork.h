@@ -119,9 +119,9 @@ absl::StatusOr<const float *> gatherLocalInput(const std::vector<std::unique_ptr
 /// Per-layer times for --profile, summed per (layer, micro-batch size).
 class LayerTimer {
 public:
-  /// `seconds[i]` is the time of layer firstLayer + i on a micro-batch of `samples`.
-  void record(int64_t firstLayer, int64_t samples, const std::vector<double> &seconds,
-              bool forward);
+  /// `seconds[i]` is the time of layer firstLayer + i on a micro-batch of `samples`, in a
+  /// forward, backward, backward_input or backward_weight (`op`).
+  void record(int64_t firstLayer, int64_t samples, const std::vector<double> &seconds, Op op);
   /// One optimizer step over `params` parameters took `seconds`.
   void recordOptimizer(int64_t params, double seconds);
   std::vector<LayerTiming> timings() const;

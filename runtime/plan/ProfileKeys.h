@@ -27,11 +27,16 @@ inline constexpr char kProfileOptimizerSPerParam[] = "optimizer_s_per_param";
 /// The layers of the plan, in order.
 inline constexpr char kProfileLayers[] = "layers";
 /// Per layer: its name, the micro-batch sizes measured and, for each, the mean forward and
-/// backward seconds.
+/// backward seconds (where a layer's backwards ran split only, the sum of its halves' means).
 inline constexpr char kProfileLayerName[] = "name";
 inline constexpr char kProfileLayerSamples[] = "samples";
 inline constexpr char kProfileLayerForwardS[] = "forward_s";
 inline constexpr char kProfileLayerBackwardS[] = "backward_s";
+/// Per layer whose backward ran split (backward_input and backward_weight instructions) at
+/// every size measured: the mean seconds of each half, input gradient (I) and weight
+/// gradient (W). Absent otherwise.
+inline constexpr char kProfileLayerBackwardInputS[] = "backward_input_s";
+inline constexpr char kProfileLayerBackwardWeightS[] = "backward_weight_s";
 
 } // namespace conduit::runtime
 

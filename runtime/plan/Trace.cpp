@@ -19,6 +19,10 @@ std::string shortName(const Instruction &x) {
     return "F " + stageMb;
   case Op::Backward:
     return "B " + stageMb;
+  case Op::BackwardInput:
+    return "I " + stageMb;
+  case Op::BackwardWeight:
+    return "W " + stageMb;
   case Op::Send:
     return std::string("send ") + kind + stageMb + " -> " + std::to_string(x.peer);
   case Op::Recv:
@@ -46,6 +50,10 @@ const char *category(Op op) {
     return "forward";
   case Op::Backward:
     return "backward";
+  case Op::BackwardInput:
+    return "backward-input";
+  case Op::BackwardWeight:
+    return "backward-weight";
   case Op::OptimizerStep:
     return "optimizer";
   case Op::Send:

@@ -33,7 +33,8 @@ struct TraceEvent {
   InstructionTime time;
 };
 
-/// Short readable names: "F s3 mb5", "send act s3 mb5 -> 2", "all-gather s3".
+/// Short readable names: "F s3 mb5", "I s3 mb5" and "W s3 mb5" (the halves of a split
+/// backward), "send act s3 mb5 -> 2", "all-gather s3".
 std::string shortName(const Instruction &inst);
 
 /// Writes the trace of `events[r]` for each pipeline rank r. Sends and receives are paired

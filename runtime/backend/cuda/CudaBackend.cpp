@@ -56,8 +56,7 @@ absl::Status CudaBackend::validate(const runtime::Plan &p) {
   CONDUIT_RETURN_IF_ERROR(validateModel(p, "CUDA"));
   for (const runtime::RankProgram &program : p.ranks)
     for (const Instruction &inst : program.instructions) {
-      const bool compute = inst.op == Op::Forward || inst.op == Op::Backward ||
-                           inst.op == Op::OptimizerStep || inst.op == Op::Free;
+      const bool compute = inst.isCompute() || inst.op == Op::OptimizerStep || inst.op == Op::Free;
       if (compute && inst.stream != runtime::kComputeStream)
         return absl::FailedPreconditionError(absl::StrCat(describe(inst), " is on stream ",
                                                           inst.stream,

@@ -5,14 +5,34 @@
 // error that names it, backend errors come back as Status, and the instruction hook (fault
 // injection) sees every instruction once per step and can end the step.
 //
+// Then split backward on the real backends, every rank a thread meeting in a loopback hub: a
+// two-stage plan whose backwards run as input gradients (I) and deferred weight gradients (W)
+// trains exactly as the same plan with whole backwards, also across a snapshot and restore,
+// and is profiled and traced by half; I and W out of order are refused with a message, not a
+// crash or a hang. The CUDA instantiation skips itself without a usable GPU.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/exec/Executor.h"
 
+#include "runtime/Profile.h"
+#include "runtime/backend/cpu/CpuBackend.h"
+#include "runtime/exec/LoopbackTransport.h"
+#include "runtime/plan/PlanFile.h"
+#include "tests/unit/runtime/GptPlan.h"
+
+#if CONDUIT_HAVE_CUDA
+#include "runtime/backend/cuda/CudaBackend.h"
+#include "runtime/backend/cuda/CudaLoopbackMemory.h"
+#endif
+
 #include <gtest/gtest.h>
 
 #include <map>
+#include <sstream>
+#include <thread>
 
+using namespace conduit;
 using namespace conduit::runtime;
 
 namespace {
@@ -259,6 +279,375 @@ TEST(Executor, AnInstructionHookErrorEndsTheStepBeforeThatInstruction) {
   EXPECT_EQ(outcome.status().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(outcome.status().message(), "injected failure");
   EXPECT_EQ(backend.completed, std::vector<int64_t>({0})); // instruction 1 never started
+}
+
+//===----------------------------------------------------------------------===//
+// Split backward on the real backends
+//===----------------------------------------------------------------------===//
+
+model::GptShape tinyShape() {
+  model::GptShape s;
+  s.blocks = 2;
+  s.hidden = 8;
+  s.heads = 2;
+  s.ffn = 16;
+  s.seq = 4;
+  s.vocab = 16;
+  return s;
+}
+
+constexpr int64_t kSamples = 2; ///< per micro-batch
+
+Instruction onStage(Op op, int32_t stage, int32_t mb = -1, int32_t slot = -1) {
+  Instruction i;
+  i.op = op;
+  i.stream = kComputeStream;
+  i.stage = stage;
+  i.microbatch = mb;
+  i.slot = slot;
+  return i;
+}
+
+/// A send or receive of micro-batch `mb` between stage 0 (rank 0) and stage 1 (rank 1), on
+/// the compute stream (the programs below are sequential), in transfer batch `batch`.
+Instruction between(Op op, Transfer kind, int32_t rank, int32_t mb, int32_t batch = -1) {
+  Instruction i;
+  i.op = op;
+  i.kind = kind;
+  i.stream = kComputeStream;
+  i.stage = rank;
+  i.microbatch = mb;
+  i.peer = 1 - rank;
+  i.peerStage = 1 - rank;
+  i.peerMicrobatch = mb;
+  i.begin = mb * kSamples;
+  i.end = (mb + 1) * kSamples;
+  i.bytes = kSamples * tinyShape().seq * tinyShape().hidden * int64_t(sizeof(float));
+  i.batch = batch;
+  if (op == Op::Recv)
+    i.slot = 0;
+  return i;
+}
+
+/// The tiny GPT in fp32, stage r on rank r with layers [stages[r].first, stages[r].second),
+/// `microbatches` micro-batches of kSamples samples; the rank programs are left empty.
+Plan tinyPlan(const std::vector<std::pair<int32_t, int32_t>> &stages, int64_t microbatches) {
+  Plan plan = model::planFor(tinyShape());
+  plan.name = "split";
+  Config &c = plan.config;
+  c.pipeline = static_cast<int32_t>(stages.size());
+  c.microbatches = microbatches;
+  c.microbatchSize = kSamples;
+  c.tokensPerSample = tinyShape().seq;
+  c.dtype = DType::FP32;
+  c.seed = 5;
+  c.learningRate = 1e-2;
+  std::vector<int64_t> cuts;
+  for (int64_t mb = 0; mb <= microbatches; ++mb)
+    cuts.push_back(mb * kSamples);
+  for (size_t r = 0; r < stages.size(); ++r) {
+    Stage stage{static_cast<int32_t>(r),
+                static_cast<int32_t>(r),
+                stages[r].first,
+                stages[r].second,
+                0,
+                cuts};
+    for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
+      stage.params += plan.layers[l].params;
+    plan.stages.push_back(stage);
+    plan.groups.push_back({{static_cast<int32_t>(r)}});
+    plan.ranks.push_back({static_cast<int32_t>(r), 0, {}, {}});
+  }
+  return plan;
+}
+
+/// Two stages on two ranks, three micro-batches, 1F1B. With `split`, each backward is an I
+/// where the backward was, and its W comes later: W0 after the next forward, the others at
+/// the end in `lastWeights` order. Rank 0 reads every output gradient from one receive slot,
+/// which the next receive overwrites before the deferred W runs.
+Plan pipelinePlan(bool split, const std::vector<int32_t> &lastWeights = {1, 2}) {
+  Plan plan = tinyPlan({{0, 2}, {2, 4}}, 3);
+  const int64_t slot = between(Op::Recv, Transfer::Activation, 0, 0).bytes;
+  const Op backward = split ? Op::BackwardInput : Op::Backward;
+  auto weights = [&](std::vector<Instruction> &program, int32_t stage, std::vector<int32_t> mbs) {
+    if (split)
+      for (int32_t mb : mbs)
+        program.push_back(onStage(Op::BackwardWeight, stage, mb));
+  };
+  auto act = [](Op op, int32_t rank, int32_t mb, int32_t batch = -1) {
+    return between(op, Transfer::Activation, rank, mb, batch);
+  };
+  auto grad = [](Op op, int32_t rank, int32_t mb, int32_t batch = -1) {
+    return between(op, Transfer::Gradient, rank, mb, batch);
+  };
+  std::vector<Instruction> &r0 = plan.ranks[0].instructions;
+  plan.ranks[0].slots = {slot};
+  r0 = {onStage(Op::Forward, 0, 0), act(Op::Send, 0, 0),     onStage(Op::Forward, 0, 1),
+        act(Op::Send, 0, 1, 0),     grad(Op::Recv, 0, 0, 0), onStage(backward, 0, 0, 0),
+        onStage(Op::Forward, 0, 2), act(Op::Send, 0, 2, 1),  grad(Op::Recv, 0, 1, 1)};
+  weights(r0, 0, {0});
+  r0.push_back(onStage(backward, 0, 1, 0));
+  r0.push_back(grad(Op::Recv, 0, 2));
+  r0.push_back(onStage(backward, 0, 2, 0));
+  weights(r0, 0, lastWeights);
+  r0.push_back(onStage(Op::OptimizerStep, 0));
+
+  std::vector<Instruction> &r1 = plan.ranks[1].instructions;
+  plan.ranks[1].slots = {slot};
+  r1 = {act(Op::Recv, 1, 0),     onStage(Op::Forward, 1, 0, 0), onStage(backward, 1, 0),
+        grad(Op::Send, 1, 0, 0), act(Op::Recv, 1, 1, 0),        onStage(Op::Forward, 1, 1, 0)};
+  weights(r1, 1, {0});
+  r1.push_back(onStage(backward, 1, 1));
+  r1.push_back(grad(Op::Send, 1, 1, 1));
+  r1.push_back(act(Op::Recv, 1, 2, 1));
+  r1.push_back(onStage(Op::Forward, 1, 2, 0));
+  r1.push_back(onStage(backward, 1, 2));
+  r1.push_back(grad(Op::Send, 1, 2));
+  weights(r1, 1, lastWeights);
+  r1.push_back(onStage(Op::OptimizerStep, 1));
+  return plan;
+}
+
+/// What one rank's run produced.
+struct RankRun {
+  absl::Status status;
+  std::vector<double> losses;
+  std::vector<std::vector<float>> params;
+  std::vector<StageState> state;
+  std::vector<LayerTiming> timings;
+  std::vector<TraceEvent> events;
+};
+
+/// Makes the backend of global rank `rank` of `ranks`, meeting the others in `hub`.
+using MakeBackend = std::function<std::unique_ptr<Backend>(int64_t rank, int64_t ranks,
+                                                           bool measure, LoopbackHub &hub)>;
+/// A backend the split-backward tests run on, and whether this machine can run it.
+struct BackendKind {
+  std::string name;
+  std::function<std::unique_ptr<LoopbackMemory>()> memory;
+  MakeBackend make;
+  /// Empty where the backend can run here; else why not.
+  std::function<std::string()> unavailable;
+};
+
+void PrintTo(const BackendKind &kind, std::ostream *out) { *out << kind.name; }
+
+std::vector<BackendKind> backendKinds() {
+  std::vector<BackendKind> out;
+  out.push_back(
+      {"cpu", [] { return std::make_unique<HostLoopbackMemory>(); },
+       [](int64_t rank, int64_t ranks, bool measure, LoopbackHub &hub) -> std::unique_ptr<Backend> {
+         return std::make_unique<CpuBackend>(
+             rank, ranks, measure, [&hub, rank](const Plan &) { return hub.transport(rank); });
+       },
+       [] { return std::string(); }});
+#if CONDUIT_HAVE_CUDA
+  out.push_back(
+      {"cuda", [] { return std::make_unique<cuda::CudaLoopbackMemory>(); },
+       [](int64_t rank, int64_t ranks, bool measure, LoopbackHub &hub) -> std::unique_ptr<Backend> {
+         return std::make_unique<cuda::CudaBackend>(
+             rank, ranks, /*device=*/0, measure,
+             [&hub, rank](const Plan &) { return hub.transport(rank); });
+       },
+       [] {
+         absl::StatusOr<int> devices = cuda::CudaBackend::deviceCount();
+         return devices.ok() ? std::string() : std::string(devices.status().message());
+       }});
+#endif
+  return out;
+}
+
+/// Runs steps [first, first + steps) of `plan` with every rank a thread on `kind`, after
+/// restoring `resume` (per rank) when given.
+std::vector<RankRun> train(const BackendKind &kind, const Plan &plan, int64_t first, int64_t steps,
+                           const std::vector<std::vector<StageState>> *resume = {},
+                           bool measure = false) {
+  const int64_t ranks = plan.config.worldSize();
+  LoopbackHub hub(plan, /*timeoutS=*/30, kind.memory());
+  std::vector<RankRun> runs(ranks);
+  std::vector<std::thread> threads;
+  for (int64_t rank = 0; rank < ranks; ++rank)
+    threads.emplace_back([&, rank] {
+      RankRun &run = runs[rank];
+      std::unique_ptr<Backend> backend = kind.make(rank, ranks, measure, hub);
+      run.status = [&]() -> absl::Status {
+        CONDUIT_RETURN_IF_ERROR(backend->validate(plan));
+        CONDUIT_RETURN_IF_ERROR(backend->initialise(plan));
+        if (resume)
+          CONDUIT_RETURN_IF_ERROR(backend->restore((*resume)[rank]));
+        ExecutorOptions options;
+        options.peerTimeoutS = 30;
+        options.record = true;
+        Executor executor(plan, static_cast<int32_t>(rank), 0, *backend, options);
+        for (int64_t step = first; step < first + steps; ++step) {
+          CONDUIT_ASSIGN_OR_RETURN(StepOutcome outcome, executor.runStep(step));
+          run.losses.push_back(outcome.loss);
+        }
+        CONDUIT_ASSIGN_OR_RETURN(run.params, backend->stageParameters());
+        CONDUIT_ASSIGN_OR_RETURN(run.state, backend->snapshot());
+        run.timings = backend->layerTimings();
+        run.events = executor.events();
+        return absl::OkStatus();
+      }();
+      if (!run.status.ok())
+        backend->abort(); // the other ranks' next call fails instead of waiting
+    });
+  for (std::thread &t : threads)
+    t.join();
+  return runs;
+}
+
+class SplitBackwardPlan : public ::testing::TestWithParam<BackendKind> {
+protected:
+  void SetUp() override {
+    if (std::string why = GetParam().unavailable(); !why.empty())
+      GTEST_SKIP() << GetParam().name << ": " << why;
+  }
+};
+
+// The CPU backend adds each sample's weight gradients to double accumulators, so W may run in
+// any order; a device accumulates in float, whose sums follow their order, so there the W run
+// in micro-batch order, as the whole backwards do. Either way the bits are the same.
+std::vector<int32_t> lastWeights(const BackendKind &kind) {
+  return kind.name == "cpu" ? std::vector<int32_t>{2, 1} : std::vector<int32_t>{1, 2};
+}
+
+TEST_P(SplitBackwardPlan, TrainsAsWholeBackwardsDo) {
+  const Plan whole = pipelinePlan(false), split = pipelinePlan(true, lastWeights(GetParam()));
+  ASSERT_TRUE(checkPlanSemantics(whole).ok()) << checkPlanSemantics(whole);
+  ASSERT_TRUE(checkPlanSemantics(split).ok()) << checkPlanSemantics(split);
+  std::vector<RankRun> expected = train(GetParam(), whole, 1, 3);
+  std::vector<RankRun> got = train(GetParam(), split, 1, 3);
+  for (size_t r = 0; r < got.size(); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_TRUE(expected[r].status.ok()) << expected[r].status;
+    ASSERT_TRUE(got[r].status.ok()) << got[r].status;
+    ASSERT_EQ(got[r].losses.size(), 3u);
+    EXPECT_EQ(got[r].losses, expected[r].losses);
+    EXPECT_EQ(got[r].params, expected[r].params);
+    EXPECT_EQ(got[r].state[0].optimizer, expected[r].state[0].optimizer);
+  }
+  EXPECT_LT(got[0].losses.back(), got[0].losses.front()) << "the plan trains";
+}
+
+TEST_P(SplitBackwardPlan, ResumesFromASnapshot) {
+  const Plan plan = pipelinePlan(true, lastWeights(GetParam()));
+  std::vector<RankRun> uninterrupted = train(GetParam(), plan, 1, 3);
+  std::vector<RankRun> firstTwo = train(GetParam(), plan, 1, 2);
+  std::vector<std::vector<StageState>> states;
+  for (const RankRun &run : firstTwo) {
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    states.push_back(run.state);
+  }
+  std::vector<RankRun> resumed = train(GetParam(), plan, 3, 1, &states);
+  for (size_t r = 0; r < resumed.size(); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_TRUE(uninterrupted[r].status.ok()) << uninterrupted[r].status;
+    ASSERT_TRUE(resumed[r].status.ok()) << resumed[r].status;
+    EXPECT_EQ(resumed[r].losses, std::vector<double>{uninterrupted[r].losses[2]});
+    EXPECT_EQ(resumed[r].params, uninterrupted[r].params);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, SplitBackwardPlan, ::testing::ValuesIn(backendKinds()),
+                         [](const ::testing::TestParamInfo<BackendKind> &info) {
+                           return info.param.name;
+                         });
+
+// --profile times I and W per layer apart (and the profile says so), a whole backward as
+// before; the trace names the halves.
+TEST(SplitBackwardPlanOnTheCpu, IsProfiledAndTracedByHalf) {
+  const BackendKind cpu = backendKinds().front();
+  auto profileOf = [&](const Plan &plan, std::vector<RankRun> &runs) {
+    runs = train(cpu, plan, 1, 1, nullptr, /*measure=*/true);
+    std::vector<LayerTiming> timings;
+    for (const RankRun &run : runs) {
+      EXPECT_TRUE(run.status.ok()) << run.status;
+      timings.insert(timings.end(), run.timings.begin(), run.timings.end());
+    }
+    std::ostringstream os;
+    EXPECT_TRUE(writeProfile(plan, "cpu", timings, os).ok());
+    return os.str();
+  };
+  auto count = [](const std::string &text, const std::string &what) {
+    int64_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  std::vector<RankRun> runs;
+  const Plan split = pipelinePlan(true);
+  const std::string profile = profileOf(split, runs);
+  for (const char *key :
+       {"\"backward_s\": [", "\"backward_input_s\": [", "\"backward_weight_s\": ["})
+    EXPECT_EQ(count(profile, key), 4) << key << " in\n" << profile;
+  for (const RankRun &run : runs)
+    for (const LayerTiming &t : run.timings) {
+      if (t.layer == kOptimizerTiming)
+        continue;
+      EXPECT_EQ(t.backwardCount, 0);
+      EXPECT_EQ(t.inputCount, 3);
+      EXPECT_EQ(t.weightCount, 3);
+    }
+
+  std::vector<std::vector<TraceEvent>> events;
+  for (const RankRun &run : runs)
+    events.push_back(run.events);
+  std::ostringstream trace;
+  writeChromeTrace(split, events, "split", 1, trace);
+  EXPECT_NE(trace.str().find("\"name\":\"I s0 mb2\",\"cat\":\"backward-input\""),
+            std::string::npos);
+  EXPECT_NE(trace.str().find("\"name\":\"W s1 mb0\",\"cat\":\"backward-weight\""),
+            std::string::npos);
+
+  const std::string whole = profileOf(pipelinePlan(false), runs);
+  EXPECT_EQ(count(whole, "\"backward_s\": ["), 4);
+  EXPECT_EQ(count(whole, "backward_input_s"), 0) << whole;
+}
+
+/// One rank running the whole model, two micro-batches: `program` on stage 0.
+Plan oneRankPlan(std::vector<Instruction> program) {
+  Plan plan = tinyPlan({{0, 4}}, 2);
+  plan.ranks[0].instructions = std::move(program);
+  return plan;
+}
+
+// A W without its I, an I without its forward, a second I or W, whole and split backwards of
+// one micro-batch mixed, an I whose W never comes: the plan check refuses them (all but the
+// optimizer step before a W, which it does not order), and so does a backend given such a
+// plan in memory, before any harm: a message, not a crash or a hang.
+TEST(SplitBackwardPlanOnTheCpu, ComputeOutOfOrderIsRefused) {
+  const Instruction F = onStage(Op::Forward, 0, 0), B = onStage(Op::Backward, 0, 0),
+                    I = onStage(Op::BackwardInput, 0, 0), W = onStage(Op::BackwardWeight, 0, 0),
+                    step = onStage(Op::OptimizerStep, 0);
+  struct Case {
+    std::vector<Instruction> program;
+    std::string message;
+    bool checked = true; ///< refused by checkPlanSemantics too
+  };
+  const Case cases[] = {
+      {{F, W}, "W s0 mb0: no backward_input of this micro-batch comes before it"},
+      {{I, W}, "I s0 mb0: no forward of this micro-batch comes before it"},
+      {{F, I, I, W}, "I s0 mb0: a backward_input of this micro-batch comes before it"},
+      {{F, I, W, W}, "W s0 mb0: a backward_weight of this micro-batch comes before it"},
+      {{F, I, B, W}, "B s0 mb0: an earlier backward_input splits this micro-batch's backward"},
+      {{F, B, W}, "W s0 mb0: a whole backward of this micro-batch comes before it"},
+      {{F, I}, "stage 0 micro-batch 0 ran its backward_input but not its backward_weight"},
+      {{F, I, step, W},
+       "optimizer_step s0: micro-batch 0 ran its backward_input but not yet its "
+       "backward_weight",
+       false},
+  };
+  const BackendKind cpu = backendKinds().front();
+  for (const Case &c : cases) {
+    const Plan plan = oneRankPlan(c.program);
+    SCOPED_TRACE(c.message);
+    EXPECT_EQ(checkPlanSemantics(plan).ok(), !c.checked) << checkPlanSemantics(plan);
+    std::vector<RankRun> runs = train(cpu, plan, 1, 1);
+    ASSERT_FALSE(runs[0].status.ok());
+    EXPECT_EQ(runs[0].status.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(runs[0].status.message().find(c.message), std::string::npos) << runs[0].status;
+  }
 }
 
 } // namespace
