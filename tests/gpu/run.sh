@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU checks of the CUDA backend, on one H100 or H200, in under 8 minutes: builds for
-# sm_90 (Release, every core) and runs tests/gpu/checks.py: the Ops conformance suite,
-# end-to-end equivalence of single-GPU plans with the CPU reference, GEMM throughput, executor
-# overhead, and measured against predicted step time. Writes one Markdown summary.
+# sm_90 (Release, every core) and runs tests/gpu/checks.py: the Ops conformance suite and
+# split backward (I and W) on CUDA, end-to-end equivalence of single-GPU plans with the CPU
+# reference, GEMM throughput, executor overhead, and measured against predicted step time.
+# Writes one Markdown summary.
 #
 #   tests/gpu/run.sh [SUMMARY]          (default: build-gpu/gpu-summary.md)
 #
