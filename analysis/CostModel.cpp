@@ -24,7 +24,9 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
   cost.pipelineInner = in.pipelineInner;
   cost.recompute = in.recompute;
   for (size_t l = 0; l < in.fwdFlops.size(); ++l)
-    cost.layers.push_back({in.fwdFlops[l], in.bwdFlops[l]});
+    cost.layers.push_back(
+        {in.fwdFlops[l], in.bwdFlops[l],
+         l < in.bwdWeightFlops.size() ? in.bwdWeightFlops[l] : in.bwdFlops[l] / 2});
 
   if (!cluster.profile.empty()) {
     const std::string &path = cluster.profile;
@@ -76,18 +78,51 @@ double CostModel::backwardTime(int64_t layer, int64_t samples) const {
   return recompute ? time + forwardTime(layer, samples) : time;
 }
 
-double CostModel::stageForwardTime(int64_t first, int64_t end, int64_t samples) const {
-  double time = 0;
-  for (int64_t l = first; l < end; ++l)
-    time += forwardTime(l, samples);
-  return time;
+double CostModel::weightShare(int64_t layer) const {
+  const Layer &l = layers[layer];
+  return l.bwdFlops > 0 ? l.wgradFlops / l.bwdFlops : 0.5;
 }
 
-double CostModel::stageBackwardTime(int64_t first, int64_t end, int64_t samples) const {
-  double time = 0;
+double CostModel::inputGradientTime(int64_t layer, int64_t samples) const {
+  double time;
+  if (profiles.empty())
+    time = launchOverheadS + (layers[layer].bwdFlops - layers[layer].wgradFlops) *
+                                 static_cast<double>(samples) / flopRate;
+  else if (!profiles[layer].inputS.empty())
+    time = profiledTime(profiles[layer].inputS, profiles[layer], samples);
+  else
+    time = (1 - weightShare(layer)) *
+           profiledTime(profiles[layer].backwardS, profiles[layer], samples);
+  return recompute ? time + forwardTime(layer, samples) : time;
+}
+
+double CostModel::weightGradientTime(int64_t layer, int64_t samples) const {
+  if (profiles.empty())
+    return launchOverheadS + layers[layer].wgradFlops * static_cast<double>(samples) / flopRate;
+  if (!profiles[layer].weightS.empty())
+    return profiledTime(profiles[layer].weightS, profiles[layer], samples);
+  return weightShare(layer) * profiledTime(profiles[layer].backwardS, profiles[layer], samples);
+}
+
+double CostModel::stageSum(int64_t first, int64_t end, int64_t samples,
+                           double (CostModel::*time)(int64_t, int64_t) const) const {
+  double total = 0;
   for (int64_t l = first; l < end; ++l)
-    time += backwardTime(l, samples);
-  return time;
+    total += (this->*time)(l, samples);
+  return total;
+}
+
+double CostModel::stageForwardTime(int64_t first, int64_t end, int64_t samples) const {
+  return stageSum(first, end, samples, &CostModel::forwardTime);
+}
+double CostModel::stageBackwardTime(int64_t first, int64_t end, int64_t samples) const {
+  return stageSum(first, end, samples, &CostModel::backwardTime);
+}
+double CostModel::stageInputGradientTime(int64_t first, int64_t end, int64_t samples) const {
+  return stageSum(first, end, samples, &CostModel::inputGradientTime);
+}
+double CostModel::stageWeightGradientTime(int64_t first, int64_t end, int64_t samples) const {
+  return stageSum(first, end, samples, &CostModel::weightGradientTime);
 }
 
 int64_t CostModel::globalRank(int64_t pipelineRank, int64_t replica) const {

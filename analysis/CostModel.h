@@ -33,9 +33,10 @@ struct CostInputs {
   int64_t pipeline = 1, data = 1;
   bool pipelineInner = false;
   bool recompute = false;
-  /// Per layer: name (to match a profile), forward and backward FLOPs per sample.
+  /// Per layer: name (to match a profile), forward and backward FLOPs per sample, and the
+  /// weight-gradient part of the backward (empty: half).
   std::vector<std::string> names;
-  std::vector<double> fwdFlops, bwdFlops;
+  std::vector<double> fwdFlops, bwdFlops, bwdWeightFlops;
 };
 
 class CostModel {
@@ -49,9 +50,17 @@ public:
   /// backward includes the recomputed forward when activations are checkpointed.
   double forwardTime(int64_t layer, int64_t samples) const;
   double backwardTime(int64_t layer, int64_t samples) const;
+  /// The two halves of a split backward: the input gradient (with the recomputed forward
+  /// when checkpointed: I needs the activations) and the weight gradient. Each pays its own
+  /// launch overhead. A profile's measured halves are used when it has them, else its
+  /// backward is divided in the ratio of the layer's FLOPs.
+  double inputGradientTime(int64_t layer, int64_t samples) const;
+  double weightGradientTime(int64_t layer, int64_t samples) const;
   /// The same for layers [first, end).
   double stageForwardTime(int64_t first, int64_t end, int64_t samples) const;
   double stageBackwardTime(int64_t first, int64_t end, int64_t samples) const;
+  double stageInputGradientTime(int64_t first, int64_t end, int64_t samples) const;
+  double stageWeightGradientTime(int64_t first, int64_t end, int64_t samples) const;
   /// One optimizer step on `params` parameters: measured per parameter when the profile has
   /// it (scaled by the FLOP ratio when it measured the other optimizer), else Adam's 10 or
   /// SGD's 2 FLOP per parameter at the compute rate.
@@ -79,8 +88,13 @@ public:
 
 private:
   struct Layer {
-    double fwdFlops, bwdFlops;
+    double fwdFlops, bwdFlops, wgradFlops;
   };
+  /// The share of layer l's backward that computes weight gradients.
+  double weightShare(int64_t layer) const;
+  /// `time` summed over layers [first, end).
+  double stageSum(int64_t first, int64_t end, int64_t samples,
+                  double (CostModel::*time)(int64_t, int64_t) const) const;
 
   std::vector<Layer> layers;
   std::vector<LayerProfile> profiles;

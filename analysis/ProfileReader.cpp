@@ -94,12 +94,21 @@ llvm::Expected<MeasuredProfile> conduit::parseProfile(const llvm::json::Value &r
     readList(kProfileLayerSamples, p.samples, true);
     readList(kProfileLayerForwardS, p.forwardS, false);
     readList(kProfileLayerBackwardS, p.backwardS, false);
+    // The halves of a split backward, measured by plans that split it: both or neither.
+    readList(kProfileLayerBackwardInputS, p.inputS, false);
+    readList(kProfileLayerBackwardWeightS, p.weightS, false);
     layer.rejectUnknownKeys();
     if (diag.failed())
       return fail();
     if (p.samples.empty() || p.forwardS.size() != p.samples.size() ||
         p.backwardS.size() != p.samples.size()) {
       diag.report(at, "needs as many forward_s and backward_s entries as samples (at least one)");
+      return fail();
+    }
+    if ((!p.inputS.empty() || !p.weightS.empty()) &&
+        (p.inputS.size() != p.samples.size() || p.weightS.size() != p.samples.size())) {
+      diag.report(at, "needs as many backward_input_s and backward_weight_s entries as samples, "
+                      "or neither");
       return fail();
     }
     for (size_t k = 1; k < p.samples.size(); ++k)

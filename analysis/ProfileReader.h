@@ -23,6 +23,8 @@ namespace conduit {
 struct LayerProfile {
   std::string name;
   std::vector<double> samples, forwardS, backwardS;
+  /// The halves of the backward when measured apart (empty otherwise).
+  std::vector<double> inputS, weightS;
 };
 
 /// A profile file: its layers, and the measured time of the optimizer per parameter (absent

@@ -71,8 +71,10 @@ public:
         continue;
       if (times[i].start > cursor)
         attribute(cursor, times[i].start, release >= 0 ? cause(release) : -1);
-      if (x.op == Op::Forward || x.op == Op::Backward || x.op == Op::OptimizerStep)
+      if (x.isCompute() || x.op == Op::OptimizerStep)
         report.busyS += times[i].end - times[i].start;
+      if (x.op == Op::BackwardWeight)
+        report.weightGradientS += times[i].end - times[i].start;
       cursor = std::max(cursor, times[i].end);
       release = -1;
     }
@@ -245,6 +247,7 @@ llvm::json::Value conduit::reportToJson(const PlanReport &report) {
     ranks.push_back(llvm::json::Object{
         {"rank", r.rank},
         {"busy_s", r.busyS},
+        {"weight_gradient_s", r.weightGradientS},
         {"idle_s", r.idleS},
         {"idle", llvm::json::Object{{"fill_drain_s", r.idle.fillDrain},
                                     {"p2p_s", r.idle.p2pTotal()},
@@ -307,4 +310,12 @@ void conduit::printReport(const PlanReport &report, const runtime::Plan &plan,
        << llvm::right_justify(std::to_string(r.sends), 7)
        << llvm::right_justify(std::to_string(r.recvs), 7) << "\n";
   }
+  if (!c.splitBackward)
+    return;
+  // Split backward: how much of each rank's busy time is weight gradients, the work the
+  // schedule moved into time the rank would otherwise spend waiting.
+  os << "\n  weight gradients (W) per rank:";
+  for (const RankReport &r : report.ranks)
+    os << " " << formatSeconds(r.weightGradientS);
+  os << "\n";
 }

@@ -41,6 +41,9 @@ struct IdleAttribution {
 struct RankReport {
   int32_t rank = 0;
   double busyS = 0; ///< compute stream: forwards, backwards, optimizer steps
+  /// Of busyS: split backwards' weight gradients, which the schedule placed where the rank
+  /// would otherwise wait (0 without split backward).
+  double weightGradientS = 0;
   double idleS = 0; ///< step time - busy
   IdleAttribution idle;
   int64_t peakMemoryBytes = 0;

@@ -40,11 +40,15 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
   costs.cost = &cost;
   const runtime::Config &c = plan.config;
   for (const runtime::Stage &stage : plan.stages) {
-    std::vector<double> &f = costs.forward.emplace_back(), &b = costs.backward.emplace_back();
+    std::vector<double> &f = costs.forward.emplace_back(), &b = costs.backward.emplace_back(),
+                        &in = costs.input.emplace_back(), &w = costs.weight.emplace_back();
+    const int64_t first = stage.firstLayer, end = stage.endLayer;
     for (int64_t m = 0; m < stage.numMicrobatches(); ++m) {
       int64_t samples = stage.samples[m + 1] - stage.samples[m];
-      f.push_back(cost.stageForwardTime(stage.firstLayer, stage.endLayer, samples));
-      b.push_back(cost.stageBackwardTime(stage.firstLayer, stage.endLayer, samples));
+      f.push_back(cost.stageForwardTime(first, end, samples));
+      b.push_back(cost.stageBackwardTime(first, end, samples));
+      in.push_back(cost.stageInputGradientTime(first, end, samples));
+      w.push_back(cost.stageWeightGradientTime(first, end, samples));
     }
     bool sharded = c.data > 1 && c.sharding != runtime::Sharding::None;
     int64_t params = sharded ? ceilDiv(stage.params, c.data) : stage.params;
@@ -72,11 +76,14 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
 PlanCosts PlanCosts::unit(const runtime::Plan &plan) {
   PlanCosts costs;
   for (const runtime::Stage &stage : plan.stages) {
-    std::vector<double> &f = costs.forward.emplace_back(), &b = costs.backward.emplace_back();
+    std::vector<double> &f = costs.forward.emplace_back(), &b = costs.backward.emplace_back(),
+                        &in = costs.input.emplace_back(), &w = costs.weight.emplace_back();
     for (int64_t m = 0; m < stage.numMicrobatches(); ++m) {
       double samples = static_cast<double>(stage.samples[m + 1] - stage.samples[m]);
       f.push_back(samples);
       b.push_back(2 * samples);
+      in.push_back(samples);
+      w.push_back(samples);
     }
     costs.optimizer.push_back(0);
   }
@@ -89,6 +96,10 @@ double PlanCosts::of(const runtime::Plan &plan, int32_t rank, const Instruction 
     return forward[inst.stage][inst.microbatch];
   case Op::Backward:
     return backward[inst.stage][inst.microbatch];
+  case Op::BackwardInput:
+    return input[inst.stage][inst.microbatch];
+  case Op::BackwardWeight:
+    return weight[inst.stage][inst.microbatch];
   case Op::OptimizerStep:
     return optimizer[inst.stage];
   case Op::Send:
@@ -134,8 +145,10 @@ struct Stream {
 
 /// Per-rank verification state.
 struct Dataflow {
-  // (stage, micro-batch) -> instruction index of its forward / backward, or -1.
-  std::vector<std::vector<int64_t>> forward, backward;
+  // (stage, micro-batch) -> instruction index of its forward, of what computed its input
+  // gradient (backward or backward_input), and of what completed its weight gradients
+  // (backward or backward_weight), or -1.
+  std::vector<std::vector<int64_t>> forward, backward, gradients;
   std::vector<int64_t> backwardsDone, gatheredBy, reducedBy, steppedBy, paramsGathered;
   int64_t gatheredCount = 0;
   struct Slot {
@@ -241,10 +254,12 @@ private:
       const size_t S = plan.stages.size();
       flow.forward.resize(S);
       flow.backward.resize(S);
+      flow.gradients.resize(S);
       for (size_t s = 0; s < S; ++s)
         if (plan.stages[s].rank == r) {
           flow.forward[s].assign(plan.stages[s].numMicrobatches(), -1);
           flow.backward[s].assign(plan.stages[s].numMicrobatches(), -1);
+          flow.gradients[s].assign(plan.stages[s].numMicrobatches(), -1);
         }
       flow.backwardsDone.assign(S, 0);
       flow.gatheredBy.assign(S, -1);
@@ -532,7 +547,8 @@ private:
       checkInput(r, s, i, runtime::Transfer::Activation);
       flow.forward[x.stage][x.microbatch] = i;
       break;
-    case Op::Backward: {
+    case Op::Backward:
+    case Op::BackwardInput: {
       int64_t own = flow.forward[x.stage][x.microbatch];
       if (flow.backward[x.stage][x.microbatch] >= 0)
         return fail(r, i, "runs the backward of this micro-batch a second time");
@@ -541,6 +557,20 @@ private:
       checkParameters(r, s, i, x.stage);
       checkInput(r, s, i, runtime::Transfer::Gradient);
       flow.backward[x.stage][x.microbatch] = i;
+      if (x.op == Op::Backward) {
+        flow.gradients[x.stage][x.microbatch] = i;
+        ++flow.backwardsDone[x.stage];
+      }
+      break;
+    }
+    case Op::BackwardWeight: {
+      // It reads what its input gradient kept and no parameters.
+      int64_t input = flow.backward[x.stage][x.microbatch];
+      if (flow.gradients[x.stage][x.microbatch] >= 0)
+        return fail(r, i, "runs the weight gradient of this micro-batch a second time");
+      if (input < 0 || inst(r, input).op != Op::BackwardInput || !knows(r, s, input))
+        return fail(r, i, "may run before the input gradient of the same micro-batch");
+      flow.gradients[x.stage][x.microbatch] = i;
       ++flow.backwardsDone[x.stage];
       break;
     }
@@ -564,7 +594,7 @@ private:
           flow.backwardsDone[x.stage] != plan.stages[x.stage].numMicrobatches())
         return fail(r, i,
                     "updates stage " + std::to_string(x.stage) + " before all its backwards ran");
-      for (int64_t b : flow.backward[x.stage])
+      for (int64_t b : flow.gradients[x.stage])
         if (plan.config.data == 1 && !knows(r, s, b))
           return fail(r, i,
                       "may update stage " + std::to_string(x.stage) +
@@ -653,7 +683,7 @@ private:
       if (flow.reducedBy[x.stage] >= 0)
         return fail(r, i,
                     "reduces the gradients of stage " + std::to_string(x.stage) + " a second time");
-      const std::vector<int64_t> &backwards = flow.backward[x.stage];
+      const std::vector<int64_t> &backwards = flow.gradients[x.stage];
       for (size_t m = 0; m < backwards.size(); ++m)
         if (backwards[m] < 0 || !knows(r, s, backwards[m]))
           return fail(r, i,
@@ -748,6 +778,10 @@ private:
             return fail(r, last,
                         "rank " + std::to_string(r) + " never runs the backward of " + stage +
                             " micro-batch " + std::to_string(m));
+          if (flow.gradients[s][m] < 0)
+            return fail(r, last,
+                        "rank " + std::to_string(r) + " never runs the weight gradient of " +
+                            stage + " micro-batch " + std::to_string(m));
         }
         if (plan.config.data > 1 && flow.reducedBy[s] < 0)
           return fail(r, last,

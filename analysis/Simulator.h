@@ -34,14 +34,15 @@ class PlanCosts {
 public:
   /// Durations from the cost model.
   static PlanCosts fromCostModel(const runtime::Plan &plan, const CostModel &cost);
-  /// Unit costs: a forward takes its samples' count, a backward twice that, everything else 0.
+  /// Unit costs: a forward, an input gradient and a weight gradient take their samples' count,
+  /// a whole backward twice that, everything else 0.
   static PlanCosts unit(const runtime::Plan &plan);
 
   double of(const runtime::Plan &plan, int32_t rank, const runtime::Instruction &inst) const;
 
 private:
-  std::vector<std::vector<double>> forward, backward; // [stage][micro-batch]
-  std::vector<double> optimizer;                      // [stage]
+  std::vector<std::vector<double>> forward, backward, input, weight; // [stage][micro-batch]
+  std::vector<double> optimizer;                                     // [stage]
   const CostModel *cost = nullptr;
   std::vector<Link> dpLink;               // [group]
   std::vector<int64_t> groupMembers;      // [group]: ranks x replicas

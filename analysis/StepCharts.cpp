@@ -38,6 +38,8 @@ struct Kind {
 // Colours from the Tableau 10 palette, which stays distinguishable for most colour vision.
 constexpr Kind kForward{"forward", "#4c78a8"};
 constexpr Kind kBackward{"backward", "#54a24b"};
+constexpr Kind kInput{"input gradient", "#72b7b2"};
+constexpr Kind kWeight{"weight gradient", "#ff9da6"};
 constexpr Kind kOptimizer{"optimizer step", "#b279a2"};
 constexpr Kind kTransfer{"send / receive", "#9d755d"};
 constexpr Kind kAllGather{"all-gather", "#f58518"};
@@ -50,6 +52,10 @@ const Kind *kindOf(Op op) {
     return &kForward;
   case Op::Backward:
     return &kBackward;
+  case Op::BackwardInput:
+    return &kInput;
+  case Op::BackwardWeight:
+    return &kWeight;
   case Op::OptimizerStep:
     return &kOptimizer;
   case Op::Send:
@@ -175,14 +181,18 @@ void conduit::writeGanttSvg(const runtime::Plan &plan, const SimulationResult &s
   os << llvm::format("<rect width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>\n", width, height);
 
   // Title and legend.
-  static const char *const kSchedules[] = {"gpipe", "1f1b", "depth-first", "breadth-first"};
   os << "<text x=\"" << left << "\" y=\"20\" font-size=\"14\" font-weight=\"bold\">"
-     << escape(plan.name) << ": " << kSchedules[static_cast<int>(c.schedule)]
+     << escape(plan.name) << ": " << runtime::scheduleName(c.schedule)
+     << (c.splitBackward && c.schedule < runtime::Schedule::ZeroBubbleH1 ? " (split backward)" : "")
      << ", P=" << c.pipeline << " V=" << c.stagesPerDevice << " M=" << c.microbatches
      << " D=" << c.data << ", step " << escape(formatSeconds(simulation.makespan)) << "</text>\n";
   double legendX = left;
-  for (const Kind *kind : {&kForward, &kBackward, &kOptimizer, &kTransfer, &kAllGather,
-                           &kReduceScatter, &kAllReduce}) {
+  std::vector<const Kind *> legend = {&kForward, &kBackward};
+  if (c.splitBackward)
+    legend = {&kForward, &kInput, &kWeight};
+  for (const Kind *kind : {&kOptimizer, &kTransfer, &kAllGather, &kReduceScatter, &kAllReduce})
+    legend.push_back(kind);
+  for (const Kind *kind : legend) {
     os << llvm::format("<rect x=\"%.1f\" y=\"32\" width=\"12\" height=\"12\" fill=\"%s\"/>",
                        legendX, kind->colour)
        << llvm::format("<text x=\"%.1f\" y=\"42\" font-size=\"11\">", legendX + 16) << kind->label
@@ -229,7 +239,7 @@ void conduit::writeGanttSvg(const runtime::Plan &plan, const SimulationResult &s
       if (x.isCompute()) {
         // PyTorch's notation: 3F5 is the forward of stage 3, micro-batch 5.
         std::string label = (looped ? std::to_string(x.stage) : "") +
-                            (x.op == Op::Forward ? "F" : "B") + std::to_string(x.microbatch);
+                            runtime::shortName(x).substr(0, 1) + std::to_string(x.microbatch);
         compute.add(xOf(t.start), xOf(t.end), kind, label, title);
       } else if (x.op == Op::OptimizerStep) {
         compute.add(xOf(t.start), xOf(t.end), kind, "", title);

@@ -13,7 +13,8 @@ namespace {
 pipe::ParallelismAttr buildParallelism(MLIRContext *ctx, const ParallelismSpec &p) {
   return pipe::ParallelismAttr::get(ctx, p.pipeline, p.data, p.stagesPerDevice, p.schedule,
                                     p.groupSize, p.microbatches, p.microbatchSize, p.sharding,
-                                    p.checkpointing, p.fsdpWindow, p.rankOrder);
+                                    p.checkpointing, p.fsdpWindow, p.rankOrder, p.placement,
+                                    p.splitBackward);
 }
 
 pipe::ClusterAttr buildCluster(MLIRContext *ctx, const Cluster &c) {

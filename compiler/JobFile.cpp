@@ -46,7 +46,9 @@ const Cluster kPresets[] = {
 };
 
 const llvm::StringRef kModelKinds[] = {"transformer", "layers", "hf"};
-const llvm::StringRef kScheduleNames[] = {"gpipe", "1f1b", "depth-first", "breadth-first"};
+const llvm::StringRef kScheduleNames[] = {"gpipe", "1f1b",           "depth-first", "breadth-first",
+                                          "zb-h1", "interleaved-zb", "zbv",         "dualpipev"};
+const llvm::StringRef kPlacementNames[] = {"loop", "v"};
 const llvm::StringRef kShardingNames[] = {"none", "optimizer", "gradients", "full"};
 const llvm::StringRef kCheckpointingNames[] = {"none", "full"};
 const llvm::StringRef kRankOrderNames[] = {"data-inner", "pipeline-inner"};
@@ -329,6 +331,13 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
   p.fsdpWindow = section.integer("fsdp_window", 1, kMaxStagesPerDevice).value_or(2);
   if (auto order = readEnum<pipe::RankOrder>(section, "rank_order", kRankOrderNames))
     p.rankOrder = *order;
+  const bool vSchedule =
+      p.schedule == pipe::ScheduleKind::ZeroBubbleV || p.schedule == pipe::ScheduleKind::DualPipeV;
+  p.placement = vSchedule ? pipe::Placement::V : pipe::Placement::Loop;
+  if (auto placement = readEnum<pipe::Placement>(section, "placement", kPlacementNames))
+    p.placement = *placement;
+  std::optional<bool> split = section.boolean("split_backward");
+  p.splitBackward = split.value_or(false) || pipe::isZeroBubble(p.schedule);
   if (const json::Value *layout = section.value("stage_layers"))
     if (auto list = readPositiveList(*layout, section.keyPath("stage_layers"), kMaxLayers, diag))
       p.stageLayers = std::move(*list);
@@ -359,9 +368,19 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
   section.rejectUnknownKeys();
   if (diag.failed())
     return;
-  if (group && p.schedule != pipe::ScheduleKind::DepthFirst) {
+  if (split == false && pipe::isZeroBubble(p.schedule)) {
+    diag.report(section.keyPath("split_backward"),
+                "schedule \"" + stringifyScheduleKind(p.schedule).str() +
+                    "\" always splits backwards into input and weight gradients; remove "
+                    "split_backward, or choose a schedule with whole backwards (gpipe, 1f1b, "
+                    "depth-first, breadth-first)");
+    return;
+  }
+  if (group && p.schedule != pipe::ScheduleKind::DepthFirst &&
+      p.schedule != pipe::ScheduleKind::InterleavedZeroBubble) {
     diag.report(section.keyPath("group_size"),
-                "only applies to schedule \"depth-first\" (the schedule is \"" +
+                "only applies to schedules \"depth-first\" and \"interleaved-zb\" (the "
+                "schedule is \"" +
                     stringifyScheduleKind(p.schedule).str() + "\")");
     return;
   }
@@ -437,27 +456,81 @@ void JobParser::checkPartitions(const Job &job) {
 }
 
 void JobParser::checkSchedule(const ParallelismSpec &p) {
+  using pipe::ScheduleKind;
   const std::string schedule = "\"" + stringifyScheduleKind(p.schedule).str() + "\"";
-  if ((p.schedule == pipe::ScheduleKind::GPipe || p.schedule == pipe::ScheduleKind::OneFOneB) &&
-      p.stagesPerDevice > 1) {
+  const bool v = p.placement == pipe::Placement::V;
+  switch (p.schedule) {
+  case ScheduleKind::GPipe:
+  case ScheduleKind::OneFOneB:
+  case ScheduleKind::ZeroBubbleH1:
+    if (p.stagesPerDevice > 1) {
+      const char *instead = p.schedule == ScheduleKind::GPipe
+                                ? "\"breadth-first\" (GPipe's order on looped stages)"
+                            : p.schedule == ScheduleKind::OneFOneB
+                                ? "\"depth-first\" (interleaved 1F1B) or \"breadth-first\""
+                                : "\"interleaved-zb\" or \"zbv\"";
+      diag.report("parallelism.stages_per_device",
+                  "schedule " + schedule + " runs one stage per device, got " +
+                      std::to_string(p.stagesPerDevice) + "; use 1, or schedule " + instead);
+      return;
+    }
+    break;
+  case ScheduleKind::DepthFirst:
+  case ScheduleKind::InterleavedZeroBubble:
+    if (v) {
+      diag.report("parallelism.placement",
+                  "schedule " + schedule +
+                      " runs on the looped placement; use \"loop\", or schedule \"zbv\" or "
+                      "\"dualpipev\" for the V placement");
+      return;
+    }
+    if (p.schedule == ScheduleKind::InterleavedZeroBubble && p.stagesPerDevice < 2) {
+      diag.report("parallelism.stages_per_device",
+                  "schedule \"interleaved-zb\" loops at least 2 stages per device, got 1; use "
+                  "2 or more, or schedule \"zb-h1\" for one stage per device");
+      return;
+    }
+    break;
+  case ScheduleKind::ZeroBubbleV:
+  case ScheduleKind::DualPipeV:
+    if (!v) {
+      diag.report("parallelism.placement",
+                  "schedule " + schedule +
+                      " runs on the V placement (rank r holds stages r and 2P-1-r); use \"v\" "
+                      "(the default for this schedule), or schedule \"interleaved-zb\" for the "
+                      "looped placement");
+      return;
+    }
+    break;
+  case ScheduleKind::BreadthFirst:
+    break;
+  }
+  if (v && p.stagesPerDevice != 2) {
     diag.report("parallelism.stages_per_device",
-                "schedule " + schedule + " runs one stage per device, got " +
-                    std::to_string(p.stagesPerDevice) + "; use 1, or schedule " +
-                    (p.schedule == pipe::ScheduleKind::GPipe
-                         ? "\"breadth-first\" (GPipe's order on looped stages)"
-                         : "\"depth-first\" (interleaved 1F1B) or \"breadth-first\""));
+                "the V placement holds exactly 2 stages per device, got " +
+                    std::to_string(p.stagesPerDevice) +
+                    "; use 2, or placement \"loop\" with schedule \"breadth-first\" or "
+                    "\"interleaved-zb\"");
+    return;
+  }
+  if (p.splitBackward && p.autoPartitions) {
+    diag.report("parallelism.microbatch_partitions",
+                "\"auto\" searches micro-batch cuts of whole-backward gpipe and 1f1b schedules; "
+                "give explicit partitions, or drop split_backward");
     return;
   }
   // Depth-first's rules on the number of micro-batches per stage; explicit unequal partitions
   // are checked by the schedule itself.
-  if (p.schedule != pipe::ScheduleKind::DepthFirst || !p.microbatchPartitions.empty() ||
-      p.autoPartitions)
+  if ((p.schedule != ScheduleKind::DepthFirst &&
+       p.schedule != ScheduleKind::InterleavedZeroBubble) ||
+      !p.microbatchPartitions.empty() || p.autoPartitions)
     return;
-  if (std::optional<sched::GroupingViolation> v =
+  if (std::optional<sched::GroupingViolation> violation =
           sched::checkDepthFirstGrouping(p.microbatches, p.pipeline, p.groupSize))
-    diag.report(v->rule == sched::GroupingViolation::TooFewMicrobatches ? "parallelism.microbatches"
-                                                                        : "parallelism.group_size",
-                v->message);
+    diag.report(violation->rule == sched::GroupingViolation::TooFewMicrobatches
+                    ? "parallelism.microbatches"
+                    : "parallelism.group_size",
+                violation->message);
 }
 
 void JobParser::checkJob(const Job &job) {

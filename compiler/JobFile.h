@@ -73,6 +73,10 @@ struct ParallelismSpec {
   pipe::Checkpointing checkpointing = pipe::Checkpointing::None;
   int64_t fsdpWindow = 2;
   pipe::RankOrder rankOrder = pipe::RankOrder::DataInner;
+  /// Stage placement; "v" for zbv and dualpipev unless the job says otherwise.
+  pipe::Placement placement = pipe::Placement::Loop;
+  /// Backwards split into input and weight gradients (implied by the zero-bubble schedules).
+  bool splitBackward = false;
   /// Explicit layers per stage (empty: the partitioner decides).
   std::vector<int64_t> stageLayers;
   /// Explicit micro-batch sizes per stage (empty: equal micro-batches).

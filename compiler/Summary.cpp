@@ -60,8 +60,13 @@ std::string describeParallelism(const ParallelismSpec &p) {
                      std::to_string(p.data) + ", " + std::to_string(p.stagesPerDevice) +
                      " stage(s) per device (" + std::to_string(p.numStages()) + " stages), " +
                      stringifyScheduleKind(p.schedule).str();
-  if (p.schedule == pipe::ScheduleKind::DepthFirst)
+  if (p.schedule == pipe::ScheduleKind::DepthFirst ||
+      p.schedule == pipe::ScheduleKind::InterleavedZeroBubble)
     text += " (group " + std::to_string(p.groupSize) + ")";
+  if (p.splitBackward && !pipe::isZeroBubble(p.schedule))
+    text += " with split backward";
+  if (p.placement == pipe::Placement::V)
+    text += " on the V placement";
   text += ", " + std::to_string(p.microbatches) + " micro-batches of " +
           std::to_string(p.microbatchSize) + " sample(s), sharding " +
           stringifySharding(p.sharding).str() + ", checkpointing " +

@@ -38,6 +38,7 @@ template <typename Layers> llvm::Expected<CostModel> buildWithLayers(CostInputs 
     in.names.push_back(layer.getName().str());
     in.fwdFlops.push_back(layer.getFwdFlops());
     in.bwdFlops.push_back(layer.getBwdFlops());
+    in.bwdWeightFlops.push_back(layer.getBwdWeightFlops());
   }
   return CostModel::build(in);
 }

@@ -8,7 +8,8 @@
 // Dependencies across streams: a send waits for its producer; a compute waits for the last
 // receive of its input and for the all-gather of its stage's parameters; a receive into a
 // reused slot waits for the previous occupant's consumer; an all-gather waits for the reshard
-// that frees its place; a reduction waits for the stage's last backward; an optimizer step
+// that frees its place; a reduction waits for the stage's last backward or weight gradient (a
+// weight gradient follows its input gradient on the compute stream); an optimizer step
 // for its reduction; a parameter all-gather for its optimizer step. A dependency already
 // implied by an earlier wait on the same stream (tracked like a vector clock of the three
 // streams) needs no new event.
@@ -40,6 +41,8 @@ enum Stream : int8_t { Compute = 0, P2P = 1, Collective = 2 };
 enum class Kind : uint8_t {
   Forward,
   Backward,
+  BackwardInput,
+  BackwardWeight,
   Send,
   Recv,
   Unshard,
@@ -65,6 +68,10 @@ OpInfo describeOp(Operation *op) {
     info = {Kind::Forward, Compute, f.getStage(), f.getMicrobatch()};
   } else if (auto b = dyn_cast<pipe::BackwardOp>(op)) {
     info = {Kind::Backward, Compute, b.getStage(), b.getMicrobatch(), 1};
+  } else if (auto i = dyn_cast<pipe::BackwardInputOp>(op)) {
+    info = {Kind::BackwardInput, Compute, i.getStage(), i.getMicrobatch(), 1};
+  } else if (auto w = dyn_cast<pipe::BackwardWeightOp>(op)) {
+    info = {Kind::BackwardWeight, Compute, w.getStage(), w.getMicrobatch(), 1};
   } else if (auto s = dyn_cast<pipe::SendOp>(op)) {
     info = {Kind::Send,          P2P,          s.getStage(), s.getMicrobatch(),
             int8_t(s.getKind()), s.getBatch(), s.getBytes()};
@@ -151,8 +158,9 @@ public:
       };
       switch (x.kind) {
       case Kind::Forward:
-      case Kind::Backward: {
-        int64_t key = index(x.stage, x.mb, x.kind == Kind::Backward);
+      case Kind::Backward:
+      case Kind::BackwardInput: {
+        int64_t key = index(x.stage, x.mb, x.kind != Kind::Forward);
         if (lastRecv[key] >= 0)
           deps[numDeps++] = lastRecv[key];
         if (gatheredBy[x.stage] >= 0)
@@ -162,6 +170,11 @@ public:
           lastBackward[x.stage] = i;
         break;
       }
+      case Kind::BackwardWeight:
+        // After its input gradient on the same stream; it reads no parameters and receives
+        // nothing. The stage's gradients are complete after its last one.
+        lastBackward[x.stage] = i;
+        break;
       case Kind::Send:
         if (failed(need(producer[index(x.stage, x.mb, x.direction)],
                         "the compute that produces its data")))
@@ -271,9 +284,9 @@ private:
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpInfo &x = info[i];
       sched::SlotItem &item = items[i];
-      if (x.kind == Kind::Forward || x.kind == Kind::Backward) {
+      if (x.kind == Kind::Forward || x.kind == Kind::Backward || x.kind == Kind::BackwardInput) {
         item.kind = SlotKind::Compute;
-        item.key = index(x.stage, x.mb, x.kind == Kind::Backward);
+        item.key = index(x.stage, x.mb, x.kind != Kind::Forward);
       } else if (x.kind == Kind::Recv) {
         item.kind = SlotKind::Receive;
         item.key = index(x.stage, x.mb, x.direction);
@@ -299,6 +312,10 @@ private:
       plan::ForwardOp::create(b, loc, f.getStage(), f.getMicrobatch(), slot, stream);
     } else if (auto k = dyn_cast<pipe::BackwardOp>(op)) {
       plan::BackwardOp::create(b, loc, k.getStage(), k.getMicrobatch(), slot, stream);
+    } else if (auto k = dyn_cast<pipe::BackwardInputOp>(op)) {
+      plan::BackwardInputOp::create(b, loc, k.getStage(), k.getMicrobatch(), slot, stream);
+    } else if (auto k = dyn_cast<pipe::BackwardWeightOp>(op)) {
+      plan::BackwardWeightOp::create(b, loc, k.getStage(), k.getMicrobatch(), -1, stream);
     } else if (auto s = dyn_cast<pipe::SendOp>(op)) {
       plan::SendOp::create(b, loc, s.getKind(), s.getStage(), s.getMicrobatch(), s.getPeer(),
                            s.getPeerStage(), s.getPeerMicrobatch(), s.getBegin(), s.getEnd(),

@@ -18,18 +18,46 @@ llvm::SmallVector<pipe::StageOp> conduit::getStageList(pipe::ModelOp model) {
 
 llvm::Expected<sched::Schedule> conduit::runScheduler(pipe::ScheduleKind kind,
                                                       const sched::ScheduleProblem &problem,
-                                                      int64_t groupSize) {
-  switch (kind) {
-  case pipe::ScheduleKind::GPipe:
-    return sched::scheduleGPipe(problem);
-  case pipe::ScheduleKind::OneFOneB:
-    return sched::scheduleOneFOneB(problem);
-  case pipe::ScheduleKind::DepthFirst:
-    return sched::scheduleDepthFirst(problem, groupSize);
-  case pipe::ScheduleKind::BreadthFirst:
-    return sched::scheduleBreadthFirst(problem);
+                                                      int64_t groupSize, bool splitBackward,
+                                                      const sched::ActionTimes *times) {
+  sched::ActionTimes perSample;
+  if (!times) {
+    perSample = sched::ActionTimes::perSample(problem, 1, 1, 1);
+    times = &perSample;
   }
-  llvm_unreachable("unknown schedule kind");
+  llvm::Expected<sched::Schedule> whole = [&]() -> llvm::Expected<sched::Schedule> {
+    switch (kind) {
+    case pipe::ScheduleKind::GPipe:
+      return sched::scheduleGPipe(problem);
+    case pipe::ScheduleKind::OneFOneB:
+      return sched::scheduleOneFOneB(problem);
+    case pipe::ScheduleKind::DepthFirst:
+      return sched::scheduleDepthFirst(problem, groupSize);
+    case pipe::ScheduleKind::BreadthFirst:
+      return sched::scheduleBreadthFirst(problem);
+    case pipe::ScheduleKind::ZeroBubbleH1:
+      return sched::scheduleZeroBubbleH1(problem, *times);
+    case pipe::ScheduleKind::InterleavedZeroBubble:
+      return sched::scheduleInterleavedZeroBubble(problem, groupSize, *times);
+    case pipe::ScheduleKind::ZeroBubbleV:
+      return sched::scheduleZeroBubbleV(problem, *times);
+    case pipe::ScheduleKind::DualPipeV:
+      return sched::scheduleDualPipeV(problem, *times);
+    }
+    llvm_unreachable("unknown schedule kind");
+  }();
+  if (!whole || !splitBackward || pipe::isZeroBubble(kind))
+    return whole;
+  return sched::splitBackward(problem, *whole, *times);
+}
+
+pipe::ParallelismAttr conduit::withSchedule(pipe::ParallelismAttr par, pipe::ScheduleKind schedule,
+                                            int64_t groupSize, pipe::Placement placement,
+                                            bool splitBackward) {
+  return pipe::ParallelismAttr::get(
+      par.getContext(), par.getPipeline(), par.getData(), par.getStagesPerDevice(), schedule,
+      groupSize, par.getMicrobatches(), par.getMicrobatchSize(), par.getSharding(),
+      par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(), placement, splitBackward);
 }
 
 sched::ScheduleProblem conduit::buildScheduleProblem(pipe::ModelOp model) {
@@ -44,15 +72,28 @@ sched::ScheduleProblem conduit::buildScheduleProblem(pipe::ModelOp model) {
                                 std::move(boundaries));
 }
 
+sched::ActionKind conduit::actionKind(mlir::Operation *op) {
+  if (mlir::isa<pipe::ForwardOp>(op))
+    return sched::ActionKind::Forward;
+  if (mlir::isa<pipe::BackwardInputOp>(op))
+    return sched::ActionKind::BackwardInput;
+  if (mlir::isa<pipe::BackwardWeightOp>(op))
+    return sched::ActionKind::BackwardWeight;
+  return sched::ActionKind::Backward;
+}
+
 sched::Schedule conduit::readSchedule(pipe::ModelOp model) {
   sched::Schedule schedule;
   for (pipe::RankOp rank : model.getRanks()) {
     std::vector<sched::Action> &actions = schedule.ranks.emplace_back();
+    std::vector<int32_t> &pairs = schedule.pairs.emplace_back();
     for (mlir::Operation &op : rank.getBody().front()) {
-      if (auto f = llvm::dyn_cast<pipe::ForwardOp>(op))
-        actions.push_back({sched::ActionKind::Forward, f.getStage(), f.getMicrobatch()});
-      else if (auto b = llvm::dyn_cast<pipe::BackwardOp>(op))
-        actions.push_back({sched::ActionKind::Backward, b.getStage(), b.getMicrobatch()});
+      if (!pipe::isCompute(&op))
+        continue;
+      auto [stage, mb] = pipe::computeStageAndMicrobatch(&op);
+      if (auto f = llvm::dyn_cast<pipe::ForwardOp>(op); f && f.getPaired())
+        pairs.push_back(static_cast<int32_t>(actions.size()));
+      actions.push_back({actionKind(&op), stage, mb});
     }
   }
   return schedule;
@@ -61,16 +102,17 @@ sched::Schedule conduit::readSchedule(pipe::ModelOp model) {
 sched::ActionTimes conduit::actionTimes(const CostModel &cost, pipe::ModelOp model,
                                         const sched::ScheduleProblem &problem) {
   sched::ActionTimes times;
-  times.forward.resize(problem.numStages());
-  times.backward.resize(problem.numStages());
+  for (auto *table : {&times.forward, &times.backward, &times.input, &times.weight})
+    table->resize(problem.numStages());
   int64_t s = 0;
   for (pipe::StageOp stage : model.getStages()) {
+    const int64_t first = stage.getFirstLayer(), end = stage.getEndLayer();
     for (int64_t m = 0; m < problem.numMicrobatches(s); ++m) {
       int64_t samples = problem.end(s, m) - problem.begin(s, m);
-      times.forward[s].push_back(
-          cost.stageForwardTime(stage.getFirstLayer(), stage.getEndLayer(), samples));
-      times.backward[s].push_back(
-          cost.stageBackwardTime(stage.getFirstLayer(), stage.getEndLayer(), samples));
+      times.forward[s].push_back(cost.stageForwardTime(first, end, samples));
+      times.backward[s].push_back(cost.stageBackwardTime(first, end, samples));
+      times.input[s].push_back(cost.stageInputGradientTime(first, end, samples));
+      times.weight[s].push_back(cost.stageWeightGradientTime(first, end, samples));
     }
     ++s;
   }

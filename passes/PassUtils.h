@@ -20,20 +20,34 @@ constexpr int64_t kGradientBytes = 4;
 /// Emits "<pass> expects phase '<p>', found '<q>'" on `model` unless its phase is `phase`.
 mlir::LogicalResult requirePhase(pipe::ModelOp model, pipe::Phase phase, llvm::StringRef pass);
 
+/// `par` with its schedule, group size, placement and split_backward replaced.
+pipe::ParallelismAttr withSchedule(pipe::ParallelismAttr par, pipe::ScheduleKind schedule,
+                                   int64_t groupSize, pipe::Placement placement,
+                                   bool splitBackward);
 /// The stage graph of a model in phase `split` or later.
 sched::ScheduleProblem buildScheduleProblem(pipe::ModelOp model);
 
-/// The scheduling library's scheduler of `kind` on `problem` (`groupSize`: depth-first's).
-llvm::Expected<sched::Schedule>
-runScheduler(pipe::ScheduleKind kind, const sched::ScheduleProblem &problem, int64_t groupSize);
+/// The scheduling library's scheduler of `kind` on `problem` (`groupSize`: depth-first's and
+/// interleaved zero bubble's), with backwards split into input and weight gradients when
+/// `splitBackward` (always for the zero-bubble schedules). Where weight gradients go is found
+/// by simulating `times` (null: the same per-sample cost for forward, input and weight
+/// gradient).
+llvm::Expected<sched::Schedule> runScheduler(pipe::ScheduleKind kind,
+                                             const sched::ScheduleProblem &problem,
+                                             int64_t groupSize, bool splitBackward = false,
+                                             const sched::ActionTimes *times = nullptr);
 
 /// The stages of a model, in order.
 llvm::SmallVector<pipe::StageOp> getStageList(pipe::ModelOp model);
 
-/// The compute order of every rank of a model in phase `scheduled` or later.
+/// The scheduling action a compute op (pipe::isCompute) stands for.
+sched::ActionKind actionKind(mlir::Operation *op);
+/// The compute order (and overlapped pairs) of every rank of a model in phase `scheduled` or
+/// later.
 sched::Schedule readSchedule(pipe::ModelOp model);
 
-/// Forward and backward times of every (stage, micro-batch) from the cost model.
+/// Forward, backward, input-gradient and weight-gradient times of every (stage, micro-batch)
+/// from the cost model.
 sched::ActionTimes actionTimes(const CostModel &cost, pipe::ModelOp model,
                                const sched::ScheduleProblem &problem);
 

@@ -46,9 +46,10 @@ def ConduitPartitionStages : Pass<"conduit-partition-stages", "::mlir::ModuleOp"
 def ConduitPlaceStages : Pass<"conduit-place-stages", "::mlir::ModuleOp"> {
   let summary = "Assign every stage to a pipeline rank";
   let description = [{
-    Needs phase `partitioned`; leaves phase `placed`. `placement=loop` (default) puts stage s
-    on rank s mod P, so rank r holds stages r, r+P, r+2P, ...; `placement=v` puts stages r and
-    2P-1-r on rank r (two stages per rank, the zero-bubble V shape).
+    Needs phase `partitioned`; leaves phase `placed`. The placement is the job's
+    (`parallelism.placement`) unless the option names one. `loop` puts stage s on rank s mod P,
+    so rank r holds stages r, r+P, r+2P, ...; `v` puts stages r and 2P-1-r on rank r (two
+    stages per rank, the zero-bubble V shape), and is recorded in the parallelism attribute.
 
     ```mlir
     pipe.stage 0 layers [0, 2) rank 0
@@ -58,8 +59,9 @@ def ConduitPlaceStages : Pass<"conduit-place-stages", "::mlir::ModuleOp"> {
     Errors: `placement=v` with stages_per_device other than 2.
   }];
   let options = [
-    Option<"placement", "placement", "std::string", "\"loop\"",
-           "Stage placement: 'loop' (stage s on rank s mod P) or 'v' (rank r holds r and 2P-1-r)">
+    Option<"placement", "placement", "std::string", "\"\"",
+           "Stage placement: 'loop' (stage s on rank s mod P) or 'v' (rank r holds r and "
+           "2P-1-r); empty: the job's">
   ];
   let dependentDialects = ["::conduit::pipe::PipeDialect"];
 }

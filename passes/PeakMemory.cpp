@@ -17,9 +17,15 @@ using namespace conduit;
 using namespace mlir;
 
 const char *conduit::memoryKindName(MemoryKind kind) {
-  static const char *const kNames[kNumMemoryKinds] = {
-      "parameters",  "gathered parameters", "gradients",       "optimizer state",
-      "activations", "working activations", "receive buffers", "outputs waiting to be sent"};
+  static const char *const kNames[kNumMemoryKinds] = {"parameters",
+                                                      "gathered parameters",
+                                                      "gradients",
+                                                      "optimizer state",
+                                                      "activations",
+                                                      "working activations",
+                                                      "receive buffers",
+                                                      "outputs waiting to be sent",
+                                                      "held for weight gradients"};
   return kNames[static_cast<int>(kind)];
 }
 
@@ -77,15 +83,18 @@ public:
 
     std::vector<uint8_t> seenBackward(bytes.size(), 0);
     for (Operation &op : rank.getBody().front()) {
-      if (auto f = dyn_cast<pipe::ForwardOp>(op)) {
-        compute(&op, f.getStage(), f.getMicrobatch(), /*forward=*/true, sendsLeft, received);
-      } else if (auto b = dyn_cast<pipe::BackwardOp>(op)) {
-        int32_t s = b.getStage();
-        if (fullGradientBuffers() && !seenBackward[s]) {
+      if (pipe::isCompute(&op)) {
+        auto [s, mb] = pipe::computeStageAndMicrobatch(&op);
+        Step step = isa<pipe::ForwardOp>(op)         ? Step::Forward
+                    : isa<pipe::BackwardOp>(op)      ? Step::Backward
+                    : isa<pipe::BackwardInputOp>(op) ? Step::Input
+                                                     : Step::Weight;
+        // The full gradient buffer exists from the stage's first gradient to its reduction.
+        if (step != Step::Forward && fullGradientBuffers() && !seenBackward[s]) {
           seenBackward[s] = 1;
           add(MemoryKind::Gradients, bytes[s].params * kGradientBytes);
         }
-        compute(&op, s, b.getMicrobatch(), /*forward=*/false, sendsLeft, received);
+        compute(&op, s, mb, step, sendsLeft, received);
       } else if (auto recv = dyn_cast<pipe::RecvOp>(op)) {
         add(MemoryKind::ReceiveBuffers, scaled(recv.getBytes()));
         received[{recv.getStage(), recv.getMicrobatch(), int(recv.getKind())}] +=
@@ -126,17 +135,27 @@ private:
     add(MemoryKind::Gradients, (fullGradientBuffers() ? ceilDiv(p, data) : p) * kGradientBytes);
   }
 
-  void compute(Operation *op, int32_t s, int32_t mb, bool forward,
+  enum class Step { Forward, Backward, Input, Weight };
+
+  void compute(Operation *op, int32_t s, int32_t mb, Step step,
                std::map<std::tuple<int32_t, int32_t, int>, int64_t> &sendsLeft,
                std::map<std::tuple<int32_t, int32_t, int>, int64_t> &received) {
     const int64_t n = samples[s][mb + 1] - samples[s][mb];
+    const int64_t activation = scaled(bytes[s].activation * n);
+    if (step == Step::Weight) {
+      add(MemoryKind::WeightGradientInputs, -activation);
+      return;
+    }
+    const bool forward = step == Step::Forward;
     // Transient: a checkpointed stage materialises its full activations for one micro-batch.
-    int64_t working = checkpointing ? scaled(bytes[s].activation * n) : 0;
+    int64_t working = checkpointing ? activation : 0;
     add(MemoryKind::Working, working);
     record(op);
     add(MemoryKind::Working, -working);
-    int64_t stored = scaled((checkpointing ? bytes[s].checkpoint : bytes[s].activation) * n);
+    int64_t stored = checkpointing ? scaled(bytes[s].checkpoint * n) : activation;
     add(MemoryKind::Activations, forward ? stored : -stored);
+    if (step == Step::Input)
+      add(MemoryKind::WeightGradientInputs, activation);
     inFlight += forward ? 1 : -1;
     // What this op consumed from receive buffers is free now.
     auto consumed = std::make_tuple(

@@ -3,7 +3,8 @@
 // Walks each rank's ordered program in the communicating phase and tracks what is allocated
 // when: parameters (shards, replicated copies, gathered FSDP buffers), gradients (shards and
 // full accumulation buffers), optimizer state, stored activations, the transient activations
-// of the operation running, receive buffers and outputs waiting to be sent. The result is each
+// of the operation running, receive buffers, outputs waiting to be sent, and what a deferred
+// weight gradient holds after its input gradient. The result is each
 // rank's peak and what made it up at that moment.
 //
 //===----------------------------------------------------------------------===//
@@ -28,8 +29,12 @@ enum class MemoryKind {
   Working,
   ReceiveBuffers,
   SendBuffers,
+  /// Between an input gradient and its deferred weight gradient: what W needs (counted as the
+  /// stage's whole activations, an upper bound: W needs its GEMMs' inputs and output
+  /// gradients).
+  WeightGradientInputs,
 };
-constexpr int kNumMemoryKinds = 8;
+constexpr int kNumMemoryKinds = 9;
 
 /// "parameters", "gathered parameters", ...
 const char *memoryKindName(MemoryKind kind);

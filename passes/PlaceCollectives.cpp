@@ -10,8 +10,9 @@
 //   its last use, and the new stage's all-gather is issued right then: as early as the window
 //   allows, which hides it behind the compute in between whenever the cost model says it fits.
 //   With breadth-first and a window of 2 this is exactly 2V-2 all-gathers per rank per step.
-// * every sharded mode: one reduce-scatter per stage right after its last backward (V per rank
-//   per step, independent of M); `none`: one all-reduce there instead.
+// * every sharded mode: one reduce-scatter per stage right after its last backward or weight
+//   gradient (V per rank per step, independent of M); `none`: one all-reduce there instead.
+//   Weight gradients read no parameters, so they take no part in residencies.
 // * optimizer and gradient sharding: after the optimizer step on the shard, an all-gather of
 //   the updated parameters.
 // * the optimizer steps run at the end of the rank's compute, in the order the reductions
@@ -58,12 +59,14 @@ public:
     std::map<int32_t, Operation *> lastBackward;
     std::vector<int32_t> reductionOrder;
     for (Operation &op : body) {
-      int32_t stage;
-      if (auto f = dyn_cast<pipe::ForwardOp>(op))
-        stage = f.getStage();
-      else if (auto b = dyn_cast<pipe::BackwardOp>(op))
-        stage = b.getStage(), lastBackward[stage] = &op;
-      else
+      if (!pipe::isCompute(&op))
+        continue;
+      int32_t stage = pipe::computeStageAndMicrobatch(&op).first;
+      // The gradients are complete after the last whole backward or weight gradient. A weight
+      // gradient reads no parameters: it neither needs nor extends a residency.
+      if (isa<pipe::BackwardOp, pipe::BackwardWeightOp>(op))
+        lastBackward[stage] = &op;
+      if (isa<pipe::BackwardWeightOp>(op))
         continue;
       if (!runs.empty() && runs.back().stage == stage)
         runs.back().last = &op;

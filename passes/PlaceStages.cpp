@@ -20,22 +20,22 @@ struct PlaceStages : conduit::impl::ConduitPlaceStagesBase<PlaceStages> {
   using Base::Base;
 
   void runOnOperation() override {
-    std::optional<sched::Placement> kind =
-        llvm::StringSwitch<std::optional<sched::Placement>>(placement)
-            .Case("loop", sched::Placement::Loop)
-            .Case("v", sched::Placement::V)
-            .Default(std::nullopt);
-    for (pipe::ModelOp model : getOperation().getOps<pipe::ModelOp>()) {
-      if (!kind) {
+    std::optional<pipe::Placement> chosen;
+    if (!placement.empty() && !(chosen = pipe::symbolizePlacement(placement))) {
+      for (pipe::ModelOp model : getOperation().getOps<pipe::ModelOp>())
         model.emitOpError() << "conduit-place-stages: unknown placement '" << placement
                             << "'; expected 'loop' or 'v'";
-        return signalPassFailure();
-      }
+      return signalPassFailure();
+    }
+    for (pipe::ModelOp model : getOperation().getOps<pipe::ModelOp>()) {
       if (failed(requirePhase(model, pipe::Phase::Partitioned, "conduit-place-stages")))
         return signalPassFailure();
+      pipe::ParallelismAttr par = model.getParallelism();
+      pipe::Placement kind = chosen.value_or(par.getPlacement());
       llvm::SmallVector<pipe::StageOp> stages = getStageList(model);
       llvm::Expected<std::vector<int64_t>> ranks = sched::placeStages(
-          static_cast<int64_t>(stages.size()), model.getParallelism().getPipeline(), *kind);
+          static_cast<int64_t>(stages.size()), par.getPipeline(),
+          kind == pipe::Placement::V ? sched::Placement::V : sched::Placement::Loop);
       if (!ranks) {
         model.emitOpError() << llvm::toString(ranks.takeError());
         return signalPassFailure();
@@ -43,6 +43,9 @@ struct PlaceStages : conduit::impl::ConduitPlaceStagesBase<PlaceStages> {
       Builder builder(model.getContext());
       for (auto [stage, rank] : llvm::zip(stages, *ranks))
         stage.setRankAttr(builder.getI64IntegerAttr(rank));
+      if (kind != par.getPlacement())
+        model.setParallelismAttr(
+            withSchedule(par, par.getSchedule(), par.getGroupSize(), kind, par.getSplitBackward()));
       model.setPhase(pipe::Phase::Placed);
     }
   }

@@ -11,6 +11,11 @@ using ROp = runtime::Op;
 
 namespace {
 
+static_assert(static_cast<int>(runtime::Schedule::DualPipeV) ==
+                      static_cast<int>(pipe::ScheduleKind::DualPipeV) &&
+                  runtime::kNumSchedules == 8,
+              "the plan file's schedule ids follow pipe::ScheduleKind");
+
 runtime::Config exportConfig(plan::ProgramOp program) {
   pipe::ParallelismAttr par = program.getParallelism();
   pipe::ClusterAttr cluster = program.getCluster();
@@ -19,7 +24,9 @@ runtime::Config exportConfig(plan::ProgramOp program) {
   c.pipeline = static_cast<int32_t>(par.getPipeline());
   c.data = static_cast<int32_t>(par.getData());
   c.stagesPerDevice = static_cast<int32_t>(par.getStagesPerDevice());
+  // The plan file numbers schedules as the pipe dialect does (static_asserts below).
   c.schedule = static_cast<runtime::Schedule>(par.getSchedule());
+  c.splitBackward = par.getSplitBackward();
   c.groupSize = par.getGroupSize();
   c.microbatches = par.getMicrobatches();
   c.microbatchSize = par.getMicrobatchSize();
@@ -47,13 +54,17 @@ runtime::Config exportConfig(plan::ProgramOp program) {
 Instruction exportInstruction(Operation &op) {
   Instruction i;
   llvm::TypeSwitch<Operation *>(&op)
-      .Case<plan::ForwardOp, plan::BackwardOp>([&](auto compute) {
-        i.op = isa<plan::ForwardOp>(op) ? ROp::Forward : ROp::Backward;
-        i.stream = static_cast<uint8_t>(compute.getStream());
-        i.stage = compute.getStage();
-        i.microbatch = compute.getMicrobatch();
-        i.slot = compute.getSlot();
-      })
+      .Case<plan::ForwardOp, plan::BackwardOp, plan::BackwardInputOp, plan::BackwardWeightOp>(
+          [&](auto compute) {
+            i.op = isa<plan::ForwardOp>(op)         ? ROp::Forward
+                   : isa<plan::BackwardOp>(op)      ? ROp::Backward
+                   : isa<plan::BackwardInputOp>(op) ? ROp::BackwardInput
+                                                    : ROp::BackwardWeight;
+            i.stream = static_cast<uint8_t>(compute.getStream());
+            i.stage = compute.getStage();
+            i.microbatch = compute.getMicrobatch();
+            i.slot = compute.getSlot();
+          })
       .Case<plan::SendOp, plan::RecvOp>([&](auto transfer) {
         i.op = isa<plan::SendOp>(op) ? ROp::Send : ROp::Recv;
         i.stream = static_cast<uint8_t>(transfer.getStream());

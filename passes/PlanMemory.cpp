@@ -40,9 +40,14 @@ std::string describeAt(Operation *op) {
   if (auto f = dyn_cast<pipe::ForwardOp>(op))
     return "at the forward of stage " + std::to_string(f.getStage()) + " micro-batch " +
            std::to_string(f.getMicrobatch());
-  if (auto b = dyn_cast<pipe::BackwardOp>(op))
-    return "at the backward of stage " + std::to_string(b.getStage()) + " micro-batch " +
-           std::to_string(b.getMicrobatch());
+  if (pipe::isCompute(op)) {
+    auto [stage, mb] = pipe::computeStageAndMicrobatch(op);
+    const char *what = isa<pipe::BackwardOp>(op)        ? "backward"
+                       : isa<pipe::BackwardInputOp>(op) ? "input gradient"
+                                                        : "weight gradient";
+    return std::string("at the ") + what + " of stage " + std::to_string(stage) + " micro-batch " +
+           std::to_string(mb);
+  }
   return "at " + op->getName().getStringRef().str();
 }
 

@@ -27,11 +27,21 @@ void writeSchedule(pipe::ModelOp model, const sched::Schedule &schedule) {
   for (auto [r, actions] : llvm::enumerate(schedule.ranks)) {
     auto rank = pipe::RankOp::create(builder, loc, static_cast<int64_t>(r), IntegerAttr());
     OpBuilder body = OpBuilder::atBlockEnd(builder.createBlock(&rank.getBody()));
-    for (const sched::Action &a : actions) {
-      if (a.kind == sched::ActionKind::Forward)
-        pipe::ForwardOp::create(body, loc, a.stage, a.mb);
-      else
+    for (auto [i, a] : llvm::enumerate(actions)) {
+      switch (a.kind) {
+      case sched::ActionKind::Forward:
+        pipe::ForwardOp::create(body, loc, a.stage, a.mb, schedule.startsPair(r, i));
+        break;
+      case sched::ActionKind::Backward:
         pipe::BackwardOp::create(body, loc, a.stage, a.mb);
+        break;
+      case sched::ActionKind::BackwardInput:
+        pipe::BackwardInputOp::create(body, loc, a.stage, a.mb);
+        break;
+      case sched::ActionKind::BackwardWeight:
+        pipe::BackwardWeightOp::create(body, loc, a.stage, a.mb);
+        break;
+      }
     }
     builder.setInsertionPointAfter(rank);
   }
@@ -55,7 +65,8 @@ struct Schedule : conduit::impl::ConduitScheduleBase<Schedule> {
       std::optional<pipe::ScheduleKind> parsed = pipe::symbolizeScheduleKind(kind);
       if (!parsed)
         return model.emitOpError() << "conduit-schedule: unknown schedule '" << kind
-                                   << "'; expected gpipe, 1f1b, depth-first or breadth-first";
+                                   << "'; expected gpipe, 1f1b, depth-first, breadth-first, "
+                                      "zb-h1, interleaved-zb, zbv or dualpipev";
       chosen = *parsed;
     }
     int64_t group = groupSize > 0 ? static_cast<int64_t>(groupSize) : par.getGroupSize();
@@ -63,7 +74,17 @@ struct Schedule : conduit::impl::ConduitScheduleBase<Schedule> {
     sched::ScheduleProblem problem = buildScheduleProblem(model);
     if (sched::Violation v = problem.check())
       return model.emitOpError() << "cannot schedule: " << *v;
-    llvm::Expected<sched::Schedule> schedule = runScheduler(chosen, problem, group);
+    // Split schedules place weight gradients by simulating the predicted durations.
+    const bool split = par.getSplitBackward() || pipe::isZeroBubble(chosen);
+    std::optional<sched::ActionTimes> times;
+    if (split) {
+      llvm::Expected<CostModel> cost = buildCostModel(model);
+      if (!cost)
+        return model.emitOpError() << llvm::toString(cost.takeError());
+      times = actionTimes(*cost, model, problem);
+    }
+    llvm::Expected<sched::Schedule> schedule =
+        runScheduler(chosen, problem, group, split, times ? &*times : nullptr);
     if (!schedule)
       return model.emitOpError() << llvm::toString(schedule.takeError());
     if (sched::Violation v = sched::verifySchedule(problem, *schedule))
@@ -82,11 +103,9 @@ struct Schedule : conduit::impl::ConduitScheduleBase<Schedule> {
     }
 
     // Record what ran, so the IR says which schedule it holds.
-    if (chosen != par.getSchedule() || group != par.getGroupSize())
-      model.setParallelismAttr(pipe::ParallelismAttr::get(
-          model.getContext(), par.getPipeline(), par.getData(), par.getStagesPerDevice(), chosen,
-          group, par.getMicrobatches(), par.getMicrobatchSize(), par.getSharding(),
-          par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder()));
+    if (chosen != par.getSchedule() || group != par.getGroupSize() ||
+        split != par.getSplitBackward())
+      model.setParallelismAttr(withSchedule(par, chosen, group, par.getPlacement(), split));
     writeSchedule(model, *schedule);
     model.setPhase(pipe::Phase::Scheduled);
     return success();

@@ -60,6 +60,7 @@ Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem, const S
   timeline.busy.assign(ranks, 0);
   timeline.start.resize(ranks);
   timeline.finish.resize(ranks);
+  timeline.available.resize(ranks);
   timeline.sequence.resize(ranks);
   int64_t sequence = 0;
   std::vector<double> free(ranks, 0);
@@ -104,6 +105,7 @@ Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem, const S
       inputEnd[a.stage][a.mb] = end;
     timeline.start[r].push_back(start);
     timeline.finish[r].push_back(end);
+    timeline.available[r].push_back(visible);
     timeline.sequence[r].push_back(sequence++);
     timeline.busy[r] += end - start;
   };

@@ -103,6 +103,9 @@ struct Timeline {
   double makespan = 0;
   std::vector<double> busy;                       // per rank
   std::vector<std::vector<double>> start, finish; // per rank, per action
+  /// Per rank, per action: when other ranks can have its result (its finish, or the end of
+  /// its overlapped pair).
+  std::vector<std::vector<double>> available;
   /// Per rank, per action: its position in one global order of the actions that respects
   /// every dependency (a topological order), for breaking ties between equal times.
   std::vector<std::vector<int64_t>> sequence;

@@ -46,6 +46,7 @@ public:
     collect();
     order();
     batchExchanges();
+    batchPairs();
   }
 
 private:
@@ -59,7 +60,10 @@ private:
     for (int32_t r = 0; r < static_cast<int32_t>(schedule.ranks.size()); ++r)
       for (int64_t i = 0; i < static_cast<int64_t>(schedule.ranks[r].size()); ++i) {
         const Action &a = schedule.ranks[r][i];
-        (a.kind == ActionKind::Forward ? forwardAt : backwardAt)[a.stage][a.mb] = {r, i};
+        if (a.kind == ActionKind::Forward)
+          forwardAt[a.stage][a.mb] = {r, i};
+        else if (producesInputGradient(a.kind))
+          backwardAt[a.stage][a.mb] = {r, i};
       }
   }
 
@@ -79,7 +83,7 @@ private:
     x.seconds = transferTime(x.bytes, x.fromRank, x.toRank);
     x.producerIndex = producer.second;
     x.consumerIndex = consumer.second;
-    x.time = predicted.finish[producer.first][producer.second];
+    x.time = predicted.available[producer.first][producer.second];
     x.sequence = predicted.sequence[producer.first][producer.second];
     plan.transfers.push_back(x);
   }
@@ -94,6 +98,8 @@ private:
       outgoing[r] = static_cast<int64_t>(plan.transfers.size());
       for (int64_t i = 0; i < static_cast<int64_t>(schedule.ranks[r].size()); ++i) {
         const Action &a = schedule.ranks[r][i];
+        if (a.kind == ActionKind::BackwardWeight)
+          continue; // weight gradients stay on their rank
         const bool forward = a.kind == ActionKind::Forward;
         const int64_t to = a.stage + (forward ? 1 : -1);
         if (to < 0 || to >= problem.numStages() || problem.rankOfStage(to) == r)
@@ -219,6 +225,51 @@ private:
         received.recvBatch = nextBatch[r]++;
         sent.recvBatch = nextBatch[peer];
         received.sendBatch = nextBatch[peer]++;
+      }
+    }
+  }
+
+  /// An overlapped pair issues the receives that feed it together, right before it, and the
+  /// sends it produces together, right after it: the runs of such transfers adjacent to the
+  /// pair in the rank's order (and not in a batch already) become one batch each.
+  void batchPairs() {
+    for (int32_t r = 0; r < static_cast<int32_t>(schedule.pairs.size()); ++r) {
+      const std::vector<OrderEntry> &order = plan.orders[r];
+      for (int32_t first : schedule.pairs[r]) {
+        auto member = [&](int64_t action) { return action == first || action == first + 1; };
+        auto at = [&](int64_t action) {
+          return std::find_if(order.begin(), order.end(),
+                              [&](const OrderEntry &e) { return e.action == action; }) -
+                 order.begin();
+        };
+        // Receives feeding the pair, just before its first computation.
+        std::vector<int64_t> run;
+        for (int64_t k = at(first) - 1; k >= 0; --k) {
+          const OrderEntry &e = order[k];
+          if (e.transfer < 0 || e.isSend || plan.transfers[e.transfer].recvBatch >= 0 ||
+              !member(plan.transfers[e.transfer].consumerIndex))
+            break;
+          run.push_back(e.transfer);
+        }
+        if (run.size() >= 2) {
+          for (int64_t t : run)
+            plan.transfers[t].recvBatch = nextBatch[r];
+          ++nextBatch[r];
+        }
+        // Sends the pair produced, just after its second.
+        run.clear();
+        for (size_t k = at(first + 1) + 1; k < order.size(); ++k) {
+          const OrderEntry &e = order[k];
+          if (e.transfer < 0 || !e.isSend || plan.transfers[e.transfer].sendBatch >= 0 ||
+              !member(plan.transfers[e.transfer].producerIndex))
+            break;
+          run.push_back(e.transfer);
+        }
+        if (run.size() >= 2) {
+          for (int64_t t : run)
+            plan.transfers[t].sendBatch = nextBatch[r];
+          ++nextBatch[r];
+        }
       }
     }
   }

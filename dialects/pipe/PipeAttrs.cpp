@@ -87,7 +87,8 @@ LogicalResult ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       ScheduleKind schedule, int64_t groupSize,
                                       int64_t microbatches, int64_t microbatchSize,
                                       Sharding sharding, Checkpointing checkpointing,
-                                      int64_t fsdpWindow, RankOrder rankOrder) {
+                                      int64_t fsdpWindow, RankOrder rankOrder, Placement placement,
+                                      bool splitBackward) {
   if (failed(check(emitError, pipeline >= 1, "pipeline", "positive", pipeline)) ||
       failed(check(emitError, data >= 1, "data", "positive", data)) ||
       failed(check(emitError, stagesPerDevice >= 1, "stages_per_device", "positive",

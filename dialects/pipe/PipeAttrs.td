@@ -44,7 +44,16 @@ def Pipe_ScheduleKind : Pipe_Enum<"ScheduleKind", "pipeline schedule", [
   I32EnumCase<"GPipe", 0, "gpipe">,
   I32EnumCase<"OneFOneB", 1, "1f1b">,
   I32EnumCase<"DepthFirst", 2, "depth-first">,
-  I32EnumCase<"BreadthFirst", 3, "breadth-first">
+  I32EnumCase<"BreadthFirst", 3, "breadth-first">,
+  I32EnumCase<"ZeroBubbleH1", 4, "zb-h1">,
+  I32EnumCase<"InterleavedZeroBubble", 5, "interleaved-zb">,
+  I32EnumCase<"ZeroBubbleV", 6, "zbv">,
+  I32EnumCase<"DualPipeV", 7, "dualpipev">
+]>;
+
+def Pipe_Placement : Pipe_Enum<"Placement", "stage placement", [
+  I32EnumCase<"Loop", 0, "loop">,
+  I32EnumCase<"V", 1, "v">
 ]>;
 
 def Pipe_Sharding : Pipe_Enum<"Sharding", "data-parallel sharding mode", [
@@ -126,6 +135,11 @@ class Pipe_EnumParam<EnumInfo info> : AttrParameter<info.cppType, info.summary> 
   let printer = "$_printer << '\"' << stringifyEnum($_self) << '\"'";
 }
 
+// An enum parameter that may be left out (and is not printed) when it has its default.
+class Pipe_DefaultEnumParam<EnumInfo info, string value> : Pipe_EnumParam<info> {
+  let defaultValue = info.cppType # "::" # value;
+}
+
 // Doubles print with enough digits to round-trip exactly.
 def Pipe_F64Param : AttrParameter<"::conduit::pipe::F64", "a double"> {
   let parser = "::conduit::pipe::parseF64($_parser)";
@@ -197,8 +211,10 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     The `parallelism` section of the job file with every default filled in: P pipeline ranks,
     D data-parallel replicas, V stages per device, the schedule (with its group size for
     depth-first), M micro-batches of `microbatch_size` samples per replica and step, the
-    sharding and checkpointing modes, the FSDP resident window (in stages), and the order of the
-    axes in the global rank.
+    sharding and checkpointing modes, the FSDP resident window (in stages), the order of the
+    axes in the global rank, the stage placement (`loop`, the default, or `v`; printed only
+    when not the default) and whether backwards are split into input and weight gradients
+    (`split_backward`, printed only when true; the zero-bubble schedules always split).
 
     ```mlir
     #pipe.parallelism<pipeline = 4, data = 2, stages_per_device = 2, schedule = "breadth-first",
@@ -217,7 +233,9 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     Pipe_EnumParam<Pipe_Sharding>:$sharding,
     Pipe_EnumParam<Pipe_Checkpointing>:$checkpointing,
     "int64_t":$fsdp_window,
-    Pipe_EnumParam<Pipe_RankOrder>:$rank_order
+    Pipe_EnumParam<Pipe_RankOrder>:$rank_order,
+    Pipe_DefaultEnumParam<Pipe_Placement, "Loop">:$placement,
+    DefaultValuedParameter<"bool", "false">:$split_backward
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -32,10 +32,10 @@ namespace {
 
 /// Checks one op of the body of rank `r` against the stage table.
 LogicalResult checkRankBodyOp(Operation &op, int64_t r, const StageTable &table, Phase phase) {
-  if (auto compute = dyn_cast<ForwardOp>(op))
-    return table.checkLocal(&op, r, compute.getStage(), compute.getMicrobatch());
-  if (auto compute = dyn_cast<BackwardOp>(op))
-    return table.checkLocal(&op, r, compute.getStage(), compute.getMicrobatch());
+  if (isa<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp>(op)) {
+    auto [stage, mb] = computeStageAndMicrobatch(&op);
+    return table.checkLocal(&op, r, stage, mb);
+  }
   if (phase < Phase::Communicating)
     return op.emitOpError("is not allowed before phase 'communicating' (the model is in phase '")
            << stringifyPhase(phase) << "')";
@@ -195,17 +195,43 @@ LogicalResult RankOp::verifyRegions() {
   if (std::optional<int64_t> peak = getPeakMemory(); peak && *peak < 0)
     return emitOpError() << "expects a non-negative peak_memory, got " << *peak;
   for (Operation &op : getBody().front())
-    if (!isa<ForwardOp, BackwardOp, SendOp, RecvOp, UnshardOp, ReshardOp, ReduceGradOp,
-             GatherParamsOp, OptimizerStepOp>(op))
+    if (!isa<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp, SendOp, RecvOp, UnshardOp,
+             ReshardOp, ReduceGradOp, GatherParamsOp, OptimizerStepOp>(op))
       return op.emitOpError("is not allowed in the body of 'pipe.rank'");
   return success();
 }
 
+std::pair<int32_t, int32_t> conduit::pipe::computeStageAndMicrobatch(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::pair<int32_t, int32_t>>(op)
+      .Case<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp>(
+          [](auto compute) { return std::make_pair(compute.getStage(), compute.getMicrobatch()); });
+}
+
 LogicalResult ForwardOp::verify() {
-  return verifyStageAndMicrobatch(*this, getStage(), getMicrobatch());
+  if (failed(verifyStageAndMicrobatch(*this, getStage(), getMicrobatch())))
+    return failure();
+  if (!getPaired())
+    return success();
+  // The pair's second is the next computation of the rank (transfers may sit between).
+  for (Operation *op = getOperation()->getNextNode(); op; op = op->getNextNode()) {
+    if (isa<BackwardOp, BackwardInputOp>(op))
+      return success();
+    if (isa<ForwardOp, BackwardWeightOp>(op))
+      break;
+  }
+  return emitOpError() << "is paired but the next computation of the rank is not a backward or "
+                          "input gradient";
 }
 
 LogicalResult BackwardOp::verify() {
+  return verifyStageAndMicrobatch(*this, getStage(), getMicrobatch());
+}
+
+LogicalResult BackwardInputOp::verify() {
+  return verifyStageAndMicrobatch(*this, getStage(), getMicrobatch());
+}
+
+LogicalResult BackwardWeightOp::verify() {
   return verifyStageAndMicrobatch(*this, getStage(), getMicrobatch());
 }
 

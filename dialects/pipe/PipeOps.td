@@ -176,10 +176,18 @@ def Pipe_ForwardOp : Pipe_ComputeOp<"forward", "forward"> {
     needs the stage's input for the micro-batch's samples: from the data for stage 0, else
     from every overlapping micro-batch of the previous stage.
 
+    `paired` makes the forward and the op after it (a backward or input gradient of another
+    micro-batch) one overlapped pair, PyTorch's OVERLAP_F_B: the transfers of both are issued
+    together, the two computations run back to back, and what they send leaves at the end of
+    the pair, so that each one's communication hides behind the other's computation.
+
     ```mlir
     pipe.forward stage 4 mb 3
+    pipe.forward stage 1 mb 5 paired
     ```
   }];
+  let arguments = (ins I32Prop:$stage, I32Prop:$microbatch, UnitProp:$paired);
+  let assemblyFormat = "`stage` $stage `mb` $microbatch (`paired` $paired^)? attr-dict";
 }
 
 def Pipe_BackwardOp : Pipe_ComputeOp<"backward", "backward (input and weight gradients)"> {
@@ -191,6 +199,33 @@ def Pipe_BackwardOp : Pipe_ComputeOp<"backward", "backward (input and weight gra
 
     ```mlir
     pipe.backward stage 4 mb 3
+    ```
+  }];
+}
+
+def Pipe_BackwardInputOp : Pipe_ComputeOp<"backward_input", "input gradient (I)"> {
+  let description = [{
+    The first half of a split backward (Zero Bubble, Qi et al. 2024): computes the input
+    gradient of micro-batch `mb` through `stage`, which the previous stage waits for, and keeps
+    what the weight gradient needs (the layer inputs and output gradients of its weight GEMMs)
+    until `pipe.backward_weight` of the same micro-batch. Its dependencies are those of
+    `pipe.backward`.
+
+    ```mlir
+    pipe.backward_input stage 4 mb 3
+    ```
+  }];
+}
+
+def Pipe_BackwardWeightOp : Pipe_ComputeOp<"backward_weight", "weight gradient (W)"> {
+  let description = [{
+    The second half of a split backward: accumulates the weight gradients of micro-batch `mb`
+    of `stage` from what its `pipe.backward_input` kept, and releases it. Only the stage's
+    gradient reduction and optimizer step wait for it, so schedules place it in time the rank
+    would otherwise spend waiting.
+
+    ```mlir
+    pipe.backward_weight stage 4 mb 3
     ```
   }];
 }

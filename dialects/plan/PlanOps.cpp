@@ -40,10 +40,11 @@ struct InstFields {
 InstFields fieldsOf(Operation &op) {
   InstFields f;
   llvm::TypeSwitch<Operation *>(&op)
-      .Case<ForwardOp, BackwardOp, SendOp, RecvOp>([&](auto inst) {
-        f.stream = inst.getStream();
-        f.slot = inst.getSlot();
-      })
+      .Case<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp, SendOp, RecvOp>(
+          [&](auto inst) {
+            f.stream = inst.getStream();
+            f.slot = inst.getSlot();
+          })
       .Case<SignalOp, WaitOp>([&](auto inst) {
         f.stream = inst.getStream();
         f.event = inst.getEvent();
@@ -69,7 +70,7 @@ LogicalResult checkInstruction(Operation &op, RankOp rank, const StageTable &tab
     return op.emitOpError() << "uses slot " << f.slot << " but rank " << r << " declares "
                             << rank.getSlots().size() << " slots";
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-      .Case<ForwardOp, BackwardOp>([&](auto inst) {
+      .Case<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp>([&](auto inst) {
         return table.checkLocal(&op, r, inst.getStage(), inst.getMicrobatch());
       })
       .Case<SendOp, RecvOp>([&](auto inst) -> LogicalResult {
@@ -219,8 +220,8 @@ LogicalResult RankOp::verifyRegions() {
     if (bytes < 0)
       return emitOpError() << "declares slot " << i << " with negative size " << bytes;
   for (Operation &op : getBody().front())
-    if (!isa<ForwardOp, BackwardOp, SendOp, RecvOp, AllGatherOp, ReduceScatterOp, AllReduceOp,
-             FreeOp, OptimizerStepOp, SignalOp, WaitOp>(op))
+    if (!isa<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp, SendOp, RecvOp, AllGatherOp,
+             ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp, SignalOp, WaitOp>(op))
       return op.emitOpError("is not allowed in the body of 'plan.rank'");
   return success();
 }
@@ -278,6 +279,12 @@ template <typename EventOp> LogicalResult verifyEvent(EventOp op) {
 
 LogicalResult ForwardOp::verify() { return verifyCompute(*this); }
 LogicalResult BackwardOp::verify() { return verifyCompute(*this); }
+LogicalResult BackwardInputOp::verify() { return verifyCompute(*this); }
+LogicalResult BackwardWeightOp::verify() {
+  if (getSlot() != -1)
+    return emitOpError() << "receives nothing; its slot must be -1, got " << getSlot();
+  return verifyCompute(*this);
+}
 LogicalResult SendOp::verify() { return verifyPlanTransfer(*this, /*isSend=*/true); }
 LogicalResult RecvOp::verify() { return verifyPlanTransfer(*this, /*isSend=*/false); }
 LogicalResult AllGatherOp::verify() { return verifyCollective(*this); }

@@ -176,6 +176,31 @@ def Plan_BackwardOp : Plan_ComputeOp<"backward", "backward"> {
   }];
 }
 
+def Plan_BackwardInputOp : Plan_ComputeOp<"backward_input", "input gradient"> {
+  let description = [{
+    The first half of a split backward of (`stage`, `mb`): computes the input gradient (what
+    the previous stage waits for) and keeps what the weight gradient needs until
+    `plan.backward_weight` of the same micro-batch. Its output gradient comes from receive
+    slot `slot` as for `plan.backward`.
+
+    ```mlir
+    plan.backward_input stage 1 mb 0 slot 1 on 0
+    ```
+  }];
+}
+
+def Plan_BackwardWeightOp : Plan_ComputeOp<"backward_weight", "weight gradient"> {
+  let description = [{
+    The second half of a split backward of (`stage`, `mb`): accumulates its weight gradients
+    from what `plan.backward_input` kept, and releases that. It receives nothing (`slot` is
+    -1) and reads no parameters; the stage's gradient reduction waits for its last one.
+
+    ```mlir
+    plan.backward_weight stage 1 mb 0 on 0
+    ```
+  }];
+}
+
 class Plan_TransferOp<string mnemonic, string dir> : Plan_InstOp<mnemonic> {
   let arguments = (ins
     EnumProp<Pipe_TransferKind>:$kind,

@@ -196,6 +196,8 @@ struct ComputeProgress {
 
 /// "forward", "send", ... as in the plan dialect.
 const char *opName(Op op);
+/// "gpipe", "1f1b", ..., as in the job file.
+const char *scheduleName(Schedule schedule);
 /// "F s3 mb5", "send activation s3 mb5 -> rank 2", ...: for messages and traces.
 std::string describe(const Instruction &inst);
 

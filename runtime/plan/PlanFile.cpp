@@ -30,6 +30,14 @@ const char *opName(Op op) {
   return index < kNumOps ? kNames[index] : "unknown";
 }
 
+const char *scheduleName(Schedule schedule) {
+  static const char *const kNames[kNumSchedules] = {"gpipe",         "1f1b",     "depth-first",
+                                                    "breadth-first", "zb-h1",    "interleaved-zb",
+                                                    "zbv",           "dualpipev"};
+  auto index = static_cast<size_t>(schedule);
+  return index < kNumSchedules ? kNames[index] : "unknown";
+}
+
 std::string describe(const Instruction &inst) {
   switch (inst.op) {
   case Op::Forward:

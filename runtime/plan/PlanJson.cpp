@@ -18,12 +18,6 @@ template <typename T> void list(std::ostream &os, const std::vector<T> &values) 
   os << "]";
 }
 
-const char *scheduleName(Schedule s) {
-  static const char *const kNames[kNumSchedules] = {"gpipe",         "1f1b",     "depth-first",
-                                                    "breadth-first", "zb-h1",    "interleaved-zb",
-                                                    "zbv",           "dualpipev"};
-  return kNames[static_cast<int>(s)];
-}
 const char *shardingName(Sharding s) {
   static const char *const kNames[] = {"none", "optimizer", "gradients", "full"};
   return kNames[static_cast<int>(s)];

@@ -13,7 +13,8 @@ import sys
 TOP = {"step_time_s": float, "global_batch_samples": int, "tokens_per_s": float,
        "tflops_per_gpu": float, "bubble_fraction": float, "exposed_comm_s": float,
        "ranks": list, "stages": list}
-RANK = {"rank": int, "busy_s": float, "idle_s": float, "idle": dict, "exposed_comm_s": float,
+RANK = {"rank": int, "busy_s": float, "weight_gradient_s": float, "idle_s": float, "idle": dict,
+        "exposed_comm_s": float,
         "peak_memory_bytes": int, "all_gathers": int, "reduce_scatters": int,
         "all_reduces": int, "sends": int, "recvs": int}
 IDLE = {"fill_drain_s": float, "p2p_s": float, "p2p_by_peer_s": dict, "all_gather_s": float,
