@@ -34,6 +34,20 @@ def cases(quick):
             out.append((f"{schedule}-{sharding}-p{p}-d{d}-v{v}",
                         {"pipeline": p, "data": d, "stages_per_device": v, "schedule": schedule,
                          "microbatches": 2 * p, "sharding": sharding}))
+    # Split backward: the zero-bubble family, and breadth-first and 1F1B with deferred weight
+    # gradients.
+    for schedule, sharding, p, d in itertools.product(
+            ["zb-h1", "interleaved-zb", "zbv", "dualpipev"], ["none", "full"], [2, 4], [1, 2]):
+        v = 1 if schedule == "zb-h1" else 2
+        out.append((f"{schedule}-{sharding}-p{p}-d{d}-v{v}",
+                    {"pipeline": p, "data": d, "stages_per_device": v, "schedule": schedule,
+                     "microbatches": 2 * p, "sharding": sharding}))
+    for schedule, sharding, p in itertools.product(["breadth-first", "1f1b"], ["none", "full"],
+                                                   [2, 4]):
+        v = 2 if schedule == "breadth-first" else 1
+        out.append((f"{schedule}-split-{sharding}-p{p}-d2-v{v}",
+                    {"pipeline": p, "data": 2, "stages_per_device": v, "schedule": schedule,
+                     "microbatches": 2 * p, "sharding": sharding, "split_backward": True}))
     # Unequal micro-batches: stage 0 cuts 8 samples as 1+1+2+4, stage 1 as 4+4, stage 2 as
     # 2+2+2+2, stage 3 as 8 (a 1F1B pipeline of 4 stages over 2 replicas).
     out.append(("umpipe-1f1b-p4-d2", {"pipeline": 4, "data": 2, "schedule": "1f1b",
