@@ -1,0 +1,657 @@
+//===- Tune.cpp - the search of conduit-tune ------------------------------===//
+
+#include "compiler/Tune.h"
+
+#include "analysis/Report.h"
+#include "analysis/Units.h"
+#include "compiler/ImportJob.h"
+#include "compiler/Registration.h"
+#include "dialects/pipe/PipeOps.h"
+#include "passes/Pipeline.h"
+#include "passes/VerifyProgram.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+
+using namespace conduit;
+namespace json = llvm::json;
+
+//===----------------------------------------------------------------------===//
+// Compiling one job
+//===----------------------------------------------------------------------===//
+
+struct JobCompiler::State {
+  mlir::DialectRegistry registry;
+  std::unique_ptr<mlir::MLIRContext> context;
+  int64_t compiles = 0;
+};
+
+JobCompiler::JobCompiler() : state(std::make_unique<State>()) { registerDialects(state->registry); }
+
+JobCompiler::~JobCompiler() = default;
+
+llvm::Expected<CompiledFigures> JobCompiler::compile(const Job &job, bool keepPlan) {
+  // A context keeps every attribute it ever uniqued: start a fresh one now and then.
+  constexpr int64_t kCompilesPerContext = 64;
+  if (state->compiles++ % kCompilesPerContext == 0) {
+    state->context = std::make_unique<mlir::MLIRContext>(state->registry,
+                                                         mlir::MLIRContext::Threading::DISABLED);
+    state->context->printOpOnDiagnostic(false);
+  }
+  mlir::MLIRContext &context = *state->context;
+  std::string firstError;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    if (diag.getSeverity() == mlir::DiagnosticSeverity::Error && firstError.empty())
+      firstError = diag.str();
+    return mlir::success();
+  });
+  mlir::OwningOpRef<mlir::ModuleOp> module = importJob(job, context);
+  std::optional<VerifiedPlan> verified;
+  CompiledFigures figures;
+  mlir::PassManager pm(&context);
+  // As conduit-compile does: conduit-verify-plan proves the result.
+  pm.enableVerifier(false);
+  PipelineOptions pipeline;
+  pipeline.onVerified = [&](VerifiedPlan v) { verified = std::move(v); };
+  pipeline.onSearch = [&](sched::SearchMethod, const sched::SearchResult &search) {
+    figures.partitions = search.best;
+  };
+  buildConduitPipeline(pm, pipeline);
+  if (mlir::failed(pm.run(*module)) || !verified) {
+    // conduit-plan-memory records every rank's peak before it refuses a plan that does not fit.
+    bool measured = false;
+    for (pipe::ModelOp model : module->getOps<pipe::ModelOp>())
+      for (pipe::RankOp rank : model.getRanks())
+        if (std::optional<int64_t> peak = rank.getPeakMemory()) {
+          measured = true;
+          figures.peakMemoryBytes = std::max(figures.peakMemoryBytes, *peak);
+        }
+    if (measured && figures.peakMemoryBytes > job.cluster.memoryBytes)
+      return figures;
+    return llvm::createStringError(firstError.empty() ? "the job does not compile" : firstError);
+  }
+  PlanReport report = analyzeStep(verified->plan, verified->simulation);
+  figures.fits = true;
+  figures.stepTimeS = report.stepTimeS;
+  figures.tokensPerS = report.tokensPerS;
+  figures.tflopsPerGpu = report.tflopsPerGpu;
+  figures.bubbleFraction = report.bubbleFraction;
+  figures.exposedCommS = report.exposedCommS;
+  for (const runtime::RankProgram &rank : verified->plan.ranks)
+    figures.peakMemoryBytes = std::max(figures.peakMemoryBytes, rank.peakMemoryBytes);
+  if (keepPlan)
+    figures.plan = std::move(verified->plan);
+  return figures;
+}
+
+//===----------------------------------------------------------------------===//
+// Job objects
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The object at `path` (dot-separated) inside `root`, created when `create` is set.
+json::Object *objectAt(json::Value &root, llvm::ArrayRef<llvm::StringRef> path, bool create) {
+  json::Value *node = &root;
+  for (llvm::StringRef key : path) {
+    json::Object *object = node->getAsObject();
+    if (!object)
+      return nullptr;
+    json::Value *child = object->get(key);
+    if (!child) {
+      if (!create)
+        return nullptr;
+      child = &object->try_emplace(key, json::Object()).first->second;
+    }
+    node = child;
+  }
+  return node->getAsObject();
+}
+
+void eraseKey(json::Value &root, llvm::StringRef key) {
+  llvm::SmallVector<llvm::StringRef> parts;
+  key.split(parts, '.');
+  if (json::Object *parent = objectAt(root, llvm::ArrayRef(parts).drop_back(), false))
+    parent->erase(parts.back());
+}
+
+void setKey(json::Value &root, llvm::StringRef key, const json::Value &value) {
+  llvm::SmallVector<llvm::StringRef> parts;
+  key.split(parts, '.');
+  if (json::Object *parent = objectAt(root, llvm::ArrayRef(parts).drop_back(), true))
+    (*parent)[parts.back()] = value;
+}
+
+} // namespace
+
+json::Value conduit::applyConfiguration(const json::Value &root,
+                                        llvm::ArrayRef<Dimension> dimensions,
+                                        const Configuration &config) {
+  json::Value job = root;
+  for (const Dimension &dim : dimensions)
+    eraseKey(job, dim.key);
+  for (llvm::StringRef key : shapeDependentKeys())
+    eraseKey(job, key);
+  for (const Assignment &a : config)
+    setKey(job, a.key, a.value);
+  return job;
+}
+
+llvm::Expected<int64_t> conduit::modelLayerCount(const json::Value &root, const std::string &path) {
+  // Any valid parallelism section will do: only the model is wanted.
+  json::Value probe = root;
+  if (json::Object *top = probe.getAsObject())
+    (*top)["parallelism"] =
+        json::Object{{"pipeline", 1},
+                     {"schedule", pipe::stringifyScheduleKind(pipe::ScheduleKind::BreadthFirst)},
+                     {"microbatches", 1}};
+  Diagnostics diag(path);
+  std::optional<Job> job = parseJob(probe, path, diag);
+  if (!job)
+    return llvm::createStringError(diag.getError()->str());
+  return static_cast<int64_t>(job->model.layers.size());
+}
+
+//===----------------------------------------------------------------------===//
+// The search
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// Relative slack for comparing a bound with a compiled figure: the two sum the same
+/// durations in different orders.
+constexpr double kSlack = 1e-9;
+
+/// A configuration that passed the reader, the scheduler and the memory bounds.
+struct Candidate {
+  size_t index = 0;
+  Bounds bounds;
+  std::string family;
+  int64_t deviceMemory = 0;
+};
+
+/// The values of a configuration's dimensions outside `parallelism`: bounds computed for one
+/// are valid only for the same.
+std::string contextOf(const Configuration &config) {
+  std::string context;
+  for (const Assignment &a : config)
+    if (!llvm::StringRef(a.key).starts_with("parallelism."))
+      context += a.key + "=" + displayValue(a.value) + ";";
+  return context;
+}
+
+/// Best first: the objective's figure, then the other, then the enumeration order.
+bool better(TuneObjective objective, const TunedConfiguration &a, const TunedConfiguration &b) {
+  auto key = [&](const TunedConfiguration &c) {
+    return objective == TuneObjective::Throughput
+               ? std::make_tuple(c.stepTimeS, static_cast<double>(c.peakMemoryBytes), c.index)
+               : std::make_tuple(static_cast<double>(c.peakMemoryBytes), c.stepTimeS, c.index);
+  };
+  return key(a) < key(b);
+}
+
+double primaryBound(TuneObjective objective, const Bounds &b) {
+  return objective == TuneObjective::Throughput ? b.stepTimeS
+                                                : static_cast<double>(b.peakMemoryBytes);
+}
+
+double primaryFigure(TuneObjective objective, const TunedConfiguration &c) {
+  return objective == TuneObjective::Throughput ? c.stepTimeS
+                                                : static_cast<double>(c.peakMemoryBytes);
+}
+
+/// "P 8, D 8, V 4, schedule breadth-first, ..." for messages.
+std::string describe(llvm::ArrayRef<Dimension> dimensions, const Configuration &config) {
+  std::string text;
+  for (const Assignment &a : config) {
+    auto dim = llvm::find_if(dimensions, [&](const Dimension &d) { return d.key == a.key; });
+    text += (text.empty() ? "" : ", ") + (dim != dimensions.end() ? dim->column : a.key) + " " +
+            displayValue(a.value);
+  }
+  return text;
+}
+
+/// Everything the workers share, under one lock.
+class SearchState {
+public:
+  SearchState(TuneObjective objective, size_t top) : objective(objective), top(top) {}
+
+  /// Whether a candidate with these bounds could still enter the top K, beat the best of its
+  /// schedule, or reach the Pareto front.
+  bool matters(const Candidate &c) const {
+    const double bound = primaryBound(objective, c.bounds) * (1 - kSlack);
+    if (ranked.size() < top || bound <= primaryFigure(objective, ranked.back()))
+      return true;
+    auto best = familyBest.find(c.family);
+    if (best == familyBest.end() || bound <= primaryFigure(objective, best->second))
+      return true;
+    // Pareto: some compiled configuration is at least as fast and as small as this one can be.
+    auto it = std::upper_bound(
+        front.begin(), front.end(), c.bounds.stepTimeS * (1 - kSlack),
+        [](double step, const std::pair<double, int64_t> &p) { return step < p.first; });
+    return it == front.begin() || std::prev(it)->second > c.bounds.peakMemoryBytes;
+  }
+
+  void add(const TunedConfiguration &c) {
+    auto at = std::upper_bound(ranked.begin(), ranked.end(), c, [&](const auto &a, const auto &b) {
+      return better(objective, a, b);
+    });
+    ranked.insert(at, c);
+    if (ranked.size() > top)
+      ranked.pop_back();
+    auto [best, inserted] = familyBest.try_emplace(c.family, c);
+    if (!inserted && better(objective, c, best->second))
+      best->second = c;
+    addToFront(c.stepTimeS, c.peakMemoryBytes);
+    all.push_back(c);
+  }
+
+  TuneObjective objective;
+  size_t top;
+  std::vector<TunedConfiguration> ranked;
+  std::map<std::string, TunedConfiguration> familyBest;
+  /// Compiled configurations that fit, in compile order.
+  std::vector<TunedConfiguration> all;
+
+private:
+  /// The staircase of (step, memory): step increasing, memory strictly decreasing.
+  void addToFront(double step, int64_t memory) {
+    auto it =
+        std::upper_bound(front.begin(), front.end(), step,
+                         [](double s, const std::pair<double, int64_t> &p) { return s < p.first; });
+    if (it != front.begin() && std::prev(it)->second <= memory)
+      return;
+    auto end = it;
+    while (end != front.end() && end->second >= memory)
+      ++end;
+    it = front.erase(it, end);
+    front.insert(it, {step, memory});
+  }
+
+  std::vector<std::pair<double, int64_t>> front;
+};
+
+unsigned threadCount(const TuneOptions &options) {
+  return options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+}
+
+/// Runs `work(t)` on `threads` threads (the calling thread is one of them) while `report` is
+/// called about once a second.
+void runParallel(unsigned threads, const std::function<void(unsigned)> &work,
+                 const std::function<void()> &report) {
+  std::atomic<unsigned> running{threads};
+  std::mutex mutex;
+  std::condition_variable done;
+  std::vector<std::thread> pool;
+  auto body = [&](unsigned t) {
+    work(t);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (--running == 0)
+      done.notify_all();
+  };
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back(body, t);
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!done.wait_for(lock, std::chrono::seconds(1), [&] { return running == 0; }))
+      if (report)
+        report();
+  }
+  for (std::thread &thread : pool)
+    thread.join();
+}
+
+TunedConfiguration figuresOf(const CompiledFigures &f) {
+  TunedConfiguration c;
+  c.stepTimeS = f.stepTimeS;
+  c.tokensPerS = f.tokensPerS;
+  c.peakMemoryBytes = f.peakMemoryBytes;
+  c.tflopsPerGpu = f.tflopsPerGpu;
+  c.bubbleFraction = f.bubbleFraction;
+  c.exposedCommS = f.exposedCommS;
+  return c;
+}
+
+/// Whether a second compile gave exactly the first one's figures.
+bool sameFigures(const TunedConfiguration &a, const TunedConfiguration &b) {
+  return a.stepTimeS == b.stepTimeS && a.tokensPerS == b.tokensPerS &&
+         a.peakMemoryBytes == b.peakMemoryBytes;
+}
+
+} // namespace
+
+llvm::Expected<TuneResult> conduit::tune(const json::Value &root, const std::string &path,
+                                         const TuneOptions &options) {
+  const Clock::time_point start = Clock::now();
+  llvm::Expected<int64_t> layers = modelLayerCount(root, path);
+  if (!layers)
+    return layers.takeError();
+  SpaceRequest request{options.gpus, options.globalBatch, *layers, options.restrictions};
+  std::vector<Dimension> dimensions = dimensionsFor(request);
+  std::string why;
+  std::vector<Configuration> configs = enumerateSpace(request, dimensions, why);
+  if (configs.empty())
+    return llvm::createStringError(why);
+
+  TuneResult result;
+  result.objective = options.objective;
+  result.dimensions = dimensions;
+  result.gpus = options.gpus;
+  result.globalBatch = options.globalBatch;
+  TuneCounts &counts = result.counts;
+  counts.configurations = static_cast<int64_t>(configs.size());
+  const unsigned threads = std::min<unsigned>(threadCount(options), configs.size());
+  auto say = [&](const std::string &line) {
+    if (options.progress && secondsSince(start) >= 1)
+      options.progress(line);
+  };
+
+  // Bounds, with no IR: each thread takes a contiguous share, so that configurations sharing
+  // a shape (neighbours in the enumeration) share its schedule.
+  std::vector<std::vector<Candidate>> shares(threads);
+  std::vector<TuneCounts> shareCounts(threads);
+  std::vector<std::string> shareInvalid(threads);
+  std::vector<int64_t> shareSmallest(threads, 0), shareDevice(threads, 0);
+  std::atomic<size_t> bounded{0};
+  runParallel(
+      threads,
+      [&](unsigned t) {
+        BoundCalculator calculator;
+        const size_t first = t * configs.size() / threads;
+        const size_t last = (t + 1) * configs.size() / threads;
+        for (size_t i = first; i < last; ++i, ++bounded) {
+          json::Value job = applyConfiguration(root, dimensions, configs[i]);
+          Diagnostics diag(path);
+          std::optional<Job> parsed = parseJob(job, path, diag);
+          if (!parsed) {
+            ++shareCounts[t].invalid;
+            if (shareInvalid[t].empty())
+              shareInvalid[t] = describe(dimensions, configs[i]) + ": " + diag.getError()->str();
+            continue;
+          }
+          const int64_t device = parsed->cluster.memoryBytes;
+          shareDevice[t] = device;
+          auto refuse = [&](int64_t bound) {
+            ++shareCounts[t].infeasibleByBound;
+            if (!shareSmallest[t] || bound < shareSmallest[t])
+              shareSmallest[t] = bound;
+          };
+          if (int64_t bound = calculator.staticMemoryBound(*parsed); bound > device) {
+            refuse(bound);
+            continue;
+          }
+          llvm::Expected<Bounds> bounds = calculator.bounds(*parsed, contextOf(configs[i]));
+          if (!bounds) {
+            ++shareCounts[t].invalid;
+            std::string message = llvm::toString(bounds.takeError());
+            if (shareInvalid[t].empty())
+              shareInvalid[t] = describe(dimensions, configs[i]) + ": " + message;
+            continue;
+          }
+          if (bounds->peakMemoryBytes > device) {
+            refuse(bounds->peakMemoryBytes);
+            continue;
+          }
+          shares[t].push_back({i, *bounds,
+                               pipe::stringifyScheduleKind(parsed->parallelism.schedule).str(),
+                               device});
+        }
+      },
+      [&] {
+        say(llvm::formatv("conduit-tune: {0} so far; bounding configurations: {1} of {2}",
+                          formatSeconds(secondsSince(start)), bounded.load(), configs.size()));
+      });
+  std::vector<Candidate> candidates;
+  for (unsigned t = 0; t < threads; ++t) {
+    candidates.insert(candidates.end(), shares[t].begin(), shares[t].end());
+    counts.invalid += shareCounts[t].invalid;
+    counts.infeasibleByBound += shareCounts[t].infeasibleByBound;
+    if (result.exampleInvalid.empty())
+      result.exampleInvalid = shareInvalid[t];
+    if (shareSmallest[t] &&
+        (!result.smallestInfeasibleBytes || shareSmallest[t] < result.smallestInfeasibleBytes))
+      result.smallestInfeasibleBytes = shareSmallest[t];
+    if (shareDevice[t])
+      result.deviceMemoryBytes = shareDevice[t];
+  }
+  counts.boundSeconds = secondsSince(start);
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](const Candidate &a, const Candidate &b) {
+                     return primaryBound(options.objective, a.bounds) <
+                            primaryBound(options.objective, b.bounds);
+                   });
+
+  // Compile in the order of the bounds, skipping what cannot matter.
+  SearchState state(options.objective, static_cast<size_t>(options.top));
+  std::mutex mutex;
+  size_t next = 0;
+  std::string internalError;
+  runParallel(
+      std::min<unsigned>(threads, std::max<size_t>(candidates.size(), 1)),
+      [&](unsigned) {
+        JobCompiler compiler;
+        while (true) {
+          const Candidate *c = nullptr;
+          {
+            std::lock_guard<std::mutex> lock(mutex);
+            while (next < candidates.size() && internalError.empty()) {
+              if (options.budgetS > 0 && secondsSince(start) > options.budgetS) {
+                counts.complete = false;
+                break;
+              }
+              const Candidate &candidate = candidates[next++];
+              if (state.matters(candidate)) {
+                c = &candidate;
+                break;
+              }
+              ++counts.pruned;
+            }
+          }
+          if (!c)
+            return;
+          json::Value job = applyConfiguration(root, dimensions, configs[c->index]);
+          Diagnostics diag(path);
+          std::optional<Job> parsed = parseJob(job, path, diag);
+          llvm::Expected<CompiledFigures> figures =
+              parsed ? compiler.compile(*parsed)
+                     : llvm::Expected<CompiledFigures>(
+                           llvm::createStringError(diag.getError()->str()));
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!figures) {
+            ++counts.failed;
+            std::string message = llvm::toString(figures.takeError());
+            if (result.exampleFailure.empty())
+              result.exampleFailure = describe(dimensions, configs[c->index]) + ": " + message;
+            continue;
+          }
+          const bool stepBelow =
+              figures->fits && figures->stepTimeS < c->bounds.stepTimeS * (1 - kSlack);
+          if (stepBelow || figures->peakMemoryBytes < c->bounds.peakMemoryBytes) {
+            internalError = llvm::formatv(
+                "internal error: the bounds of {0} (step {1}, memory {2}) exceed what it "
+                "compiles to (step {3}, memory {4}); the search would not be exact",
+                describe(dimensions, configs[c->index]), c->bounds.stepTimeS,
+                c->bounds.peakMemoryBytes, figures->stepTimeS, figures->peakMemoryBytes);
+            return;
+          }
+          if (!figures->fits) {
+            ++counts.infeasibleCompiled;
+            if (!result.smallestInfeasibleBytes ||
+                figures->peakMemoryBytes < result.smallestInfeasibleBytes)
+              result.smallestInfeasibleBytes = figures->peakMemoryBytes;
+            continue;
+          }
+          ++counts.evaluated;
+          TunedConfiguration tuned = figuresOf(*figures);
+          tuned.config = configs[c->index];
+          tuned.family = c->family;
+          tuned.bounds = c->bounds;
+          tuned.index = c->index;
+          state.add(tuned);
+        }
+      },
+      [&] {
+        std::lock_guard<std::mutex> lock(mutex);
+        std::string best = state.ranked.empty()
+                               ? std::string()
+                               : "; best step " + formatSeconds(state.ranked.front().stepTimeS);
+        say(llvm::formatv("conduit-tune: {0} so far; {1} of {2} candidates decided, {3} "
+                          "compiled{4}",
+                          formatSeconds(secondsSince(start)), next, candidates.size(),
+                          counts.evaluated + counts.infeasibleCompiled + counts.failed, best));
+      });
+  if (!internalError.empty())
+    return llvm::createStringError(internalError);
+  counts.undecided = static_cast<int64_t>(candidates.size() - next);
+  if (counts.undecided > 0)
+    counts.complete = false;
+
+  if (state.ranked.empty()) {
+    if (counts.infeasibleByBound + counts.infeasibleCompiled > 0)
+      return llvm::createStringError(
+          "nothing fits: every configuration that compiles needs more than the device's " +
+          formatBytes(static_cast<double>(result.deviceMemoryBytes)) +
+          " (cluster.memory_bytes); the smallest needs at least " +
+          formatBytes(static_cast<double>(result.smallestInfeasibleBytes)) +
+          ". Use more --gpus, a larger device (cluster.preset), or a smaller model");
+    if (!counts.complete)
+      return llvm::createStringError(
+          "--budget ran out before any configuration was compiled; allow more seconds");
+    return llvm::createStringError(
+        "no configuration compiles; for example " +
+        (result.exampleFailure.empty() ? result.exampleInvalid : result.exampleFailure));
+  }
+
+  // Each ranked configuration again, from the text of its job object: what --best-job writes
+  // must compile to what the table says.
+  for (TunedConfiguration &c : state.ranked)
+    c.job = applyConfiguration(root, dimensions, c.config);
+  std::vector<std::string> mismatch(state.ranked.size());
+  std::atomic<size_t> nextCheck{0};
+  runParallel(
+      std::min<unsigned>(threads, state.ranked.size()),
+      [&](unsigned) {
+        JobCompiler compiler;
+        for (size_t k = nextCheck++; k < state.ranked.size(); k = nextCheck++) {
+          TunedConfiguration &c = state.ranked[k];
+          Diagnostics diag(path);
+          std::optional<json::Value> reread =
+              parseJsonText(llvm::formatv("{0:2}", c.job).str(), diag);
+          std::optional<Job> job = reread ? parseJob(*reread, path, diag) : std::nullopt;
+          llvm::Expected<CompiledFigures> again =
+              job ? compiler.compile(*job, /*keepPlan=*/k == 0)
+                  : llvm::Expected<CompiledFigures>(
+                        llvm::createStringError(diag.getError()->str()));
+          if (!again) {
+            mismatch[k] = llvm::toString(again.takeError());
+            continue;
+          }
+          if (!sameFigures(c, figuresOf(*again)))
+            mismatch[k] = llvm::formatv("step {0} s and {1} bytes the first time, {2} s and {3} "
+                                        "bytes the second",
+                                        c.stepTimeS, c.peakMemoryBytes, again->stepTimeS,
+                                        again->peakMemoryBytes);
+          if (k == 0)
+            result.bestPlan = std::move(again->plan);
+        }
+      },
+      nullptr);
+  for (size_t k = 0; k < mismatch.size(); ++k)
+    if (!mismatch[k].empty())
+      return llvm::createStringError("internal error: re-compiling " +
+                                     describe(dimensions, state.ranked[k].config) +
+                                     " from its job object did not reproduce it: " + mismatch[k]);
+
+  result.top = state.ranked;
+  for (auto &[family, best] : state.familyBest) {
+    result.bestPerFamily.push_back(best);
+    result.bestPerFamily.back().job = applyConfiguration(root, dimensions, best.config);
+  }
+  std::sort(result.bestPerFamily.begin(), result.bestPerFamily.end(),
+            [&](const auto &a, const auto &b) { return better(options.objective, a, b); });
+  // The Pareto front of everything compiled: the search compiled every configuration that
+  // could be on it.
+  std::vector<TunedConfiguration> all = state.all;
+  std::sort(all.begin(), all.end(),
+            [&](const auto &a, const auto &b) { return better(TuneObjective::Throughput, a, b); });
+  for (const TunedConfiguration &c : all)
+    if (result.pareto.empty() || c.peakMemoryBytes < result.pareto.back().peakMemoryBytes) {
+      result.pareto.push_back(c);
+      result.pareto.back().job = applyConfiguration(root, dimensions, c.config);
+    }
+
+  if (options.microbatchSearch) {
+    Refinement refinement;
+    JobCompiler compiler;
+    for (const TunedConfiguration &from : result.top) {
+      json::Value job = from.job;
+      setKey(job, "parallelism.microbatch_partitions", "auto");
+      Diagnostics diag(path);
+      std::optional<Job> parsed = parseJob(job, path, diag);
+      if (!parsed) {
+        refinement.skipped = diag.getError()->str();
+        continue;
+      }
+      llvm::Expected<CompiledFigures> searched = compiler.compile(*parsed);
+      if (!searched) {
+        refinement.skipped = llvm::toString(searched.takeError());
+        continue;
+      }
+      if (!searched->fits || searched->partitions.empty())
+        continue;
+      // The cut found, written out, so that the refined job compiles without searching again.
+      json::Array cutList;
+      for (const std::vector<int64_t> &cut : searched->partitions)
+        cutList.push_back(json::Array(cut));
+      const json::Value cuts(std::move(cutList));
+      setKey(job, "parallelism.microbatch_partitions", cuts);
+      Diagnostics again(path);
+      std::optional<Job> explicitJob = parseJob(job, path, again);
+      llvm::Expected<CompiledFigures> refined =
+          explicitJob
+              ? compiler.compile(*explicitJob, /*keepPlan=*/true)
+              : llvm::Expected<CompiledFigures>(llvm::createStringError(again.getError()->str()));
+      if (!refined)
+        return llvm::createStringError("internal error: the refined micro-batches of " +
+                                       describe(dimensions, from.config) +
+                                       " do not compile: " + llvm::toString(refined.takeError()));
+      if (!refined->fits)
+        continue;
+      refinement.from = from;
+      refinement.refined = figuresOf(*refined);
+      refinement.refined.config = from.config;
+      refinement.refined.config.push_back({"parallelism.microbatch_partitions", cuts});
+      refinement.refined.job = std::move(job);
+      refinement.refined.family = from.family;
+      refinement.refined.index = from.index;
+      refinement.skipped.clear();
+      if (better(options.objective, refinement.refined, result.top.front())) {
+        result.bestPlan = std::move(refined->plan);
+        refinement.better = true;
+      }
+      break;
+    }
+    result.refinement = std::move(refinement);
+  }
+  counts.seconds = secondsSince(start);
+  return result;
+}

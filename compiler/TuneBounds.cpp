@@ -1,0 +1,340 @@
+//===- TuneBounds.cpp - lower bounds of a configuration's figures ---------===//
+//
+// The memory conventions are PeakMemory.cpp's (parameters and activations in the training
+// type, fp32 gradients, Adam's fp32 moments and master copy, sharded state split evenly over
+// the replicas and rounded up); the durations are the cost model's, as the plan simulator
+// prices them (PlanCosts::fromCostModel).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/TuneBounds.h"
+
+#include "passes/PassUtils.h"
+#include "scheduling/Schedulers.h"
+
+#include <algorithm>
+#include <limits>
+
+using namespace conduit;
+
+namespace {
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// The sharding the plan applies: none with a single replica.
+pipe::Sharding effectiveSharding(const ParallelismSpec &p) {
+  return p.data > 1 ? p.sharding : pipe::Sharding::None;
+}
+
+bool fullGradientBuffers(pipe::Sharding s) {
+  return s == pipe::Sharding::Gradients || s == pipe::Sharding::Full;
+}
+
+} // namespace
+
+int64_t BoundCalculator::staticBytes(const Job &job, const Stage &stage) {
+  const ParallelismSpec &par = job.parallelism;
+  const pipe::Sharding sharding = effectiveSharding(par);
+  const int64_t e = job.training.elementBytes();
+  const bool adam = job.training.optimizer == pipe::Optimizer::Adam;
+  const int64_t p = stage.params, shard = ceilDiv(p, par.data);
+  const int64_t statePerParam = adam ? (e == 4 ? 8 : 12) : (e == 4 ? 0 : 4);
+  return (sharding == pipe::Sharding::Full ? shard : p) * e +
+         (sharding != pipe::Sharding::None ? shard : p) * statePerParam +
+         (fullGradientBuffers(sharding) ? shard : p) * kGradientBytes;
+}
+
+int64_t BoundCalculator::staticMemoryBound(const Job &job) {
+  // The fullest rank holds at least the mean of the static state; splitting the parameters
+  // into stages only rounds the shards up.
+  Stage whole;
+  for (const LayerSpec &layer : job.model.layers)
+    whole.params += layer.params;
+  return ceilDiv(staticBytes(job, whole), job.parallelism.pipeline);
+}
+
+llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
+  const ParallelismSpec &par = job.parallelism;
+  const bool recompute = par.checkpointing == pipe::Checkpointing::Full;
+  const bool pipelineInner = par.rankOrder == pipe::RankOrder::PipelineInner;
+  std::unique_ptr<CostModel> &slot =
+      costModels[std::make_tuple(recompute, par.pipeline, par.data, pipelineInner)];
+  if (!slot) {
+    CostInputs in;
+    in.cluster = job.cluster;
+    in.pipeline = par.pipeline;
+    in.data = par.data;
+    in.pipelineInner = pipelineInner;
+    in.recompute = recompute;
+    for (const LayerSpec &layer : job.model.layers) {
+      in.names.push_back(layer.name);
+      in.fwdFlops.push_back(layer.fwdFlops);
+      in.bwdFlops.push_back(layer.bwdFlops);
+    }
+    llvm::Expected<CostModel> built = CostModel::build(in);
+    if (!built)
+      return built.takeError();
+    slot = std::make_unique<CostModel>(std::move(*built));
+  }
+  return slot.get();
+}
+
+llvm::Expected<const std::vector<BoundCalculator::Stage> *>
+BoundCalculator::stages(const Job &job) {
+  const ParallelismSpec &par = job.parallelism;
+  const bool recompute = par.checkpointing == pipe::Checkpointing::Full;
+  auto key = std::make_tuple(par.numStages(), par.microbatchSize, recompute);
+  if (auto it = partitions.find(key); it != partitions.end())
+    return &it->second;
+  llvm::Expected<const CostModel *> cost = costModel(job);
+  if (!cost)
+    return cost.takeError();
+  // The partition conduit-partition-stages computes: one micro-batch through each layer.
+  sched::PartitionProblem problem;
+  problem.numStages = par.numStages();
+  for (int64_t l = 0; l < (*cost)->numLayers(); ++l)
+    problem.layerCosts.push_back((*cost)->forwardTime(l, par.microbatchSize) +
+                                 (*cost)->backwardTime(l, par.microbatchSize));
+  llvm::Expected<sched::Partition> partition = sched::partitionMinMax(problem);
+  if (!partition)
+    return partition.takeError();
+  std::vector<Stage> out;
+  for (int64_t s = 0; s < partition->numStages(); ++s) {
+    Stage stage;
+    stage.first = partition->bounds[s];
+    stage.end = partition->bounds[s + 1];
+    for (int64_t l = stage.first; l < stage.end; ++l) {
+      stage.params += job.model.layers[l].params;
+      stage.activationBytes += job.model.layers[l].activationBytes;
+    }
+    stage.checkpointBytes = job.model.layers[stage.first].checkpointBytes;
+    out.push_back(stage);
+  }
+  return &(partitions[key] = std::move(out));
+}
+
+llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule(const Job &job) {
+  const ParallelismSpec &par = job.parallelism;
+  const bool recompute = par.checkpointing == pipe::Checkpointing::Full;
+  auto key = std::make_tuple(par.pipeline, par.stagesPerDevice, par.microbatches,
+                             par.microbatchSize, static_cast<int>(par.schedule), par.groupSize,
+                             recompute, static_cast<int>(par.placement), par.splitBackward);
+  if (auto it = schedules.find(key); it != schedules.end())
+    return it->second.get();
+  llvm::Expected<const CostModel *> cost = costModel(job);
+  if (!cost)
+    return cost.takeError();
+  llvm::Expected<const std::vector<Stage> *> stageList = stages(job);
+  if (!stageList)
+    return stageList.takeError();
+  const std::vector<Stage> &st = **stageList;
+  const int64_t numStages = par.numStages(), b = par.microbatchSize;
+
+  llvm::Expected<std::vector<int64_t>> rankOf = sched::placeStages(
+      numStages, par.pipeline,
+      par.placement == pipe::Placement::V ? sched::Placement::V : sched::Placement::Loop);
+  if (!rankOf)
+    return rankOf.takeError();
+  std::vector<std::vector<int64_t>> boundaries(numStages,
+                                               sched::equalBoundaries(par.microbatches, b));
+  sched::ScheduleProblem problem(par.pipeline, *rankOf, std::move(boundaries));
+  if (sched::Violation v = problem.check())
+    return llvm::createStringError(*v);
+  // Built as the compiler builds it, so that the shapes the compiler refuses are refused here.
+  // Where split backwards go depends on the durations the compiler gives them; the bounds of a
+  // split schedule below therefore hold for any order.
+  llvm::Expected<sched::Schedule> order =
+      runScheduler(par.schedule, problem, par.groupSize, par.splitBackward);
+  if (!order)
+    return order.takeError();
+
+  auto facts = std::make_unique<ScheduleFacts>();
+  facts->rankOf = *rankOf;
+  facts->computeEnd.assign(par.pipeline, 0);
+  facts->lastBackwardEnd.assign(numStages, 0);
+  facts->forwardHeld.assign(numStages, 0);
+  facts->backwardHeld.assign(numStages, 0);
+  facts->forwardHeldWithGradients.assign(numStages, 0);
+  facts->backwardHeldWithGradients.assign(numStages, 0);
+  // A checkpointed stage materialises its whole activations while it computes and keeps only
+  // its input between forward and backward.
+  auto working = [&](const Stage &stage) { return recompute ? stage.activationBytes * b : 0; };
+  auto stored = [&](const Stage &stage) {
+    return (recompute ? stage.checkpointBytes : stage.activationBytes) * b;
+  };
+
+  // The activations each rank holds along its order: a forward stores its micro-batch's, and
+  // the first backward part of that micro-batch frees them, at the earliest. With sharded
+  // gradients, a stage's full gradient buffer lives at least from its first to its last
+  // backward (weight gradients, where split, may only extend that).
+  auto walkActivations = [&] {
+    std::vector<std::vector<uint8_t>> held(numStages, std::vector<uint8_t>(par.microbatches, 0));
+    for (int64_t r = 0; r < par.pipeline; ++r) {
+      const std::vector<sched::Action> &actions = order->ranks[r];
+      std::vector<int64_t> firstBackward(numStages, -1), lastBackward(numStages, -1);
+      for (size_t i = 0; i < actions.size(); ++i)
+        if (sched::producesInputGradient(actions[i].kind)) {
+          if (firstBackward[actions[i].stage] < 0)
+            firstBackward[actions[i].stage] = static_cast<int64_t>(i);
+          lastBackward[actions[i].stage] = static_cast<int64_t>(i);
+        }
+      int64_t activations = 0, gradients = 0;
+      for (size_t i = 0; i < actions.size(); ++i) {
+        const sched::Action &a = actions[i];
+        const Stage &stage = st[a.stage];
+        if (a.kind == sched::ActionKind::Forward) {
+          const int64_t level = std::max(activations + working(stage), activations + stored(stage));
+          facts->forwardHeld[a.stage] = std::max(facts->forwardHeld[a.stage], level);
+          facts->forwardHeldWithGradients[a.stage] =
+              std::max(facts->forwardHeldWithGradients[a.stage], level + gradients);
+          activations += stored(stage);
+          held[a.stage][a.mb] = 1;
+          continue;
+        }
+        if (firstBackward[a.stage] == static_cast<int64_t>(i))
+          gradients += stage.params * kGradientBytes;
+        int64_t level = activations;
+        if (held[a.stage][a.mb]) {
+          level += working(stage);
+          activations -= stored(stage);
+          held[a.stage][a.mb] = 0;
+        }
+        facts->backwardHeld[a.stage] = std::max(facts->backwardHeld[a.stage], level);
+        facts->backwardHeldWithGradients[a.stage] =
+            std::max(facts->backwardHeldWithGradients[a.stage], level + gradients);
+        if (lastBackward[a.stage] == static_cast<int64_t>(i))
+          gradients -= stage.params * kGradientBytes;
+      }
+    }
+  };
+
+  if (!par.splitBackward) {
+    sched::ActionTimes times;
+    for (const Stage &stage : st) {
+      times.forward.emplace_back(par.microbatches,
+                                 (*cost)->stageForwardTime(stage.first, stage.end, b));
+      times.backward.emplace_back(par.microbatches,
+                                  (*cost)->stageBackwardTime(stage.first, stage.end, b));
+    }
+    sched::Timeline timeline = sched::simulateCompute(problem, *order, times);
+    for (int64_t r = 0; r < par.pipeline; ++r) {
+      const std::vector<sched::Action> &actions = order->ranks[r];
+      if (!actions.empty())
+        facts->computeEnd[r] = timeline.finish[r].back();
+      for (size_t i = 0; i < actions.size(); ++i)
+        if (actions[i].kind != sched::ActionKind::Forward)
+          facts->lastBackwardEnd[actions[i].stage] =
+              std::max(facts->lastBackwardEnd[actions[i].stage], timeline.finish[r][i]);
+    }
+    walkActivations();
+    return (schedules[key] = std::move(facts)).get();
+  }
+
+  // Split backwards: whatever the order, no rank starts before the first micro-batch has gone
+  // forward through the stages below its lowest, and it computes all its work one action at a
+  // time.
+  std::vector<double> forward(numStages);
+  for (int64_t s = 0; s < numStages; ++s)
+    forward[s] = (*cost)->stageForwardTime(st[s].first, st[s].end, b);
+  std::vector<int64_t> lowest(par.pipeline, numStages);
+  for (int64_t s = 0; s < numStages; ++s) {
+    const int64_t r = (*rankOf)[s];
+    lowest[r] = std::min(lowest[r], s);
+    facts->computeEnd[r] += static_cast<double>(par.microbatches) *
+                            (forward[s] + (*cost)->stageBackwardTime(st[s].first, st[s].end, b));
+  }
+  for (int64_t r = 0; r < par.pipeline; ++r)
+    for (int64_t s = 0; s < lowest[r]; ++s)
+      facts->computeEnd[r] += forward[s];
+  if (par.placement == pipe::Placement::Loop) {
+    // Splitting moves only the weight gradients: forwards and input gradients keep the order
+    // of the schedule built without durations.
+    walkActivations();
+  } else {
+    // The list schedules of the V placement order their forwards by durations too: at least
+    // one micro-batch of one stage is held.
+    for (int64_t s = 0; s < numStages; ++s) {
+      facts->forwardHeld[s] = facts->forwardHeldWithGradients[s] =
+          std::max(working(st[s]), stored(st[s]));
+      facts->backwardHeld[s] = working(st[s]);
+      facts->backwardHeldWithGradients[s] = working(st[s]) + st[s].params * kGradientBytes;
+    }
+  }
+  return (schedules[key] = std::move(facts)).get();
+}
+
+llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string &jobContext) {
+  if (jobContext != context) {
+    costModels.clear();
+    partitions.clear();
+    schedules.clear();
+    context = jobContext;
+  }
+  llvm::Expected<const ScheduleFacts *> factsOr = schedule(job);
+  if (!factsOr)
+    return factsOr.takeError();
+  const ScheduleFacts &facts = **factsOr;
+  const CostModel &cost = **costModel(job);
+  const std::vector<Stage> &st = **stages(job);
+
+  const ParallelismSpec &par = job.parallelism;
+  const pipe::Sharding sharding = effectiveSharding(par);
+  const bool dataParallel = par.data > 1;
+  const bool adam = job.training.optimizer == pipe::Optimizer::Adam;
+  const int64_t e = job.training.elementBytes();
+  const int64_t numStages = par.numStages();
+
+  // Full sharding: no rank computes before the parameters of a stage of its are gathered.
+  double shift = 0;
+  if (dataParallel && sharding == pipe::Sharding::Full) {
+    shift = std::numeric_limits<double>::infinity();
+    for (int64_t s = 0; s < numStages; ++s)
+      shift = std::min(shift, cost.collectiveTime(Collective::AllGather, st[s].params * e, par.data,
+                                                  cost.dataParallelLink(facts.rankOf[s])));
+  }
+  std::vector<double> rankEnd(par.pipeline);
+  for (int64_t r = 0; r < par.pipeline; ++r)
+    rankEnd[r] = shift + facts.computeEnd[r];
+  double step = 0;
+  for (int64_t s = 0; s < numStages; ++s) {
+    const int64_t r = facts.rankOf[s];
+    const int64_t params = st[s].params;
+    const double optimizer = cost.optimizerStepTime(
+        adam, sharding != pipe::Sharding::None ? ceilDiv(params, par.data) : params);
+    // The optimizer steps run on the compute stream after the rank's last compute.
+    rankEnd[r] += optimizer;
+    if (!dataParallel)
+      continue;
+    const Link link = cost.dataParallelLink(r);
+    // Each stage's reduction starts after its last backward, its optimizer step after the
+    // reduction, and (optimizer and gradient sharding) the parameter all-gather after that.
+    double tail = cost.collectiveTime(sharding == pipe::Sharding::None ? Collective::AllReduce
+                                                                       : Collective::ReduceScatter,
+                                      params * kGradientBytes, par.data, link) +
+                  optimizer;
+    if (sharding == pipe::Sharding::Optimizer || sharding == pipe::Sharding::Gradients)
+      tail += cost.collectiveTime(Collective::AllGather, params * e, par.data, link);
+    step = std::max(step, shift + facts.lastBackwardEnd[s] + tail);
+  }
+  for (double end : rankEnd)
+    step = std::max(step, end);
+
+  std::vector<int64_t> rankStatic(par.pipeline, 0), rankActive(par.pipeline, 0);
+  for (int64_t s = 0; s < numStages; ++s) {
+    const int64_t r = facts.rankOf[s];
+    rankStatic[r] += staticBytes(job, st[s]);
+    const int64_t gathered =
+        dataParallel && sharding == pipe::Sharding::Full ? st[s].params * e : 0;
+    if (dataParallel && fullGradientBuffers(sharding))
+      rankActive[r] = std::max({rankActive[r], facts.forwardHeldWithGradients[s] + gathered,
+                                facts.backwardHeldWithGradients[s] + gathered});
+    else
+      rankActive[r] = std::max(
+          {rankActive[r], facts.forwardHeld[s] + gathered, facts.backwardHeld[s] + gathered});
+  }
+  Bounds out;
+  out.stepTimeS = step;
+  for (int64_t r = 0; r < par.pipeline; ++r)
+    out.peakMemoryBytes = std::max(out.peakMemoryBytes, rankStatic[r] + rankActive[r]);
+  return out;
+}

@@ -1,0 +1,97 @@
+//===- TuneBounds.h - lower bounds of a configuration's figures -*- C++ -*-===//
+//
+// What conduit-tune knows about a configuration before compiling it: a step time and a peak
+// memory that the compiled plan cannot beat. Both come from the job alone, without IR, in two
+// tiers:
+//
+// * the static tier: parameters, gradients and optimizer state of the fullest rank plus one
+//   micro-batch's activations, with no schedule built. It refuses most configurations that
+//   cannot fit.
+// * the schedule tier: the partition and the schedule the compiler would build (the same
+//   scheduling library calls), executed with compute only: every action as early as its rank
+//   and its dependencies allow. Communication only delays actions in the compiled plan, so
+//   the compute-only finish, plus the optimizer steps that follow the rank's compute, plus
+//   the reduction and optimizer step that follow each stage's last backward, bounds the step
+//   from below. Activations held along the rank's order bound its memory from below. Split
+//   backwards are placed by the compiler from their durations, so for them the tier keeps
+//   what holds for any order: each rank's total work after the pipeline's fill, and one
+//   micro-batch held.
+//
+// The search compiles configurations in the order of their bounds and stops where no bound
+// can beat what it has found (Tune.h); every compiled configuration is checked against its
+// bounds, and a bound above the compiled figure is an error, not a silent loss of exactness.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_COMPILER_TUNEBOUNDS_H
+#define CONDUIT_COMPILER_TUNEBOUNDS_H
+
+#include "analysis/CostModel.h"
+#include "compiler/JobFile.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace conduit {
+
+/// Lower bounds of the figures the compiled plan predicts.
+struct Bounds {
+  double stepTimeS = 0;
+  /// Of the fullest rank.
+  int64_t peakMemoryBytes = 0;
+};
+
+/// Computes bounds, reusing partitions and schedules across configurations that share them.
+/// Not thread-safe: one per thread.
+class BoundCalculator {
+public:
+  /// The static tier's memory bound (no schedule built).
+  int64_t staticMemoryBound(const Job &job);
+  /// Both tiers. Fails with the scheduler's message when the compiler would refuse the shape.
+  /// `context` names what the job's model, cluster and training sections were made of (the
+  /// values of dimensions outside `parallelism`): results are reused only within one context.
+  llvm::Expected<Bounds> bounds(const Job &job, const std::string &context);
+
+private:
+  /// A stage's layers and sizes.
+  struct Stage {
+    int64_t first = 0, end = 0, params = 0;
+    int64_t activationBytes = 0, checkpointBytes = 0; ///< per sample
+  };
+  /// What a schedule's compute-only execution gives, per rank and stage.
+  struct ScheduleFacts {
+    std::vector<int64_t> rankOf;         ///< per stage
+    std::vector<double> computeEnd;      ///< per rank
+    std::vector<double> lastBackwardEnd; ///< per stage
+    /// Per stage, the most activation bytes its rank holds at one of its forwards, and at one
+    /// of its backwards; and the same with the full gradient buffers that gradient and full
+    /// sharding keep live between a stage's first and last backward.
+    std::vector<int64_t> forwardHeld, backwardHeld;
+    std::vector<int64_t> forwardHeldWithGradients, backwardHeldWithGradients;
+  };
+
+  llvm::Expected<const CostModel *> costModel(const Job &job);
+  llvm::Expected<const std::vector<Stage> *> stages(const Job &job);
+  llvm::Expected<const ScheduleFacts *> schedule(const Job &job);
+
+  /// Bytes every rank holds whatever it computes, per stage.
+  static int64_t staticBytes(const Job &job, const Stage &stage);
+
+  /// The context the caches below hold results for.
+  std::string context;
+  std::map<std::tuple<bool, int64_t, int64_t, bool>, std::unique_ptr<CostModel>> costModels;
+  std::map<std::tuple<int64_t, int64_t, bool>, std::vector<Stage>> partitions;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int, int64_t, bool, int, bool>,
+           std::unique_ptr<ScheduleFacts>>
+      schedules;
+};
+
+} // namespace conduit
+
+#endif // CONDUIT_COMPILER_TUNEBOUNDS_H

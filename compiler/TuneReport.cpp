@@ -1,0 +1,339 @@
+//===- TuneReport.cpp - what conduit-tune writes --------------------------===//
+
+#include "compiler/TuneReport.h"
+
+#include "analysis/Units.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+using namespace conduit;
+namespace json = llvm::json;
+
+namespace {
+
+std::string percent(double fraction) { return llvm::formatv("{0:f1}%", 100 * fraction).str(); }
+
+std::string columnOf(llvm::ArrayRef<Dimension> dimensions, const std::string &key) {
+  for (const Dimension &d : dimensions)
+    if (d.key == key)
+      return d.column;
+  return key;
+}
+
+/// The dimensions any of `rows` sets, in table order.
+std::vector<const Dimension *> usedDimensions(llvm::ArrayRef<Dimension> dimensions,
+                                              llvm::ArrayRef<TunedConfiguration> rows) {
+  std::vector<const Dimension *> used;
+  for (const Dimension &d : dimensions)
+    if (llvm::any_of(rows, [&](const TunedConfiguration &r) { return lookup(r.config, d.key); }))
+      used.push_back(&d);
+  return used;
+}
+
+/// Rows of configurations with their figures, aligned.
+void printRows(llvm::ArrayRef<TunedConfiguration> rows, llvm::ArrayRef<Dimension> dimensions,
+               bool numbered, llvm::raw_ostream &os) {
+  std::vector<const Dimension *> used = usedDimensions(dimensions, rows);
+  std::vector<size_t> widths;
+  for (const Dimension *d : used) {
+    size_t width = d->column.size();
+    for (const TunedConfiguration &r : rows)
+      if (const json::Value *v = lookup(r.config, d->key))
+        width = std::max(width, displayValue(*v).size());
+    widths.push_back(width + 2);
+  }
+  os << "  ";
+  if (numbered)
+    os << llvm::left_justify("#", 4);
+  for (size_t k = 0; k < used.size(); ++k)
+    os << llvm::left_justify(used[k]->column, widths[k]);
+  os << llvm::right_justify("step", 10) << llvm::right_justify("tokens/s", 11)
+     << llvm::right_justify("TFLOP/s/GPU", 13) << llvm::right_justify("bubble", 8)
+     << llvm::right_justify("exposed comm", 14) << llvm::right_justify("peak memory", 13) << "\n";
+  for (auto [n, r] : llvm::enumerate(rows)) {
+    os << "  ";
+    if (numbered)
+      os << llvm::left_justify(std::to_string(n + 1), 4);
+    for (size_t k = 0; k < used.size(); ++k) {
+      const json::Value *v = lookup(r.config, used[k]->key);
+      os << llvm::left_justify(v ? displayValue(*v) : "-", widths[k]);
+    }
+    os << llvm::right_justify(formatSeconds(r.stepTimeS), 10)
+       << llvm::right_justify(formatCount(r.tokensPerS), 11)
+       << llvm::right_justify(llvm::formatv("{0:f1}", r.tflopsPerGpu).str(), 13)
+       << llvm::right_justify(percent(r.bubbleFraction), 8)
+       << llvm::right_justify(formatSeconds(r.exposedCommS), 14)
+       << llvm::right_justify(formatBytes(static_cast<double>(r.peakMemoryBytes)), 13) << "\n";
+  }
+}
+
+/// "sharding gradients instead of full, window - instead of 2".
+std::string differences(const TunedConfiguration &other, const TunedConfiguration &best,
+                        llvm::ArrayRef<Dimension> dimensions) {
+  std::vector<std::string> keys;
+  for (const Assignment &a : best.config)
+    keys.push_back(a.key);
+  for (const Assignment &a : other.config)
+    if (!llvm::is_contained(keys, a.key))
+      keys.push_back(a.key);
+  std::string text;
+  for (const std::string &key : keys) {
+    const json::Value *mine = lookup(other.config, key), *theirs = lookup(best.config, key);
+    std::string a = mine ? displayValue(*mine) : "-", b = theirs ? displayValue(*theirs) : "-";
+    if (a != b)
+      text += (text.empty() ? "" : ", ") + columnOf(dimensions, key) + " " + a + " instead of " + b;
+  }
+  return text.empty() ? "nothing" : text;
+}
+
+/// Why `loser` is slower than `best`: its step split into compute, communication it waits
+/// for, and the rest of its idle time (fill, drain, imbalance), each compared.
+std::string whyLost(const TunedConfiguration &loser, const TunedConfiguration &best) {
+  auto parts = [](const TunedConfiguration &c) {
+    const double idle = c.bubbleFraction * c.stepTimeS;
+    return std::array<double, 3>{c.stepTimeS - idle, c.exposedCommS, idle - c.exposedCommS};
+  };
+  std::array<double, 3> a = parts(loser), b = parts(best);
+  static const char *const kNames[] = {"compute per rank", "exposed communication",
+                                       "pipeline bubble (fill, drain, imbalance)"};
+  size_t worst = 0;
+  for (size_t k = 1; k < 3; ++k)
+    if (a[k] - b[k] > a[worst] - b[worst])
+      worst = k;
+  std::string text;
+  for (size_t k = 0; k < 3; ++k)
+    text += std::string(k ? ", " : "") + kNames[k] + " " + formatSeconds(a[k]) + " against " +
+            formatSeconds(b[k]);
+  return "mostly " + std::string(kNames[worst]) + " (" + text + ")";
+}
+
+json::Value entryJson(const TunedConfiguration &c) {
+  json::Object config;
+  for (const Assignment &a : c.config)
+    config[a.key] = a.value;
+  return json::Object{{"job", c.job},
+                      {"config", std::move(config)},
+                      {"schedule", c.family},
+                      {"step_time_s", c.stepTimeS},
+                      {"tokens_per_s", c.tokensPerS},
+                      {"peak_memory_bytes", c.peakMemoryBytes},
+                      {"tflops_per_gpu", c.tflopsPerGpu},
+                      {"bubble_fraction", c.bubbleFraction},
+                      {"exposed_comm_s", c.exposedCommS},
+                      {"bounds", json::Object{{"step_time_s", c.bounds.stepTimeS},
+                                              {"peak_memory_bytes", c.bounds.peakMemoryBytes}}}};
+}
+
+json::Value entriesJson(llvm::ArrayRef<TunedConfiguration> entries) {
+  json::Array out;
+  for (const TunedConfiguration &c : entries)
+    out.push_back(entryJson(c));
+  return out;
+}
+
+/// The batch per GPU: "2", "0.5".
+std::string perGpuLabel(const TuneResult &r) {
+  if (r.globalBatch % r.gpus == 0)
+    return std::to_string(r.globalBatch / r.gpus);
+  return llvm::formatv("{0:g}", static_cast<double>(r.globalBatch) / r.gpus).str();
+}
+
+} // namespace
+
+void conduit::printTuneTable(const std::string &path, const TuneResult &result,
+                             llvm::raw_ostream &os) {
+  llvm::ArrayRef<Dimension> dimensions = result.dimensions;
+  const TuneCounts &c = result.counts;
+  os << "conduit-tune: " << path << " on " << result.gpus << " GPUs, global batch "
+     << result.globalBatch << " samples (" << perGpuLabel(result) << " per GPU), objective "
+     << (result.objective == TuneObjective::Throughput ? "throughput" : "memory") << "\n";
+  const int64_t decided =
+      c.invalid + c.infeasibleByBound + c.infeasibleCompiled + c.pruned + c.evaluated + c.failed;
+  os << "  searched " << c.configurations << " configurations in " << formatSeconds(c.seconds)
+     << " (bounds " << formatSeconds(c.boundSeconds) << "): " << c.invalid << " invalid, "
+     << c.infeasibleByBound + c.infeasibleCompiled << " do not fit (" << c.infeasibleByBound
+     << " by their memory bound, " << c.infeasibleCompiled << " compiled), " << c.pruned
+     << " pruned by their bounds, " << c.evaluated << " compiled and ranked";
+  if (c.failed)
+    os << ", " << c.failed << " failed to compile";
+  os << "; " << formatCount(c.seconds > 0 ? static_cast<double>(decided) / c.seconds : 0)
+     << " configurations/s\n";
+  if (!c.complete)
+    os << "  the budget ran out with " << c.undecided
+       << " candidates undecided: the ranking is the best of what was compiled, not proven\n";
+  if (c.failed)
+    os << "  failed, for example: " << result.exampleFailure << "\n";
+  os << "\n";
+  printRows(result.top, dimensions, /*numbered=*/true, os);
+
+  const TunedConfiguration &best = result.top.front();
+  const TunedConfiguration &recommended = result.best();
+  os << "\n  best: step " << formatSeconds(recommended.stepTimeS) << ", "
+     << formatCount(recommended.tokensPerS) << " tokens/s, peak memory "
+     << formatBytes(static_cast<double>(recommended.peakMemoryBytes))
+     << (&recommended == &best ? " (#1)" : " (#1 with the micro-batch search's cut)") << "\n";
+  if (result.top.size() > 1) {
+    const TunedConfiguration &second = result.top[1];
+    os << "\n  runner-up: " << differences(second, best, dimensions) << "; ";
+    if (second.stepTimeS > best.stepTimeS)
+      os << llvm::formatv("{0:f2}", 100 * (second.stepTimeS / best.stepTimeS - 1)) << "% slower, "
+         << whyLost(second, best) << "\n";
+    else if (second.peakMemoryBytes > best.peakMemoryBytes)
+      os << "as fast, but " << formatBytes(static_cast<double>(second.peakMemoryBytes)) << " at "
+         << "its peak against " << formatBytes(static_cast<double>(best.peakMemoryBytes)) << "\n";
+    else
+      os << "the same figures (a tie, ranked by the order of the search space)\n";
+  }
+  if (result.refinement) {
+    const Refinement &r = *result.refinement;
+    if (!r.skipped.empty() || r.refined.config.empty()) {
+      os << "\n  micro-batch search: not applied"
+         << (r.skipped.empty() ? "" : " (" + r.skipped + ")") << "\n";
+    } else {
+      os << "\n  micro-batch search on " << differences(r.from, best, dimensions)
+         << " (relative to #1): step " << formatSeconds(r.from.stepTimeS) << " -> "
+         << formatSeconds(r.refined.stepTimeS) << ", peak "
+         << formatBytes(static_cast<double>(r.refined.peakMemoryBytes))
+         << (r.better ? "; it beats #1 and is the recommendation" : "; #1 stays the best") << "\n";
+    }
+  }
+
+  os << "\n  best of each schedule:\n";
+  printRows(result.bestPerFamily, dimensions, /*numbered=*/false, os);
+  for (const TunedConfiguration &f : result.bestPerFamily)
+    if (f.index != best.index && f.stepTimeS > best.stepTimeS)
+      os << "    " << f.family << ": "
+         << llvm::formatv("{0:f1}", 100 * (f.stepTimeS / best.stepTimeS - 1)) << "% slower, "
+         << whyLost(f, best) << "\n";
+
+  os << "\n  Pareto front (no configuration is both faster and smaller):\n";
+  printRows(result.pareto, dimensions, /*numbered=*/false, os);
+}
+
+json::Value conduit::tuneToJson(const TuneResult &result) {
+  const TuneCounts &c = result.counts;
+  json::Object search{{"configurations", c.configurations},
+                      {"invalid", c.invalid},
+                      {"infeasible", c.infeasibleByBound + c.infeasibleCompiled},
+                      {"infeasible_by_bound", c.infeasibleByBound},
+                      {"pruned", c.pruned},
+                      {"evaluated", c.evaluated},
+                      {"failed", c.failed},
+                      {"undecided", c.undecided},
+                      {"complete", c.complete},
+                      {"seconds", c.seconds},
+                      {"bound_seconds", c.boundSeconds}};
+  json::Object out{
+      {"gpus", result.gpus},
+      {"global_batch", result.globalBatch},
+      {"objective", result.objective == TuneObjective::Throughput ? "throughput" : "memory"},
+      {"best", entryJson(result.best())},
+      {"top", entriesJson(result.top)},
+      {"best_per_schedule", entriesJson(result.bestPerFamily)},
+      {"pareto", entriesJson(result.pareto)},
+      {"search", std::move(search)}};
+  if (result.refinement && !result.refinement->refined.config.empty())
+    out["microbatch_search"] = json::Object{{"from", entryJson(result.refinement->from)},
+                                            {"refined", entryJson(result.refinement->refined)}};
+  return out;
+}
+
+void conduit::writeTuneChart(const std::string &title, llvm::ArrayRef<TuneResult> results,
+                             llvm::raw_ostream &os) {
+  // family -> (batch per GPU, tokens/s), in the order the batches were given.
+  std::map<std::string, std::vector<std::pair<double, double>>> lines;
+  double xMin = INFINITY, xMax = 0, yMax = 0;
+  for (const TuneResult &r : results) {
+    const double perGpu = static_cast<double>(r.globalBatch) / r.gpus;
+    xMin = std::min(xMin, perGpu);
+    xMax = std::max(xMax, perGpu);
+    for (const TunedConfiguration &f : r.bestPerFamily) {
+      lines[f.family].push_back({perGpu, f.tokensPerS});
+      yMax = std::max(yMax, f.tokensPerS);
+    }
+  }
+  const double width = 760, height = 440, left = 80, right = 150, top = 50, bottom = 60;
+  const double plotW = width - left - right, plotH = height - top - bottom;
+  const double lx0 = std::log2(xMin), lx1 = std::max(std::log2(xMax), lx0 + 1);
+  // A round ceiling for the y axis.
+  const double power = std::pow(10.0, std::floor(std::log10(std::max(yMax, 1.0))));
+  double yTop = power;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * power >= yMax) {
+      yTop = m * power;
+      break;
+    }
+  auto px = [&](double x) { return left + (std::log2(x) - lx0) / (lx1 - lx0) * plotW; };
+  auto py = [&](double y) { return top + plotH - y / yTop * plotH; };
+
+  os << llvm::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+                     "font-family=\"sans-serif\">\n",
+                     width, height);
+  os << "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
+  os << llvm::format("<text x=\"%.0f\" y=\"24\" font-size=\"14\" font-weight=\"bold\">", left)
+     << title << "</text>\n";
+  os << llvm::format("<text x=\"%.0f\" y=\"40\" font-size=\"11\" fill=\"#555\">", left)
+     << "best configuration of each schedule found by conduit-tune, per global batch</text>\n";
+  // Axes, grid and ticks.
+  for (int k = 0; k <= 5; ++k) {
+    const double y = yTop * k / 5;
+    os << llvm::format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                       left, py(y), left + plotW, py(y));
+    os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">",
+                       left - 6, py(y) + 4)
+       << formatCount(y) << "</text>\n";
+  }
+  for (const TuneResult &r : results) {
+    const double perGpu = static_cast<double>(r.globalBatch) / r.gpus;
+    os << llvm::format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                       px(perGpu), top, px(perGpu), top + plotH);
+    os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">",
+                       px(perGpu), top + plotH + 16)
+       << perGpuLabel(r) << "</text>\n";
+  }
+  os << llvm::format("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+                     "stroke=\"#333\"/>\n",
+                     left, top, plotW, plotH);
+  os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">",
+                     left + plotW / 2, height - 18)
+     << "batch per GPU (samples per step / GPUs, log scale)</text>\n";
+  os << llvm::format("<text transform=\"translate(18 %.1f) rotate(-90)\" font-size=\"12\" "
+                     "text-anchor=\"middle\">tokens/s</text>\n",
+                     top + plotH / 2);
+
+  // Tableau 10, distinguishable for most colour vision.
+  static const char *const kColours[] = {"#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2",
+                                         "#9d755d", "#eeca3b", "#72b7b2", "#ff9da6", "#bab0ac"};
+  // Labels at the lines' right ends, moved apart where two would overlap.
+  std::vector<std::tuple<double, double, std::string>> labels; // y, x, text
+  size_t colour = 0;
+  std::map<std::string, const char *> colourOf;
+  for (auto &[family, points] : lines) {
+    const char *stroke = kColours[colour++ % std::size(kColours)];
+    colourOf[family] = stroke;
+    std::string d;
+    for (auto [k, p] : llvm::enumerate(points))
+      d += llvm::formatv("{0}{1:f1},{2:f1} ", k ? "L" : "M", px(p.first), py(p.second)).str();
+    os << "<path d=\"" << d << "\" fill=\"none\" stroke=\"" << stroke
+       << "\" stroke-width=\"2\"/>\n";
+    for (const auto &p : points)
+      os << llvm::format("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", px(p.first),
+                         py(p.second), stroke);
+    labels.push_back({py(points.back().second), px(points.back().first), family});
+  }
+  std::sort(labels.begin(), labels.end());
+  for (size_t k = 1; k < labels.size(); ++k)
+    std::get<0>(labels[k]) = std::max(std::get<0>(labels[k]), std::get<0>(labels[k - 1]) + 14);
+  for (const auto &[y, x, family] : labels)
+    os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"%s\">", x + 8, y + 4,
+                       colourOf[family])
+       << family << "</text>\n";
+  os << "</svg>\n";
+}

@@ -1,0 +1,387 @@
+//===- TuneSpace.cpp - the configurations conduit-tune searches -----------===//
+
+#include "compiler/TuneSpace.h"
+
+#include "dialects/pipe/PipeAttrs.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace conduit;
+namespace json = llvm::json;
+
+const json::Value *conduit::lookup(const Configuration &config, llvm::StringRef key) {
+  for (const Assignment &a : config)
+    if (a.key == key)
+      return &a.value;
+  return nullptr;
+}
+
+int64_t conduit::integerOf(const Configuration &config, llvm::StringRef key, int64_t fallback) {
+  if (const json::Value *v = lookup(config, key))
+    if (std::optional<int64_t> n = v->getAsInteger())
+      return *n;
+  return fallback;
+}
+
+std::string conduit::stringOf(const Configuration &config, llvm::StringRef key) {
+  if (const json::Value *v = lookup(config, key))
+    if (std::optional<llvm::StringRef> s = v->getAsString())
+      return s->str();
+  return "";
+}
+
+std::string conduit::displayValue(const json::Value &value) {
+  if (std::optional<llvm::StringRef> s = value.getAsString())
+    return s->str();
+  return llvm::formatv("{0}", value).str();
+}
+
+namespace {
+
+/// JSON equality with numbers compared by value (1 and 1.0 are the same size).
+bool sameValue(const json::Value &a, const json::Value &b) {
+  std::optional<double> x = a.getAsNumber(), y = b.getAsNumber();
+  if (x && y)
+    return *x == *y;
+  return a == b;
+}
+
+} // namespace
+
+std::optional<Restriction> conduit::parseRestriction(llvm::StringRef spec, llvm::StringRef option,
+                                                     std::string &error) {
+  auto [key, list] = spec.split('=');
+  if (key.empty() || !spec.contains('=') || list.empty()) {
+    error = option.str() + " expects key.path=" +
+            (option == "--fix" ? std::string("value") : std::string("v1,v2,...")) + ", got \"" +
+            spec.str() + "\"";
+    return std::nullopt;
+  }
+  Restriction restriction{key.trim().str(), {}};
+  llvm::SmallVector<llvm::StringRef> values;
+  if (option == "--fix")
+    values.push_back(list);
+  else
+    list.split(values, ',');
+  for (llvm::StringRef text : values) {
+    text = text.trim();
+    if (text.empty()) {
+      error = option.str() + " " + restriction.key + ": empty value in \"" + list.str() + "\"";
+      return std::nullopt;
+    }
+    llvm::Expected<json::Value> parsed = json::parse(text);
+    json::Value value = text.str();
+    if (parsed)
+      value = std::move(*parsed);
+    else
+      llvm::consumeError(parsed.takeError());
+    // A value listed twice is searched once.
+    if (llvm::none_of(restriction.values,
+                      [&](const json::Value &v) { return sameValue(v, value); }))
+      restriction.values.push_back(std::move(value));
+  }
+  return restriction;
+}
+
+namespace {
+
+constexpr llvm::StringLiteral kPipeline = "parallelism.pipeline";
+constexpr llvm::StringLiteral kData = "parallelism.data";
+constexpr llvm::StringLiteral kMicrobatchSize = "parallelism.microbatch_size";
+constexpr llvm::StringLiteral kMicrobatches = "parallelism.microbatches";
+constexpr llvm::StringLiteral kStagesPerDevice = "parallelism.stages_per_device";
+constexpr llvm::StringLiteral kSchedule = "parallelism.schedule";
+constexpr llvm::StringLiteral kSharding = "parallelism.sharding";
+
+int64_t pipelineOf(const Configuration &c) { return integerOf(c, kPipeline, 1); }
+int64_t dataOf(const Configuration &c) { return integerOf(c, kData, 1); }
+int64_t stagesPerDeviceOf(const Configuration &c) { return integerOf(c, kStagesPerDevice, 1); }
+/// Samples per replica and step.
+int64_t replicaBatch(const SpaceRequest &r, const Configuration &c) {
+  return r.globalBatch / dataOf(c);
+}
+
+/// Every name of a pipe enum, in the enum's order: the compiler's own list of choices.
+template <typename Enum>
+std::vector<json::Value> enumNames(unsigned maxValue, std::optional<Enum> (*symbolize)(uint32_t),
+                                   llvm::StringRef (*stringify)(Enum)) {
+  std::vector<json::Value> names;
+  for (unsigned v = 0; v <= maxValue; ++v)
+    if (std::optional<Enum> e = symbolize(v))
+      names.push_back(stringify(*e).str());
+  return names;
+}
+
+std::vector<json::Value> integers(llvm::ArrayRef<int64_t> values) {
+  std::vector<json::Value> out;
+  for (int64_t v : values)
+    out.push_back(v);
+  return out;
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0)
+      out.push_back(d);
+  return out;
+}
+
+bool always(const SpaceRequest &, const Configuration &) { return true; }
+
+/// Whether `value` is an integer for which `accept` holds.
+template <typename Accept> bool integerWhere(const json::Value &value, Accept accept) {
+  std::optional<int64_t> n = value.getAsInteger();
+  return n && accept(*n);
+}
+
+std::vector<Dimension> makeBuiltins() {
+  std::vector<Dimension> table;
+  // P: divides the GPU count; every stage needs a layer.
+  table.push_back({kPipeline.str(), "P", always,
+                   [](const SpaceRequest &r, const Configuration &) {
+                     std::vector<int64_t> out;
+                     for (int64_t p : divisors(r.gpus))
+                       if (p <= r.numLayers)
+                         out.push_back(p);
+                     return integers(out);
+                   },
+                   [](const SpaceRequest &r, const Configuration &, const json::Value &v) {
+                     return integerWhere(v, [&](int64_t p) { return p >= 1 && r.gpus % p == 0; });
+                   },
+                   [](const SpaceRequest &r) {
+                     return "no pipeline size left that divides --gpus " + std::to_string(r.gpus) +
+                            " and is at most the model's " + std::to_string(r.numLayers) +
+                            " layers";
+                   }});
+  // D: the rest of the GPUs, and it must divide the global batch.
+  table.push_back(
+      {kData.str(), "D", always,
+       [](const SpaceRequest &r, const Configuration &c) {
+         const int64_t d = r.gpus / pipelineOf(c);
+         return r.globalBatch % d == 0 ? integers({d}) : std::vector<json::Value>{};
+       },
+       [](const SpaceRequest &r, const Configuration &c, const json::Value &v) {
+         const int64_t d = r.gpus / pipelineOf(c);
+         return integerWhere(v, [&](int64_t n) { return n == d && r.globalBatch % d == 0; });
+       },
+       [](const SpaceRequest &r) {
+         std::string sizes;
+         for (int64_t p : divisors(r.gpus))
+           if (p <= r.numLayers)
+             sizes += (sizes.empty() ? "" : ", ") + std::to_string(r.gpus / p);
+         return "--global-batch " + std::to_string(r.globalBatch) +
+                " is not a multiple of the data-parallel size of any shape of --gpus " +
+                std::to_string(r.gpus) + " (D = GPUs / pipeline, with at most " +
+                std::to_string(r.numLayers) + " pipeline ranks for this model: D is one of " +
+                sizes + "); use a multiple of one of them";
+       }});
+  // b: divides the batch of a replica.
+  table.push_back({kMicrobatchSize.str(), "b", always,
+                   [](const SpaceRequest &r, const Configuration &c) {
+                     return integers(divisors(replicaBatch(r, c)));
+                   },
+                   [](const SpaceRequest &r, const Configuration &c, const json::Value &v) {
+                     return integerWhere(
+                         v, [&](int64_t b) { return b >= 1 && replicaBatch(r, c) % b == 0; });
+                   },
+                   [](const SpaceRequest &r) {
+                     return "no micro-batch size divides the batch per replica (--global-batch " +
+                            std::to_string(r.globalBatch) + " over the data-parallel size)";
+                   }});
+  // M: the micro-batches that make up the replica's batch, D·M·b = B.
+  table.push_back({kMicrobatches.str(), "M", always,
+                   [](const SpaceRequest &r, const Configuration &c) {
+                     return integers({replicaBatch(r, c) / integerOf(c, kMicrobatchSize, 1)});
+                   },
+                   [](const SpaceRequest &r, const Configuration &c, const json::Value &v) {
+                     const int64_t m = replicaBatch(r, c) / integerOf(c, kMicrobatchSize, 1);
+                     return integerWhere(v, [&](int64_t n) { return n == m; });
+                   },
+                   [](const SpaceRequest &r) {
+                     return "no micro-batch count gives data x microbatches x microbatch_size = "
+                            "--global-batch " +
+                            std::to_string(r.globalBatch);
+                   }});
+  // V: as many stages per device as the layers allow.
+  table.push_back({kStagesPerDevice.str(), "V", always,
+                   [](const SpaceRequest &r, const Configuration &c) {
+                     std::vector<int64_t> out;
+                     for (int64_t v = 1; v * pipelineOf(c) <= r.numLayers; ++v)
+                       out.push_back(v);
+                     return integers(out);
+                   },
+                   [](const SpaceRequest &r, const Configuration &c, const json::Value &v) {
+                     return integerWhere(
+                         v, [&](int64_t n) { return n >= 1 && n * pipelineOf(c) <= r.numLayers; });
+                   },
+                   [](const SpaceRequest &r) {
+                     return "pipeline x stages_per_device must be at most the model's " +
+                            std::to_string(r.numLayers) + " layers";
+                   }});
+  // Every schedule the compiler knows; the job-file reader says which fit the shape.
+  table.push_back({kSchedule.str(), "schedule", always,
+                   [](const SpaceRequest &, const Configuration &) {
+                     return enumNames<pipe::ScheduleKind>(pipe::getMaxEnumValForScheduleKind(),
+                                                          pipe::symbolizeScheduleKind,
+                                                          pipe::stringifyScheduleKind);
+                   },
+                   nullptr, nullptr});
+  // The interleaved schedules' group size N, P <= N <= M: Megatron's default P, doublings of
+  // it, and M (the breadth-first order with a 1F1B steady state).
+  table.push_back({"parallelism.group_size", "N",
+                   [](const SpaceRequest &, const Configuration &c) {
+                     std::optional<pipe::ScheduleKind> kind =
+                         pipe::symbolizeScheduleKind(stringOf(c, kSchedule));
+                     return kind && (*kind == pipe::ScheduleKind::DepthFirst ||
+                                     *kind == pipe::ScheduleKind::InterleavedZeroBubble);
+                   },
+                   [](const SpaceRequest &, const Configuration &c) {
+                     const int64_t p = pipelineOf(c), m = integerOf(c, kMicrobatches, 1);
+                     std::vector<int64_t> out{p};
+                     for (int64_t n = 2 * p; n < m; n *= 2)
+                       out.push_back(n);
+                     if (m > p)
+                       out.push_back(m);
+                     return integers(out);
+                   },
+                   nullptr, nullptr});
+  // Deferred weight gradients for the schedules with whole backwards (the zero-bubble ones
+  // always split).
+  table.push_back({"parallelism.split_backward", "split",
+                   [](const SpaceRequest &, const Configuration &c) {
+                     std::optional<pipe::ScheduleKind> kind =
+                         pipe::symbolizeScheduleKind(stringOf(c, kSchedule));
+                     return kind && !pipe::isZeroBubble(*kind);
+                   },
+                   [](const SpaceRequest &, const Configuration &) {
+                     return std::vector<json::Value>{false, true};
+                   },
+                   nullptr, nullptr});
+  table.push_back({"parallelism.activation_checkpointing", "ckpt", always,
+                   [](const SpaceRequest &, const Configuration &) {
+                     return enumNames<pipe::Checkpointing>(pipe::getMaxEnumValForCheckpointing(),
+                                                           pipe::symbolizeCheckpointing,
+                                                           pipe::stringifyCheckpointing);
+                   },
+                   nullptr, nullptr});
+  // Sharding means nothing with one replica.
+  table.push_back(
+      {kSharding.str(), "sharding", always,
+       [](const SpaceRequest &, const Configuration &c) {
+         if (dataOf(c) == 1)
+           return std::vector<json::Value>{pipe::stringifySharding(pipe::Sharding::None).str()};
+         return enumNames<pipe::Sharding>(pipe::getMaxEnumValForSharding(), pipe::symbolizeSharding,
+                                          pipe::stringifySharding);
+       },
+       [](const SpaceRequest &, const Configuration &c, const json::Value &v) {
+         return dataOf(c) > 1 || v.getAsString() == pipe::stringifySharding(pipe::Sharding::None);
+       },
+       [](const SpaceRequest &) {
+         return std::string("sharding needs more than one data-parallel replica");
+       }});
+  // The FSDP window matters only for full sharding over several stages: one stage resident,
+  // the default two, or every stage (no re-gathering); larger windows equal V.
+  table.push_back({"parallelism.fsdp_window", "window",
+                   [](const SpaceRequest &, const Configuration &c) {
+                     return dataOf(c) > 1 && stagesPerDeviceOf(c) > 1 &&
+                            stringOf(c, kSharding) == pipe::stringifySharding(pipe::Sharding::Full);
+                   },
+                   [](const SpaceRequest &, const Configuration &c) {
+                     const int64_t v = stagesPerDeviceOf(c);
+                     return integers(v > 2 ? std::vector<int64_t>{1, 2, v}
+                                           : std::vector<int64_t>{1, 2});
+                   },
+                   nullptr, nullptr});
+  // The rank order decides which links the pipeline and data-parallel groups use.
+  table.push_back({"parallelism.rank_order", "order",
+                   [](const SpaceRequest &, const Configuration &c) {
+                     return pipelineOf(c) > 1 && dataOf(c) > 1;
+                   },
+                   [](const SpaceRequest &, const Configuration &) {
+                     return enumNames<pipe::RankOrder>(pipe::getMaxEnumValForRankOrder(),
+                                                       pipe::symbolizeRankOrder,
+                                                       pipe::stringifyRankOrder);
+                   },
+                   nullptr, nullptr});
+  return table;
+}
+
+const Restriction *restrictionOf(const SpaceRequest &request, llvm::StringRef key) {
+  for (const Restriction &r : request.restrictions)
+    if (r.key == key)
+      return &r;
+  return nullptr;
+}
+
+} // namespace
+
+const std::vector<Dimension> &conduit::builtinDimensions() {
+  static const std::vector<Dimension> table = makeBuiltins();
+  return table;
+}
+
+llvm::ArrayRef<llvm::StringLiteral> conduit::shapeDependentKeys() {
+  static const llvm::StringLiteral keys[] = {"parallelism.stage_layers",
+                                             "parallelism.microbatch_partitions"};
+  return keys;
+}
+
+std::vector<Dimension> conduit::dimensionsFor(const SpaceRequest &request) {
+  std::vector<Dimension> table = builtinDimensions();
+  for (const Restriction &r : request.restrictions) {
+    if (llvm::any_of(table, [&](const Dimension &d) { return d.key == r.key; }))
+      continue;
+    llvm::StringRef column = llvm::StringRef(r.key).rsplit('.').second;
+    std::vector<json::Value> values = r.values;
+    table.push_back({r.key, column.empty() ? r.key : column.str(), always,
+                     [values](const SpaceRequest &, const Configuration &) { return values; },
+                     nullptr, nullptr});
+  }
+  return table;
+}
+
+std::vector<Configuration> conduit::enumerateSpace(const SpaceRequest &request,
+                                                   llvm::ArrayRef<Dimension> dimensions,
+                                                   std::string &why) {
+  std::vector<Configuration> partial{{}};
+  for (const Dimension &dim : dimensions) {
+    const Restriction *restriction = restrictionOf(request, dim.key);
+    std::vector<Configuration> next;
+    for (Configuration &config : partial) {
+      if (!dim.applies(request, config)) {
+        next.push_back(std::move(config));
+        continue;
+      }
+      std::vector<json::Value> values;
+      if (restriction) {
+        for (const json::Value &v : restriction->values)
+          if (!dim.admits || dim.admits(request, config, v))
+            values.push_back(v);
+      } else {
+        values = dim.values(request, config);
+      }
+      for (json::Value &v : values) {
+        Configuration extended = config;
+        extended.push_back({dim.key, std::move(v)});
+        next.push_back(std::move(extended));
+      }
+    }
+    if (next.empty() && !partial.empty()) {
+      std::string listed;
+      if (restriction)
+        for (const json::Value &v : restriction->values)
+          listed += (listed.empty() ? "" : ",") + displayValue(v);
+      why = dim.key + ": " +
+            (restriction ? "no configuration can take the value(s) " + listed +
+                               " given to --vary or --fix" +
+                               (dim.whyEmpty ? " (" + dim.whyEmpty(request) + ")" : "")
+                         : (dim.whyEmpty ? dim.whyEmpty(request) : "no value fits"));
+      return {};
+    }
+    partial = std::move(next);
+  }
+  return partial;
+}

@@ -1,0 +1,106 @@
+//===- TuneSpace.h - the configurations conduit-tune searches ---*- C++ -*-===//
+//
+// The search space of conduit-tune as a table of dimensions. A dimension is one job-file key
+// (`parallelism.pipeline`, `parallelism.sharding`, ...) with the values it takes given the
+// keys before it: the pipeline size divides the GPU count, the data-parallel size is what is
+// left, the micro-batch size divides the batch per replica, the group size exists only for
+// depth-first, and so on. A configuration is the list of assignments one path through the
+// table makes; applied to the job file's JSON it is a complete job. Schedules come from the
+// pipe dialect's ScheduleKind enum, so a schedule the compiler gains is searched without a
+// change here, and the job-file reader has the last word on which combinations are valid.
+// A new dimension is one more row of the table; `--vary` on a key that no row owns adds a
+// row for it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_COMPILER_TUNESPACE_H
+#define CONDUIT_COMPILER_TUNESPACE_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/JSON.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace conduit {
+
+/// One key of the job file set to one value.
+struct Assignment {
+  std::string key;
+  llvm::json::Value value;
+};
+
+/// The assignments of one configuration, in the order of the dimensions that made them.
+using Configuration = std::vector<Assignment>;
+
+/// The value `key` has in `config`, or null when the configuration does not set it.
+const llvm::json::Value *lookup(const Configuration &config, llvm::StringRef key);
+/// The integer `key` has in `config`; `fallback` when it does not set it.
+int64_t integerOf(const Configuration &config, llvm::StringRef key, int64_t fallback);
+/// The string `key` has in `config`; "" when it does not set it.
+std::string stringOf(const Configuration &config, llvm::StringRef key);
+
+/// `--vary KEY=v1,v2` or `--fix KEY=v`: the values a key may take.
+struct Restriction {
+  std::string key;
+  std::vector<llvm::json::Value> values;
+};
+
+/// Parses "key.path=v1,v2,..." (each value as JSON, or as a string when it is not JSON); on a
+/// malformed specification sets `error`, which names `option`.
+std::optional<Restriction> parseRestriction(llvm::StringRef spec, llvm::StringRef option,
+                                            std::string &error);
+
+/// What the space is built for.
+struct SpaceRequest {
+  int64_t gpus = 1;
+  int64_t globalBatch = 1; ///< samples per step, all replicas together
+  int64_t numLayers = 1;   ///< layers of the model chain (embedding and head included)
+  std::vector<Restriction> restrictions;
+};
+
+/// A row of the table.
+struct Dimension {
+  std::string key;
+  /// The table's column header.
+  std::string column;
+  /// Whether the key means anything given the earlier keys; where it does not, the
+  /// configuration leaves it out and the job's default holds.
+  std::function<bool(const SpaceRequest &, const Configuration &)> applies;
+  /// The values searched when no restriction names the key.
+  std::function<std::vector<llvm::json::Value>(const SpaceRequest &, const Configuration &)> values;
+  /// Whether a value a restriction lists can hold at all given the earlier keys (the pipeline
+  /// size must divide the GPU count, ...); null: any value may, and the job-file reader
+  /// decides.
+  std::function<bool(const SpaceRequest &, const Configuration &, const llvm::json::Value &)>
+      admits;
+  /// Why no value was left, for the message when the whole space is empty.
+  std::function<std::string(const SpaceRequest &)> whyEmpty;
+};
+
+/// The built-in dimensions, in the order they are chosen.
+const std::vector<Dimension> &builtinDimensions();
+
+/// Job-file keys whose meaning depends on the shape (explicit stage layouts and micro-batch
+/// cuts): the tuner removes them from the starting job.
+llvm::ArrayRef<llvm::StringLiteral> shapeDependentKeys();
+
+/// The table for `request`: the built-in dimensions, then one for every restricted key no
+/// built-in dimension owns.
+std::vector<Dimension> dimensionsFor(const SpaceRequest &request);
+
+/// Every configuration of the space. When it is empty, `why` says which key emptied it and
+/// what would work.
+std::vector<Configuration> enumerateSpace(const SpaceRequest &request,
+                                          llvm::ArrayRef<Dimension> dimensions, std::string &why);
+
+/// "8" for numbers, the text for strings, JSON otherwise: how a value reads in a table.
+std::string displayValue(const llvm::json::Value &value);
+
+} // namespace conduit
+
+#endif // CONDUIT_COMPILER_TUNESPACE_H

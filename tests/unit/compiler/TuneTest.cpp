@@ -1,0 +1,259 @@
+//===- TuneTest.cpp - conduit-tune's search against brute force -----------===//
+//
+// On spaces small enough to compile every configuration, the tuner's ranking, the best of
+// each schedule and the Pareto front must equal what compiling all of them with the compiler
+// gives, figure for figure; configurations that do not fit are never ranked; and the bounds
+// the search prunes by are never above what a configuration compiles to.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Tune.h"
+
+#include "../CompileJob.h"
+#include "analysis/Report.h"
+#include "dialects/pipe/PipeOps.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+using namespace conduit;
+namespace json = llvm::json;
+
+namespace {
+
+/// One configuration compiled on its own.
+struct Compiled {
+  size_t index = 0;
+  std::string family;
+  bool fits = false;
+  double stepTimeS = 0;
+  int64_t peakMemoryBytes = 0;
+};
+
+json::Value loadJob(const std::string &path) {
+  Diagnostics diag(path);
+  std::optional<json::Value> root = loadJsonFile(path, diag);
+  EXPECT_TRUE(root) << diag.getError()->str();
+  return *root;
+}
+
+void setMemory(json::Value &root, int64_t bytes) {
+  (*root.getAsObject()->getObject("cluster"))["memory_bytes"] = bytes;
+}
+
+/// Compiles every configuration of the space with the compiler, checking each one's bounds.
+std::vector<Compiled> bruteForce(const json::Value &root, const std::string &path,
+                                 const TuneOptions &options) {
+  llvm::Expected<int64_t> layers = modelLayerCount(root, path);
+  EXPECT_TRUE(static_cast<bool>(layers));
+  SpaceRequest request{options.gpus, options.globalBatch, *layers, options.restrictions};
+  std::vector<Dimension> dimensions = dimensionsFor(request);
+  std::string why;
+  std::vector<Configuration> configs = enumerateSpace(request, dimensions, why);
+  EXPECT_FALSE(configs.empty()) << why;
+  std::vector<Compiled> out;
+  BoundCalculator calculator;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    json::Value text = applyConfiguration(root, dimensions, configs[i]);
+    Diagnostics diag(path);
+    std::optional<Job> job = parseJob(text, path, diag);
+    if (!job)
+      continue;
+    CompiledJob compiled = compileJob(*job);
+    Compiled c;
+    c.index = i;
+    c.family = pipe::stringifyScheduleKind(job->parallelism.schedule).str();
+    if (compiled.ok && compiled.verified) {
+      c.fits = true;
+      c.stepTimeS = analyzeStep(compiled.verified->plan, compiled.verified->simulation).stepTimeS;
+      for (const runtime::RankProgram &rank : compiled.verified->plan.ranks)
+        c.peakMemoryBytes = std::max(c.peakMemoryBytes, rank.peakMemoryBytes);
+    } else {
+      // Only memory may refuse a configuration the reader accepted and the scheduler can run.
+      for (pipe::ModelOp model : compiled.module->getOps<pipe::ModelOp>())
+        for (pipe::RankOp rank : model.getRanks())
+          c.peakMemoryBytes =
+              std::max<int64_t>(c.peakMemoryBytes, rank.getPeakMemory().value_or(0));
+      if (c.peakMemoryBytes <= job->cluster.memoryBytes)
+        continue; // the scheduler refuses it: not a candidate
+    }
+    llvm::Expected<Bounds> bounds = calculator.bounds(*job, "");
+    if (!bounds) {
+      ADD_FAILURE() << "configuration " << i
+                    << " compiles but its bounds fail: " << llvm::toString(bounds.takeError());
+      continue;
+    }
+    EXPECT_LE(calculator.staticMemoryBound(*job), c.peakMemoryBytes) << "configuration " << i;
+    EXPECT_LE(bounds->peakMemoryBytes, c.peakMemoryBytes) << "configuration " << i;
+    if (c.fits)
+      EXPECT_LE(bounds->stepTimeS, c.stepTimeS * (1 + 1e-9)) << "configuration " << i;
+    out.push_back(c);
+  }
+  return out;
+}
+
+bool faster(const Compiled &a, const Compiled &b) {
+  return std::make_tuple(a.stepTimeS, a.peakMemoryBytes, a.index) <
+         std::make_tuple(b.stepTimeS, b.peakMemoryBytes, b.index);
+}
+
+/// The tuner's result against the brute force over the same space.
+void expectSame(const TuneResult &result, std::vector<Compiled> all, int64_t top,
+                int64_t deviceMemory) {
+  std::vector<Compiled> fitting;
+  for (const Compiled &c : all)
+    if (c.fits)
+      fitting.push_back(c);
+  std::sort(fitting.begin(), fitting.end(), faster);
+  ASSERT_FALSE(fitting.empty());
+
+  // The ranking, entry by entry.
+  ASSERT_EQ(result.top.size(), std::min<size_t>(top, fitting.size()));
+  for (size_t k = 0; k < result.top.size(); ++k) {
+    EXPECT_EQ(result.top[k].index, fitting[k].index) << "rank " << k;
+    EXPECT_EQ(result.top[k].stepTimeS, fitting[k].stepTimeS) << "rank " << k;
+    EXPECT_EQ(result.top[k].peakMemoryBytes, fitting[k].peakMemoryBytes) << "rank " << k;
+    EXPECT_LE(result.top[k].peakMemoryBytes, deviceMemory) << "rank " << k;
+  }
+
+  // The best of each schedule.
+  std::map<std::string, Compiled> families;
+  for (const Compiled &c : fitting)
+    families.try_emplace(c.family, c);
+  ASSERT_EQ(result.bestPerFamily.size(), families.size());
+  for (const TunedConfiguration &f : result.bestPerFamily) {
+    ASSERT_TRUE(families.count(f.family)) << f.family;
+    EXPECT_EQ(f.index, families[f.family].index) << f.family;
+  }
+
+  // The Pareto front: in order of step time, each configuration smaller than all before it.
+  std::vector<size_t> front;
+  int64_t smallest = INT64_MAX;
+  for (const Compiled &c : fitting)
+    if (c.peakMemoryBytes < smallest) {
+      smallest = c.peakMemoryBytes;
+      front.push_back(c.index);
+    }
+  ASSERT_EQ(result.pareto.size(), front.size());
+  for (size_t k = 0; k < front.size(); ++k)
+    EXPECT_EQ(result.pareto[k].index, front[k]) << "front entry " << k;
+
+  // Every configuration is accounted for once, and none failed to compile.
+  const TuneCounts &n = result.counts;
+  EXPECT_EQ(n.invalid + n.infeasibleByBound + n.infeasibleCompiled + n.pruned + n.evaluated +
+                n.failed,
+            n.configurations);
+  EXPECT_EQ(n.failed, 0);
+  EXPECT_LE(n.evaluated, static_cast<int64_t>(fitting.size()));
+  EXPECT_TRUE(result.counts.complete);
+}
+
+struct Case {
+  const char *job;
+  int64_t gpus, batch;
+};
+
+class TuneBruteForce : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TuneBruteForce, SearchEqualsCompilingEverything) {
+  const Case &c = GetParam();
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/" + c.job;
+  json::Value root = loadJob(path);
+  TuneOptions options;
+  options.gpus = c.gpus;
+  options.globalBatch = c.batch;
+  options.top = 5;
+  std::vector<Compiled> all = bruteForce(root, path, options);
+  llvm::Expected<TuneResult> result = tune(root, path, options);
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  expectSame(*result, all, options.top, INT64_MAX);
+  // The search is worth having only if it compiles less than everything.
+  EXPECT_LT(result->counts.evaluated, static_cast<int64_t>(all.size()));
+}
+
+TEST_P(TuneBruteForce, ConfigurationsThatDoNotFitAreNeverRanked) {
+  const Case &c = GetParam();
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/" + c.job;
+  json::Value root = loadJob(path);
+  TuneOptions options;
+  options.gpus = c.gpus;
+  options.globalBatch = c.batch;
+  options.top = 5;
+  // A device that holds the smaller half of the configurations, the fastest among them
+  // included or not.
+  std::vector<Compiled> all = bruteForce(root, path, options);
+  std::vector<int64_t> peaks;
+  for (const Compiled &x : all)
+    peaks.push_back(x.peakMemoryBytes);
+  std::sort(peaks.begin(), peaks.end());
+  const int64_t device = peaks[peaks.size() / 2];
+  setMemory(root, device);
+  all = bruteForce(root, path, options);
+  llvm::Expected<TuneResult> result = tune(root, path, options);
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  EXPECT_GT(result->counts.infeasibleByBound + result->counts.infeasibleCompiled, 0);
+  expectSame(*result, all, options.top, device);
+}
+
+INSTANTIATE_TEST_SUITE_P(Jobs, TuneBruteForce,
+                         ::testing::Values(Case{"demo.json", 4, 8},
+                                           Case{"gpt2-small.json", 8, 16}));
+
+TEST(Tune, NothingFitsNamesTheMemory) {
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/demo.json";
+  json::Value root = loadJob(path);
+  setMemory(root, 1024);
+  TuneOptions options;
+  options.gpus = 4;
+  options.globalBatch = 8;
+  llvm::Expected<TuneResult> result = tune(root, path, options);
+  ASSERT_FALSE(static_cast<bool>(result));
+  EXPECT_NE(llvm::toString(result.takeError()).find("cluster.memory_bytes"), std::string::npos);
+}
+
+TEST(TuneSpace, SchedulesComeFromTheCompiler) {
+  SpaceRequest request{8, 16, 14, {}};
+  std::vector<Dimension> dimensions = dimensionsFor(request);
+  std::string why;
+  std::vector<Configuration> configs = enumerateSpace(request, dimensions, why);
+  std::set<std::string> schedules;
+  for (const Configuration &c : configs)
+    schedules.insert(stringOf(c, "parallelism.schedule"));
+  for (unsigned v = 0; v <= pipe::getMaxEnumValForScheduleKind(); ++v)
+    if (std::optional<pipe::ScheduleKind> kind = pipe::symbolizeScheduleKind(v))
+      EXPECT_TRUE(schedules.count(pipe::stringifyScheduleKind(*kind).str()))
+          << pipe::stringifyScheduleKind(*kind).str();
+}
+
+TEST(TuneSpace, EveryShapeMultipliesOut) {
+  // D·M·b = B and P·D = N for every configuration.
+  SpaceRequest request{16, 64, 30, {}};
+  std::vector<Dimension> dimensions = dimensionsFor(request);
+  std::string why;
+  for (const Configuration &c : enumerateSpace(request, dimensions, why)) {
+    EXPECT_EQ(integerOf(c, "parallelism.pipeline", 0) * integerOf(c, "parallelism.data", 0), 16);
+    EXPECT_EQ(integerOf(c, "parallelism.data", 0) * integerOf(c, "parallelism.microbatches", 0) *
+                  integerOf(c, "parallelism.microbatch_size", 0),
+              64);
+  }
+}
+
+TEST(TuneSpace, RestrictionsNameTheKeyThatEmptiedTheSpace) {
+  std::string error;
+  std::optional<Restriction> pipeline = parseRestriction("parallelism.pipeline=3", "--fix", error);
+  ASSERT_TRUE(pipeline);
+  SpaceRequest request{8, 16, 14, {*pipeline}};
+  std::string why;
+  EXPECT_TRUE(enumerateSpace(request, dimensionsFor(request), why).empty());
+  EXPECT_NE(why.find("parallelism.pipeline"), std::string::npos) << why;
+  EXPECT_NE(why.find("--gpus 8"), std::string::npos) << why;
+
+  SpaceRequest small{64, 4, 14, {}};
+  EXPECT_TRUE(enumerateSpace(small, dimensionsFor(small), why).empty());
+  EXPECT_NE(why.find("--global-batch 4"), std::string::npos) << why;
+}
+
+} // namespace
