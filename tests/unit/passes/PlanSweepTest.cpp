@@ -55,11 +55,16 @@ Job sweepJob(int64_t p, int64_t v, int64_t m, int64_t d, pipe::ScheduleKind sche
 }
 
 /// Whether the scheduling library accepts the combination (equal micro-batches).
-bool scheduleAccepts(int64_t p, int64_t v, int64_t m, pipe::ScheduleKind kind) {
+bool scheduleAccepts(int64_t p, int64_t v, int64_t m, pipe::ScheduleKind kind,
+                     sched::Placement placement = sched::Placement::Loop, bool split = false) {
+  llvm::Expected<std::vector<int64_t>> ranks = sched::placeStages(p * v, p, placement);
+  if (!ranks) {
+    llvm::consumeError(ranks.takeError());
+    return false;
+  }
   sched::ScheduleProblem problem(
-      p, llvm::cantFail(sched::placeStages(p * v, p, sched::Placement::Loop)),
-      std::vector<std::vector<int64_t>>(p * v, sched::equalBoundaries(m, 1)));
-  llvm::Expected<sched::Schedule> s = runScheduler(kind, problem, p);
+      p, *ranks, std::vector<std::vector<int64_t>>(p * v, sched::equalBoundaries(m, 1)));
+  llvm::Expected<sched::Schedule> s = runScheduler(kind, problem, p, split);
   if (s)
     return true;
   llvm::consumeError(s.takeError());
@@ -115,18 +120,29 @@ void checkPlan(const runtime::Plan &plan, const std::string &where) {
       EXPECT_EQ(list[k]->bytes, other[k]->bytes) << where;
     }
   }
-  // Completeness: one forward and one backward per (stage, micro-batch); inputs from another
-  // rank are received, as pieces that exactly cover the micro-batch, before the compute.
+  // Completeness: one forward and one backward (whole, or an input gradient and then a weight
+  // gradient) per (stage, micro-batch); inputs from another rank are received, as pieces that
+  // exactly cover the micro-batch, before the compute.
+  enum { kForward = 1, kBackward = 0, kWeight = 2 }; // kBackward: a whole or input gradient
   for (const runtime::RankProgram &rank : plan.ranks) {
     std::map<std::tuple<int32_t, int32_t, int>, int64_t> covered;
     std::set<std::tuple<int32_t, int32_t, int>> computed;
+    std::set<std::pair<int32_t, int32_t>> split;
     for (const Instruction &i : rank.instructions) {
       if (i.op == Op::Recv)
         covered[{i.stage, i.microbatch, int(i.kind)}] += i.end - i.begin;
       if (!i.isCompute())
         continue;
+      if (i.op == Op::BackwardWeight) {
+        EXPECT_TRUE(split.erase({i.stage, i.microbatch})) << where << ": a W without its I";
+        EXPECT_TRUE(computed.insert({i.stage, i.microbatch, kWeight}).second) << where;
+        continue;
+      }
+      if (i.op == Op::BackwardInput)
+        split.insert({i.stage, i.microbatch});
       bool forward = i.op == Op::Forward;
-      EXPECT_TRUE(computed.insert({i.stage, i.microbatch, forward}).second) << where;
+      EXPECT_TRUE(computed.insert({i.stage, i.microbatch, forward ? kForward : kBackward}).second)
+          << where;
       int32_t from = forward ? i.stage - 1 : i.stage + 1;
       if (from < 0 || from >= static_cast<int32_t>(plan.stages.size()) ||
           plan.stages[from].rank == rank.rank)
@@ -136,12 +152,13 @@ void checkPlan(const runtime::Plan &plan, const std::string &where) {
       EXPECT_EQ((covered[{i.stage, i.microbatch, forward ? 0 : 1}]), samples)
           << where << ": rank " << rank.rank << " " << runtime::describe(i);
     }
+    EXPECT_TRUE(split.empty()) << where << ": an I without its W";
     for (const runtime::Stage &stage : plan.stages) {
       if (stage.rank != rank.rank)
         continue;
       for (int32_t m = 0; m < stage.numMicrobatches(); ++m) {
-        EXPECT_TRUE(computed.count({stage.index, m, true})) << where << ": no forward";
-        EXPECT_TRUE(computed.count({stage.index, m, false})) << where << ": no backward";
+        EXPECT_TRUE(computed.count({stage.index, m, kForward})) << where << ": no forward";
+        EXPECT_TRUE(computed.count({stage.index, m, kBackward})) << where << ": no backward";
       }
     }
   }
@@ -229,6 +246,78 @@ TEST(PlanSweep, EveryScheduleAndShardingVerifies) {
 } // namespace
 
 namespace {
+
+TEST(PlanSweep, SplitBackwardSchedulesVerify) {
+  // The zero-bubble schedules, and the classic ones with split_backward, on both placements
+  // where they allow it: the pipeline must accept every combination the schedule accepts, with
+  // one reduction per stage after its last weight gradient.
+  struct Variant {
+    pipe::ScheduleKind kind;
+    pipe::Placement placement;
+    std::vector<int64_t> stagesPerDevice;
+  };
+  using K = pipe::ScheduleKind;
+  const pipe::Placement loop = pipe::Placement::Loop, vShape = pipe::Placement::V;
+  const Variant variants[] = {
+      {K::ZeroBubbleH1, loop, {1}},   {K::InterleavedZeroBubble, loop, {2, 3, 4}},
+      {K::ZeroBubbleV, vShape, {2}},  {K::DualPipeV, vShape, {2}},
+      {K::GPipe, loop, {1}},          {K::OneFOneB, loop, {1}},
+      {K::DepthFirst, loop, {2, 4}},  {K::BreadthFirst, loop, {1, 2, 4}},
+      {K::BreadthFirst, vShape, {2}},
+  };
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  mlir::MLIRContext context(registry);
+  std::string lastError;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    lastError = diag.str();
+    return mlir::success();
+  });
+  int64_t compiled = 0, configuration = 0;
+  for (const Variant &variant : variants)
+    for (int64_t v : variant.stagesPerDevice)
+      for (int64_t p = 1; p <= 8; ++p)
+        for (int64_t m = 1; m <= 16; ++m) {
+          sched::Placement placement =
+              variant.placement == vShape ? sched::Placement::V : sched::Placement::Loop;
+          if (!scheduleAccepts(p, v, m, variant.kind, placement, /*split=*/true))
+            continue;
+          for (int64_t d : {1, 2})
+            for (pipe::Sharding sharding : {pipe::Sharding::None, pipe::Sharding::Optimizer,
+                                            pipe::Sharding::Gradients, pipe::Sharding::Full}) {
+              if (configuration++ % kSweepStride != 0)
+                continue;
+              std::string where = stringifyScheduleKind(variant.kind).str() + " " +
+                                  stringifyPlacement(variant.placement).str() + " split " +
+                                  stringifySharding(sharding).str() + " P=" + std::to_string(p) +
+                                  " V=" + std::to_string(v) + " M=" + std::to_string(m) +
+                                  " D=" + std::to_string(d);
+              Job job = sweepJob(p, v, m, d, variant.kind, sharding);
+              job.parallelism.placement = variant.placement;
+              job.parallelism.splitBackward = true;
+              mlir::OwningOpRef<mlir::ModuleOp> module = importJob(job, context);
+              mlir::PassManager pm(&context);
+              buildConduitPipeline(pm, {});
+              ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << where << ": " << lastError;
+              ++compiled;
+              runtime::Plan plan = exportPlan(*module->getOps<plan::ProgramOp>().begin());
+              EXPECT_TRUE(plan.config.splitBackward) << where;
+              checkPlan(plan, where);
+              for (const runtime::RankProgram &rank : plan.ranks) {
+                int64_t reductions = 0, weights = 0, wholes = 0;
+                for (const Instruction &i : rank.instructions) {
+                  reductions += i.op == Op::ReduceScatter || i.op == Op::AllReduce;
+                  weights += i.op == Op::BackwardWeight;
+                  wholes += i.op == Op::Backward;
+                }
+                EXPECT_EQ(wholes, 0) << where;
+                EXPECT_EQ(weights, v * m) << where;
+                EXPECT_EQ(reductions, d > 1 ? v : 0) << where;
+              }
+            }
+        }
+  EXPECT_GT(compiled, 5000 / kSweepStride);
+}
 
 TEST(PlanSweep, UnequalPartitionsVerify) {
   mlir::DialectRegistry registry;
