@@ -21,32 +21,60 @@ llvm::Expected<std::string> conduit::writeTorchCsv(const runtime::Plan &plan,
   const bool fsdp = plan.config.sharding == runtime::Sharding::Full && plan.config.data > 1;
   std::string out;
   for (const runtime::RankProgram &rank : plan.ranks) {
-    // The last backward of each stage, where PyTorch puts REDUCE_GRAD.
+    const std::vector<Instruction> &program = rank.instructions;
+    // The last whole backward or weight gradient of each stage, where PyTorch puts
+    // REDUCE_GRAD.
     std::map<int32_t, size_t> lastBackward;
-    for (size_t i = 0; i < rank.instructions.size(); ++i)
-      if (rank.instructions[i].op == Op::Backward)
-        lastBackward[rank.instructions[i].stage] = i;
-    std::vector<std::string> cells;
-    for (size_t i = 0; i < rank.instructions.size(); ++i) {
-      const Instruction &x = rank.instructions[i];
-      std::string s = std::to_string(x.stage), m = std::to_string(x.microbatch);
+    for (size_t i = 0; i < program.size(); ++i)
+      if (program[i].op == Op::Backward || program[i].op == Op::BackwardWeight)
+        lastBackward[program[i].stage] = i;
+    auto computeCell = [](const Instruction &x) {
+      const char *kind = x.op == Op::Forward         ? "F"
+                         : x.op == Op::Backward      ? "B"
+                         : x.op == Op::BackwardInput ? "I"
+                                                     : "W";
+      return std::to_string(x.stage) + kind + std::to_string(x.microbatch);
+    };
+    auto transferCell = [](const Instruction &x) {
       bool activation = x.kind == runtime::Transfer::Activation;
-      if (!comms && x.op != Op::Forward && x.op != Op::Backward)
-        continue;
-      switch (x.op) {
-      case Op::Forward:
-        cells.push_back(s + "F" + m);
-        break;
-      case Op::Backward:
-        cells.push_back(s + "B" + m);
+      const char *kind = x.op == Op::Send ? (activation ? "SEND_F" : "SEND_B")
+                                          : (activation ? "RECV_F" : "RECV_B");
+      return std::to_string(x.stage) + kind + std::to_string(x.microbatch);
+    };
+    std::vector<std::string> cells;
+    size_t pairSecond = program.size(); // the backward of an open pair
+    for (size_t i = 0; i < program.size(); ++i) {
+      const Instruction &x = program[i];
+      std::string s = std::to_string(x.stage);
+      if (x.isCompute()) {
+        if (i == pairSecond) {
+          pairSecond = program.size();
+        } else if (x.flags == Instruction::kPaired) {
+          // One cell for the pair, where its forward starts. What the plan orders between the
+          // two (receives for the backward) is written before it.
+          size_t second = i + 1;
+          while (!program[second].isCompute())
+            ++second;
+          for (size_t k = i + 1; k < second; ++k)
+            if (comms && program[k].isTransfer())
+              cells.push_back(transferCell(program[k]));
+          cells.push_back("(" + computeCell(x) + ";" + computeCell(program[second]) +
+                          ")OVERLAP_F_B");
+          pairSecond = second;
+          continue;
+        } else {
+          cells.push_back(computeCell(x));
+        }
         if (comms && lastBackward[x.stage] == i && plan.config.data > 1)
           cells.push_back(s + "REDUCE_GRAD");
-        break;
+        continue;
+      }
+      if (!comms || (pairSecond < program.size() && x.isTransfer()))
+        continue; // compute-only, or written before its pair
+      switch (x.op) {
       case Op::Send:
-        cells.push_back(s + (activation ? "SEND_F" : "SEND_B") + m);
-        break;
       case Op::Recv:
-        cells.push_back(s + (activation ? "RECV_F" : "RECV_B") + m);
+        cells.push_back(transferCell(x));
         break;
       case Op::AllGather:
         if (fsdp) // the all-gathers of optimizer and gradient sharding have no PyTorch action

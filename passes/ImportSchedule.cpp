@@ -66,18 +66,15 @@ struct ImportSchedule : conduit::impl::ConduitImportScheduleBase<ImportSchedule>
       stage.setRankAttr(builder.getI64IntegerAttr(rank));
       stage.setSamplesAttr(builder.getDenseI64ArrayAttr(bounds));
     }
-    OpBuilder ops = OpBuilder::atBlockEnd(&model.getBody().front());
-    for (auto [r, actions] : llvm::enumerate(imported->schedule.ranks)) {
-      auto rank = pipe::RankOp::create(ops, model.getLoc(), static_cast<int64_t>(r), IntegerAttr());
-      OpBuilder body = OpBuilder::atBlockEnd(ops.createBlock(&rank.getBody()));
-      for (const sched::Action &a : actions) {
-        if (a.kind == sched::ActionKind::Forward)
-          pipe::ForwardOp::create(body, model.getLoc(), a.stage, a.mb);
-        else
-          pipe::BackwardOp::create(body, model.getLoc(), a.stage, a.mb);
-      }
-      ops.setInsertionPointAfter(rank);
-    }
+    writeSchedule(model, imported->schedule);
+    // A schedule with input and weight gradients splits its backwards.
+    bool split = llvm::any_of(imported->schedule.ranks, [](const std::vector<sched::Action> &l) {
+      return llvm::any_of(
+          l, [](const sched::Action &a) { return a.kind == sched::ActionKind::BackwardInput; });
+    });
+    if (split != par.getSplitBackward())
+      model.setParallelismAttr(
+          withSchedule(par, par.getSchedule(), par.getGroupSize(), par.getPlacement(), split));
     model.setPhase(pipe::Phase::Scheduled);
     return success();
   }

@@ -309,7 +309,7 @@ private:
   void emitInstruction(OpBuilder &b, Location loc, Operation *op, int32_t slot, int32_t group) {
     int32_t stream = describeOp(op).stream;
     if (auto f = dyn_cast<pipe::ForwardOp>(op)) {
-      plan::ForwardOp::create(b, loc, f.getStage(), f.getMicrobatch(), slot, stream);
+      plan::ForwardOp::create(b, loc, f.getStage(), f.getMicrobatch(), slot, stream, f.getPaired());
     } else if (auto k = dyn_cast<pipe::BackwardOp>(op)) {
       plan::BackwardOp::create(b, loc, k.getStage(), k.getMicrobatch(), slot, stream);
     } else if (auto k = dyn_cast<pipe::BackwardInputOp>(op)) {

@@ -2,6 +2,8 @@
 
 #include "passes/PassUtils.h"
 
+#include "mlir/IR/Builders.h"
+
 using namespace conduit;
 
 mlir::LogicalResult conduit::requirePhase(pipe::ModelOp model, pipe::Phase phase,
@@ -70,6 +72,32 @@ sched::ScheduleProblem conduit::buildScheduleProblem(pipe::ModelOp model) {
   }
   return sched::ScheduleProblem(model.getParallelism().getPipeline(), std::move(ranks),
                                 std::move(boundaries));
+}
+
+void conduit::writeSchedule(pipe::ModelOp model, const sched::Schedule &schedule) {
+  mlir::OpBuilder builder = mlir::OpBuilder::atBlockEnd(&model.getBody().front());
+  mlir::Location loc = model.getLoc();
+  for (auto [r, actions] : llvm::enumerate(schedule.ranks)) {
+    auto rank = pipe::RankOp::create(builder, loc, static_cast<int64_t>(r), mlir::IntegerAttr());
+    mlir::OpBuilder body = mlir::OpBuilder::atBlockEnd(builder.createBlock(&rank.getBody()));
+    for (auto [i, a] : llvm::enumerate(actions)) {
+      switch (a.kind) {
+      case sched::ActionKind::Forward:
+        pipe::ForwardOp::create(body, loc, a.stage, a.mb, schedule.startsPair(r, i));
+        break;
+      case sched::ActionKind::Backward:
+        pipe::BackwardOp::create(body, loc, a.stage, a.mb);
+        break;
+      case sched::ActionKind::BackwardInput:
+        pipe::BackwardInputOp::create(body, loc, a.stage, a.mb);
+        break;
+      case sched::ActionKind::BackwardWeight:
+        pipe::BackwardWeightOp::create(body, loc, a.stage, a.mb);
+        break;
+      }
+    }
+    builder.setInsertionPointAfter(rank);
+  }
 }
 
 sched::ActionKind conduit::actionKind(mlir::Operation *op) {

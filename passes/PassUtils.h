@@ -40,6 +40,8 @@ llvm::Expected<sched::Schedule> runScheduler(pipe::ScheduleKind kind,
 /// The stages of a model, in order.
 llvm::SmallVector<pipe::StageOp> getStageList(pipe::ModelOp model);
 
+/// Writes `schedule` as one pipe.rank per rank at the end of the model's body.
+void writeSchedule(pipe::ModelOp model, const sched::Schedule &schedule);
 /// The scheduling action a compute op (pipe::isCompute) stands for.
 sched::ActionKind actionKind(mlir::Operation *op);
 /// The compute order (and overlapped pairs) of every rank of a model in phase `scheduled` or

@@ -12,7 +12,6 @@
 //   With breadth-first and a window of 2 this is exactly 2V-2 all-gathers per rank per step.
 // * every sharded mode: one reduce-scatter per stage right after its last backward or weight
 //   gradient (V per rank per step, independent of M); `none`: one all-reduce there instead.
-//   Weight gradients read no parameters, so they take no part in residencies.
 // * optimizer and gradient sharding: after the optimizer step on the shard, an all-gather of
 //   the updated parameters.
 // * the optimizer steps run at the end of the rank's compute, in the order the reductions
@@ -63,11 +62,10 @@ public:
         continue;
       int32_t stage = pipe::computeStageAndMicrobatch(&op).first;
       // The gradients are complete after the last whole backward or weight gradient. A weight
-      // gradient reads no parameters: it neither needs nor extends a residency.
+      // gradient reads no parameters here, but PyTorch's FSDP computes it on the unsharded
+      // parameters: it is part of a residency, so that exported plans run there too.
       if (isa<pipe::BackwardOp, pipe::BackwardWeightOp>(op))
         lastBackward[stage] = &op;
-      if (isa<pipe::BackwardWeightOp>(op))
-        continue;
       if (!runs.empty() && runs.back().stage == stage)
         runs.back().last = &op;
       else

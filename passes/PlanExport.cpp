@@ -64,6 +64,8 @@ Instruction exportInstruction(Operation &op) {
             i.stage = compute.getStage();
             i.microbatch = compute.getMicrobatch();
             i.slot = compute.getSlot();
+            if (auto forward = dyn_cast<plan::ForwardOp>(op); forward && forward.getPaired())
+              i.flags = Instruction::kPaired;
           })
       .Case<plan::SendOp, plan::RecvOp>([&](auto transfer) {
         i.op = isa<plan::SendOp>(op) ? ROp::Send : ROp::Recv;

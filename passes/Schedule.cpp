@@ -21,32 +21,6 @@ using namespace mlir;
 
 namespace {
 
-void writeSchedule(pipe::ModelOp model, const sched::Schedule &schedule) {
-  OpBuilder builder = OpBuilder::atBlockEnd(&model.getBody().front());
-  Location loc = model.getLoc();
-  for (auto [r, actions] : llvm::enumerate(schedule.ranks)) {
-    auto rank = pipe::RankOp::create(builder, loc, static_cast<int64_t>(r), IntegerAttr());
-    OpBuilder body = OpBuilder::atBlockEnd(builder.createBlock(&rank.getBody()));
-    for (auto [i, a] : llvm::enumerate(actions)) {
-      switch (a.kind) {
-      case sched::ActionKind::Forward:
-        pipe::ForwardOp::create(body, loc, a.stage, a.mb, schedule.startsPair(r, i));
-        break;
-      case sched::ActionKind::Backward:
-        pipe::BackwardOp::create(body, loc, a.stage, a.mb);
-        break;
-      case sched::ActionKind::BackwardInput:
-        pipe::BackwardInputOp::create(body, loc, a.stage, a.mb);
-        break;
-      case sched::ActionKind::BackwardWeight:
-        pipe::BackwardWeightOp::create(body, loc, a.stage, a.mb);
-        break;
-      }
-    }
-    builder.setInsertionPointAfter(rank);
-  }
-}
-
 struct Schedule : conduit::impl::ConduitScheduleBase<Schedule> {
   using Base::Base;
 

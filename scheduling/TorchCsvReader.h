@@ -1,7 +1,8 @@
 //===- TorchCsvReader.h - PyTorch compute-only CSVs -------------*- C++ -*-===//
 //
 // Reads the compute-only action lists of torch.distributed.pipelining (one row per rank, cells
-// `0F3`, `1B2`, empty for an idle step) as a user-defined schedule: the rank of every stage and
+// `0F3`, `1B2`, split backwards as `1I2` and `1W2`, overlapped pairs as
+// `(0F3;1B2)OVERLAP_F_B`, empty for an idle step) as a user-defined schedule: the rank of every stage and
 // every rank's order. conduit-import-schedule adapts the result to the IR; the writer of both
 // of PyTorch's forms is compiler/TorchCsvWriter.h.
 //
@@ -26,9 +27,10 @@ struct ImportedSchedule {
   sched::Schedule schedule;
 };
 
-/// Reads a compute-only CSV (cells `sFm`, `sBm` or empty for an idle step) for `numStages`
-/// stages; checks that every stage lives on one rank and has forwards and backwards for the
-/// same micro-batches 0..M-1.
+/// Reads a compute-only CSV (cells `sFm`, `sBm`, `sIm`, `sWm`, `(sFm;tBn)OVERLAP_F_B` or empty
+/// for an idle step) for `numStages` stages; checks that every stage lives on one rank and has
+/// forwards and backwards for the same micro-batches 0..M-1 (the schedule's verification
+/// checks the rest: each I with its W, the order).
 llvm::Expected<ImportedSchedule> readTorchCsv(llvm::StringRef text, int64_t numStages);
 
 } // namespace conduit

@@ -159,10 +159,18 @@ def Plan_ForwardOp : Plan_ComputeOp<"forward", "forward"> {
     previous stage is on another rank (else `slot` is -1 and the input is the previous stage's
     output on this rank, or the data for stage 0).
 
+    `paired`: the forward and the rank's next computation (a backward or input gradient) run
+    as one overlapped pair (PyTorch's OVERLAP_F_B); the transfers of the pair are batched.
+
     ```mlir
     plan.forward stage 1 mb 0 slot 0 on 0
+    plan.forward stage 2 mb 3 paired on 0
     ```
   }];
+  let arguments = (ins I32Prop:$stage, I32Prop:$microbatch,
+                       DefaultValuedProp<I32Prop, "-1">:$slot, I32Prop:$stream, UnitProp:$paired);
+  let assemblyFormat =
+      "`stage` $stage `mb` $microbatch (`slot` $slot^)? (`paired` $paired^)? `on` $stream attr-dict";
 }
 
 def Plan_BackwardOp : Plan_ComputeOp<"backward", "backward"> {

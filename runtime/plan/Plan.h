@@ -62,6 +62,11 @@ struct Instruction {
   int64_t begin = 0;
   int64_t end = 0;
   int64_t bytes = 0;
+  /// Forward: kPaired when it and the rank's next compute (a backward or input gradient of
+  /// another micro-batch) run as one overlapped pair (PyTorch's OVERLAP_F_B). The runtime runs
+  /// them back to back either way; the pair's transfers carry batches.
+  uint8_t flags = 0;
+  static constexpr uint8_t kPaired = 1;
 
   bool isCompute() const {
     return op == Op::Forward || op == Op::Backward || op == Op::BackwardInput ||

@@ -128,9 +128,9 @@ std::string writePlan(const Plan &plan) {
     buffer.reserve(r.instructions.size());
     for (const Instruction &i : r.instructions)
       buffer.emplace_back(static_cast<fb::Op>(i.op), i.stream,
-                          static_cast<fb::TransferKind>(i.kind), 0, i.stage, i.microbatch, i.peer,
-                          i.peerStage, i.peerMicrobatch, i.slot, i.group, i.batch, i.event, i.begin,
-                          i.end, i.bytes);
+                          static_cast<fb::TransferKind>(i.kind), i.flags, i.stage, i.microbatch,
+                          i.peer, i.peerStage, i.peerMicrobatch, i.slot, i.group, i.batch, i.event,
+                          i.begin, i.end, i.bytes);
     ranks.push_back(fb::CreateRankProgram(fbb, r.rank, r.events, fbb.CreateVector(r.slots),
                                           fbb.CreateVectorOfStructs(buffer), r.peakMemoryBytes));
   }
@@ -374,7 +374,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
         program.instructions.push_back(
             {static_cast<Op>(i->op()), i->stream(), static_cast<Transfer>(i->kind()), i->stage(),
              i->microbatch(), i->peer(), i->peer_stage(), i->peer_microbatch(), i->slot(),
-             i->group(), i->batch(), i->event(), i->begin(), i->end(), i->bytes()});
+             i->group(), i->batch(), i->event(), i->begin(), i->end(), i->bytes(), i->flags()});
       }
     }
     plan.ranks.push_back(std::move(program));
@@ -642,11 +642,19 @@ private:
     std::map<std::pair<int32_t, int32_t>, ComputeProgress> computed;
     std::map<std::pair<int32_t, int32_t>, size_t> inputAt;
     const int32_t slots = static_cast<int32_t>(program.slots.size());
+    bool pairOpen = false; // a paired forward waits for its backward
     for (size_t index = 0; index < program.instructions.size(); ++index) {
       const Instruction &i = program.instructions[index];
       auto fail = [&](const std::string &what) { return badInstruction(r, index, what); };
       if (i.stream >= kMaxStreams)
         return fail(absl::StrCat("stream ", int(i.stream), " is not below ", kMaxStreams));
+      if (i.flags != 0 && (i.flags != Instruction::kPaired || i.op != Op::Forward))
+        return fail("only a forward may be paired, and no other flag exists");
+      if (i.isCompute()) {
+        if (pairOpen && i.op != Op::Backward && i.op != Op::BackwardInput)
+          return fail("follows a paired forward but is not a backward or input gradient");
+        pairOpen = i.flags == Instruction::kPaired;
+      }
       switch (i.op) {
       case Op::Forward:
       case Op::Backward:
@@ -715,6 +723,8 @@ private:
         break;
       }
     }
+    if (pairOpen)
+      return bad(absl::StrCat("rank ", r, " ends with a paired forward and no backward after it"));
     for (int32_t e = 0; e < program.events; ++e)
       if (signalStream[e] < 0 && waited[e])
         return bad(absl::StrCat("rank ", r, " waits for event ", e, ", which is never signalled"));

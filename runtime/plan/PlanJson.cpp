@@ -37,6 +37,8 @@ void writeInstruction(std::ostream &os, const Instruction &i) {
     os << ", \"stage\": " << i.stage << ", \"mb\": " << i.microbatch;
     if (i.slot >= 0)
       os << ", \"slot\": " << i.slot;
+    if (i.flags == Instruction::kPaired)
+      os << ", \"paired\": true";
     break;
   case Op::Send:
   case Op::Recv:

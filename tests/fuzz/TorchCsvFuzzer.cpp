@@ -3,7 +3,8 @@
 // `conduit-compile --import-torch-csv` reads a user's compute-only schedule. The first byte
 // chooses the job's stage count (1 to 16); the rest is the CSV. Any bytes end in a schedule or
 // one message; an accepted schedule must pass the scheduling library's own checks of
-// completeness (every stage has one forward and one backward of every micro-batch).
+// completeness (every stage has one forward and one backward, whole or split, of every
+// micro-batch; overlapped pairs inside their rank).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,10 +26,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     llvm::consumeError(imported.takeError());
     return 0;
   }
-  int64_t actions = 0;
-  for (const std::vector<sched::Action> &rank : imported->schedule.ranks)
+  // What it accepts: a forward and a backward (whole, or I and W) per (stage, micro-batch), and
+  // pairs inside their rank's list.
+  int64_t actions = 0, weights = 0;
+  const sched::Schedule &schedule = imported->schedule;
+  for (size_t r = 0; r < schedule.ranks.size(); ++r) {
+    const std::vector<sched::Action> &rank = schedule.ranks[r];
     actions += static_cast<int64_t>(rank.size());
-  if (actions != 2 * stages * imported->numMicrobatches)
+    for (const sched::Action &a : rank)
+      weights += a.kind == sched::ActionKind::BackwardWeight;
+    for (int32_t first : schedule.pairs[r])
+      if (first < 0 || static_cast<size_t>(first) + 1 >= rank.size())
+        std::abort();
+  }
+  const int64_t m = imported->numMicrobatches;
+  if (actions - weights != 2 * stages * m || (m > 0 && weights % m != 0))
     std::abort();
   return 0;
 }

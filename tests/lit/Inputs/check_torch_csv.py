@@ -9,7 +9,8 @@ violation. Written independently of Conduit's verifier.
 import re
 import sys
 
-ACTION = re.compile(r"^(\d+)(F|B|SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD)(\d*)$")
+ACTION = re.compile(r"^(\d+)(F|B|I|W|SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD)(\d*)$")
+PAIR = re.compile(r"^\(([^;()]+);([^;()]+)\)OVERLAP_F_B$")
 
 
 def fail(message):
@@ -25,11 +26,16 @@ def parse(path):
             cell = cell.strip()
             if not cell:
                 continue
-            m = ACTION.match(cell)
-            if not m:
-                fail(f"row {r} column {c}: unknown action {cell!r}")
-            stage, kind, mb = int(m.group(1)), m.group(2), m.group(3)
-            actions.append((stage, kind, int(mb) if mb else None))
+            pair = PAIR.match(cell)
+            parts = [pair.group(1), pair.group(2)] if pair else [cell]
+            for part in parts:
+                m = ACTION.match(part)
+                if not m:
+                    fail(f"row {r} column {c}: unknown action {cell!r}")
+                stage, kind, mb = int(m.group(1)), m.group(2), m.group(3)
+                actions.append((stage, kind, int(mb) if mb else None))
+            if pair and (actions[-2][1] != "F" or actions[-1][1] not in ("B", "I")):
+                fail(f"row {r} column {c}: OVERLAP_F_B pairs a forward with a backward")
         ranks.append(actions)
     return ranks
 
@@ -52,28 +58,37 @@ def main():
 
     for r, actions in enumerate(ranks):
         done = set()
+
+        def grad_done(stage, mb):
+            return (stage, "B", mb) in done or (stage, "I", mb) in done
+
         resident, gathered_ever = set(), set()
         backward_count = {}
         for position, (stage, kind, mb) in enumerate(actions):
             where = f"rank {r} action {position} ({stage}{kind}{'' if mb is None else mb})"
-            if kind in ("F", "B"):
-                # Per-stage completeness and order.
+            if kind in ("F", "B", "I", "W"):
+                # Per-stage completeness and order. I and W split B: I carries the gradient.
                 if (stage, kind, mb) in done:
                     fail(where + ": computed twice")
-                if kind == "B" and (stage, "F", mb) not in done:
+                if kind in ("B", "I") and (stage, "F", mb) not in done:
                     fail(where + ": backward before forward")
+                if kind in ("B", "I") and grad_done(stage, mb):
+                    fail(where + ": a second backward of the micro-batch")
+                if kind == "W" and (stage, "I", mb) not in done:
+                    fail(where + ": weight gradient before its input gradient")
                 # Inputs: a receive from another rank, or the same-rank neighbour.
                 source = stage - 1 if kind == "F" else stage + 1
-                if 0 <= source <= last_stage:
+                if kind != "W" and 0 <= source <= last_stage:
+                    flow = "F" if kind == "F" else "B"
                     if stage_rank[source] == r:
-                        if (source, kind, mb) not in done:
-                            fail(where + f": runs before {source}{kind}{mb} on the same rank")
-                    elif (stage, "RECV_" + kind, mb) not in done:
+                        if not ((source, "F", mb) in done if kind == "F" else grad_done(source, mb)):
+                            fail(where + f": runs before {source}{flow}{mb} on the same rank")
+                    elif (stage, "RECV_" + flow, mb) not in done:
                         fail(where + ": runs before its receive")
                 # FSDP: compute only while the stage is unsharded.
                 if window is not None and stage not in resident:
                     fail(where + ": computes on a stage that is not unsharded")
-                if kind == "B":
+                if kind in ("B", "W"):
                     backward_count[stage] = backward_count.get(stage, 0) + 1
                     if backward_count[stage] == microbatches:
                         following = actions[position + 1] if position + 1 < len(actions) else None
@@ -81,8 +96,7 @@ def main():
                                 a[1] == "REDUCE_GRAD" for a in actions):
                             fail(where + ": REDUCE_GRAD does not follow the last backward")
             elif kind.startswith("SEND"):
-                compute = "F" if kind == "SEND_F" else "B"
-                if (stage, compute, mb) not in done:
+                if not ((stage, "F", mb) in done if kind == "SEND_F" else grad_done(stage, mb)):
                     fail(where + ": sends before its compute")
                 peer = stage + 1 if kind == "SEND_F" else stage - 1
                 if stage_rank.get(peer) == r:
@@ -117,9 +131,11 @@ def main():
             if stage_rank[stage] != r:
                 continue
             for mb in range(microbatches):
-                for kind in ("F", "B"):
-                    if (stage, kind, mb) not in done:
-                        fail(f"rank {r}: {stage}{kind}{mb} is missing")
+                if (stage, "F", mb) not in done:
+                    fail(f"rank {r}: {stage}F{mb} is missing")
+                if (stage, "B", mb) not in done and not (
+                        (stage, "I", mb) in done and (stage, "W", mb) in done):
+                    fail(f"rank {r}: {stage}B{mb} (or {stage}I{mb} and {stage}W{mb}) is missing")
 
     # The unit-time simulation terminates: every rank's next action becomes ready.
     position = [0] * len(ranks)

@@ -1,9 +1,10 @@
 """Checks a torch.distributed.pipelining compute-only CSV against the rules PyTorch applies
 when it loads one (`_PipelineScheduleRuntime._load_csv(path)` with its default
 `format="compute_only"`, then `_validate_schedule`): one row per pipeline rank, every cell a
-compute action (F, B, or the split I / W) or empty, every stage on one rank, per stage exactly
-one forward and one backward of each micro-batch 0..M-1, a backward only after its forward and
-a W only after its I. Communication cells (SEND/RECV, UNSHARD, RESHARD, REDUCE_GRAD) are
+compute action (F, B, or the split I / W, or an overlapped pair "(aFm;bBn)OVERLAP_F_B" of a
+forward and a backward or I) or empty, every stage on one rank, per stage exactly one forward
+and one backward (B, or I and W) of each micro-batch 0..M-1, a backward only after its forward
+and a W only after its I. Communication cells (SEND/RECV, UNSHARD, RESHARD, REDUCE_GRAD) are
 refused, as PyTorch's compute-only loader refuses them.
 
 Usage: check_torch_csv_compute.py FILE RANKS MICROBATCHES
@@ -15,6 +16,7 @@ import re
 import sys
 
 ACTION = re.compile(r"^(\d+)(F|I|B|W)(\d+)$")
+PAIR = re.compile(r"^\(([^;()]+);([^;()]+)\)OVERLAP_F_B$")
 
 
 def fail(message):
@@ -35,29 +37,43 @@ def main():
             cell = cell.strip()
             if not cell:
                 continue
-            m = ACTION.match(cell)
-            if not m:
-                fail(f"row {r} column {c}: {cell!r} is not a compute action")
-            stage, kind, mb = int(m.group(1)), m.group(2), int(m.group(3))
-            if stage_rank.setdefault(stage, r) != r:
-                fail(f"stage {stage} is assigned to ranks {stage_rank[stage]} and {r}")
-            if kind in ("B", "I") and mb not in done.get((stage, "F"), set()):
-                fail(f"row {r}: {cell} runs a backward before its forward")
-            if kind == "W" and mb not in done.get((stage, "I"), set()):
-                fail(f"row {r}: {cell} runs a weight gradient before its input gradient")
-            seen = done.setdefault((stage, "B" if kind == "I" else kind), set())
-            if mb in seen:
-                fail(f"row {r}: {cell} appears twice")
-            seen.add(mb)
-            count += 1
+            pair = PAIR.match(cell)
+            parts = [pair.group(1), pair.group(2)] if pair else [cell]
+            kinds = []
+            for part in parts:
+                m = ACTION.match(part.strip())
+                if not m:
+                    fail(f"row {r} column {c}: {cell!r} is not a compute action")
+                stage, kind, mb = int(m.group(1)), m.group(2), int(m.group(3))
+                kinds.append(kind)
+                if stage_rank.setdefault(stage, r) != r:
+                    fail(f"stage {stage} is assigned to ranks {stage_rank[stage]} and {r}")
+                if kind in ("B", "I") and mb not in done.get((stage, "F"), set()):
+                    fail(f"row {r}: {cell} runs a backward before its forward")
+                if kind == "W" and mb not in done.get((stage, "I"), set()):
+                    fail(f"row {r}: {cell} runs a weight gradient before its input gradient")
+                # B and I both carry the micro-batch's gradient: one of them, once.
+                if kind in ("B", "I") and mb in done.get((stage, "B" if kind == "I" else "I"),
+                                                         set()):
+                    fail(f"row {r}: {cell} runs a second backward of the micro-batch")
+                seen = done.setdefault((stage, kind), set())
+                if mb in seen:
+                    fail(f"row {r}: {cell} appears twice")
+                seen.add(mb)
+                count += 1
+            if pair and (kinds[0] != "F" or kinds[1] not in ("B", "I")):
+                fail(f"row {r}: {cell} pairs something other than a forward and a backward")
     stages = sorted(stage_rank)
     if stages != list(range(len(stages))):
         fail(f"stages are not numbered 0..S-1: {stages}")
     every = set(range(microbatches))
     for stage in stages:
-        for kind in ("F", "B"):
-            if done.get((stage, kind), set()) != every:
-                fail(f"stage {stage} does not run {kind} for every micro-batch 0..{microbatches - 1}")
+        whole, split = done.get((stage, "B"), set()), done.get((stage, "I"), set())
+        if done.get((stage, "F"), set()) != every or whole | split != every:
+            fail(f"stage {stage} does not run F and B (or I) for every micro-batch "
+                 f"0..{microbatches - 1}")
+        if split != done.get((stage, "W"), set()):
+            fail(f"stage {stage} does not run a W for each of its I")
         weights = done.get((stage, "W"), set())
         if weights and weights != every:
             fail(f"stage {stage} runs W for some micro-batches only")
