@@ -2,9 +2,9 @@
 //
 // Reads the compute-only action lists of torch.distributed.pipelining (one row per rank, cells
 // `0F3`, `1B2`, split backwards as `1I2` and `1W2`, overlapped pairs as
-// `(0F3;1B2)OVERLAP_F_B`, empty for an idle step) as a user-defined schedule: the rank of every stage and
-// every rank's order. conduit-import-schedule adapts the result to the IR; the writer of both
-// of PyTorch's forms is compiler/TorchCsvWriter.h.
+// `(0F3;1B2)OVERLAP_F_B`, empty for an idle step) as a user-defined schedule: the rank of every
+// stage and every rank's order. conduit-import-schedule adapts the result to the IR; the writer of
+// both of PyTorch's forms is compiler/TorchCsvWriter.h.
 //
 //===----------------------------------------------------------------------===//
 
