@@ -227,6 +227,7 @@ void JobParser::parseLayers(ObjectReader &section, ModelSpec &m) {
                   "that computes weight gradients, so it is at most bwd_flops");
     layer.activationBytes = entry.integer("activation_bytes", 0, kMaxExact).value_or(0);
     layer.outputBytes = entry.integer("output_bytes", 0, kMaxExact).value_or(0);
+    layer.weightGradientBytes = entry.integer("weight_gradient_bytes", 0, kMaxExact);
     // By default checkpointing keeps the layer's input: the previous layer's output.
     layer.checkpointBytes =
         entry.integer("checkpoint_bytes", 0, kMaxExact).value_or(previousOutput);

@@ -29,6 +29,9 @@ struct LayerSpec {
   double bwdFlops = 0;
   /// The weight-gradient part of bwdFlops (W); the rest is the input gradient (I).
   double bwdWeightFlops = 0;
+  /// Bytes per sample a deferred weight gradient keeps between I and W; unset: the layer's
+  /// activation bytes, an upper bound.
+  std::optional<int64_t> weightGradientBytes;
   int64_t activationBytes = 0;
   int64_t checkpointBytes = 0;
   int64_t outputBytes = 0;

@@ -59,13 +59,22 @@ struct Shape {
     double mlp = s * h + (gated ? 3 : 2) * s * f;
     return attention + norms + mlp;
   }
+
+  /// Elements a deferred weight gradient keeps: the input and the output gradient of every
+  /// weight GEMM (QKV, output projection, up/gate, down) and, for each norm's weights, its
+  /// normalised input and output gradient.
+  double blockWeightGradientElements() const {
+    double gemms =
+        s * (h + (h + 2 * kvd)) + s * (h + h) + s * (h + (gated ? 2 : 1) * f) + s * (f + h);
+    return gemms + 2 * (2 * s * h);
+  }
 };
 
 /// Checks that every figure of `layer` is a representable count, then converts it.
 llvm::Error addLayer(std::vector<LayerSpec> &layers, std::string name, pipe::LayerKind kind,
                      double params, double fwd, double bwd, double wgrad, double activation,
-                     double checkpoint, double output) {
-  for (double value : {params, fwd, bwd, wgrad, activation, checkpoint, output})
+                     double checkpoint, double output, double wgradBytes) {
+  for (double value : {params, fwd, bwd, wgrad, activation, checkpoint, output, wgradBytes})
     if (!(value >= 0 && value <= kExactLimit))
       return llvm::createStringError(
           "layer '" + name +
@@ -82,6 +91,7 @@ llvm::Error addLayer(std::vector<LayerSpec> &layers, std::string name, pipe::Lay
   layer.activationBytes = static_cast<int64_t>(activation);
   layer.checkpointBytes = static_cast<int64_t>(checkpoint);
   layer.outputBytes = static_cast<int64_t>(output);
+  layer.weightGradientBytes = static_cast<int64_t>(wgradBytes);
   layers.push_back(std::move(layer));
   return llvm::Error::success();
 }
@@ -128,23 +138,25 @@ llvm::Expected<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
 
   // Embedding: token (and learned position) tables; keeps the token ids (int32). Its backward
   // is all weight gradient (the rows of the table).
-  if (llvm::Error err = addLayer(layers, "embedding", pipe::LayerKind::Embedding,
-                                 x.v * x.h + (x.learned ? x.s * x.h : 0), x.s * x.h, x.s * x.h,
-                                 x.s * x.h, 4 * x.s, 4 * x.s, e * x.s * x.h))
+  if (llvm::Error err =
+          addLayer(layers, "embedding", pipe::LayerKind::Embedding,
+                   x.v * x.h + (x.learned ? x.s * x.h : 0), x.s * x.h, x.s * x.h, x.s * x.h,
+                   4 * x.s, 4 * x.s, e * x.s * x.h, 4 * x.s + e * x.s * x.h))
     return err;
 
   const double fwd = x.blockForwardFlops();
   for (int64_t i = 0; i < spec.numLayers; ++i)
-    if (llvm::Error err = addLayer(layers, "block." + std::to_string(i), pipe::LayerKind::Block,
-                                   x.blockParams(), fwd, 2 * fwd, x.blockWeightFlops(),
-                                   e * x.blockActivationElements(), e * x.s * x.h, e * x.s * x.h))
+    if (llvm::Error err =
+            addLayer(layers, "block." + std::to_string(i), pipe::LayerKind::Block, x.blockParams(),
+                     fwd, 2 * fwd, x.blockWeightFlops(), e * x.blockActivationElements(),
+                     e * x.s * x.h, e * x.s * x.h, e * x.blockWeightGradientElements()))
       return err;
 
   // Head: final norm, LM head, cross-entropy; keeps fp32 logits for the loss gradient.
   double headFwd = 2 * x.s * x.h * x.v;
-  if (llvm::Error err =
-          addLayer(layers, "head", pipe::LayerKind::Head, x.normParams() + x.v * x.h, headFwd,
-                   2 * headFwd, headFwd, 2 * e * x.s * x.h + 4 * x.s * x.v, e * x.s * x.h, 4))
+  if (llvm::Error err = addLayer(layers, "head", pipe::LayerKind::Head, x.normParams() + x.v * x.h,
+                                 headFwd, 2 * headFwd, headFwd, 2 * e * x.s * x.h + 4 * x.s * x.v,
+                                 e * x.s * x.h, 4, 3 * e * x.s * x.h + 4 * x.s * x.v))
     return err;
   return layers;
 }

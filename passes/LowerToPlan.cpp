@@ -369,7 +369,7 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model) {
     plan::LayerOp::create(body, loc, layer.getName(), layer.getKind(), layer.getParams(),
                           layer.getFwdFlops(), layer.getBwdFlops(), layer.getBwdWeightFlops(),
                           layer.getActivationBytes(), layer.getCheckpointBytes(),
-                          layer.getOutputBytes());
+                          layer.getOutputBytes(), layer.getWeightGradientBytes());
   std::vector<int64_t> params = stageParams(model);
   std::vector<std::vector<int64_t>> samples;
   std::vector<int64_t> rankOf;

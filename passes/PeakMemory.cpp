@@ -35,9 +35,10 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 struct StageBytes {
   int64_t params = 0;
-  int64_t activation = 0; // per sample, whole stage, without checkpointing
-  int64_t checkpoint = 0; // per sample, the stage input
-  int64_t output = 0;     // per sample, the stage output
+  int64_t activation = 0;     // per sample, whole stage, without checkpointing
+  int64_t checkpoint = 0;     // per sample, the stage input
+  int64_t output = 0;         // per sample, the stage output
+  int64_t weightGradient = 0; // per sample, what a deferred weight gradient keeps
 };
 
 class RankWalker {
@@ -49,8 +50,12 @@ public:
     for (auto [s, stage] : llvm::enumerate(model.getStages())) {
       StageBytes b;
       b.params = params[s];
-      for (int64_t l = stage.getFirstLayer(); l < stage.getEndLayer(); ++l)
+      for (int64_t l = stage.getFirstLayer(); l < stage.getEndLayer(); ++l) {
         b.activation += layers[l].getActivationBytes();
+        // Unstated: the layer's activations, an upper bound.
+        b.weightGradient +=
+            layers[l].getWeightGradientBytes().value_or(layers[l].getActivationBytes());
+      }
       b.checkpoint = layers[stage.getFirstLayer()].getCheckpointBytes();
       b.output = layers[stage.getEndLayer() - 1].getOutputBytes();
       bytes.push_back(b);
@@ -142,8 +147,9 @@ private:
                std::map<std::tuple<int32_t, int32_t, int>, int64_t> &received) {
     const int64_t n = samples[s][mb + 1] - samples[s][mb];
     const int64_t activation = scaled(bytes[s].activation * n);
+    const int64_t weightInputs = scaled(bytes[s].weightGradient * n);
     if (step == Step::Weight) {
-      add(MemoryKind::WeightGradientInputs, -activation);
+      add(MemoryKind::WeightGradientInputs, -weightInputs);
       return;
     }
     const bool forward = step == Step::Forward;
@@ -155,7 +161,7 @@ private:
     int64_t stored = checkpointing ? scaled(bytes[s].checkpoint * n) : activation;
     add(MemoryKind::Activations, forward ? stored : -stored);
     if (step == Step::Input)
-      add(MemoryKind::WeightGradientInputs, activation);
+      add(MemoryKind::WeightGradientInputs, weightInputs);
     inFlight += forward ? 1 : -1;
     // What this op consumed from receive buffers is free now.
     auto consumed = std::make_tuple(

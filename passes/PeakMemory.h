@@ -29,9 +29,9 @@ enum class MemoryKind {
   Working,
   ReceiveBuffers,
   SendBuffers,
-  /// Between an input gradient and its deferred weight gradient: what W needs (counted as the
-  /// stage's whole activations, an upper bound: W needs its GEMMs' inputs and output
-  /// gradients).
+  /// Between an input gradient and its deferred weight gradient: what W needs, the inputs and
+  /// output gradients of the stage's weight GEMMs (each layer's weight_gradient_bytes; its
+  /// activations where the layer does not state it).
   WeightGradientInputs,
 };
 constexpr int kNumMemoryKinds = 9;

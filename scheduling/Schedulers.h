@@ -131,8 +131,9 @@ int64_t peakHeld(const Schedule &schedule, int64_t rank);
 /// input gradient I, at the backward's place, and its weight gradient W, which runs where the
 /// rank would otherwise wait for an input, oldest first, as a simulation under `times` finds
 /// them; the rest run at the end. No rank holds more (stage, micro-batch) pairs between F and
-/// W than the fullest rank of `whole` holds between F and B, so splitting never needs more
-/// activation memory than the most of the unsplit schedule. Fails if `whole` does not verify.
+/// W than the fullest rank of `whole` holds between F and B, nor defers more than P weight
+/// gradients (enough to fill a fill or drain of P-1 steps), so what deferred Ws keep stays
+/// bounded whatever M. Fails if `whole` does not verify.
 llvm::Expected<Schedule> splitBackward(const ScheduleProblem &problem, const Schedule &whole,
                                        const ActionTimes &times);
 /// ZB-H1 (Qi et al. 2024): 1F1B with split backwards; the same in-flight bound as 1F1B and,

@@ -232,8 +232,11 @@ llvm::Expected<Schedule> conduit::sched::splitBackward(const ScheduleProblem &pr
       const Action &a = list[next[r]];
       bool forward = a.kind == ActionKind::Forward;
       // Deferred Ws go first where another forward would hold more than the whole schedule's
-      // fullest rank.
-      if (forward && b.held[r] >= bound && b.runWeight(r, now))
+      // fullest rank, or where another input gradient would defer more than P of them (a
+      // pipeline's fill or drain lasts P-1 steps; deferring more only holds memory).
+      if ((forward ? b.held[r] >= bound
+                   : static_cast<int64_t>(b.pending[r].size()) >= problem.numRanks()) &&
+          b.runWeight(r, now))
         return true;
       if (forward ? b.forwardReady(a.stage, a.mb, now) : b.inputReady(a.stage, a.mb, now)) {
         ++next[r];

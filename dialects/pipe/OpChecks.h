@@ -46,7 +46,9 @@ template <typename LayerOp> mlir::LogicalResult verifyLayer(LayerOp op) {
       mlir::failed(nonNegative("bwd_weight_flops", op.getBwdWeightFlops())) ||
       mlir::failed(nonNegative("activation_bytes", static_cast<double>(op.getActivationBytes()))) ||
       mlir::failed(nonNegative("checkpoint_bytes", static_cast<double>(op.getCheckpointBytes()))) ||
-      mlir::failed(nonNegative("output_bytes", static_cast<double>(op.getOutputBytes()))))
+      mlir::failed(nonNegative("output_bytes", static_cast<double>(op.getOutputBytes()))) ||
+      mlir::failed(nonNegative("weight_gradient_bytes",
+                               static_cast<double>(op.getWeightGradientBytes().value_or(0)))))
     return mlir::failure();
   if (op.getBwdWeightFlops() > op.getBwdFlops())
     return op.emitOpError() << "expects bwd_weight_flops (" << op.getBwdWeightFlops()

@@ -188,12 +188,14 @@ defvar Pipe_LayerArguments = (ins
   DefaultValuedProp<Pipe_F64Prop, "0.0">:$bwd_weight_flops,
   I64Prop:$activation_bytes,
   I64Prop:$checkpoint_bytes,
-  I64Prop:$output_bytes
+  I64Prop:$output_bytes,
+  OptionalProp<I64Prop>:$weight_gradient_bytes
 );
 defvar Pipe_LayerFormat = [{
   $name $kind `params` $params `fwd` $fwd_flops `bwd` $bwd_flops custom<WeightFlops>($bwd_weight_flops)
   `activation` $activation_bytes
-  `checkpoint` $checkpoint_bytes `output` $output_bytes attr-dict
+  `checkpoint` $checkpoint_bytes `output` $output_bytes
+  (`wgrad_bytes` $weight_gradient_bytes^)? attr-dict
 }];
 
 class Pipe_Attr<string name, string attrMnemonic, list<Trait> traits = []>

@@ -88,7 +88,10 @@ def Pipe_LayerOp : Pipe_Op<"layer", [HasParent<"ModelOp">]> {
       (W); the rest is the input gradient (I). Split-backward schedules run them apart;
     * `activation_bytes`: bytes kept from the forward for the backward without checkpointing;
     * `checkpoint_bytes`: bytes kept with full checkpointing (the layer's input);
-    * `output_bytes`: bytes of the output, what crosses a stage boundary.
+    * `output_bytes`: bytes of the output, what crosses a stage boundary;
+    * `weight_gradient_bytes` (`wgrad_bytes`, optional): bytes a split backward keeps from the
+      input gradient to the deferred weight gradient (the inputs and output gradients of the
+      layer's weight GEMMs); without it the memory plan charges the layer's activations.
 
     ```mlir
     pipe.layer "block.0" block params 7087872 fwd 14495514624.0 bwd 28991029248.0
