@@ -114,7 +114,8 @@ json::Object *objectAt(json::Value &root, llvm::ArrayRef<llvm::StringRef> path, 
     if (!child) {
       if (!create)
         return nullptr;
-      child = &object->try_emplace(key, json::Object()).first->second;
+      // An owned key: the job outlives the configuration the path came from.
+      child = &object->try_emplace(key.str(), json::Object()).first->second;
     }
     node = child;
   }
@@ -132,7 +133,7 @@ void setKey(json::Value &root, llvm::StringRef key, const json::Value &value) {
   llvm::SmallVector<llvm::StringRef> parts;
   key.split(parts, '.');
   if (json::Object *parent = objectAt(root, llvm::ArrayRef(parts).drop_back(), true))
-    (*parent)[parts.back()] = value;
+    (*parent)[parts.back().str()] = value;
 }
 
 } // namespace

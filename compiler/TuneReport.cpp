@@ -197,11 +197,15 @@ void conduit::printTuneTable(const std::string &path, const TuneResult &result,
       os << "\n  micro-batch search: not applied"
          << (r.skipped.empty() ? "" : " (" + r.skipped + ")") << "\n";
     } else {
-      os << "\n  micro-batch search on " << differences(r.from, best, dimensions)
-         << " (relative to #1): step " << formatSeconds(r.from.stepTimeS) << " -> "
-         << formatSeconds(r.refined.stepTimeS) << ", peak "
-         << formatBytes(static_cast<double>(r.refined.peakMemoryBytes))
-         << (r.better ? "; it beats #1 and is the recommendation" : "; #1 stays the best") << "\n";
+      const std::string changed = differences(r.from, best, dimensions);
+      os << "\n  micro-batch search on "
+         << (changed == "nothing" ? std::string("#1") : "#1 with " + changed) << ": step "
+         << formatSeconds(r.from.stepTimeS) << " with equal micro-batches, "
+         << formatSeconds(r.refined.stepTimeS) << " with the cut found; "
+         << (r.better                                 ? "the cut is the recommendation"
+             : r.refined.stepTimeS < r.from.stepTimeS ? "#1 stays the best"
+                                                      : "equal micro-batches stay the best")
+         << "\n";
     }
   }
 

@@ -330,9 +330,12 @@ llvm::ArrayRef<llvm::StringLiteral> conduit::shapeDependentKeys() {
 }
 
 std::vector<Dimension> conduit::dimensionsFor(const SpaceRequest &request) {
-  std::vector<Dimension> table = builtinDimensions();
+  // Keys no built-in row owns come first: they depend on nothing, and configurations that share
+  // their values then sit together, as the bounds' caches want.
+  const std::vector<Dimension> &builtins = builtinDimensions();
+  std::vector<Dimension> table;
   for (const Restriction &r : request.restrictions) {
-    if (llvm::any_of(table, [&](const Dimension &d) { return d.key == r.key; }))
+    if (llvm::any_of(builtins, [&](const Dimension &d) { return d.key == r.key; }))
       continue;
     llvm::StringRef column = llvm::StringRef(r.key).rsplit('.').second;
     std::vector<json::Value> values = r.values;
@@ -340,6 +343,7 @@ std::vector<Dimension> conduit::dimensionsFor(const SpaceRequest &request) {
                      [values](const SpaceRequest &, const Configuration &) { return values; },
                      nullptr, nullptr});
   }
+  table.insert(table.end(), builtins.begin(), builtins.end());
   return table;
 }
 

@@ -89,8 +89,8 @@ const std::vector<Dimension> &builtinDimensions();
 /// cuts): the tuner removes them from the starting job.
 llvm::ArrayRef<llvm::StringLiteral> shapeDependentKeys();
 
-/// The table for `request`: the built-in dimensions, then one for every restricted key no
-/// built-in dimension owns.
+/// The table for `request`: one dimension for every restricted key no built-in dimension owns,
+/// then the built-in dimensions.
 std::vector<Dimension> dimensionsFor(const SpaceRequest &request);
 
 /// Every configuration of the space. When it is empty, `why` says which key emptied it and

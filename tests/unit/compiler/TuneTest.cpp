@@ -141,12 +141,11 @@ void expectSame(const TuneResult &result, std::vector<Compiled> all, int64_t top
   for (size_t k = 0; k < front.size(); ++k)
     EXPECT_EQ(result.pareto[k].index, front[k]) << "front entry " << k;
 
-  // Every configuration is accounted for once, and none failed to compile.
+  // Every configuration is accounted for once.
   const TuneCounts &n = result.counts;
   EXPECT_EQ(n.invalid + n.infeasibleByBound + n.infeasibleCompiled + n.pruned + n.evaluated +
                 n.failed,
             n.configurations);
-  EXPECT_EQ(n.failed, 0);
   EXPECT_LE(n.evaluated, static_cast<int64_t>(fitting.size()));
   EXPECT_TRUE(result.counts.complete);
 }
