@@ -133,7 +133,7 @@ int64_t peakHeld(const Schedule &schedule, int64_t rank);
 /// them; the rest run at the end. No rank holds more (stage, micro-batch) pairs between F and
 /// W than the fullest rank of `whole` holds between F and B, nor defers more than P weight
 /// gradients (enough to fill a fill or drain of P-1 steps), so what deferred Ws keep stays
-/// bounded whatever M. Fails if `whole` does not verify.
+/// bounded whatever M. Fails if `whole` is incomplete or cannot run.
 llvm::Expected<Schedule> splitBackward(const ScheduleProblem &problem, const Schedule &whole,
                                        const ActionTimes &times);
 /// ZB-H1 (Qi et al. 2024): 1F1B with split backwards; the same in-flight bound as 1F1B and,

@@ -100,6 +100,7 @@ public:
       }
     }
     free[r] = end;
+    instant = instant || end == now;
   }
   /// Runs rank r's oldest deferred W, if any.
   bool runWeight(int64_t r, double now) {
@@ -118,12 +119,15 @@ public:
   template <typename Pick> void drive(Pick pick) {
     double now = 0;
     while (remaining > 0) {
-      bool started = true;
-      while (started) {
-        started = false;
+      // Another sweep at the same instant only when something took no time: otherwise
+      // nothing that started can have made anything else ready yet.
+      bool again = true;
+      while (again) {
+        instant = false;
         for (int64_t r = 0; r < ranks; ++r)
-          if (free[r] <= now && pick(r, now, false))
-            started = true;
+          if (free[r] <= now)
+            pick(r, now, false);
+        again = instant;
       }
       double next = kNever;
       for (int64_t r = 0; r < ranks; ++r)
@@ -149,6 +153,7 @@ public:
   std::vector<std::deque<Action>> pending;
   std::vector<std::vector<double>> forwardEnd, inputEnd;
   int64_t remaining = 0;
+  bool instant = false; ///< an action of zero duration ran at this instant
   Schedule schedule;
 };
 
@@ -214,7 +219,8 @@ std::optional<std::string> checkVPlacement(const ScheduleProblem &problem,
 llvm::Expected<Schedule> conduit::sched::splitBackward(const ScheduleProblem &problem,
                                                        const Schedule &whole,
                                                        const ActionTimes &times) {
-  if (Violation v = verifySchedule(problem, whole))
+  // Completeness here; an order that cannot run shows as actions the simulation never ran.
+  if (Violation v = problem.check(); v || (v = verifyCompleteness(problem, whole)))
     return scheduleError("cannot split the backwards of an invalid schedule: " + *v);
   int64_t bound = 0;
   for (int64_t r = 0; r < problem.numRanks(); ++r)
@@ -246,6 +252,9 @@ llvm::Expected<Schedule> conduit::sched::splitBackward(const ScheduleProblem &pr
     }
     return b.runWeight(r, now);
   });
+  if (b.remaining > 0)
+    return scheduleError("cannot split the backwards of an invalid schedule: " +
+                         verifyExecutable(problem, whole).value_or("its order cannot run"));
   return std::move(b.schedule);
 }
 

@@ -68,6 +68,60 @@ void sizes(benchmark::internal::Benchmark *b) {
 BENCHMARK(partitionAndSchedule)->Apply(sizes);
 BENCHMARK(partitionScheduleVerify)->Apply(sizes);
 
+/// The split-backward schedules at P = 64, V = 2, M = 512 (196,608 compute entries; the issue's
+/// bound is 20 ms each), scheduled with per-sample costs as the pass does, then verified.
+enum SplitKind { ZeroBubbleH1, InterleavedZeroBubble, ZeroBubbleV, DualPipeV, BreadthFirstSplit };
+
+void zeroBubble(benchmark::State &state) {
+  const int64_t p = state.range(0), v = state.range(1), m = state.range(2);
+  const auto kind = static_cast<SplitKind>(state.range(3));
+  const Placement placement =
+      kind == ZeroBubbleV || kind == DualPipeV ? Placement::V : Placement::Loop;
+  ScheduleProblem problem(p, llvm::cantFail(placeStages(p * v, p, placement)),
+                          std::vector<std::vector<int64_t>>(p * v, equalBoundaries(m, 1)));
+  ActionTimes times = ActionTimes::perSample(problem, 1, 1, 1);
+  int64_t entries = 0;
+  for (auto _ : state) {
+    llvm::Expected<Schedule> schedule = [&]() -> llvm::Expected<Schedule> {
+      switch (kind) {
+      case ZeroBubbleH1:
+        return scheduleZeroBubbleH1(problem, times);
+      case InterleavedZeroBubble:
+        return scheduleInterleavedZeroBubble(problem, 0, times);
+      case ZeroBubbleV:
+        return scheduleZeroBubbleV(problem, times);
+      case DualPipeV:
+        return scheduleDualPipeV(problem, times);
+      case BreadthFirstSplit:
+        return splitBackward(problem, llvm::cantFail(scheduleBreadthFirst(problem)), times);
+      }
+      return llvm::createStringError("unknown kind");
+    }();
+    if (!schedule) {
+      state.SkipWithError(llvm::toString(schedule.takeError()).c_str());
+      return;
+    }
+    if (state.range(4) && verifySchedule(problem, *schedule))
+      state.SkipWithError("schedule does not verify");
+    entries = 0;
+    for (const std::vector<Action> &rank : schedule->ranks)
+      entries += static_cast<int64_t>(rank.size());
+    benchmark::DoNotOptimize(entries);
+  }
+  state.counters["entries"] = static_cast<double>(entries);
+}
+
+void splitSizes(benchmark::internal::Benchmark *b) {
+  for (int64_t verify : {0, 1}) {
+    b->Args({64, 1, 512, ZeroBubbleH1, verify});
+    for (SplitKind kind : {InterleavedZeroBubble, ZeroBubbleV, DualPipeV, BreadthFirstSplit})
+      b->Args({64, 2, 512, kind, verify});
+  }
+  b->ArgNames({"P", "V", "M", "kind", "verify"})->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK(zeroBubble)->Apply(splitSizes);
+
 } // namespace
 
 BENCHMARK_MAIN();
