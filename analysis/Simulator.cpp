@@ -564,12 +564,14 @@ private:
       break;
     }
     case Op::BackwardWeight: {
-      // It reads what its input gradient kept and no parameters.
+      // It reads what its input gradient kept, inside a residency of its stage as PyTorch's
+      // FSDP runs it.
       int64_t input = flow.backward[x.stage][x.microbatch];
       if (flow.gradients[x.stage][x.microbatch] >= 0)
         return fail(r, i, "runs the weight gradient of this micro-batch a second time");
       if (input < 0 || inst(r, input).op != Op::BackwardInput || !knows(r, s, input))
         return fail(r, i, "may run before the input gradient of the same micro-batch");
+      checkParameters(r, s, i, x.stage);
       flow.gradients[x.stage][x.microbatch] = i;
       ++flow.backwardsDone[x.stage];
       break;

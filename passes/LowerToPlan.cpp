@@ -171,8 +171,12 @@ public:
         break;
       }
       case Kind::BackwardWeight:
-        // After its input gradient on the same stream; it reads no parameters and receives
-        // nothing. The stage's gradients are complete after its last one.
+        // After its input gradient on the same stream; it receives nothing. It runs inside a
+        // residency of its stage, as PyTorch runs it, so it waits for the all-gather too (a
+        // residency may hold only weight gradients, and its free must follow the gather). The
+        // stage's gradients are complete after its last one.
+        if (gatheredBy[x.stage] >= 0)
+          deps[numDeps++] = gatheredBy[x.stage];
         lastBackward[x.stage] = i;
         break;
       case Kind::Send:
