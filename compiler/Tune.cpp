@@ -151,8 +151,8 @@ json::Value conduit::applyConfiguration(const json::Value &root,
   return job;
 }
 
-llvm::Expected<int64_t> conduit::modelLayerCount(const json::Value &root, const std::string &path) {
-  // Any valid parallelism section will do: only the model is wanted.
+llvm::Expected<Job> conduit::parseModel(const json::Value &root, const std::string &path) {
+  // Any valid parallelism section will do: only the model, cluster and training are wanted.
   json::Value probe = root;
   if (json::Object *top = probe.getAsObject())
     (*top)["parallelism"] =
@@ -163,7 +163,7 @@ llvm::Expected<int64_t> conduit::modelLayerCount(const json::Value &root, const 
   std::optional<Job> job = parseJob(probe, path, diag);
   if (!job)
     return llvm::createStringError(diag.getError()->str());
-  return static_cast<int64_t>(job->model.layers.size());
+  return std::move(*job);
 }
 
 //===----------------------------------------------------------------------===//
@@ -343,15 +343,28 @@ bool sameFigures(const TunedConfiguration &a, const TunedConfiguration &b) {
 llvm::Expected<TuneResult> conduit::tune(const json::Value &root, const std::string &path,
                                          const TuneOptions &options) {
   const Clock::time_point start = Clock::now();
-  llvm::Expected<int64_t> layers = modelLayerCount(root, path);
-  if (!layers)
-    return layers.takeError();
-  SpaceRequest request{options.gpus, options.globalBatch, *layers, options.restrictions};
+  llvm::Expected<Job> model = parseModel(root, path);
+  if (!model)
+    return model.takeError();
+  SpaceRequest request{options.gpus, options.globalBatch,
+                       static_cast<int64_t>(model->model.layers.size()), options.restrictions};
   std::vector<Dimension> dimensions = dimensionsFor(request);
   std::string why;
   std::vector<Configuration> configs = enumerateSpace(request, dimensions, why);
   if (configs.empty())
     return llvm::createStringError(why);
+
+  // A key of the starting job that no configuration can fix (a misspelt key, a bad value
+  // outside the space) is the job's error, not a reason to refuse each configuration.
+  {
+    Diagnostics diag(path);
+    if (!parseJob(applyConfiguration(root, dimensions, configs.front()), path, diag)) {
+      const InputError &error = *diag.getError();
+      if (llvm::none_of(builtinDimensions(),
+                        [&](const Dimension &d) { return d.key == error.keyPath; }))
+        return llvm::createStringError(error.str());
+    }
+  }
 
   TuneResult result;
   result.objective = options.objective;
@@ -379,7 +392,28 @@ llvm::Expected<TuneResult> conduit::tune(const json::Value &root, const std::str
         BoundCalculator calculator;
         const size_t first = t * configs.size() / threads;
         const size_t last = (t + 1) * configs.size() / threads;
+        auto refuse = [&](int64_t bound) {
+          ++shareCounts[t].infeasibleByBound;
+          if (!shareSmallest[t] || bound < shareSmallest[t])
+            shareSmallest[t] = bound;
+        };
         for (size_t i = first; i < last; ++i, ++bounded) {
+          const std::string context = contextOf(configs[i]);
+          if (context.empty()) {
+            // The model, cluster and training are the starting job's: the static memory bound
+            // needs no parse of this configuration.
+            ParallelismSpec par;
+            par.pipeline = integerOf(configs[i], "parallelism.pipeline", 1);
+            par.data = integerOf(configs[i], "parallelism.data", 1);
+            par.sharding = pipe::symbolizeSharding(stringOf(configs[i], "parallelism.sharding"))
+                               .value_or(pipe::Sharding::None);
+            const int64_t bound = BoundCalculator::staticMemoryBound(*model, par);
+            if (bound > model->cluster.memoryBytes) {
+              shareDevice[t] = model->cluster.memoryBytes;
+              refuse(bound);
+              continue;
+            }
+          }
           json::Value job = applyConfiguration(root, dimensions, configs[i]);
           Diagnostics diag(path);
           std::optional<Job> parsed = parseJob(job, path, diag);
@@ -391,16 +425,11 @@ llvm::Expected<TuneResult> conduit::tune(const json::Value &root, const std::str
           }
           const int64_t device = parsed->cluster.memoryBytes;
           shareDevice[t] = device;
-          auto refuse = [&](int64_t bound) {
-            ++shareCounts[t].infeasibleByBound;
-            if (!shareSmallest[t] || bound < shareSmallest[t])
-              shareSmallest[t] = bound;
-          };
-          if (int64_t bound = calculator.staticMemoryBound(*parsed); bound > device) {
+          if (int64_t bound = BoundCalculator::staticMemoryBound(*parsed); bound > device) {
             refuse(bound);
             continue;
           }
-          llvm::Expected<Bounds> bounds = calculator.bounds(*parsed, contextOf(configs[i]));
+          llvm::Expected<Bounds> bounds = calculator.bounds(*parsed, context);
           if (!bounds) {
             ++shareCounts[t].invalid;
             std::string message = llvm::toString(bounds.takeError());

@@ -126,9 +126,9 @@ struct TuneResult {
   }
 };
 
-/// The model's layer count of the job at `path` (its `parallelism` section may be absent),
-/// or the job-file error.
-llvm::Expected<int64_t> modelLayerCount(const llvm::json::Value &root, const std::string &path);
+/// The job at `path` with a placeholder `parallelism` section (its own may be absent): its
+/// model, cluster and training, or the job-file error.
+llvm::Expected<Job> parseModel(const llvm::json::Value &root, const std::string &path);
 
 /// Runs the search on `root`, the job file's JSON read from `path`. Fails with a message that
 /// names the option or key to change when nothing can be ranked, and with an internal error

@@ -32,8 +32,8 @@ bool fullGradientBuffers(pipe::Sharding s) {
 
 } // namespace
 
-int64_t BoundCalculator::staticBytes(const Job &job, const Stage &stage) {
-  const ParallelismSpec &par = job.parallelism;
+int64_t BoundCalculator::staticBytes(const Job &job, const ParallelismSpec &par,
+                                     const Stage &stage) {
   const pipe::Sharding sharding = effectiveSharding(par);
   const int64_t e = job.training.elementBytes();
   const bool adam = job.training.optimizer == pipe::Optimizer::Adam;
@@ -44,13 +44,13 @@ int64_t BoundCalculator::staticBytes(const Job &job, const Stage &stage) {
          (fullGradientBuffers(sharding) ? shard : p) * kGradientBytes;
 }
 
-int64_t BoundCalculator::staticMemoryBound(const Job &job) {
+int64_t BoundCalculator::staticMemoryBound(const Job &job, const ParallelismSpec &par) {
   // The fullest rank holds at least the mean of the static state; splitting the parameters
   // into stages only rounds the shards up.
   Stage whole;
   for (const LayerSpec &layer : job.model.layers)
     whole.params += layer.params;
-  return ceilDiv(staticBytes(job, whole), job.parallelism.pipeline);
+  return ceilDiv(staticBytes(job, par, whole), par.pipeline);
 }
 
 llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
@@ -322,7 +322,7 @@ llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string
   std::vector<int64_t> rankStatic(par.pipeline, 0), rankActive(par.pipeline, 0);
   for (int64_t s = 0; s < numStages; ++s) {
     const int64_t r = facts.rankOf[s];
-    rankStatic[r] += staticBytes(job, st[s]);
+    rankStatic[r] += staticBytes(job, par, st[s]);
     const int64_t gathered =
         dataParallel && sharding == pipe::Sharding::Full ? st[s].params * e : 0;
     if (dataParallel && fullGradientBuffers(sharding))

@@ -51,8 +51,12 @@ struct Bounds {
 /// Not thread-safe: one per thread.
 class BoundCalculator {
 public:
-  /// The static tier's memory bound (no schedule built).
-  int64_t staticMemoryBound(const Job &job);
+  /// The static tier's memory bound (no schedule built) of `job` run as `par`: only the model,
+  /// the training section and P, D and the sharding of `par` matter.
+  static int64_t staticMemoryBound(const Job &job, const ParallelismSpec &par);
+  static int64_t staticMemoryBound(const Job &job) {
+    return staticMemoryBound(job, job.parallelism);
+  }
   /// Both tiers. Fails with the scheduler's message when the compiler would refuse the shape.
   /// `context` names what the job's model, cluster and training sections were made of (the
   /// values of dimensions outside `parallelism`): results are reused only within one context.
@@ -81,7 +85,7 @@ private:
   llvm::Expected<const ScheduleFacts *> schedule(const Job &job);
 
   /// Bytes every rank holds whatever it computes, per stage.
-  static int64_t staticBytes(const Job &job, const Stage &stage);
+  static int64_t staticBytes(const Job &job, const ParallelismSpec &par, const Stage &stage);
 
   /// The context the caches below hold results for.
   std::string context;

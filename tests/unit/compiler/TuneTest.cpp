@@ -47,9 +47,10 @@ void setMemory(json::Value &root, int64_t bytes) {
 /// Compiles every configuration of the space with the compiler, checking each one's bounds.
 std::vector<Compiled> bruteForce(const json::Value &root, const std::string &path,
                                  const TuneOptions &options) {
-  llvm::Expected<int64_t> layers = modelLayerCount(root, path);
-  EXPECT_TRUE(static_cast<bool>(layers));
-  SpaceRequest request{options.gpus, options.globalBatch, *layers, options.restrictions};
+  llvm::Expected<Job> model = parseModel(root, path);
+  EXPECT_TRUE(static_cast<bool>(model));
+  SpaceRequest request{options.gpus, options.globalBatch,
+                       static_cast<int64_t>(model->model.layers.size()), options.restrictions};
   std::vector<Dimension> dimensions = dimensionsFor(request);
   std::string why;
   std::vector<Configuration> configs = enumerateSpace(request, dimensions, why);
