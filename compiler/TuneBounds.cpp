@@ -70,6 +70,7 @@ llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
       in.names.push_back(layer.name);
       in.fwdFlops.push_back(layer.fwdFlops);
       in.bwdFlops.push_back(layer.bwdFlops);
+      in.bwdWeightFlops.push_back(layer.bwdWeightFlops);
     }
     llvm::Expected<CostModel> built = CostModel::build(in);
     if (!built)
