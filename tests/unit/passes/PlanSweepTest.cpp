@@ -164,6 +164,23 @@ void checkPlan(const runtime::Plan &plan, const std::string &where) {
   }
 }
 
+/// A context with Conduit's dialects whose diagnostics are kept, the last one in lastError.
+struct Compiler {
+  Compiler()
+      : context(registry()), handler(&context, [this](mlir::Diagnostic &diag) {
+          lastError = diag.str();
+          return mlir::success();
+        }) {}
+  static mlir::DialectRegistry registry() {
+    mlir::DialectRegistry r;
+    registerDialects(r);
+    return r;
+  }
+  mlir::MLIRContext context;
+  std::string lastError;
+  mlir::ScopedDiagnosticHandler handler;
+};
+
 /// Sanitizer builds run the compiler about ten times slower: they compile every fifth
 /// configuration of the grid (all its shapes still appear, in other combinations), so that
 /// `scripts/test --sanitize` finishes; the Release build compiles all of it.
@@ -174,14 +191,9 @@ constexpr int64_t kSweepStride = 1;
 #endif
 
 TEST(PlanSweep, EveryScheduleAndShardingVerifies) {
-  mlir::DialectRegistry registry;
-  registerDialects(registry);
-  mlir::MLIRContext context(registry);
-  std::string lastError;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
-    lastError = diag.str();
-    return mlir::success();
-  });
+  Compiler compiler;
+  mlir::MLIRContext &context = compiler.context;
+  const std::string &lastError = compiler.lastError;
   int64_t compiled = 0, configuration = 0;
   for (int64_t p = 1; p <= 8; ++p)
     for (int64_t v = 1; v <= 4; ++v)
@@ -265,14 +277,9 @@ TEST(PlanSweep, SplitBackwardSchedulesVerify) {
       {K::DepthFirst, loop, {2, 4}},  {K::BreadthFirst, loop, {1, 2, 4}},
       {K::BreadthFirst, vShape, {2}},
   };
-  mlir::DialectRegistry registry;
-  registerDialects(registry);
-  mlir::MLIRContext context(registry);
-  std::string lastError;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
-    lastError = diag.str();
-    return mlir::success();
-  });
+  Compiler compiler;
+  mlir::MLIRContext &context = compiler.context;
+  const std::string &lastError = compiler.lastError;
   int64_t compiled = 0, configuration = 0;
   for (const Variant &variant : variants)
     for (int64_t v : variant.stagesPerDevice)
@@ -320,14 +327,9 @@ TEST(PlanSweep, SplitBackwardSchedulesVerify) {
 }
 
 TEST(PlanSweep, UnequalPartitionsVerify) {
-  mlir::DialectRegistry registry;
-  registerDialects(registry);
-  mlir::MLIRContext context(registry);
-  std::string lastError;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
-    lastError = diag.str();
-    return mlir::success();
-  });
+  Compiler compiler;
+  mlir::MLIRContext &context = compiler.context;
+  const std::string &lastError = compiler.lastError;
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 300; ++trial) {
     int64_t p = 1 + rng() % 4, v = 1 + rng() % 3, d = 1 + rng() % 3, batch = 2 + rng() % 10;
