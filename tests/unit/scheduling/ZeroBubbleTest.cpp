@@ -126,8 +126,9 @@ TEST(ZeroBubble, PropertySweep) {
         Schedule base = verified(problem, scheduleOneFOneB(problem));
         Schedule s = verified(problem, scheduleZeroBubbleH1(problem, unit(problem)));
         checkAgainstBase(c, problem, s, base, std::min(p, m));
-        if (m >= p)
+        if (m >= p) {
           EXPECT_EQ(makespan(problem, s), 3 * m + p - 1) << label(c);
+        }
       }
       for (int64_t v : {2, 4}) {
         ScheduleProblem problem = equalProblem(p, v, m);
@@ -164,14 +165,17 @@ TEST(ZeroBubble, PropertySweep) {
         // and stay within P-2 of it up to P = 8 (docs/results.md has the figures).
         double lower = 6 * m + p - 1;
         EXPECT_GE(makespan(problem, s), lower);
-        if (m >= p)
+        if (m >= p) {
           EXPECT_LE(makespan(problem, s), lower + std::max<int64_t>(0, p - 2));
-        if (m >= p && p <= 4)
+        }
+        if (m >= p && p <= 4) {
           EXPECT_EQ(makespan(problem, s), lower);
-        if (!dual)
+        }
+        if (!dual) {
           EXPECT_EQ(std::count_if(s.pairs.begin(), s.pairs.end(),
                                   [](const std::vector<int32_t> &l) { return !l.empty(); }),
                     0);
+        }
       }
     }
 }
