@@ -284,7 +284,8 @@ void conduit::writeTuneChart(const std::string &title, llvm::ArrayRef<TuneResult
   os << llvm::format("<text x=\"%.0f\" y=\"24\" font-size=\"14\" font-weight=\"bold\">", left)
      << title << "</text>\n";
   os << llvm::format("<text x=\"%.0f\" y=\"40\" font-size=\"11\" fill=\"#555\">", left)
-     << "best configuration of each schedule found by conduit-tune, per global batch</text>\n";
+     << "best configuration of each schedule per global batch (conduit-tune); schedules "
+        "within 0.5% share a line</text>\n";
   // Axes, grid and ticks.
   for (int k = 0; k <= 5; ++k) {
     const double y = yTop * k / 5;
@@ -315,29 +316,85 @@ void conduit::writeTuneChart(const std::string &title, llvm::ArrayRef<TuneResult
   // Tableau 10, distinguishable for most colour vision.
   static const char *const kColours[] = {"#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2",
                                          "#9d755d", "#eeca3b", "#72b7b2", "#ff9da6", "#bab0ac"};
-  // Labels at the lines' right ends, moved apart where two would overlap.
-  std::vector<std::tuple<double, double, std::string>> labels; // y, x, text
-  size_t colour = 0;
-  std::map<std::string, const char *> colourOf;
+  // Schedules whose best configurations are within half a percent of each other at every
+  // batch would hide one another: they share one line and one label.
+  std::vector<std::pair<std::vector<std::string>, std::vector<std::pair<double, double>>>> groups;
   for (auto &[family, points] : lines) {
-    const char *stroke = kColours[colour++ % std::size(kColours)];
-    colourOf[family] = stroke;
+    auto close = [&](const std::vector<std::pair<double, double>> &other) {
+      if (other.size() != points.size())
+        return false;
+      for (size_t k = 0; k < points.size(); ++k)
+        if (other[k].first != points[k].first ||
+            std::abs(other[k].second - points[k].second) > 0.005 * points[k].second)
+          return false;
+      return true;
+    };
+    auto group = llvm::find_if(groups, [&](const auto &g) { return close(g.second); });
+    if (group == groups.end())
+      groups.push_back({{family}, points});
+    else
+      group->first.push_back(family);
+  }
+  // Labels at the lines' right ends, one name a row, moved apart where two would overlap.
+  struct Label {
+    double y, x;
+    const char *colour;
+    std::vector<std::string> names;
+  };
+  std::vector<Label> labels;
+  for (auto [k, group] : llvm::enumerate(groups)) {
+    const auto &[names, points] = group;
+    const char *stroke = kColours[k % std::size(kColours)];
     std::string d;
-    for (auto [k, p] : llvm::enumerate(points))
-      d += llvm::formatv("{0}{1:f1},{2:f1} ", k ? "L" : "M", px(p.first), py(p.second)).str();
+    for (auto [n, p] : llvm::enumerate(points))
+      d += llvm::formatv("{0}{1:f1},{2:f1} ", n ? "L" : "M", px(p.first), py(p.second)).str();
     os << "<path d=\"" << d << "\" fill=\"none\" stroke=\"" << stroke
        << "\" stroke-width=\"2\"/>\n";
     for (const auto &p : points)
       os << llvm::format("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", px(p.first),
                          py(p.second), stroke);
-    labels.push_back({py(points.back().second), px(points.back().first), family});
+    const double rows = static_cast<double>(names.size());
+    labels.push_back(
+        {py(points.back().second) - 7 * (rows - 1), px(points.back().first), stroke, names});
   }
-  std::sort(labels.begin(), labels.end());
-  for (size_t k = 1; k < labels.size(); ++k)
-    std::get<0>(labels[k]) = std::max(std::get<0>(labels[k]), std::get<0>(labels[k - 1]) + 14);
-  for (const auto &[y, x, family] : labels)
-    os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"%s\">", x + 8, y + 4,
-                       colourOf[family])
-       << family << "</text>\n";
+  std::sort(labels.begin(), labels.end(), [](const Label &a, const Label &b) { return a.y < b.y; });
+  // Overlapping labels form a block centred on where its labels want to be; blocks that then
+  // overlap merge, until none do.
+  constexpr double kRow = 14;
+  auto rowsOf = [&](const Label &l) { return kRow * static_cast<double>(l.names.size()); };
+  struct Block {
+    size_t first, last; // labels [first, last)
+    double top, wanted, height;
+  };
+  std::vector<Block> blocks;
+  for (size_t k = 0; k < labels.size(); ++k) {
+    blocks.push_back({k, k + 1, labels[k].y, labels[k].y, rowsOf(labels[k])});
+    while (blocks.size() > 1) {
+      Block &b = blocks.back(), &a = blocks[blocks.size() - 2];
+      if (a.top + a.height <= b.top)
+        break;
+      // Centre the merged block on the mean of its labels' wanted tops (offset by their place).
+      const double count = static_cast<double>(b.last - a.first);
+      a.wanted = (a.wanted * static_cast<double>(a.last - a.first) +
+                  (b.wanted - a.height) * static_cast<double>(b.last - b.first)) /
+                 count;
+      a.height += b.height;
+      a.last = b.last;
+      a.top = a.wanted;
+      blocks.pop_back();
+    }
+  }
+  for (const Block &b : blocks) {
+    double y = b.top;
+    for (size_t k = b.first; k < b.last; ++k) {
+      labels[k].y = y;
+      y += rowsOf(labels[k]);
+    }
+  }
+  for (const Label &label : labels)
+    for (auto [row, name] : llvm::enumerate(label.names))
+      os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"%s\">", label.x + 8,
+                         label.y + 4 + kRow * static_cast<double>(row), label.colour)
+         << name << "</text>\n";
   os << "</svg>\n";
 }
