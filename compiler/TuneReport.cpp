@@ -384,12 +384,15 @@ void conduit::writeTuneChart(const std::string &title, llvm::ArrayRef<TuneResult
       blocks.pop_back();
     }
   }
+  // Top to bottom, none above the plot and none over the one before.
+  double next = top + kRow / 2;
   for (const Block &b : blocks) {
-    double y = b.top;
+    double y = std::max(b.top, next);
     for (size_t k = b.first; k < b.last; ++k) {
       labels[k].y = y;
       y += rowsOf(labels[k]);
     }
+    next = y;
   }
   for (const Label &label : labels)
     for (auto [row, name] : llvm::enumerate(label.names))
