@@ -4,7 +4,6 @@
 
 #include "llvm/ADT/SmallVector.h"
 
-#include <cstring>
 #include <set>
 
 using namespace conduit;
@@ -16,18 +15,18 @@ namespace {
 bool parseAction(llvm::StringRef cell, sched::Action &action, std::string &problem) {
   size_t digits = cell.find_first_not_of("0123456789");
   unsigned s = 0, m = 0;
-  const char kinds[] = "FBIW";
-  const char *kind = digits == 0 || digits == llvm::StringRef::npos || digits + 1 >= cell.size()
-                         ? nullptr
-                         : std::strchr(kinds, cell[digits]);
-  if (!kind || cell.take_front(digits).getAsInteger(10, s) ||
+  // The letters in the order of sched::ActionKind.
+  const llvm::StringRef kinds = "FBIW";
+  size_t kind = digits == 0 || digits == llvm::StringRef::npos || digits + 1 >= cell.size()
+                    ? llvm::StringRef::npos
+                    : kinds.find(cell[digits]);
+  if (kind == llvm::StringRef::npos || cell.take_front(digits).getAsInteger(10, s) ||
       cell.drop_front(digits + 1).getAsInteger(10, m) || s > (1u << 26) || m > (1u << 26)) {
     problem = "expected a compute action like 0F3, 1B2, 1I2, 1W2 or (0F3;1B2)OVERLAP_F_B (a "
               "compute-only schedule)";
     return false;
   }
-  action = {static_cast<sched::ActionKind>(kind - kinds), static_cast<int32_t>(s),
-            static_cast<int32_t>(m)};
+  action = {static_cast<sched::ActionKind>(kind), static_cast<int32_t>(s), static_cast<int32_t>(m)};
   return true;
 }
 
