@@ -89,8 +89,9 @@ std::vector<Compiled> bruteForce(const json::Value &root, const std::string &pat
     }
     EXPECT_LE(calculator.staticMemoryBound(*job), c.peakMemoryBytes) << "configuration " << i;
     EXPECT_LE(bounds->peakMemoryBytes, c.peakMemoryBytes) << "configuration " << i;
-    if (c.fits)
+    if (c.fits) {
       EXPECT_LE(bounds->stepTimeS, c.stepTimeS * (1 + 1e-9)) << "configuration " << i;
+    }
     out.push_back(c);
   }
   return out;
@@ -222,10 +223,12 @@ TEST(TuneSpace, SchedulesComeFromTheCompiler) {
   std::set<std::string> schedules;
   for (const Configuration &c : configs)
     schedules.insert(stringOf(c, "parallelism.schedule"));
-  for (unsigned v = 0; v <= pipe::getMaxEnumValForScheduleKind(); ++v)
-    if (std::optional<pipe::ScheduleKind> kind = pipe::symbolizeScheduleKind(v))
+  for (unsigned v = 0; v <= pipe::getMaxEnumValForScheduleKind(); ++v) {
+    if (std::optional<pipe::ScheduleKind> kind = pipe::symbolizeScheduleKind(v)) {
       EXPECT_TRUE(schedules.count(pipe::stringifyScheduleKind(*kind).str()))
           << pipe::stringifyScheduleKind(*kind).str();
+    }
+  }
 }
 
 TEST(TuneSpace, EveryShapeMultipliesOut) {
