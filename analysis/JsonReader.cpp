@@ -189,6 +189,16 @@ std::optional<json::Value> conduit::loadJsonFile(llvm::StringRef path, Diagnosti
   return parseJsonText((*buffer)->getBuffer(), diag, limits);
 }
 
+std::optional<int64_t> conduit::jsonInteger(const json::Value &value) {
+  std::optional<double> number = value.getAsNumber();
+  if (!number)
+    return std::nullopt;
+  // Integers stored as integers convert exactly; a double is whole and in range only below 2^63.
+  if (*number >= 0x1p63 && !value.getAsUINT64())
+    return std::nullopt;
+  return value.getAsInteger();
+}
+
 std::string conduit::describeJson(const json::Value &value) {
   switch (value.kind()) {
   case json::Value::Null:
@@ -196,7 +206,7 @@ std::string conduit::describeJson(const json::Value &value) {
   case json::Value::Boolean:
     return *value.getAsBoolean() ? "true" : "false";
   case json::Value::Number:
-    if (std::optional<int64_t> i = value.getAsInteger())
+    if (std::optional<int64_t> i = jsonInteger(value))
       return std::to_string(*i);
     return formatNumber(*value.getAsNumber());
   case json::Value::String:
@@ -211,7 +221,7 @@ std::string conduit::describeJson(const json::Value &value) {
 
 std::optional<int64_t> conduit::readInteger(const json::Value &value, const std::string &keyPath,
                                             int64_t min, int64_t max, Diagnostics &diag) {
-  std::optional<int64_t> i = value.getAsInteger();
+  std::optional<int64_t> i = jsonInteger(value);
   if (!i) {
     diag.report(keyPath, "expected an integer, got " + describeJson(value));
     return std::nullopt;

@@ -107,6 +107,11 @@ private:
   llvm::StringSet<> seen;
 };
 
+/// The value as an int64 when it is a whole number that fits, else nullopt. Use it instead of
+/// json::Value::getAsInteger, which converts the double 2^63 (written, say, as
+/// `9223372036854775807.0`) to int64 and so overflows.
+std::optional<int64_t> jsonInteger(const llvm::json::Value &value);
+
 /// A short description of a JSON value for diagnostics: `"abc"`, `12`, `an object`, ...
 std::string describeJson(const llvm::json::Value &value);
 

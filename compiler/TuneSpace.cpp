@@ -2,6 +2,7 @@
 
 #include "compiler/TuneSpace.h"
 
+#include "analysis/JsonReader.h"
 #include "dialects/pipe/PipeAttrs.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -20,7 +21,7 @@ const json::Value *conduit::lookup(const Configuration &config, llvm::StringRef 
 
 int64_t conduit::integerOf(const Configuration &config, llvm::StringRef key, int64_t fallback) {
   if (const json::Value *v = lookup(config, key))
-    if (std::optional<int64_t> n = v->getAsInteger())
+    if (std::optional<int64_t> n = jsonInteger(*v))
       return *n;
   return fallback;
 }
@@ -133,7 +134,7 @@ bool always(const SpaceRequest &, const Configuration &) { return true; }
 
 /// Whether `value` is an integer for which `accept` holds.
 template <typename Accept> bool integerWhere(const json::Value &value, Accept accept) {
-  std::optional<int64_t> n = value.getAsInteger();
+  std::optional<int64_t> n = jsonInteger(value);
   return n && accept(*n);
 }
 
