@@ -135,7 +135,17 @@ struct Transformer {
   uint8_t norm = 0;     // 0 layernorm, 1 rmsnorm
   uint8_t position = 0; // 0 learned, 1 rotary
   bool tieEmbeddings = false;
-  uint8_t bias = 0; // 0 all, 1 qkv, 2 none
+  uint8_t bias = 0;          // 0 all, 1 qkv, 2 none
+  double ropeTheta = 10000;  ///< rotary base (Hugging Face's rope_theta)
+  double normEps = 1e-5;     ///< the norms' epsilon (layer_norm_epsilon / rms_norm_eps)
+};
+
+/// Where the training tokens come from (the job's training.data).
+enum class DataKind : uint8_t { Synthetic, Tokens, Text };
+struct DataSource {
+  DataKind kind = DataKind::Synthetic;
+  std::string path;     ///< tokens, text: the file, absolute or relative to the plan's job file
+  uint8_t tokenBytes = 2; ///< tokens: 2 (uint16) or 4 (uint32)
 };
 
 struct Config {
@@ -152,6 +162,7 @@ struct Config {
   double learningRate = 1e-3;
   int64_t tokensPerSample = 1;
   bool splitBackward = false; ///< backwards run as I and W
+  DataSource data;
   std::string preset;
   double peakFlops = 1, efficiency = 1;
   int64_t memoryBytes = 0, gpusPerNode = 1;
