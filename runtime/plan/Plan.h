@@ -17,7 +17,7 @@
 namespace conduit::runtime {
 
 /// The plan file format this code reads and writes.
-constexpr uint32_t kPlanFormatVersion = 2;
+constexpr uint32_t kPlanFormatVersion = 3;
 /// Feature bits this code understands (none yet); others make a reader refuse the file.
 constexpr uint64_t kKnownFeatures = 0;
 
@@ -162,7 +162,7 @@ struct Config {
   double learningRate = 1e-3;
   int64_t tokensPerSample = 1;
   bool splitBackward = false; ///< backwards run as I and W
-  DataSource data;
+  DataSource dataSource; ///< where the tokens come from (`data` is the data-parallel degree)
   std::string preset;
   double peakFlops = 1, efficiency = 1;
   int64_t memoryBytes = 0, gpusPerNode = 1;
