@@ -25,7 +25,8 @@ absl::StatusOr<ReferenceWork> Reference::estimate(const Plan &plan) {
   std::optional<int64_t> activationBytes =
       activations ? checkedMul(*activations, int64_t(sizeof(float))) : std::nullopt;
   bytes = bytes && activationBytes ? checkedAdd(*bytes, *activationBytes) : std::nullopt;
-  // The data's successor table: one token per vocabulary entry.
+  // Synthetic data's successor table: one token per vocabulary entry (a file of tokens is
+  // mapped, not held).
   if (bytes)
     bytes = checkedAdd(*bytes, shape.vocab * int64_t(sizeof(int32_t)));
   if (!bytes)
@@ -58,14 +59,16 @@ absl::StatusOr<Reference> Reference::create(const Plan &plan) {
   CONDUIT_ASSIGN_OR_RETURN(model::LayerChain<float> chain,
                            model::LayerChain<float>::build(
                                plan, shape, 0, static_cast<int64_t>(plan.layers.size()), *ops));
-  return Reference(plan, shape, std::move(ops), std::move(chain));
+  CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<model::TokenSource> data,
+                           model::makeTokenSource(plan.config, shape.vocab, shape.seq));
+  return Reference(plan, shape, std::move(ops), std::move(chain), std::move(data));
 }
 
 Reference::Reference(const Plan &plan, model::GptShape shape,
-                     std::unique_ptr<model::CpuOps<float>> ops, model::LayerChain<float> chain)
+                     std::unique_ptr<model::CpuOps<float>> ops, model::LayerChain<float> chain,
+                     std::unique_ptr<model::TokenSource> data)
     : config(plan.config), shape(shape), ops(std::move(ops)), chain(std::move(chain)),
-      data(static_cast<uint64_t>(plan.config.seed), shape.vocab, shape.seq),
-      optimizer(model::OptimizerConfig::fromPlan(plan.config)) {
+      data(std::move(data)), optimizer(model::OptimizerConfig::fromPlan(plan.config)) {
   params.assign(this->chain.numParams(), 0.0f);
   this->chain.initialise(params.data(), static_cast<uint64_t>(config.seed));
   state.assign(optimizer.stateWidth() * params.size(), 0.0f);
@@ -79,7 +82,7 @@ double Reference::step(int64_t step) {
   std::vector<int32_t> tokens, targets;
   for (int64_t replica = 0; replica < config.data; ++replica)
     for (int64_t first = 0; first < perReplica; first += b) {
-      data.batch(step, replica * perReplica + first, b, tokens, targets);
+      data->batch(step, replica * perReplica + first, b, tokens, targets);
       model::Tokens batch{tokens.data(), targets.data(), b, 1.0 / total};
       std::vector<model::LayerChain<float>::Cache> caches;
       chain.forwardSamples(params.data(), nullptr, batch, nullptr, caches);

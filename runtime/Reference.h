@@ -41,13 +41,13 @@ public:
 
 private:
   Reference(const Plan &plan, model::GptShape shape, std::unique_ptr<model::CpuOps<float>> ops,
-            model::LayerChain<float> chain);
+            model::LayerChain<float> chain, std::unique_ptr<model::TokenSource> data);
 
   Config config;
   model::GptShape shape;
   std::unique_ptr<model::CpuOps<float>> ops; ///< owned apart: the chain points at it
   model::LayerChain<float> chain;
-  model::SyntheticData data;
+  std::unique_ptr<model::TokenSource> data;
   model::OptimizerConfig optimizer;
   std::vector<float> params, state;
   std::vector<double> grad;

@@ -77,7 +77,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
   const Config &c = p.config;
   where = RankPosition::of(c, rank);
   CONDUIT_ASSIGN_OR_RETURN(shape, model::GptShape::fromPlan(p));
-  data.emplace(static_cast<uint64_t>(c.seed), shape->vocab, shape->seq);
+  CONDUIT_ASSIGN_OR_RETURN(data, model::makeTokenSource(c, shape->vocab, shape->seq));
   optimizer = model::OptimizerConfig::fromPlan(c);
   sharded = isSharded(c);
   rowFloats = shape->seq * shape->hidden;

@@ -146,7 +146,7 @@ private:
   /// Waits for `work` (outside a step: restore, stageParameters).
   absl::Status complete(std::unique_ptr<Work> work);
 
-  std::optional<model::SyntheticData> data;
+  std::unique_ptr<model::TokenSource> data;
   bool sharded = false;  ///< parameters or optimizer state split over replicas
   int64_t rowFloats = 0; ///< floats of one sample's activations
   std::unique_ptr<Transport> transport;

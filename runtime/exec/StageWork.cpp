@@ -38,7 +38,7 @@ absl::Status validateModel(const Plan &p, const char *backend) {
   for (const Stage &stage : p.stages)
     CONDUIT_RETURN_IF_ERROR(
         model::LayerChain<float>::build(p, shape, stage.firstLayer, stage.endLayer, ops).status());
-  return absl::OkStatus();
+  return model::makeTokenSource(p.config, shape.vocab, shape.seq).status();
 }
 
 absl::StatusOr<int64_t> rankMemoryBytes(const Plan &p, const model::GptShape &shape,
@@ -115,7 +115,7 @@ ShardLayout ShardLayout::of(int64_t params, const Config &c, bool sharded, int32
   return s;
 }
 
-model::Tokens microbatchTokens(const Config &c, const model::SyntheticData &data,
+model::Tokens microbatchTokens(const Config &c, const model::TokenSource &data,
                                const model::GptShape &shape, const Stage &stage, int64_t mb,
                                int32_t replica, int64_t step, std::vector<int32_t> &tokens,
                                std::vector<int32_t> &targets) {

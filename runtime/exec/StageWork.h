@@ -41,8 +41,9 @@ struct ShardLayout {
 bool isSharded(const Config &config);
 
 /// What every backend requires of a plan's model: a transformer this runtime implements,
-/// stages whose parameter counts match it, and data-parallel groups within one pipeline
-/// rank (`backend` names the backend in the message).
+/// stages whose parameter counts match it, data-parallel groups within one pipeline rank
+/// (`backend` names the backend in the message), and training data it can read (a file of
+/// tokens is opened and checked here, before any rank starts; initialise opens it again).
 absl::Status validateModel(const Plan &plan, const char *backend);
 
 /// The bytes pipeline rank `pipelineRank` holds at the least: its stages' parameters,
@@ -64,7 +65,7 @@ absl::StatusOr<int64_t> transferFloats(const Instruction &inst, const Config &co
 
 /// The tokens of micro-batch `mb` of `stage` at `step` for `replica`, in `tokens` and
 /// `targets`, with the loss scale of the global batch.
-model::Tokens microbatchTokens(const Config &config, const model::SyntheticData &data,
+model::Tokens microbatchTokens(const Config &config, const model::TokenSource &data,
                                const model::GptShape &shape, const Stage &stage, int64_t mb,
                                int32_t replica, int64_t step, std::vector<int32_t> &tokens,
                                std::vector<int32_t> &targets);
