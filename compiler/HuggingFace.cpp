@@ -30,6 +30,7 @@ void readGpt2(ObjectReader &config, TransformerSpec &t) {
       v && v->kind() != llvm::json::Value::Null)
     inner = config.integer("n_inner", 1, kMaxFfn);
   auto tie = config.boolean("tie_word_embeddings");
+  auto eps = config.number("layer_norm_epsilon", 0, 0.1, /*minExclusive=*/true);
   if (config.failed() || !layers || !hidden || !heads || !positions || !vocab)
     return;
   t.numLayers = *layers;
@@ -44,6 +45,7 @@ void readGpt2(ObjectReader &config, TransformerSpec &t) {
   t.position = pipe::PositionKind::Learned;
   t.tieEmbeddings = tie.value_or(true);
   t.bias = pipe::BiasKind::All;
+  t.normEps = eps.value_or(1e-5);
 }
 
 /// Llama, Mistral, Qwen2: rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention.
@@ -56,6 +58,8 @@ void readLlamaFamily(ObjectReader &config, TransformerSpec &t, bool qkvBias) {
   auto positions = config.integer("max_position_embeddings", 1, kMaxSeqLength);
   auto vocab = config.integer("vocab_size", 1, kMaxVocab);
   auto tie = config.boolean("tie_word_embeddings");
+  auto theta = config.number("rope_theta", 1, 1e12, /*minExclusive=*/true);
+  auto eps = config.number("rms_norm_eps", 0, 0.1, /*minExclusive=*/true);
   if (config.failed())
     return;
   for (llvm::StringRef key : {"num_hidden_layers", "hidden_size", "num_attention_heads",
@@ -74,6 +78,9 @@ void readLlamaFamily(ObjectReader &config, TransformerSpec &t, bool qkvBias) {
   t.position = pipe::PositionKind::Rotary;
   t.tieEmbeddings = tie.value_or(false);
   t.bias = qkvBias ? pipe::BiasKind::QKV : pipe::BiasKind::None;
+  // The transformers library's defaults when a config leaves them out.
+  t.ropeTheta = theta.value_or(10000.0);
+  t.normEps = eps.value_or(1e-6);
 }
 
 } // namespace

@@ -24,13 +24,14 @@ pipe::ClusterAttr buildCluster(MLIRContext *ctx, const Cluster &c) {
 }
 
 pipe::TrainingAttr buildTraining(MLIRContext *ctx, const TrainingSpec &t) {
-  return pipe::TrainingAttr::get(ctx, t.dtype, t.optimizer, t.seed, t.learningRate);
+  return pipe::TrainingAttr::get(ctx, t.dtype, t.optimizer, t.seed, t.learningRate, t.data,
+                                 t.dataPath, t.dataDtype);
 }
 
 pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &t) {
   return pipe::TransformerAttr::get(ctx, t.numLayers, t.hiddenSize, t.numHeads, t.numKvHeads,
                                     t.ffnHiddenSize, t.seqLength, t.vocabSize, t.mlp, t.norm,
-                                    t.position, t.tieEmbeddings, t.bias);
+                                    t.position, t.tieEmbeddings, t.bias, t.ropeTheta, t.normEps);
 }
 
 /// A symbol name from the job name: letters, digits and '_' only.

@@ -54,6 +54,8 @@ const llvm::StringRef kCheckpointingNames[] = {"none", "full"};
 const llvm::StringRef kRankOrderNames[] = {"data-inner", "pipeline-inner"};
 const llvm::StringRef kDTypeNames[] = {"bf16", "fp16", "fp32"};
 const llvm::StringRef kOptimizerNames[] = {"adam", "sgd"};
+const llvm::StringRef kDataKindNames[] = {"synthetic", "tokens", "text"};
+const llvm::StringRef kTokenTypeNames[] = {"uint16", "uint32"};
 const llvm::StringRef kMlpNames[] = {"gelu", "swiglu"};
 const llvm::StringRef kNormNames[] = {"layernorm", "rmsnorm"};
 const llvm::StringRef kPositionNames[] = {"learned", "rotary"};
@@ -71,7 +73,7 @@ std::optional<EnumT> readEnum(ObjectReader &reader, llvm::StringRef key,
 }
 
 /// The keys whose values name files (relative to the job file).
-const llvm::StringRef kPathKeys[] = {"model.path", "cluster.profile"};
+const llvm::StringRef kPathKeys[] = {"model.path", "cluster.profile", "training.data.path"};
 
 /// Resolves a path written in the job file against the job file's directory.
 std::string resolvePath(llvm::StringRef jobPath, llvm::StringRef path) {
@@ -79,6 +81,15 @@ std::string resolvePath(llvm::StringRef jobPath, llvm::StringRef path) {
     return path.str();
   llvm::SmallString<256> resolved(llvm::sys::path::parent_path(jobPath));
   llvm::sys::path::append(resolved, path);
+  return std::string(resolved);
+}
+
+/// resolvePath, then absolute: for paths the plan carries to conduit-run, which may run
+/// elsewhere in the file system than the compiler did.
+std::string absolutePath(llvm::StringRef jobPath, llvm::StringRef path) {
+  llvm::SmallString<256> resolved(resolvePath(jobPath, path));
+  (void)llvm::sys::fs::make_absolute(resolved);
+  llvm::sys::path::remove_dots(resolved, /*remove_dot_dot=*/true);
   return std::string(resolved);
 }
 
@@ -90,6 +101,7 @@ public:
 
 private:
   void parseTraining(ObjectReader &section, TrainingSpec &t);
+  void parseData(ObjectReader section, TrainingSpec &t);
   void parseModel(ObjectReader &section, ModelSpec &m, const TrainingSpec &training);
   void parseTransformer(ObjectReader &section, TransformerSpec &t);
   void parseLayers(ObjectReader &section, ModelSpec &m);
@@ -156,7 +168,35 @@ void JobParser::parseTraining(ObjectReader &section, TrainingSpec &t) {
     t.seed = *seed;
   if (auto lr = section.number("learning_rate", 0, limits::kMaxLearningRate, /*minExclusive=*/true))
     t.learningRate = *lr;
+  if (const json::Object *data = section.object("data"))
+    parseData(ObjectReader(*data, section.keyPath("data"), diag), t);
   section.rejectUnknownKeys();
+}
+
+void JobParser::parseData(ObjectReader section, TrainingSpec &t) {
+  if (!section.require("kind"))
+    return;
+  if (auto kind = readEnum<pipe::DataKind>(section, "kind", kDataKindNames))
+    t.data = *kind;
+  if (section.failed())
+    return;
+  if (t.data == pipe::DataKind::Synthetic) {
+    section.rejectUnknownKeys();
+    return;
+  }
+  if (!section.require("path"))
+    return;
+  if (t.data == pipe::DataKind::Tokens)
+    if (auto dtype = readEnum<pipe::TokenType>(section, "dtype", kTokenTypeNames))
+      t.dataDtype = *dtype;
+  std::optional<std::string> file = section.string("path");
+  section.rejectUnknownKeys();
+  if (!file || section.failed())
+    return;
+  t.dataPath = absolutePath(path, *file);
+  if (!llvm::sys::fs::is_regular_file(t.dataPath))
+    diag.report(section.keyPath("path"), "cannot read data file \"" + t.dataPath +
+                                             "\" (relative paths start at the job file's folder)");
 }
 
 void JobParser::parseTransformer(ObjectReader &section, TransformerSpec &t) {
@@ -180,6 +220,10 @@ void JobParser::parseTransformer(ObjectReader &section, TransformerSpec &t) {
     t.tieEmbeddings = *tie;
   if (auto bias = readEnum<pipe::BiasKind>(section, "bias", kBiasNames))
     t.bias = *bias;
+  if (auto theta = section.number("rope_theta", 1, 1e12, /*minExclusive=*/true))
+    t.ropeTheta = *theta;
+  if (auto eps = section.number("norm_eps", 0, 0.1, /*minExclusive=*/true))
+    t.normEps = *eps;
   if (section.failed())
     return;
   if (std::optional<ShapeProblem> problem = checkTransformerShape(t))
@@ -536,6 +580,20 @@ void JobParser::checkSchedule(const ParallelismSpec &p) {
 
 void JobParser::checkJob(const Job &job) {
   const ParallelismSpec &p = job.parallelism;
+  if (job.training.data != pipe::DataKind::Synthetic) {
+    if (!job.model.transformer) {
+      diag.report("training.data.kind", "token data feeds a transformer; this model is a layer "
+                                        "list, which trains on nothing: use \"synthetic\"");
+      return;
+    }
+    if (job.training.data == pipe::DataKind::Text && job.model.transformer->vocabSize < 256) {
+      diag.report("model.vocab_size",
+                  "text data uses bytes as tokens, which needs a vocabulary of at least 256, "
+                  "got " +
+                      std::to_string(job.model.transformer->vocabSize));
+      return;
+    }
+  }
   const int64_t layers = static_cast<int64_t>(job.model.layers.size());
   if (p.numStages() > layers) {
     std::string fix = "use at most " + std::to_string(layers) + " stages";

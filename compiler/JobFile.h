@@ -51,6 +51,8 @@ struct TransformerSpec {
   pipe::PositionKind position = pipe::PositionKind::Learned;
   bool tieEmbeddings = false;
   pipe::BiasKind bias = pipe::BiasKind::All;
+  double ropeTheta = 10000; ///< rotary base (Hugging Face's rope_theta)
+  double normEps = 1e-5;    ///< the norms' epsilon
 };
 
 struct ModelSpec {
@@ -96,6 +98,11 @@ struct TrainingSpec {
   pipe::Optimizer optimizer = pipe::Optimizer::Adam;
   int64_t seed = 1234;
   double learningRate = 1e-3;
+  /// Where the tokens come from: "data": {"kind", "path", "dtype"}; the path resolved
+  /// against the job file and made absolute.
+  pipe::DataKind data = pipe::DataKind::Synthetic;
+  std::string dataPath;
+  pipe::TokenType dataDtype = pipe::TokenType::UInt16;
 
   int64_t elementBytes() const { return dtype == pipe::DType::FP32 ? 4 : 2; }
 };

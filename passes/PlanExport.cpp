@@ -15,6 +15,8 @@ static_assert(static_cast<int>(runtime::Schedule::DualPipeV) ==
                       static_cast<int>(pipe::ScheduleKind::DualPipeV) &&
                   runtime::kNumSchedules == 8,
               "the plan file's schedule ids follow pipe::ScheduleKind");
+static_assert(static_cast<int>(runtime::DataKind::Text) == static_cast<int>(pipe::DataKind::Text),
+              "the plan file's data kinds follow pipe::DataKind");
 
 runtime::Config exportConfig(plan::ProgramOp program) {
   pipe::ParallelismAttr par = program.getParallelism();
@@ -38,6 +40,9 @@ runtime::Config exportConfig(plan::ProgramOp program) {
   c.optimizer = static_cast<runtime::Optimizer>(training.getOptimizer());
   c.seed = training.getSeed();
   c.learningRate = training.getLearningRate();
+  c.dataSource.kind = static_cast<runtime::DataKind>(training.getData());
+  c.dataSource.path = training.getDataPath().str();
+  c.dataSource.tokenBytes = training.getDataDtype() == pipe::TokenType::UInt32 ? 4 : 2;
   c.tokensPerSample = program.getTokensPerSample();
   c.preset = cluster.getPreset().str();
   c.peakFlops = cluster.getPeakFlops();
@@ -125,7 +130,9 @@ runtime::Plan conduit::exportPlan(plan::ProgramOp program) {
                                            static_cast<uint8_t>(t->getNorm()),
                                            static_cast<uint8_t>(t->getPosition()),
                                            t->getTieEmbeddings(),
-                                           static_cast<uint8_t>(t->getBias())};
+                                           static_cast<uint8_t>(t->getBias()),
+                                           t->getRopeTheta(),
+                                           t->getNormEps()};
   for (plan::LayerOp layer : program.getLayers())
     out.layers.push_back({layer.getName().str(), static_cast<runtime::LayerKind>(layer.getKind()),
                           layer.getParams(), layer.getFwdFlops(), layer.getBwdFlops(),

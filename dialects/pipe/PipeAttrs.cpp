@@ -127,11 +127,16 @@ LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError, 
 }
 
 LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError, DType dtype,
-                                   Optimizer optimizer, int64_t seed, F64 learningRate) {
+                                   Optimizer optimizer, int64_t seed, F64 learningRate,
+                                   DataKind data, StringRef dataPath, TokenType dataDtype) {
   if (failed(check(emitError, seed >= 0, "seed", "non-negative", seed)) ||
       failed(check(emitError, std::isfinite(learningRate) && learningRate > 0, "learning_rate",
                    "positive", learningRate)))
     return failure();
+  if ((data == DataKind::Synthetic) != dataPath.empty())
+    return emitError() << (dataPath.empty()
+                               ? "data \"" + stringifyEnum(data).str() + "\" needs a data_path"
+                               : std::string("synthetic data takes no data_path"));
   return success();
 }
 
@@ -141,14 +146,19 @@ LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       int64_t numLayers, int64_t hiddenSize, int64_t numHeads,
                                       int64_t numKvHeads, int64_t ffnHiddenSize, int64_t seqLength,
                                       int64_t vocabSize, MlpKind mlp, NormKind norm,
-                                      PositionKind position, bool tieEmbeddings, BiasKind bias) {
+                                      PositionKind position, bool tieEmbeddings, BiasKind bias,
+                                      F64 ropeTheta, F64 normEps) {
   if (failed(check(emitError, numLayers >= 1, "num_layers", "positive", numLayers)) ||
       failed(check(emitError, hiddenSize >= 1, "hidden_size", "positive", hiddenSize)) ||
       failed(check(emitError, numHeads >= 1, "num_heads", "positive", numHeads)) ||
       failed(check(emitError, numKvHeads >= 1, "num_kv_heads", "positive", numKvHeads)) ||
       failed(check(emitError, ffnHiddenSize >= 1, "ffn_hidden_size", "positive", ffnHiddenSize)) ||
       failed(check(emitError, seqLength >= 1, "seq_length", "positive", seqLength)) ||
-      failed(check(emitError, vocabSize >= 1, "vocab_size", "positive", vocabSize)))
+      failed(check(emitError, vocabSize >= 1, "vocab_size", "positive", vocabSize)) ||
+      failed(check(emitError, std::isfinite(ropeTheta) && ropeTheta > 1, "rope_theta", "above 1",
+                   ropeTheta)) ||
+      failed(check(emitError, std::isfinite(normEps) && normEps > 0 && normEps < 1, "norm_eps",
+                   "between 0 and 1", normEps)))
     return failure();
   if (hiddenSize % numHeads != 0)
     return emitError() << "hidden_size " << hiddenSize << " is not divisible by num_heads "

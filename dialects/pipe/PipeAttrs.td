@@ -105,6 +105,17 @@ def Pipe_BiasKind : Pipe_Enum<"BiasKind", "which linear layers have a bias", [
   I32EnumCase<"None", 2, "none">
 ]>;
 
+def Pipe_DataKind : Pipe_Enum<"DataKind", "where training tokens come from", [
+  I32EnumCase<"Synthetic", 0, "synthetic">,
+  I32EnumCase<"Tokens", 1, "tokens">,
+  I32EnumCase<"Text", 2, "text">
+]>;
+
+def Pipe_TokenType : Pipe_Enum<"TokenType", "element type of a token file", [
+  I32EnumCase<"UInt16", 0, "uint16">,
+  I32EnumCase<"UInt32", 1, "uint32">
+]>;
+
 def Pipe_TransferKind : Pipe_Enum<"TransferKind", "what a point-to-point transfer carries", [
   I32EnumCase<"Activation", 0, "activation">,
   I32EnumCase<"Gradient", 1, "gradient">
@@ -145,6 +156,16 @@ def Pipe_F64Param : AttrParameter<"::conduit::pipe::F64", "a double"> {
   let parser = "::conduit::pipe::parseF64($_parser)";
   let printer = "::conduit::pipe::printF64($_printer, $_self)";
 }
+
+// A double parameter that may be left out (and is not printed) when it has its default.
+class Pipe_DefaultF64Param<string value> : AttrParameter<"::conduit::pipe::F64", "a double"> {
+  let parser = "::conduit::pipe::parseF64($_parser)";
+  let printer = "::conduit::pipe::printF64($_printer, $_self)";
+  let defaultValue = "::conduit::pipe::F64(" # value # ")";
+}
+
+// A string parameter that may be left out (and is not printed) when empty.
+def Pipe_OptionalStringParam : StringRefParameter<"a string", [{""}]>;
 
 // A double property, printed like Pipe_F64Param (MLIR's FloatAttr falls back to hex for values
 // it cannot print in six digits, which hides costs from a reader).
@@ -286,17 +307,24 @@ def Pipe_TrainingAttr : Pipe_Attr<"Training", "training"> {
   let summary = "numerics and optimiser of a job";
   let description = [{
     The `training` section of the job file: data type of parameters and activations, optimiser,
-    seed for parameter initialisation and synthetic data, and the learning rate.
+    seed for parameter initialisation and data sampling, the learning rate, and where the tokens
+    come from (`data`, printed unless synthetic: a token file of `data_dtype` elements or a text
+    file, at `data_path`, made absolute by the compiler).
 
     ```mlir
     #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-03>
+    #pipe.training<dtype = "fp32", optimizer = "sgd", seed = 1, learning_rate = 1.0e-02,
+                   data = "tokens", data_path = "/data/train.bin", data_dtype = "uint32">
     ```
   }];
   let parameters = (ins
     Pipe_EnumParam<Pipe_DType>:$dtype,
     Pipe_EnumParam<Pipe_Optimizer>:$optimizer,
     "int64_t":$seed,
-    Pipe_F64Param:$learning_rate
+    Pipe_F64Param:$learning_rate,
+    Pipe_DefaultEnumParam<Pipe_DataKind, "Synthetic">:$data,
+    Pipe_OptionalStringParam:$data_path,
+    Pipe_DefaultEnumParam<Pipe_TokenType, "UInt16">:$data_dtype
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -314,6 +342,8 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     LM head and loss). Variants cover GPT-2/3 (`gelu`, `layernorm`, `learned` positions) and
     Llama, Mistral and Qwen (`swiglu`, `rmsnorm`, `rotary`, grouped-query attention). `bias`
     says which linear layers carry a bias: all (GPT), only Q/K/V (Qwen) or none (Llama).
+    `rope_theta` is the rotary base and `norm_eps` the norms' epsilon (printed when not
+    10000 and 1e-5).
 
     ```mlir
     #pipe.transformer<num_layers = 12, hidden_size = 768, num_heads = 12, num_kv_heads = 12,
@@ -334,7 +364,9 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     Pipe_EnumParam<Pipe_NormKind>:$norm,
     Pipe_EnumParam<Pipe_PositionKind>:$position,
     "bool":$tie_embeddings,
-    Pipe_EnumParam<Pipe_BiasKind>:$bias
+    Pipe_EnumParam<Pipe_BiasKind>:$bias,
+    Pipe_DefaultF64Param<"10000.0">:$rope_theta,
+    Pipe_DefaultF64Param<"1e-5">:$norm_eps
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -137,6 +137,7 @@ std::string writePlan(const Plan &plan) {
 
   const Config &c = plan.config;
   auto preset = fbb.CreateString(c.preset);
+  auto dataPath = fbb.CreateString(c.dataSource.path);
   fb::ConfigBuilder config(fbb);
   config.add_pipeline(c.pipeline);
   config.add_data(c.data);
@@ -155,6 +156,9 @@ std::string writePlan(const Plan &plan) {
   config.add_learning_rate(c.learningRate);
   config.add_tokens_per_sample(c.tokensPerSample);
   config.add_split_backward(c.splitBackward);
+  config.add_data_kind(static_cast<uint8_t>(c.dataSource.kind));
+  config.add_data_path(dataPath);
+  config.add_token_bytes(c.dataSource.tokenBytes);
   config.add_preset(preset);
   config.add_peak_flops(c.peakFlops);
   config.add_efficiency(c.efficiency);
@@ -168,9 +172,10 @@ std::string writePlan(const Plan &plan) {
 
   flatbuffers::Offset<fb::Transformer> transformer;
   if (const std::optional<Transformer> &t = plan.transformer)
-    transformer = fb::CreateTransformer(fbb, t->numLayers, t->hiddenSize, t->numHeads,
-                                        t->numKvHeads, t->ffnHiddenSize, t->seqLength, t->vocabSize,
-                                        t->mlp, t->norm, t->position, t->tieEmbeddings, t->bias);
+    transformer =
+        fb::CreateTransformer(fbb, t->numLayers, t->hiddenSize, t->numHeads, t->numKvHeads,
+                              t->ffnHiddenSize, t->seqLength, t->vocabSize, t->mlp, t->norm,
+                              t->position, t->tieEmbeddings, t->bias, t->ropeTheta, t->normEps);
   auto root = fb::CreatePlan(fbb, plan.formatVersion, plan.features, fbb.CreateString(plan.name),
                              fbb.CreateString(plan.source), configOffset, transformer,
                              fbb.CreateVector(layers), fbb.CreateVector(stages),
@@ -318,6 +323,9 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   config.learningRate = c->learning_rate();
   config.tokensPerSample = c->tokens_per_sample();
   config.splitBackward = c->split_backward();
+  config.dataSource.kind = static_cast<DataKind>(c->data_kind());
+  config.dataSource.path = c->data_path() ? c->data_path()->str() : "";
+  config.dataSource.tokenBytes = c->token_bytes();
   config.preset = c->preset() ? c->preset()->str() : "";
   config.peakFlops = c->peak_flops();
   config.efficiency = c->efficiency();
@@ -328,7 +336,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   config.latencyS = c->latency_s();
   config.launchOverheadS = c->launch_overhead_s();
   if (c->schedule() >= kNumSchedules || c->sharding() > 3 || c->dtype() > 2 || c->optimizer() > 1 ||
-      c->checkpointing() > 1 || c->rank_order() > 1)
+      c->checkpointing() > 1 || c->rank_order() > 1 || c->data_kind() > 2)
     return corrupt("the configuration holds an unknown enum value");
 
   if (const fb::Transformer *t = p->transformer()) {
@@ -345,7 +353,9 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
                                    t->norm(),
                                    t->position(),
                                    t->tie_embeddings(),
-                                   t->bias()};
+                                   t->bias(),
+                                   t->rope_theta(),
+                                   t->norm_eps()};
   }
   for (const fb::Layer *l : *p->layers()) {
     if (l->kind() > 3)
@@ -480,6 +490,13 @@ private:
     CONDUIT_RETURN_IF_ERROR(inRange("config.inter_node_bandwidth", c.interNodeBandwidth, 0, kHuge));
     CONDUIT_RETURN_IF_ERROR(inRange("config.latency_s", c.latencyS, 0, kHuge));
     CONDUIT_RETURN_IF_ERROR(inRange("config.launch_overhead_s", c.launchOverheadS, 0, kHuge));
+    if ((c.dataSource.kind == DataKind::Synthetic) != c.dataSource.path.empty())
+      return bad(c.dataSource.path.empty()
+                     ? "config.data_path is empty; token and text data need a file"
+                     : "config.data_path is set for synthetic data");
+    if (c.dataSource.tokenBytes != 2 && c.dataSource.tokenBytes != 4)
+      return bad(absl::StrCat("config.token_bytes is ", int(c.dataSource.tokenBytes),
+                              "; it must be 2 or 4"));
     if (c.worldSize() > kMaxWorld)
       return bad(absl::StrCat("the world of ", c.worldSize(), " ranks (config.pipeline x ",
                               "config.data) is too large; at most ", kMaxWorld, " are supported"));
@@ -508,6 +525,10 @@ private:
     if (t.numHeads % t.numKvHeads != 0)
       return bad(absl::StrCat("transformer.num_heads ", t.numHeads,
                               " is not a multiple of transformer.num_kv_heads ", t.numKvHeads));
+    CONDUIT_RETURN_IF_ERROR(inRange("transformer.rope_theta", t.ropeTheta, 1, 1e12));
+    CONDUIT_RETURN_IF_ERROR(inRange("transformer.norm_eps", t.normEps, 0, 0.1));
+    if (!(t.normEps > 0) || !(t.ropeTheta > 1))
+      return bad("transformer.rope_theta must exceed 1 and transformer.norm_eps 0");
     if (plan.config.tokensPerSample != t.seqLength)
       return bad(absl::StrCat("config.tokens_per_sample is ", plan.config.tokensPerSample,
                               "; the transformer's samples are transformer.seq_length ",

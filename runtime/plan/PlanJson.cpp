@@ -22,6 +22,10 @@ const char *shardingName(Sharding s) {
   static const char *const kNames[] = {"none", "optimizer", "gradients", "full"};
   return kNames[static_cast<int>(s)];
 }
+const char *dataKindName(DataKind k) {
+  static const char *const kNames[] = {"synthetic", "tokens", "text"};
+  return kNames[static_cast<int>(k)];
+}
 const char *layerKindName(LayerKind k) {
   static const char *const kNames[] = {"embedding", "block", "head", "custom"};
   return kNames[static_cast<int>(k)];
@@ -86,13 +90,26 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
      << (c.checkpointing ? "full" : "none") << "\", \"fsdp_window\": " << c.fsdpWindow
      << ", \"rank_order\": \"" << (c.pipelineInner ? "pipeline-inner" : "data-inner")
      << "\", \"element_bytes\": " << c.elementBytes() << ", \"seed\": " << c.seed
-     << ", \"learning_rate\": " << c.learningRate << ", \"preset\": " << jsonString(c.preset)
-     << "},\n";
+     << ", \"learning_rate\": " << c.learningRate << ", \"data\": \""
+     << dataKindName(c.dataSource.kind) << "\"";
+  if (c.dataSource.kind != DataKind::Synthetic)
+    os << ", \"data_path\": " << jsonString(c.dataSource.path);
+  if (c.dataSource.kind == DataKind::Tokens)
+    os << ", \"token_bytes\": " << int(c.dataSource.tokenBytes);
+  os << ", \"preset\": " << jsonString(c.preset) << "},\n";
   if (const std::optional<Transformer> &t = plan.transformer)
     os << "  \"transformer\": {\"num_layers\": " << t->numLayers
        << ", \"hidden_size\": " << t->hiddenSize << ", \"num_heads\": " << t->numHeads
        << ", \"num_kv_heads\": " << t->numKvHeads << ", \"ffn_hidden_size\": " << t->ffnHiddenSize
-       << ", \"seq_length\": " << t->seqLength << ", \"vocab_size\": " << t->vocabSize << "},\n";
+       << ", \"seq_length\": " << t->seqLength << ", \"vocab_size\": " << t->vocabSize
+       << ", \"mlp\": \"" << (t->mlp ? "swiglu" : "gelu") << "\", \"norm\": \""
+       << (t->norm ? "rmsnorm" : "layernorm") << "\", \"position\": \""
+       << (t->position ? "rotary" : "learned")
+       << "\", \"tie_embeddings\": " << (t->tieEmbeddings ? "true" : "false") << ", \"bias\": \""
+       << (t->bias == 0   ? "all"
+           : t->bias == 1 ? "qkv"
+                          : "none")
+       << "\", \"rope_theta\": " << t->ropeTheta << ", \"norm_eps\": " << t->normEps << "},\n";
   os << "  \"layers\": [";
   for (size_t l = 0; l < plan.layers.size(); ++l)
     os << (l ? ",\n    " : "\n    ") << "{\"name\": " << jsonString(plan.layers[l].name)

@@ -127,13 +127,13 @@ TEST(PlanFile, RefusesForeignAndDamagedFiles) {
 
 TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
   Plan plan = twoRankPlan();
-  // Version 2 added split backward (I and W instructions, bwd_weight_flops): a plan of
-  // version 1 or 3 is refused in both directions.
-  for (uint32_t version : {1u, 3u}) {
+  // Version 3 added the data source and the rotary base and norm epsilon: a plan of version 2
+  // or 4 is refused in both directions.
+  for (uint32_t version : {2u, 4u}) {
     plan.formatVersion = version;
     EXPECT_EQ(readBack(writePlan(plan)).message(),
               "plan file format version " + std::to_string(version) +
-                  "; this runtime reads version 2. Recompile the job with a matching "
+                  "; this runtime reads version 3. Recompile the job with a matching "
                   "conduit-compile.");
   }
   plan = twoRankPlan();
