@@ -61,8 +61,8 @@ void CpuOps<T>::gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, 
 
 template <typename T>
 void CpuOps<T>::layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *beta,
-                                 T *y, T *mean, T *rstd) {
-  model::layerNormForward(rows, h, x, gamma, beta, y, mean, rstd);
+                                 double eps, T *y, T *mean, T *rstd) {
+  model::layerNormForward(rows, h, x, gamma, beta, eps, y, mean, rstd);
 }
 
 template <typename T>
@@ -77,6 +77,24 @@ void CpuOps<T>::layerNormBackwardWeight(int64_t rows, int64_t h, const T *x, con
   model::layerNormBackwardWeight(rows, h, x, mean, rstd, dy, dgamma, dbeta);
 }
 
+template <typename T>
+void CpuOps<T>::rmsNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, double eps,
+                               T *y, T *rstd) {
+  model::rmsNormForward(rows, h, x, gamma, eps, y, rstd);
+}
+
+template <typename T>
+void CpuOps<T>::rmsNormBackwardInput(int64_t rows, int64_t h, const T *x, const T *gamma,
+                                     const T *rstd, const T *dy, T *dx) {
+  model::rmsNormBackwardInput(rows, h, x, gamma, rstd, dy, dx);
+}
+
+template <typename T>
+void CpuOps<T>::rmsNormBackwardWeight(int64_t rows, int64_t h, const T *x, const T *rstd,
+                                      const T *dy, T *dgamma) {
+  model::rmsNormBackwardWeight(rows, h, x, rstd, dy, dgamma);
+}
+
 template <typename T> void CpuOps<T>::geluForward(int64_t n, const T *x, T *y) {
   model::geluForward(n, x, y);
 }
@@ -86,15 +104,39 @@ template <typename T> void CpuOps<T>::geluBackward(int64_t n, const T *x, const 
 }
 
 template <typename T>
-void CpuOps<T>::attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
-                                 const T *qkv, T *probs, T *out) {
-  model::attentionForward(samples, seq, heads, headDim, qkv, probs, out);
+void CpuOps<T>::swigluForward(int64_t rows, int64_t f, const T *gateUp, T *out) {
+  model::swigluForward(rows, f, gateUp, out);
 }
 
 template <typename T>
-void CpuOps<T>::attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
-                                  const T *qkv, const T *probs, const T *dout, T *dqkv) {
-  model::attentionBackward(samples, seq, heads, headDim, qkv, probs, dout, dqkv);
+void CpuOps<T>::swigluBackward(int64_t rows, int64_t f, const T *gateUp, const T *dout,
+                               T *dGateUp) {
+  model::swigluBackward(rows, f, gateUp, dout, dGateUp);
+}
+
+template <typename T>
+void CpuOps<T>::rotaryForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                              int64_t headDim, double theta, T *qkv) {
+  model::rotary(samples, seq, heads, kvHeads, headDim, theta, /*inverse=*/false, qkv);
+}
+
+template <typename T>
+void CpuOps<T>::rotaryBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                               int64_t headDim, double theta, T *dqkv) {
+  model::rotary(samples, seq, heads, kvHeads, headDim, theta, /*inverse=*/true, dqkv);
+}
+
+template <typename T>
+void CpuOps<T>::attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                                 int64_t headDim, const T *qkv, T *probs, T *out) {
+  model::attentionForward(samples, seq, heads, kvHeads, headDim, qkv, probs, out);
+}
+
+template <typename T>
+void CpuOps<T>::attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                                  int64_t headDim, const T *qkv, const T *probs, const T *dout,
+                                  T *dqkv) {
+  model::attentionBackward(samples, seq, heads, kvHeads, headDim, qkv, probs, dout, dqkv);
 }
 
 template <typename T>
@@ -104,6 +146,10 @@ void CpuOps<T>::embeddingForward(int64_t samples, int64_t seq, int64_t hidden,
     for (int64_t t = 0; t < seq; ++t) {
       const int64_t row = n * seq + t;
       const T *token = wte + static_cast<int64_t>(tokens[row]) * hidden;
+      if (!wpe) {
+        std::copy(token, token + hidden, y + row * hidden);
+        continue;
+      }
       for (int64_t i = 0; i < hidden; ++i)
         y[row * hidden + i] = token[i] + wpe[t * hidden + i];
     }
@@ -118,7 +164,8 @@ void CpuOps<T>::embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
       T *token = dwte + static_cast<int64_t>(tokens[row]) * hidden;
       for (int64_t i = 0; i < hidden; ++i) {
         token[i] += dy[row * hidden + i];
-        dwpe[t * hidden + i] += dy[row * hidden + i];
+        if (dwpe)
+          dwpe[t * hidden + i] += dy[row * hidden + i];
       }
     }
 }

@@ -88,6 +88,7 @@ std::optional<int64_t> GptShape::activationElements(int64_t samples, int64_t blo
 namespace {
 
 constexpr double kInitStd = 0.02;
+constexpr double kNormEps = 1e-5;
 
 template <typename T> void fillNormal(T *p, int64_t n, Random &random) {
   for (int64_t i = 0; i < n; ++i)
@@ -200,18 +201,18 @@ public:
     for (int i = 0; i < NumSaved; ++i)
       v[i] = ops.allocate(sizes[i]);
     ops.copy(rows * h, x, v[X].data());
-    ops.layerNormForward(rows, h, x, p + o.ln1g, p + o.ln1b, v[H1].data(), v[Mean1].data(),
-                         v[Rstd1].data());
+    ops.layerNormForward(rows, h, x, p + o.ln1g, p + o.ln1b, kNormEps, v[H1].data(),
+                         v[Mean1].data(), v[Rstd1].data());
     ops.gemm(false, false, rows, 3 * h, h, 1, v[H1].data(), p + o.wqkv, 0, v[Qkv].data());
     if (o.bqkv >= 0)
       ops.addBias(rows, 3 * h, p + o.bqkv, v[Qkv].data());
-    ops.attentionForward(n, s.seq, s.heads, s.headDim(), v[Qkv].data(), v[Probs].data(),
+    ops.attentionForward(n, s.seq, s.heads, s.heads, s.headDim(), v[Qkv].data(), v[Probs].data(),
                          v[Att].data());
     ops.copy(rows * h, x, v[X2].data());
     ops.gemm(false, false, rows, h, h, 1, v[Att].data(), p + o.wo, 1, v[X2].data());
     if (o.bo >= 0)
       ops.addBias(rows, h, p + o.bo, v[X2].data());
-    ops.layerNormForward(rows, h, v[X2].data(), p + o.ln2g, p + o.ln2b, v[H2].data(),
+    ops.layerNormForward(rows, h, v[X2].data(), p + o.ln2g, p + o.ln2b, kNormEps, v[H2].data(),
                          v[Mean2].data(), v[Rstd2].data());
     ops.gemm(false, false, rows, f, h, 1, v[H2].data(), p + o.w1, 0, v[U].data());
     if (o.b1 >= 0)
@@ -251,7 +252,7 @@ public:
     Buffer<T> datt = ops.allocate(rows * h);
     g[DQKV] = ops.allocate(rows * 3 * h);
     ops.gemm(false, true, rows, h, h, 1, g[DX2].data(), p + o.wo, 0, datt.data());
-    ops.attentionBackward(n, s.seq, s.heads, s.headDim(), v[Qkv].data(), v[Probs].data(),
+    ops.attentionBackward(n, s.seq, s.heads, s.heads, s.headDim(), v[Qkv].data(), v[Probs].data(),
                           datt.data(), g[DQKV].data());
     g[DH1] = ops.allocate(rows * h);
     ops.gemm(false, true, rows, h, 3 * h, 1, g[DQKV].data(), p + o.wqkv, 0, g[DH1].data());
@@ -319,7 +320,8 @@ public:
     for (int i = 0; i < NumSaved; ++i)
       v[i] = ops.allocate(sizes[i]);
     ops.copy(rows * h, x, v[X].data());
-    ops.layerNormForward(rows, h, x, p, p + h, v[Z].data(), v[Mean].data(), v[Rstd].data());
+    ops.layerNormForward(rows, h, x, p, p + h, kNormEps, v[Z].data(), v[Mean].data(),
+                         v[Rstd].data());
     Buffer<T> logits = ops.allocate(rows * s.vocab);
     ops.gemm(false, false, rows, s.vocab, h, 1, v[Z].data(), p + 2 * h, 0, logits.data());
     ops.crossEntropy(rows, s.vocab, logits.data(), batch.targets, static_cast<T>(batch.lossScale),

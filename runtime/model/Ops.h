@@ -89,25 +89,50 @@ public:
   virtual void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha, const T *a,
                     const T *b, T beta, T *c) = 0;
 
+  /// LayerNorm over rows of width h with epsilon `eps`; keeps the per-row mean and reciprocal
+  /// standard deviation for the backward.
   virtual void layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *beta,
-                                T *y, T *mean, T *rstd) = 0;
+                                double eps, T *y, T *mean, T *rstd) = 0;
   /// The LayerNorm backward in two halves, so that a split backward can run the second later:
   /// dx overwritten; dgamma, dbeta accumulated.
   virtual void layerNormBackwardInput(int64_t rows, int64_t h, const T *x, const T *gamma,
                                       const T *mean, const T *rstd, const T *dy, T *dx) = 0;
   virtual void layerNormBackwardWeight(int64_t rows, int64_t h, const T *x, const T *mean,
                                        const T *rstd, const T *dy, T *dgamma, T *dbeta) = 0;
+  /// RMSNorm: y = x · rstd · gamma, rstd = 1 / sqrt(mean(x²) + eps), kept per row. Its
+  /// backward in the same two halves: dx overwritten; dgamma accumulated.
+  virtual void rmsNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, double eps, T *y,
+                              T *rstd) = 0;
+  virtual void rmsNormBackwardInput(int64_t rows, int64_t h, const T *x, const T *gamma,
+                                    const T *rstd, const T *dy, T *dx) = 0;
+  virtual void rmsNormBackwardWeight(int64_t rows, int64_t h, const T *x, const T *rstd,
+                                     const T *dy, T *dgamma) = 0;
   virtual void geluForward(int64_t n, const T *x, T *y) = 0;
   virtual void geluBackward(int64_t n, const T *x, const T *dy, T *dx) = 0;
-  /// Causal multi-head attention core; see Kernels.h for the layout.
-  virtual void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
-                                const T *qkv, T *probs, T *out) = 0;
-  virtual void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
-                                 const T *qkv, const T *probs, const T *dout, T *dqkv) = 0;
-  /// y[n, t] = wte[tokens[n, t]] + wpe[t]; tokens on the host.
+  /// SwiGLU over `rows` rows of [gate | up], each f wide: out = silu(gate) · up (rows × f).
+  virtual void swigluForward(int64_t rows, int64_t f, const T *gateUp, T *out) = 0;
+  /// dGateUp (rows × 2f, overwritten) from dout.
+  virtual void swigluBackward(int64_t rows, int64_t f, const T *gateUp, const T *dout,
+                              T *dGateUp) = 0;
+  /// Rotary position embedding, in place, on the q and k heads of the qkv rows of `samples`
+  /// sequences (the layout of attentionForward); see Kernels.h for the convention.
+  virtual void rotaryForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                             int64_t headDim, double theta, T *qkv) = 0;
+  /// The inverse rotation, in place, on the q and k parts of a qkv gradient.
+  virtual void rotaryBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                              int64_t headDim, double theta, T *dqkv) = 0;
+  /// Causal multi-head (grouped-query where kvHeads < heads) attention core; see Kernels.h for
+  /// the layout.
+  virtual void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                                int64_t headDim, const T *qkv, T *probs, T *out) = 0;
+  virtual void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                                 int64_t headDim, const T *qkv, const T *probs, const T *dout,
+                                 T *dqkv) = 0;
+  /// y[n, t] = wte[tokens[n, t]] + wpe[t], or wte[tokens[n, t]] where wpe is null (no
+  /// learned positions); tokens on the host.
   virtual void embeddingForward(int64_t samples, int64_t seq, int64_t hidden, const int32_t *tokens,
                                 const T *wte, const T *wpe, T *y) = 0;
-  /// dwte, dwpe accumulated.
+  /// dwte, dwpe accumulated (dwpe null: no position table).
   virtual void embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
                                  const int32_t *tokens, const T *dy, T *dwte, T *dwpe) = 0;
   /// Adds the summed cross-entropy of `logits` against `targets` (host) to the loss, and
@@ -139,18 +164,31 @@ public:
   void sumRows(int64_t rows, int64_t n, const T *x, T *sum) override;
   void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha, const T *a,
             const T *b, T beta, T *c) override;
-  void layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *beta, T *y,
-                        T *mean, T *rstd) override;
+  void layerNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, const T *beta,
+                        double eps, T *y, T *mean, T *rstd) override;
   void layerNormBackwardInput(int64_t rows, int64_t h, const T *x, const T *gamma, const T *mean,
                               const T *rstd, const T *dy, T *dx) override;
   void layerNormBackwardWeight(int64_t rows, int64_t h, const T *x, const T *mean, const T *rstd,
                                const T *dy, T *dgamma, T *dbeta) override;
+  void rmsNormForward(int64_t rows, int64_t h, const T *x, const T *gamma, double eps, T *y,
+                      T *rstd) override;
+  void rmsNormBackwardInput(int64_t rows, int64_t h, const T *x, const T *gamma, const T *rstd,
+                            const T *dy, T *dx) override;
+  void rmsNormBackwardWeight(int64_t rows, int64_t h, const T *x, const T *rstd, const T *dy,
+                             T *dgamma) override;
   void geluForward(int64_t n, const T *x, T *y) override;
   void geluBackward(int64_t n, const T *x, const T *dy, T *dx) override;
-  void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim, const T *qkv,
-                        T *probs, T *out) override;
-  void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim, const T *qkv,
-                         const T *probs, const T *dout, T *dqkv) override;
+  void swigluForward(int64_t rows, int64_t f, const T *gateUp, T *out) override;
+  void swigluBackward(int64_t rows, int64_t f, const T *gateUp, const T *dout, T *dGateUp) override;
+  void rotaryForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads, int64_t headDim,
+                     double theta, T *qkv) override;
+  void rotaryBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads, int64_t headDim,
+                      double theta, T *dqkv) override;
+  void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                        int64_t headDim, const T *qkv, T *probs, T *out) override;
+  void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                         int64_t headDim, const T *qkv, const T *probs, const T *dout,
+                         T *dqkv) override;
   void embeddingForward(int64_t samples, int64_t seq, int64_t hidden, const int32_t *tokens,
                         const T *wte, const T *wpe, T *y) override;
   void embeddingBackward(int64_t samples, int64_t seq, int64_t hidden, const int32_t *tokens,

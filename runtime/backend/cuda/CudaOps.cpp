@@ -185,10 +185,11 @@ void CudaOps::gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, fl
 }
 
 void CudaOps::layerNormForward(int64_t rows, int64_t h, const float *x, const float *gamma,
-                               const float *beta, float *y, float *mean, float *rstd) {
+                               const float *beta, double eps, float *y, float *mean, float *rstd) {
   if (failure.ok())
     CONDUIT_CUDA_NOTE(failure,
-                      cuda::layerNormForward(rows, h, x, gamma, beta, y, mean, rstd, queue));
+                      cuda::layerNormForward(rows, h, x, gamma, beta, static_cast<float>(eps), y,
+                                             mean, rstd, queue));
 }
 
 void CudaOps::layerNormBackwardInput(int64_t rows, int64_t h, const float *x, const float *gamma,
@@ -208,6 +209,27 @@ void CudaOps::layerNormBackwardWeight(int64_t rows, int64_t h, const float *x, c
                                                              dbeta, scratch.data(), queue));
 }
 
+void CudaOps::rmsNormForward(int64_t rows, int64_t h, const float *x, const float *gamma,
+                             double eps, float *y, float *rstd) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(
+        failure, cuda::rmsNormForward(rows, h, x, gamma, static_cast<float>(eps), y, rstd, queue));
+}
+
+void CudaOps::rmsNormBackwardInput(int64_t rows, int64_t h, const float *x, const float *gamma,
+                                   const float *rstd, const float *dy, float *dx) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::rmsNormBackwardInput(rows, h, x, gamma, rstd, dy, dx, queue));
+}
+
+void CudaOps::rmsNormBackwardWeight(int64_t rows, int64_t h, const float *x, const float *rstd,
+                                    const float *dy, float *dgamma) {
+  model::Buffer<float> scratch = deviceBuffer<float>(columnScratch(rows, h));
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(
+        failure, cuda::rmsNormBackwardWeight(rows, h, x, rstd, dy, dgamma, scratch.data(), queue));
+}
+
 void CudaOps::geluForward(int64_t n, const float *x, float *y) {
   if (failure.ok())
     CONDUIT_CUDA_NOTE(failure, cuda::geluForward(n, x, y, queue));
@@ -218,45 +240,87 @@ void CudaOps::geluBackward(int64_t n, const float *x, const float *dy, float *dx
     CONDUIT_CUDA_NOTE(failure, cuda::geluBackward(n, x, dy, dx, queue));
 }
 
-// Per sample, heads form the batch of the GEMMs: head j of token t sits at column j · d of
-// row t, so consecutive heads are d elements apart and rows 3h (qkv) or h (out) apart.
-void CudaOps::attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
-                               const float *qkv, float *probs, float *out) {
-  const int64_t width = heads * headDim, stride = 3 * width, square = seq * seq;
+void CudaOps::swigluForward(int64_t rows, int64_t f, const float *gateUp, float *out) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::swigluForward(rows, f, gateUp, out, queue));
+}
+
+void CudaOps::swigluBackward(int64_t rows, int64_t f, const float *gateUp, const float *dout,
+                             float *dGateUp) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::swigluBackward(rows, f, gateUp, dout, dGateUp, queue));
+}
+
+// The q heads and then the k heads are consecutive in a qkv row: heads + kvHeads vectors.
+void CudaOps::rotaryForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                            int64_t headDim, double theta, float *qkv) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure,
+                      cuda::rotary(samples * seq, seq, heads + kvHeads, headDim,
+                                   (heads + 2 * kvHeads) * headDim, theta, 1.0, qkv, queue));
+}
+
+void CudaOps::rotaryBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                             int64_t headDim, double theta, float *dqkv) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure,
+                      cuda::rotary(samples * seq, seq, heads + kvHeads, headDim,
+                                   (heads + 2 * kvHeads) * headDim, theta, -1.0, dqkv, queue));
+}
+
+// Per sample, heads form the batch of the GEMMs. Query head i of token t sits at column i · d
+// of its row, kv-head j at h + j · d (k) and h + kvd + j · d (v); rows are h + 2 · kvd (qkv)
+// or h (out) apart. With g = heads / kvHeads query heads per kv-head, query head j · g + m
+// reads kv-head j: member m of every group is one batch over the kv-heads (query heads g · d
+// apart, kv-heads d apart, probabilities g seq² apart). A kv-head's gradients add its group's
+// members in order (beta 1 after the first). With g = 1 each GEMM is one batch over all heads.
+void CudaOps::attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                               int64_t headDim, const float *qkv, float *probs, float *out) {
+  const int64_t width = heads * headDim, kvWidth = kvHeads * headDim, stride = width + 2 * kvWidth,
+                square = seq * seq, group = heads / kvHeads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
   for (int64_t n = 0; n < samples && failure.ok(); ++n) {
-    const float *q = qkv + n * seq * stride, *k = q + width, *v = q + 2 * width;
-    float *p = probs + n * heads * square;
-    gemmStrided(false, true, seq, seq, headDim, scale, q, stride, headDim, k, stride, headDim, 0, p,
-                seq, square, heads);
+    const float *q = qkv + n * seq * stride, *k = q + width, *v = k + kvWidth;
+    float *p = probs + n * heads * square, *o = out + n * seq * width;
+    for (int64_t m = 0; m < group; ++m)
+      gemmStrided(false, true, seq, seq, headDim, scale, q + m * headDim, stride, group * headDim,
+                  k, stride, headDim, 0, p + m * square, seq, group * square, kvHeads);
     if (failure.ok())
       CONDUIT_CUDA_NOTE(failure, causalSoftmax(heads * seq, seq, p, queue));
-    gemmStrided(false, false, seq, headDim, seq, 1, p, seq, square, v, stride, headDim, 0,
-                out + n * seq * width, width, headDim, heads);
+    for (int64_t m = 0; m < group; ++m)
+      gemmStrided(false, false, seq, headDim, seq, 1, p + m * square, seq, group * square, v,
+                  stride, headDim, 0, o + m * headDim, width, group * headDim, kvHeads);
   }
 }
 
-void CudaOps::attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
-                                const float *qkv, const float *probs, const float *dout,
-                                float *dqkv) {
-  const int64_t width = heads * headDim, stride = 3 * width, square = seq * seq;
+void CudaOps::attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                                int64_t headDim, const float *qkv, const float *probs,
+                                const float *dout, float *dqkv) {
+  const int64_t width = heads * headDim, kvWidth = kvHeads * headDim, stride = width + 2 * kvWidth,
+                square = seq * seq, group = heads / kvHeads;
+  const int64_t qStep = group * headDim, pStep = group * square;
   const float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
   model::Buffer<float> dp = deviceBuffer<float>(heads * square);
   for (int64_t n = 0; n < samples && failure.ok(); ++n) {
-    const float *q = qkv + n * seq * stride, *k = q + width, *v = q + 2 * width;
+    const float *q = qkv + n * seq * stride, *k = q + width, *v = k + kvWidth;
     const float *p = probs + n * heads * square, *dO = dout + n * seq * width;
-    float *dq = dqkv + n * seq * stride, *dk = dq + width, *dv = dq + 2 * width;
-    // dP = dO Vᵀ; dV = Pᵀ dO; dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale; dQ = dS K; dK = dSᵀ Q.
-    gemmStrided(false, true, seq, seq, headDim, 1, dO, width, headDim, v, stride, headDim, 0,
-                dp.data(), seq, square, heads);
-    gemmStrided(true, false, seq, headDim, seq, 1, p, seq, square, dO, width, headDim, 0, dv,
-                stride, headDim, heads);
+    float *dq = dqkv + n * seq * stride, *dk = dq + width, *dv = dk + kvWidth;
+    // dP = dO Vᵀ; dV = Σ Pᵀ dO; dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale; dQ = dS K;
+    // dK = Σ dSᵀ Q (sums over a kv-head's query heads).
+    for (int64_t m = 0; m < group; ++m)
+      gemmStrided(false, true, seq, seq, headDim, 1, dO + m * headDim, width, qStep, v, stride,
+                  headDim, 0, dp.data() + m * square, seq, pStep, kvHeads);
+    for (int64_t m = 0; m < group; ++m)
+      gemmStrided(true, false, seq, headDim, seq, 1, p + m * square, seq, pStep, dO + m * headDim,
+                  width, qStep, m == 0 ? 0 : 1, dv, stride, headDim, kvHeads);
     if (failure.ok())
       CONDUIT_CUDA_NOTE(failure, softmaxBackward(heads * seq, seq, p, dp.data(), scale, queue));
-    gemmStrided(false, false, seq, headDim, seq, 1, dp.data(), seq, square, k, stride, headDim, 0,
-                dq, stride, headDim, heads);
-    gemmStrided(true, false, seq, headDim, seq, 1, dp.data(), seq, square, q, stride, headDim, 0,
-                dk, stride, headDim, heads);
+    for (int64_t m = 0; m < group; ++m)
+      gemmStrided(false, false, seq, headDim, seq, 1, dp.data() + m * square, seq, pStep, k, stride,
+                  headDim, 0, dq + m * headDim, stride, qStep, kvHeads);
+    for (int64_t m = 0; m < group; ++m)
+      gemmStrided(true, false, seq, headDim, seq, 1, dp.data() + m * square, seq, pStep,
+                  q + m * headDim, stride, qStep, m == 0 ? 0 : 1, dk, stride, headDim, kvHeads);
   }
 }
 

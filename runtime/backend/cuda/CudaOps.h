@@ -4,8 +4,9 @@
 // against Ops run asynchronously and in order. GEMMs go to cuBLAS with float32 storage and the
 // plan's precision as the compute type: for bf16 plans, inputs are rounded to bf16 on the
 // tensor cores and products accumulate in float32 (CUBLAS_COMPUTE_32F_FAST_16BF); fp16 alike;
-// fp32 plans compute in float32. Attention is two strided-batched GEMMs per sample around the
-// causal softmax kernel. Temporaries come from the stream-ordered allocator.
+// fp32 plans compute in float32. Attention is strided-batched GEMMs per sample around the
+// causal softmax kernel: one per GEMM for multi-head attention, one per member of a query
+// group for grouped-query attention. Temporaries come from the stream-ordered allocator.
 //
 // Ops cannot return errors; the first failure is kept and reported by status(), which the
 // backend checks after each instruction.
@@ -61,19 +62,32 @@ public:
   void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
             const float *b, float beta, float *c) override;
   void layerNormForward(int64_t rows, int64_t h, const float *x, const float *gamma,
-                        const float *beta, float *y, float *mean, float *rstd) override;
+                        const float *beta, double eps, float *y, float *mean, float *rstd) override;
   void layerNormBackwardInput(int64_t rows, int64_t h, const float *x, const float *gamma,
                               const float *mean, const float *rstd, const float *dy,
                               float *dx) override;
   void layerNormBackwardWeight(int64_t rows, int64_t h, const float *x, const float *mean,
                                const float *rstd, const float *dy, float *dgamma,
                                float *dbeta) override;
+  void rmsNormForward(int64_t rows, int64_t h, const float *x, const float *gamma, double eps,
+                      float *y, float *rstd) override;
+  void rmsNormBackwardInput(int64_t rows, int64_t h, const float *x, const float *gamma,
+                            const float *rstd, const float *dy, float *dx) override;
+  void rmsNormBackwardWeight(int64_t rows, int64_t h, const float *x, const float *rstd,
+                             const float *dy, float *dgamma) override;
   void geluForward(int64_t n, const float *x, float *y) override;
   void geluBackward(int64_t n, const float *x, const float *dy, float *dx) override;
-  void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
-                        const float *qkv, float *probs, float *out) override;
-  void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t headDim,
-                         const float *qkv, const float *probs, const float *dout,
+  void swigluForward(int64_t rows, int64_t f, const float *gateUp, float *out) override;
+  void swigluBackward(int64_t rows, int64_t f, const float *gateUp, const float *dout,
+                      float *dGateUp) override;
+  void rotaryForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads, int64_t headDim,
+                     double theta, float *qkv) override;
+  void rotaryBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads, int64_t headDim,
+                      double theta, float *dqkv) override;
+  void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                        int64_t headDim, const float *qkv, float *probs, float *out) override;
+  void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
+                         int64_t headDim, const float *qkv, const float *probs, const float *dout,
                          float *dqkv) override;
   void embeddingForward(int64_t samples, int64_t seq, int64_t hidden, const int32_t *tokens,
                         const float *wte, const float *wpe, float *y) override;

@@ -1,7 +1,8 @@
 //===- Kernels.cu - the CUDA kernels of the GPT model ---------------------===//
 //
-// One thread block per row for the row-wise kernels (LayerNorm, softmax, cross-entropy), with
-// warp-shuffle block reductions; grid-stride loops for the element-wise ones; column sums in
+// One thread block per row for the row-wise kernels (LayerNorm, RMSNorm, softmax,
+// cross-entropy), with warp-shuffle block reductions; grid-stride loops for the element-wise
+// ones (GELU, SwiGLU, rotary positions: one thread per pair of rotated dimensions); column sums in
 // two passes (fixed chunks of rows, then the chunks in order) so that no float atomics make a
 // result depend on timing.
 //
@@ -16,7 +17,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kChunkRows = 128;
-constexpr float kLayerNormEps = 1e-5f;        // as the CPU kernels
 constexpr float kGeluC = 0.7978845608028654f; // sqrt(2 / pi)
 constexpr float kGeluA = 0.044715f;
 
@@ -113,6 +113,44 @@ __global__ void geluBackwardKernel(int64_t n, const float *x, const float *dy, f
   }
 }
 
+/// Element k of the rows × f output: gate at row · 2f + i, up f further.
+__global__ void swigluForwardKernel(int64_t n, int64_t f, const float *gateUp, float *out) {
+  CONDUIT_GRID_STRIDE(k, n) {
+    const int64_t at = (k / f) * 2 * f + k % f;
+    const float a = gateUp[at], sigmoid = 1.0f / (1.0f + expf(-a));
+    out[k] = a * sigmoid * gateUp[at + f];
+  }
+}
+
+__global__ void swigluBackwardKernel(int64_t n, int64_t f, const float *gateUp, const float *dout,
+                                     float *dGateUp) {
+  CONDUIT_GRID_STRIDE(k, n) {
+    const int64_t at = (k / f) * 2 * f + k % f;
+    const float a = gateUp[at], b = gateUp[at + f], d = dout[k];
+    const float sigmoid = 1.0f / (1.0f + expf(-a));
+    dGateUp[at] = d * b * sigmoid * (1.0f + a * (1.0f - sigmoid));
+    dGateUp[at + f] = d * a * sigmoid;
+  }
+}
+
+/// One thread per rotated pair: n = rows · vectors · headDim / 2.
+__global__ void rotaryKernel(int64_t n, int64_t seq, int64_t vectors, int64_t headDim,
+                             int64_t stride, double theta, double sign, float *x) {
+  const int64_t half = headDim / 2;
+  CONDUIT_GRID_STRIDE(k, n) {
+    const int64_t r = k / (vectors * half), vector = k / half % vectors, i = k % half;
+    const double angle = static_cast<double>(r % seq) *
+                         pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(headDim));
+    double sine, cosine;
+    sincos(angle, &sine, &cosine);
+    const float c = static_cast<float>(cosine), s = static_cast<float>(sign * sine);
+    float *pair = x + r * stride + vector * headDim + i;
+    const float a = pair[0], b = pair[half];
+    pair[0] = a * c - b * s;
+    pair[half] = b * c + a * s;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Column sums: partial sums over chunks of kChunkRows rows, then the chunks in order
 //===----------------------------------------------------------------------===//
@@ -127,6 +165,14 @@ struct NormalizedProduct {
   const float *x, *mean, *rstd, *dy;
   __device__ float operator()(int64_t r, int64_t c, int64_t n) const {
     return dy[r * n + c] * (x[r * n + c] - mean[r]) * rstd[r];
+  }
+};
+
+/// dy · x · rstd, the RMSNorm gamma gradient's terms.
+struct ScaledProduct {
+  const float *x, *rstd, *dy;
+  __device__ float operator()(int64_t r, int64_t c, int64_t n) const {
+    return dy[r * n + c] * (x[r * n + c] * rstd[r]);
   }
 };
 
@@ -171,7 +217,8 @@ cudaError_t columnSum(int64_t rows, int64_t n, Value value, float *out, float *s
 //===----------------------------------------------------------------------===//
 
 __global__ void layerNormForwardKernel(int64_t h, const float *x, const float *gamma,
-                                       const float *beta, float *y, float *mean, float *rstd) {
+                                       const float *beta, float eps, float *y, float *mean,
+                                       float *rstd) {
   const int64_t r = blockIdx.x;
   const float *xr = x + r * h;
   float s = 0;
@@ -183,7 +230,7 @@ __global__ void layerNormForwardKernel(int64_t h, const float *x, const float *g
     const float d = xr[i] - mu;
     v += d * d;
   }
-  const float rs = rsqrtf(blockSum(v) / static_cast<float>(h) + kLayerNormEps);
+  const float rs = rsqrtf(blockSum(v) / static_cast<float>(h) + eps);
   if (threadIdx.x == 0) {
     mean[r] = mu;
     rstd[r] = rs;
@@ -213,6 +260,36 @@ __global__ void layerNormInputGradKernel(int64_t h, const float *x, const float 
     const float xhat = (xr[i] - mu) * rs;
     dxr[i] = rs * (dyr[i] * gamma[i] - sumDxhat - xhat * sumDxhatXhat);
   }
+}
+
+__global__ void rmsNormForwardKernel(int64_t h, const float *x, const float *gamma, float eps,
+                                     float *y, float *rstd) {
+  const int64_t r = blockIdx.x;
+  const float *xr = x + r * h;
+  float s = 0;
+  for (int64_t i = threadIdx.x; i < h; i += blockDim.x)
+    s += xr[i] * xr[i];
+  const float rs = rsqrtf(blockSum(s) / static_cast<float>(h) + eps);
+  if (threadIdx.x == 0)
+    rstd[r] = rs;
+  float *yr = y + r * h;
+  for (int64_t i = threadIdx.x; i < h; i += blockDim.x)
+    yr[i] = xr[i] * rs * gamma[i];
+}
+
+// dx = rstd · (dx̂ − x̂ · mean(dx̂ · x̂)) with x̂ = x · rstd, dx̂ = dy · gamma.
+__global__ void rmsNormInputGradKernel(int64_t h, const float *x, const float *gamma,
+                                       const float *rstd, const float *dy, float *dx) {
+  const int64_t r = blockIdx.x;
+  const float *xr = x + r * h, *dyr = dy + r * h;
+  const float rs = rstd[r];
+  float s = 0;
+  for (int64_t i = threadIdx.x; i < h; i += blockDim.x)
+    s += dyr[i] * gamma[i] * (xr[i] * rs);
+  const float meanDxhatXhat = blockSum(s) / static_cast<float>(h);
+  float *dxr = dx + r * h;
+  for (int64_t i = threadIdx.x; i < h; i += blockDim.x)
+    dxr[i] = rs * (dyr[i] * gamma[i] - xr[i] * rs * meanDxhatXhat);
 }
 
 /// Row r of each seq × seq block is query position r mod seq.
@@ -282,7 +359,8 @@ __global__ void embeddingForwardKernel(int64_t rows, int64_t seq, int64_t h, con
                                        const float *wte, const float *wpe, float *y) {
   CONDUIT_GRID_STRIDE(k, rows * h) {
     const int64_t r = k / h, i = k % h;
-    y[k] = wte[static_cast<int64_t>(tokens[r]) * h + i] + wpe[(r % seq) * h + i];
+    const float token = wte[static_cast<int64_t>(tokens[r]) * h + i];
+    y[k] = wpe ? token + wpe[(r % seq) * h + i] : token;
   }
 }
 
@@ -368,12 +446,12 @@ cudaError_t sumRows(int64_t rows, int64_t n, const float *x, float *sum, float *
 }
 
 cudaError_t layerNormForward(int64_t rows, int64_t h, const float *x, const float *gamma,
-                             const float *beta, float *y, float *mean, float *rstd,
+                             const float *beta, float eps, float *y, float *mean, float *rstd,
                              cudaStream_t stream) {
   if (rows == 0)
     return cudaSuccess;
-  layerNormForwardKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(h, x, gamma, beta, y,
-                                                                               mean, rstd);
+  layerNormForwardKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(h, x, gamma, beta,
+                                                                               eps, y, mean, rstd);
   return cudaGetLastError();
 }
 
@@ -400,6 +478,31 @@ cudaError_t layerNormBackwardWeight(int64_t rows, int64_t h, const float *x, con
   return columnSum(rows, h, Element{dy}, dbeta, scratch, stream);
 }
 
+cudaError_t rmsNormForward(int64_t rows, int64_t h, const float *x, const float *gamma, float eps,
+                           float *y, float *rstd, cudaStream_t stream) {
+  if (rows == 0)
+    return cudaSuccess;
+  rmsNormForwardKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(h, x, gamma, eps, y,
+                                                                             rstd);
+  return cudaGetLastError();
+}
+
+cudaError_t rmsNormBackwardInput(int64_t rows, int64_t h, const float *x, const float *gamma,
+                                 const float *rstd, const float *dy, float *dx,
+                                 cudaStream_t stream) {
+  if (rows == 0)
+    return cudaSuccess;
+  rmsNormInputGradKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(h, x, gamma, rstd,
+                                                                               dy, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t rmsNormBackwardWeight(int64_t rows, int64_t h, const float *x, const float *rstd,
+                                  const float *dy, float *dgamma, float *scratch,
+                                  cudaStream_t stream) {
+  return columnSum(rows, h, ScaledProduct{x, rstd, dy}, dgamma, scratch, stream);
+}
+
 cudaError_t geluForward(int64_t n, const float *x, float *y, cudaStream_t stream) {
   if (n == 0)
     return cudaSuccess;
@@ -412,6 +515,33 @@ cudaError_t geluBackward(int64_t n, const float *x, const float *dy, float *dx,
   if (n == 0)
     return cudaSuccess;
   geluBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(n, x, dy, dx);
+  return cudaGetLastError();
+}
+
+cudaError_t swigluForward(int64_t rows, int64_t f, const float *gateUp, float *out,
+                          cudaStream_t stream) {
+  if (rows * f == 0)
+    return cudaSuccess;
+  swigluForwardKernel<<<blocksFor(rows * f), kThreads, 0, stream>>>(rows * f, f, gateUp, out);
+  return cudaGetLastError();
+}
+
+cudaError_t swigluBackward(int64_t rows, int64_t f, const float *gateUp, const float *dout,
+                           float *dGateUp, cudaStream_t stream) {
+  if (rows * f == 0)
+    return cudaSuccess;
+  swigluBackwardKernel<<<blocksFor(rows * f), kThreads, 0, stream>>>(rows * f, f, gateUp, dout,
+                                                                     dGateUp);
+  return cudaGetLastError();
+}
+
+cudaError_t rotary(int64_t rows, int64_t seq, int64_t vectors, int64_t headDim, int64_t stride,
+                   double theta, double sign, float *x, cudaStream_t stream) {
+  const int64_t n = rows * vectors * (headDim / 2);
+  if (n == 0)
+    return cudaSuccess;
+  rotaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(n, seq, vectors, headDim, stride, theta, sign,
+                                                      x);
   return cudaGetLastError();
 }
 
@@ -450,8 +580,9 @@ cudaError_t embeddingBackward(int64_t rows, int64_t seq, int64_t hidden, const i
   if (grid.y > 65535)
     return cudaErrorInvalidValue;
   tokenGradKernel<<<grid, kThreads, 0, stream>>>(hidden, order, starts, groupTokens, dy, dwte);
-  positionGradKernel<<<blocksFor(seq * hidden), kThreads, 0, stream>>>(rows / seq, seq, hidden, dy,
-                                                                       dwpe);
+  if (dwpe)
+    positionGradKernel<<<blocksFor(seq * hidden), kThreads, 0, stream>>>(rows / seq, seq, hidden,
+                                                                         dy, dwpe);
   return cudaGetLastError();
 }
 

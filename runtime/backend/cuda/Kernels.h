@@ -1,10 +1,11 @@
 //===- Kernels.h - the CUDA kernels of the GPT model ------------*- C++ -*-===//
 //
 // Host entry points of the device kernels CudaOps needs besides cuBLAS: element-wise ops,
-// LayerNorm, GELU, the softmax parts of attention, embedding, cross-entropy and the optimizer
-// updates, all on float32 in device memory, with the same formulas as the CPU kernels
-// (runtime/model/Kernels.cpp). Every launcher enqueues on `stream` and returns the launch
-// error. This header is plain C++ (no Abseil), so that nvcc never sees the rest of the runtime.
+// LayerNorm and RMSNorm, GELU and SwiGLU, rotary positions, the softmax parts of attention,
+// embedding, cross-entropy and the optimizer updates, all on float32 in device memory, with the
+// same formulas as the CPU kernels (runtime/model/Kernels.cpp). Every launcher enqueues on `stream`
+// and returns the launch error. This header is plain C++ (no Abseil), so that nvcc never sees the
+// rest of the runtime.
 //
 // Reductions have a fixed order (no floating-point atomics), so a kernel gives the same bits
 // on every run.
@@ -35,7 +36,7 @@ cudaError_t sumRows(int64_t rows, int64_t n, const float *x, float *sum, float *
                     cudaStream_t stream);
 
 cudaError_t layerNormForward(int64_t rows, int64_t h, const float *x, const float *gamma,
-                             const float *beta, float *y, float *mean, float *rstd,
+                             const float *beta, float eps, float *y, float *mean, float *rstd,
                              cudaStream_t stream);
 /// dx overwritten.
 cudaError_t layerNormBackwardInput(int64_t rows, int64_t h, const float *x, const float *gamma,
@@ -46,9 +47,32 @@ cudaError_t layerNormBackwardWeight(int64_t rows, int64_t h, const float *x, con
                                     const float *rstd, const float *dy, float *dgamma, float *dbeta,
                                     float *scratch, cudaStream_t stream);
 
+cudaError_t rmsNormForward(int64_t rows, int64_t h, const float *x, const float *gamma, float eps,
+                           float *y, float *rstd, cudaStream_t stream);
+/// dx overwritten.
+cudaError_t rmsNormBackwardInput(int64_t rows, int64_t h, const float *x, const float *gamma,
+                                 const float *rstd, const float *dy, float *dx,
+                                 cudaStream_t stream);
+/// dgamma accumulated. `scratch`: columnScratch(rows, h).
+cudaError_t rmsNormBackwardWeight(int64_t rows, int64_t h, const float *x, const float *rstd,
+                                  const float *dy, float *dgamma, float *scratch,
+                                  cudaStream_t stream);
+
 cudaError_t geluForward(int64_t n, const float *x, float *y, cudaStream_t stream);
 cudaError_t geluBackward(int64_t n, const float *x, const float *dy, float *dx,
                          cudaStream_t stream);
+/// Rows of [gate | up], each f wide: out = silu(gate) · up.
+cudaError_t swigluForward(int64_t rows, int64_t f, const float *gateUp, float *out,
+                          cudaStream_t stream);
+/// dGateUp overwritten.
+cudaError_t swigluBackward(int64_t rows, int64_t f, const float *gateUp, const float *dout,
+                           float *dGateUp, cudaStream_t stream);
+
+/// In place: rotates the first `vectors` head vectors (headDim wide, even) of each of `rows`
+/// rows, `stride` apart, by the rotary angles of position r mod seq (model::rotary's
+/// convention, angles in double); `sign` −1 rotates back.
+cudaError_t rotary(int64_t rows, int64_t seq, int64_t vectors, int64_t headDim, int64_t stride,
+                   double theta, double sign, float *x, cudaStream_t stream);
 
 /// In place on `rows` rows of `seq` scores (row i of each seq × seq block may attend to
 /// columns 0..i): the causal softmax.
@@ -58,12 +82,12 @@ cudaError_t softmaxBackward(int64_t rows, int64_t seq, const float *probs, float
                             cudaStream_t stream);
 
 /// y[r, :] = wte[tokens[r], :] + wpe[r mod seq, :] for rows = samples · seq (tokens on the
-/// device).
+/// device); wpe null: no position table.
 cudaError_t embeddingForward(int64_t rows, int64_t seq, int64_t hidden, const int32_t *tokens,
                              const float *wte, const float *wpe, float *y, cudaStream_t stream);
-/// dwte and dwpe accumulated. The rows come grouped by token (device arrays): `order` lists
-/// the rows token by token, group g holds order[starts[g], starts[g + 1]) of token
-/// groupTokens[g]; each group's rows are summed in order, groups in parallel.
+/// dwte and dwpe accumulated (dwpe null: no position table). The rows come grouped by token (device
+/// arrays): `order` lists the rows token by token, group g holds order[starts[g], starts[g + 1]) of
+/// token groupTokens[g]; each group's rows are summed in order, groups in parallel.
 cudaError_t embeddingBackward(int64_t rows, int64_t seq, int64_t hidden, const int32_t *order,
                               const int32_t *starts, const int32_t *groupTokens, int64_t groups,
                               const float *dy, float *dwte, float *dwpe, cudaStream_t stream);

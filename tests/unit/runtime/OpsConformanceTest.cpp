@@ -167,33 +167,62 @@ TEST_P(OpsConformance, GemmInEveryLayout) {
 
 TEST_P(OpsConformance, LayerNorm) {
   const int64_t rows = 33, h = 300; // wider than a thread block
-  std::vector<double> x = random(rows * h, 3.0), gamma = random(h), beta = random(h),
-                      dy = random(rows * h);
-  Buffer<float> dxIn = upload(x), dg = upload(gamma), dbt = upload(beta), ddy = upload(dy);
-  Buffer<float> y = ops->allocate(rows * h), mean = ops->allocate(rows), rstd = ops->allocate(rows);
-  ops->layerNormForward(rows, h, dxIn.data(), dg.data(), dbt.data(), y.data(), mean.data(),
-                        rstd.data());
-  std::vector<double> dgammaStart = random(h), dbetaStart = random(h);
-  Buffer<float> dx = ops->allocate(rows * h), dgamma = upload(dgammaStart),
-                dbeta = upload(dbetaStart);
-  ops->layerNormBackwardInput(rows, h, dxIn.data(), dg.data(), mean.data(), rstd.data(), ddy.data(),
-                              dx.data());
-  ops->layerNormBackwardWeight(rows, h, dxIn.data(), mean.data(), rstd.data(), ddy.data(),
-                               dgamma.data(), dbeta.data());
+  for (double eps : {1e-5, 0.25}) { // the default, and one that shows whether eps arrives
+    SCOPED_TRACE(eps);
+    std::vector<double> x = random(rows * h, 3.0), gamma = random(h), beta = random(h),
+                        dy = random(rows * h);
+    Buffer<float> dxIn = upload(x), dg = upload(gamma), dbt = upload(beta), ddy = upload(dy);
+    Buffer<float> y = ops->allocate(rows * h), mean = ops->allocate(rows),
+                  rstd = ops->allocate(rows);
+    ops->layerNormForward(rows, h, dxIn.data(), dg.data(), dbt.data(), eps, y.data(), mean.data(),
+                          rstd.data());
+    std::vector<double> dgammaStart = random(h), dbetaStart = random(h);
+    Buffer<float> dx = ops->allocate(rows * h), dgamma = upload(dgammaStart),
+                  dbeta = upload(dbetaStart);
+    ops->layerNormBackwardInput(rows, h, dxIn.data(), dg.data(), mean.data(), rstd.data(),
+                                ddy.data(), dx.data());
+    ops->layerNormBackwardWeight(rows, h, dxIn.data(), mean.data(), rstd.data(), ddy.data(),
+                                 dgamma.data(), dbeta.data());
 
-  std::vector<double> ey(rows * h), emean(rows), erstd(rows), edx(rows * h);
-  oracle.layerNormForward(rows, h, x.data(), gamma.data(), beta.data(), ey.data(), emean.data(),
-                          erstd.data());
-  oracle.layerNormBackwardInput(rows, h, x.data(), gamma.data(), emean.data(), erstd.data(),
-                                dy.data(), edx.data());
-  oracle.layerNormBackwardWeight(rows, h, x.data(), emean.data(), erstd.data(), dy.data(),
-                                 dgammaStart.data(), dbetaStart.data());
-  expectClose(download(y), ey, "forward");
-  expectClose(download(mean), emean, "mean");
-  expectClose(download(rstd), erstd, "rstd");
-  expectClose(download(dx), edx, "input gradient");
-  expectClose(download(dgamma), dgammaStart, "gamma gradient");
-  expectClose(download(dbeta), dbetaStart, "beta gradient");
+    std::vector<double> ey(rows * h), emean(rows), erstd(rows), edx(rows * h);
+    oracle.layerNormForward(rows, h, x.data(), gamma.data(), beta.data(), eps, ey.data(),
+                            emean.data(), erstd.data());
+    oracle.layerNormBackwardInput(rows, h, x.data(), gamma.data(), emean.data(), erstd.data(),
+                                  dy.data(), edx.data());
+    oracle.layerNormBackwardWeight(rows, h, x.data(), emean.data(), erstd.data(), dy.data(),
+                                   dgammaStart.data(), dbetaStart.data());
+    expectClose(download(y), ey, "forward");
+    expectClose(download(mean), emean, "mean");
+    expectClose(download(rstd), erstd, "rstd");
+    expectClose(download(dx), edx, "input gradient");
+    expectClose(download(dgamma), dgammaStart, "gamma gradient");
+    expectClose(download(dbeta), dbetaStart, "beta gradient");
+  }
+}
+
+TEST_P(OpsConformance, RmsNorm) {
+  const int64_t rows = 33, h = 300; // wider than a thread block
+  for (double eps : {1e-6, 0.25}) {
+    SCOPED_TRACE(eps);
+    std::vector<double> x = random(rows * h, 0.5), gamma = random(h), dy = random(rows * h);
+    Buffer<float> dxIn = upload(x), dg = upload(gamma), ddy = upload(dy);
+    Buffer<float> y = ops->allocate(rows * h), rstd = ops->allocate(rows);
+    ops->rmsNormForward(rows, h, dxIn.data(), dg.data(), eps, y.data(), rstd.data());
+    std::vector<double> dgammaStart = random(h);
+    Buffer<float> dx = ops->allocate(rows * h), dgamma = upload(dgammaStart);
+    ops->rmsNormBackwardInput(rows, h, dxIn.data(), dg.data(), rstd.data(), ddy.data(), dx.data());
+    ops->rmsNormBackwardWeight(rows, h, dxIn.data(), rstd.data(), ddy.data(), dgamma.data());
+
+    std::vector<double> ey(rows * h), erstd(rows), edx(rows * h);
+    oracle.rmsNormForward(rows, h, x.data(), gamma.data(), eps, ey.data(), erstd.data());
+    oracle.rmsNormBackwardInput(rows, h, x.data(), gamma.data(), erstd.data(), dy.data(),
+                                edx.data());
+    oracle.rmsNormBackwardWeight(rows, h, x.data(), erstd.data(), dy.data(), dgammaStart.data());
+    expectClose(download(y), ey, "forward");
+    expectClose(download(rstd), erstd, "rstd");
+    expectClose(download(dx), edx, "input gradient");
+    expectClose(download(dgamma), dgammaStart, "gamma gradient");
+  }
 }
 
 TEST_P(OpsConformance, Gelu) {
@@ -209,24 +238,62 @@ TEST_P(OpsConformance, Gelu) {
   expectClose(download(dx), edx, "backward");
 }
 
+TEST_P(OpsConformance, Swiglu) {
+  const int64_t rows = 13, f = 77;
+  std::vector<double> gateUp = random(rows * 2 * f, 2.0), dout = random(rows * f);
+  Buffer<float> dIn = upload(gateUp), ddout = upload(dout), out = ops->allocate(rows * f),
+                dGateUp = ops->allocate(rows * 2 * f);
+  ops->swigluForward(rows, f, dIn.data(), out.data());
+  ops->swigluBackward(rows, f, dIn.data(), ddout.data(), dGateUp.data());
+  std::vector<double> eout(rows * f), edGateUp(rows * 2 * f);
+  oracle.swigluForward(rows, f, gateUp.data(), eout.data());
+  oracle.swigluBackward(rows, f, gateUp.data(), dout.data(), edGateUp.data());
+  expectClose(download(out), eout, "forward");
+  expectClose(download(dGateUp), edGateUp, "backward");
+}
+
+TEST_P(OpsConformance, Rotary) {
+  // Positions up to 40: angles well past 2π for the low dimensions.
+  const int64_t samples = 2, seq = 41, heads = 4, kvHeads = 2, headDim = 6;
+  const int64_t n = samples * seq * (heads + 2 * kvHeads) * headDim;
+  for (double theta : {10000.0, 500000.0}) {
+    SCOPED_TRACE(theta);
+    std::vector<double> qkv = random(n), grad = random(n);
+    Buffer<float> dqkv = upload(qkv), dgrad = upload(grad);
+    ops->rotaryForward(samples, seq, heads, kvHeads, headDim, theta, dqkv.data());
+    ops->rotaryBackward(samples, seq, heads, kvHeads, headDim, theta, dgrad.data());
+    oracle.rotaryForward(samples, seq, heads, kvHeads, headDim, theta, qkv.data());
+    oracle.rotaryBackward(samples, seq, heads, kvHeads, headDim, theta, grad.data());
+    expectClose(download(dqkv), qkv, "forward");
+    expectClose(download(dgrad), grad, "backward");
+  }
+}
+
 TEST_P(OpsConformance, CausalAttention) {
-  const int64_t samples = 2, seq = 7, heads = 3, headDim = 4, width = heads * headDim;
-  std::vector<double> qkv = random(samples * seq * 3 * width), dout = random(samples * seq * width);
-  Buffer<float> dqkvIn = upload(qkv), ddout = upload(dout);
-  Buffer<float> probs = ops->allocate(samples * heads * seq * seq),
-                out = ops->allocate(samples * seq * width),
-                dqkv = ops->allocate(samples * seq * 3 * width);
-  ops->attentionForward(samples, seq, heads, headDim, dqkvIn.data(), probs.data(), out.data());
-  ops->attentionBackward(samples, seq, heads, headDim, dqkvIn.data(), probs.data(), ddout.data(),
-                         dqkv.data());
-  std::vector<double> eprobs(samples * heads * seq * seq), eout(samples * seq * width),
-      edqkv(samples * seq * 3 * width);
-  oracle.attentionForward(samples, seq, heads, headDim, qkv.data(), eprobs.data(), eout.data());
-  oracle.attentionBackward(samples, seq, heads, headDim, qkv.data(), eprobs.data(), dout.data(),
-                           edqkv.data());
-  expectClose(download(probs), eprobs, "probabilities (masked entries zero)");
-  expectClose(download(out), eout, "output");
-  expectClose(download(dqkv), edqkv, "qkv gradient");
+  // Multi-head, and grouped-query with groups of 2 and of all heads.
+  for (auto [heads, kvHeads] : {std::pair<int64_t, int64_t>{3, 3}, {4, 2}, {4, 1}}) {
+    SCOPED_TRACE(std::to_string(heads) + " heads, " + std::to_string(kvHeads) + " kv-heads");
+    const int64_t samples = 2, seq = 7, headDim = 4, width = heads * headDim,
+                  stride = (heads + 2 * kvHeads) * headDim;
+    std::vector<double> qkv = random(samples * seq * stride), dout = random(samples * seq * width);
+    Buffer<float> dqkvIn = upload(qkv), ddout = upload(dout);
+    Buffer<float> probs = ops->allocate(samples * heads * seq * seq),
+                  out = ops->allocate(samples * seq * width),
+                  dqkv = ops->allocate(samples * seq * stride);
+    ops->attentionForward(samples, seq, heads, kvHeads, headDim, dqkvIn.data(), probs.data(),
+                          out.data());
+    ops->attentionBackward(samples, seq, heads, kvHeads, headDim, dqkvIn.data(), probs.data(),
+                           ddout.data(), dqkv.data());
+    std::vector<double> eprobs(samples * heads * seq * seq), eout(samples * seq * width),
+        edqkv(samples * seq * stride);
+    oracle.attentionForward(samples, seq, heads, kvHeads, headDim, qkv.data(), eprobs.data(),
+                            eout.data());
+    oracle.attentionBackward(samples, seq, heads, kvHeads, headDim, qkv.data(), eprobs.data(),
+                             dout.data(), edqkv.data());
+    expectClose(download(probs), eprobs, "probabilities (masked entries zero)");
+    expectClose(download(out), eout, "output");
+    expectClose(download(dqkv), edqkv, "qkv gradient");
+  }
 }
 
 TEST_P(OpsConformance, EmbeddingWithRepeatedTokens) {
@@ -249,6 +316,14 @@ TEST_P(OpsConformance, EmbeddingWithRepeatedTokens) {
   expectClose(download(y), ey, "forward");
   expectClose(download(gte), dwte, "token table gradient");
   expectClose(download(gpe), dwpe, "position table gradient");
+
+  // Without a position table (rotary positions): the token rows alone.
+  ops->embeddingForward(samples, seq, hidden, tokens.data(), dwteIn.data(), nullptr, y.data());
+  ops->embeddingBackward(samples, seq, hidden, tokens.data(), ddy.data(), gte.data(), nullptr);
+  oracle.embeddingForward(samples, seq, hidden, tokens.data(), wte.data(), nullptr, ey.data());
+  oracle.embeddingBackward(samples, seq, hidden, tokens.data(), dy.data(), dwte.data(), nullptr);
+  expectClose(download(y), ey, "forward without positions");
+  expectClose(download(gte), dwte, "token table gradient without positions");
 }
 
 TEST_P(OpsConformance, CrossEntropyAndItsLoss) {
