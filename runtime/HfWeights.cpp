@@ -1,0 +1,494 @@
+//===- HfWeights.cpp - the model's parameters as Hugging Face tensors ------===//
+
+#include "runtime/HfWeights.h"
+
+#include "runtime/plan/Limits.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace fs = std::filesystem;
+
+namespace conduit::runtime {
+
+namespace {
+
+/// Conduit's parameter arrays (HfWeights.h lists them per layer).
+enum class Param {
+  Wte,
+  Wpe,
+  Norm1G,
+  Norm1B,
+  Wqkv,
+  Bqkv,
+  Wo,
+  Bo,
+  Norm2G,
+  Norm2B,
+  W1,
+  B1,
+  W2,
+  B2,
+  NormG,
+  NormB,
+  Lm
+};
+/// Which columns of an array a tensor takes: all, the q, k or v columns of the attention's
+/// projection (or bias), the gate or up columns of a SwiGLU W1 (or b1). `Up` is all of W1 in
+/// a GELU MLP; `Gate` is nothing there.
+enum class Columns { All, Q, K, V, Gate, Up };
+
+/// One row of an architecture's table: the columns `columns` of `param` are the tensor
+/// `name` (after the layer's prefix), transposed when `transpose`.
+struct Row {
+  Param param;
+  Columns columns;
+  const char *name;
+  bool transpose;
+};
+
+// Llama's names (Qwen2's are the same). A model with LayerNorm keeps its betas as the norms'
+// biases; one with learned positions its position table as model.embed_positions.weight, and
+// one with a GELU MLP its W1 as up_proj: Hugging Face's Llama has neither, so such files
+// load in Conduit only.
+constexpr Row kLlamaEmbedding[] = {
+    {Param::Wte, Columns::All, "model.embed_tokens.weight", false},
+    {Param::Wpe, Columns::All, "model.embed_positions.weight", false}};
+constexpr Row kLlamaBlock[] = {
+    {Param::Norm1G, Columns::All, "input_layernorm.weight", false},
+    {Param::Norm1B, Columns::All, "input_layernorm.bias", false},
+    {Param::Wqkv, Columns::Q, "self_attn.q_proj.weight", true},
+    {Param::Wqkv, Columns::K, "self_attn.k_proj.weight", true},
+    {Param::Wqkv, Columns::V, "self_attn.v_proj.weight", true},
+    {Param::Bqkv, Columns::Q, "self_attn.q_proj.bias", false},
+    {Param::Bqkv, Columns::K, "self_attn.k_proj.bias", false},
+    {Param::Bqkv, Columns::V, "self_attn.v_proj.bias", false},
+    {Param::Wo, Columns::All, "self_attn.o_proj.weight", true},
+    {Param::Bo, Columns::All, "self_attn.o_proj.bias", false},
+    {Param::Norm2G, Columns::All, "post_attention_layernorm.weight", false},
+    {Param::Norm2B, Columns::All, "post_attention_layernorm.bias", false},
+    {Param::W1, Columns::Gate, "mlp.gate_proj.weight", true},
+    {Param::W1, Columns::Up, "mlp.up_proj.weight", true},
+    {Param::B1, Columns::Gate, "mlp.gate_proj.bias", false},
+    {Param::B1, Columns::Up, "mlp.up_proj.bias", false},
+    {Param::W2, Columns::All, "mlp.down_proj.weight", true},
+    {Param::B2, Columns::All, "mlp.down_proj.bias", false}};
+constexpr Row kLlamaHead[] = {{Param::NormG, Columns::All, "model.norm.weight", false},
+                              {Param::NormB, Columns::All, "model.norm.bias", false},
+                              {Param::Lm, Columns::All, "lm_head.weight", true}};
+
+// GPT-2's names: Conv1D weights are [in × out], as Conduit's.
+constexpr Row kGpt2Embedding[] = {{Param::Wte, Columns::All, "transformer.wte.weight", false},
+                                  {Param::Wpe, Columns::All, "transformer.wpe.weight", false}};
+constexpr Row kGpt2Block[] = {{Param::Norm1G, Columns::All, "ln_1.weight", false},
+                              {Param::Norm1B, Columns::All, "ln_1.bias", false},
+                              {Param::Wqkv, Columns::All, "attn.c_attn.weight", false},
+                              {Param::Bqkv, Columns::All, "attn.c_attn.bias", false},
+                              {Param::Wo, Columns::All, "attn.c_proj.weight", false},
+                              {Param::Bo, Columns::All, "attn.c_proj.bias", false},
+                              {Param::Norm2G, Columns::All, "ln_2.weight", false},
+                              {Param::Norm2B, Columns::All, "ln_2.bias", false},
+                              {Param::W1, Columns::All, "mlp.c_fc.weight", false},
+                              {Param::B1, Columns::All, "mlp.c_fc.bias", false},
+                              {Param::W2, Columns::All, "mlp.c_proj.weight", false},
+                              {Param::B2, Columns::All, "mlp.c_proj.bias", false}};
+constexpr Row kGpt2Head[] = {{Param::NormG, Columns::All, "transformer.ln_f.weight", false},
+                             {Param::NormB, Columns::All, "transformer.ln_f.bias", false},
+                             {Param::Lm, Columns::All, "lm_head.weight", true}};
+
+struct Architecture {
+  const Row *embedding, *block, *head;
+  size_t embeddingRows, blockRows, headRows;
+  const char *blockPrefix; ///< before the block's index
+};
+template <size_t E, size_t B, size_t H>
+constexpr Architecture architecture(const Row (&e)[E], const Row (&b)[B], const Row (&h)[H],
+                                    const char *prefix) {
+  return {e, b, h, E, B, H, prefix};
+}
+constexpr Architecture kLlama =
+    architecture(kLlamaEmbedding, kLlamaBlock, kLlamaHead, "model.layers.");
+constexpr Architecture kGpt2 =
+    architecture(kGpt2Embedding, kGpt2Block, kGpt2Head, "transformer.h.");
+
+bool isLlama(const Transformer &t) { return t.norm == 1 || t.mlp == 1 || t.position == 1; }
+
+/// Where one of Conduit's arrays lies in its layer.
+struct Span {
+  int64_t offset = -1, rows = 1, cols = 0;
+  bool vector = false;
+};
+
+/// Conduit's layout of a layer of kind `kind`: each array's span (offset -1: absent), and
+/// the layer's parameter count.
+std::map<Param, Span> layoutOf(LayerKind kind, const Transformer &t, int64_t &total) {
+  const int64_t h = t.hiddenSize, hd = h / t.numHeads, kvd = t.numKvHeads * hd, f = t.ffnHiddenSize,
+                v = t.vocabSize;
+  const bool layerNorm = t.norm == 0, swiglu = t.mlp == 1;
+  const bool qkvBias = t.bias != 2, otherBias = t.bias == 0;
+  std::map<Param, Span> spans;
+  total = 0;
+  auto take = [&](Param p, int64_t rows, int64_t cols, bool vector, bool present = true) {
+    if (!present)
+      return;
+    spans[p] = {total, rows, cols, vector};
+    total += rows * cols;
+  };
+  switch (kind) {
+  case LayerKind::Embedding:
+    take(Param::Wte, v, h, false);
+    take(Param::Wpe, t.seqLength, h, false, t.position == 0);
+    break;
+  case LayerKind::Block:
+    take(Param::Norm1G, 1, h, true);
+    take(Param::Norm1B, 1, h, true, layerNorm);
+    take(Param::Wqkv, h, h + 2 * kvd, false);
+    take(Param::Bqkv, 1, h + 2 * kvd, true, qkvBias);
+    take(Param::Wo, h, h, false);
+    take(Param::Bo, 1, h, true, otherBias);
+    take(Param::Norm2G, 1, h, true);
+    take(Param::Norm2B, 1, h, true, layerNorm);
+    take(Param::W1, h, swiglu ? 2 * f : f, false);
+    take(Param::B1, 1, swiglu ? 2 * f : f, true, otherBias);
+    take(Param::W2, f, h, false);
+    take(Param::B2, 1, h, true, otherBias);
+    break;
+  case LayerKind::Head:
+    take(Param::NormG, 1, h, true);
+    take(Param::NormB, 1, h, true, layerNorm);
+    if (t.tieEmbeddings)
+      take(Param::Lm, v, h, false);
+    else
+      take(Param::Lm, h, v, false);
+    break;
+  case LayerKind::Custom:
+    break;
+  }
+  return spans;
+}
+
+/// Columns `c` of an array `cols` wide: [begin, end), or begin == end when it has none.
+std::pair<int64_t, int64_t> columnsOf(Columns c, const Transformer &t, int64_t cols) {
+  const int64_t h = t.hiddenSize, kvd = t.numKvHeads * (h / t.numHeads), f = t.ffnHiddenSize;
+  const bool swiglu = t.mlp == 1;
+  switch (c) {
+  case Columns::All:
+    return {0, cols};
+  case Columns::Q:
+    return {0, h};
+  case Columns::K:
+    return {h, h + kvd};
+  case Columns::V:
+    return {h + kvd, h + 2 * kvd};
+  case Columns::Gate:
+    return swiglu ? std::make_pair(int64_t(0), f) : std::make_pair(int64_t(0), int64_t(0));
+  case Columns::Up:
+    return swiglu ? std::make_pair(f, 2 * f) : std::make_pair(int64_t(0), f);
+  }
+  return {0, 0};
+}
+
+/// The metadata key of the training steps behind a file's parameters.
+constexpr char kStepKey[] = "conduit.step";
+
+std::string modelPath(const std::string &dir) {
+  return (fs::path(dir) / "model.safetensors").string();
+}
+std::string unfinishedPath(const std::string &dir) { return modelPath(dir) + ".tmp"; }
+
+/// The tensors a file holds: all but the tied head's copy.
+std::vector<TensorSpec> fileTensors(const std::vector<HfTensor> &tensors) {
+  std::vector<TensorSpec> specs;
+  for (const HfTensor &t : tensors)
+    if (!t.tied)
+      specs.push_back({t.name, t.shape});
+  return specs;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    absl::StrAppend(&out, i ? ", " : "", shape[i]);
+  return out + "]";
+}
+
+} // namespace
+
+const char *hfArchitecture(const Plan &plan) {
+  return plan.transformer && isLlama(*plan.transformer) ? "llama" : "gpt2";
+}
+
+absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
+  if (!plan.transformer)
+    return absl::FailedPreconditionError(
+        "the plan's model is a layer list, not a transformer: it has no Hugging Face names");
+  const Transformer &t = *plan.transformer;
+  const Architecture &a = isLlama(t) ? kLlama : kGpt2;
+  std::vector<HfTensor> out;
+  std::string tokenTable;
+  int64_t block = 0;
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    const Layer &layer = plan.layers[l];
+    const Row *rows = nullptr;
+    size_t count = 0;
+    std::string prefix;
+    if (layer.kind == LayerKind::Embedding) {
+      rows = a.embedding;
+      count = a.embeddingRows;
+    } else if (layer.kind == LayerKind::Block) {
+      rows = a.block;
+      count = a.blockRows;
+      prefix = absl::StrCat(a.blockPrefix, block++, ".");
+    } else if (layer.kind == LayerKind::Head) {
+      rows = a.head;
+      count = a.headRows;
+    } else {
+      return absl::FailedPreconditionError(
+          absl::StrCat("layer ", layer.name, " is a custom layer: it has no Hugging Face names"));
+    }
+    int64_t total = 0;
+    const std::map<Param, Span> spans = layoutOf(layer.kind, t, total);
+    if (total != layer.params)
+      return absl::FailedPreconditionError(
+          absl::StrCat("layer ", layer.name, ": the plan counts ", layer.params,
+                       " parameters; Conduit's layout of this model has ", total,
+                       " (the plan was compiled for another architecture)"));
+    for (size_t r = 0; r < count; ++r) {
+      const Row &row = rows[r];
+      const auto span = spans.find(row.param);
+      if (span == spans.end())
+        continue;
+      const Span &s = span->second;
+      const auto [begin, end] = columnsOf(row.columns, t, s.cols);
+      if (begin == end)
+        continue;
+      HfTensor tensor;
+      tensor.name = prefix + row.name;
+      tensor.layer = static_cast<int64_t>(l);
+      tensor.offset = s.offset;
+      tensor.rows = s.rows;
+      tensor.cols = s.cols;
+      tensor.colBegin = begin;
+      tensor.colEnd = end;
+      tensor.transpose = row.transpose;
+      if (row.param == Param::Lm && t.tieEmbeddings) {
+        // [V × h] like the token table, whose values it holds.
+        tensor.name = tokenTable;
+        tensor.transpose = false;
+        tensor.tied = true;
+      }
+      if (row.param == Param::Wte)
+        tokenTable = tensor.name;
+      if (s.vector)
+        tensor.shape = {end - begin};
+      else if (tensor.transpose)
+        tensor.shape = {end - begin, s.rows};
+      else
+        tensor.shape = {s.rows, end - begin};
+      out.push_back(std::move(tensor));
+    }
+  }
+  if (t.tieEmbeddings && tokenTable.empty())
+    return absl::FailedPreconditionError("the model ties its embeddings but has no embedding");
+  return out;
+}
+
+std::string hfConfigJson(const Plan &plan) {
+  const Transformer &t = *plan.transformer;
+  nlohmann::ordered_json c;
+  if (isLlama(t)) {
+    const bool qwen = t.bias == 1;
+    c["architectures"] = {qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
+    c["model_type"] = qwen ? "qwen2" : "llama";
+    c["hidden_size"] = t.hiddenSize;
+    c["intermediate_size"] = t.ffnHiddenSize;
+    c["num_attention_heads"] = t.numHeads;
+    c["num_key_value_heads"] = t.numKvHeads;
+    c["num_hidden_layers"] = t.numLayers;
+    c["vocab_size"] = t.vocabSize;
+    c["max_position_embeddings"] = t.seqLength;
+    c["rms_norm_eps"] = t.normEps;
+    c["rope_theta"] = t.ropeTheta;
+    c["tie_word_embeddings"] = t.tieEmbeddings;
+    if (!qwen) {
+      c["attention_bias"] = t.bias == 0;
+      c["mlp_bias"] = t.bias == 0;
+    }
+    c["hidden_act"] = t.mlp == 1 ? "silu" : "gelu_pytorch_tanh";
+  } else {
+    c["architectures"] = {"GPT2LMHeadModel"};
+    c["model_type"] = "gpt2";
+    c["n_embd"] = t.hiddenSize;
+    c["n_head"] = t.numHeads;
+    c["n_layer"] = t.numLayers;
+    c["n_positions"] = t.seqLength;
+    c["n_inner"] = t.ffnHiddenSize;
+    c["vocab_size"] = t.vocabSize;
+    c["layer_norm_epsilon"] = t.normEps;
+    // runtime/model/Kernels.cpp computes GELU with the tanh approximation.
+    c["activation_function"] = "gelu_new";
+    c["tie_word_embeddings"] = t.tieEmbeddings;
+  }
+  c["torch_dtype"] = "float32";
+  return c.dump(2) + "\n";
+}
+
+void exportHfTensor(const HfTensor &t, const float *layerParams, float *out) {
+  const float *m = layerParams + t.offset;
+  const int64_t width = t.colEnd - t.colBegin;
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t c = 0; c < width; ++c) {
+      const float value = m[r * t.cols + t.colBegin + c];
+      if (t.transpose)
+        out[c * t.rows + r] = value;
+      else
+        out[r * width + c] = value;
+    }
+}
+
+void importHfTensor(const HfTensor &t, const float *values, float *layerParams) {
+  float *m = layerParams + t.offset;
+  const int64_t width = t.colEnd - t.colBegin;
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t c = 0; c < width; ++c)
+      m[r * t.cols + t.colBegin + c] = t.transpose ? values[c * t.rows + r] : values[r * width + c];
+}
+
+absl::Status checkHfTensors(const SafeTensorsHeader &header, const std::vector<HfTensor> &expected,
+                            const std::string &path) {
+  std::map<std::string, const HfTensor *> wanted;
+  for (const HfTensor &t : expected)
+    wanted.emplace(t.name, &t);
+  auto bad = [&](const std::string &name, const std::string &why) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": tensor \"", name, "\" ", why));
+  };
+  for (const TensorEntry &t : header.tensors) {
+    const auto want = wanted.find(t.name);
+    if (want == wanted.end())
+      return bad(t.name, "is not a parameter of this model");
+    if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16")
+      return bad(t.name,
+                 absl::StrCat("has dtype ", t.dtype, "; conduit-run reads F32, BF16 and F16"));
+    if (t.shape != want->second->shape)
+      return bad(t.name, absl::StrCat("has shape ", shapeText(t.shape), "; the model needs ",
+                                      shapeText(want->second->shape)));
+  }
+  for (const HfTensor &t : expected)
+    if (!header.find(t.name))
+      return bad(t.name, absl::StrCat("is missing (the model needs ", shapeText(t.shape), ")"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HfModelFile> openHfModel(const Plan &plan, const std::string &path) {
+  HfModelFile model;
+  CONDUIT_ASSIGN_OR_RETURN(model.tensors, hfTensors(plan));
+  CONDUIT_ASSIGN_OR_RETURN(model.file, SafeTensorsReader::open(path));
+  CONDUIT_RETURN_IF_ERROR(checkHfTensors(model.file.header(), model.tensors, path));
+  const auto &metadata = model.file.header().metadata;
+  if (const auto step = metadata.find(kStepKey); step != metadata.end())
+    if (!absl::SimpleAtoi(step->second, &model.step) || model.step < 0 ||
+        model.step > limits::kMaxSteps)
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": the metadata's ", kStepKey, " \"", step->second,
+                       "\" is not a step between 0 and ", limits::kMaxSteps));
+  return model;
+}
+
+absl::StatusOr<std::vector<float>> readHfLayers(HfModelFile &model, const Plan &plan, int64_t first,
+                                                int64_t end) {
+  std::vector<int64_t> offsets{0};
+  for (int64_t l = first; l < end; ++l)
+    offsets.push_back(offsets.back() + plan.layers[l].params);
+  std::vector<float> params(offsets.back()), values;
+  for (const HfTensor &t : model.tensors) {
+    if (t.layer < first || t.layer >= end)
+      continue;
+    const TensorEntry *entry = model.file.header().find(t.name);
+    if (!entry || entry->elements() != t.elements())
+      return absl::InternalError(absl::StrCat("tensor \"", t.name, "\" was not checked"));
+    values.resize(t.elements());
+    CONDUIT_RETURN_IF_ERROR(model.file.readFloats(*entry, values.data()));
+    importHfTensor(t, values.data(), params.data() + offsets[t.layer - first]);
+  }
+  return params;
+}
+
+absl::Status beginHfModel(const Plan &plan, const std::string &dir, int64_t step) {
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<HfTensor> tensors, hfTensors(plan));
+  // "format" is what Hugging Face's loaders require ("pt": PyTorch's names and layouts).
+  CONDUIT_ASSIGN_OR_RETURN(
+      SafeTensorsLayout layout,
+      layoutSafeTensors(fileTensors(tensors), {{"format", "pt"},
+                                               {"conduit.architecture", hfArchitecture(plan)},
+                                               {kStepKey, absl::StrCat(step)}}));
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error)
+    return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", error.message()));
+  const fs::path config = fs::path(dir) / "config.json";
+  {
+    std::ofstream out(config, std::ios::trunc);
+    out << hfConfigJson(plan);
+    if (!out)
+      return absl::UnavailableError(absl::StrCat("cannot write ", config.string()));
+  }
+  const std::string path = unfinishedPath(dir);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(layout.prefix.data(), static_cast<std::streamsize>(layout.prefix.size()));
+    if (!out)
+      return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  }
+  fs::resize_file(path, layout.fileBytes, error);
+  if (error)
+    return absl::UnavailableError(absl::StrCat("cannot size ", path, ": ", error.message()));
+  return absl::OkStatus();
+}
+
+absl::Status writeHfLayers(const Plan &plan, const std::string &dir, int64_t first, int64_t end,
+                           const float *params) {
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<HfTensor> tensors, hfTensors(plan));
+  const std::string path = unfinishedPath(dir);
+  CONDUIT_ASSIGN_OR_RETURN(SafeTensorsReader file, SafeTensorsReader::open(path));
+  std::vector<int64_t> offsets{0};
+  for (int64_t l = first; l < end; ++l)
+    offsets.push_back(offsets.back() + plan.layers[l].params);
+  std::vector<float> values;
+  for (const HfTensor &t : tensors) {
+    if (t.layer < first || t.layer >= end || t.tied)
+      continue;
+    const TensorEntry *entry = file.header().find(t.name);
+    if (!entry || entry->dtype != "F32" || entry->elements() != t.elements())
+      return absl::InternalError(absl::StrCat(path, " has no room for tensor \"", t.name, "\""));
+    values.resize(t.elements());
+    exportHfTensor(t, params + offsets[t.layer - first], values.data());
+    CONDUIT_RETURN_IF_ERROR(
+        writeFloatsAt(path, file.header().dataStart + entry->begin, values.data(), t.elements()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status finishHfModel(const std::string &dir) {
+  std::error_code error;
+  fs::rename(unfinishedPath(dir), modelPath(dir), error);
+  if (error)
+    return absl::UnavailableError(
+        absl::StrCat("cannot rename ", unfinishedPath(dir), ": ", error.message()));
+  return absl::OkStatus();
+}
+
+absl::Status writeHfModel(const Plan &plan, const std::string &dir, const float *params,
+                          int64_t step) {
+  CONDUIT_RETURN_IF_ERROR(beginHfModel(plan, dir, step));
+  CONDUIT_RETURN_IF_ERROR(
+      writeHfLayers(plan, dir, 0, static_cast<int64_t>(plan.layers.size()), params));
+  return finishHfModel(dir);
+}
+
+} // namespace conduit::runtime

@@ -1,0 +1,110 @@
+//===- HfWeights.h - the model's parameters as Hugging Face tensors -*- C++ -*-===//
+//
+// Which Hugging Face tensor each of Conduit's parameters is, and in which layout: the names
+// and shapes of Llama (LlamaForCausalLM, or Qwen2ForCausalLM with biases on q, k and v only)
+// for models with RMSNorm, SwiGLU or rotary positions, and of GPT-2 (GPT2LMHeadModel)
+// otherwise, with the config.json that goes with them. One table per architecture maps
+// Conduit's per-layer parameter layout (below) to names; the functions here turn it into
+// tensors, copy values between the two layouts, check a file's tensors against a plan, and
+// write or read a model as safetensors (SafeTensors.h).
+//
+// Conduit's layout per layer, with hd = h / heads, kvd = kv_heads * hd and f = ffn; every
+// matrix row-major [in × out]:
+//   embedding: wte [V × h]; wpe [seq × h] (learned positions only)
+//   block:     norm1 gamma [h], beta [h] (LayerNorm); Wqkv [h × (h + 2 kvd)] (columns q, k, v);
+//              bqkv [h + 2 kvd] (bias all or qkv); Wo [h × h]; bo [h] (bias all); norm2 gamma,
+//              beta; W1 [h × f], or [h × 2f] for SwiGLU (columns gate, then up); b1 [f or 2f]
+//              (bias all); W2 [f × h]; b2 [h] (bias all)
+//   head:      norm gamma [h], beta [h] (LayerNorm); the LM matrix: [h × V] untied, [V × h]
+//              tied (the token table's layout, and its values)
+// PyTorch's Linear weights are [out × in]: Llama's projections are the transposes of these
+// matrices. GPT-2's Conv1D weights are [in × out], Conduit's layout as it is.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_HFWEIGHTS_H
+#define CONDUIT_RUNTIME_HFWEIGHTS_H
+
+#include "runtime/SafeTensors.h"
+#include "runtime/plan/Plan.h"
+
+#include <string>
+#include <vector>
+
+namespace conduit::runtime {
+
+/// One Hugging Face tensor and where its values live: columns [colBegin, colEnd) of the
+/// row-major `rows` × `cols` matrix (a vector: one row) at `offset` of layer `layer`'s
+/// parameters, as they are or transposed.
+struct HfTensor {
+  std::string name;
+  std::vector<int64_t> shape; ///< Hugging Face's
+  int64_t layer = 0;          ///< global layer index
+  int64_t offset = 0, rows = 1, cols = 0, colBegin = 0, colEnd = 0;
+  bool transpose = false;
+  /// The tied LM head's matrix: the values of the token table `name`, which the embedding
+  /// writes. Not written again; read from that tensor.
+  bool tied = false;
+
+  int64_t elements() const { return rows * (colEnd - colBegin); }
+};
+
+/// "llama" or "gpt2": the architecture whose names `plan`'s model takes.
+const char *hfArchitecture(const Plan &plan);
+
+/// Every Hugging Face tensor of `plan`'s model, in layer order (the tied head's copy
+/// included). An error when the plan is not a transformer, or when a layer's parameter count
+/// is not the layout's.
+absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan);
+
+/// The config.json of `plan`'s model.
+std::string hfConfigJson(const Plan &plan);
+
+/// Copies tensor `t`'s values from its layer's parameters `layerParams` to `out` (t.elements()
+/// floats) in Hugging Face's layout.
+void exportHfTensor(const HfTensor &t, const float *layerParams, float *out);
+/// The inverse: Hugging Face-layout `values` into the layer's parameters.
+void importHfTensor(const HfTensor &t, const float *values, float *layerParams);
+
+/// Checks that the file `path` with `header` holds exactly the tensors `expected` (the tied
+/// copy is the token table's) with their shapes, each F32, BF16 or F16.
+absl::Status checkHfTensors(const SafeTensorsHeader &header, const std::vector<HfTensor> &expected,
+                            const std::string &path);
+
+/// A safetensors file that holds exactly the tensors of a plan's model.
+struct HfModelFile {
+  std::vector<HfTensor> tensors; ///< hfTensors(plan)
+  SafeTensorsReader file;
+  /// The training steps behind these parameters: the metadata "conduit.step" of a file
+  /// conduit-run wrote, else 0.
+  int64_t step = 0;
+};
+/// Opens `path` and checks its tensors against `plan`'s model (checkHfTensors), and its step.
+absl::StatusOr<HfModelFile> openHfModel(const Plan &plan, const std::string &path);
+
+/// The parameters of layers [first, end) of `plan`, one layer after the other, read from
+/// `model`.
+absl::StatusOr<std::vector<float>> readHfLayers(HfModelFile &model, const Plan &plan, int64_t first,
+                                                int64_t end);
+
+// Writing a model: the first writer creates DIR with config.json and an unfinished
+// model.safetensors of the right size; then the writers of the layers fill in their tensors,
+// each its own (several processes may share the work); then the first renames the file into
+// place.
+
+/// Writes `dir`/config.json and creates the unfinished `dir`/model.safetensors, whose
+/// metadata says that `step` training steps led to it.
+absl::Status beginHfModel(const Plan &plan, const std::string &dir, int64_t step);
+/// Writes the tensors of layers [first, end), whose parameters `params` holds one layer after
+/// the other, where the unfinished file's header says.
+absl::Status writeHfLayers(const Plan &plan, const std::string &dir, int64_t first, int64_t end,
+                           const float *params);
+/// Moves the finished file into place as `dir`/model.safetensors.
+absl::Status finishHfModel(const std::string &dir);
+/// The three in one process: `params` holds every layer's parameters.
+absl::Status writeHfModel(const Plan &plan, const std::string &dir, const float *params,
+                          int64_t step);
+
+} // namespace conduit::runtime
+
+#endif // CONDUIT_RUNTIME_HFWEIGHTS_H

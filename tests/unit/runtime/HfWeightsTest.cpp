@@ -1,0 +1,369 @@
+//===- HfWeightsTest.cpp - Conduit's parameters as Hugging Face tensors ----===//
+//
+// The names, shapes and layouts of both architectures (GPT-2, and Llama with its Qwen2
+// variant), config.json, a model written and read back, and the refusals of a file that does
+// not hold exactly the model's tensors. Parameter counts are computed here from the layout
+// HfWeights.h documents, not from the model, so that the two are checked against each other.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/HfWeights.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+
+namespace conduit::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A plan of the transformer `t` with one layer per embedding, block and head, each with the
+/// parameter count of Conduit's layout.
+Plan planOf(const Transformer &t) {
+  const int64_t h = t.hiddenSize, kvd = t.numKvHeads * (h / t.numHeads), f = t.ffnHiddenSize,
+                v = t.vocabSize;
+  const int64_t norms = t.norm == 0 ? 2 : 1, qkvBias = t.bias != 2, other = t.bias == 0;
+  const int64_t up = t.mlp == 1 ? 2 * f : f;
+  Plan plan;
+  plan.transformer = t;
+  plan.layers.push_back(
+      {"embedding", LayerKind::Embedding, v * h + (t.position == 0 ? t.seqLength * h : 0)});
+  for (int64_t b = 0; b < t.numLayers; ++b)
+    plan.layers.push_back({"block." + std::to_string(b), LayerKind::Block,
+                           2 * norms * h + h * (h + 2 * kvd) + qkvBias * (h + 2 * kvd) + h * h +
+                               other * h + h * up + other * up + f * h + other * h});
+  plan.layers.push_back({"head", LayerKind::Head, norms * h + v * h});
+  return plan;
+}
+
+Transformer gpt2() {
+  Transformer t;
+  t.numLayers = 2;
+  t.hiddenSize = 8;
+  t.numHeads = 2;
+  t.numKvHeads = 2;
+  t.ffnHiddenSize = 12;
+  t.seqLength = 5;
+  t.vocabSize = 11;
+  return t;
+}
+
+Transformer llama() {
+  Transformer t = gpt2();
+  t.numKvHeads = 1; // kvd = 4
+  t.mlp = 1;
+  t.norm = 1;
+  t.position = 1;
+  t.bias = 2;
+  t.tieEmbeddings = true;
+  t.ropeTheta = 500000;
+  t.normEps = 1e-6;
+  return t;
+}
+
+std::map<std::string, HfTensor> byName(const std::vector<HfTensor> &tensors) {
+  std::map<std::string, HfTensor> out;
+  for (const HfTensor &t : tensors)
+    if (!t.tied)
+      out[t.name] = t;
+  return out;
+}
+
+using Shape = std::vector<int64_t>;
+
+TEST(HfWeightsTest, Gpt2NamesAndShapes) {
+  const Plan plan = planOf(gpt2());
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  EXPECT_STREQ(hfArchitecture(plan), "gpt2");
+  const std::map<std::string, Shape> expected = {{"transformer.wte.weight", {11, 8}},
+                                                 {"transformer.wpe.weight", {5, 8}},
+                                                 {"transformer.h.0.ln_1.weight", {8}},
+                                                 {"transformer.h.0.ln_1.bias", {8}},
+                                                 {"transformer.h.0.attn.c_attn.weight", {8, 24}},
+                                                 {"transformer.h.0.attn.c_attn.bias", {24}},
+                                                 {"transformer.h.0.attn.c_proj.weight", {8, 8}},
+                                                 {"transformer.h.0.attn.c_proj.bias", {8}},
+                                                 {"transformer.h.0.ln_2.weight", {8}},
+                                                 {"transformer.h.0.ln_2.bias", {8}},
+                                                 {"transformer.h.0.mlp.c_fc.weight", {8, 12}},
+                                                 {"transformer.h.0.mlp.c_fc.bias", {12}},
+                                                 {"transformer.h.0.mlp.c_proj.weight", {12, 8}},
+                                                 {"transformer.h.0.mlp.c_proj.bias", {8}},
+                                                 {"transformer.ln_f.weight", {8}},
+                                                 {"transformer.ln_f.bias", {8}},
+                                                 {"lm_head.weight", {11, 8}}};
+  const auto got = byName(*tensors);
+  for (const auto &[name, shape] : expected) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_EQ(got.at(name).shape, shape) << name;
+  }
+  EXPECT_EQ(got.size(), 4 + 12 * 2 + 1u);
+  EXPECT_TRUE(got.count("transformer.h.1.mlp.c_proj.bias"));
+  // Conv1D weights keep Conduit's layout; only the untied LM head is transposed.
+  EXPECT_FALSE(got.at("transformer.h.0.attn.c_attn.weight").transpose);
+  EXPECT_TRUE(got.at("lm_head.weight").transpose);
+  // Every parameter belongs to exactly one tensor.
+  int64_t total = 0;
+  for (const HfTensor &t : *tensors)
+    total += t.elements();
+  int64_t params = 0;
+  for (const Layer &l : plan.layers)
+    params += l.params;
+  EXPECT_EQ(total, params);
+}
+
+TEST(HfWeightsTest, Gpt2WithoutBiasesAndTied) {
+  Transformer t = gpt2();
+  t.bias = 2;
+  t.tieEmbeddings = true;
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(planOf(t));
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  const auto got = byName(*tensors);
+  EXPECT_FALSE(got.count("transformer.h.0.attn.c_attn.bias"));
+  EXPECT_FALSE(got.count("transformer.h.0.mlp.c_fc.bias"));
+  EXPECT_FALSE(got.count("lm_head.weight"));
+  const HfTensor &tied = tensors->back();
+  EXPECT_TRUE(tied.tied);
+  EXPECT_EQ(tied.name, "transformer.wte.weight");
+  EXPECT_EQ(tied.shape, (Shape{11, 8}));
+  EXPECT_FALSE(tied.transpose);
+}
+
+TEST(HfWeightsTest, LlamaNamesShapesAndTransposes) {
+  const Plan plan = planOf(llama());
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  EXPECT_STREQ(hfArchitecture(plan), "llama");
+  const std::map<std::string, Shape> expected = {
+      {"model.embed_tokens.weight", {11, 8}},
+      {"model.layers.0.input_layernorm.weight", {8}},
+      {"model.layers.0.self_attn.q_proj.weight", {8, 8}},
+      {"model.layers.0.self_attn.k_proj.weight", {4, 8}},
+      {"model.layers.0.self_attn.v_proj.weight", {4, 8}},
+      {"model.layers.0.self_attn.o_proj.weight", {8, 8}},
+      {"model.layers.0.post_attention_layernorm.weight", {8}},
+      {"model.layers.0.mlp.gate_proj.weight", {12, 8}},
+      {"model.layers.0.mlp.up_proj.weight", {12, 8}},
+      {"model.layers.0.mlp.down_proj.weight", {8, 12}},
+      {"model.norm.weight", {8}}};
+  const auto got = byName(*tensors);
+  for (const auto &[name, shape] : expected) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_EQ(got.at(name).shape, shape) << name;
+  }
+  EXPECT_EQ(got.size(), 2 + 9 * 2u) << "no biases, no betas, no position table, no lm_head";
+
+  // Values: PyTorch's [out × in] is the transpose of Conduit's [in × out].
+  const Layer &block = plan.layers[1];
+  std::vector<float> params(block.params);
+  std::iota(params.begin(), params.end(), 0.0f);
+  const int64_t h = 8, width = 16; // Wqkv [8 × (8 + 2·4)] after norm1's gamma
+  const float *wqkv = params.data() + h;
+  for (const char *name : {"q_proj", "k_proj"}) {
+    const HfTensor &t = got.at(std::string("model.layers.0.self_attn.") + name + ".weight");
+    std::vector<float> out(t.elements());
+    exportHfTensor(t, params.data(), out.data());
+    const int64_t column = name[0] == 'q' ? 0 : h;
+    for (int64_t o = 0; o < t.shape[0]; ++o)
+      for (int64_t i = 0; i < h; ++i)
+        ASSERT_EQ(out[o * h + i], wqkv[i * width + column + o]) << name << " " << o << " " << i;
+  }
+  // SwiGLU's W1: gate columns first, then up.
+  const HfTensor &up = got.at("model.layers.0.mlp.up_proj.weight");
+  EXPECT_EQ(up.colBegin, 12);
+  EXPECT_EQ(up.colEnd, 24);
+}
+
+TEST(HfWeightsTest, ExportThenImportRestoresEveryLayer) {
+  for (Transformer t : {gpt2(), llama()}) {
+    t.bias = 0;
+    t.tieEmbeddings = false;
+    const Plan plan = planOf(t);
+    absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+    ASSERT_TRUE(tensors.ok()) << tensors.status();
+    for (size_t l = 0; l < plan.layers.size(); ++l) {
+      std::vector<float> params(plan.layers[l].params), back(params.size(), -1.0f);
+      for (size_t i = 0; i < params.size(); ++i)
+        params[i] = static_cast<float>(i * 7 % 13) - 6;
+      for (const HfTensor &x : *tensors)
+        if (x.layer == static_cast<int64_t>(l)) {
+          std::vector<float> values(x.elements());
+          exportHfTensor(x, params.data(), values.data());
+          importHfTensor(x, values.data(), back.data());
+        }
+      EXPECT_EQ(back, params) << hfArchitecture(plan) << " layer " << l;
+    }
+  }
+}
+
+TEST(HfWeightsTest, QwenWhenOnlyQkvHaveBiases) {
+  Transformer t = llama();
+  t.bias = 1;
+  const Plan plan = planOf(t);
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  const auto got = byName(*tensors);
+  EXPECT_EQ(got.at("model.layers.1.self_attn.k_proj.bias").shape, (Shape{4}));
+  EXPECT_FALSE(got.count("model.layers.1.self_attn.o_proj.bias"));
+  const auto config = nlohmann::json::parse(hfConfigJson(plan));
+  EXPECT_EQ(config["architectures"][0], "Qwen2ForCausalLM");
+  EXPECT_EQ(config["model_type"], "qwen2");
+}
+
+TEST(HfWeightsTest, ConfigJson) {
+  auto config = nlohmann::json::parse(hfConfigJson(planOf(llama())));
+  EXPECT_EQ(config["architectures"][0], "LlamaForCausalLM");
+  EXPECT_EQ(config["model_type"], "llama");
+  EXPECT_EQ(config["hidden_size"], 8);
+  EXPECT_EQ(config["intermediate_size"], 12);
+  EXPECT_EQ(config["num_attention_heads"], 2);
+  EXPECT_EQ(config["num_key_value_heads"], 1);
+  EXPECT_EQ(config["num_hidden_layers"], 2);
+  EXPECT_EQ(config["vocab_size"], 11);
+  EXPECT_EQ(config["max_position_embeddings"], 5);
+  EXPECT_EQ(config["rms_norm_eps"], 1e-6);
+  EXPECT_EQ(config["rope_theta"], 500000.0);
+  EXPECT_EQ(config["tie_word_embeddings"], true);
+  EXPECT_EQ(config["hidden_act"], "silu");
+  EXPECT_EQ(config["torch_dtype"], "float32");
+
+  config = nlohmann::json::parse(hfConfigJson(planOf(gpt2())));
+  EXPECT_EQ(config["architectures"][0], "GPT2LMHeadModel");
+  EXPECT_EQ(config["model_type"], "gpt2");
+  EXPECT_EQ(config["n_embd"], 8);
+  EXPECT_EQ(config["n_head"], 2);
+  EXPECT_EQ(config["n_layer"], 2);
+  EXPECT_EQ(config["n_positions"], 5);
+  EXPECT_EQ(config["n_inner"], 12);
+  EXPECT_EQ(config["vocab_size"], 11);
+  EXPECT_EQ(config["layer_norm_epsilon"], 1e-5);
+  EXPECT_EQ(config["activation_function"], "gelu_new");
+  EXPECT_EQ(config["tie_word_embeddings"], false);
+}
+
+TEST(HfWeightsTest, RefusesALayerOfAnotherLayout) {
+  Plan plan = planOf(gpt2());
+  plan.layers[1].params += 1;
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_FALSE(tensors.ok());
+  EXPECT_NE(tensors.status().message().find("layer block.0: the plan counts"), std::string::npos);
+  plan.transformer.reset();
+  EXPECT_FALSE(hfTensors(plan).ok());
+}
+
+/// Every parameter of `plan`, distinct values; the tied head's copy equal to the token table.
+std::vector<float> parametersOf(const Plan &plan) {
+  int64_t total = 0;
+  for (const Layer &l : plan.layers)
+    total += l.params;
+  std::vector<float> params(total);
+  for (int64_t i = 0; i < total; ++i)
+    params[i] = 0.001f * static_cast<float>(i);
+  if (plan.transformer->tieEmbeddings) {
+    const int64_t table = plan.transformer->vocabSize * plan.transformer->hiddenSize;
+    std::copy(params.begin(), params.begin() + table, params.end() - table);
+  }
+  return params;
+}
+
+TEST(HfWeightsTest, WritesAModelAndReadsItBack) {
+  for (const Transformer &t : {gpt2(), llama()}) {
+    const Plan plan = planOf(t);
+    const std::string dir =
+        (fs::path(testing::TempDir()) / (std::string("hf-") + hfArchitecture(plan))).string();
+    const std::vector<float> params = parametersOf(plan);
+    ASSERT_TRUE(writeHfModel(plan, dir, params.data(), /*step=*/4).ok());
+    EXPECT_TRUE(fs::exists(fs::path(dir) / "config.json"));
+    EXPECT_FALSE(fs::exists(fs::path(dir) / "model.safetensors.tmp"));
+    absl::StatusOr<HfModelFile> model = openHfModel(plan, dir + "/model.safetensors");
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ(model->file.header().metadata.at("format"), "pt");
+    EXPECT_EQ(model->step, 4);
+    absl::StatusOr<std::vector<float>> back =
+        readHfLayers(*model, plan, 0, static_cast<int64_t>(plan.layers.size()));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, params) << hfArchitecture(plan);
+    // A stage's layers alone.
+    absl::StatusOr<std::vector<float>> blocks = readHfLayers(*model, plan, 1, 3);
+    ASSERT_TRUE(blocks.ok());
+    const int64_t first = plan.layers[0].params;
+    EXPECT_EQ(*blocks, std::vector<float>(params.begin() + first, params.begin() + first +
+                                                                      plan.layers[1].params +
+                                                                      plan.layers[2].params));
+  }
+}
+
+TEST(HfWeightsTest, RefusesFilesWithoutExactlyTheModelsTensors) {
+  const Plan plan = planOf(gpt2());
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_TRUE(tensors.ok());
+  const std::string path = (fs::path(testing::TempDir()) / "hf-bad.safetensors").string();
+  std::vector<float> zeros(1 << 12);
+  // Writes the model's tensors changed by `edit`, then returns the refusal's message.
+  auto refusal = [&](auto edit) {
+    std::vector<TensorSpec> specs;
+    for (const HfTensor &t : *tensors)
+      specs.push_back({t.name, t.shape});
+    edit(specs);
+    std::vector<const float *> values(specs.size(), zeros.data());
+    EXPECT_TRUE(writeSafeTensors(path, specs, values).ok());
+    absl::StatusOr<HfModelFile> model = openHfModel(plan, path);
+    return model.ok() ? std::string() : std::string(model.status().message());
+  };
+  EXPECT_EQ(refusal([](std::vector<TensorSpec> &) {}), "");
+  // Without Conduit's metadata a file starts at step 0; with a step that is not one, it is
+  // refused.
+  {
+    std::vector<TensorSpec> specs;
+    for (const HfTensor &t : *tensors)
+      specs.push_back({t.name, t.shape});
+    std::vector<const float *> values(specs.size(), zeros.data());
+    ASSERT_TRUE(writeSafeTensors(path, specs, values, {{"conduit.step", "-3"}}).ok());
+    absl::StatusOr<HfModelFile> model = openHfModel(plan, path);
+    ASSERT_FALSE(model.ok());
+    EXPECT_NE(model.status().message().find("the metadata's conduit.step \"-3\" is not a step"),
+              std::string::npos)
+        << model.status();
+    ASSERT_TRUE(writeSafeTensors(path, specs, values).ok());
+    model = openHfModel(plan, path);
+    ASSERT_TRUE(model.ok());
+    EXPECT_EQ(model->step, 0);
+  }
+  EXPECT_NE(refusal([](std::vector<TensorSpec> &s) { s.erase(s.begin() + 5); })
+                .find("tensor \"transformer.h.0.attn.c_attn.bias\" is missing (the model needs "
+                      "[24])"),
+            std::string::npos);
+  EXPECT_NE(refusal([](std::vector<TensorSpec> &s) {
+              s.push_back({"extra.weight", {2}});
+            }).find("tensor \"extra.weight\" is not a parameter of this model"),
+            std::string::npos);
+  EXPECT_NE(refusal([](std::vector<TensorSpec> &s) { s[4].shape = {24, 8}; })
+                .find("tensor \"transformer.h.0.attn.c_attn.weight\" has shape [24, 8]; the "
+                      "model needs [8, 24]"),
+            std::string::npos);
+  // A dtype other than the three floats.
+  const std::string json = R"({"transformer.wte.weight":{"dtype":"I32","shape":[11,8],)"
+                           R"("data_offsets":[0,352]}})";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    const uint64_t n = json.size();
+    out.write(reinterpret_cast<const char *>(&n), 8);
+    out << json << std::string(352, '\0');
+  }
+  absl::StatusOr<HfModelFile> model = openHfModel(plan, path);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find(
+                "tensor \"transformer.wte.weight\" has dtype I32; conduit-run reads F32, BF16 "
+                "and F16"),
+            std::string::npos)
+      << model.status();
+}
+
+} // namespace
+} // namespace conduit::runtime
