@@ -118,16 +118,6 @@ absl::StatusOr<std::string> readWhole(const fs::path &path) {
   return bytes;
 }
 
-/// The first error of any rank, known to all (every rank calls it together).
-absl::Status agree(RankGroup &ranks, const absl::Status &local, const std::string &what) {
-  CONDUIT_ASSIGN_OR_RETURN(bool all, ranks.allOk(local.ok()));
-  if (!local.ok())
-    return local;
-  if (!all)
-    return absl::AbortedError(absl::StrCat("another process could not ", what));
-  return absl::OkStatus();
-}
-
 template <typename T> void appendFloats(std::string &out, const std::vector<T> &values) {
   if (!values.empty())
     out.append(reinterpret_cast<const char *>(values.data()), values.size() * sizeof(T));

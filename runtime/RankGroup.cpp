@@ -2,7 +2,18 @@
 
 #include "runtime/RankGroup.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace conduit::runtime {
+
+absl::Status agree(RankGroup &ranks, const absl::Status &local, const std::string &what) {
+  CONDUIT_ASSIGN_OR_RETURN(bool all, ranks.allOk(local.ok()));
+  if (!local.ok())
+    return local;
+  if (!all)
+    return absl::AbortedError(absl::StrCat("another process could not ", what));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<bool> MpiRankGroup::allOk(bool ok) {
   int mine = ok ? 1 : 0, all = 0;

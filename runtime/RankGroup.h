@@ -41,6 +41,10 @@ public:
   virtual absl::Status barrier() = 0;
 };
 
+/// The first error of any rank, known to all (every rank calls it together): `local` where it
+/// failed, elsewhere an Aborted error saying that another rank could not `what`.
+absl::Status agree(RankGroup &ranks, const absl::Status &local, const std::string &what);
+
 /// One rank per MPI process.
 class MpiRankGroup final : public RankGroup {
 public:

@@ -38,6 +38,14 @@ public:
 
   const model::LayerChain<float> &model() const { return chain; }
   const std::vector<float> &parameters() const { return params; }
+  /// Replaces the parameters before the first step (conduit-run --init): `values` holds the
+  /// whole model's, in the chain's layout.
+  absl::Status setParameters(std::vector<float> values) {
+    if (values.size() != params.size())
+      return absl::InvalidArgumentError("the reference's parameters have another size");
+    params = std::move(values);
+    return absl::OkStatus();
+  }
 
 private:
   Reference(const Plan &plan, model::GptShape shape, std::unique_ptr<model::CpuOps<float>> ops,

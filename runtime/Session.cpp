@@ -5,6 +5,7 @@
 #include "runtime/Backends.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/ExitCodes.h"
+#include "runtime/HfWeights.h"
 #include "runtime/Profile.h"
 #include "runtime/RankGroup.h"
 #include "runtime/Reference.h"
@@ -15,14 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <thread>
-
-namespace fs = std::filesystem;
 
 namespace conduit::runtime {
 
@@ -49,6 +48,15 @@ void printStep(int64_t step, double loss) {
   std::fflush(stdout);
 }
 
+void printInitialised(const std::string &path, int64_t step) {
+  if (step > 0)
+    std::printf("initialised from %s, continuing after step %lld\n", path.c_str(),
+                static_cast<long long>(step));
+  else
+    std::printf("initialised from %s\n", path.c_str());
+  std::fflush(stdout);
+}
+
 void printSummary(const Plan &plan, int64_t steps, int64_t ranks, double seconds, double loss) {
   // In double: the product of the plan's bounded figures still need not fit in an int64.
   const Config &c = plan.config;
@@ -70,41 +78,52 @@ template <typename T> std::vector<T> valuesOf(const std::string &bytes) {
   return v;
 }
 
-absl::Status writeLayerFiles(const std::string &dir, const model::LayerChain<float> &chain,
-                             const float *params) {
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error)
-    return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", error.message()));
-  for (size_t i = 0; i < chain.size(); ++i) {
-    const int64_t begin = chain.offset(i), end = chain.offset(i + 1);
-    std::ofstream out(fs::path(dir) / (chain.name(i) + ".f32"), std::ios::binary);
-    out.write(reinterpret_cast<const char *>(params + begin),
-              static_cast<std::streamsize>((end - begin) * sizeof(float)));
-    if (!out)
-      return absl::UnavailableError(absl::StrCat("cannot write the parameters of ", chain.name(i)));
+/// The parameters after `step` as DIR/model.safetensors and DIR/config.json (HfWeights.h):
+/// rank 0 lays the file out, replica 0 of each pipeline rank writes its stages' tensors into
+/// it, and rank 0 moves it into place (every rank calls it together: sharded stages gather).
+absl::Status saveParameters(const Plan &plan, Backend &backend, RankGroup &group,
+                            RankPosition where, int64_t step, const std::string &dir) {
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, backend.stageParameters());
+  CONDUIT_RETURN_IF_ERROR(
+      agree(group, group.rank() == 0 ? beginHfModel(plan, dir, step) : absl::OkStatus(),
+            "lay out the parameter file"));
+  absl::Status written = absl::OkStatus();
+  if (where.replica == 0) {
+    size_t k = 0;
+    for (const Stage &stage : plan.stages)
+      if (stage.rank == where.pipelineRank && written.ok())
+        written = writeHfLayers(plan, dir, stage.firstLayer, stage.endLayer, params[k++].data());
   }
-  return absl::OkStatus();
+  CONDUIT_RETURN_IF_ERROR(agree(group, written, "write its parameters"));
+  return agree(group, group.rank() == 0 ? finishHfModel(dir) : absl::OkStatus(),
+               "complete the parameter file");
 }
 
-/// The final parameters of every stage of this rank's pipeline rank, written by replica 0,
-/// one file per layer (every rank calls it together: sharded stages gather).
-absl::Status saveParameters(const Plan &plan, Backend &backend, RankPosition where,
-                            const std::string &dir) {
-  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, backend.stageParameters());
-  if (where.replica != 0)
-    return absl::OkStatus();
-  CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(plan));
-  model::CpuOps<float> ops; // names and offsets only; nothing is computed
-  size_t k = 0;
+/// This rank's state at the start of a run from `file` (--init): the parameters of its
+/// stages, or its shard of them, and fresh optimizer state.
+absl::StatusOr<std::vector<StageState>> initialStates(const Plan &plan, RankPosition where,
+                                                      HfModelFile &file) {
+  const Config &c = plan.config;
+  const bool sharded = isSharded(c);
+  const int64_t width = model::OptimizerConfig::fromPlan(c).stateWidth();
+  std::vector<StageState> states;
   for (const Stage &stage : plan.stages) {
     if (stage.rank != where.pipelineRank)
       continue;
-    CONDUIT_ASSIGN_OR_RETURN(auto chain, model::LayerChain<float>::build(
-                                             plan, shape, stage.firstLayer, stage.endLayer, ops));
-    CONDUIT_RETURN_IF_ERROR(writeLayerFiles(dir, chain, params[k++].data()));
+    CONDUIT_ASSIGN_OR_RETURN(std::vector<float> whole,
+                             readHfLayers(file, plan, stage.firstLayer, stage.endLayer));
+    const ShardLayout shard =
+        ShardLayout::of(static_cast<int64_t>(whole.size()), c, sharded, where.replica);
+    StageState s;
+    s.stage = stage.index;
+    s.params.assign(shard.shardLen, 0.0f); // the last shard's padding stays zero
+    const int64_t end = std::min(shard.n, shard.shardOffset + shard.shardLen);
+    if (end > shard.shardOffset)
+      std::copy(whole.begin() + shard.shardOffset, whole.begin() + end, s.params.begin());
+    s.optimizer.assign(width * shard.shardLen, 0.0f);
+    states.push_back(std::move(s));
   }
-  return absl::OkStatus();
+  return states;
 }
 
 /// The measured timeline of replica 0's ranks, as a Chrome trace written by rank 0.
@@ -213,6 +232,21 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
 
   const RankPosition where = RankPosition::of(plan.config, rank.id);
   int64_t first = 1;
+  if (!options.init.empty()) {
+    // Every rank checks the same file: rank 0 alone says what is wrong with it.
+    absl::StatusOr<HfModelFile> model = openHfModel(plan, options.init);
+    if (absl::Status s = agree(group, model.status(), "read " + options.init); !s.ok())
+      return {kExitInvalidInput, s, false, /*shared=*/true};
+    absl::StatusOr<std::vector<StageState>> states = initialStates(plan, where, *model);
+    absl::Status loaded = agree(group, states.status(), "read its parameters");
+    if (loaded.ok())
+      loaded = backend.restore(*states);
+    if (!loaded.ok())
+      return {kExitInvalidInput, loaded};
+    first = model->step + 1;
+    if (group.rank() == 0)
+      printInitialised(options.init, model->step);
+  }
   if (!options.resume.empty()) {
     absl::StatusOr<LoadedCheckpoint> loaded = readCheckpoint(options.resume, plan, group);
     absl::Status resumed = loaded.ok() ? backend.restore(loaded->states) : loaded.status();
@@ -273,7 +307,7 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
     printSummary(plan, options.steps, group.size(), seconds, loss);
   absl::Status finished = absl::OkStatus();
   if (!options.saveParams.empty())
-    finished = saveParameters(plan, backend, where, options.saveParams);
+    finished = saveParameters(plan, backend, group, where, last, options.saveParams);
   if (finished.ok() && !options.trace.empty())
     finished = writeTrace(plan, group, where, executor, seconds / options.steps, options.trace);
   if (finished.ok() && !options.profile.empty())
@@ -409,9 +443,24 @@ SessionResult runReference(const Plan &plan, const SessionOptions &options, cons
     report(0, 1, within(options.plan, reference.status()));
     return {kExitInvalidInput};
   }
+  int64_t first = 1;
+  if (!options.init.empty()) {
+    absl::StatusOr<HfModelFile> model = openHfModel(plan, options.init);
+    absl::StatusOr<std::vector<float>> values =
+        model.ok() ? readHfLayers(*model, plan, 0, static_cast<int64_t>(plan.layers.size()))
+                   : model.status();
+    absl::Status set = values.ok() ? reference->setParameters(std::move(*values)) : values.status();
+    if (!set.ok()) {
+      report(0, 1, set);
+      return {kExitInvalidInput};
+    }
+    first = model->step + 1;
+    printInitialised(options.init, model->step);
+  }
+  const int64_t last = first + options.steps - 1;
   const auto start = std::chrono::steady_clock::now();
   double loss = 0;
-  for (int64_t step = 1; step <= options.steps; ++step) {
+  for (int64_t step = first; step <= last; ++step) {
     loss = reference->step(step);
     printStep(step, loss);
   }
@@ -421,7 +470,7 @@ SessionResult runReference(const Plan &plan, const SessionOptions &options, cons
               static_cast<long long>(options.steps), seconds, static_cast<float>(loss));
   if (!options.saveParams.empty())
     if (absl::Status s =
-            writeLayerFiles(options.saveParams, reference->model(), reference->parameters().data());
+            writeHfModel(plan, options.saveParams, reference->parameters().data(), last);
         !s.ok()) {
       report(0, 1, s);
       return {kExitFailure};

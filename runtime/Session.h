@@ -3,10 +3,11 @@
 // The run loop of conduit-run, written once for every way ranks are run: one rank per MPI
 // process, or every rank of the plan as a thread of this process (loopback, on the CPU or on
 // one GPU). For each rank: make its backend, check that it can run the plan, build the rank's
-// stages, resume from a checkpoint, run the steps (rank 0 prints each step's loss), write
-// checkpoints, then a summary and the final parameters, trace and profile. Ranks coordinate
-// through a RankGroup; what differs between MPI and threads is only how ranks are started and
-// how a failure stops the others (MPI_Abort, or aborting the in-process hubs).
+// stages, start from a Hugging Face safetensors file or resume from a checkpoint, run the
+// steps (rank 0 prints each step's loss), write checkpoints, then a summary and the final
+// parameters (safetensors), trace and profile. Ranks coordinate through a RankGroup; what
+// differs between MPI and threads is only how ranks are started and how a failure stops the
+// others (MPI_Abort, or aborting the in-process hubs).
 //
 // Fault injection (tests) is an executor hook: at the chosen rank, step and instruction it
 // either fails the rank (the run ends with kExitInjectedFailure, and the caller should end
@@ -40,6 +41,9 @@ struct SessionOptions {
   int64_t ranksPerProcess = 1;
   int64_t steps = 1;
   std::string trace, profile, checkpoint, resume, saveParams;
+  /// A safetensors file of the model's parameters to start from instead of the seeded
+  /// initialisation (HfWeights.h).
+  std::string init;
   /// Checkpoint after every this many steps; 0: after the last step only.
   int64_t checkpointEvery = 0;
   double peerTimeoutS = 30;

@@ -2,8 +2,9 @@
 //
 //   mpirun -np P*D conduit-run JOB.plan --backend=cpu|cuda --steps K [--trace FILE]
 //          [--profile FILE] [--checkpoint DIR --checkpoint-every K] [--resume DIR]
+//          [--init FILE.safetensors] [--save-params DIR]
 //   conduit-run JOB.plan --backend=cpu|cuda --ranks-per-process=P*D --steps K   (one process)
-//   conduit-run --reference JOB.plan --steps K
+//   conduit-run --reference JOB.plan --steps K [--init FILE.safetensors] [--save-params DIR]
 //   conduit-run --dump JOB.plan
 //
 // The driver: parses the command line, reads and verifies the plan file (structure, then
@@ -49,14 +50,17 @@ const char *usage() {
   --checkpoint=DIR         write checkpoints to DIR ...
   --checkpoint-every=K     ... after every K steps (default: only after the last step)
   --resume=DIR             continue from the checkpoint in DIR
-  --save-params=DIR        write the final parameters, one <layer>.f32 file per layer
+  --init=FILE              start from the parameters in FILE (Hugging Face safetensors, as
+                           --save-params writes) instead of the seeded initialisation
+  --save-params=DIR        write the final parameters as DIR/model.safetensors and
+                           DIR/config.json (Hugging Face names: Llama or GPT-2)
   --peer-timeout=SECONDS   a rank that makes no progress this long fails (default 30)
   --fail-at=R:S:I          (tests) global rank R exits at step S, instruction I
   --stall-at=R:S:I         (tests) global rank R stops making progress there
 
-exit codes: 0 success; 1 invalid plan or checkpoint, or one that does not match this run;
-2 invalid command line; 3 execution failed (communication, a peer that failed or stalled,
-a non-finite loss); 4 injected failure (--fail-at)
+exit codes: 0 success; 1 invalid plan, checkpoint or --init file, or one that does not match
+this run; 2 invalid command line; 3 execution failed (communication, a peer that failed or
+stalled, a non-finite loss); 4 injected failure (--fail-at)
 )";
 }
 
@@ -133,6 +137,8 @@ absl::StatusOr<Options> parseArguments(int argc, char **argv) {
       CONDUIT_ASSIGN_OR_RETURN(s.checkpoint, take());
     } else if (name == "resume") {
       CONDUIT_ASSIGN_OR_RETURN(s.resume, take());
+    } else if (name == "init") {
+      CONDUIT_ASSIGN_OR_RETURN(s.init, take());
     } else if (name == "save-params") {
       CONDUIT_ASSIGN_OR_RETURN(s.saveParams, take());
     } else if (name == "peer-timeout") {
@@ -158,9 +164,12 @@ absl::StatusOr<Options> parseArguments(int argc, char **argv) {
   s.plan = o.plan;
   if (s.checkpointEvery && s.checkpoint.empty())
     return absl::InvalidArgumentError("--checkpoint-every needs --checkpoint=DIR");
+  if (!s.init.empty() && !s.resume.empty())
+    return absl::InvalidArgumentError(
+        "--init and --resume both say where training starts: give one of them");
   if (o.reference && (!s.checkpoint.empty() || !s.resume.empty() || !s.trace.empty() ||
                       !s.profile.empty() || s.fault || s.ranksPerProcess > 1))
-    return absl::InvalidArgumentError("--reference takes --steps and --save-params only");
+    return absl::InvalidArgumentError("--reference takes --steps, --init and --save-params only");
   return o;
 }
 

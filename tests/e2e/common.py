@@ -3,9 +3,11 @@ plans under mpirun with the settings a test machine needs (shared-memory transpo
 processes than cores, running as root in containers)."""
 
 import argparse
+import array
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 
@@ -84,6 +86,48 @@ class Tools:
     def reference(self, plan, *args, timeout=120):
         return subprocess.run([self.runner, "--reference", plan] + list(args),
                               capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def read_safetensors(path):
+    """({name: array of floats}, metadata) of a safetensors file of F32 tensors, as
+    --save-params writes it; raises ValueError unless the tensors tile the data exactly."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (length,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + length].decode("utf-8"))
+    metadata = header.pop("__metadata__", {})
+    start, covered, tensors = 8 + length, 0, {}
+    for name, t in sorted(header.items(), key=lambda item: item[1]["data_offsets"]):
+        begin, end = t["data_offsets"]
+        count = 1
+        for d in t["shape"]:
+            count *= d
+        if t["dtype"] != "F32" or begin != covered or end - begin != 4 * count:
+            raise ValueError(f"{path}: tensor {name} is not F32 data at {covered}")
+        values = array.array("f")
+        values.frombytes(data[start + begin:start + end])
+        tensors[name] = values
+        covered = end
+    if start + covered != len(data):
+        raise ValueError(f"{path}: {len(data) - start - covered} bytes belong to no tensor")
+    return tensors, metadata
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Writes {name: (dtype, shape, bytes)} as a safetensors file, in this order."""
+    header, offset = {}, 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, (dtype, shape, data) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": list(shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    text = json.dumps(header).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for _, _, data in tensors.values():
+            f.write(data)
 
 
 def losses(output):

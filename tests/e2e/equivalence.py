@@ -20,7 +20,7 @@ import re
 import sys
 import time
 
-from common import Tools, arguments, losses, small_gpt
+from common import Tools, arguments, losses, read_safetensors, small_gpt
 
 STEPS = 3
 
@@ -72,14 +72,21 @@ def cases(quick):
     return out
 
 
+def layer_of(tensor):
+    """The layer of a GPT-2 tensor: transformer.h.N for a block's, else the embedding or head."""
+    match = re.match(r"transformer\.h\.\d+", tensor)
+    if match:
+        return match.group(0)
+    return "embedding" if tensor in ("transformer.wte.weight", "transformer.wpe.weight") else "head"
+
+
 def read_params(directory):
+    """{layer: its tensors' values, one after the other in name order} of the model.safetensors
+    that --save-params wrote in `directory`."""
+    tensors, _ = read_safetensors(os.path.join(directory, "model.safetensors"))
     params = {}
-    for name in os.listdir(directory):
-        if name.endswith(".f32"):
-            values = array.array("f")
-            with open(os.path.join(directory, name), "rb") as f:
-                values.frombytes(f.read())
-            params[name[:-4]] = values
+    for name in sorted(tensors):
+        params.setdefault(layer_of(name), array.array("f")).extend(tensors[name])
     return params
 
 

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Parameters out and in as Hugging Face safetensors: --save-params writes model.safetensors
+(GPT-2's names, contiguous F32 data) and config.json; a run started with --init from the file
+written after step 4 continues with bitwise the losses and final parameters of an uninterrupted
+run (with SGD, which keeps no optimizer state: the file holds parameters only), under mpirun,
+as rank threads and in the reference, for sharded and replicated plans; files that do not hold
+exactly the model's tensors are refused with exit code 1 and a message naming the tensor.
+
+Usage: weights.py --bin BUILD/bin --work DIR
+"""
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+
+from common import (ENV, Tools, arguments, check, finish, losses, read_safetensors, small_gpt,
+                    write_safetensors)
+
+LAYERS = 6
+PARALLELISM = {
+    "full": {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "breadth-first",
+             "microbatches": 4, "sharding": "full"},
+    "optimizer": {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
+                  "sharding": "optimizer"},
+}
+
+
+def step_lines(output):
+    return [l for l in output.splitlines() if l.startswith("step ")]
+
+
+def gpt2_names(layers):
+    names = {"transformer.wte.weight", "transformer.wpe.weight", "transformer.ln_f.weight",
+             "transformer.ln_f.bias", "lm_head.weight"}
+    for n in range(layers):
+        for suffix in ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+                       "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+                       "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
+                       "mlp.c_proj.bias"]:
+            names.add(f"transformer.h.{n}.{suffix}")
+    return names
+
+
+def same_bytes(a, b):
+    with open(a, "rb") as f, open(b, "rb") as g:
+        return f.read() == g.read()
+
+
+def round_trip(tools, name, parallelism):
+    plan = tools.compile(small_gpt(parallelism, layers=LAYERS, optimizer="sgd"), f"weights-{name}")
+    dirs = {k: os.path.join(tools.work, f"{name}-{k}") for k in
+            ("whole", "four", "mpi", "threads", "reference")}
+    for d in dirs.values():
+        shutil.rmtree(d, ignore_errors=True)
+    whole = tools.run(plan, 4, "--steps=6", f"--save-params={dirs['whole']}")
+    check(f"{name}: an uninterrupted run of 6 steps", whole.returncode == 0, whole.stderr)
+    four = tools.run(plan, 4, "--steps=4", f"--save-params={dirs['four']}")
+    check(f"{name}: a run of 4 steps saves its parameters", four.returncode == 0, four.stderr)
+    if whole.returncode or four.returncode:
+        return
+    saved = os.path.join(dirs["four"], "model.safetensors")
+    tensors, metadata = read_safetensors(saved)
+    check(f"{name}: model.safetensors holds GPT-2's tensors, F32, contiguous",
+          set(tensors) == gpt2_names(LAYERS)
+          and len(tensors["transformer.h.0.attn.c_attn.weight"]) == 32 * 96
+          and metadata.get("format") == "pt" and metadata.get("conduit.step") == "4",
+          f"{sorted(tensors)} {metadata}")
+    with open(os.path.join(dirs["four"], "config.json")) as f:
+        config = json.load(f)
+    check(f"{name}: config.json describes the model",
+          config["architectures"] == ["GPT2LMHeadModel"] and config["n_layer"] == LAYERS
+          and config["n_embd"] == 32 and config["n_head"] == 4 and config["vocab_size"] == 64
+          and config["n_positions"] == 16 and config["activation_function"] == "gelu_new"
+          and config["tie_word_embeddings"] is False, json.dumps(config))
+
+    expected = step_lines(whole.stdout)[4:]
+    runs = {
+        "mpi": tools.run(plan, 4, "--steps=2", f"--init={saved}",
+                         f"--save-params={dirs['mpi']}"),
+        "threads": tools.run_threads(plan, 4, "--steps=2", f"--init={saved}",
+                                     f"--save-params={dirs['threads']}"),
+        "reference": tools.reference(plan, "--steps=2", f"--init={saved}",
+                                     f"--save-params={dirs['reference']}"),
+    }
+    final = os.path.join(dirs["whole"], "model.safetensors")
+    for kind, result in runs.items():
+        check(f"{name}: {kind} run from --init continues with bitwise the uninterrupted losses",
+              result.returncode == 0 and step_lines(result.stdout) == expected
+              and "continuing after step 4" in result.stdout,
+              f"{result.stdout}{result.stderr}\nexpected {expected}")
+        check(f"{name}: and ends with bitwise its parameters",
+              result.returncode == 0
+              and same_bytes(os.path.join(dirs[kind], "model.safetensors"), final)
+              and same_bytes(os.path.join(dirs[kind], "config.json"),
+                             os.path.join(dirs["whole"], "config.json")))
+
+
+def refusals(tools):
+    parallelism = PARALLELISM["full"]
+    plan = tools.compile(small_gpt(parallelism, layers=LAYERS, optimizer="sgd"), "weights-bad")
+    source = os.path.join(tools.work, "bad-source")
+    shutil.rmtree(source, ignore_errors=True)
+    result = tools.reference(plan, "--steps=1", f"--save-params={source}")
+    check("the reference saves its parameters", result.returncode == 0, result.stderr)
+    good = os.path.join(source, "model.safetensors")
+    tensors, _ = read_safetensors(good)
+    with open(good, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        shapes = {n: t["shape"] for n, t in json.loads(f.read(length)).items()
+                  if n != "__metadata__"}
+
+    def variant(name, edit):
+        """The file with `edit` applied to {name: (dtype, shape, bytes)}, without metadata."""
+        table = {n: ("F32", shapes[n], v.tobytes()) for n, v in tensors.items()}
+        edit(table)
+        path = os.path.join(tools.work, f"bad-{name}.safetensors")
+        write_safetensors(path, table)
+        return path
+
+    def flat(table, name, shape):
+        dtype, _, data = table[name]
+        table[name] = (dtype, shape, data)
+
+    with open(good, "rb") as f:
+        data = f.read()
+    truncated = os.path.join(tools.work, "bad-truncated.safetensors")
+    with open(truncated, "wb") as f:
+        f.write(data[:len(data) - 100])
+    huge = os.path.join(tools.work, "bad-huge-header.safetensors")
+    with open(huge, "wb") as f:
+        f.write(struct.pack("<Q", 1 << 40) + b"{}")
+    bf16 = variant("bf16", lambda t: t.update(
+        {n: ("BF16", shape, b"".join(d[i + 2:i + 4] for i in range(0, len(d), 4)))
+         for n, (_, shape, d) in list(t.items())}))
+    cases = [
+        ("a truncated file", truncated, "lie beyond the data section"),
+        ("a header length of 2^40", huge, "a safetensors header has at most 104857600"),
+        ("a missing file", os.path.join(tools.work, "none.safetensors"), "cannot read"),
+        ("a missing tensor", variant("missing", lambda t: t.pop("transformer.h.3.ln_2.bias")),
+         'tensor "transformer.h.3.ln_2.bias" is missing (the model needs [32])'),
+        ("an extra tensor", variant("extra", lambda t: t.update(
+            {"transformer.h.6.ln_1.weight": ("F32", [32], bytes(128))})),
+         'tensor "transformer.h.6.ln_1.weight" is not a parameter of this model'),
+        ("a tensor of another shape", variant("shape", lambda t: flat(
+            t, "transformer.h.0.attn.c_attn.weight", [96, 32])),
+         'tensor "transformer.h.0.attn.c_attn.weight" has shape [96, 32]; the model needs '
+         '[32, 96]'),
+        ("an integer tensor", variant("dtype", lambda t: t.update(
+            {"transformer.ln_f.bias": ("I32", [32], bytes(128))})),
+         'tensor "transformer.ln_f.bias" has dtype I32; conduit-run reads F32, BF16 and F16'),
+    ]
+    for what, path, message in cases:
+        result = tools.run(plan, 4, "--steps=1", f"--init={path}", timeout=60)
+        check(f"--init with {what} is refused with exit code 1",
+              result.returncode == 1 and message in result.stderr
+              and "step 1" not in result.stdout, result.stderr)
+    result = tools.reference(plan, "--steps=1", f"--init={cases[3][1]}")
+    check("--reference --init refuses it too",
+          result.returncode == 1 and cases[3][2] in result.stderr, result.stderr)
+    # BF16 parameters (the upper halves of the floats) are read as floats; without Conduit's
+    # metadata the run starts at step 1.
+    result = tools.run(plan, 4, "--steps=1", f"--init={bf16}", timeout=60)
+    check("--init reads BF16 tensors", result.returncode == 0
+          and step_lines(result.stdout)[0].startswith("step 1 loss "), result.stderr)
+
+    for args, message in [([f"--init={good}", f"--resume={source}"], "--init and --resume"),
+                          (["--init"], "--init needs a value")]:
+        result = subprocess.run([tools.runner, plan] + args, capture_output=True, text=True,
+                                timeout=60, env=ENV)
+        check(f"{' '.join(args)} exits 2", result.returncode == 2 and message in result.stderr,
+              result.stderr)
+
+
+def main():
+    parser = arguments()
+    args = parser.parse_args()
+    tools = Tools(args.bin, args.work)
+    for name, parallelism in PARALLELISM.items():
+        round_trip(tools, name, parallelism)
+    refusals(tools)
+    finish("parameters go out and in as safetensors, bit for bit")
+
+
+if __name__ == "__main__":
+    main()
