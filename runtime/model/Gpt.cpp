@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace conduit::model {
 
@@ -16,26 +17,8 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
   if (!plan.transformer)
     return absl::FailedPreconditionError(
         "the plan's model is a layer list, not a transformer; conduit-run trains GPT-style "
-        "transformers only");
+        "and Llama-style transformers only");
   const runtime::Transformer &t = *plan.transformer;
-  auto unsupported = [](const std::string &what) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the model uses ", what,
-                     ", which conduit-run does not implement; it trains GPT-style "
-                     "decoders (GELU MLP, LayerNorm, learned positions, untied embeddings)"));
-  };
-  if (t.mlp != 0)
-    return unsupported("a SwiGLU MLP");
-  if (t.norm != 0)
-    return unsupported("RMSNorm");
-  if (t.position != 0)
-    return unsupported("rotary position embeddings");
-  if (t.numKvHeads != t.numHeads)
-    return unsupported("grouped-query attention");
-  if (t.tieEmbeddings)
-    return unsupported(
-        "tied embeddings (across pipeline stages they need a gradient exchange that plans do "
-        "not carry; set model.tie_embeddings to false)");
   // readPlan bounds these; a plan built in memory may not have been read.
   const struct {
     const char *key;
@@ -50,19 +33,56 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
     if (d.value < 1 || d.value > d.most)
       return absl::InvalidArgumentError(absl::StrCat("the model's ", d.key, " is ", d.value,
                                                      "; it must lie between 1 and ", d.most));
+  const struct {
+    const char *key;
+    uint8_t value, most;
+  } kinds[] = {
+      {"mlp", t.mlp, 1}, {"norm", t.norm, 1}, {"position", t.position, 1}, {"bias", t.bias, 2}};
+  for (const auto &k : kinds)
+    if (k.value > k.most)
+      return absl::InvalidArgumentError(absl::StrCat("the model's ", k.key, " kind is ",
+                                                     int(k.value), "; conduit-run knows 0 to ",
+                                                     int(k.most)));
   if (t.hiddenSize % t.numHeads != 0)
     return absl::InvalidArgumentError(absl::StrCat(
         "the hidden size ", t.hiddenSize, " is not a multiple of the head count ", t.numHeads,
         "; compile the job again with model.hidden_size a multiple of model.num_heads"));
+  if (t.numKvHeads < 1 || t.numKvHeads > t.numHeads || t.numHeads % t.numKvHeads != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model's ", t.numKvHeads, " key/value heads do not divide its ", t.numHeads,
+        " attention heads; compile the job again with model.num_kv_heads a divisor of "
+        "model.num_heads"));
+  const bool rotary = t.position == 1;
+  if (rotary && (t.hiddenSize / t.numHeads) % 2 != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rotary positions rotate pairs of dimensions, but the head dimension hidden_size / "
+        "num_heads = ",
+        t.hiddenSize / t.numHeads,
+        " is odd; compile the job again with model.hidden_size / model.num_heads even"));
+  if (rotary && !(std::isfinite(t.ropeTheta) && t.ropeTheta > 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model's rotary base is ", t.ropeTheta,
+                     "; compile the job again with model.rope_theta a positive number"));
+  if (!(std::isfinite(t.normEps) && t.normEps > 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model's norm epsilon is ", t.normEps,
+                     "; compile the job again with model.norm_eps a positive number"));
   GptShape shape;
   shape.blocks = t.numLayers;
   shape.hidden = t.hiddenSize;
   shape.heads = t.numHeads;
+  shape.kvHeads = t.numKvHeads;
   shape.ffn = t.ffnHiddenSize;
   shape.seq = t.seqLength;
   shape.vocab = t.vocabSize;
   shape.qkvBias = t.bias != 2;
   shape.otherBias = t.bias == 0;
+  shape.gated = t.mlp == 1;
+  shape.rmsNorm = t.norm == 1;
+  shape.rotary = rotary;
+  shape.tied = t.tieEmbeddings;
+  shape.ropeTheta = t.ropeTheta;
+  shape.normEps = t.normEps;
   return shape;
 }
 
@@ -71,10 +91,14 @@ std::optional<int64_t> GptShape::activationElements(int64_t samples, int64_t blo
   using limits::checkedAdd;
   using limits::checkedMul;
   // What Block::forward and Head::forward save (see their `sizes`), per sample, plus each
-  // layer's input.
+  // layer's input and output. Per block row: 7h (x, the two norms' outputs, the attention
+  // output, the residual x2; the layer's input and output), the qkv projection, the MLP's
+  // first projection (twice as wide for SwiGLU) and its activation, and the norms' 4
+  // statistics (RMSNorm keeps 2; the bound counts 4).
   const std::optional<int64_t> row = checkedMul(seq, hidden),
                                attention = checkedMul(heads, seq, seq),
-                               blockRows = checkedMul(seq, 10 * hidden + 2 * ffn + 4),
+                               blockRows =
+                                   checkedMul(seq, 7 * hidden + qkvWidth() + upWidth() + ffn + 4),
                                headRows = checkedMul(seq, 3 * hidden + 2 + 2 * vocab);
   if (!row || !attention || !blockRows || !headRows)
     return std::nullopt;
@@ -88,7 +112,6 @@ std::optional<int64_t> GptShape::activationElements(int64_t samples, int64_t blo
 namespace {
 
 constexpr double kInitStd = 0.02;
-constexpr double kNormEps = 1e-5;
 
 template <typename T> void fillNormal(T *p, int64_t n, Random &random) {
   for (int64_t i = 0; i < n; ++i)
@@ -96,14 +119,55 @@ template <typename T> void fillNormal(T *p, int64_t n, Random &random) {
 }
 
 //===----------------------------------------------------------------------===//
-// Embedding: token table [vocab × h], then position table [seq × h]
+// The norm of blocks and head: LayerNorm (gain, then bias) or RMSNorm (gain), as the shape says
+//===----------------------------------------------------------------------===//
+
+/// y = Norm(x) with the norm's parameters at `p`; `mean` is LayerNorm's only.
+template <typename T>
+void normForward(Ops<T> &ops, const GptShape &s, int64_t rows, const T *x, const T *p, T *y,
+                 T *mean, T *rstd) {
+  if (s.rmsNorm)
+    ops.rmsNormForward(rows, s.hidden, x, p, s.normEps, y, rstd);
+  else
+    ops.layerNormForward(rows, s.hidden, x, p, p + s.hidden, s.normEps, y, mean, rstd);
+}
+
+template <typename T>
+void normBackwardInput(Ops<T> &ops, const GptShape &s, int64_t rows, const T *x, const T *p,
+                       const T *mean, const T *rstd, const T *dy, T *dx) {
+  if (s.rmsNorm)
+    ops.rmsNormBackwardInput(rows, s.hidden, x, p, rstd, dy, dx);
+  else
+    ops.layerNormBackwardInput(rows, s.hidden, x, p, mean, rstd, dy, dx);
+}
+
+/// Accumulates the norm's parameter gradients at `dp` (the layout of its parameters).
+template <typename T>
+void normBackwardWeight(Ops<T> &ops, const GptShape &s, int64_t rows, const T *x, const T *mean,
+                        const T *rstd, const T *dy, T *dp) {
+  if (s.rmsNorm)
+    ops.rmsNormBackwardWeight(rows, s.hidden, x, rstd, dy, dp);
+  else
+    ops.layerNormBackwardWeight(rows, s.hidden, x, mean, rstd, dy, dp, dp + s.hidden);
+}
+
+/// Gains 1, LayerNorm biases 0.
+template <typename T> void normInitialise(const GptShape &s, T *p) {
+  std::fill(p, p + s.hidden, T(1));
+  std::fill(p + s.hidden, p + s.normParams(), T(0));
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding: token table [vocab × h], then (learned positions only) position table [seq × h]
 //===----------------------------------------------------------------------===//
 
 template <typename T> class Embedding final : public Layer<T> {
 public:
   explicit Embedding(const GptShape &s) : s(s) {}
-  int64_t numParams() const override { return (s.vocab + s.seq) * s.hidden; }
+  int64_t numParams() const override { return (s.vocab + (s.rotary ? 0 : s.seq)) * s.hidden; }
 
+  // The token table is the first vocab × h normals of Random({seed, 0}), since the embedding
+  // is always layer 0; a tied head starts from the same values.
   void initialise(T *params, uint64_t seed, int64_t layer) const override {
     Random random({seed, static_cast<uint64_t>(layer)});
     fillNormal(params, numParams(), random);
@@ -111,8 +175,8 @@ public:
 
   void forward(Ops<T> &ops, const T *params, const T *, const Tokens &batch, T *y,
                LayerCache<T> &cache) const override {
-    ops.embeddingForward(batch.samples, s.seq, s.hidden, batch.tokens, params,
-                         params + s.vocab * s.hidden, y);
+    ops.embeddingForward(batch.samples, s.seq, s.hidden, batch.tokens, params, positions(params),
+                         y);
     cache.tokens.assign(batch.tokens, batch.tokens + batch.samples * s.seq);
     cache.samples = batch.samples;
   }
@@ -128,43 +192,48 @@ public:
 
   void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dparams) const override {
     ops.embeddingBackward(cache.samples, s.seq, s.hidden, cache.tokens.data(),
-                          cache.stash[0].data(), dparams, dparams + s.vocab * s.hidden);
+                          cache.stash[0].data(), dparams, positions(dparams));
   }
 
 private:
+  /// The position table within `params` (or its gradient), null with rotary positions.
+  template <typename P> P *positions(P *params) const {
+    return s.rotary ? nullptr : params + s.vocab * s.hidden;
+  }
+
   GptShape s;
 };
 
 //===----------------------------------------------------------------------===//
-// Block: x + Attention(LN1(x)), then + MLP(LN2(.)); parameters in this order:
-// ln1 gamma, beta [h]; Wqkv [h × 3h]; bqkv [3h]; Wo [h × h]; bo [h]; ln2 gamma, beta [h];
-// W1 [h × f]; b1 [f]; W2 [f × h]; b2 [h] (biases as the shape says).
+// Block: x + Attention(Norm1(x)), then + MLP(Norm2(.)); parameters in this order:
+// norm1 [h or 2h]; Wqkv [h × (h + 2·kvd)]; bqkv [h + 2·kvd]; Wo [h × h]; bo [h]; norm2;
+// W1 [h × f] (GELU) or [h × 2f] (SwiGLU: gate, then up); b1 [f or 2f]; W2 [f × h]; b2 [h]
+// (biases as the shape says). kvd = kvHeads · headDim; Wqkv's columns are the q heads, then
+// the k heads, then the v heads.
 //===----------------------------------------------------------------------===//
 
 template <typename T> class Block final : public Layer<T> {
   struct Offsets {
-    int64_t ln1g, ln1b, wqkv, bqkv, wo, bo, ln2g, ln2b, w1, b1, w2, b2, total;
+    int64_t norm1, wqkv, bqkv, wo, bo, norm2, w1, b1, w2, b2, total;
   };
 
 public:
   explicit Block(const GptShape &s) : s(s) {
-    const int64_t h = s.hidden, f = s.ffn;
+    const int64_t h = s.hidden, f = s.ffn, qkv = s.qkvWidth(), up = s.upWidth();
     int64_t at = 0;
     auto take = [&](int64_t n, bool present = true) {
       int64_t here = present ? at : -1;
       at += present ? n : 0;
       return here;
     };
-    o.ln1g = take(h);
-    o.ln1b = take(h);
-    o.wqkv = take(h * 3 * h);
-    o.bqkv = take(3 * h, s.qkvBias);
+    o.norm1 = take(s.normParams());
+    o.wqkv = take(h * qkv);
+    o.bqkv = take(qkv, s.qkvBias);
     o.wo = take(h * h);
     o.bo = take(h, s.otherBias);
-    o.ln2g = take(h);
-    o.ln2b = take(h);
-    o.w1 = take(h * f);
-    o.b1 = take(f, s.otherBias);
+    o.norm2 = take(s.normParams());
+    o.w1 = take(h * up);
+    o.b1 = take(up, s.otherBias);
     o.w2 = take(f * h);
     o.b2 = take(h, s.otherBias);
     o.total = at;
@@ -176,48 +245,54 @@ public:
     Random random({seed, static_cast<uint64_t>(layer)});
     std::fill(params, params + o.total, T(0));
     const int64_t h = s.hidden, f = s.ffn;
-    std::fill(params + o.ln1g, params + o.ln1g + h, T(1));
-    std::fill(params + o.ln2g, params + o.ln2g + h, T(1));
-    fillNormal(params + o.wqkv, h * 3 * h, random);
+    normInitialise(s, params + o.norm1);
+    normInitialise(s, params + o.norm2);
+    fillNormal(params + o.wqkv, h * s.qkvWidth(), random);
     fillNormal(params + o.wo, h * h, random);
-    fillNormal(params + o.w1, h * f, random);
+    fillNormal(params + o.w1, h * s.upWidth(), random);
     fillNormal(params + o.w2, f * h, random);
   }
 
-  // Saved buffers, by index.
+  // Saved buffers, by index. U is the MLP's first projection, G its activation.
   enum { X, H1, Mean1, Rstd1, Qkv, Probs, Att, X2, H2, Mean2, Rstd2, U, G, NumSaved };
 
   void forward(Ops<T> &ops, const T *p, const T *x, const Tokens &batch, T *y,
                LayerCache<T> &cache) const override {
-    const int64_t n = batch.samples, rows = n * s.seq, h = s.hidden, f = s.ffn;
+    const int64_t n = batch.samples, rows = n * s.seq, h = s.hidden, f = s.ffn, qkv = s.qkvWidth(),
+                  up = s.upWidth();
     std::vector<Buffer<T>> &v = cache.saved;
     v.clear();
     v.resize(NumSaved);
     cache.samples = n;
+    const int64_t means = s.rmsNorm ? 0 : rows;
     const int64_t sizes[NumSaved] = {
-        rows * h, rows * h, rows,     rows, rows * 3 * h, n * s.heads * s.seq * s.seq,
-        rows * h, rows * h, rows * h, rows, rows,         rows * f,
+        rows * h, rows * h, means,    rows,  rows * qkv, n * s.heads * s.seq * s.seq,
+        rows * h, rows * h, rows * h, means, rows,       rows * up,
         rows * f};
     for (int i = 0; i < NumSaved; ++i)
       v[i] = ops.allocate(sizes[i]);
     ops.copy(rows * h, x, v[X].data());
-    ops.layerNormForward(rows, h, x, p + o.ln1g, p + o.ln1b, kNormEps, v[H1].data(),
-                         v[Mean1].data(), v[Rstd1].data());
-    ops.gemm(false, false, rows, 3 * h, h, 1, v[H1].data(), p + o.wqkv, 0, v[Qkv].data());
+    normForward(ops, s, rows, x, p + o.norm1, v[H1].data(), v[Mean1].data(), v[Rstd1].data());
+    ops.gemm(false, false, rows, qkv, h, 1, v[H1].data(), p + o.wqkv, 0, v[Qkv].data());
     if (o.bqkv >= 0)
-      ops.addBias(rows, 3 * h, p + o.bqkv, v[Qkv].data());
-    ops.attentionForward(n, s.seq, s.heads, s.heads, s.headDim(), v[Qkv].data(), v[Probs].data(),
-                         v[Att].data());
+      ops.addBias(rows, qkv, p + o.bqkv, v[Qkv].data());
+    if (s.rotary)
+      ops.rotaryForward(n, s.seq, s.heads, s.numKvHeads(), s.headDim(), s.ropeTheta, v[Qkv].data());
+    ops.attentionForward(n, s.seq, s.heads, s.numKvHeads(), s.headDim(), v[Qkv].data(),
+                         v[Probs].data(), v[Att].data());
     ops.copy(rows * h, x, v[X2].data());
     ops.gemm(false, false, rows, h, h, 1, v[Att].data(), p + o.wo, 1, v[X2].data());
     if (o.bo >= 0)
       ops.addBias(rows, h, p + o.bo, v[X2].data());
-    ops.layerNormForward(rows, h, v[X2].data(), p + o.ln2g, p + o.ln2b, kNormEps, v[H2].data(),
-                         v[Mean2].data(), v[Rstd2].data());
-    ops.gemm(false, false, rows, f, h, 1, v[H2].data(), p + o.w1, 0, v[U].data());
+    normForward(ops, s, rows, v[X2].data(), p + o.norm2, v[H2].data(), v[Mean2].data(),
+                v[Rstd2].data());
+    ops.gemm(false, false, rows, up, h, 1, v[H2].data(), p + o.w1, 0, v[U].data());
     if (o.b1 >= 0)
-      ops.addBias(rows, f, p + o.b1, v[U].data());
-    ops.geluForward(rows * f, v[U].data(), v[G].data());
+      ops.addBias(rows, up, p + o.b1, v[U].data());
+    if (s.gated)
+      ops.swigluForward(rows, f, v[U].data(), v[G].data());
+    else
+      ops.geluForward(rows * f, v[U].data(), v[G].data());
     ops.copy(rows * h, v[X2].data(), y);
     ops.gemm(false, false, rows, h, f, 1, v[G].data(), p + o.w2, 1, y);
     if (o.b2 >= 0)
@@ -225,65 +300,73 @@ public:
   }
 
   // Stashed by backwardInput, by index: the output gradients of W2 (the block's dy), W1 (du),
-  // LN2 (dh2), Wo (dx2), Wqkv (dqkv) and LN1 (dh1).
+  // norm2 (dh2), Wo (dx2), Wqkv (dqkv, before the rotation) and norm1 (dh1).
   enum { DY, DU, DH2, DX2, DQKV, DH1, NumStashed };
 
   void backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, const T *dy,
                      T *dx) const override {
-    const int64_t n = cache.samples, rows = n * s.seq, h = s.hidden, f = s.ffn;
+    const int64_t n = cache.samples, rows = n * s.seq, h = s.hidden, f = s.ffn, qkv = s.qkvWidth(),
+                  up = s.upWidth();
     std::vector<Buffer<T>> &v = cache.saved;
     std::vector<Buffer<T>> &g = cache.stash;
     g.clear();
     g.resize(NumStashed);
     g[DY] = ops.allocate(rows * h);
     ops.copy(rows * h, dy, g[DY].data());
-    // MLP branch: y = x2 + W2 gelu(W1 LN2(x2) + b1) + b2.
+    // MLP branch: y = x2 + W2 act(W1 Norm2(x2) + b1) + b2.
     Buffer<T> dg = ops.allocate(rows * f);
-    g[DU] = ops.allocate(rows * f);
+    g[DU] = ops.allocate(rows * up);
     ops.gemm(false, true, rows, f, h, 1, dy, p + o.w2, 0, dg.data());
-    ops.geluBackward(rows * f, v[U].data(), dg.data(), g[DU].data());
+    if (s.gated)
+      ops.swigluBackward(rows, f, v[U].data(), dg.data(), g[DU].data());
+    else
+      ops.geluBackward(rows * f, v[U].data(), dg.data(), g[DU].data());
     g[DH2] = ops.allocate(rows * h);
     g[DX2] = ops.allocate(rows * h);
-    ops.gemm(false, true, rows, h, f, 1, g[DU].data(), p + o.w1, 0, g[DH2].data());
-    ops.layerNormBackwardInput(rows, h, v[X2].data(), p + o.ln2g, v[Mean2].data(), v[Rstd2].data(),
-                               g[DH2].data(), g[DX2].data());
+    ops.gemm(false, true, rows, h, up, 1, g[DU].data(), p + o.w1, 0, g[DH2].data());
+    normBackwardInput(ops, s, rows, v[X2].data(), p + o.norm2, v[Mean2].data(), v[Rstd2].data(),
+                      g[DH2].data(), g[DX2].data());
     ops.add(rows * h, dy, g[DX2].data());
-    // Attention branch: x2 = x + Wo Attn(Wqkv LN1(x) + bqkv) + bo.
+    // Attention branch: x2 = x + Wo Attn(Rotary(Wqkv Norm1(x) + bqkv)) + bo.
     Buffer<T> datt = ops.allocate(rows * h);
-    g[DQKV] = ops.allocate(rows * 3 * h);
+    g[DQKV] = ops.allocate(rows * qkv);
     ops.gemm(false, true, rows, h, h, 1, g[DX2].data(), p + o.wo, 0, datt.data());
-    ops.attentionBackward(n, s.seq, s.heads, s.heads, s.headDim(), v[Qkv].data(), v[Probs].data(),
-                          datt.data(), g[DQKV].data());
+    ops.attentionBackward(n, s.seq, s.heads, s.numKvHeads(), s.headDim(), v[Qkv].data(),
+                          v[Probs].data(), datt.data(), g[DQKV].data());
+    if (s.rotary)
+      ops.rotaryBackward(n, s.seq, s.heads, s.numKvHeads(), s.headDim(), s.ropeTheta,
+                         g[DQKV].data());
     g[DH1] = ops.allocate(rows * h);
-    ops.gemm(false, true, rows, h, 3 * h, 1, g[DQKV].data(), p + o.wqkv, 0, g[DH1].data());
-    ops.layerNormBackwardInput(rows, h, v[X].data(), p + o.ln1g, v[Mean1].data(), v[Rstd1].data(),
-                               g[DH1].data(), dx);
+    ops.gemm(false, true, rows, h, qkv, 1, g[DQKV].data(), p + o.wqkv, 0, g[DH1].data());
+    normBackwardInput(ops, s, rows, v[X].data(), p + o.norm1, v[Mean1].data(), v[Rstd1].data(),
+                      g[DH1].data(), dx);
     ops.add(rows * h, g[DX2].data(), dx);
-    // The weight gradients read neither the attention's inputs nor the GELU's.
+    // The weight gradients read neither the attention's inputs nor the activation's.
     for (int only : {Qkv, Probs, U})
       v[only].reset();
   }
 
   void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dp) const override {
-    const int64_t rows = cache.samples * s.seq, h = s.hidden, f = s.ffn;
+    const int64_t rows = cache.samples * s.seq, h = s.hidden, f = s.ffn, qkv = s.qkvWidth(),
+                  up = s.upWidth();
     const std::vector<Buffer<T>> &v = cache.saved;
     const std::vector<Buffer<T>> &g = cache.stash;
     ops.gemm(true, false, f, h, rows, 1, v[G].data(), g[DY].data(), 1, dp + o.w2);
     if (o.b2 >= 0)
       ops.sumRows(rows, h, g[DY].data(), dp + o.b2);
-    ops.gemm(true, false, h, f, rows, 1, v[H2].data(), g[DU].data(), 1, dp + o.w1);
+    ops.gemm(true, false, h, up, rows, 1, v[H2].data(), g[DU].data(), 1, dp + o.w1);
     if (o.b1 >= 0)
-      ops.sumRows(rows, f, g[DU].data(), dp + o.b1);
-    ops.layerNormBackwardWeight(rows, h, v[X2].data(), v[Mean2].data(), v[Rstd2].data(),
-                                g[DH2].data(), dp + o.ln2g, dp + o.ln2b);
+      ops.sumRows(rows, up, g[DU].data(), dp + o.b1);
+    normBackwardWeight(ops, s, rows, v[X2].data(), v[Mean2].data(), v[Rstd2].data(), g[DH2].data(),
+                       dp + o.norm2);
     ops.gemm(true, false, h, h, rows, 1, v[Att].data(), g[DX2].data(), 1, dp + o.wo);
     if (o.bo >= 0)
       ops.sumRows(rows, h, g[DX2].data(), dp + o.bo);
-    ops.gemm(true, false, h, 3 * h, rows, 1, v[H1].data(), g[DQKV].data(), 1, dp + o.wqkv);
+    ops.gemm(true, false, h, qkv, rows, 1, v[H1].data(), g[DQKV].data(), 1, dp + o.wqkv);
     if (o.bqkv >= 0)
-      ops.sumRows(rows, 3 * h, g[DQKV].data(), dp + o.bqkv);
-    ops.layerNormBackwardWeight(rows, h, v[X].data(), v[Mean1].data(), v[Rstd1].data(),
-                                g[DH1].data(), dp + o.ln1g, dp + o.ln1b);
+      ops.sumRows(rows, qkv, g[DQKV].data(), dp + o.bqkv);
+    normBackwardWeight(ops, s, rows, v[X].data(), v[Mean1].data(), v[Rstd1].data(), g[DH1].data(),
+                       dp + o.norm1);
   }
 
 private:
@@ -292,19 +375,21 @@ private:
 };
 
 //===----------------------------------------------------------------------===//
-// Head: LN_f (gamma, beta [h]), then the LM head W [h × vocab], then cross-entropy
+// Head: the final norm [h or 2h], then the LM head W, then cross-entropy. W is [h × vocab]
+// (logits = z · W), or, tied, [vocab × h] as the token table (logits = z · Wᵀ), starting from
+// the token table's values.
 //===----------------------------------------------------------------------===//
 
 template <typename T> class Head final : public Layer<T> {
 public:
   explicit Head(const GptShape &s) : s(s) {}
-  int64_t numParams() const override { return 2 * s.hidden + s.hidden * s.vocab; }
+  int64_t numParams() const override { return s.normParams() + s.hidden * s.vocab; }
 
   void initialise(T *params, uint64_t seed, int64_t layer) const override {
-    Random random({seed, static_cast<uint64_t>(layer)});
-    std::fill(params, params + s.hidden, T(1));
-    std::fill(params + s.hidden, params + 2 * s.hidden, T(0));
-    fillNormal(params + 2 * s.hidden, s.hidden * s.vocab, random);
+    normInitialise(s, params);
+    // Tied: the embedding's draws (layer 0), so that both copies start identical.
+    Random random({seed, static_cast<uint64_t>(s.tied ? 0 : layer)});
+    fillNormal(params + s.normParams(), s.hidden * s.vocab, random);
   }
 
   enum { X, Z, Mean, Rstd, DLogits, NumSaved };
@@ -316,14 +401,14 @@ public:
     v.clear();
     v.resize(NumSaved);
     cache.samples = batch.samples;
-    const int64_t sizes[NumSaved] = {rows * h, rows * h, rows, rows, rows * s.vocab};
+    const int64_t sizes[NumSaved] = {rows * h, rows * h, s.rmsNorm ? 0 : rows, rows,
+                                     rows * s.vocab};
     for (int i = 0; i < NumSaved; ++i)
       v[i] = ops.allocate(sizes[i]);
     ops.copy(rows * h, x, v[X].data());
-    ops.layerNormForward(rows, h, x, p, p + h, kNormEps, v[Z].data(), v[Mean].data(),
-                         v[Rstd].data());
+    normForward(ops, s, rows, x, p, v[Z].data(), v[Mean].data(), v[Rstd].data());
     Buffer<T> logits = ops.allocate(rows * s.vocab);
-    ops.gemm(false, false, rows, s.vocab, h, 1, v[Z].data(), p + 2 * h, 0, logits.data());
+    ops.gemm(false, s.tied, rows, s.vocab, h, 1, v[Z].data(), p + s.normParams(), 0, logits.data());
     ops.crossEntropy(rows, s.vocab, logits.data(), batch.targets, static_cast<T>(batch.lossScale),
                      v[DLogits].data());
   }
@@ -336,16 +421,21 @@ public:
     cache.stash.clear();
     cache.stash.push_back(ops.allocate(rows * h));
     T *dz = cache.stash[0].data();
-    ops.gemm(false, true, rows, h, s.vocab, 1, v[DLogits].data(), p + 2 * h, 0, dz);
-    ops.layerNormBackwardInput(rows, h, v[X].data(), p, v[Mean].data(), v[Rstd].data(), dz, dx);
+    ops.gemm(false, !s.tied, rows, h, s.vocab, 1, v[DLogits].data(), p + s.normParams(), 0, dz);
+    normBackwardInput(ops, s, rows, v[X].data(), p, v[Mean].data(), v[Rstd].data(), dz, dx);
   }
 
   void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dp) const override {
     const int64_t rows = cache.samples * s.seq, h = s.hidden;
     const std::vector<Buffer<T>> &v = cache.saved;
-    ops.gemm(true, false, h, s.vocab, rows, 1, v[Z].data(), v[DLogits].data(), 1, dp + 2 * h);
-    ops.layerNormBackwardWeight(rows, h, v[X].data(), v[Mean].data(), v[Rstd].data(),
-                                cache.stash[0].data(), dp, dp + h);
+    if (s.tied) // dW = dlogitsᵀ · z, [vocab × h]
+      ops.gemm(true, false, s.vocab, h, rows, 1, v[DLogits].data(), v[Z].data(), 1,
+               dp + s.normParams());
+    else // dW = zᵀ · dlogits, [h × vocab]
+      ops.gemm(true, false, h, s.vocab, rows, 1, v[Z].data(), v[DLogits].data(), 1,
+               dp + s.normParams());
+    normBackwardWeight(ops, s, rows, v[X].data(), v[Mean].data(), v[Rstd].data(),
+                       cache.stash[0].data(), dp);
   }
 
 private:

@@ -1,11 +1,13 @@
-//===- Gpt.h - the GPT-style decoder the runtime trains ---------*- C++ -*-===//
+//===- Gpt.h - the decoder the runtime trains -------------------*- C++ -*-===//
 //
-// The layers of the plan's transformer chain: the embedding (token + learned position), the
-// pre-LayerNorm blocks (causal multi-head self-attention and a GELU MLP, each with a residual)
-// and the head (final LayerNorm, LM head, cross-entropy). Each layer keeps its parameters in
-// one flat array, in a fixed order, so that a stage is a contiguous slice of the model and a
-// data-parallel shard is a slice of a stage. Parameters are initialised from (seed, global
-// layer index) only.
+// The layers of the plan's transformer chain, GPT-style or Llama-style as the plan's model
+// says: the embedding (token table, and learned positions unless rotary), the pre-norm blocks
+// (causal self-attention, multi-head or grouped-query, with optional rotary positions, and a
+// GELU or SwiGLU MLP, each with a residual; LayerNorm or RMSNorm) and the head (final norm,
+// LM head, untied or tied to the token table's layout, cross-entropy). Each layer keeps its
+// parameters in one flat array, in a fixed order, so that a stage is a contiguous slice of the
+// model and a data-parallel shard is a slice of a stage. Parameters are initialised from
+// (seed, global layer index) only.
 //
 // The element type is a template parameter: float for training, double for gradient checks.
 //
@@ -25,12 +27,28 @@
 
 namespace conduit::model {
 
-/// The dimensions of the model, validated for what this runtime implements.
+/// The dimensions and variant of the model, validated for what this runtime implements. The
+/// defaults are the GPT-style decoder.
 struct GptShape {
   int64_t blocks = 0, hidden = 0, heads = 0, ffn = 0, seq = 0, vocab = 0;
+  int64_t kvHeads = 0;                   ///< key/value heads, a divisor of heads; 0: as heads
   bool qkvBias = true, otherBias = true; ///< bias "all": both; "qkv": the first; "none": neither
+  bool gated = false;                    ///< SwiGLU MLP (W1 is [h × 2f]: gate, then up), else GELU
+  bool rmsNorm = false;                  ///< RMSNorm (gain only), else LayerNorm (gain and bias)
+  bool rotary = false;      ///< rotary positions on q and k, else a learned position table
+  bool tied = false;        ///< the LM head has the token table's layout [vocab × h]
+  double ropeTheta = 10000; ///< the rotary base
+  double normEps = 1e-5;    ///< the norms' epsilon
 
   int64_t headDim() const { return hidden / heads; }
+  int64_t numKvHeads() const { return kvHeads > 0 ? kvHeads : heads; }
+  /// The width of k (and of v) per token, and of the fused [q | k | v] projection.
+  int64_t kvWidth() const { return numKvHeads() * headDim(); }
+  int64_t qkvWidth() const { return hidden + 2 * kvWidth(); }
+  /// The width of the MLP's first projection: f, or gate and up (2f) for SwiGLU.
+  int64_t upWidth() const { return gated ? 2 * ffn : ffn; }
+  /// Parameters of one norm: gain, and bias for LayerNorm.
+  int64_t normParams() const { return rmsNorm ? hidden : 2 * hidden; }
   /// Elements the forward of `samples` samples through `blocks` blocks (and the head, when
   /// `head`) keeps for its backward, layer inputs included; nullopt when the count does not
   /// fit in an int64. Within the limits of Limits.h one sample's count always fits.

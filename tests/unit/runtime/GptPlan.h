@@ -19,11 +19,18 @@ inline runtime::Plan planFor(const GptShape &s) {
   runtime::Transformer t;
   t.numLayers = s.blocks;
   t.hiddenSize = s.hidden;
-  t.numHeads = t.numKvHeads = s.heads;
+  t.numHeads = s.heads;
+  t.numKvHeads = s.numKvHeads();
   t.ffnHiddenSize = s.ffn;
   t.seqLength = s.seq;
   t.vocabSize = s.vocab;
   t.bias = s.qkvBias ? (s.otherBias ? 0 : 1) : 2;
+  t.mlp = s.gated ? 1 : 0;
+  t.norm = s.rmsNorm ? 1 : 0;
+  t.position = s.rotary ? 1 : 0;
+  t.tieEmbeddings = s.tied;
+  t.ropeTheta = s.ropeTheta;
+  t.normEps = s.normEps;
   plan.transformer = t;
   auto add = [&](const std::string &name, runtime::LayerKind kind) {
     runtime::Layer layer;

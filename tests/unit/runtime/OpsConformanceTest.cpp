@@ -1,11 +1,12 @@
 //===- OpsConformanceTest.cpp - every Ops implementation against one oracle --===//
 //
 // One suite for every implementation of the model's math: each operation, and the forward
-// and backward of each layer kind, on random inputs, against the CPU implementation in double
-// precision, and the split backward (input gradient, later weight gradient) against the
-// whole one on the implementation itself, bit for bit. Instantiated for the CPU (float) and, where
-// the CUDA backend is built, for CUDA at float32 and at bf16 GEMM precision; the CUDA
-// instantiations skip themselves on machines without a usable GPU. The tolerance is per
+// and backward of each layer kind (GPT-style, and Llama-style: RMSNorm, SwiGLU, rotary
+// positions, grouped-query attention, tied head, no biases), on random inputs, against the CPU
+// implementation in double precision, and the split backward (input gradient, later weight
+// gradient) against the whole one on the implementation itself, bit for bit. Instantiated for the
+// CPU (float) and, where the CUDA backend is built, for CUDA at float32 and at bf16 GEMM precision;
+// the CUDA instantiations skip themselves on machines without a usable GPU. The tolerance is per
 // implementation: float32 rounding, or bf16 inputs to the GEMMs.
 //
 //===----------------------------------------------------------------------===//
@@ -347,9 +348,7 @@ TEST_P(OpsConformance, CrossEntropyAndItsLoss) {
   EXPECT_EQ(ops->takeLoss(), 0.0) << "takeLoss starts the sum again";
 }
 
-/// Forward and backward of layers [first, end) of a small GPT, on the implementation and on
-/// the oracle: outputs, the loss, parameter gradients and input gradients.
-TEST_P(OpsConformance, EveryLayerKindForwardAndBackward) {
+GptShape gptShape() {
   GptShape s;
   s.blocks = 2;
   s.hidden = 32;
@@ -357,48 +356,69 @@ TEST_P(OpsConformance, EveryLayerKindForwardAndBackward) {
   s.ffn = 64;
   s.seq = 8;
   s.vocab = 50;
-  const runtime::Plan plan = planFor(s);
-  const int64_t samples = 3, width = s.seq * s.hidden;
-  std::vector<int32_t> tokens(samples * s.seq), targets(samples * s.seq);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = static_cast<int32_t>((i * 13 + 5) % s.vocab);
-    targets[i] = static_cast<int32_t>((i * 29 + 1) % s.vocab);
-  }
-  const Tokens batch{tokens.data(), targets.data(), samples, 1.0 / (samples * s.seq)};
-  for (auto [first, end] : {std::pair<int64_t, int64_t>{0, 1}, {1, 3}, {3, 4}}) {
-    SCOPED_TRACE("layers [" + std::to_string(first) + ", " + std::to_string(end) + ")");
-    auto chain = *LayerChain<float>::build(plan, s, first, end, *ops);
-    auto reference = *LayerChain<double>::build(plan, s, first, end, oracle);
-    std::vector<double> params(reference.numParams());
-    reference.initialise(params.data(), 11);
-    for (double &p : params) // larger than the initialisation, so every path carries signal
-      p = static_cast<float>(p + 0.1 * rng.normal());
-    std::vector<double> x = chain.hasEmbedding() ? std::vector<double>{} : random(samples * width);
-    std::vector<double> dy = chain.hasHead() ? std::vector<double>{} : random(samples * width);
+  return s;
+}
 
-    Buffer<float> dparams = upload(params), dx = upload(x), ddy = upload(dy);
-    Buffer<float> y = ops->allocate(chain.hasHead() ? 0 : samples * width);
-    Buffer<float> grads = ops->allocate(chain.numParams());
-    Buffer<float> dinput = ops->allocate(x.size());
-    typename LayerChain<float>::Cache cache;
-    ops->takeLoss();
-    chain.forward(dparams.data(), dx.data(), batch, y.data(), cache);
-    const double loss = ops->takeLoss();
-    chain.backward(dparams.data(), cache, ddy.data(), grads.data(), dinput.data());
+/// RMSNorm, SwiGLU, rotary positions, 4 query heads on 2 kv-heads, no biases, a tied head.
+GptShape llamaShape() {
+  GptShape s = gptShape();
+  s.kvHeads = 2;
+  s.gated = s.rmsNorm = s.rotary = s.tied = true;
+  s.qkvBias = s.otherBias = false;
+  s.normEps = 1e-6;
+  return s;
+}
 
-    std::vector<double> ey(y.size()), egrads(params.size(), 0.0), edx(x.size());
-    typename LayerChain<double>::Cache ecache;
-    reference.forward(params.data(), x.empty() ? nullptr : x.data(), batch,
-                      ey.empty() ? nullptr : ey.data(), ecache);
-    const double eloss = oracle.takeLoss();
-    reference.backward(params.data(), ecache, dy.empty() ? nullptr : dy.data(), egrads.data(),
-                       edx.empty() ? nullptr : edx.data());
-    if (chain.hasHead()) {
-      EXPECT_NEAR(loss, eloss, GetParam().tolerance * std::abs(eloss)) << "loss";
+/// Forward and backward of layers [first, end) of a small GPT and a small Llama-style model,
+/// on the implementation and on the oracle: outputs, the loss, parameter gradients and input
+/// gradients.
+TEST_P(OpsConformance, EveryLayerKindForwardAndBackward) {
+  for (const GptShape &s : {gptShape(), llamaShape()}) {
+    SCOPED_TRACE(s.gated ? "Llama-style" : "GPT-style");
+    const runtime::Plan plan = planFor(s);
+    const int64_t samples = 3, width = s.seq * s.hidden;
+    std::vector<int32_t> tokens(samples * s.seq), targets(samples * s.seq);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      tokens[i] = static_cast<int32_t>((i * 13 + 5) % s.vocab);
+      targets[i] = static_cast<int32_t>((i * 29 + 1) % s.vocab);
     }
-    expectClose(download(y), ey, "output");
-    expectClose(download(grads), egrads, "parameter gradients");
-    expectClose(download(dinput), edx, "input gradient");
+    const Tokens batch{tokens.data(), targets.data(), samples, 1.0 / (samples * s.seq)};
+    for (auto [first, end] : {std::pair<int64_t, int64_t>{0, 1}, {1, 3}, {3, 4}}) {
+      SCOPED_TRACE("layers [" + std::to_string(first) + ", " + std::to_string(end) + ")");
+      auto chain = *LayerChain<float>::build(plan, s, first, end, *ops);
+      auto reference = *LayerChain<double>::build(plan, s, first, end, oracle);
+      std::vector<double> params(reference.numParams());
+      reference.initialise(params.data(), 11);
+      for (double &p : params) // larger than the initialisation, so every path carries signal
+        p = static_cast<float>(p + 0.1 * rng.normal());
+      std::vector<double> x =
+          chain.hasEmbedding() ? std::vector<double>{} : random(samples * width);
+      std::vector<double> dy = chain.hasHead() ? std::vector<double>{} : random(samples * width);
+
+      Buffer<float> dparams = upload(params), dx = upload(x), ddy = upload(dy);
+      Buffer<float> y = ops->allocate(chain.hasHead() ? 0 : samples * width);
+      Buffer<float> grads = ops->allocate(chain.numParams());
+      Buffer<float> dinput = ops->allocate(x.size());
+      typename LayerChain<float>::Cache cache;
+      ops->takeLoss();
+      chain.forward(dparams.data(), dx.data(), batch, y.data(), cache);
+      const double loss = ops->takeLoss();
+      chain.backward(dparams.data(), cache, ddy.data(), grads.data(), dinput.data());
+
+      std::vector<double> ey(y.size()), egrads(params.size(), 0.0), edx(x.size());
+      typename LayerChain<double>::Cache ecache;
+      reference.forward(params.data(), x.empty() ? nullptr : x.data(), batch,
+                        ey.empty() ? nullptr : ey.data(), ecache);
+      const double eloss = oracle.takeLoss();
+      reference.backward(params.data(), ecache, dy.empty() ? nullptr : dy.data(), egrads.data(),
+                         edx.empty() ? nullptr : edx.data());
+      if (chain.hasHead()) {
+        EXPECT_NEAR(loss, eloss, GetParam().tolerance * std::abs(eloss)) << "loss";
+      }
+      expectClose(download(y), ey, "output");
+      expectClose(download(grads), egrads, "parameter gradients");
+      expectClose(download(dinput), edx, "input gradient");
+    }
   }
 }
 
@@ -406,60 +426,57 @@ TEST_P(OpsConformance, EveryLayerKindForwardAndBackward) {
 /// in the other order, against the whole backward of each. The same kernels run on the same
 /// inputs, so every implementation must give the same bits.
 TEST_P(OpsConformance, SplitBackwardGivesTheBitsOfBackward) {
-  GptShape s;
-  s.blocks = 2;
-  s.hidden = 32;
-  s.heads = 4;
-  s.ffn = 64;
-  s.seq = 8;
-  s.vocab = 50;
-  s.otherBias = false; // "qkv": every bias path, present and absent
-  const runtime::Plan plan = planFor(s);
-  const int64_t samples = 2, width = s.seq * s.hidden;
-  std::vector<int32_t> tokens(2 * samples * s.seq), targets(tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = static_cast<int32_t>((i * 13 + 5) % s.vocab);
-    targets[i] = static_cast<int32_t>((i * 29 + 1) % s.vocab);
-  }
-  auto batchOf = [&](int64_t mb) {
-    return Tokens{tokens.data() + mb * samples * s.seq, targets.data() + mb * samples * s.seq,
-                  samples, 1.0 / (2 * samples * s.seq)};
-  };
-  for (auto [first, end] : {std::pair<int64_t, int64_t>{0, 1}, {1, 3}, {3, 4}}) {
-    SCOPED_TRACE("layers [" + std::to_string(first) + ", " + std::to_string(end) + ")");
-    auto chain = *LayerChain<float>::build(plan, s, first, end, *ops);
-    std::vector<double> params(chain.numParams());
-    LayerChain<double>::build(plan, s, first, end, oracle)->initialise(params.data(), 11);
-    for (double &p : params)
-      p = static_cast<float>(p + 0.1 * rng.normal());
-    Buffer<float> dparams = upload(params);
-    std::vector<Buffer<float>> x, dy;
-    for (int64_t mb = 0; mb < 2; ++mb) {
-      x.push_back(upload(chain.hasEmbedding() ? std::vector<double>{} : random(samples * width)));
-      dy.push_back(upload(chain.hasHead() ? std::vector<double>{} : random(samples * width)));
+  GptShape gpt = gptShape();
+  gpt.otherBias = false; // "qkv": every bias path, present and absent
+  for (const GptShape &s : {gpt, llamaShape()}) {
+    SCOPED_TRACE(s.gated ? "Llama-style" : "GPT-style");
+    const runtime::Plan plan = planFor(s);
+    const int64_t samples = 2, width = s.seq * s.hidden;
+    std::vector<int32_t> tokens(2 * samples * s.seq), targets(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      tokens[i] = static_cast<int32_t>((i * 13 + 5) % s.vocab);
+      targets[i] = static_cast<int32_t>((i * 29 + 1) % s.vocab);
     }
-    Buffer<float> y = ops->allocate(chain.hasHead() ? 0 : samples * width);
-    std::vector<Buffer<float>> grads, dx;
-    std::vector<typename LayerChain<float>::Cache> caches(4);
-    for (int64_t k = 0; k < 4; ++k) {
-      grads.push_back(ops->allocate(chain.numParams()));
-      dx.push_back(ops->allocate(x[0].size()));
-    }
-    // Whole backwards into grads[0], grads[1]; split ones into grads[2], grads[3].
-    for (int64_t mb = 0; mb < 2; ++mb) {
-      chain.forward(dparams.data(), x[mb].data(), batchOf(mb), y.data(), caches[mb]);
-      chain.backward(dparams.data(), caches[mb], dy[mb].data(), grads[mb].data(), dx[mb].data());
-    }
-    for (int64_t mb = 0; mb < 2; ++mb) {
-      chain.forward(dparams.data(), x[mb].data(), batchOf(mb), y.data(), caches[2 + mb]);
-      chain.backwardInput(dparams.data(), caches[2 + mb], dy[mb].data(), dx[2 + mb].data());
-    }
-    chain.backwardWeight(caches[3], grads[3].data());
-    chain.backwardWeight(caches[2], grads[2].data());
-    ops->takeLoss();
-    for (int64_t mb = 0; mb < 2; ++mb) {
-      EXPECT_EQ(download(grads[2 + mb]), download(grads[mb])) << "parameter gradients " << mb;
-      EXPECT_EQ(download(dx[2 + mb]), download(dx[mb])) << "input gradient " << mb;
+    auto batchOf = [&](int64_t mb) {
+      return Tokens{tokens.data() + mb * samples * s.seq, targets.data() + mb * samples * s.seq,
+                    samples, 1.0 / (2 * samples * s.seq)};
+    };
+    for (auto [first, end] : {std::pair<int64_t, int64_t>{0, 1}, {1, 3}, {3, 4}}) {
+      SCOPED_TRACE("layers [" + std::to_string(first) + ", " + std::to_string(end) + ")");
+      auto chain = *LayerChain<float>::build(plan, s, first, end, *ops);
+      std::vector<double> params(chain.numParams());
+      LayerChain<double>::build(plan, s, first, end, oracle)->initialise(params.data(), 11);
+      for (double &p : params)
+        p = static_cast<float>(p + 0.1 * rng.normal());
+      Buffer<float> dparams = upload(params);
+      std::vector<Buffer<float>> x, dy;
+      for (int64_t mb = 0; mb < 2; ++mb) {
+        x.push_back(upload(chain.hasEmbedding() ? std::vector<double>{} : random(samples * width)));
+        dy.push_back(upload(chain.hasHead() ? std::vector<double>{} : random(samples * width)));
+      }
+      Buffer<float> y = ops->allocate(chain.hasHead() ? 0 : samples * width);
+      std::vector<Buffer<float>> grads, dx;
+      std::vector<typename LayerChain<float>::Cache> caches(4);
+      for (int64_t k = 0; k < 4; ++k) {
+        grads.push_back(ops->allocate(chain.numParams()));
+        dx.push_back(ops->allocate(x[0].size()));
+      }
+      // Whole backwards into grads[0], grads[1]; split ones into grads[2], grads[3].
+      for (int64_t mb = 0; mb < 2; ++mb) {
+        chain.forward(dparams.data(), x[mb].data(), batchOf(mb), y.data(), caches[mb]);
+        chain.backward(dparams.data(), caches[mb], dy[mb].data(), grads[mb].data(), dx[mb].data());
+      }
+      for (int64_t mb = 0; mb < 2; ++mb) {
+        chain.forward(dparams.data(), x[mb].data(), batchOf(mb), y.data(), caches[2 + mb]);
+        chain.backwardInput(dparams.data(), caches[2 + mb], dy[mb].data(), dx[2 + mb].data());
+      }
+      chain.backwardWeight(caches[3], grads[3].data());
+      chain.backwardWeight(caches[2], grads[2].data());
+      ops->takeLoss();
+      for (int64_t mb = 0; mb < 2; ++mb) {
+        EXPECT_EQ(download(grads[2 + mb]), download(grads[mb])) << "parameter gradients " << mb;
+        EXPECT_EQ(download(dx[2 + mb]), download(dx[mb])) << "input gradient " << mb;
+      }
     }
   }
 }
