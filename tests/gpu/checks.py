@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The GPU checks of the CUDA backend, run by tests/gpu/run.sh on one H100/H200:
 
-1. the Ops conformance suite and the split-backward plans (input and weight gradients run
-   apart, on two loopback ranks), whose CUDA instantiations must run (not skip) and pass;
+1. the Ops conformance suite (every op, and the layers of a GPT-style and a Llama-style model:
+   RMSNorm, SwiGLU, rotary positions, grouped-query attention, tied head) and the
+   split-backward plans (input and weight gradients run apart, on two loopback ranks), whose
+   CUDA instantiations must run (not skip) and pass;
 2. end-to-end equivalence on one GPU (--ranks-per-process): a P=4, D=2 breadth-first plan
    with full sharding at bf16 against the CPU reference within bf16 tolerance, and one plan of
    each schedule and sharding mode at fp32 within float32 tolerance;
@@ -58,8 +60,8 @@ def run(command, timeout=600):
 
 
 def conformance(args, summary):
-    summary.section("Ops conformance (CUDA at fp32 and bf16 against the CPU in double) and "
-                    "split backward (I and W) on CUDA")
+    summary.section("Ops conformance, GPT- and Llama-style layers (CUDA at fp32 and bf16 "
+                    "against the CPU in double) and split backward (I and W) on CUDA")
     result = run([os.path.join(args.bin, "runtime_tests"),
                   "--gtest_filter=*OpsConformance*:*SplitBackwardPlan*", "--gtest_brief=1"])
     skipped = re.search(r"\[  SKIPPED \] (\d+) test", result.stdout)
