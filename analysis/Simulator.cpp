@@ -105,6 +105,8 @@ double PlanCosts::of(const runtime::Plan &plan, int32_t rank, const Instruction 
   case Op::Send:
   case Op::Recv:
     return cost ? cost->transferTime(inst.bytes, p2pLink[rank][inst.peer]) : 0;
+  case Op::TieGrads: // both directions at once; an in-place sum is free next to compute
+    return cost && inst.peer != rank ? cost->transferTime(inst.bytes, p2pLink[rank][inst.peer]) : 0;
   case Op::AllGather:
   case Op::ReduceScatter:
   case Op::AllReduce: {
@@ -150,6 +152,7 @@ struct Dataflow {
   // (backward or backward_weight), or -1.
   std::vector<std::vector<int64_t>> forward, backward, gradients;
   std::vector<int64_t> backwardsDone, gatheredBy, reducedBy, steppedBy, paramsGathered;
+  std::vector<int64_t> tiedBy; ///< tied embeddings: the tie_grads that summed the copies
   int64_t gatheredCount = 0;
   struct Slot {
     int32_t stage = -1, microbatch = -1;
@@ -224,7 +227,7 @@ private:
     result.times.resize(P);
     result.matched.resize(P);
     // Transfers match per (sender, receiver) pair in program order.
-    std::map<std::pair<int32_t, int32_t>, std::vector<int64_t>> sends, recvs;
+    std::map<std::pair<int32_t, int32_t>, std::vector<int64_t>> sends, recvs, ties;
     // Collectives: the k-th collective of a group on every member is instance (group, k).
     std::vector<std::map<int32_t, std::vector<int64_t>>> byGroup(plan.groups.size());
     for (int32_t r = 0; r < P; ++r) {
@@ -247,6 +250,8 @@ private:
           sends[{r, x.peer}].push_back(static_cast<int64_t>(i));
         else if (x.op == Op::Recv)
           recvs[{x.peer, r}].push_back(static_cast<int64_t>(i));
+        else if (x.op == Op::TieGrads && x.peer != r)
+          ties[{r, x.peer}].push_back(static_cast<int64_t>(i));
         else if (x.isCollective())
           byGroup[x.group][r].push_back(static_cast<int64_t>(i));
       }
@@ -266,6 +271,7 @@ private:
       flow.reducedBy.assign(S, -1);
       flow.steppedBy.assign(S, -1);
       flow.paramsGathered.assign(S, -1);
+      flow.tiedBy.assign(S, -1);
       flow.slots.resize(program.slots.size());
     }
     for (auto &[pair, list] : sends) {
@@ -274,6 +280,12 @@ private:
         result.matched[pair.first][list[k]] = other[k];
         result.matched[pair.second][other[k]] = list[k];
       }
+    }
+    // The k-th exchange of tied gradients of a pair of ranks meets the k-th on the other side.
+    for (auto &[pair, list] : ties) {
+      const std::vector<int64_t> &other = ties[{pair.second, pair.first}];
+      for (size_t k = 0; k < list.size() && k < other.size(); ++k)
+        result.matched[pair.first][list[k]] = other[k];
     }
     // Every member issues the same collectives on a group, in the same order.
     for (size_t g = 0; g < plan.groups.size(); ++g) {
@@ -364,6 +376,10 @@ private:
         if (!collective(r, s, i))
           return;
         break;
+      case Op::TieGrads:
+        if (!tie(r, s, i))
+          return;
+        break;
       default:
         t.posted = stream.time;
         checkCompute(r, s, i);
@@ -429,6 +445,42 @@ private:
     }
     stream.time = end;
     stream.next = last;
+    return true;
+  }
+
+  /// A tie_grads: in place, or once both ranks of the pair reached theirs.
+  bool tie(int32_t r, int s, int64_t i) {
+    RankState &rs = state[r];
+    Stream &stream = rs.streams[s];
+    const Instruction &x = inst(r, i);
+    if (rs.posted[i] < 0) {
+      rs.posted[i] = stream.time;
+      result.times[r][i].posted = stream.time;
+      checkTie(r, s, i);
+      if (x.peer == r) {
+        rs.done[i] = stream.time;
+        result.times[r][i].start = result.times[r][i].end = stream.time;
+      } else {
+        const int64_t j = result.matched[r][i];
+        if (j < 0) {
+          fail(r, i, "has no matching tie_grads on rank " + std::to_string(x.peer));
+          return false;
+        }
+        if (state[x.peer].posted[j] >= 0) {
+          double start = std::max(rs.posted[i], state[x.peer].posted[j]);
+          double end = start + costs.of(plan, r, x);
+          rs.done[i] = state[x.peer].done[j] = end;
+          result.times[r][i].start = result.times[x.peer][j].start = start;
+          result.times[r][i].end = result.times[x.peer][j].end = end;
+          enqueue(x.peer, inst(x.peer, j).stream);
+        }
+      }
+    }
+    if (rs.done[i] < 0)
+      return false;
+    stream.time = std::max(stream.time, rs.done[i]);
+    stream.known[s] = i;
+    ++stream.next;
     return true;
   }
 
@@ -601,12 +653,46 @@ private:
           return fail(r, i,
                       "may update stage " + std::to_string(x.stage) +
                           " before its backwards complete");
+      if (plan.config.data == 1)
+        checkTied(r, s, i, "update");
       flow.steppedBy[x.stage] = i;
       break;
     }
     default:
       break;
     }
+  }
+
+  /// Both tied copies this rank sums have all their gradients, and this stream knows it.
+  void checkTie(int32_t r, int s, int64_t i) {
+    const Instruction &x = inst(r, i);
+    Dataflow &flow = state[r].flow;
+    for (int32_t stage : {x.stage, x.peerStage}) {
+      if (stage != x.stage && x.peer != r)
+        continue; // the other copy is the peer's to check
+      for (size_t m = 0; m < flow.gradients[stage].size(); ++m)
+        if (flow.gradients[stage][m] < 0 || !knows(r, s, flow.gradients[stage][m]))
+          return fail(r, i,
+                      "may sum the tied gradients before the backward of stage " +
+                          std::to_string(stage) + " micro-batch " + std::to_string(m) +
+                          " completes");
+      flow.tiedBy[stage] = i;
+    }
+  }
+
+  /// A reduction or optimizer step of a tied stage comes after its copies were summed.
+  void checkTied(int32_t r, int s, int64_t i, const char *what) {
+    const Instruction &x = inst(r, i);
+    if (!plan.transformer || !plan.transformer->tieEmbeddings)
+      return;
+    const int32_t last = static_cast<int32_t>(plan.stages.size()) - 1;
+    if (x.stage != 0 && x.stage != last)
+      return;
+    const int64_t by = state[r].flow.tiedBy[x.stage];
+    if (by < 0 || !knows(r, s, by))
+      fail(r, i,
+           std::string("may ") + what + " stage " + std::to_string(x.stage) +
+               " before its tied copies' gradients are summed (tie_grads)");
   }
 
   void checkTransfer(int32_t r, int s, int64_t i) {
@@ -692,6 +778,7 @@ private:
                       "may reduce the gradients of stage " + std::to_string(x.stage) +
                           " before its backward of micro-batch " + std::to_string(m) +
                           " completes");
+      checkTied(r, s, i, "reduce the gradients of");
       flow.reducedBy[x.stage] = i;
       break;
     }
@@ -724,7 +811,8 @@ private:
       return "waits for event " + std::to_string(x.event) + ", which nothing signals";
     }
     case Op::Send:
-    case Op::Recv: {
+    case Op::Recv:
+    case Op::TieGrads: {
       const int32_t peer = inst(r, i).peer;
       const int64_t j = result.matched[r][i];
       if (j < 0)
@@ -790,6 +878,11 @@ private:
                       "rank " + std::to_string(r) + " never reduces the gradients of " + stage);
         if (flow.steppedBy[s] < 0)
           return fail(r, last, "rank " + std::to_string(r) + " never updates " + stage);
+        const bool tiedStage = plan.transformer && plan.transformer->tieEmbeddings &&
+                               (s == 0 || s + 1 == plan.stages.size());
+        if (tiedStage && flow.tiedBy[s] < 0)
+          return fail(r, last,
+                      "rank " + std::to_string(r) + " never sums the tied gradients of " + stage);
         if (flow.gatheredBy[s] >= 0)
           return fail(r, last,
                       "rank " + std::to_string(r) + " ends the step with " + stage +

@@ -121,6 +121,13 @@ std::optional<ShapeProblem> conduit::checkTransformerShape(const TransformerSpec
         std::to_string(t.numHeads) + " attention heads do not divide the hidden size " +
             std::to_string(t.hiddenSize) + "; use " + nearestDivisors(t.hiddenSize, t.numHeads) +
             " heads, or a hidden_size that is a multiple of " + std::to_string(t.numHeads)};
+  if (t.position == pipe::PositionKind::Rotary && (t.hiddenSize / t.numHeads) % 2 != 0)
+    return ShapeProblem{"num_heads", "rotary positions rotate pairs of a head's dimensions, but " +
+                                         std::to_string(t.numHeads) + " heads of " +
+                                         std::to_string(t.hiddenSize) + " give heads of " +
+                                         std::to_string(t.hiddenSize / t.numHeads) +
+                                         " dimensions; choose a hidden_size and num_heads whose "
+                                         "quotient is even"};
   if (t.numKvHeads > t.numHeads || t.numHeads % t.numKvHeads != 0)
     return ShapeProblem{"num_kv_heads",
                         std::to_string(t.numKvHeads) + " key/value heads do not divide the " +

@@ -10,7 +10,9 @@
 // reused slot waits for the previous occupant's consumer; an all-gather waits for the reshard
 // that frees its place; a reduction waits for the stage's last backward or weight gradient (a
 // weight gradient follows its input gradient on the compute stream); an optimizer step
-// for its reduction; a parameter all-gather for its optimizer step. A dependency already
+// for its reduction; a parameter all-gather for its optimizer step; a tie_grads (on the
+// point-to-point stream) for the backwards of its stages, whose reductions (or, with D = 1,
+// optimizer steps) wait for it. A dependency already
 // implied by an earlier wait on the same stream (tracked like a vector clock of the three
 // streams) needs no new event.
 //
@@ -49,7 +51,8 @@ enum class Kind : uint8_t {
   Reshard,
   ReduceGrad,
   GatherParams,
-  OptimizerStep
+  OptimizerStep,
+  TieGrads
 };
 
 /// What the lowering needs of one pipe op, read once.
@@ -60,6 +63,7 @@ struct OpInfo {
   int8_t direction = 0; // transfers: 0 activation, 1 gradient
   int32_t batch = -1;
   int64_t bytes = 0;
+  int32_t peerStage = -1; ///< tie_grads: the other copy's stage when this rank holds it too
 };
 
 OpInfo describeOp(Operation *op) {
@@ -88,6 +92,11 @@ OpInfo describeOp(Operation *op) {
     info = {Kind::GatherParams, Collective, g.getStage()};
   } else if (auto o = dyn_cast<pipe::OptimizerStepOp>(op)) {
     info = {Kind::OptimizerStep, Compute, o.getStage()};
+  } else if (auto t = dyn_cast<pipe::TieGradsOp>(op)) {
+    // On the point-to-point stream, after the rank's other transfers.
+    info = {Kind::TieGrads, P2P, t.getStage()};
+    info.bytes = t.getBytes();
+    info.peerStage = t.getPeerStage();
   }
   return info;
 }
@@ -140,7 +149,7 @@ public:
     // Producers and receives by (stage, micro-batch, direction); stage bookkeeping.
     std::vector<int64_t> producer(index.size(), -1), lastRecv(index.size(), -1);
     std::vector<int64_t> gatheredBy(numStages, -1), lastBackward(numStages, -1),
-        reduction(numStages, -1), optimizerStep(numStages, -1);
+        reduction(numStages, -1), optimizerStep(numStages, -1), tiedBy(numStages, -1);
     int64_t lastReshard = -1;
     std::array<std::array<int64_t, kStreams>, kStreams> streamKnown;
     for (auto &k : streamKnown)
@@ -200,12 +209,28 @@ public:
       case Kind::ReduceGrad:
         if (failed(need(lastBackward[x.stage], "the stage's backwards")))
           return failure();
+        if (tiedBy[x.stage] >= 0)
+          deps[numDeps++] = tiedBy[x.stage];
         reduction[x.stage] = i;
         break;
       case Kind::OptimizerStep:
         if (dataParallel > 1 && failed(need(reduction[x.stage], "the stage's reduction")))
           return failure();
+        if (dataParallel == 1 && tiedBy[x.stage] >= 0)
+          deps[numDeps++] = tiedBy[x.stage];
         optimizerStep[x.stage] = i;
+        break;
+      case Kind::TieGrads:
+        // After the backwards of both copies this rank holds; the reductions and optimizer
+        // steps of those stages come after it.
+        if (failed(need(lastBackward[x.stage], "the stage's backwards")))
+          return failure();
+        tiedBy[x.stage] = i;
+        if (x.peerStage != x.stage && x.peerStage < numStages && lastBackward[x.peerStage] >= 0 &&
+            index(x.peerStage, 0, 0) >= 0) {
+          deps[numDeps++] = lastBackward[x.peerStage];
+          tiedBy[x.peerStage] = i;
+        }
         break;
       case Kind::GatherParams:
         if (failed(need(optimizerStep[x.stage], "the stage's optimizer step")))
@@ -341,6 +366,9 @@ private:
         plan::AllReduceOp::create(b, loc, g.getStage(), g.getBytes(), group, stream);
     } else if (auto o = dyn_cast<pipe::OptimizerStepOp>(op)) {
       plan::OptimizerStepOp::create(b, loc, o.getStage(), stream);
+    } else if (auto t = dyn_cast<pipe::TieGradsOp>(op)) {
+      plan::TieGradsOp::create(b, loc, t.getStage(), t.getPeer(), t.getPeerStage(), t.getBytes(),
+                               stream);
     }
   }
 

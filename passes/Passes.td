@@ -231,6 +231,11 @@ def ConduitPlaceCollectives : Pass<"conduit-place-collectives", "::mlir::ModuleO
     Every stage gets one `pipe.optimizer_step` at the end of its rank's compute, in the order
     its reductions finish. With D = 1 there are no collectives, only the optimizer steps.
 
+    With tied embeddings (any D), a rank that holds the first or the last stage ends its
+    compute with a `pipe.tie_grads` that adds the other copy's gradient (exchanged with the
+    rank of the other stage, or in place when it holds both); the reductions of those stages
+    follow it.
+
     ```mlir
     pipe.unshard stage 0 bytes 400
     pipe.unshard stage 2 bytes 400
@@ -244,7 +249,8 @@ def ConduitPlaceCollectives : Pass<"conduit-place-collectives", "::mlir::ModuleO
   }];
   let statistics = [
     Statistic<"numAllGathers", "all-gathers", "All-gathers placed (all ranks)">,
-    Statistic<"numReductions", "reductions", "Gradient reductions placed (all ranks)">
+    Statistic<"numReductions", "reductions", "Gradient reductions placed (all ranks)">,
+    Statistic<"numTies", "ties", "Tied-gradient sums placed (all ranks)">
   ];
   let dependentDialects = ["::conduit::pipe::PipeDialect"];
 }

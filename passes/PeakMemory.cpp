@@ -115,6 +115,13 @@ public:
       } else if (auto reduce = dyn_cast<pipe::ReduceGradOp>(op)) {
         if (fullGradientBuffers())
           add(MemoryKind::Gradients, -bytes[reduce.getStage()].params * kGradientBytes);
+      } else if (auto tie = dyn_cast<pipe::TieGradsOp>(op)) {
+        // The other copy's gradient arrives in a buffer of its own while it is added.
+        const int64_t incoming = tie.getPeer() == r ? 0 : tie.getBytes();
+        add(MemoryKind::ReceiveBuffers, incoming);
+        record(&op);
+        add(MemoryKind::ReceiveBuffers, -incoming);
+        continue;
       }
       record(&op);
     }

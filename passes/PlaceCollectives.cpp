@@ -16,6 +16,11 @@
 //   the updated parameters.
 // * the optimizer steps run at the end of the rank's compute, in the order the reductions
 //   finish. With one replica (D = 1) there are no collectives at all.
+// * tied embeddings: the token table (first stage) and the LM head (last stage) are one
+//   weight held twice; at the end of each rank's compute that holds either, a tie_grads adds
+//   the other copy's gradient (exchanged with its rank, or in place when one rank holds both),
+//   and those stages' reductions follow it. Every rank issues it after all its other
+//   point-to-point transfers, so both sides meet it in the same order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +54,12 @@ public:
     for (int64_t params : stageParams(model)) {
       paramBytes.push_back(params * elementBytes);
       gradBytes.push_back(params * kGradientBytes);
+    }
+    if (std::optional<pipe::TransformerAttr> t = model.getArchitecture();
+        t && t->getTieEmbeddings()) {
+      for (pipe::StageOp stage : model.getStages())
+        stageRanks.push_back(*stage.getRank());
+      tiedBytes = t->getVocabSize() * t->getHiddenSize() * kGradientBytes;
     }
   }
 
@@ -85,12 +96,24 @@ public:
     if (dataParallel && sharding == pipe::Sharding::Full)
       placeResidencies(body, runs, loc);
 
+    // The tied copies' gradients meet at the end of the rank's compute; their reductions and
+    // optimizer steps come after.
+    std::vector<int32_t> tied = placeTie(rank, body, loc);
+    std::stable_partition(reductionOrder.begin(), reductionOrder.end(),
+                          [&](int32_t stage) { return !llvm::is_contained(tied, stage); });
+
     // Gradient reductions right after each stage's last backward.
     if (dataParallel) {
       pipe::GradReduction reduction = sharding == pipe::Sharding::None
                                           ? pipe::GradReduction::AllReduce
                                           : pipe::GradReduction::ReduceScatter;
       for (int32_t stage : reductionOrder) {
+        if (llvm::is_contained(tied, stage)) {
+          builder.setInsertionPointToEnd(&body);
+          pipe::ReduceGradOp::create(builder, loc, stage, gradBytes[stage], reduction);
+          ++numReductions;
+          continue;
+        }
         Operation *anchor = lastBackward[stage];
         // After the reshard and all-gather placed at this backward, if any: a prefetch for the
         // next stage is more urgent than this reduction.
@@ -117,9 +140,30 @@ public:
     }
   }
 
-  int64_t numAllGathers = 0, numReductions = 0;
+  int64_t numAllGathers = 0, numReductions = 0, numTies = 0;
 
 private:
+  /// Appends the rank's tie_grads, if it holds a tied copy; returns the stages it ties.
+  std::vector<int32_t> placeTie(pipe::RankOp rank, Block &body, Location loc) {
+    if (stageRanks.empty())
+      return {};
+    const int32_t first = 0, last = static_cast<int32_t>(stageRanks.size()) - 1;
+    const int64_t r = rank.getRank();
+    const bool holdsFirst = stageRanks[first] == r, holdsLast = stageRanks[last] == r;
+    if (!holdsFirst && !holdsLast)
+      return {};
+    OpBuilder builder = OpBuilder::atBlockEnd(&body);
+    ++numTies;
+    if (holdsFirst && holdsLast) {
+      pipe::TieGradsOp::create(builder, loc, first, static_cast<int32_t>(r), last, tiedBytes);
+      return first == last ? std::vector<int32_t>{first} : std::vector<int32_t>{first, last};
+    }
+    const int32_t mine = holdsFirst ? first : last, theirs = holdsFirst ? last : first;
+    pipe::TieGradsOp::create(builder, loc, mine, static_cast<int32_t>(stageRanks[theirs]), theirs,
+                             tiedBytes);
+    return {mine};
+  }
+
   /// Belady residencies over the runs, with reshards after a stage's last use before it is
   /// evicted and all-gathers right after the reshard that frees their place.
   void placeResidencies(Block &body, const std::vector<Run> &runs, Location loc) {
@@ -173,6 +217,9 @@ private:
   pipe::ModelOp model;
   pipe::ParallelismAttr par;
   std::vector<int64_t> paramBytes, gradBytes;
+  /// Tied embeddings: the rank of every stage, and the bytes of the tied weight's gradient.
+  std::vector<int64_t> stageRanks;
+  int64_t tiedBytes = 0;
 };
 
 struct PlaceCollectives : conduit::impl::ConduitPlaceCollectivesBase<PlaceCollectives> {
@@ -184,7 +231,7 @@ struct PlaceCollectives : conduit::impl::ConduitPlaceCollectivesBase<PlaceCollec
       for (pipe::RankOp rank : model.getRanks()) {
         for (Operation &op : rank.getBody().front())
           if (isa<pipe::UnshardOp, pipe::ReshardOp, pipe::ReduceGradOp, pipe::GatherParamsOp,
-                  pipe::OptimizerStepOp>(op)) {
+                  pipe::OptimizerStepOp, pipe::TieGradsOp>(op)) {
             op.emitOpError("conduit-place-collectives runs once; this rank already has "
                            "collectives");
             return signalPassFailure();
@@ -193,6 +240,7 @@ struct PlaceCollectives : conduit::impl::ConduitPlaceCollectivesBase<PlaceCollec
       }
       numAllGathers += placer.numAllGathers;
       numReductions += placer.numReductions;
+      numTies += placer.numTies;
     }
   }
 };

@@ -107,6 +107,14 @@ Instruction exportInstruction(Operation &op) {
         i.op = isa<plan::SignalOp>(op) ? ROp::Signal : ROp::Wait;
         i.stream = static_cast<uint8_t>(event.getStream());
         i.event = event.getEvent();
+      })
+      .Case<plan::TieGradsOp>([&](plan::TieGradsOp tie) {
+        i.op = ROp::TieGrads;
+        i.stream = static_cast<uint8_t>(tie.getStream());
+        i.stage = tie.getStage();
+        i.peer = tie.getPeer();
+        i.peerStage = tie.getPeerStage();
+        i.bytes = tie.getBytes();
       });
   return i;
 }

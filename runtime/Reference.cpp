@@ -69,6 +69,11 @@ Reference::Reference(const Plan &plan, model::GptShape shape,
                      std::unique_ptr<model::TokenSource> data)
     : config(plan.config), shape(shape), ops(std::move(ops)), chain(std::move(chain)),
       data(std::move(data)), optimizer(model::OptimizerConfig::fromPlan(plan.config)) {
+  if (plan.transformer && plan.transformer->tieEmbeddings) {
+    tied = true;
+    const int64_t norm = plan.transformer->norm == 1 ? shape.hidden : 2 * shape.hidden;
+    tiedHead = this->chain.offset(this->chain.size() - 1) + norm;
+  }
   params.assign(this->chain.numParams(), 0.0f);
   this->chain.initialise(params.data(), static_cast<uint64_t>(config.seed));
   state.assign(optimizer.stateWidth() * params.size(), 0.0f);
@@ -89,6 +94,14 @@ double Reference::step(int64_t step) {
       loss += ops->takeLoss();
       chain.backwardSamples(params.data(), caches, nullptr, grad.data(), nullptr);
     }
+  if (tied) {
+    // The token table and the LM head are one weight held twice: both take the summed
+    // gradient (as a plan's tie_grads does) and so the same update.
+    const int64_t n = shape.vocab * shape.hidden;
+    double *embedding = grad.data(), *head = grad.data() + tiedHead;
+    for (int64_t j = 0; j < n; ++j)
+      embedding[j] = head[j] = embedding[j] + head[j];
+  }
   model::optimizerStep(optimizer, ++optimizerSteps, static_cast<int64_t>(params.size()),
                        params.data(), state.data(), grad.data());
   std::fill(grad.begin(), grad.end(), 0.0);

@@ -60,6 +60,9 @@ private:
   std::vector<float> params, state;
   std::vector<double> grad;
   int64_t optimizerSteps = 0;
+  /// Tied embeddings: where the LM head's copy of the token table starts in the parameters.
+  bool tied = false;
+  int64_t tiedHead = 0;
 };
 
 } // namespace conduit::runtime

@@ -47,9 +47,13 @@ LogicalResult checkRankBodyOp(Operation &op, int64_t r, const StageTable &table,
     return table.checkTransfer(&op, r, recv.getStage(), recv.getMicrobatch(), recv.getPeer(),
                                recv.getPeerStage(), recv.getPeerMicrobatch(), recv.getBegin(),
                                recv.getEnd());
-  int64_t stage = llvm::TypeSwitch<Operation *, int64_t>(&op)
-                      .Case<UnshardOp, ReshardOp, ReduceGradOp, GatherParamsOp, OptimizerStepOp>(
-                          [](auto collective) { return collective.getStage(); });
+  int64_t stage =
+      llvm::TypeSwitch<Operation *, int64_t>(&op)
+          .Case<UnshardOp, ReshardOp, ReduceGradOp, GatherParamsOp, OptimizerStepOp, TieGradsOp>(
+              [](auto collective) { return collective.getStage(); });
+  if (auto tie = dyn_cast<TieGradsOp>(op))
+    if (failed(table.checkStageOnRank(&op, tie.getPeer(), tie.getPeerStage())))
+      return failure();
   return table.checkStageOnRank(&op, r, stage);
 }
 
@@ -196,7 +200,7 @@ LogicalResult RankOp::verifyRegions() {
     return emitOpError() << "expects a non-negative peak_memory, got " << *peak;
   for (Operation &op : getBody().front())
     if (!isa<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp, SendOp, RecvOp, UnshardOp,
-             ReshardOp, ReduceGradOp, GatherParamsOp, OptimizerStepOp>(op))
+             ReshardOp, ReduceGradOp, GatherParamsOp, OptimizerStepOp, TieGradsOp>(op))
       return op.emitOpError("is not allowed in the body of 'pipe.rank'");
   return success();
 }
@@ -245,3 +249,10 @@ LogicalResult GatherParamsOp::verify() {
   return verifyStageAndBytes(*this, getStage(), getBytes());
 }
 LogicalResult OptimizerStepOp::verify() { return verifyStageAndBytes(*this, getStage(), 0); }
+LogicalResult TieGradsOp::verify() {
+  if (getPeer() < 0)
+    return emitOpError() << "expects a non-negative peer rank, got " << getPeer();
+  if (failed(verifyStageAndBytes(*this, getPeerStage(), getBytes())))
+    return failure();
+  return verifyStageAndBytes(*this, getStage(), getBytes());
+}

@@ -336,6 +336,24 @@ def Pipe_ReduceGradOp : Pipe_StageCollectiveOp<"reduce_grad"> {
   let assemblyFormat = "`stage` $stage `bytes` $bytes $reduction attr-dict";
 }
 
+def Pipe_TieGradsOp : Pipe_StageCollectiveOp<"tie_grads"> {
+  let summary = "add the other copy's gradient to a tied weight's gradient";
+  let description = [{
+    Tied embeddings: the token table (on the first stage) and the LM head's matrix (on the
+    last) are one weight held twice. Once per step, after both stages' last backwards and
+    before their gradient reductions, each copy's gradient (`bytes`) becomes the sum of both:
+    exchanged with rank `peer`, which holds `peer_stage`, or added in place when `peer` is
+    this rank (`peer_stage` equals `stage` when one stage holds both). Both copies then take
+    the same optimizer step and stay identical.
+
+    ```mlir
+    pipe.tie_grads stage 0 with 3 stage 7 bytes 16384000
+    ```
+  }];
+  let arguments = (ins I32Prop:$stage, I32Prop:$peer, I32Prop:$peer_stage, I64Prop:$bytes);
+  let assemblyFormat = "`stage` $stage `with` $peer `stage` $peer_stage `bytes` $bytes attr-dict";
+}
+
 def Pipe_GatherParamsOp : Pipe_StageCollectiveOp<"gather_params"> {
   let summary = "all-gather a stage's updated parameters after a sharded optimizer step";
   let description = [{

@@ -49,7 +49,7 @@ InstFields fieldsOf(Operation &op) {
         f.stream = inst.getStream();
         f.event = inst.getEvent();
       })
-      .Case<AllGatherOp, ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp>(
+      .Case<AllGatherOp, ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp, TieGradsOp>(
           [&](auto inst) { f.stream = inst.getStream(); });
   return f;
 }
@@ -98,6 +98,11 @@ LogicalResult checkInstruction(Operation &op, RankOp rank, const StageTable &tab
       })
       .Case<FreeOp, OptimizerStepOp>(
           [&](auto inst) { return table.checkStageOnRank(&op, r, inst.getStage()); })
+      .Case<TieGradsOp>([&](TieGradsOp inst) -> LogicalResult {
+        if (failed(table.checkStageOnRank(&op, r, inst.getStage())))
+          return failure();
+        return table.checkStageOnRank(&op, inst.getPeer(), inst.getPeerStage());
+      })
       .Default([](Operation *) { return success(); });
 }
 
@@ -221,7 +226,8 @@ LogicalResult RankOp::verifyRegions() {
       return emitOpError() << "declares slot " << i << " with negative size " << bytes;
   for (Operation &op : getBody().front())
     if (!isa<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp, SendOp, RecvOp, AllGatherOp,
-             ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp, SignalOp, WaitOp>(op))
+             ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp, SignalOp, WaitOp, TieGradsOp>(
+            op))
       return op.emitOpError("is not allowed in the body of 'plan.rank'");
   return success();
 }
@@ -292,5 +298,14 @@ LogicalResult ReduceScatterOp::verify() { return verifyCollective(*this); }
 LogicalResult AllReduceOp::verify() { return verifyCollective(*this); }
 LogicalResult FreeOp::verify() { return verifyStageInst(*this); }
 LogicalResult OptimizerStepOp::verify() { return verifyStageInst(*this); }
+LogicalResult TieGradsOp::verify() {
+  if (failed(verifyStream(*this, getStream())))
+    return failure();
+  if (getPeer() < 0)
+    return emitOpError() << "expects a non-negative peer rank, got " << getPeer();
+  if (failed(conduit::pipe::verifyStageAndBytes(*this, getPeerStage(), getBytes())))
+    return failure();
+  return conduit::pipe::verifyStageAndBytes(*this, getStage(), getBytes());
+}
 LogicalResult SignalOp::verify() { return verifyEvent(*this); }
 LogicalResult WaitOp::verify() { return verifyEvent(*this); }

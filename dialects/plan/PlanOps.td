@@ -297,6 +297,28 @@ def Plan_AllReduceOp : Plan_CollectiveOp<"all_reduce"> {
   }];
 }
 
+def Plan_TieGradsOp : Plan_InstOp<"tie_grads"> {
+  let summary = "sum the two copies of a tied weight's gradient";
+  let description = [{
+    Tied embeddings: adds to the gradient of the tied weight in `stage` (the first stage's
+    token table or the last stage's LM head, `bytes`) the gradient of the other copy, held by
+    `peer_stage` on rank `peer` (the same data-parallel replica): both ranks send theirs and
+    receive the other's, as one batch, then add. When `peer` is this rank the two copies are
+    summed in place (`peer_stage` equals `stage` when one stage holds both). Every rank issues
+    it after all its other sends and receives; the stage's reduction and optimizer step wait
+    for it.
+
+    ```mlir
+    plan.tie_grads stage 0 with 3 stage 7 bytes 16384000 on 1
+    ```
+  }];
+  let arguments = (ins I32Prop:$stage, I32Prop:$peer, I32Prop:$peer_stage, I64Prop:$bytes,
+                   I32Prop:$stream);
+  let assemblyFormat = [{
+    `stage` $stage `with` $peer `stage` $peer_stage `bytes` $bytes `on` $stream attr-dict
+  }];
+}
+
 class Plan_StageInstOp<string mnemonic> : Plan_InstOp<mnemonic> {
   let arguments = (ins I32Prop:$stage, I32Prop:$stream);
   let assemblyFormat = "`stage` $stage `on` $stream attr-dict";

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -153,12 +154,17 @@ template <typename Grad>
 absl::StatusOr<Ticket> BackendCore<Grad>::start(const std::vector<int64_t> &indices) {
   const std::vector<Instruction> &program = plan->ranks[where.pipelineRank].instructions;
   const Instruction &first = program[indices[0]];
-  if (first.isTransfer() || first.isCollective()) {
+  if (first.communicates()) {
     Pending p;
-    if (first.isTransfer())
+    if (first.isTransfer()) {
       CONDUIT_RETURN_IF_ERROR(postTransfers(indices, p));
-    else
+    } else if (first.isCollective()) {
       CONDUIT_RETURN_IF_ERROR(postCollective(first, p));
+    } else {
+      CONDUIT_ASSIGN_OR_RETURN(bool posted, tieGradients(first, p));
+      if (!posted)
+        return kCompleted;
+    }
     pending.emplace(nextTicket, std::move(p));
     return nextTicket++;
   }
@@ -204,6 +210,8 @@ template <typename Grad> absl::StatusOr<bool> BackendCore<Grad>::poll(Ticket tic
   if (p.reduced)
     CONDUIT_RETURN_IF_ERROR(
         zeroGradients(p.reduced->grad.data(), p.reduced->grad.size(), p.stream));
+  if (p.tied)
+    addGradients(p.incoming.data(), p.tied);
   pending.erase(it);
   return true;
 }
@@ -513,6 +521,65 @@ absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending 
     return absl::InternalError(absl::StrCat(describe(inst), " is not a collective"));
   }
   return absl::OkStatus();
+}
+
+template <typename Grad> Grad *BackendCore<Grad>::tiedGradient(Stage &stage, bool head) {
+  const Transformer &t = *plan->transformer;
+  if (!head)
+    return stage.grad.data(); // the embedding's token table comes first
+  // The head: its norm's weights (and biases with LayerNorm), then the tied matrix.
+  const int64_t norm = t.norm == 1 ? t.hiddenSize : 2 * t.hiddenSize;
+  return stage.grad.data() + stage.chain.offset(stage.chain.size() - 1) + norm;
+}
+
+template <typename Grad> void BackendCore<Grad>::addGradients(const Grad *src, Grad *dst) {
+  const int64_t n = plan->transformer->vocabSize * plan->transformer->hiddenSize;
+  if constexpr (std::is_same_v<Grad, float>) {
+    ops().add(n, src, dst);
+  } else {
+    // Double accumulators live in host memory (the CPU backend).
+    for (int64_t j = 0; j < n; ++j)
+      dst[j] += src[j];
+  }
+}
+
+template <typename Grad>
+absl::StatusOr<bool> BackendCore<Grad>::tieGradients(const Instruction &inst, Pending &p) {
+  const int32_t last = static_cast<int32_t>(plan->stages.size()) - 1;
+  Stage *mine = stages[inst.stage].get();
+  if (!mine || !plan->transformer)
+    return absl::InternalError(absl::StrCat(describe(inst), ": no tied copy on this rank"));
+  CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(*mine, inst));
+  const int64_t n = plan->transformer->vocabSize * plan->transformer->hiddenSize;
+  if (inst.peer == where.pipelineRank) {
+    // Both copies here: each becomes the same sum (addition commutes, so the bits agree).
+    Stage *other = stages[inst.peerStage].get();
+    if (!other)
+      return absl::InternalError(absl::StrCat(describe(inst), ": the other copy is not here"));
+    CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(*other, inst));
+    Grad *embedding = tiedGradient(inst.stage == 0 ? *mine : *other, /*head=*/false);
+    Grad *head = tiedGradient(inst.stage == last ? *mine : *other, /*head=*/true);
+    addGradients(embedding, head);
+    if constexpr (std::is_same_v<Grad, float>)
+      ops().copy(n, head, embedding);
+    else
+      std::copy(head, head + n, embedding);
+    return false;
+  }
+  // Gradients travel as their bytes: double accumulators as two floats each.
+  constexpr int64_t floatsPer = sizeof(Grad) / sizeof(float);
+  p.tied = tiedGradient(*mine, /*head=*/inst.stage == last && inst.stage != 0);
+  if constexpr (std::is_same_v<Grad, float>)
+    p.incoming = ops().allocate(n);
+  else
+    p.incoming = ops().allocateDouble(n);
+  const int64_t peer = plan->config.globalRank(inst.peer, where.replica);
+  std::vector<PeerTransfer> transfers(2);
+  transfers[0] = {true, peer, reinterpret_cast<float *>(p.tied), n * floatsPer};
+  transfers[1] = {false, peer, reinterpret_cast<float *>(p.incoming.data()), n * floatsPer};
+  p.stream = streamOf(inst.stream);
+  CONDUIT_ASSIGN_OR_RETURN(p.work, transport->exchange(transfers, p.stream));
+  return true;
 }
 
 template <typename Grad> absl::Status BackendCore<Grad>::complete(std::unique_ptr<Work> work) {

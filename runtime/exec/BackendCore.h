@@ -113,6 +113,9 @@ private:
     Stage *gathered = nullptr; ///< an all-gather: the stage's parameters are whole after it
     Stage *reduced = nullptr;  ///< a reduce-scatter: the accumulators restart from zero
     StreamHandle stream = nullptr;
+    /// A tie_grads with another rank: the other copy's gradient, added to `tied` after it.
+    model::Buffer<Grad> incoming;
+    Grad *tied = nullptr;
   };
   using Cache = typename model::LayerChain<float>::Cache;
 
@@ -135,6 +138,14 @@ private:
   absl::Status optimizerStep(Stage &stage, const Instruction &inst);
   absl::Status postTransfers(const std::vector<int64_t> &indices, Pending &pending);
   absl::Status postCollective(const Instruction &inst, Pending &pending);
+  /// Where the tied weight's gradient lies in `stage`'s accumulators: the token table of the
+  /// first stage (`head` false) or the LM head's matrix of the last.
+  Grad *tiedGradient(Stage &stage, bool head);
+  /// A tie_grads: sums in place when this rank holds both copies (and returns false), else
+  /// posts the exchange with the peer into `pending` (and returns true).
+  absl::StatusOr<bool> tieGradients(const Instruction &inst, Pending &pending);
+  /// dst += src over the tied weight's elements (memory of this backend).
+  void addGradients(const Grad *src, Grad *dst);
   /// The input (forward) or output gradient (backward) of a micro-batch produced by a stage
   /// of this rank; `scratch` holds it when the two stages cut the batch differently.
   absl::StatusOr<const float *> localInput(const Stage &consumer, int64_t mb, bool forward,

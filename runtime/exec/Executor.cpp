@@ -89,8 +89,7 @@ absl::Status Executor::advance(Stream &stream, int s, int64_t step, bool startCo
     const Instruction &x = program[i];
     if (ranWork && x.op != Op::Signal)
       return absl::OkStatus();
-    if (!startCompute && x.op != Op::Wait && x.op != Op::Signal && !x.isTransfer() &&
-        !x.isCollective())
+    if (!startCompute && x.op != Op::Wait && x.op != Op::Signal && !x.communicates())
       return absl::OkStatus();
     if (times[i].posted < 0) {
       times[i].posted = now();
@@ -157,7 +156,7 @@ absl::Status Executor::stalled(double waitedS) const {
     const int64_t i = stream.list[stream.next];
     const Instruction &x = program[i];
     absl::StrAppend(&message, "; stream ", s, " waits at instruction ", i, " (", describe(x), ")");
-    if (x.isTransfer())
+    if (x.isTransfer() || x.op == Op::TieGrads)
       absl::StrAppend(&message, " for rank ", c.globalRank(x.peer, replica), " (pipeline rank ",
                       x.peer, ")");
     else if (x.isCollective()) {

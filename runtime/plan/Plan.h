@@ -35,8 +35,9 @@ enum class Op : uint8_t {
   Wait,
   BackwardInput,  ///< split backward: the input gradient of a micro-batch (I)
   BackwardWeight, ///< split backward: the weight gradient of an earlier I (W)
+  TieGrads,       ///< tied embeddings: the two copies' gradients summed (with `peer`)
 };
-constexpr int kNumOps = 13;
+constexpr int kNumOps = 14;
 
 enum class Transfer : uint8_t { Activation, Gradient };
 
@@ -76,6 +77,8 @@ struct Instruction {
   bool isCollective() const {
     return op == Op::AllGather || op == Op::ReduceScatter || op == Op::AllReduce;
   }
+  /// Whether it moves data between processes (or may: a tie_grads of one rank sums in place).
+  bool communicates() const { return isTransfer() || isCollective() || op == Op::TieGrads; }
 };
 
 enum class LayerKind : uint8_t { Embedding, Block, Head, Custom };
@@ -135,16 +138,16 @@ struct Transformer {
   uint8_t norm = 0;     // 0 layernorm, 1 rmsnorm
   uint8_t position = 0; // 0 learned, 1 rotary
   bool tieEmbeddings = false;
-  uint8_t bias = 0;          // 0 all, 1 qkv, 2 none
-  double ropeTheta = 10000;  ///< rotary base (Hugging Face's rope_theta)
-  double normEps = 1e-5;     ///< the norms' epsilon (layer_norm_epsilon / rms_norm_eps)
+  uint8_t bias = 0;         // 0 all, 1 qkv, 2 none
+  double ropeTheta = 10000; ///< rotary base (Hugging Face's rope_theta)
+  double normEps = 1e-5;    ///< the norms' epsilon (layer_norm_epsilon / rms_norm_eps)
 };
 
 /// Where the training tokens come from (the job's training.data).
 enum class DataKind : uint8_t { Synthetic, Tokens, Text };
 struct DataSource {
   DataKind kind = DataKind::Synthetic;
-  std::string path;     ///< tokens, text: the file, absolute or relative to the plan's job file
+  std::string path;       ///< tokens, text: the file, absolute or relative to the plan's job file
   uint8_t tokenBytes = 2; ///< tokens: 2 (uint16) or 4 (uint32)
 };
 
@@ -162,7 +165,7 @@ struct Config {
   double learningRate = 1e-3;
   int64_t tokensPerSample = 1;
   bool splitBackward = false; ///< backwards run as I and W
-  DataSource dataSource; ///< where the tokens come from (`data` is the data-parallel degree)
+  DataSource dataSource;      ///< where the tokens come from (`data` is the data-parallel degree)
   std::string preset;
   double peakFlops = 1, efficiency = 1;
   int64_t memoryBytes = 0, gpusPerNode = 1;

@@ -23,9 +23,9 @@ namespace fb = conduit::planfile;
 
 const char *opName(Op op) {
   static const char *const kNames[kNumOps] = {
-      "forward",        "backward",       "send",           "recv",           "all_gather",
-      "reduce_scatter", "all_reduce",     "free",           "optimizer_step", "signal",
-      "wait",           "backward_input", "backward_weight"};
+      "forward",         "backward", "send",           "recv",   "all_gather", "reduce_scatter",
+      "all_reduce",      "free",     "optimizer_step", "signal", "wait",       "backward_input",
+      "backward_weight", "tie_grads"};
   auto index = static_cast<size_t>(op);
   return index < kNumOps ? kNames[index] : "unknown";
 }
@@ -58,6 +58,8 @@ std::string describe(const Instruction &inst) {
   case Op::Signal:
   case Op::Wait:
     return absl::StrCat(opName(inst.op), " event ", inst.event, " on stream ", inst.stream);
+  case Op::TieGrads:
+    return absl::StrCat("tie_grads s", inst.stage, " with rank ", inst.peer, " s", inst.peerStage);
   default:
     return absl::StrCat(opName(inst.op), " s", inst.stage);
   }
@@ -435,6 +437,7 @@ public:
                               plan.config.pipeline, " pipeline ranks"));
     for (size_t r = 0; r < plan.ranks.size(); ++r)
       CONDUIT_RETURN_IF_ERROR(checkRank(static_cast<int32_t>(r)));
+    CONDUIT_RETURN_IF_ERROR(checkTies());
     return checkMatching();
   }
 
@@ -730,6 +733,23 @@ private:
         if (!stageOn(i.stage, r))
           return fail("the stage is not on this rank");
         break;
+      case Op::TieGrads: {
+        const int32_t last = static_cast<int32_t>(plan.stages.size()) - 1;
+        if (!plan.transformer || !plan.transformer->tieEmbeddings)
+          return fail("ties gradients, but the model's embeddings are not tied");
+        if (i.peer < 0 || i.peer >= plan.config.pipeline || !stageOn(i.stage, r) ||
+            !stageOn(i.peerStage, i.peer))
+          return fail("the stage is not on this rank or the peer stage not on the peer rank");
+        if (std::min(i.stage, i.peerStage) != 0 || std::max(i.stage, i.peerStage) != last)
+          return fail(absl::StrCat("ties stages ", i.stage, " and ", i.peerStage,
+                                   "; the tied copies are in the first and the last stage (0 and ",
+                                   last, ")"));
+        const int64_t tied = plan.transformer->vocabSize * plan.transformer->hiddenSize;
+        if (i.bytes != tied * 4)
+          return fail(
+              absl::StrCat("moves ", i.bytes, " bytes; the tied weight's gradient has ", tied * 4));
+        break;
+      }
       case Op::Signal:
       case Op::Wait:
         if (i.event < 0 || i.event >= program.events)
@@ -754,6 +774,47 @@ private:
         return badInstruction(r, inputAt[key],
                               "no backward_weight of this micro-batch comes after it; its weight "
                               "gradient would never be computed");
+    return absl::OkStatus();
+  }
+
+  /// With tied embeddings, each rank that holds a tied copy sums the copies' gradients once per
+  /// step, and a rank that exchanges them with another meets that rank's tie_grads.
+  absl::Status checkTies() {
+    const bool tied = plan.transformer && plan.transformer->tieEmbeddings;
+    const int32_t first = plan.stages.front().rank, last = plan.stages.back().rank;
+    std::vector<std::vector<size_t>> ties(plan.ranks.size());
+    for (const RankProgram &program : plan.ranks)
+      for (size_t k = 0; k < program.instructions.size(); ++k)
+        if (program.instructions[k].op == Op::TieGrads)
+          ties[program.rank].push_back(k);
+    for (const RankProgram &program : plan.ranks) {
+      const int32_t r = program.rank;
+      const bool holds = tied && (r == first || r == last);
+      if (ties[r].size() > 1)
+        return badInstruction(r, ties[r][1], "sums the tied gradients a second time this step");
+      if (!holds && !ties[r].empty())
+        return badInstruction(r, ties[r][0], "ties gradients on a rank without a tied copy");
+      if (holds && ties[r].empty())
+        return bad(absl::StrCat("rank ", r,
+                                " holds a copy of the tied embeddings but never sums their "
+                                "gradients with the other copy's (no tie_grads)"));
+      if (!holds)
+        continue;
+      const Instruction &mine = program.instructions[ties[r][0]];
+      if (first == last && mine.peer != r)
+        return badInstruction(r, ties[r][0],
+                              "exchanges with another rank, but this rank holds "
+                              "both tied copies");
+      if (mine.peer == r)
+        continue;
+      if (ties[mine.peer].empty())
+        return badInstruction(r, ties[r][0],
+                              absl::StrCat("rank ", mine.peer, " never ties its copy with it"));
+      const Instruction &theirs = plan.ranks[mine.peer].instructions[ties[mine.peer][0]];
+      if (theirs.peer != r || theirs.stage != mine.peerStage || theirs.peerStage != mine.stage)
+        return badInstruction(r, ties[r][0],
+                              absl::StrCat("rank ", mine.peer, " ties as ", describe(theirs)));
+    }
     return absl::OkStatus();
   }
 

@@ -68,6 +68,10 @@ void writeInstruction(std::ostream &os, const Instruction &i) {
   case Op::Wait:
     os << ", \"event\": " << i.event;
     break;
+  case Op::TieGrads:
+    os << ", \"stage\": " << i.stage << ", \"peer\": " << i.peer
+       << ", \"peer_stage\": " << i.peerStage << ", \"bytes\": " << i.bytes;
+    break;
   }
   os << "}";
 }

@@ -37,6 +37,9 @@ std::string shortName(const Instruction &x) {
     return "optimizer " + stage;
   case Op::Free:
     return "reshard " + stage;
+  case Op::TieGrads:
+    return "tie " + stage +
+           (x.peerStage == x.stage ? std::string() : " + s" + std::to_string(x.peerStage));
   default:
     return describe(x);
   }
@@ -58,6 +61,7 @@ const char *category(Op op) {
     return "optimizer";
   case Op::Send:
   case Op::Recv:
+  case Op::TieGrads:
     return "p2p";
   case Op::AllGather:
     return "all-gather";
