@@ -40,6 +40,34 @@ def small_gpt(parallelism, layers=6, microbatch_size=1, **training):
     return job
 
 
+def small_llama(parallelism, layers=6, microbatch_size=1, **training):
+    """small_gpt's size as a Llama-style model: grouped-query attention (2 key/value heads of
+    4), rotary positions, a SwiGLU MLP, RMSNorm, no biases and tied embeddings."""
+    job = small_gpt(parallelism, layers, microbatch_size, **training)
+    job["model"].update({"num_kv_heads": 2, "ffn_hidden_size": 48, "mlp": "swiglu",
+                         "norm": "rmsnorm", "position": "rotary", "bias": "none",
+                         "tie_embeddings": True})
+    return job
+
+
+def scaled_hf(config_path, work):
+    """A job on a copy of a shipped Hugging Face config scaled down to small_gpt's size, its
+    ratios of heads to key/value heads and its other keys (rope_theta, rms_norm_eps, biases,
+    tied embeddings) kept; returns the job's model section."""
+    with open(config_path) as f:
+        config = json.load(f)
+    groups = config["num_attention_heads"] // config.get("num_key_value_heads",
+                                                         config["num_attention_heads"])
+    config.update({"num_hidden_layers": 4, "hidden_size": 32, "num_attention_heads": 4,
+                   "num_key_value_heads": max(1, 4 // groups), "intermediate_size": 48,
+                   "max_position_embeddings": 16, "vocab_size": 64})
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, os.path.basename(os.path.dirname(config_path)) + ".json")
+    with open(path, "w") as f:
+        json.dump(config, f)
+    return {"kind": "hf", "path": path}
+
+
 class Tools:
     def __init__(self, bin_dir, work):
         self.compiler = os.path.join(bin_dir, "conduit-compile")

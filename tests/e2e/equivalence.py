@@ -20,7 +20,7 @@ import re
 import sys
 import time
 
-from common import Tools, arguments, losses, read_safetensors, small_gpt
+from common import Tools, arguments, losses, read_safetensors, scaled_hf, small_gpt, small_llama
 
 STEPS = 3
 
@@ -67,17 +67,38 @@ def cases(quick):
     out.append(("1f1b-full-checkpointing-p2-d2",
                 {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                  "sharding": "full", "activation_checkpointing": "full"}))
+    # Llama-style (small_llama): the tied copies are summed across ranks (loop placement), on
+    # one rank (zbv's V placement) or in one stage (P = 1).
+    for schedule, sharding, p, d in itertools.product(["breadth-first", "1f1b"], ["none", "full"],
+                                                      [2, 4], [1, 2]):
+        v = 2 if schedule == "breadth-first" else 1
+        out.append((f"llama-{schedule}-{sharding}-p{p}-d{d}-v{v}",
+                    {"pipeline": p, "data": d, "stages_per_device": v, "schedule": schedule,
+                     "microbatches": 2 * p, "sharding": sharding}))
+    out.append(("llama-zbv-full-p2-d2-v2", {"pipeline": 2, "data": 2, "stages_per_device": 2,
+                                            "schedule": "zbv", "microbatches": 4,
+                                            "sharding": "full"}))
+    out.append(("llama-1f1b-full-p1-d2-v1", {"pipeline": 1, "data": 2, "schedule": "1f1b",
+                                             "microbatches": 2, "sharding": "full"}))
+    # The shipped Hugging Face configs, scaled down (their heads per key/value head, biases,
+    # rotary base, norm epsilon and tying kept).
+    for config in ["llama-2-7b", "mistral-7b", "qwen2-0.5b"]:
+        out.append((f"hf-{config}-1f1b-full-p2-d2",
+                    {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
+                     "sharding": "full"}))
     if quick:
         out = [c for c in out if c[0] in ("breadth-first-full-p2-d2-v2", "1f1b-none-p2-d1-v1")]
     return out
 
 
 def layer_of(tensor):
-    """The layer of a GPT-2 tensor: transformer.h.N for a block's, else the embedding or head."""
-    match = re.match(r"transformer\.h\.\d+", tensor)
+    """The layer of a tensor: a block's (GPT-2's transformer.h.N, Llama's model.layers.N), else
+    the embedding or the head."""
+    match = re.match(r"transformer\.h\.\d+|model\.layers\.\d+", tensor)
     if match:
         return match.group(0)
-    return "embedding" if tensor in ("transformer.wte.weight", "transformer.wpe.weight") else "head"
+    embedding = ("transformer.wte.weight", "transformer.wpe.weight", "model.embed_tokens.weight")
+    return "embedding" if tensor in embedding else "head"
 
 
 def read_params(directory):
@@ -121,9 +142,19 @@ def main():
     references = {}
     failures = []
     start = time.time()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for name, parallelism in selected:
         microbatch_size = 2 if "microbatch_partitions" in parallelism else 1
-        job = small_gpt(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
+        model = "gpt"
+        if name.startswith("llama-"):
+            model = "llama"
+            job = small_llama(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
+        else:
+            job = small_gpt(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
+        if name.startswith("hf-"):
+            model = name.split("-1f1b")[0]
+            job["model"] = scaled_hf(os.path.join(root, "testdata", "hf", model[3:], "config.json"),
+                                     args.work)
         if parallelism.get("microbatch_partitions") == "auto":
             # A launch cost per layer and a slow network make unequal cuts pay off.
             job["cluster"].update({"launch_overhead_s": 1e-5, "gpus_per_node": 1,
@@ -135,9 +166,9 @@ def main():
                 sys.exit(f"{name}: the search chose equal cuts {cuts}; the case tests nothing")
             print(f"   {name}: searched cuts {cuts}")
         # The reference depends on the model and the global batch only.
-        key = (parallelism["microbatches"] * microbatch_size, parallelism["data"])
+        key = (model, parallelism["microbatches"] * microbatch_size, parallelism["data"])
         if key not in references:
-            ref_dir = os.path.join(args.work, f"reference-{key[0]}x{key[1]}")
+            ref_dir = os.path.join(args.work, f"reference-{key[0]}-{key[1]}x{key[2]}")
             result = tools.reference(plan, f"--steps={STEPS}", f"--save-params={ref_dir}")
             if result.returncode != 0:
                 sys.exit(f"the reference for {name} failed:\n{result.stderr}")
