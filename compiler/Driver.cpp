@@ -450,6 +450,10 @@ int conduit::runCompiler(int argc, char **argv) {
       compile(*job, context, options, timingScope, /*progress=*/true);
   if (!compiled)
     return kExitInvalidInput;
+  if (options.emit == EmitKind::Plan && !job->model.transformer)
+    print(llvm::errs(), llvm::raw_ostream::CYAN, "note",
+          options.input + ": the model is a layer list, which conduit-run cannot train (it "
+                          "builds transformers only); the plan serves predictions and traces");
   mlir::ModuleOp module = *compiled->module;
   const runtime::Plan *plan = compiled->verified ? &compiled->verified->plan : nullptr;
 

@@ -83,7 +83,8 @@ llvm::Expected<std::string> conduit::writeTorchCsv(const runtime::Plan &plan,
       case Op::Free:
         cells.push_back(s + "RESHARD");
         break;
-      default: // reductions are written at the last backward; optimizer steps, events: none
+      default: // reductions are written at the last backward; optimizer steps, events and
+               // tie_grads (PyTorch leaves tied weights to the model code): none
         break;
       }
     }
