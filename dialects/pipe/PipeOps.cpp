@@ -52,8 +52,7 @@ LogicalResult checkRankBodyOp(Operation &op, int64_t r, const StageTable &table,
           .Case<UnshardOp, ReshardOp, ReduceGradOp, GatherParamsOp, OptimizerStepOp, TieGradsOp>(
               [](auto collective) { return collective.getStage(); });
   if (auto tie = dyn_cast<TieGradsOp>(op))
-    if (failed(table.checkStageOnRank(&op, tie.getPeer(), tie.getPeerStage())))
-      return failure();
+    return table.checkTie(&op, r, stage, tie.getPeer(), tie.getPeerStage());
   return table.checkStageOnRank(&op, r, stage);
 }
 

@@ -77,3 +77,13 @@ LogicalResult conduit::pipe::verifySampleBoundaries(Operation *op, ArrayRef<int6
                                << samples[j] << " after " << samples[j - 1];
   return success();
 }
+
+LogicalResult StageTable::checkTie(Operation *op, int64_t r, int64_t stage, int64_t peer,
+                                   int64_t peerStage) const {
+  if (failed(checkStageOnRank(op, r, stage)))
+    return failure();
+  if (rankOf(peerStage) != peer)
+    return op->emitOpError() << "ties with stage " << peerStage << " on rank " << peer
+                             << ", but the stage is placed on rank " << rankOf(peerStage);
+  return success();
+}

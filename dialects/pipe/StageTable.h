@@ -25,6 +25,13 @@ public:
 
   StageTable(int64_t numRanks) : numRanks(numRanks) {}
   void add(int64_t rank, llvm::ArrayRef<int64_t> samples) { stages.push_back({rank, samples}); }
+  /// The rank `stage` is placed on, or -1 when the model has no such stage.
+  int64_t rankOf(int64_t stage) const {
+    return stage >= 0 && stage < static_cast<int64_t>(stages.size()) ? stages[stage].rank : -1;
+  }
+  /// A tie_grads of rank `r` between `stage` (here) and `peerStage` on rank `peer`.
+  mlir::LogicalResult checkTie(mlir::Operation *op, int64_t r, int64_t stage, int64_t peer,
+                               int64_t peerStage) const;
 
   /// `op` runs on rank `r` and works on (`stage`, `mb`).
   mlir::LogicalResult checkLocal(mlir::Operation *op, int64_t r, int64_t stage, int64_t mb) const;

@@ -98,10 +98,8 @@ LogicalResult checkInstruction(Operation &op, RankOp rank, const StageTable &tab
       })
       .Case<FreeOp, OptimizerStepOp>(
           [&](auto inst) { return table.checkStageOnRank(&op, r, inst.getStage()); })
-      .Case<TieGradsOp>([&](TieGradsOp inst) -> LogicalResult {
-        if (failed(table.checkStageOnRank(&op, r, inst.getStage())))
-          return failure();
-        return table.checkStageOnRank(&op, inst.getPeer(), inst.getPeerStage());
+      .Case<TieGradsOp>([&](TieGradsOp inst) {
+        return table.checkTie(&op, r, inst.getStage(), inst.getPeer(), inst.getPeerStage());
       })
       .Default([](Operation *) { return success(); });
 }

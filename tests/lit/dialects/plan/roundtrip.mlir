@@ -30,6 +30,7 @@
 // CHECK-NEXT: }
 // CHECK: plan.rank 1 events 0 slots [128] {
 // CHECK: plan.all_reduce stage 1 bytes 2304 group 1 on 2
+// CHECK: plan.tie_grads stage 1 with 0 stage 0 bytes 512 on 1
 plan.program @roundtrip attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "full", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
@@ -66,6 +67,7 @@ plan.program @roundtrip attributes {
     plan.send gradient stage 1 mb 0 to 0 stage 0 mb 0 samples [0, 1) bytes 64 on 1
     plan.send gradient stage 1 mb 0 to 0 stage 0 mb 1 samples [1, 2) bytes 64 on 1
     plan.all_reduce stage 1 bytes 2304 group 1 on 2
+    plan.tie_grads stage 1 with 0 stage 0 bytes 512 on 1
     plan.optimizer_step stage 1 on 0
   }
 }
