@@ -80,6 +80,11 @@ def cases(quick):
                                             "sharding": "full"}))
     out.append(("llama-1f1b-full-p1-d2-v1", {"pipeline": 1, "data": 2, "schedule": "1f1b",
                                              "microbatches": 2, "sharding": "full"}))
+    # Real data: the project's docs as text (bytes as tokens), and as a file of uint32 ids.
+    for kind in ["text", "tokens"]:
+        out.append((f"data-{kind}-breadth-first-full-p2-d2-v2",
+                    {"pipeline": 2, "data": 2, "stages_per_device": 2,
+                     "schedule": "breadth-first", "microbatches": 4, "sharding": "full"}))
     # The shipped Hugging Face configs, scaled down (their heads per key/value head, biases,
     # rotary base, norm epsilon and tying kept).
     for config in ["llama-2-7b", "mistral-7b", "qwen2-0.5b"]:
@@ -151,6 +156,21 @@ def main():
             job = small_llama(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
         else:
             job = small_gpt(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
+        if name.startswith("data-"):
+            model = name.split("-breadth")[0]
+            job["model"]["vocab_size"] = 256
+            corpus = os.path.join(root, "testdata", "corpus", "docs.txt")
+            if model == "data-text":
+                job["training"]["data"] = {"kind": "text", "path": corpus}
+            else:
+                ids = os.path.join(args.work, "docs.u32")
+                with open(corpus, "rb") as f:
+                    tokens = array.array("I", list(f.read()))  # one id per byte, as text does
+                if sys.byteorder != "little":
+                    tokens.byteswap()
+                with open(ids, "wb") as f:
+                    tokens.tofile(f)
+                job["training"]["data"] = {"kind": "tokens", "path": ids, "dtype": "uint32"}
         if name.startswith("hf-"):
             model = name.split("-1f1b")[0]
             job["model"] = scaled_hf(os.path.join(root, "testdata", "hf", model[3:], "config.json"),
