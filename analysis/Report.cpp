@@ -92,6 +92,7 @@ private:
       report.allReduces += x.op == Op::AllReduce;
       report.sends += x.op == Op::Send;
       report.recvs += x.op == Op::Recv;
+      report.ties += x.op == Op::TieGrads;
     }
   }
 
@@ -159,8 +160,20 @@ private:
       result.allGather += length;
       return;
     case Op::ReduceScatter:
-    case Op::AllReduce:
-      result.reductionTail += length;
+    case Op::AllReduce: {
+      // A reduction held back by a wait on its stream (a tied stage's, behind its tie_grads):
+      // the time before it started is the wait's cause's.
+      const double start = std::clamp(times[k].start, from, to);
+      const int64_t before = previous[k];
+      if (start > from && before >= 0 && program[before].op == Op::Wait) {
+        attribute(from, start, cause(before));
+        from = start;
+      }
+      result.reductionTail += to - from;
+      return;
+    }
+    case Op::TieGrads:
+      result.tiedGradients += length;
       return;
     default:
       result.other += length;
@@ -254,6 +267,7 @@ llvm::json::Value conduit::reportToJson(const PlanReport &report) {
                                     {"p2p_by_peer_s", std::move(p2p)},
                                     {"all_gather_s", r.idle.allGather},
                                     {"reduction_tail_s", r.idle.reductionTail},
+                                    {"tied_gradients_s", r.idle.tiedGradients},
                                     {"other_s", r.idle.other}}},
         {"exposed_comm_s", r.idle.exposedComm()},
         {"peak_memory_bytes", r.peakMemoryBytes},
@@ -262,6 +276,7 @@ llvm::json::Value conduit::reportToJson(const PlanReport &report) {
         {"all_reduces", r.allReduces},
         {"sends", r.sends},
         {"recvs", r.recvs},
+        {"tie_grads", r.ties},
     });
   }
   llvm::json::Array stages;
@@ -309,6 +324,13 @@ void conduit::printReport(const PlanReport &report, const runtime::Plan &plan,
        << llvm::right_justify(std::to_string(r.allReduces), 5)
        << llvm::right_justify(std::to_string(r.sends), 7)
        << llvm::right_justify(std::to_string(r.recvs), 7) << "\n";
+  }
+  if (plan.transformer && plan.transformer->tieEmbeddings) {
+    // Tied embeddings: the exchange of the two copies' gradients at the end of the step.
+    os << "\n  idle for the tied embeddings' gradients (tie_grads) per rank:";
+    for (const RankReport &r : report.ranks)
+      os << " " << (r.ties ? formatSeconds(r.idle.tiedGradients) : "-");
+    os << "\n";
   }
   if (!c.splitBackward)
     return;

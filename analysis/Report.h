@@ -30,12 +30,15 @@ struct IdleAttribution {
   /// Waiting for gradient reductions (reduce-scatter, all-reduce) before the optimizer steps,
   /// and for the collectives still running after the last compute.
   double reductionTail = 0;
+  /// Waiting for the exchange of tied embeddings' gradients (tie_grads) with the other copy's
+  /// rank, which waits for that rank's last backward.
+  double tiedGradients = 0;
   /// Anything else (none in plans from conduit-compile).
   double other = 0;
 
   double p2pTotal() const;
-  /// Idle time caused by communication: p2p + all-gathers + reduction tail.
-  double exposedComm() const { return p2pTotal() + allGather + reductionTail; }
+  /// Idle time caused by communication: p2p + all-gathers + reduction tail + tied gradients.
+  double exposedComm() const { return p2pTotal() + allGather + reductionTail + tiedGradients; }
 };
 
 struct RankReport {
@@ -48,6 +51,7 @@ struct RankReport {
   IdleAttribution idle;
   int64_t peakMemoryBytes = 0;
   int64_t allGathers = 0, reduceScatters = 0, allReduces = 0, sends = 0, recvs = 0;
+  int64_t ties = 0; ///< tie_grads: 1 on a rank with a tied embedding copy, else 0
 };
 
 struct PlanReport {

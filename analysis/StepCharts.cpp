@@ -60,6 +60,7 @@ const Kind *kindOf(Op op) {
     return &kOptimizer;
   case Op::Send:
   case Op::Recv:
+  case Op::TieGrads:
     return &kTransfer;
   case Op::AllGather:
     return &kAllGather;

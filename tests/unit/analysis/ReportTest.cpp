@@ -84,7 +84,8 @@ std::string layersJob(int layers, int64_t params, int64_t outputBytes,
 void expectAttributionAddsUp(const PlanReport &report, const std::string &where) {
   for (const RankReport &rank : report.ranks) {
     const IdleAttribution &idle = rank.idle;
-    EXPECT_NEAR(idle.fillDrain + idle.p2pTotal() + idle.allGather + idle.reductionTail + idle.other,
+    EXPECT_NEAR(idle.fillDrain + idle.p2pTotal() + idle.allGather + idle.reductionTail +
+                    idle.tiedGradients + idle.other,
                 rank.idleS, 1e-9 * std::max(1.0, report.stepTimeS))
         << where << " rank " << rank.rank;
     EXPECT_NEAR(rank.busyS + rank.idleS, report.stepTimeS, 1e-9 * report.stepTimeS)
@@ -287,6 +288,26 @@ TEST(Report, BreadthFirstExposesLessReduceScatterOn52B) {
     EXPECT_LT(b.ranks[0].idle.reductionTail, 0.6 * d.ranks[0].idle.reductionTail) << "M=" << m;
     EXPECT_LT(bSum, dSum) << "M=" << m;
   }
+}
+
+TEST(Report, TiedEmbeddingsWaitForTheOtherCopy) {
+  // Both ranks wait for the exchange before their tied stage's reduction; the head's rank,
+  // whose last backward comes first, also waits for rank 0 to reach it.
+  Diagnostics diag("llama-tiny.json");
+  std::optional<llvm::json::Value> root =
+      loadJsonFile(CONDUIT_TESTDATA "/jobs/llama-tiny.json", diag);
+  ASSERT_TRUE(root);
+  std::string json = llvm::formatv("{0}", *root).str();
+  std::optional<VerifiedPlan> tied =
+      compileJob(json, {"parallelism.schedule=1f1b", "parallelism.stages_per_device=1"});
+  ASSERT_TRUE(tied);
+  PlanReport report = analyzeStep(tied->plan, tied->simulation);
+  expectAttributionAddsUp(report, "tied 1f1b");
+  ASSERT_EQ(report.ranks.size(), 2u);
+  EXPECT_EQ(report.ranks[0].ties, 1);
+  EXPECT_EQ(report.ranks[1].ties, 1);
+  EXPECT_GT(report.ranks[0].idle.tiedGradients, 0);
+  EXPECT_GT(report.ranks[1].idle.tiedGradients, report.ranks[0].idle.tiedGradients);
 }
 
 } // namespace
