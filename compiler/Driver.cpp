@@ -10,6 +10,7 @@
 #include "compiler/Registration.h"
 #include "compiler/Summary.h"
 #include "compiler/Sweep.h"
+#include "compiler/ToolConsole.h"
 #include "compiler/TorchCsvWriter.h"
 #include "dialects/pipe/PipeOps.h"
 #include "dialects/plan/PlanOps.h"
@@ -121,23 +122,7 @@ struct Options {
       cl::value_desc("file"), cl::cat(category)};
 };
 
-void print(llvm::raw_ostream &os, llvm::raw_ostream::Colors color, llvm::StringRef severity,
-           const std::string &message) {
-  llvm::WithColor(os, color, /*Bold=*/true) << "conduit-compile: " << severity << ": ";
-  os << message << "\n";
-}
-
-/// An input that cannot be compiled or written.
-int fail(const std::string &message) {
-  print(llvm::errs(), llvm::raw_ostream::RED, "error", message);
-  return kExitInvalidInput;
-}
-
-/// A command line that does not make sense.
-int usageError(const std::string &message) {
-  print(llvm::errs(), llvm::raw_ostream::RED, "error", message);
-  return kExitUsage;
-}
+const ToolConsole console("conduit-compile");
 
 /// Strips MLIR's "'op.name' op " prefix, which means nothing to a user of the driver.
 std::string userMessage(const mlir::Diagnostic &diag) {
@@ -162,8 +147,8 @@ public:
           if (auto loc = llvm::dyn_cast<mlir::FileLineColLoc>(diag.getLocation()))
             where = loc.getFilename().str() + ": ";
           bool error = diag.getSeverity() == mlir::DiagnosticSeverity::Error;
-          print(llvm::errs(), error ? llvm::raw_ostream::RED : llvm::raw_ostream::MAGENTA,
-                error ? "error" : "warning", where + text);
+          console.print(error ? llvm::raw_ostream::RED : llvm::raw_ostream::MAGENTA,
+                        error ? "error" : "warning", where + text);
           for (const mlir::Diagnostic &note : diag.getNotes())
             llvm::errs() << "  note: " << note.str() << "\n";
           return mlir::success();
@@ -318,27 +303,15 @@ public:
   std::vector<std::string> warnings;
 };
 
-/// Writes `write`'s output to `path` (standard output for "" or "-"); a file appears only
-/// whole (a temporary renamed into place), never half-written.
-int writeOutput(const std::string &path, llvm::function_ref<void(llvm::raw_ostream &)> write) {
-  llvm::Error error = llvm::writeToOutput(path.empty() ? "-" : path, [&](llvm::raw_ostream &os) {
-    write(os);
-    return llvm::Error::success();
-  });
-  if (error)
-    return fail("cannot write " + path + ": " + llvm::toString(std::move(error)));
-  return kExitOk;
-}
-
 int runSweep(const Options &options, const std::vector<SweepAxis> &axes, mlir::MLIRContext &context,
              mlir::TimingScope &timing) {
   Diagnostics diag(options.input);
   std::optional<llvm::json::Value> root = loadJsonFile(options.input, diag);
   if (!root)
-    return fail(diag.getError()->str());
+    return console.fail(diag.getError()->str());
   for (const std::string &assignment : options.set)
     if (!applyOverride(*root, assignment, diag))
-      return fail(diag.getError()->str());
+      return console.fail(diag.getError()->str());
 
   std::vector<SweepRow> rows = runSweep(*root, options.input, axes, [&](const Job &job) {
     SweepOutcome outcome;
@@ -355,7 +328,7 @@ int runSweep(const Options &options, const std::vector<SweepAxis> &axes, mlir::M
       outcome.peakMemoryBytes = std::max(outcome.peakMemoryBytes, rank.peakMemoryBytes);
     return outcome;
   });
-  if (int code = writeOutput(options.output, [&](llvm::raw_ostream &os) {
+  if (int code = console.writeOutput(options.output, [&](llvm::raw_ostream &os) {
         if (options.emit == EmitKind::Report)
           os << llvm::formatv("{0:2}", sweepToJson(axes, rows)) << "\n";
         else
@@ -363,7 +336,7 @@ int runSweep(const Options &options, const std::vector<SweepAxis> &axes, mlir::M
       }))
     return code;
   if (llvm::none_of(rows, [](const SweepRow &row) { return row.outcome.report.has_value(); }))
-    return fail("no configuration of the sweep compiled (each row above says why)");
+    return console.fail("no configuration of the sweep compiled (each row above says why)");
   return kExitOk;
 }
 
@@ -387,7 +360,7 @@ int conduit::runCompiler(int argc, char **argv) {
     return kExitUsage;
   if (options.stopAfter) {
     if (options.until.getNumOccurrences())
-      return usageError("give --until or --stop-after, not both");
+      return console.usageError("give --until or --stop-after, not both");
     llvm::ArrayRef<PipelinePass> passes = pipelinePasses();
     const auto *pass = llvm::find_if(
         passes, [&](const PipelinePass &p) { return p.argument == *options.stopAfter; });
@@ -395,8 +368,8 @@ int conduit::runCompiler(int argc, char **argv) {
       std::string known;
       for (const PipelinePass &p : passes)
         known += (known.empty() ? "" : ", ") + p.argument.str();
-      return usageError("--stop-after: '" + *options.stopAfter +
-                        "' is not a pass of the pipeline; the passes are " + known);
+      return console.usageError("--stop-after: '" + *options.stopAfter +
+                                "' is not a pass of the pipeline; the passes are " + known);
     }
     options.until = pass->stopAfter;
   }
@@ -405,20 +378,22 @@ int conduit::runCompiler(int argc, char **argv) {
     options.emit = options.output.empty() ? EmitKind::Summary : EmitKind::Plan;
   const bool needsPlan = options.emit != EmitKind::Summary && options.emit != EmitKind::Mlir;
   if (needsPlan && options.until != PipelineStop::Plan)
-    return usageError("--emit=plan, plan-json, torch-csv, torch-csv-compute, report, trace and "
-                      "svg (and -o without --emit) need the whole pipeline; drop --until and "
-                      "--stop-after");
+    return console.usageError(
+        "--emit=plan, plan-json, torch-csv, torch-csv-compute, report, trace and "
+        "svg (and -o without --emit) need the whole pipeline; drop --until and "
+        "--stop-after");
   std::optional<std::vector<SweepAxis>> axes;
   if (!options.sweep.empty()) {
     std::string error;
     axes = parseSweepAxes(options.sweep, error);
     if (!axes)
-      return usageError(error);
+      return console.usageError(error);
     if (options.emit != EmitKind::Summary && options.emit != EmitKind::Report)
-      return usageError("--sweep writes a comparison: a table (--emit=summary, the default) or "
-                        "a JSON array (--emit=report); compile one configuration for the others");
+      return console.usageError(
+          "--sweep writes a comparison: a table (--emit=summary, the default) or "
+          "a JSON array (--emit=report); compile one configuration for the others");
     if (options.until != PipelineStop::Plan)
-      return usageError("--sweep needs the whole pipeline; drop --until and --stop-after");
+      return console.usageError("--sweep needs the whole pipeline; drop --until and --stop-after");
   }
 
   mlir::DialectRegistry registry;
@@ -436,24 +411,26 @@ int conduit::runCompiler(int argc, char **argv) {
   Diagnostics diag(options.input);
   std::optional<Job> job = readJobFile(options.input, diag, options.set);
   if (!job)
-    return fail(diag.getError()->str());
+    return console.fail(diag.getError()->str());
   // Compile time grows with the (stage, micro-batch) pairs, about 13 us each
   // (docs/performance.md): say so before a compile that takes seconds.
   const int64_t pairs = job->parallelism.numStages() * job->parallelism.microbatches;
   if (pairs >= kManyPairs)
-    print(llvm::errs(), llvm::raw_ostream::CYAN, "note",
-          options.input + ": " + formatCount(static_cast<double>(pairs)) +
-              " (stage, micro-batch) pairs per step; compiling them takes a while, and progress "
-              "is reported every second after the first " +
-              std::to_string(static_cast<int>(ProgressInstrumentation::kQuietS)) + " s");
+    console.print(
+        llvm::raw_ostream::CYAN, "note",
+        options.input + ": " + formatCount(static_cast<double>(pairs)) +
+            " (stage, micro-batch) pairs per step; compiling them takes a while, and progress "
+            "is reported every second after the first " +
+            std::to_string(static_cast<int>(ProgressInstrumentation::kQuietS)) + " s");
   std::optional<Compilation> compiled =
       compile(*job, context, options, timingScope, /*progress=*/true);
   if (!compiled)
     return kExitInvalidInput;
   if (options.emit == EmitKind::Plan && !job->model.transformer)
-    print(llvm::errs(), llvm::raw_ostream::CYAN, "note",
-          options.input + ": the model is a layer list, which conduit-run cannot train (it "
-                          "builds transformers only); the plan serves predictions and traces");
+    console.print(llvm::raw_ostream::CYAN, "note",
+                  options.input +
+                      ": the model is a layer list, which conduit-run cannot train (it "
+                      "builds transformers only); the plan serves predictions and traces");
   mlir::ModuleOp module = *compiled->module;
   const runtime::Plan *plan = compiled->verified ? &compiled->verified->plan : nullptr;
 
@@ -464,10 +441,10 @@ int conduit::runCompiler(int argc, char **argv) {
         writeTorchCsv(*plan, options.emit == EmitKind::TorchCsv ? TorchCsvFormat::ComputeComms
                                                                 : TorchCsvFormat::ComputeOnly);
     if (!text)
-      return fail(llvm::toString(text.takeError()));
+      return console.fail(llvm::toString(text.takeError()));
     csv = std::move(*text);
   }
-  int code = writeOutput(options.output, [&](llvm::raw_ostream &os) {
+  int code = console.writeOutput(options.output, [&](llvm::raw_ostream &os) {
     switch (options.emit) {
     case EmitKind::Plan:
       os << runtime::writePlan(*plan);

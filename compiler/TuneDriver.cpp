@@ -3,6 +3,7 @@
 #include "compiler/TuneDriver.h"
 
 #include "analysis/Units.h"
+#include "compiler/ToolConsole.h"
 #include "compiler/Tune.h"
 #include "compiler/TuneReport.h"
 #include "runtime/ExitCodes.h"
@@ -76,31 +77,7 @@ struct Options {
                             cl::init(0), cl::cat(category)};
 };
 
-void print(llvm::raw_ostream::Colors color, llvm::StringRef severity, const std::string &message) {
-  llvm::WithColor(llvm::errs(), color, /*Bold=*/true) << "conduit-tune: " << severity << ": ";
-  llvm::errs() << message << "\n";
-}
-
-int fail(const std::string &message) {
-  print(llvm::raw_ostream::RED, "error", message);
-  return kExitInvalidInput;
-}
-
-int usageError(const std::string &message) {
-  print(llvm::raw_ostream::RED, "error", message);
-  return kExitUsage;
-}
-
-/// Writes `write`'s output to `path` (standard output for "" or "-"), whole or not at all.
-int writeOutput(const std::string &path, llvm::function_ref<void(llvm::raw_ostream &)> write) {
-  llvm::Error error = llvm::writeToOutput(path.empty() ? "-" : path, [&](llvm::raw_ostream &os) {
-    write(os);
-    return llvm::Error::success();
-  });
-  if (error)
-    return fail("cannot write " + path + ": " + llvm::toString(std::move(error)));
-  return kExitOk;
-}
+const ToolConsole console("conduit-tune");
 
 /// "64" or "64,128,256": positive integers.
 std::optional<std::vector<int64_t>> parseBatches(llvm::StringRef text, std::string &error) {
@@ -158,41 +135,43 @@ int conduit::runTuner(int argc, char **argv) {
     return kExitUsage;
 
   if (!options.gpus.getNumOccurrences())
-    return usageError("--gpus is required: the number of GPUs to plan for");
+    return console.usageError("--gpus is required: the number of GPUs to plan for");
   if (options.gpus < 1)
-    return usageError("--gpus must be a positive GPU count, got " + std::to_string(options.gpus));
+    return console.usageError("--gpus must be a positive GPU count, got " +
+                              std::to_string(options.gpus));
   if (!options.globalBatch.getNumOccurrences())
-    return usageError("--global-batch is required: samples per step over all replicas");
+    return console.usageError("--global-batch is required: samples per step over all replicas");
   std::string error;
   std::optional<std::vector<int64_t>> batches = parseBatches(options.globalBatch, error);
   if (!batches)
-    return usageError(error);
+    return console.usageError(error);
   if (options.top < 1)
-    return usageError("--top must be at least 1, got " + std::to_string(options.top));
+    return console.usageError("--top must be at least 1, got " + std::to_string(options.top));
   if (options.budget < 0)
-    return usageError("--budget must be a number of seconds, 0 for no limit");
+    return console.usageError("--budget must be a number of seconds, 0 for no limit");
   if (options.emit == EmitKind::Svg && batches->size() < 2)
-    return usageError("--emit=svg charts the best tokens/s of each schedule against the batch "
-                      "per GPU: give --global-batch a list, e.g. --global-batch 64,128,256");
+    return console.usageError(
+        "--emit=svg charts the best tokens/s of each schedule against the batch "
+        "per GPU: give --global-batch a list, e.g. --global-batch 64,128,256");
   if (batches->size() > 1 && (!options.bestJob.empty() || !options.bestPlan.empty()))
-    return usageError("--best-job and --best-plan write one configuration: give one "
-                      "--global-batch");
+    return console.usageError("--best-job and --best-plan write one configuration: give one "
+                              "--global-batch");
   std::vector<Restriction> restrictions;
   for (auto [list, name] : {std::pair{&options.vary, "--vary"}, std::pair{&options.fix, "--fix"}})
     for (const std::string &spec : *list) {
       std::optional<Restriction> r = parseRestriction(spec, name, error);
       if (!r)
-        return usageError(error);
+        return console.usageError(error);
       if (llvm::any_of(restrictions, [&](const Restriction &o) { return o.key == r->key; }))
-        return usageError(std::string(name) + " " + r->key +
-                          ": the key is already restricted; give it once");
+        return console.usageError(std::string(name) + " " + r->key +
+                                  ": the key is already restricted; give it once");
       restrictions.push_back(std::move(*r));
     }
 
   Diagnostics diag(options.input);
   std::optional<json::Value> root = loadJsonFile(options.input, diag);
   if (!root)
-    return fail(diag.getError()->str());
+    return console.fail(diag.getError()->str());
 
   TuneOptions tuneOptions;
   tuneOptions.gpus = options.gpus;
@@ -209,14 +188,14 @@ int conduit::runTuner(int argc, char **argv) {
     llvm::Expected<TuneResult> result = tune(*root, options.input, tuneOptions);
     if (!result) {
       std::string message = llvm::toString(result.takeError());
-      return fail(options.input + ": " +
-                  (batches->size() > 1 ? "--global-batch " + std::to_string(batch) + ": " : "") +
-                  message);
+      return console.fail(
+          options.input + ": " +
+          (batches->size() > 1 ? "--global-batch " + std::to_string(batch) + ": " : "") + message);
     }
     results.push_back(std::move(*result));
   }
 
-  if (int code = writeOutput(options.output, [&](llvm::raw_ostream &os) {
+  if (int code = console.writeOutput(options.output, [&](llvm::raw_ostream &os) {
         switch (options.emit) {
         case EmitKind::Table:
           for (auto [k, r] : llvm::enumerate(results)) {
@@ -246,12 +225,12 @@ int conduit::runTuner(int argc, char **argv) {
     return code;
   const TuneResult &only = results.front();
   if (!options.bestJob.empty())
-    if (int code = writeOutput(options.bestJob, [&](llvm::raw_ostream &os) {
+    if (int code = console.writeOutput(options.bestJob, [&](llvm::raw_ostream &os) {
           os << llvm::formatv("{0:2}", asJobFile(only.best().job, options.input)) << "\n";
         }))
       return code;
   if (!options.bestPlan.empty())
-    if (int code = writeOutput(options.bestPlan, [&](llvm::raw_ostream &os) {
+    if (int code = console.writeOutput(options.bestPlan, [&](llvm::raw_ostream &os) {
           os << runtime::writePlan(*only.bestPlan);
         }))
       return code;
