@@ -104,6 +104,10 @@ private:
   void parseData(ObjectReader section, TrainingSpec &t);
   void parseModel(ObjectReader &section, ModelSpec &m, const TrainingSpec &training);
   void parseTransformer(ObjectReader &section, TransformerSpec &t);
+  /// The transformer's keys, each optional, over `t`'s values.
+  void readShape(ObjectReader &section, TransformerSpec &t);
+  /// Reports a shape that cannot be built, naming the key (unless an error came first).
+  void checkShape(ObjectReader &section, const TransformerSpec &t);
   void parseLayers(ObjectReader &section, ModelSpec &m);
   void parseParallelism(ObjectReader &section, ParallelismSpec &p);
   void parseCluster(ObjectReader &section, Cluster &c);
@@ -203,13 +207,29 @@ void JobParser::parseTransformer(ObjectReader &section, TransformerSpec &t) {
   for (llvm::StringRef key : {"num_layers", "hidden_size", "num_heads", "seq_length", "vocab_size"})
     if (!section.require(key))
       return;
-  t.numLayers = section.integer("num_layers", 1, kMaxLayers).value_or(0);
-  t.hiddenSize = section.integer("hidden_size", 1, kMaxHidden).value_or(0);
-  t.numHeads = section.integer("num_heads", 1, kMaxHeads).value_or(0);
-  t.numKvHeads = section.integer("num_kv_heads", 1, kMaxHeads).value_or(t.numHeads);
-  t.ffnHiddenSize = section.integer("ffn_hidden_size", 1, kMaxFfn).value_or(4 * t.hiddenSize);
-  t.seqLength = section.integer("seq_length", 1, kMaxSeqLength).value_or(0);
-  t.vocabSize = section.integer("vocab_size", 1, kMaxVocab).value_or(0);
+  readShape(section, t);
+  if (t.numKvHeads == 0)
+    t.numKvHeads = t.numHeads;
+  if (t.ffnHiddenSize == 0)
+    t.ffnHiddenSize = 4 * t.hiddenSize;
+  checkShape(section, t);
+}
+
+void JobParser::readShape(ObjectReader &section, TransformerSpec &t) {
+  const struct {
+    const char *key;
+    int64_t most;
+    int64_t TransformerSpec::*field;
+  } counts[] = {{"num_layers", kMaxLayers, &TransformerSpec::numLayers},
+                {"hidden_size", kMaxHidden, &TransformerSpec::hiddenSize},
+                {"num_heads", kMaxHeads, &TransformerSpec::numHeads},
+                {"num_kv_heads", kMaxHeads, &TransformerSpec::numKvHeads},
+                {"ffn_hidden_size", kMaxFfn, &TransformerSpec::ffnHiddenSize},
+                {"seq_length", kMaxSeqLength, &TransformerSpec::seqLength},
+                {"vocab_size", kMaxVocab, &TransformerSpec::vocabSize}};
+  for (const auto &c : counts)
+    if (auto value = section.integer(c.key, 1, c.most))
+      t.*c.field = *value;
   if (auto mlp = readEnum<pipe::MlpKind>(section, "mlp", kMlpNames))
     t.mlp = *mlp;
   if (auto norm = readEnum<pipe::NormKind>(section, "norm", kNormNames))
@@ -224,6 +244,9 @@ void JobParser::parseTransformer(ObjectReader &section, TransformerSpec &t) {
     t.ropeTheta = *theta;
   if (auto eps = section.number("norm_eps", 0, 0.1, /*minExclusive=*/true))
     t.normEps = *eps;
+}
+
+void JobParser::checkShape(ObjectReader &section, const TransformerSpec &t) {
   if (section.failed())
     return;
   if (std::optional<ShapeProblem> problem = checkTransformerShape(t))
@@ -303,7 +326,6 @@ void JobParser::parseModel(ObjectReader &section, ModelSpec &m, const TrainingSp
     if (!section.require("path"))
       return;
     std::optional<std::string> hfPath = section.string("path");
-    std::optional<int64_t> seq = section.integer("seq_length", 1, kMaxSeqLength);
     if (!hfPath)
       return;
     std::string config = resolvePath(path, *hfPath);
@@ -318,8 +340,13 @@ void JobParser::parseModel(ObjectReader &section, ModelSpec &m, const TrainingSp
     diag.adopt(hfDiag);
     if (!t)
       return;
-    if (seq)
-      t->seqLength = *seq;
+    // The job's own transformer keys override the config's (a smaller model of the family).
+    // Fewer heads keep the config's heads per key/value head unless the job says otherwise.
+    const int64_t groups = t->numHeads / t->numKvHeads;
+    readShape(section, *t);
+    if (section.value("num_heads") && !section.value("num_kv_heads") && t->numHeads % groups == 0)
+      t->numKvHeads = t->numHeads / groups;
+    checkShape(section, *t);
     m.transformer = t;
   }
   section.rejectUnknownKeys();

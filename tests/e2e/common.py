@@ -50,22 +50,12 @@ def small_llama(parallelism, layers=6, microbatch_size=1, **training):
     return job
 
 
-def scaled_hf(config_path, work):
-    """A job on a copy of a shipped Hugging Face config scaled down to small_gpt's size, its
-    ratios of heads to key/value heads and its other keys (rope_theta, rms_norm_eps, biases,
-    tied embeddings) kept; returns the job's model section."""
-    with open(config_path) as f:
-        config = json.load(f)
-    groups = config["num_attention_heads"] // config.get("num_key_value_heads",
-                                                         config["num_attention_heads"])
-    config.update({"num_hidden_layers": 4, "hidden_size": 32, "num_attention_heads": 4,
-                   "num_key_value_heads": max(1, 4 // groups), "intermediate_size": 48,
-                   "max_position_embeddings": 16, "vocab_size": 64})
-    os.makedirs(work, exist_ok=True)
-    path = os.path.join(work, os.path.basename(os.path.dirname(config_path)) + ".json")
-    with open(path, "w") as f:
-        json.dump(config, f)
-    return {"kind": "hf", "path": path}
+def scaled_hf(config_path):
+    """The model section of a job on a shipped Hugging Face config, scaled down to small_gpt's
+    size by the job's own keys (as `--set model.num_layers=4 ...` would); the config's heads
+    per key/value head and its other keys (rope_theta, rms_norm_eps, biases, tying) are kept."""
+    return {"kind": "hf", "path": config_path, "num_layers": 4, "hidden_size": 32,
+            "num_heads": 4, "ffn_hidden_size": 48, "seq_length": 16, "vocab_size": 64}
 
 
 class Tools:

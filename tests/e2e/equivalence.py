@@ -173,8 +173,7 @@ def main():
                 job["training"]["data"] = {"kind": "tokens", "path": ids, "dtype": "uint32"}
         if name.startswith("hf-"):
             model = name.split("-1f1b")[0]
-            job["model"] = scaled_hf(os.path.join(root, "testdata", "hf", model[3:], "config.json"),
-                                     args.work)
+            job["model"] = scaled_hf(os.path.join(root, "testdata", "hf", model[3:], "config.json"))
         if parallelism.get("microbatch_partitions") == "auto":
             # A launch cost per layer and a slow network make unequal cuts pay off.
             job["cluster"].update({"launch_overhead_s": 1e-5, "gpus_per_node": 1,
