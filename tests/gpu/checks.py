@@ -83,6 +83,11 @@ def equivalence(args, summary):
          r"^(gpipe-full-p2-d2-v1|1f1b-none-p4-d2-v1|depth-first-full-p2-d2-v2|"
          r"breadth-first-full-p4-d2-v2|breadth-first-(optimizer|gradients)-p2-d2-v2|"
          r"umpipe-1f1b-p4-d2|searched-1f1b-p4-d2|1f1b-full-checkpointing-p2-d2)$"),
+        ("Llama-style (tied embeddings, GQA, rotary, SwiGLU, RMSNorm), split backward, text, "
+         "fp32", "fp32", 1e-4, 1e-3,
+         r"^(llama-breadth-first-full-p2-d2-v2|llama-1f1b-none-p4-d1-v1|llama-zbv-full-p2-d2-v2|"
+         r"zb-h1-full-p2-d2-v1|dualpipev-none-p2-d1-v2|hf-qwen2-0.5b-1f1b-full-p2-d2|"
+         r"data-text-breadth-first-full-p2-d2-v2)$"),
     ]
     for name, dtype, loss_tol, param_tol, only in runs:
         result = run([sys.executable, script, "--bin", args.bin,
