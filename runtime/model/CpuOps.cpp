@@ -8,11 +8,11 @@
 namespace conduit::model {
 
 template <typename T> Buffer<T> CpuOps<T>::allocate(int64_t n) {
-  return Buffer<T>(new T[n](), n, [](T *p) { delete[] p; });
+  return Buffer<T>(new T[n](), n, [](T *p) { delete[] p; }, &this->counter);
 }
 
 template <typename T> Buffer<double> CpuOps<T>::allocateDouble(int64_t n) {
-  return Buffer<double>(new double[n](), n, [](double *p) { delete[] p; });
+  return Buffer<double>(new double[n](), n, [](double *p) { delete[] p; }, &this->counter);
 }
 
 template <typename T> void CpuOps<T>::upload(const T *host, int64_t n, T *dst) {

@@ -6,12 +6,14 @@
 // from the backend's own buffers), except token ids, which callers keep on the host.
 //
 // One conformance suite (tests/unit/OpsConformanceTest.cpp) checks every implementation
-// against the double-precision CPU one.
+// against the double-precision CPU one. Every Ops counts what it allocates (MemoryCounter.h).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef CONDUIT_RUNTIME_MODEL_OPS_H
 #define CONDUIT_RUNTIME_MODEL_OPS_H
+
+#include "runtime/model/MemoryCounter.h"
 
 #include <cstdint>
 #include <functional>
@@ -19,12 +21,17 @@
 
 namespace conduit::model {
 
-/// Memory of an Ops implementation, released when the buffer goes.
+/// Memory of an Ops implementation, released when the buffer goes. A buffer from an Ops's
+/// allocate() also tells that Ops's counter when it goes, so the counter must outlive it (as
+/// the Ops must).
 template <typename T> class Buffer {
 public:
   Buffer() = default;
-  Buffer(T *data, int64_t size, std::function<void(T *)> release)
-      : ptr(data), count(size), release(std::move(release)) {}
+  Buffer(T *data, int64_t size, std::function<void(T *)> release, MemoryCounter *counter = nullptr)
+      : ptr(data), count(size), release(std::move(release)), counter(counter) {
+    if (counter)
+      tag = counter->allocated(size, sizeof(T));
+  }
   Buffer(Buffer &&other) noexcept { *this = std::move(other); }
   Buffer &operator=(Buffer &&other) noexcept {
     if (this != &other) {
@@ -32,6 +39,8 @@ public:
       ptr = std::exchange(other.ptr, nullptr);
       count = std::exchange(other.count, 0);
       release = std::move(other.release);
+      counter = std::exchange(other.counter, nullptr);
+      tag = other.tag;
     }
     return *this;
   }
@@ -45,23 +54,31 @@ public:
   void reset() {
     if (ptr && release)
       release(ptr);
+    if (counter)
+      counter->released(tag);
     ptr = nullptr;
     count = 0;
+    counter = nullptr;
   }
 
 private:
   T *ptr = nullptr;
   int64_t count = 0;
   std::function<void(T *)> release;
+  MemoryCounter *counter = nullptr; ///< counted the allocation as `tag`
+  MemoryTag tag;
 };
 
 template <typename T> class Ops {
 public:
   virtual ~Ops() = default;
 
-  /// `n` zeroed elements.
+  /// `n` zeroed elements, counted by memory() under its current use.
   virtual Buffer<T> allocate(int64_t n) = 0;
   virtual Buffer<double> allocateDouble(int64_t n) = 0;
+  /// What this Ops's buffers hold now and at their peak, by use.
+  MemoryCounter &memory() { return counter; }
+  const MemoryCounter &memory() const { return counter; }
   /// Host <-> this Ops's memory.
   virtual void upload(const T *host, int64_t n, T *dst) = 0;
   virtual void download(const T *src, int64_t n, T *host) = 0;
@@ -146,6 +163,7 @@ public:
 
 protected:
   bool countingLoss = true;
+  MemoryCounter counter;
 };
 
 /// The CPU implementation over CBLAS, in host memory.

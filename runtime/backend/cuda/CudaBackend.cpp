@@ -101,10 +101,13 @@ absl::StatusOr<model::Buffer<float>> CudaBackend::gatherBuffer(int64_t n,
   cudaStream_t last = static_cast<cudaStream_t>(releaseOn);
   CONDUIT_CUDA(cudaMallocAsync(reinterpret_cast<void **>(&p), n * sizeof(float), first));
   CONDUIT_CUDA(cudaMemsetAsync(p, 0, n * sizeof(float), first));
-  return model::Buffer<float>(p, n, [last](float *q) {
-    absl::Status ignored; // the stream outlives the buffer; a failure here has no caller
-    CONDUIT_CUDA_NOTE(ignored, cudaFreeAsync(q, last));
-  });
+  return model::Buffer<float>(
+      p, n,
+      [last](float *q) {
+        absl::Status ignored; // the stream outlives the buffer; a failure here has no caller
+        CONDUIT_CUDA_NOTE(ignored, cudaFreeAsync(q, last));
+      },
+      &math->memory());
 }
 
 absl::Status CudaBackend::zeroGradients(float *grads, int64_t n, runtime::StreamHandle stream) {

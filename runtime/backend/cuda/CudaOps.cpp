@@ -86,8 +86,8 @@ template <typename T> model::Buffer<T> CudaOps::deviceBuffer(int64_t n) {
   CONDUIT_CUDA_NOTE(failure, cudaMallocAsync(&p, n * sizeof(T), queue));
   if (!failure.ok())
     return {};
-  return model::Buffer<T>(p, n,
-                          [this](T *q) { CONDUIT_CUDA_NOTE(failure, cudaFreeAsync(q, queue)); });
+  return model::Buffer<T>(
+      p, n, [this](T *q) { CONDUIT_CUDA_NOTE(failure, cudaFreeAsync(q, queue)); }, &counter);
 }
 
 model::Buffer<float> CudaOps::allocate(int64_t n) {
