@@ -113,6 +113,12 @@ namespace {
 
 constexpr double kInitStd = 0.02;
 
+/// `n` elements that live only while one layer computes (counted as working memory).
+template <typename T> Buffer<T> transient(Ops<T> &ops, int64_t n) {
+  MemoryScope scope(ops.memory(), MemoryUse::Working);
+  return ops.allocate(n);
+}
+
 template <typename T> void fillNormal(T *p, int64_t n, Random &random) {
   for (int64_t i = 0; i < n; ++i)
     p[i] = static_cast<T>(kInitStd * random.normal());
@@ -314,13 +320,14 @@ public:
     g[DY] = ops.allocate(rows * h);
     ops.copy(rows * h, dy, g[DY].data());
     // MLP branch: y = x2 + W2 act(W1 Norm2(x2) + b1) + b2.
-    Buffer<T> dg = ops.allocate(rows * f);
+    Buffer<T> dg = transient(ops, rows * f);
     g[DU] = ops.allocate(rows * up);
     ops.gemm(false, true, rows, f, h, 1, dy, p + o.w2, 0, dg.data());
     if (s.gated)
       ops.swigluBackward(rows, f, v[U].data(), dg.data(), g[DU].data());
     else
       ops.geluBackward(rows * f, v[U].data(), dg.data(), g[DU].data());
+    dg.reset();
     g[DH2] = ops.allocate(rows * h);
     g[DX2] = ops.allocate(rows * h);
     ops.gemm(false, true, rows, h, up, 1, g[DU].data(), p + o.w1, 0, g[DH2].data());
@@ -328,11 +335,12 @@ public:
                       g[DH2].data(), g[DX2].data());
     ops.add(rows * h, dy, g[DX2].data());
     // Attention branch: x2 = x + Wo Attn(Rotary(Wqkv Norm1(x) + bqkv)) + bo.
-    Buffer<T> datt = ops.allocate(rows * h);
+    Buffer<T> datt = transient(ops, rows * h);
     g[DQKV] = ops.allocate(rows * qkv);
     ops.gemm(false, true, rows, h, h, 1, g[DX2].data(), p + o.wo, 0, datt.data());
     ops.attentionBackward(n, s.seq, s.heads, s.numKvHeads(), s.headDim(), v[Qkv].data(),
                           v[Probs].data(), datt.data(), g[DQKV].data());
+    datt.reset();
     if (s.rotary)
       ops.rotaryBackward(n, s.seq, s.heads, s.numKvHeads(), s.headDim(), s.ropeTheta,
                          g[DQKV].data());
@@ -407,7 +415,7 @@ public:
       v[i] = ops.allocate(sizes[i]);
     ops.copy(rows * h, x, v[X].data());
     normForward(ops, s, rows, x, p, v[Z].data(), v[Mean].data(), v[Rstd].data());
-    Buffer<T> logits = ops.allocate(rows * s.vocab);
+    Buffer<T> logits = transient(ops, rows * s.vocab);
     ops.gemm(false, s.tied, rows, s.vocab, h, 1, v[Z].data(), p + s.normParams(), 0, logits.data());
     ops.crossEntropy(rows, s.vocab, logits.data(), batch.targets, static_cast<T>(batch.lossScale),
                      v[DLogits].data());
@@ -508,6 +516,14 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+/// The buffer one piece's parameter gradients are computed in before they are added to the
+/// double accumulators: it stands for the plan's float gradients with them, so it counts for
+/// nothing of its own (MemoryCounter.h).
+template <typename T> Buffer<T> pieceGradients(Ops<T> &ops, int64_t n) {
+  MemoryScope scope(ops.memory(), MemoryUse::Gradients, /*countedWidth=*/0);
+  return ops.allocate(n);
+}
+
 /// Adds one piece's per-layer seconds to the micro-batch's (when it keeps them).
 void addSeconds(const std::vector<double> &piece, std::vector<double> *total) {
   if (!total)
@@ -524,15 +540,16 @@ void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T 
   const int64_t activation = batch.samples * sampleSize();
   cache.layers.clear();
   cache.layers.resize(layers.size());
-  cache.inputs.clear();
-  cache.inputs.resize(layers.size());
+  // Between two layers, the output of one is the input of the next, which keeps its own copy
+  // of it: it is released once the next layer's forward has run.
+  Buffer<T> input, output;
   const T *in = x;
   for (size_t i = 0; i < layers.size(); ++i) {
     const bool last = i + 1 == layers.size();
     T *out = y;
     if (!last) {
-      cache.inputs[i + 1] = ops->allocate(activation);
-      out = cache.inputs[i + 1].data();
+      output = ops->allocate(activation);
+      out = output.data();
     }
     if (seconds)
       ops->synchronize();
@@ -542,6 +559,7 @@ void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T 
       ops->synchronize();
       seconds->push_back(secondsSince(start));
     }
+    input = std::move(output);
     in = out;
   }
 }
@@ -557,7 +575,7 @@ void LayerChain<T>::inputPass(const T *params, Cache &cache, const T *dy, T *dx,
     const bool first = k == 0;
     T *down = dx;
     if (!first) {
-      next = ops->allocate(cache.inputs[k].size());
+      next = transient(*ops, cache.layers[k].samples * sampleSize());
       down = next.data();
     }
     if (seconds)
@@ -577,9 +595,6 @@ void LayerChain<T>::inputPass(const T *params, Cache &cache, const T *dy, T *dx,
       upstream = grad.data();
     }
   }
-  // The layer inputs served the forward and sized the gradients above; W reads the layers'
-  // own caches.
-  cache.inputs.clear();
 }
 
 template <typename T>
@@ -637,7 +652,7 @@ template <typename T>
 void LayerChain<T>::backwardSamples(const T *params, std::vector<Cache> &caches, const T *dy,
                                     double *grads, T *dx, std::vector<double> *seconds) const {
   const int64_t row = sampleSize();
-  Buffer<T> dparams = ops->allocate(numParams());
+  Buffer<T> dparams = pieceGradients(*ops, numParams());
   std::vector<double> one;
   int64_t at = 0; // the first sample of the piece
   for (Cache &cache : caches) {
@@ -668,7 +683,7 @@ void LayerChain<T>::backwardInputSamples(const T *params, std::vector<Cache> &ca
 template <typename T>
 void LayerChain<T>::backwardWeightSamples(std::vector<Cache> &caches, double *grads,
                                           std::vector<double> *seconds) const {
-  Buffer<T> dparams = ops->allocate(numParams());
+  Buffer<T> dparams = pieceGradients(*ops, numParams());
   std::vector<double> one;
   for (Cache &cache : caches) {
     ops->fill(numParams(), T(0), dparams.data());

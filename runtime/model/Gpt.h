@@ -128,9 +128,10 @@ public:
   /// Initialises `params` (memory of the chain's Ops) from the seed.
   void initialise(T *params, uint64_t seed) const;
 
+  /// What a forward keeps for its backward: each layer's cache (blocks and the head keep
+  /// their own copy of their input, so the chain keeps none).
   struct Cache {
     std::vector<LayerCache<T>> layers;
-    std::vector<Buffer<T>> inputs; ///< the input of each layer after the first
   };
   /// Runs the chain; `x` is the chain's input (null when it starts with the embedding), `y`
   /// its output (null when it ends with the head, whose loss goes to the Ops). `seconds`, if
