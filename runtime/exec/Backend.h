@@ -13,6 +13,7 @@
 #define CONDUIT_RUNTIME_EXEC_BACKEND_H
 
 #include "runtime/Status.h"
+#include "runtime/model/MemoryCounter.h"
 #include "runtime/plan/Plan.h"
 
 #include <cstdint>
@@ -86,6 +87,9 @@ public:
   virtual absl::StatusOr<std::vector<std::vector<float>>> stageParameters() = 0;
   /// Per-layer timings so far (empty when the backend does not measure them).
   virtual std::vector<LayerTiming> layerTimings() const { return {}; }
+  /// This process's memory at its peak since the last resetMemoryPeak (MemoryCounter.h).
+  virtual model::MemoryPeak memoryPeak() { return {}; }
+  virtual void resetMemoryPeak() {}
   /// Forgets the timings so far (those of a first step, which pays for set-up).
   virtual void clearLayerTimings() {}
   /// Stops communication without waiting for peers, after an error, so that the process can

@@ -17,7 +17,10 @@ namespace {
 /// How long a collective outside the step (restore, stageParameters) may take.
 constexpr double kOutOfStepTimeoutS = 300;
 
+/// Gradient accumulators, counted at the plan's gradient width whatever `Grad` is (the CPU's
+/// are doubles).
 template <typename Grad> model::Buffer<Grad> allocateGrad(model::Ops<float> &ops, int64_t n) {
+  model::MemoryScope scope(ops.memory(), ops.memory().use(), model::kPlanGradientBytes);
   if constexpr (std::is_same_v<Grad, double>)
     return ops.allocateDouble(n);
   else
@@ -36,8 +39,11 @@ template <typename Grad> struct BackendCore<Grad>::Stage : ShardLayout {
   bool gathered = false;
   model::Buffer<float> master;    ///< sharded: this replica's shard, which the optimizer updates
   model::Buffer<float> optimizer; ///< optimizer state of what this replica updates
-  model::Buffer<Grad> grad;       ///< accumulated gradients, `padded` long
-  model::Buffer<Grad> gradShard;  ///< sharded: this replica's part of the reduced gradients
+  /// Accumulated gradients, `padded` long. Where gradients are sharded (ZeRO-2 and full
+  /// sharding) they exist only from the stage's first backward of a step to its
+  /// reduce-scatter, as the memory plan assumes; otherwise always.
+  model::Buffer<Grad> grad;
+  model::Buffer<Grad> gradShard; ///< sharded: this replica's part of the reduced gradients
   int64_t optimizerSteps = 0;
   int32_t group = -1; ///< the plan group of this stage's replicas
   // What a step keeps, per micro-batch.
@@ -84,6 +90,8 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
   rowFloats = shape->seq * shape->hidden;
   CONDUIT_ASSIGN_OR_RETURN(transport, connect(p));
   model::Ops<float> &math = ops();
+  using model::MemoryScope;
+  using model::MemoryUse;
 
   int32_t group = -1;
   for (size_t g = 0; g < p.groups.size(); ++g)
@@ -102,25 +110,48 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
     static_cast<ShardLayout &>(*stage) =
         ShardLayout::of(stage->chain.numParams(), c, sharded, where.replica);
     // Every replica initialises the whole stage identically, then keeps its shard.
-    stage->full = math.allocate(stage->padded);
-    stage->chain.initialise(stage->full.data(), static_cast<uint64_t>(c.seed));
-    if (sharded) {
-      stage->master = math.allocate(stage->shardLen);
-      math.copy(stage->shardLen, stage->full.data() + stage->shardOffset, stage->master.data());
-      stage->gradShard = allocateGrad<Grad>(math, stage->shardLen);
+    {
+      MemoryScope parameters(math.memory(), MemoryUse::Parameters);
+      stage->full = math.allocate(stage->padded);
+      stage->chain.initialise(stage->full.data(), static_cast<uint64_t>(c.seed));
+      if (sharded) {
+        stage->master = math.allocate(stage->shardLen);
+        math.copy(stage->shardLen, stage->full.data() + stage->shardOffset, stage->master.data());
+      }
     }
     stage->gathered = true;
     if (c.sharding == Sharding::Full && sharded) {
       stage->full.reset();
       stage->gathered = false;
     }
-    stage->optimizer = math.allocate(optimizer.stateWidth() * stage->shardLen);
-    stage->grad = allocateGrad<Grad>(math, stage->padded);
+    {
+      MemoryScope state(math.memory(), MemoryUse::OptimizerState);
+      stage->optimizer = math.allocate(optimizer.stateWidth() * stage->shardLen);
+    }
+    MemoryScope gradients(math.memory(), MemoryUse::Gradients);
+    if (sharded)
+      stage->gradShard = allocateGrad<Grad>(math, stage->shardLen);
+    if (!gradientsSharded())
+      stage->grad = allocateGrad<Grad>(math, stage->padded);
     stages[spec.index] = std::move(stage);
   }
+  // The plan's receive slots, for the whole run (as its memory plan counts them).
   slots.clear();
-  for (int64_t bytes : p.ranks[where.pipelineRank].slots)
-    slots.push_back(math.allocate(bytes / c.elementBytes()));
+  {
+    MemoryScope receive(math.memory(), MemoryUse::ReceiveBuffers);
+    for (int64_t bytes : p.ranks[where.pipelineRank].slots)
+      slots.push_back(math.allocate(bytes / c.elementBytes()));
+  }
+  // Who reads what each stage produces: its sends, and the compute of a stage of this rank
+  // that follows (forward) or precedes it (backward).
+  readers.clear();
+  for (const Instruction &inst : p.ranks[where.pipelineRank].instructions) {
+    if (inst.op == Op::Send)
+      ++readers[{inst.stage, inst.microbatch, inst.kind == Transfer::Activation}];
+    else if (inst.isCompute() && stages[inst.stage])
+      for (const Produced &read : localReads(inst))
+        ++readers[read];
+  }
   return initialised();
 }
 
@@ -147,6 +178,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::beginStep(int64_t s) {
       stage->caches.resize(m);
       stage->progress.assign(m, {});
     }
+  readersLeft = readers;
   return absl::OkStatus();
 }
 
@@ -207,11 +239,17 @@ template <typename Grad> absl::StatusOr<bool> BackendCore<Grad>::poll(Ticket tic
     return false;
   if (p.gathered)
     p.gathered->gathered = true;
-  if (p.reduced)
-    CONDUIT_RETURN_IF_ERROR(
-        zeroGradients(p.reduced->grad.data(), p.reduced->grad.size(), p.stream));
+  if (p.reduced) {
+    if (gradientsSharded())
+      p.reduced->grad.reset(); // until the stage's next backward
+    else
+      CONDUIT_RETURN_IF_ERROR(
+          zeroGradients(p.reduced->grad.data(), p.reduced->grad.size(), p.stream));
+  }
   if (p.tied)
     addGradients(p.incoming.data(), p.tied);
+  for (const Produced &sent : p.sent)
+    readBy(sent);
   pending.erase(it);
   return true;
 }
@@ -263,10 +301,43 @@ model::Tokens BackendCore<Grad>::tokensOf(const Stage &stage, int64_t mb,
 }
 
 template <typename Grad>
+std::vector<typename BackendCore<Grad>::Produced>
+BackendCore<Grad>::localReads(const Instruction &inst) const {
+  const Stage &consumer = *stages[inst.stage];
+  const bool forward = inst.op == Op::Forward;
+  if (inst.slot >= 0 || inst.op == Op::BackwardWeight || inst.op == Op::OptimizerStep ||
+      (forward ? consumer.chain.hasEmbedding() : consumer.chain.hasHead()))
+    return {};
+  const int32_t from = inst.stage + (forward ? -1 : 1);
+  if (from < 0 || from >= static_cast<int32_t>(stages.size()) || !stages[from])
+    return {};
+  std::vector<Produced> reads;
+  const int64_t begin = consumer.spec->samples[inst.microbatch],
+                end = consumer.spec->samples[inst.microbatch + 1];
+  for (const Piece &piece : piecesOf(begin, end, stages[from]->spec->samples))
+    reads.push_back({from, static_cast<int32_t>(piece.producerMicrobatch), forward});
+  return reads;
+}
+
+template <typename Grad> void BackendCore<Grad>::doneReading(const Instruction &inst) {
+  for (const Produced &read : localReads(inst))
+    readBy(read);
+}
+
+template <typename Grad> void BackendCore<Grad>::readBy(const Produced &what) {
+  auto it = readersLeft.find(what);
+  if (it == readersLeft.end() || --it->second > 0)
+    return;
+  Stage &producer = *stages[what.stage];
+  (what.activation ? producer.outputs : producer.inputGrads)[what.microbatch].reset();
+}
+
+template <typename Grad>
 absl::StatusOr<const float *> BackendCore<Grad>::localInput(const Stage &consumer, int64_t mb,
                                                             bool forward,
                                                             model::Buffer<float> &scratch) {
   model::Ops<float> &math = ops();
+  model::MemoryScope scope(math.memory(), model::MemoryUse::Working);
   return gatherLocalInput(
       stages, consumer, mb, forward, rowFloats, scratch,
       [&math](int64_t floats) { return math.allocate(floats); },
@@ -290,11 +361,14 @@ template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instructi
       CONDUIT_ASSIGN_OR_RETURN(x, localInput(stage, mb, /*forward=*/true, scratch));
     }
   }
+  model::MemoryCounter &memory = ops().memory();
   float *y = nullptr;
   if (!stage.chain.hasHead()) {
+    model::MemoryScope send(memory, model::MemoryUse::SendBuffers);
     stage.outputs[mb] = ops().allocate(batch.samples * rowFloats);
     y = stage.outputs[mb].data();
   }
+  model::MemoryScope saved(memory, model::MemoryUse::Activations);
   std::vector<double> seconds;
   std::vector<Cache> caches;
   stage.chain.forwardSamples(stage.full.data(), x, batch, y, caches,
@@ -311,6 +385,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instructi
   } else {
     stage.caches[mb] = std::move(caches);
   }
+  doneReading(inst);
   return absl::OkStatus();
 }
 
@@ -372,9 +447,17 @@ void BackendCore<Grad>::backwardPieces(Stage &stage, std::vector<Cache> &caches,
   }
 }
 
+template <typename Grad> void BackendCore<Grad>::needGradients(Stage &stage) {
+  if (!stage.grad.empty())
+    return;
+  model::MemoryScope scope(ops().memory(), model::MemoryUse::Gradients);
+  stage.grad = allocateGrad<Grad>(ops(), stage.padded); // zeroed
+}
+
 template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruction &inst) {
   Stage &stage = *stages[inst.stage];
   CONDUIT_RETURN_IF_ERROR(takeCompute(stage, inst));
+  needGradients(stage);
   if (!stage.gathered)
     return absl::InternalError(absl::StrCat(describe(inst), ": parameters are not gathered"));
   const int64_t mb = inst.microbatch, samples = stage.samplesOf(mb);
@@ -387,7 +470,10 @@ template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruct
       CONDUIT_ASSIGN_OR_RETURN(dy, localInput(stage, mb, /*forward=*/false, scratch));
     }
   }
+  model::MemoryCounter &memory = ops().memory();
   if (plan->config.checkpointing) {
+    // The recomputed activations live for this backward (or until its W).
+    model::MemoryScope recomputed(memory, model::MemoryUse::Working);
     std::vector<int32_t> tokens, targets;
     const model::Tokens batch = tokensOf(stage, mb, tokens, targets);
     model::Buffer<float> y;
@@ -400,23 +486,33 @@ template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruct
   }
   float *dx = nullptr;
   if (!stage.chain.hasEmbedding()) {
+    model::MemoryScope send(memory, model::MemoryUse::SendBuffers);
     stage.inputGrads[mb] = ops().allocate(samples * rowFloats);
     dx = stage.inputGrads[mb].data();
   }
   std::vector<double> seconds;
-  backwardPieces(stage, stage.caches[mb], inst.op, dy, dx, measureLayers ? &seconds : nullptr);
+  {
+    // What I stashes waits for the W; a whole backward's stash lives for one layer.
+    model::MemoryScope stash(memory, inst.op == Op::BackwardInput
+                                         ? model::MemoryUse::WeightGradientInputs
+                                         : model::MemoryUse::Working);
+    backwardPieces(stage, stage.caches[mb], inst.op, dy, dx, measureLayers ? &seconds : nullptr);
+  }
   timer.record(stage.spec->firstLayer, samples, seconds, inst.op);
   if (inst.op == Op::Backward)
     stage.caches[mb].clear(); // else they wait for the W
   stage.inputs[mb].reset();
+  doneReading(inst);
   return absl::OkStatus();
 }
 
 template <typename Grad> absl::Status BackendCore<Grad>::backwardWeight(const Instruction &inst) {
   Stage &stage = *stages[inst.stage];
   CONDUIT_RETURN_IF_ERROR(takeCompute(stage, inst));
+  needGradients(stage);
   const int64_t mb = inst.microbatch;
   std::vector<double> seconds;
+  model::MemoryScope working(ops().memory(), model::MemoryUse::Working);
   backwardPieces(stage, stage.caches[mb], inst.op, nullptr, nullptr,
                  measureLayers ? &seconds : nullptr);
   timer.record(stage.spec->firstLayer, stage.samplesOf(mb), seconds, inst.op);
@@ -473,6 +569,8 @@ absl::Status BackendCore<Grad>::postTransfers(const std::vector<int64_t> &indice
           describe(inst), t.send ? ": nothing to send" : ": the receive slot is too small"));
     t.data = buffer.data() + offset;
     transfers.push_back(t);
+    if (t.send)
+      p.sent.push_back({inst.stage, inst.microbatch, inst.kind == Transfer::Activation});
   }
   p.stream = streamOf(program[indices[0]].stream);
   CONDUIT_ASSIGN_OR_RETURN(p.work, transport->exchange(transfers, p.stream));
@@ -491,6 +589,7 @@ absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending 
           absl::StrCat(describe(inst), ": nothing to gather, the stage is not sharded"));
     if (stage.full.empty()) {
       // Written first here, released by a Free on the compute stream.
+      model::MemoryScope gathered(ops().memory(), model::MemoryUse::GatheredParameters);
       CONDUIT_ASSIGN_OR_RETURN(stage.full,
                                gatherBuffer(stage.padded, p.stream, streamOf(kComputeStream)));
     }
@@ -569,10 +668,11 @@ absl::StatusOr<bool> BackendCore<Grad>::tieGradients(const Instruction &inst, Pe
   // Gradients travel as their bytes: double accumulators as two floats each.
   constexpr int64_t floatsPer = sizeof(Grad) / sizeof(float);
   p.tied = tiedGradient(*mine, /*head=*/inst.stage == last && inst.stage != 0);
-  if constexpr (std::is_same_v<Grad, float>)
-    p.incoming = ops().allocate(n);
-  else
-    p.incoming = ops().allocateDouble(n);
+  {
+    // A receive buffer while it is added (as the memory plan counts it).
+    model::MemoryScope receive(ops().memory(), model::MemoryUse::ReceiveBuffers);
+    p.incoming = allocateGrad<Grad>(ops(), n);
+  }
   const int64_t peer = plan->config.globalRank(inst.peer, where.replica);
   std::vector<PeerTransfer> transfers(2);
   transfers[0] = {true, peer, reinterpret_cast<float *>(p.tied), n * floatsPer};

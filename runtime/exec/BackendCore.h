@@ -8,7 +8,10 @@
 // caches or, with activation checkpointing, stage inputs, and between the halves of a split
 // backward the caches with what the first half stashed), refuses compute out of order, and
 // saves and restores the training state. Every buffer comes from the backend's Ops, so the
-// same code runs on host and device memory.
+// same code runs on host and device memory, and is counted by its MemoryCounter under the use
+// the compiler's memory plan gives it (each phase below names its use with a MemoryScope).
+// What a stage sends is released when its last send completes or its last local consumer has
+// read it, as the memory plan assumes.
 //
 // A backend derives from BackendCore and supplies only what differs: the transport and the
 // device set-up (connect), memory that belongs to a device stream (gatherBuffer), zeroing
@@ -38,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 namespace conduit::runtime {
 
@@ -55,6 +59,8 @@ public:
   absl::StatusOr<std::vector<std::vector<float>>> stageParameters() override;
   std::vector<LayerTiming> layerTimings() const override { return timer.timings(); }
   void clearLayerTimings() override { timer.clear(); }
+  model::MemoryPeak memoryPeak() override { return ops().memory().peak(); }
+  void resetMemoryPeak() override { ops().memory().resetPeak(); }
   void abort() override;
 
   /// Where this process sits (valid after initialise).
@@ -108,6 +114,17 @@ protected:
 
 private:
   struct Stage;
+  /// What a stage's compute produced for another: micro-batch `microbatch`'s output
+  /// (`activation`) or input gradient of stage `stage`.
+  struct Produced {
+    int32_t stage = 0;
+    int32_t microbatch = 0;
+    bool activation = true;
+    bool operator<(const Produced &o) const {
+      return std::tie(stage, microbatch, activation) <
+             std::tie(o.stage, o.microbatch, o.activation);
+    }
+  };
   struct Pending {
     std::unique_ptr<Work> work;
     Stage *gathered = nullptr; ///< an all-gather: the stage's parameters are whole after it
@@ -116,6 +133,8 @@ private:
     /// A tie_grads with another rank: the other copy's gradient, added to `tied` after it.
     model::Buffer<Grad> incoming;
     Grad *tied = nullptr;
+    /// The outputs and input gradients this batch of transfers sends.
+    std::vector<Produced> sent;
   };
   using Cache = typename model::LayerChain<float>::Cache;
 
@@ -125,6 +144,15 @@ private:
   absl::Status backward(const Instruction &inst);
   /// The weight-gradient half (W) of an earlier I: parameter gradients only.
   absl::Status backwardWeight(const Instruction &inst);
+  /// Where gradients are sharded, the stage's gradient accumulators exist from its first
+  /// backward of a step to its reduce-scatter: allocates them (zeroed) if they do not.
+  void needGradients(Stage &stage);
+  /// Whether each replica keeps only its shard of the reduced gradients between steps
+  /// (ZeRO-2 and full sharding).
+  bool gradientsSharded() const {
+    return sharded && (plan->config.sharding == Sharding::Gradients ||
+                       plan->config.sharding == Sharding::Full);
+  }
   /// Takes compute instruction `inst` into its micro-batch's progress this step; refuses a
   /// forward, backward, I or W out of order (ComputeProgress's rules).
   absl::Status takeCompute(Stage &stage, const Instruction &inst);
@@ -152,6 +180,13 @@ private:
                                            model::Buffer<float> &scratch);
   model::Tokens tokensOf(const Stage &stage, int64_t mb, std::vector<int32_t> &tokens,
                          std::vector<int32_t> &targets) const;
+  /// The buffers of other stages that the compute `inst` reads here (none when it reads a
+  /// receive slot).
+  std::vector<Produced> localReads(const Instruction &inst) const;
+  /// One reader of `what` is done with it; the last releases it.
+  void readBy(const Produced &what);
+  /// After the compute `inst`: releases what it was the last local reader of.
+  void doneReading(const Instruction &inst);
   /// The parameters of `stage`'s replicas gathered into `full` (outside a step).
   absl::Status gatherOutOfStep(Stage &stage, float *full, StreamHandle stream);
   /// Waits for `work` (outside a step: restore, stageParameters).
@@ -164,6 +199,9 @@ private:
   std::vector<std::unique_ptr<Stage>> stages; ///< indexed by stage; null when not local
   std::vector<model::Buffer<float>> slots;
   std::map<Ticket, Pending> pending;
+  /// Per produced buffer: its sends and local readers in this rank's program, and those left
+  /// in this step.
+  std::map<Produced, int64_t> readers, readersLeft;
   Ticket nextTicket = 0;
   int64_t step = 0;
   double lossSum = 0;
