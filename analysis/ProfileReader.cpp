@@ -16,6 +16,52 @@ namespace {
 /// Bounds on a profile's numbers: a micro-batch of 2^40 samples, an hour per layer and pass.
 constexpr double kMaxProfileSamples = 1099511627776.0;
 constexpr double kMaxProfileSeconds = 3600;
+/// Bytes of one rank: 2^60.
+constexpr int64_t kMaxProfileBytes = int64_t(1) << 60;
+
+/// The profile's "memory": one object per rank, in rank order, with every key present.
+void readMemory(ObjectReader &top, const llvm::json::Array &list,
+                std::vector<RankMemoryProfile> &out) {
+  Diagnostics &diag = top.getDiagnostics();
+  for (auto [i, value] : llvm::enumerate(list)) {
+    std::string at = top.elementPath(kProfileMemory, i);
+    const llvm::json::Object *entry = value.getAsObject();
+    if (!entry) {
+      diag.report(at, "expected an object, got " + describeJson(value));
+      return;
+    }
+    ObjectReader rank(*entry, at, diag);
+    for (llvm::StringRef key :
+         {kProfileMemoryRank, kProfileMemoryPipelineRank, kProfileMemoryPredicted,
+          kProfileMemoryPeak, kProfileMemoryHeldPeak, kProfileMemoryAtPeak})
+      if (!rank.require(key))
+        return;
+    RankMemoryProfile m;
+    m.rank = rank.integer(kProfileMemoryRank, 0, kMaxProfileBytes).value_or(0);
+    m.pipelineRank = rank.integer(kProfileMemoryPipelineRank, 0, kMaxProfileBytes).value_or(0);
+    m.predictedBytes = rank.integer(kProfileMemoryPredicted, 0, kMaxProfileBytes).value_or(0);
+    m.peakBytes = rank.integer(kProfileMemoryPeak, 0, kMaxProfileBytes).value_or(0);
+    m.heldPeakBytes = rank.integer(kProfileMemoryHeldPeak, 0, kMaxProfileBytes).value_or(0);
+    if (const llvm::json::Object *categories = rank.object(kProfileMemoryAtPeak)) {
+      ObjectReader atPeak(*categories, rank.keyPath(kProfileMemoryAtPeak), diag);
+      for (const char *category : kProfileMemoryCategories) {
+        if (!atPeak.require(category))
+          return;
+        m.atPeak.push_back(atPeak.integer(category, 0, kMaxProfileBytes).value_or(0));
+      }
+      atPeak.rejectUnknownKeys();
+    }
+    rank.rejectUnknownKeys();
+    if (diag.failed())
+      return;
+    if (m.rank != static_cast<int64_t>(i)) {
+      diag.report(rank.keyPath(kProfileMemoryRank),
+                  "expected rank " + std::to_string(i) + " (ranks are listed in order)");
+      return;
+    }
+    out.push_back(std::move(m));
+  }
+}
 } // namespace
 
 llvm::Expected<MeasuredProfile> conduit::readProfile(llvm::StringRef path) {
@@ -53,6 +99,8 @@ llvm::Expected<MeasuredProfile> conduit::parseProfile(const llvm::json::Value &r
   if (std::optional<size_t> kind = top.choice(kProfileOptimizer, {"adam", "sgd"}))
     profile.optimizerAdam = *kind == 0;
   profile.optimizerSPerParam = top.number(kProfileOptimizerSPerParam, 0, kMaxProfileSeconds);
+  if (const llvm::json::Array *memory = top.array(kProfileMemory))
+    readMemory(top, *memory, profile.memory);
   top.rejectUnknownKeys();
   if (diag.failed())
     return fail();

@@ -3,7 +3,9 @@
 // Reads the profile files `conduit-run --profile` writes (runtime/Profile.h is the writer):
 // each layer's measured forward and backward seconds at a few micro-batch sizes, and the
 // optimizer's seconds per parameter. The cost model replaces its analytic estimates with them
-// when a job names one as `cluster.profile`. Problems name the file and the key.
+// when a job names one as `cluster.profile`. A profile may also list each rank's measured
+// peak memory beside the plan's prediction; it is checked and kept, but costs nothing. Problems
+// name the file and the key.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,10 +29,19 @@ struct LayerProfile {
   std::vector<double> inputS, weightS;
 };
 
+/// One rank's measured peak memory (runtime/plan/ProfileKeys.h, "memory").
+struct RankMemoryProfile {
+  int64_t rank = 0, pipelineRank = 0;
+  int64_t predictedBytes = 0, peakBytes = 0, heldPeakBytes = 0;
+  /// Counted bytes of each category of the memory plan at the peak, in its order.
+  std::vector<int64_t> atPeak;
+};
+
 /// A profile file: its layers, and the measured time of the optimizer per parameter (absent
 /// from profiles that did not measure it).
 struct MeasuredProfile {
   std::vector<LayerProfile> layers;
+  std::vector<RankMemoryProfile> memory; ///< empty when the profile has none
   std::optional<double> optimizerSPerParam;
   bool optimizerAdam = true; ///< the optimizer that was measured
 };

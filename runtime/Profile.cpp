@@ -7,12 +7,17 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <iterator>
 #include <map>
 
 namespace conduit::runtime {
 
+static_assert(std::size(kProfileMemoryCategories) == model::kNumMemoryUses,
+              "one profile key per memory category");
+
 absl::Status writeProfile(const Plan &plan, const std::string &backend,
-                          const std::vector<LayerTiming> &timings, std::ostream &os) {
+                          const std::vector<LayerTiming> &timings,
+                          const std::vector<RankMemory> &memory, std::ostream &os) {
   // Merge the ranks' (and replicas') measurements per layer and micro-batch size, and the
   // optimizer steps into one time per parameter.
   std::vector<std::map<int64_t, LayerTiming>> byLayer(plan.layers.size());
@@ -74,7 +79,23 @@ absl::Status writeProfile(const Plan &plan, const std::string &backend,
          << key(kProfileLayerBackwardWeightS) << "[" << weight << "]";
     os << "}";
   }
-  os << "\n]}\n";
+  os << "\n]";
+  if (!memory.empty()) {
+    os << ", " << key(kProfileMemory) << "[";
+    for (size_t r = 0; r < memory.size(); ++r) {
+      const RankMemory &m = memory[r];
+      os << (r ? ",\n  " : "\n  ") << "{" << key(kProfileMemoryRank) << m.rank << ", "
+         << key(kProfileMemoryPipelineRank) << m.pipelineRank << ", "
+         << key(kProfileMemoryPredicted) << m.predictedBytes << ", " << key(kProfileMemoryPeak)
+         << m.measured.countedBytes << ", " << key(kProfileMemoryHeldPeak) << m.measured.heldBytes
+         << ", " << key(kProfileMemoryAtPeak) << "{";
+      for (int k = 0; k < model::kNumMemoryUses; ++k)
+        os << (k ? ", " : "") << key(kProfileMemoryCategories[k]) << m.measured.atPeak[k];
+      os << "}}";
+    }
+    os << "\n]";
+  }
+  os << "}\n";
   return absl::OkStatus();
 }
 

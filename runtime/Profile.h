@@ -14,8 +14,15 @@
 // at every size listed also has "backward_input_s" and "backward_weight_s", the means of
 // the two halves; its "backward_s" is then their sum unless whole backwards ran too.
 // Backward times exclude the recomputation of checkpointed activations, which the cost model
-// adds itself. The keys are the constants of runtime/plan/ProfileKeys.h, which the cost
-// model's reader names too.
+// adds itself. "memory" lists each global rank's measured peak memory beside the plan's
+// prediction (docs/runtime.md, "Memory"):
+//
+//   "memory": [{"rank": 0, "pipeline_rank": 0, "predicted_bytes": 1048576,
+//               "peak_bytes": 1001472, "held_peak_bytes": 1180160,
+//               "at_peak": {"parameters": 262144, ...}}]
+//
+// The keys are the constants of runtime/plan/ProfileKeys.h, which the cost model's reader
+// names too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,9 +37,18 @@
 
 namespace conduit::runtime {
 
-/// Writes the profile of `timings` (from all ranks). Fails if a layer of the plan never ran.
+/// One global rank's measured peak memory and the plan's prediction for it.
+struct RankMemory {
+  int64_t rank = 0, pipelineRank = 0;
+  int64_t predictedBytes = 0; ///< the plan's (0: unknown)
+  model::MemoryPeak measured;
+};
+
+/// Writes the profile of `timings` (from all ranks) and `memory` (one entry per global rank,
+/// or none). Fails if a layer of the plan never ran.
 absl::Status writeProfile(const Plan &plan, const std::string &backend,
-                          const std::vector<LayerTiming> &timings, std::ostream &os);
+                          const std::vector<LayerTiming> &timings,
+                          const std::vector<RankMemory> &memory, std::ostream &os);
 
 } // namespace conduit::runtime
 

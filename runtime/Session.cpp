@@ -146,9 +146,52 @@ absl::Status writeTrace(const Plan &plan, RankGroup &group, RankPosition where,
   return absl::OkStatus();
 }
 
-/// Every rank's layer timings, written by rank 0.
+/// Every rank's peak memory beside the plan's prediction, at rank 0 (empty on the others).
+absl::StatusOr<std::vector<RankMemory>> gatherMemory(const Plan &plan, RankGroup &group,
+                                                     const model::MemoryPeak &mine) {
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                           group.gatherAtZero(bytesOf(std::vector<model::MemoryPeak>{mine})));
+  std::vector<RankMemory> memory;
+  for (int64_t r = 0; r < static_cast<int64_t>(all.size()); ++r) {
+    std::vector<model::MemoryPeak> peak = valuesOf<model::MemoryPeak>(all[r]);
+    if (peak.size() != 1)
+      return absl::InternalError(absl::StrCat("rank ", r, " sent no memory figures"));
+    RankMemory m;
+    m.rank = r;
+    m.pipelineRank = RankPosition::of(plan.config, r).pipelineRank;
+    m.predictedBytes = plan.ranks[m.pipelineRank].peakMemoryBytes;
+    m.measured = peak[0];
+    memory.push_back(m);
+  }
+  return memory;
+}
+
+/// "memory: rank 1 peak 3.7 MiB measured (4.9 MiB held), 3.9 MiB predicted (-5.1%)".
+void printMemory(const Plan &plan, const std::vector<RankMemory> &memory) {
+  for (const RankMemory &m : memory) {
+    std::string line = absl::StrCat("memory: rank ", m.rank);
+    if (plan.config.data > 1)
+      absl::StrAppend(&line, " (pipeline rank ", m.pipelineRank, ")");
+    const double measured = static_cast<double>(m.measured.countedBytes);
+    absl::StrAppend(&line, " peak ", formatBytes(measured), " measured");
+    if (m.measured.heldBytes != m.measured.countedBytes)
+      absl::StrAppend(&line, " (", formatBytes(static_cast<double>(m.measured.heldBytes)),
+                      " held)");
+    if (m.predictedBytes > 0) {
+      const double predicted = static_cast<double>(m.predictedBytes);
+      absl::StrAppend(&line, ", ", formatBytes(predicted), " predicted (",
+                      absl::StrFormat("%+.1f%%", 100 * (measured - predicted) / predicted), ")");
+    } else {
+      absl::StrAppend(&line, ", no prediction in the plan");
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  std::fflush(stdout);
+}
+
+/// Every rank's layer timings, and `memory` (rank 0's), written by rank 0.
 absl::Status writeProfileAtZero(const Plan &plan, RankGroup &group, const Backend &backend,
-                                const std::string &path) {
+                                const std::vector<RankMemory> &memory, const std::string &path) {
   CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                            group.gatherAtZero(bytesOf(backend.layerTimings())));
   if (group.rank() != 0)
@@ -158,7 +201,7 @@ absl::Status writeProfileAtZero(const Plan &plan, RankGroup &group, const Backen
     for (const LayerTiming &t : valuesOf<LayerTiming>(bytes))
       timings.push_back(t);
   std::ofstream out(path);
-  CONDUIT_RETURN_IF_ERROR(writeProfile(plan, backend.name(), timings, out));
+  CONDUIT_RETURN_IF_ERROR(writeProfile(plan, backend.name(), timings, memory, out));
   if (!out)
     return absl::UnavailableError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
@@ -269,6 +312,8 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   if (absl::Status s = group.barrier(); !s.ok())
     return {kExitFailure, s};
   executorOptions.origin = std::chrono::steady_clock::now();
+  // The peak memory of the training steps, not of setting up or of what the run writes after.
+  backend.resetMemoryPeak();
   rank.executor =
       std::make_unique<Executor>(plan, where.pipelineRank, where.replica, backend, executorOptions);
   Executor &executor = *rank.executor;
@@ -303,15 +348,20 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - executorOptions.origin)
           .count();
-  if (group.rank() == 0)
+  absl::StatusOr<std::vector<RankMemory>> memory = gatherMemory(plan, group, backend.memoryPeak());
+  if (!memory.ok())
+    return {kExitFailure, memory.status()};
+  if (group.rank() == 0) {
     printSummary(plan, options.steps, group.size(), seconds, loss);
+    printMemory(plan, *memory);
+  }
   absl::Status finished = absl::OkStatus();
   if (!options.saveParams.empty())
     finished = saveParameters(plan, backend, group, where, last, options.saveParams);
   if (finished.ok() && !options.trace.empty())
     finished = writeTrace(plan, group, where, executor, seconds / options.steps, options.trace);
   if (finished.ok() && !options.profile.empty())
-    finished = writeProfileAtZero(plan, group, backend, options.profile);
+    finished = writeProfileAtZero(plan, group, backend, *memory, options.profile);
   if (!finished.ok())
     return {kExitFailure, finished};
   return {};

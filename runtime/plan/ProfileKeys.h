@@ -38,6 +38,25 @@ inline constexpr char kProfileLayerBackwardS[] = "backward_s";
 inline constexpr char kProfileLayerBackwardInputS[] = "backward_input_s";
 inline constexpr char kProfileLayerBackwardWeightS[] = "backward_weight_s";
 
+/// Per global rank of the run, in rank order (optional; the cost model does not use it): the
+/// memory it held at its peak over the training steps, beside the plan's prediction.
+inline constexpr char kProfileMemory[] = "memory";
+/// The global rank and its pipeline rank (whose program states the prediction).
+inline constexpr char kProfileMemoryRank[] = "rank";
+inline constexpr char kProfileMemoryPipelineRank[] = "pipeline_rank";
+/// The plan's predicted peak bytes of the pipeline rank (0: the plan does not say).
+inline constexpr char kProfileMemoryPredicted[] = "predicted_bytes";
+/// The measured peak, counted as the memory plan counts (gradient accumulators at its
+/// gradient width; docs/runtime.md), and the peak of the bytes actually allocated.
+inline constexpr char kProfileMemoryPeak[] = "peak_bytes";
+inline constexpr char kProfileMemoryHeldPeak[] = "held_peak_bytes";
+/// An object of the counted bytes of each category at the peak, keyed by the names below
+/// (the memory plan's categories, in its order).
+inline constexpr char kProfileMemoryAtPeak[] = "at_peak";
+inline constexpr const char *kProfileMemoryCategories[] = {
+    "parameters", "gathered_parameters", "gradients",    "optimizer_state",       "activations",
+    "working",    "receive_buffers",     "send_buffers", "weight_gradient_inputs"};
+
 } // namespace conduit::runtime
 
 #endif // CONDUIT_RUNTIME_PLAN_PROFILEKEYS_H
