@@ -16,11 +16,14 @@
 // implied by an earlier wait on the same stream (tracked like a vector clock of the three
 // streams) needs no new event.
 //
+// The memory plan counts the same receive slots (receiveSlotBytes, PeakMemory.h).
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/plan/PlanOps.h"
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
+#include "passes/PeakMemory.h"
 #include "scheduling/Transfers.h"
 
 #include "mlir/IR/Builders.h"
@@ -259,6 +262,38 @@ public:
     return success();
   }
 
+  /// Receive slots by the rule of sched::assignReceiveSlots (double buffering, slots free
+  /// where a receive's batch is issued).
+  LogicalResult assignSlots() {
+    using SlotKind = sched::SlotItem::Kind;
+    std::vector<sched::SlotItem> items(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const OpInfo &x = info[i];
+      sched::SlotItem &item = items[i];
+      if (x.kind == Kind::Forward || x.kind == Kind::Backward || x.kind == Kind::BackwardInput) {
+        item.kind = SlotKind::Compute;
+        item.key = index(x.stage, x.mb, x.kind != Kind::Forward);
+      } else if (x.kind == Kind::Recv) {
+        item.kind = SlotKind::Receive;
+        item.key = index(x.stage, x.mb, x.direction);
+        item.bytes = x.bytes;
+        item.batch = x.batch;
+      } else if (x.kind == Kind::Send) {
+        item.kind = SlotKind::OtherTransfer;
+        item.batch = x.batch;
+      }
+    }
+    sched::ReceiveSlots assigned = sched::assignReceiveSlots(items, index.size());
+    if (assigned.error)
+      return ops[assigned.error->first]->emitOpError(assigned.error->second);
+    slotOf = std::move(assigned.slotOf);
+    previousConsumer = std::move(assigned.previousConsumer);
+    slots = std::move(assigned.slotBytes);
+    return success();
+  }
+  /// The bytes of each slot (after assignSlots).
+  const std::vector<int64_t> &slotBytes() const { return slots; }
+
   /// Emits the plan.rank.
   void emit(OpBuilder &builder, Location loc, int64_t r, IntegerAttr peakMemory) {
     gatherBatches();
@@ -303,36 +338,6 @@ private:
       first = batch >= 0 ? i : ops.size();
       last = i;
     }
-  }
-
-  /// Receive slots by the rule of sched::assignReceiveSlots (double buffering, slots free
-  /// where a receive's batch is issued).
-  LogicalResult assignSlots() {
-    using SlotKind = sched::SlotItem::Kind;
-    std::vector<sched::SlotItem> items(ops.size());
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const OpInfo &x = info[i];
-      sched::SlotItem &item = items[i];
-      if (x.kind == Kind::Forward || x.kind == Kind::Backward || x.kind == Kind::BackwardInput) {
-        item.kind = SlotKind::Compute;
-        item.key = index(x.stage, x.mb, x.kind != Kind::Forward);
-      } else if (x.kind == Kind::Recv) {
-        item.kind = SlotKind::Receive;
-        item.key = index(x.stage, x.mb, x.direction);
-        item.bytes = x.bytes;
-        item.batch = x.batch;
-      } else if (x.kind == Kind::Send) {
-        item.kind = SlotKind::OtherTransfer;
-        item.batch = x.batch;
-      }
-    }
-    sched::ReceiveSlots assigned = sched::assignReceiveSlots(items, index.size());
-    if (assigned.error)
-      return ops[assigned.error->first]->emitOpError(assigned.error->second);
-    slotOf = std::move(assigned.slotOf);
-    previousConsumer = std::move(assigned.previousConsumer);
-    slots = std::move(assigned.slotBytes);
-    return success();
   }
 
   void emitInstruction(OpBuilder &b, Location loc, Operation *op, int32_t slot, int32_t group) {
@@ -385,6 +390,15 @@ private:
   int32_t events = 0;
 };
 
+/// Each stage's micro-batch boundaries and rank.
+void stageLayout(pipe::ModelOp model, std::vector<std::vector<int64_t>> &samples,
+                 std::vector<int64_t> &rankOf) {
+  for (auto stage : model.getStages()) {
+    samples.emplace_back(stage.getSamples()->begin(), stage.getSamples()->end());
+    rankOf.push_back(*stage.getRank());
+  }
+}
+
 FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model) {
   OpBuilder builder(model);
   Location loc = model.getLoc();
@@ -403,14 +417,12 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model) {
                           layer.getActivationBytes(), layer.getCheckpointBytes(),
                           layer.getOutputBytes(), layer.getWeightGradientBytes());
   std::vector<int64_t> params = stageParams(model);
-  std::vector<std::vector<int64_t>> samples;
-  std::vector<int64_t> rankOf;
-  for (auto [s, stage] : llvm::enumerate(model.getStages())) {
+  for (auto [s, stage] : llvm::enumerate(model.getStages()))
     plan::StageOp::create(body, loc, stage.getIndex(), *stage.getRank(), stage.getFirstLayer(),
                           stage.getEndLayer(), params[s], stage.getSamplesAttr());
-    samples.emplace_back(stage.getSamples()->begin(), stage.getSamples()->end());
-    rankOf.push_back(*stage.getRank());
-  }
+  std::vector<std::vector<int64_t>> samples;
+  std::vector<int64_t> rankOf;
+  stageLayout(model, samples, rankOf);
   for (pipe::RankOp rank : model.getRanks()) {
     LocalIndex index(samples, rankOf, rank.getRank());
     RankLowering lowering(rank, index, static_cast<int64_t>(samples.size()));
@@ -436,3 +448,14 @@ struct LowerToPlan : conduit::impl::ConduitLowerToPlanBase<LowerToPlan> {
 };
 
 } // namespace
+
+FailureOr<std::vector<int64_t>> conduit::receiveSlotBytes(pipe::ModelOp model, pipe::RankOp rank) {
+  std::vector<std::vector<int64_t>> samples;
+  std::vector<int64_t> rankOf;
+  stageLayout(model, samples, rankOf);
+  LocalIndex index(samples, rankOf, rank.getRank());
+  RankLowering lowering(rank, index, static_cast<int64_t>(samples.size()));
+  if (failed(lowering.assignSlots()))
+    return failure();
+  return lowering.slotBytes();
+}

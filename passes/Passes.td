@@ -262,9 +262,10 @@ def ConduitPlanMemory : Pass<"conduit-plan-memory", "::mlir::ModuleOp"> {
     parameters (shards, replicated copies, gathered FSDP buffers), gradients (fp32 shards and
     accumulation buffers, freed by their reduce-scatter), optimizer state (Adam: fp32 moments
     and master copy), activations stored between forward and backward (or the stage inputs
-    with checkpointing, plus the recomputed activations of the running micro-batch), receive
-    buffers until their consumer ran and outputs until their last send left. Records the peak
-    as `peak_memory` on each `pipe.rank`.
+    with checkpointing, plus the recomputed activations of the running micro-batch), the
+    rank's receive slots (as `conduit-lower-to-plan` assigns them, held all step) and outputs
+    from the compute that writes them until the compute after their last send (the transfer
+    runs beside it). Records the peak as `peak_memory` on each `pipe.rank`.
 
     A peak above the device's memory is an error listing the largest contributors at that
     moment and the changes that would fit (activation checkpointing, a smaller micro-batch),

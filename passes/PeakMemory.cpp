@@ -2,7 +2,11 @@
 //
 // Conventions (docs/cost-model.md): parameters and activations in the training data type;
 // gradients accumulate in fp32; Adam keeps fp32 moments plus an fp32 master copy when the
-// parameters are 16-bit; sharded state is split evenly over the D replicas (rounded up).
+// parameters are 16-bit; sharded state is split evenly over the D replicas (rounded up). With
+// sharded optimizer state but replicated parameters (ZeRO-1 and 2) the optimizer updates an
+// fp32 copy of its shard (the master, at any precision) and the reduce-scatter writes the
+// reduced gradients to a shard buffer of their own, as DeepSpeed's ZeRO-1/2 optimizer and
+// conduit-run do.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,9 +73,10 @@ public:
     sharding = data > 1 ? par.getSharding() : pipe::Sharding::None;
   }
 
-  RankMemory walk(pipe::RankOp rank) {
+  RankMemory walk(pipe::RankOp rank, const std::vector<int64_t> &slots) {
     current.fill(0);
     outputWaiting.clear();
+    leaving = 0;
     inFlight = 0;
     result = RankMemory();
     result.peak = -1;
@@ -79,9 +84,11 @@ public:
     for (size_t s = 0; s < bytes.size(); ++s)
       if (rankOf[s] == r)
         addStatic(static_cast<int64_t>(s));
+    for (int64_t slot : slots)
+      add(MemoryKind::ReceiveBuffers, scaled(slot));
     record(nullptr);
 
-    std::map<std::tuple<int32_t, int32_t, int>, int64_t> sendsLeft, received;
+    std::map<std::tuple<int32_t, int32_t, int>, int64_t> sendsLeft;
     for (Operation &op : rank.getBody().front())
       if (auto send = dyn_cast<pipe::SendOp>(op))
         ++sendsLeft[{send.getStage(), send.getMicrobatch(), int(send.getKind())}];
@@ -99,15 +106,12 @@ public:
           seenBackward[s] = 1;
           add(MemoryKind::Gradients, bytes[s].params * kGradientBytes);
         }
-        compute(&op, s, mb, step, sendsLeft, received);
-      } else if (auto recv = dyn_cast<pipe::RecvOp>(op)) {
-        add(MemoryKind::ReceiveBuffers, scaled(recv.getBytes()));
-        received[{recv.getStage(), recv.getMicrobatch(), int(recv.getKind())}] +=
-            scaled(recv.getBytes());
+        compute(&op, s, mb, step, sendsLeft);
       } else if (auto send = dyn_cast<pipe::SendOp>(op)) {
         auto key = std::make_tuple(send.getStage(), send.getMicrobatch(), int(send.getKind()));
+        // The transfer runs beside the rank's next compute; the output is free after it.
         if (--sendsLeft[key] == 0)
-          add(MemoryKind::SendBuffers, -outputWaiting[key]);
+          leaving += outputWaiting[key];
       } else if (auto u = dyn_cast<pipe::UnshardOp>(op)) {
         add(MemoryKind::GatheredParameters, u.getBytes());
       } else if (auto rs = dyn_cast<pipe::ReshardOp>(op)) {
@@ -142,42 +146,33 @@ private:
     bool shardParams = sharding == pipe::Sharding::Full;
     bool shardState = sharding != pipe::Sharding::None;
     add(MemoryKind::Parameters, (shardParams ? ceilDiv(p, data) : p) * elementBytes);
-    int64_t statePerParam = adam ? (elementBytes == 4 ? 8 : 12) : (elementBytes == 4 ? 0 : 4);
+    // Moments (Adam), and the fp32 master copy where the parameters the optimizer updates are
+    // not themselves fp32 values of their own.
+    const bool master = elementBytes != 4 || (shardState && !shardParams);
+    int64_t statePerParam = (adam ? 8 : 0) + (master ? 4 : 0);
     add(MemoryKind::OptimizerState, (shardState ? ceilDiv(p, data) : p) * statePerParam);
     add(MemoryKind::Gradients, (fullGradientBuffers() ? ceilDiv(p, data) : p) * kGradientBytes);
+    // ZeRO-1: the reduced shard beside the full buffer.
+    if (sharding == pipe::Sharding::Optimizer)
+      add(MemoryKind::Gradients, ceilDiv(p, data) * kGradientBytes);
   }
 
   enum class Step { Forward, Backward, Input, Weight };
 
   void compute(Operation *op, int32_t s, int32_t mb, Step step,
-               std::map<std::tuple<int32_t, int32_t, int>, int64_t> &sendsLeft,
-               std::map<std::tuple<int32_t, int32_t, int>, int64_t> &received) {
+               std::map<std::tuple<int32_t, int32_t, int>, int64_t> &sendsLeft) {
     const int64_t n = samples[s][mb + 1] - samples[s][mb];
     const int64_t activation = scaled(bytes[s].activation * n);
     const int64_t weightInputs = scaled(bytes[s].weightGradient * n);
     if (step == Step::Weight) {
       add(MemoryKind::WeightGradientInputs, -weightInputs);
+      add(MemoryKind::SendBuffers, -leaving);
+      leaving = 0;
       return;
     }
     const bool forward = step == Step::Forward;
-    // Transient: a checkpointed stage materialises its full activations for one micro-batch.
-    int64_t working = checkpointing ? activation : 0;
-    add(MemoryKind::Working, working);
-    record(op);
-    add(MemoryKind::Working, -working);
-    int64_t stored = checkpointing ? scaled(bytes[s].checkpoint * n) : activation;
-    add(MemoryKind::Activations, forward ? stored : -stored);
-    if (step == Step::Input)
-      add(MemoryKind::WeightGradientInputs, weightInputs);
-    inFlight += forward ? 1 : -1;
-    // What this op consumed from receive buffers is free now.
-    auto consumed = std::make_tuple(
-        s, mb, forward ? int(pipe::TransferKind::Activation) : int(pipe::TransferKind::Gradient));
-    if (auto it = received.find(consumed); it != received.end()) {
-      add(MemoryKind::ReceiveBuffers, -it->second);
-      received.erase(it);
-    }
-    // What it produced for another rank waits until the last send leaves.
+    // What it produces for another rank exists while it runs (the compute writes it next to
+    // the activations it reads) and waits until the last send leaves.
     auto produced = std::make_tuple(
         s, mb, forward ? int(pipe::TransferKind::Activation) : int(pipe::TransferKind::Gradient));
     if (sendsLeft.count(produced) && sendsLeft[produced] > 0) {
@@ -185,6 +180,18 @@ private:
       outputWaiting[produced] = out;
       add(MemoryKind::SendBuffers, out);
     }
+    // Transient: a checkpointed stage materialises its full activations for one micro-batch.
+    int64_t working = checkpointing ? activation : 0;
+    add(MemoryKind::Working, working);
+    record(op);
+    add(MemoryKind::Working, -working);
+    add(MemoryKind::SendBuffers, -leaving);
+    leaving = 0;
+    int64_t stored = checkpointing ? scaled(bytes[s].checkpoint * n) : activation;
+    add(MemoryKind::Activations, forward ? stored : -stored);
+    if (step == Step::Input)
+      add(MemoryKind::WeightGradientInputs, weightInputs);
+    inFlight += forward ? 1 : -1;
   }
 
   void add(MemoryKind kind, int64_t delta) { current[static_cast<int>(kind)] += delta; }
@@ -212,16 +219,23 @@ private:
   pipe::Sharding sharding = pipe::Sharding::None;
   std::array<int64_t, kNumMemoryKinds> current{};
   std::map<std::tuple<int32_t, int32_t, int>, int64_t> outputWaiting;
+  /// Outputs whose last send was issued: they leave during the next compute.
+  int64_t leaving = 0;
   int64_t inFlight = 0;
   RankMemory result;
 };
 
 } // namespace
 
-std::vector<RankMemory> conduit::analyzeMemory(pipe::ModelOp model, const MemoryVariant &variant) {
+FailureOr<std::vector<RankMemory>> conduit::analyzeMemory(pipe::ModelOp model,
+                                                          const MemoryVariant &variant) {
   RankWalker walker(model, variant);
   std::vector<RankMemory> ranks;
-  for (pipe::RankOp rank : model.getRanks())
-    ranks.push_back(walker.walk(rank));
+  for (pipe::RankOp rank : model.getRanks()) {
+    FailureOr<std::vector<int64_t>> slots = receiveSlotBytes(model, rank);
+    if (failed(slots))
+      return failure();
+    ranks.push_back(walker.walk(rank, *slots));
+  }
   return ranks;
 }

@@ -7,6 +7,12 @@
 // weight gradient holds after its input gradient. The result is each
 // rank's peak and what made it up at that moment.
 //
+// Receive buffers are the rank's receive slots, as conduit-lower-to-plan will assign them,
+// held for the whole step: the runtime allocates them so, and its point-to-point stream may
+// post receives long before the compute that the rank's order places before them. An output
+// for another rank exists from the compute that writes it until the compute after its last
+// send, beside which the transfer runs.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef CONDUIT_PASSES_PEAKMEMORY_H
@@ -55,8 +61,14 @@ struct MemoryVariant {
   double sampleScale = 1;     ///< scale of everything proportional to micro-batch samples
 };
 
-/// The memory of every rank of `model` (phase communicating, collectives placed).
-std::vector<RankMemory> analyzeMemory(pipe::ModelOp model, const MemoryVariant &variant = {});
+/// The memory of every rank of `model` (phase communicating, collectives placed); fails (with
+/// a diagnostic) where a rank's order cannot be given receive slots.
+mlir::FailureOr<std::vector<RankMemory>> analyzeMemory(pipe::ModelOp model,
+                                                       const MemoryVariant &variant = {});
+
+/// The bytes of each receive slot of `rank`, as conduit-lower-to-plan assigns them
+/// (sched::assignReceiveSlots; defined in LowerToPlan.cpp, which owns the rule).
+mlir::FailureOr<std::vector<int64_t>> receiveSlotBytes(pipe::ModelOp model, pipe::RankOp rank);
 
 } // namespace conduit
 

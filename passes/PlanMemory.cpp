@@ -80,7 +80,10 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
   LogicalResult planModel(pipe::ModelOp model) {
     if (failed(requirePhase(model, pipe::Phase::Communicating, "conduit-plan-memory")))
       return failure();
-    std::vector<RankMemory> ranks = analyzeMemory(model);
+    FailureOr<std::vector<RankMemory>> analyzed = analyzeMemory(model);
+    if (failed(analyzed))
+      return failure();
+    std::vector<RankMemory> &ranks = *analyzed;
     Builder builder(model.getContext());
     for (auto [rank, memory] : llvm::zip(model.getRanks(), ranks))
       rank.setPeakMemoryAttr(builder.getI64IntegerAttr(memory.peak));
@@ -97,7 +100,10 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
     pipe::ParallelismAttr par = model.getParallelism();
     std::vector<std::string> fits;
     auto tryVariant = [&](MemoryVariant variant, const std::string &change) {
-      int64_t peak = worstPeak(analyzeMemory(model, variant));
+      FailureOr<std::vector<RankMemory>> ranks = analyzeMemory(model, variant);
+      if (failed(ranks))
+        return;
+      int64_t peak = worstPeak(*ranks);
       if (peak <= device)
         fits.push_back(change + " (peak " + formatBytes(static_cast<double>(peak)) + ")");
     };
