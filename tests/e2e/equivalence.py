@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every schedule and sharding mode, trained by conduit-run under mpirun, against the
 single-process reference: per-step losses within 1e-5 relative and every parameter after the
-last step within 1e-4 relative.
+last step within 1e-4 relative. On the CPU, each rank's measured peak memory must also lie
+within 10% of the plan's predicted peak (docs/runtime.md, "Memory").
 
 With --backend=cuda the plans run on one GPU (every rank a thread, --ranks-per-process) and
 must match the CPU reference within the tolerances given. The GPU computes GEMMs at the job's
@@ -23,6 +24,19 @@ import time
 from common import Tools, arguments, losses, read_safetensors, scaled_hf, small_gpt, small_llama
 
 STEPS = 3
+# The largest relative difference allowed between a rank's measured and predicted peak memory.
+MEMORY_TOLERANCE = 0.10
+MEMORY = re.compile(r"^memory: rank (\d+) .*predicted \(([+-]\d+\.\d+)%\)$", re.M)
+
+
+def memory_error(output, ranks):
+    """(worst |measured - predicted| / predicted over the ranks, its rank), or (inf, reason)
+    when conduit-run did not print one comparison per rank."""
+    found = {int(rank): float(percent) / 100 for rank, percent in MEMORY.findall(output)}
+    if sorted(found) != list(range(ranks)):
+        return float("inf"), f"memory lines for ranks {sorted(found)} of {ranks}"
+    rank = max(found, key=lambda r: abs(found[r]))
+    return abs(found[rank]), f"rank {rank} {found[rank]:+.1%}"
 
 
 def cases(quick):
@@ -217,11 +231,21 @@ def main():
             if error > worst:
                 worst, where = error, layer
         good = loss_error <= args.loss_tolerance and worst <= args.param_tolerance
+        memory = ""
+        if args.backend == "cpu":
+            # The GPU's memory is not compared yet: it keeps bf16 plans' activations in fp32.
+            memory_worst, memory_where = memory_error(result.stdout, processes)
+            good = good and memory_worst <= MEMORY_TOLERANCE
+            memory = f", memory {memory_where}"
         status = "ok" if good else "MISMATCH"
+        parameters = f"parameters {worst:.1e} {where}".rstrip()
         print(f"{status}: {name} ({processes} ranks, {args.backend}): loss {loss_error:.1e}, "
-              f"parameters {worst:.1e} {where}", flush=True)
+              f"{parameters}{memory}", flush=True)
         if status != "ok" or not (loss_error == loss_error):
-            failures.append(f"{name}: losses {got} vs {ref_losses}; worst parameter {where}")
+            memory_lines = "".join(line + "\n" for line in result.stdout.splitlines()
+                                   if line.startswith("memory:"))
+            failures.append(f"{name}: losses {got} vs {ref_losses}; worst parameter {where}"
+                            f"{memory}\n{memory_lines}")
     print(f"{len(selected) - len(failures)} of {len(selected)} plans match the "
           f"reference ({time.time() - start:.0f} s)")
     if failures:
