@@ -94,7 +94,7 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
      << (c.checkpointing ? "full" : "none") << "\", \"fsdp_window\": " << c.fsdpWindow
      << ", \"rank_order\": \"" << (c.pipelineInner ? "pipeline-inner" : "data-inner")
      << "\", \"element_bytes\": " << c.elementBytes() << ", \"seed\": " << c.seed
-     << ", \"learning_rate\": " << c.learningRate << ", \"data\": \""
+     << ", \"learning_rate\": " << c.learningRate << ", \"data_source\": \""
      << dataKindName(c.dataSource.kind) << "\"";
   if (c.dataSource.kind != DataKind::Synthetic)
     os << ", \"data_path\": " << jsonString(c.dataSource.path);
