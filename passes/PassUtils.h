@@ -9,13 +9,14 @@
 
 #include "dialects/pipe/PipeOps.h"
 #include "passes/CostModelBuilder.h"
+#include "runtime/plan/MemoryKinds.h"
 #include "scheduling/MicrobatchSearch.h"
 #include "scheduling/Schedulers.h"
 
 namespace conduit {
 
 /// Bytes of a gradient element: gradients accumulate and are reduced in fp32.
-constexpr int64_t kGradientBytes = 4;
+using runtime::kGradientBytes;
 
 /// Emits "<pass> expects phase '<p>', found '<q>'" on `model` unless its phase is `phase`.
 mlir::LogicalResult requirePhase(pipe::ModelOp model, pipe::Phase phase, llvm::StringRef pass);

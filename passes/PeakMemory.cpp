@@ -20,19 +20,6 @@
 using namespace conduit;
 using namespace mlir;
 
-const char *conduit::memoryKindName(MemoryKind kind) {
-  static const char *const kNames[kNumMemoryKinds] = {"parameters",
-                                                      "gathered parameters",
-                                                      "gradients",
-                                                      "optimizer state",
-                                                      "activations",
-                                                      "working activations",
-                                                      "receive buffers",
-                                                      "outputs waiting to be sent",
-                                                      "held for weight gradients"};
-  return kNames[static_cast<int>(kind)];
-}
-
 namespace {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -19,6 +19,7 @@
 #define CONDUIT_PASSES_PEAKMEMORY_H
 
 #include "dialects/pipe/PipeOps.h"
+#include "runtime/plan/MemoryKinds.h"
 
 #include <array>
 #include <string>
@@ -26,24 +27,10 @@
 
 namespace conduit {
 
-enum class MemoryKind {
-  Parameters,
-  GatheredParameters,
-  Gradients,
-  OptimizerState,
-  Activations,
-  Working,
-  ReceiveBuffers,
-  SendBuffers,
-  /// Between an input gradient and its deferred weight gradient: what W needs, the inputs and
-  /// output gradients of the stage's weight GEMMs (each layer's weight_gradient_bytes; its
-  /// activations where the layer does not state it).
-  WeightGradientInputs,
-};
-constexpr int kNumMemoryKinds = 9;
-
-/// "parameters", "gathered parameters", ...
-const char *memoryKindName(MemoryKind kind);
+/// The categories of the memory plan, shared with the runtime's count.
+using runtime::kNumMemoryKinds;
+using runtime::MemoryKind;
+using runtime::memoryKindName;
 
 struct RankMemory {
   int64_t peak = 0;

@@ -20,42 +20,20 @@
 #ifndef CONDUIT_RUNTIME_MODEL_MEMORYCOUNTER_H
 #define CONDUIT_RUNTIME_MODEL_MEMORYCOUNTER_H
 
+#include "runtime/plan/MemoryKinds.h"
+
 #include <array>
 #include <cstdint>
 
 namespace conduit::model {
 
-/// What memory is for; the categories of the compiler's memory plan, in its order.
-enum class MemoryUse : uint8_t {
-  Parameters,
-  GatheredParameters,
-  Gradients,
-  OptimizerState,
-  Activations,
-  Working,
-  ReceiveBuffers,
-  SendBuffers,
-  WeightGradientInputs,
-};
-constexpr int kNumMemoryUses = 9;
+/// What memory is for: the categories of the compiler's memory plan (runtime/plan/MemoryKinds.h).
+using MemoryUse = runtime::MemoryKind;
+constexpr int kNumMemoryUses = runtime::kNumMemoryKinds;
+inline const char *memoryUseName(MemoryUse use) { return runtime::memoryKindName(use); }
 
-/// "parameters", "gathered parameters", ...: the compiler's names for its categories.
-inline const char *memoryUseName(MemoryUse use) {
-  static const char *const kNames[kNumMemoryUses] = {"parameters",
-                                                     "gathered parameters",
-                                                     "gradients",
-                                                     "optimizer state",
-                                                     "activations",
-                                                     "working activations",
-                                                     "receive buffers",
-                                                     "outputs waiting to be sent",
-                                                     "held for weight gradients"};
-  return kNames[static_cast<int>(use)];
-}
-
-/// The bytes of a gradient in the compiler's memory plan (passes/PassUtils.h,
-/// kGradientBytes): gradient accumulators are counted at this width.
-constexpr int kPlanGradientBytes = 4;
+/// Gradient accumulators are counted at the width the memory plan gives them.
+constexpr int kPlanGradientBytes = static_cast<int>(runtime::kGradientBytes);
 
 /// A rank's memory at its peak. Trivially copyable: ranks send it to rank 0 as bytes.
 struct MemoryPeak {
