@@ -14,6 +14,20 @@
 
 namespace conduit::model {
 
+/// A GPT-style model small enough for gradient checks in double: 2 blocks of width 8.
+inline GptShape tinyShape(bool qkvBias = true, bool otherBias = true) {
+  GptShape s;
+  s.blocks = 2;
+  s.hidden = 8;
+  s.heads = 2;
+  s.ffn = 12;
+  s.seq = 5;
+  s.vocab = 11;
+  s.qkvBias = qkvBias;
+  s.otherBias = otherBias;
+  return s;
+}
+
 inline runtime::Plan planFor(const GptShape &s) {
   runtime::Plan plan;
   runtime::Transformer t;

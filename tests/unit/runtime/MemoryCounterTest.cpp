@@ -133,14 +133,7 @@ TEST(MemoryCounterTest, AMovedBufferIsCountedOnce) {
 // A stage's forward keeps its layers' caches and nothing else; its backward releases them and
 // every transient, so the count returns to where it began.
 TEST(MemoryCounterTest, AForwardKeepsItsCachesAndTheBackwardReleasesAll) {
-  GptShape s;
-  s.blocks = 2;
-  s.hidden = 8;
-  s.heads = 2;
-  s.ffn = 12;
-  s.seq = 5;
-  s.vocab = 11;
-  runtime::Plan plan = planFor(s);
+  runtime::Plan plan = planFor(tinyShape());
   absl::StatusOr<GptShape> shape = GptShape::fromPlan(plan);
   ASSERT_TRUE(shape.ok()) << shape.status();
   CpuOps<float> ops;

@@ -32,19 +32,6 @@ using namespace conduit::model;
 
 namespace {
 
-GptShape tinyShape(bool qkvBias = true, bool otherBias = true) {
-  GptShape s;
-  s.blocks = 2;
-  s.hidden = 8;
-  s.heads = 2;
-  s.ffn = 12;
-  s.seq = 5;
-  s.vocab = 11;
-  s.qkvBias = qkvBias;
-  s.otherBias = otherBias;
-  return s;
-}
-
 /// A shape with every Llama-family feature: RMSNorm, SwiGLU, rotary positions, 4 query heads
 /// sharing 2 key/value heads, no biases, a tied head; norm epsilon and rotary base other than
 /// the defaults, so that passing them on shows.
