@@ -71,8 +71,7 @@ Reference::Reference(const Plan &plan, model::GptShape shape,
       data(std::move(data)), optimizer(model::OptimizerConfig::fromPlan(plan.config)) {
   if (plan.transformer && plan.transformer->tieEmbeddings) {
     tied = true;
-    const int64_t norm = plan.transformer->norm == 1 ? shape.hidden : 2 * shape.hidden;
-    tiedHead = this->chain.offset(this->chain.size() - 1) + norm;
+    tiedHead = this->chain.offset(this->chain.size() - 1) + shape.normParams();
   }
   params.assign(this->chain.numParams(), 0.0f);
   this->chain.initialise(params.data(), static_cast<uint64_t>(config.seed));

@@ -623,12 +623,10 @@ absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending 
 }
 
 template <typename Grad> Grad *BackendCore<Grad>::tiedGradient(Stage &stage, bool head) {
-  const Transformer &t = *plan->transformer;
   if (!head)
     return stage.grad.data(); // the embedding's token table comes first
   // The head: its norm's weights (and biases with LayerNorm), then the tied matrix.
-  const int64_t norm = t.norm == 1 ? t.hiddenSize : 2 * t.hiddenSize;
-  return stage.grad.data() + stage.chain.offset(stage.chain.size() - 1) + norm;
+  return stage.grad.data() + stage.chain.offset(stage.chain.size() - 1) + shape->normParams();
 }
 
 template <typename Grad> void BackendCore<Grad>::addGradients(const Grad *src, Grad *dst) {
