@@ -14,7 +14,7 @@ pipe::ParallelismAttr buildParallelism(MLIRContext *ctx, const ParallelismSpec &
   return pipe::ParallelismAttr::get(ctx, p.pipeline, p.data, p.stagesPerDevice, p.schedule,
                                     p.groupSize, p.microbatches, p.microbatchSize, p.sharding,
                                     p.checkpointing, p.fsdpWindow, p.rankOrder, p.placement,
-                                    p.splitBackward);
+                                    p.splitBackward, p.tensor, p.sequenceParallel);
 }
 
 pipe::ClusterAttr buildCluster(MLIRContext *ctx, const Cluster &c) {

@@ -34,6 +34,7 @@ using limits::kMaxMicrobatchSize;
 using limits::kMaxPipeline;
 using limits::kMaxStageMicrobatches;
 using limits::kMaxStagesPerDevice;
+using limits::kMaxTensor;
 using limits::kMaxWorld;
 
 /// NVIDIA datasheets (dense BF16 tensor-core peak; NVLink and one NIC per GPU, per direction);
@@ -50,7 +51,7 @@ const llvm::StringRef kScheduleNames[] = {"gpipe", "1f1b",           "depth-firs
                                           "zb-h1", "interleaved-zb", "zbv",         "dualpipev"};
 const llvm::StringRef kPlacementNames[] = {"loop", "v"};
 const llvm::StringRef kShardingNames[] = {"none", "optimizer", "gradients", "full"};
-const llvm::StringRef kCheckpointingNames[] = {"none", "full"};
+const llvm::StringRef kCheckpointingNames[] = {"none", "full", "selective"};
 const llvm::StringRef kRankOrderNames[] = {"data-inner", "pipeline-inner"};
 const llvm::StringRef kDTypeNames[] = {"bf16", "fp16", "fp32"};
 const llvm::StringRef kOptimizerNames[] = {"adam", "sgd"};
@@ -112,6 +113,8 @@ private:
   void parseParallelism(ObjectReader &section, ParallelismSpec &p);
   void parseCluster(ObjectReader &section, Cluster &c);
   void checkJob(const Job &job);
+  /// The tensor-parallel degree against the model: what Megatron-LM's partitioning splits.
+  void checkTensor(const Job &job);
   void checkSchedule(const ParallelismSpec &p);
   void checkStageLayers(const Job &job);
   void checkPartitions(const Job &job);
@@ -389,6 +392,8 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
       return;
   p.pipeline = section.integer("pipeline", 1, kMaxPipeline).value_or(1);
   p.data = section.integer("data", 1, kMaxData).value_or(1);
+  p.tensor = section.integer("tensor", 1, kMaxTensor).value_or(1);
+  p.sequenceParallel = section.boolean("sequence_parallel").value_or(false);
   p.stagesPerDevice = section.integer("stages_per_device", 1, kMaxStagesPerDevice).value_or(1);
   if (auto schedule = readEnum<pipe::ScheduleKind>(section, "schedule", kScheduleNames))
     p.schedule = *schedule;
@@ -605,6 +610,43 @@ void JobParser::checkSchedule(const ParallelismSpec &p) {
                 violation->message);
 }
 
+void JobParser::checkTensor(const Job &job) {
+  const ParallelismSpec &p = job.parallelism;
+  if (p.sequenceParallel && p.tensor == 1) {
+    diag.report("parallelism.sequence_parallel",
+                "splits activations over the tensor-parallel ranks, and there are none "
+                "(parallelism.tensor is 1); remove it or set tensor above 1");
+    return;
+  }
+  if (p.tensor == 1 || !job.model.transformer)
+    return;
+  const TransformerSpec &t = *job.model.transformer;
+  // Megatron-LM's partitioning: heads (and key/value heads), the FFN's columns and the
+  // vocabulary are split evenly over the group.
+  const std::pair<const char *, int64_t> split[] = {
+      {"num_heads", t.numHeads},
+      {"num_kv_heads", t.numKvHeads > 0 ? t.numKvHeads : t.numHeads},
+      {"ffn_hidden_size", t.ffnHiddenSize},
+      {"vocab_size", t.vocabSize}};
+  for (auto [key, value] : split)
+    if (value % p.tensor != 0) {
+      diag.report("parallelism.tensor",
+                  "tensor parallelism splits model." + std::string(key) + " (" +
+                      std::to_string(value) + ") over the " + std::to_string(p.tensor) +
+                      " ranks of a group, and it is not a multiple of " + std::to_string(p.tensor) +
+                      "; choose a tensor size that divides it, or "
+                      "change model." +
+                      key);
+      return;
+    }
+  if (p.sequenceParallel && t.seqLength % p.tensor != 0)
+    diag.report("parallelism.sequence_parallel",
+                "splits each sequence over the " + std::to_string(p.tensor) +
+                    " tensor-parallel ranks, and model.seq_length (" + std::to_string(t.seqLength) +
+                    ") is not a multiple of " + std::to_string(p.tensor) +
+                    "; change model.seq_length or parallelism.tensor");
+}
+
 void JobParser::checkJob(const Job &job) {
   const ParallelismSpec &p = job.parallelism;
   if (job.training.data != pipe::DataKind::Synthetic) {
@@ -634,12 +676,16 @@ void JobParser::checkJob(const Job &job) {
                     ", or more layers (model.num_layers)");
     return;
   }
-  if (p.pipeline * p.data > kMaxWorld) {
-    diag.report("parallelism.data", "pipeline x data is " + std::to_string(p.pipeline * p.data) +
-                                        " ranks; at most " + std::to_string(kMaxWorld) +
-                                        " are supported");
+  // Each factor is bounded (2^16 * 2^20 * 2^10): no overflow here.
+  if (p.worldSize() > kMaxWorld) {
+    diag.report(p.tensor > 1 ? "parallelism.tensor" : "parallelism.data",
+                "pipeline x data x tensor is " + std::to_string(p.worldSize()) +
+                    " ranks; at most " + std::to_string(kMaxWorld) + " are supported");
     return;
   }
+  checkTensor(job);
+  if (diag.failed())
+    return;
   // Both factors are bounded (2^16 * 2^10 stages, 2^20 micro-batches): no overflow here.
   if (p.numStages() * p.microbatches > kMaxStageMicrobatches) {
     diag.report("parallelism.microbatches",

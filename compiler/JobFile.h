@@ -82,6 +82,10 @@ struct ParallelismSpec {
   pipe::Placement placement = pipe::Placement::Loop;
   /// Backwards split into input and weight gradients (implied by the zero-bubble schedules).
   bool splitBackward = false;
+  /// Tensor-parallel ranks T (the innermost axis of the global rank), and whether the norms'
+  /// and residuals' activations are split over them along the sequence.
+  int64_t tensor = 1;
+  bool sequenceParallel = false;
   /// Explicit layers per stage (empty: the partitioner decides).
   std::vector<int64_t> stageLayers;
   /// Explicit micro-batch sizes per stage (empty: equal micro-batches).
@@ -91,6 +95,7 @@ struct ParallelismSpec {
 
   int64_t numStages() const { return pipeline * stagesPerDevice; }
   int64_t batchSamples() const { return microbatches * microbatchSize; }
+  int64_t worldSize() const { return pipeline * data * tensor; }
 };
 
 struct TrainingSpec {

@@ -59,7 +59,8 @@ pipe::ParallelismAttr conduit::withSchedule(pipe::ParallelismAttr par, pipe::Sch
   return pipe::ParallelismAttr::get(
       par.getContext(), par.getPipeline(), par.getData(), par.getStagesPerDevice(), schedule,
       groupSize, par.getMicrobatches(), par.getMicrobatchSize(), par.getSharding(),
-      par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(), placement, splitBackward);
+      par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(), placement, splitBackward,
+      par.getTensor(), par.getSequenceParallel());
 }
 
 sched::ScheduleProblem conduit::buildScheduleProblem(pipe::ModelOp model) {

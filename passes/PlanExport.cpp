@@ -33,7 +33,9 @@ runtime::Config exportConfig(plan::ProgramOp program) {
   c.microbatches = par.getMicrobatches();
   c.microbatchSize = par.getMicrobatchSize();
   c.sharding = static_cast<runtime::Sharding>(par.getSharding());
-  c.checkpointing = par.getCheckpointing() == pipe::Checkpointing::Full;
+  c.checkpointing = static_cast<runtime::Checkpointing>(par.getCheckpointing());
+  c.tensor = static_cast<int32_t>(par.getTensor());
+  c.sequenceParallel = par.getSequenceParallel();
   c.fsdpWindow = static_cast<int32_t>(par.getFsdpWindow());
   c.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;
   c.dtype = static_cast<runtime::DType>(training.getDtype());

@@ -88,7 +88,7 @@ LogicalResult ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       int64_t microbatches, int64_t microbatchSize,
                                       Sharding sharding, Checkpointing checkpointing,
                                       int64_t fsdpWindow, RankOrder rankOrder, Placement placement,
-                                      bool splitBackward) {
+                                      bool splitBackward, int64_t tensor, bool sequenceParallel) {
   if (failed(check(emitError, pipeline >= 1, "pipeline", "positive", pipeline)) ||
       failed(check(emitError, data >= 1, "data", "positive", data)) ||
       failed(check(emitError, stagesPerDevice >= 1, "stages_per_device", "positive",
@@ -97,7 +97,8 @@ LogicalResult ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitErr
       failed(check(emitError, microbatches >= 1, "microbatches", "positive", microbatches)) ||
       failed(
           check(emitError, microbatchSize >= 1, "microbatch_size", "positive", microbatchSize)) ||
-      failed(check(emitError, fsdpWindow >= 1, "fsdp_window", "positive", fsdpWindow)))
+      failed(check(emitError, fsdpWindow >= 1, "fsdp_window", "positive", fsdpWindow)) ||
+      failed(check(emitError, tensor >= 1, "tensor", "positive", tensor)))
     return failure();
   return success();
 }

@@ -65,7 +65,8 @@ def Pipe_Sharding : Pipe_Enum<"Sharding", "data-parallel sharding mode", [
 
 def Pipe_Checkpointing : Pipe_Enum<"Checkpointing", "activation checkpointing mode", [
   I32EnumCase<"None", 0, "none">,
-  I32EnumCase<"Full", 1, "full">
+  I32EnumCase<"Full", 1, "full">,
+  I32EnumCase<"Selective", 2, "selective">
 ]>;
 
 def Pipe_RankOrder : Pipe_Enum<"RankOrder", "order of the (pipeline, data) axes in the global rank", [
@@ -237,7 +238,9 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     sharding and checkpointing modes, the FSDP resident window (in stages), the order of the
     axes in the global rank, the stage placement (`loop`, the default, or `v`; printed only
     when not the default) and whether backwards are split into input and weight gradients
-    (`split_backward`, printed only when true; the zero-bubble schedules always split).
+    (`split_backward`, printed only when true; the zero-bubble schedules always split), and
+    the tensor-parallel degree T (`tensor`, innermost in the global rank) with Megatron-style
+    sequence parallelism (`sequence_parallel`), each printed only when not the default.
 
     ```mlir
     #pipe.parallelism<pipeline = 4, data = 2, stages_per_device = 2, schedule = "breadth-first",
@@ -258,7 +261,9 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     "int64_t":$fsdp_window,
     Pipe_EnumParam<Pipe_RankOrder>:$rank_order,
     Pipe_DefaultEnumParam<Pipe_Placement, "Loop">:$placement,
-    DefaultValuedParameter<"bool", "false">:$split_backward
+    DefaultValuedParameter<"bool", "false">:$split_backward,
+    DefaultValuedParameter<"int64_t", "1">:$tensor,
+    DefaultValuedParameter<"bool", "false">:$sequence_parallel
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -267,6 +272,8 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     int64_t getNumStages() const { return getPipeline() * getStagesPerDevice(); }
     /// Samples per replica and step, M * microbatch_size.
     int64_t getBatchSamples() const { return getMicrobatches() * getMicrobatchSize(); }
+    /// Devices of the job, P * D * T.
+    int64_t getWorldSize() const { return getPipeline() * getData() * getTensor(); }
   }];
 }
 

@@ -376,7 +376,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instructi
   if constexpr (std::is_same_v<Grad, double>)
     lossSum += ops().takeLoss();
   timer.record(stage.spec->firstLayer, batch.samples, seconds, Op::Forward);
-  if (plan->config.checkpointing) {
+  if (plan->config.checkpointing == Checkpointing::Full) {
     // Keep the stage input only; the backward runs the forward again.
     if (x) {
       stage.inputs[mb] = ops().allocate(batch.samples * rowFloats);
@@ -471,7 +471,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruct
     }
   }
   model::MemoryCounter &memory = ops().memory();
-  if (plan->config.checkpointing) {
+  if (plan->config.checkpointing == Checkpointing::Full) {
     // The recomputed activations live for this backward (or until its W).
     model::MemoryScope recomputed(memory, model::MemoryUse::Working);
     std::vector<int32_t> tokens, targets;

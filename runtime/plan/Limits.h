@@ -33,10 +33,11 @@ constexpr int64_t kMaxVocab = 1 << 24;
 
 constexpr int64_t kMaxPipeline = 1 << 16;
 constexpr int64_t kMaxData = 1 << 20;
+constexpr int64_t kMaxTensor = 1 << 10;
 constexpr int64_t kMaxStagesPerDevice = 1024;
 constexpr int64_t kMaxMicrobatches = 1 << 20;
 constexpr int64_t kMaxMicrobatchSize = 1 << 20;
-/// Ranks: pipeline x data.
+/// Ranks: pipeline x data x tensor.
 constexpr int64_t kMaxWorld = 1 << 24;
 /// (stage, micro-batch) pairs of a step: beyond this a plan would not fit in memory anyway.
 constexpr int64_t kMaxStageMicrobatches = 1 << 24;

@@ -17,7 +17,7 @@
 namespace conduit::runtime {
 
 /// The plan file format this code reads and writes.
-constexpr uint32_t kPlanFormatVersion = 3;
+constexpr uint32_t kPlanFormatVersion = 4;
 /// Feature bits this code understands (none yet); others make a reader refuse the file.
 constexpr uint64_t kKnownFeatures = 0;
 
@@ -36,8 +36,13 @@ enum class Op : uint8_t {
   BackwardInput,  ///< split backward: the input gradient of a micro-batch (I)
   BackwardWeight, ///< split backward: the weight gradient of an earlier I (W)
   TieGrads,       ///< tied embeddings: the two copies' gradients summed (with `peer`)
+  /// Tensor parallelism: a collective of the tensor group, issued inside the compute
+  /// instruction it follows (TensorCollectives.h lists which, in order).
+  TensorAllReduce,
+  TensorAllGather,
+  TensorReduceScatter,
 };
-constexpr int kNumOps = 14;
+constexpr int kNumOps = 17;
 
 enum class Transfer : uint8_t { Activation, Gradient };
 
@@ -77,7 +82,11 @@ struct Instruction {
   bool isCollective() const {
     return op == Op::AllGather || op == Op::ReduceScatter || op == Op::AllReduce;
   }
+  bool isTensorCollective() const {
+    return op == Op::TensorAllReduce || op == Op::TensorAllGather || op == Op::TensorReduceScatter;
+  }
   /// Whether it moves data between processes (or may: a tie_grads of one rank sums in place).
+  /// Tensor collectives run inside their compute instruction, not on their own.
   bool communicates() const { return isTransfer() || isCollective() || op == Op::TieGrads; }
 };
 
@@ -130,6 +139,9 @@ constexpr int kNumSchedules = 8;
 enum class Sharding : uint8_t { None, Optimizer, Gradients, Full };
 enum class DType : uint8_t { BF16, FP16, FP32 };
 enum class Optimizer : uint8_t { Adam, SGD };
+/// Activation checkpointing: none; full (each layer's input kept, the layer recomputed in the
+/// backward); selective (only the attention core recomputed, Megatron-LM's "selective").
+enum class Checkpointing : uint8_t { None, Full, Selective };
 
 struct Transformer {
   int64_t numLayers = 0, hiddenSize = 0, numHeads = 0, numKvHeads = 0, ffnHiddenSize = 0,
@@ -156,7 +168,7 @@ struct Config {
   Schedule schedule = Schedule::OneFOneB;
   int64_t groupSize = 1, microbatches = 1, microbatchSize = 1;
   Sharding sharding = Sharding::None;
-  bool checkpointing = false;
+  Checkpointing checkpointing = Checkpointing::None;
   int32_t fsdpWindow = 2;
   bool pipelineInner = false;
   DType dtype = DType::BF16;
@@ -166,12 +178,17 @@ struct Config {
   int64_t tokensPerSample = 1;
   bool splitBackward = false; ///< backwards run as I and W
   DataSource dataSource;      ///< where the tokens come from (`data` is the data-parallel degree)
+  /// Tensor-parallel ranks T per (pipeline rank, replica): the innermost axis of the global
+  /// rank. Every rank of a tensor group runs its pipeline rank's program on its shard of
+  /// each layer (Megatron-LM's partitioning).
+  int32_t tensor = 1;
+  bool sequenceParallel = false; ///< norms and residuals split over the group by sequence
   std::string preset;
   double peakFlops = 1, efficiency = 1;
   int64_t memoryBytes = 0, gpusPerNode = 1;
   double intraNodeBandwidth = 1, interNodeBandwidth = 1, latencyS = 0, launchOverheadS = 0;
 
-  int64_t worldSize() const { return int64_t(pipeline) * data; }
+  int64_t worldSize() const { return int64_t(pipeline) * data * tensor; }
   int64_t batchSamples() const { return microbatches * microbatchSize; }
   /// Tokens of a step (every replica's batch) of `seq`-token samples. A double: the product of
   /// bounded figures may pass 2^63 (and is exact while below 2^53).
@@ -180,9 +197,14 @@ struct Config {
            static_cast<double>(seq);
   }
   int64_t elementBytes() const { return dtype == DType::FP32 ? 4 : 2; }
-  /// Global rank of (pipeline rank, data-parallel replica).
-  int64_t globalRank(int64_t pipelineRank, int64_t replica) const {
-    return pipelineInner ? replica * pipeline + pipelineRank : pipelineRank * data + replica;
+  /// Whether activations are recomputed in the backward (fully or selectively).
+  bool recomputes() const { return checkpointing != Checkpointing::None; }
+  /// Global rank of (pipeline rank, data-parallel replica, tensor rank): the tensor rank
+  /// innermost, the other two in the rank order.
+  int64_t globalRank(int64_t pipelineRank, int64_t replica, int64_t tensorRank = 0) const {
+    return (pipelineInner ? replica * pipeline + pipelineRank : pipelineRank * data + replica) *
+               tensor +
+           tensorRank;
   }
 };
 

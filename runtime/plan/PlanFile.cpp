@@ -22,10 +22,23 @@ namespace conduit::runtime {
 namespace fb = conduit::planfile;
 
 const char *opName(Op op) {
-  static const char *const kNames[kNumOps] = {
-      "forward",         "backward", "send",           "recv",   "all_gather", "reduce_scatter",
-      "all_reduce",      "free",     "optimizer_step", "signal", "wait",       "backward_input",
-      "backward_weight", "tie_grads"};
+  static const char *const kNames[kNumOps] = {"forward",
+                                              "backward",
+                                              "send",
+                                              "recv",
+                                              "all_gather",
+                                              "reduce_scatter",
+                                              "all_reduce",
+                                              "free",
+                                              "optimizer_step",
+                                              "signal",
+                                              "wait",
+                                              "backward_input",
+                                              "backward_weight",
+                                              "tie_grads",
+                                              "tensor_all_reduce",
+                                              "tensor_all_gather",
+                                              "tensor_reduce_scatter"};
   auto index = static_cast<size_t>(op);
   return index < kNumOps ? kNames[index] : "unknown";
 }
@@ -60,6 +73,11 @@ std::string describe(const Instruction &inst) {
     return absl::StrCat(opName(inst.op), " event ", inst.event, " on stream ", inst.stream);
   case Op::TieGrads:
     return absl::StrCat("tie_grads s", inst.stage, " with rank ", inst.peer, " s", inst.peerStage);
+  case Op::TensorAllReduce:
+  case Op::TensorAllGather:
+  case Op::TensorReduceScatter:
+    return absl::StrCat(opName(inst.op), " s", inst.stage, " mb", inst.microbatch, " ", inst.bytes,
+                        " bytes");
   default:
     return absl::StrCat(opName(inst.op), " s", inst.stage);
   }
@@ -149,7 +167,7 @@ std::string writePlan(const Plan &plan) {
   config.add_microbatches(c.microbatches);
   config.add_microbatch_size(c.microbatchSize);
   config.add_sharding(static_cast<uint8_t>(c.sharding));
-  config.add_checkpointing(c.checkpointing ? 1 : 0);
+  config.add_checkpointing(static_cast<uint8_t>(c.checkpointing));
   config.add_fsdp_window(c.fsdpWindow);
   config.add_rank_order(c.pipelineInner ? 1 : 0);
   config.add_dtype(static_cast<uint8_t>(c.dtype));
@@ -170,6 +188,8 @@ std::string writePlan(const Plan &plan) {
   config.add_inter_node_bandwidth(c.interNodeBandwidth);
   config.add_latency_s(c.latencyS);
   config.add_launch_overhead_s(c.launchOverheadS);
+  config.add_tensor(c.tensor);
+  config.add_sequence_parallel(c.sequenceParallel);
   auto configOffset = config.Finish();
 
   flatbuffers::Offset<fb::Transformer> transformer;
@@ -316,7 +336,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   config.microbatches = c->microbatches();
   config.microbatchSize = c->microbatch_size();
   config.sharding = static_cast<Sharding>(c->sharding());
-  config.checkpointing = c->checkpointing() != 0;
+  config.checkpointing = static_cast<Checkpointing>(c->checkpointing());
   config.fsdpWindow = c->fsdp_window();
   config.pipelineInner = c->rank_order() != 0;
   config.dtype = static_cast<DType>(c->dtype());
@@ -337,8 +357,10 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   config.interNodeBandwidth = c->inter_node_bandwidth();
   config.latencyS = c->latency_s();
   config.launchOverheadS = c->launch_overhead_s();
+  config.tensor = c->tensor();
+  config.sequenceParallel = c->sequence_parallel();
   if (c->schedule() >= kNumSchedules || c->sharding() > 3 || c->dtype() > 2 || c->optimizer() > 1 ||
-      c->checkpointing() > 1 || c->rank_order() > 1 || c->data_kind() > 2)
+      c->checkpointing() > 2 || c->rank_order() > 1 || c->data_kind() > 2)
     return corrupt("the configuration holds an unknown enum value");
 
   if (const fb::Transformer *t = p->transformer()) {
@@ -470,6 +492,9 @@ private:
     const Config &c = plan.config;
     CONDUIT_RETURN_IF_ERROR(inRange("config.pipeline", c.pipeline, 1, kMaxPipeline));
     CONDUIT_RETURN_IF_ERROR(inRange("config.data", c.data, 1, kMaxData));
+    CONDUIT_RETURN_IF_ERROR(inRange("config.tensor", c.tensor, 1, kMaxTensor));
+    if (c.sequenceParallel && c.tensor == 1)
+      return bad("config.sequence_parallel is set without tensor parallelism (config.tensor 1)");
     CONDUIT_RETURN_IF_ERROR(
         inRange("config.stages_per_device", c.stagesPerDevice, 1, kMaxStagesPerDevice));
     CONDUIT_RETURN_IF_ERROR(inRange("config.microbatches", c.microbatches, 1, kMaxMicrobatches));
@@ -502,7 +527,8 @@ private:
                               "; it must be 2 or 4"));
     if (c.worldSize() > kMaxWorld)
       return bad(absl::StrCat("the world of ", c.worldSize(), " ranks (config.pipeline x ",
-                              "config.data) is too large; at most ", kMaxWorld, " are supported"));
+                              "config.data x config.tensor) is too large; at most ", kMaxWorld,
+                              " are supported"));
     if (plan.layers.empty())
       return bad("the plan has no layers");
     return absl::OkStatus();

@@ -18,6 +18,11 @@ template <typename T> void list(std::ostream &os, const std::vector<T> &values) 
   os << "]";
 }
 
+const char *checkpointingName(Checkpointing c) {
+  static const char *const kNames[] = {"none", "full", "selective"};
+  return kNames[static_cast<int>(c)];
+}
+
 const char *shardingName(Sharding s) {
   static const char *const kNames[] = {"none", "optimizer", "gradients", "full"};
   return kNames[static_cast<int>(s)];
@@ -72,6 +77,12 @@ void writeInstruction(std::ostream &os, const Instruction &i) {
     os << ", \"stage\": " << i.stage << ", \"peer\": " << i.peer
        << ", \"peer_stage\": " << i.peerStage << ", \"bytes\": " << i.bytes;
     break;
+  case Op::TensorAllReduce:
+  case Op::TensorAllGather:
+  case Op::TensorReduceScatter:
+    os << ", \"stage\": " << i.stage << ", \"microbatch\": " << i.microbatch
+       << ", \"bytes\": " << i.bytes;
+    break;
   }
   os << "}";
 }
@@ -85,13 +96,15 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
      << ",\n  \"name\": " << jsonString(plan.name) << ",\n  \"source\": " << jsonString(plan.source)
      << ",\n";
   os << "  \"config\": {\"pipeline\": " << c.pipeline << ", \"data\": " << c.data
+     << ", \"tensor\": " << c.tensor
+     << ", \"sequence_parallel\": " << (c.sequenceParallel ? "true" : "false")
      << ", \"stages_per_device\": " << c.stagesPerDevice << ", \"schedule\": \""
      << scheduleName(c.schedule)
      << "\", \"split_backward\": " << (c.splitBackward ? "true" : "false")
      << ", \"group_size\": " << c.groupSize << ", \"microbatches\": " << c.microbatches
      << ", \"microbatch_size\": " << c.microbatchSize << ", \"sharding\": \""
      << shardingName(c.sharding) << "\", \"checkpointing\": \""
-     << (c.checkpointing ? "full" : "none") << "\", \"fsdp_window\": " << c.fsdpWindow
+     << checkpointingName(c.checkpointing) << "\", \"fsdp_window\": " << c.fsdpWindow
      << ", \"rank_order\": \"" << (c.pipelineInner ? "pipeline-inner" : "data-inner")
      << "\", \"element_bytes\": " << c.elementBytes() << ", \"seed\": " << c.seed
      << ", \"learning_rate\": " << c.learningRate << ", \"data_source\": \""

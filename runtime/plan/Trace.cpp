@@ -40,6 +40,12 @@ std::string shortName(const Instruction &x) {
   case Op::TieGrads:
     return "tie " + stage +
            (x.peerStage == x.stage ? std::string() : " + s" + std::to_string(x.peerStage));
+  case Op::TensorAllReduce:
+    return "tensor all-reduce " + stage;
+  case Op::TensorAllGather:
+    return "tensor all-gather " + stage;
+  case Op::TensorReduceScatter:
+    return "tensor reduce-scatter " + stage;
   default:
     return describe(x);
   }
@@ -69,6 +75,10 @@ const char *category(Op op) {
     return "reduce-scatter";
   case Op::AllReduce:
     return "all-reduce";
+  case Op::TensorAllReduce:
+  case Op::TensorAllGather:
+  case Op::TensorReduceScatter:
+    return "tensor";
   default:
     return "other";
   }
