@@ -4,6 +4,7 @@
 #include "runtime/model/Ops.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace conduit::model {
 
@@ -145,6 +146,11 @@ void CpuOps<T>::embeddingForward(int64_t samples, int64_t seq, int64_t hidden,
   for (int64_t n = 0; n < samples; ++n)
     for (int64_t t = 0; t < seq; ++t) {
       const int64_t row = n * seq + t;
+      if (tokens[row] < 0) {
+        for (int64_t i = 0; i < hidden; ++i)
+          y[row * hidden + i] = wpe ? wpe[t * hidden + i] : T(0);
+        continue;
+      }
       const T *token = wte + static_cast<int64_t>(tokens[row]) * hidden;
       if (!wpe) {
         std::copy(token, token + hidden, y + row * hidden);
@@ -161,9 +167,10 @@ void CpuOps<T>::embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
   for (int64_t n = 0; n < samples; ++n)
     for (int64_t t = 0; t < seq; ++t) {
       const int64_t row = n * seq + t;
-      T *token = dwte + static_cast<int64_t>(tokens[row]) * hidden;
+      T *token = tokens[row] < 0 ? nullptr : dwte + static_cast<int64_t>(tokens[row]) * hidden;
       for (int64_t i = 0; i < hidden; ++i) {
-        token[i] += dy[row * hidden + i];
+        if (token)
+          token[i] += dy[row * hidden + i];
         if (dwpe)
           dwpe[t * hidden + i] += dy[row * hidden + i];
       }
@@ -176,6 +183,41 @@ void CpuOps<T>::crossEntropy(int64_t rows, int64_t vocab, const T *logits, const
   const double sum = model::crossEntropy(rows, vocab, logits, targets, scale, dlogits);
   if (this->countingLoss)
     loss += sum;
+}
+
+template <typename T> void CpuOps<T>::rowMax(int64_t rows, int64_t vocab, const T *logits, T *max) {
+  for (int64_t r = 0; r < rows; ++r)
+    max[r] = *std::max_element(logits + r * vocab, logits + (r + 1) * vocab);
+}
+
+template <typename T>
+void CpuOps<T>::crossEntropyPartials(int64_t rows, int64_t vocab, const T *logits,
+                                     const int32_t *targets, const T *max, T *sums, T *picked) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *z = logits + r * vocab;
+    double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      sum += std::exp(static_cast<double>(z[v]) - max[r]);
+    sums[r] = static_cast<T>(sum);
+    picked[r] = targets[r] >= 0 ? z[targets[r]] : T(0);
+  }
+}
+
+template <typename T>
+void CpuOps<T>::crossEntropyFromPartials(int64_t rows, int64_t vocab, const T *logits,
+                                         const int32_t *targets, const T *max, const T *sums,
+                                         const T *picked, T scale, bool countLoss, T *dlogits) {
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double logSum = static_cast<double>(max[r]) + std::log(static_cast<double>(sums[r]));
+    total += logSum - picked[r];
+    const T *z = logits + r * vocab;
+    T *dz = dlogits + r * vocab;
+    for (int64_t v = 0; v < vocab; ++v)
+      dz[v] = static_cast<T>(scale * (std::exp(z[v] - logSum) - (v == targets[r] ? 1 : 0)));
+  }
+  if (countLoss && this->countingLoss)
+    loss += total;
 }
 
 template <typename T> double CpuOps<T>::takeLoss() { return std::exchange(loss, 0.0); }

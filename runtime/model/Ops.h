@@ -14,6 +14,7 @@
 #define CONDUIT_RUNTIME_MODEL_OPS_H
 
 #include "runtime/model/MemoryCounter.h"
+#include "runtime/model/TensorGroup.h"
 
 #include <cstdint>
 #include <functional>
@@ -146,23 +147,41 @@ public:
                                  int64_t headDim, const T *qkv, const T *probs, const T *dout,
                                  T *dqkv) = 0;
   /// y[n, t] = wte[tokens[n, t]] + wpe[t], or wte[tokens[n, t]] where wpe is null (no
-  /// learned positions); tokens on the host.
+  /// learned positions); tokens on the host. A negative token has no row here (another tensor
+  /// rank's part of the vocabulary): it contributes zero.
   virtual void embeddingForward(int64_t samples, int64_t seq, int64_t hidden, const int32_t *tokens,
                                 const T *wte, const T *wpe, T *y) = 0;
-  /// dwte, dwpe accumulated (dwpe null: no position table).
+  /// dwte, dwpe accumulated (dwpe null: no position table); negative tokens add to dwpe only.
   virtual void embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
                                  const int32_t *tokens, const T *dy, T *dwte, T *dwpe) = 0;
   /// Adds the summed cross-entropy of `logits` against `targets` (host) to the loss, and
   /// writes scale · (softmax − onehot) to dlogits.
   virtual void crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets,
                             T scale, T *dlogits) = 0;
+  /// The vocabulary-parallel cross-entropy (Megatron-LM's), in three parts around the tensor
+  /// group's all-reduces of the row statistics; `logits` are this rank's columns, `targets`
+  /// (host) the target's column here or −1 where another rank holds it. First each row's
+  /// largest logit; then, against the group's maxima, the sum of exponentials and the target's
+  /// logit (0 where −1); last, from the group's sums, scale · (softmax − onehot) into dlogits,
+  /// and the rows' loss added to the loss when `countLoss` (one rank of the group counts it).
+  virtual void rowMax(int64_t rows, int64_t vocab, const T *logits, T *max) = 0;
+  virtual void crossEntropyPartials(int64_t rows, int64_t vocab, const T *logits,
+                                    const int32_t *targets, const T *max, T *sums, T *picked) = 0;
+  virtual void crossEntropyFromPartials(int64_t rows, int64_t vocab, const T *logits,
+                                        const int32_t *targets, const T *max, const T *sums,
+                                        const T *picked, T scale, bool countLoss, T *dlogits) = 0;
   /// The loss summed since the last call, and zero from now on.
   virtual double takeLoss() = 0;
   /// While off, crossEntropy leaves the loss alone (a recomputed forward counts once).
   void countLoss(bool on) { countingLoss = on; }
+  /// The tensor group the layers communicate in (null without tensor parallelism); it
+  /// outlives the Ops's use of it.
+  TensorGroup<T> *tensorGroup() const { return tensor; }
+  void setTensorGroup(TensorGroup<T> *group) { tensor = group; }
 
 protected:
   bool countingLoss = true;
+  TensorGroup<T> *tensor = nullptr;
   MemoryCounter counter;
 };
 
@@ -213,6 +232,12 @@ public:
                          const T *dy, T *dwte, T *dwpe) override;
   void crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets, T scale,
                     T *dlogits) override;
+  void rowMax(int64_t rows, int64_t vocab, const T *logits, T *max) override;
+  void crossEntropyPartials(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets,
+                            const T *max, T *sums, T *picked) override;
+  void crossEntropyFromPartials(int64_t rows, int64_t vocab, const T *logits,
+                                const int32_t *targets, const T *max, const T *sums,
+                                const T *picked, T scale, bool countLoss, T *dlogits) override;
   double takeLoss() override;
 
 private:

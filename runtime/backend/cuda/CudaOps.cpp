@@ -380,28 +380,32 @@ void CudaOps::embeddingBackward(int64_t samples, int64_t seq, int64_t hidden, co
   // The rows grouped by token, in row order within a group, so that the device sums each
   // token's rows in parallel with the others and in a fixed order:
   // [rows in token order | group starts (groups + 1) | the group's token].
+  // Rows of negative tokens (another tensor rank's vocabulary) add to the positions only.
   const int64_t rows = samples * seq;
-  std::vector<int32_t> order(rows);
+  std::vector<int32_t> order;
+  order.reserve(rows);
   for (int64_t r = 0; r < rows; ++r)
-    order[r] = static_cast<int32_t>(r);
+    if (tokens[r] >= 0)
+      order.push_back(static_cast<int32_t>(r));
+  const int64_t kept = static_cast<int64_t>(order.size());
   std::stable_sort(order.begin(), order.end(),
                    [&](int32_t a, int32_t b) { return tokens[a] < tokens[b]; });
   std::vector<int32_t> starts, groupTokens;
-  for (int64_t k = 0; k < rows; ++k)
+  for (int64_t k = 0; k < kept; ++k)
     if (k == 0 || tokens[order[k]] != tokens[order[k - 1]]) {
       starts.push_back(static_cast<int32_t>(k));
       groupTokens.push_back(tokens[order[k]]);
     }
   const int64_t groups = static_cast<int64_t>(groupTokens.size());
-  starts.push_back(static_cast<int32_t>(rows));
+  starts.push_back(static_cast<int32_t>(kept));
   std::vector<int32_t> packed = order;
   packed.insert(packed.end(), starts.begin(), starts.end());
   packed.insert(packed.end(), groupTokens.begin(), groupTokens.end());
   model::Buffer<int32_t> ids = uploadIds(packed.data(), static_cast<int64_t>(packed.size()));
   if (failure.ok())
     CONDUIT_CUDA_NOTE(failure, cuda::embeddingBackward(
-                                   rows, seq, hidden, ids.data(), ids.data() + rows,
-                                   ids.data() + rows + groups + 1, groups, dy, dwte, dwpe, queue));
+                                   rows, seq, hidden, ids.data(), ids.data() + kept,
+                                   ids.data() + kept + groups + 1, groups, dy, dwte, dwpe, queue));
 }
 
 void CudaOps::crossEntropy(int64_t rows, int64_t vocab, const float *logits, const int32_t *targets,
@@ -412,6 +416,34 @@ void CudaOps::crossEntropy(int64_t rows, int64_t vocab, const float *logits, con
     CONDUIT_CUDA_NOTE(failure, cuda::crossEntropy(rows, vocab, logits, ids.data(), scale,
                                                   losses.data(), dlogits, queue));
   if (failure.ok() && countingLoss)
+    CONDUIT_CUDA_NOTE(failure, sumInto(rows, losses.data(), lossDevice, queue));
+}
+
+void CudaOps::rowMax(int64_t rows, int64_t vocab, const float *logits, float *max) {
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::rowMax(rows, vocab, logits, max, queue));
+}
+
+void CudaOps::crossEntropyPartials(int64_t rows, int64_t vocab, const float *logits,
+                                   const int32_t *targets, const float *max, float *sums,
+                                   float *picked) {
+  model::Buffer<int32_t> ids = uploadIds(targets, rows);
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cuda::crossEntropyPartials(rows, vocab, logits, ids.data(), max,
+                                                          sums, picked, queue));
+}
+
+void CudaOps::crossEntropyFromPartials(int64_t rows, int64_t vocab, const float *logits,
+                                       const int32_t *targets, const float *max, const float *sums,
+                                       const float *picked, float scale, bool countLoss,
+                                       float *dlogits) {
+  model::Buffer<int32_t> ids = uploadIds(targets, rows);
+  model::Buffer<float> losses = deviceBuffer<float>(rows);
+  if (failure.ok())
+    CONDUIT_CUDA_NOTE(failure,
+                      cuda::crossEntropyFromPartials(rows, vocab, logits, ids.data(), max, sums,
+                                                     picked, scale, losses.data(), dlogits, queue));
+  if (failure.ok() && countLoss && countingLoss)
     CONDUIT_CUDA_NOTE(failure, sumInto(rows, losses.data(), lossDevice, queue));
 }
 

@@ -95,6 +95,14 @@ public:
                          const float *dy, float *dwte, float *dwpe) override;
   void crossEntropy(int64_t rows, int64_t vocab, const float *logits, const int32_t *targets,
                     float scale, float *dlogits) override;
+  void rowMax(int64_t rows, int64_t vocab, const float *logits, float *max) override;
+  void crossEntropyPartials(int64_t rows, int64_t vocab, const float *logits,
+                            const int32_t *targets, const float *max, float *sums,
+                            float *picked) override;
+  void crossEntropyFromPartials(int64_t rows, int64_t vocab, const float *logits,
+                                const int32_t *targets, const float *max, const float *sums,
+                                const float *picked, float scale, bool countLoss,
+                                float *dlogits) override;
   double takeLoss() override;
 
   /// Row-major C = alpha · op(A) · op(B) + beta · C for `batch` matrices at the given

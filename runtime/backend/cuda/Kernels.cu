@@ -85,6 +85,10 @@ __global__ void fillKernel(int64_t n, float value, float *dst) {
   CONDUIT_GRID_STRIDE(i, n) dst[i] = value;
 }
 
+__global__ void maximumKernel(int64_t n, const float *src, float *dst) {
+  CONDUIT_GRID_STRIDE(i, n) dst[i] = fmaxf(dst[i], src[i]);
+}
+
 __global__ void addKernel(int64_t n, const float *src, float *dst) {
   CONDUIT_GRID_STRIDE(i, n) dst[i] += src[i];
 }
@@ -342,6 +346,46 @@ __global__ void crossEntropyKernel(int64_t vocab, const float *logits, const int
     dz[v] = scale * (expf(z[v] - logSum) - (v == target ? 1.0f : 0.0f));
 }
 
+__global__ void rowMaxKernel(int64_t vocab, const float *logits, float *max) {
+  const float *z = logits + int64_t(blockIdx.x) * vocab;
+  float best = -INFINITY;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    best = fmaxf(best, z[v]);
+  best = blockMax(best);
+  if (threadIdx.x == 0)
+    max[blockIdx.x] = best;
+}
+
+__global__ void crossEntropyPartialsKernel(int64_t vocab, const float *logits,
+                                           const int32_t *targets, const float *max, float *sums,
+                                           float *picked) {
+  const int64_t r = blockIdx.x;
+  const float *z = logits + r * vocab;
+  float s = 0;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    s += expf(z[v] - max[r]);
+  s = blockSum(s);
+  if (threadIdx.x == 0) {
+    sums[r] = s;
+    picked[r] = targets[r] >= 0 ? z[targets[r]] : 0.0f;
+  }
+}
+
+__global__ void crossEntropyFromPartialsKernel(int64_t vocab, const float *logits,
+                                               const int32_t *targets, const float *max,
+                                               const float *sums, const float *picked, float scale,
+                                               float *loss, float *dlogits) {
+  const int64_t r = blockIdx.x;
+  const float logSum = max[r] + logf(sums[r]);
+  if (threadIdx.x == 0)
+    loss[r] = logSum - picked[r];
+  const float *z = logits + r * vocab;
+  float *dz = dlogits + r * vocab;
+  const int32_t target = targets[r];
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
+    dz[v] = scale * (expf(z[v] - logSum) - (v == target ? 1.0f : 0.0f));
+}
+
 __global__ void sumIntoKernel(int64_t n, const float *values, double *total) {
   double s = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -359,7 +403,8 @@ __global__ void embeddingForwardKernel(int64_t rows, int64_t seq, int64_t h, con
                                        const float *wte, const float *wpe, float *y) {
   CONDUIT_GRID_STRIDE(k, rows * h) {
     const int64_t r = k / h, i = k % h;
-    const float token = wte[static_cast<int64_t>(tokens[r]) * h + i];
+    // A negative token is another tensor rank's part of the vocabulary: zero here.
+    const float token = tokens[r] < 0 ? 0.0f : wte[static_cast<int64_t>(tokens[r]) * h + i];
     y[k] = wpe ? token + wpe[(r % seq) * h + i] : token;
   }
 }
@@ -421,6 +466,13 @@ cudaError_t add(int64_t n, const float *src, float *dst, cudaStream_t stream) {
   if (n == 0)
     return cudaSuccess;
   addKernel<<<blocksFor(n), kThreads, 0, stream>>>(n, src, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t maximum(int64_t n, const float *src, float *dst, cudaStream_t stream) {
+  if (n == 0)
+    return cudaSuccess;
+  maximumKernel<<<blocksFor(n), kThreads, 0, stream>>>(n, src, dst);
   return cudaGetLastError();
 }
 
@@ -579,7 +631,8 @@ cudaError_t embeddingBackward(int64_t rows, int64_t seq, int64_t hidden, const i
                   static_cast<unsigned>((hidden + kThreads - 1) / kThreads));
   if (grid.y > 65535)
     return cudaErrorInvalidValue;
-  tokenGradKernel<<<grid, kThreads, 0, stream>>>(hidden, order, starts, groupTokens, dy, dwte);
+  if (groups > 0)
+    tokenGradKernel<<<grid, kThreads, 0, stream>>>(hidden, order, starts, groupTokens, dy, dwte);
   if (dwpe)
     positionGradKernel<<<blocksFor(seq * hidden), kThreads, 0, stream>>>(rows / seq, seq, hidden,
                                                                          dy, dwpe);
@@ -592,6 +645,35 @@ cudaError_t crossEntropy(int64_t rows, int64_t vocab, const float *logits, const
     return cudaSuccess;
   crossEntropyKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(vocab, logits, targets,
                                                                            scale, loss, dlogits);
+  return cudaGetLastError();
+}
+
+cudaError_t rowMax(int64_t rows, int64_t vocab, const float *logits, float *max,
+                   cudaStream_t stream) {
+  if (rows == 0)
+    return cudaSuccess;
+  rowMaxKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(vocab, logits, max);
+  return cudaGetLastError();
+}
+
+cudaError_t crossEntropyPartials(int64_t rows, int64_t vocab, const float *logits,
+                                 const int32_t *targets, const float *max, float *sums,
+                                 float *picked, cudaStream_t stream) {
+  if (rows == 0)
+    return cudaSuccess;
+  crossEntropyPartialsKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      vocab, logits, targets, max, sums, picked);
+  return cudaGetLastError();
+}
+
+cudaError_t crossEntropyFromPartials(int64_t rows, int64_t vocab, const float *logits,
+                                     const int32_t *targets, const float *max, const float *sums,
+                                     const float *picked, float scale, float *loss, float *dlogits,
+                                     cudaStream_t stream) {
+  if (rows == 0)
+    return cudaSuccess;
+  crossEntropyFromPartialsKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      vocab, logits, targets, max, sums, picked, scale, loss, dlogits);
   return cudaGetLastError();
 }
 

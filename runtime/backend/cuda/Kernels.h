@@ -24,6 +24,8 @@ namespace conduit::cuda {
 cudaError_t fill(int64_t n, float value, float *dst, cudaStream_t stream);
 /// dst += src.
 cudaError_t add(int64_t n, const float *src, float *dst, cudaStream_t stream);
+/// dst = max(dst, src), element-wise.
+cudaError_t maximum(int64_t n, const float *src, float *dst, cudaStream_t stream);
 /// dst += src, in double precision.
 cudaError_t accumulate(int64_t n, const float *src, double *dst, cudaStream_t stream);
 /// x[r, :] += bias for each of `rows` rows of width n.
@@ -82,7 +84,7 @@ cudaError_t softmaxBackward(int64_t rows, int64_t seq, const float *probs, float
                             cudaStream_t stream);
 
 /// y[r, :] = wte[tokens[r], :] + wpe[r mod seq, :] for rows = samples · seq (tokens on the
-/// device); wpe null: no position table.
+/// device; a negative token contributes zero); wpe null: no position table.
 cudaError_t embeddingForward(int64_t rows, int64_t seq, int64_t hidden, const int32_t *tokens,
                              const float *wte, const float *wpe, float *y, cudaStream_t stream);
 /// dwte and dwpe accumulated (dwpe null: no position table). The rows come grouped by token (device
@@ -96,6 +98,18 @@ cudaError_t embeddingBackward(int64_t rows, int64_t seq, int64_t hidden, const i
 /// scale · (softmax − onehot). Targets on the device.
 cudaError_t crossEntropy(int64_t rows, int64_t vocab, const float *logits, const int32_t *targets,
                          float scale, float *loss, float *dlogits, cudaStream_t stream);
+/// The vocabulary-parallel cross-entropy's parts (model::Ops): each row's largest logit; the
+/// sum of exp(logit − max) and the target's logit (0 where the target is −1: another rank's);
+/// from the group's statistics, loss[r] and dlogits. Targets on the device.
+cudaError_t rowMax(int64_t rows, int64_t vocab, const float *logits, float *max,
+                   cudaStream_t stream);
+cudaError_t crossEntropyPartials(int64_t rows, int64_t vocab, const float *logits,
+                                 const int32_t *targets, const float *max, float *sums,
+                                 float *picked, cudaStream_t stream);
+cudaError_t crossEntropyFromPartials(int64_t rows, int64_t vocab, const float *logits,
+                                     const int32_t *targets, const float *max, const float *sums,
+                                     const float *picked, float scale, float *loss, float *dlogits,
+                                     cudaStream_t stream);
 /// total += Σ values, in double precision and a fixed order.
 cudaError_t sumInto(int64_t n, const float *values, double *total, cudaStream_t stream);
 
