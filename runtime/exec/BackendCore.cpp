@@ -558,7 +558,7 @@ absl::Status BackendCore<Grad>::postTransfers(const std::vector<int64_t> &indice
     const int64_t offset = (inst.begin - stage->spec->samples[inst.microbatch]) * rowFloats;
     PeerTransfer t;
     t.send = inst.op == Op::Send;
-    t.peer = plan->config.globalRank(inst.peer, where.replica);
+    t.peer = where.peer(plan->config, inst.peer);
     t.count = floats;
     const model::Buffer<float> &buffer =
         !t.send ? slots[inst.slot]
@@ -671,7 +671,7 @@ absl::StatusOr<bool> BackendCore<Grad>::tieGradients(const Instruction &inst, Pe
     model::MemoryScope receive(ops().memory(), model::MemoryUse::ReceiveBuffers);
     p.incoming = allocateGrad<Grad>(ops(), n);
   }
-  const int64_t peer = plan->config.globalRank(inst.peer, where.replica);
+  const int64_t peer = where.peer(plan->config, inst.peer);
   std::vector<PeerTransfer> transfers(2);
   transfers[0] = {true, peer, reinterpret_cast<float *>(p.tied), n * floatsPer};
   transfers[1] = {false, peer, reinterpret_cast<float *>(p.incoming.data()), n * floatsPer};

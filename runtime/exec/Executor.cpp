@@ -110,11 +110,15 @@ absl::Status Executor::advance(Stream &stream, int s, int64_t step, bool startCo
       progress = true;
       continue;
     }
-    // One instruction, or every transfer of its batch: they are posted together.
+    // One instruction, or every transfer of its batch: they are posted together. A compute
+    // takes the tensor collectives that follow it: its layers issue them as it runs.
     size_t end = stream.next + 1;
     if (x.isTransfer() && x.batch >= 0)
       while (end < stream.list.size() && program[stream.list[end]].isTransfer() &&
              program[stream.list[end]].batch == x.batch)
+        ++end;
+    if (x.isCompute())
+      while (end < stream.list.size() && program[stream.list[end]].isTensorCollective())
         ++end;
     std::vector<int64_t> indices(stream.list.begin() + stream.next, stream.list.begin() + end);
     const double t = now();
@@ -146,9 +150,11 @@ void Executor::finish(Stream &stream, double t) {
 absl::Status Executor::stalled(double waitedS) const {
   const Config &c = plan.config;
   const std::vector<Instruction> &program = plan.ranks[rank].instructions;
-  std::string message = absl::StrCat("rank ", c.globalRank(rank, replica), " (pipeline rank ", rank,
-                                     ", replica ", replica, ") made no progress for ",
-                                     static_cast<int64_t>(waitedS), " s at step ", currentStep);
+  const int32_t tensor = options.tensorRank;
+  std::string message = absl::StrCat(
+      "rank ", c.globalRank(rank, replica, tensor), " (pipeline rank ", rank, ", replica ", replica,
+      c.tensor > 1 ? absl::StrCat(", tensor rank ", tensor) : "", ") made no progress for ",
+      static_cast<int64_t>(waitedS), " s at step ", currentStep);
   for (int s = 0; s < kMaxStreams; ++s) {
     const Stream &stream = streams[s];
     if (stream.next >= stream.list.size())
@@ -157,14 +163,14 @@ absl::Status Executor::stalled(double waitedS) const {
     const Instruction &x = program[i];
     absl::StrAppend(&message, "; stream ", s, " waits at instruction ", i, " (", describe(x), ")");
     if (x.isTransfer() || x.op == Op::TieGrads)
-      absl::StrAppend(&message, " for rank ", c.globalRank(x.peer, replica), " (pipeline rank ",
-                      x.peer, ")");
+      absl::StrAppend(&message, " for rank ", c.globalRank(x.peer, replica, tensor),
+                      " (pipeline rank ", x.peer, ")");
     else if (x.isCollective()) {
       std::string members;
       for (int32_t r : plan.groups[x.group].ranks)
         for (int32_t d = 0; d < c.data; ++d)
           if (!(r == rank && d == replica))
-            absl::StrAppend(&members, members.empty() ? "" : ", ", c.globalRank(r, d));
+            absl::StrAppend(&members, members.empty() ? "" : ", ", c.globalRank(r, d, tensor));
       absl::StrAppend(&message, " for ranks ", members);
     } else if (x.op == Op::Wait)
       absl::StrAppend(&message, " for event ", x.event);

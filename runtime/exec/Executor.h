@@ -31,6 +31,8 @@ struct ExecutorOptions {
   InstructionHook onInstruction;
   /// Keep the time of every instruction (for --trace).
   bool record = false;
+  /// This process's tensor rank, for the global ranks messages name.
+  int32_t tensorRank = 0;
   /// The origin of recorded times.
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
 };

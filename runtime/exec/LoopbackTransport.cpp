@@ -6,9 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 namespace conduit::runtime {
@@ -17,7 +19,7 @@ namespace {
 
 absl::Status abortedError() { return absl::AbortedError("another rank of this process failed"); }
 
-enum class Kind { AllGather, ReduceScatter, AllReduce };
+enum class Kind { AllGather, ReduceScatter, AllReduce, AllReduceMax };
 
 const char *kindName(Kind k) {
   switch (k) {
@@ -27,11 +29,20 @@ const char *kindName(Kind k) {
     return "reduce-scatter";
   case Kind::AllReduce:
     return "all-reduce";
+  case Kind::AllReduceMax:
+    return "all-reduce (maximum)";
   }
   return "?";
 }
 
 const char *elementName(Element e) { return e == Element::Float32 ? "float32" : "float64"; }
+
+template <typename T> void maximumElements(int64_t count, const void *from, void *to) {
+  const T *x = static_cast<const T *>(from);
+  T *y = static_cast<T *>(to);
+  for (int64_t i = 0; i < count; ++i)
+    y[i] = std::max(y[i], x[i]);
+}
 
 template <typename T> void addElements(int64_t count, const void *from, void *to) {
   const T *x = static_cast<const T *>(from);
@@ -80,6 +91,15 @@ absl::Status HostLoopbackMemory::add(Element type, int64_t count, const void *fr
     addElements<float>(count, from, to);
   else
     addElements<double>(count, from, to);
+  return absl::OkStatus();
+}
+
+absl::Status HostLoopbackMemory::maximum(Element type, int64_t count, const void *from, void *to,
+                                         StreamHandle) {
+  if (type == Element::Float32)
+    maximumElements<float>(count, from, to);
+  else
+    maximumElements<double>(count, from, to);
   return absl::OkStatus();
 }
 
@@ -142,6 +162,19 @@ public:
                                                   int64_t count, StreamHandle stream) override {
     return post(Kind::AllReduce, group, type, data, data, count, stream);
   }
+  absl::Status tensorAllReduce(float *data, int64_t count, model::Reduction op,
+                               StreamHandle stream) override {
+    return tensorCall(op == model::Reduction::Sum ? Kind::AllReduce : Kind::AllReduceMax, data,
+                      data, count, stream);
+  }
+  absl::Status tensorAllGather(const float *shard, float *full, int64_t count,
+                               StreamHandle stream) override {
+    return tensorCall(Kind::AllGather, shard, full, count, stream);
+  }
+  absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
+                                   StreamHandle stream) override {
+    return tensorCall(Kind::ReduceScatter, full, shard, count, stream);
+  }
   absl::StatusOr<double> sumOverRanks(double value) override;
   void abort() override { hub.abort(); }
 
@@ -152,6 +185,13 @@ private:
   absl::StatusOr<std::unique_ptr<Work>> post(Kind kind, int32_t group, Element type,
                                              const void *input, void *output, int64_t count,
                                              StreamHandle stream);
+  /// Posts a collective of hub group `slot` at `position` of its `members`.
+  absl::StatusOr<std::unique_ptr<Work>> postTo(int64_t slot, int position, int members, Kind kind,
+                                               Element type, const void *input, void *output,
+                                               int64_t count, StreamHandle stream);
+  /// A collective of this rank's tensor group, waited for (the layers' calls return once done).
+  absl::Status tensorCall(Kind kind, const void *input, void *output, int64_t count,
+                          StreamHandle stream);
 
   LoopbackHub &hub;
   int64_t rank;
@@ -221,7 +261,7 @@ private:
 /// all have computed theirs (until then its inputs are still being read).
 class LoopbackTransport::Member final : public Work {
 public:
-  Member(LoopbackHub &hub, int32_t group, int64_t sequence,
+  Member(LoopbackHub &hub, int64_t group, int64_t sequence,
          std::shared_ptr<LoopbackHub::Collective> call, int position, StreamHandle stream)
       : hub(hub), group(group), sequence(sequence), call(std::move(call)), position(position),
         stream(stream) {}
@@ -274,7 +314,8 @@ private:
       for (int m = 0; m < members; ++m)
         CONDUIT_RETURN_IF_ERROR(memory.copy(type, n, call->inputs[m], out + m * bytes, stream));
       break;
-    case Kind::AllReduce: {
+    case Kind::AllReduce:
+    case Kind::AllReduceMax: {
       CONDUIT_ASSIGN_OR_RETURN(void *scratch, memory.allocate(bytes, stream));
       temporary = static_cast<char *>(scratch);
       out = temporary;
@@ -284,7 +325,9 @@ private:
       const int64_t offset = call->kind == Kind::ReduceScatter ? position * bytes : 0;
       CONDUIT_RETURN_IF_ERROR(memory.copy(type, n, call->inputs[0] + offset, out, stream));
       for (int m = 1; m < members; ++m)
-        CONDUIT_RETURN_IF_ERROR(memory.add(type, n, call->inputs[m] + offset, out, stream));
+        CONDUIT_RETURN_IF_ERROR(call->kind == Kind::AllReduceMax
+                                    ? memory.maximum(type, n, call->inputs[m] + offset, out, stream)
+                                    : memory.add(type, n, call->inputs[m] + offset, out, stream));
       break;
     }
     }
@@ -293,7 +336,7 @@ private:
   }
 
   LoopbackHub &hub;
-  int32_t group;
+  int64_t group;
   int64_t sequence;
   std::shared_ptr<LoopbackHub::Collective> call;
   int position;
@@ -340,22 +383,58 @@ absl::StatusOr<std::unique_ptr<Work>> LoopbackTransport::post(Kind kind, int32_t
   if (group < 0 || group >= static_cast<int32_t>(plan.groups.size()) ||
       plan.groups[group].ranks[0] != where.pipelineRank)
     return absl::InternalError(absl::StrCat("rank ", rank, " is not a member of group ", group));
-  LoopbackHub::GroupState &state = hub.groups[group];
-  const int position = where.replica;
+  return postTo(int64_t(group) * plan.config.tensor + where.tensorRank, where.replica,
+                plan.config.data, kind, type, input, output, count, stream);
+}
+
+absl::StatusOr<std::unique_ptr<Work>>
+LoopbackTransport::postTo(int64_t slot, int position, int members, Kind kind, Element type,
+                          const void *input, void *output, int64_t count, StreamHandle stream) {
+  LoopbackHub::GroupState &state = hub.groups[slot];
   const int64_t sequence = state.issued[position]++;
   std::shared_ptr<LoopbackHub::Collective> &call = state.calls[sequence];
   if (!call)
-    call = std::make_shared<LoopbackHub::Collective>(kind, type, count, plan.config.data);
+    call = std::make_shared<LoopbackHub::Collective>(kind, type, count, members);
   if (call->kind != kind || call->type != type || call->count != count)
     return absl::InternalError(
-        absl::StrCat("collective ", sequence, " of group ", group, ": rank ", rank, " issues a ",
+        absl::StrCat("collective ", sequence, " of group ", slot, ": rank ", rank, " issues a ",
                      kindName(kind), " of ", count, " ", elementName(type), ", another member a ",
                      kindName(call->kind), " of ", call->count, " ", elementName(call->type)));
   call->inputs[position] = static_cast<const char *>(input);
   call->outputs[position] = static_cast<char *>(output);
   CONDUIT_ASSIGN_OR_RETURN(call->ready[position], hub.memory->record(stream));
   ++call->posted;
-  return std::make_unique<Member>(hub, group, sequence, call, position, stream);
+  return std::make_unique<Member>(hub, slot, sequence, call, position, stream);
+}
+
+absl::Status LoopbackTransport::tensorCall(Kind kind, const void *input, void *output,
+                                           int64_t count, StreamHandle stream) {
+  std::unique_ptr<Work> work;
+  {
+    std::lock_guard<std::mutex> lock(hub.mutex);
+    if (hub.aborted)
+      return abortedError();
+    const Config &c = hub.plan.config;
+    const int64_t slot = int64_t(hub.plan.groups.size()) * c.tensor +
+                         int64_t(where.pipelineRank) * c.data + where.replica;
+    CONDUIT_ASSIGN_OR_RETURN(work, postTo(slot, where.tensorRank, c.tensor, kind, Element::Float32,
+                                          input, output, count, stream));
+  }
+  // The other members are threads of this process, on their way to the same call.
+  const auto start = std::chrono::steady_clock::now();
+  for (int rounds = 0;; ++rounds) {
+    CONDUIT_ASSIGN_OR_RETURN(bool done, work->test());
+    if (done)
+      return absl::OkStatus();
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+        hub.timeoutS)
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", rank, " waited ", hub.timeoutS, " s for its tensor group's ", kindName(kind)));
+    if (rounds < 64)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
 }
 
 absl::StatusOr<double> LoopbackTransport::sumOverRanks(double value) {
@@ -389,8 +468,13 @@ absl::StatusOr<double> LoopbackTransport::sumOverRanks(double value) {
 LoopbackHub::LoopbackHub(const Plan &plan, double timeoutS, std::unique_ptr<LoopbackMemory> memory)
     : plan(plan), timeoutS(timeoutS), memory(std::move(memory)), groups(plan.groups.size()),
       values(plan.config.worldSize(), 0.0) {
+  const Config &c = plan.config;
+  groups.resize(plan.groups.size() * c.tensor);
   for (GroupState &g : groups)
-    g.issued.assign(plan.config.data, 0);
+    g.issued.assign(c.data, 0);
+  if (c.tensor > 1)
+    for (int64_t k = 0; k < int64_t(c.pipeline) * c.data; ++k)
+      groups.emplace_back().issued.assign(c.tensor, 0);
 }
 
 LoopbackHub::~LoopbackHub() = default;

@@ -11,7 +11,9 @@
 //   send is posted, the receiver orders its stream after the sender's data and copies it;
 //   the sender's side completes once its stream is ordered after that copy, so it may reuse
 //   the buffer.
-// - Collectives: the k-th collective of each member of a group match. Once all have posted,
+// - Collectives: the k-th collective of each member of a group match (a plan group's members
+//   are the replicas of one tensor rank; a tensor group's, its tensor ranks, whose collectives
+//   the layers issue inside their compute and which wait here until done). Once all have posted,
 //   each member computes its own result from every member's input, adding them in member
 //   order (the same bits on every member, and the single-process reference's on the CPU,
 //   whose double accumulators make the order immaterial in practice), then waits until every
@@ -60,6 +62,9 @@ public:
   /// to[i] += from[i] for i in [0, count).
   virtual absl::Status add(Element type, int64_t count, const void *from, void *to,
                            StreamHandle stream) = 0;
+  /// to[i] = max(to[i], from[i]) for i in [0, count).
+  virtual absl::Status maximum(Element type, int64_t count, const void *from, void *to,
+                               StreamHandle stream) = 0;
   /// `bytes` of scratch that `stream` writes first and uses last.
   virtual absl::StatusOr<void *> allocate(int64_t bytes, StreamHandle stream) = 0;
   virtual absl::Status release(void *scratch, StreamHandle stream) = 0;
@@ -74,6 +79,8 @@ public:
                     StreamHandle stream) override;
   absl::Status add(Element type, int64_t count, const void *from, void *to,
                    StreamHandle stream) override;
+  absl::Status maximum(Element type, int64_t count, const void *from, void *to,
+                       StreamHandle stream) override;
   absl::StatusOr<void *> allocate(int64_t bytes, StreamHandle stream) override;
   absl::Status release(void *scratch, StreamHandle stream) override;
 };
@@ -106,7 +113,9 @@ private:
     std::map<int64_t, std::shared_ptr<Message>> messages;
   };
   std::map<std::pair<int64_t, int64_t>, Channel> channels;
-  /// Collectives, per plan group: calls by sequence number, and each member's next number.
+  /// Collectives, per plan group and tensor rank (group · T + tensor rank), then per tensor
+  /// group (after those, by pipeline rank · D + replica): calls by sequence number, and each
+  /// member's next number.
   struct GroupState {
     std::vector<int64_t> issued;
     std::map<int64_t, std::shared_ptr<Collective>> calls;

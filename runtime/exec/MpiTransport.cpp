@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <climits>
 
 namespace conduit::runtime {
@@ -48,17 +49,27 @@ absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(const Plan &p
   // One communicator per group, of its replicas ranked by replica. Every process takes part
   // in every split.
   t->groups.assign(plan.groups.size(), MPI_COMM_NULL);
+  // With tensor parallelism, one per group and tensor rank: the replicas of the same part.
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     const bool member = plan.groups[g].ranks[0] == where.pipelineRank;
-    CONDUIT_MPI(
-        MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED, where.replica, &t->groups[g]));
+    CONDUIT_MPI(MPI_Comm_split(MPI_COMM_WORLD, member ? where.tensorRank : MPI_UNDEFINED,
+                               where.replica, &t->groups[g]));
     if (member)
       CONDUIT_MPI(MPI_Comm_set_errhandler(t->groups[g], MPI_ERRORS_RETURN));
+  }
+  // The tensor group: the ranks of this pipeline rank and replica, by tensor rank.
+  t->tensorSize = plan.config.tensor;
+  if (t->tensorSize > 1) {
+    CONDUIT_MPI(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(world.rank / t->tensorSize),
+                               where.tensorRank, &t->tensor));
+    CONDUIT_MPI(MPI_Comm_set_errhandler(t->tensor, MPI_ERRORS_RETURN));
   }
   return t;
 }
 
 MpiTransport::~MpiTransport() {
+  if (tensor != MPI_COMM_NULL)
+    MPI_Comm_free(&tensor);
   for (MPI_Comm &c : groups)
     if (c != MPI_COMM_NULL)
       MPI_Comm_free(&c);
@@ -123,6 +134,44 @@ MpiTransport::allReduce(int32_t group, Element type, void *data, int64_t count, 
   CONDUIT_MPI(
       MPI_Iallreduce(MPI_IN_PLACE, data, n, mpiType(type), MPI_SUM, comm, &work->requests.back()));
   return work;
+}
+
+absl::Status MpiTransport::tensorAllReduce(float *data, int64_t count, model::Reduction op,
+                                           StreamHandle) {
+  CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
+  gathered.resize(static_cast<size_t>(count) * tensorSize);
+  CONDUIT_MPI(MPI_Allgather(data, n, MPI_FLOAT, gathered.data(), n, MPI_FLOAT, tensor));
+  for (int64_t i = 0; i < count; ++i) {
+    double v = gathered[i];
+    for (int r = 1; r < tensorSize; ++r) {
+      const double x = gathered[r * count + i];
+      v = op == model::Reduction::Sum ? v + x : std::max(v, x);
+    }
+    data[i] = static_cast<float>(v);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MpiTransport::tensorAllGather(const float *shard, float *full, int64_t count,
+                                           StreamHandle) {
+  CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
+  CONDUIT_MPI(MPI_Allgather(shard, n, MPI_FLOAT, full, n, MPI_FLOAT, tensor));
+  return absl::OkStatus();
+}
+
+absl::Status MpiTransport::tensorReduceScatter(const float *full, float *shard, int64_t count,
+                                               StreamHandle) {
+  // Member r receives every member's r-th part, then sums them in member order.
+  CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
+  gathered.resize(static_cast<size_t>(count) * tensorSize);
+  CONDUIT_MPI(MPI_Alltoall(full, n, MPI_FLOAT, gathered.data(), n, MPI_FLOAT, tensor));
+  for (int64_t i = 0; i < count; ++i) {
+    double v = 0;
+    for (int r = 0; r < tensorSize; ++r)
+      v += gathered[r * count + i];
+    shard[i] = static_cast<float>(v);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<double> MpiTransport::sumOverRanks(double value) {

@@ -3,8 +3,11 @@
 // The transport of the CPU backend: one MPI process per rank. Transfers are MPI_Isend and
 // MPI_Irecv on a duplicate of the world communicator (a plan batch is one Work of several
 // requests); the data-parallel collectives are non-blocking MPI collectives on one
-// communicator per plan group, ranked by replica. A Work completes when MPI_Testall says so.
-// Data lives in host memory; streams are ignored.
+// communicator per plan group and tensor rank, ranked by replica. A Work completes when
+// MPI_Testall says so. The tensor group's collectives run on a communicator of the group,
+// ranked by tensor rank, and block: every member gathers every member's data and reduces it
+// in tensor-rank order in double precision, so that all compute the same bits. Data lives in
+// host memory; streams are ignored.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +37,12 @@ public:
                                                       StreamHandle stream) override;
   absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
                                                   int64_t count, StreamHandle stream) override;
+  absl::Status tensorAllReduce(float *data, int64_t count, model::Reduction op,
+                               StreamHandle stream) override;
+  absl::Status tensorAllGather(const float *shard, float *full, int64_t count,
+                               StreamHandle stream) override;
+  absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
+                                   StreamHandle stream) override;
   absl::StatusOr<double> sumOverRanks(double value) override;
   /// MPI has no way to cancel collectives; the caller ends the job (MPI_Abort).
   void abort() override {}
@@ -43,7 +52,10 @@ private:
   absl::StatusOr<MPI_Comm> groupComm(int32_t group) const;
 
   MPI_Comm peers = MPI_COMM_NULL;
-  std::vector<MPI_Comm> groups; ///< per plan group; MPI_COMM_NULL where not a member
+  std::vector<MPI_Comm> groups;    ///< per plan group; MPI_COMM_NULL where not a member
+  MPI_Comm tensor = MPI_COMM_NULL; ///< this rank's tensor group (T > 1)
+  int tensorSize = 1;
+  std::vector<float> gathered; ///< every member's data of a tensor all-reduce or reduce-scatter
 };
 
 } // namespace conduit::runtime

@@ -15,6 +15,8 @@ namespace conduit::runtime {
 
 RankPosition RankPosition::of(const Config &c, int64_t globalRank) {
   RankPosition p;
+  p.tensorRank = static_cast<int32_t>(globalRank % c.tensor);
+  globalRank /= c.tensor;
   if (c.pipelineInner) {
     p.replica = static_cast<int32_t>(globalRank / c.pipeline);
     p.pipelineRank = static_cast<int32_t>(globalRank % c.pipeline);
@@ -57,7 +59,9 @@ absl::StatusOr<int64_t> rankMemoryBytes(const Plan &p, const model::GptShape &sh
   for (const Stage &stage : p.stages) {
     if (stage.rank != pipelineRank)
       continue;
-    const ShardLayout layout = ShardLayout::of(stage.params, c, sharded, 0);
+    // Each tensor rank holds about 1/T of the stage (replicated norms and biases aside).
+    const ShardLayout layout =
+        ShardLayout::of((stage.params + c.tensor - 1) / c.tensor, c, sharded, 0);
     // The whole parameters and their gradients; the shard's optimizer state, and with
     // sharding its master copy and reduced gradients.
     add(checkedMul(layout.padded, int64_t(sizeof(float)) + gradBytes));

@@ -22,9 +22,13 @@
 
 namespace conduit::runtime {
 
-/// Where a global rank sits: its pipeline rank and data-parallel replica.
+/// Where a global rank sits: its pipeline rank, data-parallel replica and tensor rank.
 struct RankPosition {
-  int32_t pipelineRank = 0, replica = 0;
+  int32_t pipelineRank = 0, replica = 0, tensorRank = 0;
+  /// The global rank of the same replica and tensor rank on pipeline rank `pipelineRank`.
+  int64_t peer(const Config &config, int32_t otherPipelineRank) const {
+    return config.globalRank(otherPipelineRank, replica, tensorRank);
+  }
   static RankPosition of(const Config &config, int64_t globalRank);
 };
 

@@ -8,9 +8,14 @@
 // is ordered after the data movement, so the executor's events order the other streams as they do
 // on the CPU. Host transports ignore the stream.
 //
-// Ranks are global ranks; a group is a plan group (the data-parallel replicas of a stage),
-// where a rank's position is its replica index. Inputs and outputs of a collective do not
-// overlap, except the one buffer of an all-reduce.
+// Ranks are global ranks; a group is a plan group (the data-parallel replicas of a stage that
+// share this rank's tensor rank), where a rank's position is its replica index. Inputs and
+// outputs of a collective do not overlap, except the one buffer of an all-reduce.
+//
+// With tensor parallelism the layers also communicate inside their compute, in this rank's
+// tensor group (the T ranks of its pipeline rank and replica, positioned by tensor rank): the
+// tensor collectives below return once done on the host and are enqueued on `stream` on a
+// device, and every member computes the same bits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +23,7 @@
 #define CONDUIT_RUNTIME_EXEC_TRANSPORT_H
 
 #include "runtime/Status.h"
+#include "runtime/model/TensorGroup.h"
 #include "runtime/plan/Plan.h"
 
 #include <cstdint>
@@ -75,6 +81,20 @@ public:
   /// data = Σ over members of their data, in place.
   virtual absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
                                                           int64_t count, StreamHandle stream) = 0;
+  /// The tensor group's collectives of float data (model::TensorGroup's meaning). A transport
+  /// without tensor groups refuses them.
+  virtual absl::Status tensorAllReduce(float *data, int64_t count, model::Reduction op,
+                                       StreamHandle stream) {
+    return absl::UnimplementedError("this transport has no tensor groups");
+  }
+  virtual absl::Status tensorAllGather(const float *shard, float *full, int64_t count,
+                                       StreamHandle stream) {
+    return absl::UnimplementedError("this transport has no tensor groups");
+  }
+  virtual absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
+                                           StreamHandle stream) {
+    return absl::UnimplementedError("this transport has no tensor groups");
+  }
   /// The sum of `value` over every rank of the job (blocking; all ranks call it together).
   virtual absl::StatusOr<double> sumOverRanks(double value) = 0;
   /// Tears communication down without waiting for peers (after an error).

@@ -201,7 +201,7 @@ struct Config {
   bool recomputes() const { return checkpointing != Checkpointing::None; }
   /// Global rank of (pipeline rank, data-parallel replica, tensor rank): the tensor rank
   /// innermost, the other two in the rank order.
-  int64_t globalRank(int64_t pipelineRank, int64_t replica, int64_t tensorRank = 0) const {
+  int64_t globalRank(int64_t pipelineRank, int64_t replica, int64_t tensorRank) const {
     return (pipelineInner ? replica * pipeline + pipelineRank : pipelineRank * data + replica) *
                tensor +
            tensorRank;

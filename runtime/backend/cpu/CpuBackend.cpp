@@ -26,9 +26,10 @@ CpuBackend::~CpuBackend() { release(); }
 absl::Status CpuBackend::validate(const Plan &p) {
   const Config &c = p.config;
   if (worldSize != c.worldSize())
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the plan runs on ", c.worldSize(), " processes (pipeline ", c.pipeline, " x data ", c.data,
-        "); this run has ", worldSize, ": start it with mpirun -np ", c.worldSize()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the plan runs on ", c.worldSize(), " processes (pipeline ", c.pipeline,
+                     " x data ", c.data, c.tensor > 1 ? absl::StrCat(" x tensor ", c.tensor) : "",
+                     "); this run has ", worldSize, ": start it with mpirun -np ", c.worldSize()));
   CONDUIT_RETURN_IF_ERROR(validateModel(p, "CPU"));
   CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(p));
   const RankPosition where = RankPosition::of(c, rank);

@@ -49,10 +49,11 @@ absl::StatusOr<int> CudaBackend::deviceCount() {
 absl::Status CudaBackend::validate(const runtime::Plan &p) {
   const runtime::Config &c = p.config;
   if (worldSize != c.worldSize())
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the plan runs on ", c.worldSize(), " ranks (pipeline ", c.pipeline, " x data ", c.data,
-        "); this run has ", worldSize, ": start it with mpirun -np ", c.worldSize(),
-        ", or on one GPU with --ranks-per-process=", c.worldSize()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the plan runs on ", c.worldSize(), " ranks (pipeline ", c.pipeline,
+                     " x data ", c.data, c.tensor > 1 ? absl::StrCat(" x tensor ", c.tensor) : "",
+                     "); this run has ", worldSize, ": start it with mpirun -np ", c.worldSize(),
+                     ", or on one GPU with --ranks-per-process=", c.worldSize()));
   CONDUIT_RETURN_IF_ERROR(validateModel(p, "CUDA"));
   for (const runtime::RankProgram &program : p.ranks)
     for (const Instruction &inst : program.instructions) {

@@ -50,6 +50,15 @@ absl::Status CudaLoopbackMemory::add(Element type, int64_t count, const void *fr
   return absl::OkStatus();
 }
 
+absl::Status CudaLoopbackMemory::maximum(Element type, int64_t count, const void *from, void *to,
+                                         StreamHandle stream) {
+  if (type != Element::Float32)
+    return absl::UnimplementedError("the CUDA loopback transport compares float32 only");
+  CONDUIT_CUDA(cuda::maximum(count, static_cast<const float *>(from), static_cast<float *>(to),
+                             streamOf(stream)));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<void *> CudaLoopbackMemory::allocate(int64_t bytes, StreamHandle stream) {
   void *scratch = nullptr;
   CONDUIT_CUDA(cudaMallocAsync(&scratch, bytes, streamOf(stream)));

@@ -24,6 +24,8 @@ public:
   absl::Status copy(runtime::Element type, int64_t count, const void *from, void *to,
                     runtime::StreamHandle stream) override;
   /// Float32 only: the CUDA backend's gradients are float.
+  absl::Status maximum(runtime::Element type, int64_t count, const void *from, void *to,
+                       runtime::StreamHandle stream) override;
   absl::Status add(runtime::Element type, int64_t count, const void *from, void *to,
                    runtime::StreamHandle stream) override;
   absl::StatusOr<void *> allocate(int64_t bytes, runtime::StreamHandle stream) override;

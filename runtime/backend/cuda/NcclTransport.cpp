@@ -70,9 +70,13 @@ absl::StatusOr<std::unique_ptr<NcclTransport>> NcclTransport::create(const runti
   t->groups.assign(plan.groups.size(), nullptr);
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     const bool member = plan.groups[g].ranks[0] == where.pipelineRank;
-    CONDUIT_CUDA(ncclCommSplit(t->world, member ? 0 : NCCL_SPLIT_NOCOLOR, where.replica,
-                               &t->groups[g], nullptr));
+    CONDUIT_CUDA(ncclCommSplit(t->world, member ? where.tensorRank : NCCL_SPLIT_NOCOLOR,
+                               where.replica, &t->groups[g], nullptr));
   }
+  // The tensor group: the ranks of this pipeline rank and replica, by tensor rank.
+  if (plan.config.tensor > 1)
+    CONDUIT_CUDA(ncclCommSplit(t->world, static_cast<int>(mpi.rank / plan.config.tensor),
+                               where.tensorRank, &t->tensor, nullptr));
   return t;
 }
 
@@ -83,6 +87,8 @@ NcclTransport::~NcclTransport() {
   for (ncclComm_t c : groups)
     if (c)
       CONDUIT_CUDA_NOTE(ignored, ncclCommDestroy(c));
+  if (tensor)
+    CONDUIT_CUDA_NOTE(ignored, ncclCommDestroy(tensor));
   if (world)
     CONDUIT_CUDA_NOTE(ignored, ncclCommDestroy(world));
 }
@@ -95,6 +101,8 @@ void NcclTransport::abort() {
   for (ncclComm_t c : groups)
     if (c)
       CONDUIT_CUDA_NOTE(ignored, ncclCommAbort(c));
+  if (tensor)
+    CONDUIT_CUDA_NOTE(ignored, ncclCommAbort(tensor));
   if (world)
     CONDUIT_CUDA_NOTE(ignored, ncclCommAbort(world));
 }
@@ -160,6 +168,40 @@ absl::StatusOr<std::unique_ptr<Work>> NcclTransport::allReduce(int32_t group, El
   CONDUIT_ASSIGN_OR_RETURN(ncclComm_t comm, groupComm(group));
   CONDUIT_CUDA(ncclAllReduce(data, data, count, ncclType(type), ncclSum, comm, stream));
   return completion(comm, stream);
+}
+
+absl::Status NcclTransport::tensorStatus() const {
+  if (!tensor)
+    return absl::InternalError("this rank has no tensor group");
+  ncclResult_t async = ncclSuccess;
+  CONDUIT_CUDA(ncclCommGetAsyncError(tensor, &async));
+  CONDUIT_CUDA(async);
+  return absl::OkStatus();
+}
+
+absl::Status NcclTransport::tensorAllReduce(float *data, int64_t count, model::Reduction op,
+                                            StreamHandle stream) {
+  CONDUIT_RETURN_IF_ERROR(tensorStatus());
+  CONDUIT_CUDA(ncclAllReduce(data, data, count, ncclFloat,
+                             op == model::Reduction::Sum ? ncclSum : ncclMax, tensor,
+                             static_cast<cudaStream_t>(stream)));
+  return absl::OkStatus();
+}
+
+absl::Status NcclTransport::tensorAllGather(const float *shard, float *full, int64_t count,
+                                            StreamHandle stream) {
+  CONDUIT_RETURN_IF_ERROR(tensorStatus());
+  CONDUIT_CUDA(
+      ncclAllGather(shard, full, count, ncclFloat, tensor, static_cast<cudaStream_t>(stream)));
+  return absl::OkStatus();
+}
+
+absl::Status NcclTransport::tensorReduceScatter(const float *full, float *shard, int64_t count,
+                                                StreamHandle stream) {
+  CONDUIT_RETURN_IF_ERROR(tensorStatus());
+  CONDUIT_CUDA(ncclReduceScatter(full, shard, count, ncclFloat, ncclSum, tensor,
+                                 static_cast<cudaStream_t>(stream)));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<double> NcclTransport::sumOverRanks(double value) {

@@ -3,7 +3,10 @@
 // One process per rank and one GPU per process. Rank 0 creates the NCCL unique id and MPI
 // broadcasts it; every process then joins one world communicator, which carries the
 // point-to-point transfers (a plan batch is one ncclGroupStart/End), and splits it into one
-// communicator per plan group for the data-parallel collectives, ranked by replica.
+// communicator per plan group and tensor rank for the data-parallel collectives, ranked by
+// replica, and, with tensor parallelism, one per tensor group, ranked by tensor rank, whose
+// collectives the layers enqueue on the compute stream (NCCL gives every member the same
+// result bits).
 //
 // A Work completes when the event recorded after its NCCL calls has passed; while it has not,
 // test() polls the communicators' asynchronous errors, so a broken connection is an error
@@ -44,6 +47,12 @@ public:
                                                       StreamHandle stream) override;
   absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
                                                   int64_t count, StreamHandle stream) override;
+  absl::Status tensorAllReduce(float *data, int64_t count, model::Reduction op,
+                               StreamHandle stream) override;
+  absl::Status tensorAllGather(const float *shard, float *full, int64_t count,
+                               StreamHandle stream) override;
+  absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
+                                   StreamHandle stream) override;
   absl::StatusOr<double> sumOverRanks(double value) override;
   void abort() override;
 
@@ -55,6 +64,9 @@ private:
 
   ncclComm_t world = nullptr;
   std::vector<ncclComm_t> groups; ///< per plan group; null where this rank is not a member
+  ncclComm_t tensor = nullptr;    ///< this rank's tensor group (T > 1)
+  /// The tensor group's asynchronous error, if any.
+  absl::Status tensorStatus() const;
   bool aborted = false;
 };
 
