@@ -11,6 +11,13 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
   const Layer &l = layers[layer];
   const bool sp = config.sequenceParallel;
   auto add = [&](Op op, int64_t bytes) { out.push_back({op, layer, bytes}); };
+  // The norms' gradients with sequence parallelism: 2 h floats (gain and bias) per norm, h
+  // from the hidden activations of one token.
+  auto normBytes = [&](int64_t norms, int64_t sampleBytes) {
+    const int64_t perToken = config.tokensPerSample * config.elementBytes();
+    const int64_t hidden = perToken > 0 ? sampleBytes / perToken : 0;
+    return norms * 2 * hidden * int64_t(sizeof(float));
+  };
   constexpr Op kReduce = Op::TensorAllReduce, kGather = Op::TensorAllGather,
                kScatter = Op::TensorReduceScatter;
   switch (l.kind) {
@@ -23,7 +30,8 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
     return;
   }
   case LayerKind::Head: {
-    const int64_t x = samples * (layer > 0 ? layers[layer - 1].outputBytes : l.checkpointBytes);
+    const int64_t input = layer > 0 ? layers[layer - 1].outputBytes : l.checkpointBytes,
+                  x = samples * input;
     const int64_t ce = samples * config.tokensPerSample * int64_t(sizeof(float));
     if (pass == Op::Forward) {
       if (sp)
@@ -34,6 +42,7 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
       add(sp ? kScatter : kReduce, x);
     } else if (pass == Op::BackwardWeight && sp) {
       add(kGather, x);
+      add(kReduce, normBytes(1, input));
     }
     return;
   }
@@ -52,6 +61,7 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
     } else if (pass == Op::BackwardWeight && sp) {
       add(kGather, x);
       add(kGather, x);
+      add(kReduce, normBytes(2, l.outputBytes));
     }
     return;
   }
