@@ -75,6 +75,8 @@ public:
         report.busyS += times[i].end - times[i].start;
       if (x.op == Op::BackwardWeight)
         report.weightGradientS += times[i].end - times[i].start;
+      if (x.isTensorCollective())
+        result.tensor += times[i].end - times[i].start;
       cursor = std::max(cursor, times[i].end);
       release = -1;
     }
@@ -93,6 +95,9 @@ private:
       report.sends += x.op == Op::Send;
       report.recvs += x.op == Op::Recv;
       report.ties += x.op == Op::TieGrads;
+      report.tensorAllReduces += x.op == Op::TensorAllReduce;
+      report.tensorAllGathers += x.op == Op::TensorAllGather;
+      report.tensorReduceScatters += x.op == Op::TensorReduceScatter;
     }
   }
 
@@ -268,6 +273,7 @@ llvm::json::Value conduit::reportToJson(const PlanReport &report) {
                                     {"all_gather_s", r.idle.allGather},
                                     {"reduction_tail_s", r.idle.reductionTail},
                                     {"tied_gradients_s", r.idle.tiedGradients},
+                                    {"tensor_s", r.idle.tensor},
                                     {"other_s", r.idle.other}}},
         {"exposed_comm_s", r.idle.exposedComm()},
         {"peak_memory_bytes", r.peakMemoryBytes},
@@ -277,6 +283,9 @@ llvm::json::Value conduit::reportToJson(const PlanReport &report) {
         {"sends", r.sends},
         {"recvs", r.recvs},
         {"tie_grads", r.ties},
+        {"tensor_all_reduces", r.tensorAllReduces},
+        {"tensor_all_gathers", r.tensorAllGathers},
+        {"tensor_reduce_scatters", r.tensorReduceScatters},
     });
   }
   llvm::json::Array stages;
@@ -330,6 +339,25 @@ void conduit::printReport(const PlanReport &report, const runtime::Plan &plan,
     os << "\n  idle for the tied embeddings' gradients (tie_grads) per rank:";
     for (const RankReport &r : report.ranks)
       os << " " << (r.ties ? formatSeconds(r.idle.tiedGradients) : "-");
+    os << "\n";
+  }
+  if (c.tensor > 1) {
+    // Tensor parallelism: the group's collectives inside each compute, on the compute stream.
+    os << "\n  tensor-parallel collectives per rank (T = " << c.tensor
+       << (c.sequenceParallel ? ", sequence parallel" : "") << "): all-reduces";
+    for (const RankReport &r : report.ranks)
+      os << " " << r.tensorAllReduces;
+    if (c.sequenceParallel) {
+      os << "; all-gathers";
+      for (const RankReport &r : report.ranks)
+        os << " " << r.tensorAllGathers;
+      os << "; reduce-scatters";
+      for (const RankReport &r : report.ranks)
+        os << " " << r.tensorReduceScatters;
+    }
+    os << "\n  exposed tensor-parallel communication per rank:";
+    for (const RankReport &r : report.ranks)
+      os << " " << formatSeconds(r.idle.tensor);
     os << "\n";
   }
   if (!c.splitBackward)

@@ -33,12 +33,18 @@ struct IdleAttribution {
   /// Waiting for the exchange of tied embeddings' gradients (tie_grads) with the other copy's
   /// rank, which waits for that rank's last backward.
   double tiedGradients = 0;
+  /// The tensor group's collectives, issued inside compute on the compute stream (what of them
+  /// sequence parallelism does not overlap with the compute).
+  double tensor = 0;
   /// Anything else (none in plans from conduit-compile).
   double other = 0;
 
   double p2pTotal() const;
-  /// Idle time caused by communication: p2p + all-gathers + reduction tail + tied gradients.
-  double exposedComm() const { return p2pTotal() + allGather + reductionTail + tiedGradients; }
+  /// Idle time caused by communication: p2p + all-gathers + reduction tail + tied gradients +
+  /// tensor-parallel collectives.
+  double exposedComm() const {
+    return p2pTotal() + allGather + reductionTail + tiedGradients + tensor;
+  }
 };
 
 struct RankReport {
@@ -52,6 +58,8 @@ struct RankReport {
   int64_t peakMemoryBytes = 0;
   int64_t allGathers = 0, reduceScatters = 0, allReduces = 0, sends = 0, recvs = 0;
   int64_t ties = 0; ///< tie_grads: 1 on a rank with a tied embedding copy, else 0
+  /// Tensor-parallel collectives per step (0 without tensor parallelism).
+  int64_t tensorAllReduces = 0, tensorAllGathers = 0, tensorReduceScatters = 0;
 };
 
 struct PlanReport {

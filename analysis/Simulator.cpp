@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "analysis/Simulator.h"
+#include "runtime/plan/TensorCollectives.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -32,6 +33,19 @@ using runtime::Op;
 namespace {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+Collective collectiveOf(Op op) {
+  switch (op) {
+  case Op::AllGather:
+  case Op::TensorAllGather:
+    return Collective::AllGather;
+  case Op::ReduceScatter:
+  case Op::TensorReduceScatter:
+    return Collective::ReduceScatter;
+  default:
+    return Collective::AllReduce;
+  }
+}
 
 } // namespace
 
@@ -55,6 +69,24 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
     costs.optimizer.push_back(
         cost.optimizerStepTime(c.optimizer == runtime::Optimizer::Adam, params));
   }
+  if (c.tensor > 1 && c.sequenceParallel)
+    for (const runtime::Stage &stage : plan.stages) {
+      auto &fractions = costs.exposed.emplace_back();
+      for (int64_t m = 0; m < stage.numMicrobatches(); ++m) {
+        const int64_t samples = stage.samples[m + 1] - stage.samples[m];
+        std::array<double, 4> &f = fractions.emplace_back();
+        const Op passes[] = {Op::Forward, Op::Backward, Op::BackwardInput, Op::BackwardWeight};
+        const double compute[] = {costs.forward[stage.index][m], costs.backward[stage.index][m],
+                                  costs.input[stage.index][m], costs.weight[stage.index][m]};
+        for (int p = 0; p < 4; ++p) {
+          double comm = 0;
+          for (const runtime::TensorCollective &x : runtime::tensorCollectives(
+                   c, plan.layers, stage.firstLayer, stage.endLayer, passes[p], samples))
+            comm += cost.tensorCollectiveTime(collectiveOf(x.op), x.bytes);
+          f[p] = comm > 0 ? std::max(0.0, comm - compute[p]) / comm : 0;
+        }
+      }
+    }
   for (const runtime::Group &group : plan.groups) {
     Link link = Link::IntraNode;
     for (int32_t r : group.ranks)
@@ -112,14 +144,25 @@ double PlanCosts::of(const runtime::Plan &plan, int32_t rank, const Instruction 
   case Op::AllReduce: {
     if (!cost)
       return 0;
-    Collective kind = inst.op == Op::AllGather       ? Collective::AllGather
-                      : inst.op == Op::ReduceScatter ? Collective::ReduceScatter
-                                                     : Collective::AllReduce;
-    return cost->collectiveTime(kind, inst.bytes, groupMembers[inst.group], dpLink[inst.group]);
+    return cost->collectiveTime(collectiveOf(inst.op), inst.bytes, groupMembers[inst.group],
+                                dpLink[inst.group]);
   }
   default:
     return 0;
   }
+}
+
+double PlanCosts::tensorCollective(const Instruction &inst, Op pass) const {
+  if (!cost)
+    return 0;
+  const double whole = cost->tensorCollectiveTime(collectiveOf(inst.op), inst.bytes);
+  if (exposed.empty())
+    return whole;
+  const int p = pass == Op::Forward         ? 0
+                : pass == Op::Backward      ? 1
+                : pass == Op::BackwardInput ? 2
+                                            : 3;
+  return whole * exposed[inst.stage][inst.microbatch][p];
 }
 
 //===----------------------------------------------------------------------===//
@@ -143,6 +186,7 @@ struct Stream {
   double time = 0;
   Clock known = emptyClock();
   bool queued = false;
+  Op lastCompute = Op::Forward; ///< the compute a following tensor collective belongs to
 };
 
 /// Per-rank verification state.
@@ -380,9 +424,19 @@ private:
         if (!tie(r, s, i))
           return;
         break;
+      case Op::TensorAllReduce:
+      case Op::TensorAllGather:
+      case Op::TensorReduceScatter:
+        // Issued inside the compute before it (the plan reader checked which); every rank of
+        // the tensor group runs this program, so they meet by construction.
+        t.posted = stream.time;
+        complete(r, s, i, stream.time, stream.time + costs.tensorCollective(x, stream.lastCompute));
+        break;
       default:
         t.posted = stream.time;
         checkCompute(r, s, i);
+        if (x.isCompute())
+          stream.lastCompute = x.op;
         complete(r, s, i, stream.time, stream.time + costs.of(plan, r, x));
         break;
       }

@@ -23,6 +23,7 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/Trace.h"
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,8 +40,17 @@ public:
   static PlanCosts unit(const runtime::Plan &plan);
 
   double of(const runtime::Plan &plan, int32_t rank, const runtime::Instruction &inst) const;
+  /// A tensor collective `inst` issued by a compute `pass` (Forward, Backward, BackwardInput,
+  /// BackwardWeight) of its stage and micro-batch: the time it adds to the compute stream.
+  /// Without sequence parallelism, all of it; with it, the collectives are pipelined with the
+  /// compute's GEMMs (as Megatron-LM's communication overlap does), so that a compute and its
+  /// collectives take the longer of the two, and each collective adds its share of the excess.
+  double tensorCollective(const runtime::Instruction &inst, runtime::Op pass) const;
 
 private:
+  /// Tensor parallelism with sequence parallelism: per stage, micro-batch and pass (forward,
+  /// backward, input, weight), the fraction of the collectives' time the compute does not hide.
+  std::vector<std::vector<std::array<double, 4>>> exposed;
   std::vector<std::vector<double>> forward, backward, input, weight; // [stage][micro-batch]
   std::vector<double> optimizer;                                     // [stage]
   const CostModel *cost = nullptr;

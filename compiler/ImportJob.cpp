@@ -79,6 +79,7 @@ OwningOpRef<ModuleOp> conduit::importJob(const Job &job, MLIRContext &context) {
   for (const LayerSpec &layer : job.model.layers)
     pipe::LayerOp::create(builder, loc, layer.name, layer.kind, layer.params, layer.fwdFlops,
                           layer.bwdFlops, layer.bwdWeightFlops, layer.activationBytes,
-                          layer.checkpointBytes, layer.outputBytes, layer.weightGradientBytes);
+                          layer.checkpointBytes, layer.outputBytes, layer.weightGradientBytes,
+                          layer.replicatedParams, layer.replicatedActivationBytes);
   return module;
 }

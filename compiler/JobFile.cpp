@@ -298,6 +298,9 @@ void JobParser::parseLayers(ObjectReader &section, ModelSpec &m) {
     layer.activationBytes = entry.integer("activation_bytes", 0, kMaxExact).value_or(0);
     layer.outputBytes = entry.integer("output_bytes", 0, kMaxExact).value_or(0);
     layer.weightGradientBytes = entry.integer("weight_gradient_bytes", 0, kMaxExact);
+    layer.replicatedParams = entry.integer("replicated_params", 0, layer.params);
+    layer.replicatedActivationBytes =
+        entry.integer("replicated_activation_bytes", 0, layer.activationBytes);
     // By default checkpointing keeps the layer's input: the previous layer's output.
     layer.checkpointBytes =
         entry.integer("checkpoint_bytes", 0, kMaxExact).value_or(previousOutput);

@@ -35,6 +35,9 @@ struct LayerSpec {
   int64_t activationBytes = 0;
   int64_t checkpointBytes = 0;
   int64_t outputBytes = 0;
+  /// What tensor parallelism does not split (see pipe.layer); unset: everything is split.
+  std::optional<int64_t> replicatedParams;
+  std::optional<int64_t> replicatedActivationBytes;
 };
 
 /// The shape of a decoder-only transformer (see #pipe.transformer).

@@ -33,6 +33,15 @@ struct Shape {
 
   double normParams() const { return layerNorm ? 2 * h : h; }
 
+  /// What a tensor-parallel group keeps whole in a block: the two norms and the biases added
+  /// after the row-parallel reductions (attention output, MLP down projection).
+  double blockReplicatedParams() const {
+    return 2 * normParams() + (bias == pipe::BiasKind::All ? 2 * h : 0);
+  }
+  /// Without sequence parallelism every rank keeps the norms' inputs and the inputs of the
+  /// column-parallel GEMMs (QKV, MLP up) whole: Korthikanti et al.'s replicated terms.
+  double blockReplicatedActivationElements() const { return 4 * s * h; }
+
   double blockParams() const {
     double attention = 2 * h * h + 2 * h * kvd;
     double mlp = (gated ? 3 : 2) * h * f;
@@ -73,7 +82,8 @@ struct Shape {
 /// Checks that every figure of `layer` is a representable count, then converts it.
 llvm::Error addLayer(std::vector<LayerSpec> &layers, std::string name, pipe::LayerKind kind,
                      double params, double fwd, double bwd, double wgrad, double activation,
-                     double checkpoint, double output, double wgradBytes) {
+                     double checkpoint, double output, double wgradBytes, double replicatedParams,
+                     double replicatedActivation) {
   for (double value : {params, fwd, bwd, wgrad, activation, checkpoint, output, wgradBytes})
     if (!(value >= 0 && value <= kExactLimit))
       return llvm::createStringError(
@@ -92,6 +102,8 @@ llvm::Error addLayer(std::vector<LayerSpec> &layers, std::string name, pipe::Lay
   layer.checkpointBytes = static_cast<int64_t>(checkpoint);
   layer.outputBytes = static_cast<int64_t>(output);
   layer.weightGradientBytes = static_cast<int64_t>(wgradBytes);
+  layer.replicatedParams = static_cast<int64_t>(replicatedParams);
+  layer.replicatedActivationBytes = static_cast<int64_t>(replicatedActivation);
   layers.push_back(std::move(layer));
   return llvm::Error::success();
 }
@@ -145,10 +157,10 @@ llvm::Expected<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
 
   // Embedding: token (and learned position) tables; keeps the token ids (int32). Its backward
   // is all weight gradient (the rows of the table).
-  if (llvm::Error err =
-          addLayer(layers, "embedding", pipe::LayerKind::Embedding,
-                   x.v * x.h + (x.learned ? x.s * x.h : 0), x.s * x.h, x.s * x.h, x.s * x.h,
-                   4 * x.s, 4 * x.s, e * x.s * x.h, 4 * x.s + e * x.s * x.h))
+  if (llvm::Error err = addLayer(layers, "embedding", pipe::LayerKind::Embedding,
+                                 x.v * x.h + (x.learned ? x.s * x.h : 0), x.s * x.h, x.s * x.h,
+                                 x.s * x.h, 4 * x.s, 4 * x.s, e * x.s * x.h,
+                                 4 * x.s + e * x.s * x.h, x.learned ? x.s * x.h : 0, 4 * x.s))
     return err;
 
   const double fwd = x.blockForwardFlops();
@@ -156,14 +168,16 @@ llvm::Expected<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
     if (llvm::Error err =
             addLayer(layers, "block." + std::to_string(i), pipe::LayerKind::Block, x.blockParams(),
                      fwd, 2 * fwd, x.blockWeightFlops(), e * x.blockActivationElements(),
-                     e * x.s * x.h, e * x.s * x.h, e * x.blockWeightGradientElements()))
+                     e * x.s * x.h, e * x.s * x.h, e * x.blockWeightGradientElements(),
+                     x.blockReplicatedParams(), e * x.blockReplicatedActivationElements()))
       return err;
 
   // Head: final norm, LM head, cross-entropy; keeps fp32 logits for the loss gradient.
   double headFwd = 2 * x.s * x.h * x.v;
-  if (llvm::Error err = addLayer(layers, "head", pipe::LayerKind::Head, x.normParams() + x.v * x.h,
-                                 headFwd, 2 * headFwd, headFwd, 2 * e * x.s * x.h + 4 * x.s * x.v,
-                                 e * x.s * x.h, 4, 3 * e * x.s * x.h + 4 * x.s * x.v))
+  if (llvm::Error err =
+          addLayer(layers, "head", pipe::LayerKind::Head, x.normParams() + x.v * x.h, headFwd,
+                   2 * headFwd, headFwd, 2 * e * x.s * x.h + 4 * x.s * x.v, e * x.s * x.h, 4,
+                   3 * e * x.s * x.h + 4 * x.s * x.v, x.normParams(), 2 * e * x.s * x.h))
     return err;
   return layers;
 }

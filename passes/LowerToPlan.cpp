@@ -27,6 +27,7 @@
 #include "scheduling/Transfers.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <array>
 
@@ -295,7 +296,8 @@ public:
   const std::vector<int64_t> &slotBytes() const { return slots; }
 
   /// Emits the plan.rank.
-  void emit(OpBuilder &builder, Location loc, int64_t r, IntegerAttr peakMemory) {
+  void emit(OpBuilder &builder, Location loc, int64_t r, IntegerAttr peakMemory,
+            const TensorLayout &tensor) {
     gatherBatches();
     auto rank = plan::RankOp::create(builder, loc, r, events, builder.getDenseI64ArrayAttr(slots),
                                      peakMemory);
@@ -305,6 +307,7 @@ public:
       for (int32_t e : waitsBefore[i])
         plan::WaitOp::create(body, loc, e, stream);
       emitInstruction(body, loc, ops[i], slotOf[i], static_cast<int32_t>(r));
+      emitTensorCollectives(body, loc, ops[i], stream, tensor);
       for (int32_t e : signalsAfter[i])
         plan::SignalOp::create(body, loc, e, stream);
     }
@@ -377,6 +380,38 @@ private:
     }
   }
 
+  /// After compute `op`: the tensor group's collectives it issues (TensorCollectives.h).
+  static void emitTensorCollectives(OpBuilder &b, Location loc, Operation *op, int32_t stream,
+                                    const TensorLayout &tensor) {
+    if (!tensor.active())
+      return;
+    auto [stage, mb, pass] =
+        llvm::TypeSwitch<Operation *, std::tuple<int32_t, int32_t, runtime::Op>>(op)
+            .Case([](pipe::ForwardOp c) {
+              return std::make_tuple(c.getStage(), c.getMicrobatch(), runtime::Op::Forward);
+            })
+            .Case([](pipe::BackwardOp c) {
+              return std::make_tuple(c.getStage(), c.getMicrobatch(), runtime::Op::Backward);
+            })
+            .Case([](pipe::BackwardInputOp c) {
+              return std::make_tuple(c.getStage(), c.getMicrobatch(), runtime::Op::BackwardInput);
+            })
+            .Case([](pipe::BackwardWeightOp c) {
+              return std::make_tuple(c.getStage(), c.getMicrobatch(), runtime::Op::BackwardWeight);
+            })
+            .Default([](Operation *) { return std::make_tuple(-1, -1, runtime::Op::Forward); });
+    if (stage < 0)
+      return;
+    for (const runtime::TensorCollective &c : tensor.of(stage, mb, pass)) {
+      if (c.op == runtime::Op::TensorAllReduce)
+        plan::TensorAllReduceOp::create(b, loc, stage, mb, c.bytes, stream);
+      else if (c.op == runtime::Op::TensorAllGather)
+        plan::TensorAllGatherOp::create(b, loc, stage, mb, c.bytes, stream);
+      else
+        plan::TensorReduceScatterOp::create(b, loc, stage, mb, c.bytes, stream);
+    }
+  }
+
   const LocalIndex &index;
   int64_t numStages;
   std::vector<Operation *> ops;
@@ -415,7 +450,8 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model) {
     plan::LayerOp::create(body, loc, layer.getName(), layer.getKind(), layer.getParams(),
                           layer.getFwdFlops(), layer.getBwdFlops(), layer.getBwdWeightFlops(),
                           layer.getActivationBytes(), layer.getCheckpointBytes(),
-                          layer.getOutputBytes(), layer.getWeightGradientBytes());
+                          layer.getOutputBytes(), layer.getWeightGradientBytes(),
+                          layer.getReplicatedParams(), layer.getReplicatedActivationBytes());
   std::vector<int64_t> params = stageParams(model);
   for (auto [s, stage] : llvm::enumerate(model.getStages()))
     plan::StageOp::create(body, loc, stage.getIndex(), *stage.getRank(), stage.getFirstLayer(),
@@ -423,6 +459,7 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model) {
   std::vector<std::vector<int64_t>> samples;
   std::vector<int64_t> rankOf;
   stageLayout(model, samples, rankOf);
+  const TensorLayout tensor(model);
   for (pipe::RankOp rank : model.getRanks()) {
     LocalIndex index(samples, rankOf, rank.getRank());
     RankLowering lowering(rank, index, static_cast<int64_t>(samples.size()));
@@ -430,7 +467,7 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model) {
       program.erase();
       return failure();
     }
-    lowering.emit(body, loc, rank.getRank(), rank.getPeakMemoryAttr());
+    lowering.emit(body, loc, rank.getRank(), rank.getPeakMemoryAttr(), tensor);
   }
   return program;
 }

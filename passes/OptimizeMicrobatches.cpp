@@ -89,7 +89,7 @@ FailureOr<sched::StepTimeEvaluator> conduit::buildStepTimeEvaluator(pipe::ModelO
   const bool sharded = data > 1 && sharding != pipe::Sharding::None;
   const int64_t elementBytes = model.getTraining().getElementBytes();
   const bool adam = model.getTraining().getOptimizer() == pipe::Optimizer::Adam;
-  std::vector<int64_t> params = stageParams(model);
+  std::vector<int64_t> params = rankStageParams(model);
   for (int64_t s = 0; s < numStages; ++s) {
     const int64_t owned = sharded ? (params[s] + data - 1) / data : params[s];
     costs.optimizer[s] = cost->optimizerStepTime(adam, owned);

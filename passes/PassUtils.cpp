@@ -152,8 +152,77 @@ std::vector<int64_t> conduit::stageOutputBytes(pipe::ModelOp model) {
   llvm::SmallVector<pipe::LayerOp> layers = llvm::to_vector(model.getLayers());
   std::vector<int64_t> bytes;
   for (pipe::StageOp stage : model.getStages())
-    bytes.push_back(layers[stage.getEndLayer() - 1].getOutputBytes());
+    bytes.push_back(
+        tensorShare(model.getParallelism(), layers[stage.getEndLayer() - 1]).outputBytes);
   return bytes;
+}
+
+TensorShare conduit::tensorShare(pipe::ParallelismAttr par, pipe::LayerOp layer) {
+  const int64_t t = par.getTensor();
+  const bool sequence = par.getSequenceParallel();
+  // The replicated part whole, the rest divided (rounded up: a rank holds at least its share).
+  auto split = [t](int64_t whole, int64_t replicated) {
+    replicated = std::min(replicated, whole);
+    return replicated + (whole - replicated + t - 1) / t;
+  };
+  const int64_t activation = layer.getActivationBytes();
+  const int64_t replicatedActivation =
+      sequence ? 0 : layer.getReplicatedActivationBytes().value_or(0);
+  TensorShare share;
+  share.params = split(layer.getParams(), layer.getReplicatedParams().value_or(0));
+  share.activationBytes = split(activation, replicatedActivation);
+  share.weightGradientBytes =
+      split(layer.getWeightGradientBytes().value_or(activation), replicatedActivation);
+  share.checkpointBytes =
+      sequence ? split(layer.getCheckpointBytes(), 0) : layer.getCheckpointBytes();
+  share.outputBytes = sequence ? split(layer.getOutputBytes(), 0) : layer.getOutputBytes();
+  return share;
+}
+
+TensorLayout::TensorLayout(pipe::ModelOp model) {
+  pipe::ParallelismAttr par = model.getParallelism();
+  config.tensor = static_cast<int32_t>(par.getTensor());
+  config.sequenceParallel = par.getSequenceParallel();
+  config.checkpointing = static_cast<runtime::Checkpointing>(par.getCheckpointing());
+  config.tokensPerSample = model.getTokensPerSample();
+  config.dtype = static_cast<runtime::DType>(model.getTraining().getDtype());
+  if (!active())
+    return;
+  for (pipe::LayerOp layer : model.getLayers()) {
+    runtime::Layer l;
+    l.kind = static_cast<runtime::LayerKind>(layer.getKind());
+    l.checkpointBytes = layer.getCheckpointBytes();
+    l.outputBytes = layer.getOutputBytes();
+    layers.push_back(l);
+  }
+  for (pipe::StageOp stage : model.getStages()) {
+    stageLayers.emplace_back(stage.getFirstLayer(), stage.getEndLayer());
+    if (std::optional<llvm::ArrayRef<int64_t>> bounds = stage.getSamples())
+      samples.emplace_back(bounds->begin(), bounds->end());
+    else
+      samples.emplace_back();
+  }
+}
+
+std::vector<runtime::TensorCollective> TensorLayout::of(int64_t stage, int64_t microbatch,
+                                                        runtime::Op op) const {
+  if (!active())
+    return {};
+  const std::vector<int64_t> &bounds = samples[stage];
+  return runtime::tensorCollectives(config, layers, stageLayers[stage].first,
+                                    stageLayers[stage].second, op,
+                                    bounds[microbatch + 1] - bounds[microbatch]);
+}
+
+std::vector<int64_t> conduit::rankStageParams(pipe::ModelOp model) {
+  pipe::ParallelismAttr par = model.getParallelism();
+  std::vector<int64_t> prefix = {0};
+  for (pipe::LayerOp layer : model.getLayers())
+    prefix.push_back(prefix.back() + tensorShare(par, layer).params);
+  std::vector<int64_t> params;
+  for (pipe::StageOp stage : model.getStages())
+    params.push_back(prefix[stage.getEndLayer()] - prefix[stage.getFirstLayer()]);
+  return params;
 }
 
 std::vector<int64_t> conduit::stageParams(pipe::ModelOp model) {

@@ -10,6 +10,7 @@
 #include "dialects/pipe/PipeOps.h"
 #include "passes/CostModelBuilder.h"
 #include "runtime/plan/MemoryKinds.h"
+#include "runtime/plan/TensorCollectives.h"
 #include "scheduling/MicrobatchSearch.h"
 #include "scheduling/Schedulers.h"
 
@@ -57,13 +58,50 @@ sched::ActionTimes actionTimes(const CostModel &cost, pipe::ModelOp model,
 /// Parameters of each stage (the sum over its layers).
 std::vector<int64_t> stageParams(pipe::ModelOp model);
 
+/// One layer's figures (per sample) on one rank of its tensor group: Megatron-LM's
+/// partitioning divides what the layer does not keep replicated by T, and sequence
+/// parallelism divides the activations, the layer input and the output too. With T = 1, the
+/// layer's own figures.
+struct TensorShare {
+  int64_t params = 0;
+  int64_t activationBytes = 0;
+  int64_t checkpointBytes = 0;
+  int64_t outputBytes = 0;
+  /// What a deferred weight gradient keeps (the layer's activations when unstated).
+  int64_t weightGradientBytes = 0;
+};
+TensorShare tensorShare(pipe::ParallelismAttr par, pipe::LayerOp layer);
+
+/// A model's layers and configuration as runtime/plan/TensorCollectives.h reads them, to ask
+/// which tensor collectives a compute issues.
+class TensorLayout {
+public:
+  explicit TensorLayout(pipe::ModelOp model);
+  /// The collectives compute `op` (Forward, Backward, BackwardInput, BackwardWeight) of
+  /// (`stage`, `microbatch`) issues; empty without tensor parallelism.
+  std::vector<runtime::TensorCollective> of(int64_t stage, int64_t microbatch,
+                                            runtime::Op op) const;
+  bool active() const { return config.tensor > 1; }
+
+private:
+  runtime::Config config;
+  std::vector<runtime::Layer> layers;
+  std::vector<std::pair<int32_t, int32_t>> stageLayers; // [first, end) per stage
+  std::vector<std::vector<int64_t>> samples;            // micro-batch boundaries per stage
+};
+
+/// Parameters of each stage that every rank of its tensor group holds (stageParams when T is
+/// 1): what its data-parallel collectives, optimizer and memory plan work on.
+std::vector<int64_t> rankStageParams(pipe::ModelOp model);
+
 /// The micro-batch search's step-time evaluator for a model in phase `split` or later, with
 /// the durations the plan simulator will use (OptimizeMicrobatches.cpp). Fails, with a
 /// diagnostic, for jobs the search does not cover.
 mlir::FailureOr<sched::StepTimeEvaluator> buildStepTimeEvaluator(pipe::ModelOp model);
 
 /// Bytes per sample that leave each stage (its last layer's output): the size of the
-/// activations it sends forward and of the gradients it receives back.
+/// activations it sends forward and of the gradients it receives back, per rank of the
+/// stage's tensor group (sequence parallelism sends each rank's part of the sequence).
 std::vector<int64_t> stageOutputBytes(pipe::ModelOp model);
 
 } // namespace conduit

@@ -51,7 +51,7 @@ class CollectivePlacer {
 public:
   CollectivePlacer(pipe::ModelOp model) : model(model), par(model.getParallelism()) {
     int64_t elementBytes = model.getTraining().getElementBytes();
-    for (int64_t params : stageParams(model)) {
+    for (int64_t params : rankStageParams(model)) {
       paramBytes.push_back(params * elementBytes);
       gradBytes.push_back(params * kGradientBytes);
     }
@@ -59,7 +59,8 @@ public:
         t && t->getTieEmbeddings()) {
       for (pipe::StageOp stage : model.getStages())
         stageRanks.push_back(*stage.getRank());
-      tiedBytes = t->getVocabSize() * t->getHiddenSize() * kGradientBytes;
+      // Vocabulary-parallel: each tensor rank ties its slice of the table.
+      tiedBytes = t->getVocabSize() / par.getTensor() * t->getHiddenSize() * kGradientBytes;
     }
   }
 

@@ -110,6 +110,16 @@ Instruction exportInstruction(Operation &op) {
         i.stream = static_cast<uint8_t>(event.getStream());
         i.event = event.getEvent();
       })
+      .Case<plan::TensorAllReduceOp, plan::TensorAllGatherOp, plan::TensorReduceScatterOp>(
+          [&](auto collective) {
+            i.op = isa<plan::TensorAllReduceOp>(op)   ? ROp::TensorAllReduce
+                   : isa<plan::TensorAllGatherOp>(op) ? ROp::TensorAllGather
+                                                      : ROp::TensorReduceScatter;
+            i.stream = static_cast<uint8_t>(collective.getStream());
+            i.stage = collective.getStage();
+            i.microbatch = collective.getMicrobatch();
+            i.bytes = collective.getBytes();
+          })
       .Case<plan::TieGradsOp>([&](plan::TieGradsOp tie) {
         i.op = ROp::TieGrads;
         i.stream = static_cast<uint8_t>(tie.getStream());

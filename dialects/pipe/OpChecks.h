@@ -53,6 +53,18 @@ template <typename LayerOp> mlir::LogicalResult verifyLayer(LayerOp op) {
   if (op.getBwdWeightFlops() > op.getBwdFlops())
     return op.emitOpError() << "expects bwd_weight_flops (" << op.getBwdWeightFlops()
                             << ") no larger than bwd_flops (" << op.getBwdFlops() << ")";
+  // What tensor parallelism leaves whole is a part of the whole.
+  auto part = [&](llvm::StringRef what, std::optional<int64_t> value, llvm::StringRef of,
+                  int64_t whole) -> mlir::LogicalResult {
+    if (!value || (*value >= 0 && *value <= whole))
+      return mlir::success();
+    return op.emitOpError() << "expects " << what << " between 0 and " << of << " (" << whole
+                            << "), got " << *value;
+  };
+  if (mlir::failed(part("replicated_params", op.getReplicatedParams(), "params", op.getParams())) ||
+      mlir::failed(part("replicated_activation_bytes", op.getReplicatedActivationBytes(),
+                        "activation_bytes", op.getActivationBytes())))
+    return mlir::failure();
   return mlir::success();
 }
 

@@ -211,13 +211,17 @@ defvar Pipe_LayerArguments = (ins
   I64Prop:$activation_bytes,
   I64Prop:$checkpoint_bytes,
   I64Prop:$output_bytes,
-  OptionalProp<I64Prop>:$weight_gradient_bytes
+  OptionalProp<I64Prop>:$weight_gradient_bytes,
+  OptionalProp<I64Prop>:$replicated_params,
+  OptionalProp<I64Prop>:$replicated_activation_bytes
 );
 defvar Pipe_LayerFormat = [{
   $name $kind `params` $params `fwd` $fwd_flops `bwd` $bwd_flops custom<WeightFlops>($bwd_weight_flops)
   `activation` $activation_bytes
   `checkpoint` $checkpoint_bytes `output` $output_bytes
-  (`wgrad_bytes` $weight_gradient_bytes^)? attr-dict
+  (`wgrad_bytes` $weight_gradient_bytes^)?
+  (`replicated_params` $replicated_params^)?
+  (`replicated_activation` $replicated_activation_bytes^)? attr-dict
 }];
 
 class Pipe_Attr<string name, string attrMnemonic, list<Trait> traits = []>

@@ -91,7 +91,12 @@ def Pipe_LayerOp : Pipe_Op<"layer", [HasParent<"ModelOp">]> {
     * `output_bytes`: bytes of the output, what crosses a stage boundary;
     * `weight_gradient_bytes` (`wgrad_bytes`, optional): bytes a split backward keeps from the
       input gradient to the deferred weight gradient (the inputs and output gradients of the
-      layer's weight GEMMs); without it the memory plan charges the layer's activations.
+      layer's weight GEMMs); without it the memory plan charges the layer's activations;
+    * `replicated_params`, `replicated_activation_bytes` (`replicated_activation`), optional:
+      what tensor parallelism does not split (every rank of a tensor group holds it whole):
+      norms, the biases added after a row-parallel reduction, a learned position table, and
+      the activations those read (Megatron-LM's partitioning). The rest is divided by T; with
+      sequence parallelism the activations are all divided. Absent: 0 (all divided).
 
     ```mlir
     pipe.layer "block.0" block params 7087872 fwd 14495514624.0 bwd 28991029248.0

@@ -49,7 +49,8 @@ InstFields fieldsOf(Operation &op) {
         f.stream = inst.getStream();
         f.event = inst.getEvent();
       })
-      .Case<AllGatherOp, ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp, TieGradsOp>(
+      .Case<AllGatherOp, ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp, TieGradsOp,
+            TensorAllReduceOp, TensorAllGatherOp, TensorReduceScatterOp>(
           [&](auto inst) { f.stream = inst.getStream(); });
   return f;
 }
@@ -98,6 +99,9 @@ LogicalResult checkInstruction(Operation &op, RankOp rank, const StageTable &tab
       })
       .Case<FreeOp, OptimizerStepOp>(
           [&](auto inst) { return table.checkStageOnRank(&op, r, inst.getStage()); })
+      .Case<TensorAllReduceOp, TensorAllGatherOp, TensorReduceScatterOp>([&](auto inst) {
+        return table.checkLocal(&op, r, inst.getStage(), inst.getMicrobatch());
+      })
       .Case<TieGradsOp>([&](TieGradsOp inst) {
         return table.checkTie(&op, r, inst.getStage(), inst.getPeer(), inst.getPeerStage());
       })
@@ -224,8 +228,8 @@ LogicalResult RankOp::verifyRegions() {
       return emitOpError() << "declares slot " << i << " with negative size " << bytes;
   for (Operation &op : getBody().front())
     if (!isa<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp, SendOp, RecvOp, AllGatherOp,
-             ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp, SignalOp, WaitOp, TieGradsOp>(
-            op))
+             ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp, SignalOp, WaitOp, TieGradsOp,
+             TensorAllReduceOp, TensorAllGatherOp, TensorReduceScatterOp>(op))
       return op.emitOpError("is not allowed in the body of 'plan.rank'");
   return success();
 }
@@ -305,5 +309,15 @@ LogicalResult TieGradsOp::verify() {
     return failure();
   return conduit::pipe::verifyStageAndBytes(*this, getStage(), getBytes());
 }
+template <typename TensorOp> LogicalResult verifyTensorCollective(TensorOp op) {
+  if (failed(verifyStream(op, op.getStream())))
+    return failure();
+  if (op.getMicrobatch() < 0)
+    return op.emitOpError() << "expects a non-negative micro-batch, got " << op.getMicrobatch();
+  return conduit::pipe::verifyStageAndBytes(op, op.getStage(), op.getBytes());
+}
+LogicalResult TensorAllReduceOp::verify() { return verifyTensorCollective(*this); }
+LogicalResult TensorAllGatherOp::verify() { return verifyTensorCollective(*this); }
+LogicalResult TensorReduceScatterOp::verify() { return verifyTensorCollective(*this); }
 LogicalResult SignalOp::verify() { return verifyEvent(*this); }
 LogicalResult WaitOp::verify() { return verifyEvent(*this); }

@@ -319,6 +319,32 @@ def Plan_TieGradsOp : Plan_InstOp<"tie_grads"> {
   }];
 }
 
+class Plan_TensorCollectiveOp<string mnemonic, string what> : Plan_InstOp<mnemonic> {
+  let summary = "a collective of the tensor group, issued inside the compute it follows";
+  let description = !strconcat([{
+    Tensor parallelism: }], what, [{ over the ranks of this rank's tensor group
+    (`config.tensor` of them, the same pipeline rank and replica), `bytes` being the whole
+    buffer. It is not an instruction of its own: the compute instruction it follows (same
+    stage, micro-batch and stream) issues it from inside its layers, and
+    runtime/plan/TensorCollectives.h states which collectives each compute issues, in which
+    order; the plan verifier refuses a plan whose collectives differ from that list.
+
+    ```mlir
+    plan.}], mnemonic, [{ stage 1 mb 3 bytes 1048576 on 0
+    ```
+  }]);
+  let arguments = (ins I32Prop:$stage, I32Prop:$microbatch, I64Prop:$bytes, I32Prop:$stream);
+  let assemblyFormat = "`stage` $stage `mb` $microbatch `bytes` $bytes `on` $stream attr-dict";
+  let hasVerifier = 1;
+}
+
+def Plan_TensorAllReduceOp : Plan_TensorCollectiveOp<"tensor_all_reduce",
+    "sums a layer's partial activations (or input gradients)">;
+def Plan_TensorAllGatherOp : Plan_TensorCollectiveOp<"tensor_all_gather",
+    "gathers sequence-parallel activations (or output gradients) along the sequence">;
+def Plan_TensorReduceScatterOp : Plan_TensorCollectiveOp<"tensor_reduce_scatter",
+    "sums partial activations (or input gradients) and leaves each rank its sequence part">;
+
 class Plan_StageInstOp<string mnemonic> : Plan_InstOp<mnemonic> {
   let arguments = (ins I32Prop:$stage, I32Prop:$stream);
   let assemblyFormat = "`stage` $stage `on` $stream attr-dict";
