@@ -3,6 +3,7 @@
 #include "runtime/plan/PlanFile.h"
 
 #include "runtime/plan/Limits.h"
+#include "runtime/plan/TensorCollectives.h"
 #include "runtime/plan/plan_generated.h"
 
 #include "absl/strings/str_cat.h"
@@ -661,6 +662,67 @@ private:
     return absl::OkStatus();
   }
 
+  /// The tensor collectives a compute instruction issues (TensorCollectives.h), which must
+  /// follow it in its program, in order, on its stream.
+  class TensorCalls {
+  public:
+    /// Compute instruction `index` of rank `r`: what it issues.
+    void expect(const Plan &plan, int32_t r, size_t index) {
+      const Instruction &compute = plan.ranks[r].instructions[index];
+      const Stage &stage = plan.stages[compute.stage];
+      expected = tensorCollectives(
+          plan.config, plan.layers, stage.firstLayer, stage.endLayer, compute.op,
+          stage.samples[compute.microbatch + 1] - stage.samples[compute.microbatch]);
+      owner = index;
+      next = 0;
+    }
+    bool pending() const { return next < expected.size(); }
+    /// Tensor collective `index` of rank `r`: the next the last compute issues.
+    absl::Status take(SemanticChecker &checker, int32_t r, size_t index) {
+      const Plan &plan = checker.plan;
+      const Instruction &i = plan.ranks[r].instructions[index];
+      if (plan.config.tensor == 1)
+        return checker.badInstruction(r, index,
+                                      "a tensor collective, but the plan has no tensor "
+                                      "parallelism (config.tensor is 1)");
+      if (!pending())
+        return checker.badInstruction(
+            r, index,
+            expected.empty() && next == 0
+                ? "a tensor collective must directly follow the compute that issues it"
+                : absl::StrCat("the compute at instruction ", owner, " issues ", expected.size(),
+                               " tensor collectives, and this one is extra"));
+      const Instruction &compute = plan.ranks[r].instructions[owner];
+      const TensorCollective &want = expected[next];
+      if (i.op != want.op || i.bytes != want.bytes || i.stage != compute.stage ||
+          i.microbatch != compute.microbatch || i.stream != compute.stream)
+        return checker.badInstruction(
+            r, index,
+            absl::StrCat("collective ", next + 1, " of ", expected.size(), " issued by ",
+                         describe(compute), " (instruction ", owner, ") is ", opName(want.op), " s",
+                         compute.stage, " mb", compute.microbatch, " ", want.bytes,
+                         " bytes for layer ", want.layer, " on stream ", int(compute.stream)));
+      ++next;
+      return absl::OkStatus();
+    }
+    /// Instruction `index` of rank `r` comes where the last compute's next collective should.
+    absl::Status missing(SemanticChecker &checker, int32_t r, size_t index) {
+      const Instruction &compute = checker.plan.ranks[r].instructions[owner];
+      const TensorCollective &want = expected[next];
+      std::string what =
+          absl::StrCat(describe(compute), " (instruction ", owner, ") issues ", expected.size(),
+                       " tensor collectives and only ", next, " follow it; the next is ",
+                       opName(want.op), " of ", want.bytes, " bytes for layer ", want.layer);
+      if (index >= checker.plan.ranks[r].instructions.size())
+        return bad(absl::StrCat("rank ", r, " ends where ", what));
+      return checker.badInstruction(r, index, what);
+    }
+
+  private:
+    std::vector<TensorCollective> expected;
+    size_t owner = 0, next = 0;
+  };
+
   bool stageOn(int32_t stage, int32_t r) const {
     return stage >= 0 && stage < static_cast<int32_t>(plan.stages.size()) &&
            plan.stages[stage].rank == r;
@@ -693,9 +755,16 @@ private:
     std::map<std::pair<int32_t, int32_t>, size_t> inputAt;
     const int32_t slots = static_cast<int32_t>(program.slots.size());
     bool pairOpen = false; // a paired forward waits for its backward
+    TensorCalls calls;     // the tensor collectives the last compute issues
     for (size_t index = 0; index < program.instructions.size(); ++index) {
       const Instruction &i = program.instructions[index];
       auto fail = [&](const std::string &what) { return badInstruction(r, index, what); };
+      if (i.isTensorCollective()) {
+        CONDUIT_RETURN_IF_ERROR(calls.take(*this, r, index));
+        continue;
+      }
+      if (calls.pending())
+        return calls.missing(*this, r, index);
       if (i.stream >= kMaxStreams)
         return fail(absl::StrCat("stream ", int(i.stream), " is not below ", kMaxStreams));
       if (i.flags != 0 && (i.flags != Instruction::kPaired || i.op != Op::Forward))
@@ -718,6 +787,7 @@ private:
           return fail(misplaced);
         if (i.op == Op::BackwardInput)
           inputAt[{i.stage, i.microbatch}] = index;
+        calls.expect(plan, r, index);
         break;
       case Op::Send:
       case Op::Recv: {
@@ -770,7 +840,9 @@ private:
           return fail(absl::StrCat("ties stages ", i.stage, " and ", i.peerStage,
                                    "; the tied copies are in the first and the last stage (0 and ",
                                    last, ")"));
-        const int64_t tied = plan.transformer->vocabSize * plan.transformer->hiddenSize;
+        // Vocabulary-parallel with tensor parallelism: each tensor rank ties its slice.
+        const int64_t tied =
+            plan.transformer->vocabSize / plan.config.tensor * plan.transformer->hiddenSize;
         if (i.bytes != tied * 4)
           return fail(
               absl::StrCat("moves ", i.bytes, " bytes; the tied weight's gradient has ", tied * 4));
@@ -790,6 +862,8 @@ private:
         break;
       }
     }
+    if (calls.pending())
+      return calls.missing(*this, r, program.instructions.size());
     if (pairOpen)
       return bad(absl::StrCat("rank ", r, " ends with a paired forward and no backward after it"));
     for (int32_t e = 0; e < program.events; ++e)
