@@ -11,12 +11,10 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
   const Layer &l = layers[layer];
   const bool sp = config.sequenceParallel;
   auto add = [&](Op op, int64_t bytes) { out.push_back({op, layer, bytes}); };
-  // The norms' gradients with sequence parallelism: 2 h floats (gain and bias) per norm, h
-  // from the hidden activations of one token.
+  // The norms' gradients with sequence parallelism: a gain and a bias of one token's hidden
+  // activations' bytes per norm.
   auto normBytes = [&](int64_t norms, int64_t sampleBytes) {
-    const int64_t perToken = config.tokensPerSample * config.elementBytes();
-    const int64_t hidden = perToken > 0 ? sampleBytes / perToken : 0;
-    return norms * 2 * hidden * int64_t(sizeof(float));
+    return config.tokensPerSample > 0 ? norms * 2 * (sampleBytes / config.tokensPerSample) : 0;
   };
   constexpr Op kReduce = Op::TensorAllReduce, kGather = Op::TensorAllGather,
                kScatter = Op::TensorReduceScatter;

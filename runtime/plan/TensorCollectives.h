@@ -29,14 +29,14 @@
 //              weight   -                                all-gather x (the normed input,
 //                                                        again), all-reduce n (the norm's)
 //
-// `n` is the bytes of the layer's norm parameters' gradients in float, counted as LayerNorm's
-// gain and bias (4 h bytes per norm for hidden size h; RMSNorm's are half of it). With
-// sequence parallelism each rank computes the norms on its shard of the sequence, so their
-// parameters' gradients cover that shard only and are summed over the group, once per weight
-// pass (Megatron-LM sums them once per step; per weight pass keeps each compute's collectives
-// a function of the compute alone). Every other replicated parameter's gradient is computed
-// whole on every rank: the row-parallel biases' and the position table's from their gathered
-// output gradients.
+// `n` is the bytes of the layer's norm parameters' gradients, counted as LayerNorm's gain and
+// bias at the activations' width (2 h elements per norm for hidden size h; RMSNorm's are half
+// of it). With sequence parallelism each rank computes the norms on its shard of the sequence,
+// so their parameters' gradients cover that shard only and are summed over the group, once per
+// weight pass (Megatron-LM sums them once per step; per weight pass keeps each compute's
+// collectives a function of the compute alone). Every other replicated parameter's gradient is
+// computed whole on every rank: the row-parallel biases' and the position table's from their
+// gathered output gradients.
 //
 // Custom layers of a layer list are priced as blocks. A compute instruction issues, for its
 // stage's layers [first, end):
