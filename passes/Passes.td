@@ -261,9 +261,9 @@ def ConduitPlanMemory : Pass<"conduit-plan-memory", "::mlir::ModuleOp"> {
     Needs phase `communicating` with collectives placed. Walks each rank's program and tracks
     parameters (shards, replicated copies, gathered FSDP buffers), gradients (fp32 shards and
     accumulation buffers, freed by their reduce-scatter), optimizer state (Adam: fp32 moments
-    and master copy), activations stored between forward and backward (or the stage inputs
-    with checkpointing, plus the recomputed activations of the running micro-batch), the
-    rank's receive slots (as `conduit-lower-to-plan` assigns them, held all step) and outputs
+    and master copy), activations stored between forward and backward (with full
+    checkpointing each layer's input, and one layer's recomputed activations at a time while
+    a forward or backward runs), the rank's receive slots (as `conduit-lower-to-plan` assigns them, held all step) and outputs
     from the compute that writes them until the compute after their last send (the transfer
     runs beside it). Records the peak as `peak_memory` on each `pipe.rank`.
 

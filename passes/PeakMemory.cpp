@@ -14,6 +14,7 @@
 
 #include "passes/PassUtils.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -26,10 +27,8 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 struct StageBytes {
   int64_t params = 0;
-  int64_t activation = 0;     // per sample, whole stage, without checkpointing
-  int64_t checkpoint = 0;     // per sample, the stage input
-  int64_t output = 0;         // per sample, the stage output
-  int64_t weightGradient = 0; // per sample, what a deferred weight gradient keeps
+  int64_t output = 0; // per sample, the stage output
+  StageActivations activations;
 };
 
 class RankWalker {
@@ -37,25 +36,29 @@ public:
   RankWalker(pipe::ModelOp model, const MemoryVariant &variant)
       : par(model.getParallelism()), variant(variant) {
     llvm::SmallVector<pipe::LayerOp> layers = llvm::to_vector(model.getLayers());
-    std::vector<int64_t> params = stageParams(model);
+    // Per rank of a tensor group: its share of each layer (TensorShare).
+    std::vector<int64_t> params = rankStageParams(model);
+    const pipe::Checkpointing mode = variant.checkpointing.value_or(par.getCheckpointing());
     for (auto [s, stage] : llvm::enumerate(model.getStages())) {
       StageBytes b;
       b.params = params[s];
+      std::vector<LayerBytes> stageLayers;
       for (int64_t l = stage.getFirstLayer(); l < stage.getEndLayer(); ++l) {
-        b.activation += layers[l].getActivationBytes();
-        // Unstated: the layer's activations, an upper bound.
-        b.weightGradient +=
-            layers[l].getWeightGradientBytes().value_or(layers[l].getActivationBytes());
+        const TensorShare share = tensorShare(par, layers[l]);
+        LayerBytes layer;
+        layer.activation = share.activationBytes;
+        layer.checkpoint = share.checkpointBytes;
+        layer.weightGradient = share.weightGradientBytes;
+        stageLayers.push_back(layer);
       }
-      b.checkpoint = layers[stage.getFirstLayer()].getCheckpointBytes();
-      b.output = layers[stage.getEndLayer() - 1].getOutputBytes();
+      b.activations = stageActivations(stageLayers, mode);
+      b.output = tensorShare(par, layers[stage.getEndLayer() - 1]).outputBytes;
       bytes.push_back(b);
       samples.push_back(*stage.getSamples());
       rankOf.push_back(*stage.getRank());
     }
     elementBytes = model.getTraining().getElementBytes();
     adam = model.getTraining().getOptimizer() == pipe::Optimizer::Adam;
-    checkpointing = variant.checkpointing || par.getCheckpointing() == pipe::Checkpointing::Full;
     data = par.getData();
     sharding = data > 1 ? par.getSharding() : pipe::Sharding::None;
   }
@@ -149,8 +152,8 @@ private:
   void compute(Operation *op, int32_t s, int32_t mb, Step step,
                std::map<std::tuple<int32_t, int32_t, int>, int64_t> &sendsLeft) {
     const int64_t n = samples[s][mb + 1] - samples[s][mb];
-    const int64_t activation = scaled(bytes[s].activation * n);
-    const int64_t weightInputs = scaled(bytes[s].weightGradient * n);
+    const StageActivations &a = bytes[s].activations;
+    const int64_t weightInputs = scaled(a.weightGradient * n);
     if (step == Step::Weight) {
       add(MemoryKind::WeightGradientInputs, -weightInputs);
       add(MemoryKind::SendBuffers, -leaving);
@@ -167,14 +170,23 @@ private:
       outputWaiting[produced] = out;
       add(MemoryKind::SendBuffers, out);
     }
-    // Transient: a checkpointed stage materialises its full activations for one micro-batch.
-    int64_t working = checkpointing ? activation : 0;
+    // Transient: what a recomputation materialises while the compute runs (and, in a
+    // checkpointed forward, the inputs kept by then).
+    const int64_t working = scaled((forward               ? a.forwardWorking
+                                    : step == Step::Input ? a.inputWorking
+                                                          : a.backwardWorking) *
+                                   n);
+    const int64_t kept = forward ? scaled(a.forwardKept * n) : 0;
     add(MemoryKind::Working, working);
+    add(MemoryKind::Activations, kept);
+    inFlight += kept > 0; // the micro-batch's first inputs are stored already
     record(op);
     add(MemoryKind::Working, -working);
+    add(MemoryKind::Activations, -kept);
+    inFlight -= kept > 0;
     add(MemoryKind::SendBuffers, -leaving);
     leaving = 0;
-    int64_t stored = checkpointing ? scaled(bytes[s].checkpoint * n) : activation;
+    const int64_t stored = scaled(a.stored * n);
     add(MemoryKind::Activations, forward ? stored : -stored);
     if (step == Step::Input)
       add(MemoryKind::WeightGradientInputs, weightInputs);
@@ -202,7 +214,7 @@ private:
   std::vector<ArrayRef<int64_t>> samples;
   std::vector<int64_t> rankOf;
   int64_t elementBytes = 2, data = 1;
-  bool adam = true, checkpointing = false;
+  bool adam = true;
   pipe::Sharding sharding = pipe::Sharding::None;
   std::array<int64_t, kNumMemoryKinds> current{};
   std::map<std::tuple<int32_t, int32_t, int>, int64_t> outputWaiting;
@@ -213,6 +225,36 @@ private:
 };
 
 } // namespace
+
+StageActivations conduit::stageActivations(ArrayRef<LayerBytes> layers, pipe::Checkpointing mode) {
+  StageActivations a;
+  for (const LayerBytes &layer : layers)
+    a.weightGradient += layer.weightGradient;
+  if (mode != pipe::Checkpointing::Full) {
+    for (const LayerBytes &layer : layers)
+      a.stored += layer.activation;
+    return a;
+  }
+  // Forward: layer i beside the inputs kept so far and its output, the next layer's input.
+  for (size_t i = 0; i < layers.size(); ++i) {
+    a.stored += layers[i].checkpoint;
+    const int64_t kept = a.stored + (i + 1 < layers.size() ? layers[i + 1].checkpoint : 0);
+    if (kept + layers[i].activation > a.forwardKept + a.forwardWorking) {
+      a.forwardKept = kept;
+      a.forwardWorking = layers[i].activation;
+    }
+  }
+  // Backward, from the last layer: the inputs of the layers done are released and, in an input
+  // gradient, what their weight gradients need is held.
+  int64_t released = 0, held = 0;
+  for (size_t k = layers.size(); k-- > 0;) {
+    a.backwardWorking = std::max(a.backwardWorking, layers[k].activation - released);
+    a.inputWorking = std::max(a.inputWorking, layers[k].activation - released + held);
+    released += layers[k].checkpoint;
+    held += layers[k].weightGradient;
+  }
+  return a;
+}
 
 FailureOr<std::vector<RankMemory>> conduit::analyzeMemory(pipe::ModelOp model,
                                                           const MemoryVariant &variant) {

@@ -22,6 +22,7 @@
 #include "runtime/plan/MemoryKinds.h"
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,9 +45,36 @@ struct RankMemory {
 
 /// Changes to evaluate what would fit.
 struct MemoryVariant {
-  bool checkpointing = false; ///< force full activation checkpointing
-  double sampleScale = 1;     ///< scale of everything proportional to micro-batch samples
+  /// A checkpointing mode in place of the job's.
+  std::optional<pipe::Checkpointing> checkpointing;
+  double sampleScale = 1; ///< scale of everything proportional to micro-batch samples
 };
+
+/// A layer's bytes per sample, as its pipe.layer states them.
+struct LayerBytes {
+  int64_t activation = 0, checkpoint = 0, weightGradient = 0;
+};
+
+/// What a micro-batch of a stage holds, per sample, under a checkpointing mode. `stored` lives
+/// from its forward to its backward (or input gradient), `weightGradient` from an input
+/// gradient to its weight gradient. The working figures are the most a forward, a backward and
+/// an input gradient hold beyond what was live before them (for a backward or an input
+/// gradient, `stored` included); at that moment of a forward, `forwardKept` of what it stores
+/// exists already.
+///
+/// Full checkpointing keeps each layer's input, and a backward recomputes one layer at a time
+/// from the last: layer k's activations live while the inputs of layers k and before are
+/// still kept (the later ones released with their layers) and, in an input gradient, what the
+/// weight gradients of the later layers need is already held. A forward likewise holds one
+/// layer's activations at a time, beside the inputs kept so far and its output (the next
+/// layer's input).
+struct StageActivations {
+  int64_t stored = 0, weightGradient = 0;
+  int64_t forwardKept = 0, forwardWorking = 0, backwardWorking = 0, inputWorking = 0;
+};
+
+/// The figures of a stage of `layers` (in model order) under `mode`.
+StageActivations stageActivations(llvm::ArrayRef<LayerBytes> layers, pipe::Checkpointing mode);
 
 /// The memory of every rank of `model` (phase communicating, collectives placed); fails (with
 /// a diagnostic) where a rank's order cannot be given receive slots.

@@ -109,14 +109,15 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
     };
     bool checkpointed = par.getCheckpointing() == pipe::Checkpointing::Full;
     if (!checkpointed)
-      tryVariant({true, 1.0}, "parallelism.activation_checkpointing \"full\"");
+      tryVariant({pipe::Checkpointing::Full, 1.0}, "parallelism.activation_checkpointing \"full\"");
     for (int64_t size = par.getMicrobatchSize() / 2; size >= 1; size /= 2) {
       double scale = static_cast<double>(size) / static_cast<double>(par.getMicrobatchSize());
       size_t before = fits.size();
-      tryVariant({false, scale}, "parallelism.microbatch_size " + std::to_string(size));
+      tryVariant({std::nullopt, scale}, "parallelism.microbatch_size " + std::to_string(size));
       if (fits.size() == before && !checkpointed)
-        tryVariant({true, scale}, "parallelism.microbatch_size " + std::to_string(size) +
-                                      " with activation_checkpointing \"full\"");
+        tryVariant({pipe::Checkpointing::Full, scale},
+                   "parallelism.microbatch_size " + std::to_string(size) +
+                       " with activation_checkpointing \"full\"");
       if (fits.size() > before)
         break;
     }
