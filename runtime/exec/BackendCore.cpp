@@ -47,9 +47,10 @@ template <typename Grad> struct BackendCore<Grad>::Stage : ShardLayout {
   int64_t optimizerSteps = 0;
   int32_t group = -1; ///< the plan group of this stage's replicas
   // What a step keeps, per micro-batch.
-  std::vector<model::Buffer<float>> outputs, inputGrads, inputs;
+  std::vector<model::Buffer<float>> outputs, inputGrads;
   /// Per piece (sample, or the whole micro-batch): from the forward to the backward, or to
-  /// the W of a split backward, with the stash its I left.
+  /// the W of a split backward, with the stash its I left. With full checkpointing, each
+  /// layer's input until the backward recomputes the layer.
   std::vector<std::vector<Cache>> caches;
   /// Which compute of each micro-batch ran this step.
   std::vector<ComputeProgress> progress;
@@ -105,8 +106,9 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
     auto stage = std::make_unique<Stage>();
     stage->spec = &spec;
     stage->group = group;
-    CONDUIT_ASSIGN_OR_RETURN(stage->chain, model::LayerChain<float>::build(
-                                               p, *shape, spec.firstLayer, spec.endLayer, math));
+    CONDUIT_ASSIGN_OR_RETURN(stage->chain,
+                             model::LayerChain<float>::build(p, *shape, spec.firstLayer,
+                                                             spec.endLayer, math, c.checkpointing));
     static_cast<ShardLayout &>(*stage) =
         ShardLayout::of(stage->chain.numParams(), c, sharded, where.replica);
     // Every replica initialises the whole stage identically, then keeps its shard.
@@ -170,7 +172,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::beginStep(int64_t s) {
   for (std::unique_ptr<Stage> &stage : stages)
     if (stage) {
       const size_t m = stage->spec->numMicrobatches();
-      for (auto *v : {&stage->outputs, &stage->inputGrads, &stage->inputs}) {
+      for (auto *v : {&stage->outputs, &stage->inputGrads}) {
         v->clear();
         v->resize(m);
       }
@@ -282,7 +284,6 @@ template <typename Grad> absl::StatusOr<StepOutcome> BackendCore<Grad>::endStep(
     if (stage) {
       stage->outputs.clear();
       stage->inputGrads.clear();
-      stage->inputs.clear();
       stage->caches.clear();
     }
   return outcome;
@@ -376,15 +377,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instructi
   if constexpr (std::is_same_v<Grad, double>)
     lossSum += ops().takeLoss();
   timer.record(stage.spec->firstLayer, batch.samples, seconds, Op::Forward);
-  if (plan->config.checkpointing == Checkpointing::Full) {
-    // Keep the stage input only; the backward runs the forward again.
-    if (x) {
-      stage.inputs[mb] = ops().allocate(batch.samples * rowFloats);
-      ops().copy(batch.samples * rowFloats, x, stage.inputs[mb].data());
-    }
-  } else {
-    stage.caches[mb] = std::move(caches);
-  }
+  stage.caches[mb] = std::move(caches);
   doneReading(inst);
   return absl::OkStatus();
 }
@@ -427,7 +420,7 @@ void BackendCore<Grad>::backwardPieces(Stage &stage, std::vector<Cache> &caches,
     int64_t at = 0;
     std::vector<double> one;
     for (Cache &cache : caches) {
-      const int64_t samples = cache.layers.front().samples;
+      const int64_t samples = cache.samples;
       const float *pieceDy = dy ? dy + at * row : nullptr;
       float *pieceDx = dx ? dx + at * row : nullptr;
       std::vector<double> *timing = seconds ? &one : nullptr;
@@ -471,19 +464,6 @@ template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruct
     }
   }
   model::MemoryCounter &memory = ops().memory();
-  if (plan->config.checkpointing == Checkpointing::Full) {
-    // The recomputed activations live for this backward (or until its W).
-    model::MemoryScope recomputed(memory, model::MemoryUse::Working);
-    std::vector<int32_t> tokens, targets;
-    const model::Tokens batch = tokensOf(stage, mb, tokens, targets);
-    model::Buffer<float> y;
-    if (!stage.chain.hasHead())
-      y = ops().allocate(samples * rowFloats);
-    ops().countLoss(false); // counted by the first forward
-    stage.chain.forwardSamples(stage.full.data(), stage.inputs[mb].data(), batch, y.data(),
-                               stage.caches[mb]);
-    ops().countLoss(true);
-  }
   float *dx = nullptr;
   if (!stage.chain.hasEmbedding()) {
     model::MemoryScope send(memory, model::MemoryUse::SendBuffers);
@@ -492,7 +472,9 @@ template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruct
   }
   std::vector<double> seconds;
   {
-    // What I stashes waits for the W; a whole backward's stash lives for one layer.
+    // What I stashes waits for the W; a whole backward's stash lives for one layer. With
+    // full checkpointing the chain recomputes each layer's cache first, as working memory,
+    // which after an I waits for the W too.
     model::MemoryScope stash(memory, inst.op == Op::BackwardInput
                                          ? model::MemoryUse::WeightGradientInputs
                                          : model::MemoryUse::Working);
@@ -501,7 +483,6 @@ template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruct
   timer.record(stage.spec->firstLayer, samples, seconds, inst.op);
   if (inst.op == Op::Backward)
     stage.caches[mb].clear(); // else they wait for the W
-  stage.inputs[mb].reset();
   doneReading(inst);
   return absl::OkStatus();
 }

@@ -5,11 +5,12 @@
 // dispatches the executor's instructions (forward, backward whole or as its input-gradient
 // and weight-gradient halves, optimizer step, free, transfers and collectives through a
 // Transport), keeps per micro-batch what a step needs (outputs, input gradients, activation
-// caches or, with activation checkpointing, stage inputs, and between the halves of a split
-// backward the caches with what the first half stashed), refuses compute out of order, and
-// saves and restores the training state. Every buffer comes from the backend's Ops, so the
-// same code runs on host and device memory, and is counted by its MemoryCounter under the use
-// the compiler's memory plan gives it (each phase below names its use with a MemoryScope).
+// caches or, with full activation checkpointing, each layer's input, and between the halves
+// of a split backward the caches with what the first half stashed), refuses compute out of
+// order, and saves and restores the training state. Every buffer comes from the backend's Ops,
+// so the same code runs on host and device memory, and is counted by its MemoryCounter under
+// the use the compiler's memory plan gives it (each phase below names its use with a
+// MemoryScope).
 // What a stage sends is released when its last send completes or its last local consumer has
 // read it, as the memory plan assumes.
 //

@@ -224,7 +224,9 @@ template <typename T> class Block final : public Layer<T> {
   };
 
 public:
-  explicit Block(const GptShape &s) : s(s) {
+  /// With `recomputeAttention` (selective checkpointing) the forward does not keep the
+  /// attention probabilities: the backward computes them again.
+  Block(const GptShape &s, bool recomputeAttention) : s(s), recomputeAttention(recomputeAttention) {
     const int64_t h = s.hidden, f = s.ffn, qkv = s.qkvWidth(), up = s.upWidth();
     int64_t at = 0;
     auto take = [&](int64_t n, bool present = true) {
@@ -272,11 +274,12 @@ public:
     cache.samples = n;
     const int64_t means = s.rmsNorm ? 0 : rows;
     const int64_t sizes[NumSaved] = {
-        rows * h, rows * h, means,    rows,  rows * qkv, n * s.heads * s.seq * s.seq,
+        rows * h, rows * h, means,    rows,  rows * qkv, recomputeAttention ? 0 : probsSize(n),
         rows * h, rows * h, rows * h, means, rows,       rows * up,
         rows * f};
     for (int i = 0; i < NumSaved; ++i)
       v[i] = ops.allocate(sizes[i]);
+    Buffer<T> probs = recomputeAttention ? transient(ops, probsSize(n)) : Buffer<T>();
     ops.copy(rows * h, x, v[X].data());
     normForward(ops, s, rows, x, p + o.norm1, v[H1].data(), v[Mean1].data(), v[Rstd1].data());
     ops.gemm(false, false, rows, qkv, h, 1, v[H1].data(), p + o.wqkv, 0, v[Qkv].data());
@@ -285,7 +288,8 @@ public:
     if (s.rotary)
       ops.rotaryForward(n, s.seq, s.heads, s.numKvHeads(), s.headDim(), s.ropeTheta, v[Qkv].data());
     ops.attentionForward(n, s.seq, s.heads, s.numKvHeads(), s.headDim(), v[Qkv].data(),
-                         v[Probs].data(), v[Att].data());
+                         recomputeAttention ? probs.data() : v[Probs].data(), v[Att].data());
+    probs.reset();
     ops.copy(rows * h, x, v[X2].data());
     ops.gemm(false, false, rows, h, h, 1, v[Att].data(), p + o.wo, 1, v[X2].data());
     if (o.bo >= 0)
@@ -338,8 +342,10 @@ public:
     Buffer<T> datt = transient(ops, rows * h);
     g[DQKV] = ops.allocate(rows * qkv);
     ops.gemm(false, true, rows, h, h, 1, g[DX2].data(), p + o.wo, 0, datt.data());
+    Buffer<T> probs;
     ops.attentionBackward(n, s.seq, s.heads, s.numKvHeads(), s.headDim(), v[Qkv].data(),
-                          v[Probs].data(), datt.data(), g[DQKV].data());
+                          probabilities(ops, cache, probs), datt.data(), g[DQKV].data());
+    probs.reset();
     datt.reset();
     if (s.rotary)
       ops.rotaryBackward(n, s.seq, s.heads, s.numKvHeads(), s.headDim(), s.ropeTheta,
@@ -378,8 +384,25 @@ public:
   }
 
 private:
+  int64_t probsSize(int64_t samples) const { return samples * s.heads * s.seq * s.seq; }
+
+  /// The attention probabilities the backward reads: the forward's or, recomputed from the
+  /// saved (rotated) q, k and v, the same bits in `scratch`.
+  const T *probabilities(Ops<T> &ops, const LayerCache<T> &cache, Buffer<T> &scratch) const {
+    const std::vector<Buffer<T>> &v = cache.saved;
+    if (!recomputeAttention)
+      return v[Probs].data();
+    const int64_t n = cache.samples;
+    scratch = transient(ops, probsSize(n));
+    Buffer<T> out = transient(ops, n * s.seq * s.hidden); // v[Att] again, not needed
+    ops.attentionForward(n, s.seq, s.heads, s.numKvHeads(), s.headDim(), v[Qkv].data(),
+                         scratch.data(), out.data());
+    return scratch.data();
+  }
+
   GptShape s;
   Offsets o;
+  bool recomputeAttention = false;
 };
 
 //===----------------------------------------------------------------------===//
@@ -453,12 +476,13 @@ private:
 } // namespace
 
 template <typename T>
-std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &shape) {
+std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &shape,
+                                    Checkpointing checkpointing) {
   switch (kind) {
   case runtime::LayerKind::Embedding:
     return std::make_unique<Embedding<T>>(shape);
   case runtime::LayerKind::Block:
-    return std::make_unique<Block<T>>(shape);
+    return std::make_unique<Block<T>>(shape, checkpointing == Checkpointing::Selective);
   case runtime::LayerKind::Head:
     return std::make_unique<Head<T>>(shape);
   case runtime::LayerKind::Custom:
@@ -469,14 +493,16 @@ std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &sha
 
 template <typename T>
 absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, const GptShape &shape,
-                                                   int64_t first, int64_t end, Ops<T> &ops) {
+                                                   int64_t first, int64_t end, Ops<T> &ops,
+                                                   Checkpointing checkpointing) {
   LayerChain chain;
   chain.shape = shape;
   chain.firstLayer = first;
   chain.ops = &ops;
+  chain.keepInputs = checkpointing == Checkpointing::Full;
   for (int64_t l = first; l < end; ++l) {
     const runtime::Layer &spec = plan.layers[l];
-    std::unique_ptr<Layer<T>> layer = makeLayer<T>(spec.kind, shape);
+    std::unique_ptr<Layer<T>> layer = makeLayer<T>(spec.kind, shape, checkpointing);
     if (!layer)
       return absl::FailedPreconditionError(
           absl::StrCat("layer ", spec.name,
@@ -540,8 +566,23 @@ void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T 
   const int64_t activation = batch.samples * sampleSize();
   cache.layers.clear();
   cache.layers.resize(layers.size());
+  cache.samples = batch.samples;
+  cache.inputs.clear();
+  if (keepInputs) {
+    // What the recomputation needs: each layer's input, kept from here on, and the tokens.
+    cache.inputs.resize(layers.size());
+    if (x) {
+      cache.inputs[0] = ops->allocate(activation);
+      ops->copy(activation, x, cache.inputs[0].data());
+    }
+    const int64_t tokens = batch.samples * shape.seq;
+    cache.tokens.assign(batch.tokens, batch.tokens + (embedding ? tokens : 0));
+    cache.targets.assign(batch.targets, batch.targets + (head ? tokens : 0));
+    cache.lossScale = batch.lossScale;
+  }
   // Between two layers, the output of one is the input of the next, which keeps its own copy
-  // of it: it is released once the next layer's forward has run.
+  // of it: it is released once the next layer's forward has run (or, with full
+  // checkpointing, kept as that layer's input, while the layer's cache goes).
   Buffer<T> input, output;
   const T *in = x;
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -554,14 +595,37 @@ void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T 
     if (seconds)
       ops->synchronize();
     const auto start = std::chrono::steady_clock::now();
-    layers[i]->forward(*ops, params + offsets[i], in, batch, out, cache.layers[i]);
+    {
+      std::optional<MemoryScope> recomputed; // the cache lives only while the layer runs
+      if (keepInputs)
+        recomputed.emplace(ops->memory(), MemoryUse::Working);
+      layers[i]->forward(*ops, params + offsets[i], in, batch, out, cache.layers[i]);
+    }
     if (seconds) {
       ops->synchronize();
       seconds->push_back(secondsSince(start));
     }
-    input = std::move(output);
+    if (keepInputs) {
+      cache.layers[i] = LayerCache<T>();
+      if (!last)
+        cache.inputs[i + 1] = std::move(output);
+    } else {
+      input = std::move(output);
+    }
     in = out;
   }
+}
+
+template <typename T> void LayerChain<T>::recompute(size_t k, const T *params, Cache &cache) const {
+  MemoryScope working(ops->memory(), MemoryUse::Working);
+  const Tokens batch{cache.tokens.data(), cache.targets.data(), cache.samples, cache.lossScale};
+  Buffer<T> output; // the next layer's input, which it kept
+  if (!(head && k + 1 == layers.size()))
+    output = ops->allocate(cache.samples * sampleSize());
+  ops->countLoss(false);
+  layers[k]->forward(*ops, params + offsets[k], cache.inputs[k].data(), batch, output.data(),
+                     cache.layers[k]);
+  ops->countLoss(true);
 }
 
 template <typename T>
@@ -575,17 +639,21 @@ void LayerChain<T>::inputPass(const T *params, Cache &cache, const T *dy, T *dx,
     const bool first = k == 0;
     T *down = dx;
     if (!first) {
-      next = transient(*ops, cache.layers[k].samples * sampleSize());
+      next = transient(*ops, cache.samples * sampleSize());
       down = next.data();
     }
     if (seconds)
       ops->synchronize();
     const auto start = std::chrono::steady_clock::now();
+    if (keepInputs)
+      recompute(k, params, cache);
     layers[k]->backwardInput(*ops, params + offsets[k], cache.layers[k], upstream, down);
     if (dparams) {
       layers[k]->backwardWeight(*ops, cache.layers[k], dparams + offsets[k]);
       cache.layers[k] = LayerCache<T>();
     }
+    if (keepInputs)
+      cache.inputs[k].reset();
     if (seconds) {
       ops->synchronize();
       (*seconds)[k] = secondsSince(start);
@@ -656,7 +724,7 @@ void LayerChain<T>::backwardSamples(const T *params, std::vector<Cache> &caches,
   std::vector<double> one;
   int64_t at = 0; // the first sample of the piece
   for (Cache &cache : caches) {
-    const int64_t samples = cache.layers.front().samples;
+    const int64_t samples = cache.samples;
     ops->fill(numParams(), T(0), dparams.data());
     backward(params, cache, dy ? dy + at * row : nullptr, dparams.data(),
              dx ? dx + at * row : nullptr, seconds ? &one : nullptr);
@@ -676,7 +744,7 @@ void LayerChain<T>::backwardInputSamples(const T *params, std::vector<Cache> &ca
     backwardInput(params, cache, dy ? dy + at * row : nullptr, dx ? dx + at * row : nullptr,
                   seconds ? &one : nullptr);
     addSeconds(one, seconds);
-    at += cache.layers.front().samples;
+    at += cache.samples;
   }
 }
 
@@ -695,7 +763,9 @@ void LayerChain<T>::backwardWeightSamples(std::vector<Cache> &caches, double *gr
 
 template class LayerChain<float>;
 template class LayerChain<double>;
-template std::unique_ptr<Layer<float>> makeLayer<float>(runtime::LayerKind, const GptShape &);
-template std::unique_ptr<Layer<double>> makeLayer<double>(runtime::LayerKind, const GptShape &);
+template std::unique_ptr<Layer<float>> makeLayer<float>(runtime::LayerKind, const GptShape &,
+                                                        Checkpointing);
+template std::unique_ptr<Layer<double>> makeLayer<double>(runtime::LayerKind, const GptShape &,
+                                                          Checkpointing);
 
 } // namespace conduit::model

@@ -107,17 +107,26 @@ public:
   }
 };
 
+/// What a forward keeps for its backward, as the plan's activation checkpointing says: with
+/// Full a chain keeps each layer's input and its backward recomputes one layer at a time; with
+/// Selective a block keeps everything but its attention probabilities, which its backward
+/// recomputes from the saved q, k and v.
+using runtime::Checkpointing;
+
 /// The layer of kind `kind` for this shape.
 template <typename T>
-std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &shape);
+std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &shape,
+                                    Checkpointing checkpointing = Checkpointing::None);
 
 /// A contiguous range of layers run as one unit (a pipeline stage, or the whole model) on one
 /// Ops.
 template <typename T> class LayerChain {
 public:
   /// Layers [first, end) of `plan`; checks that each has the parameter count the plan states.
+  /// `checkpointing` says what a forward keeps (by default everything: the reference).
   static absl::StatusOr<LayerChain> build(const runtime::Plan &plan, const GptShape &shape,
-                                          int64_t first, int64_t end, Ops<T> &ops);
+                                          int64_t first, int64_t end, Ops<T> &ops,
+                                          Checkpointing checkpointing = Checkpointing::None);
 
   int64_t numParams() const { return offsets.back(); }
   bool hasHead() const { return head; }
@@ -129,9 +138,15 @@ public:
   void initialise(T *params, uint64_t seed) const;
 
   /// What a forward keeps for its backward: each layer's cache (blocks and the head keep
-  /// their own copy of their input, so the chain keeps none).
+  /// their own copy of their input, so the chain keeps none). With full checkpointing the
+  /// layers' caches exist only while the layer computes; the chain keeps each layer's input
+  /// (none for the embedding) and the piece's tokens, from which the backward recomputes them.
   struct Cache {
     std::vector<LayerCache<T>> layers;
+    std::vector<Buffer<T>> inputs;
+    std::vector<int32_t> tokens, targets;
+    double lossScale = 1;
+    int64_t samples = 0;
   };
   /// Runs the chain; `x` is the chain's input (null when it starts with the embedding), `y`
   /// its output (null when it ends with the head, whose loss goes to the Ops). `seconds`, if
@@ -183,9 +198,13 @@ public:
 private:
   /// Input gradients from the last layer to the first; with `dparams`, each layer's weight
   /// gradient right after its input gradient, releasing its cache (the whole backward holds
-  /// one layer's stash at a time).
+  /// one layer's stash at a time). With full checkpointing each layer's forward runs again
+  /// first, from its kept input, and the input is released after its backward.
   void inputPass(const T *params, Cache &cache, const T *dy, T *dx, T *dparams,
                  std::vector<double> *seconds) const;
+  /// Full checkpointing: layer `k`'s forward again, into its cache, as working memory; the
+  /// loss it computes was counted by the first forward.
+  void recompute(size_t k, const T *params, Cache &cache) const;
 
   GptShape shape;
   int64_t firstLayer = 0;
@@ -194,6 +213,7 @@ private:
   std::vector<std::string> names;
   std::vector<int64_t> offsets{0};
   bool head = false, embedding = false;
+  bool keepInputs = false; ///< full checkpointing
 };
 
 } // namespace conduit::model

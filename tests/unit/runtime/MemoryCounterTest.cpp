@@ -173,4 +173,51 @@ TEST(MemoryCounterTest, AForwardKeepsItsCachesAndTheBackwardReleasesAll) {
   EXPECT_EQ(ops.memory().heldBytes(), before);
 }
 
+// With full checkpointing a forward keeps each layer's input and no cache (the embedding's
+// tokens stay on the host), and its backward holds one layer's recomputed cache at a time:
+// less than the caches a forward keeps without it. Selective checkpointing keeps those caches
+// less the blocks' attention probabilities. Either way the backward releases everything.
+TEST(MemoryCounterTest, CheckpointingKeepsLayerInputsOrAllButTheProbabilities) {
+  GptShape shape = tinyShape();
+  shape.blocks = 4;
+  runtime::Plan plan = planFor(shape);
+  const int64_t layers = static_cast<int64_t>(plan.layers.size()), samples = 2;
+  std::vector<int32_t> tokens(samples * shape.seq), targets(samples * shape.seq);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<int32_t>(i % shape.vocab);
+    targets[i] = static_cast<int32_t>((i + 1) % shape.vocab);
+  }
+  const Tokens batch{tokens.data(), targets.data(), samples, 1.0};
+  struct Measured {
+    int64_t kept = 0, backwardPeak = 0;
+  };
+  auto measure = [&](Checkpointing mode) {
+    CpuOps<float> ops;
+    LayerChain<float> chain = *LayerChain<float>::build(plan, shape, 0, layers, ops, mode);
+    std::vector<float> params(chain.numParams());
+    chain.initialise(params.data(), 1);
+    std::vector<double> grads(chain.numParams());
+    std::vector<LayerChain<float>::Cache> caches;
+    {
+      MemoryScope saved(ops.memory(), MemoryUse::Activations);
+      chain.forwardSamples(params.data(), nullptr, batch, nullptr, caches);
+    }
+    Measured m;
+    m.kept = ops.memory().liveBytes();
+    EXPECT_EQ(ops.memory().liveBytes(MemoryUse::Activations), m.kept);
+    ops.memory().resetPeak();
+    chain.backwardSamples(params.data(), caches, nullptr, grads.data(), nullptr);
+    m.backwardPeak = ops.memory().peak().countedBytes;
+    EXPECT_EQ(ops.memory().liveBytes(), 0);
+    return m;
+  };
+  const Measured none = measure(Checkpointing::None), full = measure(Checkpointing::Full),
+                 selective = measure(Checkpointing::Selective);
+  const int64_t row = shape.seq * shape.hidden * static_cast<int64_t>(sizeof(float));
+  EXPECT_EQ(full.kept, samples * (shape.blocks + 1) * row);
+  EXPECT_LT(full.backwardPeak, none.kept);
+  const int64_t probs = shape.heads * shape.seq * shape.seq * static_cast<int64_t>(sizeof(float));
+  EXPECT_EQ(selective.kept, none.kept - samples * shape.blocks * probs);
+}
+
 } // namespace

@@ -388,13 +388,16 @@ TEST(Model, PerSampleProcessingDoesNotDependOnTheCut) {
 // Split backward: backwardInput then backwardWeight give the bits of backward
 //===----------------------------------------------------------------------===//
 
-/// Micro-batches of random inputs and output gradients for layers [first, end) of a shape.
+/// Micro-batches of random inputs and output gradients for layers [first, end) of a shape, on
+/// a chain that keeps what `checkpointing` says.
 template <typename T> struct Microbatches {
-  Microbatches(const LayerRange &range, int64_t count, int64_t samples) : range(range) {
+  Microbatches(const LayerRange &range, int64_t count, int64_t samples,
+               Checkpointing checkpointing = Checkpointing::None)
+      : range(range) {
     const GptShape &s = range.shape;
     runtime::Plan plan = planFor(s);
     chain = std::make_unique<LayerChain<T>>(
-        *LayerChain<T>::build(plan, s, range.first, range.end, ops));
+        *LayerChain<T>::build(plan, s, range.first, range.end, ops, checkpointing));
     params.resize(chain->numParams());
     chain->initialise(params.data(), 42);
     Random random({17});
@@ -493,6 +496,47 @@ TYPED_TEST(SplitBackward, LayersGiveTheBitsOfBackwardInAnyOrder) {
     for (const auto &cache : caches)
       EXPECT_TRUE(cache.layers.empty()) << "W releases the caches";
   }
+}
+
+// A recomputing chain (full checkpointing: every layer again from its kept input; selective:
+// each block's attention probabilities again) computes the bits of the chain that keeps
+// everything, in a whole backward and in I and W, and counts the loss once.
+TYPED_TEST(SplitBackward, RecomputationGivesTheBitsOfTheUninterruptedForward) {
+  using T = TypeParam;
+  for (const LayerRange &range : splitCases())
+    for (Checkpointing mode : {Checkpointing::Full, Checkpointing::Selective}) {
+      SCOPED_TRACE(range.name + (mode == Checkpointing::Full ? " full" : " selective"));
+      Microbatches<T> kept(range, 2, 2), recomputed(range, 2, 2, mode);
+      ASSERT_EQ(kept.params, recomputed.params);
+      auto run = [](Microbatches<T> &m, int64_t mb, bool split) {
+        Gradients<T, T> g;
+        g.params.assign(1, std::vector<T>(m.params.size(), T(0)));
+        g.inputs.assign(1, std::vector<T>(m.inputs[mb].size(), T(0)));
+        std::vector<T> y(m.chain->hasHead() ? 0 : m.width);
+        typename LayerChain<T>::Cache cache;
+        m.chain->forward(m.params.data(), m.dataOf(m.inputs[mb]), m.batches[mb].view, m.dataOf(y),
+                         cache);
+        g.losses.push_back(m.ops.takeLoss());
+        if (split) {
+          m.chain->backwardInput(m.params.data(), cache, m.dataOf(m.outputGrads[mb]),
+                                 m.dataOf(g.inputs[0]));
+          m.chain->backwardWeight(cache, g.params[0].data());
+        } else {
+          m.chain->backward(m.params.data(), cache, m.dataOf(m.outputGrads[mb]), g.params[0].data(),
+                            m.dataOf(g.inputs[0]));
+        }
+        g.losses.push_back(m.ops.takeLoss()); // none: the recomputed head does not count it
+        return g;
+      };
+      for (int64_t mb = 0; mb < 2; ++mb) {
+        const bool split = mb == 1;
+        Gradients<T, T> a = run(kept, mb, split), b = run(recomputed, mb, split);
+        EXPECT_EQ(b.losses, a.losses);
+        EXPECT_EQ(b.losses[1], 0.0);
+        EXPECT_EQ(b.params, a.params);
+        EXPECT_EQ(b.inputs, a.inputs);
+      }
+    }
 }
 
 // The per-sample form the CPU backend and the reference run: each micro-batch's weight
