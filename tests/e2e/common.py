@@ -24,6 +24,8 @@ def arguments():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
     parser.add_argument("--work", required=True)
+    parser.add_argument("--compiler-bin",
+                        help="where conduit-compile is, when not in --bin (a runtime-only build)")
     return parser
 
 
@@ -59,8 +61,8 @@ def scaled_hf(config_path):
 
 
 class Tools:
-    def __init__(self, bin_dir, work):
-        self.compiler = os.path.join(bin_dir, "conduit-compile")
+    def __init__(self, bin_dir, work, compiler_dir=None):
+        self.compiler = os.path.join(compiler_dir or bin_dir, "conduit-compile")
         self.runner = os.path.join(bin_dir, "conduit-run")
         self.work = work
         os.makedirs(work, exist_ok=True)

@@ -272,7 +272,7 @@ def format_float(value):
 def main():
     parser = arguments()
     args = parser.parse_args()
-    tools = Tools(args.bin, args.work)
+    tools = Tools(args.bin, args.work, args.compiler_bin)
     parallelism = {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "breadth-first",
                    "microbatches": 4, "sharding": "full"}
     plan = tools.compile(small_gpt(parallelism), "failures")

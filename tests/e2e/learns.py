@@ -16,7 +16,7 @@ def main():
     parser = arguments()
     parser.add_argument("--job", required=True)
     args = parser.parse_args()
-    tools = Tools(args.bin, args.work)
+    tools = Tools(args.bin, args.work, args.compiler_bin)
     import json
     job = json.load(open(args.job))
     plan = tools.compile(job, "demo")

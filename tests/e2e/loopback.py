@@ -119,7 +119,7 @@ def wrong_ranks(tools, plan):
 
 def main():
     args = arguments().parse_args()
-    tools = Tools(args.bin, args.work)
+    tools = Tools(args.bin, args.work, args.compiler_bin)
     equivalence(tools)
     parallelism = {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "breadth-first",
                    "microbatches": 4, "sharding": "full"}

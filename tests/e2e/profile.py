@@ -83,7 +83,7 @@ def check_profile(profile, plan):
 def main():
     parser = arguments()
     args = parser.parse_args()
-    tools = Tools(args.bin, args.work)
+    tools = Tools(args.bin, args.work, args.compiler_bin)
 
     # Unequal micro-batches, so that the profile holds two sizes per layer; full sharding, so
     # that optimizer steps update a shard.

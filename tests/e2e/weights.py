@@ -176,7 +176,7 @@ def refusals(tools):
 def main():
     parser = arguments()
     args = parser.parse_args()
-    tools = Tools(args.bin, args.work)
+    tools = Tools(args.bin, args.work, args.compiler_bin)
     for name, parallelism in PARALLELISM.items():
         round_trip(tools, name, parallelism)
     refusals(tools)

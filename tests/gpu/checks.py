@@ -6,8 +6,9 @@
    split-backward plans (input and weight gradients run apart, on two loopback ranks), whose
    CUDA instantiations must run (not skip) and pass;
 2. end-to-end equivalence on one GPU (--ranks-per-process): a P=4, D=2 breadth-first plan
-   with full sharding at bf16 against the CPU reference within bf16 tolerance, and one plan of
-   each schedule and sharding mode at fp32 within float32 tolerance;
+   with full sharding at bf16 against the CPU reference within bf16 tolerance, one plan of
+   each schedule and sharding mode at fp32 within float32 tolerance, and tensor-parallel
+   plans (T=2, with and without sequence parallelism);
 3. GEMM throughput of the model's layer shapes against the GPU's dense bf16 peak;
 4. executor overhead per instruction: the executor alone (executor_bench) and a whole CUDA
    step of a model too small for its kernels to matter;
@@ -88,6 +89,11 @@ def equivalence(args, summary):
          r"^(llama-breadth-first-full-p2-d2-v2|llama-1f1b-none-p4-d1-v1|llama-zbv-full-p2-d2-v2|"
          r"zb-h1-full-p2-d2-v1|dualpipev-none-p2-d1-v2|hf-qwen2-0.5b-1f1b-full-p2-d2|"
          r"data-text-breadth-first-full-p2-d2-v2)$"),
+        ("tensor parallelism T=2 (loopback tensor groups on one GPU), with and "
+         "without sequence parallelism, GPT- and Llama-style, fp32", "fp32", 1e-4, 1e-3,
+         r"^(tp2-1f1b-none-p2-d1-v1|tp2-breadth-first-full-sp-p2-d2-v2|"
+         r"llama-tp2-1f1b-full-p1-d2-v1|llama-tp2-zb-h1-none-sp-p2-d1-v1|"
+         r"tp2-1f1b-full-checkpointing-sp-p2-d1)$"),
     ]
     for name, dtype, loss_tol, param_tol, only in runs:
         result = run([sys.executable, script, "--bin", args.bin,
