@@ -1,9 +1,10 @@
 //===- ExecutorTest.cpp - the interpreter of instruction streams ----------===//
 //
 // The executor against a scripted backend: streams are ordered only by events, a batch is
-// issued at once, a stream never has two pieces of work in flight, a silent peer becomes an
-// error that names it, backend errors come back as Status, and the instruction hook (fault
-// injection) sees every instruction once per step and can end the step.
+// issued at once, a compute takes the tensor collectives after it, a stream never has two
+// pieces of work in flight, a silent peer becomes an error that names it, backend errors come
+// back as Status, and the instruction hook (fault injection) sees every instruction once per
+// step and can end the step.
 //
 // Then split backward on the real backends, every rank a thread meeting in a loopback hub: a
 // two-stage plan whose backwards run as input gradients (I) and deferred weight gradients (W)
@@ -197,6 +198,24 @@ TEST(Executor, ABatchIsIssuedAtOnce) {
   ASSERT_EQ(backend.started.size(), 2u);
   EXPECT_EQ(backend.started[0], (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(backend.started[1], (std::vector<int64_t>{2}));
+}
+
+TEST(Executor, AComputeTakesTheTensorCollectivesThatFollowIt) {
+  auto tensor = [](Op op) {
+    Instruction i = compute(0, 0);
+    i.op = op;
+    return i;
+  };
+  Plan plan = planOf({compute(0, 0), tensor(Op::TensorAllReduce), tensor(Op::TensorAllGather),
+                      compute(0, 0, false), tensor(Op::TensorReduceScatter)},
+                     0);
+  ScriptedBackend backend;
+  backend.plan = &plan;
+  Executor executor(plan, 0, 0, backend, {});
+  ASSERT_TRUE(executor.runStep(1).ok());
+  ASSERT_EQ(backend.started.size(), 2u);
+  EXPECT_EQ(backend.started[0], (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(backend.started[1], (std::vector<int64_t>{3, 4}));
 }
 
 TEST(Executor, EveryStepRunsTheWholeProgram) {
