@@ -242,8 +242,9 @@ PlanReport conduit::analyzeStep(const runtime::Plan &plan, const SimulationResul
   const double ranks = static_cast<double>(plan.ranks.size());
   if (step > 0) {
     report.tokensPerS = static_cast<double>(report.globalBatchSamples * c.tokensPerSample) / step;
+    // A replica's batch runs on the P x T devices of one replica.
     report.tflopsPerGpu = flopsPerSample * static_cast<double>(c.batchSamples()) / step /
-                          static_cast<double>(c.pipeline) / 1e12;
+                          static_cast<double>(int64_t(c.pipeline) * c.tensor) / 1e12;
     report.bubbleFraction = idle / (ranks * step);
   }
   report.exposedCommS = ranks > 0 ? exposed / ranks : 0;

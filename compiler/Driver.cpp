@@ -422,6 +422,15 @@ int conduit::runCompiler(int argc, char **argv) {
             " (stage, micro-batch) pairs per step; compiling them takes a while, and progress "
             "is reported every second after the first " +
             std::to_string(static_cast<int>(ProgressInstrumentation::kQuietS)) + " s");
+  // A tensor group's collectives run inside every layer: across nodes they take the slow link.
+  const int64_t tensor = job->parallelism.tensor, perNode = job->cluster.gpusPerNode;
+  if (tensor > 1 && (tensor > perNode || perNode % tensor != 0))
+    console.print(llvm::raw_ostream::MAGENTA, "warning",
+                  options.input + ": parallelism.tensor " + std::to_string(tensor) +
+                      (tensor > perNode ? " exceeds" : " does not divide") +
+                      " cluster.gpus_per_node " + std::to_string(perNode) +
+                      ", so tensor groups span nodes and their collectives (several per layer) "
+                      "run on the inter-node link; the prediction prices them there");
   std::optional<Compilation> compiled =
       compile(*job, context, options, timingScope, /*progress=*/true);
   if (!compiled)
