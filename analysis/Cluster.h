@@ -16,8 +16,9 @@ namespace conduit {
 
 struct Cluster {
   std::string preset;
-  double peakFlops = 0;  ///< per GPU, FLOP/s
-  double efficiency = 0; ///< achievable fraction of the peak, (0, 1]
+  double peakFlops = 0;       ///< per GPU, FLOP/s
+  double efficiency = 0;      ///< achievable fraction of the peak, (0, 1]: a GEMM's ceiling
+  double memoryBandwidth = 0; ///< device memory (HBM), bytes/s
   int64_t memoryBytes = 0;
   int64_t gpusPerNode = 0;
   double intraNodeBandwidth = 0; ///< bytes/s per GPU per direction

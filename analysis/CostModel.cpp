@@ -21,12 +21,42 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
   cost.gpusPerNode = cluster.gpusPerNode;
   cost.pipeline = in.pipeline;
   cost.data = in.data;
+  cost.tensor = in.tensor;
+  cost.sequenceParallelOn = in.sequenceParallel;
   cost.pipelineInner = in.pipelineInner;
   cost.recompute = in.recompute;
+  if (in.tensor < 1)
+    return llvm::createStringError("parallelism.tensor must be at least 1, not " +
+                                   std::to_string(in.tensor));
   for (size_t l = 0; l < in.fwdFlops.size(); ++l)
-    cost.layers.push_back(
-        {in.fwdFlops[l], in.bwdFlops[l],
-         l < in.bwdWeightFlops.size() ? in.bwdWeightFlops[l] : in.bwdFlops[l] / 2});
+    cost.layers.push_back({in.fwdFlops[l], in.bwdFlops[l],
+                           l < in.bwdWeightFlops.size() ? in.bwdWeightFlops[l] : in.bwdFlops[l] / 2,
+                           std::nullopt});
+
+  if (const std::optional<TransformerShape> &shape = in.transformer) {
+    if (!(cluster.memoryBandwidth > 0))
+      return llvm::createStringError(
+          "cluster.memory_bandwidth must be positive (bytes/s) to price a transformer's layers");
+    if (static_cast<int64_t>(cost.layers.size()) != shape->numLayers + 2)
+      return llvm::createStringError(
+          "the transformer has " + std::to_string(shape->numLayers) + " blocks, so its chain has " +
+          std::to_string(shape->numLayers + 2) + " layers, but the model has " +
+          std::to_string(cost.layers.size()));
+    cost.roofline = {cost.flopRate, cluster.memoryBandwidth, shape->elementBytes};
+    const int64_t last = shape->numLayers + 1;
+    for (int64_t l = 0; l <= last; ++l) {
+      TransformerLayer kind = l == 0      ? TransformerLayer::Embedding
+                              : l == last ? TransformerLayer::Head
+                                          : TransformerLayer::Block;
+      cost.layers[l].work = transformerWork(*shape, kind, in.tensor, in.sequenceParallel);
+    }
+  }
+
+  // A tensor group is the T consecutive global ranks of one (pipeline rank, replica).
+  if (in.tensor > 1)
+    for (int64_t first = 0; first < in.pipeline * in.data * in.tensor; first += in.tensor)
+      if (cost.linkBetween(first, first + in.tensor - 1) == Link::InterNode)
+        cost.tensorGroupLink = Link::InterNode;
 
   if (!cluster.profile.empty()) {
     const std::string &path = cluster.profile;
@@ -64,18 +94,51 @@ double CostModel::optimizerStepTime(bool adam, int64_t params) const {
   return n * optimizerFlopsPerParam(adam) / flopRate;
 }
 
+double CostModel::analyticTime(int64_t layer, Pass pass, int64_t samples) const {
+  const Layer &l = layers[layer];
+  if (l.work) {
+    switch (pass) {
+    case Pass::Forward:
+      return roofline.time(l.work->forward, samples) +
+             roofline.time(l.work->attentionCore, samples);
+    case Pass::Input:
+      return roofline.time(l.work->inputGradient, samples);
+    case Pass::Weight:
+      return roofline.time(l.work->weightGradient, samples);
+    }
+  }
+  const double flops = pass == Pass::Forward ? l.fwdFlops
+                       : pass == Pass::Input ? l.bwdFlops - l.wgradFlops
+                                             : l.wgradFlops;
+  return flops * static_cast<double>(samples) / (flopRate * static_cast<double>(tensor));
+}
+
 double CostModel::forwardTime(int64_t layer, int64_t samples) const {
   if (!profiles.empty())
     return profiledTime(profiles[layer].forwardS, profiles[layer], samples);
-  return launchOverheadS + layers[layer].fwdFlops * static_cast<double>(samples) / flopRate;
+  return launchOverheadS + analyticTime(layer, Pass::Forward, samples);
+}
+
+double CostModel::recomputeTime(int64_t layer, int64_t samples) const {
+  return recompute ? forwardTime(layer, samples) : 0;
+}
+
+double CostModel::attentionCoreForwardTime(int64_t layer, int64_t samples) const {
+  const Layer &l = layers[layer];
+  if (!l.work)
+    return 0;
+  const double core = roofline.time(l.work->attentionCore, samples);
+  if (profiles.empty() || core == 0)
+    return core;
+  return forwardTime(layer, samples) * core / analyticTime(layer, Pass::Forward, samples);
 }
 
 double CostModel::backwardTime(int64_t layer, int64_t samples) const {
-  double time =
-      !profiles.empty()
-          ? profiledTime(profiles[layer].backwardS, profiles[layer], samples)
-          : launchOverheadS + layers[layer].bwdFlops * static_cast<double>(samples) / flopRate;
-  return recompute ? time + forwardTime(layer, samples) : time;
+  double time = !profiles.empty()
+                    ? profiledTime(profiles[layer].backwardS, profiles[layer], samples)
+                    : launchOverheadS + analyticTime(layer, Pass::Input, samples) +
+                          analyticTime(layer, Pass::Weight, samples);
+  return time + recomputeTime(layer, samples);
 }
 
 double CostModel::weightShare(int64_t layer) const {
@@ -86,19 +149,18 @@ double CostModel::weightShare(int64_t layer) const {
 double CostModel::inputGradientTime(int64_t layer, int64_t samples) const {
   double time;
   if (profiles.empty())
-    time = launchOverheadS + (layers[layer].bwdFlops - layers[layer].wgradFlops) *
-                                 static_cast<double>(samples) / flopRate;
+    time = launchOverheadS + analyticTime(layer, Pass::Input, samples);
   else if (!profiles[layer].inputS.empty())
     time = profiledTime(profiles[layer].inputS, profiles[layer], samples);
   else
     time = (1 - weightShare(layer)) *
            profiledTime(profiles[layer].backwardS, profiles[layer], samples);
-  return recompute ? time + forwardTime(layer, samples) : time;
+  return time + recomputeTime(layer, samples);
 }
 
 double CostModel::weightGradientTime(int64_t layer, int64_t samples) const {
   if (profiles.empty())
-    return launchOverheadS + layers[layer].wgradFlops * static_cast<double>(samples) / flopRate;
+    return launchOverheadS + analyticTime(layer, Pass::Weight, samples);
   if (!profiles[layer].weightS.empty())
     return profiledTime(profiles[layer].weightS, profiles[layer], samples);
   return weightShare(layer) * profiledTime(profiles[layer].backwardS, profiles[layer], samples);
@@ -125,8 +187,10 @@ double CostModel::stageWeightGradientTime(int64_t first, int64_t end, int64_t sa
   return stageSum(first, end, samples, &CostModel::weightGradientTime);
 }
 
-int64_t CostModel::globalRank(int64_t pipelineRank, int64_t replica) const {
-  return pipelineInner ? replica * pipeline + pipelineRank : pipelineRank * data + replica;
+int64_t CostModel::globalRank(int64_t pipelineRank, int64_t replica, int64_t tensorRank) const {
+  const int64_t outer =
+      pipelineInner ? replica * pipeline + pipelineRank : pipelineRank * data + replica;
+  return outer * tensor + tensorRank;
 }
 
 Link CostModel::linkBetween(int64_t a, int64_t b) const {
@@ -134,17 +198,20 @@ Link CostModel::linkBetween(int64_t a, int64_t b) const {
 }
 
 Link CostModel::dataParallelLink(int64_t pipelineRank) const {
-  int64_t first = globalRank(pipelineRank, 0);
-  for (int64_t d = 1; d < data; ++d)
-    if (linkBetween(first, globalRank(pipelineRank, d)) == Link::InterNode)
-      return Link::InterNode;
+  for (int64_t t = 0; t < tensor; ++t) {
+    int64_t first = globalRank(pipelineRank, 0, t);
+    for (int64_t d = 1; d < data; ++d)
+      if (linkBetween(first, globalRank(pipelineRank, d, t)) == Link::InterNode)
+        return Link::InterNode;
+  }
   return Link::IntraNode;
 }
 
 Link CostModel::pipelineLink(int64_t fromRank, int64_t toRank) const {
   for (int64_t d = 0; d < data; ++d)
-    if (linkBetween(globalRank(fromRank, d), globalRank(toRank, d)) == Link::InterNode)
-      return Link::InterNode;
+    for (int64_t t = 0; t < tensor; ++t)
+      if (linkBetween(globalRank(fromRank, d, t), globalRank(toRank, d, t)) == Link::InterNode)
+        return Link::InterNode;
   return Link::IntraNode;
 }
 
@@ -162,4 +229,8 @@ double CostModel::collectiveTime(Collective kind, int64_t bytes, int64_t members
   const double n = static_cast<double>(members);
   const double steps = kind == Collective::AllReduce ? 2 * (n - 1) : n - 1;
   return steps * (latencyS + static_cast<double>(bytes) / n / bandwidth(link));
+}
+
+double CostModel::tensorCollectiveTime(Collective kind, int64_t bytes) const {
+  return collectiveTime(kind, bytes, tensor, tensorGroupLink);
 }

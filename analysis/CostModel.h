@@ -1,9 +1,11 @@
 //===- CostModel.h - time of compute and communication ----------*- C++ -*-===//
 //
-// The single source of predicted durations: layer compute time from FLOPs (or from a measured
-// profile), point-to-point time from latency and link bandwidth, and ring collective time over
-// a group's slowest link. Formulas and sources are in docs/cost-model.md. Passes use it to
-// partition and to place collectives; the simulator uses it for every instruction.
+// The single source of predicted durations: layer compute time from the roofline of each of a
+// transformer layer's products (analysis/Roofline.h), from FLOPs for other layers, or from a
+// measured profile; point-to-point time from latency and link bandwidth; and ring collective
+// time over a group's slowest link, for the data-parallel and the tensor-parallel groups.
+// Formulas and sources are in docs/cost-model.md. Passes use it to partition and to place
+// collectives; the simulator uses it for every instruction.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +14,7 @@
 
 #include "analysis/Cluster.h"
 #include "analysis/ProfileReader.h"
+#include "analysis/Roofline.h"
 
 #include "llvm/Support/Error.h"
 
@@ -31,12 +34,20 @@ enum class Collective { AllGather, ReduceScatter, AllReduce };
 struct CostInputs {
   Cluster cluster;
   int64_t pipeline = 1, data = 1;
+  /// T, the tensor-parallel ranks of each stage (innermost in the global rank), and whether
+  /// they also split norms and residuals along the sequence.
+  int64_t tensor = 1;
+  bool sequenceParallel = false;
   bool pipelineInner = false;
   bool recompute = false;
   /// Per layer: name (to match a profile), forward and backward FLOPs per sample, and the
   /// weight-gradient part of the backward (empty: half).
   std::vector<std::string> names;
   std::vector<double> fwdFlops, bwdFlops, bwdWeightFlops;
+  /// The transformer the layers came from (the chain embedding, blocks, head): each layer is
+  /// then priced product by product on the roofline, on one of T ranks. Without it, a layer
+  /// takes its FLOPs (divided by T) at the peak times the efficiency.
+  std::optional<TransformerShape> transformer;
 };
 
 class CostModel {
@@ -46,10 +57,19 @@ public:
 
   int64_t numLayers() const { return static_cast<int64_t>(layers.size()); }
 
-  /// Time of one layer's forward / backward for a micro-batch of `samples` samples. The
-  /// backward includes the recomputed forward when activations are checkpointed.
+  /// Time of one layer's forward / backward for a micro-batch of `samples` samples on one
+  /// tensor-parallel rank, compute only (the tensor group's collectives are priced apart,
+  /// tensorCollectiveTime). The backward includes recomputeTime.
   double forwardTime(int64_t layer, int64_t samples) const;
   double backwardTime(int64_t layer, int64_t samples) const;
+  /// What a checkpointed layer's backward recomputes before it: the whole forward with full
+  /// checkpointing, nothing without.
+  double recomputeTime(int64_t layer, int64_t samples) const;
+  /// The part of forwardTime spent in a block's attention core (QKᵀ, softmax, AV), what a
+  /// selective recomputation repeats: from its roofline, or with a profile the measured
+  /// forward's share by the roofline's ratio. 0 for other layers and for layers priced by
+  /// FLOPs alone.
+  double attentionCoreForwardTime(int64_t layer, int64_t samples) const;
   /// The two halves of a split backward: the input gradient (with the recomputed forward
   /// when checkpointed: I needs the activations) and the weight gradient. Each pays its own
   /// launch overhead. A profile's measured halves are used when it has them, else its
@@ -66,14 +86,20 @@ public:
   /// SGD's 2 FLOP per parameter at the compute rate.
   double optimizerStepTime(bool adam, int64_t params) const;
 
-  /// Global rank of (pipeline rank, data-parallel replica), per the rank order.
-  int64_t globalRank(int64_t pipelineRank, int64_t replica) const;
+  /// Global rank of (pipeline rank, data-parallel replica, tensor rank): the position of
+  /// (pipeline rank, replica) per the rank order, times T, plus the tensor rank (T is
+  /// innermost).
+  int64_t globalRank(int64_t pipelineRank, int64_t replica, int64_t tensorRank = 0) const;
   /// The link between two global ranks.
   Link linkBetween(int64_t a, int64_t b) const;
-  /// The slowest link inside the data-parallel group of a pipeline rank.
+  /// The slowest link inside the data-parallel groups of a pipeline rank (one per tensor
+  /// rank: the replicas with the same pipeline and tensor rank).
   Link dataParallelLink(int64_t pipelineRank) const;
-  /// The slowest link between two pipeline ranks over all replicas.
+  /// The slowest link between two pipeline ranks over all replicas and tensor ranks.
   Link pipelineLink(int64_t fromRank, int64_t toRank) const;
+  /// The slowest link inside a tensor group: intra-node when every group lies in one node
+  /// (T divides gpus_per_node, or all ranks fit one node).
+  Link tensorLink() const { return tensorGroupLink; }
 
   /// latency + bytes / bandwidth.
   double transferTime(int64_t bytes, Link link) const;
@@ -81,14 +107,22 @@ public:
   /// the gathered size) and reduce-scatter (bytes = the input size), twice that for all-reduce;
   /// each step pays the latency.
   double collectiveTime(Collective kind, int64_t bytes, int64_t members, Link link) const;
+  /// A collective of the tensor group on tensorLink(): `bytes` is the whole (unsharded)
+  /// buffer; all-reduce 2(T-1) latencies + 2(T-1)/T · bytes / bandwidth, all-gather and
+  /// reduce-scatter half that. 0 when T = 1.
+  double tensorCollectiveTime(Collective kind, int64_t bytes) const;
 
   double bandwidth(Link link) const;
   double latency() const { return latencyS; }
   int64_t dataParallelSize() const { return data; }
+  int64_t tensorSize() const { return tensor; }
+  bool sequenceParallel() const { return sequenceParallelOn; }
 
 private:
   struct Layer {
     double fwdFlops, bwdFlops, wgradFlops;
+    /// The layer's products and traffic on one tensor rank, for a transformer.
+    std::optional<LayerWork> work;
   };
   /// The share of layer l's backward that computes weight gradients.
   double weightShare(int64_t layer) const;
@@ -100,12 +134,20 @@ private:
   std::vector<LayerProfile> profiles;
   std::optional<double> optimizerSPerParam;
   bool profiledAdam = true;
+  enum class Pass { Forward, Input, Weight };
+  /// The analytic time of one pass (the forward with its attention core), without the launch
+  /// overhead: the roofline for a transformer, FLOPs / T at the compute rate otherwise.
+  double analyticTime(int64_t layer, Pass pass, int64_t samples) const;
+
   double flopRate = 1;
+  Roofline roofline;
   double launchOverheadS = 0;
   double latencyS = 0;
   double intraBandwidth = 1, interBandwidth = 1;
   int64_t gpusPerNode = 1;
-  int64_t pipeline = 1, data = 1;
+  int64_t pipeline = 1, data = 1, tensor = 1;
+  bool sequenceParallelOn = false;
+  Link tensorGroupLink = Link::IntraNode;
   bool pipelineInner = false;
   bool recompute = false;
 };

@@ -18,9 +18,9 @@ pipe::ParallelismAttr buildParallelism(MLIRContext *ctx, const ParallelismSpec &
 }
 
 pipe::ClusterAttr buildCluster(MLIRContext *ctx, const Cluster &c) {
-  return pipe::ClusterAttr::get(ctx, c.preset, c.peakFlops, c.efficiency, c.memoryBytes,
-                                c.gpusPerNode, c.intraNodeBandwidth, c.interNodeBandwidth,
-                                c.latencyS, c.launchOverheadS, c.profile);
+  return pipe::ClusterAttr::get(ctx, c.preset, c.peakFlops, c.efficiency, c.memoryBandwidth,
+                                c.memoryBytes, c.gpusPerNode, c.intraNodeBandwidth,
+                                c.interNodeBandwidth, c.latencyS, c.launchOverheadS, c.profile);
 }
 
 pipe::TrainingAttr buildTraining(MLIRContext *ctx, const TrainingSpec &t) {

@@ -37,13 +37,13 @@ using limits::kMaxStagesPerDevice;
 using limits::kMaxTensor;
 using limits::kMaxWorld;
 
-/// NVIDIA datasheets (dense BF16 tensor-core peak; NVLink and one NIC per GPU, per direction);
-/// the defaults for efficiency, latency and launch overhead are discussed in
+/// NVIDIA datasheets (dense BF16 tensor-core peak; HBM bandwidth; NVLink and one NIC per GPU,
+/// per direction); the defaults for efficiency, latency and launch overhead are discussed in
 /// docs/cost-model.md.
 const Cluster kPresets[] = {
-    {"a100-80gb", 312e12, 0.5, int64_t(80) << 30, 8, 300e9, 25e9, 10e-6, 0.0, ""},
-    {"h100-80gb", 989e12, 0.5, int64_t(80) << 30, 8, 450e9, 50e9, 10e-6, 0.0, ""},
-    {"h200-141gb", 989e12, 0.5, int64_t(141) << 30, 8, 450e9, 50e9, 10e-6, 0.0, ""},
+    {"a100-80gb", 312e12, 0.5, 2.039e12, int64_t(80) << 30, 8, 300e9, 25e9, 10e-6, 0.0, ""},
+    {"h100-80gb", 989e12, 0.5, 3.35e12, int64_t(80) << 30, 8, 450e9, 50e9, 10e-6, 0.0, ""},
+    {"h200-141gb", 989e12, 0.5, 4.8e12, int64_t(141) << 30, 8, 450e9, 50e9, 10e-6, 0.0, ""},
 };
 
 const llvm::StringRef kModelKinds[] = {"transformer", "layers", "hf"};
@@ -478,6 +478,8 @@ void JobParser::parseCluster(ObjectReader &section, Cluster &c) {
     c.peakFlops = *v;
   if (auto v = section.number("efficiency", 0, 1, /*minExclusive=*/true))
     c.efficiency = *v;
+  if (auto v = section.number("memory_bandwidth", 0, 1e30, /*minExclusive=*/true))
+    c.memoryBandwidth = *v;
   if (auto v = section.integer("memory_bytes", 1, kMaxExact))
     c.memoryBytes = *v;
   if (auto v = section.integer("gpus_per_node", 1, limits::kMaxGpusPerNode))

@@ -188,3 +188,18 @@ int64_t conduit::transformerParameters(const TransformerSpec &spec) {
                  x.normParams() + (spec.tieEmbeddings ? 0 : x.v * x.h);
   return static_cast<int64_t>(total);
 }
+
+TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t elementBytes) {
+  TransformerShape shape;
+  shape.numLayers = spec.numLayers;
+  shape.seqLength = spec.seqLength;
+  shape.hiddenSize = spec.hiddenSize;
+  shape.numHeads = spec.numHeads;
+  shape.numKvHeads = spec.numKvHeads;
+  shape.ffnHiddenSize = spec.ffnHiddenSize;
+  shape.vocabSize = spec.vocabSize;
+  shape.gated = spec.mlp == pipe::MlpKind::SwiGLU;
+  shape.rotary = spec.position == pipe::PositionKind::Rotary;
+  shape.elementBytes = elementBytes;
+  return shape;
+}

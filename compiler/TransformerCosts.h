@@ -9,6 +9,7 @@
 #ifndef CONDUIT_COMPILER_TRANSFORMERCOSTS_H
 #define CONDUIT_COMPILER_TRANSFORMERCOSTS_H
 
+#include "analysis/Roofline.h"
 #include "compiler/JobFile.h"
 #include "runtime/plan/Limits.h"
 
@@ -44,6 +45,9 @@ std::optional<ShapeProblem> checkTransformerShape(const TransformerSpec &shape);
 /// the message names the dimensions to reduce.
 llvm::Expected<std::vector<LayerSpec>> expandTransformer(const TransformerSpec &shape,
                                                          int64_t elementBytes);
+
+/// The figures of `shape` the cost model's roofline prices its layers by.
+TransformerShape transformerShape(const TransformerSpec &shape, int64_t elementBytes);
 
 /// Parameters of the model, counting tied embedding weights once.
 int64_t transformerParameters(const TransformerSpec &shape);

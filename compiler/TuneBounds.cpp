@@ -9,6 +9,7 @@
 
 #include "compiler/TuneBounds.h"
 
+#include "compiler/TransformerCosts.h"
 #include "passes/PassUtils.h"
 #include "scheduling/Schedulers.h"
 
@@ -57,15 +58,19 @@ llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
   const ParallelismSpec &par = job.parallelism;
   const bool recompute = par.checkpointing == pipe::Checkpointing::Full;
   const bool pipelineInner = par.rankOrder == pipe::RankOrder::PipelineInner;
-  std::unique_ptr<CostModel> &slot =
-      costModels[std::make_tuple(recompute, par.pipeline, par.data, pipelineInner)];
+  std::unique_ptr<CostModel> &slot = costModels[std::make_tuple(
+      recompute, par.pipeline, par.data, pipelineInner, par.tensor, par.sequenceParallel)];
   if (!slot) {
     CostInputs in;
     in.cluster = job.cluster;
     in.pipeline = par.pipeline;
     in.data = par.data;
+    in.tensor = par.tensor;
+    in.sequenceParallel = par.sequenceParallel;
     in.pipelineInner = pipelineInner;
     in.recompute = recompute;
+    if (job.model.transformer)
+      in.transformer = transformerShape(*job.model.transformer, job.training.elementBytes());
     for (const LayerSpec &layer : job.model.layers) {
       in.names.push_back(layer.name);
       in.fwdFlops.push_back(layer.fwdFlops);
@@ -84,7 +89,8 @@ llvm::Expected<const std::vector<BoundCalculator::Stage> *>
 BoundCalculator::stages(const Job &job) {
   const ParallelismSpec &par = job.parallelism;
   const bool recompute = par.checkpointing == pipe::Checkpointing::Full;
-  auto key = std::make_tuple(par.numStages(), par.microbatchSize, recompute);
+  auto key = std::make_tuple(par.numStages(), par.microbatchSize, recompute, par.tensor,
+                             par.sequenceParallel);
   if (auto it = partitions.find(key); it != partitions.end())
     return &it->second;
   llvm::Expected<const CostModel *> cost = costModel(job);

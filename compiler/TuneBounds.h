@@ -89,8 +89,9 @@ private:
 
   /// The context the caches below hold results for.
   std::string context;
-  std::map<std::tuple<bool, int64_t, int64_t, bool>, std::unique_ptr<CostModel>> costModels;
-  std::map<std::tuple<int64_t, int64_t, bool>, std::vector<Stage>> partitions;
+  std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, bool>, std::unique_ptr<CostModel>>
+      costModels;
+  std::map<std::tuple<int64_t, int64_t, bool, int64_t, bool>, std::vector<Stage>> partitions;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int, int64_t, bool, int, bool>,
            std::unique_ptr<ScheduleFacts>>
       schedules;

@@ -9,6 +9,7 @@ Cluster conduit::clusterFromAttr(pipe::ClusterAttr cluster) {
   c.preset = cluster.getPreset().str();
   c.peakFlops = cluster.getPeakFlops();
   c.efficiency = cluster.getEfficiency();
+  c.memoryBandwidth = cluster.getMemoryBandwidth();
   c.memoryBytes = cluster.getMemoryBytes();
   c.gpusPerNode = cluster.getGpusPerNode();
   c.intraNodeBandwidth = cluster.getIntraNodeBandwidth();
@@ -21,15 +22,31 @@ Cluster conduit::clusterFromAttr(pipe::ClusterAttr cluster) {
 
 namespace {
 
-/// The inputs both modules share: the cluster and the parallelism's links and recomputation;
-/// the caller adds the layers.
-CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par) {
+/// The inputs both modules share: the cluster, the parallelism's links, tensor partitioning
+/// and recomputation, and the transformer shape; the caller adds the layers.
+CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
+                        pipe::TrainingAttr training, pipe::TransformerAttr architecture) {
   CostInputs in;
   in.cluster = clusterFromAttr(cluster);
   in.pipeline = par.getPipeline();
   in.data = par.getData();
+  in.tensor = par.getTensor();
+  in.sequenceParallel = par.getSequenceParallel();
   in.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;
   in.recompute = par.getCheckpointing() == pipe::Checkpointing::Full;
+  if (architecture) {
+    TransformerShape &shape = in.transformer.emplace();
+    shape.numLayers = architecture.getNumLayers();
+    shape.seqLength = architecture.getSeqLength();
+    shape.hiddenSize = architecture.getHiddenSize();
+    shape.numHeads = architecture.getNumHeads();
+    shape.numKvHeads = architecture.getNumKvHeads();
+    shape.ffnHiddenSize = architecture.getFfnHiddenSize();
+    shape.vocabSize = architecture.getVocabSize();
+    shape.gated = architecture.getMlp() == pipe::MlpKind::SwiGLU;
+    shape.rotary = architecture.getPosition() == pipe::PositionKind::Rotary;
+    shape.elementBytes = training.getElementBytes();
+  }
   return in;
 }
 
@@ -46,11 +63,13 @@ template <typename Layers> llvm::Expected<CostModel> buildWithLayers(CostInputs 
 } // namespace
 
 llvm::Expected<CostModel> conduit::buildCostModel(pipe::ModelOp model) {
-  return buildWithLayers(commonInputs(model.getCluster(), model.getParallelism()),
+  return buildWithLayers(commonInputs(model.getCluster(), model.getParallelism(),
+                                      model.getTraining(), model.getArchitectureAttr()),
                          model.getLayers());
 }
 
 llvm::Expected<CostModel> conduit::buildCostModel(plan::ProgramOp program) {
-  return buildWithLayers(commonInputs(program.getCluster(), program.getParallelism()),
+  return buildWithLayers(commonInputs(program.getCluster(), program.getParallelism(),
+                                      program.getTraining(), program.getArchitectureAttr()),
                          program.getLayers());
 }

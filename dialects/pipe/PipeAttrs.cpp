@@ -104,8 +104,8 @@ LogicalResult ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitErr
 }
 
 LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef preset,
-                                  F64 peakFlops, F64 efficiency, int64_t memoryBytes,
-                                  int64_t gpusPerNode, F64 intraNodeBandwidth,
+                                  F64 peakFlops, F64 efficiency, F64 memoryBandwidth,
+                                  int64_t memoryBytes, int64_t gpusPerNode, F64 intraNodeBandwidth,
                                   F64 interNodeBandwidth, F64 latencyS, F64 launchOverheadS,
                                   StringRef profile) {
   auto finite = [](double v) { return std::isfinite(v); };
@@ -113,6 +113,8 @@ LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError, 
                    peakFlops)) ||
       failed(check(emitError, finite(efficiency) && efficiency > 0 && efficiency <= 1, "efficiency",
                    "in (0, 1]", efficiency)) ||
+      failed(check(emitError, finite(memoryBandwidth) && memoryBandwidth > 0, "memory_bandwidth",
+                   "positive", memoryBandwidth)) ||
       failed(check(emitError, memoryBytes > 0, "memory_bytes", "positive", memoryBytes)) ||
       failed(check(emitError, gpusPerNode >= 1, "gpus_per_node", "positive", gpusPerNode)) ||
       failed(check(emitError, finite(intraNodeBandwidth) && intraNodeBandwidth > 0,

@@ -285,23 +285,25 @@ def Pipe_ClusterAttr : Pipe_Attr<"Cluster", "cluster"> {
   let summary = "the machine a job runs on";
   let description = [{
     A cluster preset with every figure resolved (SI units): peak FLOP/s per GPU, the achievable
-    fraction of it, device memory in bytes, GPUs per node, intra- and inter-node bandwidth in
-    bytes/s per GPU per direction, point-to-point latency in seconds, and the fixed time one layer
-    costs per micro-batch on top of its FLOPs (kernel launches; what makes tiny micro-batches
-    inefficient). `profile` names a file
-    of measured per-layer times that replaces the analytic estimates (empty: none).
+    fraction of it (the ceiling of a GEMM's efficiency), device memory bandwidth in bytes/s
+    (what bounds memory-bound GEMMs and element-wise work), device memory in bytes, GPUs per
+    node, intra- and inter-node bandwidth in bytes/s per GPU per direction, point-to-point
+    latency in seconds, and the fixed time one layer costs per micro-batch on top of its work
+    (kernel launches). `profile` names a file of measured per-layer times that replaces the
+    analytic estimates (empty: none).
 
     ```mlir
     #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e+14, efficiency = 0.5,
-                  memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e+11,
-                  inter_node_bandwidth = 2.5e+10, latency_s = 5.0e-06, launch_overhead_s = 0.0,
-                  profile = "">
+                  memory_bandwidth = 2.039e+12, memory_bytes = 85899345920, gpus_per_node = 8,
+                  intra_node_bandwidth = 3.0e+11, inter_node_bandwidth = 2.5e+10,
+                  latency_s = 5.0e-06, launch_overhead_s = 0.0, profile = "">
     ```
   }];
   let parameters = (ins
     StringRefParameter<"preset name">:$preset,
     Pipe_F64Param:$peak_flops,
     Pipe_F64Param:$efficiency,
+    Pipe_F64Param:$memory_bandwidth,
     "int64_t":$memory_bytes,
     "int64_t":$gpus_per_node,
     Pipe_F64Param:$intra_node_bandwidth,

@@ -77,6 +77,18 @@ TEST(JobFile, ClusterFiguresAreOverridable) {
   ASSERT_TRUE(job);
   EXPECT_DOUBLE_EQ(job->cluster.interNodeBandwidth, 1e12);
   EXPECT_DOUBLE_EQ(job->cluster.intraNodeBandwidth, 450e9); // the preset's
+  EXPECT_DOUBLE_EQ(job->cluster.memoryBandwidth, 3.35e12);  // the preset's
+  job = parse(withKey("cluster", "memory_bandwidth", "1.5e12"));
+  ASSERT_TRUE(job);
+  EXPECT_DOUBLE_EQ(job->cluster.memoryBandwidth, 1.5e12);
+}
+
+TEST(JobFile, MemoryBandwidthMustBePositive) {
+  for (const char *value : {"0", "-1"}) {
+    std::string error;
+    EXPECT_FALSE(parse(withKey("cluster", "memory_bandwidth", value), &error));
+    EXPECT_NE(error.find("cluster.memory_bandwidth"), std::string::npos) << error;
+  }
 }
 
 TEST(JobFile, DataTypeSetsActivationBytes) {

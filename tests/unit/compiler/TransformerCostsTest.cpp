@@ -118,6 +118,29 @@ TEST(TransformerCosts, GroupedQueryAttentionShrinksKeyValueWeights) {
   EXPECT_EQ((*a)[1].params - (*b)[1].params, 2 * (4096 * 4096 - 4096 * 1024) + 2 * (4096 - 1024));
 }
 
+TEST(TransformerCosts, TheRooflinesProductsHaveTheLayersFlops) {
+  // What the cost model prices product by product (analysis/Roofline.h) is what the layers
+  // count: the forward, the input gradient (I) and the weight gradient (W) of every block and
+  // of the head, for GPT- and Llama-style shapes.
+  TransformerSpec gqa = gpt(2, 4096, 32, 1024, 32000);
+  gqa.numKvHeads = 8;
+  gqa.mlp = pipe::MlpKind::SwiGLU;
+  gqa.ffnHiddenSize = 11008;
+  for (const TransformerSpec &spec : {gpt(2, 768, 12, 1024, 50257), gqa}) {
+    auto layers = expandTransformer(spec, 2);
+    ASSERT_TRUE(static_cast<bool>(layers));
+    TransformerShape shape = transformerShape(spec, 2);
+    for (auto [index, kind] :
+         {std::pair{1, TransformerLayer::Block}, std::pair{3, TransformerLayer::Head}}) {
+      const LayerSpec &layer = (*layers)[index];
+      LayerWork work = transformerWork(shape, kind, 1, false);
+      EXPECT_DOUBLE_EQ(work.forward.flops() + work.attentionCore.flops(), layer.fwdFlops);
+      EXPECT_DOUBLE_EQ(work.inputGradient.flops(), layer.bwdFlops - layer.bwdWeightFlops);
+      EXPECT_DOUBLE_EQ(work.weightGradient.flops(), layer.bwdWeightFlops);
+    }
+  }
+}
+
 TEST(TransformerCosts, AbsurdShapeIsAnErrorNotAnOverflow) {
   auto layers = expandTransformer(gpt(1, 1 << 20, 1 << 16, 1 << 24, 1 << 24), 4);
   ASSERT_FALSE(static_cast<bool>(layers));

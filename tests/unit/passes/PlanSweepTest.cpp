@@ -50,7 +50,7 @@ Job sweepJob(int64_t p, int64_t v, int64_t m, int64_t d, pipe::ScheduleKind sche
   par.microbatches = m;
   par.microbatchSize = 1;
   par.sharding = sharding;
-  job.cluster = {"a100-80gb", 312e12, 0.5, int64_t(80) << 30, 8, 300e9, 25e9, 1e-5, 0, ""};
+  job.cluster = {"a100-80gb", 312e12, 0.5, 2.039e12, 85899345920, 8, 300e9, 25e9, 1e-5, 0, ""};
   return job;
 }
 

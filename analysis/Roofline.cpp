@@ -1,0 +1,155 @@
+//===- Roofline.cpp - the work of transformer layers on the roofline ------===//
+//
+// Per sample of s tokens on one of T ranks, with h hidden, a heads of d = h/a, kv key/value
+// heads (width c = kv·d), f FFN width, V vocabulary, e bytes per element. A forward GEMM
+// Y[s x n] = X[s x k] · W[k x n] has the input gradient dX[s x k] = dY[s x n] · Wᵀ[n x k] and
+// the weight gradient dW[k x n] = Xᵀ[k x s] · dY[s x n]: the same FLOPs in three shapes, the
+// last summing over the tokens. Element-wise passes read their inputs and write their outputs
+// once (what a fused kernel does); their backwards read the input and the output gradient and
+// write the input gradient. The attention core materialises the s x s scores, as the
+// activation model (Korthikanti et al.) assumes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "analysis/Roofline.h"
+
+#include <algorithm>
+
+using namespace conduit;
+
+Gemm Gemm::forSamples(int64_t samples) const {
+  Gemm g = *this;
+  const double b = static_cast<double>(samples);
+  switch (grows) {
+  case Grows::Rows:
+    g.m *= b;
+    break;
+  case Grows::Inner:
+    g.k *= b;
+    break;
+  case Grows::Batch:
+    g.batch *= b;
+    break;
+  }
+  return g;
+}
+
+double Gemm::bytes(int64_t elementBytes) const {
+  const double e = static_cast<double>(elementBytes);
+  return batch * ((m * k + k * n) * e + m * n * (accumulates ? 8 : e));
+}
+
+double Work::flops() const {
+  double total = 0;
+  for (const Gemm &g : gemms)
+    total += g.flops();
+  return total;
+}
+
+namespace {
+
+/// A token GEMM of the forward, Y[s x n] = X[s x k] · W[k x n], and its two gradients.
+struct Linear {
+  double s, k, n;
+  Gemm forward() const { return {s, n, k, 1, Grows::Rows, false}; }
+  Gemm inputGradient() const { return {s, k, n, 1, Grows::Rows, false}; }
+  Gemm weightGradient() const { return {k, n, s, 1, Grows::Inner, true}; }
+};
+
+void addLinear(LayerWork &work, const Linear &linear) {
+  work.forward.gemms.push_back(linear.forward());
+  work.inputGradient.gemms.push_back(linear.inputGradient());
+  work.weightGradient.gemms.push_back(linear.weightGradient());
+}
+
+LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel) {
+  const double e = static_cast<double>(x.elementBytes);
+  const double s = static_cast<double>(x.seqLength), h = static_cast<double>(x.hiddenSize);
+  const double heads = static_cast<double>(x.numHeads) / t;
+  const double d = h / static_cast<double>(x.numHeads);
+  const double c = d * static_cast<double>(x.numKvHeads);
+  const double f = static_cast<double>(x.ffnHiddenSize) / t;
+  const double up = x.gated ? 2 * f : f;
+  // Norm and residual elements: the whole sequence on every rank, or its T-th part.
+  const double hs = sequenceParallel ? s * h / t : s * h;
+
+  LayerWork work;
+  addLinear(work, {s, h, (h + 2 * c) / t}); // QKV, column-parallel
+  addLinear(work, {s, h / t, h});           // attention output, row-parallel
+  addLinear(work, {s, h, up});              // MLP up (and gate), column-parallel
+  addLinear(work, {s, f, h});               // MLP down, row-parallel
+
+  // Element-wise: two norms (read x, write y), two residual adds (read two, write one), the
+  // activation (GELU: read one, write one; SwiGLU: read gate and up, write one), rotary
+  // positions on Q and K (read and write).
+  const double rotary = x.rotary ? 2 * s * (h + c) / t : 0;
+  work.forward.memoryBytes = e * (2 * 2 * hs + 2 * 3 * hs + (x.gated ? 3 : 2) * s * f + rotary);
+  // Their backwards: each norm reads x and dy and writes dx (its weights' gradient summed in
+  // the same pass), each residual adds two gradients, the activation reads its inputs and dy
+  // and writes their gradients.
+  work.inputGradient.memoryBytes =
+      e * (2 * 3 * hs + 2 * 3 * hs + (x.gated ? 5 : 3) * s * f + rotary);
+
+  // The attention core, per sample and head of this rank: S = QKᵀ, P = softmax(S) (read S,
+  // write P), O = PV. Backward: dP = dO·Vᵀ, dV = Pᵀ·dO, dS = softmax'(P, dP) (read P and dP,
+  // write dS), dQ = dS·K, dK = dSᵀ·Q.
+  const double scores = heads * s * s;
+  const Gemm scoreShape{s, s, d, heads, Grows::Batch, false}; // s x d times d x s
+  const Gemm valueShape{s, d, s, heads, Grows::Batch, false}; // s x s times s x d
+  work.attentionCore.gemms = {scoreShape, valueShape};
+  work.attentionCore.memoryBytes = e * 2 * scores;
+  work.inputGradient.gemms.insert(work.inputGradient.gemms.end(),
+                                  {scoreShape, valueShape, valueShape, valueShape});
+  work.inputGradient.memoryBytes += e * 3 * scores;
+  return work;
+}
+
+} // namespace
+
+LayerWork conduit::transformerWork(const TransformerShape &x, TransformerLayer layer,
+                                   int64_t tensor, bool sequenceParallel) {
+  const double t = static_cast<double>(std::max<int64_t>(tensor, 1));
+  const double e = static_cast<double>(x.elementBytes);
+  const double s = static_cast<double>(x.seqLength), h = static_cast<double>(x.hiddenSize);
+  const double v = static_cast<double>(x.vocabSize) / t;
+  const double hs = sequenceParallel ? s * h / t : s * h;
+  LayerWork work;
+  switch (layer) {
+  case TransformerLayer::Block:
+    return blockWork(x, t, sequenceParallel);
+  case TransformerLayer::Embedding:
+    // Vocabulary-parallel lookup: each rank reads the rows in its part of the vocabulary (a
+    // T-th of the tokens, on average) and writes the whole output, zeros elsewhere, for the
+    // group's reduction; learned positions add a replicated table's rows. The backward is all
+    // weight gradient: the output gradient read, the rows accumulated in fp32.
+    work.forward.memoryBytes = e * (s * h / t + s * h) + (x.rotary ? 0 : e * s * h);
+    work.weightGradient.memoryBytes = e * s * h + 8 * s * h / t + (x.rotary ? 0 : 8 * s * h);
+    return work;
+  case TransformerLayer::Head:
+    // Final norm, the LM head's vocabulary-parallel GEMM, and the parallel cross-entropy:
+    // read the logits, keep fp32 probabilities for the backward (the activation model's 4·s·V
+    // bytes), which reads them and writes the logits' gradient.
+    addLinear(work, {s, h, v});
+    work.forward.memoryBytes = e * 2 * hs + (e + 4) * s * v;
+    work.inputGradient.memoryBytes = e * 3 * hs + (4 + e) * s * v;
+    return work;
+  }
+  return work;
+}
+
+double Roofline::time(const Gemm &gemm, int64_t samples) const {
+  const Gemm g = gemm.forSamples(samples);
+  return std::max(g.flops() / flopRate, g.bytes(elementBytes) / memoryBandwidth);
+}
+
+double Roofline::gemmTime(const Work &work, int64_t samples) const {
+  double total = 0;
+  for (const Gemm &g : work.gemms)
+    total += time(g, samples);
+  return total;
+}
+
+double Roofline::time(const Work &work, int64_t samples) const {
+  return gemmTime(work, samples) +
+         work.memoryBytes * static_cast<double>(samples) / memoryBandwidth;
+}

@@ -1,0 +1,99 @@
+//===- Roofline.h - the work of transformer layers on the roofline -*- C++ -*-===//
+//
+// A transformer layer's forward and backward as a device runs them: its matrix products with
+// their shapes, and the element-wise traffic around them (norms, activations, softmax,
+// residuals, the embedding lookup, the loss), on one rank of a Megatron-style tensor-parallel
+// group. Each product costs the longer of its FLOPs at the peak times the efficiency ceiling
+// and its bytes at the memory bandwidth (the roofline of Williams, Waterman and Patterson,
+// CACM 52(4), 2009); element-wise traffic costs its bytes at the memory bandwidth. So narrow
+// shards and small micro-batches cost what they cost. Formulas and sources are in
+// docs/cost-model.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_ANALYSIS_ROOFLINE_H
+#define CONDUIT_ANALYSIS_ROOFLINE_H
+
+#include <cstdint>
+#include <vector>
+
+namespace conduit {
+
+/// The figures of a decoder-only transformer that its work depends on (#pipe.transformer's
+/// shape and the training type's element size).
+struct TransformerShape {
+  int64_t numLayers = 0, seqLength = 0, hiddenSize = 0, numHeads = 0, numKvHeads = 0,
+          ffnHiddenSize = 0, vocabSize = 0;
+  bool gated = false;       ///< SwiGLU MLP (gate and up projections), else GELU
+  bool rotary = false;      ///< rotary positions on Q and K, else learned positions
+  int64_t elementBytes = 2; ///< parameters and activations
+};
+
+/// Which dimension of a product grows with the micro-batch's samples.
+enum class Grows {
+  Rows,  ///< m: tokens stacked in the rows (a forward or input-gradient GEMM)
+  Inner, ///< k: tokens summed over (a weight-gradient GEMM)
+  Batch, ///< the number of products (the attention core: one per sample and head)
+};
+
+/// `batch` products C[m x n] = A[m x k] · B[k x n], sized for one sample.
+struct Gemm {
+  double m = 0, n = 0, k = 0;
+  double batch = 1;
+  Grows grows = Grows::Rows;
+  /// C is a weight gradient accumulated in fp32 (read and written, 4 bytes each) rather than
+  /// written once in the element type.
+  bool accumulates = false;
+
+  /// The product for `samples` samples.
+  Gemm forSamples(int64_t samples) const;
+  double flops() const { return 2 * m * n * k * batch; }
+  /// Bytes read and written: A and B in the element type, C written (or accumulated).
+  double bytes(int64_t elementBytes) const;
+};
+
+/// One pass over one sample: its products and its element-wise traffic.
+struct Work {
+  std::vector<Gemm> gemms;
+  double memoryBytes = 0; ///< element-wise bytes read and written per sample
+
+  double flops() const;
+};
+
+/// A layer's passes on one tensor-parallel rank. The forward is `forward` and then
+/// `attentionCore` (blocks only: QKᵀ, softmax, AV), kept apart because a selective
+/// recomputation repeats only the core.
+struct LayerWork {
+  Work forward, attentionCore, inputGradient, weightGradient;
+};
+
+enum class TransformerLayer { Embedding, Block, Head };
+
+/// The work of `layer` on one of `tensor` ranks, partitioned as Megatron-LM partitions it
+/// (Shoeybi et al., arXiv 1909.08053): the QKV and MLP up/gate projections split their
+/// columns (n / T), the attention output and MLP down projections their rows (k / T), the
+/// attention core its heads, the embedding and the LM head their vocabulary. Norms and
+/// residuals are replicated on every rank unless `sequenceParallel`, which splits them along
+/// the sequence (Korthikanti et al., arXiv 2205.05198). `tensor` must divide the heads,
+/// key/value heads, FFN width and vocabulary for the shapes to be exact.
+LayerWork transformerWork(const TransformerShape &shape, TransformerLayer layer, int64_t tensor,
+                          bool sequenceParallel);
+
+/// A device's roofline: FLOP/s reachable by a product (the peak times the efficiency ceiling)
+/// and memory bandwidth in bytes/s.
+struct Roofline {
+  double flopRate = 1;
+  double memoryBandwidth = 1;
+  int64_t elementBytes = 2;
+
+  /// max(FLOPs / flopRate, bytes / memoryBandwidth) for `samples` samples.
+  double time(const Gemm &gemm, int64_t samples) const;
+  /// The products' times plus the element-wise bytes at the memory bandwidth.
+  double time(const Work &work, int64_t samples) const;
+  /// The products' times alone.
+  double gemmTime(const Work &work, int64_t samples) const;
+};
+
+} // namespace conduit
+
+#endif // CONDUIT_ANALYSIS_ROOFLINE_H

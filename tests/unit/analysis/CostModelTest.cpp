@@ -1,0 +1,324 @@
+//===- CostModelTest.cpp - compute and communication times ----------------===//
+//
+// The roofline of transformer layers against hand-computed figures (compute-bound and
+// memory-bound products, what grows with the micro-batch, Megatron's partitioning over T, what
+// sequence parallelism divides), the FLOP-based formula of other layers, the recomputation
+// terms, and the tensor dimension: global ranks, links and the tensor group's collectives.
+//
+//===----------------------------------------------------------------------===//
+
+#include "analysis/CostModel.h"
+
+#include <gtest/gtest.h>
+
+using namespace conduit;
+
+namespace {
+
+/// An A100-80GB-like device: 312 TFLOP/s peak, 0.5 ceiling, 2.039 TB/s.
+Cluster a100() {
+  Cluster c;
+  c.preset = "a100-80gb";
+  c.peakFlops = 312e12;
+  c.efficiency = 0.5;
+  c.memoryBandwidth = 2.039e12;
+  c.memoryBytes = int64_t(80) << 30;
+  c.gpusPerNode = 8;
+  c.intraNodeBandwidth = 300e9;
+  c.interNodeBandwidth = 25e9;
+  c.latencyS = 10e-6;
+  return c;
+}
+
+/// The 52B shape of docs/results.md: 64 blocks, h 8192, 64 heads, s 2048, V 51200.
+TransformerShape gpt52b() {
+  TransformerShape x;
+  x.numLayers = 64;
+  x.seqLength = 2048;
+  x.hiddenSize = 8192;
+  x.numHeads = 64;
+  x.numKvHeads = 64;
+  x.ffnHiddenSize = 4 * 8192;
+  x.vocabSize = 51200;
+  return x;
+}
+
+/// Cost inputs for `shape`'s chain (FLOPs left at zero: the roofline must not read them).
+CostInputs transformerInputs(const TransformerShape &shape, int64_t tensor = 1,
+                             bool sequenceParallel = false) {
+  CostInputs in;
+  in.cluster = a100();
+  in.tensor = tensor;
+  in.sequenceParallel = sequenceParallel;
+  in.transformer = shape;
+  for (int64_t l = 0; l < shape.numLayers + 2; ++l) {
+    in.names.push_back("layer" + std::to_string(l));
+    in.fwdFlops.push_back(0);
+    in.bwdFlops.push_back(0);
+    in.bwdWeightFlops.push_back(0);
+  }
+  return in;
+}
+
+CostModel build(const CostInputs &in) {
+  llvm::Expected<CostModel> cost = CostModel::build(in);
+  if (!cost) {
+    ADD_FAILURE() << llvm::toString(cost.takeError());
+    return llvm::cantFail(CostModel::build(CostInputs{}));
+  }
+  return std::move(*cost);
+}
+
+double blockForwardFlops(const TransformerShape &x) {
+  const double s = x.seqLength, h = x.hiddenSize, f = x.ffnHiddenSize;
+  const double c = h / x.numHeads * x.numKvHeads;
+  return 2 * s * (2 * h * h + 2 * h * c + (x.gated ? 3 : 2) * h * f) + 4 * s * s * h;
+}
+
+TEST(RooflineTest, ProductIsComputeOrMemoryBound) {
+  // 2·64³ FLOPs take 0.5 ms at 1 GFLOP/s, 3·64²·2 bytes 2458 s at 10 B/s: memory-bound.
+  Gemm square{64, 64, 64, 1, Grows::Rows, false};
+  EXPECT_DOUBLE_EQ((Roofline{1e9, 10, 2}.time(square, 1)), 3 * 64 * 64 * 2 / 10.0);
+  // At 100 FLOP/s and 1 GB/s: compute-bound.
+  EXPECT_DOUBLE_EQ((Roofline{100, 1e9, 2}.time(square, 1)), 2.0 * 64 * 64 * 64 / 100);
+  // A weight gradient accumulates its output in fp32: read and written, 8 bytes an element.
+  Gemm accumulated{64, 64, 64, 1, Grows::Inner, true};
+  EXPECT_DOUBLE_EQ(accumulated.bytes(2), (64 * 64 + 64 * 64) * 2.0 + 64 * 64 * 8);
+}
+
+TEST(RooflineTest, EachKindOfProductGrowsItsOwnDimension) {
+  Gemm rows{2, 3, 4, 5, Grows::Rows, false}, inner{2, 3, 4, 5, Grows::Inner, false},
+      batch{2, 3, 4, 5, Grows::Batch, false};
+  EXPECT_DOUBLE_EQ(rows.forSamples(7).m, 14);
+  EXPECT_DOUBLE_EQ(inner.forSamples(7).k, 28);
+  EXPECT_DOUBLE_EQ(batch.forSamples(7).batch, 35);
+  // The FLOPs grow alike; the weights (k x n) of a token GEMM are read once per micro-batch.
+  for (const Gemm &g : {rows, inner, batch})
+    EXPECT_DOUBLE_EQ(g.forSamples(7).flops(), 7 * g.flops());
+  EXPECT_DOUBLE_EQ(rows.forSamples(7).bytes(2) - 7 * rows.bytes(2), -6 * 5 * 4 * 3 * 2.0);
+}
+
+TEST(RooflineTest, BlockFlopsAreMegatronsCountDividedByT) {
+  for (bool gated : {false, true})
+    for (int64_t kvHeads : {64, 8})
+      for (int64_t t : {1, 2, 4, 8}) {
+        TransformerShape x = gpt52b();
+        x.gated = gated;
+        x.numKvHeads = kvHeads;
+        LayerWork w = transformerWork(x, TransformerLayer::Block, t, false);
+        const double fwd = blockForwardFlops(x) / t;
+        const double core = 4.0 * x.seqLength * x.seqLength * x.hiddenSize / t;
+        EXPECT_DOUBLE_EQ(w.attentionCore.flops(), core);
+        EXPECT_DOUBLE_EQ(w.forward.flops() + w.attentionCore.flops(), fwd);
+        // The input gradient: every GEMM's dX and twice the core; the weight gradient: every
+        // weight GEMM once.
+        EXPECT_DOUBLE_EQ(w.inputGradient.flops(), fwd + core);
+        EXPECT_DOUBLE_EQ(w.weightGradient.flops(), fwd - core);
+      }
+}
+
+TEST(RooflineTest, HeadAndEmbeddingAreVocabularyParallel) {
+  TransformerShape x = gpt52b();
+  const double s = x.seqLength, h = x.hiddenSize, v = x.vocabSize;
+  for (int64_t t : {1, 8}) {
+    LayerWork head = transformerWork(x, TransformerLayer::Head, t, false);
+    EXPECT_DOUBLE_EQ(head.forward.flops(), 2 * s * h * v / t);
+    EXPECT_DOUBLE_EQ(head.inputGradient.flops(), 2 * s * h * v / t);
+    EXPECT_DOUBLE_EQ(head.weightGradient.flops(), 2 * s * h * v / t);
+    LayerWork embedding = transformerWork(x, TransformerLayer::Embedding, t, false);
+    EXPECT_TRUE(embedding.forward.gemms.empty());
+    EXPECT_GT(embedding.forward.memoryBytes, 0);
+    EXPECT_DOUBLE_EQ(embedding.inputGradient.memoryBytes, 0); // token ids have no gradient
+  }
+}
+
+TEST(RooflineTest, SequenceParallelDividesNormsAndResiduals) {
+  TransformerShape x = gpt52b();
+  const double s = x.seqLength, h = x.hiddenSize, e = 2;
+  LayerWork replicated = transformerWork(x, TransformerLayer::Block, 8, false);
+  LayerWork split = transformerWork(x, TransformerLayer::Block, 8, true);
+  // Forward: two norms (2·s·h each) and two residual adds (3·s·h each), now s·h/8 each.
+  EXPECT_DOUBLE_EQ(replicated.forward.memoryBytes - split.forward.memoryBytes,
+                   e * 10 * s * h * (1 - 1.0 / 8));
+  EXPECT_DOUBLE_EQ(replicated.forward.flops(), split.forward.flops());
+  EXPECT_DOUBLE_EQ(replicated.attentionCore.memoryBytes, split.attentionCore.memoryBytes);
+}
+
+TEST(CostModelTest, LargeShapesRunAtTheCeilingSmallOnesBelow) {
+  // The 52B block at micro-batch 1: compute-bound, so its time is close to its FLOPs at the
+  // ceiling (the element-wise passes add a few percent).
+  CostModel cost = build(transformerInputs(gpt52b()));
+  const double rate = 312e12 * 0.5;
+  const double ideal = blockForwardFlops(gpt52b()) / rate;
+  EXPECT_GT(cost.forwardTime(1, 1), ideal);
+  EXPECT_LT(cost.forwardTime(1, 1), 1.1 * ideal);
+  // A narrow shape at one short sample is memory-bound: far below the ceiling, and a bigger
+  // micro-batch costs less per sample.
+  TransformerShape tiny = gpt52b();
+  tiny.numLayers = 2;
+  tiny.hiddenSize = 256;
+  tiny.numHeads = 4;
+  tiny.numKvHeads = 4;
+  tiny.ffnHiddenSize = 1024;
+  tiny.seqLength = 16;
+  CostModel small = build(transformerInputs(tiny));
+  EXPECT_GT(small.forwardTime(1, 1), 5 * blockForwardFlops(tiny) / rate);
+  EXPECT_LT(small.forwardTime(1, 64), 64 * small.forwardTime(1, 1) / 2);
+}
+
+TEST(CostModelTest, TensorParallelRanksComputeATthEach) {
+  CostModel one = build(transformerInputs(gpt52b(), 1));
+  for (int64_t t : {2, 4, 8}) {
+    CostModel split = build(transformerInputs(gpt52b(), t));
+    EXPECT_EQ(split.tensorSize(), t);
+    // Compute-bound GEMMs divide exactly; the replicated norms and residuals do not.
+    EXPECT_GT(split.forwardTime(1, 1), one.forwardTime(1, 1) / t);
+    EXPECT_LT(split.forwardTime(1, 1), 1.1 * one.forwardTime(1, 1) / t);
+    CostModel sequence = build(transformerInputs(gpt52b(), t, true));
+    EXPECT_LT(sequence.forwardTime(1, 1), split.forwardTime(1, 1));
+    EXPECT_LT(sequence.backwardTime(1, 1), split.backwardTime(1, 1));
+  }
+}
+
+TEST(CostModelTest, BackwardIsTheSumOfItsHalves) {
+  CostInputs in = transformerInputs(gpt52b(), 4);
+  in.cluster.launchOverheadS = 20e-6;
+  CostModel cost = build(in);
+  for (int64_t l : {0, 1, 65})
+    for (int64_t b : {1, 4}) {
+      // A whole backward pays the launch overhead once, its halves once each.
+      EXPECT_NEAR(cost.backwardTime(l, b),
+                  cost.inputGradientTime(l, b) + cost.weightGradientTime(l, b) - 20e-6, 1e-12);
+    }
+  // The embedding's backward is all weight gradient.
+  EXPECT_DOUBLE_EQ(cost.inputGradientTime(0, 1), 20e-6);
+}
+
+TEST(CostModelTest, RecomputationIsItsOwnTerm) {
+  CostInputs in = transformerInputs(gpt52b());
+  CostModel plain = build(in);
+  in.recompute = true;
+  CostModel recomputed = build(in);
+  for (int64_t l : {0, 1, 65}) {
+    EXPECT_DOUBLE_EQ(plain.recomputeTime(l, 2), 0);
+    EXPECT_DOUBLE_EQ(recomputed.recomputeTime(l, 2), recomputed.forwardTime(l, 2));
+    EXPECT_DOUBLE_EQ(recomputed.backwardTime(l, 2),
+                     plain.backwardTime(l, 2) + recomputed.forwardTime(l, 2));
+    EXPECT_DOUBLE_EQ(recomputed.inputGradientTime(l, 2),
+                     plain.inputGradientTime(l, 2) + recomputed.forwardTime(l, 2));
+    EXPECT_DOUBLE_EQ(recomputed.weightGradientTime(l, 2), plain.weightGradientTime(l, 2));
+  }
+  // The attention core is part of a block's forward (4·s²·h of its FLOPs, and the softmax).
+  const double core = plain.attentionCoreForwardTime(1, 2);
+  EXPECT_GT(core, 0);
+  EXPECT_LT(core, plain.forwardTime(1, 2) / 4);
+  EXPECT_DOUBLE_EQ(plain.attentionCoreForwardTime(0, 2), 0);
+  EXPECT_DOUBLE_EQ(plain.attentionCoreForwardTime(65, 2), 0);
+}
+
+TEST(CostModelTest, LayersWithoutAShapeKeepTheirFlops) {
+  CostInputs in;
+  in.cluster = a100();
+  in.cluster.launchOverheadS = 1e-5;
+  in.names = {"a", "b"};
+  in.fwdFlops = {1e12, 2e12};
+  in.bwdFlops = {2e12, 4e12};
+  in.bwdWeightFlops = {1e12, 1e12};
+  const double rate = 312e12 * 0.5;
+  CostModel cost = build(in);
+  EXPECT_DOUBLE_EQ(cost.forwardTime(0, 3), 1e-5 + 3e12 / rate);
+  EXPECT_DOUBLE_EQ(cost.backwardTime(1, 1), 1e-5 + 4e12 / rate);
+  EXPECT_DOUBLE_EQ(cost.inputGradientTime(1, 1), 1e-5 + 3e12 / rate);
+  EXPECT_DOUBLE_EQ(cost.weightGradientTime(1, 1), 1e-5 + 1e12 / rate);
+  EXPECT_DOUBLE_EQ(cost.attentionCoreForwardTime(0, 1), 0);
+  // Over T ranks, each computes a T-th.
+  in.tensor = 4;
+  CostModel split = build(in);
+  EXPECT_DOUBLE_EQ(split.forwardTime(0, 3), 1e-5 + 3e12 / rate / 4);
+}
+
+TEST(CostModelTest, TransformerInputsAreChecked) {
+  CostInputs in = transformerInputs(gpt52b());
+  in.cluster.memoryBandwidth = 0;
+  llvm::Expected<CostModel> noBandwidth = CostModel::build(in);
+  ASSERT_FALSE(noBandwidth);
+  EXPECT_NE(llvm::toString(noBandwidth.takeError()).find("cluster.memory_bandwidth"),
+            std::string::npos);
+  in = transformerInputs(gpt52b());
+  in.names.pop_back();
+  in.fwdFlops.pop_back();
+  in.bwdFlops.pop_back();
+  llvm::Expected<CostModel> shortChain = CostModel::build(in);
+  ASSERT_FALSE(shortChain);
+  EXPECT_NE(llvm::toString(shortChain.takeError()).find("66 layers"), std::string::npos);
+  in = transformerInputs(gpt52b(), 0);
+  llvm::Expected<CostModel> noTensor = CostModel::build(in);
+  ASSERT_FALSE(noTensor);
+  EXPECT_NE(llvm::toString(noTensor.takeError()).find("parallelism.tensor"), std::string::npos);
+}
+
+CostModel ranks(int64_t p, int64_t d, int64_t t, bool pipelineInner = false,
+                int64_t gpusPerNode = 8) {
+  CostInputs in;
+  in.cluster = a100();
+  in.cluster.gpusPerNode = gpusPerNode;
+  in.pipeline = p;
+  in.data = d;
+  in.tensor = t;
+  in.pipelineInner = pipelineInner;
+  return build(in);
+}
+
+TEST(CostModelTest, TensorRankIsInnermost) {
+  CostModel dataInner = ranks(2, 3, 4);
+  CostModel pipelineInner = ranks(2, 3, 4, true);
+  for (int64_t p = 0; p < 2; ++p)
+    for (int64_t d = 0; d < 3; ++d)
+      for (int64_t t = 0; t < 4; ++t) {
+        EXPECT_EQ(dataInner.globalRank(p, d, t), (p * 3 + d) * 4 + t);
+        EXPECT_EQ(pipelineInner.globalRank(p, d, t), (d * 2 + p) * 4 + t);
+      }
+  // Without a tensor dimension, the numbering is the (pipeline, data) one.
+  EXPECT_EQ(ranks(2, 3, 1).globalRank(1, 2), 5);
+}
+
+TEST(CostModelTest, TensorGroupsStayInANodeWhenTheyFit) {
+  EXPECT_EQ(ranks(4, 2, 8).tensorLink(), Link::IntraNode);
+  EXPECT_EQ(ranks(4, 2, 4).tensorLink(), Link::IntraNode);
+  EXPECT_EQ(ranks(1, 1, 16).tensorLink(), Link::InterNode); // T > gpus_per_node
+  EXPECT_EQ(ranks(3, 1, 3).tensorLink(), Link::InterNode);  // ranks 6, 7 | 8 straddle
+  EXPECT_EQ(ranks(1, 2, 3).tensorLink(), Link::IntraNode);  // six ranks: one node
+}
+
+TEST(CostModelTest, DataAndPipelineLinksJoinTheSameTensorRank) {
+  // D = 2, T = 4: replicas of tensor rank t are t and 4 + t, one node.
+  EXPECT_EQ(ranks(1, 2, 4).dataParallelLink(0), Link::IntraNode);
+  // D = 4, T = 4: t, 4 + t, 8 + t, 12 + t span two nodes.
+  EXPECT_EQ(ranks(1, 4, 4).dataParallelLink(0), Link::InterNode);
+  // P = 2, T = 4: ranks 0..3 and 4..7, one node; T = 8: two.
+  EXPECT_EQ(ranks(2, 1, 4).pipelineLink(0, 1), Link::IntraNode);
+  EXPECT_EQ(ranks(2, 1, 8).pipelineLink(0, 1), Link::InterNode);
+  // Pipeline-inner with D = 2, T = 2, P = 2: pipeline ranks of replica 1 are 4..5 and 6..7.
+  EXPECT_EQ(ranks(2, 2, 2, true, 4).pipelineLink(0, 1), Link::IntraNode);
+  EXPECT_EQ(ranks(2, 2, 2, true, 4).dataParallelLink(0), Link::InterNode);
+}
+
+TEST(CostModelTest, TensorCollectivesAreRingsOnTheTensorLink) {
+  const int64_t bytes = int64_t(1) << 30;
+  for (int64_t t : {2, 4, 8}) {
+    CostModel cost = ranks(1, 1, t);
+    const double n = static_cast<double>(t);
+    EXPECT_NEAR(cost.tensorCollectiveTime(Collective::AllReduce, bytes),
+                2 * (n - 1) * 10e-6 + 2 * (n - 1) / n * bytes / 300e9, 1e-12);
+    EXPECT_NEAR(cost.tensorCollectiveTime(Collective::AllGather, bytes),
+                (n - 1) * 10e-6 + (n - 1) / n * bytes / 300e9, 1e-12);
+    EXPECT_NEAR(cost.tensorCollectiveTime(Collective::ReduceScatter, bytes),
+                (n - 1) * 10e-6 + (n - 1) / n * bytes / 300e9, 1e-12);
+  }
+  EXPECT_EQ(ranks(1, 1, 1).tensorCollectiveTime(Collective::AllReduce, bytes), 0);
+  // Across nodes, the inter-node bandwidth sets the pace.
+  EXPECT_NEAR(ranks(1, 1, 16).tensorCollectiveTime(Collective::AllGather, bytes),
+              15 * 10e-6 + 15.0 / 16 * bytes / 25e9, 1e-12);
+}
+
+} // namespace
