@@ -171,8 +171,16 @@ TensorShare conduit::tensorShare(pipe::ParallelismAttr par, pipe::LayerOp layer)
   TensorShare share;
   share.params = split(layer.getParams(), layer.getReplicatedParams().value_or(0));
   share.activationBytes = split(activation, replicatedActivation);
-  share.weightGradientBytes =
-      split(layer.getWeightGradientBytes().value_or(activation), replicatedActivation);
+  // A deferred weight gradient keeps its GEMMs' inputs and output gradients: without sequence
+  // parallelism the replicated inputs (the activations' replicated part) come with as many
+  // bytes of whole output gradients (of the row-parallel projections, and the norms'); the
+  // embedding's (token ids, output gradient) is whole.
+  const int64_t weightGradient = layer.getWeightGradientBytes().value_or(activation);
+  const int64_t replicatedWeightGradient = sequence ? 0
+                                           : layer.getKind() == pipe::LayerKind::Embedding
+                                               ? weightGradient
+                                               : 2 * replicatedActivation;
+  share.weightGradientBytes = split(weightGradient, replicatedWeightGradient);
   share.checkpointBytes =
       sequence ? split(layer.getCheckpointBytes(), 0) : layer.getCheckpointBytes();
   share.outputBytes = sequence ? split(layer.getOutputBytes(), 0) : layer.getOutputBytes();

@@ -127,13 +127,13 @@ TEST(PlanFile, RefusesForeignAndDamagedFiles) {
 
 TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
   Plan plan = twoRankPlan();
-  // Version 3 added the data source and the rotary base and norm epsilon: a plan of version 2
-  // or 4 is refused in both directions.
-  for (uint32_t version : {2u, 4u}) {
+  // Version 4 added tensor parallelism and selective checkpointing: a plan of version 3 or 5
+  // is refused in both directions.
+  for (uint32_t version : {3u, 5u}) {
     plan.formatVersion = version;
     EXPECT_EQ(readBack(writePlan(plan)).message(),
               "plan file format version " + std::to_string(version) +
-                  "; this runtime reads version 3. Recompile the job with a matching "
+                  "; this runtime reads version 4. Recompile the job with a matching "
                   "conduit-compile.");
   }
   plan = twoRankPlan();
