@@ -80,6 +80,7 @@ OwningOpRef<ModuleOp> conduit::importJob(const Job &job, MLIRContext &context) {
     pipe::LayerOp::create(builder, loc, layer.name, layer.kind, layer.params, layer.fwdFlops,
                           layer.bwdFlops, layer.bwdWeightFlops, layer.activationBytes,
                           layer.checkpointBytes, layer.outputBytes, layer.weightGradientBytes,
-                          layer.replicatedParams, layer.replicatedActivationBytes);
+                          layer.replicatedParams, layer.replicatedActivationBytes,
+                          layer.attentionCoreBytes);
   return module;
 }

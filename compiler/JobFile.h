@@ -38,6 +38,9 @@ struct LayerSpec {
   /// What tensor parallelism does not split (see pipe.layer); unset: everything is split.
   std::optional<int64_t> replicatedParams;
   std::optional<int64_t> replicatedActivationBytes;
+  /// The part of activationBytes that selective checkpointing recomputes (a block's attention
+  /// core); unset: none.
+  std::optional<int64_t> attentionCoreBytes;
 };
 
 /// The shape of a decoder-only transformer (see #pipe.transformer).

@@ -68,6 +68,10 @@ struct Shape {
     double mlp = s * h + (gated ? 3 : 2) * s * f;
     return attention + norms + mlp;
   }
+  /// Of those, the attention core's (the softmax output): what selective checkpointing
+  /// recomputes from Q, K and V instead of keeping (Korthikanti et al.'s 5as² per sample
+  /// is this, with dropout's mask and output).
+  double blockAttentionCoreElements() const { return a * s * s; }
 
   /// Elements a deferred weight gradient keeps: the input and the output gradient of every
   /// weight GEMM (QKV, output projection, up/gate, down) and, for each norm's weights, its
@@ -164,13 +168,15 @@ llvm::Expected<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
     return err;
 
   const double fwd = x.blockForwardFlops();
-  for (int64_t i = 0; i < spec.numLayers; ++i)
+  for (int64_t i = 0; i < spec.numLayers; ++i) {
     if (llvm::Error err =
             addLayer(layers, "block." + std::to_string(i), pipe::LayerKind::Block, x.blockParams(),
                      fwd, 2 * fwd, x.blockWeightFlops(), e * x.blockActivationElements(),
                      e * x.s * x.h, e * x.s * x.h, e * x.blockWeightGradientElements(),
                      x.blockReplicatedParams(), e * x.blockReplicatedActivationElements()))
       return err;
+    layers.back().attentionCoreBytes = static_cast<int64_t>(e * x.blockAttentionCoreElements());
+  }
 
   // Head: final norm, LM head, cross-entropy; keeps fp32 logits for the loss gradient.
   double headFwd = 2 * x.s * x.h * x.v;

@@ -451,7 +451,8 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model) {
                           layer.getFwdFlops(), layer.getBwdFlops(), layer.getBwdWeightFlops(),
                           layer.getActivationBytes(), layer.getCheckpointBytes(),
                           layer.getOutputBytes(), layer.getWeightGradientBytes(),
-                          layer.getReplicatedParams(), layer.getReplicatedActivationBytes());
+                          layer.getReplicatedParams(), layer.getReplicatedActivationBytes(),
+                          layer.getAttentionCoreBytes());
   std::vector<int64_t> params = stageParams(model);
   for (auto [s, stage] : llvm::enumerate(model.getStages()))
     plan::StageOp::create(body, loc, stage.getIndex(), *stage.getRank(), stage.getFirstLayer(),

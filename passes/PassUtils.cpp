@@ -184,6 +184,8 @@ TensorShare conduit::tensorShare(pipe::ParallelismAttr par, pipe::LayerOp layer)
   share.checkpointBytes =
       sequence ? split(layer.getCheckpointBytes(), 0) : layer.getCheckpointBytes();
   share.outputBytes = sequence ? split(layer.getOutputBytes(), 0) : layer.getOutputBytes();
+  share.attentionCoreBytes =
+      std::min(split(layer.getAttentionCoreBytes().value_or(0), 0), share.activationBytes);
   return share;
 }
 

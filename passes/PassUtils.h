@@ -69,6 +69,8 @@ struct TensorShare {
   int64_t outputBytes = 0;
   /// What a deferred weight gradient keeps (the layer's activations when unstated).
   int64_t weightGradientBytes = 0;
+  /// Of activationBytes, the attention core's (split with the heads).
+  int64_t attentionCoreBytes = 0;
 };
 TensorShare tensorShare(pipe::ParallelismAttr par, pipe::LayerOp layer);
 

@@ -49,6 +49,7 @@ public:
         layer.activation = share.activationBytes;
         layer.checkpoint = share.checkpointBytes;
         layer.weightGradient = share.weightGradientBytes;
+        layer.attentionCore = share.attentionCoreBytes;
         stageLayers.push_back(layer);
       }
       b.activations = stageActivations(stageLayers, mode);
@@ -230,9 +231,17 @@ StageActivations conduit::stageActivations(ArrayRef<LayerBytes> layers, pipe::Ch
   StageActivations a;
   for (const LayerBytes &layer : layers)
     a.weightGradient += layer.weightGradient;
-  if (mode != pipe::Checkpointing::Full) {
+  if (mode == pipe::Checkpointing::None) {
     for (const LayerBytes &layer : layers)
       a.stored += layer.activation;
+    return a;
+  }
+  if (mode == pipe::Checkpointing::Selective) {
+    for (const LayerBytes &layer : layers) {
+      a.stored += layer.activation - layer.attentionCore;
+      a.forwardWorking = std::max(a.forwardWorking, layer.attentionCore);
+    }
+    a.backwardWorking = a.inputWorking = a.forwardWorking;
     return a;
   }
   // Forward: layer i beside the inputs kept so far and its output, the next layer's input.

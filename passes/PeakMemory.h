@@ -53,6 +53,7 @@ struct MemoryVariant {
 /// A layer's bytes per sample, as its pipe.layer states them.
 struct LayerBytes {
   int64_t activation = 0, checkpoint = 0, weightGradient = 0;
+  int64_t attentionCore = 0; ///< of `activation`, what selective checkpointing recomputes
 };
 
 /// What a micro-batch of a stage holds, per sample, under a checkpointing mode. `stored` lives
@@ -68,6 +69,10 @@ struct LayerBytes {
 /// weight gradients of the later layers need is already held. A forward likewise holds one
 /// layer's activations at a time, beside the inputs kept so far and its output (the next
 /// layer's input).
+///
+/// Selective checkpointing (Korthikanti et al., arXiv 2205.05198) stores the activations less
+/// the blocks' attention cores; a forward, a backward and an input gradient each compute one
+/// block's core at a time beside them.
 struct StageActivations {
   int64_t stored = 0, weightGradient = 0;
   int64_t forwardKept = 0, forwardWorking = 0, backwardWorking = 0, inputWorking = 0;

@@ -102,23 +102,32 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
     auto tryVariant = [&](MemoryVariant variant, const std::string &change) {
       FailureOr<std::vector<RankMemory>> ranks = analyzeMemory(model, variant);
       if (failed(ranks))
-        return;
+        return false;
       int64_t peak = worstPeak(*ranks);
-      if (peak <= device)
-        fits.push_back(change + " (peak " + formatBytes(static_cast<double>(peak)) + ")");
+      if (peak > device)
+        return false;
+      fits.push_back(change + " (peak " + formatBytes(static_cast<double>(peak)) + ")");
+      return true;
     };
-    bool checkpointed = par.getCheckpointing() == pipe::Checkpointing::Full;
-    if (!checkpointed)
-      tryVariant({pipe::Checkpointing::Full, 1.0}, "parallelism.activation_checkpointing \"full\"");
+    // Checkpointing that recomputes more than the job's, the cheaper first: selective repeats
+    // the attention cores, full the whole forward. The first that fits is suggested.
+    std::vector<pipe::Checkpointing> recomputeMore;
+    if (par.getCheckpointing() == pipe::Checkpointing::None)
+      recomputeMore.push_back(pipe::Checkpointing::Selective);
+    if (par.getCheckpointing() != pipe::Checkpointing::Full)
+      recomputeMore.push_back(pipe::Checkpointing::Full);
+    auto tryCheckpointing = [&](double scale, const std::string &change) {
+      for (pipe::Checkpointing mode : recomputeMore)
+        if (tryVariant({mode, scale}, change + "activation_checkpointing \"" +
+                                          pipe::stringifyCheckpointing(mode).str() + "\""))
+          return true;
+      return false;
+    };
+    tryCheckpointing(1.0, "parallelism.");
     for (int64_t size = par.getMicrobatchSize() / 2; size >= 1; size /= 2) {
       double scale = static_cast<double>(size) / static_cast<double>(par.getMicrobatchSize());
-      size_t before = fits.size();
-      tryVariant({std::nullopt, scale}, "parallelism.microbatch_size " + std::to_string(size));
-      if (fits.size() == before && !checkpointed)
-        tryVariant({pipe::Checkpointing::Full, scale},
-                   "parallelism.microbatch_size " + std::to_string(size) +
-                       " with activation_checkpointing \"full\"");
-      if (fits.size() > before)
+      const std::string change = "parallelism.microbatch_size " + std::to_string(size);
+      if (tryVariant({std::nullopt, scale}, change) || tryCheckpointing(scale, change + " with "))
         break;
     }
     std::string advice =

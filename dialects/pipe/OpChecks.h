@@ -63,7 +63,9 @@ template <typename LayerOp> mlir::LogicalResult verifyLayer(LayerOp op) {
   };
   if (mlir::failed(part("replicated_params", op.getReplicatedParams(), "params", op.getParams())) ||
       mlir::failed(part("replicated_activation_bytes", op.getReplicatedActivationBytes(),
-                        "activation_bytes", op.getActivationBytes())))
+                        "activation_bytes", op.getActivationBytes())) ||
+      mlir::failed(part("attention_core_bytes", op.getAttentionCoreBytes(), "activation_bytes",
+                        op.getActivationBytes())))
     return mlir::failure();
   return mlir::success();
 }

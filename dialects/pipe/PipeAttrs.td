@@ -213,7 +213,8 @@ defvar Pipe_LayerArguments = (ins
   I64Prop:$output_bytes,
   OptionalProp<I64Prop>:$weight_gradient_bytes,
   OptionalProp<I64Prop>:$replicated_params,
-  OptionalProp<I64Prop>:$replicated_activation_bytes
+  OptionalProp<I64Prop>:$replicated_activation_bytes,
+  OptionalProp<I64Prop>:$attention_core_bytes
 );
 defvar Pipe_LayerFormat = [{
   $name $kind `params` $params `fwd` $fwd_flops `bwd` $bwd_flops custom<WeightFlops>($bwd_weight_flops)
@@ -221,7 +222,8 @@ defvar Pipe_LayerFormat = [{
   `checkpoint` $checkpoint_bytes `output` $output_bytes
   (`wgrad_bytes` $weight_gradient_bytes^)?
   (`replicated_params` $replicated_params^)?
-  (`replicated_activation` $replicated_activation_bytes^)? attr-dict
+  (`replicated_activation` $replicated_activation_bytes^)?
+  (`attention_core` $attention_core_bytes^)? attr-dict
 }];
 
 class Pipe_Attr<string name, string attrMnemonic, list<Trait> traits = []>

@@ -106,6 +106,11 @@ TEST(TransformerCosts, ActivationBytesFollowKorthikanti) {
   EXPECT_EQ(block.checkpointBytes, 2 * 512 * 1024);
   EXPECT_EQ(block.outputBytes, 2 * 512 * 1024);
   EXPECT_DOUBLE_EQ(block.bwdFlops, 2 * block.fwdFlops);
+  // Selective checkpointing recomputes the attention core, the 2*a*s^2 of the probabilities;
+  // no other layer has one.
+  EXPECT_EQ(block.attentionCoreBytes, 2 * 16 * 512 * 512);
+  EXPECT_FALSE((*layers)[0].attentionCoreBytes.has_value());
+  EXPECT_FALSE(layers->back().attentionCoreBytes.has_value());
 }
 
 TEST(TransformerCosts, GroupedQueryAttentionShrinksKeyValueWeights) {

@@ -13,7 +13,7 @@
 // CHECK-SAME: stage_layers = array<i64: 1, 2>
 // CHECK-SAME: training = #pipe.training<dtype = "fp32", optimizer = "sgd", seed = 7, learning_rate = 0.25>
 // CHECK: pipe.layer "embedding" embedding params 128 fwd 1.0 bwd 2.0 activation 16 checkpoint 16 output 32
-// CHECK: pipe.layer "block.0" block
+// CHECK: pipe.layer "block.0" block params 1024 fwd 1.0 bwd 2.0 activation 16 checkpoint 16 output 32 attention_core 8
 // CHECK: pipe.layer "head" head
 // CHECK: pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
 // CHECK: pipe.stage 1 layers [1, 3) rank 1 samples [0, 2]
@@ -42,7 +42,7 @@ pipe.model @roundtrip phase communicating attributes {
   microbatch_partitions = [array<i64: 1, 1>, array<i64: 2>],
   source = "job.json"} {
   pipe.layer "embedding" embedding params 128 fwd 1.0 bwd 2.0 activation 16 checkpoint 16 output 32
-  pipe.layer "block.0" block params 1024 fwd 1.0 bwd 2.0 activation 16 checkpoint 16 output 32
+  pipe.layer "block.0" block params 1024 fwd 1.0 bwd 2.0 activation 16 checkpoint 16 output 32 attention_core 8
   pipe.layer "head" head params 128 fwd 1.0 bwd 2.0 activation 16 checkpoint 16 output 4
   pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
   pipe.stage 1 layers [1, 3) rank 1 samples [0, 2]
