@@ -25,6 +25,7 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
   cost.sequenceParallelOn = in.sequenceParallel;
   cost.pipelineInner = in.pipelineInner;
   cost.recompute = in.recompute;
+  cost.recomputeAttentionCore = in.recomputeAttentionCore;
   if (in.tensor < 1)
     return llvm::createStringError("parallelism.tensor must be at least 1, not " +
                                    std::to_string(in.tensor));
@@ -120,7 +121,9 @@ double CostModel::forwardTime(int64_t layer, int64_t samples) const {
 }
 
 double CostModel::recomputeTime(int64_t layer, int64_t samples) const {
-  return recompute ? forwardTime(layer, samples) : 0;
+  if (recompute)
+    return forwardTime(layer, samples);
+  return recomputeAttentionCore ? attentionCoreForwardTime(layer, samples) : 0;
 }
 
 double CostModel::attentionCoreForwardTime(int64_t layer, int64_t samples) const {

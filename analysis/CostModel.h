@@ -39,7 +39,10 @@ struct CostInputs {
   int64_t tensor = 1;
   bool sequenceParallel = false;
   bool pipelineInner = false;
+  /// Activation checkpointing: the backward repeats the whole forward (full), or only the
+  /// blocks' attention cores (selective).
   bool recompute = false;
+  bool recomputeAttentionCore = false;
   /// Per layer: name (to match a profile), forward and backward FLOPs per sample, and the
   /// weight-gradient part of the backward (empty: half).
   std::vector<std::string> names;
@@ -63,7 +66,7 @@ public:
   double forwardTime(int64_t layer, int64_t samples) const;
   double backwardTime(int64_t layer, int64_t samples) const;
   /// What a checkpointed layer's backward recomputes before it: the whole forward with full
-  /// checkpointing, nothing without.
+  /// checkpointing, the attention core's forward with selective, nothing without.
   double recomputeTime(int64_t layer, int64_t samples) const;
   /// The part of forwardTime spent in a block's attention core (QKᵀ, softmax, AV), what a
   /// selective recomputation repeats: from its roofline, or with a profile the measured
@@ -149,7 +152,7 @@ private:
   bool sequenceParallelOn = false;
   Link tensorGroupLink = Link::IntraNode;
   bool pipelineInner = false;
-  bool recompute = false;
+  bool recompute = false, recomputeAttentionCore = false;
 };
 
 } // namespace conduit

@@ -56,10 +56,10 @@ int64_t BoundCalculator::staticMemoryBound(const Job &job, const ParallelismSpec
 
 llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
   const ParallelismSpec &par = job.parallelism;
-  const bool recompute = par.checkpointing == pipe::Checkpointing::Full;
   const bool pipelineInner = par.rankOrder == pipe::RankOrder::PipelineInner;
-  std::unique_ptr<CostModel> &slot = costModels[std::make_tuple(
-      recompute, par.pipeline, par.data, pipelineInner, par.tensor, par.sequenceParallel)];
+  std::unique_ptr<CostModel> &slot =
+      costModels[std::make_tuple(static_cast<int>(par.checkpointing), par.pipeline, par.data,
+                                 pipelineInner, par.tensor, par.sequenceParallel)];
   if (!slot) {
     CostInputs in;
     in.cluster = job.cluster;
@@ -68,7 +68,8 @@ llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
     in.tensor = par.tensor;
     in.sequenceParallel = par.sequenceParallel;
     in.pipelineInner = pipelineInner;
-    in.recompute = recompute;
+    in.recompute = par.checkpointing == pipe::Checkpointing::Full;
+    in.recomputeAttentionCore = par.checkpointing == pipe::Checkpointing::Selective;
     if (job.model.transformer)
       in.transformer = transformerShape(*job.model.transformer, job.training.elementBytes());
     for (const LayerSpec &layer : job.model.layers) {
@@ -88,9 +89,8 @@ llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
 llvm::Expected<const std::vector<BoundCalculator::Stage> *>
 BoundCalculator::stages(const Job &job) {
   const ParallelismSpec &par = job.parallelism;
-  const bool recompute = par.checkpointing == pipe::Checkpointing::Full;
-  auto key = std::make_tuple(par.numStages(), par.microbatchSize, recompute, par.tensor,
-                             par.sequenceParallel);
+  auto key = std::make_tuple(par.numStages(), par.microbatchSize,
+                             static_cast<int>(par.checkpointing), par.tensor, par.sequenceParallel);
   if (auto it = partitions.find(key); it != partitions.end())
     return &it->second;
   llvm::Expected<const CostModel *> cost = costModel(job);
@@ -110,11 +110,15 @@ BoundCalculator::stages(const Job &job) {
     Stage stage;
     stage.first = partition->bounds[s];
     stage.end = partition->bounds[s + 1];
+    std::vector<LayerBytes> layers;
     for (int64_t l = stage.first; l < stage.end; ++l) {
-      stage.params += job.model.layers[l].params;
-      stage.activationBytes += job.model.layers[l].activationBytes;
+      const LayerSpec &spec = job.model.layers[l];
+      stage.params += spec.params;
+      layers.push_back({spec.activationBytes, spec.checkpointBytes,
+                        spec.weightGradientBytes.value_or(spec.activationBytes),
+                        spec.attentionCoreBytes.value_or(0)});
     }
-    stage.checkpointBytes = job.model.layers[stage.first].checkpointBytes;
+    stage.activations = stageActivations(layers, par.checkpointing);
     out.push_back(stage);
   }
   return &(partitions[key] = std::move(out));
@@ -122,10 +126,10 @@ BoundCalculator::stages(const Job &job) {
 
 llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule(const Job &job) {
   const ParallelismSpec &par = job.parallelism;
-  const bool recompute = par.checkpointing == pipe::Checkpointing::Full;
   auto key = std::make_tuple(par.pipeline, par.stagesPerDevice, par.microbatches,
                              par.microbatchSize, static_cast<int>(par.schedule), par.groupSize,
-                             recompute, static_cast<int>(par.placement), par.splitBackward);
+                             static_cast<int>(par.checkpointing), static_cast<int>(par.placement),
+                             par.splitBackward);
   if (auto it = schedules.find(key); it != schedules.end())
     return it->second.get();
   llvm::Expected<const CostModel *> cost = costModel(job);
@@ -163,12 +167,14 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   facts->backwardHeld.assign(numStages, 0);
   facts->forwardHeldWithGradients.assign(numStages, 0);
   facts->backwardHeldWithGradients.assign(numStages, 0);
-  // A checkpointed stage materialises its whole activations while it computes and keeps only
-  // its input between forward and backward.
-  auto working = [&](const Stage &stage) { return recompute ? stage.activationBytes * b : 0; };
-  auto stored = [&](const Stage &stage) {
-    return (recompute ? stage.checkpointBytes : stage.activationBytes) * b;
+  // What the memory plan counts (StageActivations): a micro-batch's stored activations, what
+  // a forward holds of its own while it runs, and what a backward holds beyond them (an input
+  // gradient holds no less).
+  auto stored = [&](const Stage &stage) { return stage.activations.stored * b; };
+  auto forwardWorking = [&](const Stage &stage) {
+    return (stage.activations.forwardKept + stage.activations.forwardWorking) * b;
   };
+  auto working = [&](const Stage &stage) { return stage.activations.backwardWorking * b; };
 
   // The activations each rank holds along its order: a forward stores its micro-batch's, and
   // the first backward part of that micro-batch frees them, at the earliest. With sharded
@@ -190,7 +196,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
         const sched::Action &a = actions[i];
         const Stage &stage = st[a.stage];
         if (a.kind == sched::ActionKind::Forward) {
-          const int64_t level = std::max(activations + working(stage), activations + stored(stage));
+          const int64_t level =
+              std::max(activations + forwardWorking(stage), activations + stored(stage));
           facts->forwardHeld[a.stage] = std::max(facts->forwardHeld[a.stage], level);
           facts->forwardHeldWithGradients[a.stage] =
               std::max(facts->forwardHeldWithGradients[a.stage], level + gradients);

@@ -28,6 +28,7 @@
 
 #include "analysis/CostModel.h"
 #include "compiler/JobFile.h"
+#include "passes/PeakMemory.h"
 
 #include "llvm/Support/Error.h"
 
@@ -66,7 +67,7 @@ private:
   /// A stage's layers and sizes.
   struct Stage {
     int64_t first = 0, end = 0, params = 0;
-    int64_t activationBytes = 0, checkpointBytes = 0; ///< per sample
+    StageActivations activations; ///< per sample, under the job's checkpointing
   };
   /// What a schedule's compute-only execution gives, per rank and stage.
   struct ScheduleFacts {
@@ -89,10 +90,10 @@ private:
 
   /// The context the caches below hold results for.
   std::string context;
-  std::map<std::tuple<bool, int64_t, int64_t, bool, int64_t, bool>, std::unique_ptr<CostModel>>
+  std::map<std::tuple<int, int64_t, int64_t, bool, int64_t, bool>, std::unique_ptr<CostModel>>
       costModels;
-  std::map<std::tuple<int64_t, int64_t, bool, int64_t, bool>, std::vector<Stage>> partitions;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int, int64_t, bool, int, bool>,
+  std::map<std::tuple<int64_t, int64_t, int, int64_t, bool>, std::vector<Stage>> partitions;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int, int64_t, int, int, bool>,
            std::unique_ptr<ScheduleFacts>>
       schedules;
 };

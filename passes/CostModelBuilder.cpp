@@ -34,6 +34,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
   in.sequenceParallel = par.getSequenceParallel();
   in.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;
   in.recompute = par.getCheckpointing() == pipe::Checkpointing::Full;
+  in.recomputeAttentionCore = par.getCheckpointing() == pipe::Checkpointing::Selective;
   if (architecture) {
     TransformerShape &shape = in.transformer.emplace();
     shape.numLayers = architecture.getNumLayers();

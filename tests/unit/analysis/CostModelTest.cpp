@@ -216,6 +216,24 @@ TEST(CostModelTest, RecomputationIsItsOwnTerm) {
   EXPECT_DOUBLE_EQ(plain.attentionCoreForwardTime(65, 2), 0);
 }
 
+// Selective checkpointing repeats a block's attention core in its backward (or input
+// gradient), nothing of the embedding and the head.
+TEST(CostModelTest, SelectiveRecomputationRepeatsTheAttentionCore) {
+  CostInputs in = transformerInputs(gpt52b());
+  CostModel plain = build(in);
+  in.recomputeAttentionCore = true;
+  CostModel selective = build(in);
+  for (int64_t l : {0, 1, 65}) {
+    const double core = plain.attentionCoreForwardTime(l, 2);
+    EXPECT_DOUBLE_EQ(selective.recomputeTime(l, 2), core);
+    EXPECT_DOUBLE_EQ(selective.forwardTime(l, 2), plain.forwardTime(l, 2));
+    EXPECT_DOUBLE_EQ(selective.backwardTime(l, 2), plain.backwardTime(l, 2) + core);
+    EXPECT_DOUBLE_EQ(selective.inputGradientTime(l, 2), plain.inputGradientTime(l, 2) + core);
+    EXPECT_DOUBLE_EQ(selective.weightGradientTime(l, 2), plain.weightGradientTime(l, 2));
+  }
+  EXPECT_GT(selective.recomputeTime(1, 2), 0);
+}
+
 TEST(CostModelTest, LayersWithoutAShapeKeepTheirFlops) {
   CostInputs in;
   in.cluster = a100();
