@@ -86,6 +86,19 @@ def cases(quick):
     out.append(("1f1b-full-checkpointing-p2-d2",
                 {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                  "sharding": "full", "activation_checkpointing": "full"}))
+    # Checkpointing full (each layer recomputed from its input in the backward) and selective
+    # (the attention core recomputed), whole and split backwards, GPT- and Llama-style.
+    for model, mode, (schedule, v, split) in itertools.product(
+            ["", "llama-"], ["full", "selective"],
+            [("1f1b", 1, False), ("zb-h1", 1, False), ("breadth-first", 2, True)]):
+        if (model, mode, schedule) == ("", "full", "1f1b"):
+            continue  # the case above
+        parallelism = {"pipeline": 2, "data": 2, "stages_per_device": v, "schedule": schedule,
+                       "microbatches": 4, "sharding": "full", "activation_checkpointing": mode}
+        if split:
+            parallelism["split_backward"] = True
+        out.append((f"{model}{schedule}{'-split' if split else ''}-{mode}-checkpointing-p2-d2"
+                    f"-v{v}", parallelism))
     # Llama-style (small_llama): the tied copies are summed across ranks (loop placement), on
     # one rank (zbv's V placement) or in one stage (P = 1).
     for schedule, sharding, p, d in itertools.product(["breadth-first", "1f1b"], ["none", "full"],
