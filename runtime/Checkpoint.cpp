@@ -168,6 +168,17 @@ absl::StatusOr<CheckpointManifest> parseCheckpointManifest(std::string_view text
   return m;
 }
 
+/// The parameters rank `where` holds of stage `stage` before data-parallel sharding: its
+/// tensor rank's part of them.
+int64_t stageParams(const Plan &plan, int32_t stage, RankPosition where) {
+  const Stage &s = plan.stages[stage];
+  absl::StatusOr<model::GptShape> shape = model::GptShape::fromPlan(plan);
+  if (plan.config.tensor == 1 || !shape.ok()) // the backends refuse the latter before this
+    return s.params;
+  shape->tensorRank = where.tensorRank;
+  return model::tensorParams(plan, *shape, s.firstLayer, s.endLayer);
+}
+
 absl::StatusOr<std::vector<StageState>> parseRankState(std::string_view bytes,
                                                        const CheckpointManifest &m,
                                                        const Plan &plan, int64_t rank,
@@ -203,7 +214,7 @@ absl::StatusOr<std::vector<StageState>> parseRankState(std::string_view bytes,
                                               where.pipelineRank, " in this plan"));
     previous = s.stage;
     const int64_t expected =
-        ShardLayout::of(plan.stages[s.stage].params, c, sharded, where.replica).shardLen;
+        ShardLayout::of(stageParams(plan, s.stage, where), c, sharded, where.replica).shardLen;
     if (params != static_cast<uint64_t>(expected) ||
         state != static_cast<uint64_t>(width * expected))
       return absl::DataLossError(

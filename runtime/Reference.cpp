@@ -46,7 +46,9 @@ absl::StatusOr<ReferenceWork> Reference::estimate(const Plan &plan) {
 }
 
 absl::StatusOr<Reference> Reference::create(const Plan &plan) {
-  CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(plan));
+  // The whole model in one process, whatever tensor parallelism the plan uses.
+  CONDUIT_ASSIGN_OR_RETURN(model::GptShape split, model::GptShape::fromPlan(plan));
+  const model::GptShape shape = split.whole();
   CONDUIT_ASSIGN_OR_RETURN(ReferenceWork work, estimate(plan));
   const int64_t host = hostMemoryBytes();
   if (host > 0 && work.memoryBytes > host)

@@ -79,8 +79,9 @@ template <typename T> std::vector<T> valuesOf(const std::string &bytes) {
 }
 
 /// The parameters after `step` as DIR/model.safetensors and DIR/config.json (HfWeights.h):
-/// rank 0 lays the file out, replica 0 of each pipeline rank writes its stages' tensors into
-/// it, and rank 0 moves it into place (every rank calls it together: sharded stages gather).
+/// rank 0 lays the file out, replica 0 (tensor rank 0) of each pipeline rank writes its
+/// stages' tensors into it, and rank 0 moves it into place (every rank calls it together:
+/// sharded stages gather, and tensor groups gather their parts into whole tensors).
 absl::Status saveParameters(const Plan &plan, Backend &backend, RankGroup &group,
                             RankPosition where, int64_t step, const std::string &dir) {
   CONDUIT_ASSIGN_OR_RETURN(std::vector<std::vector<float>> params, backend.stageParameters());
@@ -88,7 +89,7 @@ absl::Status saveParameters(const Plan &plan, Backend &backend, RankGroup &group
       agree(group, group.rank() == 0 ? beginHfModel(plan, dir, step) : absl::OkStatus(),
             "lay out the parameter file"));
   absl::Status written = absl::OkStatus();
-  if (where.replica == 0) {
+  if (where.replica == 0 && where.tensorRank == 0) {
     size_t k = 0;
     for (const Stage &stage : plan.stages)
       if (stage.rank == where.pipelineRank && written.ok())
@@ -100,7 +101,7 @@ absl::Status saveParameters(const Plan &plan, Backend &backend, RankGroup &group
 }
 
 /// This rank's state at the start of a run from `file` (--init): the parameters of its
-/// stages, or its shard of them, and fresh optimizer state.
+/// stages (its tensor rank's part of them), or its shard of them, and fresh optimizer state.
 absl::StatusOr<std::vector<StageState>> initialStates(const Plan &plan, RankPosition where,
                                                       HfModelFile &file) {
   const Config &c = plan.config;
@@ -112,6 +113,11 @@ absl::StatusOr<std::vector<StageState>> initialStates(const Plan &plan, RankPosi
       continue;
     CONDUIT_ASSIGN_OR_RETURN(std::vector<float> whole,
                              readHfLayers(file, plan, stage.firstLayer, stage.endLayer));
+    if (c.tensor > 1) {
+      CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(plan));
+      shape.tensorRank = where.tensorRank;
+      whole = model::tensorPart(plan, shape, stage.firstLayer, stage.endLayer, whole.data());
+    }
     const ShardLayout shard =
         ShardLayout::of(static_cast<int64_t>(whole.size()), c, sharded, where.replica);
     StageState s;
@@ -126,17 +132,19 @@ absl::StatusOr<std::vector<StageState>> initialStates(const Plan &plan, RankPosi
   return states;
 }
 
-/// The measured timeline of replica 0's ranks, as a Chrome trace written by rank 0.
+/// The measured timeline of replica 0's ranks (tensor rank 0), as a Chrome trace written by
+/// rank 0.
 absl::Status writeTrace(const Plan &plan, RankGroup &group, RankPosition where,
                         const Executor &executor, double stepTimeS, const std::string &path) {
-  const std::string mine = where.replica == 0 ? bytesOf(executor.events()) : std::string();
+  const bool shown = where.replica == 0 && where.tensorRank == 0;
+  const std::string mine = shown ? bytesOf(executor.events()) : std::string();
   CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all, group.gatherAtZero(mine));
   if (group.rank() != 0)
     return absl::OkStatus();
   std::vector<std::vector<TraceEvent>> events(plan.config.pipeline);
   for (int64_t r = 0; r < group.size(); ++r) {
     const RankPosition p = RankPosition::of(plan.config, r);
-    if (p.replica == 0)
+    if (p.replica == 0 && p.tensorRank == 0)
       events[p.pipelineRank] = valuesOf<TraceEvent>(all[r]);
   }
   std::ofstream out(path);
@@ -170,7 +178,7 @@ absl::StatusOr<std::vector<RankMemory>> gatherMemory(const Plan &plan, RankGroup
 void printMemory(const Plan &plan, const std::vector<RankMemory> &memory) {
   for (const RankMemory &m : memory) {
     std::string line = absl::StrCat("memory: rank ", m.rank);
-    if (plan.config.data > 1)
+    if (plan.config.data > 1 || plan.config.tensor > 1)
       absl::StrAppend(&line, " (pipeline rank ", m.pipelineRank, ")");
     const double measured = static_cast<double>(m.measured.countedBytes);
     absl::StrAppend(&line, " peak ", formatBytes(measured), " measured");
@@ -309,6 +317,7 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   executorOptions.peerTimeoutS = options.peerTimeoutS;
   executorOptions.record = !options.trace.empty();
   executorOptions.onInstruction = faultHook(plan, options.fault, rank.id, rank.injected, stopped);
+  executorOptions.tensorRank = where.tensorRank;
   if (absl::Status s = group.barrier(); !s.ok())
     return {kExitFailure, s};
   executorOptions.origin = std::chrono::steady_clock::now();

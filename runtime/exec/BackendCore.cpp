@@ -29,6 +29,39 @@ template <typename Grad> model::Buffer<Grad> allocateGrad(model::Ops<float> &ops
 
 } // namespace
 
+template <typename Grad>
+class BackendCore<Grad>::TensorCalls final : public model::TensorGroup<float> {
+public:
+  TensorCalls(Transport &transport, StreamHandle stream) : transport(transport), stream(stream) {}
+
+  void allReduce(int64_t n, float *data, model::Reduction op) override {
+    issue(Op::TensorAllReduce, [&] { return transport.tensorAllReduce(data, n, op, stream); });
+  }
+  void allGather(int64_t n, const float *shard, float *full) override {
+    issue(Op::TensorAllGather, [&] { return transport.tensorAllGather(shard, full, n, stream); });
+  }
+  void reduceScatter(int64_t n, const float *full, float *shard) override {
+    issue(Op::TensorReduceScatter,
+          [&] { return transport.tensorReduceScatter(full, shard, n, stream); });
+  }
+
+  /// What the layers issued since the last call, and the first failure; both start again.
+  std::vector<Op> takeIssued() { return std::exchange(issued, {}); }
+  absl::Status takeFailure() { return std::exchange(failure, absl::OkStatus()); }
+
+private:
+  template <typename Call> void issue(Op op, Call call) {
+    issued.push_back(op);
+    if (failure.ok()) // after a failure the group's members no longer match: issue nothing
+      failure = call();
+  }
+
+  Transport &transport;
+  StreamHandle stream;
+  std::vector<Op> issued;
+  absl::Status failure;
+};
+
 /// One stage of this process: its layers, parameters, gradients and what a step keeps.
 template <typename Grad> struct BackendCore<Grad>::Stage : ShardLayout {
   const runtime::Stage *spec = nullptr;
@@ -88,9 +121,14 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
   CONDUIT_ASSIGN_OR_RETURN(data, model::makeTokenSource(c, shape->vocab, shape->seq));
   optimizer = model::OptimizerConfig::fromPlan(c);
   sharded = isSharded(c);
-  rowFloats = shape->seq * shape->hidden;
+  shape->tensorRank = where.tensorRank;
+  rowFloats = shape->localSeq() * shape->hidden;
   CONDUIT_ASSIGN_OR_RETURN(transport, connect(p));
   model::Ops<float> &math = ops();
+  if (shape->tensorParallel()) {
+    tensor = std::make_unique<TensorCalls>(*transport, streamOf(kComputeStream));
+    math.setTensorGroup(tensor.get());
+  }
   using model::MemoryScope;
   using model::MemoryUse;
 
@@ -202,6 +240,10 @@ absl::StatusOr<Ticket> BackendCore<Grad>::start(const std::vector<int64_t> &indi
     pending.emplace(nextTicket, std::move(p));
     return nextTicket++;
   }
+  if (tensor && first.isCompute()) {
+    tensor->takeIssued();
+    CONDUIT_RETURN_IF_ERROR(tensor->takeFailure());
+  }
   switch (first.op) {
   case Op::Forward:
     CONDUIT_RETURN_IF_ERROR(forward(first));
@@ -227,8 +269,43 @@ absl::StatusOr<Ticket> BackendCore<Grad>::start(const std::vector<int64_t> &indi
     return absl::InternalError(
         absl::StrCat("the ", name(), " backend cannot start ", describe(first)));
   }
+  if (first.isCompute())
+    CONDUIT_RETURN_IF_ERROR(checkTensorCalls(indices));
   CONDUIT_RETURN_IF_ERROR(deviceStatus());
   return kCompleted;
+}
+
+template <typename Grad>
+absl::Status BackendCore<Grad>::checkTensorCalls(const std::vector<int64_t> &indices) {
+  const std::vector<Instruction> &program = plan->ranks[where.pipelineRank].instructions;
+  const Instruction &compute = program[indices[0]];
+  std::vector<Op> listed;
+  for (size_t k = 1; k < indices.size(); ++k)
+    listed.push_back(program[indices[k]].op);
+  const std::vector<Op> issued = tensor ? tensor->takeIssued() : std::vector<Op>();
+  if (tensor)
+    CONDUIT_RETURN_IF_ERROR(tensor->takeFailure());
+  // On the CPU each sample of the micro-batch is a piece that issues the whole list.
+  const Stage &stage = *stages[compute.stage];
+  const size_t pieces = ops().perSample() ? stage.samplesOf(compute.microbatch) : 1;
+  bool match = issued.size() == listed.size() * pieces;
+  for (size_t k = 0; match && k < issued.size(); ++k)
+    match = issued[k] == listed[k % listed.size()];
+  if (match)
+    return absl::OkStatus();
+  auto names = [](const std::vector<Op> &ops, size_t count) {
+    std::string out;
+    for (size_t k = 0; k < std::min(count, ops.size()); ++k)
+      absl::StrAppend(&out, k ? ", " : "", opName(ops[k]));
+    return out.empty() ? std::string("none") : out;
+  };
+  return absl::FailedPreconditionError(absl::StrCat(
+      describe(compute), " (instruction ", indices[0], "): its layers issued ", issued.size(),
+      " tensor collectives (", names(issued, issued.size() / std::max<size_t>(pieces, 1)),
+      pieces > 1 ? absl::StrCat(" per sample, over ", pieces, " samples") : "",
+      "), the plan lists ", listed.size(), " after it (", names(listed, listed.size()),
+      "); the plan was compiled for other tensor collectives than this runtime's layers issue "
+      "(runtime/plan/TensorCollectives.h)"));
 }
 
 template <typename Grad> absl::StatusOr<bool> BackendCore<Grad>::poll(Ticket ticket) {
@@ -611,7 +688,7 @@ template <typename Grad> Grad *BackendCore<Grad>::tiedGradient(Stage &stage, boo
 }
 
 template <typename Grad> void BackendCore<Grad>::addGradients(const Grad *src, Grad *dst) {
-  const int64_t n = plan->transformer->vocabSize * plan->transformer->hiddenSize;
+  const int64_t n = shape->localVocab() * shape->hidden; // this tensor rank's rows
   if constexpr (std::is_same_v<Grad, float>) {
     ops().add(n, src, dst);
   } else {
@@ -628,7 +705,7 @@ absl::StatusOr<bool> BackendCore<Grad>::tieGradients(const Instruction &inst, Pe
   if (!mine || !plan->transformer)
     return absl::InternalError(absl::StrCat(describe(inst), ": no tied copy on this rank"));
   CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(*mine, inst));
-  const int64_t n = plan->transformer->vocabSize * plan->transformer->hiddenSize;
+  const int64_t n = shape->localVocab() * shape->hidden; // this tensor rank's rows
   if (inst.peer == where.pipelineRank) {
     // Both copies here: each becomes the same sum (addition commutes, so the bits agree).
     Stage *other = stages[inst.peerStage].get();
@@ -772,6 +849,20 @@ absl::StatusOr<std::vector<std::vector<float>>> BackendCore<Grad>::stageParamete
       ops().download(gathered.data(), stage->n, whole.data());
     } else {
       ops().download(stage->full.data(), stage->n, whole.data());
+    }
+    if (tensor) {
+      // The whole layers from every tensor rank's part (replicated parameters from each).
+      const int64_t part = stage->n;
+      model::Buffer<float> mine = ops().allocate(part),
+                           parts = ops().allocate(part * shape->tensorSize);
+      ops().upload(whole.data(), part, mine.data());
+      StreamHandle stream = streamOf(kComputeStream);
+      CONDUIT_RETURN_IF_ERROR(transport->tensorAllGather(mine.data(), parts.data(), part, stream));
+      CONDUIT_RETURN_IF_ERROR(synchronizeAll());
+      std::vector<float> all(part * shape->tensorSize);
+      ops().download(parts.data(), all.size(), all.data());
+      whole = model::wholeFromTensorParts(*plan, *shape, stage->spec->firstLayer,
+                                          stage->spec->endLayer, all.data());
     }
     out.push_back(std::move(whole));
   }

@@ -192,6 +192,14 @@ private:
   absl::Status gatherOutOfStep(Stage &stage, float *full, StreamHandle stream);
   /// Waits for `work` (outside a step: restore, stageParameters).
   absl::Status complete(std::unique_ptr<Work> work);
+  /// After compute instruction indices[0]: refuses it unless its layers issued the tensor
+  /// collectives the plan lists after it (indices[1...]), once per piece of the micro-batch.
+  absl::Status checkTensorCalls(const std::vector<int64_t> &indices);
+
+  /// The tensor group the layers call (TensorGroup.h), through the transport on the compute
+  /// stream; it records what they issue and keeps the first failure.
+  class TensorCalls;
+  std::unique_ptr<TensorCalls> tensor;
 
   std::unique_ptr<model::TokenSource> data;
   bool sharded = false;  ///< parameters or optimizer state split over replicas

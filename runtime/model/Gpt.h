@@ -9,6 +9,16 @@
 // model and a data-parallel shard is a slice of a stage. Parameters are initialised from
 // (seed, global layer index) only.
 //
+// With tensor parallelism (GptShape::tensorSize T > 1) each layer holds its tensor rank's part,
+// as Megatron-LM splits it (Shoeybi et al., arXiv:1909.08053): the qkv projection by heads and
+// the MLP's first projection by columns (column-parallel), the attention's output and the
+// MLP's second projection by rows (row-parallel, their biases added once after the group's
+// all-reduce), the token table and the LM head by vocabulary, with the parallel
+// cross-entropy; norms are replicated. With sequence parallelism (Korthikanti et al.,
+// arXiv:2205.05198) the activations between layers, the norms and the residuals are split
+// along the sequence, and all-gathers and reduce-scatters replace the all-reduces. The layers
+// call their Ops's TensorGroup in the order runtime/plan/TensorCollectives.h states.
+//
 // The element type is a template parameter: float for training, double for gradient checks.
 //
 //===----------------------------------------------------------------------===//
@@ -39,6 +49,29 @@ struct GptShape {
   bool tied = false;        ///< the LM head has the token table's layout [vocab × h]
   double ropeTheta = 10000; ///< the rotary base
   double normEps = 1e-5;    ///< the norms' epsilon
+  /// Tensor parallelism: the group's size T, this rank's place in it, and whether the
+  /// activations between layers are split along the sequence.
+  int64_t tensorSize = 1, tensorRank = 0;
+  bool sequenceParallel = false;
+
+  bool tensorParallel() const { return tensorSize > 1; }
+  /// The unsplit model's shape (tensor size 1).
+  GptShape whole() const {
+    GptShape w = *this;
+    w.tensorSize = 1;
+    w.tensorRank = 0;
+    w.sequenceParallel = false;
+    return w;
+  }
+  /// This tensor rank's part: attention heads, key/value heads, FFN width, vocabulary rows,
+  /// and the tokens of a sample between layers (all of them without sequence parallelism).
+  int64_t localHeads() const { return heads / tensorSize; }
+  int64_t localKvHeads() const { return numKvHeads() / tensorSize; }
+  int64_t localFfn() const { return ffn / tensorSize; }
+  int64_t localVocab() const { return vocab / tensorSize; }
+  int64_t localSeq() const { return sequenceParallel ? seq / tensorSize : seq; }
+  int64_t localQkvWidth() const { return (localHeads() + 2 * localKvHeads()) * headDim(); }
+  int64_t localUpWidth() const { return gated ? 2 * localFfn() : localFfn(); }
 
   int64_t headDim() const { return hidden / heads; }
   int64_t numKvHeads() const { return kvHeads > 0 ? kvHeads : heads; }
@@ -53,9 +86,34 @@ struct GptShape {
   /// `head`) keeps for its backward, layer inputs included; nullopt when the count does not
   /// fit in an int64. Within the limits of Limits.h one sample's count always fits.
   std::optional<int64_t> activationElements(int64_t samples, int64_t blocks, bool head) const;
-  /// The shape of the plan's transformer; an error names what this runtime cannot build.
+  /// The shape of the plan's transformer, split over the plan's tensor groups (tensorRank 0;
+  /// a backend sets its own); an error names what this runtime cannot build.
   static absl::StatusOr<GptShape> fromPlan(const runtime::Plan &plan);
 };
+
+/// A run of a tensor rank's parameters of a layer in the whole layer's: `length` elements at
+/// `whole` in the unsplit layer's flat parameters and at `local` in the rank's.
+struct ParameterRun {
+  int64_t whole = 0, local = 0, length = 0;
+};
+/// Where each of the tensor rank's parameters of a layer of kind `kind` lies in the whole
+/// layer's, in local order; replicated parameters (norms, row-parallel biases, the position
+/// table) are in every rank's. One run of the whole layer without tensor parallelism.
+std::vector<ParameterRun> tensorSlice(runtime::LayerKind kind, const GptShape &shape);
+/// The parameters tensor rank shape.tensorRank holds of layers [first, end) of `plan` (a
+/// stage), and its part of them from the whole layers' flat parameters `whole`.
+int64_t tensorParams(const runtime::Plan &plan, const GptShape &shape, int64_t first, int64_t end);
+std::vector<float> tensorPart(const runtime::Plan &plan, const GptShape &shape, int64_t first,
+                              int64_t end, const float *whole);
+/// The whole layers' flat parameters of layers [first, end) from every tensor rank's part,
+/// `parts` holding rank r's at r · tensorParams(...) (an all-gather of the group).
+std::vector<float> wholeFromTensorParts(const runtime::Plan &plan, const GptShape &shape,
+                                        int64_t first, int64_t end, const float *parts);
+/// Fills host `params`, the tensor rank's part of layer `layer` of kind `kind`, with the
+/// slice of exactly what the unsplit layer gets from (seed, layer).
+template <typename T>
+void initialiseLayer(runtime::LayerKind kind, const GptShape &shape, T *params, uint64_t seed,
+                     int64_t layer);
 
 /// The tokens of a batch of whole sequences and their next-token targets.
 struct Tokens {
@@ -122,7 +180,8 @@ std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &sha
 /// Ops.
 template <typename T> class LayerChain {
 public:
-  /// Layers [first, end) of `plan`; checks that each has the parameter count the plan states.
+  /// Layers [first, end) of `plan`; checks that each has the parameter count the plan states
+  /// (of the whole layer: each tensor rank holds its part of it).
   /// `checkpointing` says what a forward keeps (by default everything: the reference).
   static absl::StatusOr<LayerChain> build(const runtime::Plan &plan, const GptShape &shape,
                                           int64_t first, int64_t end, Ops<T> &ops,
@@ -131,8 +190,9 @@ public:
   int64_t numParams() const { return offsets.back(); }
   bool hasHead() const { return head; }
   bool hasEmbedding() const { return embedding; }
-  /// Elements of one sample's activations.
-  int64_t sampleSize() const { return shape.seq * shape.hidden; }
+  /// Elements of one sample's activations between layers (this tensor rank's sequence shard
+  /// with sequence parallelism).
+  int64_t sampleSize() const { return shape.localSeq() * shape.hidden; }
 
   /// Initialises `params` (memory of the chain's Ops) from the seed.
   void initialise(T *params, uint64_t seed) const;
@@ -211,6 +271,7 @@ private:
   Ops<T> *ops = nullptr;
   std::vector<std::shared_ptr<Layer<T>>> layers;
   std::vector<std::string> names;
+  std::vector<runtime::LayerKind> kinds;
   std::vector<int64_t> offsets{0};
   bool head = false, embedding = false;
   bool keepInputs = false; ///< full checkpointing

@@ -1,0 +1,407 @@
+//===- TensorParallelTest.cpp - the model split over a tensor group -------===//
+//
+// A tensor group of two ranks simulated in one process, one thread per rank, whose
+// collectives combine the two ranks' buffers: each layer kind and variant (GPT-style, Llama's
+// RMSNorm, SwiGLU, rotary positions, grouped-query attention and tied head), with and without
+// sequence parallelism, whole and split backward, in double precision, gives the unsplit
+// layers' outputs, loss, input gradients and parameter gradients; each rank starts from its
+// slice of the unsplit model's initial parameters; and the layers issue exactly the
+// collectives runtime/plan/TensorCollectives.h lists for their compute.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/model/Data.h"
+#include "runtime/model/Gpt.h"
+#include "runtime/model/Random.h"
+#include "runtime/plan/TensorCollectives.h"
+#include "tests/unit/runtime/GptPlan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+using namespace conduit;
+using namespace conduit::model;
+using runtime::Op;
+
+namespace {
+
+/// Where the members of a simulated group meet: each posts its input, every member computes
+/// its own result from all inputs, and no one leaves before all are done reading.
+class Meeting {
+public:
+  using Inputs = std::vector<const double *>;
+  explicit Meeting(int size) : size(size), inputs(size) {}
+
+  void meet(int rank, const double *input, const std::function<void(const Inputs &)> &compute) {
+    inputs[rank] = input;
+    barrier();
+    compute(inputs);
+    barrier();
+  }
+
+private:
+  void barrier() {
+    std::unique_lock<std::mutex> lock(mutex);
+    const int64_t generation = generations;
+    if (++arrived == size) {
+      arrived = 0;
+      ++generations;
+      changed.notify_all();
+      return;
+    }
+    changed.wait(lock, [&] { return generations != generation; });
+  }
+
+  const int size;
+  Inputs inputs;
+  std::mutex mutex;
+  std::condition_variable changed;
+  int arrived = 0;
+  int64_t generations = 0;
+};
+
+/// One member's collectives, which it records in the order issued.
+class Member final : public TensorGroup<double> {
+public:
+  Member(Meeting &meeting, int rank, int size) : meeting(meeting), rank(rank), size(size) {}
+
+  void allReduce(int64_t n, double *data, Reduction op) override {
+    issued.push_back(Op::TensorAllReduce);
+    std::vector<double> mine(data, data + n);
+    meeting.meet(rank, mine.data(), [&](const Meeting::Inputs &in) {
+      for (int64_t i = 0; i < n; ++i) {
+        double v = in[0][i];
+        for (int r = 1; r < size; ++r)
+          v = op == Reduction::Sum ? v + in[r][i] : std::max(v, in[r][i]);
+        data[i] = v;
+      }
+    });
+  }
+  void allGather(int64_t n, const double *shard, double *full) override {
+    issued.push_back(Op::TensorAllGather);
+    meeting.meet(rank, shard, [&](const Meeting::Inputs &in) {
+      for (int r = 0; r < size; ++r)
+        std::copy(in[r], in[r] + n, full + r * n);
+    });
+  }
+  void reduceScatter(int64_t n, const double *full, double *shard) override {
+    issued.push_back(Op::TensorReduceScatter);
+    meeting.meet(rank, full, [&](const Meeting::Inputs &in) {
+      for (int64_t i = 0; i < n; ++i) {
+        double v = 0;
+        for (int r = 0; r < size; ++r)
+          v += in[r][rank * n + i];
+        shard[i] = v;
+      }
+    });
+  }
+
+  std::vector<Op> issued;
+
+private:
+  Meeting &meeting;
+  const int rank, size;
+};
+
+constexpr int kRanks = 2;
+
+/// A shape every dimension of which splits over two ranks.
+GptShape gptShape() {
+  GptShape s = tinyShape();
+  s.seq = 6;
+  s.vocab = 12;
+  return s;
+}
+
+GptShape llamaShape() {
+  GptShape s = gptShape();
+  s.hidden = 16;
+  s.heads = 4;
+  s.kvHeads = 2;
+  s.gated = s.rmsNorm = s.rotary = s.tied = true;
+  s.qkvBias = s.otherBias = false;
+  s.normEps = 1e-3;
+  s.ropeTheta = 100;
+  return s;
+}
+
+/// What a chain computed: its output (or nothing after the head), loss, input gradient and
+/// parameter gradients.
+struct Result {
+  std::vector<double> y, dx, dparams;
+  double loss = 0;
+  std::vector<Op> forwardCalls, backwardCalls;
+};
+
+enum class Backward { Whole, Split };
+
+/// Runs layers [first, end) of `shape` (tensor rank and size set) from whole parameters
+/// `params`, input `x` and output gradient `dy` of the whole sequence; with sequence
+/// parallelism the rank takes its shard of them.
+Result run(const GptShape &shape, int64_t first, int64_t end, const std::vector<double> &params,
+           const std::vector<double> &x, const std::vector<double> &dy, int64_t samples,
+           Backward backward, TensorGroup<double> *group) {
+  runtime::Plan plan = planFor(shape.whole());
+  CpuOps<double> ops;
+  ops.setTensorGroup(group);
+  LayerChain<double> chain = *LayerChain<double>::build(plan, shape, first, end, ops);
+  // This rank's slice of the whole parameters.
+  std::vector<double> local(chain.numParams());
+  int64_t wholeAt = 0;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const runtime::LayerKind kind = plan.layers[chain.globalLayer(i)].kind;
+    for (const ParameterRun &run : tensorSlice(kind, shape))
+      std::copy(params.begin() + wholeAt + run.whole,
+                params.begin() + wholeAt + run.whole + run.length,
+                local.begin() + chain.offset(i) + run.local);
+    wholeAt += plan.layers[chain.globalLayer(i)].params;
+  }
+  // The rank's sequence shard of each sample's rows.
+  const int64_t row = chain.sampleSize(), whole = shape.seq * shape.hidden;
+  auto shard = [&](const std::vector<double> &all) {
+    std::vector<double> out;
+    if (all.empty())
+      return out;
+    const int64_t offset = shape.sequenceParallel ? shape.tensorRank * row : 0;
+    for (int64_t n = 0; n < samples; ++n)
+      out.insert(out.end(), all.begin() + n * whole + offset,
+                 all.begin() + n * whole + offset + row);
+    return out;
+  };
+  const std::vector<double> myX = shard(x), myDy = shard(dy);
+  std::vector<int32_t> tokens, targets;
+  SyntheticData(3, shape.vocab, shape.seq).batch(1, 0, samples, tokens, targets);
+  const Tokens batch{tokens.data(), targets.data(), samples, 1.0};
+
+  Result r;
+  auto *member = dynamic_cast<Member *>(group);
+  typename LayerChain<double>::Cache cache;
+  r.y.assign(chain.hasHead() ? 0 : samples * row, 0.0);
+  chain.forward(local.data(), myX.empty() ? nullptr : myX.data(), batch,
+                r.y.empty() ? nullptr : r.y.data(), cache);
+  r.loss = ops.takeLoss();
+  if (member)
+    r.forwardCalls = std::exchange(member->issued, {});
+  r.dparams.assign(local.size(), 0.0);
+  r.dx.assign(chain.hasEmbedding() ? 0 : samples * row, 0.0);
+  const double *upstream = chain.hasHead() ? nullptr : myDy.data();
+  double *dx = r.dx.empty() ? nullptr : r.dx.data();
+  if (backward == Backward::Whole) {
+    chain.backward(local.data(), cache, upstream, r.dparams.data(), dx);
+  } else {
+    chain.backwardInput(local.data(), cache, upstream, dx);
+    chain.backwardWeight(cache, r.dparams.data());
+  }
+  if (member)
+    r.backwardCalls = std::exchange(member->issued, {});
+  // Back in the whole layers' layout, for comparison: zero where another rank holds it.
+  std::vector<double> dparams(params.size(), 0.0);
+  wholeAt = 0;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const runtime::LayerKind kind = plan.layers[chain.globalLayer(i)].kind;
+    for (const ParameterRun &run : tensorSlice(kind, shape))
+      std::copy(r.dparams.begin() + chain.offset(i) + run.local,
+                r.dparams.begin() + chain.offset(i) + run.local + run.length,
+                dparams.begin() + wholeAt + run.whole);
+    wholeAt += plan.layers[chain.globalLayer(i)].params;
+  }
+  r.dparams = std::move(dparams);
+  return r;
+}
+
+/// The collective kinds TensorCollectives.h lists for `compute` on layers [first, end).
+std::vector<Op> listed(const GptShape &whole, bool sequenceParallel, int64_t first, int64_t end,
+                       Op compute) {
+  runtime::Plan plan = planFor(whole);
+  plan.config.tensor = kRanks;
+  plan.config.sequenceParallel = sequenceParallel;
+  std::vector<Op> kinds;
+  for (const runtime::TensorCollective &c :
+       runtime::tensorCollectives(plan.config, plan.layers, static_cast<int32_t>(first),
+                                  static_cast<int32_t>(end), compute, 1))
+    kinds.push_back(c.op);
+  return kinds;
+}
+
+void expectClose(const std::vector<double> &got, const std::vector<double> &want,
+                 const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-10 + 1e-9 * std::abs(want[i])) << what << " " << i;
+}
+
+/// Layers [first, end) of `whole` split over two ranks give the unsplit layers' results.
+void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequenceParallel,
+                Backward backward = Backward::Whole) {
+  runtime::Plan plan = planFor(whole);
+  CpuOps<double> ops;
+  LayerChain<double> reference = *LayerChain<double>::build(plan, whole, first, end, ops);
+  std::vector<double> params(reference.numParams());
+  reference.initialise(params.data(), 42);
+  Random random({9});
+  for (double &p : params)
+    p += 0.3 * random.normal();
+  const int64_t samples = 2, width = whole.seq * whole.hidden;
+  std::vector<double> x, dy(samples * width);
+  if (!reference.hasEmbedding())
+    for (int64_t i = 0; i < samples * width; ++i)
+      x.push_back(random.normal());
+  for (double &d : dy)
+    d = random.normal();
+  const Result want = run(whole, first, end, params, x, dy, samples, Backward::Whole, nullptr);
+
+  Meeting meeting(kRanks);
+  std::vector<Result> got(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      GptShape shape = whole;
+      shape.tensorSize = kRanks;
+      shape.tensorRank = r;
+      shape.sequenceParallel = sequenceParallel;
+      Member member(meeting, r, kRanks);
+      got[r] = run(shape, first, end, params, x, dy, samples, backward, &member);
+    });
+  for (std::thread &t : threads)
+    t.join();
+
+  // Outputs and input gradients: whole on each rank, or its shard of the sequence.
+  auto assemble = [&](std::vector<double> Result::*field) {
+    if (!sequenceParallel || (got[0].*field).empty())
+      return got[0].*field;
+    std::vector<double> all;
+    const int64_t row = width / kRanks;
+    for (int64_t n = 0; n < samples; ++n)
+      for (int r = 0; r < kRanks; ++r)
+        all.insert(all.end(), (got[r].*field).begin() + n * row,
+                   (got[r].*field).begin() + (n + 1) * row);
+    return all;
+  };
+  for (int r = 0; r < kRanks && !sequenceParallel; ++r) {
+    expectClose(got[r].y, want.y, "output of rank " + std::to_string(r));
+    expectClose(got[r].dx, want.dx, "input gradient of rank " + std::to_string(r));
+  }
+  expectClose(assemble(&Result::y), want.y, "output");
+  expectClose(assemble(&Result::dx), want.dx, "input gradient");
+  // The loss is counted once, by tensor rank 0.
+  EXPECT_NEAR(got[0].loss, want.loss, 1e-10 * std::abs(want.loss));
+  EXPECT_EQ(got[1].loss, 0.0);
+  // Every rank's gradients are the whole gradients' slice (replicated parameters on each).
+  for (int r = 0; r < kRanks; ++r)
+    for (size_t i = 0; i < want.dparams.size(); ++i)
+      if (got[r].dparams[i] != 0.0)
+        EXPECT_NEAR(got[r].dparams[i], want.dparams[i], 1e-10 + 1e-9 * std::abs(want.dparams[i]))
+            << "parameter gradient " << i << " of rank " << r;
+  std::vector<double> covered(want.dparams.size(), 0.0);
+  for (int r = 0; r < kRanks; ++r)
+    for (size_t i = 0; i < covered.size(); ++i)
+      if (got[r].dparams[i] != 0.0)
+        covered[i] = got[r].dparams[i];
+  expectClose(covered, want.dparams, "parameter gradients");
+
+  // The collectives, in TensorCollectives.h's order.
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(got[r].forwardCalls, listed(whole, sequenceParallel, first, end, Op::Forward));
+    if (backward == Backward::Whole)
+      EXPECT_EQ(got[r].backwardCalls, listed(whole, sequenceParallel, first, end, Op::Backward));
+    else {
+      std::vector<Op> both = listed(whole, sequenceParallel, first, end, Op::BackwardInput);
+      for (Op op : listed(whole, sequenceParallel, first, end, Op::BackwardWeight))
+        both.push_back(op);
+      EXPECT_EQ(got[r].backwardCalls, both);
+    }
+  }
+}
+
+struct Case {
+  std::string name;
+  GptShape shape;
+  int64_t first, end;
+};
+
+std::vector<Case> cases() {
+  GptShape gqa = gptShape();
+  gqa.heads = 4;
+  gqa.kvHeads = 2;
+  GptShape qkvBias = tinyShape(true, false);
+  qkvBias.seq = 6;
+  qkvBias.vocab = 12;
+  GptShape swiglu = gptShape();
+  swiglu.gated = true;
+  const GptShape llama = llamaShape();
+  return {{"embedding", gptShape(), 0, 1}, {"block", gptShape(), 1, 2},
+          {"head", gptShape(), 3, 4},      {"model", gptShape(), 0, 4},
+          {"gqa_block", gqa, 1, 2},        {"qkv_bias_block", qkvBias, 1, 2},
+          {"swiglu_block", swiglu, 1, 2},  {"llama_embedding", llama, 0, 1},
+          {"llama_block", llama, 1, 2},    {"llama_head", llama, 3, 4},
+          {"llama_model", llama, 0, 4}};
+}
+
+class TensorParallel : public ::testing::TestWithParam<std::tuple<Case, bool, Backward>> {};
+
+TEST_P(TensorParallel, TwoRanksGiveTheUnsplitLayers) {
+  const auto &[c, sequenceParallel, backward] = GetParam();
+  checkSplit(c.shape, c.first, c.end, sequenceParallel, backward);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, TensorParallel,
+                         ::testing::Combine(::testing::ValuesIn(cases()), ::testing::Bool(),
+                                            ::testing::Values(Backward::Whole, Backward::Split)),
+                         [](const auto &info) {
+                           return std::get<0>(info.param).name +
+                                  (std::get<1>(info.param) ? "_sp" : "") +
+                                  (std::get<2>(info.param) == Backward::Split ? "_split" : "");
+                         });
+
+TEST(TensorParallelSlices, EachRankStartsFromItsSliceOfTheUnsplitModel) {
+  for (const GptShape &whole : {gptShape(), llamaShape()}) {
+    const runtime::Plan plan = planFor(whole);
+    for (size_t l = 0; l < plan.layers.size(); ++l) {
+      const runtime::LayerKind kind = plan.layers[l].kind;
+      std::vector<float> all(plan.layers[l].params);
+      initialiseLayer(kind, whole, all.data(), 7, static_cast<int64_t>(l));
+      std::vector<int> covered(all.size(), 0);
+      for (int r = 0; r < kRanks; ++r) {
+        GptShape shape = whole;
+        shape.tensorSize = kRanks;
+        shape.tensorRank = r;
+        std::vector<float> mine(makeLayer<float>(kind, shape)->numParams());
+        initialiseLayer(kind, shape, mine.data(), 7, static_cast<int64_t>(l));
+        int64_t count = 0;
+        for (const ParameterRun &run : tensorSlice(kind, shape)) {
+          for (int64_t i = 0; i < run.length; ++i) {
+            EXPECT_EQ(mine[run.local + i], all[run.whole + i]) << plan.layers[l].name;
+            covered[run.whole + i] = 1;
+          }
+          count += run.length;
+        }
+        EXPECT_EQ(count, static_cast<int64_t>(mine.size())) << plan.layers[l].name;
+      }
+      EXPECT_EQ(std::count(covered.begin(), covered.end(), 1), static_cast<int64_t>(covered.size()))
+          << plan.layers[l].name << ": some parameter is on no rank";
+    }
+  }
+}
+
+TEST(TensorParallelSlices, ShapesThatDoNotSplitAreRefusedNamingTheKey) {
+  runtime::Plan plan = planFor(gptShape());
+  plan.config.tensor = 4; // 2 heads
+  absl::StatusOr<GptShape> shape = GptShape::fromPlan(plan);
+  ASSERT_FALSE(shape.ok());
+  EXPECT_NE(shape.status().message().find("model.num_heads"), std::string::npos) << shape.status();
+  plan = planFor(gptShape());
+  plan.config.tensor = 2;
+  plan.config.sequenceParallel = true;
+  plan.transformer->seqLength = 5;
+  shape = GptShape::fromPlan(plan);
+  ASSERT_FALSE(shape.ok());
+  EXPECT_NE(shape.status().message().find("model.seq_length"), std::string::npos) << shape.status();
+}
+
+} // namespace
