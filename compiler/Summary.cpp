@@ -56,14 +56,13 @@ std::string describeCompute(const Job &job) {
 }
 
 std::string describeParallelism(const ParallelismSpec &p) {
-  std::string text = "pipeline " + std::to_string(p.pipeline) + " x data " +
-                     std::to_string(p.data) +
-                     (p.tensor > 1 ? " x tensor " + std::to_string(p.tensor) +
-                                         (p.sequenceParallel ? " (sequence parallel)" : "")
-                                   : std::string()) +
-                     ", " + std::to_string(p.stagesPerDevice) +
-                     " stage(s) per device (" + std::to_string(p.numStages()) + " stages), " +
-                     stringifyScheduleKind(p.schedule).str();
+  std::string text =
+      "pipeline " + std::to_string(p.pipeline) + " x data " + std::to_string(p.data) +
+      (p.tensor > 1 ? " x tensor " + std::to_string(p.tensor) +
+                          (p.sequenceParallel ? " (sequence parallel)" : "")
+                    : std::string()) +
+      ", " + std::to_string(p.stagesPerDevice) + " stage(s) per device (" +
+      std::to_string(p.numStages()) + " stages), " + stringifyScheduleKind(p.schedule).str();
   if (p.schedule == pipe::ScheduleKind::DepthFirst ||
       p.schedule == pipe::ScheduleKind::InterleavedZeroBubble)
     text += " (group " + std::to_string(p.groupSize) + ")";

@@ -16,9 +16,11 @@ TOP = {"step_time_s": float, "global_batch_samples": int, "tokens_per_s": float,
 RANK = {"rank": int, "busy_s": float, "weight_gradient_s": float, "idle_s": float, "idle": dict,
         "exposed_comm_s": float,
         "peak_memory_bytes": int, "all_gathers": int, "reduce_scatters": int,
-        "all_reduces": int, "sends": int, "recvs": int, "tie_grads": int}
+        "all_reduces": int, "sends": int, "recvs": int, "tie_grads": int,
+        "tensor_all_reduces": int, "tensor_all_gathers": int, "tensor_reduce_scatters": int}
 IDLE = {"fill_drain_s": float, "p2p_s": float, "p2p_by_peer_s": dict, "all_gather_s": float,
-        "reduction_tail_s": float, "tied_gradients_s": float, "other_s": float}
+        "reduction_tail_s": float, "tied_gradients_s": float, "tensor_s": float,
+        "other_s": float}
 
 
 def fail(message):
@@ -60,16 +62,17 @@ def main():
             fail(f"{where}: listed as rank {rank['rank']}")
         idle = rank["idle"]
         parts = (idle["fill_drain_s"] + idle["p2p_s"] + idle["all_gather_s"] +
-                 idle["reduction_tail_s"] + idle["tied_gradients_s"] + idle["other_s"])
+                 idle["reduction_tail_s"] + idle["tied_gradients_s"] + idle["tensor_s"] +
+                 idle["other_s"])
         if not close(parts, rank["idle_s"], step):
             fail(f"{where}: idle parts add up to {parts}, idle_s is {rank['idle_s']}")
         if not close(sum(idle["p2p_by_peer_s"].values()), idle["p2p_s"], step):
             fail(f"{where}: p2p_by_peer_s does not add up to p2p_s")
         exposed = (idle["p2p_s"] + idle["all_gather_s"] + idle["reduction_tail_s"] +
-                   idle["tied_gradients_s"])
+                   idle["tied_gradients_s"] + idle["tensor_s"])
         if not close(exposed, rank["exposed_comm_s"], step):
             fail(f"{where}: exposed_comm_s is not p2p + all-gather + reduction tail + tied "
-                 "gradients")
+                 "gradients + tensor")
         if not close(rank["busy_s"] + rank["idle_s"], step, step):
             fail(f"{where}: busy + idle != step")
         if any(v < 0 for v in idle.values() if isinstance(v, (int, float))):
@@ -81,7 +84,9 @@ def main():
         plan = json.load(open(sys.argv[2]))
         ops = {"all_gathers": "all_gather", "reduce_scatters": "reduce_scatter",
                "all_reduces": "all_reduce", "sends": "send", "recvs": "recv",
-               "tie_grads": "tie_grads"}
+               "tie_grads": "tie_grads", "tensor_all_reduces": "tensor_all_reduce",
+               "tensor_all_gathers": "tensor_all_gather",
+               "tensor_reduce_scatters": "tensor_reduce_scatter"}
         for rank, program in zip(report["ranks"], plan["ranks"]):
             for key, op in ops.items():
                 count = sum(1 for i in program["instructions"] if i["op"] == op)
