@@ -16,6 +16,7 @@ which softmax is blind) takes Adam steps of either sign in the reference and the
 so tp2- cases compare parameters per layer too.
 
 Usage: equivalence.py --bin BUILD/bin --work DIR [--compiler-bin DIR] [--quick] [--only REGEX]
+                      [--tensor-product]
                       [--backend=cuda --dtype=bf16 --loss-tolerance=X --param-tolerance=Y]
 """
 
@@ -44,7 +45,7 @@ def memory_error(output, ranks):
     return abs(found[rank]), f"rank {rank} {found[rank]:+.1%}"
 
 
-def cases(quick):
+def cases(quick, tensor_product=False):
     """(name, parallelism) for the matrix of the issue, and a few more."""
     out = []
     for schedule, sharding, p, d in itertools.product(
@@ -124,10 +125,21 @@ def cases(quick):
                     {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                      "sharding": "full"}))
     # Tensor parallelism (T = 2): each schedule family, sharding none and full, sequence
-    # parallelism off and on, P and D 1 and 2, GPT- and Llama-style; with full checkpointing.
-    for model, schedule, sharding, sp, (p, d) in itertools.product(
+    # parallelism off and on, (P, D) (1, 2), (2, 1) and (2, 2), GPT- and Llama-style. By default
+    # nine plans in which every pair of values of any two of these factors occurs (a covering
+    # array); --tensor-product runs all 72 combinations. Then full checkpointing.
+    models, shardings = {"G": "", "L": "llama-"}, {"n": "none", "f": "full"}
+    shapes = {"a": (1, 2), "b": (2, 1), "c": (2, 2)}
+    pairwise = ["1 a n 0 G", "1 b f 1 G", "1 c n 1 L", "breadth-first a f 1 L",
+                "breadth-first b n 0 L", "breadth-first c f 0 G", "zb-h1 a n 1 G",
+                "zb-h1 b f 0 L", "zb-h1 c f 1 L"]
+    combinations = [(models[m], "1f1b" if s == "1" else s, shardings[h], sp == "1", shapes[x])
+                    for s, x, h, sp, m in (row.split() for row in pairwise)]
+    if tensor_product:
+        combinations = itertools.product(
             ["", "llama-"], ["1f1b", "breadth-first", "zb-h1"], ["none", "full"], [False, True],
-            [(1, 2), (2, 1), (2, 2)]):
+            [(1, 2), (2, 1), (2, 2)])
+    for model, schedule, sharding, sp, (p, d) in combinations:
         v = 2 if schedule == "breadth-first" else 1
         out.append((f"{model}tp2-{schedule}-{sharding}{'-sp' if sp else ''}-p{p}-d{d}-v{v}",
                     {"pipeline": p, "data": d, "stages_per_device": v, "schedule": schedule,
@@ -140,7 +152,7 @@ def cases(quick):
                      "sequence_parallel": sp}))
     if quick:
         out = [c for c in out if c[0] in ("breadth-first-full-p2-d2-v2", "1f1b-none-p2-d1-v1",
-                                          "tp2-1f1b-none-sp-p2-d1-v1")]
+                                          "tp2-1f1b-full-sp-p2-d1-v1")]
     return out
 
 
@@ -182,6 +194,8 @@ def normwise_error(actual, expected):
 def main():
     parser = arguments()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--tensor-product", action="store_true",
+                        help="every combination of the tensor-parallel factors, not a covering set")
     parser.add_argument("--only", help="run the cases whose name matches this expression")
     parser.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
@@ -189,7 +203,7 @@ def main():
     parser.add_argument("--param-tolerance", type=float, default=1e-4)
     args = parser.parse_args()
     tools = Tools(args.bin, args.work, args.compiler_bin)
-    selected = [c for c in cases(args.quick) if not args.only or re.search(args.only, c[0])]
+    selected = [c for c in cases(args.quick, args.tensor_product) if not args.only or re.search(args.only, c[0])]
 
     references = {}
     failures = []
