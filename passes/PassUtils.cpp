@@ -63,6 +63,14 @@ pipe::ParallelismAttr conduit::withSchedule(pipe::ParallelismAttr par, pipe::Sch
       par.getTensor(), par.getSequenceParallel());
 }
 
+pipe::ParallelismAttr conduit::withTensor(pipe::ParallelismAttr par, int64_t tensor) {
+  return pipe::ParallelismAttr::get(
+      par.getContext(), par.getPipeline(), par.getData(), par.getStagesPerDevice(),
+      par.getSchedule(), par.getGroupSize(), par.getMicrobatches(), par.getMicrobatchSize(),
+      par.getSharding(), par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(),
+      par.getPlacement(), par.getSplitBackward(), tensor, par.getSequenceParallel());
+}
+
 sched::ScheduleProblem conduit::buildScheduleProblem(pipe::ModelOp model) {
   std::vector<int64_t> ranks;
   std::vector<std::vector<int64_t>> boundaries;
@@ -224,11 +232,12 @@ std::vector<runtime::TensorCollective> TensorLayout::of(int64_t stage, int64_t m
                                     bounds[microbatch + 1] - bounds[microbatch]);
 }
 
-std::vector<int64_t> conduit::rankStageParams(pipe::ModelOp model) {
-  pipe::ParallelismAttr par = model.getParallelism();
+std::vector<int64_t> conduit::rankStageParams(pipe::ModelOp model,
+                                              std::optional<pipe::ParallelismAttr> par) {
+  const pipe::ParallelismAttr parallelism = par.value_or(model.getParallelism());
   std::vector<int64_t> prefix = {0};
   for (pipe::LayerOp layer : model.getLayers())
-    prefix.push_back(prefix.back() + tensorShare(par, layer).params);
+    prefix.push_back(prefix.back() + tensorShare(parallelism, layer).params);
   std::vector<int64_t> params;
   for (pipe::StageOp stage : model.getStages())
     params.push_back(prefix[stage.getEndLayer()] - prefix[stage.getFirstLayer()]);

@@ -26,6 +26,8 @@ mlir::LogicalResult requirePhase(pipe::ModelOp model, pipe::Phase phase, llvm::S
 pipe::ParallelismAttr withSchedule(pipe::ParallelismAttr par, pipe::ScheduleKind schedule,
                                    int64_t groupSize, pipe::Placement placement,
                                    bool splitBackward);
+/// `par` with `tensor` tensor-parallel ranks.
+pipe::ParallelismAttr withTensor(pipe::ParallelismAttr par, int64_t tensor);
 /// The stage graph of a model in phase `split` or later.
 sched::ScheduleProblem buildScheduleProblem(pipe::ModelOp model);
 
@@ -94,7 +96,9 @@ private:
 
 /// Parameters of each stage that every rank of its tensor group holds (stageParams when T is
 /// 1): what its data-parallel collectives, optimizer and memory plan work on.
-std::vector<int64_t> rankStageParams(pipe::ModelOp model);
+/// `par` in place of the model's, when given.
+std::vector<int64_t> rankStageParams(pipe::ModelOp model,
+                                     std::optional<pipe::ParallelismAttr> par = std::nullopt);
 
 /// The micro-batch search's step-time evaluator for a model in phase `split` or later, with
 /// the durations the plan simulator will use (OptimizeMicrobatches.cpp). Fails, with a

@@ -34,10 +34,14 @@ struct StageBytes {
 class RankWalker {
 public:
   RankWalker(pipe::ModelOp model, const MemoryVariant &variant)
-      : par(model.getParallelism()), variant(variant) {
+      : par(variant.tensor ? withTensor(model.getParallelism(), *variant.tensor)
+                           : model.getParallelism()),
+        variant(variant) {
     llvm::SmallVector<pipe::LayerOp> layers = llvm::to_vector(model.getLayers());
     // Per rank of a tensor group: its share of each layer (TensorShare).
-    std::vector<int64_t> params = rankStageParams(model);
+    std::vector<int64_t> params = rankStageParams(model, par);
+    tieScale = static_cast<double>(model.getParallelism().getTensor()) /
+               static_cast<double>(par.getTensor());
     const pipe::Checkpointing mode = variant.checkpointing.value_or(par.getCheckpointing());
     for (auto [s, stage] : llvm::enumerate(model.getStages())) {
       StageBytes b;
@@ -112,7 +116,10 @@ public:
           add(MemoryKind::Gradients, -bytes[reduce.getStage()].params * kGradientBytes);
       } else if (auto tie = dyn_cast<pipe::TieGradsOp>(op)) {
         // The other copy's gradient arrives in a buffer of its own while it is added.
-        const int64_t incoming = tie.getPeer() == r ? 0 : tie.getBytes();
+        const int64_t incoming =
+            tie.getPeer() == r
+                ? 0
+                : static_cast<int64_t>(static_cast<double>(tie.getBytes()) * tieScale);
         add(MemoryKind::ReceiveBuffers, incoming);
         record(&op);
         add(MemoryKind::ReceiveBuffers, -incoming);
@@ -211,6 +218,7 @@ private:
 
   pipe::ParallelismAttr par;
   MemoryVariant variant;
+  double tieScale = 1; ///< a tie's bytes under the variant's tensor degree, per the plan's
   std::vector<StageBytes> bytes;
   std::vector<ArrayRef<int64_t>> samples;
   std::vector<int64_t> rankOf;

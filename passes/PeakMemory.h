@@ -48,6 +48,9 @@ struct MemoryVariant {
   /// A checkpointing mode in place of the job's.
   std::optional<pipe::Checkpointing> checkpointing;
   double sampleScale = 1; ///< scale of everything proportional to micro-batch samples
+  /// A tensor-parallel degree in place of the job's: every layer's share as that many ranks
+  /// would hold it (the plan's transfers and receive slots stay as they are).
+  std::optional<int64_t> tensor;
 };
 
 /// A layer's bytes per sample, as its pipe.layer states them.

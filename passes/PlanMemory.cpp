@@ -130,10 +130,22 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
       if (tryVariant({std::nullopt, scale}, change) || tryCheckpointing(scale, change + " with "))
         break;
     }
+    // More tensor-parallel ranks, inside a node, as far as Megatron-LM's partitioning divides
+    // the model: the smallest that fits.
+    for (int64_t t = 2 * par.getTensor(); t <= model.getCluster().getGpusPerNode(); t *= 2) {
+      if (std::optional<pipe::TransformerAttr> arch = model.getArchitecture())
+        if (arch->getNumHeads() % t || arch->getNumKvHeads() % t || arch->getFfnHiddenSize() % t ||
+            arch->getVocabSize() % t || (par.getSequenceParallel() && arch->getSeqLength() % t))
+          break;
+      MemoryVariant variant;
+      variant.tensor = t;
+      if (tryVariant(variant, "parallelism.tensor " + std::to_string(t)))
+        break;
+    }
     std::string advice =
         fits.empty()
-            ? "no single change of checkpointing or micro-batch size fits; raise "
-              "parallelism.pipeline or parallelism.stages_per_device (each stage holds "
+            ? "no single change of checkpointing, micro-batch size or tensor parallelism fits; "
+              "raise parallelism.pipeline or parallelism.stages_per_device (each stage holds "
               "fewer layers)" +
                   std::string(par.getSharding() != pipe::Sharding::Full && par.getData() > 1
                                   ? ", or set parallelism.sharding \"full\""
