@@ -987,17 +987,30 @@ int64_t tensorParams(const runtime::Plan &plan, const GptShape &shape, int64_t f
   return n;
 }
 
-std::vector<float> tensorPart(const runtime::Plan &plan, const GptShape &shape, int64_t first,
-                              int64_t end, const float *whole) {
-  std::vector<float> part(tensorParams(plan, shape, first, end));
+namespace {
+
+/// Calls f(offset in the whole layers, offset in the part, length) for each run of tensor rank
+/// shape.tensorRank's part of the parameters of layers [first, end).
+template <typename F>
+void forEachTensorRun(const runtime::Plan &plan, const GptShape &shape, int64_t first, int64_t end,
+                      F f) {
   int64_t wholeAt = 0, localAt = 0;
   for (int64_t l = first; l < end; ++l) {
     for (const ParameterRun &run : tensorSlice(plan.layers[l].kind, shape))
-      std::copy(whole + wholeAt + run.whole, whole + wholeAt + run.whole + run.length,
-                part.begin() + localAt + run.local);
+      f(wholeAt + run.whole, localAt + run.local, run.length);
     wholeAt += plan.layers[l].params;
     localAt += tensorParams(plan, shape, l, l + 1);
   }
+}
+
+} // namespace
+
+std::vector<float> tensorPart(const runtime::Plan &plan, const GptShape &shape, int64_t first,
+                              int64_t end, const float *whole) {
+  std::vector<float> part(tensorParams(plan, shape, first, end));
+  forEachTensorRun(plan, shape, first, end, [&](int64_t at, int64_t localAt, int64_t n) {
+    std::copy(whole + at, whole + at + n, part.begin() + localAt);
+  });
   return part;
 }
 
@@ -1012,14 +1025,9 @@ std::vector<float> wholeFromTensorParts(const runtime::Plan &plan, const GptShap
     GptShape rank = shape;
     rank.tensorRank = r;
     const float *part = parts + r * partSize;
-    int64_t wholeAt = 0, localAt = 0;
-    for (int64_t l = first; l < end; ++l) {
-      for (const ParameterRun &run : tensorSlice(plan.layers[l].kind, rank))
-        std::copy(part + localAt + run.local, part + localAt + run.local + run.length,
-                  whole.begin() + wholeAt + run.whole);
-      wholeAt += plan.layers[l].params;
-      localAt += tensorParams(plan, rank, l, l + 1);
-    }
+    forEachTensorRun(plan, rank, first, end, [&](int64_t at, int64_t localAt, int64_t n) {
+      std::copy(part + localAt, part + localAt + n, whole.begin() + at);
+    });
   }
   return whole;
 }
