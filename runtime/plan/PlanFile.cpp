@@ -860,6 +860,10 @@ private:
           waited[i.event] = 1;
         }
         break;
+      case Op::TensorAllReduce:
+      case Op::TensorAllGather:
+      case Op::TensorReduceScatter:
+        break; // checked with their compute, above
       }
     }
     if (calls.pending())
