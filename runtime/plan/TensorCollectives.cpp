@@ -2,7 +2,21 @@
 
 #include "runtime/plan/TensorCollectives.h"
 
+#include "runtime/plan/Limits.h"
+
+#include <limits>
+
 namespace conduit::runtime {
+
+namespace {
+
+/// a x b x ..., or the largest int64 when the product does not fit: the plan reader meets
+/// such a count in a hostile plan only, and no instruction's bytes can equal it.
+template <typename... Factors> int64_t product(Factors... factors) {
+  return limits::checkedMul(factors...).value_or(std::numeric_limits<int64_t>::max());
+}
+
+} // namespace
 
 void appendLayerCollectives(const Config &config, const std::vector<Layer> &layers, int32_t layer,
                             Op pass, int64_t samples, std::vector<TensorCollective> &out) {
@@ -20,7 +34,7 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
                kScatter = Op::TensorReduceScatter;
   switch (l.kind) {
   case LayerKind::Embedding: {
-    const int64_t x = samples * l.outputBytes;
+    const int64_t x = product(samples, l.outputBytes);
     if (pass == Op::Forward)
       add(sp ? kScatter : kReduce, x);
     else if (pass == Op::BackwardInput && sp)
@@ -29,8 +43,8 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
   }
   case LayerKind::Head: {
     const int64_t input = layer > 0 ? layers[layer - 1].outputBytes : l.checkpointBytes,
-                  x = samples * input;
-    const int64_t ce = samples * config.tokensPerSample * int64_t(sizeof(float));
+                  x = product(samples, input);
+    const int64_t ce = product(samples, config.tokensPerSample, int64_t(sizeof(float)));
     if (pass == Op::Forward) {
       if (sp)
         add(kGather, x);
@@ -46,7 +60,7 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
   }
   case LayerKind::Block:
   case LayerKind::Custom: {
-    const int64_t x = samples * l.outputBytes;
+    const int64_t x = product(samples, l.outputBytes);
     if (pass == Op::Forward || pass == Op::BackwardInput) {
       for (int sublayer = 0; sublayer < 2; ++sublayer) {
         if (sp) {
