@@ -689,29 +689,26 @@ private:
       norms = transient(ops, 2 * norm);
     T *dnorm2 = sp ? norms.data() : dp + o.norm2;
     T *dnorm1 = sp ? norms.data() + norm : dp + o.norm1;
-    ops.gemm(true, false, f, h, rows, 1, v[G].data(), g[DY].data(), 1, dp + o.w2);
-    if (o.b2 >= 0)
-      ops.sumRows(rows, h, g[DY].data(), dp + o.b2);
+    // A linear layer's weight gradient over the micro-batch's rows (input `x` of width `in`,
+    // output gradient `dy` of width `out`), and its bias's when it has one.
+    auto linear = [&](int64_t in, int64_t out, const T *x, const T *dy, auto w, auto b) {
+      ops.gemm(true, false, in, out, rows, 1, x, dy, 1, dp + w);
+      if (b >= 0)
+        ops.sumRows(rows, out, dy, dp + b);
+    };
+    linear(f, h, v[G].data(), g[DY].data(), o.w2, o.b2);
     {
       Buffer<T> gathered;
-      ops.gemm(true, false, h, up, rows, 1, wholeSequence(ops, n, v[H2].data(), gathered),
-               g[DU].data(), 1, dp + o.w1);
+      linear(h, up, wholeSequence(ops, n, v[H2].data(), gathered), g[DU].data(), o.w1, o.b1);
     }
-    if (o.b1 >= 0)
-      ops.sumRows(rows, up, g[DU].data(), dp + o.b1);
     normBackwardWeight(ops, s, local, v[X2].data(), v[Mean2].data(), v[Rstd2].data(), g[DH2].data(),
                        dnorm2);
     const T *dx2 = sp ? g[DX2Full].data() : g[DX2].data();
-    ops.gemm(true, false, attention, h, rows, 1, v[Att].data(), dx2, 1, dp + o.wo);
-    if (o.bo >= 0)
-      ops.sumRows(rows, h, dx2, dp + o.bo);
+    linear(attention, h, v[Att].data(), dx2, o.wo, o.bo);
     {
       Buffer<T> gathered;
-      ops.gemm(true, false, h, qkv, rows, 1, wholeSequence(ops, n, v[H1].data(), gathered),
-               g[DQKV].data(), 1, dp + o.wqkv);
+      linear(h, qkv, wholeSequence(ops, n, v[H1].data(), gathered), g[DQKV].data(), o.wqkv, o.bqkv);
     }
-    if (o.bqkv >= 0)
-      ops.sumRows(rows, qkv, g[DQKV].data(), dp + o.bqkv);
     normBackwardWeight(ops, s, local, v[X].data(), v[Mean1].data(), v[Rstd1].data(), g[DH1].data(),
                        dnorm1);
     if (sp) {
