@@ -209,3 +209,17 @@ TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t 
   shape.elementBytes = elementBytes;
   return shape;
 }
+
+CostInputs conduit::jobCostInputs(const Job &job) {
+  CostInputs in;
+  in.cluster = job.cluster;
+  if (job.model.transformer)
+    in.transformer = transformerShape(*job.model.transformer, job.training.elementBytes());
+  for (const LayerSpec &layer : job.model.layers) {
+    in.names.push_back(layer.name);
+    in.fwdFlops.push_back(layer.fwdFlops);
+    in.bwdFlops.push_back(layer.bwdFlops);
+    in.bwdWeightFlops.push_back(layer.bwdWeightFlops);
+  }
+  return in;
+}

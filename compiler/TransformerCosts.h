@@ -9,6 +9,7 @@
 #ifndef CONDUIT_COMPILER_TRANSFORMERCOSTS_H
 #define CONDUIT_COMPILER_TRANSFORMERCOSTS_H
 
+#include "analysis/CostModel.h"
 #include "analysis/Roofline.h"
 #include "compiler/JobFile.h"
 #include "runtime/plan/Limits.h"
@@ -48,6 +49,10 @@ llvm::Expected<std::vector<LayerSpec>> expandTransformer(const TransformerSpec &
 
 /// The figures of `shape` the cost model's roofline prices its layers by.
 TransformerShape transformerShape(const TransformerSpec &shape, int64_t elementBytes);
+
+/// What the cost model reads of `job` itself: its cluster, its transformer's shape (for the
+/// roofline) and each layer's name and FLOPs. The parallel configuration is left to the caller.
+CostInputs jobCostInputs(const Job &job);
 
 /// Parameters of the model, counting tied embedding weights once.
 int64_t transformerParameters(const TransformerSpec &shape);

@@ -61,8 +61,7 @@ llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
       costModels[std::make_tuple(static_cast<int>(par.checkpointing), par.pipeline, par.data,
                                  pipelineInner, par.tensor, par.sequenceParallel)];
   if (!slot) {
-    CostInputs in;
-    in.cluster = job.cluster;
+    CostInputs in = jobCostInputs(job);
     in.pipeline = par.pipeline;
     in.data = par.data;
     in.tensor = par.tensor;
@@ -70,14 +69,6 @@ llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
     in.pipelineInner = pipelineInner;
     in.recompute = par.checkpointing == pipe::Checkpointing::Full;
     in.recomputeAttentionCore = par.checkpointing == pipe::Checkpointing::Selective;
-    if (job.model.transformer)
-      in.transformer = transformerShape(*job.model.transformer, job.training.elementBytes());
-    for (const LayerSpec &layer : job.model.layers) {
-      in.names.push_back(layer.name);
-      in.fwdFlops.push_back(layer.fwdFlops);
-      in.bwdFlops.push_back(layer.bwdFlops);
-      in.bwdWeightFlops.push_back(layer.bwdWeightFlops);
-    }
     llvm::Expected<CostModel> built = CostModel::build(in);
     if (!built)
       return built.takeError();

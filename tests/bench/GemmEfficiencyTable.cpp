@@ -30,17 +30,9 @@ namespace {
 /// The cost model of `job` with T = `tensor` (sequence parallel or not), without
 /// recomputation: compute only.
 CostModel costModel(const Job &job, int64_t tensor, bool sequenceParallel) {
-  CostInputs in;
-  in.cluster = job.cluster;
+  CostInputs in = jobCostInputs(job);
   in.tensor = tensor;
   in.sequenceParallel = sequenceParallel;
-  in.transformer = transformerShape(*job.model.transformer, job.training.elementBytes());
-  for (const LayerSpec &layer : job.model.layers) {
-    in.names.push_back(layer.name);
-    in.fwdFlops.push_back(layer.fwdFlops);
-    in.bwdFlops.push_back(layer.bwdFlops);
-    in.bwdWeightFlops.push_back(layer.bwdWeightFlops);
-  }
   return llvm::cantFail(CostModel::build(in));
 }
 
