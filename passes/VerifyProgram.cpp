@@ -4,7 +4,7 @@
 
 #include "passes/CostModelBuilder.h"
 #include "passes/PlanExport.h"
-#include "runtime/plan/PlanFile.h"
+#include "runtime/plan/PlanChecks.h"
 
 using namespace conduit;
 

@@ -1,9 +1,10 @@
 //===- PlanFile.h - reading and writing plan files --------------*- C++ -*-===//
 //
-// Converts plans to and from the FlatBuffers file format (plan.fbs). Reading treats the bytes
-// as untrusted: identifier, FlatBuffers structure, format version and feature bits first, then
-// every semantic rule a runtime relies on (references resolve, counts and ranges agree, every
-// send has the matching receive in the same per-pair order), before anything is returned.
+// Converts plans to and from the FlatBuffers file format (plan.fbs): PlanWriter.cpp writes,
+// PlanReader.cpp reads. Reading treats the bytes as untrusted: identifier, FlatBuffers
+// structure, format version and feature bits first, then every semantic rule a runtime relies
+// on (PlanChecks.h: references resolve, counts and ranges agree, every send has the matching
+// receive in the same per-pair order), before anything is returned.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,16 +33,6 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size);
 
 /// Reads and verifies the plan file at `path`.
 absl::StatusOr<Plan> readPlanFile(const std::string &path);
-
-/// Where a semantic rule failed: the instruction, when the rule concerns one.
-struct PlanLocation {
-  int32_t rank = -1;
-  int64_t instruction = -1;
-};
-
-/// The semantic rules of a plan (readPlan runs them; the compiler runs them on what it writes).
-/// On failure, `where` (if given) receives the offending instruction, if there is one.
-absl::Status checkPlanSemantics(const Plan &plan, PlanLocation *where = nullptr);
 
 } // namespace conduit::runtime
 

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "analysis/Simulator.h"
-#include "runtime/plan/PlanFile.h"
+#include "runtime/plan/PlanChecks.h"
 #include "tests/unit/CompileJob.h"
 
 #include <gtest/gtest.h>

@@ -19,7 +19,7 @@
 #include "runtime/Profile.h"
 #include "runtime/backend/cpu/CpuBackend.h"
 #include "runtime/exec/LoopbackTransport.h"
-#include "runtime/plan/PlanFile.h"
+#include "runtime/plan/PlanChecks.h"
 #include "tests/unit/runtime/GptPlan.h"
 
 #if CONDUIT_HAVE_CUDA

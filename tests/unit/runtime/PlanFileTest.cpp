@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/plan/PlanFile.h"
+#include "runtime/plan/PlanChecks.h"
 #include "runtime/plan/PlanJson.h"
 #include "runtime/plan/plan_generated.h"
 

@@ -1,0 +1,123 @@
+//===- PlanWriter.cpp - writing plan files --------------------------------===//
+//
+// The Plan data model as plan file bytes (plan.fbs), and a file written through a temporary
+// and a rename.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/plan/PlanFile.h"
+
+#include "runtime/plan/plan_generated.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cstdio>
+#include <fstream>
+
+namespace conduit::runtime {
+
+namespace fb = conduit::planfile;
+
+std::string writePlan(const Plan &plan) {
+  flatbuffers::FlatBufferBuilder fbb(1 << 16);
+
+  std::vector<flatbuffers::Offset<fb::Layer>> layers;
+  layers.reserve(plan.layers.size());
+  for (const Layer &l : plan.layers)
+    layers.push_back(fb::CreateLayer(fbb, fbb.CreateString(l.name), static_cast<uint8_t>(l.kind),
+                                     l.params, l.fwdFlops, l.bwdFlops, l.bwdWeightFlops,
+                                     l.activationBytes, l.checkpointBytes, l.outputBytes));
+  std::vector<flatbuffers::Offset<fb::Stage>> stages;
+  for (const Stage &s : plan.stages)
+    stages.push_back(fb::CreateStage(fbb, s.index, s.rank, s.firstLayer, s.endLayer, s.params,
+                                     fbb.CreateVector(s.samples)));
+  std::vector<flatbuffers::Offset<fb::Group>> groups;
+  for (const Group &g : plan.groups)
+    groups.push_back(fb::CreateGroup(fbb, fbb.CreateVector(g.ranks)));
+  std::vector<flatbuffers::Offset<fb::RankProgram>> ranks;
+  std::vector<fb::Instruction> buffer;
+  for (const RankProgram &r : plan.ranks) {
+    buffer.clear();
+    buffer.reserve(r.instructions.size());
+    for (const Instruction &i : r.instructions)
+      buffer.emplace_back(static_cast<fb::Op>(i.op), i.stream,
+                          static_cast<fb::TransferKind>(i.kind), i.flags, i.stage, i.microbatch,
+                          i.peer, i.peerStage, i.peerMicrobatch, i.slot, i.group, i.batch, i.event,
+                          i.begin, i.end, i.bytes);
+    ranks.push_back(fb::CreateRankProgram(fbb, r.rank, r.events, fbb.CreateVector(r.slots),
+                                          fbb.CreateVectorOfStructs(buffer), r.peakMemoryBytes));
+  }
+
+  const Config &c = plan.config;
+  auto preset = fbb.CreateString(c.preset);
+  auto dataPath = fbb.CreateString(c.dataSource.path);
+  fb::ConfigBuilder config(fbb);
+  config.add_pipeline(c.pipeline);
+  config.add_data(c.data);
+  config.add_stages_per_device(c.stagesPerDevice);
+  config.add_schedule(static_cast<uint8_t>(c.schedule));
+  config.add_group_size(c.groupSize);
+  config.add_microbatches(c.microbatches);
+  config.add_microbatch_size(c.microbatchSize);
+  config.add_sharding(static_cast<uint8_t>(c.sharding));
+  config.add_checkpointing(static_cast<uint8_t>(c.checkpointing));
+  config.add_fsdp_window(c.fsdpWindow);
+  config.add_rank_order(c.pipelineInner ? 1 : 0);
+  config.add_dtype(static_cast<uint8_t>(c.dtype));
+  config.add_optimizer(static_cast<uint8_t>(c.optimizer));
+  config.add_seed(c.seed);
+  config.add_learning_rate(c.learningRate);
+  config.add_tokens_per_sample(c.tokensPerSample);
+  config.add_split_backward(c.splitBackward);
+  config.add_data_kind(static_cast<uint8_t>(c.dataSource.kind));
+  config.add_data_path(dataPath);
+  config.add_token_bytes(c.dataSource.tokenBytes);
+  config.add_preset(preset);
+  config.add_peak_flops(c.peakFlops);
+  config.add_efficiency(c.efficiency);
+  config.add_memory_bytes(c.memoryBytes);
+  config.add_gpus_per_node(c.gpusPerNode);
+  config.add_intra_node_bandwidth(c.intraNodeBandwidth);
+  config.add_inter_node_bandwidth(c.interNodeBandwidth);
+  config.add_latency_s(c.latencyS);
+  config.add_launch_overhead_s(c.launchOverheadS);
+  config.add_tensor(c.tensor);
+  config.add_sequence_parallel(c.sequenceParallel);
+  auto configOffset = config.Finish();
+
+  flatbuffers::Offset<fb::Transformer> transformer;
+  if (const std::optional<Transformer> &t = plan.transformer)
+    transformer =
+        fb::CreateTransformer(fbb, t->numLayers, t->hiddenSize, t->numHeads, t->numKvHeads,
+                              t->ffnHiddenSize, t->seqLength, t->vocabSize, t->mlp, t->norm,
+                              t->position, t->tieEmbeddings, t->bias, t->ropeTheta, t->normEps);
+  auto root = fb::CreatePlan(fbb, plan.formatVersion, plan.features, fbb.CreateString(plan.name),
+                             fbb.CreateString(plan.source), configOffset, transformer,
+                             fbb.CreateVector(layers), fbb.CreateVector(stages),
+                             fbb.CreateVector(groups), fbb.CreateVector(ranks));
+  fb::FinishPlanBuffer(fbb, root);
+  return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()), fbb.GetSize());
+}
+
+absl::Status writePlanFile(const Plan &plan, const std::string &path) {
+  std::string bytes = writePlan(plan);
+  std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out)
+      return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::remove(temporary.c_str());
+      return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    return absl::UnavailableError(absl::StrCat("cannot rename ", temporary, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+} // namespace conduit::runtime
