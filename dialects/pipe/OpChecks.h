@@ -9,7 +9,9 @@
 #define CONDUIT_DIALECTS_PIPE_OPCHECKS_H
 
 #include "dialects/pipe/PipeAttrs.h"
+#include "mlir/IR/Block.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <cmath>
 
@@ -91,6 +93,43 @@ template <typename TransferOp> mlir::LogicalResult verifyTransfer(TransferOp op,
                             << op.getStage() << " and stage " << expected << ", got peer stage "
                             << op.getPeerStage();
   return mlir::success();
+}
+
+/// The body of a pipe.model or a plan.program: its layers, then its stages, then its ranks.
+template <typename LayerOp, typename StageOp, typename RankOp> struct BodySections {
+  llvm::SmallVector<LayerOp> layers;
+  llvm::SmallVector<StageOp> stages;
+  llvm::SmallVector<RankOp> ranks;
+};
+
+/// Sorts the ops of `body` into their sections; an op of another kind, or one out of the
+/// sections' order, fails with a message naming the container (`opName`, e.g. "pipe.model") and
+/// what its body is called (`bodyName`, e.g. "model").
+template <typename LayerOp, typename StageOp, typename RankOp>
+mlir::FailureOr<BodySections<LayerOp, StageOp, RankOp>>
+collectBodySections(mlir::Block &body, llvm::StringRef opName, llvm::StringRef bodyName) {
+  BodySections<LayerOp, StageOp, RankOp> sections;
+  int section = 0;
+  for (mlir::Operation &op : body) {
+    int kind;
+    if (auto layer = llvm::dyn_cast<LayerOp>(op)) {
+      kind = 0;
+      sections.layers.push_back(layer);
+    } else if (auto stage = llvm::dyn_cast<StageOp>(op)) {
+      kind = 1;
+      sections.stages.push_back(stage);
+    } else if (auto rank = llvm::dyn_cast<RankOp>(op)) {
+      kind = 2;
+      sections.ranks.push_back(rank);
+    } else {
+      return op.emitOpError() << "is not allowed in the body of '" << opName << "'";
+    }
+    if (kind < section)
+      return op.emitOpError() << "is out of order: the " << bodyName
+                              << " body holds layers, then stages, then ranks";
+    section = kind;
+  }
+  return sections;
 }
 
 } // namespace conduit::pipe

@@ -63,29 +63,11 @@ LogicalResult ModelOp::verifyRegions() {
   Phase phase = getPhase();
   auto phaseName = [](Phase p) { return "'" + stringifyPhase(p).str() + "'"; };
 
-  SmallVector<LayerOp> layers;
-  SmallVector<StageOp> stages;
-  SmallVector<RankOp> ranks;
-  int section = 0;
-  for (Operation &op : getBody().front()) {
-    int kind;
-    if (auto layer = dyn_cast<LayerOp>(op)) {
-      kind = 0;
-      layers.push_back(layer);
-    } else if (auto stage = dyn_cast<StageOp>(op)) {
-      kind = 1;
-      stages.push_back(stage);
-    } else if (auto rank = dyn_cast<RankOp>(op)) {
-      kind = 2;
-      ranks.push_back(rank);
-    } else {
-      return op.emitOpError("is not allowed in the body of 'pipe.model'");
-    }
-    if (kind < section)
-      return op.emitOpError(
-          "is out of order: the model body holds layers, then stages, then ranks");
-    section = kind;
-  }
+  auto body =
+      collectBodySections<LayerOp, StageOp, RankOp>(getBody().front(), "pipe.model", "model");
+  if (failed(body))
+    return failure();
+  auto &[layers, stages, ranks] = *body;
   if (layers.empty())
     return emitOpError("must contain at least one pipe.layer");
   const int64_t numLayers = static_cast<int64_t>(layers.size());

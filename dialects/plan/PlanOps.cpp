@@ -116,29 +116,11 @@ LogicalResult checkInstruction(Operation &op, RankOp rank, const StageTable &tab
 
 LogicalResult ProgramOp::verifyRegions() {
   conduit::pipe::ParallelismAttr par = getParallelism();
-  SmallVector<LayerOp> layers;
-  SmallVector<StageOp> stages;
-  SmallVector<RankOp> ranks;
-  int section = 0;
-  for (Operation &op : getBody().front()) {
-    int kind;
-    if (auto layer = dyn_cast<LayerOp>(op)) {
-      kind = 0;
-      layers.push_back(layer);
-    } else if (auto stage = dyn_cast<StageOp>(op)) {
-      kind = 1;
-      stages.push_back(stage);
-    } else if (auto rank = dyn_cast<RankOp>(op)) {
-      kind = 2;
-      ranks.push_back(rank);
-    } else {
-      return op.emitOpError("is not allowed in the body of 'plan.program'");
-    }
-    if (kind < section)
-      return op.emitOpError(
-          "is out of order: the program body holds layers, then stages, then ranks");
-    section = kind;
-  }
+  auto body = conduit::pipe::collectBodySections<LayerOp, StageOp, RankOp>(
+      getBody().front(), "plan.program", "program");
+  if (failed(body))
+    return failure();
+  auto &[layers, stages, ranks] = *body;
   if (layers.empty())
     return emitOpError("must contain at least one plan.layer");
   if (getTokensPerSample() < 1)
