@@ -14,6 +14,10 @@
 // What a stage sends is released when its last send completes or its last local consumer has
 // read it, as the memory plan assumes.
 //
+// BackendCore.cpp holds the set-up, the step and the saved state, BackendCompute.cpp the
+// compute, BackendCommunication.cpp what goes through the transport; BackendStage.h the
+// per-stage state they share.
+//
 // A backend derives from BackendCore and supplies only what differs: the transport and the
 // device set-up (connect), memory that belongs to a device stream (gatherBuffer), zeroing
 // gradients and the optimizer update (kernels), stream ordering (signal and wait), and waiting

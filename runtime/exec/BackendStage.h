@@ -1,0 +1,65 @@
+//===- BackendStage.h - one stage of a BackendCore --------------*- C++ -*-===//
+//
+// What BackendCore keeps per local stage (layers, parameters whole and sharded, gradient
+// accumulators, optimizer state, and per micro-batch what a step keeps), shared by the files
+// that implement BackendCore: BackendCore.cpp (set-up, the step, dispatch, saved state),
+// BackendCompute.cpp (forward, backward, optimizer) and BackendCommunication.cpp (transfers,
+// collectives, tied gradients). Only those files include it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_EXEC_BACKENDSTAGE_H
+#define CONDUIT_RUNTIME_EXEC_BACKENDSTAGE_H
+
+#include "runtime/exec/BackendCore.h"
+
+#include <type_traits>
+
+namespace conduit::runtime {
+
+/// Gradient accumulators, counted at the plan's gradient width whatever `Grad` is (the CPU's
+/// are doubles).
+template <typename Grad> model::Buffer<Grad> allocateGrad(model::Ops<float> &ops, int64_t n) {
+  model::MemoryScope scope(ops.memory(), ops.memory().use(), model::kPlanGradientBytes);
+  if constexpr (std::is_same_v<Grad, double>)
+    return ops.allocateDouble(n);
+  else
+    return ops.allocate(n);
+}
+
+/// One stage of this process: its layers, parameters, gradients and what a step keeps.
+template <typename Grad> struct BackendCore<Grad>::Stage : ShardLayout {
+  const runtime::Stage *spec = nullptr;
+  model::LayerChain<float> chain;
+  /// The whole parameters compute uses; with full sharding only while gathered. When not
+  /// sharded these are also the parameters the optimizer updates.
+  model::Buffer<float> full;
+  bool gathered = false;
+  model::Buffer<float> master;    ///< sharded: this replica's shard, which the optimizer updates
+  model::Buffer<float> optimizer; ///< optimizer state of what this replica updates
+  /// Accumulated gradients, `padded` long. Where gradients are sharded (ZeRO-2 and full
+  /// sharding) they exist only from the stage's first backward of a step to its
+  /// reduce-scatter, as the memory plan assumes; otherwise always.
+  model::Buffer<Grad> grad;
+  model::Buffer<Grad> gradShard; ///< sharded: this replica's part of the reduced gradients
+  int64_t optimizerSteps = 0;
+  int32_t group = -1; ///< the plan group of this stage's replicas
+  // What a step keeps, per micro-batch.
+  std::vector<model::Buffer<float>> outputs, inputGrads;
+  /// Per piece (sample, or the whole micro-batch): from the forward to the backward, or to
+  /// the W of a split backward, with the stash its I left. With full checkpointing, each
+  /// layer's input until the backward recomputes the layer.
+  std::vector<std::vector<Cache>> caches;
+  /// Which compute of each micro-batch ran this step.
+  std::vector<ComputeProgress> progress;
+
+  int64_t samplesOf(int64_t mb) const { return spec->samples[mb + 1] - spec->samples[mb]; }
+  /// The parameters the optimizer updates and their gradients.
+  float *updated(bool sharded) const { return sharded ? master.data() : full.data(); }
+  model::Buffer<Grad> &updateGrads(bool sharded) { return sharded ? gradShard : grad; }
+  int64_t updatedCount(bool sharded) const { return sharded ? shardLen : n; }
+};
+
+} // namespace conduit::runtime
+
+#endif // CONDUIT_RUNTIME_EXEC_BACKENDSTAGE_H
