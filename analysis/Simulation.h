@@ -1,0 +1,171 @@
+//===- Simulation.h - the simulator's state, shared by its two halves -*- C++ -*-===//
+//
+// The discrete-event run of a plan (Simulator.h says what it does) is one class in two files:
+// Simulator.cpp moves the streams forward in time (events, transfers, collectives), and
+// SimulatorChecks.cpp verifies the dataflow as it goes and, at the end, that the step is
+// complete and free of deadlock. This internal header declares what both halves share; nothing
+// outside analysis/Simulator*.cpp includes it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_ANALYSIS_SIMULATION_H
+#define CONDUIT_ANALYSIS_SIMULATION_H
+
+#include "analysis/Simulator.h"
+
+#include <array>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace conduit::simulation {
+
+using runtime::Instruction;
+using runtime::Op;
+
+constexpr int kStreams = runtime::kMaxStreams;
+using Clock = std::array<int64_t, kStreams>;
+
+inline Clock emptyClock() {
+  Clock c;
+  c.fill(-1);
+  return c;
+}
+
+struct Stream {
+  std::vector<int64_t> list; // instruction indices in order
+  size_t next = 0;
+  double time = 0;
+  Clock known = emptyClock();
+  bool queued = false;
+  Op lastCompute = Op::Forward; ///< the compute a following tensor collective belongs to
+};
+
+/// Per-rank verification state.
+struct Dataflow {
+  // (stage, micro-batch) -> instruction index of its forward, of what computed its input
+  // gradient (backward or backward_input), and of what completed its weight gradients
+  // (backward or backward_weight), or -1.
+  std::vector<std::vector<int64_t>> forward, backward, gradients;
+  std::vector<int64_t> backwardsDone, gatheredBy, reducedBy, steppedBy, paramsGathered;
+  std::vector<int64_t> tiedBy; ///< tied embeddings: the tie_grads that summed the copies
+  int64_t gatheredCount = 0;
+  struct Slot {
+    int32_t stage = -1, microbatch = -1;
+    runtime::Transfer kind = runtime::Transfer::Activation;
+    std::vector<std::pair<int64_t, int64_t>> pieces; // [begin, end) received
+    std::vector<int64_t> receives;                   // their instruction indices
+    int64_t consumedBy = -1;
+  };
+  std::vector<Slot> slots;
+};
+
+struct Instance {
+  int64_t arrived = 0;
+  double latest = 0;
+  double finish = -1;
+  std::vector<std::pair<int32_t, int>> waiting; // (rank, stream)
+};
+
+class Simulation {
+public:
+  Simulation(const runtime::Plan &plan, const PlanCosts &costs) : plan(plan), costs(costs) {}
+
+  SimulationResult run();
+
+private:
+  struct RankState {
+    std::vector<Stream> streams;
+    std::vector<double> fired;     // per event, -1 until signalled
+    std::vector<Clock> eventKnown; // what the signalling stream knew
+    std::vector<std::vector<int>> waiters;
+    std::vector<double> posted, done; // per instruction (transfers)
+    std::vector<int64_t> instance;    // per collective instruction: its group instance
+    Dataflow flow;
+  };
+
+  int32_t ranks() const { return static_cast<int32_t>(plan.ranks.size()); }
+  const Instruction &inst(int32_t r, int64_t i) const { return plan.ranks[r].instructions[i]; }
+
+  void fail(int32_t r, int64_t i, std::string message) {
+    if (!result.error)
+      result.error = SimulationError{r, i, std::move(message)};
+  }
+
+  void enqueue(int32_t r, int s);
+
+  void setUp();
+
+  bool knows(int32_t r, int s, int64_t i) const {
+    return i >= 0 && state[r].streams[s].known[inst(r, i).stream] >= i;
+  }
+
+  void complete(int32_t r, int s, int64_t i, double start, double end);
+
+  /// Runs stream s of rank r until it must wait.
+  void advance(int32_t r, int s);
+
+  /// The batch of transfers starting at the stream's current position: [first, last) in the
+  /// stream's order.
+  std::pair<size_t, size_t> batchAt(const Stream &stream, int32_t r) const;
+
+  bool transfer(int32_t r, int s, int64_t);
+
+  /// A tie_grads: in place, or once both ranks of the pair reached theirs.
+  bool tie(int32_t r, int s, int64_t i);
+
+  bool collective(int32_t r, int s, int64_t i);
+
+  //===--------------------------------------------------------------------===//
+  // Verification
+  //===--------------------------------------------------------------------===//
+
+  std::string at(int32_t r, int64_t i) const;
+
+  /// The stage's parameters are gathered and this stream knows it (full sharding only).
+  void checkParameters(int32_t r, int s, int64_t i, int32_t stage);
+
+  /// The input of (stage, mb) in direction `kind` is complete and ordered before instruction i.
+  void checkInput(int32_t r, int s, int64_t i, runtime::Transfer kind);
+
+  void checkCompute(int32_t r, int s, int64_t i);
+
+  /// Both tied copies this rank sums have all their gradients, and this stream knows it.
+  void checkTie(int32_t r, int s, int64_t i);
+
+  /// A reduction or optimizer step of a tied stage comes after its copies were summed.
+  void checkTied(int32_t r, int s, int64_t i, const char *what);
+
+  void checkTransfer(int32_t r, int s, int64_t i);
+
+  void receive(int32_t r, int64_t i);
+
+  void checkCollective(int32_t r, int s, int64_t i);
+
+  void completeCollective(int32_t r, int64_t i) {
+    const Instruction &x = inst(r, i);
+    if (x.op == Op::AllGather && plan.config.sharding == runtime::Sharding::Full)
+      state[r].flow.gatheredBy[x.stage] = i;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // The end of the step
+  //===--------------------------------------------------------------------===//
+
+  std::string waitReason(int32_t r, int s) const;
+
+  void finish();
+
+  const runtime::Plan &plan;
+  const PlanCosts &costs;
+  std::vector<RankState> state;
+  std::vector<Instance> instances;
+  std::vector<int64_t> instanceMembers;
+  std::deque<std::pair<int32_t, int>> work;
+  SimulationResult result;
+};
+
+} // namespace conduit::simulation
+
+#endif // CONDUIT_ANALYSIS_SIMULATION_H
