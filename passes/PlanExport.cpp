@@ -1,6 +1,7 @@
 //===- PlanExport.cpp - plan.program -> the plan file's data --------------===//
 
 #include "passes/PlanExport.h"
+#include "passes/CostModelBuilder.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -20,7 +21,6 @@ static_assert(static_cast<int>(runtime::DataKind::Text) == static_cast<int>(pipe
 
 runtime::Config exportConfig(plan::ProgramOp program) {
   pipe::ParallelismAttr par = program.getParallelism();
-  pipe::ClusterAttr cluster = program.getCluster();
   pipe::TrainingAttr training = program.getTraining();
   runtime::Config c;
   c.pipeline = static_cast<int32_t>(par.getPipeline());
@@ -46,15 +46,18 @@ runtime::Config exportConfig(plan::ProgramOp program) {
   c.dataSource.path = training.getDataPath().str();
   c.dataSource.tokenBytes = training.getDataDtype() == pipe::TokenType::UInt32 ? 4 : 2;
   c.tokensPerSample = program.getTokensPerSample();
-  c.preset = cluster.getPreset().str();
-  c.peakFlops = cluster.getPeakFlops();
-  c.efficiency = cluster.getEfficiency();
-  c.memoryBytes = cluster.getMemoryBytes();
-  c.gpusPerNode = cluster.getGpusPerNode();
-  c.intraNodeBandwidth = cluster.getIntraNodeBandwidth();
-  c.interNodeBandwidth = cluster.getInterNodeBandwidth();
-  c.latencyS = cluster.getLatencyS();
-  c.launchOverheadS = cluster.getLaunchOverheadS();
+  // The cluster attribute is read in one place (clusterFromAttr); the plan keeps what the
+  // runtime and the simulator of a plan file need of it.
+  const Cluster machine = clusterFromAttr(program.getCluster());
+  c.preset = machine.preset;
+  c.peakFlops = machine.peakFlops;
+  c.efficiency = machine.efficiency;
+  c.memoryBytes = machine.memoryBytes;
+  c.gpusPerNode = machine.gpusPerNode;
+  c.intraNodeBandwidth = machine.intraNodeBandwidth;
+  c.interNodeBandwidth = machine.interNodeBandwidth;
+  c.latencyS = machine.latencyS;
+  c.launchOverheadS = machine.launchOverheadS;
   return c;
 }
 
