@@ -11,7 +11,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <tuple>
 
 namespace fs = std::filesystem;
 
@@ -37,85 +39,44 @@ enum class Param {
   B2,
   NormG,
   NormB,
-  Lm
+  Lm,
+  None ///< no array (a module without a bias)
 };
 /// Which columns of an array a tensor takes: all, the q, k or v columns of the attention's
 /// projection (or bias), the gate or up columns of a SwiGLU W1 (or b1). `Up` is all of W1 in
 /// a GELU MLP; `Gate` is nothing there.
 enum class Columns { All, Q, K, V, Gate, Up };
 
-/// One row of an architecture's table: the columns `columns` of `param` are the tensor
-/// `name` (after the layer's prefix), transposed when `transpose`.
-struct Row {
-  Param param;
-  Columns columns;
-  const char *name;
-  bool transpose;
+/// A module of a layer as Hugging Face names it: `<name>.weight` holds the columns `columns`
+/// of `weight`, `<name>.bias` the same columns of `bias` (Param::None: it has none). Llama
+/// (and Qwen2) and GPT-2 have the same modules in the same places, except that GPT-2 keeps
+/// q, k and v in one module and has no SwiGLU gate: its name stands on the first of the
+/// rows it covers, for all their columns, and the others have none (nullptr).
+///
+/// A Llama-named model with LayerNorm keeps its betas as the norms' biases; one with learned
+/// positions its position table as model.embed_positions.weight, and one with a GELU MLP its
+/// W1 as up_proj: Hugging Face's Llama has neither, so such files load in Conduit only.
+struct Module {
+  Param weight, bias;
+  Columns columns; ///< in Llama; GPT-2's modules take all columns
+  const char *llama, *gpt2;
 };
-
-// Llama's names (Qwen2's are the same). A model with LayerNorm keeps its betas as the norms'
-// biases; one with learned positions its position table as model.embed_positions.weight, and
-// one with a GELU MLP its W1 as up_proj: Hugging Face's Llama has neither, so such files
-// load in Conduit only.
-constexpr Row kLlamaEmbedding[] = {
-    {Param::Wte, Columns::All, "model.embed_tokens.weight", false},
-    {Param::Wpe, Columns::All, "model.embed_positions.weight", false}};
-constexpr Row kLlamaBlock[] = {
-    {Param::Norm1G, Columns::All, "input_layernorm.weight", false},
-    {Param::Norm1B, Columns::All, "input_layernorm.bias", false},
-    {Param::Wqkv, Columns::Q, "self_attn.q_proj.weight", true},
-    {Param::Wqkv, Columns::K, "self_attn.k_proj.weight", true},
-    {Param::Wqkv, Columns::V, "self_attn.v_proj.weight", true},
-    {Param::Bqkv, Columns::Q, "self_attn.q_proj.bias", false},
-    {Param::Bqkv, Columns::K, "self_attn.k_proj.bias", false},
-    {Param::Bqkv, Columns::V, "self_attn.v_proj.bias", false},
-    {Param::Wo, Columns::All, "self_attn.o_proj.weight", true},
-    {Param::Bo, Columns::All, "self_attn.o_proj.bias", false},
-    {Param::Norm2G, Columns::All, "post_attention_layernorm.weight", false},
-    {Param::Norm2B, Columns::All, "post_attention_layernorm.bias", false},
-    {Param::W1, Columns::Gate, "mlp.gate_proj.weight", true},
-    {Param::W1, Columns::Up, "mlp.up_proj.weight", true},
-    {Param::B1, Columns::Gate, "mlp.gate_proj.bias", false},
-    {Param::B1, Columns::Up, "mlp.up_proj.bias", false},
-    {Param::W2, Columns::All, "mlp.down_proj.weight", true},
-    {Param::B2, Columns::All, "mlp.down_proj.bias", false}};
-constexpr Row kLlamaHead[] = {{Param::NormG, Columns::All, "model.norm.weight", false},
-                              {Param::NormB, Columns::All, "model.norm.bias", false},
-                              {Param::Lm, Columns::All, "lm_head.weight", true}};
-
-// GPT-2's names: Conv1D weights are [in × out], as Conduit's.
-constexpr Row kGpt2Embedding[] = {{Param::Wte, Columns::All, "transformer.wte.weight", false},
-                                  {Param::Wpe, Columns::All, "transformer.wpe.weight", false}};
-constexpr Row kGpt2Block[] = {{Param::Norm1G, Columns::All, "ln_1.weight", false},
-                              {Param::Norm1B, Columns::All, "ln_1.bias", false},
-                              {Param::Wqkv, Columns::All, "attn.c_attn.weight", false},
-                              {Param::Bqkv, Columns::All, "attn.c_attn.bias", false},
-                              {Param::Wo, Columns::All, "attn.c_proj.weight", false},
-                              {Param::Bo, Columns::All, "attn.c_proj.bias", false},
-                              {Param::Norm2G, Columns::All, "ln_2.weight", false},
-                              {Param::Norm2B, Columns::All, "ln_2.bias", false},
-                              {Param::W1, Columns::All, "mlp.c_fc.weight", false},
-                              {Param::B1, Columns::All, "mlp.c_fc.bias", false},
-                              {Param::W2, Columns::All, "mlp.c_proj.weight", false},
-                              {Param::B2, Columns::All, "mlp.c_proj.bias", false}};
-constexpr Row kGpt2Head[] = {{Param::NormG, Columns::All, "transformer.ln_f.weight", false},
-                             {Param::NormB, Columns::All, "transformer.ln_f.bias", false},
-                             {Param::Lm, Columns::All, "lm_head.weight", true}};
-
-struct Architecture {
-  const Row *embedding, *block, *head;
-  size_t embeddingRows, blockRows, headRows;
-  const char *blockPrefix; ///< before the block's index
-};
-template <size_t E, size_t B, size_t H>
-constexpr Architecture architecture(const Row (&e)[E], const Row (&b)[B], const Row (&h)[H],
-                                    const char *prefix) {
-  return {e, b, h, E, B, H, prefix};
-}
-constexpr Architecture kLlama =
-    architecture(kLlamaEmbedding, kLlamaBlock, kLlamaHead, "model.layers.");
-constexpr Architecture kGpt2 =
-    architecture(kGpt2Embedding, kGpt2Block, kGpt2Head, "transformer.h.");
+constexpr Module kEmbedding[] = {
+    {Param::Wte, Param::None, Columns::All, "model.embed_tokens", "transformer.wte"},
+    {Param::Wpe, Param::None, Columns::All, "model.embed_positions", "transformer.wpe"}};
+constexpr Module kBlock[] = {
+    {Param::Norm1G, Param::Norm1B, Columns::All, "input_layernorm", "ln_1"},
+    {Param::Wqkv, Param::Bqkv, Columns::Q, "self_attn.q_proj", "attn.c_attn"},
+    {Param::Wqkv, Param::Bqkv, Columns::K, "self_attn.k_proj", nullptr},
+    {Param::Wqkv, Param::Bqkv, Columns::V, "self_attn.v_proj", nullptr},
+    {Param::Wo, Param::Bo, Columns::All, "self_attn.o_proj", "attn.c_proj"},
+    {Param::Norm2G, Param::Norm2B, Columns::All, "post_attention_layernorm", "ln_2"},
+    {Param::W1, Param::B1, Columns::Gate, "mlp.gate_proj", nullptr},
+    {Param::W1, Param::B1, Columns::Up, "mlp.up_proj", "mlp.c_fc"},
+    {Param::W2, Param::B2, Columns::All, "mlp.down_proj", "mlp.c_proj"}};
+constexpr Module kHead[] = {
+    {Param::NormG, Param::NormB, Columns::All, "model.norm", "transformer.ln_f"},
+    {Param::Lm, Param::None, Columns::All, "lm_head", "lm_head"}};
 
 bool isLlama(const Transformer &t) { return t.norm == 1 || t.mlp == 1 || t.position == 1; }
 
@@ -229,25 +190,25 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
     return absl::FailedPreconditionError(
         "the plan's model is a layer list, not a transformer: it has no Hugging Face names");
   const Transformer &t = *plan.transformer;
-  const Architecture &a = isLlama(t) ? kLlama : kGpt2;
+  const bool llama = isLlama(t);
   std::vector<HfTensor> out;
   std::string tokenTable;
   int64_t block = 0;
   for (size_t l = 0; l < plan.layers.size(); ++l) {
     const Layer &layer = plan.layers[l];
-    const Row *rows = nullptr;
+    const Module *modules = nullptr;
     size_t count = 0;
     std::string prefix;
     if (layer.kind == LayerKind::Embedding) {
-      rows = a.embedding;
-      count = a.embeddingRows;
+      modules = kEmbedding;
+      count = std::size(kEmbedding);
     } else if (layer.kind == LayerKind::Block) {
-      rows = a.block;
-      count = a.blockRows;
-      prefix = absl::StrCat(a.blockPrefix, block++, ".");
+      modules = kBlock;
+      count = std::size(kBlock);
+      prefix = absl::StrCat(llama ? "model.layers." : "transformer.h.", block++, ".");
     } else if (layer.kind == LayerKind::Head) {
-      rows = a.head;
-      count = a.headRows;
+      modules = kHead;
+      count = std::size(kHead);
     } else {
       return absl::FailedPreconditionError(
           absl::StrCat("layer ", layer.name, " is a custom layer: it has no Hugging Face names"));
@@ -259,40 +220,44 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
           absl::StrCat("layer ", layer.name, ": the plan counts ", layer.params,
                        " parameters; Conduit's layout of this model has ", total,
                        " (the plan was compiled for another architecture)"));
-    for (size_t r = 0; r < count; ++r) {
-      const Row &row = rows[r];
-      const auto span = spans.find(row.param);
-      if (span == spans.end())
-        continue;
-      const Span &s = span->second;
-      const auto [begin, end] = columnsOf(row.columns, t, s.cols);
-      if (begin == end)
-        continue;
-      HfTensor tensor;
-      tensor.name = prefix + row.name;
-      tensor.layer = static_cast<int64_t>(l);
-      tensor.offset = s.offset;
-      tensor.rows = s.rows;
-      tensor.cols = s.cols;
-      tensor.colBegin = begin;
-      tensor.colEnd = end;
-      tensor.transpose = row.transpose;
-      if (row.param == Param::Lm && t.tieEmbeddings) {
-        // [V × h] like the token table, whose values it holds.
-        tensor.name = tokenTable;
-        tensor.transpose = false;
-        tensor.tied = true;
+    // Conduit's arrays in layout order, each as the tensors of the modules that hold it.
+    for (const auto &[param, s] : spans)
+      for (size_t m = 0; m < count; ++m) {
+        const Module &module = modules[m];
+        const char *name = llama ? module.llama : module.gpt2;
+        if (!name || (module.weight != param && module.bias != param))
+          continue;
+        const auto [begin, end] = columnsOf(llama ? module.columns : Columns::All, t, s.cols);
+        if (begin == end)
+          continue;
+        HfTensor tensor;
+        tensor.name = absl::StrCat(prefix, name, module.weight == param ? ".weight" : ".bias");
+        tensor.layer = static_cast<int64_t>(l);
+        tensor.offset = s.offset;
+        tensor.rows = s.rows;
+        tensor.cols = s.cols;
+        tensor.colBegin = begin;
+        tensor.colEnd = end;
+        // Hugging Face stores an nn.Linear's weight [out × in]: Llama's projections and both
+        // architectures' LM heads. GPT-2's projections are Conv1D, [in × out] as Conduit's.
+        tensor.transpose = !s.vector && param != Param::Wte && param != Param::Wpe &&
+                           (llama || param == Param::Lm);
+        if (param == Param::Lm && t.tieEmbeddings) {
+          // [V × h] like the token table, whose values it holds.
+          tensor.name = tokenTable;
+          tensor.transpose = false;
+          tensor.tied = true;
+        }
+        if (param == Param::Wte)
+          tokenTable = tensor.name;
+        if (s.vector)
+          tensor.shape = {end - begin};
+        else if (tensor.transpose)
+          tensor.shape = {end - begin, s.rows};
+        else
+          tensor.shape = {s.rows, end - begin};
+        out.push_back(std::move(tensor));
       }
-      if (row.param == Param::Wte)
-        tokenTable = tensor.name;
-      if (s.vector)
-        tensor.shape = {end - begin};
-      else if (tensor.transpose)
-        tensor.shape = {end - begin, s.rows};
-      else
-        tensor.shape = {s.rows, end - begin};
-      out.push_back(std::move(tensor));
-    }
   }
   if (t.tieEmbeddings && tokenTable.empty())
     return absl::FailedPreconditionError("the model ties its embeddings but has no embedding");
@@ -301,39 +266,33 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
 
 std::string hfConfigJson(const Plan &plan) {
   const Transformer &t = *plan.transformer;
+  const bool llama = isLlama(t), qwen = llama && t.bias == 1;
   nlohmann::ordered_json c;
-  if (isLlama(t)) {
-    const bool qwen = t.bias == 1;
-    c["architectures"] = {qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM"};
-    c["model_type"] = qwen ? "qwen2" : "llama";
-    c["hidden_size"] = t.hiddenSize;
-    c["intermediate_size"] = t.ffnHiddenSize;
-    c["num_attention_heads"] = t.numHeads;
+  c["architectures"] = {qwen ? "Qwen2ForCausalLM" : llama ? "LlamaForCausalLM" : "GPT2LMHeadModel"};
+  c["model_type"] = qwen ? "qwen2" : llama ? "llama" : "gpt2";
+  // What both configurations hold, each under its own name.
+  const std::tuple<const char *, const char *, int64_t> sizes[] = {
+      {"hidden_size", "n_embd", t.hiddenSize},
+      {"intermediate_size", "n_inner", t.ffnHiddenSize},
+      {"num_attention_heads", "n_head", t.numHeads},
+      {"num_hidden_layers", "n_layer", t.numLayers},
+      {"max_position_embeddings", "n_positions", t.seqLength},
+      {"vocab_size", "vocab_size", t.vocabSize}};
+  for (const auto &[llamaName, gpt2Name, value] : sizes)
+    c[llama ? llamaName : gpt2Name] = value;
+  c[llama ? "rms_norm_eps" : "layer_norm_epsilon"] = t.normEps;
+  c["tie_word_embeddings"] = t.tieEmbeddings;
+  if (llama) {
     c["num_key_value_heads"] = t.numKvHeads;
-    c["num_hidden_layers"] = t.numLayers;
-    c["vocab_size"] = t.vocabSize;
-    c["max_position_embeddings"] = t.seqLength;
-    c["rms_norm_eps"] = t.normEps;
     c["rope_theta"] = t.ropeTheta;
-    c["tie_word_embeddings"] = t.tieEmbeddings;
     if (!qwen) {
       c["attention_bias"] = t.bias == 0;
       c["mlp_bias"] = t.bias == 0;
     }
     c["hidden_act"] = t.mlp == 1 ? "silu" : "gelu_pytorch_tanh";
   } else {
-    c["architectures"] = {"GPT2LMHeadModel"};
-    c["model_type"] = "gpt2";
-    c["n_embd"] = t.hiddenSize;
-    c["n_head"] = t.numHeads;
-    c["n_layer"] = t.numLayers;
-    c["n_positions"] = t.seqLength;
-    c["n_inner"] = t.ffnHiddenSize;
-    c["vocab_size"] = t.vocabSize;
-    c["layer_norm_epsilon"] = t.normEps;
     // runtime/model/Kernels.cpp computes GELU with the tanh approximation.
     c["activation_function"] = "gelu_new";
-    c["tie_word_embeddings"] = t.tieEmbeddings;
   }
   c["torch_dtype"] = "float32";
   return c.dump(2) + "\n";

@@ -16,6 +16,12 @@ absl::Status mpiStatus(int code, const char *call, const char *file, int line) {
       absl::StrCat(call, " failed at ", file, ":", line, ": ", std::string(text, length)));
 }
 
+absl::StatusOr<double> sumOverWorld(double value) {
+  double total = 0;
+  CONDUIT_MPI(MPI_Allreduce(&value, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  return total;
+}
+
 absl::StatusOr<MpiWorld> MpiWorld::initialise(int *argc, char ***argv) {
   int initialised = 0;
   MPI_Initialized(&initialised);

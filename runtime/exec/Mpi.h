@@ -24,6 +24,9 @@ absl::Status mpiStatus(int code, const char *call, const char *file, int line);
 #define CONDUIT_MPI(call)                                                                          \
   CONDUIT_RETURN_IF_ERROR(::conduit::runtime::mpiStatus((call), #call, __FILE__, __LINE__))
 
+/// The sum of `value` over every process of the job (blocking).
+absl::StatusOr<double> sumOverWorld(double value);
+
 /// This process in the world.
 struct MpiWorld {
   int rank = 0, size = 1;

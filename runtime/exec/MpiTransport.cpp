@@ -101,39 +101,41 @@ MpiTransport::exchange(const std::vector<PeerTransfer> &transfers, StreamHandle)
   return work;
 }
 
-absl::StatusOr<std::unique_ptr<Work>> MpiTransport::allGather(int32_t group, Element type,
-                                                              const void *shard, void *full,
-                                                              int64_t count, StreamHandle) {
+template <typename Post>
+absl::StatusOr<std::unique_ptr<Work>> MpiTransport::groupCollective(int32_t group, int64_t count,
+                                                                    Post post) {
   CONDUIT_ASSIGN_OR_RETURN(MPI_Comm comm, groupComm(group));
   CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
   auto work = std::make_unique<MpiWork>();
   work->requests.emplace_back();
-  CONDUIT_MPI(MPI_Iallgather(shard, n, mpiType(type), full, n, mpiType(type), comm,
-                             &work->requests.back()));
+  CONDUIT_RETURN_IF_ERROR(post(comm, n, &work->requests.back()));
   return work;
+}
+
+absl::StatusOr<std::unique_ptr<Work>> MpiTransport::allGather(int32_t group, Element type,
+                                                              const void *shard, void *full,
+                                                              int64_t count, StreamHandle) {
+  return groupCollective(group, count, [&](MPI_Comm comm, int n, MPI_Request *request) {
+    CONDUIT_MPI(MPI_Iallgather(shard, n, mpiType(type), full, n, mpiType(type), comm, request));
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<std::unique_ptr<Work>> MpiTransport::reduceScatter(int32_t group, Element type,
                                                                   const void *full, void *shard,
                                                                   int64_t count, StreamHandle) {
-  CONDUIT_ASSIGN_OR_RETURN(MPI_Comm comm, groupComm(group));
-  CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
-  auto work = std::make_unique<MpiWork>();
-  work->requests.emplace_back();
-  CONDUIT_MPI(MPI_Ireduce_scatter_block(full, shard, n, mpiType(type), MPI_SUM, comm,
-                                        &work->requests.back()));
-  return work;
+  return groupCollective(group, count, [&](MPI_Comm comm, int n, MPI_Request *request) {
+    CONDUIT_MPI(MPI_Ireduce_scatter_block(full, shard, n, mpiType(type), MPI_SUM, comm, request));
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<std::unique_ptr<Work>>
 MpiTransport::allReduce(int32_t group, Element type, void *data, int64_t count, StreamHandle) {
-  CONDUIT_ASSIGN_OR_RETURN(MPI_Comm comm, groupComm(group));
-  CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
-  auto work = std::make_unique<MpiWork>();
-  work->requests.emplace_back();
-  CONDUIT_MPI(
-      MPI_Iallreduce(MPI_IN_PLACE, data, n, mpiType(type), MPI_SUM, comm, &work->requests.back()));
-  return work;
+  return groupCollective(group, count, [&](MPI_Comm comm, int n, MPI_Request *request) {
+    CONDUIT_MPI(MPI_Iallreduce(MPI_IN_PLACE, data, n, mpiType(type), MPI_SUM, comm, request));
+    return absl::OkStatus();
+  });
 }
 
 absl::Status MpiTransport::tensorAllReduce(float *data, int64_t count, model::Reduction op,
@@ -172,12 +174,6 @@ absl::Status MpiTransport::tensorReduceScatter(const float *full, float *shard, 
     shard[i] = static_cast<float>(v);
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<double> MpiTransport::sumOverRanks(double value) {
-  double total = 0;
-  CONDUIT_MPI(MPI_Allreduce(&value, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-  return total;
 }
 
 } // namespace conduit::runtime

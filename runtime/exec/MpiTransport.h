@@ -43,13 +43,17 @@ public:
                                StreamHandle stream) override;
   absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
                                    StreamHandle stream) override;
-  absl::StatusOr<double> sumOverRanks(double value) override;
+  absl::StatusOr<double> sumOverRanks(double value) override { return sumOverWorld(value); }
   /// MPI has no way to cancel collectives; the caller ends the job (MPI_Abort).
   void abort() override {}
 
 private:
   MpiTransport() = default;
   absl::StatusOr<MPI_Comm> groupComm(int32_t group) const;
+  /// A non-blocking collective of `count` elements on `group`'s communicator: `post` starts
+  /// it with the communicator, the count and the request that completes it.
+  template <typename Post>
+  absl::StatusOr<std::unique_ptr<Work>> groupCollective(int32_t group, int64_t count, Post post);
 
   MPI_Comm peers = MPI_COMM_NULL;
   std::vector<MPI_Comm> groups;    ///< per plan group; MPI_COMM_NULL where not a member

@@ -12,25 +12,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 namespace conduit::model {
 
-template <>
-void gemm<float>(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha,
-                 const float *a, const float *b, float beta, float *c) {
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(transA ? m : k), b, static_cast<int>(transB ? k : n), beta, c,
-              static_cast<int>(n));
-}
-
-template <>
-void gemm<double>(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
-                  const double *a, const double *b, double beta, double *c) {
-  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(transA ? m : k), b, static_cast<int>(transB ? k : n), beta, c,
-              static_cast<int>(n));
+template <typename T>
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha, const T *a,
+          const T *b, T beta, T *c) {
+  // CBLAS's single- and double-precision GEMMs take the same arguments.
+  auto call = [&](auto blasGemm) {
+    blasGemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+             static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+             static_cast<int>(transA ? m : k), b, static_cast<int>(transB ? k : n), beta, c,
+             static_cast<int>(n));
+  };
+  if constexpr (std::is_same_v<T, float>)
+    call(cblas_sgemm);
+  else
+    call(cblas_dgemm);
 }
 
 template <typename T>
@@ -325,6 +324,7 @@ double crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t 
 }
 
 #define CONDUIT_INSTANTIATE_KERNELS(T)                                                             \
+  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T *, const T *, T, T *);   \
   template void layerNormForward<T>(int64_t, int64_t, const T *, const T *, const T *, double,     \
                                     T *, T *, T *);                                                \
   template void layerNormBackwardInput<T>(int64_t, int64_t, const T *, const T *, const T *,       \

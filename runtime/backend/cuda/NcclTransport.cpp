@@ -204,10 +204,4 @@ absl::Status NcclTransport::tensorReduceScatter(const float *full, float *shard,
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> NcclTransport::sumOverRanks(double value) {
-  double total = 0;
-  CONDUIT_MPI(MPI_Allreduce(&value, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-  return total;
-}
-
 } // namespace conduit::cuda

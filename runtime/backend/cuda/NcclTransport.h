@@ -53,7 +53,10 @@ public:
                                StreamHandle stream) override;
   absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
                                    StreamHandle stream) override;
-  absl::StatusOr<double> sumOverRanks(double value) override;
+  /// Over MPI: a host value, once a step.
+  absl::StatusOr<double> sumOverRanks(double value) override {
+    return runtime::sumOverWorld(value);
+  }
   void abort() override;
 
 private:
