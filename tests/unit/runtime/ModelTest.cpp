@@ -605,30 +605,26 @@ TEST(Model, SplitBackwardKeepsOnlyWhatWeightGradientsNeed) {
   for (const GptShape &s : {tinyShape(), llamaShape()}) {
     Microbatches<float> m({"blocks", s, 1, 3}, 1, 2);
     LayerChain<float> &chain = *m.chain;
-    auto elements = [](const std::vector<Buffer<float>> &buffers) {
-      int64_t n = 0;
-      for (const Buffer<float> &b : buffers)
-        n += b.size();
-      return n;
-    };
     std::vector<float> y(m.width);
     LayerChain<float>::Cache cache;
     chain.forward(m.params.data(), m.inputs[0].data(), m.batches[0].view, y.data(), cache);
     const int64_t rows = 2 * s.seq, h = s.hidden;
     std::vector<int64_t> saved;
     for (const LayerCache<float> &layer : cache.layers) {
-      saved.push_back(elements(layer.saved));
-      EXPECT_TRUE(layer.stash.empty());
+      saved.push_back(layer.savedElements());
+      EXPECT_EQ(layer.stashedElements(), 0);
     }
     std::vector<float> dx(m.width);
     chain.backwardInput(m.params.data(), cache, m.outputGrads[0].data(), dx.data());
     for (size_t k = 0; k < cache.layers.size(); ++k) {
       // Released: qkv [rows × (h + 2 kvd)], the probabilities [2 × heads × seq × seq], the
       // MLP's first projection [rows × f or 2f].
-      EXPECT_EQ(elements(cache.layers[k].saved),
+      EXPECT_EQ(cache.layers[k].savedElements(),
                 saved[k] - rows * s.qkvWidth() - 2 * s.heads * s.seq * s.seq - rows * s.upWidth());
+      for (const LayerCache<float> &part : cache.layers[k].parts)
+        EXPECT_TRUE(part.inputOnly.empty());
       // Stashed: dy, du, dh2, dx2, dqkv, dh1.
-      EXPECT_EQ(elements(cache.layers[k].stash), rows * (4 * h + s.upWidth() + s.qkvWidth()));
+      EXPECT_EQ(cache.layers[k].stashedElements(), rows * (4 * h + s.upWidth() + s.qkvWidth()));
     }
     std::vector<float> grads(m.params.size());
     chain.backwardWeight(cache, grads.data());
@@ -646,8 +642,7 @@ TEST(Model, ActivationElementsBoundWhatTheForwardKeeps) {
     m.chain->forward(m.params.data(), m.inputs[0].data(), m.batches[0].view, nullptr, cache);
     int64_t kept = m.width; // the chain's input
     for (const LayerCache<float> &layer : cache.layers)
-      for (const Buffer<float> &b : layer.saved)
-        kept += b.size();
+      kept += layer.savedElements();
     const std::optional<int64_t> bound = s.activationElements(samples, 2, /*head=*/true);
     ASSERT_TRUE(bound.has_value());
     EXPECT_GE(*bound, kept);

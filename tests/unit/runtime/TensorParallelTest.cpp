@@ -5,8 +5,9 @@
 // RMSNorm, SwiGLU, rotary positions, grouped-query attention and tied head), with and without
 // sequence parallelism, whole and split backward, in double precision, gives the unsplit
 // layers' outputs, loss, input gradients and parameter gradients; each rank starts from its
-// slice of the unsplit model's initial parameters; and the layers issue exactly the
-// collectives runtime/plan/TensorCollectives.h lists for their compute.
+// slice of the unsplit model's initial parameters; the layers issue exactly the collectives
+// runtime/plan/TensorCollectives.h lists for their compute; and with one rank the same layers
+// issue none and compute the unsplit model's bits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +25,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 using namespace conduit;
 using namespace conduit::model;
@@ -294,10 +296,12 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
   EXPECT_EQ(got[1].loss, 0.0);
   // Every rank's gradients are the whole gradients' slice (replicated parameters on each).
   for (int r = 0; r < kRanks; ++r)
-    for (size_t i = 0; i < want.dparams.size(); ++i)
-      if (got[r].dparams[i] != 0.0)
+    for (size_t i = 0; i < want.dparams.size(); ++i) {
+      if (got[r].dparams[i] != 0.0) {
         EXPECT_NEAR(got[r].dparams[i], want.dparams[i], 1e-10 + 1e-9 * std::abs(want.dparams[i]))
             << "parameter gradient " << i << " of rank " << r;
+      }
+    }
   std::vector<double> covered(want.dparams.size(), 0.0);
   for (int r = 0; r < kRanks; ++r)
     for (size_t i = 0; i < covered.size(); ++i)
@@ -358,6 +362,39 @@ INSTANTIATE_TEST_SUITE_P(Layers, TensorParallel,
                                   (std::get<1>(info.param) ? "_sp" : "") +
                                   (std::get<2>(info.param) == Backward::Split ? "_split" : "");
                          });
+
+// One rank is the unsplit model: its layers are the same code as the split ones, and issue no
+// collective even where the Ops has a group, computing the bits of a run without one.
+TEST(TensorParallel, OneRankIssuesNoCollectiveAndComputesTheUnsplitBits) {
+  for (const GptShape &whole : {gptShape(), llamaShape()}) {
+    for (const auto &[first, end] : {std::pair<int64_t, int64_t>{0, 4}, {1, 3}}) {
+      runtime::Plan plan = planFor(whole);
+      CpuOps<double> ops;
+      LayerChain<double> chain = *LayerChain<double>::build(plan, whole, first, end, ops);
+      std::vector<double> params(chain.numParams());
+      chain.initialise(params.data(), 42);
+      Random random({9});
+      const int64_t samples = 2, width = whole.seq * whole.hidden;
+      std::vector<double> x, dy(samples * width);
+      if (!chain.hasEmbedding())
+        for (int64_t i = 0; i < samples * width; ++i)
+          x.push_back(random.normal());
+      for (double &d : dy)
+        d = random.normal();
+      const Result alone = run(whole, first, end, params, x, dy, samples, Backward::Whole, nullptr);
+      Meeting meeting(1);
+      Member member(meeting, 0, 1);
+      const Result grouped =
+          run(whole, first, end, params, x, dy, samples, Backward::Split, &member);
+      EXPECT_TRUE(grouped.forwardCalls.empty());
+      EXPECT_TRUE(grouped.backwardCalls.empty());
+      EXPECT_EQ(grouped.y, alone.y);
+      EXPECT_EQ(grouped.dx, alone.dx);
+      EXPECT_EQ(grouped.dparams, alone.dparams);
+      EXPECT_EQ(grouped.loss, alone.loss);
+    }
+  }
+}
 
 TEST(TensorParallelSlices, EachRankStartsFromItsSliceOfTheUnsplitModel) {
   for (const GptShape &whole : {gptShape(), llamaShape()}) {

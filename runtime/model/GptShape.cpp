@@ -1,0 +1,134 @@
+//===- GptShape.cpp - the decoder's shape from the plan --------------------===//
+//
+// GptShape::fromPlan checks the plan's transformer against what the layer units implement and
+// how the tensor group splits it, naming the job key to change; activationElements bounds
+// what a forward keeps, for the memory check before anything is allocated.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/model/GptShape.h"
+
+#include "runtime/plan/Limits.h"
+
+#include "absl/strings/str_cat.h"
+
+#include <cmath>
+
+namespace conduit::model {
+
+absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
+  if (!plan.transformer)
+    return absl::FailedPreconditionError(
+        "the plan's model is a layer list, not a transformer; conduit-run trains GPT-style "
+        "and Llama-style transformers only");
+  const runtime::Transformer &t = *plan.transformer;
+  // readPlan bounds these; a plan built in memory may not have been read.
+  const struct {
+    const char *key;
+    int64_t value, most;
+  } dimensions[] = {{"num_layers", t.numLayers, limits::kMaxLayers},
+                    {"hidden_size", t.hiddenSize, limits::kMaxHidden},
+                    {"num_heads", t.numHeads, limits::kMaxHeads},
+                    {"ffn_hidden_size", t.ffnHiddenSize, limits::kMaxFfn},
+                    {"seq_length", t.seqLength, limits::kMaxSeqLength},
+                    {"vocab_size", t.vocabSize, limits::kMaxVocab}};
+  for (const auto &d : dimensions)
+    if (d.value < 1 || d.value > d.most)
+      return absl::InvalidArgumentError(absl::StrCat("the model's ", d.key, " is ", d.value,
+                                                     "; it must lie between 1 and ", d.most));
+  const struct {
+    const char *key;
+    uint8_t value, most;
+  } kinds[] = {
+      {"mlp", t.mlp, 1}, {"norm", t.norm, 1}, {"position", t.position, 1}, {"bias", t.bias, 2}};
+  for (const auto &k : kinds)
+    if (k.value > k.most)
+      return absl::InvalidArgumentError(absl::StrCat("the model's ", k.key, " kind is ",
+                                                     int(k.value), "; conduit-run knows 0 to ",
+                                                     int(k.most)));
+  if (t.hiddenSize % t.numHeads != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the hidden size ", t.hiddenSize, " is not a multiple of the head count ", t.numHeads,
+        "; compile the job again with model.hidden_size a multiple of model.num_heads"));
+  if (t.numKvHeads < 1 || t.numKvHeads > t.numHeads || t.numHeads % t.numKvHeads != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model's ", t.numKvHeads, " key/value heads do not divide its ", t.numHeads,
+        " attention heads; compile the job again with model.num_kv_heads a divisor of "
+        "model.num_heads"));
+  const bool rotary = t.position == 1;
+  if (rotary && (t.hiddenSize / t.numHeads) % 2 != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rotary positions rotate pairs of dimensions, but the head dimension hidden_size / "
+        "num_heads = ",
+        t.hiddenSize / t.numHeads,
+        " is odd; compile the job again with model.hidden_size / model.num_heads even"));
+  if (rotary && !(std::isfinite(t.ropeTheta) && t.ropeTheta > 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model's rotary base is ", t.ropeTheta,
+                     "; compile the job again with model.rope_theta a positive number"));
+  if (!(std::isfinite(t.normEps) && t.normEps > 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model's norm epsilon is ", t.normEps,
+                     "; compile the job again with model.norm_eps a positive number"));
+  const int64_t tensor = plan.config.tensor;
+  if (tensor < 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("the plan's tensor-parallel size is ", tensor, "; it must be at least 1"));
+  const struct {
+    const char *key;
+    int64_t value;
+  } split[] = {{"model.num_heads", t.numHeads},
+               {"model.num_kv_heads", t.numKvHeads},
+               {"model.ffn_hidden_size", t.ffnHiddenSize},
+               {"model.vocab_size", t.vocabSize},
+               {"model.seq_length", plan.config.sequenceParallel ? t.seqLength : tensor}};
+  for (const auto &d : split)
+    if (d.value % tensor != 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor parallelism splits ", d.key, " (", d.value, ") over ", tensor,
+                       " ranks; compile the job again with parallelism.tensor dividing it"));
+  GptShape shape;
+  shape.tensorSize = tensor;
+  shape.sequenceParallel = plan.config.sequenceParallel && tensor > 1;
+  shape.blocks = t.numLayers;
+  shape.hidden = t.hiddenSize;
+  shape.heads = t.numHeads;
+  shape.kvHeads = t.numKvHeads;
+  shape.ffn = t.ffnHiddenSize;
+  shape.seq = t.seqLength;
+  shape.vocab = t.vocabSize;
+  shape.qkvBias = t.bias != 2;
+  shape.otherBias = t.bias == 0;
+  shape.gated = t.mlp == 1;
+  shape.rmsNorm = t.norm == 1;
+  shape.rotary = rotary;
+  shape.tied = t.tieEmbeddings;
+  shape.ropeTheta = t.ropeTheta;
+  shape.normEps = t.normEps;
+  return shape;
+}
+
+std::optional<int64_t> GptShape::activationElements(int64_t samples, int64_t blocks,
+                                                    bool head) const {
+  using limits::checkedAdd;
+  using limits::checkedMul;
+  // What the block and the head keep (their own buffers and their units' `keep`), per
+  // sample, plus each layer's input and output. Per block row: 7h (x, the two norms' outputs,
+  // the attention output, the residual x2; the layer's input and output), the qkv projection,
+  // the MLP's first projection (twice as wide for SwiGLU) and its activation, and the norms' 4
+  // statistics (RMSNorm keeps 2; the bound counts 4).
+  const std::optional<int64_t> row = checkedMul(seq, hidden),
+                               attention = checkedMul(heads, seq, seq),
+                               blockRows =
+                                   checkedMul(seq, 7 * hidden + qkvWidth() + upWidth() + ffn + 4),
+                               headRows = checkedMul(seq, 3 * hidden + 2 + 2 * vocab);
+  if (!row || !attention || !blockRows || !headRows)
+    return std::nullopt;
+  std::optional<int64_t> block = checkedAdd(*blockRows, *attention);
+  std::optional<int64_t> chain = block ? checkedMul(blocks, *block) : std::nullopt;
+  if (chain && head)
+    chain = checkedAdd(*chain, *headRows);
+  return chain ? checkedMul(samples, *chain) : std::nullopt;
+}
+
+} // namespace conduit::model

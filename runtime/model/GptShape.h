@@ -1,0 +1,78 @@
+//===- GptShape.h - the dimensions and variant of the decoder ---*- C++ -*-===//
+//
+// What the runtime builds from the plan's transformer section: the dimensions, the GPT-style or
+// Llama-style variant (norm, MLP, positions, grouped-query attention, biases, tied head), and
+// this rank's place in its tensor group. Every layer unit (runtime/model/layers/) sizes its
+// parameters and activations from it: the whole unit's with tensor size 1, this tensor rank's
+// part of it otherwise.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_MODEL_GPTSHAPE_H
+#define CONDUIT_RUNTIME_MODEL_GPTSHAPE_H
+
+#include "runtime/Status.h"
+#include "runtime/plan/Plan.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace conduit::model {
+
+/// The dimensions and variant of the model, validated for what this runtime implements. The
+/// defaults are the GPT-style decoder.
+struct GptShape {
+  int64_t blocks = 0, hidden = 0, heads = 0, ffn = 0, seq = 0, vocab = 0;
+  int64_t kvHeads = 0;                   ///< key/value heads, a divisor of heads; 0: as heads
+  bool qkvBias = true, otherBias = true; ///< bias "all": both; "qkv": the first; "none": neither
+  bool gated = false;                    ///< SwiGLU MLP (W1 is [h × 2f]: gate, then up), else GELU
+  bool rmsNorm = false;                  ///< RMSNorm (gain only), else LayerNorm (gain and bias)
+  bool rotary = false;      ///< rotary positions on q and k, else a learned position table
+  bool tied = false;        ///< the LM head has the token table's layout [vocab × h]
+  double ropeTheta = 10000; ///< the rotary base
+  double normEps = 1e-5;    ///< the norms' epsilon
+  /// Tensor parallelism: the group's size T, this rank's place in it, and whether the
+  /// activations between layers are split along the sequence.
+  int64_t tensorSize = 1, tensorRank = 0;
+  bool sequenceParallel = false;
+
+  bool tensorParallel() const { return tensorSize > 1; }
+  /// The unsplit model's shape (tensor size 1).
+  GptShape whole() const {
+    GptShape w = *this;
+    w.tensorSize = 1;
+    w.tensorRank = 0;
+    w.sequenceParallel = false;
+    return w;
+  }
+  /// This tensor rank's part: attention heads, key/value heads, FFN width, vocabulary rows,
+  /// and the tokens of a sample between layers (all of them without sequence parallelism).
+  int64_t localHeads() const { return heads / tensorSize; }
+  int64_t localKvHeads() const { return numKvHeads() / tensorSize; }
+  int64_t localFfn() const { return ffn / tensorSize; }
+  int64_t localVocab() const { return vocab / tensorSize; }
+  int64_t localSeq() const { return sequenceParallel ? seq / tensorSize : seq; }
+  int64_t localQkvWidth() const { return (localHeads() + 2 * localKvHeads()) * headDim(); }
+  int64_t localUpWidth() const { return gated ? 2 * localFfn() : localFfn(); }
+
+  int64_t headDim() const { return hidden / heads; }
+  int64_t numKvHeads() const { return kvHeads > 0 ? kvHeads : heads; }
+  /// The width of k (and of v) per token, and of the fused [q | k | v] projection.
+  int64_t kvWidth() const { return numKvHeads() * headDim(); }
+  int64_t qkvWidth() const { return hidden + 2 * kvWidth(); }
+  /// The width of the MLP's first projection: f, or gate and up (2f) for SwiGLU.
+  int64_t upWidth() const { return gated ? 2 * ffn : ffn; }
+  /// Parameters of one norm: gain, and bias for LayerNorm.
+  int64_t normParams() const { return rmsNorm ? hidden : 2 * hidden; }
+  /// Elements the forward of `samples` samples through `blocks` blocks (and the head, when
+  /// `head`) keeps for its backward, layer inputs included; nullopt when the count does not
+  /// fit in an int64. Within the limits of Limits.h one sample's count always fits.
+  std::optional<int64_t> activationElements(int64_t samples, int64_t blocks, bool head) const;
+  /// The shape of the plan's transformer, split over the plan's tensor groups (tensorRank 0;
+  /// a backend sets its own); an error names what this runtime cannot build.
+  static absl::StatusOr<GptShape> fromPlan(const runtime::Plan &plan);
+};
+
+} // namespace conduit::model
+
+#endif // CONDUIT_RUNTIME_MODEL_GPTSHAPE_H

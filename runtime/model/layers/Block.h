@@ -1,0 +1,57 @@
+//===- Block.h - a pre-norm transformer block -------------------*- C++ -*-===//
+//
+// x2 = x + Attention(Norm1(x)), then y = x2 + MLP(Norm2(x2)): a layer of the chain composed of
+// four units, each owning a contiguous slice of the block's parameters in this order — norm1
+// (layers/Norm.h), the attention (layers/Attention.h), norm2, the MLP (layers/Mlp.h). The
+// attention and the MLP are residual branches (layers/Branch.h); a new kind of MLP (mixture of
+// experts) is another Branch, chosen where the block builds its MLP.
+//
+// The block keeps the tensors between its units (its input x, the normed activations, the
+// residual stream x2) and, between its input and weight gradients, the gradients that pass
+// between them; each unit keeps its own in the block cache's `parts`. With sequence
+// parallelism the norms' parameter gradients cover this rank's tokens only: the block sums
+// both over the group with one all-reduce at the end of its weight gradient.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_MODEL_LAYERS_BLOCK_H
+#define CONDUIT_RUNTIME_MODEL_LAYERS_BLOCK_H
+
+#include "runtime/model/GptShape.h"
+#include "runtime/model/layers/Branch.h"
+#include "runtime/model/layers/Layer.h"
+#include "runtime/model/layers/Norm.h"
+
+#include <memory>
+
+namespace conduit::model {
+
+template <typename T> class Block final : public Layer<T> {
+public:
+  /// With `recomputeAttention` (selective checkpointing) the attention keeps no
+  /// probabilities: its input gradient computes them again.
+  Block(const GptShape &s, bool recomputeAttention);
+
+  int64_t numParams() const override { return at[NumParts]; }
+  std::vector<ParameterRun> slice() const override;
+  void initialise(T *params, uint64_t seed, int64_t layer) const override;
+  void forward(Ops<T> &ops, const T *params, const T *x, const Tokens &batch, T *y,
+               LayerCache<T> &cache) const override;
+  void backwardInput(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy,
+                     T *dx) const override;
+  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dparams) const override;
+
+private:
+  /// The units, in the order of their parameters and of the cache's parts.
+  enum Part { Norm1, Attend, Norm2, FeedForward, NumParts };
+
+  GptShape s;
+  bool recomputeAttention = false;
+  Norm<T> norm1, norm2;
+  std::unique_ptr<Branch<T>> attention, mlp;
+  int64_t at[NumParts + 1] = {}; ///< where each unit's parameters start; at[NumParts]: all
+};
+
+} // namespace conduit::model
+
+#endif // CONDUIT_RUNTIME_MODEL_LAYERS_BLOCK_H

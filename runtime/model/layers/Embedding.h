@@ -1,0 +1,50 @@
+//===- Embedding.h - the token (and position) embedding ---------*- C++ -*-===//
+//
+// The chain's first layer: y = wte[token] (+ wpe[position] for learned positions). Parameters:
+// the token table [vocab × h], then, for learned positions only, the position table [seq × h].
+// The token table is the first vocab · h normals of (seed, 0), since the embedding is always
+// layer 0; a tied head starts from the same values.
+//
+// Split over a tensor group the token table is split by vocabulary: each rank looks up its
+// rows (zero for another rank's tokens) and the group sums; the position table is replicated
+// and added once, after the sum (one rank adds it in the lookup itself).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_MODEL_LAYERS_EMBEDDING_H
+#define CONDUIT_RUNTIME_MODEL_LAYERS_EMBEDDING_H
+
+#include "runtime/model/GptShape.h"
+#include "runtime/model/layers/Layer.h"
+
+namespace conduit::model {
+
+template <typename T> class Embedding final : public Layer<T> {
+public:
+  explicit Embedding(const GptShape &s) : s(s) {}
+
+  int64_t numParams() const override {
+    return (s.localVocab() + (s.rotary ? 0 : s.seq)) * s.hidden;
+  }
+  std::vector<ParameterRun> slice() const override;
+  void initialise(T *params, uint64_t seed, int64_t layer) const override;
+  void forward(Ops<T> &ops, const T *params, const T *x, const Tokens &batch, T *y,
+               LayerCache<T> &cache) const override;
+  /// No input gradient; what the weight gradient needs is the output gradient only (of the
+  /// whole sequence: with sequence parallelism it is gathered here).
+  void backwardInput(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy,
+                     T *dx) const override;
+  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dparams) const override;
+
+private:
+  /// The position table within `params` (or its gradient), null with rotary positions.
+  template <typename P> P *positions(P *params) const {
+    return s.rotary ? nullptr : params + s.localVocab() * s.hidden;
+  }
+
+  GptShape s;
+};
+
+} // namespace conduit::model
+
+#endif // CONDUIT_RUNTIME_MODEL_LAYERS_EMBEDDING_H

@@ -1,0 +1,183 @@
+//===- TensorSplit.cpp - a layer's math over its tensor group --------------===//
+
+#include "runtime/model/layers/TensorSplit.h"
+
+namespace conduit::model {
+
+namespace {
+/// The tensor group of `ops`, which only a layer split over T > 1 ranks calls.
+template <typename T> TensorGroup<T> &group(Ops<T> &ops) { return *ops.tensorGroup(); }
+} // namespace
+
+template <typename T>
+void gatherSequence(Ops<T> &ops, const GptShape &s, int64_t samples, int64_t width, const T *shard,
+                    T *full) {
+  const int64_t chunk = s.localSeq() * width, ranks = s.tensorSize;
+  if (samples == 1) {
+    group(ops).allGather(chunk, shard, full);
+    return;
+  }
+  Buffer<T> byRank = transient(ops, ranks * samples * chunk);
+  group(ops).allGather(samples * chunk, shard, byRank.data());
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t n = 0; n < samples; ++n)
+      ops.copy(chunk, byRank.data() + (r * samples + n) * chunk, full + (n * ranks + r) * chunk);
+}
+
+template <typename T>
+void reduceScatterSequence(Ops<T> &ops, const GptShape &s, int64_t samples, int64_t width,
+                           const T *full, T *shard) {
+  const int64_t chunk = s.localSeq() * width, ranks = s.tensorSize;
+  if (samples == 1) {
+    group(ops).reduceScatter(chunk, full, shard);
+    return;
+  }
+  Buffer<T> byRank = transient(ops, ranks * samples * chunk);
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t n = 0; n < samples; ++n)
+      ops.copy(chunk, full + (n * ranks + r) * chunk, byRank.data() + (r * samples + n) * chunk);
+  group(ops).reduceScatter(samples * chunk, byRank.data(), shard);
+}
+
+template <typename T>
+const T *wholeSequence(Ops<T> &ops, const GptShape &s, int64_t samples, const T *rows,
+                       Buffer<T> &scratch) {
+  if (!s.sequenceParallel)
+    return rows;
+  scratch = transient(ops, samples * s.seq * s.hidden);
+  gatherSequence(ops, s, samples, s.hidden, rows, scratch.data());
+  return scratch.data();
+}
+
+template <typename T>
+void reduceRows(Ops<T> &ops, const GptShape &s, int64_t samples, T *partial, T *out) {
+  if (s.sequenceParallel) {
+    reduceScatterSequence(ops, s, samples, s.hidden, partial, out);
+    return;
+  }
+  if (s.tensorParallel())
+    group(ops).allReduce(samples * s.seq * s.hidden, partial);
+  if (partial != out)
+    ops.copy(samples * s.seq * s.hidden, partial, out);
+}
+
+template <typename T>
+void columnParallel(Ops<T> &ops, const GptShape &s, int64_t samples, int64_t n, const T *x,
+                    const T *w, const T *b, T *y, bool transposed) {
+  const int64_t rows = samples * s.seq;
+  {
+    Buffer<T> gathered;
+    ops.gemm(false, transposed, rows, n, s.hidden, 1, wholeSequence(ops, s, samples, x, gathered),
+             w, 0, y);
+  }
+  if (b)
+    ops.addBias(rows, n, b, y);
+}
+
+template <typename T>
+void rowParallel(Ops<T> &ops, const GptShape &s, int64_t samples, int64_t k, const T *in,
+                 const T *w, const T *b, const T *residual, T *out) {
+  const int64_t local = samples * s.localSeq(), h = s.hidden;
+  if (s.tensorParallel()) {
+    // The residual is added once, after the group's sum.
+    reducedProduct(ops, s, samples, k, in, w, /*transposed=*/false, out);
+    ops.add(local * h, residual, out);
+  } else {
+    // One rank: the GEMM accumulates onto a copy of the residual.
+    ops.copy(local * h, residual, out);
+    ops.gemm(false, false, local, h, k, 1, in, w, 1, out);
+  }
+  if (b)
+    ops.addBias(local, h, b, out);
+}
+
+template <typename T>
+void reducedProduct(Ops<T> &ops, const GptShape &s, int64_t samples, int64_t k, const T *in,
+                    const T *w, bool transposed, T *out) {
+  const int64_t rows = samples * s.seq;
+  Buffer<T> partial;
+  T *sum = out;
+  if (s.sequenceParallel) {
+    partial = transient(ops, rows * s.hidden);
+    sum = partial.data();
+  }
+  ops.gemm(false, transposed, rows, s.hidden, k, 1, in, w, 0, sum);
+  reduceRows(ops, s, samples, sum, out);
+}
+
+template <typename T>
+void weightGradient(Ops<T> &ops, int64_t rows, int64_t in, int64_t out, const T *x, const T *dy,
+                    T *dw, T *db) {
+  ops.gemm(true, false, in, out, rows, 1, x, dy, 1, dw);
+  if (db)
+    ops.sumRows(rows, out, dy, db);
+}
+
+template <typename T>
+Buffer<T> outputGradient(Ops<T> &ops, const GptShape &s, int64_t samples, const T *dy, bool kept) {
+  const int64_t n = samples * s.seq * s.hidden;
+  if (!s.sequenceParallel && kept)
+    return Buffer<T>();
+  Buffer<T> whole = ops.allocate(n);
+  if (s.sequenceParallel)
+    gatherSequence(ops, s, samples, s.hidden, dy, whole.data());
+  else
+    ops.copy(n, dy, whole.data());
+  return whole;
+}
+
+std::vector<int32_t> localTokens(const GptShape &s, const int32_t *tokens, int64_t n) {
+  const int64_t first = s.tensorRank * s.localVocab(), end = first + s.localVocab();
+  std::vector<int32_t> out(n);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = tokens[i] >= first && tokens[i] < end ? static_cast<int32_t>(tokens[i] - first) : -1;
+  return out;
+}
+
+template <typename T>
+ShardedGradients<T>::ShardedGradients(Ops<T> &ops, const GptShape &s, int64_t n)
+    : ops(ops), sharded(s.sequenceParallel) {
+  if (sharded)
+    buffer = transient(ops, n);
+}
+
+template <typename T> T *ShardedGradients<T>::at(T *dp, int64_t n) {
+  if (!sharded)
+    return dp;
+  targets.emplace_back(dp, n);
+  used += n;
+  return buffer.data() + used - n;
+}
+
+template <typename T> void ShardedGradients<T>::reduce() {
+  if (!sharded)
+    return;
+  group(ops).allReduce(used, buffer.data());
+  int64_t at = 0;
+  for (const auto &[dp, n] : targets) {
+    ops.add(n, buffer.data() + at, dp);
+    at += n;
+  }
+}
+
+#define CONDUIT_TENSOR_SPLIT(T)                                                                    \
+  template void gatherSequence<T>(Ops<T> &, const GptShape &, int64_t, int64_t, const T *, T *);   \
+  template void reduceScatterSequence<T>(Ops<T> &, const GptShape &, int64_t, int64_t, const T *,  \
+                                         T *);                                                     \
+  template const T *wholeSequence<T>(Ops<T> &, const GptShape &, int64_t, const T *, Buffer<T> &); \
+  template void reduceRows<T>(Ops<T> &, const GptShape &, int64_t, T *, T *);                      \
+  template void columnParallel<T>(Ops<T> &, const GptShape &, int64_t, int64_t, const T *,         \
+                                  const T *, const T *, T *, bool);                                \
+  template void rowParallel<T>(Ops<T> &, const GptShape &, int64_t, int64_t, const T *, const T *, \
+                               const T *, const T *, T *);                                         \
+  template void reducedProduct<T>(Ops<T> &, const GptShape &, int64_t, int64_t, const T *,         \
+                                  const T *, bool, T *);                                           \
+  template void weightGradient<T>(Ops<T> &, int64_t, int64_t, int64_t, const T *, const T *, T *,  \
+                                  T *);                                                            \
+  template Buffer<T> outputGradient<T>(Ops<T> &, const GptShape &, int64_t, const T *, bool);      \
+  template class ShardedGradients<T>;
+CONDUIT_TENSOR_SPLIT(float)
+CONDUIT_TENSOR_SPLIT(double)
+#undef CONDUIT_TENSOR_SPLIT
+
+} // namespace conduit::model
