@@ -1,6 +1,6 @@
 //===- ProfileReader.h - measured layer times -------------------*- C++ -*-===//
 //
-// Reads the profile files `conduit-run --profile` writes (runtime/Profile.h is the writer):
+// Reads the profile files `conduit-run --profile` writes (runtime/session/Profile.h is the writer):
 // each layer's measured forward and backward seconds at a few micro-batch sizes, and the
 // optimizer's seconds per parameter. The cost model replaces its analytic estimates with them
 // when a job names one as `cluster.profile`. A profile may also list each rank's measured

@@ -8,17 +8,17 @@
 //   conduit-run --dump JOB.plan
 //
 // The driver: parses the command line, reads and verifies the plan file (structure, then
-// semantics), and hands the run to the session (runtime/Session.h), which holds the run loop
-// for MPI and loopback runs (every rank a thread of one process) alike. Exit codes are
+// semantics), and hands the run to the session (runtime/session/Session.h), which holds the run
+// loop for MPI and loopback runs (every rank a thread of one process) alike. Exit codes are
 // ExitCodes.h's, listed in usage() and docs/conduit-run.md.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/ExitCodes.h"
-#include "runtime/Session.h"
 #include "runtime/plan/Limits.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/plan/PlanJson.h"
+#include "runtime/session/Session.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

@@ -3,7 +3,7 @@
 // Every MPI call of the runtime goes through CONDUIT_MPI, which turns a failure into an
 // absl::Status naming the call, the file and the line (communicators are set to return errors
 // instead of aborting). MpiWorld is this process's place in the job; MpiTransport
-// (MpiTransport.h) and the session's MPI rank group (runtime/Session.cpp) build on it.
+// (MpiTransport.h) and the session's MPI rank group (runtime/session/Session.cpp) build on it.
 //
 //===----------------------------------------------------------------------===//
 

@@ -11,8 +11,8 @@
 #ifndef CONDUIT_RUNTIME_EXEC_STAGEWORK_H
 #define CONDUIT_RUNTIME_EXEC_STAGEWORK_H
 
+#include "runtime/data/Data.h"
 #include "runtime/exec/Backend.h"
-#include "runtime/model/Data.h"
 #include "runtime/model/Gpt.h"
 
 #include "absl/strings/str_cat.h"

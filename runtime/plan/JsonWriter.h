@@ -1,7 +1,7 @@
 //===- JsonWriter.h - JSON strings and numbers for the runtime's outputs -*- C++ -*-===//
 //
 // The runtime writes JSON in three places: the plan dump (PlanJson.cpp), the measured trace
-// (Trace.cpp) and the profile (runtime/Profile.cpp). Each lays out its own document; the
+// (Trace.cpp) and the profile (runtime/session/Profile.cpp). Each lays out its own document; the
 // literals come from here, so that every string is escaped the way RFC 8259 requires
 // (quotation mark, reverse solidus and all control characters U+0000 to U+001F) and every
 // number is one JSON can hold.

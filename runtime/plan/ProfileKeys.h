@@ -1,9 +1,9 @@
 //===- ProfileKeys.h - the keys of a measured profile -----------*- C++ -*-===//
 //
-// `conduit-run --profile` writes a profile (runtime/Profile.cpp) that the compiler's cost
+// `conduit-run --profile` writes a profile (runtime/session/Profile.cpp) that the compiler's cost
 // model reads back as `cluster.profile`. Both sides name its keys through these constants,
 // so that the writer and the reader cannot drift apart; the format is described in
-// runtime/Profile.h and docs/cost-model.md. Header-only and IR-free: the reader includes it
+// runtime/session/Profile.h and docs/cost-model.md. Header-only and IR-free: the reader includes it
 // without linking the runtime.
 //
 //===----------------------------------------------------------------------===//

@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Checkpoint.h"
 #include "runtime/plan/PlanFile.h"
+#include "runtime/weights/Checkpoint.h"
 
 #include <cstddef>
 #include <cstdint>

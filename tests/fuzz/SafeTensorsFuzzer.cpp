@@ -15,8 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/HfWeights.h"
-#include "runtime/SafeTensors.h"
+#include "runtime/weights/HfWeights.h"
+#include "runtime/weights/SafeTensors.h"
 
 #include <cstddef>
 #include <cstdint>

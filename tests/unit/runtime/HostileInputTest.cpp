@@ -12,13 +12,13 @@
 
 #include "GptPlan.h"
 
-#include "runtime/Checkpoint.h"
-#include "runtime/RankGroup.h"
-#include "runtime/Reference.h"
 #include "runtime/backend/cpu/CpuBackend.h"
 #include "runtime/exec/StageWork.h"
 #include "runtime/plan/Limits.h"
 #include "runtime/plan/PlanFile.h"
+#include "runtime/session/RankGroup.h"
+#include "runtime/session/Reference.h"
+#include "runtime/weights/Checkpoint.h"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/model/Data.h"
+#include "runtime/data/Data.h"
 #include "runtime/model/Gpt.h"
 #include "runtime/model/Optimizer.h"
 #include "runtime/model/Random.h"

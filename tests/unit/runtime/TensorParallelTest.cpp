@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/model/Data.h"
+#include "runtime/data/Data.h"
 #include "runtime/model/Gpt.h"
 #include "runtime/model/Random.h"
 #include "runtime/plan/TensorCollectives.h"

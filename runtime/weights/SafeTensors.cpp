@@ -1,6 +1,6 @@
 //===- SafeTensors.cpp - the safetensors file format ----------------------===//
 
-#include "runtime/SafeTensors.h"
+#include "runtime/weights/SafeTensors.h"
 
 #include "runtime/plan/Limits.h"
 

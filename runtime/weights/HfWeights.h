@@ -22,11 +22,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_RUNTIME_HFWEIGHTS_H
-#define CONDUIT_RUNTIME_HFWEIGHTS_H
+#ifndef CONDUIT_RUNTIME_WEIGHTS_HFWEIGHTS_H
+#define CONDUIT_RUNTIME_WEIGHTS_HFWEIGHTS_H
 
-#include "runtime/SafeTensors.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/weights/SafeTensors.h"
 
 #include <string>
 #include <vector>
@@ -107,4 +107,4 @@ absl::Status writeHfModel(const Plan &plan, const std::string &dir, const float 
 
 } // namespace conduit::runtime
 
-#endif // CONDUIT_RUNTIME_HFWEIGHTS_H
+#endif // CONDUIT_RUNTIME_WEIGHTS_HFWEIGHTS_H

@@ -1,6 +1,6 @@
 //===- Data.cpp - where the training tokens come from ---------------------===//
 
-#include "runtime/model/Data.h"
+#include "runtime/data/Data.h"
 
 #include "runtime/Status.h"
 #include "runtime/model/Random.h"

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_RUNTIME_BACKENDS_H
-#define CONDUIT_RUNTIME_BACKENDS_H
+#ifndef CONDUIT_RUNTIME_SESSION_BACKENDS_H
+#define CONDUIT_RUNTIME_SESSION_BACKENDS_H
 
 #include "runtime/exec/Backend.h"
 #include "runtime/exec/Mpi.h"
@@ -35,4 +35,4 @@ absl::StatusOr<BackendFactory> loopbackBackends(const std::string &kind, const P
 
 } // namespace conduit::runtime
 
-#endif // CONDUIT_RUNTIME_BACKENDS_H
+#endif // CONDUIT_RUNTIME_SESSION_BACKENDS_H

@@ -1,6 +1,6 @@
 //===- RankGroup.cpp - the ranks of a run, as its run loop sees them ------===//
 
-#include "runtime/RankGroup.h"
+#include "runtime/session/RankGroup.h"
 
 #include "absl/strings/str_cat.h"
 

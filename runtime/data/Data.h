@@ -17,8 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_RUNTIME_MODEL_DATA_H
-#define CONDUIT_RUNTIME_MODEL_DATA_H
+#ifndef CONDUIT_RUNTIME_DATA_DATA_H
+#define CONDUIT_RUNTIME_DATA_DATA_H
 
 #include "runtime/plan/Plan.h"
 
@@ -97,4 +97,4 @@ absl::StatusOr<std::unique_ptr<TokenSource>> makeTokenSource(const runtime::Conf
 
 } // namespace conduit::model
 
-#endif // CONDUIT_RUNTIME_MODEL_DATA_H
+#endif // CONDUIT_RUNTIME_DATA_DATA_H

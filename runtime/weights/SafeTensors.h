@@ -17,8 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_RUNTIME_SAFETENSORS_H
-#define CONDUIT_RUNTIME_SAFETENSORS_H
+#ifndef CONDUIT_RUNTIME_WEIGHTS_SAFETENSORS_H
+#define CONDUIT_RUNTIME_WEIGHTS_SAFETENSORS_H
 
 #include "runtime/Status.h"
 
@@ -113,4 +113,4 @@ private:
 
 } // namespace conduit::runtime
 
-#endif // CONDUIT_RUNTIME_SAFETENSORS_H
+#endif // CONDUIT_RUNTIME_WEIGHTS_SAFETENSORS_H

@@ -15,8 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_RUNTIME_SESSION_H
-#define CONDUIT_RUNTIME_SESSION_H
+#ifndef CONDUIT_RUNTIME_SESSION_SESSION_H
+#define CONDUIT_RUNTIME_SESSION_SESSION_H
 
 #include "runtime/exec/Mpi.h"
 #include "runtime/plan/Plan.h"
@@ -69,4 +69,4 @@ SessionResult runReference(const Plan &plan, const SessionOptions &options, cons
 
 } // namespace conduit::runtime
 
-#endif // CONDUIT_RUNTIME_SESSION_H
+#endif // CONDUIT_RUNTIME_SESSION_SESSION_H

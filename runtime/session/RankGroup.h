@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_RUNTIME_RANKGROUP_H
-#define CONDUIT_RUNTIME_RANKGROUP_H
+#ifndef CONDUIT_RUNTIME_SESSION_RANKGROUP_H
+#define CONDUIT_RUNTIME_SESSION_RANKGROUP_H
 
 #include "runtime/Status.h"
 #include "runtime/exec/Mpi.h"
@@ -83,4 +83,4 @@ private:
 
 } // namespace conduit::runtime
 
-#endif // CONDUIT_RUNTIME_RANKGROUP_H
+#endif // CONDUIT_RUNTIME_SESSION_RANKGROUP_H

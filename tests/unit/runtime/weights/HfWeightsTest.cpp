@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/HfWeights.h"
+#include "runtime/weights/HfWeights.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -26,8 +26,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_RUNTIME_PROFILE_H
-#define CONDUIT_RUNTIME_PROFILE_H
+#ifndef CONDUIT_RUNTIME_SESSION_PROFILE_H
+#define CONDUIT_RUNTIME_SESSION_PROFILE_H
 
 #include "runtime/Status.h"
 #include "runtime/exec/Backend.h"
@@ -52,4 +52,4 @@ absl::Status writeProfile(const Plan &plan, const std::string &backend,
 
 } // namespace conduit::runtime
 
-#endif // CONDUIT_RUNTIME_PROFILE_H
+#endif // CONDUIT_RUNTIME_SESSION_PROFILE_H

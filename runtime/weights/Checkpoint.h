@@ -10,11 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_RUNTIME_CHECKPOINT_H
-#define CONDUIT_RUNTIME_CHECKPOINT_H
+#ifndef CONDUIT_RUNTIME_WEIGHTS_CHECKPOINT_H
+#define CONDUIT_RUNTIME_WEIGHTS_CHECKPOINT_H
 
-#include "runtime/RankGroup.h"
 #include "runtime/exec/Backend.h"
+#include "runtime/session/RankGroup.h"
 
 #include <string>
 #include <string_view>
@@ -66,4 +66,4 @@ absl::StatusOr<std::vector<StageState>> parseRankState(std::string_view bytes,
 
 } // namespace conduit::runtime
 
-#endif // CONDUIT_RUNTIME_CHECKPOINT_H
+#endif // CONDUIT_RUNTIME_WEIGHTS_CHECKPOINT_H

@@ -8,11 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "GptPlan.h"
+#include "tests/unit/runtime/GptPlan.h"
 
-#include "runtime/Reference.h"
+#include "runtime/data/Data.h"
 #include "runtime/exec/StageWork.h"
-#include "runtime/model/Data.h"
+#include "runtime/session/Reference.h"
 
 #include <gtest/gtest.h>
 

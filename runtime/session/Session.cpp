@@ -1,17 +1,17 @@
 //===- Session.cpp - one training run of a plan ---------------------------===//
 
-#include "runtime/Session.h"
+#include "runtime/session/Session.h"
 
-#include "runtime/Backends.h"
-#include "runtime/Checkpoint.h"
 #include "runtime/ExitCodes.h"
-#include "runtime/HfWeights.h"
-#include "runtime/Profile.h"
-#include "runtime/RankGroup.h"
-#include "runtime/Reference.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/StageWork.h"
 #include "runtime/plan/Trace.h"
+#include "runtime/session/Backends.h"
+#include "runtime/session/Profile.h"
+#include "runtime/session/RankGroup.h"
+#include "runtime/session/Reference.h"
+#include "runtime/weights/Checkpoint.h"
+#include "runtime/weights/HfWeights.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

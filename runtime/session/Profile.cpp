@@ -1,6 +1,6 @@
 //===- Profile.cpp - measured layer times for the cost model --------------===//
 
-#include "runtime/Profile.h"
+#include "runtime/session/Profile.h"
 
 #include "runtime/plan/JsonWriter.h"
 #include "runtime/plan/ProfileKeys.h"

@@ -1,6 +1,6 @@
 //===- HfWeights.cpp - the model's parameters as Hugging Face tensors ------===//
 
-#include "runtime/HfWeights.h"
+#include "runtime/weights/HfWeights.h"
 
 #include "runtime/plan/Limits.h"
 

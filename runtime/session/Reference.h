@@ -7,10 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_RUNTIME_REFERENCE_H
-#define CONDUIT_RUNTIME_REFERENCE_H
+#ifndef CONDUIT_RUNTIME_SESSION_REFERENCE_H
+#define CONDUIT_RUNTIME_SESSION_REFERENCE_H
 
-#include "runtime/model/Data.h"
+#include "runtime/data/Data.h"
 #include "runtime/model/Gpt.h"
 #include "runtime/model/Optimizer.h"
 
@@ -67,4 +67,4 @@ private:
 
 } // namespace conduit::runtime
 
-#endif // CONDUIT_RUNTIME_REFERENCE_H
+#endif // CONDUIT_RUNTIME_SESSION_REFERENCE_H

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/SafeTensors.h"
+#include "runtime/weights/SafeTensors.h"
 
 #include <gtest/gtest.h>
 

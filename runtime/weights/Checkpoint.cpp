@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Checkpoint.h"
+#include "runtime/weights/Checkpoint.h"
 
 #include "runtime/exec/StageWork.h"
 #include "runtime/model/Optimizer.h"

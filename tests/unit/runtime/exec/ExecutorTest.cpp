@@ -16,10 +16,10 @@
 
 #include "runtime/exec/Executor.h"
 
-#include "runtime/Profile.h"
 #include "runtime/backend/cpu/CpuBackend.h"
 #include "runtime/exec/LoopbackTransport.h"
 #include "runtime/plan/PlanChecks.h"
+#include "runtime/session/Profile.h"
 #include "tests/unit/runtime/GptPlan.h"
 
 #if CONDUIT_HAVE_CUDA

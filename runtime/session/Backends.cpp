@@ -1,6 +1,6 @@
 //===- Backends.cpp - the backends this build has -------------------------===//
 
-#include "runtime/Backends.h"
+#include "runtime/session/Backends.h"
 
 #include "runtime/backend/cpu/CpuBackend.h"
 #include "runtime/exec/LoopbackTransport.h"

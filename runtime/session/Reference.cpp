@@ -1,6 +1,6 @@
 //===- Reference.cpp - the oracle: one process, no parallelism ------------===//
 
-#include "runtime/Reference.h"
+#include "runtime/session/Reference.h"
 
 #include "runtime/exec/StageWork.h"
 #include "runtime/plan/Limits.h"
