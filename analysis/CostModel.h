@@ -12,9 +12,9 @@
 #ifndef CONDUIT_ANALYSIS_COSTMODEL_H
 #define CONDUIT_ANALYSIS_COSTMODEL_H
 
-#include "analysis/Cluster.h"
 #include "analysis/ProfileReader.h"
 #include "analysis/Roofline.h"
+#include "job/Cluster.h"
 
 #include "llvm/Support/Error.h"
 

@@ -2,7 +2,6 @@
 
 #include "analysis/ProfileReader.h"
 
-#include "analysis/JsonReader.h"
 #include "runtime/plan/ProfileKeys.h"
 
 #include <algorithm>
@@ -20,20 +19,18 @@ constexpr double kMaxProfileSeconds = 3600;
 constexpr int64_t kMaxProfileBytes = int64_t(1) << 60;
 
 /// The profile's "memory": one object per rank, in rank order, with every key present.
-void readMemory(ObjectReader &top, const llvm::json::Array &list,
-                std::vector<RankMemoryProfile> &out) {
+void readMemory(ObjectReader &top, const Json &list, std::vector<RankMemoryProfile> &out) {
   Diagnostics &diag = top.getDiagnostics();
-  for (auto [i, value] : llvm::enumerate(list)) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Json &value = list[i];
     std::string at = top.elementPath(kProfileMemory, i);
-    const llvm::json::Object *entry = value.getAsObject();
-    if (!entry) {
+    if (!value.is_object()) {
       diag.report(at, "expected an object, got " + describeJson(value));
       return;
     }
-    ObjectReader rank(*entry, at, diag);
-    for (llvm::StringRef key :
-         {kProfileMemoryRank, kProfileMemoryPipelineRank, kProfileMemoryPredicted,
-          kProfileMemoryPeak, kProfileMemoryHeldPeak, kProfileMemoryAtPeak})
+    ObjectReader rank(value, at, diag);
+    for (const char *key : {kProfileMemoryRank, kProfileMemoryPipelineRank, kProfileMemoryPredicted,
+                            kProfileMemoryPeak, kProfileMemoryHeldPeak, kProfileMemoryAtPeak})
       if (!rank.require(key))
         return;
     RankMemoryProfile m;
@@ -42,7 +39,7 @@ void readMemory(ObjectReader &top, const llvm::json::Array &list,
     m.predictedBytes = rank.integer(kProfileMemoryPredicted, 0, kMaxProfileBytes).value_or(0);
     m.peakBytes = rank.integer(kProfileMemoryPeak, 0, kMaxProfileBytes).value_or(0);
     m.heldPeakBytes = rank.integer(kProfileMemoryHeldPeak, 0, kMaxProfileBytes).value_or(0);
-    if (const llvm::json::Object *categories = rank.object(kProfileMemoryAtPeak)) {
+    if (const Json *categories = rank.object(kProfileMemoryAtPeak)) {
       ObjectReader atPeak(*categories, rank.keyPath(kProfileMemoryAtPeak), diag);
       for (const char *category : kProfileMemoryCategories) {
         if (!atPeak.require(category))
@@ -66,23 +63,21 @@ void readMemory(ObjectReader &top, const llvm::json::Array &list,
 
 llvm::Expected<MeasuredProfile> conduit::readProfile(llvm::StringRef path) {
   Diagnostics diag(path.str());
-  std::optional<llvm::json::Value> root = loadJsonFile(path, diag);
+  std::optional<Json> root = loadJsonFile(path, diag);
   if (!root)
     return llvm::createStringError(diag.getError()->str());
   return parseProfile(*root, path);
 }
 
-llvm::Expected<MeasuredProfile> conduit::parseProfile(const llvm::json::Value &root,
-                                                      llvm::StringRef path) {
+llvm::Expected<MeasuredProfile> conduit::parseProfile(const Json &root, llvm::StringRef path) {
   Diagnostics diag(path.str());
   auto fail = [&]() { return llvm::createStringError(diag.getError()->str()); };
-  const llvm::json::Object *object = root.getAsObject();
-  if (!object) {
+  if (!root.is_object()) {
     diag.report("", "expected a JSON object, got " + describeJson(root));
     return fail();
   }
-  ObjectReader top(*object, "", diag);
-  for (llvm::StringRef key : {kProfileFormat, kProfileLayers})
+  ObjectReader top(root, "", diag);
+  for (const char *key : {kProfileFormat, kProfileLayers})
     if (!top.require(key))
       return fail();
   if (std::optional<int64_t> version = top.integer(kProfileFormat, 1, 1000);
@@ -94,27 +89,27 @@ llvm::Expected<MeasuredProfile> conduit::parseProfile(const llvm::json::Value &r
                                                  "wrote the profile");
   top.string(kProfileBackend);
   top.string(kProfileJob);
-  const llvm::json::Array *layers = top.array(kProfileLayers);
+  const Json *layers = top.array(kProfileLayers);
   MeasuredProfile profile;
   if (std::optional<size_t> kind = top.choice(kProfileOptimizer, {"adam", "sgd"}))
     profile.optimizerAdam = *kind == 0;
   profile.optimizerSPerParam = top.number(kProfileOptimizerSPerParam, 0, kMaxProfileSeconds);
-  if (const llvm::json::Array *memory = top.array(kProfileMemory))
+  if (const Json *memory = top.array(kProfileMemory))
     readMemory(top, *memory, profile.memory);
   top.rejectUnknownKeys();
   if (diag.failed())
     return fail();
 
   std::vector<LayerProfile> &profiles = profile.layers;
-  for (auto [i, value] : llvm::enumerate(*layers)) {
+  for (size_t i = 0; i < layers->size(); ++i) {
+    const Json &value = (*layers)[i];
     std::string at = top.elementPath(kProfileLayers, i);
-    const llvm::json::Object *entry = value.getAsObject();
-    if (!entry) {
+    if (!value.is_object()) {
       diag.report(at, "expected an object, got " + describeJson(value));
       return fail();
     }
-    ObjectReader layer(*entry, at, diag);
-    for (llvm::StringRef key :
+    ObjectReader layer(value, at, diag);
+    for (const char *key :
          {kProfileLayerName, kProfileLayerSamples, kProfileLayerForwardS, kProfileLayerBackwardS})
       if (!layer.require(key))
         return fail();
@@ -122,18 +117,20 @@ llvm::Expected<MeasuredProfile> conduit::parseProfile(const llvm::json::Value &r
     p.name = layer.string(kProfileLayerName).value_or("");
     // Samples are micro-batch sizes, times are seconds: both bounded far above any measurement,
     // so that interpolating and extending them stays finite.
-    auto readList = [&](llvm::StringRef key, std::vector<double> &out, bool samples) {
-      const llvm::json::Array *list = layer.array(key);
+    auto readList = [&](const char *key, std::vector<double> &out, bool samples) {
+      const Json *list = layer.array(key);
       if (!list)
         return;
       const double max = samples ? kMaxProfileSamples : kMaxProfileSeconds;
-      for (auto [k, element] : llvm::enumerate(*list)) {
-        std::optional<double> v = element.getAsNumber();
+      for (size_t k = 0; k < list->size(); ++k) {
+        const Json &element = (*list)[k];
+        std::optional<double> v =
+            element.is_number() ? std::optional<double>(element.get<double>()) : std::nullopt;
         if (!v || !(*v <= max) || *v < 0 || (samples && *v <= 0)) {
-          diag.report(layer.elementPath(key, k),
-                      std::string("expected a ") + (samples ? "positive" : "non-negative") +
-                          " number up to " + describeJson(llvm::json::Value(max)) + ", got " +
-                          describeJson(element));
+          diag.report(layer.elementPath(key, k), std::string("expected a ") +
+                                                     (samples ? "positive" : "non-negative") +
+                                                     " number up to " + describeJson(Json(max)) +
+                                                     ", got " + describeJson(element));
           return;
         }
         out.push_back(*v);

@@ -12,8 +12,9 @@
 #ifndef CONDUIT_ANALYSIS_PROFILEREADER_H
 #define CONDUIT_ANALYSIS_PROFILEREADER_H
 
+#include "job/JsonReader.h"
+
 #include "llvm/Support/Error.h"
-#include "llvm/Support/JSON.h"
 
 #include <optional>
 #include <string>
@@ -54,7 +55,7 @@ double profiledTime(const std::vector<double> &times, const LayerProfile &layer,
 llvm::Expected<MeasuredProfile> readProfile(llvm::StringRef path);
 
 /// The same for a profile already parsed from the file at `path`.
-llvm::Expected<MeasuredProfile> parseProfile(const llvm::json::Value &root, llvm::StringRef path);
+llvm::Expected<MeasuredProfile> parseProfile(const Json &root, llvm::StringRef path);
 
 } // namespace conduit
 

@@ -6,7 +6,6 @@
 #include "analysis/StepCharts.h"
 #include "analysis/Units.h"
 #include "compiler/ImportJob.h"
-#include "compiler/JobFile.h"
 #include "compiler/Registration.h"
 #include "compiler/Summary.h"
 #include "compiler/Sweep.h"
@@ -14,6 +13,8 @@
 #include "compiler/TorchCsvWriter.h"
 #include "dialects/pipe/PipeOps.h"
 #include "dialects/plan/PlanOps.h"
+#include "job/JobFile.h"
+#include "job/KeyEditor.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -306,7 +307,7 @@ public:
 int runSweep(const Options &options, const std::vector<SweepAxis> &axes, mlir::MLIRContext &context,
              mlir::TimingScope &timing) {
   Diagnostics diag(options.input);
-  std::optional<llvm::json::Value> root = loadJsonFile(options.input, diag);
+  std::optional<Json> root = loadJsonFile(options.input, diag);
   if (!root)
     return console.fail(diag.getError()->str());
   for (const std::string &assignment : options.set)
@@ -409,7 +410,8 @@ int conduit::runCompiler(int argc, char **argv) {
     return runSweep(options, *axes, context, timingScope);
 
   Diagnostics diag(options.input);
-  std::optional<Job> job = readJobFile(options.input, diag, options.set);
+  const std::vector<std::string> overrides(options.set.begin(), options.set.end());
+  std::optional<Job> job = readJobFile(options.input, diag, overrides);
   if (!job)
     return console.fail(diag.getError()->str());
   // Compile time grows with the (stage, micro-batch) pairs, about 13 us each

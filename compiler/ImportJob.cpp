@@ -11,10 +11,12 @@ using namespace mlir;
 namespace {
 
 pipe::ParallelismAttr buildParallelism(MLIRContext *ctx, const ParallelismSpec &p) {
-  return pipe::ParallelismAttr::get(ctx, p.pipeline, p.data, p.stagesPerDevice, p.schedule,
-                                    p.groupSize, p.microbatches, p.microbatchSize, p.sharding,
-                                    p.checkpointing, p.fsdpWindow, p.rankOrder, p.placement,
-                                    p.splitBackward, p.tensor, p.sequenceParallel);
+  return pipe::ParallelismAttr::get(
+      ctx, p.pipeline, p.data, p.stagesPerDevice, toDialect<pipe::ScheduleKind>(p.schedule),
+      p.groupSize, p.microbatches, p.microbatchSize, toDialect<pipe::Sharding>(p.sharding),
+      toDialect<pipe::Checkpointing>(p.checkpointing), p.fsdpWindow,
+      toDialect<pipe::RankOrder>(p.rankOrder), toDialect<pipe::Placement>(p.placement),
+      p.splitBackward, p.tensor, p.sequenceParallel);
 }
 
 pipe::ClusterAttr buildCluster(MLIRContext *ctx, const Cluster &c) {
@@ -24,14 +26,18 @@ pipe::ClusterAttr buildCluster(MLIRContext *ctx, const Cluster &c) {
 }
 
 pipe::TrainingAttr buildTraining(MLIRContext *ctx, const TrainingSpec &t) {
-  return pipe::TrainingAttr::get(ctx, t.dtype, t.optimizer, t.seed, t.learningRate, t.data,
-                                 t.dataPath, t.dataDtype);
+  return pipe::TrainingAttr::get(ctx, toDialect<pipe::DType>(t.dtype),
+                                 toDialect<pipe::Optimizer>(t.optimizer), t.seed, t.learningRate,
+                                 toDialect<pipe::DataKind>(t.data), t.dataPath,
+                                 toDialect<pipe::TokenType>(t.dataDtype));
 }
 
 pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &t) {
-  return pipe::TransformerAttr::get(ctx, t.numLayers, t.hiddenSize, t.numHeads, t.numKvHeads,
-                                    t.ffnHiddenSize, t.seqLength, t.vocabSize, t.mlp, t.norm,
-                                    t.position, t.tieEmbeddings, t.bias, t.ropeTheta, t.normEps);
+  return pipe::TransformerAttr::get(
+      ctx, t.numLayers, t.hiddenSize, t.numHeads, t.numKvHeads, t.ffnHiddenSize, t.seqLength,
+      t.vocabSize, toDialect<pipe::MlpKind>(t.mlp), toDialect<pipe::NormKind>(t.norm),
+      toDialect<pipe::PositionKind>(t.position), t.tieEmbeddings, toDialect<pipe::BiasKind>(t.bias),
+      t.ropeTheta, t.normEps);
 }
 
 /// A symbol name from the job name: letters, digits and '_' only.
@@ -77,10 +83,10 @@ OwningOpRef<ModuleOp> conduit::importJob(const Job &job, MLIRContext &context) {
   Block *body = builder.createBlock(&model.getBody());
   builder.setInsertionPointToEnd(body);
   for (const LayerSpec &layer : job.model.layers)
-    pipe::LayerOp::create(builder, loc, layer.name, layer.kind, layer.params, layer.fwdFlops,
-                          layer.bwdFlops, layer.bwdWeightFlops, layer.activationBytes,
-                          layer.checkpointBytes, layer.outputBytes, layer.weightGradientBytes,
-                          layer.replicatedParams, layer.replicatedActivationBytes,
-                          layer.attentionCoreBytes);
+    pipe::LayerOp::create(builder, loc, layer.name, toDialect<pipe::LayerKind>(layer.kind),
+                          layer.params, layer.fwdFlops, layer.bwdFlops, layer.bwdWeightFlops,
+                          layer.activationBytes, layer.checkpointBytes, layer.outputBytes,
+                          layer.weightGradientBytes, layer.replicatedParams,
+                          layer.replicatedActivationBytes, layer.attentionCoreBytes);
   return module;
 }

@@ -3,8 +3,8 @@
 #include "compiler/Summary.h"
 
 #include "analysis/Units.h"
-#include "compiler/TransformerCosts.h"
 #include "dialects/plan/PlanOps.h"
+#include "job/TransformerCosts.h"
 #include "passes/CostModelBuilder.h"
 #include "passes/PlanExport.h"
 #include "llvm/Support/Format.h"
@@ -37,8 +37,8 @@ std::string describeModel(const Job &job) {
     if (t->numKvHeads != t->numHeads)
       text += " (" + std::to_string(t->numKvHeads) + " key/value)";
     text += ", ffn " + std::to_string(t->ffnHiddenSize) + ", seq " + std::to_string(t->seqLength) +
-            ", vocab " + std::to_string(t->vocabSize) + ", " + stringifyMlpKind(t->mlp).str() +
-            "/" + stringifyNormKind(t->norm).str() + "/" + stringifyPositionKind(t->position).str();
+            ", vocab " + std::to_string(t->vocabSize) + ", " + std::string(enumName(t->mlp)) + "/" +
+            std::string(enumName(t->norm)) + "/" + std::string(enumName(t->position));
   }
   return text;
 }
@@ -62,18 +62,17 @@ std::string describeParallelism(const ParallelismSpec &p) {
                           (p.sequenceParallel ? " (sequence parallel)" : "")
                     : std::string()) +
       ", " + std::to_string(p.stagesPerDevice) + " stage(s) per device (" +
-      std::to_string(p.numStages()) + " stages), " + stringifyScheduleKind(p.schedule).str();
-  if (p.schedule == pipe::ScheduleKind::DepthFirst ||
-      p.schedule == pipe::ScheduleKind::InterleavedZeroBubble)
+      std::to_string(p.numStages()) + " stages), " + std::string(enumName(p.schedule));
+  if (isInterleaved(p.schedule))
     text += " (group " + std::to_string(p.groupSize) + ")";
-  if (p.splitBackward && !pipe::isZeroBubble(p.schedule))
+  if (p.splitBackward && !isZeroBubble(p.schedule))
     text += " with split backward";
-  if (p.placement == pipe::Placement::V)
+  if (p.placement == Placement::V)
     text += " on the V placement";
   text += ", " + std::to_string(p.microbatches) + " micro-batches of " +
           std::to_string(p.microbatchSize) + " sample(s), sharding " +
-          stringifySharding(p.sharding).str() + ", checkpointing " +
-          stringifyCheckpointing(p.checkpointing).str();
+          std::string(enumName(p.sharding)) + ", checkpointing " +
+          std::string(enumName(p.checkpointing));
   if (p.autoPartitions)
     text += ", micro-batch partitions searched";
   else if (!p.microbatchPartitions.empty())
@@ -98,7 +97,7 @@ std::string describeCluster(const Cluster &c) {
 std::string describeTraining(const TrainingSpec &t) {
   std::string lr;
   llvm::raw_string_ostream(lr) << llvm::format("%g", t.learningRate);
-  return stringifyDType(t.dtype).str() + ", " + stringifyOptimizer(t.optimizer).str() +
+  return std::string(enumName(t.dtype)) + ", " + std::string(enumName(t.optimizer)) +
          ", learning rate " + lr + ", seed " + std::to_string(t.seed);
 }
 

@@ -9,7 +9,7 @@
 #ifndef CONDUIT_COMPILER_SUMMARY_H
 #define CONDUIT_COMPILER_SUMMARY_H
 
-#include "compiler/JobFile.h"
+#include "job/JobSpec.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 

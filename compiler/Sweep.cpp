@@ -3,6 +3,7 @@
 #include "compiler/Sweep.h"
 
 #include "analysis/Units.h"
+#include "job/KeyEditor.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -60,7 +61,7 @@ std::string columnName(const SweepAxis &axis) {
 
 } // namespace
 
-std::vector<SweepRow> conduit::runSweep(const llvm::json::Value &root, const std::string &path,
+std::vector<SweepRow> conduit::runSweep(const Json &root, const std::string &path,
                                         llvm::ArrayRef<SweepAxis> axes,
                                         const CompileConfiguration &compile) {
   std::vector<SweepRow> rows;
@@ -68,7 +69,7 @@ std::vector<SweepRow> conduit::runSweep(const llvm::json::Value &root, const std
     SweepRow &row = rows.emplace_back();
     for (const std::string &assignment : overrides)
       row.values.push_back(llvm::StringRef(assignment).split('=').second.str());
-    llvm::json::Value edited = root;
+    Json edited = root;
     Diagnostics local(path);
     std::optional<Job> job;
     bool applied = true;

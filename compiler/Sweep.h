@@ -11,7 +11,7 @@
 #define CONDUIT_COMPILER_SWEEP_H
 
 #include "analysis/Report.h"
-#include "compiler/JobFile.h"
+#include "job/JobFile.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/JSON.h"
@@ -53,7 +53,7 @@ using CompileConfiguration = std::function<SweepOutcome(const Job &)>;
 
 /// Applies every combination of the axes' values (first axis slowest) to `root`, the job
 /// file's JSON read from `path`, and compiles each.
-std::vector<SweepRow> runSweep(const llvm::json::Value &root, const std::string &path,
+std::vector<SweepRow> runSweep(const Json &root, const std::string &path,
                                llvm::ArrayRef<SweepAxis> axes, const CompileConfiguration &compile);
 
 /// The comparison as a table, the best configuration (most tokens/s) marked.

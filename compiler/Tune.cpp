@@ -7,6 +7,8 @@
 #include "compiler/ImportJob.h"
 #include "compiler/Registration.h"
 #include "dialects/pipe/PipeOps.h"
+#include "job/JobFile.h"
+#include "job/KeyEditor.h"
 #include "passes/Pipeline.h"
 #include "passes/VerifyProgram.h"
 
@@ -27,7 +29,6 @@
 #include <thread>
 
 using namespace conduit;
-namespace json = llvm::json;
 
 //===----------------------------------------------------------------------===//
 // Compiling one job
@@ -101,66 +102,23 @@ llvm::Expected<CompiledFigures> JobCompiler::compile(const Job &job, bool keepPl
 // Job objects
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-/// The object at `path` (dot-separated) inside `root`, created when `create` is set.
-json::Object *objectAt(json::Value &root, llvm::ArrayRef<llvm::StringRef> path, bool create) {
-  json::Value *node = &root;
-  for (llvm::StringRef key : path) {
-    json::Object *object = node->getAsObject();
-    if (!object)
-      return nullptr;
-    json::Value *child = object->get(key);
-    if (!child) {
-      if (!create)
-        return nullptr;
-      // An owned key: the job outlives the configuration the path came from.
-      child = &object->try_emplace(key.str(), json::Object()).first->second;
-    }
-    node = child;
-  }
-  return node->getAsObject();
-}
-
-void eraseKey(json::Value &root, llvm::StringRef key) {
-  llvm::SmallVector<llvm::StringRef> parts;
-  key.split(parts, '.');
-  if (json::Object *parent = objectAt(root, llvm::ArrayRef(parts).drop_back(), false))
-    parent->erase(parts.back());
-}
-
-void setKey(json::Value &root, llvm::StringRef key, const json::Value &value) {
-  llvm::SmallVector<llvm::StringRef> parts;
-  key.split(parts, '.');
-  if (json::Object *parent = objectAt(root, llvm::ArrayRef(parts).drop_back(), true))
-    (*parent)[parts.back().str()] = value;
-}
-
-} // namespace
-
-json::Value conduit::applyConfiguration(const json::Value &root,
-                                        llvm::ArrayRef<Dimension> dimensions,
-                                        const Configuration &config) {
-  json::Value job = root;
+Json conduit::applyConfiguration(const Json &root, llvm::ArrayRef<Dimension> dimensions,
+                                 const Configuration &config) {
+  Json job = root;
   for (const Dimension &dim : dimensions)
     eraseKey(job, dim.key);
-  for (llvm::StringRef key : shapeDependentKeys())
+  for (std::string_view key : shapeDependentKeys())
     eraseKey(job, key);
+  // A key whose way is blocked (a value that is not an object) stays as it was: the reader
+  // then reports the job as it is.
   for (const Assignment &a : config)
     setKey(job, a.key, a.value);
   return job;
 }
 
-llvm::Expected<Job> conduit::parseModel(const json::Value &root, const std::string &path) {
-  // Any valid parallelism section will do: only the model, cluster and training are wanted.
-  json::Value probe = root;
-  if (json::Object *top = probe.getAsObject())
-    (*top)["parallelism"] =
-        json::Object{{"pipeline", 1},
-                     {"schedule", pipe::stringifyScheduleKind(pipe::ScheduleKind::BreadthFirst)},
-                     {"microbatches", 1}};
+llvm::Expected<Job> conduit::parseModel(const Json &root, const std::string &path) {
   Diagnostics diag(path);
-  std::optional<Job> job = parseJob(probe, path, diag);
+  std::optional<Job> job = parseJobWithoutParallelism(root, path, diag);
   if (!job)
     return llvm::createStringError(diag.getError()->str());
   return std::move(*job);
@@ -340,7 +298,7 @@ bool sameFigures(const TunedConfiguration &a, const TunedConfiguration &b) {
 
 } // namespace
 
-llvm::Expected<TuneResult> conduit::tune(const json::Value &root, const std::string &path,
+llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &path,
                                          const TuneOptions &options) {
   const Clock::time_point start = Clock::now();
   llvm::Expected<Job> model = parseModel(root, path);
@@ -405,8 +363,9 @@ llvm::Expected<TuneResult> conduit::tune(const json::Value &root, const std::str
             ParallelismSpec par;
             par.pipeline = integerOf(configs[i], "parallelism.pipeline", 1);
             par.data = integerOf(configs[i], "parallelism.data", 1);
-            par.sharding = pipe::symbolizeSharding(stringOf(configs[i], "parallelism.sharding"))
-                               .value_or(pipe::Sharding::None);
+            par.sharding =
+                parseEnum<runtime::Sharding>(stringOf(configs[i], "parallelism.sharding"))
+                    .value_or(runtime::Sharding::None);
             const int64_t bound = BoundCalculator::staticMemoryBound(*model, par);
             if (bound > model->cluster.memoryBytes) {
               shareDevice[t] = model->cluster.memoryBytes;
@@ -414,7 +373,7 @@ llvm::Expected<TuneResult> conduit::tune(const json::Value &root, const std::str
               continue;
             }
           }
-          json::Value job = applyConfiguration(root, dimensions, configs[i]);
+          Json job = applyConfiguration(root, dimensions, configs[i]);
           Diagnostics diag(path);
           std::optional<Job> parsed = parseJob(job, path, diag);
           if (!parsed) {
@@ -441,9 +400,8 @@ llvm::Expected<TuneResult> conduit::tune(const json::Value &root, const std::str
             refuse(bounds->peakMemoryBytes);
             continue;
           }
-          shares[t].push_back({i, *bounds,
-                               pipe::stringifyScheduleKind(parsed->parallelism.schedule).str(),
-                               device});
+          shares[t].push_back(
+              {i, *bounds, std::string(enumName(parsed->parallelism.schedule)), device});
         }
       },
       [&] {
@@ -498,7 +456,7 @@ llvm::Expected<TuneResult> conduit::tune(const json::Value &root, const std::str
           }
           if (!c)
             return;
-          json::Value job = applyConfiguration(root, dimensions, configs[c->index]);
+          Json job = applyConfiguration(root, dimensions, configs[c->index]);
           Diagnostics diag(path);
           std::optional<Job> parsed = parseJob(job, path, diag);
           llvm::Expected<CompiledFigures> figures =
@@ -584,8 +542,7 @@ llvm::Expected<TuneResult> conduit::tune(const json::Value &root, const std::str
         for (size_t k = nextCheck++; k < state.ranked.size(); k = nextCheck++) {
           TunedConfiguration &c = state.ranked[k];
           Diagnostics diag(path);
-          std::optional<json::Value> reread =
-              parseJsonText(llvm::formatv("{0:2}", c.job).str(), diag);
+          std::optional<Json> reread = parseJsonText(writeJson(c.job), diag);
           std::optional<Job> job = reread ? parseJob(*reread, path, diag) : std::nullopt;
           llvm::Expected<CompiledFigures> again =
               job ? compiler.compile(*job, /*keepPlan=*/k == 0)
@@ -633,7 +590,7 @@ llvm::Expected<TuneResult> conduit::tune(const json::Value &root, const std::str
     Refinement refinement;
     JobCompiler compiler;
     for (const TunedConfiguration &from : result.top) {
-      json::Value job = from.job;
+      Json job = from.job;
       setKey(job, "parallelism.microbatch_partitions", "auto");
       Diagnostics diag(path);
       std::optional<Job> parsed = parseJob(job, path, diag);
@@ -649,10 +606,7 @@ llvm::Expected<TuneResult> conduit::tune(const json::Value &root, const std::str
       if (!searched->fits || searched->partitions.empty())
         continue;
       // The cut found, written out, so that the refined job compiles without searching again.
-      json::Array cutList;
-      for (const std::vector<int64_t> &cut : searched->partitions)
-        cutList.push_back(json::Array(cut));
-      const json::Value cuts(std::move(cutList));
+      const Json cuts(searched->partitions);
       setKey(job, "parallelism.microbatch_partitions", cuts);
       Diagnostics again(path);
       std::optional<Job> explicitJob = parseJob(job, path, again);

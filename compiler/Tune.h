@@ -26,8 +26,9 @@
 #include "compiler/TuneSpace.h"
 #include "runtime/plan/Plan.h"
 
+#include "job/JsonReader.h"
+
 #include "llvm/Support/Error.h"
-#include "llvm/Support/JSON.h"
 
 #include <functional>
 #include <memory>
@@ -59,7 +60,7 @@ struct TuneOptions {
 struct TunedConfiguration {
   Configuration config;
   /// The complete job object (the starting job with the configuration applied).
-  llvm::json::Value job = nullptr;
+  Json job;
   /// The schedule's name: configurations are compared by family in the chart.
   std::string family;
   Bounds bounds;
@@ -126,21 +127,20 @@ struct TuneResult {
   }
 };
 
-/// The job at `path` with a placeholder `parallelism` section (its own may be absent): its
-/// model, cluster and training, or the job-file error.
-llvm::Expected<Job> parseModel(const llvm::json::Value &root, const std::string &path);
+/// The model, cluster and training of the job at `path` (job/JobFile.h's reader without the
+/// parallelism section), or the job-file error.
+llvm::Expected<Job> parseModel(const Json &root, const std::string &path);
 
 /// Runs the search on `root`, the job file's JSON read from `path`. Fails with a message that
 /// names the option or key to change when nothing can be ranked, and with an internal error
 /// when a bound or a re-check disagrees with the compiler.
-llvm::Expected<TuneResult> tune(const llvm::json::Value &root, const std::string &path,
+llvm::Expected<TuneResult> tune(const Json &root, const std::string &path,
                                 const TuneOptions &options);
 
 /// The job object a configuration describes: `root` without the keys the space owns or that
 /// depend on the shape, then the configuration's assignments.
-llvm::json::Value applyConfiguration(const llvm::json::Value &root,
-                                     llvm::ArrayRef<Dimension> dimensions,
-                                     const Configuration &config);
+Json applyConfiguration(const Json &root, llvm::ArrayRef<Dimension> dimensions,
+                        const Configuration &config);
 
 /// What compiling one job predicts.
 struct CompiledFigures {

@@ -9,7 +9,8 @@
 
 #include "compiler/TuneBounds.h"
 
-#include "compiler/TransformerCosts.h"
+#include "analysis/JobCosts.h"
+#include "compiler/ImportJob.h"
 #include "passes/PassUtils.h"
 #include "scheduling/Schedulers.h"
 
@@ -23,26 +24,26 @@ namespace {
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// The sharding the plan applies: none with a single replica.
-pipe::Sharding effectiveSharding(const ParallelismSpec &p) {
-  return p.data > 1 ? p.sharding : pipe::Sharding::None;
+runtime::Sharding effectiveSharding(const ParallelismSpec &p) {
+  return p.data > 1 ? p.sharding : runtime::Sharding::None;
 }
 
-bool fullGradientBuffers(pipe::Sharding s) {
-  return s == pipe::Sharding::Gradients || s == pipe::Sharding::Full;
+bool fullGradientBuffers(runtime::Sharding s) {
+  return s == runtime::Sharding::Gradients || s == runtime::Sharding::Full;
 }
 
 } // namespace
 
 int64_t BoundCalculator::staticBytes(const Job &job, const ParallelismSpec &par,
                                      const Stage &stage) {
-  const pipe::Sharding sharding = effectiveSharding(par);
+  const runtime::Sharding sharding = effectiveSharding(par);
   const int64_t e = job.training.elementBytes();
-  const bool adam = job.training.optimizer == pipe::Optimizer::Adam;
+  const bool adam = job.training.optimizer == runtime::Optimizer::Adam;
   const int64_t p = stage.params, shard = ceilDiv(p, par.data);
   const int64_t statePerParam = adam ? (e == 4 ? 8 : 12) : (e == 4 ? 0 : 4);
-  return (sharding == pipe::Sharding::Full ? shard : p) * e +
-         (sharding != pipe::Sharding::None ? shard : p) * statePerParam +
-         (fullGradientBuffers(sharding) ? shard : p) * kGradientBytes;
+  return (sharding == runtime::Sharding::Full ? shard : p) * e +
+         (sharding != runtime::Sharding::None ? shard : p) * statePerParam +
+         (fullGradientBuffers(sharding) ? shard : p) * runtime::kGradientBytes;
 }
 
 int64_t BoundCalculator::staticMemoryBound(const Job &job, const ParallelismSpec &par) {
@@ -56,7 +57,7 @@ int64_t BoundCalculator::staticMemoryBound(const Job &job, const ParallelismSpec
 
 llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
   const ParallelismSpec &par = job.parallelism;
-  const bool pipelineInner = par.rankOrder == pipe::RankOrder::PipelineInner;
+  const bool pipelineInner = par.rankOrder == RankOrder::PipelineInner;
   std::unique_ptr<CostModel> &slot =
       costModels[std::make_tuple(static_cast<int>(par.checkpointing), par.pipeline, par.data,
                                  pipelineInner, par.tensor, par.sequenceParallel)];
@@ -67,8 +68,8 @@ llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
     in.tensor = par.tensor;
     in.sequenceParallel = par.sequenceParallel;
     in.pipelineInner = pipelineInner;
-    in.recompute = par.checkpointing == pipe::Checkpointing::Full;
-    in.recomputeAttentionCore = par.checkpointing == pipe::Checkpointing::Selective;
+    in.recompute = par.checkpointing == runtime::Checkpointing::Full;
+    in.recomputeAttentionCore = par.checkpointing == runtime::Checkpointing::Selective;
     llvm::Expected<CostModel> built = CostModel::build(in);
     if (!built)
       return built.takeError();
@@ -109,7 +110,7 @@ BoundCalculator::stages(const Job &job) {
                         spec.weightGradientBytes.value_or(spec.activationBytes),
                         spec.attentionCoreBytes.value_or(0)});
     }
-    stage.activations = stageActivations(layers, par.checkpointing);
+    stage.activations = stageActivations(layers, toDialect<pipe::Checkpointing>(par.checkpointing));
     out.push_back(stage);
   }
   return &(partitions[key] = std::move(out));
@@ -134,7 +135,7 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
 
   llvm::Expected<std::vector<int64_t>> rankOf = sched::placeStages(
       numStages, par.pipeline,
-      par.placement == pipe::Placement::V ? sched::Placement::V : sched::Placement::Loop);
+      par.placement == Placement::V ? sched::Placement::V : sched::Placement::Loop);
   if (!rankOf)
     return rankOf.takeError();
   std::vector<std::vector<int64_t>> boundaries(numStages,
@@ -145,8 +146,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   // Built as the compiler builds it, so that the shapes the compiler refuses are refused here.
   // Where split backwards go depends on the durations the compiler gives them; the bounds of a
   // split schedule below therefore hold for any order.
-  llvm::Expected<sched::Schedule> order =
-      runScheduler(par.schedule, problem, par.groupSize, par.splitBackward);
+  llvm::Expected<sched::Schedule> order = runScheduler(toDialect<pipe::ScheduleKind>(par.schedule),
+                                                       problem, par.groupSize, par.splitBackward);
   if (!order)
     return order.takeError();
 
@@ -197,7 +198,7 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
           continue;
         }
         if (firstBackward[a.stage] == static_cast<int64_t>(i))
-          gradients += stage.params * kGradientBytes;
+          gradients += stage.params * runtime::kGradientBytes;
         int64_t level = activations;
         if (held[a.stage][a.mb]) {
           level += working(stage);
@@ -208,7 +209,7 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
         facts->backwardHeldWithGradients[a.stage] =
             std::max(facts->backwardHeldWithGradients[a.stage], level + gradients);
         if (lastBackward[a.stage] == static_cast<int64_t>(i))
-          gradients -= stage.params * kGradientBytes;
+          gradients -= stage.params * runtime::kGradientBytes;
       }
     }
   };
@@ -251,7 +252,7 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   for (int64_t r = 0; r < par.pipeline; ++r)
     for (int64_t s = 0; s < lowest[r]; ++s)
       facts->computeEnd[r] += forward[s];
-  if (par.placement == pipe::Placement::Loop) {
+  if (par.placement == Placement::Loop) {
     // Splitting moves only the weight gradients: forwards and input gradients keep the order
     // of the schedule built without durations.
     walkActivations();
@@ -262,7 +263,7 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
       facts->forwardHeld[s] = facts->forwardHeldWithGradients[s] =
           std::max(working(st[s]), stored(st[s]));
       facts->backwardHeld[s] = working(st[s]);
-      facts->backwardHeldWithGradients[s] = working(st[s]) + st[s].params * kGradientBytes;
+      facts->backwardHeldWithGradients[s] = working(st[s]) + st[s].params * runtime::kGradientBytes;
     }
   }
   return (schedules[key] = std::move(facts)).get();
@@ -283,15 +284,15 @@ llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string
   const std::vector<Stage> &st = **stages(job);
 
   const ParallelismSpec &par = job.parallelism;
-  const pipe::Sharding sharding = effectiveSharding(par);
+  const runtime::Sharding sharding = effectiveSharding(par);
   const bool dataParallel = par.data > 1;
-  const bool adam = job.training.optimizer == pipe::Optimizer::Adam;
+  const bool adam = job.training.optimizer == runtime::Optimizer::Adam;
   const int64_t e = job.training.elementBytes();
   const int64_t numStages = par.numStages();
 
   // Full sharding: no rank computes before the parameters of a stage of its are gathered.
   double shift = 0;
-  if (dataParallel && sharding == pipe::Sharding::Full) {
+  if (dataParallel && sharding == runtime::Sharding::Full) {
     shift = std::numeric_limits<double>::infinity();
     for (int64_t s = 0; s < numStages; ++s)
       shift = std::min(shift, cost.collectiveTime(Collective::AllGather, st[s].params * e, par.data,
@@ -305,7 +306,7 @@ llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string
     const int64_t r = facts.rankOf[s];
     const int64_t params = st[s].params;
     const double optimizer = cost.optimizerStepTime(
-        adam, sharding != pipe::Sharding::None ? ceilDiv(params, par.data) : params);
+        adam, sharding != runtime::Sharding::None ? ceilDiv(params, par.data) : params);
     // The optimizer steps run on the compute stream after the rank's last compute.
     rankEnd[r] += optimizer;
     if (!dataParallel)
@@ -313,11 +314,12 @@ llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string
     const Link link = cost.dataParallelLink(r);
     // Each stage's reduction starts after its last backward, its optimizer step after the
     // reduction, and (optimizer and gradient sharding) the parameter all-gather after that.
-    double tail = cost.collectiveTime(sharding == pipe::Sharding::None ? Collective::AllReduce
-                                                                       : Collective::ReduceScatter,
-                                      params * kGradientBytes, par.data, link) +
-                  optimizer;
-    if (sharding == pipe::Sharding::Optimizer || sharding == pipe::Sharding::Gradients)
+    double tail =
+        cost.collectiveTime(sharding == runtime::Sharding::None ? Collective::AllReduce
+                                                                : Collective::ReduceScatter,
+                            params * runtime::kGradientBytes, par.data, link) +
+        optimizer;
+    if (sharding == runtime::Sharding::Optimizer || sharding == runtime::Sharding::Gradients)
       tail += cost.collectiveTime(Collective::AllGather, params * e, par.data, link);
     step = std::max(step, shift + facts.lastBackwardEnd[s] + tail);
   }
@@ -329,7 +331,7 @@ llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string
     const int64_t r = facts.rankOf[s];
     rankStatic[r] += staticBytes(job, par, st[s]);
     const int64_t gathered =
-        dataParallel && sharding == pipe::Sharding::Full ? st[s].params * e : 0;
+        dataParallel && sharding == runtime::Sharding::Full ? st[s].params * e : 0;
     if (dataParallel && fullGradientBuffers(sharding))
       rankActive[r] = std::max({rankActive[r], facts.forwardHeldWithGradients[s] + gathered,
                                 facts.backwardHeldWithGradients[s] + gathered});

@@ -27,7 +27,7 @@
 #define CONDUIT_COMPILER_TUNEBOUNDS_H
 
 #include "analysis/CostModel.h"
-#include "compiler/JobFile.h"
+#include "job/JobSpec.h"
 #include "passes/PeakMemory.h"
 
 #include "llvm/Support/Error.h"

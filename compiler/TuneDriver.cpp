@@ -6,6 +6,7 @@
 #include "compiler/ToolConsole.h"
 #include "compiler/Tune.h"
 #include "compiler/TuneReport.h"
+#include "job/KeyEditor.h"
 #include "runtime/ExitCodes.h"
 #include "runtime/plan/PlanFile.h"
 
@@ -19,7 +20,6 @@
 
 using namespace conduit;
 namespace cl = llvm::cl;
-namespace json = llvm::json;
 
 namespace {
 
@@ -99,21 +99,21 @@ std::optional<std::vector<int64_t>> parseBatches(llvm::StringRef text, std::stri
 /// The job object as a file of its own: the paths it names made absolute, since the file may be
 /// in another folder than the job it came from (the path keys of docs/job-file.md), and its
 /// name kept, since a job without one is named after its file.
-json::Value asJobFile(json::Value job, const std::string &jobPath) {
-  if (json::Object *top = job.getAsObject(); top && !top->get("name"))
-    (*top)["name"] = llvm::sys::path::stem(jobPath).str();
+Json asJobFile(Json job, const std::string &jobPath) {
+  if (job.is_object() && !job.contains("name"))
+    job["name"] = llvm::sys::path::stem(jobPath).str();
   llvm::SmallString<256> folder(jobPath);
   llvm::sys::path::remove_filename(folder);
-  for (auto [section, key] : {std::pair{"model", "path"}, std::pair{"cluster", "profile"}}) {
-    json::Object *object = job.getAsObject() ? job.getAsObject()->getObject(section) : nullptr;
-    std::optional<llvm::StringRef> value = object ? object->getString(key) : std::nullopt;
-    if (!value || llvm::sys::path::is_absolute(*value))
+  for (const char *key : {"model.path", "cluster.profile"}) {
+    const Json *value = findKey(job, key);
+    if (!value || !value->is_string() ||
+        llvm::sys::path::is_absolute(value->get_ref<const std::string &>()))
       continue;
     llvm::SmallString<256> absolute(folder);
-    llvm::sys::path::append(absolute, *value);
+    llvm::sys::path::append(absolute, value->get_ref<const std::string &>());
     llvm::sys::fs::make_absolute(absolute);
     llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
-    (*object)[key] = std::string(absolute);
+    setKey(job, key, std::string(absolute));
   }
   return job;
 }
@@ -169,7 +169,7 @@ int conduit::runTuner(int argc, char **argv) {
     }
 
   Diagnostics diag(options.input);
-  std::optional<json::Value> root = loadJsonFile(options.input, diag);
+  std::optional<Json> root = loadJsonFile(options.input, diag);
   if (!root)
     return console.fail(diag.getError()->str());
 
@@ -206,13 +206,12 @@ int conduit::runTuner(int argc, char **argv) {
           break;
         case EmitKind::Json:
           if (results.size() == 1) {
-            os << llvm::formatv("{0:2}", tuneToJson(results.front())) << "\n";
+            os << writeJson(tuneToJson(results.front())) << "\n";
           } else {
-            json::Array all;
+            Json all = Json::array();
             for (const TuneResult &r : results)
               all.push_back(tuneToJson(r));
-            os << llvm::formatv("{0:2}", json::Value(json::Object{{"results", std::move(all)}}))
-               << "\n";
+            os << writeJson(Json{{"results", std::move(all)}}) << "\n";
           }
           break;
         case EmitKind::Svg:
@@ -226,7 +225,7 @@ int conduit::runTuner(int argc, char **argv) {
   const TuneResult &only = results.front();
   if (!options.bestJob.empty())
     if (int code = console.writeOutput(options.bestJob, [&](llvm::raw_ostream &os) {
-          os << llvm::formatv("{0:2}", asJobFile(only.best().job, options.input)) << "\n";
+          os << writeJson(asJobFile(only.best().job, options.input)) << "\n";
         }))
       return code;
   if (!options.bestPlan.empty())

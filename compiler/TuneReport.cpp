@@ -14,7 +14,6 @@
 #include <tuple>
 
 using namespace conduit;
-namespace json = llvm::json;
 
 namespace {
 
@@ -45,7 +44,7 @@ void printRows(llvm::ArrayRef<TunedConfiguration> rows, llvm::ArrayRef<Dimension
   for (const Dimension *d : used) {
     size_t width = d->column.size();
     for (const TunedConfiguration &r : rows)
-      if (const json::Value *v = lookup(r.config, d->key))
+      if (const Json *v = lookup(r.config, d->key))
         width = std::max(width, displayValue(*v).size());
     widths.push_back(width + 2);
   }
@@ -62,7 +61,7 @@ void printRows(llvm::ArrayRef<TunedConfiguration> rows, llvm::ArrayRef<Dimension
     if (numbered)
       os << llvm::left_justify(std::to_string(n + 1), 4);
     for (size_t k = 0; k < used.size(); ++k) {
-      const json::Value *v = lookup(r.config, used[k]->key);
+      const Json *v = lookup(r.config, used[k]->key);
       os << llvm::left_justify(v ? displayValue(*v) : "-", widths[k]);
     }
     os << llvm::right_justify(formatSeconds(r.stepTimeS), 10)
@@ -85,7 +84,7 @@ std::string differences(const TunedConfiguration &other, const TunedConfiguratio
       keys.push_back(a.key);
   std::string text;
   for (const std::string &key : keys) {
-    const json::Value *mine = lookup(other.config, key), *theirs = lookup(best.config, key);
+    const Json *mine = lookup(other.config, key), *theirs = lookup(best.config, key);
     std::string a = mine ? displayValue(*mine) : "-", b = theirs ? displayValue(*theirs) : "-";
     if (a != b)
       text += (text.empty() ? "" : ", ") + columnOf(dimensions, key) + " " + a + " instead of " + b;
@@ -114,25 +113,27 @@ std::string whyLost(const TunedConfiguration &loser, const TunedConfiguration &b
   return "mostly " + std::string(kNames[worst]) + " (" + text + ")";
 }
 
-json::Value entryJson(const TunedConfiguration &c) {
-  json::Object config;
+Json entryJson(const TunedConfiguration &c) {
+  Json config = Json::object();
   for (const Assignment &a : c.config)
     config[a.key] = a.value;
-  return json::Object{{"job", c.job},
-                      {"config", std::move(config)},
-                      {"schedule", c.family},
-                      {"step_time_s", c.stepTimeS},
-                      {"tokens_per_s", c.tokensPerS},
-                      {"peak_memory_bytes", c.peakMemoryBytes},
-                      {"tflops_per_gpu", c.tflopsPerGpu},
-                      {"bubble_fraction", c.bubbleFraction},
-                      {"exposed_comm_s", c.exposedCommS},
-                      {"bounds", json::Object{{"step_time_s", c.bounds.stepTimeS},
-                                              {"peak_memory_bytes", c.bounds.peakMemoryBytes}}}};
+  Json entry = Json::object();
+  entry["job"] = c.job;
+  entry["config"] = std::move(config);
+  entry["schedule"] = c.family;
+  entry["step_time_s"] = c.stepTimeS;
+  entry["tokens_per_s"] = c.tokensPerS;
+  entry["peak_memory_bytes"] = c.peakMemoryBytes;
+  entry["tflops_per_gpu"] = c.tflopsPerGpu;
+  entry["bubble_fraction"] = c.bubbleFraction;
+  entry["exposed_comm_s"] = c.exposedCommS;
+  entry["bounds"] = {{"step_time_s", c.bounds.stepTimeS},
+                     {"peak_memory_bytes", c.bounds.peakMemoryBytes}};
+  return entry;
 }
 
-json::Value entriesJson(llvm::ArrayRef<TunedConfiguration> entries) {
-  json::Array out;
+Json entriesJson(llvm::ArrayRef<TunedConfiguration> entries) {
+  Json out = Json::array();
   for (const TunedConfiguration &c : entries)
     out.push_back(entryJson(c));
   return out;
@@ -221,31 +222,32 @@ void conduit::printTuneTable(const std::string &path, const TuneResult &result,
   printRows(result.pareto, dimensions, /*numbered=*/false, os);
 }
 
-json::Value conduit::tuneToJson(const TuneResult &result) {
+Json conduit::tuneToJson(const TuneResult &result) {
   const TuneCounts &c = result.counts;
-  json::Object search{{"configurations", c.configurations},
-                      {"invalid", c.invalid},
-                      {"infeasible", c.infeasibleByBound + c.infeasibleCompiled},
-                      {"infeasible_by_bound", c.infeasibleByBound},
-                      {"pruned", c.pruned},
-                      {"evaluated", c.evaluated},
-                      {"failed", c.failed},
-                      {"undecided", c.undecided},
-                      {"complete", c.complete},
-                      {"seconds", c.seconds},
-                      {"bound_seconds", c.boundSeconds}};
-  json::Object out{
-      {"gpus", result.gpus},
-      {"global_batch", result.globalBatch},
-      {"objective", result.objective == TuneObjective::Throughput ? "throughput" : "memory"},
-      {"best", entryJson(result.best())},
-      {"top", entriesJson(result.top)},
-      {"best_per_schedule", entriesJson(result.bestPerFamily)},
-      {"pareto", entriesJson(result.pareto)},
-      {"search", std::move(search)}};
+  Json search = Json::object();
+  search["configurations"] = c.configurations;
+  search["invalid"] = c.invalid;
+  search["infeasible"] = c.infeasibleByBound + c.infeasibleCompiled;
+  search["infeasible_by_bound"] = c.infeasibleByBound;
+  search["pruned"] = c.pruned;
+  search["evaluated"] = c.evaluated;
+  search["failed"] = c.failed;
+  search["undecided"] = c.undecided;
+  search["complete"] = c.complete;
+  search["seconds"] = c.seconds;
+  search["bound_seconds"] = c.boundSeconds;
+  Json out = Json::object();
+  out["gpus"] = result.gpus;
+  out["global_batch"] = result.globalBatch;
+  out["objective"] = result.objective == TuneObjective::Throughput ? "throughput" : "memory";
+  out["best"] = entryJson(result.best());
+  out["top"] = entriesJson(result.top);
+  out["best_per_schedule"] = entriesJson(result.bestPerFamily);
+  out["pareto"] = entriesJson(result.pareto);
+  out["search"] = std::move(search);
   if (result.refinement && !result.refinement->refined.config.empty())
-    out["microbatch_search"] = json::Object{{"from", entryJson(result.refinement->from)},
-                                            {"refined", entryJson(result.refinement->refined)}};
+    out["microbatch_search"] = {{"from", entryJson(result.refinement->from)},
+                                {"refined", entryJson(result.refinement->refined)}};
   return out;
 }
 

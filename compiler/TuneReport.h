@@ -12,7 +12,8 @@
 
 #include "compiler/Tune.h"
 
-#include "llvm/Support/JSON.h"
+#include "job/JsonReader.h"
+
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
@@ -25,7 +26,7 @@ void printTuneTable(const std::string &path, const TuneResult &result, llvm::raw
 
 /// One search as JSON: `best`, `top`, `best_per_schedule`, `pareto` (each entry with its
 /// complete `job` and its figures) and `search` (the counts).
-llvm::json::Value tuneToJson(const TuneResult &result);
+Json tuneToJson(const TuneResult &result);
 
 /// Best tokens/s of each schedule against the batch per GPU, one search per global batch, as
 /// a self-contained SVG with every line labelled where it ends.

@@ -2,17 +2,16 @@
 
 #include "compiler/TuneSpace.h"
 
-#include "analysis/JsonReader.h"
-#include "dialects/pipe/PipeAttrs.h"
+#include "job/JobSpec.h"
+#include "job/KeyEditor.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace conduit;
-namespace json = llvm::json;
 
-const json::Value *conduit::lookup(const Configuration &config, llvm::StringRef key) {
+const Json *conduit::lookup(const Configuration &config, llvm::StringRef key) {
   for (const Assignment &a : config)
     if (a.key == key)
       return &a.value;
@@ -20,36 +19,23 @@ const json::Value *conduit::lookup(const Configuration &config, llvm::StringRef 
 }
 
 int64_t conduit::integerOf(const Configuration &config, llvm::StringRef key, int64_t fallback) {
-  if (const json::Value *v = lookup(config, key))
+  if (const Json *v = lookup(config, key))
     if (std::optional<int64_t> n = jsonInteger(*v))
       return *n;
   return fallback;
 }
 
 std::string conduit::stringOf(const Configuration &config, llvm::StringRef key) {
-  if (const json::Value *v = lookup(config, key))
-    if (std::optional<llvm::StringRef> s = v->getAsString())
-      return s->str();
+  if (const Json *v = lookup(config, key); v && v->is_string())
+    return v->get<std::string>();
   return "";
 }
 
-std::string conduit::displayValue(const json::Value &value) {
-  if (std::optional<llvm::StringRef> s = value.getAsString())
-    return s->str();
-  return llvm::formatv("{0}", value).str();
+std::string conduit::displayValue(const Json &value) {
+  if (value.is_string())
+    return value.get<std::string>();
+  return writeJson(value, /*indent=*/-1);
 }
-
-namespace {
-
-/// JSON equality with numbers compared by value (1 and 1.0 are the same size).
-bool sameValue(const json::Value &a, const json::Value &b) {
-  std::optional<double> x = a.getAsNumber(), y = b.getAsNumber();
-  if (x && y)
-    return *x == *y;
-  return a == b;
-}
-
-} // namespace
 
 std::optional<Restriction> conduit::parseRestriction(llvm::StringRef spec, llvm::StringRef option,
                                                      std::string &error) {
@@ -72,15 +58,9 @@ std::optional<Restriction> conduit::parseRestriction(llvm::StringRef spec, llvm:
       error = option.str() + " " + restriction.key + ": empty value in \"" + list.str() + "\"";
       return std::nullopt;
     }
-    llvm::Expected<json::Value> parsed = json::parse(text);
-    json::Value value = text.str();
-    if (parsed)
-      value = std::move(*parsed);
-    else
-      llvm::consumeError(parsed.takeError());
-    // A value listed twice is searched once.
-    if (llvm::none_of(restriction.values,
-                      [&](const json::Value &v) { return sameValue(v, value); }))
+    Json value = parseValueText(text);
+    // A value listed twice is searched once (JSON compares numbers by value: 1 is 1.0).
+    if (llvm::none_of(restriction.values, [&](const Json &v) { return v == value; }))
       restriction.values.push_back(std::move(value));
   }
   return restriction;
@@ -104,19 +84,24 @@ int64_t replicaBatch(const SpaceRequest &r, const Configuration &c) {
   return r.globalBatch / dataOf(c);
 }
 
-/// Every name of a pipe enum, in the enum's order: the compiler's own list of choices.
-template <typename Enum>
-std::vector<json::Value> enumNames(unsigned maxValue, std::optional<Enum> (*symbolize)(uint32_t),
-                                   llvm::StringRef (*stringify)(Enum)) {
-  std::vector<json::Value> names;
-  for (unsigned v = 0; v <= maxValue; ++v)
-    if (std::optional<Enum> e = symbolize(v))
-      names.push_back(stringify(*e).str());
+/// Every spelling of a job enum, in the enum's order: the job model's own list of choices.
+template <typename Enum> std::vector<Json> choicesOf() {
+  std::vector<Json> names;
+  for (std::string_view name : enumNames<Enum>())
+    names.push_back(std::string(name));
   return names;
 }
 
-std::vector<json::Value> integers(llvm::ArrayRef<int64_t> values) {
-  std::vector<json::Value> out;
+/// The schedule `config` chose, if any.
+std::optional<runtime::Schedule> scheduleOf(const Configuration &config) {
+  return parseEnum<runtime::Schedule>(stringOf(config, kSchedule));
+}
+
+const std::string kFullSharding(enumName(runtime::Sharding::Full));
+const std::string kNoSharding(enumName(runtime::Sharding::None));
+
+std::vector<Json> integers(llvm::ArrayRef<int64_t> values) {
+  std::vector<Json> out;
   for (int64_t v : values)
     out.push_back(v);
   return out;
@@ -133,7 +118,7 @@ std::vector<int64_t> divisors(int64_t n) {
 bool always(const SpaceRequest &, const Configuration &) { return true; }
 
 /// Whether `value` is an integer for which `accept` holds.
-template <typename Accept> bool integerWhere(const json::Value &value, Accept accept) {
+template <typename Accept> bool integerWhere(const Json &value, Accept accept) {
   std::optional<int64_t> n = jsonInteger(value);
   return n && accept(*n);
 }
@@ -149,7 +134,7 @@ std::vector<Dimension> makeBuiltins() {
                          out.push_back(p);
                      return integers(out);
                    },
-                   [](const SpaceRequest &r, const Configuration &, const json::Value &v) {
+                   [](const SpaceRequest &r, const Configuration &, const Json &v) {
                      return integerWhere(v, [&](int64_t p) { return p >= 1 && r.gpus % p == 0; });
                    },
                    [](const SpaceRequest &r) {
@@ -162,9 +147,9 @@ std::vector<Dimension> makeBuiltins() {
       {kData.str(), "D", always,
        [](const SpaceRequest &r, const Configuration &c) {
          const int64_t d = r.gpus / pipelineOf(c);
-         return r.globalBatch % d == 0 ? integers({d}) : std::vector<json::Value>{};
+         return r.globalBatch % d == 0 ? integers({d}) : std::vector<Json>{};
        },
-       [](const SpaceRequest &r, const Configuration &c, const json::Value &v) {
+       [](const SpaceRequest &r, const Configuration &c, const Json &v) {
          const int64_t d = r.gpus / pipelineOf(c);
          return integerWhere(v, [&](int64_t n) { return n == d && r.globalBatch % d == 0; });
        },
@@ -184,7 +169,7 @@ std::vector<Dimension> makeBuiltins() {
                    [](const SpaceRequest &r, const Configuration &c) {
                      return integers(divisors(replicaBatch(r, c)));
                    },
-                   [](const SpaceRequest &r, const Configuration &c, const json::Value &v) {
+                   [](const SpaceRequest &r, const Configuration &c, const Json &v) {
                      return integerWhere(
                          v, [&](int64_t b) { return b >= 1 && replicaBatch(r, c) % b == 0; });
                    },
@@ -197,7 +182,7 @@ std::vector<Dimension> makeBuiltins() {
                    [](const SpaceRequest &r, const Configuration &c) {
                      return integers({replicaBatch(r, c) / integerOf(c, kMicrobatchSize, 1)});
                    },
-                   [](const SpaceRequest &r, const Configuration &c, const json::Value &v) {
+                   [](const SpaceRequest &r, const Configuration &c, const Json &v) {
                      const int64_t m = replicaBatch(r, c) / integerOf(c, kMicrobatchSize, 1);
                      return integerWhere(v, [&](int64_t n) { return n == m; });
                    },
@@ -214,7 +199,7 @@ std::vector<Dimension> makeBuiltins() {
                        out.push_back(v);
                      return integers(out);
                    },
-                   [](const SpaceRequest &r, const Configuration &c, const json::Value &v) {
+                   [](const SpaceRequest &r, const Configuration &c, const Json &v) {
                      return integerWhere(
                          v, [&](int64_t n) { return n >= 1 && n * pipelineOf(c) <= r.numLayers; });
                    },
@@ -223,21 +208,16 @@ std::vector<Dimension> makeBuiltins() {
                             std::to_string(r.numLayers) + " layers";
                    }});
   // Every schedule the compiler knows; the job-file reader says which fit the shape.
-  table.push_back({kSchedule.str(), "schedule", always,
-                   [](const SpaceRequest &, const Configuration &) {
-                     return enumNames<pipe::ScheduleKind>(pipe::getMaxEnumValForScheduleKind(),
-                                                          pipe::symbolizeScheduleKind,
-                                                          pipe::stringifyScheduleKind);
-                   },
-                   nullptr, nullptr});
+  table.push_back(
+      {kSchedule.str(), "schedule", always,
+       [](const SpaceRequest &, const Configuration &) { return choicesOf<runtime::Schedule>(); },
+       nullptr, nullptr});
   // The interleaved schedules' group size N, P <= N <= M: Megatron's default P, doublings of
   // it, and M (the breadth-first order with a 1F1B steady state).
   table.push_back({"parallelism.group_size", "N",
                    [](const SpaceRequest &, const Configuration &c) {
-                     std::optional<pipe::ScheduleKind> kind =
-                         pipe::symbolizeScheduleKind(stringOf(c, kSchedule));
-                     return kind && (*kind == pipe::ScheduleKind::DepthFirst ||
-                                     *kind == pipe::ScheduleKind::InterleavedZeroBubble);
+                     std::optional<runtime::Schedule> kind = scheduleOf(c);
+                     return kind && isInterleaved(*kind);
                    },
                    [](const SpaceRequest &, const Configuration &c) {
                      const int64_t p = pipelineOf(c), m = integerOf(c, kMicrobatches, 1);
@@ -251,44 +231,38 @@ std::vector<Dimension> makeBuiltins() {
                    nullptr, nullptr});
   // Deferred weight gradients for the schedules with whole backwards (the zero-bubble ones
   // always split).
-  table.push_back({"parallelism.split_backward", "split",
-                   [](const SpaceRequest &, const Configuration &c) {
-                     std::optional<pipe::ScheduleKind> kind =
-                         pipe::symbolizeScheduleKind(stringOf(c, kSchedule));
-                     return kind && !pipe::isZeroBubble(*kind);
-                   },
-                   [](const SpaceRequest &, const Configuration &) {
-                     return std::vector<json::Value>{false, true};
-                   },
-                   nullptr, nullptr});
+  table.push_back(
+      {"parallelism.split_backward", "split",
+       [](const SpaceRequest &, const Configuration &c) {
+         std::optional<runtime::Schedule> kind = scheduleOf(c);
+         return kind && !isZeroBubble(*kind);
+       },
+       [](const SpaceRequest &, const Configuration &) { return std::vector<Json>{false, true}; },
+       nullptr, nullptr});
   table.push_back({"parallelism.activation_checkpointing", "ckpt", always,
                    [](const SpaceRequest &, const Configuration &) {
-                     return enumNames<pipe::Checkpointing>(pipe::getMaxEnumValForCheckpointing(),
-                                                           pipe::symbolizeCheckpointing,
-                                                           pipe::stringifyCheckpointing);
+                     return choicesOf<runtime::Checkpointing>();
                    },
                    nullptr, nullptr});
   // Sharding means nothing with one replica.
-  table.push_back(
-      {kSharding.str(), "sharding", always,
-       [](const SpaceRequest &, const Configuration &c) {
-         if (dataOf(c) == 1)
-           return std::vector<json::Value>{pipe::stringifySharding(pipe::Sharding::None).str()};
-         return enumNames<pipe::Sharding>(pipe::getMaxEnumValForSharding(), pipe::symbolizeSharding,
-                                          pipe::stringifySharding);
-       },
-       [](const SpaceRequest &, const Configuration &c, const json::Value &v) {
-         return dataOf(c) > 1 || v.getAsString() == pipe::stringifySharding(pipe::Sharding::None);
-       },
-       [](const SpaceRequest &) {
-         return std::string("sharding needs more than one data-parallel replica");
-       }});
+  table.push_back({kSharding.str(), "sharding", always,
+                   [](const SpaceRequest &, const Configuration &c) {
+                     if (dataOf(c) == 1)
+                       return std::vector<Json>{kNoSharding};
+                     return choicesOf<runtime::Sharding>();
+                   },
+                   [](const SpaceRequest &, const Configuration &c, const Json &v) {
+                     return dataOf(c) > 1 || v == kNoSharding;
+                   },
+                   [](const SpaceRequest &) {
+                     return std::string("sharding needs more than one data-parallel replica");
+                   }});
   // The FSDP window matters only for full sharding over several stages: one stage resident,
   // the default two, or every stage (no re-gathering); larger windows equal V.
   table.push_back({"parallelism.fsdp_window", "window",
                    [](const SpaceRequest &, const Configuration &c) {
                      return dataOf(c) > 1 && stagesPerDeviceOf(c) > 1 &&
-                            stringOf(c, kSharding) == pipe::stringifySharding(pipe::Sharding::Full);
+                            stringOf(c, kSharding) == kFullSharding;
                    },
                    [](const SpaceRequest &, const Configuration &c) {
                      const int64_t v = stagesPerDeviceOf(c);
@@ -297,16 +271,13 @@ std::vector<Dimension> makeBuiltins() {
                    },
                    nullptr, nullptr});
   // The rank order decides which links the pipeline and data-parallel groups use.
-  table.push_back({"parallelism.rank_order", "order",
-                   [](const SpaceRequest &, const Configuration &c) {
-                     return pipelineOf(c) > 1 && dataOf(c) > 1;
-                   },
-                   [](const SpaceRequest &, const Configuration &) {
-                     return enumNames<pipe::RankOrder>(pipe::getMaxEnumValForRankOrder(),
-                                                       pipe::symbolizeRankOrder,
-                                                       pipe::stringifyRankOrder);
-                   },
-                   nullptr, nullptr});
+  table.push_back(
+      {"parallelism.rank_order", "order",
+       [](const SpaceRequest &, const Configuration &c) {
+         return pipelineOf(c) > 1 && dataOf(c) > 1;
+       },
+       [](const SpaceRequest &, const Configuration &) { return choicesOf<RankOrder>(); }, nullptr,
+       nullptr});
   return table;
 }
 
@@ -324,9 +295,9 @@ const std::vector<Dimension> &conduit::builtinDimensions() {
   return table;
 }
 
-llvm::ArrayRef<llvm::StringLiteral> conduit::shapeDependentKeys() {
-  static const llvm::StringLiteral keys[] = {"parallelism.stage_layers",
-                                             "parallelism.microbatch_partitions"};
+llvm::ArrayRef<std::string_view> conduit::shapeDependentKeys() {
+  static constexpr std::string_view keys[] = {"parallelism.stage_layers",
+                                              "parallelism.microbatch_partitions"};
   return keys;
 }
 
@@ -339,7 +310,7 @@ std::vector<Dimension> conduit::dimensionsFor(const SpaceRequest &request) {
     if (llvm::any_of(builtins, [&](const Dimension &d) { return d.key == r.key; }))
       continue;
     llvm::StringRef column = llvm::StringRef(r.key).rsplit('.').second;
-    std::vector<json::Value> values = r.values;
+    std::vector<Json> values = r.values;
     table.push_back({r.key, column.empty() ? r.key : column.str(), always,
                      [values](const SpaceRequest &, const Configuration &) { return values; },
                      nullptr, nullptr});
@@ -360,15 +331,15 @@ std::vector<Configuration> conduit::enumerateSpace(const SpaceRequest &request,
         next.push_back(std::move(config));
         continue;
       }
-      std::vector<json::Value> values;
+      std::vector<Json> values;
       if (restriction) {
-        for (const json::Value &v : restriction->values)
+        for (const Json &v : restriction->values)
           if (!dim.admits || dim.admits(request, config, v))
             values.push_back(v);
       } else {
         values = dim.values(request, config);
       }
-      for (json::Value &v : values) {
+      for (Json &v : values) {
         Configuration extended = config;
         extended.push_back({dim.key, std::move(v)});
         next.push_back(std::move(extended));
@@ -377,7 +348,7 @@ std::vector<Configuration> conduit::enumerateSpace(const SpaceRequest &request,
     if (next.empty() && !partial.empty()) {
       std::string listed;
       if (restriction)
-        for (const json::Value &v : restriction->values)
+        for (const Json &v : restriction->values)
           listed += (listed.empty() ? "" : ",") + displayValue(v);
       why = dim.key + ": " +
             (restriction ? "no configuration can take the value(s) " + listed +

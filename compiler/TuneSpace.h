@@ -6,8 +6,9 @@
 // left, the micro-batch size divides the batch per replica, the group size exists only for
 // depth-first, and so on. A configuration is the list of assignments one path through the
 // table makes; applied to the job file's JSON it is a complete job. Schedules come from the
-// pipe dialect's ScheduleKind enum, so a schedule the compiler gains is searched without a
-// change here, and the job-file reader has the last word on which combinations are valid.
+// job model's list of them (the plan's runtime::Schedule), so a schedule the compiler gains is
+// searched without a change here, and the job-file reader has the last word on which
+// combinations are valid.
 // A new dimension is one more row of the table; `--vary` on a key that no row owns adds a
 // row for it.
 //
@@ -16,9 +17,10 @@
 #ifndef CONDUIT_COMPILER_TUNESPACE_H
 #define CONDUIT_COMPILER_TUNESPACE_H
 
+#include "job/JsonReader.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
-#include "llvm/Support/JSON.h"
 
 #include <cstdint>
 #include <functional>
@@ -31,14 +33,14 @@ namespace conduit {
 /// One key of the job file set to one value.
 struct Assignment {
   std::string key;
-  llvm::json::Value value;
+  Json value;
 };
 
 /// The assignments of one configuration, in the order of the dimensions that made them.
 using Configuration = std::vector<Assignment>;
 
 /// The value `key` has in `config`, or null when the configuration does not set it.
-const llvm::json::Value *lookup(const Configuration &config, llvm::StringRef key);
+const Json *lookup(const Configuration &config, llvm::StringRef key);
 /// The integer `key` has in `config`; `fallback` when it does not set it.
 int64_t integerOf(const Configuration &config, llvm::StringRef key, int64_t fallback);
 /// The string `key` has in `config`; "" when it does not set it.
@@ -47,7 +49,7 @@ std::string stringOf(const Configuration &config, llvm::StringRef key);
 /// `--vary KEY=v1,v2` or `--fix KEY=v`: the values a key may take.
 struct Restriction {
   std::string key;
-  std::vector<llvm::json::Value> values;
+  std::vector<Json> values;
 };
 
 /// Parses "key.path=v1,v2,..." (each value as JSON, or as a string when it is not JSON); on a
@@ -72,12 +74,11 @@ struct Dimension {
   /// configuration leaves it out and the job's default holds.
   std::function<bool(const SpaceRequest &, const Configuration &)> applies;
   /// The values searched when no restriction names the key.
-  std::function<std::vector<llvm::json::Value>(const SpaceRequest &, const Configuration &)> values;
+  std::function<std::vector<Json>(const SpaceRequest &, const Configuration &)> values;
   /// Whether a value a restriction lists can hold at all given the earlier keys (the pipeline
   /// size must divide the GPU count, ...); null: any value may, and the job-file reader
   /// decides.
-  std::function<bool(const SpaceRequest &, const Configuration &, const llvm::json::Value &)>
-      admits;
+  std::function<bool(const SpaceRequest &, const Configuration &, const Json &)> admits;
   /// Why no value was left, for the message when the whole space is empty.
   std::function<std::string(const SpaceRequest &)> whyEmpty;
 };
@@ -87,7 +88,7 @@ const std::vector<Dimension> &builtinDimensions();
 
 /// Job-file keys whose meaning depends on the shape (explicit stage layouts and micro-batch
 /// cuts): the tuner removes them from the starting job.
-llvm::ArrayRef<llvm::StringLiteral> shapeDependentKeys();
+llvm::ArrayRef<std::string_view> shapeDependentKeys();
 
 /// The table for `request`: one dimension for every restricted key no built-in dimension owns,
 /// then the built-in dimensions.
@@ -99,7 +100,7 @@ std::vector<Configuration> enumerateSpace(const SpaceRequest &request,
                                           llvm::ArrayRef<Dimension> dimensions, std::string &why);
 
 /// "8" for numbers, the text for strings, JSON otherwise: how a value reads in a table.
-std::string displayValue(const llvm::json::Value &value);
+std::string displayValue(const Json &value);
 
 } // namespace conduit
 

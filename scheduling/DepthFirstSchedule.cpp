@@ -77,29 +77,3 @@ llvm::Expected<Schedule> conduit::sched::scheduleDepthFirst(const ScheduleProble
   }
   return schedule;
 }
-
-std::optional<GroupingViolation>
-conduit::sched::checkDepthFirstGrouping(int64_t microbatches, int64_t ranks, int64_t groupSize) {
-  const int64_t m = microbatches, n = groupSize;
-  if (m < ranks)
-    return GroupingViolation{
-        GroupingViolation::TooFewMicrobatches,
-        "depth-first needs at least as many micro-batches as pipeline ranks (M = " +
-            std::to_string(m) + " < P = " + std::to_string(ranks) +
-            "); use M >= " + std::to_string(ranks) + ", or breadth-first, which accepts any M"};
-  if (n < ranks || n > m)
-    return GroupingViolation{GroupingViolation::GroupSize,
-                             "the depth-first group size must lie between the pipeline size " +
-                                 std::to_string(ranks) + " and the number of micro-batches " +
-                                 std::to_string(m) + ", got " + std::to_string(n)};
-  if (int64_t rest = m % n; rest != 0 && rest < ranks)
-    return GroupingViolation{
-        GroupingViolation::GroupSize,
-        "grouping " + std::to_string(m) + " micro-batches by " + std::to_string(n) +
-            " leaves a last group of " + std::to_string(rest) + ", fewer than the " +
-            std::to_string(ranks) +
-            " pipeline ranks, which stalls the pipeline (Megatron-LM rejects it too); use a "
-            "group size that divides " +
-            std::to_string(m) + " or leaves at least " + std::to_string(ranks)};
-  return std::nullopt;
-}

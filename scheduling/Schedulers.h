@@ -10,6 +10,7 @@
 #ifndef CONDUIT_SCHEDULING_SCHEDULERS_H
 #define CONDUIT_SCHEDULING_SCHEDULERS_H
 
+#include "runtime/plan/ScheduleRules.h"
 #include "scheduling/Problems.h"
 
 namespace conduit::sched {
@@ -55,15 +56,9 @@ llvm::Expected<Schedule> scheduleGPipe(const ScheduleProblem &problem);
 /// fails otherwise.
 llvm::Expected<Schedule> scheduleOneFOneB(const ScheduleProblem &problem);
 
-/// Depth-first's rules on grouping M micro-batches by N on P ranks, which Megatron-LM enforces
-/// too: M >= P, P <= N <= M, and a last group of at least P micro-batches when N does not
-/// divide M. The violation says which quantity to change and what would work.
-struct GroupingViolation {
-  enum Rule { TooFewMicrobatches, GroupSize } rule;
-  std::string message;
-};
-std::optional<GroupingViolation> checkDepthFirstGrouping(int64_t microbatches, int64_t ranks,
-                                                         int64_t groupSize);
+/// Depth-first's rules on grouping micro-batches, shared with the job-file reader.
+using runtime::checkDepthFirstGrouping;
+using runtime::GroupingViolation;
 
 /// Depth-first (Megatron-LM interleaved 1F1B) with group size N (0 = P): micro-batches go in
 /// groups of N through local stage 0, then local stage 1, ...; rank r runs W_r = min(2(P-r-1)

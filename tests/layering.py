@@ -1,11 +1,13 @@
 """Checks that the folders' includes point one way (ARCHITECTURE.md §9):
 
-    compiler -> passes -> {analysis, scheduling, dialects} -> runtime/plan
+    compiler -> passes -> {analysis, scheduling, dialects, job} -> runtime/plan
 
-runtime/ includes no MLIR, no LLVM and nothing of the compiler; scheduling/ and analysis/
-include no MLIR and no IR; only compiler/ (and tests) include compiler/. The build's target
-graph says the same for linking; this says it for every header, including ones no target
-names. Prints each include that breaks the rule and exits 1 if there is one."""
+runtime/ includes no MLIR, no LLVM and nothing of the compiler; job/ (the job model and its
+readers) includes no MLIR and no LLVM either, only the plan's headers and runtime/Status.h;
+scheduling/ and analysis/ include no MLIR and no IR (analysis/ reads the job model); only
+compiler/ (and tests) include compiler/. The build's target graph says the same for linking;
+this says it for every header, including ones no target names. Prints each include that breaks
+the rule and exits 1 if there is one."""
 
 import os
 import re
@@ -20,13 +22,15 @@ SOURCES = (".h", ".cpp", ".cu", ".inc")
 # (Abseil, FlatBuffers, CUDA, the C++ library).
 RULES = {
     "runtime": ({"runtime/"}, set()),
-    "scheduling": ({"scheduling/"}, {"llvm/"}),
-    "analysis": ({"analysis/", "scheduling/", "runtime/plan/", "runtime/Status.h"}, {"llvm/"}),
+    "job": ({"job/", "runtime/plan/", "runtime/Status.h"}, set()),
+    "scheduling": ({"scheduling/", "runtime/plan/"}, {"llvm/"}),
+    "analysis": ({"analysis/", "job/", "scheduling/", "runtime/plan/", "runtime/Status.h"},
+                 {"llvm/"}),
     "dialects": ({"dialects/"}, {"mlir/", "llvm/"}),
-    "passes": ({"passes/", "analysis/", "scheduling/", "dialects/", "runtime/plan/",
+    "passes": ({"passes/", "analysis/", "job/", "scheduling/", "dialects/", "runtime/plan/",
                 "runtime/Status.h"}, {"mlir/", "llvm/"}),
-    "compiler": ({"compiler/", "passes/", "analysis/", "scheduling/", "dialects/", "runtime/"},
-                 {"mlir/", "llvm/"}),
+    "compiler": ({"compiler/", "passes/", "analysis/", "job/", "scheduling/", "dialects/",
+                  "runtime/"}, {"mlir/", "llvm/"}),
 }
 PROJECT = set(RULES) | {"tests"}
 

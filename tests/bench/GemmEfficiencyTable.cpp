@@ -14,8 +14,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "analysis/CostModel.h"
-#include "compiler/JobFile.h"
-#include "compiler/TransformerCosts.h"
+#include "analysis/JobCosts.h"
+#include "job/JobFile.h"
 
 #include <algorithm>
 #include <cstdio>

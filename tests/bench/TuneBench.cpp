@@ -19,7 +19,7 @@ namespace {
 void BM_Tune52B(benchmark::State &state) {
   const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/gpt-52b-bfs.json";
   Diagnostics diag(path);
-  std::optional<llvm::json::Value> root = loadJsonFile(path, diag);
+  std::optional<Json> root = loadJsonFile(path, diag);
   if (!root) {
     state.SkipWithError(diag.getError()->str().c_str());
     return;

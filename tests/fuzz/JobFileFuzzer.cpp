@@ -8,14 +8,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/HuggingFace.h"
-#include "compiler/JobFile.h"
-
-#include "llvm/ADT/SmallVector.h"
-#include "llvm/ADT/StringRef.h"
+#include "job/HuggingFace.h"
+#include "job/JobFile.h"
+#include "job/KeyEditor.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 using namespace conduit;
 
@@ -23,26 +23,40 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0)
     return 0;
   const uint8_t kind = data[0] % 3;
-  llvm::StringRef text(reinterpret_cast<const char *>(data + 1), size - 1);
+  std::string_view text(reinterpret_cast<const char *>(data + 1), size - 1);
   // A path inside the corpus folder, so that relative model.path and cluster.profile values
   // resolve somewhere harmless.
   const char *path = "fuzz/job.json";
   if (kind == 1) {
     Diagnostics diag("fuzz/config.json");
-    if (std::optional<llvm::json::Value> root = parseJsonText(text, diag))
+    if (std::optional<Json> root = parseJsonText(text, diag))
       (void)parseHuggingFaceConfig(*root, diag);
     return 0;
   }
-  llvm::StringRef json = text, overrides;
+  std::string_view json = text, overrides;
   if (kind == 2)
-    std::tie(json, overrides) = text.split("\n--set\n");
+    if (size_t split = text.find("\n--set\n"); split != std::string_view::npos) {
+      json = text.substr(0, split);
+      overrides = text.substr(split + 7);
+    }
   Diagnostics diag(path);
-  std::optional<llvm::json::Value> root = parseJsonText(json, diag);
+  std::optional<Json> root = parseJsonText(json, diag);
   if (!root)
     return 0;
-  llvm::SmallVector<llvm::StringRef> lines;
-  overrides.split(lines, '\n', /*MaxSplit=*/16, /*KeepEmpty=*/false);
-  for (llvm::StringRef line : lines)
+  // At most 16 line breaks are followed (the last piece holds the rest); empty lines are
+  // skipped.
+  std::vector<std::string_view> lines;
+  for (int breaks = 0; breaks < 16; ++breaks) {
+    const size_t end = overrides.find('\n');
+    if (end == std::string_view::npos)
+      break;
+    if (end > 0)
+      lines.push_back(overrides.substr(0, end));
+    overrides.remove_prefix(end + 1);
+  }
+  if (!overrides.empty())
+    lines.push_back(overrides);
+  for (std::string_view line : lines)
     if (!applyOverride(*root, line, diag))
       return 0;
   (void)parseJob(*root, path, diag);

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "analysis/CostModel.h"
-#include "analysis/JsonReader.h"
+#include "job/JsonReader.h"
 
 #include <cmath>
 #include <cstddef>
@@ -17,9 +17,9 @@
 using namespace conduit;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
+  std::string_view text(reinterpret_cast<const char *>(data), size);
   Diagnostics diag("fuzz/profile.json");
-  std::optional<llvm::json::Value> root = parseJsonText(text, diag);
+  std::optional<Json> root = parseJsonText(text, diag);
   if (!root)
     return 0;
   llvm::Expected<MeasuredProfile> profile = parseProfile(*root, "fuzz/profile.json");

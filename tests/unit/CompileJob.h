@@ -9,8 +9,9 @@
 #define CONDUIT_TESTS_UNIT_COMPILEJOB_H
 
 #include "compiler/ImportJob.h"
-#include "compiler/JobFile.h"
 #include "compiler/Registration.h"
+#include "job/JobFile.h"
+#include "job/KeyEditor.h"
 #include "passes/Pipeline.h"
 #include "passes/VerifyProgram.h"
 

@@ -23,7 +23,7 @@ namespace {
 std::optional<VerifiedPlan> compileJob(const std::string &json,
                                        llvm::ArrayRef<std::string> overrides = {}) {
   Diagnostics diag("test.json");
-  std::optional<llvm::json::Value> root = parseJsonText(json, diag);
+  std::optional<Json> root = parseJsonText(json, diag);
   if (!root) {
     ADD_FAILURE() << diag.getError()->str();
     return std::nullopt;
@@ -262,10 +262,9 @@ TEST(Report, BreadthFirstExposesLessReduceScatterThanDepthFirst) {
 // (1.1 s) but fits in the M backwards of one stage under breadth-first (M > P).
 TEST(Report, BreadthFirstExposesLessReduceScatterOn52B) {
   Diagnostics diag("gpt-52b-bfs.json");
-  std::optional<llvm::json::Value> root =
-      loadJsonFile(CONDUIT_TESTDATA "/jobs/gpt-52b-bfs.json", diag);
+  std::optional<Json> root = loadJsonFile(CONDUIT_TESTDATA "/jobs/gpt-52b-bfs.json", diag);
   ASSERT_TRUE(root);
-  std::string json = llvm::formatv("{0}", *root).str();
+  std::string json = writeJson(*root);
   for (const char *m : {"32", "64"}) {
     std::vector<std::string> common = {std::string("parallelism.microbatches=") + m,
                                        "parallelism.stages_per_device=4",
@@ -294,10 +293,9 @@ TEST(Report, TiedEmbeddingsWaitForTheOtherCopy) {
   // Both ranks wait for the exchange before their tied stage's reduction; the head's rank,
   // whose last backward comes first, also waits for rank 0 to reach it.
   Diagnostics diag("llama-tiny.json");
-  std::optional<llvm::json::Value> root =
-      loadJsonFile(CONDUIT_TESTDATA "/jobs/llama-tiny.json", diag);
+  std::optional<Json> root = loadJsonFile(CONDUIT_TESTDATA "/jobs/llama-tiny.json", diag);
   ASSERT_TRUE(root);
-  std::string json = llvm::formatv("{0}", *root).str();
+  std::string json = writeJson(*root);
   std::optional<VerifiedPlan> tied =
       compileJob(json, {"parallelism.schedule=1f1b", "parallelism.stages_per_device=1"});
   ASSERT_TRUE(tied);

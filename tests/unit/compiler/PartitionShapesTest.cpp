@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/TransformerCosts.h"
+#include "job/TransformerCosts.h"
 #include "scheduling/Schedulers.h"
 
 #include <gtest/gtest.h>
@@ -28,7 +28,7 @@ sched::PartitionProblem problem52B(int64_t stages) {
   t.vocabSize = 51200;
   sched::PartitionProblem problem;
   problem.numStages = stages;
-  for (const LayerSpec &layer : llvm::cantFail(expandTransformer(t, 2)))
+  for (const LayerSpec &layer : expandTransformer(t, 2).value())
     problem.layerCosts.push_back(layer.fwdFlops + layer.bwdFlops);
   return problem;
 }

@@ -20,7 +20,6 @@
 #include <set>
 
 using namespace conduit;
-namespace json = llvm::json;
 
 namespace {
 
@@ -33,19 +32,17 @@ struct Compiled {
   int64_t peakMemoryBytes = 0;
 };
 
-json::Value loadJob(const std::string &path) {
+Json loadJob(const std::string &path) {
   Diagnostics diag(path);
-  std::optional<json::Value> root = loadJsonFile(path, diag);
+  std::optional<Json> root = loadJsonFile(path, diag);
   EXPECT_TRUE(root) << diag.getError()->str();
   return *root;
 }
 
-void setMemory(json::Value &root, int64_t bytes) {
-  (*root.getAsObject()->getObject("cluster"))["memory_bytes"] = bytes;
-}
+void setMemory(Json &root, int64_t bytes) { root["cluster"]["memory_bytes"] = bytes; }
 
 /// Compiles every configuration of the space with the compiler, checking each one's bounds.
-std::vector<Compiled> bruteForce(const json::Value &root, const std::string &path,
+std::vector<Compiled> bruteForce(const Json &root, const std::string &path,
                                  const TuneOptions &options) {
   llvm::Expected<Job> model = parseModel(root, path);
   EXPECT_TRUE(static_cast<bool>(model));
@@ -58,7 +55,7 @@ std::vector<Compiled> bruteForce(const json::Value &root, const std::string &pat
   std::vector<Compiled> out;
   BoundCalculator calculator;
   for (size_t i = 0; i < configs.size(); ++i) {
-    json::Value text = applyConfiguration(root, dimensions, configs[i]);
+    Json text = applyConfiguration(root, dimensions, configs[i]);
     Diagnostics diag(path);
     std::optional<Job> job = parseJob(text, path, diag);
     if (!job)
@@ -66,7 +63,7 @@ std::vector<Compiled> bruteForce(const json::Value &root, const std::string &pat
     CompiledJob compiled = compileJob(*job);
     Compiled c;
     c.index = i;
-    c.family = pipe::stringifyScheduleKind(job->parallelism.schedule).str();
+    c.family = std::string(enumName(job->parallelism.schedule));
     if (compiled.ok && compiled.verified) {
       c.fits = true;
       c.stepTimeS = analyzeStep(compiled.verified->plan, compiled.verified->simulation).stepTimeS;
@@ -162,7 +159,7 @@ class TuneBruteForce : public ::testing::TestWithParam<Case> {};
 TEST_P(TuneBruteForce, SearchEqualsCompilingEverything) {
   const Case &c = GetParam();
   const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/" + c.job;
-  json::Value root = loadJob(path);
+  Json root = loadJob(path);
   TuneOptions options;
   options.gpus = c.gpus;
   options.globalBatch = c.batch;
@@ -178,7 +175,7 @@ TEST_P(TuneBruteForce, SearchEqualsCompilingEverything) {
 TEST_P(TuneBruteForce, ConfigurationsThatDoNotFitAreNeverRanked) {
   const Case &c = GetParam();
   const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/" + c.job;
-  json::Value root = loadJob(path);
+  Json root = loadJob(path);
   TuneOptions options;
   options.gpus = c.gpus;
   options.globalBatch = c.batch;
@@ -205,7 +202,7 @@ INSTANTIATE_TEST_SUITE_P(Jobs, TuneBruteForce,
 
 TEST(Tune, NothingFitsNamesTheMemory) {
   const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/demo.json";
-  json::Value root = loadJob(path);
+  Json root = loadJob(path);
   setMemory(root, 1024);
   TuneOptions options;
   options.gpus = 4;
@@ -223,12 +220,8 @@ TEST(TuneSpace, SchedulesComeFromTheCompiler) {
   std::set<std::string> schedules;
   for (const Configuration &c : configs)
     schedules.insert(stringOf(c, "parallelism.schedule"));
-  for (unsigned v = 0; v <= pipe::getMaxEnumValForScheduleKind(); ++v) {
-    if (std::optional<pipe::ScheduleKind> kind = pipe::symbolizeScheduleKind(v)) {
-      EXPECT_TRUE(schedules.count(pipe::stringifyScheduleKind(*kind).str()))
-          << pipe::stringifyScheduleKind(*kind).str();
-    }
-  }
+  for (std::string_view schedule : enumNames<runtime::Schedule>())
+    EXPECT_TRUE(schedules.count(std::string(schedule))) << schedule;
 }
 
 TEST(TuneSpace, EveryShapeMultipliesOut) {

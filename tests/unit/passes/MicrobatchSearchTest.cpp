@@ -51,14 +51,10 @@ std::string jobText(const std::string &schedule, int64_t data, const std::string
 CompiledJob compile(const std::string &text, const sched::Partitions &partitions,
                     PipelineStop stop) {
   Diagnostics diag("test.json");
-  std::optional<llvm::json::Value> root = parseJsonText(text, diag);
+  std::optional<Json> root = parseJsonText(text, diag);
   EXPECT_TRUE(root) << diag.getError()->str();
-  if (!partitions.empty()) {
-    llvm::json::Array perStage;
-    for (const std::vector<int64_t> &cut : partitions)
-      perStage.push_back(llvm::json::Array(cut));
-    (*root->getAsObject()->getObject("parallelism"))["microbatch_partitions"] = std::move(perStage);
-  }
+  if (!partitions.empty())
+    (*root)["parallelism"]["microbatch_partitions"] = partitions;
   std::optional<Job> job = parseJob(*root, "test.json", diag);
   EXPECT_TRUE(job) << diag.getError()->str();
   CompiledJob c = compileJob(*job, stop);
@@ -153,17 +149,18 @@ TEST(MicrobatchSearch, EverySearchReturnsAValidPartitionNoWorseThanEqual) {
 TEST(MicrobatchSearch, PaperCases) {
   for (const char *name : {"umpipe-gpt1-14", "umpipe-vgg16"}) {
     Diagnostics diag(name);
-    std::optional<llvm::json::Value> root =
+    std::optional<Json> root =
         loadJsonFile(std::string(CONDUIT_TESTDATA "/jobs/") + name + ".json", diag);
     ASSERT_TRUE(root) << diag.getError()->str();
     for (const char *schedule : {"gpipe", "1f1b"})
       for (int pipeline : {4, 8}) {
-        llvm::json::Value job = *root;
-        llvm::json::Object &par = *job.getAsObject()->getObject("parallelism");
+        Json job = *root;
+        Json &par = job["parallelism"];
         par["schedule"] = schedule;
         par["pipeline"] = pipeline;
-        sched::StepTimeEvaluator evaluator = evaluatorFor(llvm::formatv("{0}", job).str());
-        const int64_t m = *par.getInteger("microbatches"), b = *par.getInteger("microbatch_size");
+        sched::StepTimeEvaluator evaluator = evaluatorFor(writeJson(job));
+        const int64_t m = par["microbatches"].get<int64_t>(),
+                      b = par["microbatch_size"].get<int64_t>();
         std::map<sched::SearchMethod, double> found;
         for (sched::SearchMethod method :
              {sched::SearchMethod::Genetic, sched::SearchMethod::Descent}) {

@@ -32,6 +32,11 @@ using runtime::Op;
 
 namespace {
 
+/// The job model's value for one of the dialect's: both spell their values as the job file does.
+template <typename JobEnum, typename DialectEnum> JobEnum fromDialect(DialectEnum value) {
+  return *parseEnum<JobEnum>(std::string_view(pipe::stringifyEnum(value)));
+}
+
 Job sweepJob(int64_t p, int64_t v, int64_t m, int64_t d, pipe::ScheduleKind schedule,
              pipe::Sharding sharding) {
   Job job;
@@ -39,17 +44,17 @@ Job sweepJob(int64_t p, int64_t v, int64_t m, int64_t d, pipe::ScheduleKind sche
   job.name = "sweep";
   job.model.kind = "layers";
   for (int64_t l = 0; l < p * v; ++l)
-    job.model.layers.push_back({"l" + std::to_string(l), pipe::LayerKind::Custom, 1000 + 10 * l,
+    job.model.layers.push_back({"l" + std::to_string(l), runtime::LayerKind::Custom, 1000 + 10 * l,
                                 1e9, 2e9, 1e9, 4096, 1024, 1024});
   ParallelismSpec &par = job.parallelism;
   par.pipeline = p;
   par.data = d;
   par.stagesPerDevice = v;
-  par.schedule = schedule;
+  par.schedule = fromDialect<runtime::Schedule>(schedule);
   par.groupSize = p;
   par.microbatches = m;
   par.microbatchSize = 1;
-  par.sharding = sharding;
+  par.sharding = fromDialect<runtime::Sharding>(sharding);
   job.cluster = {"a100-80gb", 312e12, 0.5, 2.039e12, 85899345920, 8, 300e9, 25e9, 1e-5, 0, ""};
   return job;
 }
@@ -300,7 +305,7 @@ TEST(PlanSweep, SplitBackwardSchedulesVerify) {
                                   " V=" + std::to_string(v) + " M=" + std::to_string(m) +
                                   " D=" + std::to_string(d);
               Job job = sweepJob(p, v, m, d, variant.kind, sharding);
-              job.parallelism.placement = variant.placement;
+              job.parallelism.placement = fromDialect<Placement>(variant.placement);
               job.parallelism.splitBackward = true;
               mlir::OwningOpRef<mlir::ModuleOp> module = importJob(job, context);
               mlir::PassManager pm(&context);

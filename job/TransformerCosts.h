@@ -2,20 +2,20 @@
 //
 // Expands a transformer shape into its layer chain (embedding, blocks, head) with parameters,
 // FLOPs and activation bytes per sample. The formulas and their sources are in
-// docs/cost-model.md.
+// docs/cost-model.md; what the cost model's roofline reads of a job is analysis/JobCosts.h.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_COMPILER_TRANSFORMERCOSTS_H
-#define CONDUIT_COMPILER_TRANSFORMERCOSTS_H
+#ifndef CONDUIT_JOB_TRANSFORMERCOSTS_H
+#define CONDUIT_JOB_TRANSFORMERCOSTS_H
 
-#include "analysis/CostModel.h"
-#include "analysis/Roofline.h"
-#include "compiler/JobFile.h"
+#include "job/JobSpec.h"
 #include "runtime/plan/Limits.h"
 
-#include "llvm/Support/Error.h"
+#include "absl/status/statusor.h"
 
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace conduit {
@@ -44,19 +44,12 @@ std::optional<ShapeProblem> checkTransformerShape(const TransformerSpec &shape);
 /// The layer chain of `shape` with costs for elements of `elementBytes` bytes. Fails when a
 /// figure would exceed 2^53 (beyond exact integers in a double): an absurd shape, not a model;
 /// the message names the dimensions to reduce.
-llvm::Expected<std::vector<LayerSpec>> expandTransformer(const TransformerSpec &shape,
+absl::StatusOr<std::vector<LayerSpec>> expandTransformer(const TransformerSpec &shape,
                                                          int64_t elementBytes);
-
-/// The figures of `shape` the cost model's roofline prices its layers by.
-TransformerShape transformerShape(const TransformerSpec &shape, int64_t elementBytes);
-
-/// What the cost model reads of `job` itself: its cluster, its transformer's shape (for the
-/// roofline) and each layer's name and FLOPs. The parallel configuration is left to the caller.
-CostInputs jobCostInputs(const Job &job);
 
 /// Parameters of the model, counting tied embedding weights once.
 int64_t transformerParameters(const TransformerSpec &shape);
 
 } // namespace conduit
 
-#endif // CONDUIT_COMPILER_TRANSFORMERCOSTS_H
+#endif // CONDUIT_JOB_TRANSFORMERCOSTS_H

@@ -1,13 +1,15 @@
 //===- JobFileTest.cpp - job file reading and validation ------------------===//
 //
-// Defaults, presets and overrides, the model kinds, and the cross-section checks. The error
-// messages of bad files are checked one by one in tests/lit/bad.
+// Defaults, presets and overrides, the model kinds, the cross-section checks, the key editor and
+// the reader without a parallelism section. The error messages of bad files are checked one by
+// one in tests/lit/bad.
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/JobFile.h"
+#include "job/JobFile.h"
 
-#include "compiler/HuggingFace.h"
+#include "job/HuggingFace.h"
+#include "job/KeyEditor.h"
 
 #include <gtest/gtest.h>
 
@@ -23,9 +25,9 @@ const char *kMinimal = R"({
 })";
 
 /// Parses `text` as a job file named "job.json"; on failure returns the diagnostic instead.
-std::optional<Job> parse(llvm::StringRef text, std::string *error = nullptr) {
+std::optional<Job> parse(std::string_view text, std::string *error = nullptr) {
   Diagnostics diag("job.json");
-  std::optional<llvm::json::Value> root = parseJsonText(text, diag);
+  std::optional<Json> root = parseJsonText(text, diag);
   std::optional<Job> job = root ? parseJob(*root, "job.json", diag) : std::nullopt;
   if (!job && error)
     *error = diag.getError()->str();
@@ -33,12 +35,10 @@ std::optional<Job> parse(llvm::StringRef text, std::string *error = nullptr) {
 }
 
 /// kMinimal with `section.key` replaced by `value` (a JSON snippet).
-std::string withKey(llvm::StringRef section, llvm::StringRef key, llvm::StringRef value) {
-  llvm::json::Value root = *llvm::json::parse(kMinimal);
-  (*root.getAsObject()->getObject(section))[key] = *llvm::json::parse(value);
-  std::string text;
-  llvm::raw_string_ostream(text) << root;
-  return text;
+std::string withKey(const std::string &section, const std::string &key, std::string_view value) {
+  Json root = Json::parse(kMinimal);
+  root[section][key] = Json::parse(value);
+  return writeJson(root);
 }
 
 TEST(JobFile, DefaultsAreFilledIn) {
@@ -50,12 +50,12 @@ TEST(JobFile, DefaultsAreFilledIn) {
   EXPECT_EQ(p.stagesPerDevice, 1);
   EXPECT_EQ(p.microbatchSize, 1);
   EXPECT_EQ(p.groupSize, 2); // = pipeline
-  EXPECT_EQ(p.sharding, pipe::Sharding::None);
-  EXPECT_EQ(p.checkpointing, pipe::Checkpointing::None);
+  EXPECT_EQ(p.sharding, runtime::Sharding::None);
+  EXPECT_EQ(p.checkpointing, runtime::Checkpointing::None);
   EXPECT_EQ(p.fsdpWindow, 2);
-  EXPECT_EQ(p.rankOrder, pipe::RankOrder::DataInner);
-  EXPECT_EQ(job->training.dtype, pipe::DType::BF16);
-  EXPECT_EQ(job->training.optimizer, pipe::Optimizer::Adam);
+  EXPECT_EQ(p.rankOrder, RankOrder::DataInner);
+  EXPECT_EQ(job->training.dtype, runtime::DType::BF16);
+  EXPECT_EQ(job->training.optimizer, runtime::Optimizer::Adam);
   EXPECT_EQ(job->cluster.preset, "h100-80gb");
   EXPECT_DOUBLE_EQ(job->cluster.peakFlops, 989e12);
   EXPECT_EQ(job->cluster.gpusPerNode, 8);
@@ -105,11 +105,9 @@ TEST(JobFile, DepthFirstGroupSize) {
   std::optional<Job> job = parse(text);
   ASSERT_TRUE(job);
   EXPECT_EQ(job->parallelism.groupSize, 2);
-  llvm::json::Value root = *llvm::json::parse(text);
-  (*root.getAsObject()->getObject("parallelism"))["group_size"] = 4;
-  std::string withGroup;
-  llvm::raw_string_ostream(withGroup) << root;
-  job = parse(withGroup);
+  Json root = Json::parse(text);
+  root["parallelism"]["group_size"] = 4;
+  job = parse(writeJson(root));
   ASSERT_TRUE(job);
   EXPECT_EQ(job->parallelism.groupSize, 4);
 }
@@ -151,7 +149,7 @@ TEST(JobFile, LayersModelDefaultsCheckpointToPreviousOutput) {
   ASSERT_EQ(job->model.layers.size(), 2u);
   EXPECT_EQ(job->model.layers[0].checkpointBytes, 0);
   EXPECT_EQ(job->model.layers[1].checkpointBytes, 7);
-  EXPECT_EQ(job->model.layers[1].kind, pipe::LayerKind::Head);
+  EXPECT_EQ(job->model.layers[1].kind, runtime::LayerKind::Head);
   EXPECT_EQ(job->model.tokensPerSample, 1);
 }
 
@@ -168,15 +166,15 @@ struct HfCase {
   const char *dir;
   int64_t layers, hidden, heads, kvHeads, ffn;
   bool tied;
-  pipe::BiasKind bias;
+  BiasKind bias;
 };
 
 TEST(HuggingFace, ShippedConfigs) {
   const HfCase cases[] = {
-      {"gpt2", 12, 768, 12, 12, 3072, true, pipe::BiasKind::All},
-      {"llama-2-7b", 32, 4096, 32, 32, 11008, false, pipe::BiasKind::None},
-      {"mistral-7b", 32, 4096, 32, 8, 14336, false, pipe::BiasKind::None},
-      {"qwen2-0.5b", 24, 896, 14, 2, 4864, true, pipe::BiasKind::QKV},
+      {"gpt2", 12, 768, 12, 12, 3072, true, BiasKind::All},
+      {"llama-2-7b", 32, 4096, 32, 32, 11008, false, BiasKind::None},
+      {"mistral-7b", 32, 4096, 32, 8, 14336, false, BiasKind::None},
+      {"qwen2-0.5b", 24, 896, 14, 2, 4864, true, BiasKind::QKV},
   };
   for (const HfCase &c : cases) {
     std::string path = std::string(CONDUIT_TESTDATA) + "/hf/" + c.dir + "/config.json";
@@ -193,30 +191,79 @@ TEST(HuggingFace, ShippedConfigs) {
   }
 }
 
-TEST(JsonReader, RejectsDeepNestingBeforeParsing) {
-  Diagnostics diag("x.json");
-  std::string deep(100000, '[');
-  EXPECT_FALSE(parseJsonText(deep, diag));
-  EXPECT_EQ(diag.getError()->message, "JSON nesting is deeper than 64 levels");
-}
-
-TEST(JsonReader, RejectsDuplicateKeys) {
-  Diagnostics diag("x.json");
-  EXPECT_FALSE(parseJsonText("{\"a\": {\"b\": 1,\n \"b\": 2}}", diag));
-  EXPECT_EQ(diag.getError()->message, "duplicate key \"b\" at line 2");
-  Diagnostics ok("y.json");
-  EXPECT_TRUE(parseJsonText(R"({"a": {"b": 1}, "c": {"b": 2}, "d": ["b", "b"]})", ok));
-}
-
 TEST(JobFile, OverrideOfAKeyThatIsNotUtf8) {
   // Found by fuzz-job-file: the new section's key is stored repaired (invalid UTF-8 replaced),
   // and the override went on to look it up by its original bytes. It must end in the job
-  // file's own "unknown key" diagnostic, not a null dereference.
+  // file's own "unknown key" diagnostic, not a crash, and the job must still write as text.
   Diagnostics diag("job.json");
-  llvm::json::Value root = *llvm::json::parse(kMinimal);
+  Json root = Json::parse(kMinimal);
   ASSERT_TRUE(applyOverride(root, "\xa1ter.efficiency=2", diag));
   EXPECT_FALSE(parseJob(root, "job.json", diag));
   EXPECT_NE(diag.getError()->str().find("unknown key"), std::string::npos);
+  EXPECT_NE(writeJson(root).find("\xef\xbf\xbdter"), std::string::npos);
+}
+
+TEST(KeyEditor, SetsErasesAndFindsDottedKeys) {
+  Json root = Json::parse(kMinimal);
+  ASSERT_TRUE(setKey(root, "parallelism.data", 4));
+  ASSERT_TRUE(setKey(root, "training.data.kind", "synthetic")); // creates both objects
+  ASSERT_NE(findKey(root, "training.data.kind"), nullptr);
+  EXPECT_EQ(*findKey(root, "training.data.kind"), "synthetic");
+  EXPECT_EQ(*findKey(root, "parallelism.data"), 4);
+  eraseKey(root, "parallelism.data");
+  eraseKey(root, "no.such.key");
+  EXPECT_EQ(findKey(root, "parallelism.data"), nullptr);
+  std::string blocked;
+  EXPECT_FALSE(setKey(root, "parallelism.pipeline.x", 1, &blocked));
+  EXPECT_EQ(blocked, "parallelism.pipeline");
+  EXPECT_FALSE(setKey(root, "model..kind", 1, &blocked));
+  EXPECT_EQ(blocked, "model");
+}
+
+TEST(KeyEditor, OverridesTakeJsonOrText) {
+  Json root = Json::parse(kMinimal);
+  Diagnostics diag("job.json");
+  ASSERT_TRUE(applyOverride(root, "parallelism.microbatch_partitions=[[4], [4]]", diag));
+  ASSERT_TRUE(applyOverride(root, "parallelism.schedule=gpipe", diag));
+  ASSERT_TRUE(applyOverride(root, "name=1f1b,run", diag));
+  EXPECT_TRUE(root["parallelism"]["microbatch_partitions"].is_array());
+  EXPECT_EQ(root["parallelism"]["schedule"], "gpipe");
+  EXPECT_EQ(root["name"], "1f1b,run");
+  EXPECT_FALSE(applyOverride(root, "parallelism", diag));
+  EXPECT_EQ(diag.getError()->str(), "job.json: --set expects key.path=value, got \"parallelism\"");
+  Diagnostics blocked("job.json");
+  EXPECT_FALSE(applyOverride(root, "parallelism.pipeline.x=1", blocked));
+  EXPECT_EQ(blocked.getError()->str(), "job.json: parallelism.pipeline: --set "
+                                       "parallelism.pipeline.x: 'parallelism.pipeline' is not an "
+                                       "object");
+}
+
+TEST(JobFile, WithoutParallelismReadsTheRest) {
+  // The parallelism section may be absent, or anything: it is not read.
+  Json root = Json::parse(kMinimal);
+  root["parallelism"] = "anything";
+  Diagnostics diag("job.json");
+  std::optional<Job> job = parseJobWithoutParallelism(root, "job.json", diag);
+  ASSERT_TRUE(job) << diag.getError()->str();
+  EXPECT_EQ(job->model.layers.size(), 6u);
+  EXPECT_EQ(job->cluster.preset, "h100-80gb");
+  EXPECT_EQ(job->parallelism.pipeline, 1);
+  root.erase("parallelism");
+  EXPECT_TRUE(parseJobWithoutParallelism(root, "job.json", diag));
+  // The other sections are still checked, and so are unknown keys.
+  root["cluster"]["preset"] = "h100";
+  EXPECT_FALSE(parseJobWithoutParallelism(root, "job.json", diag));
+  EXPECT_NE(diag.getError()->str().find("cluster.preset"), std::string::npos);
+}
+
+TEST(JobSpec, EnumsAreSpelledAsInTheJobFile) {
+  EXPECT_EQ(enumName(runtime::Schedule::OneFOneB), "1f1b");
+  EXPECT_EQ(enumName(runtime::Schedule::DualPipeV), "dualpipev");
+  EXPECT_EQ(parseEnum<runtime::Schedule>("interleaved-zb"),
+            runtime::Schedule::InterleavedZeroBubble);
+  EXPECT_EQ(parseEnum<runtime::Sharding>("fsdp"), std::nullopt);
+  EXPECT_EQ(enumName(RankOrder::PipelineInner), "pipeline-inner");
+  EXPECT_EQ(enumNames<runtime::Schedule>().size(), size_t(runtime::kNumSchedules));
 }
 
 } // namespace

@@ -5,14 +5,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/HuggingFace.h"
+#include "job/HuggingFace.h"
 
-#include "compiler/TransformerCosts.h"
+#include "job/TransformerCosts.h"
 
 using namespace conduit;
 
-llvm::ArrayRef<llvm::StringRef> conduit::huggingFaceModelTypes() {
-  static const llvm::StringRef kTypes[] = {"gpt2", "llama", "mistral", "qwen2"};
+absl::Span<const std::string_view> conduit::huggingFaceModelTypes() {
+  static constexpr std::string_view kTypes[] = {"gpt2", "llama", "mistral", "qwen2"};
   return kTypes;
 }
 
@@ -26,8 +26,7 @@ void readGpt2(ObjectReader &config, TransformerSpec &t) {
   auto positions = config.integer("n_positions", 1, kMaxSeqLength);
   auto vocab = config.integer("vocab_size", 1, kMaxVocab);
   std::optional<int64_t> inner;
-  if (const llvm::json::Value *v = config.value("n_inner");
-      v && v->kind() != llvm::json::Value::Null)
+  if (const Json *v = config.value("n_inner"); v && !v->is_null())
     inner = config.integer("n_inner", 1, kMaxFfn);
   auto tie = config.boolean("tie_word_embeddings");
   auto eps = config.number("layer_norm_epsilon", 0, 0.1, /*minExclusive=*/true);
@@ -40,11 +39,11 @@ void readGpt2(ObjectReader &config, TransformerSpec &t) {
   t.ffnHiddenSize = inner.value_or(4 * *hidden);
   t.seqLength = *positions;
   t.vocabSize = *vocab;
-  t.mlp = pipe::MlpKind::Gelu;
-  t.norm = pipe::NormKind::LayerNorm;
-  t.position = pipe::PositionKind::Learned;
+  t.mlp = MlpKind::Gelu;
+  t.norm = NormKind::LayerNorm;
+  t.position = PositionKind::Learned;
   t.tieEmbeddings = tie.value_or(true);
-  t.bias = pipe::BiasKind::All;
+  t.bias = BiasKind::All;
   t.normEps = eps.value_or(1e-5);
 }
 
@@ -62,8 +61,8 @@ void readLlamaFamily(ObjectReader &config, TransformerSpec &t, bool qkvBias) {
   auto eps = config.number("rms_norm_eps", 0, 0.1, /*minExclusive=*/true);
   if (config.failed())
     return;
-  for (llvm::StringRef key : {"num_hidden_layers", "hidden_size", "num_attention_heads",
-                              "intermediate_size", "max_position_embeddings", "vocab_size"})
+  for (std::string_view key : {"num_hidden_layers", "hidden_size", "num_attention_heads",
+                               "intermediate_size", "max_position_embeddings", "vocab_size"})
     if (!config.require(key))
       return;
   t.numLayers = *layers;
@@ -73,11 +72,11 @@ void readLlamaFamily(ObjectReader &config, TransformerSpec &t, bool qkvBias) {
   t.ffnHiddenSize = *ffn;
   t.seqLength = *positions;
   t.vocabSize = *vocab;
-  t.mlp = pipe::MlpKind::SwiGLU;
-  t.norm = pipe::NormKind::RMSNorm;
-  t.position = pipe::PositionKind::Rotary;
+  t.mlp = MlpKind::SwiGLU;
+  t.norm = NormKind::RMSNorm;
+  t.position = PositionKind::Rotary;
   t.tieEmbeddings = tie.value_or(false);
-  t.bias = qkvBias ? pipe::BiasKind::QKV : pipe::BiasKind::None;
+  t.bias = qkvBias ? BiasKind::QKV : BiasKind::None;
   // The transformers library's defaults when a config leaves them out.
   t.ropeTheta = theta.value_or(10000.0);
   t.normEps = eps.value_or(1e-6);
@@ -85,22 +84,21 @@ void readLlamaFamily(ObjectReader &config, TransformerSpec &t, bool qkvBias) {
 
 } // namespace
 
-std::optional<TransformerSpec> conduit::readHuggingFaceConfig(llvm::StringRef path,
+std::optional<TransformerSpec> conduit::readHuggingFaceConfig(std::string_view path,
                                                               Diagnostics &diag) {
-  std::optional<llvm::json::Value> root = loadJsonFile(path, diag);
+  std::optional<Json> root = loadJsonFile(path, diag);
   if (!root)
     return std::nullopt;
   return parseHuggingFaceConfig(*root, diag);
 }
 
-std::optional<TransformerSpec> conduit::parseHuggingFaceConfig(const llvm::json::Value &root,
+std::optional<TransformerSpec> conduit::parseHuggingFaceConfig(const Json &root,
                                                                Diagnostics &diag) {
-  const llvm::json::Object *object = root.getAsObject();
-  if (!object) {
+  if (!root.is_object()) {
     diag.report("", "expected a JSON object, got " + describeJson(root));
     return std::nullopt;
   }
-  ObjectReader config(*object, "", diag);
+  ObjectReader config(root, "", diag);
   if (!config.require("model_type"))
     return std::nullopt;
   std::optional<size_t> type = config.choice("model_type", huggingFaceModelTypes());
@@ -108,9 +106,9 @@ std::optional<TransformerSpec> conduit::parseHuggingFaceConfig(const llvm::json:
     return std::nullopt;
 
   TransformerSpec t;
-  llvm::StringRef name = huggingFaceModelTypes()[*type];
+  const std::string_view name = huggingFaceModelTypes()[*type];
   if (name == "gpt2") {
-    for (llvm::StringRef key : {"n_layer", "n_embd", "n_head", "n_positions", "vocab_size"})
+    for (std::string_view key : {"n_layer", "n_embd", "n_head", "n_positions", "vocab_size"})
       if (!config.require(key))
         return std::nullopt;
     readGpt2(config, t);
@@ -122,9 +120,9 @@ std::optional<TransformerSpec> conduit::parseHuggingFaceConfig(const llvm::json:
   if (std::optional<ShapeProblem> problem = checkTransformerShape(t)) {
     // The same relation under the names of this config's family.
     const bool gpt2 = name == "gpt2";
-    llvm::StringRef key = problem->key == "num_heads" ? (gpt2 ? "n_head" : "num_attention_heads")
-                                                      : "num_key_value_heads";
-    diag.report(key.str(), problem->message);
+    const char *key = problem->key == "num_heads" ? (gpt2 ? "n_head" : "num_attention_heads")
+                                                  : "num_key_value_heads";
+    diag.report(key, problem->message);
     return std::nullopt;
   }
   return t;

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/TransformerCosts.h"
+#include "job/TransformerCosts.h"
 
 #include <gtest/gtest.h>
 
@@ -43,7 +43,7 @@ double flopsPerToken(const std::vector<LayerSpec> &layers, int64_t seq) {
 TEST(TransformerCosts, Gpt3Has175BParameters) {
   TransformerSpec t = gpt(96, 12288, 96, 2048, 50257);
   auto layers = expandTransformer(t, 2);
-  ASSERT_TRUE(static_cast<bool>(layers));
+  ASSERT_TRUE(layers.ok());
   EXPECT_EQ(layers->size(), 98u);
   double n = totalParams(*layers);
   EXPECT_GE(n, 174e9);
@@ -57,7 +57,7 @@ TEST(TransformerCosts, Gpt3Has175BParameters) {
 
 TEST(TransformerCosts, Gpt52BShape) {
   auto layers = expandTransformer(gpt(64, 8192, 64, 2048, 51200), 2);
-  ASSERT_TRUE(static_cast<bool>(layers));
+  ASSERT_TRUE(layers.ok());
   double n = totalParams(*layers);
   EXPECT_GE(n, 51.5e9);
   EXPECT_LE(n, 53e9);
@@ -70,7 +70,7 @@ TEST(TransformerCosts, TrainingFlopsAre6NPlusAttention) {
   for (TransformerSpec t : {gpt(96, 12288, 96, 2048, 50257), gpt(64, 8192, 64, 2048, 51200),
                             gpt(12, 768, 12, 1024, 50257)}) {
     auto layers = expandTransformer(t, 2);
-    ASSERT_TRUE(static_cast<bool>(layers));
+    ASSERT_TRUE(layers.ok());
     double n = totalParams(*layers) - static_cast<double>(layers->front().params);
     double expected = 6 * n + 12.0 * t.numLayers * t.seqLength * t.hiddenSize;
     double got = flopsPerToken(*layers, t.seqLength);
@@ -87,10 +87,10 @@ TEST(TransformerCosts, Llama2_7B) {
   t.ffnHiddenSize = 11008;
   t.seqLength = 4096;
   t.vocabSize = 32000;
-  t.mlp = pipe::MlpKind::SwiGLU;
-  t.norm = pipe::NormKind::RMSNorm;
-  t.position = pipe::PositionKind::Rotary;
-  t.bias = pipe::BiasKind::None;
+  t.mlp = MlpKind::SwiGLU;
+  t.norm = NormKind::RMSNorm;
+  t.position = PositionKind::Rotary;
+  t.bias = BiasKind::None;
   // Meta reports 6.74 B parameters for Llama-2-7B.
   EXPECT_NEAR(static_cast<double>(transformerParameters(t)), 6.738e9, 0.005e9);
 }
@@ -99,9 +99,9 @@ TEST(TransformerCosts, ActivationBytesFollowKorthikanti) {
   // GPT-style block without dropout: 32*s*h + 2*a*s^2 bytes in 16-bit (per sample).
   TransformerSpec t = gpt(2, 1024, 16, 512, 1000);
   auto layers = expandTransformer(t, 2);
-  ASSERT_TRUE(static_cast<bool>(layers));
+  ASSERT_TRUE(layers.ok());
   const LayerSpec &block = (*layers)[1];
-  EXPECT_EQ(block.kind, pipe::LayerKind::Block);
+  EXPECT_EQ(block.kind, runtime::LayerKind::Block);
   EXPECT_EQ(block.activationBytes, 32 * 512 * 1024 + 2 * 16 * 512 * 512);
   EXPECT_EQ(block.checkpointBytes, 2 * 512 * 1024);
   EXPECT_EQ(block.outputBytes, 2 * 512 * 1024);
@@ -118,38 +118,15 @@ TEST(TransformerCosts, GroupedQueryAttentionShrinksKeyValueWeights) {
   TransformerSpec gqa = full;
   gqa.numKvHeads = 8;
   auto a = expandTransformer(full, 2), b = expandTransformer(gqa, 2);
-  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a.ok() && b.ok());
   // K and V shrink from h x h to h x h/4 each.
   EXPECT_EQ((*a)[1].params - (*b)[1].params, 2 * (4096 * 4096 - 4096 * 1024) + 2 * (4096 - 1024));
 }
 
-TEST(TransformerCosts, TheRooflinesProductsHaveTheLayersFlops) {
-  // What the cost model prices product by product (analysis/Roofline.h) is what the layers
-  // count: the forward, the input gradient (I) and the weight gradient (W) of every block and
-  // of the head, for GPT- and Llama-style shapes.
-  TransformerSpec gqa = gpt(2, 4096, 32, 1024, 32000);
-  gqa.numKvHeads = 8;
-  gqa.mlp = pipe::MlpKind::SwiGLU;
-  gqa.ffnHiddenSize = 11008;
-  for (const TransformerSpec &spec : {gpt(2, 768, 12, 1024, 50257), gqa}) {
-    auto layers = expandTransformer(spec, 2);
-    ASSERT_TRUE(static_cast<bool>(layers));
-    TransformerShape shape = transformerShape(spec, 2);
-    for (auto [index, kind] :
-         {std::pair{1, TransformerLayer::Block}, std::pair{3, TransformerLayer::Head}}) {
-      const LayerSpec &layer = (*layers)[index];
-      LayerWork work = transformerWork(shape, kind, 1, false);
-      EXPECT_DOUBLE_EQ(work.forward.flops() + work.attentionCore.flops(), layer.fwdFlops);
-      EXPECT_DOUBLE_EQ(work.inputGradient.flops(), layer.bwdFlops - layer.bwdWeightFlops);
-      EXPECT_DOUBLE_EQ(work.weightGradient.flops(), layer.bwdWeightFlops);
-    }
-  }
-}
-
 TEST(TransformerCosts, AbsurdShapeIsAnErrorNotAnOverflow) {
   auto layers = expandTransformer(gpt(1, 1 << 20, 1 << 16, 1 << 24, 1 << 24), 4);
-  ASSERT_FALSE(static_cast<bool>(layers));
-  EXPECT_NE(llvm::toString(layers.takeError()).find("above 2^53"), std::string::npos);
+  ASSERT_FALSE(layers.ok());
+  EXPECT_NE(layers.status().message().find("above 2^53"), std::string::npos);
 }
 
 TEST(TransformerCosts, ShapeRelations) {

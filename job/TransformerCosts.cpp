@@ -10,7 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/TransformerCosts.h"
+#include "job/TransformerCosts.h"
+
+#include "absl/status/status.h"
+
+#include <algorithm>
 
 #include <cmath>
 #include <string>
@@ -25,18 +29,18 @@ struct Shape {
   explicit Shape(const TransformerSpec &t)
       : s(t.seqLength), h(t.hiddenSize), a(t.numHeads),
         kvd(t.hiddenSize / t.numHeads * t.numKvHeads), f(t.ffnHiddenSize), v(t.vocabSize),
-        gated(t.mlp == pipe::MlpKind::SwiGLU), layerNorm(t.norm == pipe::NormKind::LayerNorm),
-        learned(t.position == pipe::PositionKind::Learned), bias(t.bias) {}
+        gated(t.mlp == MlpKind::SwiGLU), layerNorm(t.norm == NormKind::LayerNorm),
+        learned(t.position == PositionKind::Learned), bias(t.bias) {}
   double s, h, a, kvd, f, v;
   bool gated, layerNorm, learned;
-  pipe::BiasKind bias;
+  BiasKind bias;
 
   double normParams() const { return layerNorm ? 2 * h : h; }
 
   /// What a tensor-parallel group keeps whole in a block: the two norms and the biases added
   /// after the row-parallel reductions (attention output, MLP down projection).
   double blockReplicatedParams() const {
-    return 2 * normParams() + (bias == pipe::BiasKind::All ? 2 * h : 0);
+    return 2 * normParams() + (bias == BiasKind::All ? 2 * h : 0);
   }
   /// Without sequence parallelism every rank keeps the norms' inputs and the inputs of the
   /// column-parallel GEMMs (QKV, MLP up) whole: Korthikanti et al.'s replicated terms.
@@ -46,9 +50,9 @@ struct Shape {
     double attention = 2 * h * h + 2 * h * kvd;
     double mlp = (gated ? 3 : 2) * h * f;
     double biases = 0;
-    if (bias == pipe::BiasKind::All)
+    if (bias == BiasKind::All)
       biases = (h + 2 * kvd) + h + (gated ? 2 * f : f) + h;
-    else if (bias == pipe::BiasKind::QKV)
+    else if (bias == BiasKind::QKV)
       biases = h + 2 * kvd;
     return attention + mlp + biases + 2 * normParams();
   }
@@ -84,13 +88,13 @@ struct Shape {
 };
 
 /// Checks that every figure of `layer` is a representable count, then converts it.
-llvm::Error addLayer(std::vector<LayerSpec> &layers, std::string name, pipe::LayerKind kind,
-                     double params, double fwd, double bwd, double wgrad, double activation,
-                     double checkpoint, double output, double wgradBytes, double replicatedParams,
-                     double replicatedActivation) {
+absl::Status addLayer(std::vector<LayerSpec> &layers, std::string name, runtime::LayerKind kind,
+                      double params, double fwd, double bwd, double wgrad, double activation,
+                      double checkpoint, double output, double wgradBytes, double replicatedParams,
+                      double replicatedActivation) {
   for (double value : {params, fwd, bwd, wgrad, activation, checkpoint, output, wgradBytes})
     if (!(value >= 0 && value <= kExactLimit))
-      return llvm::createStringError(
+      return absl::InvalidArgumentError(
           "layer '" + name +
           "' would have a figure above 2^53 (parameters, FLOPs or bytes per "
           "sample); the model shape is too large: reduce hidden_size, ffn_hidden_size, "
@@ -109,7 +113,7 @@ llvm::Error addLayer(std::vector<LayerSpec> &layers, std::string name, pipe::Lay
   layer.replicatedParams = static_cast<int64_t>(replicatedParams);
   layer.replicatedActivationBytes = static_cast<int64_t>(replicatedActivation);
   layers.push_back(std::move(layer));
-  return llvm::Error::success();
+  return absl::OkStatus();
 }
 
 } // namespace
@@ -137,7 +141,7 @@ std::optional<ShapeProblem> conduit::checkTransformerShape(const TransformerSpec
         std::to_string(t.numHeads) + " attention heads do not divide the hidden size " +
             std::to_string(t.hiddenSize) + "; use " + nearestDivisors(t.hiddenSize, t.numHeads) +
             " heads, or a hidden_size that is a multiple of " + std::to_string(t.numHeads)};
-  if (t.position == pipe::PositionKind::Rotary && (t.hiddenSize / t.numHeads) % 2 != 0)
+  if (t.position == PositionKind::Rotary && (t.hiddenSize / t.numHeads) % 2 != 0)
     return ShapeProblem{"num_heads", "rotary positions rotate pairs of a head's dimensions, but " +
                                          std::to_string(t.numHeads) + " heads of " +
                                          std::to_string(t.hiddenSize) + " give heads of " +
@@ -152,7 +156,7 @@ std::optional<ShapeProblem> conduit::checkTransformerShape(const TransformerSpec
   return std::nullopt;
 }
 
-llvm::Expected<std::vector<LayerSpec>> conduit::expandTransformer(const TransformerSpec &spec,
+absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const TransformerSpec &spec,
                                                                   int64_t elementBytes) {
   const Shape x(spec);
   const double e = static_cast<double>(elementBytes);
@@ -161,29 +165,32 @@ llvm::Expected<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
 
   // Embedding: token (and learned position) tables; keeps the token ids (int32). Its backward
   // is all weight gradient (the rows of the table).
-  if (llvm::Error err = addLayer(layers, "embedding", pipe::LayerKind::Embedding,
-                                 x.v * x.h + (x.learned ? x.s * x.h : 0), x.s * x.h, x.s * x.h,
-                                 x.s * x.h, 4 * x.s, 4 * x.s, e * x.s * x.h,
-                                 4 * x.s + e * x.s * x.h, x.learned ? x.s * x.h : 0, 4 * x.s))
+  if (absl::Status err = addLayer(layers, "embedding", runtime::LayerKind::Embedding,
+                                  x.v * x.h + (x.learned ? x.s * x.h : 0), x.s * x.h, x.s * x.h,
+                                  x.s * x.h, 4 * x.s, 4 * x.s, e * x.s * x.h,
+                                  4 * x.s + e * x.s * x.h, x.learned ? x.s * x.h : 0, 4 * x.s);
+      !err.ok())
     return err;
 
   const double fwd = x.blockForwardFlops();
   for (int64_t i = 0; i < spec.numLayers; ++i) {
-    if (llvm::Error err =
-            addLayer(layers, "block." + std::to_string(i), pipe::LayerKind::Block, x.blockParams(),
-                     fwd, 2 * fwd, x.blockWeightFlops(), e * x.blockActivationElements(),
-                     e * x.s * x.h, e * x.s * x.h, e * x.blockWeightGradientElements(),
-                     x.blockReplicatedParams(), e * x.blockReplicatedActivationElements()))
+    if (absl::Status err = addLayer(layers, "block." + std::to_string(i), runtime::LayerKind::Block,
+                                    x.blockParams(), fwd, 2 * fwd, x.blockWeightFlops(),
+                                    e * x.blockActivationElements(), e * x.s * x.h, e * x.s * x.h,
+                                    e * x.blockWeightGradientElements(), x.blockReplicatedParams(),
+                                    e * x.blockReplicatedActivationElements());
+        !err.ok())
       return err;
     layers.back().attentionCoreBytes = static_cast<int64_t>(e * x.blockAttentionCoreElements());
   }
 
   // Head: final norm, LM head, cross-entropy; keeps fp32 logits for the loss gradient.
   double headFwd = 2 * x.s * x.h * x.v;
-  if (llvm::Error err =
-          addLayer(layers, "head", pipe::LayerKind::Head, x.normParams() + x.v * x.h, headFwd,
+  if (absl::Status err =
+          addLayer(layers, "head", runtime::LayerKind::Head, x.normParams() + x.v * x.h, headFwd,
                    2 * headFwd, headFwd, 2 * e * x.s * x.h + 4 * x.s * x.v, e * x.s * x.h, 4,
-                   3 * e * x.s * x.h + 4 * x.s * x.v, x.normParams(), 2 * e * x.s * x.h))
+                   3 * e * x.s * x.h + 4 * x.s * x.v, x.normParams(), 2 * e * x.s * x.h);
+      !err.ok())
     return err;
   return layers;
 }
@@ -193,33 +200,4 @@ int64_t conduit::transformerParameters(const TransformerSpec &spec) {
   double total = x.v * x.h + (x.learned ? x.s * x.h : 0) + spec.numLayers * x.blockParams() +
                  x.normParams() + (spec.tieEmbeddings ? 0 : x.v * x.h);
   return static_cast<int64_t>(total);
-}
-
-TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t elementBytes) {
-  TransformerShape shape;
-  shape.numLayers = spec.numLayers;
-  shape.seqLength = spec.seqLength;
-  shape.hiddenSize = spec.hiddenSize;
-  shape.numHeads = spec.numHeads;
-  shape.numKvHeads = spec.numKvHeads;
-  shape.ffnHiddenSize = spec.ffnHiddenSize;
-  shape.vocabSize = spec.vocabSize;
-  shape.gated = spec.mlp == pipe::MlpKind::SwiGLU;
-  shape.rotary = spec.position == pipe::PositionKind::Rotary;
-  shape.elementBytes = elementBytes;
-  return shape;
-}
-
-CostInputs conduit::jobCostInputs(const Job &job) {
-  CostInputs in;
-  in.cluster = job.cluster;
-  if (job.model.transformer)
-    in.transformer = transformerShape(*job.model.transformer, job.training.elementBytes());
-  for (const LayerSpec &layer : job.model.layers) {
-    in.names.push_back(layer.name);
-    in.fwdFlops.push_back(layer.fwdFlops);
-    in.bwdFlops.push_back(layer.bwdFlops);
-    in.bwdWeightFlops.push_back(layer.bwdWeightFlops);
-  }
-  return in;
 }

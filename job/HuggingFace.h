@@ -2,27 +2,32 @@
 //
 // Reads the config.json of a Hugging Face decoder model (GPT-2, Llama, Mistral, Qwen2) into a
 // transformer shape. Keys the importer does not need are ignored: the file is Hugging Face's
-// format, not Conduit's.
+// format, not Conduit's. The job-file reader calls this reader, never the other way round.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_COMPILER_HUGGINGFACE_H
-#define CONDUIT_COMPILER_HUGGINGFACE_H
+#ifndef CONDUIT_JOB_HUGGINGFACE_H
+#define CONDUIT_JOB_HUGGINGFACE_H
 
-#include "compiler/JobFile.h"
+#include "job/JobSpec.h"
+#include "job/JsonReader.h"
+
+#include "absl/types/span.h"
+
+#include <optional>
+#include <string_view>
 
 namespace conduit {
 
 /// The model types the importer understands.
-llvm::ArrayRef<llvm::StringRef> huggingFaceModelTypes();
+absl::Span<const std::string_view> huggingFaceModelTypes();
 
 /// Reads `path`; problems are reported against that file.
-std::optional<TransformerSpec> readHuggingFaceConfig(llvm::StringRef path, Diagnostics &diag);
+std::optional<TransformerSpec> readHuggingFaceConfig(std::string_view path, Diagnostics &diag);
 
 /// The same for a config already parsed (`diag` names its file).
-std::optional<TransformerSpec> parseHuggingFaceConfig(const llvm::json::Value &root,
-                                                      Diagnostics &diag);
+std::optional<TransformerSpec> parseHuggingFaceConfig(const Json &root, Diagnostics &diag);
 
 } // namespace conduit
 
-#endif // CONDUIT_COMPILER_HUGGINGFACE_H
+#endif // CONDUIT_JOB_HUGGINGFACE_H

@@ -1,16 +1,20 @@
 //===- Cluster.h - the machine a plan is priced for --------------*- C++ -*-===//
 //
 // The figures of one cluster that the cost model prices a plan with, as plain numbers: a job
-// file's `cluster` section after its preset is expanded (compiler/JobFile.h fills it), and the
-// pipe dialect's #pipe.cluster attribute (passes/CostModelBuilder.h converts it). Units are SI.
+// file's `cluster` section after its preset is expanded (job/JobFile.h fills it), and the pipe
+// dialect's #pipe.cluster attribute (passes/CostModelBuilder.h converts it). Units are SI. The
+// presets are the starting points a job file names.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_ANALYSIS_CLUSTER_H
-#define CONDUIT_ANALYSIS_CLUSTER_H
+#ifndef CONDUIT_JOB_CLUSTER_H
+#define CONDUIT_JOB_CLUSTER_H
+
+#include "absl/types/span.h"
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace conduit {
 
@@ -29,6 +33,12 @@ struct Cluster {
   std::string profile;
 };
 
+/// The presets a job's `cluster.preset` names, in the order diagnostics list them.
+absl::Span<const Cluster> clusterPresets();
+
+/// Their names, in the same order.
+absl::Span<const std::string_view> clusterPresetNames();
+
 } // namespace conduit
 
-#endif // CONDUIT_ANALYSIS_CLUSTER_H
+#endif // CONDUIT_JOB_CLUSTER_H

@@ -1,0 +1,199 @@
+//===- JobSpec.h - the job model: model, parallelism, cluster, training -*- C++ -*-===//
+//
+// The validated, defaults-filled form of a job file (ARCHITECTURE.md §3) as plain structs, and
+// the names its enums are spelled with in the file. What the plan records too (schedule,
+// sharding, checkpointing, data type, optimizer, data kind, layer kind) is typed by the plan's
+// own enums (runtime/plan/Plan.h), so that the job and the plan cannot disagree on them; what
+// only the job has is defined here. compiler/ImportJob.cpp turns a job into pipe IR and is the
+// only place that converts these enums into the dialect's.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_JOB_JOBSPEC_H
+#define CONDUIT_JOB_JOBSPEC_H
+
+#include "job/Cluster.h"
+#include "runtime/plan/Plan.h"
+
+#include "absl/types/span.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace conduit {
+
+// Choices of the job file that the plan keeps in another form (a flag, a byte count, the
+// transformer's codes) or not at all.
+
+/// Where the stages go: stage s on rank s mod P, or rank r holding stages r and 2P-1-r.
+enum class Placement : uint8_t { Loop, V };
+/// The order of the (pipeline, data) axes in the global rank.
+enum class RankOrder : uint8_t { DataInner, PipelineInner };
+/// The element type of a token file.
+enum class TokenType : uint8_t { UInt16, UInt32 };
+/// The transformer's feed-forward block, normalisation, position encoding and biases, in the
+/// order of the plan's codes (runtime::Transformer).
+enum class MlpKind : uint8_t { Gelu, SwiGLU };
+enum class NormKind : uint8_t { LayerNorm, RMSNorm };
+enum class PositionKind : uint8_t { Learned, Rotary };
+enum class BiasKind : uint8_t { All, QKV, None };
+
+/// The spellings of an enum's values in the job file, in the enum's order: "gpipe", "1f1b", ...
+/// for runtime::Schedule. Defined for every enum of the job model.
+template <typename Enum> absl::Span<const std::string_view> enumNames();
+
+template <> absl::Span<const std::string_view> enumNames<runtime::Schedule>();
+template <> absl::Span<const std::string_view> enumNames<runtime::LayerKind>();
+template <> absl::Span<const std::string_view> enumNames<runtime::Sharding>();
+template <> absl::Span<const std::string_view> enumNames<runtime::Checkpointing>();
+template <> absl::Span<const std::string_view> enumNames<runtime::DType>();
+template <> absl::Span<const std::string_view> enumNames<runtime::Optimizer>();
+template <> absl::Span<const std::string_view> enumNames<runtime::DataKind>();
+template <> absl::Span<const std::string_view> enumNames<Placement>();
+template <> absl::Span<const std::string_view> enumNames<RankOrder>();
+template <> absl::Span<const std::string_view> enumNames<TokenType>();
+template <> absl::Span<const std::string_view> enumNames<MlpKind>();
+template <> absl::Span<const std::string_view> enumNames<NormKind>();
+template <> absl::Span<const std::string_view> enumNames<PositionKind>();
+template <> absl::Span<const std::string_view> enumNames<BiasKind>();
+
+/// The spelling of `value` in the job file.
+template <typename Enum> std::string_view enumName(Enum value) {
+  return enumNames<Enum>()[static_cast<size_t>(value)];
+}
+
+/// The value spelled `name`, or nullopt.
+template <typename Enum> std::optional<Enum> parseEnum(std::string_view name) {
+  absl::Span<const std::string_view> names = enumNames<Enum>();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name)
+      return static_cast<Enum>(i);
+  return std::nullopt;
+}
+
+/// Whether `schedule` always splits backwards into input and weight gradients.
+inline bool isZeroBubble(runtime::Schedule schedule) {
+  return schedule == runtime::Schedule::ZeroBubbleH1 ||
+         schedule == runtime::Schedule::InterleavedZeroBubble ||
+         schedule == runtime::Schedule::ZeroBubbleV || schedule == runtime::Schedule::DualPipeV;
+}
+
+/// Whether `schedule` groups micro-batches (group_size applies).
+inline bool isInterleaved(runtime::Schedule schedule) {
+  return schedule == runtime::Schedule::DepthFirst ||
+         schedule == runtime::Schedule::InterleavedZeroBubble;
+}
+
+/// One layer of the model chain with its costs per sample (see pipe.layer).
+struct LayerSpec {
+  std::string name;
+  runtime::LayerKind kind = runtime::LayerKind::Custom;
+  int64_t params = 0;
+  double fwdFlops = 0;
+  double bwdFlops = 0;
+  /// The weight-gradient part of bwdFlops (W); the rest is the input gradient (I).
+  double bwdWeightFlops = 0;
+  /// Bytes per sample a deferred weight gradient keeps between I and W; unset: the layer's
+  /// activation bytes, an upper bound.
+  std::optional<int64_t> weightGradientBytes;
+  int64_t activationBytes = 0;
+  int64_t checkpointBytes = 0;
+  int64_t outputBytes = 0;
+  /// What tensor parallelism does not split (see pipe.layer); unset: everything is split.
+  std::optional<int64_t> replicatedParams;
+  std::optional<int64_t> replicatedActivationBytes;
+  /// The part of activationBytes that selective checkpointing recomputes (a block's attention
+  /// core); unset: none.
+  std::optional<int64_t> attentionCoreBytes;
+};
+
+/// The shape of a decoder-only transformer (see #pipe.transformer).
+struct TransformerSpec {
+  int64_t numLayers = 0;
+  int64_t hiddenSize = 0;
+  int64_t numHeads = 0;
+  int64_t numKvHeads = 0;
+  int64_t ffnHiddenSize = 0;
+  int64_t seqLength = 0;
+  int64_t vocabSize = 0;
+  MlpKind mlp = MlpKind::Gelu;
+  NormKind norm = NormKind::LayerNorm;
+  PositionKind position = PositionKind::Learned;
+  bool tieEmbeddings = false;
+  BiasKind bias = BiasKind::All;
+  double ropeTheta = 10000; ///< rotary base (Hugging Face's rope_theta)
+  double normEps = 1e-5;    ///< the norms' epsilon
+};
+
+struct ModelSpec {
+  /// "transformer", "layers" or "hf".
+  std::string kind;
+  /// The transformer shape for "transformer" and "hf" models.
+  std::optional<TransformerSpec> transformer;
+  /// The layer chain, in model order.
+  std::vector<LayerSpec> layers;
+  /// Tokens per sample, for throughput in tokens/s (1 for models without a sequence).
+  int64_t tokensPerSample = 1;
+};
+
+struct ParallelismSpec {
+  int64_t pipeline = 1;
+  int64_t data = 1;
+  int64_t stagesPerDevice = 1;
+  runtime::Schedule schedule = runtime::Schedule::OneFOneB;
+  int64_t groupSize = 0; // depth-first group size N; defaults to P
+  int64_t microbatches = 1;
+  int64_t microbatchSize = 1;
+  runtime::Sharding sharding = runtime::Sharding::None;
+  runtime::Checkpointing checkpointing = runtime::Checkpointing::None;
+  int64_t fsdpWindow = 2;
+  RankOrder rankOrder = RankOrder::DataInner;
+  /// Stage placement; "v" for zbv and dualpipev unless the job says otherwise.
+  Placement placement = Placement::Loop;
+  /// Backwards split into input and weight gradients (implied by the zero-bubble schedules).
+  bool splitBackward = false;
+  /// Tensor-parallel ranks T (the innermost axis of the global rank), and whether the norms'
+  /// and residuals' activations are split over them along the sequence.
+  int64_t tensor = 1;
+  bool sequenceParallel = false;
+  /// Explicit layers per stage (empty: the partitioner decides).
+  std::vector<int64_t> stageLayers;
+  /// Explicit micro-batch sizes per stage (empty: equal micro-batches).
+  std::vector<std::vector<int64_t>> microbatchPartitions;
+  /// "microbatch_partitions": "auto": searched during compilation.
+  bool autoPartitions = false;
+
+  int64_t numStages() const { return pipeline * stagesPerDevice; }
+  int64_t batchSamples() const { return microbatches * microbatchSize; }
+  int64_t worldSize() const { return pipeline * data * tensor; }
+};
+
+struct TrainingSpec {
+  runtime::DType dtype = runtime::DType::BF16;
+  runtime::Optimizer optimizer = runtime::Optimizer::Adam;
+  int64_t seed = 1234;
+  double learningRate = 1e-3;
+  /// Where the tokens come from: "data": {"kind", "path", "dtype"}; the path resolved
+  /// against the job file and made absolute.
+  runtime::DataKind data = runtime::DataKind::Synthetic;
+  std::string dataPath;
+  TokenType dataDtype = TokenType::UInt16;
+
+  int64_t elementBytes() const { return dtype == runtime::DType::FP32 ? 4 : 2; }
+};
+
+struct Job {
+  std::string path; // the job file, as given
+  std::string name; // the job file's stem, or "name" from the file
+  ModelSpec model;
+  ParallelismSpec parallelism;
+  Cluster cluster;
+  TrainingSpec training;
+};
+
+} // namespace conduit
+
+#endif // CONDUIT_JOB_JOBSPEC_H

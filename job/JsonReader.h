@@ -1,0 +1,136 @@
+//===- JsonReader.h - validated reading of JSON input files -----*- C++ -*-===//
+//
+// Every JSON file Conduit reads (job files, Hugging Face configs, profiles) is untrusted input.
+// loadJsonFile reads a file with guards a JSON parser does not have (size, nesting depth,
+// duplicate keys) and parses it into a `Json` value (nlohmann::json), with the position of
+// the first syntax error; ObjectReader reads one object key by key with types and ranges,
+// recording the first problem as a diagnostic that names the file, the key path and what was
+// expected. Keys an ObjectReader never asked for are reported as unknown, with the closest
+// known key.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_JOB_JSONREADER_H
+#define CONDUIT_JOB_JSONREADER_H
+
+#include "absl/types/span.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace conduit {
+
+/// A JSON value: what the readers take, and what the key editor and the tuner edit.
+using Json = nlohmann::json;
+
+/// The first problem found in an input file.
+struct InputError {
+  std::string file;
+  std::string keyPath; // empty for file-level problems
+  std::string message;
+
+  /// "FILE: KEY: MESSAGE", or "FILE: MESSAGE" without a key.
+  std::string str() const;
+};
+
+/// Collects at most one error: the first one wins, later reads become no-ops.
+class Diagnostics {
+public:
+  explicit Diagnostics(std::string file) : file(std::move(file)) {}
+  void report(std::string keyPath, std::string message);
+  /// Takes over the error of a diagnostics object for another file (an included file).
+  void adopt(const Diagnostics &other);
+  bool failed() const { return error.has_value(); }
+  const std::optional<InputError> &getError() const { return error; }
+  const std::string &getFile() const { return file; }
+
+private:
+  std::string file;
+  std::optional<InputError> error;
+};
+
+/// Limits on what a JSON input may be before it is parsed.
+struct JsonLimits {
+  uint64_t maxBytes = 16 << 20;
+  unsigned maxDepth = 64;
+};
+
+/// Reads and parses `path`; on failure reports to `diag` and returns nullopt.
+std::optional<Json> loadJsonFile(std::string_view path, Diagnostics &diag, JsonLimits limits = {});
+
+/// Parses `text` (already in memory) with the same guards. Syntax errors read "invalid JSON at
+/// line L, column C: what" (C counts bytes from 0); text that is not UTF-8 is refused.
+std::optional<Json> parseJsonText(std::string_view text, Diagnostics &diag, JsonLimits limits = {});
+
+/// `value` as text, indented by `indent` spaces per level (-1: one line), keys sorted. Bytes
+/// that are not UTF-8 (a key or value given on a command line) are written as U+FFFD.
+std::string writeJson(const Json &value, int indent = 2);
+
+/// `text` with every byte that does not belong to a valid UTF-8 sequence replaced by U+FFFD.
+std::string fixUtf8(std::string_view text);
+
+/// Reads the keys of one JSON object. Accessors return nullopt when the key is absent or
+/// invalid; invalid values are reported to the shared Diagnostics.
+class ObjectReader {
+public:
+  /// `object` must be a JSON object.
+  ObjectReader(const Json &object, std::string path, Diagnostics &diag);
+
+  /// An integer in [min, max].
+  std::optional<int64_t> integer(std::string_view key, int64_t min, int64_t max);
+  /// A finite number in [min, max], or (min, max] when `minExclusive`.
+  std::optional<double> number(std::string_view key, double min, double max,
+                               bool minExclusive = false);
+  std::optional<bool> boolean(std::string_view key);
+  /// A non-empty string.
+  std::optional<std::string> string(std::string_view key);
+  /// One of `choices` (spelled as in the file); returns its index.
+  std::optional<size_t> choice(std::string_view key, absl::Span<const std::string_view> choices);
+  /// An object or an array (null when absent or of another type, which is reported).
+  const Json *object(std::string_view key);
+  const Json *array(std::string_view key);
+  /// The raw value, for keys that accept several types.
+  const Json *value(std::string_view key);
+
+  /// Reports a missing key unless it is present.
+  bool require(std::string_view key);
+  /// Reports keys that were never read. Call once all keys were asked for.
+  void rejectUnknownKeys();
+
+  /// Path of `key` inside this object, e.g. "parallelism.pipeline".
+  std::string keyPath(std::string_view key) const;
+  /// Path of element `index` of array `key`, e.g. "model.layers[3]".
+  std::string elementPath(std::string_view key, size_t index) const;
+  Diagnostics &getDiagnostics() { return diag; }
+  bool failed() const { return diag.failed(); }
+
+private:
+  const Json *lookup(std::string_view key);
+  void typeError(std::string_view key, std::string_view expected, const Json &got);
+
+  const Json::object_t &obj;
+  std::string path;
+  Diagnostics &diag;
+  std::set<std::string, std::less<>> seen;
+};
+
+/// The value as an int64 when it is a whole number that fits, else nullopt (the double 2^63,
+/// written say as `9223372036854775807.0`, does not).
+std::optional<int64_t> jsonInteger(const Json &value);
+
+/// A short description of a JSON value for diagnostics: `"abc"`, `12`, `an object`, ...
+std::string describeJson(const Json &value);
+
+/// Reads an integer in [min, max] from an array element (or any value) at `keyPath`.
+std::optional<int64_t> readInteger(const Json &value, const std::string &keyPath, int64_t min,
+                                   int64_t max, Diagnostics &diag);
+
+} // namespace conduit
+
+#endif // CONDUIT_JOB_JSONREADER_H

@@ -1,0 +1,189 @@
+//===- ModelSection.cpp - the job file's model section --------------------===//
+//
+// Three kinds of model: a transformer shape (expanded into its layer chain by
+// TransformerCosts.h), a Hugging Face config.json whose shape the job's own keys may shrink,
+// and an explicit list of layers with their costs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "job/HuggingFace.h"
+#include "job/JobParser.h"
+#include "job/TransformerCosts.h"
+#include "runtime/plan/Limits.h"
+
+using namespace conduit;
+using namespace conduit::detail;
+
+namespace {
+
+constexpr std::string_view kModelKinds[] = {"transformer", "layers", "hf"};
+
+} // namespace
+
+void JobParser::parseModel(ObjectReader &section, ModelSpec &m, const TrainingSpec &training) {
+  if (!section.require("kind"))
+    return;
+  std::optional<size_t> kind = section.choice("kind", kModelKinds);
+  if (!kind)
+    return;
+  m.kind = std::string(kModelKinds[*kind]);
+  if (m.kind == "layers") {
+    parseLayers(section, m);
+    section.rejectUnknownKeys();
+    return;
+  }
+  if (m.kind == "transformer") {
+    TransformerSpec t;
+    parseTransformer(section, t);
+    m.transformer = t;
+  } else {
+    parseHuggingFace(section, m);
+  }
+  section.rejectUnknownKeys();
+  if (diag.failed())
+    return;
+  m.tokensPerSample = m.transformer->seqLength;
+  absl::StatusOr<std::vector<LayerSpec>> layers =
+      expandTransformer(*m.transformer, training.elementBytes());
+  if (!layers.ok()) {
+    diag.report("model", std::string(layers.status().message()));
+    return;
+  }
+  m.layers = std::move(*layers);
+}
+
+void JobParser::parseTransformer(ObjectReader &section, TransformerSpec &t) {
+  for (std::string_view key :
+       {"num_layers", "hidden_size", "num_heads", "seq_length", "vocab_size"})
+    if (!section.require(key))
+      return;
+  readShape(section, t);
+  if (t.numKvHeads == 0)
+    t.numKvHeads = t.numHeads;
+  if (t.ffnHiddenSize == 0)
+    t.ffnHiddenSize = 4 * t.hiddenSize;
+  checkShape(section, t);
+}
+
+void JobParser::parseHuggingFace(ObjectReader &section, ModelSpec &m) {
+  if (!section.require("path"))
+    return;
+  std::optional<std::string> hfPath = section.string("path");
+  if (!hfPath)
+    return;
+  std::string config = resolvePath(path, *hfPath);
+  if (!isRegularFile(config)) {
+    diag.report(section.keyPath("path"),
+                "cannot read the Hugging Face config \"" + config +
+                    "\"; name a model's config.json (relative paths start at the job file)");
+    return;
+  }
+  Diagnostics hfDiag(config);
+  std::optional<TransformerSpec> t = readHuggingFaceConfig(hfDiag.getFile(), hfDiag);
+  diag.adopt(hfDiag);
+  if (!t)
+    return;
+  // The job's own transformer keys override the config's (a smaller model of the family).
+  // Fewer heads keep the config's heads per key/value head unless the job says otherwise.
+  const int64_t groups = t->numHeads / t->numKvHeads;
+  readShape(section, *t);
+  if (section.value("num_heads") && !section.value("num_kv_heads") && t->numHeads % groups == 0)
+    t->numKvHeads = t->numHeads / groups;
+  checkShape(section, *t);
+  m.transformer = t;
+}
+
+void JobParser::readShape(ObjectReader &section, TransformerSpec &t) {
+  const struct {
+    const char *key;
+    int64_t most;
+    int64_t TransformerSpec::*field;
+  } counts[] = {{"num_layers", limits::kMaxLayers, &TransformerSpec::numLayers},
+                {"hidden_size", limits::kMaxHidden, &TransformerSpec::hiddenSize},
+                {"num_heads", limits::kMaxHeads, &TransformerSpec::numHeads},
+                {"num_kv_heads", limits::kMaxHeads, &TransformerSpec::numKvHeads},
+                {"ffn_hidden_size", limits::kMaxFfn, &TransformerSpec::ffnHiddenSize},
+                {"seq_length", limits::kMaxSeqLength, &TransformerSpec::seqLength},
+                {"vocab_size", limits::kMaxVocab, &TransformerSpec::vocabSize}};
+  for (const auto &c : counts)
+    if (auto value = section.integer(c.key, 1, c.most))
+      t.*c.field = *value;
+  if (auto mlp = readEnum<MlpKind>(section, "mlp"))
+    t.mlp = *mlp;
+  if (auto norm = readEnum<NormKind>(section, "norm"))
+    t.norm = *norm;
+  if (auto position = readEnum<PositionKind>(section, "position"))
+    t.position = *position;
+  if (auto tie = section.boolean("tie_embeddings"))
+    t.tieEmbeddings = *tie;
+  if (auto bias = readEnum<BiasKind>(section, "bias"))
+    t.bias = *bias;
+  if (auto theta = section.number("rope_theta", 1, 1e12, /*minExclusive=*/true))
+    t.ropeTheta = *theta;
+  if (auto eps = section.number("norm_eps", 0, 0.1, /*minExclusive=*/true))
+    t.normEps = *eps;
+}
+
+void JobParser::checkShape(ObjectReader &section, const TransformerSpec &t) {
+  if (section.failed())
+    return;
+  if (std::optional<ShapeProblem> problem = checkTransformerShape(t))
+    diag.report(section.keyPath(problem->key), problem->message);
+}
+
+void JobParser::parseLayers(ObjectReader &section, ModelSpec &m) {
+  if (!section.require("layers"))
+    return;
+  if (auto tokens = section.integer("tokens_per_sample", 1, limits::kMaxSeqLength))
+    m.tokensPerSample = *tokens;
+  const Json *layers = section.array("layers");
+  if (!layers)
+    return;
+  if (layers->empty() || static_cast<int64_t>(layers->size()) > limits::kMaxLayers) {
+    diag.report(section.keyPath("layers"), "expected between 1 and " +
+                                               std::to_string(limits::kMaxLayers) +
+                                               " layers, got " + std::to_string(layers->size()));
+    return;
+  }
+  int64_t previousOutput = 0;
+  for (size_t i = 0; i < layers->size(); ++i) {
+    const Json &value = (*layers)[i];
+    std::string at = section.elementPath("layers", i);
+    if (!value.is_object()) {
+      diag.report(at, "expected an object, got " + describeJson(value));
+      return;
+    }
+    ObjectReader entry(value, at, diag);
+    for (std::string_view key :
+         {"name", "params", "fwd_flops", "bwd_flops", "activation_bytes", "output_bytes"})
+      if (!entry.require(key))
+        return;
+    LayerSpec layer;
+    layer.name = entry.string("name").value_or("");
+    if (auto kind = readEnum<runtime::LayerKind>(entry, "kind"))
+      layer.kind = *kind;
+    layer.params = entry.integer("params", 0, limits::kMaxExact).value_or(0);
+    layer.fwdFlops = entry.number("fwd_flops", 0, 9e15).value_or(0);
+    layer.bwdFlops = entry.number("bwd_flops", 0, 9e15).value_or(0);
+    // Half of the backward computes weight gradients unless the layer says otherwise.
+    layer.bwdWeightFlops = entry.number("bwd_weight_flops", 0, 9e15).value_or(layer.bwdFlops / 2);
+    if (layer.bwdWeightFlops > layer.bwdFlops)
+      diag.report(at + ".bwd_weight_flops",
+                  "the weight-gradient FLOPs exceed bwd_flops; W is the part of the backward "
+                  "that computes weight gradients, so it is at most bwd_flops");
+    layer.activationBytes = entry.integer("activation_bytes", 0, limits::kMaxExact).value_or(0);
+    layer.outputBytes = entry.integer("output_bytes", 0, limits::kMaxExact).value_or(0);
+    layer.weightGradientBytes = entry.integer("weight_gradient_bytes", 0, limits::kMaxExact);
+    layer.replicatedParams = entry.integer("replicated_params", 0, layer.params);
+    layer.replicatedActivationBytes =
+        entry.integer("replicated_activation_bytes", 0, layer.activationBytes);
+    // By default checkpointing keeps the layer's input: the previous layer's output.
+    layer.checkpointBytes =
+        entry.integer("checkpoint_bytes", 0, limits::kMaxExact).value_or(previousOutput);
+    entry.rejectUnknownKeys();
+    if (diag.failed())
+      return;
+    previousOutput = layer.outputBytes;
+    m.layers.push_back(std::move(layer));
+  }
+}
