@@ -5,7 +5,7 @@
 // device memory). Every pointer passed to an Ops is memory of that Ops (from allocate() or
 // from the backend's own buffers), except token ids, which callers keep on the host.
 //
-// One conformance suite (tests/unit/OpsConformanceTest.cpp) checks every implementation
+// One conformance suite (tests/unit/runtime/OpsConformanceTest.cpp) checks every implementation
 // against the double-precision CPU one. Every Ops counts what it allocates (MemoryCounter.h).
 //
 //===----------------------------------------------------------------------===//
