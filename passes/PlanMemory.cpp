@@ -1,8 +1,9 @@
 //===- PlanMemory.cpp - conduit-plan-memory -------------------------------===//
 //
-// Computes every rank's peak memory over the step (PeakMemory.h), records it on the rank, and
-// refuses a plan that does not fit the device: the message lists the largest contributors at
-// the peak and which changes would make it fit, evaluated on the same plan.
+// Computes every rank's peak memory over the step (analysis/PeakMemory.h, through
+// analyzeMemory in PeakMemory.h), records it on the rank, and refuses a plan that does not fit
+// the device: the message lists the largest contributors at the peak and which changes would
+// make it fit, evaluated on the same plan.
 //
 //===----------------------------------------------------------------------===//
 
@@ -118,8 +119,9 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
       recomputeMore.push_back(pipe::Checkpointing::Full);
     auto tryCheckpointing = [&](double scale, const std::string &change) {
       for (pipe::Checkpointing mode : recomputeMore)
-        if (tryVariant({mode, scale}, change + "activation_checkpointing \"" +
-                                          pipe::stringifyCheckpointing(mode).str() + "\""))
+        if (tryVariant({mode, scale, std::nullopt}, change + "activation_checkpointing \"" +
+                                                        pipe::stringifyCheckpointing(mode).str() +
+                                                        "\""))
           return true;
       return false;
     };
@@ -127,7 +129,8 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
     for (int64_t size = par.getMicrobatchSize() / 2; size >= 1; size /= 2) {
       double scale = static_cast<double>(size) / static_cast<double>(par.getMicrobatchSize());
       const std::string change = "parallelism.microbatch_size " + std::to_string(size);
-      if (tryVariant({std::nullopt, scale}, change) || tryCheckpointing(scale, change + " with "))
+      if (tryVariant({std::nullopt, scale, std::nullopt}, change) ||
+          tryCheckpointing(scale, change + " with "))
         break;
     }
     // More tensor-parallel ranks, inside a node, as far as Megatron-LM's partitioning divides
