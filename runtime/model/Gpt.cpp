@@ -1,4 +1,10 @@
 //===- Gpt.cpp - the decoder's layers and the chain that runs them ---------===//
+//
+// The layer of each kind (makeLayer), a tensor rank's slices of the whole layers' parameters and
+// their initialisation, and the LayerChain: forward, whole and split backward, full
+// checkpointing's recomputation, and the per-sample pieces of a micro-batch.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/model/Gpt.h"
 

@@ -1,4 +1,9 @@
 //===- Attention.cpp - causal self-attention, a block's first branch -------===//
+//
+// The qkv projection, rotary positions and attention core on this rank's heads, and the
+// row-parallel output projection; their two backward halves.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/model/layers/Attention.h"
 

@@ -1,4 +1,9 @@
 //===- Block.cpp - a pre-norm transformer block ----------------------------===//
+//
+// The order in which the block runs its units forward and backward, the tensors it keeps
+// between them, and the one all-reduce of its norms' gradients with sequence parallelism.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/model/layers/Block.h"
 

@@ -1,4 +1,8 @@
 //===- Embedding.cpp - the token (and position) embedding ------------------===//
+//
+// The vocabulary-parallel lookup and its weight gradient.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/model/layers/Embedding.h"
 

@@ -1,4 +1,9 @@
 //===- Head.cpp - the final norm, the LM head and the loss -----------------===//
+//
+// The final norm, the LM head's projection and the cross-entropy (in one kernel, or
+// vocabulary-parallel over the group), and their backward.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/model/layers/Head.h"
 

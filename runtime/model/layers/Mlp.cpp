@@ -1,4 +1,9 @@
 //===- Mlp.cpp - the feed-forward network, a block's second branch ---------===//
+//
+// The first projection and its activation on this rank's FFN columns, and the row-parallel
+// second projection; their two backward halves.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/model/layers/Mlp.h"
 

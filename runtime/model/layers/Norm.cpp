@@ -1,4 +1,8 @@
 //===- Norm.cpp - a block's or the head's norm -----------------------------===//
+//
+// The kernels of LayerNorm or RMSNorm as the shape says; the statistics in the unit's cache.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/model/layers/Norm.h"
 

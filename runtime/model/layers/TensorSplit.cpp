@@ -1,4 +1,9 @@
 //===- TensorSplit.cpp - a layer's math over its tensor group --------------===//
+//
+// The collectives are skipped where the shape has one rank; a multi-sample gather or
+// reduce-scatter reorders the group's rank-major buffer into sample order.
+//
+//===----------------------------------------------------------------------===//
 
 #include "runtime/model/layers/TensorSplit.h"
 

@@ -6,10 +6,10 @@
 // input rows and the group sums the partial products) — their gradients, and the sequence
 // gathers and reduce-scatters of sequence parallelism (Korthikanti et al., arXiv:2205.05198).
 //
-// With T = 1 the ops has no tensor group: every collective here is skipped, and each piece
-// makes exactly the kernel calls an unsplit layer makes (a row-parallel projection with a
-// residual accumulates into a copy of the residual in its GEMM, as one process always did),
-// so that a layer written once computes the serial bits with one rank. With T > 1 the
+// With T = 1 there is no group to call: every collective here is skipped, and each piece makes
+// exactly the kernel calls of the unsplit layer (a row-parallel projection accumulates onto a
+// copy of its residual in its GEMM, where T > 1 adds the residual after the group's sum), so
+// that a layer written once computes the unsplit model's bits with one rank. With T > 1 the
 // collectives are issued in the order runtime/plan/TensorCollectives.h states for the layer
 // that calls them.
 //
