@@ -237,6 +237,7 @@ PlanReport conduit::analyzeStep(const runtime::Plan &plan, const SimulationResul
     RankReport rank = RankAnalysis(plan, simulation, r).run(step);
     idle += rank.idleS;
     exposed += rank.idle.exposedComm();
+    report.peakMemoryBytes = std::max(report.peakMemoryBytes, rank.peakMemoryBytes);
     report.ranks.push_back(std::move(rank));
   }
   const double ranks = static_cast<double>(plan.ranks.size());

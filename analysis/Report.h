@@ -62,9 +62,11 @@ struct RankReport {
   int64_t tensorAllReduces = 0, tensorAllGathers = 0, tensorReduceScatters = 0;
 };
 
-struct PlanReport {
+/// The figures configurations are compared by: what the report leads with, what a sweep's
+/// rows show and what the tuner ranks. One struct, so that each is computed once and held
+/// (not copied field by field) by whatever passes it on.
+struct StepFigures {
   double stepTimeS = 0;
-  int64_t globalBatchSamples = 0;
   double tokensPerS = 0;
   /// Model FLOPs (forward and backward, no recomputation) per second per GPU, in TFLOP/s.
   double tflopsPerGpu = 0;
@@ -72,6 +74,13 @@ struct PlanReport {
   double bubbleFraction = 0;
   /// Mean over ranks of the idle time caused by communication.
   double exposedCommS = 0;
+  /// The plan's predicted peak memory of its fullest rank.
+  int64_t peakMemoryBytes = 0;
+};
+
+/// A step's figures and where they come from.
+struct PlanReport : StepFigures {
+  int64_t globalBatchSamples = 0;
   std::vector<RankReport> ranks;
   /// Per stage, its micro-batch sizes.
   std::vector<std::vector<int64_t>> stageMicrobatches;

@@ -5,7 +5,7 @@
 #include "analysis/Report.h"
 #include "analysis/StepCharts.h"
 #include "analysis/Units.h"
-#include "compiler/ImportJob.h"
+#include "compiler/CompileModule.h"
 #include "compiler/Registration.h"
 #include "compiler/Summary.h"
 #include "compiler/Sweep.h"
@@ -18,12 +18,9 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
 #include "passes/Pipeline.h"
-#include "passes/PlanExport.h"
-#include "passes/VerifyProgram.h"
 #include "runtime/ExitCodes.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/plan/PlanJson.h"
@@ -32,7 +29,6 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <chrono>
 #include <sstream>
 
 using namespace conduit;
@@ -125,16 +121,14 @@ struct Options {
 
 const ToolConsole console("conduit-compile");
 
-/// Strips MLIR's "'op.name' op " prefix, which means nothing to a user of the driver.
-std::string userMessage(const mlir::Diagnostic &diag) {
-  std::string message = diag.str();
-  llvm::StringRef text(message);
-  if (text.consume_front("'")) {
-    auto [op, rest] = text.split("' op ");
-    if (!rest.empty())
-      return rest.str();
-  }
-  return message;
+/// The options that say how to compile, not what to write.
+CompileOptions compileOptionsOf(const Options &options) {
+  CompileOptions out;
+  out.searchMethod = options.searchMethod;
+  out.searchSeed = options.searchSeed;
+  out.searchBudgetS = options.searchBudget;
+  out.importSchedule = options.importCsv;
+  return out;
 }
 
 /// Prints pass diagnostics the way input errors print: "conduit-compile: error: FILE:
@@ -193,41 +187,9 @@ std::vector<char *> takeStopAfter(int argc, char **argv, Options &options,
   return rest;
 }
 
-/// Says on standard error which pass is running once a compilation has taken longer than a
-/// few seconds (a job with a million (stage, micro-batch) pairs takes minutes), at most once a
-/// second, so that a long compile is never silent. Short compiles print nothing.
-class ProgressInstrumentation : public mlir::PassInstrumentation {
-public:
-  void runBeforePass(mlir::Pass *pass, mlir::Operation *) override {
-    using namespace std::chrono;
-    const auto now = steady_clock::now();
-    const double elapsed = duration<double>(now - start).count();
-    if (elapsed < kQuietS || now - lastLine < seconds(1))
-      return;
-    lastLine = now;
-    llvm::errs() << "conduit-compile: " << formatSeconds(elapsed) << " so far; running "
-                 << pass->getArgument() << "\n";
-  }
-
-  static constexpr double kQuietS = 3;
-
-private:
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point lastLine = start;
-};
-
 /// Jobs with this many (stage, micro-batch) pairs get a note before compiling: they take
 /// seconds.
 constexpr int64_t kManyPairs = int64_t(1) << 18;
-
-/// What one compilation produced.
-struct Compilation {
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  /// The verified plan and its simulated step, when the whole pipeline ran.
-  std::optional<VerifiedPlan> verified;
-  /// The micro-batch search, when the job asked for one.
-  std::optional<std::pair<sched::SearchMethod, sched::SearchResult>> search;
-};
 
 /// "searched (descent): 1,234 candidates in 0.52 s; ..." for the summary.
 void printSearch(sched::SearchMethod method, const sched::SearchResult &search,
@@ -246,66 +208,7 @@ void printSearch(sched::SearchMethod method, const sched::SearchResult &search,
   }
 }
 
-/// Imports `job` and runs the pipeline up to `options.until`, with `progress` lines on long
-/// compiles. Diagnostics go to the context's handlers; returns nullopt when the job cannot be
-/// compiled.
-std::optional<Compilation> compile(const Job &job, mlir::MLIRContext &context,
-                                   const Options &options, mlir::TimingScope &timing,
-                                   bool progress) {
-  Compilation result;
-  result.module = importJob(job, context);
-  if (mlir::failed(mlir::verify(*result.module))) {
-    mlir::emitError(result.module->getLoc(), "internal error: the imported IR does not verify");
-    return std::nullopt;
-  }
-  if (options.until == PipelineStop::Model)
-    return result;
-  mlir::PassManager pm(&context);
-  // Passes keep their IR valid and conduit-verify-plan proves the result, including every
-  // rule the plan dialect's verifiers state; verifying the whole module after every pass
-  // would cost more than the passes on large plans. conduit-opt keeps the per-pass
-  // verification, and the tests run every pass through it.
-  pm.enableVerifier(false);
-  if (mlir::failed(mlir::applyPassManagerCLOptions(pm)))
-    return std::nullopt;
-  pm.enableTiming(timing);
-  if (progress)
-    pm.addInstrumentation(std::make_unique<ProgressInstrumentation>());
-  PipelineOptions pipeline;
-  pipeline.stopAfter = options.until;
-  pipeline.importSchedule = options.importCsv;
-  pipeline.onVerified = [&](VerifiedPlan verified) { result.verified = std::move(verified); };
-  pipeline.searchMethod = sched::searchMethodName(options.searchMethod);
-  pipeline.searchSeed = options.searchSeed;
-  pipeline.searchBudgetS = options.searchBudget;
-  pipeline.onSearch = [&](sched::SearchMethod method, const sched::SearchResult &search) {
-    result.search = {method, search};
-  };
-  buildConduitPipeline(pm, pipeline);
-  if (mlir::failed(pm.run(*result.module)))
-    return std::nullopt;
-  return result;
-}
-
-/// Keeps what one compilation of a sweep reports, for its row, instead of printing it.
-class CaptureDiagnostics : public mlir::ScopedDiagnosticHandler {
-public:
-  explicit CaptureDiagnostics(mlir::MLIRContext *context)
-      : mlir::ScopedDiagnosticHandler(context, [this](mlir::Diagnostic &diag) {
-          if (diag.getSeverity() == mlir::DiagnosticSeverity::Error) {
-            if (error.empty())
-              error = userMessage(diag);
-          } else if (diag.getSeverity() == mlir::DiagnosticSeverity::Warning) {
-            warnings.push_back(userMessage(diag));
-          }
-          return mlir::success();
-        }) {}
-  std::string error;
-  std::vector<std::string> warnings;
-};
-
-int runSweep(const Options &options, const std::vector<SweepAxis> &axes, mlir::MLIRContext &context,
-             mlir::TimingScope &timing) {
+int runSweep(const Options &options, const std::vector<SweepAxis> &axes) {
   Diagnostics diag(options.input);
   std::optional<Json> root = loadJsonFile(options.input, diag);
   if (!root)
@@ -314,19 +217,14 @@ int runSweep(const Options &options, const std::vector<SweepAxis> &axes, mlir::M
     if (!applyOverride(*root, assignment, diag))
       return console.fail(diag.getError()->str());
 
+  const CompileOptions compileOptions = compileOptionsOf(options);
   std::vector<SweepRow> rows = runSweep(*root, options.input, axes, [&](const Job &job) {
+    CompiledJob compiled = compileJob(job, compileOptions);
     SweepOutcome outcome;
-    CaptureDiagnostics capture(&context);
-    std::optional<Compilation> compiled =
-        compile(job, context, options, timing, /*progress=*/false);
-    outcome.warnings = capture.warnings;
-    if (!compiled || !compiled->verified) {
-      outcome.error = capture.error.empty() ? "the job does not compile" : capture.error;
-      return outcome;
-    }
-    outcome.report = analyzeStep(compiled->verified->plan, compiled->verified->simulation);
-    for (const runtime::RankProgram &rank : compiled->verified->plan.ranks)
-      outcome.peakMemoryBytes = std::max(outcome.peakMemoryBytes, rank.peakMemoryBytes);
+    outcome.warnings = std::move(compiled.warnings);
+    outcome.report = std::move(compiled.report);
+    if (!outcome.report)
+      outcome.error = std::move(compiled.error);
     return outcome;
   });
   if (int code = console.writeOutput(options.output, [&](llvm::raw_ostream &os) {
@@ -407,7 +305,7 @@ int conduit::runCompiler(int argc, char **argv) {
   mlir::applyDefaultTimingManagerCLOptions(timing);
   mlir::TimingScope timingScope = timing.getRootScope();
   if (axes)
-    return runSweep(options, *axes, context, timingScope);
+    return runSweep(options, *axes);
 
   Diagnostics diag(options.input);
   const std::vector<std::string> overrides(options.set.begin(), options.set.end());
@@ -423,7 +321,7 @@ int conduit::runCompiler(int argc, char **argv) {
         options.input + ": " + formatCount(static_cast<double>(pairs)) +
             " (stage, micro-batch) pairs per step; compiling them takes a while, and progress "
             "is reported every second after the first " +
-            std::to_string(static_cast<int>(ProgressInstrumentation::kQuietS)) + " s");
+            std::to_string(static_cast<int>(kQuietCompileS)) + " s");
   // A tensor group's collectives run inside every layer: across nodes they take the slow link.
   const int64_t tensor = job->parallelism.tensor, perNode = job->cluster.gpusPerNode;
   if (tensor > 1 && (tensor > perNode || perNode % tensor != 0))
@@ -433,17 +331,21 @@ int conduit::runCompiler(int argc, char **argv) {
                       " cluster.gpus_per_node " + std::to_string(perNode) +
                       ", so tensor groups span nodes and their collectives (several per layer) "
                       "run on the inter-node link; the prediction prices them there");
-  std::optional<Compilation> compiled =
-      compile(*job, context, options, timingScope, /*progress=*/true);
-  if (!compiled)
+  ModuleOptions watch;
+  watch.until = options.until;
+  watch.timing = &timingScope;
+  watch.progress = true;
+  watch.commandLinePassOptions = true;
+  ModuleCompilation compiled = compileModule(*job, context, compileOptionsOf(options), watch);
+  if (!compiled.succeeded)
     return kExitInvalidInput;
   if (options.emit == EmitKind::Plan && !job->model.transformer)
     console.print(llvm::raw_ostream::CYAN, "note",
                   options.input +
                       ": the model is a layer list, which conduit-run cannot train (it "
                       "builds transformers only); the plan serves predictions and traces");
-  mlir::ModuleOp module = *compiled->module;
-  const runtime::Plan *plan = compiled->verified ? &compiled->verified->plan : nullptr;
+  mlir::ModuleOp module = *compiled.module;
+  const runtime::Plan *plan = compiled.verified ? &compiled.verified->plan : nullptr;
 
   // Everything that can fail comes before the output is written.
   std::string csv;
@@ -475,28 +377,28 @@ int conduit::runCompiler(int argc, char **argv) {
       os << csv;
       break;
     case EmitKind::Report:
-      os << llvm::formatv("{0:2}", reportToJson(analyzeStep(*plan, compiled->verified->simulation)))
+      os << llvm::formatv("{0:2}", reportToJson(analyzeStep(*plan, compiled.verified->simulation)))
          << "\n";
       break;
     case EmitKind::Trace:
-      writeChromeTrace(*plan, compiled->verified->simulation, os);
+      writeChromeTrace(*plan, compiled.verified->simulation, os);
       break;
     case EmitKind::Svg:
-      writeGanttSvg(*plan, compiled->verified->simulation, os);
+      writeGanttSvg(*plan, compiled.verified->simulation, os);
       break;
     case EmitKind::Summary:
       printSummary(*job, module, os);
-      if (compiled->search)
-        printSearch(compiled->search->first, compiled->search->second, os);
+      if (compiled.search)
+        printSearch(compiled.search->first, compiled.search->second, os);
       if (plan)
-        printReport(analyzeStep(*plan, compiled->verified->simulation), *plan, os);
+        printReport(analyzeStep(*plan, compiled.verified->simulation), *plan, os);
       break;
     }
   });
 #if !defined(__SANITIZE_ADDRESS__)
   // The process ends right after this (see conduit-compile.cpp): tearing down the IR of a large
   // plan would only cost time. Sanitizer builds tear down so that leaks stay visible.
-  (void)compiled->module.release();
+  (void)compiled.module.release();
   (void)contextOwner.release();
 #endif
   return code;

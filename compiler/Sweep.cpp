@@ -147,7 +147,7 @@ void conduit::printSweepTable(const std::string &path, llvm::ArrayRef<SweepAxis>
          << llvm::right_justify(llvm::formatv("{0:f1}", r->tflopsPerGpu).str(), 13)
          << llvm::right_justify(llvm::formatv("{0:f1}%", 100 * r->bubbleFraction).str(), 8)
          << llvm::right_justify(formatSeconds(r->exposedCommS), 14)
-         << llvm::right_justify(formatBytes(static_cast<double>(row.outcome.peakMemoryBytes)), 13)
+         << llvm::right_justify(formatBytes(static_cast<double>(r->peakMemoryBytes)), 13)
          << (k == best ? "  <- best" : "") << "\n";
     } else {
       os << "  error: " << row.outcome.error << "\n";

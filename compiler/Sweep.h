@@ -34,10 +34,10 @@ struct SweepAxis {
 std::optional<std::vector<SweepAxis>> parseSweepAxes(llvm::ArrayRef<std::string> specs,
                                                      std::string &error);
 
-/// What compiling one configuration gave: its predicted step, or why it failed.
+/// What compiling one configuration gave: its predicted step (its figures, the fullest rank's
+/// peak memory among them), or why it failed.
 struct SweepOutcome {
   std::optional<PlanReport> report;
-  int64_t peakMemoryBytes = 0; ///< of the fullest rank
   std::string error;
   std::vector<std::string> warnings;
 };
@@ -48,7 +48,7 @@ struct SweepRow {
   SweepOutcome outcome;
 };
 
-/// Compiles one configuration (the driver's pipeline).
+/// Compiles one configuration (the driver's compileJob()).
 using CompileConfiguration = std::function<SweepOutcome(const Job &)>;
 
 /// Applies every combination of the axes' values (first axis slowest) to `root`, the job

@@ -4,7 +4,8 @@
 // the names its enums are spelled with in the file. What the plan records too (schedule,
 // sharding, checkpointing, data type, optimizer, data kind, layer kind) is typed by the plan's
 // own enums (runtime/plan/Plan.h), so that the job and the plan cannot disagree on them; what
-// only the job has is defined here. compiler/ImportJob.cpp turns a job into pipe IR and is the
+// only the job has is defined here (which schedules split backwards or group micro-batches is
+// runtime/plan/ScheduleRules.h's). compiler/ImportJob.cpp turns a job into pipe IR and is the
 // only place that converts these enums into the dialect's.
 //
 //===----------------------------------------------------------------------===//
@@ -14,6 +15,7 @@
 
 #include "job/Cluster.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/ScheduleRules.h"
 
 #include "absl/types/span.h"
 
@@ -72,19 +74,6 @@ template <typename Enum> std::optional<Enum> parseEnum(std::string_view name) {
     if (names[i] == name)
       return static_cast<Enum>(i);
   return std::nullopt;
-}
-
-/// Whether `schedule` always splits backwards into input and weight gradients.
-inline bool isZeroBubble(runtime::Schedule schedule) {
-  return schedule == runtime::Schedule::ZeroBubbleH1 ||
-         schedule == runtime::Schedule::InterleavedZeroBubble ||
-         schedule == runtime::Schedule::ZeroBubbleV || schedule == runtime::Schedule::DualPipeV;
-}
-
-/// Whether `schedule` groups micro-batches (group_size applies).
-inline bool isInterleaved(runtime::Schedule schedule) {
-  return schedule == runtime::Schedule::DepthFirst ||
-         schedule == runtime::Schedule::InterleavedZeroBubble;
 }
 
 /// One layer of the model chain with its costs per sample (see pipe.layer).

@@ -22,35 +22,9 @@ llvm::Expected<sched::Schedule> conduit::runScheduler(pipe::ScheduleKind kind,
                                                       const sched::ScheduleProblem &problem,
                                                       int64_t groupSize, bool splitBackward,
                                                       const sched::ActionTimes *times) {
-  sched::ActionTimes perSample;
-  if (!times) {
-    perSample = sched::ActionTimes::perSample(problem, 1, 1, 1);
-    times = &perSample;
-  }
-  llvm::Expected<sched::Schedule> whole = [&]() -> llvm::Expected<sched::Schedule> {
-    switch (kind) {
-    case pipe::ScheduleKind::GPipe:
-      return sched::scheduleGPipe(problem);
-    case pipe::ScheduleKind::OneFOneB:
-      return sched::scheduleOneFOneB(problem);
-    case pipe::ScheduleKind::DepthFirst:
-      return sched::scheduleDepthFirst(problem, groupSize);
-    case pipe::ScheduleKind::BreadthFirst:
-      return sched::scheduleBreadthFirst(problem);
-    case pipe::ScheduleKind::ZeroBubbleH1:
-      return sched::scheduleZeroBubbleH1(problem, *times);
-    case pipe::ScheduleKind::InterleavedZeroBubble:
-      return sched::scheduleInterleavedZeroBubble(problem, groupSize, *times);
-    case pipe::ScheduleKind::ZeroBubbleV:
-      return sched::scheduleZeroBubbleV(problem, *times);
-    case pipe::ScheduleKind::DualPipeV:
-      return sched::scheduleDualPipeV(problem, *times);
-    }
-    llvm_unreachable("unknown schedule kind");
-  }();
-  if (!whole || !splitBackward || pipe::isZeroBubble(kind))
-    return whole;
-  return sched::splitBackward(problem, *whole, *times);
+  // The plan numbers its schedules as the dialect does (passes/PlanExport.cpp asserts it).
+  return sched::runScheduler(static_cast<runtime::Schedule>(kind), problem, groupSize,
+                             splitBackward, times);
 }
 
 pipe::ParallelismAttr conduit::withSchedule(pipe::ParallelismAttr par, pipe::ScheduleKind schedule,

@@ -31,11 +31,7 @@ pipe::ParallelismAttr withTensor(pipe::ParallelismAttr par, int64_t tensor);
 /// The stage graph of a model in phase `split` or later.
 sched::ScheduleProblem buildScheduleProblem(pipe::ModelOp model);
 
-/// The scheduling library's scheduler of `kind` on `problem` (`groupSize`: depth-first's and
-/// interleaved zero bubble's), with backwards split into input and weight gradients when
-/// `splitBackward` (always for the zero-bubble schedules). Where weight gradients go is found
-/// by simulating `times` (null: the same per-sample cost for forward, input and weight
-/// gradient).
+/// sched::runScheduler for the dialect's schedule `kind`.
 llvm::Expected<sched::Schedule> runScheduler(pipe::ScheduleKind kind,
                                              const sched::ScheduleProblem &problem,
                                              int64_t groupSize, bool splitBackward = false,

@@ -10,6 +10,7 @@
 #ifndef CONDUIT_SCHEDULING_SCHEDULERS_H
 #define CONDUIT_SCHEDULING_SCHEDULERS_H
 
+#include "runtime/plan/Plan.h"
 #include "runtime/plan/ScheduleRules.h"
 #include "scheduling/Problems.h"
 
@@ -155,6 +156,20 @@ llvm::Expected<Schedule> scheduleDualPipeV(const ScheduleProblem &problem,
 /// The bounds on (stage, micro-batch) pairs held per rank of ZB-V and DualPipeV.
 int64_t zeroBubbleVBound(int64_t ranks);
 int64_t dualPipeVBound(int64_t ranks);
+
+//===----------------------------------------------------------------------===//
+// Schedules by name
+//===----------------------------------------------------------------------===//
+
+/// The scheduler of `schedule` (the plan's list of schedules) on `problem` (`groupSize`:
+/// depth-first's and interleaved zero bubble's), with backwards split into input and weight
+/// gradients when `splitBackward` (always for the zero-bubble schedules). Where weight
+/// gradients go is found by simulating `times` (null: the same per-sample cost for forward,
+/// input and weight gradient). The compiler's schedule pass and the tuner's bounds build their
+/// schedules here, so that both refuse the same shapes.
+llvm::Expected<Schedule> runScheduler(runtime::Schedule schedule, const ScheduleProblem &problem,
+                                      int64_t groupSize, bool splitBackward = false,
+                                      const ActionTimes *times = nullptr);
 
 } // namespace conduit::sched
 

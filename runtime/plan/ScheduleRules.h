@@ -10,11 +10,24 @@
 #ifndef CONDUIT_RUNTIME_PLAN_SCHEDULERULES_H
 #define CONDUIT_RUNTIME_PLAN_SCHEDULERULES_H
 
+#include "runtime/plan/Plan.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
 
 namespace conduit::runtime {
+
+/// Whether `schedule` always splits backwards into input and weight gradients.
+inline bool isZeroBubble(Schedule schedule) {
+  return schedule == Schedule::ZeroBubbleH1 || schedule == Schedule::InterleavedZeroBubble ||
+         schedule == Schedule::ZeroBubbleV || schedule == Schedule::DualPipeV;
+}
+
+/// Whether `schedule` groups micro-batches (depth-first's group size applies).
+inline bool isInterleaved(Schedule schedule) {
+  return schedule == Schedule::DepthFirst || schedule == Schedule::InterleavedZeroBubble;
+}
 
 /// Depth-first's rules on grouping M micro-batches by N on P ranks, which Megatron-LM enforces
 /// too: M >= P, P <= N <= M, and a last group of at least P micro-batches when N does not

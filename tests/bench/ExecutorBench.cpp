@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/exec/Executor.h"
-#include "tests/unit/CompileJob.h"
+#include "tests/unit/CompileToModule.h"
 
 #include <benchmark/benchmark.h>
 
@@ -28,7 +28,7 @@ const Plan &planOf(const std::string &schedule) {
                                        {"parallelism.schedule=" + schedule});
   if (!job)
     llvm::report_fatal_error(llvm::StringRef(diag.getError()->str()));
-  CompiledJob compiled = compileJob(*job);
+  CompiledModule compiled = compileToModule(*job);
   if (!compiled.ok || !compiled.verified)
     llvm::report_fatal_error(
         llvm::StringRef("the benchmark job does not compile: " + compiled.errors));

@@ -10,7 +10,7 @@
 #include "analysis/Report.h"
 #include "passes/CostModelBuilder.h"
 #include "passes/PlanExport.h"
-#include "tests/unit/CompileJob.h"
+#include "tests/unit/CompileToModule.h"
 
 #include <benchmark/benchmark.h>
 
@@ -37,7 +37,7 @@ const Case &planWith(int64_t m) {
       {"parallelism.microbatches=" + std::to_string(m), "cluster.memory_bytes=1125899906842624"});
   if (!job)
     llvm::report_fatal_error(llvm::StringRef(diag.getError()->str()));
-  CompiledJob compiled = compileJob(*job);
+  CompiledModule compiled = compileToModule(*job);
   if (!compiled.ok || !compiled.verified)
     llvm::report_fatal_error(
         llvm::StringRef("the benchmark job does not compile: " + compiled.errors));

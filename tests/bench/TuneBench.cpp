@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Tune.h"
+#include "tune/Tune.h"
 
 #include <benchmark/benchmark.h>
 

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "analysis/Report.h"
-#include "tests/unit/CompileJob.h"
+#include "tests/unit/CompileToModule.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -35,7 +35,7 @@ std::optional<VerifiedPlan> compileJob(const std::string &json,
     ADD_FAILURE() << diag.getError()->str();
     return std::nullopt;
   }
-  CompiledJob compiled = conduit::compileJob(*job);
+  CompiledModule compiled = compileToModule(*job);
   if (!compiled.ok || !compiled.verified) {
     ADD_FAILURE() << "does not compile: " << compiled.errors;
     return std::nullopt;

@@ -28,7 +28,8 @@ sched::PartitionProblem problem52B(int64_t stages) {
   t.vocabSize = 51200;
   sched::PartitionProblem problem;
   problem.numStages = stages;
-  for (const LayerSpec &layer : expandTransformer(t, 2).value())
+  const std::vector<LayerSpec> layers = expandTransformer(t, 2).value();
+  for (const LayerSpec &layer : layers)
     problem.layerCosts.push_back(layer.fwdFlops + layer.bwdFlops);
   return problem;
 }

@@ -11,7 +11,7 @@
 #include "dialects/pipe/PipeOps.h"
 #include "passes/PassUtils.h"
 #include "passes/Pipeline.h"
-#include "tests/unit/CompileJob.h"
+#include "tests/unit/CompileToModule.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -48,8 +48,8 @@ std::string jobText(const std::string &schedule, int64_t data, const std::string
 }
 
 /// Compiles the job (with explicit partitions, if any) up to `stop`.
-CompiledJob compile(const std::string &text, const sched::Partitions &partitions,
-                    PipelineStop stop) {
+CompiledModule compile(const std::string &text, const sched::Partitions &partitions,
+                       PipelineStop stop) {
   Diagnostics diag("test.json");
   std::optional<Json> root = parseJsonText(text, diag);
   EXPECT_TRUE(root) << diag.getError()->str();
@@ -57,13 +57,13 @@ CompiledJob compile(const std::string &text, const sched::Partitions &partitions
     (*root)["parallelism"]["microbatch_partitions"] = partitions;
   std::optional<Job> job = parseJob(*root, "test.json", diag);
   EXPECT_TRUE(job) << diag.getError()->str();
-  CompiledJob c = compileJob(*job, stop);
+  CompiledModule c = compileToModule(*job, stop);
   EXPECT_TRUE(c.ok) << c.errors;
   return c;
 }
 
 sched::StepTimeEvaluator evaluatorFor(const std::string &text) {
-  CompiledJob c = compile(text, {}, PipelineStop::Split);
+  CompiledModule c = compile(text, {}, PipelineStop::Split);
   pipe::ModelOp model = *c.module->getOps<pipe::ModelOp>().begin();
   mlir::FailureOr<sched::StepTimeEvaluator> evaluator = buildStepTimeEvaluator(model);
   EXPECT_TRUE(mlir::succeeded(evaluator));
@@ -95,7 +95,7 @@ TEST(MicrobatchSearch, EvaluatorEqualsThePlanSimulatorExactly) {
       sched::StepTimeEvaluator evaluator = evaluatorFor(text);
       for (int trial = 0; trial < 12; ++trial) {
         sched::Partitions p = randomPartitions(random, 3, 12);
-        CompiledJob c = compile(text, p, PipelineStop::Plan);
+        CompiledModule c = compile(text, p, PipelineStop::Plan);
         ASSERT_TRUE(c.verified);
         EXPECT_EQ(evaluator.stepTime(p), c.verified->simulation.makespan)
             << schedule << " D=" << data << " " << sharding << " trial " << trial;

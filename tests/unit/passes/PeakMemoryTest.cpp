@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/PeakMemory.h"
-#include "tests/unit/CompileJob.h"
+#include "tests/unit/CompileToModule.h"
 
 #include <gtest/gtest.h>
 
@@ -33,7 +33,7 @@ Job gpt17b(pipe::Checkpointing checkpointing) {
 }
 
 RankMemory memoryOf(const Job &job) {
-  CompiledJob compiled = compileJob(job, PipelineStop::Communicating);
+  CompiledModule compiled = compileToModule(job, PipelineStop::Communicating);
   EXPECT_TRUE(compiled.ok) << compiled.errors;
   pipe::ModelOp model = *compiled.module->getOps<pipe::ModelOp>().begin();
   mlir::FailureOr<std::vector<RankMemory>> ranks = analyzeMemory(model);

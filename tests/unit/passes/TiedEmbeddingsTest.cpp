@@ -10,7 +10,7 @@
 
 #include "analysis/Simulator.h"
 #include "runtime/plan/PlanChecks.h"
-#include "tests/unit/CompileJob.h"
+#include "tests/unit/CompileToModule.h"
 
 #include <gtest/gtest.h>
 
@@ -41,7 +41,7 @@ std::optional<runtime::Plan> compileTied(const Case &c, std::string *errors = nu
     ADD_FAILURE() << diag.getError()->str();
     return std::nullopt;
   }
-  CompiledJob compiled = compileJob(*job);
+  CompiledModule compiled = compileToModule(*job);
   if (errors)
     *errors = compiled.errors;
   if (!compiled.ok || !compiled.verified)
@@ -113,7 +113,7 @@ TEST(TiedEmbeddings, UntiedModelsHaveNoTie) {
   std::optional<Job> job = readJobFile(std::string(CONDUIT_TESTDATA) + "/jobs/llama-tiny.json",
                                        diag, {"model.tie_embeddings=false"});
   ASSERT_TRUE(job);
-  CompiledJob compiled = compileJob(*job);
+  CompiledModule compiled = compileToModule(*job);
   ASSERT_TRUE(compiled.ok && compiled.verified) << compiled.errors;
   for (const runtime::RankProgram &program : compiled.verified->plan.ranks)
     for (const Instruction &i : program.instructions)

@@ -7,11 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Tune.h"
+#include "tune/Tune.h"
 
-#include "../CompileJob.h"
-#include "analysis/Report.h"
-#include "dialects/pipe/PipeOps.h"
+#include "compiler/CompileJob.h"
+#include "job/JobFile.h"
 
 #include <gtest/gtest.h>
 
@@ -64,19 +63,15 @@ std::vector<Compiled> bruteForce(const Json &root, const std::string &path,
     Compiled c;
     c.index = i;
     c.family = std::string(enumName(job->parallelism.schedule));
-    if (compiled.ok && compiled.verified) {
+    if (compiled.report) {
       c.fits = true;
-      c.stepTimeS = analyzeStep(compiled.verified->plan, compiled.verified->simulation).stepTimeS;
-      for (const runtime::RankProgram &rank : compiled.verified->plan.ranks)
-        c.peakMemoryBytes = std::max(c.peakMemoryBytes, rank.peakMemoryBytes);
+      c.stepTimeS = compiled.report->stepTimeS;
+      c.peakMemoryBytes = compiled.report->peakMemoryBytes;
     } else {
       // Only memory may refuse a configuration the reader accepted and the scheduler can run.
-      for (pipe::ModelOp model : compiled.module->getOps<pipe::ModelOp>())
-        for (pipe::RankOp rank : model.getRanks())
-          c.peakMemoryBytes =
-              std::max<int64_t>(c.peakMemoryBytes, rank.getPeakMemory().value_or(0));
-      if (c.peakMemoryBytes <= job->cluster.memoryBytes)
+      if (!compiled.refusedPeakBytes)
         continue; // the scheduler refuses it: not a candidate
+      c.peakMemoryBytes = *compiled.refusedPeakBytes;
     }
     llvm::Expected<Bounds> bounds = calculator.bounds(*job, "");
     if (!bounds) {
@@ -113,9 +108,9 @@ void expectSame(const TuneResult &result, std::vector<Compiled> all, int64_t top
   ASSERT_EQ(result.top.size(), std::min<size_t>(top, fitting.size()));
   for (size_t k = 0; k < result.top.size(); ++k) {
     EXPECT_EQ(result.top[k].index, fitting[k].index) << "rank " << k;
-    EXPECT_EQ(result.top[k].stepTimeS, fitting[k].stepTimeS) << "rank " << k;
-    EXPECT_EQ(result.top[k].peakMemoryBytes, fitting[k].peakMemoryBytes) << "rank " << k;
-    EXPECT_LE(result.top[k].peakMemoryBytes, deviceMemory) << "rank " << k;
+    EXPECT_EQ(result.top[k].figures.stepTimeS, fitting[k].stepTimeS) << "rank " << k;
+    EXPECT_EQ(result.top[k].figures.peakMemoryBytes, fitting[k].peakMemoryBytes) << "rank " << k;
+    EXPECT_LE(result.top[k].figures.peakMemoryBytes, deviceMemory) << "rank " << k;
   }
 
   // The best of each schedule.

@@ -23,12 +23,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_COMPILER_TUNEBOUNDS_H
-#define CONDUIT_COMPILER_TUNEBOUNDS_H
+#ifndef CONDUIT_TUNE_TUNEBOUNDS_H
+#define CONDUIT_TUNE_TUNEBOUNDS_H
 
 #include "analysis/CostModel.h"
+#include "analysis/PeakMemory.h"
 #include "job/JobSpec.h"
-#include "passes/PeakMemory.h"
 
 #include "llvm/Support/Error.h"
 
@@ -100,4 +100,4 @@ private:
 
 } // namespace conduit
 
-#endif // CONDUIT_COMPILER_TUNEBOUNDS_H
+#endif // CONDUIT_TUNE_TUNEBOUNDS_H

@@ -2,7 +2,7 @@
 //
 // Finds the best configurations of a job for a GPU count and a global batch, exactly: every
 // figure reported for a configuration is the one conduit-compile predicts for it, because it
-// comes from the same pipeline, compiled in-process (one MLIR context per worker thread).
+// comes from the same compileJob() (compiler/CompileJob.h), in-process on every worker thread.
 // What makes the search fast is what it does not compile:
 //
 // 1. the space (TuneSpace.h) holds only what can differ: no sharding without replicas, no
@@ -19,19 +19,19 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_COMPILER_TUNE_H
-#define CONDUIT_COMPILER_TUNE_H
+#ifndef CONDUIT_TUNE_TUNE_H
+#define CONDUIT_TUNE_TUNE_H
 
-#include "compiler/TuneBounds.h"
-#include "compiler/TuneSpace.h"
-#include "runtime/plan/Plan.h"
-
+#include "analysis/Report.h"
+#include "job/JobSpec.h"
 #include "job/JsonReader.h"
+#include "runtime/plan/Plan.h"
+#include "tune/TuneBounds.h"
+#include "tune/TuneSpace.h"
 
 #include "llvm/Support/Error.h"
 
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,12 +64,8 @@ struct TunedConfiguration {
   /// The schedule's name: configurations are compared by family in the chart.
   std::string family;
   Bounds bounds;
-  double stepTimeS = 0;
-  double tokensPerS = 0;
-  int64_t peakMemoryBytes = 0; ///< of the fullest rank
-  double tflopsPerGpu = 0;
-  double bubbleFraction = 0;
-  double exposedCommS = 0;
+  /// What its compile predicts (the step's report, less the per-rank detail).
+  StepFigures figures;
   /// Position in the enumeration (the last tie-break, so that results are deterministic).
   size_t index = 0;
 };
@@ -142,31 +138,6 @@ llvm::Expected<TuneResult> tune(const Json &root, const std::string &path,
 Json applyConfiguration(const Json &root, llvm::ArrayRef<Dimension> dimensions,
                         const Configuration &config);
 
-/// What compiling one job predicts.
-struct CompiledFigures {
-  bool fits = false;
-  double stepTimeS = 0, tokensPerS = 0, tflopsPerGpu = 0, bubbleFraction = 0, exposedCommS = 0;
-  int64_t peakMemoryBytes = 0;
-  std::optional<runtime::Plan> plan;
-  /// Searched micro-batch cuts, when the job asked for them.
-  std::vector<std::vector<int64_t>> partitions;
-};
-
-/// Compiles jobs through conduit-compile's pipeline in one MLIR context. Not thread-safe: one
-/// per thread.
-class JobCompiler {
-public:
-  JobCompiler();
-  ~JobCompiler();
-  /// The figures of `job`: fits = false with the fullest rank's peak when the plan does not
-  /// fit the device; an error with the compiler's first message when it does not compile.
-  llvm::Expected<CompiledFigures> compile(const Job &job, bool keepPlan = false);
-
-private:
-  struct State;
-  std::unique_ptr<State> state;
-};
-
 } // namespace conduit
 
-#endif // CONDUIT_COMPILER_TUNE_H
+#endif // CONDUIT_TUNE_TUNE_H

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/TuneDriver.h"
+#include "tune/TuneDriver.h"
 
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Process.h"

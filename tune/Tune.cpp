@@ -1,20 +1,11 @@
 //===- Tune.cpp - the search of conduit-tune ------------------------------===//
 
-#include "compiler/Tune.h"
+#include "tune/Tune.h"
 
-#include "analysis/Report.h"
 #include "analysis/Units.h"
-#include "compiler/ImportJob.h"
-#include "compiler/Registration.h"
-#include "dialects/pipe/PipeOps.h"
+#include "compiler/CompileJob.h"
 #include "job/JobFile.h"
 #include "job/KeyEditor.h"
-#include "passes/Pipeline.h"
-#include "passes/VerifyProgram.h"
-
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -29,74 +20,6 @@
 #include <thread>
 
 using namespace conduit;
-
-//===----------------------------------------------------------------------===//
-// Compiling one job
-//===----------------------------------------------------------------------===//
-
-struct JobCompiler::State {
-  mlir::DialectRegistry registry;
-  std::unique_ptr<mlir::MLIRContext> context;
-  int64_t compiles = 0;
-};
-
-JobCompiler::JobCompiler() : state(std::make_unique<State>()) { registerDialects(state->registry); }
-
-JobCompiler::~JobCompiler() = default;
-
-llvm::Expected<CompiledFigures> JobCompiler::compile(const Job &job, bool keepPlan) {
-  // A context keeps every attribute it ever uniqued: start a fresh one now and then.
-  constexpr int64_t kCompilesPerContext = 64;
-  if (state->compiles++ % kCompilesPerContext == 0) {
-    state->context = std::make_unique<mlir::MLIRContext>(state->registry,
-                                                         mlir::MLIRContext::Threading::DISABLED);
-    state->context->printOpOnDiagnostic(false);
-  }
-  mlir::MLIRContext &context = *state->context;
-  std::string firstError;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
-    if (diag.getSeverity() == mlir::DiagnosticSeverity::Error && firstError.empty())
-      firstError = diag.str();
-    return mlir::success();
-  });
-  mlir::OwningOpRef<mlir::ModuleOp> module = importJob(job, context);
-  std::optional<VerifiedPlan> verified;
-  CompiledFigures figures;
-  mlir::PassManager pm(&context);
-  // As conduit-compile does: conduit-verify-plan proves the result.
-  pm.enableVerifier(false);
-  PipelineOptions pipeline;
-  pipeline.onVerified = [&](VerifiedPlan v) { verified = std::move(v); };
-  pipeline.onSearch = [&](sched::SearchMethod, const sched::SearchResult &search) {
-    figures.partitions = search.best;
-  };
-  buildConduitPipeline(pm, pipeline);
-  if (mlir::failed(pm.run(*module)) || !verified) {
-    // conduit-plan-memory records every rank's peak before it refuses a plan that does not fit.
-    bool measured = false;
-    for (pipe::ModelOp model : module->getOps<pipe::ModelOp>())
-      for (pipe::RankOp rank : model.getRanks())
-        if (std::optional<int64_t> peak = rank.getPeakMemory()) {
-          measured = true;
-          figures.peakMemoryBytes = std::max(figures.peakMemoryBytes, *peak);
-        }
-    if (measured && figures.peakMemoryBytes > job.cluster.memoryBytes)
-      return figures;
-    return llvm::createStringError(firstError.empty() ? "the job does not compile" : firstError);
-  }
-  PlanReport report = analyzeStep(verified->plan, verified->simulation);
-  figures.fits = true;
-  figures.stepTimeS = report.stepTimeS;
-  figures.tokensPerS = report.tokensPerS;
-  figures.tflopsPerGpu = report.tflopsPerGpu;
-  figures.bubbleFraction = report.bubbleFraction;
-  figures.exposedCommS = report.exposedCommS;
-  for (const runtime::RankProgram &rank : verified->plan.ranks)
-    figures.peakMemoryBytes = std::max(figures.peakMemoryBytes, rank.peakMemoryBytes);
-  if (keepPlan)
-    figures.plan = std::move(verified->plan);
-  return figures;
-}
 
 //===----------------------------------------------------------------------===//
 // Job objects
@@ -162,8 +85,10 @@ std::string contextOf(const Configuration &config) {
 bool better(TuneObjective objective, const TunedConfiguration &a, const TunedConfiguration &b) {
   auto key = [&](const TunedConfiguration &c) {
     return objective == TuneObjective::Throughput
-               ? std::make_tuple(c.stepTimeS, static_cast<double>(c.peakMemoryBytes), c.index)
-               : std::make_tuple(static_cast<double>(c.peakMemoryBytes), c.stepTimeS, c.index);
+               ? std::make_tuple(c.figures.stepTimeS,
+                                 static_cast<double>(c.figures.peakMemoryBytes), c.index)
+               : std::make_tuple(static_cast<double>(c.figures.peakMemoryBytes),
+                                 c.figures.stepTimeS, c.index);
   };
   return key(a) < key(b);
 }
@@ -174,8 +99,8 @@ double primaryBound(TuneObjective objective, const Bounds &b) {
 }
 
 double primaryFigure(TuneObjective objective, const TunedConfiguration &c) {
-  return objective == TuneObjective::Throughput ? c.stepTimeS
-                                                : static_cast<double>(c.peakMemoryBytes);
+  return objective == TuneObjective::Throughput ? c.figures.stepTimeS
+                                                : static_cast<double>(c.figures.peakMemoryBytes);
 }
 
 /// "P 8, D 8, V 4, schedule breadth-first, ..." for messages.
@@ -220,7 +145,7 @@ public:
     auto [best, inserted] = familyBest.try_emplace(c.family, c);
     if (!inserted && better(objective, c, best->second))
       best->second = c;
-    addToFront(c.stepTimeS, c.peakMemoryBytes);
+    addToFront(c.figures.stepTimeS, c.figures.peakMemoryBytes);
     all.push_back(c);
   }
 
@@ -279,22 +204,32 @@ void runParallel(unsigned threads, const std::function<void(unsigned)> &work,
     thread.join();
 }
 
-TunedConfiguration figuresOf(const CompiledFigures &f) {
-  TunedConfiguration c;
-  c.stepTimeS = f.stepTimeS;
-  c.tokensPerS = f.tokensPerS;
-  c.peakMemoryBytes = f.peakMemoryBytes;
-  c.tflopsPerGpu = f.tflopsPerGpu;
-  c.bubbleFraction = f.bubbleFraction;
-  c.exposedCommS = f.exposedCommS;
-  return c;
-}
-
 /// Whether a second compile gave exactly the first one's figures.
-bool sameFigures(const TunedConfiguration &a, const TunedConfiguration &b) {
+bool sameFigures(const StepFigures &a, const StepFigures &b) {
   return a.stepTimeS == b.stepTimeS && a.tokensPerS == b.tokensPerS &&
          a.peakMemoryBytes == b.peakMemoryBytes;
 }
+
+/// Compiles the job object `job` as the job file at `path` would be; the reader's error is
+/// the compile's.
+CompiledJob compileObject(const Json &job, const std::string &path) {
+  Diagnostics diag(path);
+  std::optional<Job> parsed = parseJob(job, path, diag);
+  if (!parsed) {
+    CompiledJob refused;
+    refused.error = diag.getError()->str();
+    return refused;
+  }
+  return compileJob(*parsed);
+}
+
+/// The fullest rank's peak a compile found: the plan's, or the one that did not fit.
+int64_t peakOf(const CompiledJob &c) {
+  return c.report ? c.report->peakMemoryBytes : c.refusedPeakBytes.value_or(0);
+}
+
+/// Whether a compile failed for another reason than memory.
+bool failed(const CompiledJob &c) { return !c.report && !c.refusedPeakBytes; }
 
 } // namespace
 
@@ -436,7 +371,6 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
   runParallel(
       std::min<unsigned>(threads, std::max<size_t>(candidates.size(), 1)),
       [&](unsigned) {
-        JobCompiler compiler;
         while (true) {
           const Candidate *c = nullptr;
           {
@@ -456,40 +390,36 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
           }
           if (!c)
             return;
-          Json job = applyConfiguration(root, dimensions, configs[c->index]);
-          Diagnostics diag(path);
-          std::optional<Job> parsed = parseJob(job, path, diag);
-          llvm::Expected<CompiledFigures> figures =
-              parsed ? compiler.compile(*parsed)
-                     : llvm::Expected<CompiledFigures>(
-                           llvm::createStringError(diag.getError()->str()));
+          const CompiledJob compiled =
+              compileObject(applyConfiguration(root, dimensions, configs[c->index]), path);
           std::lock_guard<std::mutex> lock(mutex);
-          if (!figures) {
+          if (failed(compiled)) {
             ++counts.failed;
-            std::string message = llvm::toString(figures.takeError());
             if (result.exampleFailure.empty())
-              result.exampleFailure = describe(dimensions, configs[c->index]) + ": " + message;
+              result.exampleFailure =
+                  describe(dimensions, configs[c->index]) + ": " + compiled.error;
             continue;
           }
-          const bool stepBelow =
-              figures->fits && figures->stepTimeS < c->bounds.stepTimeS * (1 - kSlack);
-          if (stepBelow || figures->peakMemoryBytes < c->bounds.peakMemoryBytes) {
+          const int64_t peak = peakOf(compiled);
+          const double step = compiled.report ? compiled.report->stepTimeS : 0;
+          const bool stepBelow = compiled.report && step < c->bounds.stepTimeS * (1 - kSlack);
+          if (stepBelow || peak < c->bounds.peakMemoryBytes) {
             internalError = llvm::formatv(
                 "internal error: the bounds of {0} (step {1}, memory {2}) exceed what it "
                 "compiles to (step {3}, memory {4}); the search would not be exact",
                 describe(dimensions, configs[c->index]), c->bounds.stepTimeS,
-                c->bounds.peakMemoryBytes, figures->stepTimeS, figures->peakMemoryBytes);
+                c->bounds.peakMemoryBytes, step, peak);
             return;
           }
-          if (!figures->fits) {
+          if (!compiled.report) {
             ++counts.infeasibleCompiled;
-            if (!result.smallestInfeasibleBytes ||
-                figures->peakMemoryBytes < result.smallestInfeasibleBytes)
-              result.smallestInfeasibleBytes = figures->peakMemoryBytes;
+            if (!result.smallestInfeasibleBytes || peak < result.smallestInfeasibleBytes)
+              result.smallestInfeasibleBytes = peak;
             continue;
           }
           ++counts.evaluated;
-          TunedConfiguration tuned = figuresOf(*figures);
+          TunedConfiguration tuned;
+          tuned.figures = *compiled.report;
           tuned.config = configs[c->index];
           tuned.family = c->family;
           tuned.bounds = c->bounds;
@@ -499,9 +429,10 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
       },
       [&] {
         std::lock_guard<std::mutex> lock(mutex);
-        std::string best = state.ranked.empty()
-                               ? std::string()
-                               : "; best step " + formatSeconds(state.ranked.front().stepTimeS);
+        std::string best =
+            state.ranked.empty()
+                ? std::string()
+                : "; best step " + formatSeconds(state.ranked.front().figures.stepTimeS);
         say(llvm::formatv("conduit-tune: {0} so far; {1} of {2} candidates decided, {3} "
                           "compiled{4}",
                           formatSeconds(secondsSince(start)), next, candidates.size(),
@@ -538,27 +469,29 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
   runParallel(
       std::min<unsigned>(threads, state.ranked.size()),
       [&](unsigned) {
-        JobCompiler compiler;
         for (size_t k = nextCheck++; k < state.ranked.size(); k = nextCheck++) {
           TunedConfiguration &c = state.ranked[k];
           Diagnostics diag(path);
           std::optional<Json> reread = parseJsonText(writeJson(c.job), diag);
-          std::optional<Job> job = reread ? parseJob(*reread, path, diag) : std::nullopt;
-          llvm::Expected<CompiledFigures> again =
-              job ? compiler.compile(*job, /*keepPlan=*/k == 0)
-                  : llvm::Expected<CompiledFigures>(
-                        llvm::createStringError(diag.getError()->str()));
-          if (!again) {
-            mismatch[k] = llvm::toString(again.takeError());
+          CompiledJob again;
+          if (reread)
+            again = compileObject(*reread, path);
+          else
+            again.error = diag.getError()->str();
+          if (!again.report) {
+            mismatch[k] = again.refusedPeakBytes
+                              ? "it does not fit the second time (" +
+                                    std::to_string(*again.refusedPeakBytes) + " bytes)"
+                              : again.error;
             continue;
           }
-          if (!sameFigures(c, figuresOf(*again)))
+          if (!sameFigures(c.figures, *again.report))
             mismatch[k] = llvm::formatv("step {0} s and {1} bytes the first time, {2} s and {3} "
                                         "bytes the second",
-                                        c.stepTimeS, c.peakMemoryBytes, again->stepTimeS,
-                                        again->peakMemoryBytes);
+                                        c.figures.stepTimeS, c.figures.peakMemoryBytes,
+                                        again.report->stepTimeS, again.report->peakMemoryBytes);
           if (k == 0)
-            result.bestPlan = std::move(again->plan);
+            result.bestPlan = std::move(again.plan);
         }
       },
       nullptr);
@@ -581,47 +514,36 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
   std::sort(all.begin(), all.end(),
             [&](const auto &a, const auto &b) { return better(TuneObjective::Throughput, a, b); });
   for (const TunedConfiguration &c : all)
-    if (result.pareto.empty() || c.peakMemoryBytes < result.pareto.back().peakMemoryBytes) {
+    if (result.pareto.empty() ||
+        c.figures.peakMemoryBytes < result.pareto.back().figures.peakMemoryBytes) {
       result.pareto.push_back(c);
       result.pareto.back().job = applyConfiguration(root, dimensions, c.config);
     }
 
   if (options.microbatchSearch) {
     Refinement refinement;
-    JobCompiler compiler;
     for (const TunedConfiguration &from : result.top) {
       Json job = from.job;
       setKey(job, "parallelism.microbatch_partitions", "auto");
-      Diagnostics diag(path);
-      std::optional<Job> parsed = parseJob(job, path, diag);
-      if (!parsed) {
-        refinement.skipped = diag.getError()->str();
+      const CompiledJob searched = compileObject(job, path);
+      if (failed(searched)) {
+        refinement.skipped = searched.error;
         continue;
       }
-      llvm::Expected<CompiledFigures> searched = compiler.compile(*parsed);
-      if (!searched) {
-        refinement.skipped = llvm::toString(searched.takeError());
-        continue;
-      }
-      if (!searched->fits || searched->partitions.empty())
+      if (!searched.report || !searched.search || searched.search->second.best.empty())
         continue;
       // The cut found, written out, so that the refined job compiles without searching again.
-      const Json cuts(searched->partitions);
+      const Json cuts(searched.search->second.best);
       setKey(job, "parallelism.microbatch_partitions", cuts);
-      Diagnostics again(path);
-      std::optional<Job> explicitJob = parseJob(job, path, again);
-      llvm::Expected<CompiledFigures> refined =
-          explicitJob
-              ? compiler.compile(*explicitJob, /*keepPlan=*/true)
-              : llvm::Expected<CompiledFigures>(llvm::createStringError(again.getError()->str()));
-      if (!refined)
+      CompiledJob refined = compileObject(job, path);
+      if (failed(refined))
         return llvm::createStringError("internal error: the refined micro-batches of " +
                                        describe(dimensions, from.config) +
-                                       " do not compile: " + llvm::toString(refined.takeError()));
-      if (!refined->fits)
+                                       " do not compile: " + refined.error);
+      if (!refined.report)
         continue;
       refinement.from = from;
-      refinement.refined = figuresOf(*refined);
+      refinement.refined.figures = *refined.report;
       refinement.refined.config = from.config;
       refinement.refined.config.push_back({"parallelism.microbatch_partitions", cuts});
       refinement.refined.job = std::move(job);
@@ -629,7 +551,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
       refinement.refined.index = from.index;
       refinement.skipped.clear();
       if (better(options.objective, refinement.refined, result.top.front())) {
-        result.bestPlan = std::move(refined->plan);
+        result.bestPlan = std::move(refined.plan);
         refinement.better = true;
       }
       break;

@@ -7,11 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/TuneBounds.h"
+#include "tune/TuneBounds.h"
 
 #include "analysis/JobCosts.h"
-#include "compiler/ImportJob.h"
-#include "passes/PassUtils.h"
 #include "scheduling/Schedulers.h"
 
 #include <algorithm>
@@ -110,7 +108,7 @@ BoundCalculator::stages(const Job &job) {
                         spec.weightGradientBytes.value_or(spec.activationBytes),
                         spec.attentionCoreBytes.value_or(0)});
     }
-    stage.activations = stageActivations(layers, toDialect<pipe::Checkpointing>(par.checkpointing));
+    stage.activations = stageActivations(layers, par.checkpointing);
     out.push_back(stage);
   }
   return &(partitions[key] = std::move(out));
@@ -146,8 +144,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   // Built as the compiler builds it, so that the shapes the compiler refuses are refused here.
   // Where split backwards go depends on the durations the compiler gives them; the bounds of a
   // split schedule below therefore hold for any order.
-  llvm::Expected<sched::Schedule> order = runScheduler(toDialect<pipe::ScheduleKind>(par.schedule),
-                                                       problem, par.groupSize, par.splitBackward);
+  llvm::Expected<sched::Schedule> order =
+      sched::runScheduler(par.schedule, problem, par.groupSize, par.splitBackward);
   if (!order)
     return order.takeError();
 

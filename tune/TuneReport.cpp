@@ -1,6 +1,6 @@
 //===- TuneReport.cpp - what conduit-tune writes --------------------------===//
 
-#include "compiler/TuneReport.h"
+#include "tune/TuneReport.h"
 
 #include "analysis/Units.h"
 
@@ -64,12 +64,13 @@ void printRows(llvm::ArrayRef<TunedConfiguration> rows, llvm::ArrayRef<Dimension
       const Json *v = lookup(r.config, used[k]->key);
       os << llvm::left_justify(v ? displayValue(*v) : "-", widths[k]);
     }
-    os << llvm::right_justify(formatSeconds(r.stepTimeS), 10)
-       << llvm::right_justify(formatCount(r.tokensPerS), 11)
-       << llvm::right_justify(llvm::formatv("{0:f1}", r.tflopsPerGpu).str(), 13)
-       << llvm::right_justify(percent(r.bubbleFraction), 8)
-       << llvm::right_justify(formatSeconds(r.exposedCommS), 14)
-       << llvm::right_justify(formatBytes(static_cast<double>(r.peakMemoryBytes)), 13) << "\n";
+    os << llvm::right_justify(formatSeconds(r.figures.stepTimeS), 10)
+       << llvm::right_justify(formatCount(r.figures.tokensPerS), 11)
+       << llvm::right_justify(llvm::formatv("{0:f1}", r.figures.tflopsPerGpu).str(), 13)
+       << llvm::right_justify(percent(r.figures.bubbleFraction), 8)
+       << llvm::right_justify(formatSeconds(r.figures.exposedCommS), 14)
+       << llvm::right_justify(formatBytes(static_cast<double>(r.figures.peakMemoryBytes)), 13)
+       << "\n";
   }
 }
 
@@ -96,8 +97,9 @@ std::string differences(const TunedConfiguration &other, const TunedConfiguratio
 /// for, and the rest of its idle time (fill, drain, imbalance), each compared.
 std::string whyLost(const TunedConfiguration &loser, const TunedConfiguration &best) {
   auto parts = [](const TunedConfiguration &c) {
-    const double idle = c.bubbleFraction * c.stepTimeS;
-    return std::array<double, 3>{c.stepTimeS - idle, c.exposedCommS, idle - c.exposedCommS};
+    const double idle = c.figures.bubbleFraction * c.figures.stepTimeS;
+    return std::array<double, 3>{c.figures.stepTimeS - idle, c.figures.exposedCommS,
+                                 idle - c.figures.exposedCommS};
   };
   std::array<double, 3> a = parts(loser), b = parts(best);
   static const char *const kNames[] = {"compute per rank", "exposed communication",
@@ -121,12 +123,12 @@ Json entryJson(const TunedConfiguration &c) {
   entry["job"] = c.job;
   entry["config"] = std::move(config);
   entry["schedule"] = c.family;
-  entry["step_time_s"] = c.stepTimeS;
-  entry["tokens_per_s"] = c.tokensPerS;
-  entry["peak_memory_bytes"] = c.peakMemoryBytes;
-  entry["tflops_per_gpu"] = c.tflopsPerGpu;
-  entry["bubble_fraction"] = c.bubbleFraction;
-  entry["exposed_comm_s"] = c.exposedCommS;
+  entry["step_time_s"] = c.figures.stepTimeS;
+  entry["tokens_per_s"] = c.figures.tokensPerS;
+  entry["peak_memory_bytes"] = c.figures.peakMemoryBytes;
+  entry["tflops_per_gpu"] = c.figures.tflopsPerGpu;
+  entry["bubble_fraction"] = c.figures.bubbleFraction;
+  entry["exposed_comm_s"] = c.figures.exposedCommS;
   entry["bounds"] = {{"step_time_s", c.bounds.stepTimeS},
                      {"peak_memory_bytes", c.bounds.peakMemoryBytes}};
   return entry;
@@ -176,19 +178,21 @@ void conduit::printTuneTable(const std::string &path, const TuneResult &result,
 
   const TunedConfiguration &best = result.top.front();
   const TunedConfiguration &recommended = result.best();
-  os << "\n  best: step " << formatSeconds(recommended.stepTimeS) << ", "
-     << formatCount(recommended.tokensPerS) << " tokens/s, peak memory "
-     << formatBytes(static_cast<double>(recommended.peakMemoryBytes))
+  os << "\n  best: step " << formatSeconds(recommended.figures.stepTimeS) << ", "
+     << formatCount(recommended.figures.tokensPerS) << " tokens/s, peak memory "
+     << formatBytes(static_cast<double>(recommended.figures.peakMemoryBytes))
      << (&recommended == &best ? " (#1)" : " (#1 with the micro-batch search's cut)") << "\n";
   if (result.top.size() > 1) {
     const TunedConfiguration &second = result.top[1];
     os << "\n  runner-up: " << differences(second, best, dimensions) << "; ";
-    if (second.stepTimeS > best.stepTimeS)
-      os << llvm::formatv("{0:f2}", 100 * (second.stepTimeS / best.stepTimeS - 1)) << "% slower, "
-         << whyLost(second, best) << "\n";
-    else if (second.peakMemoryBytes > best.peakMemoryBytes)
-      os << "as fast, but " << formatBytes(static_cast<double>(second.peakMemoryBytes)) << " at "
-         << "its peak against " << formatBytes(static_cast<double>(best.peakMemoryBytes)) << "\n";
+    if (second.figures.stepTimeS > best.figures.stepTimeS)
+      os << llvm::formatv("{0:f2}", 100 * (second.figures.stepTimeS / best.figures.stepTimeS - 1))
+         << "% slower, " << whyLost(second, best) << "\n";
+    else if (second.figures.peakMemoryBytes > best.figures.peakMemoryBytes)
+      os << "as fast, but " << formatBytes(static_cast<double>(second.figures.peakMemoryBytes))
+         << " at "
+         << "its peak against " << formatBytes(static_cast<double>(best.figures.peakMemoryBytes))
+         << "\n";
     else
       os << "the same figures (a tie, ranked by the order of the search space)\n";
   }
@@ -201,11 +205,12 @@ void conduit::printTuneTable(const std::string &path, const TuneResult &result,
       const std::string changed = differences(r.from, best, dimensions);
       os << "\n  micro-batch search on "
          << (changed == "nothing" ? std::string("#1") : "#1 with " + changed) << ": step "
-         << formatSeconds(r.from.stepTimeS) << " with equal micro-batches, "
-         << formatSeconds(r.refined.stepTimeS) << " with the cut found; "
-         << (r.better                                 ? "the cut is the recommendation"
-             : r.refined.stepTimeS < r.from.stepTimeS ? "#1 stays the best"
-                                                      : "equal micro-batches stay the best")
+         << formatSeconds(r.from.figures.stepTimeS) << " with equal micro-batches, "
+         << formatSeconds(r.refined.figures.stepTimeS) << " with the cut found; "
+         << (r.better ? "the cut is the recommendation"
+             : r.refined.figures.stepTimeS < r.from.figures.stepTimeS
+                 ? "#1 stays the best"
+                 : "equal micro-batches stay the best")
          << "\n";
     }
   }
@@ -213,10 +218,10 @@ void conduit::printTuneTable(const std::string &path, const TuneResult &result,
   os << "\n  best of each schedule:\n";
   printRows(result.bestPerFamily, dimensions, /*numbered=*/false, os);
   for (const TunedConfiguration &f : result.bestPerFamily)
-    if (f.index != best.index && f.stepTimeS > best.stepTimeS)
+    if (f.index != best.index && f.figures.stepTimeS > best.figures.stepTimeS)
       os << "    " << f.family << ": "
-         << llvm::formatv("{0:f1}", 100 * (f.stepTimeS / best.stepTimeS - 1)) << "% slower, "
-         << whyLost(f, best) << "\n";
+         << llvm::formatv("{0:f1}", 100 * (f.figures.stepTimeS / best.figures.stepTimeS - 1))
+         << "% slower, " << whyLost(f, best) << "\n";
 
   os << "\n  Pareto front (no configuration is both faster and smaller):\n";
   printRows(result.pareto, dimensions, /*numbered=*/false, os);
@@ -261,8 +266,8 @@ void conduit::writeTuneChart(const std::string &title, llvm::ArrayRef<TuneResult
     xMin = std::min(xMin, perGpu);
     xMax = std::max(xMax, perGpu);
     for (const TunedConfiguration &f : r.bestPerFamily) {
-      lines[f.family].push_back({perGpu, f.tokensPerS});
-      yMax = std::max(yMax, f.tokensPerS);
+      lines[f.family].push_back({perGpu, f.figures.tokensPerS});
+      yMax = std::max(yMax, f.figures.tokensPerS);
     }
   }
   const double width = 760, height = 440, left = 80, right = 150, top = 50, bottom = 60;

@@ -1,23 +1,21 @@
-//===- CompileJob.h - a job compiled in memory ------------------*- C++ -*-===//
+//===- CompileToModule.h - a job compiled in memory, IR kept ----*- C++ -*-===//
 //
-// For tests and benchmarks: a parsed job through Conduit's pass pipeline, without the driver,
-// keeping the IR where the pipeline stopped and the verified plan when it ran to the end.
+// For tests and benchmarks: a parsed job through compileModule() (compiler/CompileModule.h) in
+// a context of its own, with the IR verified after every pass, keeping the IR where the
+// pipeline stopped and the verified plan when it ran to the end.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_TESTS_UNIT_COMPILEJOB_H
-#define CONDUIT_TESTS_UNIT_COMPILEJOB_H
+#ifndef CONDUIT_TESTS_UNIT_COMPILETOMODULE_H
+#define CONDUIT_TESTS_UNIT_COMPILETOMODULE_H
 
-#include "compiler/ImportJob.h"
+#include "compiler/CompileModule.h"
 #include "compiler/Registration.h"
 #include "job/JobFile.h"
 #include "job/KeyEditor.h"
-#include "passes/Pipeline.h"
-#include "passes/VerifyProgram.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 
 #include <memory>
 #include <optional>
@@ -25,7 +23,7 @@
 
 namespace conduit {
 
-struct CompiledJob {
+struct CompiledModule {
   std::unique_ptr<mlir::MLIRContext> context; ///< first: outlives the module
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::optional<VerifiedPlan> verified; ///< when the pipeline ran to the end
@@ -33,26 +31,27 @@ struct CompiledJob {
   bool ok = false;
 };
 
-inline CompiledJob compileJob(const Job &job, PipelineStop stop = PipelineStop::Plan) {
+inline CompiledModule compileToModule(const Job &job, PipelineStop stop = PipelineStop::Plan) {
   mlir::DialectRegistry registry;
   registerDialects(registry);
-  CompiledJob c;
+  CompiledModule c;
   c.context = std::make_unique<mlir::MLIRContext>(registry);
   mlir::ScopedDiagnosticHandler handler(c.context.get(), [&](mlir::Diagnostic &d) {
     if (d.getSeverity() == mlir::DiagnosticSeverity::Error)
       c.errors += d.str() + "\n";
     return mlir::success();
   });
-  c.module = importJob(job, *c.context);
-  PipelineOptions options;
-  options.stopAfter = stop;
-  options.onVerified = [&](VerifiedPlan v) { c.verified = std::move(v); };
-  mlir::PassManager pm(c.context.get());
-  buildConduitPipeline(pm, options);
-  c.ok = mlir::succeeded(pm.run(*c.module));
+  CompileOptions options;
+  options.verifyEachPass = true;
+  ModuleOptions module;
+  module.until = stop;
+  ModuleCompilation compiled = compileModule(job, *c.context, options, module);
+  c.module = std::move(compiled.module);
+  c.verified = std::move(compiled.verified);
+  c.ok = compiled.succeeded;
   return c;
 }
 
 } // namespace conduit
 
-#endif // CONDUIT_TESTS_UNIT_COMPILEJOB_H
+#endif // CONDUIT_TESTS_UNIT_COMPILETOMODULE_H

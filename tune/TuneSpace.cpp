@@ -1,6 +1,6 @@
 //===- TuneSpace.cpp - the configurations conduit-tune searches -----------===//
 
-#include "compiler/TuneSpace.h"
+#include "tune/TuneSpace.h"
 
 #include "job/JobSpec.h"
 #include "job/KeyEditor.h"

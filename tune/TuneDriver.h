@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_COMPILER_TUNEDRIVER_H
-#define CONDUIT_COMPILER_TUNEDRIVER_H
+#ifndef CONDUIT_TUNE_TUNEDRIVER_H
+#define CONDUIT_TUNE_TUNEDRIVER_H
 
 namespace conduit {
 
@@ -15,4 +15,4 @@ int runTuner(int argc, char **argv);
 
 } // namespace conduit
 
-#endif // CONDUIT_COMPILER_TUNEDRIVER_H
+#endif // CONDUIT_TUNE_TUNEDRIVER_H

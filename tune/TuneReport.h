@@ -7,10 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_COMPILER_TUNEREPORT_H
-#define CONDUIT_COMPILER_TUNEREPORT_H
+#ifndef CONDUIT_TUNE_TUNEREPORT_H
+#define CONDUIT_TUNE_TUNEREPORT_H
 
-#include "compiler/Tune.h"
+#include "tune/Tune.h"
 
 #include "job/JsonReader.h"
 
@@ -35,4 +35,4 @@ void writeTuneChart(const std::string &title, llvm::ArrayRef<TuneResult> results
 
 } // namespace conduit
 
-#endif // CONDUIT_COMPILER_TUNEREPORT_H
+#endif // CONDUIT_TUNE_TUNEREPORT_H

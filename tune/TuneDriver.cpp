@@ -1,14 +1,14 @@
 //===- TuneDriver.cpp - the conduit-tune driver ---------------------------===//
 
-#include "compiler/TuneDriver.h"
+#include "tune/TuneDriver.h"
 
 #include "analysis/Units.h"
 #include "compiler/ToolConsole.h"
-#include "compiler/Tune.h"
-#include "compiler/TuneReport.h"
 #include "job/KeyEditor.h"
 #include "runtime/ExitCodes.h"
 #include "runtime/plan/PlanFile.h"
+#include "tune/Tune.h"
+#include "tune/TuneReport.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/CommandLine.h"

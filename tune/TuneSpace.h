@@ -14,8 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CONDUIT_COMPILER_TUNESPACE_H
-#define CONDUIT_COMPILER_TUNESPACE_H
+#ifndef CONDUIT_TUNE_TUNESPACE_H
+#define CONDUIT_TUNE_TUNESPACE_H
 
 #include "job/JsonReader.h"
 
@@ -104,4 +104,4 @@ std::string displayValue(const Json &value);
 
 } // namespace conduit
 
-#endif // CONDUIT_COMPILER_TUNESPACE_H
+#endif // CONDUIT_TUNE_TUNESPACE_H

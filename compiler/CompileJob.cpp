@@ -1,0 +1,157 @@
+//===- CompileJob.cpp - one job through the compiler ----------------------===//
+//
+// compileModule() is the only place the pass pipeline is built for a job; compileJob() runs it
+// in a context of the calling thread and turns what it left into plain data. The memory plan
+// records every rank's peak before it refuses a plan that does not fit, so a refusal for
+// memory says how much would have been needed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/CompileModule.h"
+
+#include "analysis/Units.h"
+#include "compiler/ImportJob.h"
+#include "compiler/Registration.h"
+#include "dialects/pipe/PipeOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+using namespace conduit;
+
+namespace {
+
+/// Says on standard error which pass is running once a compilation has taken longer than a
+/// few seconds (a job with a million (stage, micro-batch) pairs takes minutes), at most once a
+/// second, so that a long compile is never silent. Short compiles print nothing.
+class ProgressInstrumentation : public mlir::PassInstrumentation {
+public:
+  void runBeforePass(mlir::Pass *pass, mlir::Operation *) override {
+    using namespace std::chrono;
+    const auto now = steady_clock::now();
+    const double elapsed = duration<double>(now - start).count();
+    if (elapsed < kQuietCompileS || now - lastLine < seconds(1))
+      return;
+    lastLine = now;
+    llvm::errs() << "conduit-compile: " << formatSeconds(elapsed) << " so far; running "
+                 << pass->getArgument() << "\n";
+  }
+
+private:
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point lastLine = start;
+};
+
+/// The MLIR context compileJob() uses on one thread. A context keeps every attribute it ever
+/// uniqued, so a fresh one replaces it every so many compiles.
+class ThreadContext {
+public:
+  ThreadContext() { registerDialects(registry); }
+
+  mlir::MLIRContext &next() {
+    constexpr int64_t kCompilesPerContext = 64;
+    if (compiles++ % kCompilesPerContext == 0) {
+      context =
+          std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
+      context->printOpOnDiagnostic(false);
+    }
+    return *context;
+  }
+
+private:
+  mlir::DialectRegistry registry;
+  std::unique_ptr<mlir::MLIRContext> context;
+  int64_t compiles = 0;
+};
+
+} // namespace
+
+std::string conduit::userMessage(const mlir::Diagnostic &diag) {
+  std::string message = diag.str();
+  llvm::StringRef text(message);
+  if (text.consume_front("'")) {
+    auto [op, rest] = text.split("' op ");
+    if (!rest.empty())
+      return rest.str();
+  }
+  return message;
+}
+
+ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &context,
+                                         const CompileOptions &options,
+                                         const ModuleOptions &module) {
+  ModuleCompilation result;
+  result.module = importJob(job, context);
+  if (mlir::failed(mlir::verify(*result.module))) {
+    mlir::emitError(result.module->getLoc(), "internal error: the imported IR does not verify");
+    return result;
+  }
+  if (module.until == PipelineStop::Model) {
+    result.succeeded = true;
+    return result;
+  }
+  mlir::PassManager pm(&context);
+  // Passes keep their IR valid and conduit-verify-plan proves the result, including every
+  // rule the plan dialect's verifiers state; verifying the whole module after every pass
+  // would cost more than the passes on large plans. conduit-opt and the tests keep the
+  // per-pass verification.
+  pm.enableVerifier(options.verifyEachPass);
+  if (module.commandLinePassOptions && mlir::failed(mlir::applyPassManagerCLOptions(pm)))
+    return result;
+  if (module.timing)
+    pm.enableTiming(*module.timing);
+  if (module.progress)
+    pm.addInstrumentation(std::make_unique<ProgressInstrumentation>());
+  PipelineOptions pipeline;
+  pipeline.stopAfter = module.until;
+  pipeline.importSchedule = options.importSchedule;
+  pipeline.onVerified = [&](VerifiedPlan verified) { result.verified = std::move(verified); };
+  pipeline.searchMethod = sched::searchMethodName(options.searchMethod);
+  pipeline.searchSeed = options.searchSeed;
+  pipeline.searchBudgetS = options.searchBudgetS;
+  pipeline.onSearch = [&](sched::SearchMethod method, const sched::SearchResult &search) {
+    result.search = {method, search};
+  };
+  buildConduitPipeline(pm, pipeline);
+  result.succeeded = mlir::succeeded(pm.run(*result.module));
+  return result;
+}
+
+CompiledJob conduit::compileJob(const Job &job, const CompileOptions &options) {
+  thread_local ThreadContext threadContext;
+  mlir::MLIRContext &context = threadContext.next();
+  CompiledJob result;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    if (diag.getSeverity() == mlir::DiagnosticSeverity::Error) {
+      if (result.error.empty())
+        result.error = userMessage(diag);
+    } else if (diag.getSeverity() == mlir::DiagnosticSeverity::Warning) {
+      result.warnings.push_back(userMessage(diag));
+    }
+    return mlir::success();
+  });
+  ModuleCompilation compiled = compileModule(job, context, options);
+  result.search = std::move(compiled.search);
+  if (compiled.succeeded && compiled.verified) {
+    result.report = analyzeStep(compiled.verified->plan, compiled.verified->simulation);
+    result.plan = std::move(compiled.verified->plan);
+    result.simulation = std::move(compiled.verified->simulation);
+    return result;
+  }
+  std::optional<int64_t> peak;
+  for (pipe::ModelOp model : compiled.module->getOps<pipe::ModelOp>())
+    for (pipe::RankOp rank : model.getRanks())
+      if (std::optional<int64_t> bytes = rank.getPeakMemory())
+        peak = std::max(peak.value_or(0), *bytes);
+  if (peak && *peak > job.cluster.memoryBytes)
+    result.refusedPeakBytes = peak;
+  if (result.error.empty())
+    result.error = "the job does not compile";
+  return result;
+}

@@ -1,0 +1,65 @@
+//===- CompileModule.h - a job through the compiler, IR kept ----*- C++ -*-===//
+//
+// The IR side of CompileJob.h, for conduit-compile's driver and tests that look at the IR:
+// imports a job into a context the caller owns, runs the pipeline up to a chosen step, and
+// keeps the module. compileJob() is this plus a context of its own, captured diagnostics and
+// the step's figures.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_COMPILER_COMPILEMODULE_H
+#define CONDUIT_COMPILER_COMPILEMODULE_H
+
+#include "compiler/CompileJob.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/Timing.h"
+#include "passes/Pipeline.h"
+#include "passes/VerifyProgram.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace conduit {
+
+/// What the pipeline left.
+struct ModuleCompilation {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// The verified plan and its simulated step, when the whole pipeline ran.
+  std::optional<VerifiedPlan> verified;
+  /// The micro-batch search, when the job asked for one.
+  std::optional<std::pair<sched::SearchMethod, sched::SearchResult>> search;
+  /// Whether every step up to `until` succeeded.
+  bool succeeded = false;
+};
+
+/// How far to compile, and what a driver watches on the way.
+struct ModuleOptions {
+  PipelineStop until = PipelineStop::Plan;
+  /// Receives the passes' times (optional).
+  mlir::TimingScope *timing = nullptr;
+  /// A compile that runs for more than kQuietCompileS says on standard error which pass runs,
+  /// at most once a second.
+  bool progress = false;
+  /// Applies MLIR's pass-manager options of the command line (--mlir-print-ir-after, ...),
+  /// which a tool registers with mlir::registerPassManagerCLOptions().
+  bool commandLinePassOptions = false;
+};
+
+/// Imports `job` into `context` and runs the pipeline up to `module.until`. Diagnostics go to
+/// the context's handlers.
+ModuleCompilation compileModule(const Job &job, mlir::MLIRContext &context,
+                                const CompileOptions &options, const ModuleOptions &module = {});
+
+/// A diagnostic's message without MLIR's "'op.name' op " prefix, which means nothing to a user
+/// of the tools.
+std::string userMessage(const mlir::Diagnostic &diag);
+
+/// Seconds of compilation after which `progress` lines start.
+constexpr double kQuietCompileS = 3;
+
+} // namespace conduit
+
+#endif // CONDUIT_COMPILER_COMPILEMODULE_H
