@@ -95,6 +95,23 @@ template <typename TransferOp> mlir::LogicalResult verifyTransfer(TransferOp op,
   return mlir::success();
 }
 
+/// Checks that `stage` can be the `i`-th link of a chain of stages covering the layers in
+/// order: its index is `i`, it starts where the stages before it end (`previousEnd`), and it
+/// ends within the `numLayers` layers of the `container` ("model", "program").
+template <typename StageOp>
+mlir::LogicalResult verifyStageInChain(StageOp stage, int64_t i, int64_t previousEnd,
+                                       int64_t numLayers, llvm::StringRef container) {
+  if (stage.getIndex() != i)
+    return stage.emitOpError() << "has index " << stage.getIndex() << " at position " << i;
+  if (stage.getFirstLayer() != previousEnd)
+    return stage.emitOpError() << "starts at layer " << stage.getFirstLayer()
+                               << " but the previous stages end at layer " << previousEnd;
+  if (stage.getEndLayer() > numLayers)
+    return stage.emitOpError() << "ends at layer " << stage.getEndLayer() << " but the "
+                               << container << " has " << numLayers << " layers";
+  return mlir::success();
+}
+
 /// The body of a pipe.model or a plan.program: its layers, then its stages, then its ranks.
 template <typename LayerOp, typename StageOp, typename RankOp> struct BodySections {
   llvm::SmallVector<LayerOp> layers;

@@ -86,14 +86,9 @@ LogicalResult ModelOp::verifyRegions() {
                            << phaseName(phase) << ", found " << stages.size();
     int64_t previousEnd = 0;
     for (auto [i, stage] : llvm::enumerate(stages)) {
-      if (stage.getIndex() != static_cast<int64_t>(i))
-        return stage.emitOpError() << "has index " << stage.getIndex() << " at position " << i;
-      if (stage.getFirstLayer() != previousEnd)
-        return stage.emitOpError() << "starts at layer " << stage.getFirstLayer()
-                                   << " but the previous stages end at layer " << previousEnd;
-      if (stage.getEndLayer() > numLayers)
-        return stage.emitOpError() << "ends at layer " << stage.getEndLayer()
-                                   << " but the model has " << numLayers << " layers";
+      if (failed(
+              verifyStageInChain(stage, static_cast<int64_t>(i), previousEnd, numLayers, "model")))
+        return failure();
       previousEnd = stage.getEndLayer();
     }
     if (previousEnd != numLayers)

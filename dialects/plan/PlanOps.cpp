@@ -142,14 +142,9 @@ LogicalResult ProgramOp::verifyRegions() {
   StageTable table(par.getPipeline());
   int64_t previousEnd = 0;
   for (auto [i, stage] : llvm::enumerate(stages)) {
-    if (stage.getIndex() != static_cast<int64_t>(i))
-      return stage.emitOpError() << "has index " << stage.getIndex() << " at position " << i;
-    if (stage.getFirstLayer() != previousEnd)
-      return stage.emitOpError() << "starts at layer " << stage.getFirstLayer()
-                                 << " but the previous stages end at layer " << previousEnd;
-    if (stage.getEndLayer() > static_cast<int64_t>(layers.size()))
-      return stage.emitOpError() << "ends at layer " << stage.getEndLayer()
-                                 << " but the program has " << layers.size() << " layers";
+    if (failed(conduit::pipe::verifyStageInChain(stage, static_cast<int64_t>(i), previousEnd,
+                                                 static_cast<int64_t>(layers.size()), "program")))
+      return failure();
     int64_t params = 0;
     for (int64_t l = stage.getFirstLayer(); l < stage.getEndLayer(); ++l)
       params += layers[l].getParams();
