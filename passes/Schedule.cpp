@@ -7,6 +7,7 @@
 
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
+#include "runtime/plan/ScheduleRules.h"
 #include "scheduling/Schedulers.h"
 
 #include "mlir/IR/Builders.h"
@@ -49,7 +50,9 @@ struct Schedule : conduit::impl::ConduitScheduleBase<Schedule> {
     if (sched::Violation v = problem.check())
       return model.emitOpError() << "cannot schedule: " << *v;
     // Split schedules place weight gradients by simulating the predicted durations.
-    const bool split = par.getSplitBackward() || pipe::isZeroBubble(chosen);
+    // The plan numbers schedules as the dialect does (passes/PlanExport.cpp asserts it).
+    const bool split =
+        par.getSplitBackward() || runtime::isZeroBubble(static_cast<runtime::Schedule>(chosen));
     std::optional<sched::ActionTimes> times;
     if (split) {
       llvm::Expected<CostModel> cost = buildCostModel(model);

@@ -17,13 +17,6 @@
 
 namespace conduit::pipe {
 
-/// Whether a schedule is of the zero-bubble family, which always splits backwards into input
-/// and weight gradients.
-inline bool isZeroBubble(ScheduleKind kind) {
-  return kind == ScheduleKind::ZeroBubbleH1 || kind == ScheduleKind::InterleavedZeroBubble ||
-         kind == ScheduleKind::ZeroBubbleV || kind == ScheduleKind::DualPipeV;
-}
-
 /// A double as an attribute parameter: hashable (attributes are uniqued), compared bitwise,
 /// and converting to and from `double` implicitly.
 struct F64 {
