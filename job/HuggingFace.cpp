@@ -18,27 +18,52 @@ absl::Span<const std::string_view> conduit::huggingFaceModelTypes() {
 
 namespace {
 
+/// How a family's config.json names the keys every decoder has. The keys are required; the
+/// rest of a family's keys have defaults (the transformers library's).
+struct ShapeKeys {
+  std::string_view layers, hidden, heads, positions;
+};
+
+constexpr ShapeKeys kGpt2Keys{"n_layer", "n_embd", "n_head", "n_positions"};
+constexpr ShapeKeys kLlamaKeys{"num_hidden_layers", "hidden_size", "num_attention_heads",
+                               "max_position_embeddings"};
+
+/// Reads the keys every family has, under the family's names, with `vocab_size`, which all
+/// families spell alike. Returns false after a problem (reported) or a missing key.
+bool readShape(ObjectReader &config, const ShapeKeys &keys, TransformerSpec &t) {
+  auto layers = config.integer(keys.layers, 1, kMaxLayers);
+  auto hidden = config.integer(keys.hidden, 1, kMaxHidden);
+  auto heads = config.integer(keys.heads, 1, kMaxHeads);
+  auto positions = config.integer(keys.positions, 1, kMaxSeqLength);
+  auto vocab = config.integer("vocab_size", 1, kMaxVocab);
+  if (config.failed())
+    return false;
+  for (std::string_view key : {keys.layers, keys.hidden, keys.heads, keys.positions})
+    if (!config.require(key))
+      return false;
+  if (!config.require("vocab_size"))
+    return false;
+  t.numLayers = *layers;
+  t.hiddenSize = *hidden;
+  t.numHeads = *heads;
+  t.numKvHeads = *heads;
+  t.seqLength = *positions;
+  t.vocabSize = *vocab;
+  return true;
+}
+
 /// GPT-2: learned positions, LayerNorm, GELU MLP, biases everywhere, tied embeddings.
 void readGpt2(ObjectReader &config, TransformerSpec &t) {
-  auto layers = config.integer("n_layer", 1, kMaxLayers);
-  auto hidden = config.integer("n_embd", 1, kMaxHidden);
-  auto heads = config.integer("n_head", 1, kMaxHeads);
-  auto positions = config.integer("n_positions", 1, kMaxSeqLength);
-  auto vocab = config.integer("vocab_size", 1, kMaxVocab);
+  if (!readShape(config, kGpt2Keys, t))
+    return;
   std::optional<int64_t> inner;
   if (const Json *v = config.value("n_inner"); v && !v->is_null())
     inner = config.integer("n_inner", 1, kMaxFfn);
   auto tie = config.boolean("tie_word_embeddings");
   auto eps = config.number("layer_norm_epsilon", 0, 0.1, /*minExclusive=*/true);
-  if (config.failed() || !layers || !hidden || !heads || !positions || !vocab)
+  if (config.failed())
     return;
-  t.numLayers = *layers;
-  t.hiddenSize = *hidden;
-  t.numHeads = *heads;
-  t.numKvHeads = *heads;
-  t.ffnHiddenSize = inner.value_or(4 * *hidden);
-  t.seqLength = *positions;
-  t.vocabSize = *vocab;
+  t.ffnHiddenSize = inner.value_or(4 * t.hiddenSize);
   t.mlp = MlpKind::Gelu;
   t.norm = NormKind::LayerNorm;
   t.position = PositionKind::Learned;
@@ -49,29 +74,17 @@ void readGpt2(ObjectReader &config, TransformerSpec &t) {
 
 /// Llama, Mistral, Qwen2: rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention.
 void readLlamaFamily(ObjectReader &config, TransformerSpec &t, bool qkvBias) {
-  auto layers = config.integer("num_hidden_layers", 1, kMaxLayers);
-  auto hidden = config.integer("hidden_size", 1, kMaxHidden);
-  auto heads = config.integer("num_attention_heads", 1, kMaxHeads);
+  if (!readShape(config, kLlamaKeys, t))
+    return;
   auto kvHeads = config.integer("num_key_value_heads", 1, kMaxHeads);
   auto ffn = config.integer("intermediate_size", 1, kMaxFfn);
-  auto positions = config.integer("max_position_embeddings", 1, kMaxSeqLength);
-  auto vocab = config.integer("vocab_size", 1, kMaxVocab);
   auto tie = config.boolean("tie_word_embeddings");
   auto theta = config.number("rope_theta", 1, 1e12, /*minExclusive=*/true);
   auto eps = config.number("rms_norm_eps", 0, 0.1, /*minExclusive=*/true);
-  if (config.failed())
+  if (config.failed() || !config.require("intermediate_size"))
     return;
-  for (std::string_view key : {"num_hidden_layers", "hidden_size", "num_attention_heads",
-                               "intermediate_size", "max_position_embeddings", "vocab_size"})
-    if (!config.require(key))
-      return;
-  t.numLayers = *layers;
-  t.hiddenSize = *hidden;
-  t.numHeads = *heads;
-  t.numKvHeads = kvHeads.value_or(*heads);
+  t.numKvHeads = kvHeads.value_or(t.numHeads);
   t.ffnHiddenSize = *ffn;
-  t.seqLength = *positions;
-  t.vocabSize = *vocab;
   t.mlp = MlpKind::SwiGLU;
   t.norm = NormKind::RMSNorm;
   t.position = PositionKind::Rotary;
@@ -107,21 +120,17 @@ std::optional<TransformerSpec> conduit::parseHuggingFaceConfig(const Json &root,
 
   TransformerSpec t;
   const std::string_view name = huggingFaceModelTypes()[*type];
-  if (name == "gpt2") {
-    for (std::string_view key : {"n_layer", "n_embd", "n_head", "n_positions", "vocab_size"})
-      if (!config.require(key))
-        return std::nullopt;
+  const bool gpt2 = name == "gpt2";
+  if (gpt2)
     readGpt2(config, t);
-  } else {
+  else
     readLlamaFamily(config, t, /*qkvBias=*/name == "qwen2");
-  }
   if (diag.failed())
     return std::nullopt;
   if (std::optional<ShapeProblem> problem = checkTransformerShape(t)) {
     // The same relation under the names of this config's family.
-    const bool gpt2 = name == "gpt2";
-    const char *key = problem->key == "num_heads" ? (gpt2 ? "n_head" : "num_attention_heads")
-                                                  : "num_key_value_heads";
+    const std::string key(problem->key == "num_heads" ? (gpt2 ? kGpt2Keys : kLlamaKeys).heads
+                                                      : std::string_view("num_key_value_heads"));
     diag.report(key, problem->message);
     return std::nullopt;
   }
