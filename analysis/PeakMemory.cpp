@@ -111,7 +111,9 @@ public:
         break;
       }
       case Kind::Gather:
-        add(MemoryKind::GatheredParameters, e.bytes);
+        // The stage's parameters under the problem's own tensor share, as the reshard frees
+        // them (not the all-gather's bytes: a variant with another tensor degree gathers less).
+        add(MemoryKind::GatheredParameters, params * p.elementBytes);
         break;
       case Kind::Reshard:
         add(MemoryKind::GatheredParameters, -params * p.elementBytes);

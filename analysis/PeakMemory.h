@@ -88,7 +88,7 @@ struct MemoryEvent {
     BackwardInput,
     BackwardWeight,
     Send,    ///< the output of (stage, mb) leaves, the activation or the input gradient
-    Gather,  ///< full sharding: `bytes` of the stage's parameters gathered
+    Gather,  ///< full sharding: the stage's parameters gathered
     Reshard, ///< full sharding: the stage's gathered parameters freed
     Reduce,  ///< the stage's gradients reduced: a full gradient buffer freed
     Tie,     ///< the tied copy's gradient arrives in `bytes` of its own while it is added
@@ -97,7 +97,7 @@ struct MemoryEvent {
   int32_t stage = 0;     ///< every kind but Tie
   int32_t mb = 0;        ///< compute and Send
   bool gradient = false; ///< Send: the input gradient (to the stage before), not the activation
-  int64_t bytes = 0;     ///< Gather and Tie
+  int64_t bytes = 0;     ///< Tie
 };
 
 /// The memory a pipeline's ranks hold over one step.

@@ -32,7 +32,7 @@ std::optional<MemoryEvent> eventOf(Operation &op, int64_t r, double tieScale) {
     return MemoryEvent{Kind::Send, send.getStage(), send.getMicrobatch(),
                        send.getKind() == pipe::TransferKind::Gradient};
   if (auto unshard = dyn_cast<pipe::UnshardOp>(op))
-    return MemoryEvent{Kind::Gather, unshard.getStage(), 0, false, unshard.getBytes()};
+    return MemoryEvent{Kind::Gather, unshard.getStage()};
   if (auto reshard = dyn_cast<pipe::ReshardOp>(op))
     return MemoryEvent{Kind::Reshard, reshard.getStage()};
   if (auto reduce = dyn_cast<pipe::ReduceGradOp>(op))

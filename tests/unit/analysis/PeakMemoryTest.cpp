@@ -154,7 +154,7 @@ TEST(PeakMemory, GatheredParametersAndTheFullGradientBuffer) {
   p.receiveSlots = {{}};
   p.replicas = 2;
   p.sharding = Sharding::Full;
-  p.orders = {{{Kind::Gather, 0, 0, false, 200},
+  p.orders = {{{Kind::Gather, 0},
                compute(Kind::Forward, 0, 0),
                compute(Kind::Backward, 0, 0),
                {Kind::Reshard, 0},
@@ -282,7 +282,7 @@ TEST(PeakMemory, CheckRefusesMalformedProblems) {
   bad.orders[0].push_back({Kind::Send, 0, 0, true});
   refuses(bad, "sends an input gradient from stage 0");
   bad = good;
-  bad.orders[0].push_back({Kind::Gather, 0, 0, false, -5});
+  bad.orders[0].push_back({Kind::Tie, 0, 0, false, -5});
   refuses(bad, "event 4 of rank 0 has a negative size");
 }
 
