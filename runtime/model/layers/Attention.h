@@ -22,28 +22,13 @@
 
 namespace conduit::model {
 
-template <typename T> class Attention final : public Branch<T> {
+template <typename T> class Attention final : public ProjectionBranch<T> {
 public:
+  CONDUIT_PROJECTION_BRANCH_OVERRIDES(T)
+
   /// With `recomputeAttention` (selective checkpointing) the forward does not keep the
   /// attention probabilities.
   Attention(const GptShape &s, bool recomputeAttention);
-
-  int64_t numParams() const override { return o.total; }
-  void slice(int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &runs) const override;
-  void initialise(T *params, Random &random) const override;
-  void keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache) const override;
-  void forward(Ops<T> &ops, const T *params, const T *x, const T *residual, T *y,
-               LayerCache<T> &cache) const override;
-  Buffer<T> backwardInput(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy,
-                          bool dyKept) const override;
-  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
-                      T *dparams) const override;
-
-  /// Where each parameter starts in the branch's (−1: absent), for a shape's tensor rank.
-  struct Offsets {
-    int64_t wqkv, bqkv, wo, bo, total;
-  };
-  static Offsets offsets(const GptShape &s);
 
 private:
   /// This rank's query heads' width (h without tensor parallelism).
@@ -54,7 +39,7 @@ private:
   const T *probabilities(Ops<T> &ops, const LayerCache<T> &cache, Buffer<T> &scratch) const;
 
   GptShape s;
-  Offsets o;
+  using ProjectionBranch<T>::o; ///< Wqkv, bqkv, Wo, bo
   bool recomputeAttention = false;
 };
 

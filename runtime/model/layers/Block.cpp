@@ -36,6 +36,8 @@ Block<T>::Block(const GptShape &s, bool recomputeAttention)
     at[i + 1] = at[i] + sizes[i];
 }
 
+template <typename T> int64_t Block<T>::numParams() const { return at[NumParts]; }
+
 template <typename T> std::vector<ParameterRun> Block<T>::slice() const {
   const Block whole(s.whole(), recomputeAttention);
   std::vector<ParameterRun> runs;

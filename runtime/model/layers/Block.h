@@ -32,14 +32,7 @@ public:
   /// probabilities: its input gradient computes them again.
   Block(const GptShape &s, bool recomputeAttention);
 
-  int64_t numParams() const override { return at[NumParts]; }
-  std::vector<ParameterRun> slice() const override;
-  void initialise(T *params, uint64_t seed, int64_t layer) const override;
-  void forward(Ops<T> &ops, const T *params, const T *x, const Tokens &batch, T *y,
-               LayerCache<T> &cache) const override;
-  void backwardInput(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy,
-                     T *dx) const override;
-  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dparams) const override;
+  CONDUIT_LAYER_OVERRIDES(T)
 
 private:
   /// The units, in the order of their parameters and of the cache's parts.

@@ -21,7 +21,9 @@
 
 #include "runtime/model/Random.h"
 #include "runtime/model/layers/Layer.h"
+#include "runtime/model/layers/TensorSplit.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -56,6 +58,48 @@ public:
   virtual void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
                               T *dparams) const = 0;
 };
+
+/// A branch that is a column-parallel in-projection, then a row-parallel out-projection (the
+/// attention, the MLP), its parameters and cache slots as Projections says: what is the same in
+/// every such branch (its parameter count, its weight gradients) is written here once; a derived
+/// branch defines the rest, what lies between its two projections being its own.
+template <typename T> class ProjectionBranch : public Branch<T> {
+public:
+  int64_t numParams() const final { return o.total; }
+  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
+                      T *dparams) const final {
+    o.backwardWeight(ops, cache, x, dy, dparams);
+  }
+
+protected:
+  explicit ProjectionBranch(const Projections &o) : o(o) {}
+
+  Projections o;
+};
+
+/// The declarations of the overrides a ProjectionBranch<T> leaves to a derived branch, for the
+/// body of its class template over T: each such branch states them with this one line (as LLVM
+/// and MLIR declare repeated members with a macro), and says what is particular to it where it
+/// defines them.
+#define CONDUIT_PROJECTION_BRANCH_OVERRIDES(T)                                                     \
+  void slice(int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &runs) const override;    \
+  void initialise(T *params, Random &random) const override;                                       \
+  void keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache) const override;                    \
+  void forward(Ops<T> &ops, const T *params, const T *x, const T *residual, T *y,                  \
+               LayerCache<T> &cache) const override;                                               \
+  Buffer<T> backwardInput(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy,         \
+                          bool dyKept) const override;
+
+/// The start of a branch's keep(): `cache` set for `samples` samples, with `inputOnly` and
+/// `saved` empty buffers for the branch to allocate.
+template <typename T>
+void startCache(LayerCache<T> &cache, int64_t samples, size_t inputOnly, size_t saved) {
+  cache.samples = samples;
+  cache.inputOnly.clear();
+  cache.inputOnly.resize(inputOnly);
+  cache.saved.clear();
+  cache.saved.resize(saved);
+}
 
 } // namespace conduit::model
 

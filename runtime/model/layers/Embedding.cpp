@@ -11,6 +11,10 @@
 
 namespace conduit::model {
 
+template <typename T> int64_t Embedding<T>::numParams() const {
+  return (s.localVocab() + (s.rotary ? 0 : s.seq)) * s.hidden;
+}
+
 template <typename T> std::vector<ParameterRun> Embedding<T>::slice() const {
   const int64_t rows = s.localVocab() * s.hidden;
   std::vector<ParameterRun> runs;
@@ -48,6 +52,8 @@ void Embedding<T>::forward(Ops<T> &ops, const T *params, const T *, const Tokens
   }
 }
 
+/// No input gradient; what the weight gradient needs is the output gradient only (of the whole
+/// sequence: with sequence parallelism it is gathered here).
 template <typename T>
 void Embedding<T>::backwardInput(Ops<T> &ops, const T *, LayerCache<T> &cache, const T *dy,
                                  T *) const {

@@ -23,18 +23,7 @@ template <typename T> class Embedding final : public Layer<T> {
 public:
   explicit Embedding(const GptShape &s) : s(s) {}
 
-  int64_t numParams() const override {
-    return (s.localVocab() + (s.rotary ? 0 : s.seq)) * s.hidden;
-  }
-  std::vector<ParameterRun> slice() const override;
-  void initialise(T *params, uint64_t seed, int64_t layer) const override;
-  void forward(Ops<T> &ops, const T *params, const T *x, const Tokens &batch, T *y,
-               LayerCache<T> &cache) const override;
-  /// No input gradient; what the weight gradient needs is the output gradient only (of the
-  /// whole sequence: with sequence parallelism it is gathered here).
-  void backwardInput(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy,
-                     T *dx) const override;
-  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dparams) const override;
+  CONDUIT_LAYER_OVERRIDES(T)
 
 private:
   /// The position table within `params` (or its gradient), null with rotary positions.

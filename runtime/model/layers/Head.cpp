@@ -42,6 +42,10 @@ void crossEntropy(Ops<T> &ops, const GptShape &s, int64_t rows, const T *logits,
 }
 } // namespace
 
+template <typename T> int64_t Head<T>::numParams() const {
+  return s.normParams() + s.hidden * s.localVocab();
+}
+
 template <typename T> std::vector<ParameterRun> Head<T>::slice() const {
   const int64_t r = s.tensorRank, h = s.hidden, at = s.normParams(), vocab = s.localVocab();
   std::vector<ParameterRun> runs;
@@ -61,6 +65,7 @@ template <typename T> void Head<T>::initialise(T *params, uint64_t seed, int64_t
   fillNormal(params + s.normParams(), s.hidden * s.vocab, random);
 }
 
+/// Adds the loss to the Ops's; y is not written.
 template <typename T>
 void Head<T>::forward(Ops<T> &ops, const T *p, const T *x, const Tokens &batch, T *,
                       LayerCache<T> &cache) const {
@@ -85,6 +90,7 @@ void Head<T>::forward(Ops<T> &ops, const T *p, const T *x, const Tokens &batch, 
                v[DLogits].data());
 }
 
+/// The gradient starts at the loss (the forward's logits gradient): dy is not read.
 template <typename T>
 void Head<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, const T *, T *dx) const {
   const int64_t n = cache.samples;

@@ -25,16 +25,7 @@ template <typename T> class Head final : public Layer<T> {
 public:
   explicit Head(const GptShape &s) : s(s), norm(s) {}
 
-  int64_t numParams() const override { return s.normParams() + s.hidden * s.localVocab(); }
-  std::vector<ParameterRun> slice() const override;
-  void initialise(T *params, uint64_t seed, int64_t layer) const override;
-  /// Adds the loss to the Ops's; y is not written.
-  void forward(Ops<T> &ops, const T *params, const T *x, const Tokens &batch, T *y,
-               LayerCache<T> &cache) const override;
-  /// The gradient starts at the loss (the forward's logits gradient): dy is not read.
-  void backwardInput(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy,
-                     T *dx) const override;
-  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dparams) const override;
+  CONDUIT_LAYER_OVERRIDES(T)
 
 private:
   GptShape s;

@@ -122,6 +122,19 @@ public:
   }
 };
 
+/// The declarations of Layer<T>'s overrides, for the body of a layer's class template over T:
+/// each layer states them with this one line (as LLVM and MLIR declare repeated members with a
+/// macro), and says what is particular to it where it defines them.
+#define CONDUIT_LAYER_OVERRIDES(T)                                                                 \
+  int64_t numParams() const override;                                                              \
+  std::vector<ParameterRun> slice() const override;                                                \
+  void initialise(T *params, uint64_t seed, int64_t layerIndex) const override;                    \
+  void forward(Ops<T> &ops, const T *params, const T *x, const Tokens &batch, T *y,                \
+               LayerCache<T> &cache) const override;                                               \
+  void backwardInput(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy, T *dx)       \
+      const override;                                                                              \
+  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dparams) const override;
+
 } // namespace conduit::model
 
 #endif // CONDUIT_RUNTIME_MODEL_LAYERS_LAYER_H

@@ -19,30 +19,15 @@
 
 namespace conduit::model {
 
-template <typename T> class Mlp final : public Branch<T> {
+template <typename T> class Mlp final : public ProjectionBranch<T> {
 public:
   explicit Mlp(const GptShape &s);
 
-  int64_t numParams() const override { return o.total; }
-  void slice(int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &runs) const override;
-  void initialise(T *params, Random &random) const override;
-  void keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache) const override;
-  void forward(Ops<T> &ops, const T *params, const T *x, const T *residual, T *y,
-               LayerCache<T> &cache) const override;
-  Buffer<T> backwardInput(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy,
-                          bool dyKept) const override;
-  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
-                      T *dparams) const override;
-
-  /// Where each parameter starts in the branch's (−1: absent), for a shape's tensor rank.
-  struct Offsets {
-    int64_t w1, b1, w2, b2, total;
-  };
-  static Offsets offsets(const GptShape &s);
+  CONDUIT_PROJECTION_BRANCH_OVERRIDES(T)
 
 private:
   GptShape s;
-  Offsets o;
+  using ProjectionBranch<T>::o; ///< W1, b1, W2, b2
 };
 
 } // namespace conduit::model

@@ -131,6 +131,82 @@ Buffer<T> outputGradient(Ops<T> &ops, const GptShape &s, int64_t samples, const 
   return whole;
 }
 
+Projections::Projections(const GptShape &s, int64_t in, bool inBias, int64_t out, bool outBias)
+    : s(s), in(in), out(out) {
+  int64_t at = 0;
+  auto take = [&](int64_t n, bool present = true) {
+    int64_t here = present ? at : -1;
+    at += present ? n : 0;
+    return here;
+  };
+  wIn = take(s.hidden * in);
+  bIn = take(in, inBias);
+  wOut = take(out * s.hidden);
+  bOut = take(s.hidden, outBias);
+  total = at;
+}
+
+void Projections::slice(const Projections &whole,
+                        const std::vector<std::pair<int64_t, int64_t>> &columns, int64_t wholeAt,
+                        int64_t localAt, std::vector<ParameterRun> &runs) const {
+  // Column-parallel: this rank's columns of each row of Win (and of bin, one row).
+  auto inColumns = [&](int64_t wholeRow, int64_t localRow, int64_t rows) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t from = wholeAt + wholeRow + i * whole.in;
+      int64_t to = localAt + localRow + i * in;
+      for (const auto &[first, count] : columns) {
+        addRun(runs, from + first, to, count);
+        to += count;
+      }
+    }
+  };
+  inColumns(whole.wIn, wIn, s.hidden);
+  if (bIn >= 0)
+    inColumns(whole.bIn, bIn, 1);
+  // Row-parallel: this rank's rows of Wout; bout replicated.
+  addRun(runs, wholeAt + whole.wOut + s.tensorRank * out * s.hidden, localAt + wOut,
+         out * s.hidden);
+  if (bOut >= 0)
+    addRun(runs, wholeAt + whole.bOut, localAt + bOut, s.hidden);
+}
+
+template <typename T>
+Buffer<T> Projections::backwardOut(Ops<T> &ops, const T *p, LayerCache<T> &cache, const T *dy,
+                                   bool dyKept) const {
+  const int64_t n = cache.samples, rows = n * s.seq;
+  std::vector<Buffer<T>> &g = cache.stash;
+  g.clear();
+  g.resize(NumStashed);
+  g[StashDy] = outputGradient(ops, s, n, dy, dyKept);
+  const T *whole = g[StashDy].empty() ? dy : g[StashDy].data();
+  Buffer<T> dOut = transient(ops, rows * out);
+  g[StashDin] = ops.allocate(rows * in);
+  ops.gemm(false, true, rows, out, s.hidden, 1, whole, p + wOut, 0, dOut.data());
+  return dOut;
+}
+
+template <typename T>
+Buffer<T> Projections::backwardIn(Ops<T> &ops, const T *p, const LayerCache<T> &cache) const {
+  const int64_t n = cache.samples;
+  Buffer<T> dx = ops.allocate(n * s.localSeq() * s.hidden);
+  reducedProduct(ops, s, n, in, cache.stash[StashDin].data(), p + wIn, /*transposed=*/true,
+                 dx.data());
+  return dx;
+}
+
+template <typename T>
+void Projections::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
+                                 T *dp) const {
+  const int64_t n = cache.samples, rows = n * s.seq;
+  const std::vector<Buffer<T>> &g = cache.stash;
+  const T *whole = g[StashDy].empty() ? dy : g[StashDy].data();
+  weightGradient(ops, rows, out, s.hidden, cache.saved[SavedOutIn].data(), whole, dp + wOut,
+                 outBias(dp));
+  Buffer<T> gathered;
+  weightGradient(ops, rows, s.hidden, in, wholeSequence(ops, s, n, x, gathered), g[StashDin].data(),
+                 dp + wIn, inBias(dp));
+}
+
 std::vector<int32_t> localTokens(const GptShape &s, const int32_t *tokens, int64_t n) {
   const int64_t first = s.tensorRank * s.localVocab(), end = first + s.localVocab();
   std::vector<int32_t> out(n);
@@ -180,6 +256,11 @@ template <typename T> void ShardedGradients<T>::reduce() {
   template void weightGradient<T>(Ops<T> &, int64_t, int64_t, int64_t, const T *, const T *, T *,  \
                                   T *);                                                            \
   template Buffer<T> outputGradient<T>(Ops<T> &, const GptShape &, int64_t, const T *, bool);      \
+  template Buffer<T> Projections::backwardOut<T>(Ops<T> &, const T *, LayerCache<T> &, const T *,  \
+                                                 bool) const;                                      \
+  template Buffer<T> Projections::backwardIn<T>(Ops<T> &, const T *, const LayerCache<T> &) const; \
+  template void Projections::backwardWeight<T>(Ops<T> &, const LayerCache<T> &, const T *,         \
+                                               const T *, T *) const;                              \
   template class ShardedGradients<T>;
 CONDUIT_TENSOR_SPLIT(float)
 CONDUIT_TENSOR_SPLIT(double)

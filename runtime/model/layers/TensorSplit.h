@@ -75,6 +75,55 @@ void weightGradient(Ops<T> &ops, int64_t rows, int64_t in, int64_t out, const T 
 template <typename T>
 Buffer<T> outputGradient(Ops<T> &ops, const GptShape &s, int64_t samples, const T *dy, bool kept);
 
+/// The parameters of a branch that is a column-parallel in-projection, then a row-parallel
+/// out-projection (Megatron-LM's split of the attention and of the MLP), on a shape's tensor
+/// rank, in this order: Win [h × in] (this rank's `in` columns), bin [in], Wout [out × h] (this
+/// rank's `out` rows), bout [h] (replicated, added once after the group's sum); each bias where
+/// the shape has it. What lies between the two projections is the branch's own; these are the
+/// pieces around it, and the cache slots they use: the branch keeps Wout's input at SavedOutIn
+/// of its saved buffers, and its stash holds the output gradient over the whole sequence at
+/// StashDy and Win's output gradient at StashDin.
+class Projections {
+public:
+  Projections(const GptShape &s, int64_t in, bool inBias, int64_t out, bool outBias);
+
+  enum { SavedOutIn = 0 };
+  enum { StashDy, StashDin, NumStashed };
+
+  /// Where each parameter starts in the branch's (−1: absent), and all of them.
+  int64_t wIn = -1, bIn = -1, wOut = -1, bOut = -1, total = 0;
+  /// The biases within `params` (or their gradients), null where absent.
+  template <typename P> P *inBias(P *params) const { return bIn >= 0 ? params + bIn : nullptr; }
+  template <typename P> P *outBias(P *params) const { return bOut >= 0 ? params + bOut : nullptr; }
+
+  /// Where this rank's parameters lie in the whole branch's (`whole`: the unsplit shape's
+  /// layout): runs appended to `runs`, offset by wholeAt and localAt. `columns` are the runs of
+  /// Win's whole columns (first, count) that this rank holds, in its local order.
+  void slice(const Projections &whole, const std::vector<std::pair<int64_t, int64_t>> &columns,
+             int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &runs) const;
+
+  /// The input gradient's first step, from the output gradient dy: stashes in cache.stash what
+  /// the weight gradient reads of dy (outputGradient) and Win's output gradient, still to be
+  /// computed, [rows × in]; returns Wout's input gradient dy · Woutᵀ [rows × out] in working
+  /// memory.
+  template <typename T>
+  Buffer<T> backwardOut(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy,
+                        bool dyKept) const;
+  /// The input gradient's last step: dx [this rank's rows × h] from Win's stashed output
+  /// gradient.
+  template <typename T>
+  Buffer<T> backwardIn(Ops<T> &ops, const T *params, const LayerCache<T> &cache) const;
+  /// Both projections' weight gradients, into dparams: Wout's from its kept input, Win's from x
+  /// (the branch's input) and its stashed output gradient.
+  template <typename T>
+  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
+                      T *dparams) const;
+
+private:
+  GptShape s;
+  int64_t in = 0, out = 0;
+};
+
 /// Host token ids mapped to this rank's vocabulary rows: id − first, or −1 for another rank's
 /// (with one rank, the ids themselves).
 std::vector<int32_t> localTokens(const GptShape &s, const int32_t *tokens, int64_t n);
