@@ -1,12 +1,17 @@
 //===- JsonReader.h - validated reading of JSON input files -----*- C++ -*-===//
 //
 // Every JSON file Conduit reads (job files, Hugging Face configs, profiles) is untrusted input.
-// loadJsonFile reads a file with guards a JSON parser does not have (size, nesting depth,
-// duplicate keys) and parses it into a `Json` value (nlohmann::json), with the position of
-// the first syntax error; ObjectReader reads one object key by key with types and ranges,
-// recording the first problem as a diagnostic that names the file, the key path and what was
-// expected. Keys an ObjectReader never asked for are reported as unknown, with the closest
-// known key.
+// loadJsonFile and parseJsonText turn such text into a `Json` value (nlohmann::json). The
+// parsing is nlohmann's: its parser refuses what is not JSON, text that is not UTF-8 included,
+// and says where. Around it are the guards it does not have: the size limit, checked before
+// parsing; the nesting-depth limit, refused at the bracket that passes it, so that nothing
+// deeper is built (the parser keeps its own stack and a value is destroyed without recursion,
+// but copying, comparing and writing one recurse); a key given twice in one object, refused
+// with its name and line. Numbers are int64, then uint64, then double, as the parser reads
+// them; one too large for a double is refused. ObjectReader then reads one object key by key
+// with types and ranges, recording the first problem as a diagnostic that names the file, the
+// key path and what was expected. Keys an ObjectReader never asked for are reported as
+// unknown, with the closest known key.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,7 +60,7 @@ private:
   std::optional<InputError> error;
 };
 
-/// Limits on what a JSON input may be before it is parsed.
+/// Limits on a JSON input: its size, checked before parsing, and its nesting depth.
 struct JsonLimits {
   uint64_t maxBytes = 16 << 20;
   unsigned maxDepth = 64;
@@ -65,14 +70,18 @@ struct JsonLimits {
 std::optional<Json> loadJsonFile(std::string_view path, Diagnostics &diag, JsonLimits limits = {});
 
 /// Parses `text` (already in memory) with the same guards. Syntax errors read "invalid JSON at
-/// line L, column C: what" (C counts bytes from 0); text that is not UTF-8 is refused.
+/// line L, column C: REASON": L and C (in bytes, from 1) place the byte at which the parser
+/// found the problem, one past the end for text that stops early; REASON is nlohmann's own
+/// description, a long token it quotes shortened. Too deep: "JSON nesting is deeper than N
+/// levels"; a key twice: "duplicate key "K" at line L".
 std::optional<Json> parseJsonText(std::string_view text, Diagnostics &diag, JsonLimits limits = {});
 
 /// `value` as text, indented by `indent` spaces per level (-1: one line), keys sorted. Bytes
 /// that are not UTF-8 (a key or value given on a command line) are written as U+FFFD.
 std::string writeJson(const Json &value, int indent = 2);
 
-/// `text` with every byte that does not belong to a valid UTF-8 sequence replaced by U+FFFD.
+/// `text` with what is not UTF-8 replaced by U+FFFD, as writeJson writes it (one U+FFFD for each
+/// stray byte or each sequence cut short).
 std::string fixUtf8(std::string_view text);
 
 /// Reads the keys of one JSON object. Accessors return nullopt when the key is absent or
