@@ -9,24 +9,13 @@
 #include "analysis/JobCosts.h"
 
 #include "job/TransformerCosts.h"
+#include "tests/unit/job/GptShape.h"
 
 #include <gtest/gtest.h>
 
 using namespace conduit;
 
 namespace {
-
-TransformerSpec gpt(int64_t layers, int64_t hidden, int64_t heads, int64_t seq, int64_t vocab) {
-  TransformerSpec t;
-  t.numLayers = layers;
-  t.hiddenSize = hidden;
-  t.numHeads = heads;
-  t.numKvHeads = heads;
-  t.ffnHiddenSize = 4 * hidden;
-  t.seqLength = seq;
-  t.vocabSize = vocab;
-  return t;
-}
 
 TEST(JobCosts, TheRooflinesProductsHaveTheLayersFlops) {
   // What the cost model prices product by product (analysis/Roofline.h) is what the layers
