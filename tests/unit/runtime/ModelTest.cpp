@@ -659,7 +659,7 @@ TEST(Model, ParameterCountsFollowTheCompilersFormula) {
   EXPECT_EQ(makeLayer<float>(runtime::LayerKind::Embedding, s)->numParams(),
             s.vocab * h + s.seq * h);
   EXPECT_EQ(makeLayer<float>(runtime::LayerKind::Head, s)->numParams(), s.vocab * h + 2 * h);
-  // compiler/TransformerCosts.cpp: attention 2h² + 2h·kvd, MLP 3hf (SwiGLU), biases (all:
+  // job/TransformerCosts.cpp: attention 2h² + 2h·kvd, MLP 3hf (SwiGLU), biases (all:
   // h + 2kvd + h + 2f + h; qkv: h + 2kvd), two norms (h each for RMSNorm); the embedding
   // without a position table for rotary; the head a norm and V·h, tied or not.
   GptShape l = llamaShape();
