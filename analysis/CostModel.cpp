@@ -43,7 +43,7 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
           "the transformer has " + std::to_string(shape->numLayers) + " blocks, so its chain has " +
           std::to_string(shape->numLayers + 2) + " layers, but the model has " +
           std::to_string(cost.layers.size()));
-    cost.roofline = {cost.flopRate, cluster.memoryBandwidth, shape->elementBytes};
+    cost.roofline = Roofline::of(cluster, shape->elementBytes);
     const int64_t last = shape->numLayers + 1;
     for (int64_t l = 0; l <= last; ++l) {
       TransformerLayer kind = l == 0      ? TransformerLayer::Embedding

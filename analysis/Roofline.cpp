@@ -1,4 +1,4 @@
-//===- Roofline.cpp - the work of transformer layers on the roofline ------===//
+//===- Roofline.cpp - the work of transformer layers on the device --------===//
 //
 // Per sample of s tokens on one of T ranks, with h hidden, a heads of d = h/a, kv key/value
 // heads (width c = kv·d), f FFN width, V vocabulary, e bytes per element. A forward GEMM
@@ -7,13 +7,16 @@
 // last summing over the tokens. Element-wise passes read their inputs and write their outputs
 // once (what a fused kernel does); their backwards read the input and the output gradient and
 // write the input gradient. The attention core materialises the s x s scores, as the
-// activation model (Korthikanti et al.) assumes.
+// activation model (Korthikanti et al.) assumes. A product's compute follows the library's
+// tiles and waves (Roofline::computeTime).
 //
 //===----------------------------------------------------------------------===//
 
 #include "analysis/Roofline.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 using namespace conduit;
 
@@ -48,6 +51,75 @@ double Work::flops() const {
 
 namespace {
 
+double ceilDiv(double a, double b) { return std::ceil(a / b - 1e-9); }
+
+/// The GEMM model's compute time of `g` with output tiles of tileM x tileN on `kernels`'
+/// device, whose SMs' main loops run at `smRate`: the output's tiles run in waves of one tile
+/// per SM; a tile takes its main loop (k in steps of tileK) and its epilogue, which writes (or
+/// accumulates) the tile while every SM does the same, at the SM's share of the bandwidth.
+/// An output narrower than the tile gets a tile as narrow, at the same rate per FLOP.
+/// When the tiles are fewer than the SMs the library may split k over 2, 4, ... times as many
+/// (split-K): partial tiles written in fp32, summed by a reduction at the memory bandwidth;
+/// the fastest choice counts. (The choices only shrink as m, n or the batch grow, and each is
+/// monotone in every dimension, so the time is too.)
+double tiledTime(const Gemm &g, const DeviceKernels &kernels, double smRate, double bandwidth,
+                 double elementBytes, double tileM, double tileN) {
+  const double sms = static_cast<double>(kernels.sms);
+  const double tileK = static_cast<double>(kernels.tileK);
+  // An output narrower than the tile gets a tile as narrow (in steps of 16, the tensor
+  // cores' granularity) rather than a padded one.
+  tileM = std::min(tileM, 16 * ceilDiv(g.m, 16));
+  tileN = std::min(tileN, 16 * ceilDiv(g.n, 16));
+  const double outputTiles = g.batch * ceilDiv(g.m, tileM) * ceilDiv(g.n, tileN);
+  const double steps = ceilDiv(g.k, tileK);
+  const double outBytes = g.accumulates ? 8 : elementBytes;
+  const double stepTime = 2 * tileM * tileN * tileK / smRate;
+  double best = std::numeric_limits<double>::infinity();
+  for (double split = 1; split == 1 || outputTiles * split <= sms; split *= 2) {
+    const double waves = ceilDiv(outputTiles * split, sms);
+    const double epilogue = tileM * tileN * (split > 1 ? 4 : outBytes) * sms / bandwidth;
+    double time = waves * (ceilDiv(steps, split) * stepTime + epilogue);
+    if (split > 1)
+      time += g.batch * g.m * g.n * (split * 4 + outBytes) / bandwidth;
+    best = std::min(best, time);
+  }
+  return best;
+}
+
+} // namespace
+
+Roofline Roofline::of(const Cluster &cluster, int64_t elementBytes) {
+  Roofline r;
+  r.flopRate = cluster.peakFlops * cluster.efficiency;
+  r.memoryBandwidth = cluster.memoryBandwidth;
+  r.elementBytes = elementBytes;
+  const DeviceKernels &k = cluster.kernels;
+  if (k.sms <= 0 || k.tileM <= 0 || k.tileN <= 0 || k.tileK <= 0 || !(k.ceilingM > 0) ||
+      !(k.ceilingN > 0) || !(k.ceilingK > 0) || !(cluster.memoryBandwidth > 0))
+    return r;
+  // The main loop's rate that makes the model's time of the measured shape (BF16, the
+  // library's tile in its better orientation) equal its FLOPs at the ceiling: each
+  // orientation's time is a/rate + epilogue, so the slowest rate that reaches the target.
+  const Gemm measured{k.ceilingM, k.ceilingN, k.ceilingK, 1, Grows::Rows, false};
+  const double target = measured.flops() / r.flopRate;
+  const double inf = std::numeric_limits<double>::infinity();
+  double rate = inf;
+  for (auto [tm, tn] : {std::pair{k.tileM, k.tileN}, std::pair{k.tileN, k.tileM}}) {
+    const double atUnitRate = tiledTime(measured, k, 1.0, inf, 2, tm, tn);
+    const double epilogue = tiledTime(measured, k, inf, r.memoryBandwidth, 2, tm, tn);
+    if (target > epilogue)
+      rate = std::min(rate, atUnitRate / (target - epilogue));
+  }
+  if (rate == inf)
+    return r;
+  r.kernels = k;
+  r.smRate = rate;
+  return r;
+}
+
+namespace {
+
+/// A token GEMM of the forward, Y[s x n] = X[s x k] · W[k x n], and its two gradients.
 /// A token GEMM of the forward, Y[s x n] = X[s x k] · W[k x n], and its two gradients.
 struct Linear {
   double s, k, n;
@@ -89,7 +161,6 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel) 
   // and writes their gradients.
   work.inputGradient.memoryBytes =
       e * (2 * 3 * hs + 2 * 3 * hs + (x.gated ? 5 : 3) * s * f + rotary);
-
   // The attention core, per sample and head of this rank: S = QKᵀ, P = softmax(S) (read S,
   // write P), O = PV. Backward: dP = dO·Vᵀ, dV = Pᵀ·dO, dS = softmax'(P, dP) (read P and dP,
   // write dS), dQ = dS·K, dK = dSᵀ·Q.
@@ -137,9 +208,21 @@ LayerWork conduit::transformerWork(const TransformerShape &x, TransformerLayer l
   return work;
 }
 
+double Roofline::computeTime(const Gemm &g) const {
+  const double rate = smRate;
+  if (!(rate > 0))
+    return g.flops() / flopRate;
+  const double e = static_cast<double>(elementBytes);
+  const double tm = static_cast<double>(kernels.tileM), tn = static_cast<double>(kernels.tileN);
+  // The library orients its tile to the output; nothing runs faster than the ceiling.
+  return std::max(std::min(tiledTime(g, kernels, rate, memoryBandwidth, e, tm, tn),
+                           tiledTime(g, kernels, rate, memoryBandwidth, e, tn, tm)),
+                  g.flops() / flopRate);
+}
+
 double Roofline::time(const Gemm &gemm, int64_t samples) const {
   const Gemm g = gemm.forSamples(samples);
-  return std::max(g.flops() / flopRate, g.bytes(elementBytes) / memoryBandwidth);
+  return std::max(computeTime(g), g.bytes(elementBytes) / memoryBandwidth);
 }
 
 double Roofline::gemmTime(const Work &work, int64_t samples) const {

@@ -1,18 +1,22 @@
-//===- Roofline.h - the work of transformer layers on the roofline -*- C++ -*-===//
+//===- Roofline.h - the work of transformer layers on the device -*- C++ -*-===//
 //
 // A transformer layer's forward and backward as a device runs them: its matrix products with
-// their shapes, and the element-wise traffic around them (norms, activations, softmax,
-// residuals, the embedding lookup, the loss), on one rank of a Megatron-style tensor-parallel
-// group. Each product costs the longer of its FLOPs at the peak times the efficiency ceiling
-// and its bytes at the memory bandwidth (the roofline of Williams, Waterman and Patterson,
-// CACM 52(4), 2009); element-wise traffic costs its bytes at the memory bandwidth. So narrow
-// shards and small micro-batches cost what they cost. Formulas and sources are in
+// their shapes, and the element-wise traffic around them (norms,
+// activations, residuals, the embedding lookup, the loss), on one rank of a Megatron-style
+// tensor-parallel group. A product costs the longer of its compute and its bytes at the
+// memory bandwidth (the roofline of Williams, Waterman and Patterson, CACM 52(4), 2009); its
+// compute is the library's: output tiles in waves over the streaming multiprocessors, each
+// tile a main loop over k and an epilogue that writes it (tile and wave quantization, small
+// k), at the rate that reproduces the device's measured largest-GEMM ceiling. Element-wise
+// traffic costs its bytes at the memory bandwidth. Formulas and sources are in
 // docs/cost-model.md.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef CONDUIT_ANALYSIS_ROOFLINE_H
 #define CONDUIT_ANALYSIS_ROOFLINE_H
+
+#include "job/Cluster.h"
 
 #include <cstdint>
 #include <vector>
@@ -61,8 +65,8 @@ struct Work {
 };
 
 /// A layer's passes on one tensor-parallel rank. The forward is `forward` and then
-/// `attentionCore` (blocks only: QKᵀ, softmax, AV), kept apart because a selective
-/// recomputation repeats only the core.
+/// `attentionCore` (blocks only: QKᵀ, softmax, AV), kept apart because a
+/// selective recomputation repeats only the core.
 struct LayerWork {
   Work forward, attentionCore, inputGradient, weightGradient;
 };
@@ -79,19 +83,33 @@ enum class TransformerLayer { Embedding, Block, Head };
 LayerWork transformerWork(const TransformerShape &shape, TransformerLayer layer, int64_t tensor,
                           bool sequenceParallel);
 
-/// A device's roofline: FLOP/s reachable by a product (the peak times the efficiency ceiling)
-/// and memory bandwidth in bytes/s.
+/// A device as the cost model prices kernels on it.
 struct Roofline {
-  double flopRate = 1;
+  double flopRate = 1; ///< BF16 peak times the efficiency: the largest GEMMs' rate
   double memoryBandwidth = 1;
   int64_t elementBytes = 2;
+  /// The device's kernels; without them (`sms` 0) a product takes the longer of its FLOPs at
+  /// `flopRate` and its bytes.
+  DeviceKernels kernels{};
 
-  /// max(FLOPs / flopRate, bytes / memoryBandwidth) for `samples` samples.
+  /// The roofline of `cluster` for elements of `elementBytes` bytes.
+  static Roofline of(const Cluster &cluster, int64_t elementBytes);
+
+  /// The longer of the product's compute and its bytes at the memory bandwidth, for `samples`
+  /// samples.
   double time(const Gemm &gemm, int64_t samples) const;
+  /// The product's compute alone: its tiles in waves over the SMs (each a main loop over k at
+  /// the calibrated rate and an epilogue writing the tile at the SM's share of the bandwidth),
+  /// or its FLOPs at the rate without the device's kernels. For `samples` = 1, of `gemm` as is.
+  double computeTime(const Gemm &gemm) const;
   /// The products' times plus the element-wise bytes at the memory bandwidth.
   double time(const Work &work, int64_t samples) const;
   /// The products' times alone.
   double gemmTime(const Work &work, int64_t samples) const;
+
+  /// FLOP/s of one SM's main loop: what reproduces the measured ceiling (set by `of`; 0: the
+  /// plain roofline).
+  double smRate = 0;
 };
 
 } // namespace conduit

@@ -3,7 +3,8 @@
 // The figures of one cluster that the cost model prices a plan with, as plain numbers: a job
 // file's `cluster` section after its preset is expanded (job/JobFile.h fills it), and the pipe
 // dialect's #pipe.cluster attribute (passes/CostModelBuilder.h converts it). Units are SI. The
-// presets are the starting points a job file names.
+// presets are the starting points a job file names; each also describes how its device runs
+// a transformer's kernels (DeviceKernels), from published measurements (docs/cost-model.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,10 +19,24 @@
 
 namespace conduit {
 
+/// How a device's libraries run a transformer's kernels, for the cost model's GEMM and attention
+/// models (analysis/Roofline.h; sources in docs/cost-model.md). One set per device, from
+/// published kernel measurements; a preset carries its device's, a job cannot override them.
+/// Zero `sms`: no such knowledge, and every GEMM sits on the plain roofline.
+struct DeviceKernels {
+  int64_t sms = 0; ///< streaming multiprocessors: the tiles of one wave
+  /// The output tile of the library's large GEMM kernels (m x n) and the depth of one step of
+  /// its main loop (k).
+  int64_t tileM = 0, tileN = 0, tileK = 0;
+  /// The shape at which the largest-GEMM ceiling (the cluster's `efficiency`) was measured: the
+  /// main loop's rate is the one that reproduces it there.
+  double ceilingM = 0, ceilingN = 0, ceilingK = 0;
+};
+
 struct Cluster {
   std::string preset;
   double peakFlops = 0;       ///< per GPU, FLOP/s
-  double efficiency = 0;      ///< achievable fraction of the peak, (0, 1]: a GEMM's ceiling
+  double efficiency = 0;      ///< fraction of the peak the largest GEMMs reach, (0, 1]
   double memoryBandwidth = 0; ///< device memory (HBM), bytes/s
   int64_t memoryBytes = 0;
   int64_t gpusPerNode = 0;
@@ -31,6 +46,9 @@ struct Cluster {
   double launchOverheadS = 0; ///< per layer and pass
   /// Measured per-layer times replacing the analytic estimates (absolute path, or empty).
   std::string profile;
+  /// The preset's device kernels (not a job key; not carried by the IR, which names the
+  /// preset: presetKernels recovers them).
+  DeviceKernels kernels;
 };
 
 /// The presets a job's `cluster.preset` names, in the order diagnostics list them.
@@ -38,6 +56,9 @@ absl::Span<const Cluster> clusterPresets();
 
 /// Their names, in the same order.
 absl::Span<const std::string_view> clusterPresetNames();
+
+/// The device kernels of the preset named `preset`, or none (`sms` 0) for another name.
+DeviceKernels presetKernels(std::string_view preset);
 
 } // namespace conduit
 

@@ -17,6 +17,7 @@ Cluster conduit::clusterFromAttr(pipe::ClusterAttr cluster) {
   c.latencyS = cluster.getLatencyS();
   c.launchOverheadS = cluster.getLaunchOverheadS();
   c.profile = cluster.getProfile().str();
+  c.kernels = presetKernels(c.preset);
   return c;
 }
 

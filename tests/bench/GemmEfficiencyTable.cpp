@@ -61,8 +61,7 @@ int main(int argc, char **argv) {
   const TransformerSpec &spec = *job->model.transformer;
   const Cluster &cluster = job->cluster;
   const TransformerShape shape = transformerShape(spec, job->training.elementBytes());
-  const Roofline roofline{cluster.peakFlops * cluster.efficiency, cluster.memoryBandwidth,
-                          shape.elementBytes};
+  const Roofline roofline = Roofline::of(cluster, shape.elementBytes);
   const double blockFlops = job->model.layers[1].fwdFlops + job->model.layers[1].bwdFlops;
 
   std::printf("%s, h %lld, s %lld, on %s (peak %.0f TFLOP/s, ceiling %.2f, HBM %.3g TB/s)\n\n",

@@ -268,7 +268,9 @@ TEST(Report, BreadthFirstExposesLessReduceScatterOn52B) {
   for (const char *m : {"32", "64"}) {
     std::vector<std::string> common = {std::string("parallelism.microbatches=") + m,
                                        "parallelism.stages_per_device=4",
-                                       "cluster.inter_node_bandwidth=2.5e9"};
+                                       "cluster.inter_node_bandwidth=2.5e9",
+                                       // The compute-to-network ratio this was written for.
+                                       "cluster.efficiency=0.5"};
     std::vector<std::string> bfsSet = common, dfsSet = common;
     bfsSet.push_back("parallelism.schedule=breadth-first");
     dfsSet.push_back("parallelism.schedule=depth-first");
