@@ -98,6 +98,28 @@ std::optional<Job> JobParser::parse(const Json &root, bool withParallelism) {
   return job;
 }
 
+bool JobParser::parseParallelismOnly(Job &job, const Json &parallelism) {
+  if (!parallelism.is_object()) {
+    diag.report("parallelism", "expected an object, got " + describeJson(parallelism));
+    return false;
+  }
+  ObjectReader section(parallelism, "parallelism", diag);
+  ParallelismSpec p;
+  parseParallelism(section, p);
+  if (diag.failed())
+    return false;
+  // The checks read the job's parallelism: put the new one in place, and the old one back if
+  // they refuse it.
+  ParallelismSpec before = std::move(job.parallelism);
+  job.parallelism = std::move(p);
+  checkParallelism(job);
+  if (diag.failed()) {
+    job.parallelism = std::move(before);
+    return false;
+  }
+  return true;
+}
+
 void JobParser::parseTraining(ObjectReader &section, TrainingSpec &t) {
   if (auto dtype = readEnum<runtime::DType>(section, "dtype"))
     t.dtype = *dtype;
@@ -178,6 +200,10 @@ std::optional<Job> conduit::parseJob(const Json &root, std::string_view path, Di
 std::optional<Job> conduit::parseJobWithoutParallelism(const Json &root, std::string_view path,
                                                        Diagnostics &diag) {
   return JobParser(path, diag).parse(root, /*withParallelism=*/false);
+}
+
+bool conduit::parseParallelismFor(Job &job, const Json &parallelism, Diagnostics &diag) {
+  return JobParser(job.path, diag).parseParallelismOnly(job, parallelism);
 }
 
 std::optional<Job> conduit::readJobFile(std::string_view path, Diagnostics &diag,

@@ -35,6 +35,12 @@ std::optional<Job> parseJob(const Json &root, std::string_view path, Diagnostics
 std::optional<Job> parseJobWithoutParallelism(const Json &root, std::string_view path,
                                               Diagnostics &diag);
 
+/// Reads `parallelism`, a job file's parallelism section, for `job`, whose model, cluster and
+/// training parseJobWithoutParallelism read, and checks it against them: what parseJob reports
+/// for the whole job with that section, without reading the rest again (a search reads many
+/// sections for one model). On success `job.parallelism` holds it; on failure it is unchanged.
+bool parseParallelismFor(Job &job, const Json &parallelism, Diagnostics &diag);
+
 } // namespace conduit
 
 #endif // CONDUIT_JOB_JOBFILE_H

@@ -42,6 +42,8 @@ public:
 
   /// The whole job; without `parallelism` when `withParallelism` is false.
   std::optional<Job> parse(const Json &root, bool withParallelism);
+  /// The parallelism section alone, for a job read without it (parseParallelismFor).
+  bool parseParallelismOnly(Job &job, const Json &parallelism);
 
 private:
   // JobFile.cpp

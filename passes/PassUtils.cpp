@@ -140,35 +140,17 @@ std::vector<int64_t> conduit::stageOutputBytes(pipe::ModelOp model) {
 }
 
 TensorShare conduit::tensorShare(pipe::ParallelismAttr par, pipe::LayerOp layer) {
-  const int64_t t = par.getTensor();
-  const bool sequence = par.getSequenceParallel();
-  // The replicated part whole, the rest divided (rounded up: a rank holds at least its share).
-  auto split = [t](int64_t whole, int64_t replicated) {
-    replicated = std::min(replicated, whole);
-    return replicated + (whole - replicated + t - 1) / t;
-  };
-  const int64_t activation = layer.getActivationBytes();
-  const int64_t replicatedActivation =
-      sequence ? 0 : layer.getReplicatedActivationBytes().value_or(0);
-  TensorShare share;
-  share.params = split(layer.getParams(), layer.getReplicatedParams().value_or(0));
-  share.activationBytes = split(activation, replicatedActivation);
-  // A deferred weight gradient keeps its GEMMs' inputs and output gradients: without sequence
-  // parallelism the replicated inputs (the activations' replicated part) come with as many
-  // bytes of whole output gradients (of the row-parallel projections, and the norms'); the
-  // embedding's (token ids, output gradient) is whole.
-  const int64_t weightGradient = layer.getWeightGradientBytes().value_or(activation);
-  const int64_t replicatedWeightGradient = sequence ? 0
-                                           : layer.getKind() == pipe::LayerKind::Embedding
-                                               ? weightGradient
-                                               : 2 * replicatedActivation;
-  share.weightGradientBytes = split(weightGradient, replicatedWeightGradient);
-  share.checkpointBytes =
-      sequence ? split(layer.getCheckpointBytes(), 0) : layer.getCheckpointBytes();
-  share.outputBytes = sequence ? split(layer.getOutputBytes(), 0) : layer.getOutputBytes();
-  share.attentionCoreBytes =
-      std::min(split(layer.getAttentionCoreBytes().value_or(0), 0), share.activationBytes);
-  return share;
+  SplitLayer figures;
+  figures.embedding = layer.getKind() == pipe::LayerKind::Embedding;
+  figures.params = layer.getParams();
+  figures.replicatedParams = layer.getReplicatedParams().value_or(0);
+  figures.activationBytes = layer.getActivationBytes();
+  figures.replicatedActivationBytes = layer.getReplicatedActivationBytes().value_or(0);
+  figures.weightGradientBytes = layer.getWeightGradientBytes();
+  figures.checkpointBytes = layer.getCheckpointBytes();
+  figures.outputBytes = layer.getOutputBytes();
+  figures.attentionCoreBytes = layer.getAttentionCoreBytes().value_or(0);
+  return conduit::tensorShare(figures, par.getTensor(), par.getSequenceParallel());
 }
 
 TensorLayout::TensorLayout(pipe::ModelOp model) {

@@ -7,6 +7,7 @@
 #ifndef CONDUIT_PASSES_PASSUTILS_H
 #define CONDUIT_PASSES_PASSUTILS_H
 
+#include "analysis/TensorShare.h"
 #include "dialects/pipe/PipeOps.h"
 #include "passes/CostModelBuilder.h"
 #include "runtime/plan/MemoryKinds.h"
@@ -56,20 +57,7 @@ sched::ActionTimes actionTimes(const CostModel &cost, pipe::ModelOp model,
 /// Parameters of each stage (the sum over its layers).
 std::vector<int64_t> stageParams(pipe::ModelOp model);
 
-/// One layer's figures (per sample) on one rank of its tensor group: Megatron-LM's
-/// partitioning divides what the layer does not keep replicated by T, and sequence
-/// parallelism divides the activations, the layer input and the output too. With T = 1, the
-/// layer's own figures.
-struct TensorShare {
-  int64_t params = 0;
-  int64_t activationBytes = 0;
-  int64_t checkpointBytes = 0;
-  int64_t outputBytes = 0;
-  /// What a deferred weight gradient keeps (the layer's activations when unstated).
-  int64_t weightGradientBytes = 0;
-  /// Of activationBytes, the attention core's (split with the heads).
-  int64_t attentionCoreBytes = 0;
-};
+/// One layer's figures (per sample) on one rank of its tensor group (analysis/TensorShare.h).
 TensorShare tensorShare(pipe::ParallelismAttr par, pipe::LayerOp layer);
 
 /// A model's layers and configuration as runtime/plan/TensorCollectives.h reads them, to ask

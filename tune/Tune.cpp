@@ -77,7 +77,7 @@ std::string contextOf(const Configuration &config) {
   std::string context;
   for (const Assignment &a : config)
     if (!llvm::StringRef(a.key).starts_with("parallelism."))
-      context += a.key + "=" + displayValue(a.value) + ";";
+      context += std::string(a.key) + "=" + displayValue(a.value) + ";";
   return context;
 }
 
@@ -108,7 +108,8 @@ std::string describe(llvm::ArrayRef<Dimension> dimensions, const Configuration &
   std::string text;
   for (const Assignment &a : config) {
     auto dim = llvm::find_if(dimensions, [&](const Dimension &d) { return d.key == a.key; });
-    text += (text.empty() ? "" : ", ") + (dim != dimensions.end() ? dim->column : a.key) + " " +
+    text += (text.empty() ? "" : ", ") +
+            (dim != dimensions.end() ? dim->column : std::string(a.key)) + " " +
             displayValue(a.value);
   }
   return text;
@@ -117,7 +118,8 @@ std::string describe(llvm::ArrayRef<Dimension> dimensions, const Configuration &
 /// Everything the workers share, under one lock.
 class SearchState {
 public:
-  SearchState(TuneObjective objective, size_t top) : objective(objective), top(top) {}
+  SearchState(TuneObjective objective, size_t top, bool pareto)
+      : objective(objective), top(top), pareto(pareto) {}
 
   /// Whether a candidate with these bounds could still enter the top K, beat the best of its
   /// schedule, or reach the Pareto front.
@@ -128,6 +130,8 @@ public:
     auto best = familyBest.find(c.family);
     if (best == familyBest.end() || bound <= primaryFigure(objective, best->second))
       return true;
+    if (!pareto)
+      return false;
     // Pareto: some compiled configuration is at least as fast and as small as this one can be.
     auto it = std::upper_bound(
         front.begin(), front.end(), c.bounds.stepTimeS * (1 - kSlack),
@@ -145,12 +149,15 @@ public:
     auto [best, inserted] = familyBest.try_emplace(c.family, c);
     if (!inserted && better(objective, c, best->second))
       best->second = c;
-    addToFront(c.figures.stepTimeS, c.figures.peakMemoryBytes);
-    all.push_back(c);
+    if (pareto) {
+      addToFront(c.figures.stepTimeS, c.figures.peakMemoryBytes);
+      all.push_back(c);
+    }
   }
 
   TuneObjective objective;
   size_t top;
+  bool pareto;
   std::vector<TunedConfiguration> ranked;
   std::map<std::string, TunedConfiguration> familyBest;
   /// Compiled configurations that fit, in compile order.
@@ -228,10 +235,27 @@ int64_t peakOf(const CompiledJob &c) {
   return c.report ? c.report->peakMemoryBytes : c.refusedPeakBytes.value_or(0);
 }
 
+/// The tensor collectives' part of a report's exposed communication: the mean over ranks of
+/// what they add to the compute stream.
+double tensorShareOf(const PlanReport &report) {
+  if (report.ranks.empty())
+    return 0;
+  double sum = 0;
+  for (const RankReport &r : report.ranks)
+    sum += r.idle.tensor;
+  return sum / static_cast<double>(report.ranks.size());
+}
+
 /// Whether a compile failed for another reason than memory.
 bool failed(const CompiledJob &c) { return !c.report && !c.refusedPeakBytes; }
 
 } // namespace
+
+SpaceRequest conduit::spaceRequest(const Job &model, const TuneOptions &options) {
+  return {options.gpus, options.globalBatch, static_cast<int64_t>(model.model.layers.size()),
+          options.restrictions,
+          tensorSizesOf(model.model.transformer, options.gpus, model.cluster.gpusPerNode)};
+}
 
 llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &path,
                                          const TuneOptions &options) {
@@ -239,8 +263,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
   llvm::Expected<Job> model = parseModel(root, path);
   if (!model)
     return model.takeError();
-  SpaceRequest request{options.gpus, options.globalBatch,
-                       static_cast<int64_t>(model->model.layers.size()), options.restrictions};
+  SpaceRequest request = spaceRequest(*model, options);
   std::vector<Dimension> dimensions = dimensionsFor(request);
   std::string why;
   std::vector<Configuration> configs = enumerateSpace(request, dimensions, why);
@@ -272,6 +295,17 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
       options.progress(line);
   };
 
+  // What the configurations' parallelism sections start from: the job's, without the keys the
+  // space owns or that depend on the shape (as applyConfiguration leaves it).
+  Json baseSection = Json::object();
+  {
+    Json start = applyConfiguration(root, dimensions, {});
+    if (const Json *section = findKey(start, "parallelism"))
+      baseSection["parallelism"] = *section;
+    else
+      baseSection["parallelism"] = Json::object();
+  }
+
   // Bounds, with no IR: each thread takes a contiguous share, so that configurations sharing
   // a shape (neighbours in the enumeration) share its schedule.
   std::vector<std::vector<Candidate>> shares(threads);
@@ -283,6 +317,9 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
       threads,
       [&](unsigned t) {
         BoundCalculator calculator;
+        bool contextRead = false;
+        std::string readContext, contextError;
+        std::optional<Job> contextJob;
         const size_t first = t * configs.size() / threads;
         const size_t last = (t + 1) * configs.size() / threads;
         auto refuse = [&](int64_t bound) {
@@ -298,6 +335,8 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
             ParallelismSpec par;
             par.pipeline = integerOf(configs[i], "parallelism.pipeline", 1);
             par.data = integerOf(configs[i], "parallelism.data", 1);
+            par.tensor = integerOf(configs[i], "parallelism.tensor", 1);
+            par.sequenceParallel = booleanOf(configs[i], "parallelism.sequence_parallel", false);
             par.sharding =
                 parseEnum<runtime::Sharding>(stringOf(configs[i], "parallelism.sharding"))
                     .value_or(runtime::Sharding::None);
@@ -308,15 +347,33 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
               continue;
             }
           }
-          Json job = applyConfiguration(root, dimensions, configs[i]);
+          // The model, cluster and training are read once per context; each configuration's
+          // parallelism section alone is read and checked against them.
+          if (!contextRead || context != readContext) {
+            Diagnostics diag(path);
+            contextJob = parseJobWithoutParallelism(
+                applyConfiguration(root, dimensions, configs[i]), path, diag);
+            contextError = contextJob ? std::string() : diag.getError()->str();
+            readContext = context;
+            contextRead = true;
+          }
           Diagnostics diag(path);
-          std::optional<Job> parsed = parseJob(job, path, diag);
-          if (!parsed) {
+          bool valid = false;
+          if (contextJob) {
+            Json section = baseSection;
+            for (const Assignment &a : configs[i])
+              if (llvm::StringRef(a.key).starts_with("parallelism."))
+                setKey(section, a.key, a.value);
+            valid = parseParallelismFor(*contextJob, section["parallelism"], diag);
+          }
+          if (!valid) {
             ++shareCounts[t].invalid;
             if (shareInvalid[t].empty())
-              shareInvalid[t] = describe(dimensions, configs[i]) + ": " + diag.getError()->str();
+              shareInvalid[t] = describe(dimensions, configs[i]) + ": " +
+                                (contextJob ? diag.getError()->str() : contextError);
             continue;
           }
+          const Job *parsed = &*contextJob;
           const int64_t device = parsed->cluster.memoryBytes;
           shareDevice[t] = device;
           if (int64_t bound = BoundCalculator::staticMemoryBound(*parsed); bound > device) {
@@ -364,7 +421,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
                    });
 
   // Compile in the order of the bounds, skipping what cannot matter.
-  SearchState state(options.objective, static_cast<size_t>(options.top));
+  SearchState state(options.objective, static_cast<size_t>(options.top), options.pareto);
   std::mutex mutex;
   size_t next = 0;
   std::string internalError;
@@ -420,6 +477,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
           ++counts.evaluated;
           TunedConfiguration tuned;
           tuned.figures = *compiled.report;
+          tuned.tensorCommS = tensorShareOf(*compiled.report);
           tuned.config = configs[c->index];
           tuned.family = c->family;
           tuned.bounds = c->bounds;
@@ -510,6 +568,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
             [&](const auto &a, const auto &b) { return better(options.objective, a, b); });
   // The Pareto front of everything compiled: the search compiled every configuration that
   // could be on it.
+  result.paretoSearched = options.pareto;
   std::vector<TunedConfiguration> all = state.all;
   std::sort(all.begin(), all.end(),
             [&](const auto &a, const auto &b) { return better(TuneObjective::Throughput, a, b); });
@@ -544,6 +603,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
         continue;
       refinement.from = from;
       refinement.refined.figures = *refined.report;
+      refinement.refined.tensorCommS = tensorShareOf(*refined.report);
       refinement.refined.config = from.config;
       refinement.refined.config.push_back({"parallelism.microbatch_partitions", cuts});
       refinement.refined.job = std::move(job);

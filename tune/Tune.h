@@ -11,7 +11,8 @@
 // 3. memory bounds (TuneBounds.h) refuse what cannot fit, before and after the schedule;
 // 4. the rest is compiled in the order of its step-time bound (memory bound for the memory
 //    objective) and skipped where the bound proves it can neither enter the top K, nor beat
-//    the best of its schedule, nor reach the Pareto front of throughput against memory.
+//    the best of its schedule, nor (when asked for) reach the Pareto front of throughput
+//    against memory.
 //
 // A compiled figure below its bound is an error: the search would not be exact. The top K
 // are compiled a second time from their written job objects (the text --best-job writes) and
@@ -50,6 +51,10 @@ struct TuneOptions {
   double budgetS = 0;
   /// Refine the best configuration the UMPIPE search covers with unequal micro-batches.
   bool microbatchSearch = false;
+  /// Find the Pareto front of throughput against peak memory too. It costs compiles: a
+  /// configuration can be ruled out of it only by a compiled one at least as fast and as small
+  /// as its bounds, and the memory bounds are far below most peaks.
+  bool pareto = false;
   /// Worker threads (0: one per core).
   unsigned threads = 0;
   /// Receives a progress line about once a second once the search has run for a second.
@@ -66,6 +71,8 @@ struct TunedConfiguration {
   Bounds bounds;
   /// What its compile predicts (the step's report, less the per-rank detail).
   StepFigures figures;
+  /// Of figures.exposedCommS, the tensor group's collectives (mean over ranks, as it is).
+  double tensorCommS = 0;
   /// Position in the enumeration (the last tie-break, so that results are deterministic).
   size_t index = 0;
 };
@@ -105,8 +112,9 @@ struct TuneResult {
   /// The best configuration of each schedule, best first.
   std::vector<TunedConfiguration> bestPerFamily;
   /// Throughput against peak memory: no other configuration is both faster and smaller.
-  /// Fastest first.
+  /// Fastest first. Only when TuneOptions::pareto asked for it.
   std::vector<TunedConfiguration> pareto;
+  bool paretoSearched = false;
   TuneCounts counts;
   /// One reason a configuration was refused, and one a compile failed, as examples.
   std::string exampleInvalid, exampleFailure;
@@ -126,6 +134,9 @@ struct TuneResult {
 /// The model, cluster and training of the job at `path` (job/JobFile.h's reader without the
 /// parallelism section), or the job-file error.
 llvm::Expected<Job> parseModel(const Json &root, const std::string &path);
+
+/// The space tune() searches for `model` (parseModel's job) under `options`.
+SpaceRequest spaceRequest(const Job &model, const TuneOptions &options);
 
 /// Runs the search on `root`, the job file's JSON read from `path`. Fails with a message that
 /// names the option or key to change when nothing can be ranked, and with an internal error

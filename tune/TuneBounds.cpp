@@ -10,6 +10,8 @@
 #include "tune/TuneBounds.h"
 
 #include "analysis/JobCosts.h"
+#include "analysis/TensorShare.h"
+#include "runtime/plan/TensorCollectives.h"
 #include "scheduling/Schedulers.h"
 
 #include <algorithm>
@@ -28,6 +30,22 @@ runtime::Sharding effectiveSharding(const ParallelismSpec &p) {
 
 bool fullGradientBuffers(runtime::Sharding s) {
   return s == runtime::Sharding::Gradients || s == runtime::Sharding::Full;
+}
+
+/// A layer as one rank of its tensor group holds it.
+TensorShare shareOf(const LayerSpec &layer, const ParallelismSpec &par) {
+  return tensorShare(splitLayer(layer), par.tensor, par.sequenceParallel);
+}
+
+Collective collectiveOf(runtime::Op op) {
+  switch (op) {
+  case runtime::Op::TensorAllGather:
+    return Collective::AllGather;
+  case runtime::Op::TensorReduceScatter:
+    return Collective::ReduceScatter;
+  default:
+    return Collective::AllReduce;
+  }
 }
 
 } // namespace
@@ -49,7 +67,7 @@ int64_t BoundCalculator::staticMemoryBound(const Job &job, const ParallelismSpec
   // into stages only rounds the shards up.
   Stage whole;
   for (const LayerSpec &layer : job.model.layers)
-    whole.params += layer.params;
+    whole.params += shareOf(layer, par).params;
   return ceilDiv(staticBytes(job, par, whole), par.pipeline);
 }
 
@@ -100,13 +118,13 @@ BoundCalculator::stages(const Job &job) {
     Stage stage;
     stage.first = partition->bounds[s];
     stage.end = partition->bounds[s + 1];
+    // What one rank of the tensor group holds, as the compiler's memory plan counts it.
     std::vector<LayerBytes> layers;
     for (int64_t l = stage.first; l < stage.end; ++l) {
-      const LayerSpec &spec = job.model.layers[l];
-      stage.params += spec.params;
-      layers.push_back({spec.activationBytes, spec.checkpointBytes,
-                        spec.weightGradientBytes.value_or(spec.activationBytes),
-                        spec.attentionCoreBytes.value_or(0)});
+      const TensorShare share = shareOf(job.model.layers[l], par);
+      stage.params += share.params;
+      layers.push_back({share.activationBytes, share.checkpointBytes, share.weightGradientBytes,
+                        share.attentionCoreBytes});
     }
     stage.activations = stageActivations(layers, par.checkpointing);
     out.push_back(stage);
@@ -119,7 +137,7 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   auto key = std::make_tuple(par.pipeline, par.stagesPerDevice, par.microbatches,
                              par.microbatchSize, static_cast<int>(par.schedule), par.groupSize,
                              static_cast<int>(par.checkpointing), static_cast<int>(par.placement),
-                             par.splitBackward);
+                             par.splitBackward, par.tensor, par.sequenceParallel);
   if (auto it = schedules.find(key); it != schedules.end())
     return it->second.get();
   llvm::Expected<const CostModel *> cost = costModel(job);
@@ -165,6 +183,44 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
     return (stage.activations.forwardKept + stage.activations.forwardWorking) * b;
   };
   auto working = [&](const Stage &stage) { return stage.activations.backwardWorking * b; };
+
+  // A compute and the tensor collectives it issues on the compute stream, as the simulator
+  // charges them (PlanCosts): all of the collectives after the compute, or, with sequence
+  // parallelism, pipelined with it (the longer of the two). A whole backward issues what its
+  // input and weight gradients issue together, so its time bounds the two halves' as well.
+  runtime::Config tensorConfig;
+  std::vector<runtime::Layer> tensorLayers;
+  if (par.tensor > 1) {
+    tensorConfig.tensor = static_cast<int32_t>(par.tensor);
+    tensorConfig.sequenceParallel = par.sequenceParallel;
+    tensorConfig.checkpointing = par.checkpointing;
+    tensorConfig.tokensPerSample = job.model.tokensPerSample;
+    for (const LayerSpec &layer : job.model.layers) {
+      runtime::Layer l;
+      l.kind = layer.kind;
+      l.checkpointBytes = layer.checkpointBytes;
+      l.outputBytes = layer.outputBytes;
+      tensorLayers.push_back(l);
+    }
+  }
+  auto withCollectives = [&](const Stage &stage, runtime::Op pass, double compute) {
+    if (par.tensor <= 1)
+      return compute;
+    double comm = 0;
+    for (const runtime::TensorCollective &x :
+         runtime::tensorCollectives(tensorConfig, tensorLayers, static_cast<int32_t>(stage.first),
+                                    static_cast<int32_t>(stage.end), pass, b))
+      comm += (*cost)->tensorCollectiveTime(collectiveOf(x.op), x.bytes);
+    return par.sequenceParallel ? std::max(compute, comm) : compute + comm;
+  };
+  auto forwardTime = [&](const Stage &stage) {
+    return withCollectives(stage, runtime::Op::Forward,
+                           (*cost)->stageForwardTime(stage.first, stage.end, b));
+  };
+  auto backwardTime = [&](const Stage &stage) {
+    return withCollectives(stage, runtime::Op::Backward,
+                           (*cost)->stageBackwardTime(stage.first, stage.end, b));
+  };
 
   // The activations each rank holds along its order: a forward stores its micro-batch's, and
   // the first backward part of that micro-batch frees them, at the earliest. With sharded
@@ -215,10 +271,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   if (!par.splitBackward) {
     sched::ActionTimes times;
     for (const Stage &stage : st) {
-      times.forward.emplace_back(par.microbatches,
-                                 (*cost)->stageForwardTime(stage.first, stage.end, b));
-      times.backward.emplace_back(par.microbatches,
-                                  (*cost)->stageBackwardTime(stage.first, stage.end, b));
+      times.forward.emplace_back(par.microbatches, forwardTime(stage));
+      times.backward.emplace_back(par.microbatches, backwardTime(stage));
     }
     sched::Timeline timeline = sched::simulateCompute(problem, *order, times);
     for (int64_t r = 0; r < par.pipeline; ++r) {
@@ -239,13 +293,13 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   // time.
   std::vector<double> forward(numStages);
   for (int64_t s = 0; s < numStages; ++s)
-    forward[s] = (*cost)->stageForwardTime(st[s].first, st[s].end, b);
+    forward[s] = forwardTime(st[s]);
   std::vector<int64_t> lowest(par.pipeline, numStages);
   for (int64_t s = 0; s < numStages; ++s) {
     const int64_t r = (*rankOf)[s];
     lowest[r] = std::min(lowest[r], s);
-    facts->computeEnd[r] += static_cast<double>(par.microbatches) *
-                            (forward[s] + (*cost)->stageBackwardTime(st[s].first, st[s].end, b));
+    facts->computeEnd[r] +=
+        static_cast<double>(par.microbatches) * (forward[s] + backwardTime(st[s]));
   }
   for (int64_t r = 0; r < par.pipeline; ++r)
     for (int64_t s = 0; s < lowest[r]; ++s)

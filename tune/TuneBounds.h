@@ -93,8 +93,9 @@ private:
   std::map<std::tuple<int, int64_t, int64_t, bool, int64_t, bool>, std::unique_ptr<CostModel>>
       costModels;
   std::map<std::tuple<int64_t, int64_t, int, int64_t, bool>, std::vector<Stage>> partitions;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int, int64_t, int, int, bool>,
-           std::unique_ptr<ScheduleFacts>>
+  std::map<
+      std::tuple<int64_t, int64_t, int64_t, int64_t, int, int64_t, int, int, bool, int64_t, bool>,
+      std::unique_ptr<ScheduleFacts>>
       schedules;
 };
 

@@ -73,6 +73,10 @@ struct Options {
       cl::desc("Refine the best configuration the UMPIPE search covers with unequal "
                "micro-batches"),
       cl::cat(category)};
+  cl::opt<bool> pareto{
+      "pareto",
+      cl::desc("Find the Pareto front of throughput against peak memory too (compiles more)"),
+      cl::cat(category)};
   cl::opt<unsigned> threads{"threads", cl::desc("Worker threads (default: one per core)"),
                             cl::init(0), cl::cat(category)};
 };
@@ -181,6 +185,7 @@ int conduit::runTuner(int argc, char **argv) {
   tuneOptions.budgetS = options.budget;
   tuneOptions.microbatchSearch = options.microbatchSearch;
   tuneOptions.threads = options.threads;
+  tuneOptions.pareto = options.pareto;
   tuneOptions.progress = [](const std::string &line) { llvm::errs() << line << "\n"; };
   std::vector<TuneResult> results;
   for (int64_t batch : *batches) {

@@ -3,6 +3,7 @@
 #include "tune/TuneReport.h"
 
 #include "analysis/Units.h"
+#include "job/KeyEditor.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -19,11 +20,11 @@ namespace {
 
 std::string percent(double fraction) { return llvm::formatv("{0:f1}%", 100 * fraction).str(); }
 
-std::string columnOf(llvm::ArrayRef<Dimension> dimensions, const std::string &key) {
+std::string columnOf(llvm::ArrayRef<Dimension> dimensions, std::string_view key) {
   for (const Dimension &d : dimensions)
     if (d.key == key)
       return d.column;
-  return key;
+  return std::string(key);
 }
 
 /// The dimensions any of `rows` sets, in table order.
@@ -77,14 +78,14 @@ void printRows(llvm::ArrayRef<TunedConfiguration> rows, llvm::ArrayRef<Dimension
 /// "sharding gradients instead of full, window - instead of 2".
 std::string differences(const TunedConfiguration &other, const TunedConfiguration &best,
                         llvm::ArrayRef<Dimension> dimensions) {
-  std::vector<std::string> keys;
+  std::vector<std::string_view> keys;
   for (const Assignment &a : best.config)
     keys.push_back(a.key);
   for (const Assignment &a : other.config)
     if (!llvm::is_contained(keys, a.key))
       keys.push_back(a.key);
   std::string text;
-  for (const std::string &key : keys) {
+  for (std::string_view key : keys) {
     const Json *mine = lookup(other.config, key), *theirs = lookup(best.config, key);
     std::string a = mine ? displayValue(*mine) : "-", b = theirs ? displayValue(*theirs) : "-";
     if (a != b)
@@ -93,26 +94,40 @@ std::string differences(const TunedConfiguration &other, const TunedConfiguratio
   return text.empty() ? "nothing" : text;
 }
 
+/// The tensor size of a configuration (1 when it does not set one).
+int64_t tensorOfEntry(const TunedConfiguration &c) {
+  return integerOf(c.config, "parallelism.tensor", 1);
+}
+
 /// Why `loser` is slower than `best`: its step split into compute, communication it waits
-/// for, and the rest of its idle time (fill, drain, imbalance), each compared.
+/// for, and the rest of its idle time (fill, drain, imbalance), each compared. Where the two
+/// differ in tensor size, the tensor collectives are a part of their own.
 std::string whyLost(const TunedConfiguration &loser, const TunedConfiguration &best) {
-  auto parts = [](const TunedConfiguration &c) {
+  const bool tensor = tensorOfEntry(loser) != tensorOfEntry(best);
+  auto parts = [&](const TunedConfiguration &c) {
     const double idle = c.figures.bubbleFraction * c.figures.stepTimeS;
-    return std::array<double, 3>{c.figures.stepTimeS - idle, c.figures.exposedCommS,
-                                 idle - c.figures.exposedCommS};
+    std::vector<double> out{c.figures.stepTimeS - idle};
+    if (tensor)
+      out.push_back(c.tensorCommS);
+    out.push_back(c.figures.exposedCommS - (tensor ? c.tensorCommS : 0));
+    out.push_back(idle - c.figures.exposedCommS);
+    return out;
   };
-  std::array<double, 3> a = parts(loser), b = parts(best);
-  static const char *const kNames[] = {"compute per rank", "exposed communication",
-                                       "pipeline bubble (fill, drain, imbalance)"};
+  std::vector<double> a = parts(loser), b = parts(best);
+  std::vector<std::string> names{"compute per rank"};
+  if (tensor)
+    names.push_back("tensor-parallel collectives");
+  names.push_back(tensor ? "other exposed communication" : "exposed communication");
+  names.push_back("pipeline bubble (fill, drain, imbalance)");
   size_t worst = 0;
-  for (size_t k = 1; k < 3; ++k)
+  for (size_t k = 1; k < a.size(); ++k)
     if (a[k] - b[k] > a[worst] - b[worst])
       worst = k;
   std::string text;
-  for (size_t k = 0; k < 3; ++k)
-    text += std::string(k ? ", " : "") + kNames[k] + " " + formatSeconds(a[k]) + " against " +
+  for (size_t k = 0; k < a.size(); ++k)
+    text += std::string(k ? ", " : "") + names[k] + " " + formatSeconds(a[k]) + " against " +
             formatSeconds(b[k]);
-  return "mostly " + std::string(kNames[worst]) + " (" + text + ")";
+  return "mostly " + names[worst] + " (" + text + ")";
 }
 
 Json entryJson(const TunedConfiguration &c) {
@@ -123,6 +138,18 @@ Json entryJson(const TunedConfiguration &c) {
   entry["job"] = c.job;
   entry["config"] = std::move(config);
   entry["schedule"] = c.family;
+  // The parallel degrees, whether the configuration sets them or the job's defaults hold.
+  const Json *parallelism = c.job.is_object() ? findKey(c.job, "parallelism") : nullptr;
+  auto degree = [&](const char *key, const Json &fallback) {
+    if (const Json *v = lookup(c.config, std::string("parallelism.") + key))
+      return *v;
+    if (parallelism && parallelism->is_object() && parallelism->contains(key))
+      return (*parallelism)[key];
+    return fallback;
+  };
+  entry["tensor"] = degree("tensor", 1);
+  entry["sequence_parallel"] = degree("sequence_parallel", false);
+  entry["tensor_comm_s"] = c.tensorCommS;
   entry["step_time_s"] = c.figures.stepTimeS;
   entry["tokens_per_s"] = c.figures.tokensPerS;
   entry["peak_memory_bytes"] = c.figures.peakMemoryBytes;
@@ -223,8 +250,10 @@ void conduit::printTuneTable(const std::string &path, const TuneResult &result,
          << llvm::formatv("{0:f1}", 100 * (f.figures.stepTimeS / best.figures.stepTimeS - 1))
          << "% slower, " << whyLost(f, best) << "\n";
 
-  os << "\n  Pareto front (no configuration is both faster and smaller):\n";
-  printRows(result.pareto, dimensions, /*numbered=*/false, os);
+  if (result.paretoSearched) {
+    os << "\n  Pareto front (no configuration is both faster and smaller):\n";
+    printRows(result.pareto, dimensions, /*numbered=*/false, os);
+  }
 }
 
 Json conduit::tuneToJson(const TuneResult &result) {
@@ -248,7 +277,8 @@ Json conduit::tuneToJson(const TuneResult &result) {
   out["best"] = entryJson(result.best());
   out["top"] = entriesJson(result.top);
   out["best_per_schedule"] = entriesJson(result.bestPerFamily);
-  out["pareto"] = entriesJson(result.pareto);
+  if (result.paretoSearched)
+    out["pareto"] = entriesJson(result.pareto);
   out["search"] = std::move(search);
   if (result.refinement && !result.refinement->refined.config.empty())
     out["microbatch_search"] = {{"from", entryJson(result.refinement->from)},

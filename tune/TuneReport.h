@@ -21,11 +21,11 @@
 namespace conduit {
 
 /// The table: the search's counts, the ranked configurations, why the runner-up lost, the
-/// best of each schedule and the Pareto front.
+/// best of each schedule and (when searched) the Pareto front.
 void printTuneTable(const std::string &path, const TuneResult &result, llvm::raw_ostream &os);
 
-/// One search as JSON: `best`, `top`, `best_per_schedule`, `pareto` (each entry with its
-/// complete `job` and its figures) and `search` (the counts).
+/// One search as JSON: `best`, `top`, `best_per_schedule`, `pareto` when searched (each entry
+/// with its complete `job`, its figures and its parallel degrees) and `search` (the counts).
 Json tuneToJson(const TuneResult &result);
 
 /// Best tokens/s of each schedule against the batch per GPU, one search per global batch, as

@@ -9,11 +9,22 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+#include <mutex>
+#include <unordered_set>
+
 using namespace conduit;
+
+std::string_view conduit::internKey(std::string_view key) {
+  static std::mutex mutex;
+  static std::unordered_set<std::string> keys;
+  std::lock_guard<std::mutex> lock(mutex);
+  return *keys.emplace(key).first;
+}
 
 const Json *conduit::lookup(const Configuration &config, llvm::StringRef key) {
   for (const Assignment &a : config)
-    if (a.key == key)
+    if (llvm::StringRef(a.key) == key)
       return &a.value;
   return nullptr;
 }
@@ -29,6 +40,12 @@ std::string conduit::stringOf(const Configuration &config, llvm::StringRef key) 
   if (const Json *v = lookup(config, key); v && v->is_string())
     return v->get<std::string>();
   return "";
+}
+
+bool conduit::booleanOf(const Configuration &config, llvm::StringRef key, bool fallback) {
+  if (const Json *v = lookup(config, key); v && v->is_boolean())
+    return v->get<bool>();
+  return fallback;
 }
 
 std::string conduit::displayValue(const Json &value) {
@@ -68,6 +85,8 @@ std::optional<Restriction> conduit::parseRestriction(llvm::StringRef spec, llvm:
 
 namespace {
 
+constexpr llvm::StringLiteral kTensor = "parallelism.tensor";
+constexpr llvm::StringLiteral kSequenceParallel = "parallelism.sequence_parallel";
 constexpr llvm::StringLiteral kPipeline = "parallelism.pipeline";
 constexpr llvm::StringLiteral kData = "parallelism.data";
 constexpr llvm::StringLiteral kMicrobatchSize = "parallelism.microbatch_size";
@@ -76,8 +95,19 @@ constexpr llvm::StringLiteral kStagesPerDevice = "parallelism.stages_per_device"
 constexpr llvm::StringLiteral kSchedule = "parallelism.schedule";
 constexpr llvm::StringLiteral kSharding = "parallelism.sharding";
 
+int64_t tensorOf(const Configuration &c) { return integerOf(c, kTensor, 1); }
 int64_t pipelineOf(const Configuration &c) { return integerOf(c, kPipeline, 1); }
 int64_t dataOf(const Configuration &c) { return integerOf(c, kData, 1); }
+/// GPUs per tensor group's worth: what pipeline x data must make.
+int64_t groupsOf(const SpaceRequest &r, const Configuration &c) { return r.gpus / tensorOf(c); }
+/// The tensor sizes searched without a restriction.
+std::vector<int64_t> defaultTensorSizes(const SpaceRequest &r) {
+  std::vector<int64_t> out;
+  for (int64_t t : r.tensorSizes.empty() ? std::vector<int64_t>{1} : r.tensorSizes)
+    if (t >= 1 && r.gpus % t == 0)
+      out.push_back(t);
+  return out;
+}
 int64_t stagesPerDeviceOf(const Configuration &c) { return integerOf(c, kStagesPerDevice, 1); }
 /// Samples per replica and step.
 int64_t replicaBatch(const SpaceRequest &r, const Configuration &c) {
@@ -125,44 +155,73 @@ template <typename Accept> bool integerWhere(const Json &value, Accept accept) {
 
 std::vector<Dimension> makeBuiltins() {
   std::vector<Dimension> table;
-  // P: divides the GPU count; every stage needs a layer.
+  // T first: the tensor group is the innermost axis of the global rank, and the rest of the
+  // shape is made of what it leaves.
+  table.push_back(
+      {kTensor.str(), "T", always,
+       [](const SpaceRequest &r, const Configuration &) { return integers(defaultTensorSizes(r)); },
+       [](const SpaceRequest &r, const Configuration &, const Json &v) {
+         return integerWhere(v, [&](int64_t t) { return t >= 1 && r.gpus % t == 0; });
+       },
+       [](const SpaceRequest &r) {
+         return "no tensor size divides --gpus " + std::to_string(r.gpus);
+       }});
+  // Sequence parallelism splits what tensor parallelism leaves whole: it needs T > 1.
+  table.push_back({kSequenceParallel.str(), "SP", always,
+                   [](const SpaceRequest &, const Configuration &c) {
+                     return tensorOf(c) > 1 ? std::vector<Json>{false, true}
+                                            : std::vector<Json>{false};
+                   },
+                   [](const SpaceRequest &, const Configuration &c, const Json &v) {
+                     return v.is_boolean() && (tensorOf(c) > 1 || !v.get<bool>());
+                   },
+                   [](const SpaceRequest &) {
+                     return std::string("sequence parallelism needs parallelism.tensor above 1");
+                   }});
+  // P: divides the GPUs a tensor size leaves; every stage needs a layer.
   table.push_back({kPipeline.str(), "P", always,
-                   [](const SpaceRequest &r, const Configuration &) {
+                   [](const SpaceRequest &r, const Configuration &c) {
                      std::vector<int64_t> out;
-                     for (int64_t p : divisors(r.gpus))
+                     for (int64_t p : divisors(groupsOf(r, c)))
                        if (p <= r.numLayers)
                          out.push_back(p);
                      return integers(out);
                    },
-                   [](const SpaceRequest &r, const Configuration &, const Json &v) {
-                     return integerWhere(v, [&](int64_t p) { return p >= 1 && r.gpus % p == 0; });
+                   [](const SpaceRequest &r, const Configuration &c, const Json &v) {
+                     return integerWhere(
+                         v, [&](int64_t p) { return p >= 1 && groupsOf(r, c) % p == 0; });
                    },
                    [](const SpaceRequest &r) {
                      return "no pipeline size left that divides --gpus " + std::to_string(r.gpus) +
-                            " and is at most the model's " + std::to_string(r.numLayers) +
-                            " layers";
+                            " (over the tensor size) and is at most the model's " +
+                            std::to_string(r.numLayers) + " layers";
                    }});
   // D: the rest of the GPUs, and it must divide the global batch.
   table.push_back(
       {kData.str(), "D", always,
        [](const SpaceRequest &r, const Configuration &c) {
-         const int64_t d = r.gpus / pipelineOf(c);
+         const int64_t d = groupsOf(r, c) / pipelineOf(c);
          return r.globalBatch % d == 0 ? integers({d}) : std::vector<Json>{};
        },
        [](const SpaceRequest &r, const Configuration &c, const Json &v) {
-         const int64_t d = r.gpus / pipelineOf(c);
+         const int64_t d = groupsOf(r, c) / pipelineOf(c);
          return integerWhere(v, [&](int64_t n) { return n == d && r.globalBatch % d == 0; });
        },
        [](const SpaceRequest &r) {
-         std::string sizes;
-         for (int64_t p : divisors(r.gpus))
-           if (p <= r.numLayers)
-             sizes += (sizes.empty() ? "" : ", ") + std::to_string(r.gpus / p);
+         std::vector<int64_t> sizes;
+         for (int64_t t : defaultTensorSizes(r))
+           for (int64_t p : divisors(r.gpus / t))
+             if (p <= r.numLayers && !llvm::is_contained(sizes, r.gpus / t / p))
+               sizes.push_back(r.gpus / t / p);
+         std::sort(sizes.rbegin(), sizes.rend());
+         std::string list;
+         for (int64_t d : sizes)
+           list += (list.empty() ? "" : ", ") + std::to_string(d);
          return "--global-batch " + std::to_string(r.globalBatch) +
                 " is not a multiple of the data-parallel size of any shape of --gpus " +
-                std::to_string(r.gpus) + " (D = GPUs / pipeline, with at most " +
+                std::to_string(r.gpus) + " (D = GPUs / (pipeline x tensor), with at most " +
                 std::to_string(r.numLayers) + " pipeline ranks for this model: D is one of " +
-                sizes + "); use a multiple of one of them";
+                list + "); use a multiple of one of them";
        }});
   // b: divides the batch of a replica.
   table.push_back({kMicrobatchSize.str(), "b", always,
@@ -295,6 +354,22 @@ const std::vector<Dimension> &conduit::builtinDimensions() {
   return table;
 }
 
+std::vector<int64_t> conduit::tensorSizesOf(const std::optional<TransformerSpec> &transformer,
+                                            int64_t gpus, int64_t gpusPerNode) {
+  if (!transformer)
+    return {1};
+  const TransformerSpec &t = *transformer;
+  const int64_t node = gpusPerNode > 0 ? gpusPerNode : gpus;
+  std::vector<int64_t> out;
+  for (int64_t size : divisors(std::min(gpus, node))) {
+    const int64_t kvHeads = t.numKvHeads > 0 ? t.numKvHeads : t.numHeads;
+    if (gpus % size == 0 && node % size == 0 && t.numHeads % size == 0 && kvHeads % size == 0 &&
+        t.ffnHiddenSize % size == 0 && t.vocabSize % size == 0)
+      out.push_back(size);
+  }
+  return out;
+}
+
 llvm::ArrayRef<std::string_view> conduit::shapeDependentKeys() {
   static constexpr std::string_view keys[] = {"parallelism.stage_layers",
                                               "parallelism.microbatch_partitions"};
@@ -340,8 +415,10 @@ std::vector<Configuration> conduit::enumerateSpace(const SpaceRequest &request,
         values = dim.values(request, config);
       }
       for (Json &v : values) {
-        Configuration extended = config;
-        extended.push_back({dim.key, std::move(v)});
+        Configuration extended;
+        extended.reserve(dimensions.size());
+        extended = config;
+        extended.push_back({internKey(dim.key), std::move(v)});
         next.push_back(std::move(extended));
       }
     }

@@ -17,6 +17,7 @@
 #ifndef CONDUIT_TUNE_TUNESPACE_H
 #define CONDUIT_TUNE_TUNESPACE_H
 
+#include "job/JobSpec.h"
 #include "job/JsonReader.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -26,15 +27,20 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace conduit {
 
-/// One key of the job file set to one value.
+/// One key of the job file set to one value. The key is interned (internKey): a space holds
+/// many configurations of the same few keys.
 struct Assignment {
-  std::string key;
+  std::string_view key;
   Json value;
 };
+
+/// The one stored copy of `key`, valid for the life of the program.
+std::string_view internKey(std::string_view key);
 
 /// The assignments of one configuration, in the order of the dimensions that made them.
 using Configuration = std::vector<Assignment>;
@@ -45,6 +51,8 @@ const Json *lookup(const Configuration &config, llvm::StringRef key);
 int64_t integerOf(const Configuration &config, llvm::StringRef key, int64_t fallback);
 /// The string `key` has in `config`; "" when it does not set it.
 std::string stringOf(const Configuration &config, llvm::StringRef key);
+/// The boolean `key` has in `config`; `fallback` when it does not set it.
+bool booleanOf(const Configuration &config, llvm::StringRef key, bool fallback);
 
 /// `--vary KEY=v1,v2` or `--fix KEY=v`: the values a key may take.
 struct Restriction {
@@ -63,7 +71,17 @@ struct SpaceRequest {
   int64_t globalBatch = 1; ///< samples per step, all replicas together
   int64_t numLayers = 1;   ///< layers of the model chain (embedding and head included)
   std::vector<Restriction> restrictions;
+  /// The tensor-parallel sizes searched unless a restriction names them (tensorSizesOf);
+  /// empty: 1 only.
+  std::vector<int64_t> tensorSizes;
 };
+
+/// The tensor-parallel sizes a model admits on `gpus` GPUs of `gpusPerNode` per node (0: one
+/// node): the divisors of the GPU count that split its heads, key/value heads, FFN columns and
+/// vocabulary evenly (Megatron-LM's partitioning, which the job-file reader enforces) and keep
+/// a tensor group inside a node. A layer list states no such shape: 1 only.
+std::vector<int64_t> tensorSizesOf(const std::optional<TransformerSpec> &transformer, int64_t gpus,
+                                   int64_t gpusPerNode);
 
 /// A row of the table.
 struct Dimension {

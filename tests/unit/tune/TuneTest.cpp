@@ -45,8 +45,7 @@ std::vector<Compiled> bruteForce(const Json &root, const std::string &path,
                                  const TuneOptions &options) {
   llvm::Expected<Job> model = parseModel(root, path);
   EXPECT_TRUE(static_cast<bool>(model));
-  SpaceRequest request{options.gpus, options.globalBatch,
-                       static_cast<int64_t>(model->model.layers.size()), options.restrictions};
+  SpaceRequest request = spaceRequest(*model, options);
   std::vector<Dimension> dimensions = dimensionsFor(request);
   std::string why;
   std::vector<Configuration> configs = enumerateSpace(request, dimensions, why);
@@ -131,9 +130,13 @@ void expectSame(const TuneResult &result, std::vector<Compiled> all, int64_t top
       smallest = c.peakMemoryBytes;
       front.push_back(c.index);
     }
-  ASSERT_EQ(result.pareto.size(), front.size());
-  for (size_t k = 0; k < front.size(); ++k)
-    EXPECT_EQ(result.pareto[k].index, front[k]) << "front entry " << k;
+  if (result.paretoSearched) {
+    ASSERT_EQ(result.pareto.size(), front.size());
+    for (size_t k = 0; k < front.size(); ++k)
+      EXPECT_EQ(result.pareto[k].index, front[k]) << "front entry " << k;
+  } else {
+    EXPECT_TRUE(result.pareto.empty());
+  }
 
   // Every configuration is accounted for once.
   const TuneCounts &n = result.counts;
@@ -159,12 +162,19 @@ TEST_P(TuneBruteForce, SearchEqualsCompilingEverything) {
   options.gpus = c.gpus;
   options.globalBatch = c.batch;
   options.top = 5;
+  options.pareto = true;
   std::vector<Compiled> all = bruteForce(root, path, options);
   llvm::Expected<TuneResult> result = tune(root, path, options);
   ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
   expectSame(*result, all, options.top, INT64_MAX);
   // The search is worth having only if it compiles less than everything.
   EXPECT_LT(result->counts.evaluated, static_cast<int64_t>(all.size()));
+  // Without the Pareto front the same ranking and best of each schedule, from fewer compiles.
+  options.pareto = false;
+  llvm::Expected<TuneResult> ranked = tune(root, path, options);
+  ASSERT_TRUE(static_cast<bool>(ranked)) << llvm::toString(ranked.takeError());
+  expectSame(*ranked, all, options.top, INT64_MAX);
+  EXPECT_LE(ranked->counts.evaluated, result->counts.evaluated);
 }
 
 TEST_P(TuneBruteForce, ConfigurationsThatDoNotFitAreNeverRanked) {
@@ -175,6 +185,7 @@ TEST_P(TuneBruteForce, ConfigurationsThatDoNotFitAreNeverRanked) {
   options.gpus = c.gpus;
   options.globalBatch = c.batch;
   options.top = 5;
+  options.pareto = true;
   // A device that holds the smaller half of the configurations, the fastest among them
   // included or not.
   std::vector<Compiled> all = bruteForce(root, path, options);
@@ -192,8 +203,46 @@ TEST_P(TuneBruteForce, ConfigurationsThatDoNotFitAreNeverRanked) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Jobs, TuneBruteForce,
-                         ::testing::Values(Case{"demo.json", 4, 8},
+                         ::testing::Values(Case{"demo.json", 4, 4},
                                            Case{"gpt2-small.json", 8, 16}));
+
+TEST(TuneBounds, KnowTheTensorSize) {
+  // The configuration whose bounds, before they knew T, exceeded what it compiles to (a memory
+  // bound of 64.3 GB against 39.9 GB compiled): each rank holds an eighth of its layers.
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/gpt-52b-bfs.json";
+  Json root = loadJob(path);
+  root["parallelism"] = {{"tensor", 8},
+                         {"pipeline", 8},
+                         {"data", 8},
+                         {"microbatch_size", 2},
+                         {"microbatches", 8},
+                         {"stages_per_device", 2},
+                         {"schedule", "zbv"},
+                         {"activation_checkpointing", "none"},
+                         {"sharding", "optimizer"},
+                         {"rank_order", "data-inner"}};
+  for (bool sequenceParallel : {false, true}) {
+    root["parallelism"]["sequence_parallel"] = sequenceParallel;
+    Diagnostics diag(path);
+    std::optional<Job> job = parseJob(root, path, diag);
+    ASSERT_TRUE(job) << diag.getError()->str();
+    CompiledJob compiled = compileJob(*job);
+    ASSERT_TRUE(compiled.report || compiled.refusedPeakBytes) << compiled.error;
+    const int64_t peak =
+        compiled.report ? compiled.report->peakMemoryBytes : *compiled.refusedPeakBytes;
+    BoundCalculator calculator;
+    llvm::Expected<Bounds> bounds = calculator.bounds(*job, "");
+    ASSERT_TRUE(static_cast<bool>(bounds)) << llvm::toString(bounds.takeError());
+    EXPECT_LE(BoundCalculator::staticMemoryBound(*job), peak);
+    EXPECT_LE(bounds->peakMemoryBytes, peak);
+    if (compiled.report) {
+      EXPECT_LE(bounds->stepTimeS, compiled.report->stepTimeS * (1 + 1e-9));
+      // The tensor collectives are in the bound: without sequence parallelism they run on the
+      // compute stream.
+      EXPECT_GT(bounds->stepTimeS, compiled.report->stepTimeS / 2);
+    }
+  }
+}
 
 TEST(Tune, NothingFitsNamesTheMemory) {
   const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/demo.json";
@@ -220,15 +269,60 @@ TEST(TuneSpace, SchedulesComeFromTheCompiler) {
 }
 
 TEST(TuneSpace, EveryShapeMultipliesOut) {
-  // D·M·b = B and P·D = N for every configuration.
-  SpaceRequest request{16, 64, 30, {}};
+  // D·M·b = B and P·D·T = N for every configuration; sequence parallelism only with T > 1.
+  SpaceRequest request{16, 32, 20, {}, {1, 2, 4}};
   std::vector<Dimension> dimensions = dimensionsFor(request);
   std::string why;
+  std::set<int64_t> tensors;
   for (const Configuration &c : enumerateSpace(request, dimensions, why)) {
-    EXPECT_EQ(integerOf(c, "parallelism.pipeline", 0) * integerOf(c, "parallelism.data", 0), 16);
+    const int64_t t = integerOf(c, "parallelism.tensor", 0);
+    tensors.insert(t);
+    if (t == 1)
+      EXPECT_FALSE(booleanOf(c, "parallelism.sequence_parallel", true));
+    EXPECT_EQ(integerOf(c, "parallelism.pipeline", 0) * integerOf(c, "parallelism.data", 0) * t,
+              16);
     EXPECT_EQ(integerOf(c, "parallelism.data", 0) * integerOf(c, "parallelism.microbatches", 0) *
                   integerOf(c, "parallelism.microbatch_size", 0),
-              64);
+              32);
+  }
+  EXPECT_EQ(tensors, (std::set<int64_t>{1, 2, 4}));
+}
+
+TEST(TuneSpace, TensorSizesSplitTheModelInsideANode) {
+  TransformerSpec shape;
+  shape.numHeads = 12;
+  shape.numKvHeads = 4;
+  shape.ffnHiddenSize = 3072;
+  shape.vocabSize = 51200;
+  // Heads 12, key/value heads 4: 1, 2 and 4 split both; 8 GPUs a node.
+  EXPECT_EQ(tensorSizesOf(shape, 64, 8), (std::vector<int64_t>{1, 2, 4}));
+  // Two GPUs: only what divides the GPU count.
+  EXPECT_EQ(tensorSizesOf(shape, 2, 8), (std::vector<int64_t>{1, 2}));
+  // Nodes of 2: a group of 4 would leave its node.
+  EXPECT_EQ(tensorSizesOf(shape, 64, 2), (std::vector<int64_t>{1, 2}));
+  // An odd vocabulary cannot be split; a layer list states no shape to split.
+  shape.vocabSize = 50257;
+  EXPECT_EQ(tensorSizesOf(shape, 64, 8), (std::vector<int64_t>{1}));
+  EXPECT_EQ(tensorSizesOf(std::nullopt, 64, 8), (std::vector<int64_t>{1}));
+}
+
+TEST(TuneSpace, SequenceParallelNeedsATensorGroup) {
+  std::string error;
+  std::optional<Restriction> sp =
+      parseRestriction("parallelism.sequence_parallel=true", "--fix", error);
+  ASSERT_TRUE(sp);
+  // Only T = 1: nothing can take it, and the message says why.
+  SpaceRequest request{8, 16, 14, {*sp}, {1}};
+  std::string why;
+  EXPECT_TRUE(enumerateSpace(request, dimensionsFor(request), why).empty());
+  EXPECT_NE(why.find("needs parallelism.tensor above 1"), std::string::npos) << why;
+  // With T = 2 allowed, the space is T = 2 with it on.
+  request.tensorSizes = {1, 2};
+  std::vector<Configuration> configs = enumerateSpace(request, dimensionsFor(request), why);
+  EXPECT_FALSE(configs.empty());
+  for (const Configuration &c : configs) {
+    EXPECT_EQ(integerOf(c, "parallelism.tensor", 1), 2);
+    EXPECT_TRUE(booleanOf(c, "parallelism.sequence_parallel", false));
   }
 }
 

@@ -1,0 +1,49 @@
+//===- TensorShare.cpp - a layer's figures on one tensor rank -------------===//
+
+#include "analysis/TensorShare.h"
+
+#include <algorithm>
+
+using namespace conduit;
+
+TensorShare conduit::tensorShare(const SplitLayer &layer, int64_t tensor, bool sequenceParallel) {
+  const int64_t t = tensor;
+  const bool sequence = sequenceParallel;
+  // The replicated part whole, the rest divided (rounded up: a rank holds at least its share).
+  auto split = [t](int64_t whole, int64_t replicated) {
+    replicated = std::min(replicated, whole);
+    return replicated + (whole - replicated + t - 1) / t;
+  };
+  const int64_t activation = layer.activationBytes;
+  const int64_t replicatedActivation = sequence ? 0 : layer.replicatedActivationBytes;
+  TensorShare share;
+  share.params = split(layer.params, layer.replicatedParams);
+  share.activationBytes = split(activation, replicatedActivation);
+  // A deferred weight gradient keeps its GEMMs' inputs and output gradients: without sequence
+  // parallelism the replicated inputs (the activations' replicated part) come with as many
+  // bytes of whole output gradients (of the row-parallel projections, and the norms'); the
+  // embedding's (token ids, output gradient) is whole.
+  const int64_t weightGradient = layer.weightGradientBytes.value_or(activation);
+  const int64_t replicatedWeightGradient = sequence          ? 0
+                                           : layer.embedding ? weightGradient
+                                                             : 2 * replicatedActivation;
+  share.weightGradientBytes = split(weightGradient, replicatedWeightGradient);
+  share.checkpointBytes = sequence ? split(layer.checkpointBytes, 0) : layer.checkpointBytes;
+  share.outputBytes = sequence ? split(layer.outputBytes, 0) : layer.outputBytes;
+  share.attentionCoreBytes = std::min(split(layer.attentionCoreBytes, 0), share.activationBytes);
+  return share;
+}
+
+SplitLayer conduit::splitLayer(const LayerSpec &layer) {
+  SplitLayer out;
+  out.embedding = layer.kind == runtime::LayerKind::Embedding;
+  out.params = layer.params;
+  out.replicatedParams = layer.replicatedParams.value_or(0);
+  out.activationBytes = layer.activationBytes;
+  out.replicatedActivationBytes = layer.replicatedActivationBytes.value_or(0);
+  out.weightGradientBytes = layer.weightGradientBytes;
+  out.checkpointBytes = layer.checkpointBytes;
+  out.outputBytes = layer.outputBytes;
+  out.attentionCoreBytes = layer.attentionCoreBytes.value_or(0);
+  return out;
+}

@@ -1,0 +1,51 @@
+//===- TensorShare.h - a layer's figures on one tensor rank -----*- C++ -*-===//
+//
+// What one rank of a tensor group holds of a layer, per sample: Megatron-LM's partitioning
+// divides what the layer does not keep replicated by T, and sequence parallelism divides the
+// activations, the layer input and the output too. The one statement of it: the passes apply
+// it to pipe.layer ops (passes/PassUtils.h), the tuner's bounds to the job's layers, so that a
+// bound and the plan it bounds cannot disagree on it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_ANALYSIS_TENSORSHARE_H
+#define CONDUIT_ANALYSIS_TENSORSHARE_H
+
+#include "job/JobSpec.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace conduit {
+
+/// A layer's figures per sample as its pipe.layer (or the job's layer) states them.
+struct SplitLayer {
+  bool embedding = false;
+  int64_t params = 0, replicatedParams = 0;
+  int64_t activationBytes = 0, replicatedActivationBytes = 0;
+  /// What a deferred weight gradient keeps (unset: the activations).
+  std::optional<int64_t> weightGradientBytes;
+  int64_t checkpointBytes = 0, outputBytes = 0, attentionCoreBytes = 0;
+};
+
+/// One layer's figures (per sample) on one rank of its tensor group. With T = 1, the layer's
+/// own figures.
+struct TensorShare {
+  int64_t params = 0;
+  int64_t activationBytes = 0;
+  int64_t checkpointBytes = 0;
+  int64_t outputBytes = 0;
+  /// What a deferred weight gradient keeps (the layer's activations when unstated).
+  int64_t weightGradientBytes = 0;
+  /// Of activationBytes, the attention core's (split with the heads).
+  int64_t attentionCoreBytes = 0;
+};
+
+TensorShare tensorShare(const SplitLayer &layer, int64_t tensor, bool sequenceParallel);
+
+/// The figures of a job's layer.
+SplitLayer splitLayer(const LayerSpec &layer);
+
+} // namespace conduit
+
+#endif // CONDUIT_ANALYSIS_TENSORSHARE_H
