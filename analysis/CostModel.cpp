@@ -44,6 +44,7 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
           std::to_string(shape->numLayers + 2) + " layers, but the model has " +
           std::to_string(cost.layers.size()));
     cost.roofline = Roofline::of(cluster, shape->elementBytes);
+    cost.flashAttention = shape->flashAttention;
     const int64_t last = shape->numLayers + 1;
     for (int64_t l = 0; l <= last; ++l) {
       TransformerLayer kind = l == 0      ? TransformerLayer::Embedding
@@ -123,7 +124,8 @@ double CostModel::forwardTime(int64_t layer, int64_t samples) const {
 double CostModel::recomputeTime(int64_t layer, int64_t samples) const {
   if (recompute)
     return forwardTime(layer, samples);
-  return recomputeAttentionCore ? attentionCoreForwardTime(layer, samples) : 0;
+  // A fused attention kernel keeps nothing that selective checkpointing could drop.
+  return recomputeAttentionCore && !flashAttention ? attentionCoreForwardTime(layer, samples) : 0;
 }
 
 double CostModel::attentionCoreForwardTime(int64_t layer, int64_t samples) const {

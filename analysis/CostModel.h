@@ -66,7 +66,8 @@ public:
   double forwardTime(int64_t layer, int64_t samples) const;
   double backwardTime(int64_t layer, int64_t samples) const;
   /// What a checkpointed layer's backward recomputes before it: the whole forward with full
-  /// checkpointing, the attention core's forward with selective, nothing without.
+  /// checkpointing, the attention core's forward with selective (nothing under flash
+  /// attention, which keeps no scores), nothing without.
   double recomputeTime(int64_t layer, int64_t samples) const;
   /// The part of forwardTime spent in a block's attention core (QKᵀ, softmax, AV), what a
   /// selective recomputation repeats: from its roofline, or with a profile the measured
@@ -153,6 +154,7 @@ private:
   Link tensorGroupLink = Link::IntraNode;
   bool pipelineInner = false;
   bool recompute = false, recomputeAttentionCore = false;
+  bool flashAttention = false;
 };
 
 } // namespace conduit

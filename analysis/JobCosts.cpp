@@ -16,14 +16,17 @@ TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t 
   shape.gated = spec.mlp == MlpKind::SwiGLU;
   shape.rotary = spec.position == PositionKind::Rotary;
   shape.elementBytes = elementBytes;
+  shape.flashAttention = spec.attention == AttentionKind::Flash;
   return shape;
 }
 
 CostInputs conduit::jobCostInputs(const Job &job) {
   CostInputs in;
   in.cluster = job.cluster;
-  if (job.model.transformer)
+  if (job.model.transformer) {
     in.transformer = transformerShape(*job.model.transformer, job.training.elementBytes());
+    in.transformer->fp8 = job.training.dtype == runtime::DType::FP8;
+  }
   for (const LayerSpec &layer : job.model.layers) {
     in.names.push_back(layer.name);
     in.fwdFlops.push_back(layer.fwdFlops);

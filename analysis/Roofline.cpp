@@ -6,9 +6,9 @@
 // the weight gradient dW[k x n] = Xᵀ[k x s] · dY[s x n]: the same FLOPs in three shapes, the
 // last summing over the tokens. Element-wise passes read their inputs and write their outputs
 // once (what a fused kernel does); their backwards read the input and the output gradient and
-// write the input gradient. The attention core materialises the s x s scores, as the
-// activation model (Korthikanti et al.) assumes. A product's compute follows the library's
-// tiles and waves (Roofline::computeTime).
+// write the input gradient. Eager attention materialises the s x s scores, as the activation
+// model of Korthikanti et al. assumes; flash attention is one fused kernel per pass. A
+// product's compute follows the library's tiles and waves (Roofline::computeTime).
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,14 +39,21 @@ Gemm Gemm::forSamples(int64_t samples) const {
 
 double Gemm::bytes(int64_t elementBytes) const {
   const double e = static_cast<double>(elementBytes);
-  return batch * ((m * k + k * n) * e + m * n * (accumulates ? 8 : e));
+  const double operand = fp8 ? 1 : e;
+  return batch * ((m * k + k * n) * operand + m * n * (accumulates ? 8 : e));
 }
 
 double Work::flops() const {
-  double total = 0;
+  double total = attention.flops();
   for (const Gemm &g : gemms)
     total += g.flops();
   return total;
+}
+
+double FusedAttention::flops(int64_t samples) const {
+  // 4·s²·d per head (QKᵀ and PV), half of it under the causal mask; the backward 2.5 times.
+  return static_cast<double>(samples) * heads * 2 * seqLength * seqLength * headDim *
+         (backward ? 2.5 : 1);
 }
 
 namespace {
@@ -93,6 +100,7 @@ Roofline Roofline::of(const Cluster &cluster, int64_t elementBytes) {
   r.flopRate = cluster.peakFlops * cluster.efficiency;
   r.memoryBandwidth = cluster.memoryBandwidth;
   r.elementBytes = elementBytes;
+  r.peakFlops = cluster.peakFlops;
   const DeviceKernels &k = cluster.kernels;
   if (k.sms <= 0 || k.tileM <= 0 || k.tileN <= 0 || k.tileK <= 0 || !(k.ceilingM > 0) ||
       !(k.ceilingN > 0) || !(k.ceilingK > 0) || !(cluster.memoryBandwidth > 0))
@@ -114,6 +122,9 @@ Roofline Roofline::of(const Cluster &cluster, int64_t elementBytes) {
     return r;
   r.kernels = k;
   r.smRate = rate;
+  // FP8: the same tiles, the main loop faster by the ratio of the FP8 ceiling to the BF16 one.
+  if (k.fp8PeakFlops > 0 && k.fp8Efficiency > 0)
+    r.smRateFp8 = rate * k.fp8PeakFlops * k.fp8Efficiency / r.flopRate;
   return r;
 }
 
@@ -121,17 +132,29 @@ namespace {
 
 /// A token GEMM of the forward, Y[s x n] = X[s x k] · W[k x n], and its two gradients.
 /// A token GEMM of the forward, Y[s x n] = X[s x k] · W[k x n], and its two gradients.
+/// In FP8, its three GEMMs take FP8 operands.
 struct Linear {
   double s, k, n;
-  Gemm forward() const { return {s, n, k, 1, Grows::Rows, false}; }
-  Gemm inputGradient() const { return {s, k, n, 1, Grows::Rows, false}; }
-  Gemm weightGradient() const { return {k, n, s, 1, Grows::Inner, true}; }
+  bool fp8 = false;
+  Gemm forward() const { return {s, n, k, 1, Grows::Rows, false, fp8}; }
+  Gemm inputGradient() const { return {s, k, n, 1, Grows::Rows, false, fp8}; }
+  Gemm weightGradient() const { return {k, n, s, 1, Grows::Inner, true, fp8}; }
 };
 
 void addLinear(LayerWork &work, const Linear &linear) {
   work.forward.gemms.push_back(linear.forward());
   work.inputGradient.gemms.push_back(linear.inputGradient());
   work.weightGradient.gemms.push_back(linear.weightGradient());
+}
+
+/// FP8's scaling, per sample: the forward casts each linear layer's input X (s x k) and the
+/// backward its output gradient dY (s x n) to FP8 with their scales, reading e bytes and
+/// writing one byte twice (the operand and its transpose, which the other GEMM of the backward
+/// reads), the amax taken in the same pass. Weights are cast once per step, which this leaves
+/// out; Transformer Engine fuses some casts into the norms, so this is an upper bound.
+void addScaling(LayerWork &work, const Linear &linear, double e) {
+  work.forward.memoryBytes += (e + 2) * linear.s * linear.k;
+  work.inputGradient.memoryBytes += (e + 2) * linear.s * linear.n;
 }
 
 LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel) {
@@ -146,10 +169,14 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel) 
   const double hs = sequenceParallel ? s * h / t : s * h;
 
   LayerWork work;
-  addLinear(work, {s, h, (h + 2 * c) / t}); // QKV, column-parallel
-  addLinear(work, {s, h / t, h});           // attention output, row-parallel
-  addLinear(work, {s, h, up});              // MLP up (and gate), column-parallel
-  addLinear(work, {s, f, h});               // MLP down, row-parallel
+  const Linear linears[] = {
+      {s, h, (h + 2 * c) / t, x.fp8}, // QKV, column-parallel
+      {s, h / t, h, x.fp8},           // attention output, row-parallel
+      {s, h, up, x.fp8},              // MLP up (and gate), column-parallel
+      {s, f, h, x.fp8},               // MLP down, row-parallel
+  };
+  for (const Linear &linear : linears)
+    addLinear(work, linear);
 
   // Element-wise: two norms (read x, write y), two residual adds (read two, write one), the
   // activation (GELU: read one, write one; SwiGLU: read gate and up, write one), rotary
@@ -161,7 +188,19 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel) 
   // and writes their gradients.
   work.inputGradient.memoryBytes =
       e * (2 * 3 * hs + 2 * 3 * hs + (x.gated ? 5 : 3) * s * f + rotary);
-  // The attention core, per sample and head of this rank: S = QKᵀ, P = softmax(S) (read S,
+  if (x.fp8)
+    for (const Linear &linear : linears)
+      addScaling(work, linear, e);
+
+  if (x.flashAttention) {
+    // One fused kernel per pass over this rank's heads: the scores stay on chip, the forward
+    // keeps the softmax statistics only, the backward recomputes the scores.
+    work.attentionCore.attention = {heads, s, d, false};
+    work.inputGradient.attention = {heads, s, d, true};
+    return work;
+  }
+
+  // Eager attention, per sample and head of this rank: S = QKᵀ, P = softmax(S) (read S,
   // write P), O = PV. Backward: dP = dO·Vᵀ, dV = Pᵀ·dO, dS = softmax'(P, dP) (read P and dP,
   // write dS), dQ = dS·K, dK = dSᵀ·Q.
   const double scores = heads * s * s;
@@ -209,15 +248,18 @@ LayerWork conduit::transformerWork(const TransformerShape &x, TransformerLayer l
 }
 
 double Roofline::computeTime(const Gemm &g) const {
-  const double rate = smRate;
+  const double rate = g.fp8 ? smRateFp8 : smRate;
+  // FP8 products at the FP8 ceiling when the device has one.
+  const double ceiling =
+      g.fp8 && kernels.fp8PeakFlops > 0 ? kernels.fp8PeakFlops * kernels.fp8Efficiency : flopRate;
   if (!(rate > 0))
-    return g.flops() / flopRate;
+    return g.flops() / ceiling;
   const double e = static_cast<double>(elementBytes);
   const double tm = static_cast<double>(kernels.tileM), tn = static_cast<double>(kernels.tileN);
   // The library orients its tile to the output; nothing runs faster than the ceiling.
   return std::max(std::min(tiledTime(g, kernels, rate, memoryBandwidth, e, tm, tn),
                            tiledTime(g, kernels, rate, memoryBandwidth, e, tn, tm)),
-                  g.flops() / flopRate);
+                  g.flops() / ceiling);
 }
 
 double Roofline::time(const Gemm &gemm, int64_t samples) const {
@@ -225,8 +267,29 @@ double Roofline::time(const Gemm &gemm, int64_t samples) const {
   return std::max(computeTime(g), g.bytes(elementBytes) / memoryBandwidth);
 }
 
+double Roofline::time(const FusedAttention &a, int64_t samples) const {
+  if (a.heads <= 0)
+    return 0;
+  const double flops = a.flops(samples);
+  const double efficiency = a.backward ? kernels.attentionBackward : kernels.attentionForward;
+  if (!(efficiency > 0) || kernels.sms <= 0 || !(peakFlops > 0) ||
+      !(kernels.attentionSeqLength > 0))
+    return flops / flopRate;
+  // A thread block per 128 queries of a head, in waves over the SMs; each walks the keys its
+  // queries see (s/2 on average under the causal mask) in blocks of 128, plus one block's
+  // worth of prologue and epilogue. The papers' efficiency holds at their sequence length.
+  constexpr double kBlock = 128;
+  auto lengthFactor = [&](double s) { return s / 2 / (s / 2 + kBlock); };
+  const double blocks = static_cast<double>(samples) * a.heads * ceilDiv(a.seqLength, kBlock);
+  const double sms = static_cast<double>(kernels.sms);
+  const double waveFill = blocks / (ceilDiv(blocks, sms) * sms);
+  const double rate = peakFlops * efficiency * waveFill * lengthFactor(a.seqLength) /
+                      lengthFactor(kernels.attentionSeqLength);
+  return flops / rate;
+}
+
 double Roofline::gemmTime(const Work &work, int64_t samples) const {
-  double total = 0;
+  double total = time(work.attention, samples);
   for (const Gemm &g : work.gemms)
     total += time(g, samples);
   return total;

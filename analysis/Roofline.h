@@ -1,14 +1,16 @@
 //===- Roofline.h - the work of transformer layers on the device -*- C++ -*-===//
 //
 // A transformer layer's forward and backward as a device runs them: its matrix products with
-// their shapes, and the element-wise traffic around them (norms,
+// their shapes, its attention core (eager: two batched products and the softmax over the
+// s x s scores; flash: one fused kernel), and the element-wise traffic around them (norms,
 // activations, residuals, the embedding lookup, the loss), on one rank of a Megatron-style
 // tensor-parallel group. A product costs the longer of its compute and its bytes at the
 // memory bandwidth (the roofline of Williams, Waterman and Patterson, CACM 52(4), 2009); its
 // compute is the library's: output tiles in waves over the streaming multiprocessors, each
 // tile a main loop over k and an epilogue that writes it (tile and wave quantization, small
-// k), at the rate that reproduces the device's measured largest-GEMM ceiling. Element-wise
-// traffic costs its bytes at the memory bandwidth. Formulas and sources are in
+// k), at the rate that reproduces the device's measured largest-GEMM ceiling (FP8 products at
+// the FP8 one). A fused attention kernel runs at the FlashAttention papers' efficiency for the
+// device. Element-wise traffic costs its bytes at the memory bandwidth. Formulas and sources are in
 // docs/cost-model.md.
 //
 //===----------------------------------------------------------------------===//
@@ -24,13 +26,19 @@
 namespace conduit {
 
 /// The figures of a decoder-only transformer that its work depends on (#pipe.transformer's
-/// shape and the training type's element size).
+/// shape, its attention kernel and the training type).
 struct TransformerShape {
   int64_t numLayers = 0, seqLength = 0, hiddenSize = 0, numHeads = 0, numKvHeads = 0,
           ffnHiddenSize = 0, vocabSize = 0;
   bool gated = false;       ///< SwiGLU MLP (gate and up projections), else GELU
   bool rotary = false;      ///< rotary positions on Q and K, else learned positions
   int64_t elementBytes = 2; ///< parameters and activations
+  /// The attention core is one fused kernel (FlashAttention-style: no s x s scores kept, the
+  /// backward recomputes them, causal blocks above the diagonal skipped); else eager.
+  bool flashAttention = false;
+  /// The blocks' linear layers run in FP8 (Transformer Engine's recipe: inputs cast with their
+  /// scales, outputs in the element type, weight gradients accumulated in fp32).
+  bool fp8 = false;
 };
 
 /// Which dimension of a product grows with the micro-batch's samples.
@@ -48,24 +56,43 @@ struct Gemm {
   /// C is a weight gradient accumulated in fp32 (read and written, 4 bytes each) rather than
   /// written once in the element type.
   bool accumulates = false;
+  /// A and B are FP8 (one byte each) and the product runs at the FP8 rate.
+  bool fp8 = false;
 
   /// The product for `samples` samples.
   Gemm forSamples(int64_t samples) const;
   double flops() const { return 2 * m * n * k * batch; }
-  /// Bytes read and written: A and B in the element type, C written (or accumulated).
+  /// Bytes read and written: A and B in the element type (one byte in FP8), C written (or
+  /// accumulated).
   double bytes(int64_t elementBytes) const;
 };
 
-/// One pass over one sample: its products and its element-wise traffic.
+/// A fused attention kernel over `heads` heads of one sample: s queries against s keys of
+/// `headDim` dimensions, causal (the blocks above the diagonal skipped). Its forward computes
+/// QKᵀ and PV; its backward recomputes QKᵀ and computes dV, dP, dQ and dK: 2.5 forwards, as
+/// the FlashAttention papers count it.
+struct FusedAttention {
+  double heads = 0, seqLength = 0, headDim = 0;
+  bool backward = false;
+
+  /// The FLOPs it executes for `samples` samples: 4·s²·d per head, halved by causality,
+  /// times 2.5 for the backward.
+  double flops(int64_t samples = 1) const;
+};
+
+/// One pass over one sample: its products, its fused attention (if any) and its element-wise
+/// traffic.
 struct Work {
   std::vector<Gemm> gemms;
+  FusedAttention attention;
   double memoryBytes = 0; ///< element-wise bytes read and written per sample
 
+  /// The FLOPs of its products and of its fused attention (as executed: causal halved).
   double flops() const;
 };
 
 /// A layer's passes on one tensor-parallel rank. The forward is `forward` and then
-/// `attentionCore` (blocks only: QKᵀ, softmax, AV), kept apart because a
+/// `attentionCore` (blocks only: QKᵀ, softmax, AV, or the fused kernel), kept apart because a
 /// selective recomputation repeats only the core.
 struct LayerWork {
   Work forward, attentionCore, inputGradient, weightGradient;
@@ -89,8 +116,9 @@ struct Roofline {
   double memoryBandwidth = 1;
   int64_t elementBytes = 2;
   /// The device's kernels; without them (`sms` 0) a product takes the longer of its FLOPs at
-  /// `flopRate` and its bytes.
+  /// `flopRate` and its bytes, and a fused attention its FLOPs at `flopRate`.
   DeviceKernels kernels{};
+  double peakFlops = 0; ///< BF16 peak, of which the fused attention's efficiencies are parts
 
   /// The roofline of `cluster` for elements of `elementBytes` bytes.
   static Roofline of(const Cluster &cluster, int64_t elementBytes);
@@ -102,14 +130,16 @@ struct Roofline {
   /// the calibrated rate and an epilogue writing the tile at the SM's share of the bandwidth),
   /// or its FLOPs at the rate without the device's kernels. For `samples` = 1, of `gemm` as is.
   double computeTime(const Gemm &gemm) const;
-  /// The products' times plus the element-wise bytes at the memory bandwidth.
+  /// A fused attention's time for `samples` samples.
+  double time(const FusedAttention &attention, int64_t samples) const;
+  /// The products', the fused attention's and the element-wise bytes' times.
   double time(const Work &work, int64_t samples) const;
-  /// The products' times alone.
+  /// The products' and the fused attention's times alone.
   double gemmTime(const Work &work, int64_t samples) const;
 
-  /// FLOP/s of one SM's main loop: what reproduces the measured ceiling (set by `of`; 0: the
-  /// plain roofline).
-  double smRate = 0;
+  /// FLOP/s of one SM's main loop, BF16 and FP8: what reproduces the measured ceilings (set
+  /// by `of`; 0: the plain roofline).
+  double smRate = 0, smRateFp8 = 0;
 };
 
 } // namespace conduit

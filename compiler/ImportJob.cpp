@@ -37,7 +37,7 @@ pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &
       ctx, t.numLayers, t.hiddenSize, t.numHeads, t.numKvHeads, t.ffnHiddenSize, t.seqLength,
       t.vocabSize, toDialect<pipe::MlpKind>(t.mlp), toDialect<pipe::NormKind>(t.norm),
       toDialect<pipe::PositionKind>(t.position), t.tieEmbeddings, toDialect<pipe::BiasKind>(t.bias),
-      t.ropeTheta, t.normEps);
+      t.ropeTheta, t.normEps, toDialect<pipe::AttentionKind>(t.attention));
 }
 
 /// A symbol name from the job name: letters, digits and '_' only.

@@ -18,20 +18,46 @@ namespace {
 // A100 SXM: 108 SMs (NVIDIA A100 Tensor Core GPU Architecture whitepaper); cuBLAS's large BF16
 // GEMM tile 256 x 128, main-loop steps of 64 (NVIDIA, "Matrix Multiplication Background
 // User's Guide"); the largest GEMM measured at 267.9 of 312 TFLOP/s at 6912 x 16384 x 2048
-// (S. Bekman, "Machine Learning Engineering", maximum achievable matmul FLOPS table).
-constexpr DeviceKernels kA100{108, 256, 128, 64, 6912, 16384, 2048};
+// (S. Bekman, "Machine Learning Engineering", maximum achievable matmul FLOPS table). No FP8.
+// FlashAttention-2, causal, head dimension 128, at 16k tokens: 148 TFLOP/s forward and 186
+// backward (Dao, arXiv 2307.08691, figures 5 and 6).
+DeviceKernels a100Kernels() {
+  DeviceKernels k;
+  k.sms = 108;
+  k.tileM = 256, k.tileN = 128, k.tileK = 64;
+  k.ceilingM = 6912, k.ceilingN = 16384, k.ceilingK = 2048;
+  k.attentionForward = 148.0 / 312, k.attentionBackward = 186.0 / 312;
+  k.attentionSeqLength = 16384;
+  return k;
+}
+
 // H100 SXM: 132 SMs (NVIDIA H100 Tensor Core GPU Architecture whitepaper); the Hopper GEMM
 // tile 128 x 256, steps of 64 (CUTLASS's warp-specialized kernels); 792.1 of 989 TFLOP/s at
-// 6144 x 17920 x 2816 (the same table). H200 is the same chip with more and faster memory.
-constexpr DeviceKernels kH100{132, 128, 256, 64, 6144, 17920, 2816};
+// 6144 x 17920 x 2816 (the same table). FP8: 1979 TFLOP/s dense (datasheet), its GEMMs 1.90
+// times as fast as BF16 ones of the same shapes without the casts (Transformer Engine, "GEMM
+// profiling across precisions", H200), so 1.90 x 0.801 / 2 of the FP8 peak.
+// FlashAttention-3, head dimension 128, at 16k tokens: 616 TFLOP/s forward (causal) and 561
+// backward (Shah et al., arXiv 2407.08608, figures 5 and 6). H200 is the same chip with more
+// and faster memory.
+DeviceKernels h100Kernels() {
+  DeviceKernels k;
+  k.sms = 132;
+  k.tileM = 128, k.tileN = 256, k.tileK = 64;
+  k.ceilingM = 6144, k.ceilingN = 17920, k.ceilingK = 2816;
+  k.fp8PeakFlops = 1979e12;
+  k.fp8Efficiency = 1.90 * (792.1 / 989) / 2;
+  k.attentionForward = 616.0 / 989, k.attentionBackward = 561.0 / 989;
+  k.attentionSeqLength = 16384;
+  return k;
+}
 
 const Cluster kPresets[] = {
     {"a100-80gb", 312e12, 267.9 / 312, 2.039e12, int64_t(80) << 30, 8, 300e9, 25e9, 10e-6, 0.0, "",
-     kA100},
+     a100Kernels()},
     {"h100-80gb", 989e12, 792.1 / 989, 3.35e12, int64_t(80) << 30, 8, 450e9, 50e9, 10e-6, 0.0, "",
-     kH100},
+     h100Kernels()},
     {"h200-141gb", 989e12, 792.1 / 989, 4.8e12, int64_t(141) << 30, 8, 450e9, 50e9, 10e-6, 0.0, "",
-     kH100},
+     h100Kernels()},
 };
 
 } // namespace

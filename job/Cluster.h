@@ -19,8 +19,8 @@
 
 namespace conduit {
 
-/// How a device's libraries run a transformer's kernels, for the cost model's GEMM and attention
-/// models (analysis/Roofline.h; sources in docs/cost-model.md). One set per device, from
+/// How a device's libraries run a transformer's kernels, for the cost model's GEMM, FP8 and
+/// attention models (analysis/Roofline.h; sources in docs/cost-model.md). One set per device, from
 /// published kernel measurements; a preset carries its device's, a job cannot override them.
 /// Zero `sms`: no such knowledge, and every GEMM sits on the plain roofline.
 struct DeviceKernels {
@@ -31,6 +31,15 @@ struct DeviceKernels {
   /// The shape at which the largest-GEMM ceiling (the cluster's `efficiency`) was measured: the
   /// main loop's rate is the one that reproduces it there.
   double ceilingM = 0, ceilingN = 0, ceilingK = 0;
+  /// Dense FP8 tensor-core peak, FLOP/s (0: the device has none), and the fraction of it the
+  /// largest FP8 GEMMs reach.
+  double fp8PeakFlops = 0;
+  double fp8Efficiency = 0;
+  /// The fused attention kernel's (FlashAttention-2 on A100, FlashAttention-3 on H100)
+  /// fraction of the BF16 peak, forward and backward (whose FLOPs count as 2.5 forwards, as
+  /// the papers count them), causal, head dimension 128, measured at `attentionSeqLength`.
+  double attentionForward = 0, attentionBackward = 0;
+  double attentionSeqLength = 0;
 };
 
 struct Cluster {

@@ -18,6 +18,16 @@ using namespace conduit::detail;
 using runtime::Schedule;
 
 void JobParser::checkTraining(const Job &job) {
+  if (job.training.dtype == runtime::DType::FP8) {
+    if (!job.model.transformer)
+      diag.report("training.dtype", "\"fp8\" runs a transformer's linear layers in FP8; this "
+                                    "model is a layer list, whose layers state their own costs: "
+                                    "use \"bf16\"");
+    else if (!(job.cluster.kernels.fp8PeakFlops > 0))
+      diag.report("training.dtype", "\"fp8\" needs FP8 tensor cores, which the preset \"" +
+                                        job.cluster.preset +
+                                        "\" does not have; use \"bf16\" or an H100 or H200 preset");
+  }
   if (job.training.data == runtime::DataKind::Synthetic)
     return;
   if (!job.model.transformer) {

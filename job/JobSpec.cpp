@@ -22,7 +22,7 @@ constexpr bool endsAt(const std::array<std::string_view, N> &, Enum last) {
 constexpr std::array<std::string_view, 4> kLayerKinds = {"embedding", "block", "head", "custom"};
 constexpr std::array<std::string_view, 4> kShardings = {"none", "optimizer", "gradients", "full"};
 constexpr std::array<std::string_view, 3> kCheckpointings = {"none", "full", "selective"};
-constexpr std::array<std::string_view, 3> kDTypes = {"bf16", "fp16", "fp32"};
+constexpr std::array<std::string_view, 4> kDTypes = {"bf16", "fp16", "fp32", "fp8"};
 constexpr std::array<std::string_view, 2> kOptimizers = {"adam", "sgd"};
 constexpr std::array<std::string_view, 3> kDataKinds = {"synthetic", "tokens", "text"};
 constexpr std::array<std::string_view, 2> kPlacements = {"loop", "v"};
@@ -32,11 +32,12 @@ constexpr std::array<std::string_view, 2> kMlps = {"gelu", "swiglu"};
 constexpr std::array<std::string_view, 2> kNorms = {"layernorm", "rmsnorm"};
 constexpr std::array<std::string_view, 2> kPositions = {"learned", "rotary"};
 constexpr std::array<std::string_view, 3> kBiases = {"all", "qkv", "none"};
+constexpr std::array<std::string_view, 2> kAttentions = {"flash", "eager"};
 
 static_assert(endsAt(kLayerKinds, runtime::LayerKind::Custom));
 static_assert(endsAt(kShardings, runtime::Sharding::Full));
 static_assert(endsAt(kCheckpointings, runtime::Checkpointing::Selective));
-static_assert(endsAt(kDTypes, runtime::DType::FP32));
+static_assert(endsAt(kDTypes, runtime::DType::FP8));
 static_assert(endsAt(kOptimizers, runtime::Optimizer::SGD));
 static_assert(endsAt(kDataKinds, runtime::DataKind::Text));
 static_assert(endsAt(kPlacements, Placement::V));
@@ -46,6 +47,7 @@ static_assert(endsAt(kMlps, MlpKind::SwiGLU));
 static_assert(endsAt(kNorms, NormKind::RMSNorm));
 static_assert(endsAt(kPositions, PositionKind::Rotary));
 static_assert(endsAt(kBiases, BiasKind::None));
+static_assert(endsAt(kAttentions, AttentionKind::Eager));
 
 } // namespace
 
@@ -80,5 +82,6 @@ template <> absl::Span<const std::string_view> enumNames<MlpKind>() { return kMl
 template <> absl::Span<const std::string_view> enumNames<NormKind>() { return kNorms; }
 template <> absl::Span<const std::string_view> enumNames<PositionKind>() { return kPositions; }
 template <> absl::Span<const std::string_view> enumNames<BiasKind>() { return kBiases; }
+template <> absl::Span<const std::string_view> enumNames<AttentionKind>() { return kAttentions; }
 
 } // namespace conduit

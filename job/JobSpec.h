@@ -42,6 +42,9 @@ enum class MlpKind : uint8_t { Gelu, SwiGLU };
 enum class NormKind : uint8_t { LayerNorm, RMSNorm };
 enum class PositionKind : uint8_t { Learned, Rotary };
 enum class BiasKind : uint8_t { All, QKV, None };
+/// How attention runs: one fused kernel (FlashAttention-style: no s x s scores kept, the
+/// backward recomputes them) or eagerly (the scores materialised and kept for the backward).
+enum class AttentionKind : uint8_t { Flash, Eager };
 
 /// The spellings of an enum's values in the job file, in the enum's order: "gpipe", "1f1b", ...
 /// for runtime::Schedule. Defined for every enum of the job model.
@@ -61,6 +64,7 @@ template <> absl::Span<const std::string_view> enumNames<MlpKind>();
 template <> absl::Span<const std::string_view> enumNames<NormKind>();
 template <> absl::Span<const std::string_view> enumNames<PositionKind>();
 template <> absl::Span<const std::string_view> enumNames<BiasKind>();
+template <> absl::Span<const std::string_view> enumNames<AttentionKind>();
 
 /// The spelling of `value` in the job file.
 template <typename Enum> std::string_view enumName(Enum value) {
@@ -115,6 +119,7 @@ struct TransformerSpec {
   BiasKind bias = BiasKind::All;
   double ropeTheta = 10000; ///< rotary base (Hugging Face's rope_theta)
   double normEps = 1e-5;    ///< the norms' epsilon
+  AttentionKind attention = AttentionKind::Flash;
 };
 
 struct ModelSpec {

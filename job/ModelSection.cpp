@@ -122,6 +122,8 @@ void JobParser::readShape(ObjectReader &section, TransformerSpec &t) {
     t.ropeTheta = *theta;
   if (auto eps = section.number("norm_eps", 0, 0.1, /*minExclusive=*/true))
     t.normEps = *eps;
+  if (auto attention = readEnum<AttentionKind>(section, "attention"))
+    t.attention = *attention;
 }
 
 void JobParser::checkShape(ObjectReader &section, const TransformerSpec &t) {

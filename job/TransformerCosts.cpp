@@ -5,8 +5,10 @@
 // multiply-add) and the two attention products over the full s x s score matrix, as Megatron-LM
 // does; element-wise work is left out. Backward = 2 x forward, of which the weight-gradient
 // GEMMs (one per weight matrix, as many FLOPs as its forward GEMM) are W and the rest (input
-// gradients and the attention products) is I. Activation bytes follow
-// Korthikanti et al. (arXiv 2205.05198) without dropout. See docs/cost-model.md.
+// gradients and the attention products) is I. These are model FLOPs, the same for either
+// attention kernel (a fused kernel executes fewer; the cost model prices what it executes).
+// Activation bytes follow Korthikanti et al. (arXiv 2205.05198) without dropout, without the
+// s x s scores under flash attention. See docs/cost-model.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,10 +32,12 @@ struct Shape {
       : s(t.seqLength), h(t.hiddenSize), a(t.numHeads),
         kvd(t.hiddenSize / t.numHeads * t.numKvHeads), f(t.ffnHiddenSize), v(t.vocabSize),
         gated(t.mlp == MlpKind::SwiGLU), layerNorm(t.norm == NormKind::LayerNorm),
-        learned(t.position == PositionKind::Learned), bias(t.bias) {}
+        learned(t.position == PositionKind::Learned), bias(t.bias),
+        flash(t.attention == AttentionKind::Flash) {}
   double s, h, a, kvd, f, v;
   bool gated, layerNorm, learned;
   BiasKind bias;
+  bool flash;
 
   double normParams() const { return layerNorm ? 2 * h : h; }
 
@@ -64,10 +68,12 @@ struct Shape {
   }
   double blockForwardFlops() const { return blockWeightFlops() + 4 * s * s * h; }
 
-  /// Elements kept for the backward: attention (Q/K/V input, Q, K, V, softmax output,
-  /// projection input), the two norm inputs, and the MLP (input and hidden activations).
+  /// Elements kept for the backward: attention (Q/K/V input, Q, K, V, the softmax output
+  /// when eager, projection input), the two norm inputs, and the MLP (input and hidden
+  /// activations). A fused kernel keeps no s x s scores, only their softmax statistics
+  /// (flashStatisticsBytes).
   double blockActivationElements() const {
-    double attention = 3 * s * h + 2 * s * kvd + a * s * s;
+    double attention = 3 * s * h + 2 * s * kvd + (flash ? 0 : a * s * s);
     double norms = 2 * s * h;
     double mlp = s * h + (gated ? 3 : 2) * s * f;
     return attention + norms + mlp;
@@ -75,7 +81,9 @@ struct Shape {
   /// Of those, the attention core's (the softmax output): what selective checkpointing
   /// recomputes from Q, K and V instead of keeping (Korthikanti et al.'s 5as² per sample
   /// is this, with dropout's mask and output).
-  double blockAttentionCoreElements() const { return a * s * s; }
+  double blockAttentionCoreElements() const { return flash ? 0 : a * s * s; }
+  /// A fused kernel's softmax statistics: one fp32 log-sum-exp per query and head.
+  double flashStatisticsBytes() const { return flash ? 4 * a * s : 0; }
 
   /// Elements a deferred weight gradient keeps: the input and the output gradient of every
   /// weight GEMM (QKV, output projection, up/gate, down) and, for each norm's weights, its
@@ -174,11 +182,12 @@ absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
 
   const double fwd = x.blockForwardFlops();
   for (int64_t i = 0; i < spec.numLayers; ++i) {
-    if (absl::Status err = addLayer(layers, "block." + std::to_string(i), runtime::LayerKind::Block,
-                                    x.blockParams(), fwd, 2 * fwd, x.blockWeightFlops(),
-                                    e * x.blockActivationElements(), e * x.s * x.h, e * x.s * x.h,
-                                    e * x.blockWeightGradientElements(), x.blockReplicatedParams(),
-                                    e * x.blockReplicatedActivationElements());
+    if (absl::Status err =
+            addLayer(layers, "block." + std::to_string(i), runtime::LayerKind::Block,
+                     x.blockParams(), fwd, 2 * fwd, x.blockWeightFlops(),
+                     e * x.blockActivationElements() + x.flashStatisticsBytes(), e * x.s * x.h,
+                     e * x.s * x.h, e * x.blockWeightGradientElements(), x.blockReplicatedParams(),
+                     e * x.blockReplicatedActivationElements());
         !err.ok())
       return err;
     layers.back().attentionCoreBytes = static_cast<int64_t>(e * x.blockAttentionCoreElements());

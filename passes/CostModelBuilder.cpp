@@ -48,6 +48,8 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
     shape.gated = architecture.getMlp() == pipe::MlpKind::SwiGLU;
     shape.rotary = architecture.getPosition() == pipe::PositionKind::Rotary;
     shape.elementBytes = training.getElementBytes();
+    shape.flashAttention = architecture.getAttention() == pipe::AttentionKind::Flash;
+    shape.fp8 = training.getDtype() == pipe::DType::FP8;
   }
   return in;
 }

@@ -81,6 +81,14 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
   LogicalResult planModel(pipe::ModelOp model) {
     if (failed(requirePhase(model, pipe::Phase::Communicating, "conduit-plan-memory")))
       return failure();
+    // A fused attention kernel keeps no scores: selective checkpointing has nothing to drop.
+    std::optional<pipe::TransformerAttr> architecture = model.getArchitecture();
+    const bool flash = architecture && architecture->getAttention() == pipe::AttentionKind::Flash;
+    if (flash && model.getParallelism().getCheckpointing() == pipe::Checkpointing::Selective)
+      model.emitWarning() << "parallelism.activation_checkpointing \"selective\" recomputes "
+                             "nothing with model.attention \"flash\": a fused kernel keeps no "
+                             "attention scores, so the plan keeps and computes what \"none\" "
+                             "would";
     FailureOr<std::vector<RankMemory>> analyzed = analyzeMemory(model);
     if (failed(analyzed))
       return failure();
@@ -113,7 +121,7 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
     // Checkpointing that recomputes more than the job's, the cheaper first: selective repeats
     // the attention cores, full the whole forward. The first that fits is suggested.
     std::vector<pipe::Checkpointing> recomputeMore;
-    if (par.getCheckpointing() == pipe::Checkpointing::None)
+    if (par.getCheckpointing() == pipe::Checkpointing::None && !flash)
       recomputeMore.push_back(pipe::Checkpointing::Selective);
     if (par.getCheckpointing() != pipe::Checkpointing::Full)
       recomputeMore.push_back(pipe::Checkpointing::Full);

@@ -211,6 +211,16 @@ int main(int argc, char **argv) {
         writePlanJson(*plan, std::cout);
       return {kExitOk};
     }
+    // An FP8 plan is priced for FP8 linear layers, which no backend here computes.
+    if (plan->config.dtype == DType::FP8) {
+      if (world->rank == 0)
+        std::fprintf(stderr,
+                     "conduit-run: error: %s: training.dtype is \"fp8\": the plan is priced for "
+                     "FP8 linear layers, which conduit-run does not compute; compile the job "
+                     "with --set training.dtype=bf16 to train it\n",
+                     options->plan.c_str());
+      return {kExitInvalidInput};
+    }
     if (options->reference)
       return runReference(*plan, options->session, *world);
     return runSession(*plan, options->session, *world);

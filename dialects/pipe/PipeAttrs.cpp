@@ -150,7 +150,7 @@ LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       int64_t numKvHeads, int64_t ffnHiddenSize, int64_t seqLength,
                                       int64_t vocabSize, MlpKind mlp, NormKind norm,
                                       PositionKind position, bool tieEmbeddings, BiasKind bias,
-                                      F64 ropeTheta, F64 normEps) {
+                                      F64 ropeTheta, F64 normEps, AttentionKind attention) {
   if (failed(check(emitError, numLayers >= 1, "num_layers", "positive", numLayers)) ||
       failed(check(emitError, hiddenSize >= 1, "hidden_size", "positive", hiddenSize)) ||
       failed(check(emitError, numHeads >= 1, "num_heads", "positive", numHeads)) ||

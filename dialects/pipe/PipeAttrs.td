@@ -77,7 +77,13 @@ def Pipe_RankOrder : Pipe_Enum<"RankOrder", "order of the (pipeline, data) axes 
 def Pipe_DType : Pipe_Enum<"DType", "training data type", [
   I32EnumCase<"BF16", 0, "bf16">,
   I32EnumCase<"FP16", 1, "fp16">,
-  I32EnumCase<"FP32", 2, "fp32">
+  I32EnumCase<"FP32", 2, "fp32">,
+  I32EnumCase<"FP8", 3, "fp8">
+]>;
+
+def Pipe_AttentionKind : Pipe_Enum<"AttentionKind", "attention kernel", [
+  I32EnumCase<"Flash", 0, "flash">,
+  I32EnumCase<"Eager", 1, "eager">
 ]>;
 
 def Pipe_Optimizer : Pipe_Enum<"Optimizer", "optimizer", [
@@ -358,7 +364,8 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     Llama, Mistral and Qwen (`swiglu`, `rmsnorm`, `rotary`, grouped-query attention). `bias`
     says which linear layers carry a bias: all (GPT), only Q/K/V (Qwen) or none (Llama).
     `rope_theta` is the rotary base and `norm_eps` the norms' epsilon (printed when not
-    10000 and 1e-5).
+    10000 and 1e-5). `attention` is the kernel the cost model prices: `flash` (fused, no
+    s x s scores kept; the default, not printed) or `eager`.
 
     ```mlir
     #pipe.transformer<num_layers = 12, hidden_size = 768, num_heads = 12, num_kv_heads = 12,
@@ -381,7 +388,8 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     "bool":$tie_embeddings,
     Pipe_EnumParam<Pipe_BiasKind>:$bias,
     Pipe_DefaultF64Param<"10000.0">:$rope_theta,
-    Pipe_DefaultF64Param<"1e-5">:$norm_eps
+    Pipe_DefaultF64Param<"1e-5">:$norm_eps,
+    Pipe_DefaultEnumParam<Pipe_AttentionKind, "Flash">:$attention
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -137,7 +137,9 @@ enum class Schedule : uint8_t {
 };
 constexpr int kNumSchedules = 8;
 enum class Sharding : uint8_t { None, Optimizer, Gradients, Full };
-enum class DType : uint8_t { BF16, FP16, FP32 };
+/// FP8: the blocks' linear layers in FP8 on bf16 parameters and activations (priced by the
+/// compiler; conduit-run refuses it).
+enum class DType : uint8_t { BF16, FP16, FP32, FP8 };
 enum class Optimizer : uint8_t { Adam, SGD };
 /// Activation checkpointing: none; full (each layer's input kept, the layer recomputed in the
 /// backward); selective (only the attention core recomputed, Megatron-LM's "selective").

@@ -68,11 +68,14 @@ int main(int argc, char **argv) {
               path.substr(path.rfind('/') + 1).c_str(), static_cast<long long>(spec.hiddenSize),
               static_cast<long long>(spec.seqLength), cluster.preset.c_str(),
               cluster.peakFlops / 1e12, cluster.efficiency, cluster.memoryBandwidth / 1e12);
-  const Gemm scores =
-      transformerWork(shape, TransformerLayer::Block, 1, false).attentionCore.gemms.front();
-  std::printf("Ridge point %.0f FLOP/byte; the attention core's products have %.0f.\n\n",
-              roofline.flopRate / roofline.memoryBandwidth,
-              scores.flops() / scores.bytes(shape.elementBytes));
+  const Work core = transformerWork(shape, TransformerLayer::Block, 1, false).attentionCore;
+  if (core.gemms.empty())
+    std::printf("Ridge point %.0f FLOP/byte; the attention core is one fused kernel.\n\n",
+                roofline.flopRate / roofline.memoryBandwidth);
+  else
+    std::printf("Ridge point %.0f FLOP/byte; the attention core's products have %.0f.\n\n",
+                roofline.flopRate / roofline.memoryBandwidth,
+                core.gemms.front().flops() / core.gemms.front().bytes(shape.elementBytes));
   std::printf("| T | micro-batch | narrowest weight GEMM, FLOP/byte | GEMMs | block | block, "
               "sequence parallel |\n|---|---|---|---|---|---|\n");
   for (int64_t t : {1, 2, 4, 8}) {

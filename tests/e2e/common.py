@@ -30,10 +30,11 @@ def arguments():
 
 
 def small_gpt(parallelism, layers=6, microbatch_size=1, **training):
-    """A GPT small enough that a step takes milliseconds on a CPU."""
+    """A GPT small enough that a step takes milliseconds on a CPU. Its attention is "eager",
+    what the CPU runtime computes, so that the plan's memory is the runtime's."""
     job = {
         "model": {"kind": "transformer", "num_layers": layers, "hidden_size": 32,
-                  "num_heads": 4, "seq_length": 16, "vocab_size": 64},
+                  "num_heads": 4, "seq_length": 16, "vocab_size": 64, "attention": "eager"},
         "parallelism": dict({"microbatch_size": microbatch_size}, **parallelism),
         "cluster": {"preset": "a100-80gb"},
         "training": dict({"dtype": "fp32", "optimizer": "adam", "seed": 7,
@@ -57,7 +58,8 @@ def scaled_hf(config_path):
     size by the job's own keys (as `--set model.num_layers=4 ...` would); the config's heads
     per key/value head and its other keys (rope_theta, rms_norm_eps, biases, tying) are kept."""
     return {"kind": "hf", "path": config_path, "num_layers": 4, "hidden_size": 32,
-            "num_heads": 4, "ffn_hidden_size": 48, "seq_length": 16, "vocab_size": 64}
+            "num_heads": 4, "ffn_hidden_size": 48, "seq_length": 16, "vocab_size": 64,
+            "attention": "eager"}
 
 
 class Tools:

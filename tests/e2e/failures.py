@@ -172,6 +172,18 @@ def bad_inputs(tools, plan):
               result.stderr)
 
 
+def fp8_plan(tools):
+    """A plan priced for FP8 linear layers compiles, and conduit-run refuses it by its key."""
+    job = small_gpt({"pipeline": 2, "data": 2, "microbatches": 2, "schedule": "1f1b"},
+                    dtype="fp8")
+    job["cluster"] = {"preset": "h100-80gb"}
+    plan = tools.compile(job, "fp8")
+    result = tools.run(plan, 4, "--steps=1", timeout=60)
+    check("an fp8 plan is refused, naming training.dtype",
+          result.returncode == 1 and "training.dtype" in result.stderr
+          and "step 1" not in result.stdout, result.stderr)
+
+
 def loopback(tools, plan):
     """The run loop of several ranks in one process (--ranks-per-process) goes through the same
     session as MPI runs; tests/e2e/loopback.py runs it on the CPU. With --backend=cuda on a
@@ -280,6 +292,7 @@ def main():
     other_plan = tools.compile(small_gpt(other), "failures-unsharded")
     bad_inputs(tools, plan)
     hostile_plans(tools, plan)
+    fp8_plan(tools)
     sgd_checkpoints(tools)
     loopback(tools, plan)
     dead_peer(tools, plan)

@@ -234,6 +234,72 @@ TEST(CostModelTest, SelectiveRecomputationRepeatsTheAttentionCore) {
   EXPECT_GT(selective.recomputeTime(1, 2), 0);
 }
 
+// A fused attention kernel executes half the causal products, its backward 2.5 forwards, at the
+// FlashAttention papers' efficiency; it keeps no scores, so selective checkpointing repeats
+// nothing.
+TEST(CostModelTest, FlashAttentionIsOneFusedKernelPerPass) {
+  TransformerShape x = gpt52b();
+  x.flashAttention = true;
+  const double s = x.seqLength, h = x.hiddenSize;
+  for (int64_t t : {1, 8}) {
+    LayerWork w = transformerWork(x, TransformerLayer::Block, t, false);
+    EXPECT_TRUE(w.attentionCore.gemms.empty());
+    EXPECT_DOUBLE_EQ(w.attentionCore.flops(), 2 * s * s * h / t); // half of 4·s²·h
+    EXPECT_DOUBLE_EQ(w.inputGradient.attention.flops(), 2.5 * 2 * s * s * h / t);
+    EXPECT_DOUBLE_EQ(w.attentionCore.memoryBytes, 0);
+  }
+  // On a device with kernel figures, at the sequence length they were measured at and with
+  // full waves, the kernel runs at the measured fraction of the peak.
+  Cluster h100 = clusterPresets()[1];
+  ASSERT_EQ(h100.preset, "h100-80gb");
+  Roofline r = Roofline::of(h100, 2);
+  FusedAttention forward{132, 16384, 128, false}, backward{132, 16384, 128, true};
+  EXPECT_NEAR(forward.flops() / r.time(forward, 1) / h100.peakFlops, h100.kernels.attentionForward,
+              1e-12);
+  EXPECT_NEAR(backward.flops() / r.time(backward, 1) / h100.peakFlops,
+              h100.kernels.attentionBackward, 1e-12);
+  // Shorter sequences run below it.
+  FusedAttention shorter{132, 1024, 128, false};
+  EXPECT_LT(shorter.flops() / r.time(shorter, 16) / h100.peakFlops,
+            0.95 * h100.kernels.attentionForward);
+
+  CostInputs in = transformerInputs(x);
+  CostModel plain = build(in);
+  in.recomputeAttentionCore = true;
+  CostModel selective = build(in);
+  EXPECT_GT(plain.attentionCoreForwardTime(1, 2), 0);
+  EXPECT_DOUBLE_EQ(selective.recomputeTime(1, 2), 0);
+  EXPECT_DOUBLE_EQ(selective.backwardTime(1, 2), plain.backwardTime(1, 2));
+}
+
+// FP8 linear layers: one-byte operands at the FP8 rate, and the casts to FP8 as element-wise
+// traffic; the attention stays in the element type.
+TEST(CostModelTest, Fp8LinearLayersRunAtTheFp8RatePlusTheirCasts) {
+  TransformerShape x = gpt52b();
+  x.flashAttention = true;
+  TransformerShape fp8 = x;
+  fp8.fp8 = true;
+  LayerWork bf = transformerWork(x, TransformerLayer::Block, 1, false);
+  LayerWork f8 = transformerWork(fp8, TransformerLayer::Block, 1, false);
+  EXPECT_DOUBLE_EQ(f8.forward.flops(), bf.forward.flops());
+  EXPECT_GT(f8.forward.memoryBytes, bf.forward.memoryBytes);
+  for (const Gemm &g : f8.forward.gemms)
+    EXPECT_TRUE(g.fp8);
+  Cluster h100 = clusterPresets()[1];
+  Roofline r = Roofline::of(h100, 2);
+  // A large FP8 GEMM runs near its own ceiling, 1.9 times the BF16 one.
+  Gemm big{16384, 16384, 16384, 1, Grows::Rows, false, true};
+  Gemm bigBf16{16384, 16384, 16384, 1, Grows::Rows, false, false};
+  EXPECT_NEAR(r.time(bigBf16, 1) / r.time(big, 1), 1.9, 0.01);
+  // The block: faster, but by less than the GEMMs alone (casts, attention, norms).
+  const double bfTime = r.time(bf.forward, 4) + r.time(bf.attentionCore, 4);
+  const double f8Time = r.time(f8.forward, 4) + r.time(f8.attentionCore, 4);
+  EXPECT_LT(f8Time, bfTime / 1.3);
+  EXPECT_GT(f8Time, bfTime / 1.9);
+  // A100 has no FP8 figures: FP8 products would run at the BF16 ceiling.
+  EXPECT_EQ(clusterPresets()[0].kernels.fp8PeakFlops, 0);
+}
+
 TEST(CostModelTest, LayersWithoutAShapeKeepTheirFlops) {
   CostInputs in;
   in.cluster = a100();

@@ -25,7 +25,8 @@ TEST(JobCosts, TheRooflinesProductsHaveTheLayersFlops) {
   gqa.numKvHeads = 8;
   gqa.mlp = MlpKind::SwiGLU;
   gqa.ffnHiddenSize = 11008;
-  for (const TransformerSpec &spec : {gpt(2, 768, 12, 1024, 50257), gqa}) {
+  for (TransformerSpec spec : {gpt(2, 768, 12, 1024, 50257), gqa}) {
+    spec.attention = AttentionKind::Eager; // whose products are all GEMMs
     auto layers = expandTransformer(spec, 2);
     ASSERT_TRUE(layers.ok());
     TransformerShape shape = transformerShape(spec, 2);
@@ -37,6 +38,18 @@ TEST(JobCosts, TheRooflinesProductsHaveTheLayersFlops) {
       EXPECT_DOUBLE_EQ(work.inputGradient.flops(), layer.bwdFlops - layer.bwdWeightFlops);
       EXPECT_DOUBLE_EQ(work.weightGradient.flops(), layer.bwdWeightFlops);
     }
+    // A fused kernel executes half the layer's 4·s²·h attention FLOPs (causal), and its
+    // backward 2.5 times that where the layer counts twice the forward.
+    spec.attention = AttentionKind::Flash;
+    TransformerShape flash = transformerShape(spec, 2);
+    EXPECT_TRUE(flash.flashAttention);
+    LayerWork work = transformerWork(flash, TransformerLayer::Block, 1, false);
+    const LayerSpec &block = (*layers)[1];
+    const double attention = 4.0 * spec.seqLength * spec.seqLength * spec.hiddenSize;
+    EXPECT_DOUBLE_EQ(work.forward.flops() + work.attentionCore.flops(),
+                     block.fwdFlops - attention / 2);
+    EXPECT_DOUBLE_EQ(work.inputGradient.flops(),
+                     block.bwdFlops - block.bwdWeightFlops - 2 * attention + 2.5 * attention / 2);
   }
 }
 

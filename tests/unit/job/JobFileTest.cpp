@@ -100,6 +100,30 @@ TEST(JobFile, DataTypeSetsActivationBytes) {
   EXPECT_EQ(fp32->model.layers[1].outputBytes, 2 * bf16->model.layers[1].outputBytes);
 }
 
+TEST(JobFile, AttentionKernelAndFp8) {
+  // Flash attention unless the model says eager; either keeps the model FLOPs.
+  std::optional<Job> flash = parse(kMinimal);
+  std::optional<Job> eager = parse(withKey("model", "attention", R"("eager")"));
+  ASSERT_TRUE(flash && eager);
+  EXPECT_EQ(flash->model.transformer->attention, AttentionKind::Flash);
+  EXPECT_EQ(eager->model.transformer->attention, AttentionKind::Eager);
+  EXPECT_LT(flash->model.layers[1].activationBytes, eager->model.layers[1].activationBytes);
+  EXPECT_DOUBLE_EQ(flash->model.layers[1].fwdFlops, eager->model.layers[1].fwdFlops);
+  std::string error;
+  EXPECT_FALSE(parse(withKey("model", "attention", R"("fused")"), &error));
+  EXPECT_EQ(error, "job.json: model.attention: unknown value \"fused\"; expected one of "
+                   "\"flash\", \"eager\"");
+  // FP8 keeps bf16 parameters and activations, and needs FP8 tensor cores.
+  std::optional<Job> fp8 = parse(withKey("training", "dtype", R"("fp8")"));
+  ASSERT_TRUE(fp8);
+  EXPECT_EQ(fp8->training.elementBytes(), 2);
+  Json a100 = Json::parse(withKey("training", "dtype", R"("fp8")"));
+  a100["cluster"]["preset"] = "a100-80gb";
+  EXPECT_FALSE(parse(writeJson(a100), &error));
+  EXPECT_EQ(error, "job.json: training.dtype: \"fp8\" needs FP8 tensor cores, which the preset "
+                   "\"a100-80gb\" does not have; use \"bf16\" or an H100 or H200 preset");
+}
+
 TEST(JobFile, DepthFirstGroupSize) {
   std::string text = withKey("parallelism", "schedule", R"("depth-first")");
   std::optional<Job> job = parse(text);

@@ -85,8 +85,10 @@ TEST(TransformerCosts, Llama2_7B) {
 }
 
 TEST(TransformerCosts, ActivationBytesFollowKorthikanti) {
-  // GPT-style block without dropout: 32*s*h + 2*a*s^2 bytes in 16-bit (per sample).
+  // GPT-style block without dropout, eager attention: 32*s*h + 2*a*s^2 bytes in 16-bit (per
+  // sample).
   TransformerSpec t = gpt(2, 1024, 16, 512, 1000);
+  t.attention = AttentionKind::Eager;
   auto layers = expandTransformer(t, 2);
   ASSERT_TRUE(layers.ok());
   const LayerSpec &block = (*layers)[1];
@@ -100,6 +102,23 @@ TEST(TransformerCosts, ActivationBytesFollowKorthikanti) {
   EXPECT_EQ(block.attentionCoreBytes, 2 * 16 * 512 * 512);
   EXPECT_FALSE((*layers)[0].attentionCoreBytes.has_value());
   EXPECT_FALSE(layers->back().attentionCoreBytes.has_value());
+}
+
+TEST(TransformerCosts, FlashAttentionKeepsNoScores) {
+  // A fused kernel keeps the softmax statistics (one fp32 per query and head) instead of the
+  // a*s^2 probabilities, so selective checkpointing has nothing to recompute; the model FLOPs
+  // are the same.
+  TransformerSpec t = gpt(2, 1024, 16, 512, 1000);
+  TransformerSpec eager = t;
+  eager.attention = AttentionKind::Eager;
+  ASSERT_EQ(t.attention, AttentionKind::Flash); // the default
+  auto flashLayers = expandTransformer(t, 2), eagerLayers = expandTransformer(eager, 2);
+  ASSERT_TRUE(flashLayers.ok() && eagerLayers.ok());
+  const LayerSpec &block = (*flashLayers)[1];
+  EXPECT_EQ(block.activationBytes, 32 * 512 * 1024 + 4 * 16 * 512);
+  EXPECT_EQ(block.attentionCoreBytes, 0);
+  EXPECT_DOUBLE_EQ(block.fwdFlops, (*eagerLayers)[1].fwdFlops);
+  EXPECT_DOUBLE_EQ(block.bwdFlops, (*eagerLayers)[1].bwdFlops);
 }
 
 TEST(TransformerCosts, GroupedQueryAttentionShrinksKeyValueWeights) {
