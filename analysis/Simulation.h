@@ -72,7 +72,8 @@ class Simulation {
 public:
   Simulation(const runtime::Plan &plan, const PlanCosts &costs) : plan(plan), costs(costs) {}
 
-  SimulationResult run();
+  /// Runs the plan once; the result moves out, so a Simulation runs only once.
+  SimulationResult run() &&;
 
 private:
   struct RankState {

@@ -19,10 +19,10 @@
 using namespace conduit;
 using namespace conduit::simulation;
 
-SimulationResult Simulation::run() {
+SimulationResult Simulation::run() && {
   setUp();
   if (result.error)
-    return result;
+    return std::move(result);
   for (int32_t r = 0; r < ranks(); ++r)
     for (int s = 0; s < kStreams; ++s)
       if (!state[r].streams[s].list.empty())
@@ -35,7 +35,7 @@ SimulationResult Simulation::run() {
   }
   if (!result.error)
     finish();
-  return result;
+  return std::move(result);
 }
 
 void Simulation::enqueue(int32_t r, int s) {

@@ -359,9 +359,11 @@ int conduit::runCompiler(int argc, char **argv) {
   }
   int code = console.writeOutput(options.output, [&](llvm::raw_ostream &os) {
     switch (options.emit) {
-    case EmitKind::Plan:
-      os << runtime::writePlan(*plan);
+    case EmitKind::Plan: {
+      flatbuffers::DetachedBuffer bytes = runtime::planBytes(*plan);
+      os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
       break;
+    }
     case EmitKind::Mlir:
       module.print(os);
       os << "\n";

@@ -178,7 +178,10 @@ runtime::Plan conduit::exportPlan(plan::ProgramOp program) {
     r.events = static_cast<int32_t>(rank.getEvents());
     r.slots.assign(rank.getSlots().begin(), rank.getSlots().end());
     r.peakMemoryBytes = rank.getPeakMemory().value_or(0);
-    for (Operation &op : rank.getBody().front())
+    mlir::Block &body = rank.getBody().front();
+    // One allocation of the final size: a plan's instructions are most of its bytes.
+    r.instructions.reserve(body.getOperations().size());
+    for (Operation &op : body)
       r.instructions.push_back(exportInstruction(op));
     out.ranks.push_back(std::move(r));
   }

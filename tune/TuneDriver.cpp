@@ -235,7 +235,8 @@ int conduit::runTuner(int argc, char **argv) {
       return code;
   if (!options.bestPlan.empty())
     if (int code = console.writeOutput(options.bestPlan, [&](llvm::raw_ostream &os) {
-          os << runtime::writePlan(*only.bestPlan);
+          flatbuffers::DetachedBuffer bytes = runtime::planBytes(*only.bestPlan);
+          os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
         }))
       return code;
   return kExitOk;

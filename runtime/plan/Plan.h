@@ -52,10 +52,17 @@ constexpr int kP2PStream = 1;
 constexpr int kCollectiveStream = 2;
 constexpr int kMaxStreams = 8;
 
+/// One instruction of a rank's program. The fields are ordered so that it packs into 64 bytes
+/// (a plan holds up to millions of them).
 struct Instruction {
   Op op = Op::Forward;
   uint8_t stream = 0;
   Transfer kind = Transfer::Activation;
+  /// Forward: kPaired when it and the rank's next compute (a backward or input gradient of
+  /// another micro-batch) run as one overlapped pair (PyTorch's OVERLAP_F_B). The runtime runs
+  /// them back to back either way; the pair's transfers carry batches.
+  uint8_t flags = 0;
+  static constexpr uint8_t kPaired = 1;
   int32_t stage = -1;
   int32_t microbatch = -1;
   int32_t peer = -1;
@@ -68,11 +75,6 @@ struct Instruction {
   int64_t begin = 0;
   int64_t end = 0;
   int64_t bytes = 0;
-  /// Forward: kPaired when it and the rank's next compute (a backward or input gradient of
-  /// another micro-batch) run as one overlapped pair (PyTorch's OVERLAP_F_B). The runtime runs
-  /// them back to back either way; the pair's transfers carry batches.
-  uint8_t flags = 0;
-  static constexpr uint8_t kPaired = 1;
 
   bool isCompute() const {
     return op == Op::Forward || op == Op::Backward || op == Op::BackwardInput ||
@@ -89,6 +91,7 @@ struct Instruction {
   /// Tensor collectives run inside their compute instruction, not on their own.
   bool communicates() const { return isTransfer() || isCollective() || op == Op::TieGrads; }
 };
+static_assert(sizeof(Instruction) == 64, "an instruction grew: keep it to one cache line");
 
 enum class LayerKind : uint8_t { Embedding, Block, Head, Custom };
 

@@ -14,6 +14,8 @@
 #include "runtime/Status.h"
 #include "runtime/plan/Plan.h"
 
+#include "flatbuffers/detached_buffer.h"
+
 #include <string>
 
 namespace conduit::runtime {
@@ -21,7 +23,11 @@ namespace conduit::runtime {
 /// Plan files larger than this are refused before they are read (the FlatBuffers limit).
 constexpr uint64_t kMaxPlanFileBytes = (uint64_t(1) << 31) - 1;
 
-/// The plan file bytes of `plan`.
+/// The plan file bytes of `plan`, built in one buffer of their final size: the way to write a
+/// large plan (its instructions are copied once).
+flatbuffers::DetachedBuffer planBytes(const Plan &plan);
+
+/// The plan file bytes of `plan`, as a string (one more copy of them).
 std::string writePlan(const Plan &plan);
 
 /// Writes `plan` to `path` through a temporary file and a rename, so that a failure never

@@ -18,8 +18,28 @@ namespace conduit::runtime {
 
 namespace fb = conduit::planfile;
 
-std::string writePlan(const Plan &plan) {
-  flatbuffers::FlatBufferBuilder fbb(1 << 16);
+namespace {
+
+/// An upper bound of the plan file's size, so that the builder allocates once: growing it
+/// copies the whole buffer each time, and the instructions are most of a plan's bytes.
+size_t sizeBound(const Plan &plan) {
+  size_t bytes = 4096 + plan.name.size() + plan.source.size() + plan.config.preset.size() +
+                 plan.config.dataSource.path.size();
+  for (const Layer &l : plan.layers)
+    bytes += 96 + l.name.size();
+  for (const Stage &s : plan.stages)
+    bytes += 64 + 8 * s.samples.size();
+  for (const Group &g : plan.groups)
+    bytes += 32 + 4 * g.ranks.size();
+  for (const RankProgram &r : plan.ranks)
+    bytes += 96 + 8 * r.slots.size() + sizeof(fb::Instruction) * r.instructions.size();
+  return bytes;
+}
+
+} // namespace
+
+flatbuffers::DetachedBuffer planBytes(const Plan &plan) {
+  flatbuffers::FlatBufferBuilder fbb(sizeBound(plan));
 
   std::vector<flatbuffers::Offset<fb::Layer>> layers;
   layers.reserve(plan.layers.size());
@@ -35,17 +55,19 @@ std::string writePlan(const Plan &plan) {
   for (const Group &g : plan.groups)
     groups.push_back(fb::CreateGroup(fbb, fbb.CreateVector(g.ranks)));
   std::vector<flatbuffers::Offset<fb::RankProgram>> ranks;
-  std::vector<fb::Instruction> buffer;
+  ranks.reserve(plan.ranks.size());
   for (const RankProgram &r : plan.ranks) {
-    buffer.clear();
-    buffer.reserve(r.instructions.size());
+    // Written in place in the builder's buffer, not through a copy.
+    fb::Instruction *out = nullptr;
+    auto instructions = fbb.CreateUninitializedVectorOfStructs(r.instructions.size(), &out);
     for (const Instruction &i : r.instructions)
-      buffer.emplace_back(static_cast<fb::Op>(i.op), i.stream,
-                          static_cast<fb::TransferKind>(i.kind), i.flags, i.stage, i.microbatch,
-                          i.peer, i.peerStage, i.peerMicrobatch, i.slot, i.group, i.batch, i.event,
-                          i.begin, i.end, i.bytes);
-    ranks.push_back(fb::CreateRankProgram(fbb, r.rank, r.events, fbb.CreateVector(r.slots),
-                                          fbb.CreateVectorOfStructs(buffer), r.peakMemoryBytes));
+      *out++ = fb::Instruction(static_cast<fb::Op>(i.op), i.stream,
+                               static_cast<fb::TransferKind>(i.kind), i.flags, i.stage,
+                               i.microbatch, i.peer, i.peerStage, i.peerMicrobatch, i.slot, i.group,
+                               i.batch, i.event, i.begin, i.end, i.bytes);
+    auto slots = fbb.CreateVector(r.slots);
+    ranks.push_back(
+        fb::CreateRankProgram(fbb, r.rank, r.events, slots, instructions, r.peakMemoryBytes));
   }
 
   const Config &c = plan.config;
@@ -96,17 +118,23 @@ std::string writePlan(const Plan &plan) {
                              fbb.CreateVector(layers), fbb.CreateVector(stages),
                              fbb.CreateVector(groups), fbb.CreateVector(ranks));
   fb::FinishPlanBuffer(fbb, root);
-  return std::string(reinterpret_cast<const char *>(fbb.GetBufferPointer()), fbb.GetSize());
+  return fbb.Release();
+}
+
+std::string writePlan(const Plan &plan) {
+  flatbuffers::DetachedBuffer bytes = planBytes(plan);
+  return std::string(reinterpret_cast<const char *>(bytes.data()), bytes.size());
 }
 
 absl::Status writePlanFile(const Plan &plan, const std::string &path) {
-  std::string bytes = writePlan(plan);
+  flatbuffers::DetachedBuffer bytes = planBytes(plan);
   std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out)
       return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.write(reinterpret_cast<const char *>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
     out.close();
     if (!out) {
       std::remove(temporary.c_str());
