@@ -196,10 +196,23 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
         if (static_cast<uint8_t>(i->op()) >= kNumOps || static_cast<uint8_t>(i->kind()) > 1)
           return corrupt(absl::StrCat("rank ", r->rank(), " instruction ",
                                       program.instructions.size(), " has an unknown opcode"));
-        program.instructions.push_back(
-            {static_cast<Op>(i->op()), i->stream(), static_cast<Transfer>(i->kind()), i->stage(),
-             i->microbatch(), i->peer(), i->peer_stage(), i->peer_microbatch(), i->slot(),
-             i->group(), i->batch(), i->event(), i->begin(), i->end(), i->bytes(), i->flags()});
+        Instruction &x = program.instructions.emplace_back();
+        x.op = static_cast<Op>(i->op());
+        x.stream = i->stream();
+        x.kind = static_cast<Transfer>(i->kind());
+        x.flags = i->flags();
+        x.stage = i->stage();
+        x.microbatch = i->microbatch();
+        x.peer = i->peer();
+        x.peerStage = i->peer_stage();
+        x.peerMicrobatch = i->peer_microbatch();
+        x.slot = i->slot();
+        x.group = i->group();
+        x.batch = i->batch();
+        x.event = i->event();
+        x.begin = i->begin();
+        x.end = i->end();
+        x.bytes = i->bytes();
       }
     }
     plan.ranks.push_back(std::move(program));
