@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver.h"
+#include "compiler/Heap.h"
 
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Process.h"
@@ -16,6 +17,7 @@
 #include <iostream>
 
 int main(int argc, char **argv) {
+  conduit::reserveHugePageHeap();
   llvm::InitLLVM init(argc, argv);
   int code = conduit::runCompiler(argc, argv);
   llvm::outs().flush();

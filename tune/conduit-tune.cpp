@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Heap.h"
 #include "tune/TuneDriver.h"
 
 #include "llvm/Support/InitLLVM.h"
@@ -14,6 +15,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
+  conduit::reserveHugePageHeap();
   llvm::InitLLVM init(argc, argv);
   int code = conduit::runTuner(argc, argv);
   llvm::outs().flush();
