@@ -9,6 +9,7 @@
 
 #include "compiler/CompileModule.h"
 
+#include "analysis/MemoryBound.h"
 #include "analysis/Units.h"
 #include "compiler/ImportJob.h"
 #include "compiler/Registration.h"
@@ -47,6 +48,42 @@ private:
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point lastLine = start;
 };
+
+/// Refuses, before anything is scheduled, a large job (kManyPairs) whose memory lower bound
+/// (MemoryBound.h) exceeds the device; returns the bound, the least the job would need.
+std::optional<int64_t> refuseWhatCannotFit(const Job &job, mlir::ModuleOp module) {
+  const ParallelismSpec &par = job.parallelism;
+  if (par.numStages() * par.microbatches < kManyPairs)
+    return std::nullopt;
+  const MemoryBound bound = memoryLowerBound(job);
+  const int64_t device = job.cluster.memoryBytes;
+  if (device <= 0 || bound.total() <= device)
+    return std::nullopt;
+  std::string needs = formatBytes(static_cast<double>(bound.staticBytes)) +
+                      " of parameters, gradients and optimizer state";
+  std::string advice;
+  if (bound.activationBytes > 0) {
+    needs += " and " + formatBytes(static_cast<double>(bound.activationBytes)) + " that " +
+             runtime::scheduleName(par.schedule) + " keeps for all " +
+             std::to_string(par.microbatches) + " micro-batches before their backwards";
+    advice = "lower parallelism.microbatches or choose a parallelism.schedule that keeps fewer "
+             "(1f1b, depth-first, zb-h1, zbv)";
+  }
+  if (bound.staticBytes > device / 2)
+    advice += std::string(advice.empty() ? "" : "; or ") +
+              (par.sharding != runtime::Sharding::Full && par.data > 1
+                   ? "set parallelism.sharding \"full\", or raise parallelism.pipeline or "
+                     "parallelism.tensor"
+                   : "raise parallelism.pipeline or parallelism.tensor");
+  if (advice.empty())
+    advice = "raise parallelism.pipeline or parallelism.tensor";
+  mlir::emitError(module.getLoc())
+      << "the ranks need at least " << formatBytes(static_cast<double>(bound.total()))
+      << " each on average (" << needs << ") but the device has "
+      << formatBytes(static_cast<double>(device)) << " (cluster.memory_bytes), so no plan fits; "
+      << advice;
+  return bound.total();
+}
 
 /// The MLIR context compileJob() uses on one thread. A context keeps every attribute it ever
 /// uniqued, so a fresh one replaces it every so many compiles.
@@ -96,6 +133,10 @@ ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &cont
     result.succeeded = true;
     return result;
   }
+  if (std::optional<int64_t> bound = refuseWhatCannotFit(job, *result.module)) {
+    result.refusedLowerBound = bound;
+    return result;
+  }
   mlir::PassManager pm(&context);
   // Passes keep their IR valid and conduit-verify-plan proves the result, including every
   // rule the plan dialect's verifiers state; verifying the whole module after every pass
@@ -108,6 +149,8 @@ ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &cont
     pm.enableTiming(*module.timing);
   if (module.progress)
     pm.addInstrumentation(std::make_unique<ProgressInstrumentation>());
+  if (module.instrument)
+    pm.addInstrumentation(module.instrument());
   PipelineOptions pipeline;
   pipeline.stopAfter = module.until;
   pipeline.importSchedule = options.importSchedule;
@@ -151,6 +194,8 @@ CompiledJob conduit::compileJob(const Job &job, const CompileOptions &options) {
         peak = std::max(peak.value_or(0), *bytes);
   if (peak && *peak > job.cluster.memoryBytes)
     result.refusedPeakBytes = peak;
+  else if (compiled.refusedLowerBound)
+    result.refusedPeakBytes = compiled.refusedLowerBound;
   if (result.error.empty())
     result.error = "the job does not compile";
   return result;

@@ -14,10 +14,13 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Support/Timing.h"
 #include "passes/Pipeline.h"
 #include "passes/VerifyProgram.h"
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -31,6 +34,8 @@ struct ModuleCompilation {
   std::optional<VerifiedPlan> verified;
   /// The micro-batch search, when the job asked for one.
   std::optional<std::pair<sched::SearchMethod, sched::SearchResult>> search;
+  /// The memory lower bound of a job refused before scheduling (it exceeds the device).
+  std::optional<int64_t> refusedLowerBound;
   /// Whether every step up to `until` succeeded.
   bool succeeded = false;
 };
@@ -46,6 +51,8 @@ struct ModuleOptions {
   /// Applies MLIR's pass-manager options of the command line (--mlir-print-ir-after, ...),
   /// which a tool registers with mlir::registerPassManagerCLOptions().
   bool commandLinePassOptions = false;
+  /// Makes an instrumentation of the caller's for the pass manager (a test's counters).
+  std::function<std::unique_ptr<mlir::PassInstrumentation>()> instrument;
 };
 
 /// Imports `job` into `context` and runs the pipeline up to `module.until`. Diagnostics go to
@@ -56,6 +63,12 @@ ModuleCompilation compileModule(const Job &job, mlir::MLIRContext &context,
 /// A diagnostic's message without MLIR's "'op.name' op " prefix, which means nothing to a user
 /// of the tools.
 std::string userMessage(const mlir::Diagnostic &diag);
+
+/// Jobs with this many (stage, micro-batch) pairs take seconds to compile: conduit-compile says
+/// so before it starts, and compileModule() refuses one whose memory lower bound exceeds the
+/// device before scheduling it (MemoryBound.h). Smaller jobs reach the memory plan, whose
+/// refusal names the rank, what it holds and the changes that would fit.
+constexpr int64_t kManyPairs = int64_t(1) << 18;
 
 /// Seconds of compilation after which `progress` lines start.
 constexpr double kQuietCompileS = 3;

@@ -2,6 +2,7 @@
 
 #include "compiler/Driver.h"
 
+#include "analysis/MemoryBound.h"
 #include "analysis/Report.h"
 #include "analysis/StepCharts.h"
 #include "analysis/Units.h"
@@ -187,10 +188,6 @@ std::vector<char *> takeStopAfter(int argc, char **argv, Options &options,
   return rest;
 }
 
-/// Jobs with this many (stage, micro-batch) pairs get a note before compiling: they take
-/// seconds.
-constexpr int64_t kManyPairs = int64_t(1) << 18;
-
 /// "searched (descent): 1,234 candidates in 0.52 s; ..." for the summary.
 void printSearch(sched::SearchMethod method, const sched::SearchResult &search,
                  llvm::raw_ostream &os) {
@@ -315,7 +312,7 @@ int conduit::runCompiler(int argc, char **argv) {
   // Compile time grows with the (stage, micro-batch) pairs, about 13 us each
   // (docs/performance.md): say so before a compile that takes seconds.
   const int64_t pairs = job->parallelism.numStages() * job->parallelism.microbatches;
-  if (pairs >= kManyPairs)
+  if (pairs >= kManyPairs && memoryLowerBound(*job).total() <= job->cluster.memoryBytes)
     console.print(
         llvm::raw_ostream::CYAN, "note",
         options.input + ": " + formatCount(static_cast<double>(pairs)) +

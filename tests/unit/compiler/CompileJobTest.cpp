@@ -8,6 +8,7 @@
 
 #include "compiler/CompileJob.h"
 
+#include "analysis/MemoryBound.h"
 #include "compiler/CompileModule.h"
 #include "compiler/Registration.h"
 #include "job/JobFile.h"
@@ -70,6 +71,49 @@ TEST(CompileJob, ThreadsCompileAtOnce) {
     thread.join();
   for (double step : steps)
     EXPECT_EQ(step, alone.report->stepTimeS);
+}
+
+TEST(CompileJob, AJobThatCannotFitIsRefusedBeforeItIsScheduled) {
+  // A breadth-first step keeps every micro-batch before its backwards: a million of them need
+  // terabytes, which the memory lower bound says before anything is scheduled.
+  CompiledJob compiled = compileJob(demoJob({"parallelism.microbatches=1000000"}));
+  EXPECT_FALSE(compiled.ok());
+  ASSERT_TRUE(compiled.refusedPeakBytes);
+  EXPECT_GT(*compiled.refusedPeakBytes, int64_t(80) << 30);
+  EXPECT_NE(compiled.error.find("before their backwards"), std::string::npos) << compiled.error;
+  EXPECT_NE(compiled.error.find("cluster.memory_bytes"), std::string::npos) << compiled.error;
+  EXPECT_NE(compiled.error.find("parallelism.microbatches"), std::string::npos) << compiled.error;
+}
+
+TEST(CompileJob, TheMemoryLowerBoundNeverExceedsACompiledPeak) {
+  // Every schedule, checkpointing, sharding and tensor degree of the demo job that compiles: the
+  // bound the compiler refuses by is at most what the memory plan finds.
+  int compiled = 0;
+  for (const char *schedule :
+       {"gpipe", "1f1b", "depth-first", "breadth-first", "zb-h1", "interleaved-zb", "zbv"})
+    for (const char *checkpointing : {"none", "selective", "full"})
+      for (const char *sharding : {"none", "optimizer", "gradients", "full"})
+        for (int tensor : {1, 2}) {
+          const std::vector<std::string> overrides = {
+              std::string("parallelism.schedule=") + schedule,
+              std::string("parallelism.activation_checkpointing=") + checkpointing,
+              std::string("parallelism.sharding=") + sharding,
+              "parallelism.tensor=" + std::to_string(tensor), "training.dtype=bf16"};
+          const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/demo.json";
+          Diagnostics diag(path);
+          std::optional<Job> job = readJobFile(path, diag, overrides);
+          if (!job)
+            continue; // a combination the job reader refuses (e.g. a schedule's V)
+          CompiledJob result = compileJob(*job);
+          if (!result.ok())
+            continue;
+          ++compiled;
+          const MemoryBound bound = memoryLowerBound(*job);
+          EXPECT_LE(bound.total(), result.report->peakMemoryBytes)
+              << schedule << ", " << checkpointing << ", " << sharding << ", T " << tensor
+              << ": static " << bound.staticBytes << ", activations " << bound.activationBytes;
+        }
+  EXPECT_GE(compiled, 90);
 }
 
 TEST(CompileModule, StopsWhereItIsTold) {
