@@ -31,6 +31,7 @@ SimulationResult Simulation::run() && {
     auto [r, s] = work.front();
     work.pop_front();
     state[r].streams[s].queued = false;
+    ++result.events;
     advance(r, s);
   }
   if (!result.error)

@@ -41,6 +41,9 @@ using runtime::InstructionTime;
 struct SimulationResult {
   std::optional<SimulationError> error;
   double makespan = 0;
+  /// Turns of the discrete-event loop (a stream advanced until it had to wait): the
+  /// simulator's work, the same on every machine.
+  int64_t events = 0;
   /// Per rank, per instruction.
   std::vector<std::vector<InstructionTime>> times;
   /// Per rank, per instruction: for a send or receive, the index of the matching instruction
