@@ -2,6 +2,7 @@
 
 #include "compiler/Heap.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <malloc.h>
@@ -10,16 +11,20 @@
 
 void conduit::reserveHugePageHeap() {
 #if !defined(__SANITIZE_ADDRESS__)
-  constexpr size_t kReserve = size_t(1) << 30;
   constexpr uintptr_t kHugePage = uintptr_t(2) << 20;
-  // Everything but giant blocks comes from the heap (a block of its own would be mapped and
-  // faulted in 4 KiB pages), and freed memory stays for reuse instead of being returned and
-  // faulted in again.
-  mallopt(M_MMAP_THRESHOLD, 512 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  // The next growth of the heap reserves kReserve more than it needs: one region, advised
-  // once. A system that refuses the reservation leaves the heap as it was.
-  mallopt(M_TOP_PAD, kReserve);
+  // Blocks up to glibc's largest threshold (32 MiB) come from the heap, not from mappings of
+  // their own (faulted in 4 KiB pages), and freed memory stays for reuse instead of being
+  // returned and faulted in again.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, INT32_MAX);
+  // The next growth of the heap reserves this much more than it needs, one region advised
+  // once: the most the allocator's int takes, or half the machine's memory if less (a
+  // reservation beyond the machine's memory could be refused). Growth past it is a region
+  // without the advice.
+  const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  const uint64_t half = pages > 0 && pageSize > 0 ? uint64_t(pages) * uint64_t(pageSize) / 2 : 0;
+  const uint64_t reserve = std::min<uint64_t>(std::max<uint64_t>(half, kHugePage), INT32_MAX);
+  mallopt(M_TOP_PAD, static_cast<int>(reserve & ~uint64_t(kHugePage - 1)));
   void *probe = std::malloc(1 << 20);
   const auto top = reinterpret_cast<uintptr_t>(sbrk(0));
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(probe) + kHugePage - 1) & ~(kHugePage - 1);

@@ -4,13 +4,16 @@
 Each point compiles testdata/jobs/bench-p64-v4-m256.json (breadth-first, full sharding,
 256 layers) with pipeline, stages_per_device and microbatches overridden (and device memory
 raised so that the few-rank points fit), from the job file to
-a verified plan file, and reports the best of --repeat runs. The last columns divide by P·V·M:
-if compile time grows linearly, microseconds per unit stay flat.
+a verified plan file, and reports the best of --repeat runs, from 10^3 to 10^6 (stage,
+micro-batch) pairs. The last columns divide by P·V·M: if compile time and memory grow
+linearly, microseconds and kilobytes per pair stay flat; the exponents of the power laws
+through the points from 10^4 pairs say the same in one number each.
 
   tests/bench/compile_scaling.py --compiler build/bin/conduit-compile
 """
 
 import argparse
+import math
 import os
 import re
 import subprocess
@@ -19,8 +22,8 @@ import tempfile
 import time
 
 # (P, V, M): P·V stages never exceed the job's 256 layers.
-POINTS = [(4, 4, 16), (8, 4, 32), (8, 8, 64), (16, 4, 64), (16, 8, 128), (32, 4, 128),
-          (32, 8, 256), (64, 4, 256), (64, 4, 512), (64, 4, 1024)]
+POINTS = [(8, 4, 32), (8, 8, 64), (16, 4, 64), (16, 8, 128), (32, 4, 128), (32, 8, 256),
+          (64, 4, 256), (64, 4, 512), (64, 4, 1024), (64, 4, 2048), (64, 4, 4096)]
 QUICK = [(4, 4, 16), (8, 4, 32)]
 
 
@@ -33,8 +36,9 @@ def main():
     parser.add_argument("--quick", action="store_true", help="two small points (a smoke test)")
     args = parser.parse_args()
 
-    print("| P | V | M | P·V·M | instructions | seconds | peak RSS (MB) | µs per P·V·M |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| P | V | M | P·V·M | instructions | seconds | peak RSS (MB) | µs per P·V·M "
+          "| KB per P·V·M |")
+    print("|---|---|---|---|---|---|---|---|---|")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         plan = os.path.join(tmp, "bench.plan")
@@ -45,11 +49,24 @@ def main():
                 best = result if best is None or result[0] < best[0] else best
             seconds, rss, instructions = best
             units = p * v * m
-            rows.append((units, seconds))
+            rows.append((units, seconds, rss))
             print(f"| {p} | {v} | {m} | {units:,} | {instructions:,} | {seconds:.3f} | "
-                  f"{rss / 2**20:.0f} | {seconds / units * 1e6:.2f} |", flush=True)
+                  f"{rss / 2**20:.0f} | {seconds / units * 1e6:.2f} | {rss / units / 1e3:.2f} |",
+                  flush=True)
 
-    print_fit(rows)
+    print_fit([(x, y) for x, y, _ in rows])
+    large = [row for row in rows if row[0] >= 10**4]
+    if len(large) >= 2:
+        print(f"exponents from 10^4 pairs: time ~ (P·V·M)^{exponent(large, 1):.2f}, "
+              f"peak RSS ~ (P·V·M)^{exponent(large, 2):.2f}")
+
+
+def exponent(rows, column):
+    """The slope of log(rows[column]) against log(P·V·M), least squares: 1 is linear."""
+    xs = [math.log(row[0]) for row in rows]
+    ys = [math.log(row[column]) for row in rows]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
 def print_fit(rows):
