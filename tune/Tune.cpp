@@ -103,6 +103,21 @@ double primaryFigure(TuneObjective objective, const TunedConfiguration &c) {
                                                 : static_cast<double>(c.figures.peakMemoryBytes);
 }
 
+/// setKey(section, a.key, a.value) for a key "parallelism.NAME" of `section` ({"parallelism":
+/// {...}}), without setKey's cost for a plain ASCII name (which it would store as it is): a
+/// search sets a dozen keys for each of a million configurations.
+void setParallelismKey(Json &section, const Assignment &a) {
+  const std::string_view name = a.key.substr(std::string_view("parallelism.").size());
+  Json &parallelism = section["parallelism"];
+  const bool plain = !name.empty() && llvm::all_of(name, [](char c) {
+    return static_cast<unsigned char>(c) < 0x80 && c != '.';
+  });
+  if (plain && parallelism.is_object())
+    parallelism.get_ref<Json::object_t &>()[std::string(name)] = a.value;
+  else
+    setKey(section, a.key, a.value);
+}
+
 /// "P 8, D 8, V 4, schedule breadth-first, ..." for messages.
 std::string describe(llvm::ArrayRef<Dimension> dimensions, const Configuration &config) {
   std::string text;
@@ -363,7 +378,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
             Json section = baseSection;
             for (const Assignment &a : configs[i])
               if (llvm::StringRef(a.key).starts_with("parallelism."))
-                setKey(section, a.key, a.value);
+                setParallelismKey(section, a);
             valid = parseParallelismFor(*contextJob, section["parallelism"], diag);
           }
           if (!valid) {

@@ -129,6 +129,50 @@ BoundCalculator::stages(const Job &job) {
     stage.activations = stageActivations(layers, par.checkpointing);
     out.push_back(stage);
   }
+  // The durations of a stage's forward and backward on one micro-batch, shared by every shape
+  // with this partition (the compute does not depend on P or D, nor the tensor group's link on
+  // more than T). A compute and the tensor collectives it issues on the compute stream, as the
+  // simulator charges them (PlanCosts): all of the collectives after the compute, or, with sequence
+  // parallelism, pipelined with it (the longer of the two). A whole backward issues what its
+  // input and weight gradients issue together, so its time bounds the two halves' as well.
+  runtime::Config tensorConfig;
+  std::vector<runtime::Layer> tensorLayers;
+  if (par.tensor > 1) {
+    tensorConfig.tensor = static_cast<int32_t>(par.tensor);
+    tensorConfig.sequenceParallel = par.sequenceParallel;
+    tensorConfig.checkpointing = par.checkpointing;
+    tensorConfig.tokensPerSample = job.model.tokensPerSample;
+    for (const LayerSpec &layer : job.model.layers) {
+      runtime::Layer l;
+      l.kind = layer.kind;
+      l.checkpointBytes = layer.checkpointBytes;
+      l.outputBytes = layer.outputBytes;
+      tensorLayers.push_back(l);
+    }
+  }
+  const int64_t b = par.microbatchSize;
+  auto withCollectives = [&](const Stage &stage, runtime::Op pass, double compute) {
+    if (par.tensor <= 1)
+      return compute;
+    double comm = 0;
+    for (const runtime::TensorCollective &x :
+         runtime::tensorCollectives(tensorConfig, tensorLayers, static_cast<int32_t>(stage.first),
+                                    static_cast<int32_t>(stage.end), pass, b))
+      comm += (*cost)->tensorCollectiveTime(collectiveOf(x.op), x.bytes);
+    return par.sequenceParallel ? std::max(compute, comm) : compute + comm;
+  };
+  auto forwardTime = [&](const Stage &stage) {
+    return withCollectives(stage, runtime::Op::Forward,
+                           (*cost)->stageForwardTime(stage.first, stage.end, b));
+  };
+  auto backwardTime = [&](const Stage &stage) {
+    return withCollectives(stage, runtime::Op::Backward,
+                           (*cost)->stageBackwardTime(stage.first, stage.end, b));
+  };
+  for (Stage &stage : out) {
+    stage.forwardS = forwardTime(stage);
+    stage.backwardS = backwardTime(stage);
+  }
   return &(partitions[key] = std::move(out));
 }
 
@@ -184,43 +228,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   };
   auto working = [&](const Stage &stage) { return stage.activations.backwardWorking * b; };
 
-  // A compute and the tensor collectives it issues on the compute stream, as the simulator
-  // charges them (PlanCosts): all of the collectives after the compute, or, with sequence
-  // parallelism, pipelined with it (the longer of the two). A whole backward issues what its
-  // input and weight gradients issue together, so its time bounds the two halves' as well.
-  runtime::Config tensorConfig;
-  std::vector<runtime::Layer> tensorLayers;
-  if (par.tensor > 1) {
-    tensorConfig.tensor = static_cast<int32_t>(par.tensor);
-    tensorConfig.sequenceParallel = par.sequenceParallel;
-    tensorConfig.checkpointing = par.checkpointing;
-    tensorConfig.tokensPerSample = job.model.tokensPerSample;
-    for (const LayerSpec &layer : job.model.layers) {
-      runtime::Layer l;
-      l.kind = layer.kind;
-      l.checkpointBytes = layer.checkpointBytes;
-      l.outputBytes = layer.outputBytes;
-      tensorLayers.push_back(l);
-    }
-  }
-  auto withCollectives = [&](const Stage &stage, runtime::Op pass, double compute) {
-    if (par.tensor <= 1)
-      return compute;
-    double comm = 0;
-    for (const runtime::TensorCollective &x :
-         runtime::tensorCollectives(tensorConfig, tensorLayers, static_cast<int32_t>(stage.first),
-                                    static_cast<int32_t>(stage.end), pass, b))
-      comm += (*cost)->tensorCollectiveTime(collectiveOf(x.op), x.bytes);
-    return par.sequenceParallel ? std::max(compute, comm) : compute + comm;
-  };
-  auto forwardTime = [&](const Stage &stage) {
-    return withCollectives(stage, runtime::Op::Forward,
-                           (*cost)->stageForwardTime(stage.first, stage.end, b));
-  };
-  auto backwardTime = [&](const Stage &stage) {
-    return withCollectives(stage, runtime::Op::Backward,
-                           (*cost)->stageBackwardTime(stage.first, stage.end, b));
-  };
+  auto forwardTime = [](const Stage &stage) { return stage.forwardS; };
+  auto backwardTime = [](const Stage &stage) { return stage.backwardS; };
 
   // The activations each rank holds along its order: a forward stores its micro-batch's, and
   // the first backward part of that micro-batch frees them, at the earliest. With sharded

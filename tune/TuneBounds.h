@@ -68,6 +68,9 @@ private:
   struct Stage {
     int64_t first = 0, end = 0, params = 0;
     StageActivations activations; ///< per sample, under the job's checkpointing
+    /// One micro-batch's forward and whole backward with the tensor collectives they issue
+    /// on the compute stream.
+    double forwardS = 0, backwardS = 0;
   };
   /// What a schedule's compute-only execution gives, per rank and stage.
   struct ScheduleFacts {

@@ -257,7 +257,7 @@ TEST(Tune, NothingFitsNamesTheMemory) {
 }
 
 TEST(TuneSpace, SchedulesComeFromTheCompiler) {
-  SpaceRequest request{8, 16, 14, {}};
+  SpaceRequest request{8, 16, 14, {}, {}};
   std::vector<Dimension> dimensions = dimensionsFor(request);
   std::string why;
   std::vector<Configuration> configs = enumerateSpace(request, dimensions, why);
@@ -277,8 +277,9 @@ TEST(TuneSpace, EveryShapeMultipliesOut) {
   for (const Configuration &c : enumerateSpace(request, dimensions, why)) {
     const int64_t t = integerOf(c, "parallelism.tensor", 0);
     tensors.insert(t);
-    if (t == 1)
+    if (t == 1) {
       EXPECT_FALSE(booleanOf(c, "parallelism.sequence_parallel", true));
+    }
     EXPECT_EQ(integerOf(c, "parallelism.pipeline", 0) * integerOf(c, "parallelism.data", 0) * t,
               16);
     EXPECT_EQ(integerOf(c, "parallelism.data", 0) * integerOf(c, "parallelism.microbatches", 0) *
@@ -330,13 +331,13 @@ TEST(TuneSpace, RestrictionsNameTheKeyThatEmptiedTheSpace) {
   std::string error;
   std::optional<Restriction> pipeline = parseRestriction("parallelism.pipeline=3", "--fix", error);
   ASSERT_TRUE(pipeline);
-  SpaceRequest request{8, 16, 14, {*pipeline}};
+  SpaceRequest request{8, 16, 14, {*pipeline}, {}};
   std::string why;
   EXPECT_TRUE(enumerateSpace(request, dimensionsFor(request), why).empty());
   EXPECT_NE(why.find("parallelism.pipeline"), std::string::npos) << why;
   EXPECT_NE(why.find("--gpus 8"), std::string::npos) << why;
 
-  SpaceRequest small{64, 4, 14, {}};
+  SpaceRequest small{64, 4, 14, {}, {}};
   EXPECT_TRUE(enumerateSpace(small, dimensionsFor(small), why).empty());
   EXPECT_NE(why.find("--global-batch 4"), std::string::npos) << why;
 }
