@@ -3,6 +3,7 @@
 #include "analysis/MemoryBound.h"
 
 #include "analysis/PeakMemory.h"
+#include "analysis/TensorShare.h"
 
 #include <algorithm>
 #include <vector>
@@ -13,27 +14,19 @@ namespace {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/// What one tensor rank holds of `total`, of which `replicated` is not split.
-int64_t tensorShare(int64_t total, int64_t replicated, int64_t tensor) {
-  return replicated + (total - replicated) / tensor;
-}
-
 } // namespace
 
 MemoryBound conduit::memoryLowerBound(const Job &job, const ParallelismSpec &par) {
   MemoryBound bound;
-  const int64_t tensor = std::max<int64_t>(par.tensor, 1);
+  // What one rank of a tensor group holds of each layer (TensorShare.h, as the plan counts it).
   int64_t params = 0;
   std::vector<LayerBytes> layers;
   for (const LayerSpec &layer : job.model.layers) {
-    params += tensorShare(layer.params, layer.replicatedParams.value_or(0), tensor);
-    const int64_t replicated = layer.replicatedActivationBytes.value_or(0);
-    auto split = [&](int64_t bytes) {
-      return tensorShare(bytes, std::min(bytes, replicated), tensor);
-    };
-    layers.push_back({split(layer.activationBytes), split(layer.checkpointBytes),
-                      split(layer.weightGradientBytes.value_or(layer.activationBytes)),
-                      split(layer.attentionCoreBytes.value_or(0))});
+    const TensorShare share =
+        tensorShare(splitLayer(layer), std::max<int64_t>(par.tensor, 1), par.sequenceParallel);
+    params += share.params;
+    layers.push_back({share.activationBytes, share.checkpointBytes, share.weightGradientBytes,
+                      share.attentionCoreBytes});
   }
   // The static state, summed over the pipeline ranks, then their mean (sharded state rounds up
   // per stage, so the mean of the rounded shards is at least this).
