@@ -2,6 +2,7 @@
 
 #include "tune/Tune.h"
 
+#include "analysis/MemoryBound.h"
 #include "analysis/Units.h"
 #include "compiler/CompileJob.h"
 #include "job/JobFile.h"
@@ -391,7 +392,11 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
           const Job *parsed = &*contextJob;
           const int64_t device = parsed->cluster.memoryBytes;
           shareDevice[t] = device;
-          if (int64_t bound = BoundCalculator::staticMemoryBound(*parsed); bound > device) {
+          // The static state, and what gpipe and breadth-first keep of every micro-batch
+          // (MemoryBound.h): both without a schedule.
+          if (int64_t bound = std::max(BoundCalculator::staticMemoryBound(*parsed),
+                                       memoryLowerBound(*parsed).total());
+              bound > device) {
             refuse(bound);
             continue;
           }
