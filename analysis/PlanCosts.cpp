@@ -36,6 +36,15 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
     const int64_t first = stage.firstLayer, end = stage.endLayer;
     for (int64_t m = 0; m < stage.numMicrobatches(); ++m) {
       int64_t samples = stage.samples[m + 1] - stage.samples[m];
+      if (m > 0 && samples == stage.samples[m] - stage.samples[m - 1]) {
+        // Priced once per size: equal micro-batches are the rule, and a GEMM's price by shape
+        // is not free.
+        f.push_back(f.back());
+        b.push_back(b.back());
+        in.push_back(in.back());
+        w.push_back(w.back());
+        continue;
+      }
       f.push_back(cost.stageForwardTime(first, end, samples));
       b.push_back(cost.stageBackwardTime(first, end, samples));
       in.push_back(cost.stageInputGradientTime(first, end, samples));

@@ -120,6 +120,12 @@ sched::ActionTimes conduit::actionTimes(const CostModel &cost, pipe::ModelOp mod
     const int64_t first = stage.getFirstLayer(), end = stage.getEndLayer();
     for (int64_t m = 0; m < problem.numMicrobatches(s); ++m) {
       int64_t samples = problem.end(s, m) - problem.begin(s, m);
+      if (m > 0 && samples == problem.end(s, m - 1) - problem.begin(s, m - 1)) {
+        // Priced once per size (PlanCosts::fromCostModel does the same).
+        for (auto *table : {&times.forward, &times.backward, &times.input, &times.weight})
+          (*table)[s].push_back((*table)[s].back());
+        continue;
+      }
       times.forward[s].push_back(cost.stageForwardTime(first, end, samples));
       times.backward[s].push_back(cost.stageBackwardTime(first, end, samples));
       times.input[s].push_back(cost.stageInputGradientTime(first, end, samples));
