@@ -268,9 +268,15 @@ bool failed(const CompiledJob &c) { return !c.report && !c.refusedPeakBytes; }
 } // namespace
 
 SpaceRequest conduit::spaceRequest(const Job &model, const TuneOptions &options) {
-  return {options.gpus, options.globalBatch, static_cast<int64_t>(model.model.layers.size()),
-          options.restrictions,
-          tensorSizesOf(model.model.transformer, options.gpus, model.cluster.gpusPerNode)};
+  SpaceRequest request{
+      options.gpus, options.globalBatch, static_cast<int64_t>(model.model.layers.size()),
+      options.restrictions,
+      tensorSizesOf(model.model.transformer, options.gpus, model.cluster.gpusPerNode)};
+  const bool attentionVaried = llvm::any_of(
+      options.restrictions, [](const Restriction &r) { return r.key == "model.attention"; });
+  request.selectiveCheckpointing = attentionVaried || !model.model.transformer ||
+                                   model.model.transformer->attention != AttentionKind::Flash;
+  return request;
 }
 
 llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &path,

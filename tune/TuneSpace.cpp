@@ -299,8 +299,11 @@ std::vector<Dimension> makeBuiltins() {
        [](const SpaceRequest &, const Configuration &) { return std::vector<Json>{false, true}; },
        nullptr, nullptr});
   table.push_back({"parallelism.activation_checkpointing", "ckpt", always,
-                   [](const SpaceRequest &, const Configuration &) {
-                     return choicesOf<runtime::Checkpointing>();
+                   [](const SpaceRequest &r, const Configuration &) {
+                     std::vector<Json> modes = choicesOf<runtime::Checkpointing>();
+                     if (!r.selectiveCheckpointing)
+                       llvm::erase(modes, Json(enumName(runtime::Checkpointing::Selective)));
+                     return modes;
                    },
                    nullptr, nullptr});
   // Sharding means nothing with one replica.

@@ -74,6 +74,10 @@ struct SpaceRequest {
   /// The tensor-parallel sizes searched unless a restriction names them (tensorSizesOf);
   /// empty: 1 only.
   std::vector<int64_t> tensorSizes;
+  /// Whether selective checkpointing differs from none: not when every configuration's
+  /// attention is fused (model.attention "flash", not varied), which keeps no attention core
+  /// to recompute; the space then leaves "selective" out unless a restriction names it.
+  bool selectiveCheckpointing = true;
 };
 
 /// The tensor-parallel sizes a model admits on `gpus` GPUs of `gpusPerNode` per node (0: one

@@ -327,6 +327,36 @@ TEST(TuneSpace, SequenceParallelNeedsATensorGroup) {
   }
 }
 
+TEST(TuneSpace, SelectiveCheckpointingOnlyWhereItRecomputesSomething) {
+  // Fused attention keeps no attention core: selective would be none again, a duplicate row.
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/demo.json";
+  auto modes = [&](const std::vector<std::string> &overrides, const TuneOptions &options) {
+    Json root = loadJob(path);
+    for (const std::string &o : overrides)
+      root["model"]["attention"] = o;
+    llvm::Expected<Job> model = parseModel(root, path);
+    EXPECT_TRUE(static_cast<bool>(model));
+    SpaceRequest request = spaceRequest(*model, options);
+    std::string why;
+    std::set<std::string> out;
+    for (const Configuration &c : enumerateSpace(request, dimensionsFor(request), why))
+      out.insert(stringOf(c, "parallelism.activation_checkpointing"));
+    return out;
+  };
+  TuneOptions options;
+  options.gpus = 4;
+  options.globalBatch = 8;
+  EXPECT_EQ(modes({"flash"}, options), (std::set<std::string>{"none", "full"}));
+  EXPECT_EQ(modes({"eager"}, options), (std::set<std::string>{"none", "full", "selective"}));
+  // Varying the attention brings it back, and a restriction that names it is obeyed.
+  std::string error;
+  options.restrictions = {*parseRestriction("model.attention=flash,eager", "--vary", error)};
+  EXPECT_EQ(modes({"flash"}, options), (std::set<std::string>{"none", "full", "selective"}));
+  options.restrictions = {
+      *parseRestriction("parallelism.activation_checkpointing=selective", "--fix", error)};
+  EXPECT_EQ(modes({"flash"}, options), (std::set<std::string>{"selective"}));
+}
+
 TEST(TuneSpace, RestrictionsNameTheKeyThatEmptiedTheSpace) {
   std::string error;
   std::optional<Restriction> pipeline = parseRestriction("parallelism.pipeline=3", "--fix", error);
