@@ -51,9 +51,12 @@ private:
 
 /// Refuses, before anything is scheduled, a large job (kManyPairs) whose memory lower bound
 /// (MemoryBound.h) exceeds the device; returns the bound, the least the job would need.
-std::optional<int64_t> refuseWhatCannotFit(const Job &job, mlir::ModuleOp module) {
+std::optional<int64_t> refuseWhatCannotFit(const Job &job, mlir::ModuleOp module,
+                                           PipelineStop until) {
   const ParallelismSpec &par = job.parallelism;
-  if (par.numStages() * par.microbatches < kManyPairs)
+  // Only where the memory plan would run (and refuse): a compile stopped earlier, to look at a
+  // schedule, goes on.
+  if (until < PipelineStop::Communicating || par.numStages() * par.microbatches < kManyPairs)
     return std::nullopt;
   const MemoryBound bound = memoryLowerBound(job);
   const int64_t device = job.cluster.memoryBytes;
@@ -133,7 +136,7 @@ ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &cont
     result.succeeded = true;
     return result;
   }
-  if (std::optional<int64_t> bound = refuseWhatCannotFit(job, *result.module)) {
+  if (std::optional<int64_t> bound = refuseWhatCannotFit(job, *result.module, module.until)) {
     result.refusedLowerBound = bound;
     return result;
   }
