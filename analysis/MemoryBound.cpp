@@ -16,6 +16,19 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 } // namespace
 
+int64_t conduit::staticStateBytes(const Job &job, const ParallelismSpec &par, int64_t params) {
+  const runtime::Sharding sharding = par.data > 1 ? par.sharding : runtime::Sharding::None;
+  const int64_t e = job.training.elementBytes();
+  const bool adam = job.training.optimizer == runtime::Optimizer::Adam;
+  const int64_t statePerParam = adam ? (e == 4 ? 8 : 12) : (e == 4 ? 0 : 4);
+  const int64_t shard = ceilDiv(params, par.data);
+  const bool fullGradients =
+      sharding == runtime::Sharding::Gradients || sharding == runtime::Sharding::Full;
+  return (sharding == runtime::Sharding::Full ? shard : params) * e +
+         (sharding != runtime::Sharding::None ? shard : params) * statePerParam +
+         (fullGradients ? shard : params) * runtime::kGradientBytes;
+}
+
 MemoryBound conduit::memoryLowerBound(const Job &job, const ParallelismSpec &par) {
   MemoryBound bound;
   // What one rank of a tensor group holds of each layer (TensorShare.h, as the plan counts it).
@@ -28,19 +41,9 @@ MemoryBound conduit::memoryLowerBound(const Job &job, const ParallelismSpec &par
     layers.push_back({share.activationBytes, share.checkpointBytes, share.weightGradientBytes,
                       share.attentionCoreBytes});
   }
-  // The static state, summed over the pipeline ranks, then their mean (sharded state rounds up
-  // per stage, so the mean of the rounded shards is at least this).
-  const runtime::Sharding sharding = par.data > 1 ? par.sharding : runtime::Sharding::None;
-  const int64_t e = job.training.elementBytes();
-  const bool adam = job.training.optimizer == runtime::Optimizer::Adam;
-  const int64_t statePerParam = adam ? (e == 4 ? 8 : 12) : (e == 4 ? 0 : 4);
-  const int64_t shard = ceilDiv(params, par.data);
-  const bool fullGradients =
-      sharding == runtime::Sharding::Gradients || sharding == runtime::Sharding::Full;
-  const int64_t state = (sharding == runtime::Sharding::Full ? shard : params) * e +
-                        (sharding != runtime::Sharding::None ? shard : params) * statePerParam +
-                        (fullGradients ? shard : params) * runtime::kGradientBytes;
-  bound.staticBytes = state / par.pipeline;
+  // The static state of the whole model over the pipeline ranks: the fullest holds at least
+  // the mean, and splitting the parameters into stages only rounds the shards up.
+  bound.staticBytes = ceilDiv(staticStateBytes(job, par, params), par.pipeline);
   // Every forward before the first backward: at that backward each rank keeps every
   // micro-batch of each of its stages.
   if (par.schedule == runtime::Schedule::GPipe || par.schedule == runtime::Schedule::BreadthFirst) {

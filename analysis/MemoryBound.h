@@ -31,6 +31,11 @@ struct MemoryBound {
   int64_t total() const { return staticBytes + activationBytes; }
 };
 
+/// Parameters, fp32 gradients and the optimizer's state of `params` parameters (one tensor
+/// rank's share) as `par` shards them over its replicas: PeakMemory.cpp's conventions, stated
+/// once for the bound below and the tuner's per-rank bounds.
+int64_t staticStateBytes(const Job &job, const ParallelismSpec &par, int64_t params);
+
 /// The bound for `job` run as `par` (the job's model and training sections, `par`'s P, D, T,
 /// sharding, checkpointing, schedule and batch).
 MemoryBound memoryLowerBound(const Job &job, const ParallelismSpec &par);

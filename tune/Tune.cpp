@@ -400,9 +400,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
           shareDevice[t] = device;
           // The static state, and what gpipe and breadth-first keep of every micro-batch
           // (MemoryBound.h): both without a schedule.
-          if (int64_t bound = std::max(BoundCalculator::staticMemoryBound(*parsed),
-                                       memoryLowerBound(*parsed).total());
-              bound > device) {
+          if (int64_t bound = memoryLowerBound(*parsed).total(); bound > device) {
             refuse(bound);
             continue;
           }

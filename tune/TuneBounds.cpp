@@ -10,6 +10,7 @@
 #include "tune/TuneBounds.h"
 
 #include "analysis/JobCosts.h"
+#include "analysis/MemoryBound.h"
 #include "analysis/TensorShare.h"
 #include "runtime/plan/TensorCollectives.h"
 #include "scheduling/Schedulers.h"
@@ -50,25 +51,8 @@ Collective collectiveOf(runtime::Op op) {
 
 } // namespace
 
-int64_t BoundCalculator::staticBytes(const Job &job, const ParallelismSpec &par,
-                                     const Stage &stage) {
-  const runtime::Sharding sharding = effectiveSharding(par);
-  const int64_t e = job.training.elementBytes();
-  const bool adam = job.training.optimizer == runtime::Optimizer::Adam;
-  const int64_t p = stage.params, shard = ceilDiv(p, par.data);
-  const int64_t statePerParam = adam ? (e == 4 ? 8 : 12) : (e == 4 ? 0 : 4);
-  return (sharding == runtime::Sharding::Full ? shard : p) * e +
-         (sharding != runtime::Sharding::None ? shard : p) * statePerParam +
-         (fullGradientBuffers(sharding) ? shard : p) * runtime::kGradientBytes;
-}
-
 int64_t BoundCalculator::staticMemoryBound(const Job &job, const ParallelismSpec &par) {
-  // The fullest rank holds at least the mean of the static state; splitting the parameters
-  // into stages only rounds the shards up.
-  Stage whole;
-  for (const LayerSpec &layer : job.model.layers)
-    whole.params += shareOf(layer, par).params;
-  return ceilDiv(staticBytes(job, par, whole), par.pipeline);
+  return memoryLowerBound(job, par).staticBytes;
 }
 
 llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
@@ -390,7 +374,7 @@ llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string
   std::vector<int64_t> rankStatic(par.pipeline, 0), rankActive(par.pipeline, 0);
   for (int64_t s = 0; s < numStages; ++s) {
     const int64_t r = facts.rankOf[s];
-    rankStatic[r] += staticBytes(job, par, st[s]);
+    rankStatic[r] += staticStateBytes(job, par, st[s].params);
     const int64_t gathered =
         dataParallel && sharding == runtime::Sharding::Full ? st[s].params * e : 0;
     if (dataParallel && fullGradientBuffers(sharding))

@@ -52,8 +52,9 @@ struct Bounds {
 /// Not thread-safe: one per thread.
 class BoundCalculator {
 public:
-  /// The static tier's memory bound (no schedule built) of `job` run as `par`: only the model,
-  /// the training section and P, D and the sharding of `par` matter.
+  /// The static tier's memory bound (no schedule built) of `job` run as `par`: the static part
+  /// of memoryLowerBound() (MemoryBound.h); only the model, the training section and P, D, T and
+  /// the sharding of `par` matter.
   static int64_t staticMemoryBound(const Job &job, const ParallelismSpec &par);
   static int64_t staticMemoryBound(const Job &job) {
     return staticMemoryBound(job, job.parallelism);
@@ -87,9 +88,6 @@ private:
   llvm::Expected<const CostModel *> costModel(const Job &job);
   llvm::Expected<const std::vector<Stage> *> stages(const Job &job);
   llvm::Expected<const ScheduleFacts *> schedule(const Job &job);
-
-  /// Bytes every rank holds whatever it computes, per stage.
-  static int64_t staticBytes(const Job &job, const ParallelismSpec &par, const Stage &stage);
 
   /// The context the caches below hold results for.
   std::string context;
