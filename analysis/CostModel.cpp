@@ -192,6 +192,25 @@ double CostModel::stageWeightGradientTime(int64_t first, int64_t end, int64_t sa
   return stageSum(first, end, samples, &CostModel::weightGradientTime);
 }
 
+CostModel::MicrobatchTimes
+CostModel::stageMicrobatchTimes(int64_t first, int64_t end,
+                                const std::vector<int64_t> &boundaries) const {
+  MicrobatchTimes times;
+  for (size_t m = 0; m + 1 < boundaries.size(); ++m) {
+    const int64_t samples = boundaries[m + 1] - boundaries[m];
+    const bool sameAsPrevious = m > 0 && samples == boundaries[m] - boundaries[m - 1];
+    times.forward.push_back(sameAsPrevious ? times.forward.back()
+                                           : stageForwardTime(first, end, samples));
+    times.backward.push_back(sameAsPrevious ? times.backward.back()
+                                            : stageBackwardTime(first, end, samples));
+    times.input.push_back(sameAsPrevious ? times.input.back()
+                                         : stageInputGradientTime(first, end, samples));
+    times.weight.push_back(sameAsPrevious ? times.weight.back()
+                                          : stageWeightGradientTime(first, end, samples));
+  }
+  return times;
+}
+
 int64_t CostModel::globalRank(int64_t pipelineRank, int64_t replica, int64_t tensorRank) const {
   const int64_t outer =
       pipelineInner ? replica * pipeline + pipelineRank : pipelineRank * data + replica;

@@ -85,6 +85,14 @@ public:
   double stageBackwardTime(int64_t first, int64_t end, int64_t samples) const;
   double stageInputGradientTime(int64_t first, int64_t end, int64_t samples) const;
   double stageWeightGradientTime(int64_t first, int64_t end, int64_t samples) const;
+  /// The four times above for each micro-batch of layers [first, end), the batch cut at
+  /// `boundaries` (samples, from 0). Each run of equal micro-batches is priced once: equal
+  /// cuts are the rule, and a GEMM's price by shape is not free.
+  struct MicrobatchTimes {
+    std::vector<double> forward, backward, input, weight;
+  };
+  MicrobatchTimes stageMicrobatchTimes(int64_t first, int64_t end,
+                                       const std::vector<int64_t> &boundaries) const;
   /// One optimizer step on `params` parameters: measured per parameter when the profile has
   /// it (scaled by the FLOP ratio when it measured the other optimizer), else Adam's 10 or
   /// SGD's 2 FLOP per parameter at the compute rate.

@@ -31,25 +31,12 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
   costs.cost = &cost;
   const runtime::Config &c = plan.config;
   for (const runtime::Stage &stage : plan.stages) {
-    std::vector<double> &f = costs.forward.emplace_back(), &b = costs.backward.emplace_back(),
-                        &in = costs.input.emplace_back(), &w = costs.weight.emplace_back();
-    const int64_t first = stage.firstLayer, end = stage.endLayer;
-    for (int64_t m = 0; m < stage.numMicrobatches(); ++m) {
-      int64_t samples = stage.samples[m + 1] - stage.samples[m];
-      if (m > 0 && samples == stage.samples[m] - stage.samples[m - 1]) {
-        // Priced once per size: equal micro-batches are the rule, and a GEMM's price by shape
-        // is not free.
-        f.push_back(f.back());
-        b.push_back(b.back());
-        in.push_back(in.back());
-        w.push_back(w.back());
-        continue;
-      }
-      f.push_back(cost.stageForwardTime(first, end, samples));
-      b.push_back(cost.stageBackwardTime(first, end, samples));
-      in.push_back(cost.stageInputGradientTime(first, end, samples));
-      w.push_back(cost.stageWeightGradientTime(first, end, samples));
-    }
+    CostModel::MicrobatchTimes times =
+        cost.stageMicrobatchTimes(stage.firstLayer, stage.endLayer, stage.samples);
+    costs.forward.push_back(std::move(times.forward));
+    costs.backward.push_back(std::move(times.backward));
+    costs.input.push_back(std::move(times.input));
+    costs.weight.push_back(std::move(times.weight));
     bool sharded = c.data > 1 && c.sharding != runtime::Sharding::None;
     int64_t params = sharded ? ceilDiv(stage.params, c.data) : stage.params;
     costs.optimizer.push_back(

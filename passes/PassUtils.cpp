@@ -113,25 +113,14 @@ sched::Schedule conduit::readSchedule(pipe::ModelOp model) {
 sched::ActionTimes conduit::actionTimes(const CostModel &cost, pipe::ModelOp model,
                                         const sched::ScheduleProblem &problem) {
   sched::ActionTimes times;
-  for (auto *table : {&times.forward, &times.backward, &times.input, &times.weight})
-    table->resize(problem.numStages());
   int64_t s = 0;
   for (pipe::StageOp stage : model.getStages()) {
-    const int64_t first = stage.getFirstLayer(), end = stage.getEndLayer();
-    for (int64_t m = 0; m < problem.numMicrobatches(s); ++m) {
-      int64_t samples = problem.end(s, m) - problem.begin(s, m);
-      if (m > 0 && samples == problem.end(s, m - 1) - problem.begin(s, m - 1)) {
-        // Priced once per size (PlanCosts::fromCostModel does the same).
-        for (auto *table : {&times.forward, &times.backward, &times.input, &times.weight})
-          (*table)[s].push_back((*table)[s].back());
-        continue;
-      }
-      times.forward[s].push_back(cost.stageForwardTime(first, end, samples));
-      times.backward[s].push_back(cost.stageBackwardTime(first, end, samples));
-      times.input[s].push_back(cost.stageInputGradientTime(first, end, samples));
-      times.weight[s].push_back(cost.stageWeightGradientTime(first, end, samples));
-    }
-    ++s;
+    CostModel::MicrobatchTimes stageTimes = cost.stageMicrobatchTimes(
+        stage.getFirstLayer(), stage.getEndLayer(), problem.boundaries(s++));
+    times.forward.push_back(std::move(stageTimes.forward));
+    times.backward.push_back(std::move(stageTimes.backward));
+    times.input.push_back(std::move(stageTimes.input));
+    times.weight.push_back(std::move(stageTimes.weight));
   }
   return times;
 }
