@@ -49,19 +49,15 @@ private:
   std::chrono::steady_clock::time_point lastLine = start;
 };
 
-/// Refuses, before anything is scheduled, a large job (kManyPairs) whose memory lower bound
-/// (MemoryBound.h) exceeds the device; returns the bound, the least the job would need.
+/// Refuses what refusedBeforeScheduling() says, naming what the job needs; returns the bound,
+/// the least the job would need.
 std::optional<int64_t> refuseWhatCannotFit(const Job &job, mlir::ModuleOp module,
                                            PipelineStop until) {
-  const ParallelismSpec &par = job.parallelism;
-  // Only where the memory plan would run (and refuse): a compile stopped earlier, to look at a
-  // schedule, goes on.
-  if (until < PipelineStop::Communicating || par.numStages() * par.microbatches < kManyPairs)
+  if (!refusedBeforeScheduling(job, until))
     return std::nullopt;
+  const ParallelismSpec &par = job.parallelism;
   const MemoryBound bound = memoryLowerBound(job);
   const int64_t device = job.cluster.memoryBytes;
-  if (device <= 0 || bound.total() <= device)
-    return std::nullopt;
   std::string needs = formatBytes(static_cast<double>(bound.staticBytes)) +
                       " of parameters, gradients and optimizer state";
   std::string advice;
@@ -121,6 +117,16 @@ std::string conduit::userMessage(const mlir::Diagnostic &diag) {
       return rest.str();
   }
   return message;
+}
+
+bool conduit::refusedBeforeScheduling(const Job &job, PipelineStop until) {
+  const ParallelismSpec &par = job.parallelism;
+  // Only where the memory plan would run (and refuse): a compile stopped earlier, to look at a
+  // schedule, goes on.
+  if (until < PipelineStop::Communicating || par.numStages() * par.microbatches < kManyPairs)
+    return false;
+  const int64_t device = job.cluster.memoryBytes;
+  return device > 0 && memoryLowerBound(job).total() > device;
 }
 
 ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &context,

@@ -70,6 +70,11 @@ std::string userMessage(const mlir::Diagnostic &diag);
 /// refusal names the rank, what it holds and the changes that would fit.
 constexpr int64_t kManyPairs = int64_t(1) << 18;
 
+/// Whether compileModule() refuses `job`, compiled up to `until`, before scheduling it: a job
+/// of kManyPairs or more whose memory lower bound exceeds the device, where the memory plan
+/// would run.
+bool refusedBeforeScheduling(const Job &job, PipelineStop until);
+
 /// Seconds of compilation after which `progress` lines start.
 constexpr double kQuietCompileS = 3;
 

@@ -2,7 +2,6 @@
 
 #include "compiler/Driver.h"
 
-#include "analysis/MemoryBound.h"
 #include "analysis/Report.h"
 #include "analysis/StepCharts.h"
 #include "analysis/Units.h"
@@ -312,9 +311,7 @@ int conduit::runCompiler(int argc, char **argv) {
   // Compile time grows with the (stage, micro-batch) pairs, about 13 us each
   // (docs/performance.md): say so before a compile that takes seconds.
   const int64_t pairs = job->parallelism.numStages() * job->parallelism.microbatches;
-  // (Not for a job compileModule() refuses at once: MemoryBound.h.)
-  if (pairs >= kManyPairs && (options.until < PipelineStop::Communicating ||
-                              memoryLowerBound(*job).total() <= job->cluster.memoryBytes))
+  if (pairs >= kManyPairs && !refusedBeforeScheduling(*job, options.until))
     console.print(
         llvm::raw_ostream::CYAN, "note",
         options.input + ": " + formatCount(static_cast<double>(pairs)) +
