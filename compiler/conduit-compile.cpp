@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Driver.h"
-#include "compiler/Heap.h"
+#include "runtime/Heap.h"
 
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Process.h"

@@ -6,10 +6,10 @@ runtime/ includes no MLIR, no LLVM and nothing of the compiler; job/ (the job mo
 readers) includes no MLIR and no LLVM either, only the plan's headers and runtime/Status.h;
 scheduling/ and analysis/ include no MLIR and no IR (analysis/ reads the job model). tune/
 includes no MLIR and reaches the IR only through compileJob(): of compiler/ it includes
-CompileJob.h, the console every tool shares (ToolConsole.h) and the huge-page heap (Heap.h),
-nothing else; only compiler/, tune/ (and tests) include compiler/. The build's target graph
-says the same for linking; this says it for every header, including ones no target names.
-Prints each include that breaks the rule and exits 1 if there is one."""
+CompileJob.h and the console every tool shares (ToolConsole.h), nothing else; only compiler/,
+tune/ (and tests) include compiler/. The build's target graph says the same for linking; this
+says it for every header, including ones no target names. Prints each include that breaks the
+rule and exits 1 if there is one."""
 
 import os
 import re
@@ -33,8 +33,9 @@ RULES = {
                 "runtime/Status.h"}, {"mlir/", "llvm/"}),
     "compiler": ({"compiler/", "passes/", "analysis/", "job/", "scheduling/", "dialects/",
                   "runtime/"}, {"mlir/", "llvm/"}),
-    "tune": ({"tune/", "compiler/CompileJob.h", "compiler/ToolConsole.h", "compiler/Heap.h", "job/", "analysis/",
-              "scheduling/", "runtime/plan/", "runtime/Status.h", "runtime/ExitCodes.h"},
+    "tune": ({"tune/", "compiler/CompileJob.h", "compiler/ToolConsole.h", "job/", "analysis/",
+              "scheduling/", "runtime/plan/", "runtime/Status.h", "runtime/ExitCodes.h",
+              "runtime/Heap.h"},
              {"llvm/"}),
 }
 PROJECT = set(RULES) | {"tests"}

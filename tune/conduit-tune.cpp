@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Heap.h"
+#include "runtime/Heap.h"
 #include "tune/TuneDriver.h"
 
 #include "llvm/Support/InitLLVM.h"
