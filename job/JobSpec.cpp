@@ -33,6 +33,7 @@ constexpr std::array<std::string_view, 2> kNorms = {"layernorm", "rmsnorm"};
 constexpr std::array<std::string_view, 2> kPositions = {"learned", "rotary"};
 constexpr std::array<std::string_view, 3> kBiases = {"all", "qkv", "none"};
 constexpr std::array<std::string_view, 2> kAttentions = {"flash", "eager"};
+constexpr std::array<std::string_view, 2> kRouters = {"softmax", "sigmoid"};
 
 static_assert(endsAt(kLayerKinds, runtime::LayerKind::Custom));
 static_assert(endsAt(kShardings, runtime::Sharding::Full));
@@ -48,6 +49,7 @@ static_assert(endsAt(kNorms, NormKind::RMSNorm));
 static_assert(endsAt(kPositions, PositionKind::Rotary));
 static_assert(endsAt(kBiases, BiasKind::None));
 static_assert(endsAt(kAttentions, AttentionKind::Eager));
+static_assert(endsAt(kRouters, RouterKind::Sigmoid));
 
 } // namespace
 
@@ -83,5 +85,6 @@ template <> absl::Span<const std::string_view> enumNames<NormKind>() { return kN
 template <> absl::Span<const std::string_view> enumNames<PositionKind>() { return kPositions; }
 template <> absl::Span<const std::string_view> enumNames<BiasKind>() { return kBiases; }
 template <> absl::Span<const std::string_view> enumNames<AttentionKind>() { return kAttentions; }
+template <> absl::Span<const std::string_view> enumNames<RouterKind>() { return kRouters; }
 
 } // namespace conduit

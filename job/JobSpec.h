@@ -45,6 +45,10 @@ enum class BiasKind : uint8_t { All, QKV, None };
 /// How attention runs: one fused kernel (FlashAttention-style: no s x s scores kept, the
 /// backward recomputes them) or eagerly (the scores materialised and kept for the backward).
 enum class AttentionKind : uint8_t { Flash, Eager };
+/// How a mixture of experts scores its experts: softmax over the experts (Mixtral, Qwen), or
+/// a sigmoid per expert with a per-expert bias steering the choice (DeepSeek-V3's
+/// auxiliary-loss-free balancing), in the order of the plan's code (runtime::Transformer).
+enum class RouterKind : uint8_t { Softmax, Sigmoid };
 
 /// The spellings of an enum's values in the job file, in the enum's order: "gpipe", "1f1b", ...
 /// for runtime::Schedule. Defined for every enum of the job model.
@@ -65,6 +69,7 @@ template <> absl::Span<const std::string_view> enumNames<NormKind>();
 template <> absl::Span<const std::string_view> enumNames<PositionKind>();
 template <> absl::Span<const std::string_view> enumNames<BiasKind>();
 template <> absl::Span<const std::string_view> enumNames<AttentionKind>();
+template <> absl::Span<const std::string_view> enumNames<RouterKind>();
 
 /// The spelling of `value` in the job file.
 template <typename Enum> std::string_view enumName(Enum value) {
@@ -101,6 +106,43 @@ struct LayerSpec {
   /// The part of activationBytes that selective checkpointing recomputes (a block's attention
   /// core); unset: none.
   std::optional<int64_t> attentionCoreBytes;
+  /// The part of params in routed experts (divided over the expert group, not the tensor
+  /// group); 0 for dense layers.
+  int64_t expertParams = 0;
+};
+
+/// A mixture of experts in place of the dense MLP of the blocks after the first `denseLayers`
+/// (the job's model.moe).
+struct MoeSpec {
+  int64_t numExperts = 0;
+  int64_t topK = 0;
+  int64_t expertFfnHiddenSize = 0;
+  RouterKind router = RouterKind::Softmax;
+  /// The chosen experts' weights renormalised to sum to one.
+  bool normalizeTopK = false;
+  /// The load-balancing loss's weight (Switch Transformer's); 0: none.
+  double auxLossCoefficient = 0;
+  /// Always-active experts beside the routed ones, and their (total) hidden size.
+  int64_t sharedExperts = 0;
+  int64_t sharedFfnHiddenSize = 0;
+  /// Leading blocks that keep the dense MLP (ffn_hidden_size).
+  int64_t denseLayers = 0;
+  /// Tokens an expert takes per micro-batch, as a multiple of the balanced share; unset:
+  /// dropless.
+  std::optional<double> capacityFactor;
+  /// Bound on the busiest expert rank's routed tokens over the mean; unset: the default
+  /// derived from the expert and top-k counts (docs/cost-model.md).
+  std::optional<double> imbalance;
+};
+
+/// Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values through low-rank
+/// projections, with a rotary part of each head kept apart.
+struct LatentAttentionSpec {
+  int64_t qLoraRank = 0; ///< 0: queries projected directly
+  int64_t kvLoraRank = 0;
+  int64_t qkNopeHeadDim = 0;
+  int64_t qkRopeHeadDim = 0;
+  int64_t vHeadDim = 0;
 };
 
 /// The shape of a decoder-only transformer (see #pipe.transformer).
@@ -120,6 +162,12 @@ struct TransformerSpec {
   double ropeTheta = 10000; ///< rotary base (Hugging Face's rope_theta)
   double normEps = 1e-5;    ///< the norms' epsilon
   AttentionKind attention = AttentionKind::Flash;
+  /// Per-head width; unset: hiddenSize / numHeads (Qwen3 sets head_dim explicitly).
+  std::optional<int64_t> headDim;
+  /// RMSNorm on each head's queries and keys (Qwen3).
+  bool qkNorm = false;
+  std::optional<LatentAttentionSpec> latentAttention;
+  std::optional<MoeSpec> moe;
 };
 
 struct ModelSpec {
@@ -153,6 +201,9 @@ struct ParallelismSpec {
   /// and residuals' activations are split over them along the sequence.
   int64_t tensor = 1;
   bool sequenceParallel = false;
+  /// Expert-parallel ranks E: groups of E ranks carved out of a pipeline rank's D x T ranks
+  /// (Megatron-Core's parallel folding); E divides D x T and the expert count.
+  int64_t expert = 1;
   /// Explicit layers per stage (empty: the partitioner decides).
   std::vector<int64_t> stageLayers;
   /// Explicit micro-batch sizes per stage (empty: equal micro-batches).

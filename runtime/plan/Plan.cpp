@@ -30,7 +30,9 @@ const char *opName(Op op) {
                                               "tie_grads",
                                               "tensor_all_reduce",
                                               "tensor_all_gather",
-                                              "tensor_reduce_scatter"};
+                                              "tensor_reduce_scatter",
+                                              "expert_dispatch",
+                                              "expert_combine"};
   auto index = static_cast<size_t>(op);
   return index < kNumOps ? kNames[index] : "unknown";
 }
@@ -68,6 +70,8 @@ std::string describe(const Instruction &inst) {
   case Op::TensorAllReduce:
   case Op::TensorAllGather:
   case Op::TensorReduceScatter:
+  case Op::ExpertDispatch:
+  case Op::ExpertCombine:
     return absl::StrCat(opName(inst.op), " s", inst.stage, " mb", inst.microbatch, " ", inst.bytes,
                         " bytes");
   default:

@@ -41,8 +41,15 @@ enum class Op : uint8_t {
   TensorAllReduce,
   TensorAllGather,
   TensorReduceScatter,
+  /// Expert parallelism: the all-to-alls of a mixture-of-experts block in the expert group,
+  /// issued inside the compute instruction they follow like the tensor collectives
+  /// (TensorCollectives.h lists which, in order). Dispatch sends each routed token to its
+  /// expert's rank; combine returns the experts' outputs. A backward issues them again, for
+  /// the gradients, in reverse order.
+  ExpertDispatch,
+  ExpertCombine,
 };
-constexpr int kNumOps = 17;
+constexpr int kNumOps = 19;
 
 enum class Transfer : uint8_t { Activation, Gradient };
 
@@ -87,6 +94,10 @@ struct Instruction {
   bool isTensorCollective() const {
     return op == Op::TensorAllReduce || op == Op::TensorAllGather || op == Op::TensorReduceScatter;
   }
+  bool isExpertAllToAll() const { return op == Op::ExpertDispatch || op == Op::ExpertCombine; }
+  /// Whether it is issued inside the compute instruction it follows (tensor collectives and
+  /// expert all-to-alls).
+  bool isInnerCollective() const { return isTensorCollective() || isExpertAllToAll(); }
   /// Whether it moves data between processes (or may: a tie_grads of one rank sums in place).
   /// Tensor collectives run inside their compute instruction, not on their own.
   bool communicates() const { return isTransfer() || isCollective() || op == Op::TieGrads; }
@@ -102,6 +113,9 @@ struct Layer {
   double fwdFlops = 0, bwdFlops = 0;
   double bwdWeightFlops = 0; ///< the weight-gradient part of bwdFlops
   int64_t activationBytes = 0, checkpointBytes = 0, outputBytes = 0;
+  /// The part of params in routed experts: divided over the expert group (E) instead of the
+  /// tensor group, and reduced over the ranks that hold the same experts.
+  int64_t expertParams = 0;
 };
 
 struct Stage {
@@ -158,6 +172,25 @@ struct Transformer {
   uint8_t bias = 0;         // 0 all, 1 qkv, 2 none
   double ropeTheta = 10000; ///< rotary base (Hugging Face's rope_theta)
   double normEps = 1e-5;    ///< the norms' epsilon (layer_norm_epsilon / rms_norm_eps)
+  /// Per-head width of queries, keys and values; 0: hiddenSize / numHeads. Qwen3 sets it.
+  int64_t headDim = 0;
+  bool qkNorm = false; ///< RMSNorm on each head's queries and keys (Qwen3)
+  /// Multi-head latent attention (DeepSeek-V2/V3); all 0 without it.
+  int64_t qLoraRank = 0, kvLoraRank = 0, qkNopeHeadDim = 0, qkRopeHeadDim = 0, vHeadDim = 0;
+  /// Mixture of experts; numExperts 0: every block has a dense MLP.
+  int64_t numExperts = 0, topK = 0, expertFfnHiddenSize = 0;
+  uint8_t router = 0; // 0 softmax, 1 sigmoid (with a per-expert bias)
+  bool normalizeTopK = false;
+  double auxLossCoefficient = 0;
+  int64_t sharedExperts = 0, sharedFfnHiddenSize = 0;
+  int64_t denseLayers = 0;   ///< leading blocks that keep a dense MLP
+  double capacityFactor = 0; ///< 0: dropless
+  double imbalance = 1;      ///< bound on the busiest expert rank's routed tokens / the mean
+
+  bool isMoe() const { return numExperts > 0; }
+  bool usesLatentAttention() const { return kvLoraRank > 0; }
+  /// Whether block `block` (0-based among the blocks) has experts.
+  bool blockHasExperts(int64_t block) const { return isMoe() && block >= denseLayers; }
 };
 
 /// Where the training tokens come from (the job's training.data).
@@ -188,6 +221,11 @@ struct Config {
   /// each layer (Megatron-LM's partitioning).
   int32_t tensor = 1;
   bool sequenceParallel = false; ///< norms and residuals split over the group by sequence
+  /// Expert-parallel ranks E (mixtures of experts): groups of E ranks carved out of the
+  /// data-parallel and tensor ranks of a pipeline rank (Megatron-Core's parallel folding); the
+  /// experts are divided over a group, each expert's parameters reduced over the ranks that
+  /// hold it. The world stays P x D x T.
+  int32_t expert = 1;
   std::string preset;
   double peakFlops = 1, efficiency = 1;
   int64_t memoryBytes = 0, gpusPerNode = 1;
