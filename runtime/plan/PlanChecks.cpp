@@ -3,8 +3,9 @@
 // Every rule a runtime relies on, checked on the Plan data model in order: the configuration
 // and the transformer's shape in bounds, the layer chain and the stages that cut it, the
 // groups, then each rank's program (references resolve, compute in order, transfers where
-// their peers are, tensor collectives after the compute that issues them), the tied
-// embeddings' exchanges, and last that every send meets its receive in per-pair order.
+// their peers are, tensor collectives and expert all-to-alls after the compute that issues
+// them, an all-to-all hidden only behind its pair's other compute), the tied embeddings'
+// exchanges, and last that every send meets its receive in per-pair order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,6 +78,11 @@ private:
     CONDUIT_RETURN_IF_ERROR(inRange("config.tensor", c.tensor, 1, kMaxTensor));
     if (c.sequenceParallel && c.tensor == 1)
       return bad("config.sequence_parallel is set without tensor parallelism (config.tensor 1)");
+    CONDUIT_RETURN_IF_ERROR(inRange("config.expert", c.expert, 1, kMaxData * kMaxTensor));
+    if ((int64_t(c.data) * c.tensor) % c.expert != 0)
+      return bad(absl::StrCat("config.expert ", c.expert, " does not divide the ",
+                              int64_t(c.data) * c.tensor,
+                              " data-parallel and tensor ranks of a pipeline rank"));
     CONDUIT_RETURN_IF_ERROR(
         inRange("config.stages_per_device", c.stagesPerDevice, 1, kMaxStagesPerDevice));
     CONDUIT_RETURN_IF_ERROR(inRange("config.microbatches", c.microbatches, 1, kMaxMicrobatches));
@@ -140,6 +146,20 @@ private:
     CONDUIT_RETURN_IF_ERROR(inRange("transformer.norm_eps", t.normEps, 0, 0.1));
     if (!(t.normEps > 0) || !(t.ropeTheta > 1))
       return bad("transformer.rope_theta must exceed 1 and transformer.norm_eps 0");
+    if (t.isMoe()) {
+      CONDUIT_RETURN_IF_ERROR(inRange("transformer.num_experts", t.numExperts, 1, kMaxExperts));
+      CONDUIT_RETURN_IF_ERROR(inRange("transformer.top_k", t.topK, 1, t.numExperts));
+      CONDUIT_RETURN_IF_ERROR(
+          inRange("transformer.expert_ffn_hidden_size", t.expertFfnHiddenSize, 1, kMaxFfn));
+      CONDUIT_RETURN_IF_ERROR(inRange("transformer.imbalance", t.imbalance, 1, 1e6));
+      CONDUIT_RETURN_IF_ERROR(inRange("transformer.dense_layers", t.denseLayers, 0, t.numLayers));
+      if (t.numExperts % plan.config.expert != 0)
+        return bad(absl::StrCat("config.expert ", plan.config.expert,
+                                " does not divide transformer.num_experts ", t.numExperts));
+    } else if (plan.config.expert > 1) {
+      return bad(absl::StrCat("config.expert is ", plan.config.expert,
+                              " but the transformer has no experts (transformer.num_experts 0)"));
+    }
     if (plan.config.tokensPerSample != t.seqLength)
       return bad(absl::StrCat("config.tokens_per_sample is ", plan.config.tokensPerSample,
                               "; the transformer's samples are transformer.seq_length ",
@@ -243,36 +263,55 @@ private:
     return absl::OkStatus();
   }
 
-  /// The tensor collectives a compute instruction issues (TensorCollectives.h), which must
-  /// follow it in its program, in order, on its stream.
+  /// The inner collectives a compute instruction issues (TensorCollectives.h: the tensor
+  /// group's collectives and the expert all-to-alls), which must follow it in its program, in
+  /// order, on its stream.
   class TensorCalls {
   public:
-    /// Compute instruction `index` of rank `r`: what it issues.
-    void expect(const Plan &plan, int32_t r, size_t index) {
-      const Instruction &compute = plan.ranks[r].instructions[index];
+    /// Compute instruction `index` of rank `r`: what it issues. `pairedWith` is the (stage,
+    /// micro-batch) of the paired forward it follows, if any (else -1, -1).
+    void expect(const Plan &plan, int32_t r, size_t index, std::pair<int32_t, int32_t> pairedWith) {
+      const std::vector<Instruction> &program = plan.ranks[r].instructions;
+      const Instruction &compute = program[index];
       const Stage &stage = plan.stages[compute.stage];
       expected = tensorCollectives(
           plan.config, plan.layers, stage.firstLayer, stage.endLayer, compute.op,
-          stage.samples[compute.microbatch + 1] - stage.samples[compute.microbatch]);
+          stage.samples[compute.microbatch + 1] - stage.samples[compute.microbatch],
+          plan.transformer ? &*plan.transformer : nullptr);
       owner = index;
       next = 0;
+      partner = pairedWith;
+      // A paired forward's partner is the next compute of the program.
+      if (compute.flags == Instruction::kPaired)
+        for (size_t k = index + 1; k < program.size(); ++k)
+          if (program[k].isCompute()) {
+            partner = {program[k].stage, program[k].microbatch};
+            break;
+          }
     }
     bool pending() const { return next < expected.size(); }
     /// Tensor collective `index` of rank `r`: the next the last compute issues.
     absl::Status take(SemanticChecker &checker, int32_t r, size_t index) {
       const Plan &plan = checker.plan;
       const Instruction &i = plan.ranks[r].instructions[index];
-      if (plan.config.tensor == 1)
+      const bool allToAll = i.isExpertAllToAll();
+      if (!allToAll && plan.config.tensor == 1)
         return checker.badInstruction(r, index,
                                       "a tensor collective, but the plan has no tensor "
                                       "parallelism (config.tensor is 1)");
+      if (allToAll && (plan.config.expert == 1 || !plan.transformer || !plan.transformer->isMoe()))
+        return checker.badInstruction(r, index,
+                                      "an expert all-to-all, but the plan has no expert "
+                                      "parallelism (config.expert is 1 or the model has no "
+                                      "experts)");
       if (!pending())
         return checker.badInstruction(
             r, index,
             expected.empty() && next == 0
-                ? "a tensor collective must directly follow the compute that issues it"
+                ? absl::StrCat(allToAll ? "an expert all-to-all" : "a tensor collective",
+                               " must directly follow the compute that issues it")
                 : absl::StrCat("the compute at instruction ", owner, " issues ", expected.size(),
-                               " tensor collectives, and this one is extra"));
+                               " collectives, and this one is extra"));
       const Instruction &compute = plan.ranks[r].instructions[owner];
       const TensorCollective &want = expected[next];
       if (i.op != want.op || i.bytes != want.bytes || i.stage != compute.stage ||
@@ -283,6 +322,29 @@ private:
                          describe(compute), " (instruction ", owner, ") is ", opName(want.op), " s",
                          compute.stage, " mb", compute.microbatch, " ", want.bytes,
                          " bytes for layer ", want.layer, " on stream ", int(compute.stream)));
+      if (allToAll) {
+        const std::vector<Group> &groups = plan.groups;
+        if (i.group < 0 || i.group >= static_cast<int32_t>(groups.size()) ||
+            std::find(groups[i.group].ranks.begin(), groups[i.group].ranks.end(), r) ==
+                groups[i.group].ranks.end())
+          return checker.badInstruction(
+              r, index,
+              absl::StrCat("names group ", i.group,
+                           "; an expert all-to-all names a group of its own pipeline rank ", r));
+        const std::pair<int32_t, int32_t> hides{i.peerStage, i.peerMicrobatch};
+        if (hides != std::pair<int32_t, int32_t>{-1, -1} && hides != partner)
+          return checker.badInstruction(
+              r, index,
+              partner.first < 0
+                  ? absl::StrCat("hides behind s", i.peerStage, " mb", i.peerMicrobatch, ", but ",
+                                 describe(compute), " (instruction ", owner,
+                                 ") is not paired: nothing computes while its all-to-alls run")
+                  : absl::StrCat("hides behind s", i.peerStage, " mb", i.peerMicrobatch,
+                                 "; only the compute paired with ", describe(compute),
+                                 " (instruction ", owner, "), s", partner.first, " mb",
+                                 partner.second,
+                                 ", can run while it does (its own compute reads its result)"));
+      }
       ++next;
       return absl::OkStatus();
     }
@@ -292,8 +354,8 @@ private:
       const TensorCollective &want = expected[next];
       std::string what =
           absl::StrCat(describe(compute), " (instruction ", owner, ") issues ", expected.size(),
-                       " tensor collectives and only ", next, " follow it; the next is ",
-                       opName(want.op), " of ", want.bytes, " bytes for layer ", want.layer);
+                       " collectives and only ", next, " follow it; the next is ", opName(want.op),
+                       " of ", want.bytes, " bytes for layer ", want.layer);
       if (index >= checker.plan.ranks[r].instructions.size())
         return bad(absl::StrCat("rank ", r, " ends where ", what));
       return checker.badInstruction(r, index, what);
@@ -302,6 +364,7 @@ private:
   private:
     std::vector<TensorCollective> expected;
     size_t owner = 0, next = 0;
+    std::pair<int32_t, int32_t> partner{-1, -1}; ///< the compute paired with the owner
   };
 
   bool stageOn(int32_t stage, int32_t r) const {
@@ -336,11 +399,12 @@ private:
     std::map<std::pair<int32_t, int32_t>, size_t> inputAt;
     const int32_t slots = static_cast<int32_t>(program.slots.size());
     bool pairOpen = false; // a paired forward waits for its backward
-    TensorCalls calls;     // the tensor collectives the last compute issues
+    std::pair<int32_t, int32_t> pairedForward{-1, -1};
+    TensorCalls calls; // the inner collectives the last compute issues
     for (size_t index = 0; index < program.instructions.size(); ++index) {
       const Instruction &i = program.instructions[index];
       auto fail = [&](const std::string &what) { return badInstruction(r, index, what); };
-      if (i.isTensorCollective()) {
+      if (i.isInnerCollective()) {
         CONDUIT_RETURN_IF_ERROR(calls.take(*this, r, index));
         continue;
       }
@@ -350,10 +414,14 @@ private:
         return fail(absl::StrCat("stream ", int(i.stream), " is not below ", kMaxStreams));
       if (i.flags != 0 && (i.flags != Instruction::kPaired || i.op != Op::Forward))
         return fail("only a forward may be paired, and no other flag exists");
+      std::pair<int32_t, int32_t> pairedWith{-1, -1};
       if (i.isCompute()) {
         if (pairOpen && i.op != Op::Backward && i.op != Op::BackwardInput)
           return fail("follows a paired forward but is not a backward or input gradient");
+        if (pairOpen)
+          pairedWith = pairedForward;
         pairOpen = i.flags == Instruction::kPaired;
+        pairedForward = {i.stage, i.microbatch};
       }
       switch (i.op) {
       case Op::Forward:
@@ -368,7 +436,7 @@ private:
           return fail(misplaced);
         if (i.op == Op::BackwardInput)
           inputAt[{i.stage, i.microbatch}] = index;
-        calls.expect(plan, r, index);
+        calls.expect(plan, r, index, pairedWith);
         break;
       case Op::Send:
       case Op::Recv: {
@@ -444,6 +512,8 @@ private:
       case Op::TensorAllReduce:
       case Op::TensorAllGather:
       case Op::TensorReduceScatter:
+      case Op::ExpertDispatch:
+      case Op::ExpertCombine:
         break; // checked with their compute, above
       }
     }

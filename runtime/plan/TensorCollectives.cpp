@@ -1,9 +1,10 @@
-//===- TensorCollectives.cpp - what a tensor group communicates ----------===//
+//===- TensorCollectives.cpp - what a compute communicates inside itself --===//
 
 #include "runtime/plan/TensorCollectives.h"
 
 #include "runtime/plan/Limits.h"
 
+#include <cmath>
 #include <limits>
 
 namespace conduit::runtime {
@@ -16,11 +17,59 @@ template <typename... Factors> int64_t product(Factors... factors) {
   return limits::checkedMul(factors...).value_or(std::numeric_limits<int64_t>::max());
 }
 
+int64_t ceilDiv(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b != 0) : a; }
+
+/// Whether any all-to-all is issued at all: a mixture of experts over more than one rank.
+bool expertParallel(const Config &config, const Transformer *transformer) {
+  return transformer && transformer->isMoe() && config.expert > 1;
+}
+
 } // namespace
 
+bool layerHasExperts(const Transformer *transformer, const std::vector<Layer> &layers,
+                     int32_t layer) {
+  return transformer && layer > 0 && layer < static_cast<int32_t>(layers.size()) &&
+         layers[layer].kind == LayerKind::Block && transformer->blockHasExperts(layer - 1);
+}
+
+int64_t expertAllToAllBytes(const Config &config, const Transformer &transformer, int64_t samples) {
+  const int64_t tokens =
+      ceilDiv(product(samples, config.tokensPerSample), std::max<int32_t>(config.tensor, 1));
+  // The routed assignments of the busiest rank, bounded by the stated imbalance (>= 1). A
+  // double holds the product exactly while it stays below 2^53, far above any real count.
+  const double routed =
+      std::ceil(static_cast<double>(tokens) * static_cast<double>(transformer.topK) *
+                std::max(1.0, transformer.imbalance));
+  if (!(routed < 9.0e15))
+    return std::numeric_limits<int64_t>::max();
+  return product(static_cast<int64_t>(routed), transformer.hiddenSize, config.elementBytes());
+}
+
+std::vector<int64_t> expertGroupRanks(const Config &config, int64_t pipelineRank, int64_t replica,
+                                      int64_t tensorRank) {
+  const int64_t t = std::max<int32_t>(config.tensor, 1), e = std::max<int32_t>(config.expert, 1);
+  const int64_t first = (replica * t + tensorRank) / e * e;
+  std::vector<int64_t> ranks;
+  for (int64_t i = first; i < first + e; ++i)
+    ranks.push_back(config.globalRank(pipelineRank, i / t, i % t));
+  return ranks;
+}
+
+std::vector<int64_t> expertDataGroupRanks(const Config &config, int64_t pipelineRank,
+                                          int64_t replica, int64_t tensorRank) {
+  const int64_t t = std::max<int32_t>(config.tensor, 1), e = std::max<int32_t>(config.expert, 1);
+  std::vector<int64_t> ranks;
+  for (int64_t i = (replica * t + tensorRank) % e; i < int64_t(config.data) * t; i += e)
+    ranks.push_back(config.globalRank(pipelineRank, i / t, i % t));
+  return ranks;
+}
+
 void appendLayerCollectives(const Config &config, const std::vector<Layer> &layers, int32_t layer,
-                            Op pass, int64_t samples, std::vector<TensorCollective> &out) {
-  if (config.tensor <= 1)
+                            Op pass, int64_t samples, std::vector<TensorCollective> &out,
+                            const Transformer *transformer) {
+  const bool experts =
+      expertParallel(config, transformer) && layerHasExperts(transformer, layers, layer);
+  if (config.tensor <= 1 && !experts)
     return;
   const Layer &l = layers[layer];
   const bool sp = config.sequenceParallel;
@@ -61,15 +110,54 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
   case LayerKind::Block:
   case LayerKind::Custom: {
     const int64_t x = product(samples, l.outputBytes);
-    if (pass == Op::Forward || pass == Op::BackwardInput) {
-      for (int sublayer = 0; sublayer < 2; ++sublayer) {
-        if (sp) {
-          add(kGather, x);
-          add(kScatter, x);
-        } else {
-          add(kReduce, x);
-        }
+    const bool tensor = config.tensor > 1;
+    // A sublayer's pair (attention or dense MLP): one all-reduce, or with sequence
+    // parallelism the gather of its input and the reduce-scatter of its output.
+    auto sublayer = [&] {
+      if (!tensor)
+        return;
+      if (sp) {
+        add(kGather, x);
+        add(kScatter, x);
+      } else {
+        add(kReduce, x);
       }
+    };
+    if (transformer && layerHasExperts(transformer, layers, layer)) {
+      // Routed experts over the expert group; shared experts split as the dense MLP.
+      const bool shared = transformer->sharedExperts > 0;
+      const int64_t a = experts ? expertAllToAllBytes(config, *transformer, samples) : 0;
+      auto routed = [&](Op first, Op second) {
+        if (experts) {
+          add(first, a);
+          add(second, a);
+        }
+        if (tensor && !sp)
+          add(kGather, x); // each tensor rank routed its T-th of the tokens
+      };
+      if (pass == Op::Forward) {
+        sublayer(); // attention
+        routed(Op::ExpertDispatch, Op::ExpertCombine);
+        if (shared)
+          sublayer();
+      } else if (pass == Op::BackwardInput) {
+        if (shared)
+          sublayer();
+        routed(Op::ExpertCombine, Op::ExpertDispatch);
+        sublayer(); // attention
+      } else if (pass == Op::BackwardWeight && tensor && sp) {
+        if (shared)
+          add(kGather, x);
+        add(kGather, x);
+        add(kReduce, normBytes(2, l.outputBytes));
+      }
+      return;
+    }
+    if (!tensor)
+      return;
+    if (pass == Op::Forward || pass == Op::BackwardInput) {
+      sublayer();
+      sublayer();
     } else if (pass == Op::BackwardWeight && sp) {
       add(kGather, x);
       add(kGather, x);
@@ -82,24 +170,25 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
 
 std::vector<TensorCollective> tensorCollectives(const Config &config,
                                                 const std::vector<Layer> &layers, int32_t first,
-                                                int32_t end, Op compute, int64_t samples) {
+                                                int32_t end, Op compute, int64_t samples,
+                                                const Transformer *transformer) {
   std::vector<TensorCollective> out;
-  if (config.tensor <= 1)
+  if (config.tensor <= 1 && !expertParallel(config, transformer))
     return out;
   if (compute == Op::Forward) {
     for (int32_t l = first; l < end; ++l)
-      appendLayerCollectives(config, layers, l, Op::Forward, samples, out);
+      appendLayerCollectives(config, layers, l, Op::Forward, samples, out, transformer);
     return out;
   }
   const bool recomputed = config.checkpointing == Checkpointing::Full;
   for (int32_t l = end - 1; l >= first; --l) {
     if (compute != Op::BackwardWeight) {
       if (recomputed)
-        appendLayerCollectives(config, layers, l, Op::Forward, samples, out);
-      appendLayerCollectives(config, layers, l, Op::BackwardInput, samples, out);
+        appendLayerCollectives(config, layers, l, Op::Forward, samples, out, transformer);
+      appendLayerCollectives(config, layers, l, Op::BackwardInput, samples, out, transformer);
     }
     if (compute != Op::BackwardInput)
-      appendLayerCollectives(config, layers, l, Op::BackwardWeight, samples, out);
+      appendLayerCollectives(config, layers, l, Op::BackwardWeight, samples, out, transformer);
   }
   return out;
 }

@@ -1,12 +1,15 @@
-//===- TensorCollectives.h - what a tensor group communicates ---*- C++ -*-===//
+//===- TensorCollectives.h - what a compute communicates inside itself -*- C++ -*-===//
 //
 // With tensor parallelism (config.tensor T > 1) every layer is split over the T ranks of a
 // tensor group as Megatron-LM splits it (Shoeybi et al. 2019; Korthikanti et al. 2022 for
-// sequence parallelism), and its compute communicates inside the group. This file is the one
-// statement of which collectives a compute instruction issues, in which order, and how many
-// bytes each moves: the compiler writes them into the plan after their compute instruction,
-// the plan reader and the simulator check a plan against it, and the runtime's layers issue
-// exactly these (a backend refuses a compute whose layers issue anything else).
+// sequence parallelism), and its compute communicates inside the group; with expert
+// parallelism (config.expert E > 1) a mixture-of-experts block sends its routed tokens to the
+// ranks of its expert group that hold their experts and receives the outputs back (two
+// all-to-alls). This file is the one statement of which of these inner collectives a compute
+// instruction issues, in which order, and how many bytes each moves: the compiler writes them
+// into the plan after their compute instruction, the plan reader and the simulator check a
+// plan against it, and the runtime's layers issue exactly these (a backend refuses a compute
+// whose layers issue anything else).
 //
 // Per layer, with `x` the bytes of the layer's full hidden activations for the micro-batch
 // (samples x output bytes per sample; the head uses its input's) and `ce` the bytes of one
@@ -38,6 +41,30 @@
 // computed whole on every rank: the row-parallel biases' and the position table's from their
 // gathered output gradients.
 //
+// Mixture of experts (a transformer with `moe`, blocks from index dense_layers on, E > 1): the
+// block's MLP is a router, the routed experts and, optionally, shared experts. Its forward
+// issues, after the attention's collectives, expert_dispatch a (each routed token to its
+// expert's rank) and expert_combine a (the experts' outputs back); with T > 1 and without
+// sequence parallelism each tensor rank routes the contiguous T-th of the tokens it owns, and
+// a tensor_all_gather x puts the routed output back together; then, when the block has shared
+// experts, the dense MLP's collectives above (they are split as the dense MLP is). The input
+// pass runs the other way: the shared experts' collectives, expert_combine a (the outputs'
+// gradients to the experts), expert_dispatch a (the tokens' gradients back), the
+// tensor_all_gather x (without sequence parallelism), then the attention's. The weight pass
+// issues none of them (with sequence parallelism the MLP's gathered input again only when the
+// block has shared experts). `a` is the bytes of the routed tokens this rank sends, bounded
+// by the stated imbalance (Transformer::imbalance, the busiest rank's routed tokens over the
+// mean): ceil(tokens x top_k x imbalance) x hidden x element bytes, tokens = samples x seq / T
+// (rounded up). With E = 1 the experts are all local and no all-to-all is issued.
+//
+// An expert all-to-all's `group` is the plan group of its pipeline rank (the one its
+// data-parallel collectives name); the ranks it exchanges with are the expert group of the
+// issuing process, expertGroupRanks() below. Where a schedule pairs a forward with the next
+// compute of another micro-batch (Instruction::kPaired, DualPipe's overlapped chunks), each
+// all-to-all of either may hide behind the other's computation: it then names that compute
+// in `peer_stage` and `peer_microbatch` (else both are -1). It never names its own compute,
+// which reads its result.
+//
 // Custom layers of a layer list are priced as blocks. A compute instruction issues, for its
 // stage's layers [first, end):
 //   forward          each layer's forward collectives, first to last;
@@ -61,25 +88,48 @@
 
 namespace conduit::runtime {
 
-/// One collective of a tensor group: TensorAllReduce, TensorAllGather or TensorReduceScatter,
-/// issued by layer `layer` (global index) and moving `bytes` (the whole, unsplit buffer).
+/// One collective a compute issues inside itself: a tensor group's (TensorAllReduce,
+/// TensorAllGather or TensorReduceScatter; `bytes` the whole, unsplit buffer) or an expert
+/// group's all-to-all (ExpertDispatch, ExpertCombine; `bytes` what this rank sends), issued by
+/// layer `layer` (global index).
 struct TensorCollective {
   Op op = Op::TensorAllReduce;
   int32_t layer = 0;
   int64_t bytes = 0;
 };
 
+/// Whether layer `layer` of the chain is a block with routed experts (`transformer` may be
+/// null: a layer list has none).
+bool layerHasExperts(const Transformer *transformer, const std::vector<Layer> &layers,
+                     int32_t layer);
+/// The bytes one expert all-to-all of a micro-batch of `samples` samples moves from this rank
+/// (the table above).
+int64_t expertAllToAllBytes(const Config &config, const Transformer &transformer, int64_t samples);
+/// Global ranks of the expert group of the process at (pipeline rank, replica, tensor rank):
+/// its pipeline rank's D x T ranks indexed replica x T + tensor rank, cut into groups of E
+/// consecutive indices (Megatron-Core's parallel folding). Ascending by index.
+std::vector<int64_t> expertGroupRanks(const Config &config, int64_t pipelineRank, int64_t replica,
+                                      int64_t tensorRank);
+/// Global ranks of its expert-data group: the D x T / E ranks of its pipeline rank whose index
+/// has the same remainder mod E, which hold the same experts.
+std::vector<int64_t> expertDataGroupRanks(const Config &config, int64_t pipelineRank,
+                                          int64_t replica, int64_t tensorRank);
+
 /// The collectives of `pass` (Forward, BackwardInput or BackwardWeight) of layer `layer`
-/// alone on `samples` samples, appended to `out`: the table above. None when T is 1.
+/// alone on `samples` samples, appended to `out`: the table above. None when T and E are 1
+/// (or the layer has no experts and T is 1). `transformer` (null for a layer list) says which
+/// blocks have experts.
 void appendLayerCollectives(const Config &config, const std::vector<Layer> &layers, int32_t layer,
-                            Op pass, int64_t samples, std::vector<TensorCollective> &out);
+                            Op pass, int64_t samples, std::vector<TensorCollective> &out,
+                            const Transformer *transformer = nullptr);
 
 /// The collectives compute instruction `compute` (Forward, Backward, BackwardInput or
 /// BackwardWeight) of layers [first, end) issues on a micro-batch of `samples` samples, in
-/// order. Empty when T is 1.
+/// order. Empty when T is 1 and no layer has experts over E > 1 ranks.
 std::vector<TensorCollective> tensorCollectives(const Config &config,
                                                 const std::vector<Layer> &layers, int32_t first,
-                                                int32_t end, Op compute, int64_t samples);
+                                                int32_t end, Op compute, int64_t samples,
+                                                const Transformer *transformer = nullptr);
 
 } // namespace conduit::runtime
 

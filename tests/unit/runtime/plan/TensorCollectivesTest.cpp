@@ -1,11 +1,15 @@
 //===- TensorCollectivesTest.cpp - the tensor group's collectives per compute ---===//
 //
 // Checks tensorCollectives() against the table of runtime/plan/TensorCollectives.h: which
-// collectives each compute of a stage issues, in which order, with which bytes.
+// collectives (and expert all-to-alls) each compute of a stage issues, in which order, with
+// which bytes; the expert groups; and the plan checks that refuse a plan whose all-to-alls
+// differ from that list or hide behind the wrong compute, naming the instruction.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/plan/TensorCollectives.h"
+
+#include "runtime/plan/PlanChecks.h"
 
 #include <gtest/gtest.h>
 
@@ -45,17 +49,48 @@ Config config(int tensor, bool sequenceParallel,
 std::string render(const std::vector<TensorCollective> &calls) {
   std::string out;
   for (const TensorCollective &c : calls) {
-    const char *kind = c.op == Op::TensorAllReduce   ? "AR"
-                       : c.op == Op::TensorAllGather ? "AG"
-                                                     : "RS";
+    const char *kind = c.op == Op::TensorAllReduce       ? "AR"
+                       : c.op == Op::TensorAllGather     ? "AG"
+                       : c.op == Op::TensorReduceScatter ? "RS"
+                       : c.op == Op::ExpertDispatch      ? "D"
+                                                         : "C";
     out += (out.empty() ? "" : " ") + std::string(kind) + ":" + std::to_string(c.layer) + ":" +
            std::to_string(c.bytes);
   }
   return out;
 }
 
-std::string of(const Config &c, int32_t first, int32_t end, Op op, int64_t samples = 1) {
-  return render(tensorCollectives(c, chain(), first, end, op, samples));
+std::string of(const Config &c, int32_t first, int32_t end, Op op, int64_t samples = 1,
+               const Transformer *moe = nullptr) {
+  return render(tensorCollectives(c, chain(), first, end, op, samples, moe));
+}
+
+/// The chain's transformer with experts in its second block (the first stays dense): 4
+/// experts, 2 per token, the busiest rank's routed tokens bounded at 1.5 x the mean.
+Transformer moe(int64_t sharedExperts = 0) {
+  Transformer t;
+  t.numLayers = 2;
+  t.hiddenSize = kHidden;
+  t.numHeads = t.numKvHeads = 2;
+  t.ffnHiddenSize = 32;
+  t.seqLength = kTokens;
+  t.vocabSize = 32;
+  t.numExperts = 4;
+  t.topK = 2;
+  t.expertFfnHiddenSize = 8;
+  t.denseLayers = 1;
+  t.sharedExperts = sharedExperts;
+  t.sharedFfnHiddenSize = sharedExperts * 8;
+  t.imbalance = 1.5;
+  return t;
+}
+
+Config expertConfig(int expert, int tensor = 1, bool sequenceParallel = false,
+                    Checkpointing checkpointing = Checkpointing::None) {
+  Config c = config(tensor, sequenceParallel, checkpointing);
+  c.data = 4;
+  c.expert = expert;
+  return c;
 }
 
 TEST(TensorCollectives, NoneWithoutTensorParallelism) {
@@ -105,6 +140,219 @@ TEST(TensorCollectives, SequenceParallelismGathersAndScatters) {
   EXPECT_EQ(of(c, 1, 3, Op::Backward),
             "AG:2:256 RS:2:256 AG:2:256 RS:2:256 AG:2:256 AG:2:256 AR:2:128 "
             "AG:1:256 RS:1:256 AG:1:256 RS:1:256 AG:1:256 AG:1:256 AR:1:128");
+}
+
+TEST(ExpertAllToAlls, DispatchAndCombineAroundTheExperts) {
+  const Transformer t = moe();
+  // ceil(8 tokens x top-2 x 1.5) routed tokens of 16 bf16 elements: 24 x 32 bytes.
+  EXPECT_EQ(expertAllToAllBytes(expertConfig(2), t, 1), 768);
+  EXPECT_EQ(expertAllToAllBytes(expertConfig(2), t, 3), 3 * 768);
+  // Only the block with experts (layer 2) issues them: dispatch then combine in the forward,
+  // their gradients the other way in the backward, none in the weight pass.
+  EXPECT_EQ(of(expertConfig(2), 0, 4, Op::Forward, 1, &t), "D:2:768 C:2:768");
+  EXPECT_EQ(of(expertConfig(2), 0, 4, Op::Backward, 1, &t), "C:2:768 D:2:768");
+  EXPECT_EQ(of(expertConfig(2), 0, 4, Op::BackwardInput, 1, &t), "C:2:768 D:2:768");
+  EXPECT_EQ(of(expertConfig(2), 0, 4, Op::BackwardWeight, 1, &t), "");
+  EXPECT_EQ(of(expertConfig(2), 0, 2, Op::Forward, 1, &t), "");
+  // Full checkpointing recomputes the forward, its all-to-alls first.
+  const Config full = expertConfig(2, 1, false, Checkpointing::Full);
+  EXPECT_EQ(of(full, 0, 4, Op::Backward, 1, &t), "D:2:768 C:2:768 C:2:768 D:2:768");
+  // One expert rank holds every expert: nothing to exchange.
+  EXPECT_EQ(of(expertConfig(1), 0, 4, Op::Forward, 1, &t), "");
+  EXPECT_EQ(of(expertConfig(1), 0, 4, Op::Backward, 1, &t), "");
+  // Without the transformer (a layer list) nothing has experts.
+  EXPECT_EQ(of(expertConfig(2), 0, 4, Op::Forward), "");
+}
+
+TEST(ExpertAllToAlls, WithTensorParallelism) {
+  const Transformer t = moe(), shared = moe(1);
+  // Each tensor rank routes its half of the tokens: 12 routed x 32 bytes. Without sequence
+  // parallelism the routed output is gathered over the tensor group; shared experts are split
+  // as the dense MLP is, with its all-reduce.
+  EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::Forward, 1, &t), "AR:2:256 D:2:384 C:2:384 AG:2:256");
+  EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::Forward, 1, &shared),
+            "AR:2:256 D:2:384 C:2:384 AG:2:256 AR:2:256");
+  EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::BackwardInput, 1, &shared),
+            "AR:2:256 C:2:384 D:2:384 AG:2:256 AR:2:256");
+  // With sequence parallelism each rank already holds its part of the sequence.
+  EXPECT_EQ(of(expertConfig(2, 2, true), 2, 3, Op::Forward, 1, &t),
+            "AG:2:256 RS:2:256 D:2:384 C:2:384");
+  EXPECT_EQ(of(expertConfig(2, 2, true), 2, 3, Op::BackwardWeight, 1, &t), "AG:2:256 AR:2:128");
+  EXPECT_EQ(of(expertConfig(2, 2, true), 2, 3, Op::BackwardWeight, 1, &shared),
+            "AG:2:256 AG:2:256 AR:2:128");
+  // E = 1 with T = 2: the tensor ranks still split the tokens and gather the output.
+  EXPECT_EQ(of(expertConfig(1, 2), 2, 3, Op::Forward, 1, &t), "AR:2:256 AG:2:256");
+  // The dense block is unchanged.
+  EXPECT_EQ(of(expertConfig(2, 2), 1, 2, Op::Forward, 1, &t), "AR:1:256 AR:1:256");
+}
+
+TEST(ExpertAllToAlls, ExpertGroupsFoldTheDataAndTensorRanks) {
+  Config c;
+  c.pipeline = 2;
+  c.data = 4;
+  c.tensor = 2;
+  c.expert = 4;
+  // Pipeline rank 1's ranks are 8..15, indexed replica x 2 + tensor rank; groups of 4.
+  EXPECT_EQ(expertGroupRanks(c, 1, 1, 0), (std::vector<int64_t>{8, 9, 10, 11}));
+  EXPECT_EQ(expertGroupRanks(c, 1, 3, 1), (std::vector<int64_t>{12, 13, 14, 15}));
+  // Its expert-data group: the ranks holding the same experts (index 2 mod 4).
+  EXPECT_EQ(expertDataGroupRanks(c, 1, 1, 0), (std::vector<int64_t>{10, 14}));
+  c.pipelineInner = true; // pipeline rank innermost among (pipeline, replica)
+  EXPECT_EQ(expertGroupRanks(c, 1, 0, 1), (std::vector<int64_t>{2, 3, 6, 7}));
+}
+
+//===----------------------------------------------------------------------===//
+// The plan checks
+//===----------------------------------------------------------------------===//
+
+Instruction at(Op op, int32_t mb, int64_t bytes = 0) {
+  Instruction i;
+  i.op = op;
+  i.stream = kComputeStream;
+  i.stage = 0;
+  i.microbatch = mb;
+  i.bytes = bytes;
+  if (op == Op::ExpertDispatch || op == Op::ExpertCombine)
+    i.group = 0;
+  return i;
+}
+
+/// One pipeline rank of D = 2 replicas that are one expert group (E = 2): an embedding, one
+/// block with experts and a head, two micro-batches of one sample. The second forward is
+/// paired with the first backward, and their all-to-alls hide behind each other.
+Plan expertPlan() {
+  Plan plan;
+  plan.config.data = 2;
+  plan.config.expert = 2;
+  plan.config.microbatches = 2;
+  plan.config.tokensPerSample = kTokens;
+  Transformer t = moe();
+  t.numLayers = 1;
+  t.denseLayers = 0;
+  t.imbalance = 1;
+  plan.transformer = t;
+  plan.layers = chain();
+  plan.layers.erase(plan.layers.begin() + 1);
+  plan.stages = {{0, 0, 0, 3, 0, {0, 1, 2}}};
+  plan.groups = {{{0}}};
+  constexpr int64_t a = 16 * kHidden * 2; // 8 tokens x top-2, bf16
+  Instruction paired = at(Op::Forward, 1);
+  paired.flags = Instruction::kPaired;
+  auto hiding = [&](Op op, int32_t mb, int32_t behind) {
+    Instruction i = at(op, mb, a);
+    i.peerStage = 0;
+    i.peerMicrobatch = behind;
+    return i;
+  };
+  RankProgram r{0, 0, {}, {}};
+  r.instructions = {at(Op::Forward, 0),
+                    at(Op::ExpertDispatch, 0, a),
+                    at(Op::ExpertCombine, 0, a),
+                    paired,
+                    hiding(Op::ExpertDispatch, 1, 0),
+                    hiding(Op::ExpertCombine, 1, 0),
+                    at(Op::Backward, 0),
+                    hiding(Op::ExpertCombine, 0, 1),
+                    hiding(Op::ExpertDispatch, 0, 1),
+                    at(Op::Backward, 1),
+                    at(Op::ExpertCombine, 1, a),
+                    at(Op::ExpertDispatch, 1, a),
+                    at(Op::OptimizerStep, 0)};
+  plan.ranks = {r};
+  return plan;
+}
+
+/// The message of the plan checks, and the instruction they name.
+std::string refusal(const Plan &plan, int64_t *instruction = nullptr) {
+  PlanLocation where;
+  absl::Status status = checkPlanSemantics(plan, &where);
+  if (instruction)
+    *instruction = where.instruction;
+  return status.ok() ? "ok" : std::string(status.message());
+}
+
+std::vector<Instruction> &program(Plan &plan) { return plan.ranks[0].instructions; }
+
+TEST(ExpertAllToAllChecks, AcceptsTheListedAllToAlls) { EXPECT_EQ(refusal(expertPlan()), "ok"); }
+
+TEST(ExpertAllToAllChecks, RefusesAMissingAllToAll) {
+  Plan plan = expertPlan();
+  program(plan).erase(program(plan).begin() + 2); // F mb0's combine
+  int64_t where = -1;
+  EXPECT_EQ(refusal(plan, &where),
+            "invalid plan: rank 0 instruction 2 (F s0 mb1): F s0 mb0 (instruction 0) issues 2 "
+            "collectives and only 1 follow it; the next is expert_combine of 512 bytes for "
+            "layer 1");
+  EXPECT_EQ(where, 2);
+}
+
+TEST(ExpertAllToAllChecks, RefusesAnExtraAllToAll) {
+  Plan plan = expertPlan();
+  program(plan).insert(program(plan).begin() + 3, at(Op::ExpertCombine, 0, 512));
+  int64_t where = -1;
+  EXPECT_EQ(refusal(plan, &where),
+            "invalid plan: rank 0 instruction 3 (expert_combine s0 mb0 512 bytes): the compute "
+            "at instruction 0 issues 2 collectives, and this one is extra");
+  EXPECT_EQ(where, 3);
+}
+
+TEST(ExpertAllToAllChecks, RefusesAResizedAllToAll) {
+  Plan plan = expertPlan();
+  program(plan)[10].bytes = 256;
+  EXPECT_EQ(refusal(plan),
+            "invalid plan: rank 0 instruction 10 (expert_combine s0 mb1 256 bytes): collective 1 "
+            "of 2 issued by B s0 mb1 (instruction 9) is expert_combine s0 mb1 512 bytes for "
+            "layer 1 on stream 0");
+}
+
+TEST(ExpertAllToAllChecks, RefusesReorderedAllToAlls) {
+  Plan plan = expertPlan();
+  std::swap(program(plan)[1], program(plan)[2]);
+  EXPECT_EQ(refusal(plan),
+            "invalid plan: rank 0 instruction 1 (expert_combine s0 mb0 512 bytes): collective 1 "
+            "of 2 issued by F s0 mb0 (instruction 0) is expert_dispatch s0 mb0 512 bytes for "
+            "layer 1 on stream 0");
+}
+
+TEST(ExpertAllToAllChecks, RefusesTheWrongGroup) {
+  Plan plan = expertPlan();
+  program(plan)[1].group = 1;
+  EXPECT_EQ(refusal(plan), "invalid plan: rank 0 instruction 1 (expert_dispatch s0 mb0 512 "
+                           "bytes): names group 1; an expert all-to-all names a group of its "
+                           "own pipeline rank 0");
+}
+
+TEST(ExpertAllToAllChecks, HidesOnlyBehindThePairedCompute) {
+  // Behind its own compute, which reads what it receives.
+  Plan plan = expertPlan();
+  program(plan)[4].peerMicrobatch = 1;
+  EXPECT_EQ(refusal(plan),
+            "invalid plan: rank 0 instruction 4 (expert_dispatch s0 mb1 512 bytes): hides "
+            "behind s0 mb1; only the compute paired with F s0 mb1 (instruction 3), s0 mb0, can "
+            "run while it does (its own compute reads its result)");
+  // Behind anything while its compute is not paired.
+  plan = expertPlan();
+  program(plan)[1].peerStage = 0;
+  program(plan)[1].peerMicrobatch = 1;
+  EXPECT_EQ(refusal(plan), "invalid plan: rank 0 instruction 1 (expert_dispatch s0 mb0 512 "
+                           "bytes): hides behind s0 mb1, but F s0 mb0 (instruction 0) is not "
+                           "paired: nothing computes while its all-to-alls run");
+  // The paired backward's may hide behind its forward, and need not.
+  plan = expertPlan();
+  program(plan)[7].peerStage = program(plan)[7].peerMicrobatch = -1;
+  EXPECT_EQ(refusal(plan), "ok");
+}
+
+TEST(ExpertAllToAllChecks, RefusesAllToAllsWithoutExpertParallelism) {
+  Plan plan = expertPlan();
+  plan.config.expert = 1;
+  EXPECT_EQ(refusal(plan), "invalid plan: rank 0 instruction 1 (expert_dispatch s0 mb0 512 "
+                           "bytes): an expert all-to-all, but the plan has no expert "
+                           "parallelism (config.expert is 1 or the model has no experts)");
+  plan = expertPlan();
+  plan.config.expert = 3;
+  EXPECT_EQ(refusal(plan), "invalid plan: config.expert 3 does not divide the 2 data-parallel "
+                           "and tensor ranks of a pipeline rank");
 }
 
 } // namespace
