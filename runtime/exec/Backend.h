@@ -17,6 +17,7 @@
 #include "runtime/plan/Plan.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,13 @@ constexpr Ticket kCompleted = -1;
 
 /// What one step produced, as seen by this process.
 struct StepOutcome {
-  /// The mean loss over the global batch (the same on every process).
+  /// The mean loss over the global batch (the same on every process): the language model's
+  /// cross-entropy.
   double loss = 0;
+  /// A mixture of experts' auxiliary load-balancing loss (layers/Moe.h): the mean over the
+  /// global batch's samples, summed over the blocks with experts, which training adds to the
+  /// loss; unset for dense models.
+  std::optional<double> auxLoss;
 };
 
 /// The training state a process owns for one stage: the parameters it updates (the whole

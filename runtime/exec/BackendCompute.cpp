@@ -96,8 +96,10 @@ template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instructi
   std::vector<Cache> caches;
   stage.chain.forwardSamples(stage.full.data(), x, batch, y, caches,
                              measureLayers ? &seconds : nullptr);
-  if constexpr (std::is_same_v<Grad, double>)
+  if constexpr (std::is_same_v<Grad, double>) {
     lossSum += ops().takeLoss();
+    auxLossSum += ops().takeAuxLoss();
+  }
   timer.record(stage.spec->firstLayer, batch.samples, seconds, Op::Forward);
   stage.caches[mb] = std::move(caches);
   doneReading(inst);

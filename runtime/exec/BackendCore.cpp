@@ -162,6 +162,7 @@ template <typename Grad> int64_t BackendCore<Grad>::largestMicrobatch() const {
 template <typename Grad> absl::Status BackendCore<Grad>::beginStep(int64_t s) {
   step = s;
   lossSum = 0;
+  auxLossSum = 0;
   for (std::unique_ptr<Stage> &stage : stages)
     if (stage) {
       const size_t m = stage->spec->numMicrobatches();
@@ -300,12 +301,18 @@ template <typename Grad> absl::StatusOr<StepOutcome> BackendCore<Grad>::endStep(
               " ran its backward_input but not its backward_weight this step: its weight "
               "gradient was never computed"));
   lossSum += ops().takeLoss(); // what forwards left (all of it, when read once per step)
+  auxLossSum += ops().takeAuxLoss();
   CONDUIT_RETURN_IF_ERROR(deviceStatus());
   CONDUIT_RETURN_IF_ERROR(synchronizeAll());
   CONDUIT_ASSIGN_OR_RETURN(double total, transport->sumOverRanks(lossSum));
   const Config &c = plan->config;
   StepOutcome outcome;
   outcome.loss = total / c.stepTokens(shape->seq);
+  if (shape->moe()) {
+    // Every rank's blocks add their samples' sums: the mean over the global batch's samples.
+    CONDUIT_ASSIGN_OR_RETURN(double aux, transport->sumOverRanks(auxLossSum));
+    outcome.auxLoss = aux * static_cast<double>(shape->seq) / c.stepTokens(shape->seq);
+  }
   if (!std::isfinite(outcome.loss))
     return absl::DataLossError(absl::StrCat(
         "the loss of step ", step,

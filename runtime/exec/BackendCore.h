@@ -218,6 +218,7 @@ private:
   Ticket nextTicket = 0;
   int64_t step = 0;
   double lossSum = 0;
+  double auxLossSum = 0; ///< a mixture of experts' auxiliary loss, as lossSum
   LayerTimer timer;
 };
 

@@ -42,6 +42,11 @@ template <typename T> void CpuOps<T>::accumulate(int64_t n, const T *src, double
     dst[i] += src[i];
 }
 
+template <typename T> void CpuOps<T>::scaledAdd(int64_t n, T alpha, const T *src, T *dst) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] += alpha * src[i];
+}
+
 template <typename T> void CpuOps<T>::addBias(int64_t rows, int64_t n, const T *bias, T *x) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < n; ++i)

@@ -22,12 +22,13 @@ namespace conduit::model {
 
 template <typename T>
 std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &shape,
-                                    Checkpointing checkpointing) {
+                                    Checkpointing checkpointing, int64_t layer) {
   switch (kind) {
   case runtime::LayerKind::Embedding:
     return std::make_unique<Embedding<T>>(shape);
   case runtime::LayerKind::Block:
-    return std::make_unique<Block<T>>(shape, checkpointing == Checkpointing::Selective);
+    return std::make_unique<Block<T>>(shape, checkpointing == Checkpointing::Selective,
+                                      shape.layerHasExperts(layer));
   case runtime::LayerKind::Head:
     return std::make_unique<Head<T>>(shape);
   case runtime::LayerKind::Custom:
@@ -36,8 +37,9 @@ std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &sha
   return nullptr;
 }
 
-std::vector<ParameterRun> tensorSlice(runtime::LayerKind kind, const GptShape &shape) {
-  std::unique_ptr<Layer<float>> layer = makeLayer<float>(kind, shape);
+std::vector<ParameterRun> tensorSlice(runtime::LayerKind kind, const GptShape &shape,
+                                      int64_t index) {
+  std::unique_ptr<Layer<float>> layer = makeLayer<float>(kind, shape, Checkpointing::None, index);
   return layer ? layer->slice() : std::vector<ParameterRun>();
 }
 
@@ -45,7 +47,7 @@ int64_t tensorParams(const runtime::Plan &plan, const GptShape &shape, int64_t f
   int64_t n = 0;
   for (int64_t l = first; l < end; ++l)
     n += shape.tensorParallel()
-             ? makeLayer<float>(plan.layers[l].kind, shape, Checkpointing::None)->numParams()
+             ? makeLayer<float>(plan.layers[l].kind, shape, Checkpointing::None, l)->numParams()
              : plan.layers[l].params;
   return n;
 }
@@ -59,7 +61,7 @@ void forEachTensorRun(const runtime::Plan &plan, const GptShape &shape, int64_t 
                       F f) {
   int64_t wholeAt = 0, localAt = 0;
   for (int64_t l = first; l < end; ++l) {
-    for (const ParameterRun &run : tensorSlice(plan.layers[l].kind, shape))
+    for (const ParameterRun &run : tensorSlice(plan.layers[l].kind, shape, l))
       f(wholeAt + run.whole, localAt + run.local, run.length);
     wholeAt += plan.layers[l].params;
     localAt += tensorParams(plan, shape, l, l + 1);
@@ -99,13 +101,13 @@ template <typename T>
 void initialiseLayer(runtime::LayerKind kind, const GptShape &shape, T *params, uint64_t seed,
                      int64_t layer) {
   if (!shape.tensorParallel()) {
-    makeLayer<T>(kind, shape, Checkpointing::None)->initialise(params, seed, layer);
+    makeLayer<T>(kind, shape, Checkpointing::None, layer)->initialise(params, seed, layer);
     return;
   }
-  std::unique_ptr<Layer<T>> whole = makeLayer<T>(kind, shape.whole(), Checkpointing::None);
+  std::unique_ptr<Layer<T>> whole = makeLayer<T>(kind, shape.whole(), Checkpointing::None, layer);
   std::vector<T> all(whole->numParams());
   whole->initialise(all.data(), seed, layer);
-  for (const ParameterRun &run : tensorSlice(kind, shape))
+  for (const ParameterRun &run : tensorSlice(kind, shape, layer))
     std::copy(all.begin() + run.whole, all.begin() + run.whole + run.length, params + run.local);
 }
 
@@ -120,15 +122,16 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
   chain.keepInputs = checkpointing == Checkpointing::Full;
   for (int64_t l = first; l < end; ++l) {
     const runtime::Layer &spec = plan.layers[l];
-    std::unique_ptr<Layer<T>> layer = makeLayer<T>(spec.kind, shape, checkpointing);
+    std::unique_ptr<Layer<T>> layer = makeLayer<T>(spec.kind, shape, checkpointing, l);
     if (!layer)
       return absl::FailedPreconditionError(
           absl::StrCat("layer ", spec.name,
                        " is a custom layer; conduit-run trains the "
                        "layers of a transformer only"));
-    const int64_t whole = shape.tensorParallel()
-                              ? makeLayer<T>(spec.kind, shape.whole(), checkpointing)->numParams()
-                              : layer->numParams();
+    const int64_t whole =
+        shape.tensorParallel()
+            ? makeLayer<T>(spec.kind, shape.whole(), checkpointing, l)->numParams()
+            : layer->numParams();
     if (whole != spec.params)
       return absl::FailedPreconditionError(absl::StrCat(
           "layer ", spec.name, ": the plan counts ", spec.params, " parameters, the model has ",
@@ -391,8 +394,8 @@ template void initialiseLayer<double>(runtime::LayerKind, const GptShape &, doub
 template class LayerChain<float>;
 template class LayerChain<double>;
 template std::unique_ptr<Layer<float>> makeLayer<float>(runtime::LayerKind, const GptShape &,
-                                                        Checkpointing);
+                                                        Checkpointing, int64_t);
 template std::unique_ptr<Layer<double>> makeLayer<double>(runtime::LayerKind, const GptShape &,
-                                                          Checkpointing);
+                                                          Checkpointing, int64_t);
 
 } // namespace conduit::model

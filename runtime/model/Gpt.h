@@ -37,10 +37,12 @@
 
 namespace conduit::model {
 
-/// Where each of the tensor rank's parameters of a layer of kind `kind` lies in the whole
-/// layer's, in local order (the layer's Layer::slice(); none for a custom layer); replicated
-/// parameters (norms, row-parallel biases, the position table) are in every rank's.
-std::vector<ParameterRun> tensorSlice(runtime::LayerKind kind, const GptShape &shape);
+/// Where each of the tensor rank's parameters of a layer of kind `kind` (at global index
+/// `layer`) lies in the whole layer's, in local order (the layer's Layer::slice(); none for a
+/// custom layer); replicated parameters (norms, row-parallel biases, the position table) are
+/// in every rank's.
+std::vector<ParameterRun> tensorSlice(runtime::LayerKind kind, const GptShape &shape,
+                                      int64_t layer = 0);
 /// The parameters tensor rank shape.tensorRank holds of layers [first, end) of `plan` (a
 /// stage), and its part of them from the whole layers' flat parameters `whole`.
 int64_t tensorParams(const runtime::Plan &plan, const GptShape &shape, int64_t first, int64_t end);
@@ -62,11 +64,13 @@ void initialiseLayer(runtime::LayerKind kind, const GptShape &shape, T *params, 
 /// recomputes from the saved q, k and v.
 using runtime::Checkpointing;
 
-/// The layer of kind `kind` for this shape (its tensor rank's part); null for a custom layer,
-/// which conduit-run cannot train.
+/// The layer of kind `kind` at global index `layer` for this shape (its tensor rank's part; a
+/// block has experts where GptShape::layerHasExperts says); null for a custom layer, which
+/// conduit-run cannot train.
 template <typename T>
 std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &shape,
-                                    Checkpointing checkpointing = Checkpointing::None);
+                                    Checkpointing checkpointing = Checkpointing::None,
+                                    int64_t layer = 0);
 
 /// A contiguous range of layers run as one unit (a pipeline stage, or the whole model) on one
 /// Ops.

@@ -12,9 +12,82 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace conduit::model {
+
+namespace {
+
+/// The attention variants the layers do not implement, and a mixture of experts the layers or
+/// the backends cannot run, naming the key to change.
+absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
+  const runtime::Transformer &t = *plan.transformer;
+  if (t.usesLatentAttention())
+    return absl::FailedPreconditionError(
+        "the model uses multi-head latent attention (model.latent_attention), which conduit-run "
+        "does not train; the compiler plans and prices it");
+  if (t.headDim != 0 && t.headDim * t.numHeads != t.hiddenSize)
+    return absl::FailedPreconditionError(
+        absl::StrCat("the model's heads are ", t.headDim,
+                     " wide, not hidden_size / num_heads = ", t.hiddenSize / t.numHeads,
+                     "; conduit-run trains heads of that width only (model.head_dim)"));
+  if (t.qkNorm)
+    return absl::FailedPreconditionError(
+        "the model normalises each head's queries and keys (model.qk_norm), which conduit-run "
+        "does not train");
+  if (!t.isMoe()) {
+    if (plan.config.expert > 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat("the plan has ", plan.config.expert,
+                       " expert-parallel ranks but the model has no experts (parallelism.expert)"));
+    return absl::OkStatus();
+  }
+  const struct {
+    const char *key;
+    bool bad;
+    std::string what;
+  } checks[] = {
+      {"model.moe.num_experts", t.numExperts > limits::kMaxFfn,
+       absl::StrCat(t.numExperts, " experts")},
+      {"model.moe.top_k", t.topK < 1 || t.topK > t.numExperts,
+       absl::StrCat("top_k ", t.topK, " with ", t.numExperts, " experts")},
+      {"model.moe.expert_ffn_hidden_size",
+       t.expertFfnHiddenSize < 1 || t.expertFfnHiddenSize > limits::kMaxFfn,
+       absl::StrCat("an expert width of ", t.expertFfnHiddenSize)},
+      {"model.moe.shared_ffn_hidden_size",
+       t.sharedExperts < 0 || (t.sharedExperts > 0 && (t.sharedFfnHiddenSize < 1 ||
+                                                       t.sharedFfnHiddenSize > limits::kMaxFfn)),
+       absl::StrCat(t.sharedExperts, " shared experts of width ", t.sharedFfnHiddenSize)},
+      {"model.moe.router", t.router > 1, absl::StrCat("router kind ", int(t.router))},
+      {"model.moe.aux_loss_coefficient",
+       !(std::isfinite(t.auxLossCoefficient) && t.auxLossCoefficient >= 0),
+       absl::StrCat("an auxiliary-loss coefficient of ", t.auxLossCoefficient)},
+      {"model.moe.capacity_factor", !(std::isfinite(t.capacityFactor) && t.capacityFactor >= 0),
+       absl::StrCat("a capacity factor of ", t.capacityFactor)},
+      {"model.moe.dense_layers", t.denseLayers < 0 || t.denseLayers > t.numLayers,
+       absl::StrCat(t.denseLayers, " dense layers of ", t.numLayers)},
+  };
+  for (const auto &c : checks)
+    if (c.bad)
+      return absl::InvalidArgumentError(absl::StrCat("the model's mixture of experts has ", c.what,
+                                                     "; compile the job again with ", c.key,
+                                                     " in range"));
+  if (plan.config.expert > 1)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan divides the experts over ", plan.config.expert,
+        " expert-parallel ranks; conduit-run trains mixtures of experts with every expert on "
+        "every rank only: compile the job again with parallelism.expert 1"));
+  if (plan.config.tensor > 1)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan splits a mixture of experts over ", plan.config.tensor,
+        " tensor-parallel ranks; conduit-run trains mixtures of experts without tensor "
+        "parallelism only: compile the job again with parallelism.tensor 1"));
+  return absl::OkStatus();
+}
+
+} // namespace
 
 absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
   if (!plan.transformer)
@@ -88,6 +161,19 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
           absl::StrCat("tensor parallelism splits ", d.key, " (", d.value, ") over ", tensor,
                        " ranks; compile the job again with parallelism.tensor dividing it"));
   GptShape shape;
+  if (absl::Status moe = refuseWhatTheRuntimeLacks(plan); !moe.ok())
+    return moe;
+  if (t.isMoe()) {
+    shape.experts = t.numExperts;
+    shape.topK = t.topK;
+    shape.expertFfn = t.expertFfnHiddenSize;
+    shape.sharedFfn = t.sharedExperts > 0 ? t.sharedFfnHiddenSize : 0;
+    shape.denseBlocks = t.denseLayers;
+    shape.sigmoidRouter = t.router == 1;
+    shape.normalizeTopK = t.normalizeTopK;
+    shape.auxLossCoefficient = t.auxLossCoefficient;
+    shape.capacityFactor = t.capacityFactor;
+  }
   shape.tensorSize = tensor;
   shape.sequenceParallel = plan.config.sequenceParallel && tensor > 1;
   shape.blocks = t.numLayers;
@@ -125,6 +211,19 @@ std::optional<int64_t> GptShape::activationElements(int64_t samples, int64_t blo
   if (!row || !attention || !blockRows || !headRows)
     return std::nullopt;
   std::optional<int64_t> block = checkedAdd(*blockRows, *attention);
+  if (block && moe()) {
+    // A block with experts keeps, in place of the dense MLP's two tensors, per token: the
+    // router's scores, each of its k assignments' first projection, activation and output, and
+    // the shared experts' first projection and activation. A bound for every block.
+    const int64_t expertUp = gated ? 2 * expertFfn : expertFfn;
+    const int64_t sharedUp = gated ? 2 * sharedFfn : sharedFfn;
+    const std::optional<int64_t> assignment = checkedMul(topK, expertUp + expertFfn + hidden);
+    const std::optional<int64_t> moeRows =
+        assignment ? checkedMul(seq, 7 * hidden + qkvWidth() + 4 + experts + sharedUp + sharedFfn +
+                                         *assignment)
+                   : std::nullopt;
+    block = moeRows ? checkedAdd(std::max(*blockRows, *moeRows), *attention) : std::nullopt;
+  }
   std::optional<int64_t> chain = block ? checkedMul(blocks, *block) : std::nullopt;
   if (chain && head)
     chain = checkedAdd(*chain, *headRows);

@@ -35,6 +35,20 @@ struct GptShape {
   /// activations between layers are split along the sequence.
   int64_t tensorSize = 1, tensorRank = 0;
   bool sequenceParallel = false;
+  /// A mixture of experts (layers/Moe.h) in the blocks after the first `denseBlocks`: the
+  /// experts, how many each token takes, their width and the shared experts' (0: none), the
+  /// router (sigmoid, else softmax), renormalised top-k weights, the auxiliary loss's
+  /// coefficient and the capacity factor (0: dropless). experts 0: every block is dense.
+  int64_t experts = 0, topK = 0, expertFfn = 0, sharedFfn = 0, denseBlocks = 0;
+  bool sigmoidRouter = false, normalizeTopK = false;
+  double auxLossCoefficient = 0, capacityFactor = 0;
+
+  bool moe() const { return experts > 0; }
+  /// Whether the layer at global index `layer` of the chain is a block with experts (the
+  /// embedding is layer 0, block b is layer b + 1).
+  bool layerHasExperts(int64_t layer) const {
+    return moe() && layer >= 1 && layer <= blocks && layer - 1 >= denseBlocks;
+  }
 
   bool tensorParallel() const { return tensorSize > 1; }
   /// The unsplit model's shape (tensor size 1).

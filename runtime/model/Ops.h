@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <utility>
+#include <vector>
 
 namespace conduit::model {
 
@@ -98,6 +99,16 @@ public:
   virtual void add(int64_t n, const T *src, T *dst) = 0;
   /// dst += src, accumulating in double precision.
   virtual void accumulate(int64_t n, const T *src, double *dst) = 0;
+  /// dst += alpha · src. This default goes through the host (download, add, upload), which is
+  /// right on any device; CpuOps adds in place.
+  virtual void scaledAdd(int64_t n, T alpha, const T *src, T *dst) {
+    std::vector<T> a(n), b(n);
+    download(src, n, a.data());
+    download(dst, n, b.data());
+    for (int64_t i = 0; i < n; ++i)
+      b[i] += alpha * a[i];
+    upload(b.data(), n, dst);
+  }
   /// Adds `bias` to each of `rows` rows of width n.
   virtual void addBias(int64_t rows, int64_t n, const T *bias, T *x) = 0;
   /// sum += the rows of x (bias gradients).
@@ -172,8 +183,16 @@ public:
                                         const T *picked, T scale, bool countLoss, T *dlogits) = 0;
   /// The loss summed since the last call, and zero from now on.
   virtual double takeLoss() = 0;
-  /// While off, crossEntropy leaves the loss alone (a recomputed forward counts once).
+  /// While off, crossEntropy leaves the loss alone (a recomputed forward counts once), and so
+  /// does addAuxLoss.
   void countLoss(bool on) { countingLoss = on; }
+  /// The mixture of experts' auxiliary loss (layers/Moe.h), apart from the cross-entropy:
+  /// each block with experts adds its samples' sum; takeAuxLoss returns it and starts again.
+  void addAuxLoss(double value) {
+    if (countingLoss)
+      auxLoss += value;
+  }
+  double takeAuxLoss() { return std::exchange(auxLoss, 0.0); }
   /// The tensor group the layers communicate in (null without tensor parallelism); it
   /// outlives the Ops's use of it.
   TensorGroup<T> *tensorGroup() const { return tensor; }
@@ -181,6 +200,7 @@ public:
 
 protected:
   bool countingLoss = true;
+  double auxLoss = 0;
   TensorGroup<T> *tensor = nullptr;
   MemoryCounter counter;
 };
@@ -197,6 +217,7 @@ public:
   void copy(int64_t n, const T *src, T *dst) override;
   void add(int64_t n, const T *src, T *dst) override;
   void accumulate(int64_t n, const T *src, double *dst) override;
+  void scaledAdd(int64_t n, T alpha, const T *src, T *dst) override;
   void addBias(int64_t rows, int64_t n, const T *bias, T *x) override;
   void sumRows(int64_t rows, int64_t n, const T *x, T *sum) override;
   void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha, const T *a,

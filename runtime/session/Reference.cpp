@@ -84,7 +84,7 @@ Reference::Reference(const Plan &plan, model::GptShape shape,
 double Reference::step(int64_t step) {
   const int64_t b = config.microbatchSize, perReplica = config.batchSamples();
   const double total = config.stepTokens(shape.seq);
-  double loss = 0;
+  double loss = 0, aux = 0;
   std::vector<int32_t> tokens, targets;
   for (int64_t replica = 0; replica < config.data; ++replica)
     for (int64_t first = 0; first < perReplica; first += b) {
@@ -93,6 +93,7 @@ double Reference::step(int64_t step) {
       std::vector<model::LayerChain<float>::Cache> caches;
       chain.forwardSamples(params.data(), nullptr, batch, nullptr, caches);
       loss += ops->takeLoss();
+      aux += ops->takeAuxLoss();
       chain.backwardSamples(params.data(), caches, nullptr, grad.data(), nullptr);
     }
   if (tied) {
@@ -106,6 +107,7 @@ double Reference::step(int64_t step) {
   model::optimizerStep(optimizer, ++optimizerSteps, static_cast<int64_t>(params.size()),
                        params.data(), state.data(), grad.data());
   std::fill(grad.begin(), grad.end(), 0.0);
+  lastAuxLoss = aux * static_cast<double>(shape.seq) / total;
   return loss / total;
 }
 

@@ -33,8 +33,11 @@ public:
   /// Refuses a plan whose memory the machine does not have.
   static absl::StatusOr<Reference> create(const Plan &plan);
 
-  /// Runs step `step` (1-based); returns the mean loss over the global batch.
+  /// Runs step `step` (1-based); returns the mean loss over the global batch (the
+  /// cross-entropy).
   double step(int64_t step);
+  /// The mean auxiliary loss of the last step (a mixture of experts'; 0 without experts).
+  double auxLoss() const { return lastAuxLoss; }
 
   const model::LayerChain<float> &model() const { return chain; }
   const std::vector<float> &parameters() const { return params; }
@@ -60,6 +63,7 @@ private:
   std::vector<float> params, state;
   std::vector<double> grad;
   int64_t optimizerSteps = 0;
+  double lastAuxLoss = 0;
   /// Tied embeddings: where the LM head's copy of the token table starts in the parameters.
   bool tied = false;
   int64_t tiedHead = 0;

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 namespace conduit::runtime {
@@ -43,8 +44,14 @@ void report(int64_t rank, int64_t ranks, const absl::Status &status) {
   std::fflush(stderr);
 }
 
-void printStep(int64_t step, double loss) {
-  std::printf("step %lld loss %.9g\n", static_cast<long long>(step), static_cast<float>(loss));
+/// The step line: the loss (the cross-entropy) and, for a mixture of experts, the auxiliary
+/// loss beside it.
+void printStep(int64_t step, double loss, std::optional<double> auxLoss) {
+  if (auxLoss)
+    std::printf("step %lld loss %.9g aux_loss %.9g\n", static_cast<long long>(step),
+                static_cast<float>(loss), static_cast<float>(*auxLoss));
+  else
+    std::printf("step %lld loss %.9g\n", static_cast<long long>(step), static_cast<float>(loss));
   std::fflush(stdout);
 }
 
@@ -343,7 +350,7 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
     if (step == first && last > first)
       backend.clearLayerTimings(); // the first step pays for set-up
     if (group.rank() == 0)
-      printStep(step, loss);
+      printStep(step, loss, outcome->auxLoss);
     const bool due = options.checkpointEvery ? step % options.checkpointEvery == 0 : step == last;
     if (!options.checkpoint.empty() && due) {
       absl::StatusOr<std::vector<StageState>> states = backend.snapshot();
@@ -521,7 +528,10 @@ SessionResult runReference(const Plan &plan, const SessionOptions &options, cons
   double loss = 0;
   for (int64_t step = first; step <= last; ++step) {
     loss = reference->step(step);
-    printStep(step, loss);
+    printStep(step, loss,
+              plan.transformer && plan.transformer->isMoe()
+                  ? std::optional<double>(reference->auxLoss())
+                  : std::nullopt);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -40,6 +41,7 @@ enum class Param {
   NormG,
   NormB,
   Lm,
+  Moe, ///< a block's mixture of experts, in place of W1 to B2: its own tensors (moeTensors)
   None ///< no array (a module without a bias)
 };
 /// Which columns of an array a tensor takes: all, the q, k or v columns of the attention's
@@ -79,6 +81,77 @@ constexpr Module kHead[] = {
     {Param::Lm, Param::None, Columns::All, "lm_head", "lm_head"}};
 
 bool isLlama(const Transformer &t) { return t.norm == 1 || t.mlp == 1 || t.position == 1; }
+/// A mixture of experts takes Qwen2-MoE's names where its attention is Qwen2's (biases on q, k
+/// and v only) or it has shared experts, else Mixtral's.
+bool isQwenMoe(const Transformer &t) { return t.isMoe() && (t.bias == 1 || t.sharedExperts > 0); }
+
+/// The parameters of a block's mixture of experts (runtime/model/layers/Moe.h): the router,
+/// the shared experts, the routed experts.
+int64_t moeParams(const Transformer &t) {
+  const int64_t h = t.hiddenSize, gate = t.mlp == 1 ? 2 : 1;
+  const int64_t shared = t.sharedExperts > 0 ? t.sharedFfnHiddenSize : 0;
+  return h * t.numExperts + (gate + 1) * h * shared +
+         t.numExperts * (gate + 1) * h * t.expertFfnHiddenSize;
+}
+
+/// The Hugging Face tensors of block `block`'s mixture of experts (global layer `layer`, its
+/// parameters from `at` in the layer), appended to `out`. Mixtral: block_sparse_moe.gate and
+/// block_sparse_moe.experts.M.w1 (gate), w3 (up), w2 (down). Qwen2-MoE: mlp.gate,
+/// mlp.experts.M.gate_proj, up_proj, down_proj, and mlp.shared_expert.* with
+/// mlp.shared_expert_gate: Conduit's shared experts have no gate, so that tensor is zero (a
+/// factor sigmoid(0) = 1/2) and shared_expert.down_proj holds twice Conduit's W2, which
+/// computes exactly Conduit's sum.
+void moeTensors(const Transformer &t, const std::string &prefix, int64_t layer, int64_t at,
+                std::vector<HfTensor> &out) {
+  const bool qwen = isQwenMoe(t), swiglu = t.mlp == 1;
+  const int64_t h = t.hiddenSize;
+  auto add = [&](const std::string &name, int64_t rows, int64_t cols, int64_t begin, int64_t end,
+                 float scale = 1) {
+    HfTensor x;
+    x.name = prefix + name;
+    x.layer = layer;
+    x.offset = at;
+    x.rows = rows;
+    x.cols = cols;
+    x.colBegin = begin;
+    x.colEnd = end;
+    x.transpose = true; // nn.Linear: [out × in]
+    x.scale = scale;
+    x.shape = {end - begin, rows};
+    out.push_back(std::move(x));
+  };
+  add(qwen ? "mlp.gate.weight" : "block_sparse_moe.gate.weight", h, t.numExperts, 0, t.numExperts);
+  at += h * t.numExperts;
+  auto mlp = [&](const std::string &base, int64_t f, const char *gate, const char *up,
+                 const char *down, float downScale) {
+    const int64_t width = swiglu ? 2 * f : f;
+    if (swiglu)
+      add(base + gate + ".weight", h, width, 0, f);
+    add(base + up + ".weight", h, width, swiglu ? f : 0, width);
+    at += h * width;
+    add(base + down + ".weight", f, h, 0, h, downScale);
+    at += f * h;
+  };
+  if (t.sharedExperts > 0) {
+    mlp("mlp.shared_expert.", t.sharedFfnHiddenSize, "gate_proj", "up_proj", "down_proj", 2);
+    HfTensor gate;
+    gate.name = prefix + "mlp.shared_expert_gate.weight";
+    gate.layer = layer;
+    gate.rows = 1;
+    gate.cols = gate.colEnd = h;
+    gate.zero = true;
+    gate.shape = {1, h};
+    out.push_back(std::move(gate));
+  }
+  for (int64_t e = 0; e < t.numExperts; ++e) {
+    if (qwen)
+      mlp(absl::StrCat("mlp.experts.", e, "."), t.expertFfnHiddenSize, "gate_proj", "up_proj",
+          "down_proj", 1);
+    else
+      mlp(absl::StrCat("block_sparse_moe.experts.", e, "."), t.expertFfnHiddenSize, "w1", "w3",
+          "w2", 1);
+  }
+}
 
 /// Where one of Conduit's arrays lies in its layer.
 struct Span {
@@ -88,7 +161,7 @@ struct Span {
 
 /// Conduit's layout of a layer of kind `kind`: each array's span (offset -1: absent), and
 /// the layer's parameter count.
-std::map<Param, Span> layoutOf(LayerKind kind, const Transformer &t, int64_t &total) {
+std::map<Param, Span> layoutOf(LayerKind kind, const Transformer &t, bool experts, int64_t &total) {
   const int64_t h = t.hiddenSize, hd = h / t.numHeads, kvd = t.numKvHeads * hd, f = t.ffnHiddenSize,
                 v = t.vocabSize;
   const bool layerNorm = t.norm == 0, swiglu = t.mlp == 1;
@@ -115,6 +188,10 @@ std::map<Param, Span> layoutOf(LayerKind kind, const Transformer &t, int64_t &to
     take(Param::Bo, 1, h, true, otherBias);
     take(Param::Norm2G, 1, h, true);
     take(Param::Norm2B, 1, h, true, layerNorm);
+    if (experts) {
+      take(Param::Moe, 1, moeParams(t), false);
+      break;
+    }
     take(Param::W1, h, swiglu ? 2 * f : f, false);
     take(Param::B1, 1, swiglu ? 2 * f : f, true, otherBias);
     take(Param::W2, f, h, false);
@@ -182,6 +259,8 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 } // namespace
 
 const char *hfArchitecture(const Plan &plan) {
+  if (plan.transformer && plan.transformer->isMoe())
+    return isQwenMoe(*plan.transformer) ? "qwen2_moe" : "mixtral";
   return plan.transformer && isLlama(*plan.transformer) ? "llama" : "gpt2";
 }
 
@@ -199,6 +278,7 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
     const Module *modules = nullptr;
     size_t count = 0;
     std::string prefix;
+    const bool experts = layer.kind == LayerKind::Block && t.blockHasExperts(block);
     if (layer.kind == LayerKind::Embedding) {
       modules = kEmbedding;
       count = std::size(kEmbedding);
@@ -214,7 +294,7 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
           absl::StrCat("layer ", layer.name, " is a custom layer: it has no Hugging Face names"));
     }
     int64_t total = 0;
-    const std::map<Param, Span> spans = layoutOf(layer.kind, t, total);
+    const std::map<Param, Span> spans = layoutOf(layer.kind, t, experts, total);
     if (total != layer.params)
       return absl::FailedPreconditionError(
           absl::StrCat("layer ", layer.name, ": the plan counts ", layer.params,
@@ -258,6 +338,8 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
           tensor.shape = {s.rows, end - begin};
         out.push_back(std::move(tensor));
       }
+    if (experts)
+      moeTensors(t, prefix, static_cast<int64_t>(l), spans.at(Param::Moe).offset, out);
   }
   if (t.tieEmbeddings && tokenTable.empty())
     return absl::FailedPreconditionError("the model ties its embeddings but has no embedding");
@@ -270,6 +352,11 @@ std::string hfConfigJson(const Plan &plan) {
   nlohmann::ordered_json c;
   c["architectures"] = {qwen ? "Qwen2ForCausalLM" : llama ? "LlamaForCausalLM" : "GPT2LMHeadModel"};
   c["model_type"] = qwen ? "qwen2" : llama ? "llama" : "gpt2";
+  if (t.isMoe()) {
+    const bool qwenMoe = isQwenMoe(t);
+    c["architectures"] = {qwenMoe ? "Qwen2MoeForCausalLM" : "MixtralForCausalLM"};
+    c["model_type"] = qwenMoe ? "qwen2_moe" : "mixtral";
+  }
   // What both configurations hold, each under its own name.
   const std::tuple<const char *, const char *, int64_t> sizes[] = {
       {"hidden_size", "n_embd", t.hiddenSize},
@@ -290,6 +377,27 @@ std::string hfConfigJson(const Plan &plan) {
       c["mlp_bias"] = t.bias == 0;
     }
     c["hidden_act"] = t.mlp == 1 ? "silu" : "gelu_pytorch_tanh";
+    if (t.isMoe() && isQwenMoe(t)) {
+      c["num_experts"] = t.numExperts;
+      c["num_experts_per_tok"] = t.topK;
+      c["moe_intermediate_size"] = t.expertFfnHiddenSize;
+      c["shared_expert_intermediate_size"] = t.sharedExperts > 0 ? t.sharedFfnHiddenSize : 0;
+      c["norm_topk_prob"] = t.normalizeTopK;
+      c["decoder_sparse_step"] = 1;
+      std::vector<int64_t> dense(t.denseLayers);
+      for (int64_t b = 0; b < t.denseLayers; ++b)
+        dense[b] = b;
+      c["mlp_only_layers"] = dense;
+    } else if (t.isMoe()) {
+      // Mixtral's intermediate_size is its experts' width.
+      c["intermediate_size"] = t.expertFfnHiddenSize;
+      c["num_local_experts"] = t.numExperts;
+      c["num_experts_per_tok"] = t.topK;
+    }
+    if (t.isMoe()) {
+      c["router_aux_loss_coef"] = t.auxLossCoefficient;
+      c["output_router_logits"] = t.auxLossCoefficient > 0;
+    }
   } else {
     // runtime/model/Kernels.cpp computes GELU with the tanh approximation.
     c["activation_function"] = "gelu_new";
@@ -299,11 +407,15 @@ std::string hfConfigJson(const Plan &plan) {
 }
 
 void exportHfTensor(const HfTensor &t, const float *layerParams, float *out) {
+  if (t.zero) {
+    std::fill(out, out + t.elements(), 0.0f);
+    return;
+  }
   const float *m = layerParams + t.offset;
   const int64_t width = t.colEnd - t.colBegin;
   for (int64_t r = 0; r < t.rows; ++r)
     for (int64_t c = 0; c < width; ++c) {
-      const float value = m[r * t.cols + t.colBegin + c];
+      const float value = t.scale * m[r * t.cols + t.colBegin + c];
       if (t.transpose)
         out[c * t.rows + r] = value;
       else
@@ -312,11 +424,14 @@ void exportHfTensor(const HfTensor &t, const float *layerParams, float *out) {
 }
 
 void importHfTensor(const HfTensor &t, const float *values, float *layerParams) {
+  if (t.zero)
+    return;
   float *m = layerParams + t.offset;
   const int64_t width = t.colEnd - t.colBegin;
   for (int64_t r = 0; r < t.rows; ++r)
     for (int64_t c = 0; c < width; ++c)
-      m[r * t.cols + t.colBegin + c] = t.transpose ? values[c * t.rows + r] : values[r * width + c];
+      m[r * t.cols + t.colBegin + c] =
+          (t.transpose ? values[c * t.rows + r] : values[r * width + c]) / t.scale;
 }
 
 absl::Status checkHfTensors(const SafeTensorsHeader &header, const std::vector<HfTensor> &expected,
@@ -373,6 +488,11 @@ absl::StatusOr<std::vector<float>> readHfLayers(HfModelFile &model, const Plan &
       return absl::InternalError(absl::StrCat("tensor \"", t.name, "\" was not checked"));
     values.resize(t.elements());
     CONDUIT_RETURN_IF_ERROR(model.file.readFloats(*entry, values.data()));
+    if (t.zero && std::any_of(values.begin(), values.end(), [](float v) { return v != 0; }))
+      return absl::InvalidArgumentError(absl::StrCat(
+          model.file.path(), ": tensor \"", t.name,
+          "\" is not zero; conduit-run's shared experts have no gate, so it reads only the "
+          "zero gate (a factor of 1/2) it writes"));
     importHfTensor(t, values.data(), params.data() + offsets[t.layer - first]);
   }
   return params;

@@ -45,11 +45,18 @@ struct HfTensor {
   /// The tied LM head's matrix: the values of the token table `name`, which the embedding
   /// writes. Not written again; read from that tensor.
   bool tied = false;
+  /// Hugging Face's values are `scale` times Conduit's (a Qwen2-MoE shared expert's down
+  /// projection, twice Conduit's W2 against its zero gate).
+  float scale = 1;
+  /// A tensor Conduit has no parameter for (a Qwen2-MoE shared_expert_gate): written as zeros,
+  /// and read only when it is zero.
+  bool zero = false;
 
   int64_t elements() const { return rows * (colEnd - colBegin); }
 };
 
-/// "llama" or "gpt2": the architecture whose names `plan`'s model takes.
+/// "llama", "gpt2", "mixtral" or "qwen2_moe": the architecture whose names `plan`'s model
+/// takes.
 const char *hfArchitecture(const Plan &plan);
 
 /// Every Hugging Face tensor of `plan`'s model, in layer order (the tied head's copy

@@ -15,7 +15,8 @@ ENV = dict(os.environ,
            OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1",
            OMPI_MCA_btl_vader_single_copy_mechanism="none")
-STEP = re.compile(r"^step (\d+) loss (\S+)$", re.M)
+STEP = re.compile(r"^step (\d+) loss (\S+)(?: aux_loss \S+)?$", re.M)
+AUX_LOSS = re.compile(r"^step (\d+) loss \S+ aux_loss (\S+)$", re.M)
 
 
 def arguments():
@@ -155,6 +156,11 @@ def write_safetensors(path, tensors, metadata=None):
 def losses(output):
     """{step: loss} from conduit-run's output."""
     return {int(s): float(l) for s, l in STEP.findall(output)}
+
+
+def aux_losses(output):
+    """{step: aux_loss} from conduit-run's output (a mixture of experts')."""
+    return {int(s): float(l) for s, l in AUX_LOSS.findall(output)}
 
 
 FAILED = []

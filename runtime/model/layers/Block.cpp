@@ -9,6 +9,7 @@
 
 #include "runtime/model/layers/Attention.h"
 #include "runtime/model/layers/Mlp.h"
+#include "runtime/model/layers/Moe.h"
 #include "runtime/model/layers/TensorSplit.h"
 
 namespace conduit::model {
@@ -25,11 +26,14 @@ enum { DH2, DX2, DH1, NumStashed };
 } // namespace
 
 template <typename T>
-Block<T>::Block(const GptShape &s, bool recomputeAttention)
-    : s(s), recomputeAttention(recomputeAttention), norm1(s), norm2(s),
-      attention(std::make_unique<Attention<T>>(s, recomputeAttention)),
-      // The block's MLP: where a mixture-of-experts MLP would be chosen by the shape.
-      mlp(std::make_unique<Mlp<T>>(s)) {
+Block<T>::Block(const GptShape &s, bool recomputeAttention, bool experts)
+    : s(s), recomputeAttention(recomputeAttention), experts(experts), norm1(s), norm2(s),
+      attention(std::make_unique<Attention<T>>(s, recomputeAttention)) {
+  // The block's MLP: dense, or a mixture of experts.
+  if (experts)
+    mlp = std::make_unique<Moe<T>>(s);
+  else
+    mlp = std::make_unique<Mlp<T>>(s);
   const int64_t sizes[NumParts] = {norm1.numParams(), attention->numParams(), norm2.numParams(),
                                    mlp->numParams()};
   for (int i = 0; i < NumParts; ++i)
@@ -39,7 +43,7 @@ Block<T>::Block(const GptShape &s, bool recomputeAttention)
 template <typename T> int64_t Block<T>::numParams() const { return at[NumParts]; }
 
 template <typename T> std::vector<ParameterRun> Block<T>::slice() const {
-  const Block whole(s.whole(), recomputeAttention);
+  const Block whole(s.whole(), recomputeAttention, experts);
   std::vector<ParameterRun> runs;
   norm1.slice(whole.at[Norm1], at[Norm1], runs);
   attention->slice(whole.at[Attend], at[Attend], runs);
@@ -76,6 +80,7 @@ void Block<T>::forward(Ops<T> &ops, const T *p, const T *x, const Tokens &batch,
   v[H2] = ops.allocate(local);
   norm2.keep(ops, n, c[Norm2]);
   mlp->keep(ops, n, c[FeedForward]);
+  c[FeedForward].lossScale = batch.lossScale;
   ops.copy(local, x, v[X].data());
   norm1.forward(ops, p + at[Norm1], x, v[H1].data(), c[Norm1]);
   attention->forward(ops, p + at[Attend], v[H1].data(), x, v[X2].data(), c[Attend]);

@@ -3,8 +3,8 @@
 // x2 = x + Attention(Norm1(x)), then y = x2 + MLP(Norm2(x2)): a layer of the chain composed of
 // four units, each owning a contiguous slice of the block's parameters in this order — norm1
 // (layers/Norm.h), the attention (layers/Attention.h), norm2, the MLP (layers/Mlp.h). The
-// attention and the MLP are residual branches (layers/Branch.h); a new kind of MLP (mixture of
-// experts) is another Branch, chosen where the block builds its MLP.
+// attention and the MLP are residual branches (layers/Branch.h); in a block with experts the
+// MLP is a mixture of experts (layers/Moe.h), another Branch, chosen where the block builds it.
 //
 // The block keeps the tensors between its units (its input x, the normed activations, the
 // residual stream x2) and, between its input and weight gradients, the gradients that pass
@@ -29,8 +29,9 @@ namespace conduit::model {
 template <typename T> class Block final : public Layer<T> {
 public:
   /// With `recomputeAttention` (selective checkpointing) the attention keeps no
-  /// probabilities: its input gradient computes them again.
-  Block(const GptShape &s, bool recomputeAttention);
+  /// probabilities: its input gradient computes them again. With `experts` the MLP is a
+  /// mixture of experts (layers/Moe.h).
+  Block(const GptShape &s, bool recomputeAttention, bool experts = false);
 
   CONDUIT_LAYER_OVERRIDES(T)
 
@@ -39,7 +40,7 @@ private:
   enum Part { Norm1, Attend, Norm2, FeedForward, NumParts };
 
   GptShape s;
-  bool recomputeAttention = false;
+  bool recomputeAttention = false, experts = false;
   Norm<T> norm1, norm2;
   std::unique_ptr<Branch<T>> attention, mlp;
   int64_t at[NumParts + 1] = {}; ///< where each unit's parameters start; at[NumParts]: all

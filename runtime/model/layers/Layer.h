@@ -18,6 +18,7 @@
 #include "runtime/model/Ops.h"
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace conduit::model {
@@ -61,6 +62,12 @@ template <typename T> struct LayerCache {
   std::vector<Buffer<T>> stash;
   std::vector<int32_t> tokens; ///< embedding: the input tokens (host)
   int64_t samples = 0;
+  /// The batch's factor on the loss gradient (Tokens::lossScale), for units whose backward
+  /// adds a loss of their own (the mixture of experts' auxiliary loss); set by their layer.
+  double lossScale = 1;
+  /// What a unit keeps on the host between its forward and backward (a mixture of experts'
+  /// routing, layers/Moe.h).
+  std::shared_ptr<const void> host;
   /// The caches of the units a layer is built from, in the layer's order.
   std::vector<LayerCache> parts;
 

@@ -45,12 +45,24 @@ inline runtime::Plan planFor(const GptShape &s) {
   t.tieEmbeddings = s.tied;
   t.ropeTheta = s.ropeTheta;
   t.normEps = s.normEps;
+  t.numExperts = s.experts;
+  t.topK = s.topK;
+  t.expertFfnHiddenSize = s.expertFfn;
+  t.router = s.sigmoidRouter ? 1 : 0;
+  t.normalizeTopK = s.normalizeTopK;
+  t.auxLossCoefficient = s.auxLossCoefficient;
+  t.sharedExperts = s.sharedFfn > 0 ? 1 : 0;
+  t.sharedFfnHiddenSize = s.sharedFfn;
+  t.denseLayers = s.denseBlocks;
+  t.capacityFactor = s.capacityFactor;
   plan.transformer = t;
   auto add = [&](const std::string &name, runtime::LayerKind kind) {
     runtime::Layer layer;
     layer.name = name;
     layer.kind = kind;
-    layer.params = makeLayer<double>(kind, s)->numParams();
+    layer.params =
+        makeLayer<double>(kind, s, Checkpointing::None, static_cast<int64_t>(plan.layers.size()))
+            ->numParams();
     plan.layers.push_back(layer);
   };
   add("embedding", runtime::LayerKind::Embedding);

@@ -20,6 +20,7 @@
 #include "runtime/exec/LoopbackTransport.h"
 #include "runtime/plan/PlanChecks.h"
 #include "runtime/session/Profile.h"
+#include "runtime/session/Reference.h"
 #include "tests/unit/runtime/GptPlan.h"
 
 #if CONDUIT_HAVE_CUDA
@@ -431,6 +432,7 @@ Plan pipelinePlan(bool split, const std::vector<int32_t> &lastWeights = {1, 2}) 
 struct RankRun {
   absl::Status status;
   std::vector<double> losses;
+  std::vector<std::optional<double>> auxLosses;
   std::vector<std::vector<float>> params;
   std::vector<StageState> state;
   std::vector<LayerTiming> timings;
@@ -501,6 +503,7 @@ std::vector<RankRun> train(const BackendKind &kind, const Plan &plan, int64_t fi
         for (int64_t step = first; step < first + steps; ++step) {
           CONDUIT_ASSIGN_OR_RETURN(StepOutcome outcome, executor.runStep(step));
           run.losses.push_back(outcome.loss);
+          run.auxLosses.push_back(outcome.auxLoss);
         }
         CONDUIT_ASSIGN_OR_RETURN(run.params, backend->stageParameters());
         CONDUIT_ASSIGN_OR_RETURN(run.state, backend->snapshot());
@@ -548,6 +551,90 @@ TEST_P(SplitBackwardPlan, TrainsAsWholeBackwardsDo) {
   }
   EXPECT_LT(got[0].losses.back(), got[0].losses.front()) << "the plan trains";
 }
+
+/// pipelinePlan's two stages with a mixture of experts in the second block (the second
+/// stage's first layer): 4 GELU experts, 2 per token, renormalised, a shared expert and the
+/// auxiliary loss.
+Plan moePlan(bool split) {
+  Plan plan = pipelinePlan(split, {2, 1});
+  model::GptShape s = tinyShape();
+  s.experts = 4;
+  s.topK = 2;
+  s.expertFfn = 6;
+  s.sharedFfn = 4;
+  s.denseBlocks = 1;
+  s.normalizeTopK = true;
+  s.auxLossCoefficient = 0.01;
+  const Plan moe = model::planFor(s);
+  plan.transformer = moe.transformer;
+  plan.layers = moe.layers;
+  for (Stage &stage : plan.stages) {
+    stage.params = 0;
+    for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
+      stage.params += plan.layers[l].params;
+  }
+  return plan;
+}
+
+// A mixture of experts trains on the CPU backend, whole or split backward, with the reference's
+// bits: its losses (the cross-entropy), its auxiliary loss and its parameters.
+TEST(MixtureOfExpertsOnTheCpu, TrainsAsTheReferenceDoes) {
+  const BackendKind cpu = backendKinds()[0];
+  for (bool split : {false, true}) {
+    SCOPED_TRACE(split ? "split backward" : "whole backward");
+    const Plan plan = moePlan(split);
+    ASSERT_TRUE(checkPlanSemantics(plan).ok()) << checkPlanSemantics(plan);
+    ASSERT_GT(plan.layers[2].params, plan.layers[1].params) << "the second block has experts";
+    std::vector<RankRun> got = train(cpu, plan, 1, 3);
+    absl::StatusOr<Reference> reference = Reference::create(plan);
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    std::vector<double> losses, auxLosses;
+    for (int64_t step = 1; step <= 3; ++step) {
+      losses.push_back(reference->step(step));
+      auxLosses.push_back(reference->auxLoss());
+    }
+    for (size_t r = 0; r < got.size(); ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      ASSERT_TRUE(got[r].status.ok()) << got[r].status;
+      EXPECT_EQ(got[r].losses, losses);
+      ASSERT_EQ(got[r].auxLosses.size(), 3u);
+      for (size_t k = 0; k < 3; ++k) {
+        ASSERT_TRUE(got[r].auxLosses[k].has_value());
+        EXPECT_EQ(*got[r].auxLosses[k], auxLosses[k]);
+        EXPECT_GT(auxLosses[k], 0);
+      }
+      const Stage &stage = plan.stages[r];
+      int64_t at = 0;
+      for (int32_t l = 0; l < stage.firstLayer; ++l)
+        at += plan.layers[l].params;
+      const std::vector<float> &mine = got[r].params[0];
+      EXPECT_EQ(mine, std::vector<float>(reference->parameters().begin() + at,
+                                         reference->parameters().begin() + at + stage.params));
+    }
+    EXPECT_LT(losses.back(), losses.front()) << "the model trains";
+  }
+}
+
+// A dense plan's steps have no auxiliary loss.
+TEST(MixtureOfExpertsOnTheCpu, DenseStepsHaveNoAuxiliaryLoss) {
+  std::vector<RankRun> got = train(backendKinds()[0], pipelinePlan(false), 1, 1);
+  ASSERT_TRUE(got[0].status.ok()) << got[0].status;
+  EXPECT_FALSE(got[0].auxLosses[0].has_value());
+}
+
+#if CONDUIT_HAVE_CUDA
+// The CUDA backend refuses a mixture of experts before touching a device, naming the key.
+TEST(MixtureOfExpertsOnCuda, IsRefusedNamingTheKey) {
+  const Plan plan = moePlan(false);
+  cuda::CudaBackend backend(0, plan.config.worldSize(), 0, false,
+                            [](const Plan &) -> absl::StatusOr<std::unique_ptr<Transport>> {
+                              return absl::UnavailableError("no transport");
+                            });
+  absl::Status status = backend.validate(plan);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("model.moe"), std::string::npos) << status;
+}
+#endif
 
 TEST_P(SplitBackwardPlan, ResumesFromASnapshot) {
   const Plan plan = pipelinePlan(true, lastWeights(GetParam()));

@@ -216,6 +216,107 @@ TEST(HfWeightsTest, QwenWhenOnlyQkvHaveBiases) {
   EXPECT_EQ(config["model_type"], "qwen2");
 }
 
+/// The Llama-style model with a mixture of experts in its second block: 4 experts of width 6,
+/// 2 per token; the block's parameter count from the layout HfWeights.h and Moe.h document.
+Plan moePlanOf(Transformer t) {
+  t.numExperts = 4;
+  t.topK = 2;
+  t.expertFfnHiddenSize = 6;
+  t.denseLayers = 1;
+  t.normalizeTopK = true;
+  Plan plan = planOf(t);
+  const int64_t h = t.hiddenSize, f = t.ffnHiddenSize, other = t.bias == 0;
+  const int64_t up = t.mlp == 1 ? 2 : 1, shared = t.sharedExperts > 0 ? t.sharedFfnHiddenSize : 0;
+  plan.layers[2].params += -(h * up * f + other * up * f + f * h + other * h) + h * 4 +
+                           (up + 1) * h * shared + 4 * (up + 1) * h * 6;
+  return plan;
+}
+
+TEST(HfWeightsTest, MixtralNamesAndShapes) {
+  const Plan plan = moePlanOf(llama());
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  EXPECT_STREQ(hfArchitecture(plan), "mixtral");
+  const auto got = byName(*tensors);
+  // The first block is dense, the second has experts.
+  EXPECT_TRUE(got.count("model.layers.0.mlp.gate_proj.weight"));
+  EXPECT_FALSE(got.count("model.layers.1.mlp.gate_proj.weight"));
+  EXPECT_EQ(got.at("model.layers.1.block_sparse_moe.gate.weight").shape, (Shape{4, 8}));
+  for (int e = 0; e < 4; ++e) {
+    const std::string expert = "model.layers.1.block_sparse_moe.experts." + std::to_string(e);
+    EXPECT_EQ(got.at(expert + ".w1.weight").shape, (Shape{6, 8}));
+    EXPECT_EQ(got.at(expert + ".w3.weight").shape, (Shape{6, 8}));
+    EXPECT_EQ(got.at(expert + ".w2.weight").shape, (Shape{8, 6}));
+  }
+  // The router first, then expert 0's gate columns of its W1, transposed.
+  const HfTensor &w1 = got.at("model.layers.1.block_sparse_moe.experts.0.w1.weight");
+  const HfTensor &router = got.at("model.layers.1.block_sparse_moe.gate.weight");
+  EXPECT_EQ(w1.offset, router.offset + 8 * 4);
+  EXPECT_EQ(w1.colBegin, 0);
+  EXPECT_EQ(w1.colEnd, 6);
+  EXPECT_TRUE(w1.transpose);
+  const auto config = nlohmann::json::parse(hfConfigJson(plan));
+  EXPECT_EQ(config["architectures"][0], "MixtralForCausalLM");
+  EXPECT_EQ(config["model_type"], "mixtral");
+  EXPECT_EQ(config["num_local_experts"], 4);
+  EXPECT_EQ(config["num_experts_per_tok"], 2);
+  EXPECT_EQ(config["intermediate_size"], 6);
+}
+
+TEST(HfWeightsTest, QwenMoeNamesWithSharedExperts) {
+  Transformer t = llama();
+  t.sharedExperts = 1;
+  t.sharedFfnHiddenSize = 10;
+  const Plan plan = moePlanOf(t);
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  EXPECT_STREQ(hfArchitecture(plan), "qwen2_moe");
+  const auto got = byName(*tensors);
+  EXPECT_EQ(got.at("model.layers.1.mlp.gate.weight").shape, (Shape{4, 8}));
+  EXPECT_EQ(got.at("model.layers.1.mlp.shared_expert.gate_proj.weight").shape, (Shape{10, 8}));
+  EXPECT_EQ(got.at("model.layers.1.mlp.shared_expert.down_proj.weight").shape, (Shape{8, 10}));
+  EXPECT_EQ(got.at("model.layers.1.mlp.shared_expert.down_proj.weight").scale, 2.0f);
+  EXPECT_TRUE(got.at("model.layers.1.mlp.shared_expert_gate.weight").zero);
+  EXPECT_EQ(got.at("model.layers.1.mlp.shared_expert_gate.weight").shape, (Shape{1, 8}));
+  EXPECT_EQ(got.at("model.layers.1.mlp.experts.3.up_proj.weight").shape, (Shape{6, 8}));
+  EXPECT_EQ(got.at("model.layers.1.mlp.experts.3.down_proj.weight").shape, (Shape{8, 6}));
+  const auto config = nlohmann::json::parse(hfConfigJson(plan));
+  EXPECT_EQ(config["architectures"][0], "Qwen2MoeForCausalLM");
+  EXPECT_EQ(config["model_type"], "qwen2_moe");
+  EXPECT_EQ(config["num_experts"], 4);
+  EXPECT_EQ(config["moe_intermediate_size"], 6);
+  EXPECT_EQ(config["shared_expert_intermediate_size"], 10);
+  EXPECT_EQ(config["intermediate_size"], 12);
+  EXPECT_EQ(config["norm_topk_prob"], true);
+  EXPECT_EQ(config["mlp_only_layers"], nlohmann::json::array({0}));
+}
+
+TEST(HfWeightsTest, MoeExportThenImportRestoresEveryLayer) {
+  Transformer shared = llama();
+  shared.sharedExperts = 1;
+  shared.sharedFfnHiddenSize = 10;
+  Transformer gelu = shared;
+  gelu.mlp = 0;
+  for (const Transformer &t : {llama(), shared, gelu}) {
+    const Plan plan = moePlanOf(t);
+    absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+    ASSERT_TRUE(tensors.ok()) << tensors.status();
+    std::vector<float> params(plan.layers[2].params), back(params.size(), -1.0f);
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i] = static_cast<float>(i * 7 % 13) - 6;
+    int64_t covered = 0;
+    for (const HfTensor &x : *tensors)
+      if (x.layer == 2) {
+        std::vector<float> values(x.elements());
+        exportHfTensor(x, params.data(), values.data());
+        importHfTensor(x, values.data(), back.data());
+        covered += x.zero ? 0 : x.elements();
+      }
+    EXPECT_EQ(back, params) << hfArchitecture(plan);
+    EXPECT_EQ(covered, plan.layers[2].params) << "every parameter in exactly one tensor";
+  }
+}
+
 TEST(HfWeightsTest, ConfigJson) {
   auto config = nlohmann::json::parse(hfConfigJson(planOf(llama())));
   EXPECT_EQ(config["architectures"][0], "LlamaForCausalLM");

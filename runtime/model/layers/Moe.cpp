@@ -1,0 +1,388 @@
+//===- Moe.cpp - a mixture of experts, a block's second branch -------------===//
+//
+// The router's scores, choice, weights and auxiliary loss are computed on the host (the
+// router is N columns wide); the experts' GEMMs, the gathers of their tokens and the weighted
+// sum of their outputs run on the Ops, expert by expert in index order, so that a token's
+// output is the same sum in the same order however the batch is cut.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/model/layers/Moe.h"
+
+#include "runtime/model/layers/Initialise.h"
+#include "runtime/model/layers/Mlp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace conduit::model {
+
+void routerScores(int64_t rows, int64_t experts, bool sigmoid, const double *logits,
+                  double *scores) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *l = logits + r * experts;
+    double *p = scores + r * experts;
+    if (sigmoid) {
+      for (int64_t e = 0; e < experts; ++e)
+        p[e] = 1.0 / (1.0 + std::exp(-l[e]));
+      continue;
+    }
+    const double most = *std::max_element(l, l + experts);
+    double sum = 0;
+    for (int64_t e = 0; e < experts; ++e)
+      sum += p[e] = std::exp(l[e] - most);
+    for (int64_t e = 0; e < experts; ++e)
+      p[e] /= sum;
+  }
+}
+
+Routing Routing::choose(const double *scores, int64_t rows, int64_t experts, int64_t topK,
+                        const std::vector<double> &bias, bool normalize, int64_t capacity) {
+  Routing r;
+  r.rows = rows;
+  r.experts = experts;
+  r.topK = topK;
+  r.expert.resize(rows * topK);
+  r.position.assign(rows * topK, -1);
+  r.weight.resize(rows * topK);
+  std::vector<int32_t> order(experts);
+  std::vector<int64_t> taken(experts, 0);
+  for (int64_t t = 0; t < rows; ++t) {
+    const double *p = scores + t * experts;
+    auto key = [&](int32_t e) { return p[e] + (bias.empty() ? 0.0 : bias[e]); };
+    std::iota(order.begin(), order.end(), 0);
+    // The k highest keys; among equal keys the lower index first.
+    std::partial_sort(order.begin(), order.begin() + topK, order.end(), [&](int32_t a, int32_t b) {
+      const double ka = key(a), kb = key(b);
+      return ka > kb || (ka == kb && a < b);
+    });
+    double sum = 0;
+    for (int64_t j = 0; j < topK; ++j)
+      sum += p[order[j]];
+    for (int64_t j = 0; j < topK; ++j) {
+      const int32_t e = order[j];
+      r.expert[t * topK + j] = e;
+      r.weight[t * topK + j] = normalize ? p[e] / sum : p[e];
+      // Tokens in order: an expert past its capacity drops the later ones.
+      if (capacity <= 0 || taken[e] < capacity)
+        r.position[t * topK + j] = static_cast<int32_t>(taken[e]++);
+    }
+  }
+  // Positions so far count within each expert; the dispatch order is expert by expert.
+  r.start.assign(experts + 1, 0);
+  for (int64_t e = 0; e < experts; ++e)
+    r.start[e + 1] = r.start[e] + taken[e];
+  r.token.resize(r.start.back());
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t j = 0; j < topK; ++j) {
+      int32_t &at = r.position[t * topK + j];
+      if (at < 0)
+        continue;
+      at = static_cast<int32_t>(r.start[r.expert[t * topK + j]] + at);
+      r.token[at] = static_cast<int32_t>(t);
+    }
+  return r;
+}
+
+namespace {
+// What the forward keeps, by index: for the input gradient only, the experts' first
+// projections U and outputs O (before weighting), in dispatch order; for both halves, the
+// router's scores and the experts' activations G (W2's input), in dispatch order. The input
+// gradient stashes the router logits' gradient, the experts' weighted output gradients (W2's
+// output gradient) and their first projections' output gradients, in dispatch order.
+enum { U, O, NumInputOnly };
+enum { Scores, G, NumSaved };
+enum { DLogits, DOut, DUp, NumStashed };
+
+/// The shape of the shared experts: an MLP of their width, without biases.
+GptShape sharedShape(const GptShape &s) {
+  GptShape shared = s;
+  shared.ffn = s.sharedFfn;
+  shared.otherBias = false;
+  return shared;
+}
+
+std::vector<double> toHost(Ops<float> &ops, const float *src, int64_t n) {
+  std::vector<float> host(n);
+  ops.download(src, n, host.data());
+  return std::vector<double>(host.begin(), host.end());
+}
+std::vector<double> toHost(Ops<double> &ops, const double *src, int64_t n) {
+  std::vector<double> host(n);
+  ops.download(src, n, host.data());
+  return host;
+}
+template <typename T> void fromHost(Ops<T> &ops, const std::vector<double> &host, T *dst) {
+  const std::vector<T> values(host.begin(), host.end());
+  ops.upload(values.data(), static_cast<int64_t>(values.size()), dst);
+}
+} // namespace
+
+template <typename T> Moe<T>::Moe(const GptShape &s) : s(s) {
+  const int64_t h = s.hidden;
+  routerAt = 0;
+  sharedAt = h * s.experts;
+  if (s.sharedFfn > 0)
+    shared = std::make_unique<Mlp<T>>(sharedShape(s));
+  expertsAt = sharedAt + (shared ? shared->numParams() : 0);
+  expertParams = h * up() + s.expertFfn * h;
+  total = expertsAt + s.experts * expertParams;
+}
+
+template <typename T>
+void Moe<T>::slice(int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &runs) const {
+  // One rank holds the whole branch (GptShape::fromPlan refuses tensor and expert parallelism
+  // with experts).
+  addRun(runs, wholeAt, localAt, total);
+}
+
+template <typename T> void Moe<T>::initialise(T *params, Random &random) const {
+  std::fill(params, params + total, T(0));
+  fillNormal(params + routerAt, s.hidden * s.experts, random);
+  if (shared)
+    shared->initialise(params + sharedAt, random);
+  for (int64_t e = 0; e < s.experts; ++e)
+    fillNormal(params + expertAt(e), expertParams, random);
+}
+
+template <typename T> void Moe<T>::keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache) const {
+  const int64_t rows = samples * s.seq, assignments = rows * s.topK;
+  startCache(cache, samples, NumInputOnly, NumSaved);
+  cache.parts.resize(shared ? 1 : 0);
+  if (shared)
+    shared->keep(ops, samples, cache.parts[0]);
+  cache.inputOnly[U] = ops.allocate(assignments * up());
+  cache.inputOnly[O] = ops.allocate(assignments * s.hidden);
+  cache.saved[Scores] = ops.allocate(rows * s.experts);
+  cache.saved[G] = ops.allocate(assignments * s.expertFfn);
+}
+
+template <typename T>
+void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *y,
+                     LayerCache<T> &cache) const {
+  const int64_t n = cache.samples, rows = n * s.seq, h = s.hidden, N = s.experts, f = s.expertFfn;
+  // The router's scores and choice, on the host.
+  std::vector<double> scores(rows * N);
+  {
+    Buffer<T> logits = transient(ops, rows * N);
+    ops.gemm(false, false, rows, N, h, 1, x, p + routerAt, 0, logits.data());
+    const std::vector<double> host = toHost(ops, logits.data(), rows * N);
+    routerScores(rows, N, s.sigmoidRouter, host.data(), scores.data());
+  }
+  // Stored as the Ops's type, and routed from those values, so that the backward (which
+  // reads them back) sees the scores the forward used.
+  fromHost(ops, scores, cache.saved[Scores].data());
+  scores = toHost(ops, cache.saved[Scores].data(), rows * N);
+  const int64_t capacity =
+      s.capacityFactor > 0
+          ? static_cast<int64_t>(std::ceil(s.capacityFactor * static_cast<double>(rows * s.topK) /
+                                           static_cast<double>(N)))
+          : 0;
+  auto routing = std::make_shared<Routing>(
+      Routing::choose(scores.data(), rows, N, s.topK, {}, s.normalizeTopK, capacity));
+  const Routing &r = *routing;
+  cache.host = routing;
+
+  // The auxiliary loss, per sample: coefficient · N · Σ_e f_e · P_e.
+  if (s.auxLossCoefficient > 0) {
+    double aux = 0;
+    for (int64_t sample = 0; sample < n; ++sample) {
+      std::vector<double> fraction(N, 0.0), mean(N, 0.0);
+      for (int64_t t = sample * s.seq; t < (sample + 1) * s.seq; ++t) {
+        for (int64_t j = 0; j < s.topK; ++j)
+          fraction[r.expert[t * s.topK + j]] += 1.0 / static_cast<double>(s.seq * s.topK);
+        for (int64_t e = 0; e < N; ++e)
+          mean[e] += scores[t * N + e] / static_cast<double>(s.seq);
+      }
+      double sum = 0;
+      for (int64_t e = 0; e < N; ++e)
+        sum += fraction[e] * mean[e];
+      aux += s.auxLossCoefficient * static_cast<double>(N) * sum;
+    }
+    ops.addAuxLoss(aux);
+  }
+
+  // The shared experts add onto the residual; without them y starts as the residual.
+  if (shared)
+    shared->forward(ops, p + sharedAt, x, residual, y, cache.parts[0]);
+  else
+    ops.copy(rows * h, residual, y);
+
+  // Dispatch: each expert's tokens, its MLP, in dispatch order.
+  T *u = cache.inputOnly[U].data(), *g = cache.saved[G].data(), *o = cache.inputOnly[O].data();
+  {
+    Buffer<T> dispatched = transient(ops, std::max<int64_t>(r.dispatched(), 1) * h);
+    for (int64_t a = 0; a < r.dispatched(); ++a)
+      ops.copy(h, x + r.token[a] * h, dispatched.data() + a * h);
+    for (int64_t e = 0; e < N; ++e) {
+      const int64_t first = r.start[e], count = r.start[e + 1] - first;
+      if (count == 0)
+        continue;
+      const T *w = p + expertAt(e);
+      ops.gemm(false, false, count, up(), h, 1, dispatched.data() + first * h, w, 0,
+               u + first * up());
+      if (s.gated)
+        ops.swigluForward(count, f, u + first * up(), g + first * f);
+      else
+        ops.geluForward(count * f, u + first * up(), g + first * f);
+      ops.gemm(false, false, count, h, f, 1, g + first * f, w + h * up(), 0, o + first * h);
+    }
+  }
+  // Combine: each token adds its experts' weighted outputs, in slot order.
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t j = 0; j < s.topK; ++j) {
+      const int32_t a = r.position[t * s.topK + j];
+      if (a >= 0)
+        ops.scaledAdd(h, static_cast<T>(r.weight[t * s.topK + j]), o + a * h, y + t * h);
+    }
+}
+
+template <typename T>
+Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, const T *dy,
+                                bool dyKept) const {
+  const int64_t rows = cache.samples * s.seq, h = s.hidden, N = s.experts, f = s.expertFfn,
+                k = s.topK;
+  const Routing &r = *std::static_pointer_cast<const Routing>(cache.host);
+  const int64_t dispatched = std::max<int64_t>(r.dispatched(), 1);
+  Buffer<T> dx = shared ? shared->backwardInput(ops, p + sharedAt, cache.parts[0], dy, dyKept)
+                        : ops.allocate(rows * h);
+  std::vector<Buffer<T>> &stash = cache.stash;
+  stash.clear();
+  stash.resize(NumStashed);
+  stash[DLogits] = ops.allocate(rows * N);
+  stash[DOut] = ops.allocate(dispatched * h);
+  stash[DUp] = ops.allocate(dispatched * up());
+
+  // The weights' gradients, on the host: dL/dw = <expert output, dy> of the token.
+  std::vector<double> dWeight(rows * k, 0.0);
+  {
+    const std::vector<double> out = toHost(ops, cache.inputOnly[O].data(), r.dispatched() * h),
+                              grad = toHost(ops, dy, rows * h);
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t a = r.position[t * k + j];
+        if (a < 0)
+          continue;
+        double dot = 0;
+        for (int64_t i = 0; i < h; ++i)
+          dot += out[a * h + i] * grad[t * h + i];
+        dWeight[t * k + j] = dot;
+      }
+  }
+
+  // Each expert's backward: its output gradient is the token's, times the weight.
+  T *dOut = stash[DOut].data(), *dUp = stash[DUp].data();
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t a = r.position[t * k + j];
+      if (a >= 0)
+        ops.scaledAdd(h, static_cast<T>(r.weight[t * k + j]), dy + t * h, dOut + a * h);
+    }
+  {
+    Buffer<T> dg = transient(ops, dispatched * f), dIn = transient(ops, dispatched * h);
+    for (int64_t e = 0; e < N; ++e) {
+      const int64_t first = r.start[e], count = r.start[e + 1] - first;
+      if (count == 0)
+        continue;
+      const T *w = p + expertAt(e);
+      ops.gemm(false, true, count, f, h, 1, dOut + first * h, w + h * up(), 0,
+               dg.data() + first * f);
+      const T *u = cache.inputOnly[U].data() + first * up();
+      if (s.gated)
+        ops.swigluBackward(count, f, u, dg.data() + first * f, dUp + first * up());
+      else
+        ops.geluBackward(count * f, u, dg.data() + first * f, dUp + first * up());
+      ops.gemm(false, true, count, h, up(), 1, dUp + first * up(), w, 0, dIn.data() + first * h);
+    }
+    // Back to the tokens, in dispatch order.
+    for (int64_t a = 0; a < r.dispatched(); ++a)
+      ops.add(h, dIn.data() + a * h, dx.data() + r.token[a] * h);
+  }
+
+  // The router: the scores' gradient from the weights' and the auxiliary loss's, then the
+  // logits' through the softmax (or sigmoid), then the router's input gradient.
+  {
+    const std::vector<double> scores = toHost(ops, cache.saved[Scores].data(), rows * N);
+    std::vector<double> dScores(rows * N, 0.0);
+    for (int64_t t = 0; t < rows; ++t) {
+      const double *ps = scores.data() + t * N;
+      double *ds = dScores.data() + t * N;
+      if (s.normalizeTopK) {
+        // w_j = s_j / S over the chosen: dL/ds_i = (dw_i − Σ_j dw_j · w_j) / S.
+        double sum = 0, weighted = 0;
+        for (int64_t j = 0; j < k; ++j) {
+          sum += ps[r.expert[t * k + j]];
+          weighted += dWeight[t * k + j] * r.weight[t * k + j];
+        }
+        for (int64_t j = 0; j < k; ++j)
+          ds[r.expert[t * k + j]] += (dWeight[t * k + j] - weighted) / sum;
+      } else {
+        for (int64_t j = 0; j < k; ++j)
+          ds[r.expert[t * k + j]] += dWeight[t * k + j];
+      }
+    }
+    if (s.auxLossCoefficient > 0)
+      for (int64_t sample = 0; sample < cache.samples; ++sample) {
+        // d(mean over the global batch's samples of the loss)/d score: lossScale · seq per
+        // sample, times coefficient · N · f_e / seq.
+        std::vector<double> fraction(N, 0.0);
+        for (int64_t t = sample * s.seq; t < (sample + 1) * s.seq; ++t)
+          for (int64_t j = 0; j < k; ++j)
+            fraction[r.expert[t * k + j]] += 1.0 / static_cast<double>(s.seq * k);
+        for (int64_t t = sample * s.seq; t < (sample + 1) * s.seq; ++t)
+          for (int64_t e = 0; e < N; ++e)
+            dScores[t * N + e] +=
+                cache.lossScale * s.auxLossCoefficient * static_cast<double>(N) * fraction[e];
+      }
+    std::vector<double> dLogits(rows * N);
+    for (int64_t t = 0; t < rows; ++t) {
+      const double *ps = scores.data() + t * N, *ds = dScores.data() + t * N;
+      double *dl = dLogits.data() + t * N;
+      if (s.sigmoidRouter) {
+        for (int64_t e = 0; e < N; ++e)
+          dl[e] = ds[e] * ps[e] * (1.0 - ps[e]);
+      } else {
+        double dot = 0;
+        for (int64_t e = 0; e < N; ++e)
+          dot += ps[e] * ds[e];
+        for (int64_t e = 0; e < N; ++e)
+          dl[e] = ps[e] * (ds[e] - dot);
+      }
+    }
+    fromHost(ops, dLogits, stash[DLogits].data());
+  }
+  ops.gemm(false, true, rows, h, N, 1, stash[DLogits].data(), p + routerAt, 1, dx.data());
+  for (LayerCache<T> &part : cache.parts)
+    part.inputOnly.clear();
+  return dx;
+}
+
+template <typename T>
+void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
+                            T *dp) const {
+  const int64_t rows = cache.samples * s.seq, h = s.hidden, N = s.experts, f = s.expertFfn;
+  const Routing &r = *std::static_pointer_cast<const Routing>(cache.host);
+  const std::vector<Buffer<T>> &stash = cache.stash;
+  ops.gemm(true, false, h, N, rows, 1, x, stash[DLogits].data(), 1, dp + routerAt);
+  if (shared)
+    shared->backwardWeight(ops, cache.parts[0], x, dy, dp + sharedAt);
+  Buffer<T> dispatched = transient(ops, std::max<int64_t>(r.dispatched(), 1) * h);
+  for (int64_t a = 0; a < r.dispatched(); ++a)
+    ops.copy(h, x + r.token[a] * h, dispatched.data() + a * h);
+  const T *g = cache.saved[G].data(), *dOut = stash[DOut].data(), *dUp = stash[DUp].data();
+  for (int64_t e = 0; e < N; ++e) {
+    const int64_t first = r.start[e], count = r.start[e + 1] - first;
+    if (count == 0)
+      continue;
+    T *dw = dp + expertAt(e);
+    ops.gemm(true, false, h, up(), count, 1, dispatched.data() + first * h, dUp + first * up(), 1,
+             dw);
+    ops.gemm(true, false, f, h, count, 1, g + first * f, dOut + first * h, 1, dw + h * up());
+  }
+}
+
+template class Moe<float>;
+template class Moe<double>;
+
+} // namespace conduit::model

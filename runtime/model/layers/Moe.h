@@ -1,0 +1,104 @@
+//===- Moe.h - a mixture of experts, a block's second branch ----*- C++ -*-===//
+//
+// x + Σ_j w_j · Expert_{e_j}(x) + Shared(x) in place of the dense MLP, in the blocks after the
+// first `denseBlocks` (GptShape::blockHasExperts). The router is a linear map h -> N experts
+// without bias, scored by a softmax over the experts (Mixtral, Qwen) or a sigmoid per expert
+// (DeepSeek-V3); each token takes the k experts of highest score (ties: the lower expert
+// index), weighted by their scores, renormalised to sum to one with normalizeTopK. Each expert
+// is a SwiGLU (or, with mlp gelu, a GELU) MLP of width expertFfn without biases; the shared
+// experts are one such MLP of width sharedFfn that every token passes through (layers/Mlp.h on
+// a shape of that width without biases).
+//
+// The auxiliary load-balancing loss (Switch Transformer, Fedus et al., arXiv:2101.03961, as
+// Mixtral and Qwen use it) is computed per sequence, as DeepSeek-V3's sequence-wise balance
+// loss is (arXiv:2412.19437, §2.1.2): for each sample, coefficient · N · Σ_e f_e · P_e, with
+// f_e the fraction of the sample's k · seq assignments that chose e and P_e the mean score of
+// e over its tokens. Per sequence, so that it does not depend on how a batch is cut into
+// micro-batches or samples (the CPU backend's bitwise equivalence). The loss trained is the
+// LM cross-entropy plus the mean of this over the global batch's samples (summed over the
+// blocks); Ops::takeAuxLoss reports the sum.
+//
+// With capacityFactor c > 0 an expert takes at most ceil(c · tokens · k / N) of a piece's
+// (one sample's on the CPU) assignments, in token order; the rest are dropped: they add
+// nothing (their weight is not renormalised away), as in GShard and Switch. Without it the
+// layer is dropless.
+//
+// The sigmoid router's per-expert bias (DeepSeek-V3's auxiliary-loss-free balancing) steers
+// the choice only; this runtime holds it at zero and does not update it by the load.
+//
+// Parameters, in this order: the router Wr [h × N]; the shared experts (if any) W1s [h × up(fs)],
+// W2s [fs × h]; then for each expert e in order W1e [h × up(fe)] (for SwiGLU columns 0 to fe
+// the gate, fe to 2fe the up projection), W2e [fe × h]. up(f) is 2f for SwiGLU, f for GELU.
+//
+// Tensor and expert parallelism are not implemented here: the runtime refuses such plans
+// (GptShape::fromPlan), naming parallelism.tensor and parallelism.expert.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CONDUIT_RUNTIME_MODEL_LAYERS_MOE_H
+#define CONDUIT_RUNTIME_MODEL_LAYERS_MOE_H
+
+#include "runtime/model/GptShape.h"
+#include "runtime/model/layers/Branch.h"
+
+#include <memory>
+#include <vector>
+
+namespace conduit::model {
+
+/// Which experts each token takes and with which weights: the router's choice on the host.
+struct Routing {
+  int64_t rows = 0, experts = 0, topK = 0;
+  /// Per token and slot j < topK (slots in descending score; ties: lower expert first): the
+  /// expert, its weight, and where the assignment lies in the dispatch order (expert by
+  /// expert, tokens ascending), -1 where capacity dropped it.
+  std::vector<int32_t> expert, position;
+  std::vector<double> weight;
+  /// Dispatch order: where each expert's assignments start (experts + 1 entries), and the
+  /// token of each assignment.
+  std::vector<int64_t> start;
+  std::vector<int32_t> token;
+
+  int64_t dispatched() const { return start.empty() ? 0 : start.back(); }
+  /// The choice from router scores [rows × experts] (softmax or sigmoid outputs), with
+  /// `bias` (experts entries, or empty) added to the scores for the choice only; capacity 0:
+  /// dropless, else at most that many assignments per expert.
+  static Routing choose(const double *scores, int64_t rows, int64_t experts, int64_t topK,
+                        const std::vector<double> &bias, bool normalize, int64_t capacity);
+};
+
+/// Router scores [rows × experts] from logits: softmax over each row, or sigmoid.
+void routerScores(int64_t rows, int64_t experts, bool sigmoid, const double *logits,
+                  double *scores);
+
+template <typename T> class Moe final : public Branch<T> {
+public:
+  explicit Moe(const GptShape &s);
+
+  int64_t numParams() const override { return total; }
+  void slice(int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &runs) const override;
+  void initialise(T *params, Random &random) const override;
+  void keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache) const override;
+  /// Also adds the samples' auxiliary loss to the Ops's (Ops::addAuxLoss); `cache.lossScale`,
+  /// set by the block, is the loss gradient's factor the auxiliary loss's gradient takes too.
+  void forward(Ops<T> &ops, const T *params, const T *x, const T *residual, T *y,
+               LayerCache<T> &cache) const override;
+  Buffer<T> backwardInput(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy,
+                          bool dyKept) const override;
+  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
+                      T *dparams) const override;
+
+  /// Where expert e's parameters start in the branch's.
+  int64_t expertAt(int64_t e) const { return expertsAt + e * expertParams; }
+
+private:
+  int64_t up() const { return s.gated ? 2 * s.expertFfn : s.expertFfn; }
+
+  GptShape s;
+  std::unique_ptr<Branch<T>> shared; ///< null without shared experts
+  int64_t routerAt = 0, sharedAt = 0, expertsAt = 0, expertParams = 0, total = 0;
+};
+
+} // namespace conduit::model
+
+#endif // CONDUIT_RUNTIME_MODEL_LAYERS_MOE_H

@@ -1,0 +1,393 @@
+//===- MoeTest.cpp - the mixture-of-experts layer ---------------------------===//
+//
+// The router's choice (top-k, its tie-break, renormalisation, capacity), the auxiliary loss
+// against its formula, every parameter and input gradient of a block with experts against
+// central finite differences in double precision (softmax and sigmoid routers, SwiGLU and
+// GELU experts, shared experts, renormalised weights, capacity drops, the auxiliary loss;
+// whole and split backward), dense leading blocks, per-sample processing independent of the
+// batch cut, and the plans the runtime refuses naming the key.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/model/layers/Moe.h"
+#include "runtime/data/Data.h"
+#include "runtime/model/Gpt.h"
+#include "runtime/model/Random.h"
+#include "tests/unit/runtime/GptPlan.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+using namespace conduit;
+using namespace conduit::model;
+
+namespace {
+
+/// A Llama-style tiny model whose blocks after the first have 4 experts, 2 per token.
+GptShape moeShape(const std::function<void(GptShape &)> &change = nullptr) {
+  GptShape s = tinyShape(false, false);
+  s.gated = s.rmsNorm = s.rotary = true;
+  s.experts = 4;
+  s.topK = 2;
+  s.expertFfn = 6;
+  s.denseBlocks = 1;
+  if (change)
+    change(s);
+  return s;
+}
+
+struct Batch {
+  std::vector<int32_t> tokens, targets;
+  Tokens view;
+};
+
+Batch makeBatch(const GptShape &s, int64_t samples, double lossScale) {
+  Batch b;
+  SyntheticData(3, s.vocab, s.seq).batch(1, 0, samples, b.tokens, b.targets);
+  b.view = {b.tokens.data(), b.targets.data(), samples, lossScale};
+  return b;
+}
+
+/// Layers [first, end) of `s` against central differences of loss + auxiliary loss (the
+/// auxiliary loss's gradient taking the batch's lossScale, as the cross-entropy's does), for
+/// every parameter and the input; with `split`, the input gradient, another micro-batch's
+/// forward and input gradient, then the weight gradient.
+void checkGradients(const GptShape &s, int64_t first, int64_t end, bool split = false) {
+  runtime::Plan plan = planFor(s);
+  CpuOps<double> ops;
+  LayerChain<double> chain = *LayerChain<double>::build(plan, s, first, end, ops);
+  std::vector<double> params(chain.numParams());
+  chain.initialise(params.data(), 42);
+  Random random({9});
+  for (double &p : params)
+    p += 0.3 * random.normal();
+  const int64_t samples = 2, width = s.seq * s.hidden;
+  // The auxiliary loss enters the loss with weight lossScale · seq per sample.
+  const double lossScale = 0.25;
+  Batch batch = makeBatch(s, samples, lossScale);
+  std::vector<double> x;
+  if (!chain.hasEmbedding())
+    for (int64_t i = 0; i < samples * width; ++i)
+      x.push_back(random.normal());
+  std::vector<double> projection(samples * width);
+  for (double &p : projection)
+    p = random.normal();
+
+  auto loss = [&](const std::vector<double> &p, const std::vector<double> &input) {
+    typename LayerChain<double>::Cache cache;
+    std::vector<double> y(chain.hasHead() ? 0 : samples * width);
+    chain.forward(p.data(), input.empty() ? nullptr : input.data(), batch.view,
+                  y.empty() ? nullptr : y.data(), cache);
+    double l = lossScale * ops.takeLoss() + lossScale * s.seq * ops.takeAuxLoss();
+    for (size_t i = 0; i < y.size(); ++i)
+      l += y[i] * projection[i];
+    return l;
+  };
+  typename LayerChain<double>::Cache cache;
+  std::vector<double> y(chain.hasHead() ? 0 : samples * width);
+  chain.forward(params.data(), x.empty() ? nullptr : x.data(), batch.view,
+                y.empty() ? nullptr : y.data(), cache);
+  ops.takeLoss();
+  ops.takeAuxLoss();
+  std::vector<double> dparams(params.size(), 0.0), dx(x.size(), 0.0);
+  if (!split) {
+    chain.backward(params.data(), cache, chain.hasHead() ? nullptr : projection.data(),
+                   dparams.data(), dx.empty() ? nullptr : dx.data());
+  } else {
+    std::vector<double> upstream = projection, otherDx = dx;
+    chain.backwardInput(params.data(), cache, chain.hasHead() ? nullptr : upstream.data(),
+                        dx.empty() ? nullptr : dx.data());
+    std::fill(upstream.begin(), upstream.end(), 7.0);
+    Batch other = makeBatch(s, samples, lossScale);
+    std::reverse(other.tokens.begin(), other.tokens.end());
+    typename LayerChain<double>::Cache otherCache;
+    chain.forward(params.data(), x.empty() ? nullptr : projection.data(), other.view,
+                  y.empty() ? nullptr : y.data(), otherCache);
+    ops.takeLoss();
+    ops.takeAuxLoss();
+    chain.backwardInput(params.data(), otherCache, chain.hasHead() ? nullptr : upstream.data(),
+                        otherDx.empty() ? nullptr : otherDx.data());
+    chain.backwardWeight(cache, dparams.data());
+  }
+
+  const double eps = 1e-6;
+  auto expectClose = [&](double analytic, double numeric, const std::string &what) {
+    EXPECT_NEAR(analytic, numeric, 1e-6 + 1e-5 * std::abs(numeric)) << what;
+  };
+  for (size_t i = 0; i < params.size(); ++i) {
+    std::vector<double> plus = params, minus = params;
+    plus[i] += eps;
+    minus[i] -= eps;
+    expectClose(dparams[i], (loss(plus, x) - loss(minus, x)) / (2 * eps),
+                "parameter " + std::to_string(i));
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    std::vector<double> plus = x, minus = x;
+    plus[i] += eps;
+    minus[i] -= eps;
+    expectClose(dx[i], (loss(params, plus) - loss(params, minus)) / (2 * eps),
+                "input " + std::to_string(i));
+  }
+}
+
+} // namespace
+
+TEST(Moe, TopKTakesTheHighestScoresAndBreaksTiesByTheLowerExpert) {
+  // Token 0: experts 1 and 3 tie at 0.4 above 2; token 1: all equal.
+  const double scores[] = {0.1, 0.4, 0.1, 0.4, 0.25, 0.25, 0.25, 0.25};
+  const Routing r = Routing::choose(scores, 2, 4, 2, {}, /*normalize=*/false, 0);
+  EXPECT_EQ(r.expert, (std::vector<int32_t>{1, 3, 0, 1}));
+  EXPECT_EQ(r.weight, (std::vector<double>{0.4, 0.4, 0.25, 0.25}));
+  // Dispatch order: expert 0 (token 1), expert 1 (tokens 0, 1), expert 3 (token 0).
+  EXPECT_EQ(r.start, (std::vector<int64_t>{0, 1, 3, 3, 4}));
+  EXPECT_EQ(r.token, (std::vector<int32_t>{1, 0, 1, 0}));
+  EXPECT_EQ(r.position, (std::vector<int32_t>{1, 3, 0, 2}));
+  // A bias steers the choice, not the weights.
+  const Routing biased = Routing::choose(scores, 2, 4, 2, {0, 0, 1, 0}, false, 0);
+  EXPECT_EQ(biased.expert[0], 2);
+  EXPECT_EQ(biased.weight[0], 0.1);
+  // Renormalised weights sum to one.
+  const Routing normal = Routing::choose(scores, 2, 4, 2, {}, /*normalize=*/true, 0);
+  EXPECT_DOUBLE_EQ(normal.weight[0], 0.5);
+  EXPECT_DOUBLE_EQ(normal.weight[2], 0.5);
+}
+
+TEST(Moe, CapacityDropsTheLaterTokens) {
+  // Three tokens all prefer expert 0; capacity 2 drops the third's assignment to it.
+  const double scores[] = {0.9, 0.1, 0.8, 0.2, 0.7, 0.3};
+  const Routing r = Routing::choose(scores, 3, 2, 1, {}, false, /*capacity=*/2);
+  EXPECT_EQ(r.expert, (std::vector<int32_t>{0, 0, 0}));
+  EXPECT_EQ(r.position, (std::vector<int32_t>{0, 1, -1}));
+  EXPECT_EQ(r.dispatched(), 2);
+}
+
+TEST(Moe, RouterScores) {
+  const double logits[] = {0.0, std::log(3.0), -1.0, 2.0};
+  double softmax[4], sigmoid[4];
+  routerScores(2, 2, false, logits, softmax);
+  routerScores(2, 2, true, logits, sigmoid);
+  EXPECT_DOUBLE_EQ(softmax[0], 0.25);
+  EXPECT_DOUBLE_EQ(softmax[1], 0.75);
+  EXPECT_DOUBLE_EQ(sigmoid[0], 0.5);
+  EXPECT_DOUBLE_EQ(sigmoid[3], 1.0 / (1.0 + std::exp(-2.0)));
+}
+
+TEST(Moe, AuxiliaryLossFollowsItsFormula) {
+  const GptShape s = moeShape([](GptShape &s) { s.auxLossCoefficient = 0.01; });
+  runtime::Plan plan = planFor(s);
+  CpuOps<double> ops;
+  // The second block alone: its MLP has experts.
+  LayerChain<double> chain = *LayerChain<double>::build(plan, s, 2, 3, ops);
+  std::vector<double> params(chain.numParams());
+  chain.initialise(params.data(), 3);
+  Random random({4});
+  for (double &p : params)
+    p += 0.3 * random.normal();
+  const int64_t samples = 2;
+  std::vector<double> x(samples * s.seq * s.hidden), y(x.size());
+  for (double &v : x)
+    v = random.normal();
+  Batch batch = makeBatch(s, samples, 1.0);
+  typename LayerChain<double>::Cache cache;
+  chain.forward(params.data(), x.data(), batch.view, y.data(), cache);
+  const double aux = ops.takeAuxLoss();
+
+  // The formula from the router's input (the block's normed residual stream, kept by the
+  // block) and the router weights.
+  const std::vector<Buffer<double>> &saved = cache.layers[0].saved;
+  const double *h2 = saved[3].data(); // Block's X, H1, X2, H2
+  const double *router = params.data() + chain.numParams() - Moe<double>(s).numParams();
+  double expected = 0;
+  for (int64_t n = 0; n < samples; ++n) {
+    std::vector<double> f(s.experts, 0.0), mean(s.experts, 0.0);
+    for (int64_t t = 0; t < s.seq; ++t) {
+      const double *row = h2 + (n * s.seq + t) * s.hidden;
+      std::vector<double> logits(s.experts, 0.0), p(s.experts);
+      for (int64_t e = 0; e < s.experts; ++e)
+        for (int64_t i = 0; i < s.hidden; ++i)
+          logits[e] += row[i] * router[i * s.experts + e];
+      routerScores(1, s.experts, false, logits.data(), p.data());
+      const Routing r = Routing::choose(p.data(), 1, s.experts, s.topK, {}, false, 0);
+      for (int64_t j = 0; j < s.topK; ++j)
+        f[r.expert[j]] += 1.0 / (s.seq * s.topK);
+      for (int64_t e = 0; e < s.experts; ++e)
+        mean[e] += p[e] / s.seq;
+    }
+    double sum = 0;
+    for (int64_t e = 0; e < s.experts; ++e)
+      sum += f[e] * mean[e];
+    expected += 0.01 * s.experts * sum;
+  }
+  EXPECT_NEAR(aux, expected, 1e-12);
+  EXPECT_GT(aux, 0);
+}
+
+TEST(Moe, DenseLeadingBlocksKeepTheirMlp) {
+  const GptShape s = moeShape();
+  runtime::Plan plan = planFor(s);
+  GptShape dense = s;
+  dense.experts = 0;
+  EXPECT_EQ(plan.layers[1].params, makeLayer<float>(runtime::LayerKind::Block, dense)->numParams());
+  const int64_t h = s.hidden, f = s.expertFfn;
+  const int64_t attentionAndNorms =
+      plan.layers[1].params - (h * 2 * s.ffn + s.ffn * h); // the dense SwiGLU MLP, no biases
+  EXPECT_EQ(plan.layers[2].params,
+            attentionAndNorms + h * s.experts + s.experts * (h * 2 * f + f * h));
+  EXPECT_FALSE(s.layerHasExperts(0));
+  EXPECT_FALSE(s.layerHasExperts(1));
+  EXPECT_TRUE(s.layerHasExperts(2));
+  EXPECT_FALSE(s.layerHasExperts(3)); // the head
+}
+
+TEST(Moe, BlockGradients) { checkGradients(moeShape(), 2, 3); }
+TEST(Moe, SigmoidRouterGradients) {
+  checkGradients(moeShape([](GptShape &s) { s.sigmoidRouter = true; }), 2, 3);
+}
+TEST(Moe, RenormalisedTopKGradients) {
+  checkGradients(moeShape([](GptShape &s) { s.normalizeTopK = true; }), 2, 3);
+  checkGradients(moeShape([](GptShape &s) {
+                   s.normalizeTopK = true;
+                   s.sigmoidRouter = true;
+                 }),
+                 2, 3);
+}
+TEST(Moe, SharedExpertGradients) {
+  checkGradients(moeShape([](GptShape &s) { s.sharedFfn = 10; }), 2, 3);
+}
+TEST(Moe, GeluExpertGradients) {
+  checkGradients(moeShape([](GptShape &s) {
+                   s.gated = false;
+                   s.sharedFfn = 4;
+                 }),
+                 2, 3);
+}
+TEST(Moe, AuxiliaryLossGradients) {
+  checkGradients(moeShape([](GptShape &s) { s.auxLossCoefficient = 0.5; }), 2, 3);
+}
+TEST(Moe, CapacityGradients) {
+  // 5 tokens x 2 choices over 4 experts: capacity ceil(0.5 · 10 / 4) = 2 per sample drops some.
+  checkGradients(moeShape([](GptShape &s) { s.capacityFactor = 0.5; }), 2, 3);
+}
+TEST(Moe, WholeModelGradients) {
+  checkGradients(moeShape([](GptShape &s) {
+                   s.sharedFfn = 4;
+                   s.normalizeTopK = true;
+                   s.auxLossCoefficient = 0.1;
+                 }),
+                 0, 4);
+}
+TEST(Moe, SplitBackwardGradients) {
+  checkGradients(moeShape([](GptShape &s) {
+                   s.sharedFfn = 4;
+                   s.auxLossCoefficient = 0.1;
+                 }),
+                 1, 3, /*split=*/true);
+}
+
+TEST(Moe, PerSampleProcessingDoesNotDependOnTheCut) {
+  const GptShape s = moeShape([](GptShape &s) {
+    s.sharedFfn = 4;
+    s.auxLossCoefficient = 0.01;
+  });
+  runtime::Plan plan = planFor(s);
+  CpuOps<float> ops;
+  auto chain = *LayerChain<float>::build(plan, s, 0, 4, ops);
+  std::vector<float> params(chain.numParams());
+  chain.initialise(params.data(), 5);
+  Batch batch = makeBatch(s, 4, 1.0 / (4 * s.seq));
+  std::vector<double> whole(params.size(), 0.0), split(params.size(), 0.0);
+  std::vector<typename LayerChain<float>::Cache> caches;
+  chain.forwardSamples(params.data(), nullptr, batch.view, nullptr, caches);
+  const double lossWhole = ops.takeLoss(), auxWhole = ops.takeAuxLoss();
+  chain.backwardSamples(params.data(), caches, nullptr, whole.data(), nullptr);
+  for (auto [first, count] : {std::pair<int64_t, int64_t>{0, 1}, {1, 3}}) {
+    Tokens part = batch.view;
+    part.tokens += first * s.seq;
+    part.targets += first * s.seq;
+    part.samples = count;
+    chain.forwardSamples(params.data(), nullptr, part, nullptr, caches);
+    chain.backwardSamples(params.data(), caches, nullptr, split.data(), nullptr);
+  }
+  EXPECT_EQ(lossWhole, ops.takeLoss());
+  EXPECT_EQ(auxWhole, ops.takeAuxLoss());
+  EXPECT_GT(auxWhole, 0);
+  EXPECT_EQ(whole, split);
+}
+
+TEST(Moe, RecomputedForwardCountsTheAuxiliaryLossOnce) {
+  const GptShape s = moeShape([](GptShape &s) { s.auxLossCoefficient = 0.01; });
+  runtime::Plan plan = planFor(s);
+  double aux[2];
+  for (Checkpointing c : {Checkpointing::None, Checkpointing::Full}) {
+    CpuOps<float> ops;
+    auto chain = *LayerChain<float>::build(plan, s, 0, 4, ops, c);
+    std::vector<float> params(chain.numParams());
+    chain.initialise(params.data(), 5);
+    Batch batch = makeBatch(s, 2, 1.0 / (2 * s.seq));
+    typename LayerChain<float>::Cache cache;
+    std::vector<float> dparams(params.size(), 0.0f);
+    chain.forward(params.data(), nullptr, batch.view, nullptr, cache);
+    chain.backward(params.data(), cache, nullptr, dparams.data(), nullptr);
+    aux[c == Checkpointing::Full] = ops.takeAuxLoss();
+  }
+  EXPECT_GT(aux[0], 0);
+  EXPECT_EQ(aux[0], aux[1]);
+}
+
+TEST(Moe, ActivationElementsBoundWhatTheForwardKeeps) {
+  const GptShape s = moeShape([](GptShape &s) { s.sharedFfn = 4; });
+  runtime::Plan plan = planFor(s);
+  CpuOps<float> ops;
+  auto chain = *LayerChain<float>::build(plan, s, 0, 4, ops);
+  std::vector<float> params(chain.numParams());
+  chain.initialise(params.data(), 5);
+  Batch batch = makeBatch(s, 3, 1.0);
+  typename LayerChain<float>::Cache cache;
+  chain.forward(params.data(), nullptr, batch.view, nullptr, cache);
+  int64_t kept = 0;
+  for (const LayerCache<float> &layer : cache.layers)
+    kept += layer.savedElements();
+  EXPECT_LE(kept, *s.activationElements(3, s.blocks, /*head=*/true));
+}
+
+TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
+  runtime::Plan plan = planFor(moeShape());
+  ASSERT_TRUE(GptShape::fromPlan(plan).ok()) << GptShape::fromPlan(plan).status();
+  const struct {
+    std::function<void(runtime::Plan &)> edit;
+    std::string key;
+  } cases[] = {
+      {[](runtime::Plan &p) { p.transformer->topK = 5; }, "model.moe.top_k"},
+      {[](runtime::Plan &p) { p.transformer->topK = 0; }, "model.moe.top_k"},
+      {[](runtime::Plan &p) { p.transformer->expertFfnHiddenSize = 0; },
+       "model.moe.expert_ffn_hidden_size"},
+      {[](runtime::Plan &p) { p.transformer->router = 2; }, "model.moe.router"},
+      {[](runtime::Plan &p) { p.transformer->auxLossCoefficient = -1; },
+       "model.moe.aux_loss_coefficient"},
+      {[](runtime::Plan &p) { p.transformer->capacityFactor = NAN; }, "model.moe.capacity_factor"},
+      {[](runtime::Plan &p) {
+         p.transformer->sharedExperts = 1;
+         p.transformer->sharedFfnHiddenSize = 0;
+       },
+       "model.moe.shared_ffn_hidden_size"},
+      {[](runtime::Plan &p) { p.config.expert = 2; }, "parallelism.expert"},
+      {[](runtime::Plan &p) { p.config.tensor = 2; }, "parallelism.tensor"},
+      {[](runtime::Plan &p) { p.transformer->kvLoraRank = 16; }, "model.latent_attention"},
+      {[](runtime::Plan &p) { p.transformer->headDim = 8; }, "model.head_dim"},
+      {[](runtime::Plan &p) { p.transformer->qkNorm = true; }, "model.qk_norm"},
+  };
+  for (const auto &c : cases) {
+    SCOPED_TRACE(c.key);
+    runtime::Plan changed = plan;
+    c.edit(changed);
+    absl::StatusOr<GptShape> shape = GptShape::fromPlan(changed);
+    ASSERT_FALSE(shape.ok());
+    EXPECT_NE(shape.status().message().find(c.key), std::string::npos) << shape.status().message();
+  }
+  // A head width equal to hidden / heads is the default one.
+  runtime::Plan same = plan;
+  same.transformer->headDim = plan.transformer->hiddenSize / plan.transformer->numHeads;
+  EXPECT_TRUE(GptShape::fromPlan(same).ok());
+}
