@@ -213,11 +213,11 @@ std::optional<int64_t> GptShape::activationElements(int64_t samples, int64_t blo
   std::optional<int64_t> block = checkedAdd(*blockRows, *attention);
   if (block && moe()) {
     // A block with experts keeps, in place of the dense MLP's two tensors, per token: the
-    // router's scores, each of its k assignments' first projection, activation and output, and
-    // the shared experts' first projection and activation. A bound for every block.
+    // router's scores, each of its k assignments' input, first projection, activation and
+    // output, and the shared experts' first projection and activation. A bound for every block.
     const int64_t expertUp = gated ? 2 * expertFfn : expertFfn;
     const int64_t sharedUp = gated ? 2 * sharedFfn : sharedFfn;
-    const std::optional<int64_t> assignment = checkedMul(topK, expertUp + expertFfn + hidden);
+    const std::optional<int64_t> assignment = checkedMul(topK, expertUp + expertFfn + 2 * hidden);
     const std::optional<int64_t> moeRows =
         assignment ? checkedMul(seq, 7 * hidden + qkvWidth() + 4 + experts + sharedUp + sharedFfn +
                                          *assignment)

@@ -88,10 +88,11 @@ bool isQwenMoe(const Transformer &t) { return t.isMoe() && (t.bias == 1 || t.sha
 /// The parameters of a block's mixture of experts (runtime/model/layers/Moe.h): the router,
 /// the shared experts, the routed experts.
 int64_t moeParams(const Transformer &t) {
-  const int64_t h = t.hiddenSize, gate = t.mlp == 1 ? 2 : 1;
+  const int64_t h = t.hiddenSize, gate = t.mlp == 1 ? 2 : 1, biases = t.bias == 0;
   const int64_t shared = t.sharedExperts > 0 ? t.sharedFfnHiddenSize : 0;
-  return h * t.numExperts + (gate + 1) * h * shared +
-         t.numExperts * (gate + 1) * h * t.expertFfnHiddenSize;
+  auto mlp = [&](int64_t f) { return f > 0 ? (gate + 1) * h * f + biases * (gate * f + h) : 0; };
+  return h * t.numExperts + (t.router == 1 ? t.numExperts : 0) + mlp(shared) +
+         t.numExperts * mlp(t.expertFfnHiddenSize);
 }
 
 /// The Hugging Face tensors of block `block`'s mixture of experts (global layer `layer`, its
@@ -103,10 +104,11 @@ int64_t moeParams(const Transformer &t) {
 /// computes exactly Conduit's sum.
 void moeTensors(const Transformer &t, const std::string &prefix, int64_t layer, int64_t at,
                 std::vector<HfTensor> &out) {
-  const bool qwen = isQwenMoe(t), swiglu = t.mlp == 1;
+  const bool qwen = isQwenMoe(t), swiglu = t.mlp == 1, biases = t.bias == 0;
   const int64_t h = t.hiddenSize;
+  // Columns [begin, end) of the rows × cols matrix at `at` (a vector: rows 1, not transposed).
   auto add = [&](const std::string &name, int64_t rows, int64_t cols, int64_t begin, int64_t end,
-                 float scale = 1) {
+                 float scale = 1, bool vector = false) {
     HfTensor x;
     x.name = prefix + name;
     x.layer = layer;
@@ -115,13 +117,20 @@ void moeTensors(const Transformer &t, const std::string &prefix, int64_t layer, 
     x.cols = cols;
     x.colBegin = begin;
     x.colEnd = end;
-    x.transpose = true; // nn.Linear: [out × in]
+    x.transpose = !vector; // nn.Linear: [out × in]
     x.scale = scale;
-    x.shape = {end - begin, rows};
+    x.shape = vector ? std::vector<int64_t>{end - begin} : std::vector<int64_t>{end - begin, rows};
     out.push_back(std::move(x));
   };
-  add(qwen ? "mlp.gate.weight" : "block_sparse_moe.gate.weight", h, t.numExperts, 0, t.numExperts);
+  const std::string router = qwen ? "mlp.gate." : "block_sparse_moe.gate.";
+  add(router + "weight", h, t.numExperts, 0, t.numExperts);
   at += h * t.numExperts;
+  if (t.router == 1) {
+    // DeepSeek-V3's name for the sigmoid router's bias.
+    add(router + "e_score_correction_bias", 1, t.numExperts, 0, t.numExperts, 1, true);
+    at += t.numExperts;
+  }
+  // An MLP of width f in Conduit's order W1, b1, W2, b2 (the biases with bias "all").
   auto mlp = [&](const std::string &base, int64_t f, const char *gate, const char *up,
                  const char *down, float downScale) {
     const int64_t width = swiglu ? 2 * f : f;
@@ -129,8 +138,18 @@ void moeTensors(const Transformer &t, const std::string &prefix, int64_t layer, 
       add(base + gate + ".weight", h, width, 0, f);
     add(base + up + ".weight", h, width, swiglu ? f : 0, width);
     at += h * width;
+    if (biases) {
+      if (swiglu)
+        add(base + gate + ".bias", 1, width, 0, f, 1, true);
+      add(base + up + ".bias", 1, width, swiglu ? f : 0, width, 1, true);
+      at += width;
+    }
     add(base + down + ".weight", f, h, 0, h, downScale);
     at += f * h;
+    if (biases) {
+      add(base + down + ".bias", 1, h, 0, h, downScale, true);
+      at += h;
+    }
   };
   if (t.sharedExperts > 0) {
     mlp("mlp.shared_expert.", t.sharedFfnHiddenSize, "gate_proj", "up_proj", "down_proj", 2);

@@ -11,6 +11,7 @@
 
 #include "runtime/model/layers/Initialise.h"
 #include "runtime/model/layers/Mlp.h"
+#include "runtime/model/layers/TensorSplit.h"
 
 #include <algorithm>
 #include <cmath>
@@ -88,18 +89,18 @@ Routing Routing::choose(const double *scores, int64_t rows, int64_t experts, int
 namespace {
 // What the forward keeps, by index: for the input gradient only, the experts' first
 // projections U and outputs O (before weighting), in dispatch order; for both halves, the
-// router's scores and the experts' activations G (W2's input), in dispatch order. The input
+// router's scores, the dispatched tokens (W1's input) and the experts' activations G (W2's
+// input), in dispatch order. The input
 // gradient stashes the router logits' gradient, the experts' weighted output gradients (W2's
 // output gradient) and their first projections' output gradients, in dispatch order.
 enum { U, O, NumInputOnly };
-enum { Scores, G, NumSaved };
+enum { Scores, Dispatched, G, NumSaved };
 enum { DLogits, DOut, DUp, NumStashed };
 
 /// The shape of the shared experts: an MLP of their width, without biases.
 GptShape sharedShape(const GptShape &s) {
   GptShape shared = s;
   shared.ffn = s.sharedFfn;
-  shared.otherBias = false;
   return shared;
 }
 
@@ -122,11 +123,16 @@ template <typename T> void fromHost(Ops<T> &ops, const std::vector<double> &host
 template <typename T> Moe<T>::Moe(const GptShape &s) : s(s) {
   const int64_t h = s.hidden;
   routerAt = 0;
-  sharedAt = h * s.experts;
+  biasAt = s.sigmoidRouter ? h * s.experts : -1;
+  sharedAt = h * s.experts + (s.sigmoidRouter ? s.experts : 0);
   if (s.sharedFfn > 0)
     shared = std::make_unique<Mlp<T>>(sharedShape(s));
   expertsAt = sharedAt + (shared ? shared->numParams() : 0);
-  expertParams = h * up() + s.expertFfn * h;
+  // Each expert: W1 [h × up], b1 [up], W2 [fe × h], b2 [h] (biases with bias "all").
+  b1At = h * up();
+  w2At = b1At + (s.otherBias ? up() : 0);
+  b2At = w2At + s.expertFfn * h;
+  expertParams = b2At + (s.otherBias ? h : 0);
   total = expertsAt + s.experts * expertParams;
 }
 
@@ -142,8 +148,10 @@ template <typename T> void Moe<T>::initialise(T *params, Random &random) const {
   fillNormal(params + routerAt, s.hidden * s.experts, random);
   if (shared)
     shared->initialise(params + sharedAt, random);
-  for (int64_t e = 0; e < s.experts; ++e)
-    fillNormal(params + expertAt(e), expertParams, random);
+  for (int64_t e = 0; e < s.experts; ++e) {
+    fillNormal(params + expertAt(e), s.hidden * up(), random);
+    fillNormal(params + expertAt(e) + w2At, s.expertFfn * s.hidden, random);
+  }
 }
 
 template <typename T> void Moe<T>::keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache) const {
@@ -155,6 +163,7 @@ template <typename T> void Moe<T>::keep(Ops<T> &ops, int64_t samples, LayerCache
   cache.inputOnly[U] = ops.allocate(assignments * up());
   cache.inputOnly[O] = ops.allocate(assignments * s.hidden);
   cache.saved[Scores] = ops.allocate(rows * s.experts);
+  cache.saved[Dispatched] = ops.allocate(assignments * s.hidden);
   cache.saved[G] = ops.allocate(assignments * s.expertFfn);
 }
 
@@ -179,8 +188,10 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
           ? static_cast<int64_t>(std::ceil(s.capacityFactor * static_cast<double>(rows * s.topK) /
                                            static_cast<double>(N)))
           : 0;
+  // The sigmoid router's per-expert bias steers the choice (not the weights).
+  const std::vector<double> bias = biasAt >= 0 ? toHost(ops, p + biasAt, N) : std::vector<double>();
   auto routing = std::make_shared<Routing>(
-      Routing::choose(scores.data(), rows, N, s.topK, {}, s.normalizeTopK, capacity));
+      Routing::choose(scores.data(), rows, N, s.topK, bias, s.normalizeTopK, capacity));
   const Routing &r = *routing;
   cache.host = routing;
 
@@ -211,23 +222,24 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
 
   // Dispatch: each expert's tokens, its MLP, in dispatch order.
   T *u = cache.inputOnly[U].data(), *g = cache.saved[G].data(), *o = cache.inputOnly[O].data();
-  {
-    Buffer<T> dispatched = transient(ops, std::max<int64_t>(r.dispatched(), 1) * h);
-    for (int64_t a = 0; a < r.dispatched(); ++a)
-      ops.copy(h, x + r.token[a] * h, dispatched.data() + a * h);
-    for (int64_t e = 0; e < N; ++e) {
-      const int64_t first = r.start[e], count = r.start[e + 1] - first;
-      if (count == 0)
-        continue;
-      const T *w = p + expertAt(e);
-      ops.gemm(false, false, count, up(), h, 1, dispatched.data() + first * h, w, 0,
-               u + first * up());
-      if (s.gated)
-        ops.swigluForward(count, f, u + first * up(), g + first * f);
-      else
-        ops.geluForward(count * f, u + first * up(), g + first * f);
-      ops.gemm(false, false, count, h, f, 1, g + first * f, w + h * up(), 0, o + first * h);
-    }
+  T *dispatched = cache.saved[Dispatched].data();
+  for (int64_t a = 0; a < r.dispatched(); ++a)
+    ops.copy(h, x + r.token[a] * h, dispatched + a * h);
+  for (int64_t e = 0; e < N; ++e) {
+    const int64_t first = r.start[e], count = r.start[e + 1] - first;
+    if (count == 0)
+      continue;
+    const T *w = p + expertAt(e);
+    ops.gemm(false, false, count, up(), h, 1, dispatched + first * h, w, 0, u + first * up());
+    if (s.otherBias)
+      ops.addBias(count, up(), w + b1At, u + first * up());
+    if (s.gated)
+      ops.swigluForward(count, f, u + first * up(), g + first * f);
+    else
+      ops.geluForward(count * f, u + first * up(), g + first * f);
+    ops.gemm(false, false, count, h, f, 1, g + first * f, w + w2At, 0, o + first * h);
+    if (s.otherBias)
+      ops.addBias(count, h, w + b2At, o + first * h);
   }
   // Combine: each token adds its experts' weighted outputs, in slot order.
   for (int64_t t = 0; t < rows; ++t)
@@ -286,8 +298,7 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
       if (count == 0)
         continue;
       const T *w = p + expertAt(e);
-      ops.gemm(false, true, count, f, h, 1, dOut + first * h, w + h * up(), 0,
-               dg.data() + first * f);
+      ops.gemm(false, true, count, f, h, 1, dOut + first * h, w + w2At, 0, dg.data() + first * f);
       const T *u = cache.inputOnly[U].data() + first * up();
       if (s.gated)
         ops.swigluBackward(count, f, u, dg.data() + first * f, dUp + first * up());
@@ -367,18 +378,18 @@ void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
   ops.gemm(true, false, h, N, rows, 1, x, stash[DLogits].data(), 1, dp + routerAt);
   if (shared)
     shared->backwardWeight(ops, cache.parts[0], x, dy, dp + sharedAt);
-  Buffer<T> dispatched = transient(ops, std::max<int64_t>(r.dispatched(), 1) * h);
-  for (int64_t a = 0; a < r.dispatched(); ++a)
-    ops.copy(h, x + r.token[a] * h, dispatched.data() + a * h);
-  const T *g = cache.saved[G].data(), *dOut = stash[DOut].data(), *dUp = stash[DUp].data();
+  // The sigmoid router's bias takes no gradient (DeepSeek-V3 moves it by the load instead).
+  const T *dispatched = cache.saved[Dispatched].data(), *g = cache.saved[G].data(),
+          *dOut = stash[DOut].data(), *dUp = stash[DUp].data();
   for (int64_t e = 0; e < N; ++e) {
     const int64_t first = r.start[e], count = r.start[e + 1] - first;
     if (count == 0)
       continue;
     T *dw = dp + expertAt(e);
-    ops.gemm(true, false, h, up(), count, 1, dispatched.data() + first * h, dUp + first * up(), 1,
-             dw);
-    ops.gemm(true, false, f, h, count, 1, g + first * f, dOut + first * h, 1, dw + h * up());
+    weightGradient(ops, count, h, up(), dispatched + first * h, dUp + first * up(), dw,
+                   s.otherBias ? dw + b1At : nullptr);
+    weightGradient(ops, count, f, h, g + first * f, dOut + first * h, dw + w2At,
+                   s.otherBias ? dw + b2At : nullptr);
   }
 }
 

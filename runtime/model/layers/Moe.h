@@ -5,9 +5,9 @@
 // without bias, scored by a softmax over the experts (Mixtral, Qwen) or a sigmoid per expert
 // (DeepSeek-V3); each token takes the k experts of highest score (ties: the lower expert
 // index), weighted by their scores, renormalised to sum to one with normalizeTopK. Each expert
-// is a SwiGLU (or, with mlp gelu, a GELU) MLP of width expertFfn without biases; the shared
-// experts are one such MLP of width sharedFfn that every token passes through (layers/Mlp.h on
-// a shape of that width without biases).
+// is a SwiGLU (or, with mlp gelu, a GELU) MLP of width expertFfn (biases as the dense MLP's); the
+// shared experts are one such MLP of width sharedFfn that every token passes through (layers/Mlp.h
+// on a shape of that width).
 //
 // The auxiliary load-balancing loss (Switch Transformer, Fedus et al., arXiv:2101.03961, as
 // Mixtral and Qwen use it) is computed per sequence, as DeepSeek-V3's sequence-wise balance
@@ -23,12 +23,15 @@
 // nothing (their weight is not renormalised away), as in GShard and Switch. Without it the
 // layer is dropless.
 //
-// The sigmoid router's per-expert bias (DeepSeek-V3's auxiliary-loss-free balancing) steers
-// the choice only; this runtime holds it at zero and does not update it by the load.
+// The sigmoid router's per-expert bias (DeepSeek-V3's auxiliary-loss-free balancing) is added
+// to the scores for the choice only. It is a parameter without gradient: it starts at zero
+// (or as --init reads it) and this runtime does not move it by the load as DeepSeek-V3 does.
 //
-// Parameters, in this order: the router Wr [h × N]; the shared experts (if any) W1s [h × up(fs)],
-// W2s [fs × h]; then for each expert e in order W1e [h × up(fe)] (for SwiGLU columns 0 to fe
-// the gate, fe to 2fe the up projection), W2e [fe × h]. up(f) is 2f for SwiGLU, f for GELU.
+// Parameters, in this order: the router Wr [h × N] and, for the sigmoid router, its bias [N];
+// the shared experts (if any) as an MLP of width fs (layers/Mlp.h: W1s [h × up(fs)], b1s,
+// W2s [fs × h], b2s); then for each expert e in order W1e [h × up(fe)] (for SwiGLU columns 0
+// to fe the gate, fe to 2fe the up projection), b1e [up(fe)], W2e [fe × h], b2e [h]. up(f) is
+// 2f for SwiGLU, f for GELU; the biases only with bias "all", as the dense MLP's.
 //
 // Tensor and expert parallelism are not implemented here: the runtime refuses such plans
 // (GptShape::fromPlan), naming parallelism.tensor and parallelism.expert.
@@ -96,7 +99,10 @@ private:
 
   GptShape s;
   std::unique_ptr<Branch<T>> shared; ///< null without shared experts
-  int64_t routerAt = 0, sharedAt = 0, expertsAt = 0, expertParams = 0, total = 0;
+  /// Where the router's weights and bias (-1: none), the shared experts and the experts
+  /// start; within an expert, where b1, W2 and b2 start.
+  int64_t routerAt = 0, biasAt = -1, sharedAt = 0, expertsAt = 0;
+  int64_t b1At = 0, w2At = 0, b2At = 0, expertParams = 0, total = 0;
 };
 
 } // namespace conduit::model

@@ -235,6 +235,18 @@ TEST(Moe, DenseLeadingBlocksKeepTheirMlp) {
       plan.layers[1].params - (h * 2 * s.ffn + s.ffn * h); // the dense SwiGLU MLP, no biases
   EXPECT_EQ(plan.layers[2].params,
             attentionAndNorms + h * s.experts + s.experts * (h * 2 * f + f * h));
+  // The sigmoid router has a bias per expert; with bias "all" the experts have biases too.
+  GptShape sigmoid = s;
+  sigmoid.sigmoidRouter = true;
+  EXPECT_EQ(
+      makeLayer<float>(runtime::LayerKind::Block, sigmoid, Checkpointing::None, 2)->numParams(),
+      plan.layers[2].params + s.experts);
+  GptShape biased = s;
+  biased.otherBias = true;
+  // The attention's output bias bo, and each expert's b1 [2f] and b2 [h].
+  EXPECT_EQ(
+      makeLayer<float>(runtime::LayerKind::Block, biased, Checkpointing::None, 2)->numParams(),
+      plan.layers[2].params + h + s.experts * (2 * f + h));
   EXPECT_FALSE(s.layerHasExperts(0));
   EXPECT_FALSE(s.layerHasExperts(1));
   EXPECT_TRUE(s.layerHasExperts(2));
@@ -265,6 +277,43 @@ TEST(Moe, GeluExpertGradients) {
 }
 TEST(Moe, AuxiliaryLossGradients) {
   checkGradients(moeShape([](GptShape &s) { s.auxLossCoefficient = 0.5; }), 2, 3);
+}
+TEST(Moe, ExpertBiasGradients) {
+  // GPT-style: LayerNorm, GELU, biases everywhere (the experts' and the shared experts' too).
+  checkGradients(moeShape([](GptShape &s) {
+                   s.gated = s.rmsNorm = s.rotary = false;
+                   s.qkvBias = s.otherBias = true;
+                   s.sharedFfn = 4;
+                 }),
+                 2, 3);
+}
+TEST(Moe, SigmoidRouterBiasSteersTheChoiceOnly) {
+  const GptShape s = moeShape([](GptShape &s) { s.sigmoidRouter = true; });
+  runtime::Plan plan = planFor(s);
+  CpuOps<double> ops;
+  LayerChain<double> chain = *LayerChain<double>::build(plan, s, 2, 3, ops);
+  std::vector<double> params(chain.numParams());
+  chain.initialise(params.data(), 3);
+  // The bias follows the router's weights: expert 3 takes every token's first slot.
+  const int64_t router = chain.numParams() - Moe<double>(s).numParams();
+  double *bias = params.data() + router + s.hidden * s.experts;
+  EXPECT_EQ(std::vector<double>(bias, bias + s.experts), std::vector<double>(s.experts, 0.0));
+  bias[3] = 10;
+  std::vector<double> x(s.seq * s.hidden, 0.5), y(x.size());
+  Batch batch = makeBatch(s, 1, 1.0);
+  typename LayerChain<double>::Cache cache;
+  chain.forward(params.data(), x.data(), batch.view, y.data(), cache);
+  const LayerCache<double> &moe = cache.layers[0].parts[3];
+  const Routing &r = *std::static_pointer_cast<const Routing>(moe.host);
+  for (int64_t t = 0; t < s.seq; ++t) {
+    EXPECT_EQ(r.expert[t * s.topK], 3);
+    EXPECT_LT(r.weight[t * s.topK], 1.0) << "a sigmoid score, not the biased key";
+  }
+  // No gradient reaches the bias.
+  std::vector<double> dparams(params.size(), 0.0), dx(x.size());
+  chain.backward(params.data(), cache, y.data(), dparams.data(), dx.data());
+  for (int64_t e = 0; e < s.experts; ++e)
+    EXPECT_EQ(dparams[router + s.hidden * s.experts + e], 0.0);
 }
 TEST(Moe, CapacityGradients) {
   // 5 tokens x 2 choices over 4 experts: capacity ceil(0.5 · 10 / 4) = 2 per sample drops some.

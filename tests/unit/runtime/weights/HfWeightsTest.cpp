@@ -227,8 +227,9 @@ Plan moePlanOf(Transformer t) {
   Plan plan = planOf(t);
   const int64_t h = t.hiddenSize, f = t.ffnHiddenSize, other = t.bias == 0;
   const int64_t up = t.mlp == 1 ? 2 : 1, shared = t.sharedExperts > 0 ? t.sharedFfnHiddenSize : 0;
-  plan.layers[2].params += -(h * up * f + other * up * f + f * h + other * h) + h * 4 +
-                           (up + 1) * h * shared + 4 * (up + 1) * h * 6;
+  // An MLP of width w: W1, W2 and, with bias "all", b1 and b2.
+  auto mlp = [&](int64_t w) { return w > 0 ? (up + 1) * h * w + other * (up * w + h) : 0; };
+  plan.layers[2].params += -mlp(f) + h * 4 + (t.router == 1 ? 4 : 0) + mlp(shared) + 4 * mlp(6);
   return plan;
 }
 
@@ -291,13 +292,28 @@ TEST(HfWeightsTest, QwenMoeNamesWithSharedExperts) {
   EXPECT_EQ(config["mlp_only_layers"], nlohmann::json::array({0}));
 }
 
+TEST(HfWeightsTest, MoeBiasNames) {
+  Transformer t = llama();
+  t.bias = 0;
+  t.router = 1;
+  const auto got = byName(*hfTensors(moePlanOf(t)));
+  EXPECT_EQ(got.at("model.layers.1.block_sparse_moe.gate.e_score_correction_bias").shape,
+            (Shape{4}));
+  EXPECT_EQ(got.at("model.layers.1.block_sparse_moe.experts.2.w1.bias").shape, (Shape{6}));
+  EXPECT_EQ(got.at("model.layers.1.block_sparse_moe.experts.2.w2.bias").shape, (Shape{8}));
+}
+
 TEST(HfWeightsTest, MoeExportThenImportRestoresEveryLayer) {
   Transformer shared = llama();
   shared.sharedExperts = 1;
   shared.sharedFfnHiddenSize = 10;
   Transformer gelu = shared;
   gelu.mlp = 0;
-  for (const Transformer &t : {llama(), shared, gelu}) {
+  // GPT-style biases on every expert, and the sigmoid router's bias.
+  Transformer biased = gelu;
+  biased.bias = 0;
+  biased.router = 1;
+  for (const Transformer &t : {llama(), shared, gelu, biased}) {
     const Plan plan = moePlanOf(t);
     absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
     ASSERT_TRUE(tensors.ok()) << tensors.status();
