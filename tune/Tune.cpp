@@ -7,6 +7,7 @@
 #include "compiler/CompileJob.h"
 #include "job/JobFile.h"
 #include "job/KeyEditor.h"
+#include "runtime/plan/Limits.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -265,9 +266,162 @@ double tensorShareOf(const PlanReport &report) {
 /// Whether a compile failed for another reason than memory.
 bool failed(const CompiledJob &c) { return !c.report && !c.refusedPeakBytes; }
 
+std::string nothingFits(int64_t device, int64_t smallest) {
+  return "nothing fits: every configuration that compiles needs more than the device's " +
+         formatBytes(static_cast<double>(device)) +
+         " (cluster.memory_bytes); the smallest needs at least " +
+         formatBytes(static_cast<double>(smallest)) +
+         ". Use more --gpus, a larger device (cluster.preset), or a smaller model";
+}
+
+/// The parallelism section's fields the static memory bound reads, from a configuration.
+ParallelismSpec staticShape(const Configuration &c) {
+  ParallelismSpec par;
+  par.pipeline = integerOf(c, "parallelism.pipeline", 1);
+  par.data = integerOf(c, "parallelism.data", 1);
+  par.tensor = integerOf(c, "parallelism.tensor", 1);
+  par.sequenceParallel = booleanOf(c, "parallelism.sequence_parallel", false);
+  par.sharding = parseEnum<runtime::Sharding>(stringOf(c, "parallelism.sharding"))
+                     .value_or(runtime::Sharding::None);
+  return par;
+}
+
+/// Drops, before they are listed, the shapes (T, sequence parallelism, P, D) whose static
+/// state (MemoryBound.h) exceeds the device under every sharding the space may give them: no
+/// micro-batch split, schedule or checkpointing of theirs can fit.
+struct ShapeMemory {
+  ShapeMemory(const Job &model, const SpaceRequest &request) : model(model) {
+    for (const Restriction &r : request.restrictions)
+      if (r.key == "parallelism.sharding")
+        shardings = &r.values;
+  }
+
+  bool keep(const Configuration &c) {
+    // The bound is the starting job's: a dimension outside `parallelism` (a varied cluster or
+    // model key) may change it, and such spaces are left whole.
+    if (llvm::any_of(c, [](const Assignment &a) {
+          return !llvm::StringRef(a.key).starts_with("parallelism.");
+        }))
+      return true;
+    ParallelismSpec par = staticShape(c);
+    std::vector<runtime::Sharding> choices;
+    if (shardings) {
+      for (const Json &v : *shardings) {
+        std::optional<runtime::Sharding> s =
+            v.is_string() ? parseEnum<runtime::Sharding>(v.get_ref<const std::string &>())
+                          : std::nullopt;
+        if (!s)
+          return true; // the reader's to refuse
+        choices.push_back(*s);
+      }
+    } else {
+      for (std::string_view name : enumNames<runtime::Sharding>())
+        choices.push_back(*parseEnum<runtime::Sharding>(name));
+    }
+    int64_t least = std::numeric_limits<int64_t>::max();
+    for (runtime::Sharding s : choices) {
+      par.sharding = s;
+      least = std::min(least, BoundCalculator::staticMemoryBound(model, par));
+    }
+    if (least <= model.cluster.memoryBytes)
+      return true;
+    ++dropped;
+    smallest = smallest ? std::min(smallest, least) : least;
+    return false;
+  }
+
+  const Job &model;
+  const std::vector<Json> *shardings = nullptr;
+  int64_t dropped = 0, smallest = 0;
+};
+
+/// The static memory bound of the starting job by the fields it reads (P, D, T, sequence
+/// parallelism, sharding).
+struct StaticBounds {
+  int64_t bound(const Job &model, const ParallelismSpec &par) {
+    auto [it, inserted] =
+        bounds.try_emplace(std::make_tuple(par.pipeline, par.data, par.tensor, par.sequenceParallel,
+                                           static_cast<int>(par.sharding)),
+                           0);
+    if (inserted)
+      it->second = BoundCalculator::staticMemoryBound(model, par);
+    return it->second;
+  }
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, int>, int64_t> bounds;
+};
+
+/// The keys a configuration's last dimensions set, which no rule of the job-file reader
+/// relates to another key: configurations that differ only in them share the reader's
+/// verdict on the rest (its checks of the shape and the schedule).
+bool isLeafKey(std::string_view key) {
+  return key == "parallelism.sharding" || key == "parallelism.fsdp_window" ||
+         key == "parallelism.rank_order";
+}
+
+/// Whether `a` and `b` assign the same values to every key but the leaf keys.
+bool sameShape(const Configuration &a, const Configuration &b) {
+  size_t i = 0, j = 0;
+  while (true) {
+    while (i < a.size() && isLeafKey(a[i].key))
+      ++i;
+    while (j < b.size() && isLeafKey(b[j].key))
+      ++j;
+    if (i == a.size() || j == b.size())
+      return i == a.size() && j == b.size();
+    if (a[i].key != b[j].key || a[i].value != b[j].value)
+      return false;
+    ++i, ++j;
+  }
+}
+
+/// `shape` (what the reader made of a configuration of the same shape) with the leaf keys of
+/// `c`, as the reader would read them (absent keys take the section's defaults); nullopt when
+/// a value is not one the reader takes, which it must then see.
+std::optional<ParallelismSpec> withLeaves(const ParallelismSpec &shape, const Configuration &c) {
+  const ParallelismSpec defaults;
+  ParallelismSpec par = shape;
+  par.sharding = defaults.sharding;
+  par.fsdpWindow = defaults.fsdpWindow;
+  par.rankOrder = defaults.rankOrder;
+  for (const Assignment &a : c) {
+    if (a.key == "parallelism.sharding") {
+      std::optional<runtime::Sharding> s =
+          a.value.is_string() ? parseEnum<runtime::Sharding>(a.value.get_ref<const std::string &>())
+                              : std::nullopt;
+      if (!s)
+        return std::nullopt;
+      par.sharding = *s;
+    } else if (a.key == "parallelism.rank_order") {
+      std::optional<RankOrder> o =
+          a.value.is_string() ? parseEnum<RankOrder>(a.value.get_ref<const std::string &>())
+                              : std::nullopt;
+      if (!o)
+        return std::nullopt;
+      par.rankOrder = *o;
+    } else if (a.key == "parallelism.fsdp_window") {
+      std::optional<int64_t> w = jsonInteger(a.value);
+      if (!w || *w < 1 || *w > limits::kMaxStagesPerDevice)
+        return std::nullopt;
+      par.fsdpWindow = *w;
+    }
+  }
+  return par;
+}
+
 } // namespace
 
-SpaceRequest conduit::spaceRequest(const Job &model, const TuneOptions &options) {
+std::vector<Configuration> conduit::listSpace(const Job &model, const SpaceRequest &request,
+                                              llvm::ArrayRef<Dimension> dimensions,
+                                              std::string &why, Unlisted &unlisted) {
+  ShapeMemory shapes(model, request);
+  std::vector<Configuration> configs = enumerateSpace(
+      request, dimensions, why, [&](const Configuration &c) { return shapes.keep(c); });
+  unlisted.shapes = shapes.dropped;
+  unlisted.smallestBytes = shapes.smallest;
+  return configs;
+}
+
+SpaceRequest conduit::spaceRequest(const Job &model, const TuneOptions &options, const Json *root) {
   SpaceRequest request{
       options.gpus, options.globalBatch, static_cast<int64_t>(model.model.layers.size()),
       options.restrictions,
@@ -276,19 +430,33 @@ SpaceRequest conduit::spaceRequest(const Job &model, const TuneOptions &options)
       options.restrictions, [](const Restriction &r) { return r.key == "model.attention"; });
   request.selectiveCheckpointing = attentionVaried || !model.model.transformer ||
                                    model.model.transformer->attention != AttentionKind::Flash;
+  request.scheduleRules = !root || !findKey(*root, "parallelism.placement");
   return request;
 }
 
-llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &path,
-                                         const TuneOptions &options) {
+llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &path,
+                                         const TuneOptions &requested) {
   const Clock::time_point start = Clock::now();
+  // A key outside `parallelism` held at one value (`--fix cluster.memory_bytes=...`) is the
+  // job's own: the job with it set, so that the bounds of the space's shapes know it.
+  Json root = file;
+  TuneOptions options = requested;
+  llvm::erase_if(options.restrictions, [&](const Restriction &r) {
+    if (r.values.size() != 1 || llvm::StringRef(r.key).starts_with("parallelism."))
+      return false;
+    return setKey(root, r.key, r.values.front());
+  });
   llvm::Expected<Job> model = parseModel(root, path);
   if (!model)
     return model.takeError();
-  SpaceRequest request = spaceRequest(*model, options);
+  SpaceRequest request = spaceRequest(*model, options, &root);
   std::vector<Dimension> dimensions = dimensionsFor(request);
   std::string why;
-  std::vector<Configuration> configs = enumerateSpace(request, dimensions, why);
+  Unlisted unlisted;
+  std::vector<Configuration> configs = listSpace(*model, request, dimensions, why, unlisted);
+    fprintf(stderr, "listed %zu in %.3f s\n", configs.size(), secondsSince(start));
+  if (configs.empty() && unlisted.shapes > 0)
+    return llvm::createStringError(nothingFits(model->cluster.memoryBytes, unlisted.smallestBytes));
   if (configs.empty())
     return llvm::createStringError(why);
 
@@ -311,6 +479,11 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
   result.globalBatch = options.globalBatch;
   TuneCounts &counts = result.counts;
   counts.configurations = static_cast<int64_t>(configs.size());
+  counts.shapesTooLarge = unlisted.shapes;
+  if (unlisted.shapes > 0) {
+    result.smallestInfeasibleBytes = unlisted.smallestBytes;
+    result.deviceMemoryBytes = model->cluster.memoryBytes;
+  }
   const unsigned threads = std::min<unsigned>(threadCount(options), configs.size());
   auto say = [&](const std::string &line) {
     if (options.progress && secondsSince(start) >= 1)
@@ -342,6 +515,26 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
         bool contextRead = false;
         std::string readContext, contextError;
         std::optional<Job> contextJob;
+        // The last configuration the reader accepted, and what it made of it.
+        const Configuration *accepted = nullptr;
+        ParallelismSpec acceptedShape;
+        StaticBounds staticBounds;
+        // The memory lower bounds of MemoryBound.h by what they read of the parallelism
+        // section (P, D, T, sequence parallelism, sharding, checkpointing, schedule and
+        // batch), for the job read last: a search asks the same few thousand many times.
+        std::map<std::tuple<int64_t, int64_t, int64_t, bool, int, int, int, int64_t, int64_t>,
+                 int64_t>
+            memoryBounds;
+        auto memoryBound = [&](const Job &job, const ParallelismSpec &par) {
+          auto [it, inserted] = memoryBounds.try_emplace(
+              std::make_tuple(par.pipeline, par.data, par.tensor, par.sequenceParallel,
+                              static_cast<int>(par.sharding), static_cast<int>(par.checkpointing),
+                              static_cast<int>(par.schedule), par.microbatches, par.microbatchSize),
+              0);
+          if (inserted)
+            it->second = memoryLowerBound(job, par).total();
+          return it->second;
+        };
         const size_t first = t * configs.size() / threads;
         const size_t last = (t + 1) * configs.size() / threads;
         auto refuse = [&](int64_t bound) {
@@ -350,19 +543,12 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
             shareSmallest[t] = bound;
         };
         for (size_t i = first; i < last; ++i, ++bounded) {
-          const std::string context = contextOf(configs[i]);
+          const Configuration &config = configs[i];
+          const std::string context = contextOf(config);
           if (context.empty()) {
             // The model, cluster and training are the starting job's: the static memory bound
             // needs no parse of this configuration.
-            ParallelismSpec par;
-            par.pipeline = integerOf(configs[i], "parallelism.pipeline", 1);
-            par.data = integerOf(configs[i], "parallelism.data", 1);
-            par.tensor = integerOf(configs[i], "parallelism.tensor", 1);
-            par.sequenceParallel = booleanOf(configs[i], "parallelism.sequence_parallel", false);
-            par.sharding =
-                parseEnum<runtime::Sharding>(stringOf(configs[i], "parallelism.sharding"))
-                    .value_or(runtime::Sharding::None);
-            const int64_t bound = BoundCalculator::staticMemoryBound(*model, par);
+            const int64_t bound = staticBounds.bound(*model, staticShape(config));
             if (bound > model->cluster.memoryBytes) {
               shareDevice[t] = model->cluster.memoryBytes;
               refuse(bound);
@@ -370,23 +556,35 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
             }
           }
           // The model, cluster and training are read once per context; each configuration's
-          // parallelism section alone is read and checked against them.
+          // parallelism section alone is read and checked against them, or, where it differs
+          // from the last one the reader accepted only in the leaf keys, taken from that one.
           if (!contextRead || context != readContext) {
             Diagnostics diag(path);
-            contextJob = parseJobWithoutParallelism(
-                applyConfiguration(root, dimensions, configs[i]), path, diag);
+            contextJob = parseJobWithoutParallelism(applyConfiguration(root, dimensions, config),
+                                                    path, diag);
             contextError = contextJob ? std::string() : diag.getError()->str();
             readContext = context;
             contextRead = true;
+            accepted = nullptr;
+            memoryBounds.clear();
           }
           Diagnostics diag(path);
           bool valid = false;
-          if (contextJob) {
+          std::optional<ParallelismSpec> derived;
+          if (contextJob && accepted && sameShape(config, *accepted))
+            derived = withLeaves(acceptedShape, config);
+          if (derived) {
+            contextJob->parallelism = std::move(*derived);
+            valid = true;
+          } else if (contextJob) {
             Json section = baseSection;
-            for (const Assignment &a : configs[i])
+            for (const Assignment &a : config)
               if (llvm::StringRef(a.key).starts_with("parallelism."))
                 setParallelismKey(section, a);
             valid = parseParallelismFor(*contextJob, section["parallelism"], diag);
+            accepted = valid ? &config : nullptr;
+            if (valid)
+              acceptedShape = contextJob->parallelism;
           }
           if (!valid) {
             ++shareCounts[t].invalid;
@@ -400,7 +598,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
           shareDevice[t] = device;
           // The static state, and what gpipe and breadth-first keep of every micro-batch
           // (MemoryBound.h): both without a schedule.
-          if (int64_t bound = memoryLowerBound(*parsed).total(); bound > device) {
+          if (int64_t bound = memoryBound(*parsed, parsed->parallelism); bound > device) {
             refuse(bound);
             continue;
           }
@@ -527,13 +725,9 @@ llvm::Expected<TuneResult> conduit::tune(const Json &root, const std::string &pa
     counts.complete = false;
 
   if (state.ranked.empty()) {
-    if (counts.infeasibleByBound + counts.infeasibleCompiled > 0)
+    if (counts.infeasibleByBound + counts.infeasibleCompiled + counts.shapesTooLarge > 0)
       return llvm::createStringError(
-          "nothing fits: every configuration that compiles needs more than the device's " +
-          formatBytes(static_cast<double>(result.deviceMemoryBytes)) +
-          " (cluster.memory_bytes); the smallest needs at least " +
-          formatBytes(static_cast<double>(result.smallestInfeasibleBytes)) +
-          ". Use more --gpus, a larger device (cluster.preset), or a smaller model");
+          nothingFits(result.deviceMemoryBytes, result.smallestInfeasibleBytes));
     if (!counts.complete)
       return llvm::createStringError(
           "--budget ran out before any configuration was compiled; allow more seconds");

@@ -78,8 +78,11 @@ struct TunedConfiguration {
 };
 
 struct TuneCounts {
-  int64_t configurations = 0; ///< in the space
-  int64_t invalid = 0;        ///< refused by the job-file reader or the scheduler
+  int64_t configurations = 0; ///< in the space, as listed
+  /// Shapes (T, sequence parallelism, P, D) left out before listing: their static state alone
+  /// exceeds the device under every sharding.
+  int64_t shapesTooLarge = 0;
+  int64_t invalid = 0; ///< refused by the job-file reader or the scheduler
   int64_t infeasibleByBound = 0;
   int64_t infeasibleCompiled = 0;
   int64_t pruned = 0;    ///< skipped: their bounds prove they cannot matter
@@ -135,8 +138,24 @@ struct TuneResult {
 /// parallelism section), or the job-file error.
 llvm::Expected<Job> parseModel(const Json &root, const std::string &path);
 
-/// The space tune() searches for `model` (parseModel's job) under `options`.
-SpaceRequest spaceRequest(const Job &model, const TuneOptions &options);
+/// The space tune() searches for `model` (parseModel's job) under `options`. `root`, the job
+/// file's JSON: a placement it names changes which schedules run, and the reader alone then
+/// decides (SpaceRequest::scheduleRules).
+SpaceRequest spaceRequest(const Job &model, const TuneOptions &options, const Json *root = nullptr);
+
+/// What listSpace() left out.
+struct Unlisted {
+  /// Shapes (T, sequence parallelism, P, D) whose static state (MemoryBound.h) exceeds the
+  /// device under every sharding the space may give them, and the smallest of those bounds.
+  int64_t shapes = 0;
+  int64_t smallestBytes = 0;
+};
+
+/// The configurations tune() searches, in its order (their positions are
+/// TunedConfiguration::index): enumerateSpace() without the shapes that cannot fit.
+std::vector<Configuration> listSpace(const Job &model, const SpaceRequest &request,
+                                     llvm::ArrayRef<Dimension> dimensions, std::string &why,
+                                     Unlisted &unlisted);
 
 /// Runs the search on `root`, the job file's JSON read from `path`. Fails with a message that
 /// names the option or key to change when nothing can be ranked, and with an internal error

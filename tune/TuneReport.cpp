@@ -193,6 +193,9 @@ void conduit::printTuneTable(const std::string &path, const TuneResult &result,
      << " pruned by their bounds, " << c.evaluated << " compiled and ranked";
   if (c.failed)
     os << ", " << c.failed << " failed to compile";
+  if (c.shapesTooLarge)
+    os << "; " << c.shapesTooLarge
+       << " shapes (T, SP, P, D) not listed, whose static state exceeds the device";
   os << "; " << formatCount(c.seconds > 0 ? static_cast<double>(decided) / c.seconds : 0)
      << " configurations/s\n";
   if (!c.complete)
@@ -260,6 +263,7 @@ Json conduit::tuneToJson(const TuneResult &result) {
   const TuneCounts &c = result.counts;
   Json search = Json::object();
   search["configurations"] = c.configurations;
+  search["shapes_too_large"] = c.shapesTooLarge;
   search["invalid"] = c.invalid;
   search["infeasible"] = c.infeasibleByBound + c.infeasibleCompiled;
   search["infeasible_by_bound"] = c.infeasibleByBound;

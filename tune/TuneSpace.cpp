@@ -147,6 +147,21 @@ std::vector<int64_t> divisors(int64_t n) {
 
 bool always(const SpaceRequest &, const Configuration &) { return true; }
 
+/// Whether the reader accepts the schedule named `name` for the shape `c` has chosen (any name
+/// it does not know is its to refuse).
+bool runsHere(const SpaceRequest &r, const Configuration &c, std::string_view name) {
+  std::optional<runtime::Schedule> kind = parseEnum<runtime::Schedule>(name);
+  return !r.scheduleRules || !kind ||
+         scheduleRuns(*kind, pipelineOf(c), stagesPerDeviceOf(c), integerOf(c, kMicrobatches, 1));
+}
+
+/// Whether depth-first's grouping rule (ScheduleRules.h, which the reader applies) accepts a
+/// group of `n` micro-batches.
+bool groupRuns(const SpaceRequest &r, const Configuration &c, int64_t n) {
+  return !r.scheduleRules ||
+         !runtime::checkDepthFirstGrouping(integerOf(c, kMicrobatches, 1), pipelineOf(c), n);
+}
+
 /// Whether `value` is an integer for which `accept` holds.
 template <typename Accept> bool integerWhere(const Json &value, Accept accept) {
   std::optional<int64_t> n = jsonInteger(value);
@@ -266,11 +281,25 @@ std::vector<Dimension> makeBuiltins() {
                      return "pipeline x stages_per_device must be at most the model's " +
                             std::to_string(r.numLayers) + " layers";
                    }});
-  // Every schedule the compiler knows; the job-file reader says which fit the shape.
-  table.push_back(
-      {kSchedule.str(), "schedule", always,
-       [](const SpaceRequest &, const Configuration &) { return choicesOf<runtime::Schedule>(); },
-       nullptr, nullptr});
+  // Every schedule the compiler knows that the job-file reader accepts for the shape.
+  table.push_back({kSchedule.str(), "schedule", always,
+                   [](const SpaceRequest &r, const Configuration &c) {
+                     std::vector<Json> out;
+                     for (std::string_view name : enumNames<runtime::Schedule>())
+                       if (runsHere(r, c, name))
+                         out.push_back(std::string(name));
+                     return out;
+                   },
+                   [](const SpaceRequest &r, const Configuration &c, const Json &v) {
+                     return !v.is_string() || runsHere(r, c, v.get_ref<const std::string &>());
+                   },
+                   [](const SpaceRequest &) {
+                     return std::string(
+                         "no schedule runs the shapes left: gpipe, 1f1b and zb-h1 run one "
+                         "stage per device, interleaved-zb 2 or more, zbv and dualpipev "
+                         "exactly 2, and depth-first and interleaved-zb need at least as many "
+                         "micro-batches as pipeline ranks");
+                   }});
   // The interleaved schedules' group size N, P <= N <= M: Megatron's default P, doublings of
   // it, and M (the breadth-first order with a 1F1B steady state).
   table.push_back({"parallelism.group_size", "N",
@@ -278,16 +307,25 @@ std::vector<Dimension> makeBuiltins() {
                      std::optional<runtime::Schedule> kind = scheduleOf(c);
                      return kind && isInterleaved(*kind);
                    },
-                   [](const SpaceRequest &, const Configuration &c) {
+                   [](const SpaceRequest &r, const Configuration &c) {
                      const int64_t p = pipelineOf(c), m = integerOf(c, kMicrobatches, 1);
                      std::vector<int64_t> out{p};
                      for (int64_t n = 2 * p; n < m; n *= 2)
                        out.push_back(n);
                      if (m > p)
                        out.push_back(m);
+                     llvm::erase_if(out, [&](int64_t n) { return !groupRuns(r, c, n); });
                      return integers(out);
                    },
-                   nullptr, nullptr});
+                   [](const SpaceRequest &r, const Configuration &c, const Json &v) {
+                     std::optional<int64_t> n = jsonInteger(v);
+                     return !n || groupRuns(r, c, *n);
+                   },
+                   [](const SpaceRequest &) {
+                     return std::string("depth-first's group size must lie between the pipeline "
+                                        "size and the micro-batch count, and leave a last group "
+                                        "of at least P micro-batches");
+                   }});
   // Deferred weight gradients for the schedules with whole backwards (the zero-bubble ones
   // always split).
   table.push_back(
@@ -357,6 +395,27 @@ const std::vector<Dimension> &conduit::builtinDimensions() {
   return table;
 }
 
+bool conduit::scheduleRuns(runtime::Schedule schedule, int64_t pipeline, int64_t stagesPerDevice,
+                           int64_t microbatches) {
+  using runtime::Schedule;
+  switch (schedule) {
+  case Schedule::GPipe:
+  case Schedule::OneFOneB:
+  case Schedule::ZeroBubbleH1:
+    return stagesPerDevice == 1;
+  case Schedule::DepthFirst:
+    return microbatches >= pipeline;
+  case Schedule::InterleavedZeroBubble:
+    return stagesPerDevice >= 2 && microbatches >= pipeline;
+  case Schedule::ZeroBubbleV:
+  case Schedule::DualPipeV:
+    return stagesPerDevice == 2;
+  case Schedule::BreadthFirst:
+    return true;
+  }
+  return true;
+}
+
 std::vector<int64_t> conduit::tensorSizesOf(const std::optional<TransformerSpec> &transformer,
                                             int64_t gpus, int64_t gpusPerNode) {
   if (!transformer)
@@ -399,45 +458,73 @@ std::vector<Dimension> conduit::dimensionsFor(const SpaceRequest &request) {
 
 std::vector<Configuration> conduit::enumerateSpace(const SpaceRequest &request,
                                                    llvm::ArrayRef<Dimension> dimensions,
-                                                   std::string &why) {
-  std::vector<Configuration> partial{{}};
-  for (const Dimension &dim : dimensions) {
-    const Restriction *restriction = restrictionOf(request, dim.key);
-    std::vector<Configuration> next;
-    for (Configuration &config : partial) {
-      if (!dim.applies(request, config)) {
-        next.push_back(std::move(config));
-        continue;
-      }
-      std::vector<Json> values;
-      if (restriction) {
-        for (const Json &v : restriction->values)
-          if (!dim.admits || dim.admits(request, config, v))
-            values.push_back(v);
-      } else {
-        values = dim.values(request, config);
-      }
-      for (Json &v : values) {
-        Configuration extended;
-        extended.reserve(dimensions.size());
-        extended = config;
-        extended.push_back({internKey(dim.key), std::move(v)});
-        next.push_back(std::move(extended));
-      }
+                                                   std::string &why, const ShapeFilter &keepShape) {
+  // Depth first, with one configuration extended and shortened in place: only the leaves are
+  // copied. The order is the table's (the first dimension varies slowest).
+  const size_t n = dimensions.size();
+  std::vector<const Restriction *> restrictions(n);
+  std::vector<std::string_view> keys(n);
+  for (size_t d = 0; d < n; ++d) {
+    restrictions[d] = restrictionOf(request, dimensions[d].key);
+    keys[d] = internKey(dimensions[d].key);
+  }
+  // Per level: configurations that reached it, and values made there before keepShape.
+  std::vector<int64_t> reached(n + 1, 0), made(n, 0);
+  std::vector<Configuration> out;
+  Configuration config;
+  config.reserve(n);
+  auto walk = [&](auto &self, size_t d) -> void {
+    ++reached[d];
+    if (d == n) {
+      out.push_back(config);
+      return;
     }
-    if (next.empty() && !partial.empty()) {
-      std::string listed;
-      if (restriction)
-        for (const Json &v : restriction->values)
-          listed += (listed.empty() ? "" : ",") + displayValue(v);
-      why = dim.key + ": " +
-            (restriction ? "no configuration can take the value(s) " + listed +
-                               " given to --vary or --fix" +
-                               (dim.whyEmpty ? " (" + dim.whyEmpty(request) + ")" : "")
-                         : (dim.whyEmpty ? dim.whyEmpty(request) : "no value fits"));
+    const Dimension &dim = dimensions[d];
+    if (!dim.applies(request, config)) {
+      ++made[d];
+      self(self, d + 1);
+      return;
+    }
+    std::vector<Json> values;
+    if (const Restriction *restriction = restrictions[d]) {
+      for (const Json &v : restriction->values)
+        if (!dim.admits || dim.admits(request, config, v))
+          values.push_back(v);
+    } else {
+      values = dim.values(request, config);
+    }
+    const bool shapeChosen = keepShape && dim.key == kData;
+    for (Json &v : values) {
+      ++made[d];
+      config.push_back({keys[d], std::move(v)});
+      if (!shapeChosen || keepShape(config))
+        self(self, d + 1);
+      config.pop_back();
+    }
+  };
+  walk(walk, 0);
+  if (!out.empty())
+    return out;
+  // The first level no configuration got past names the key that emptied the space.
+  for (size_t d = 0; d < n; ++d) {
+    if (reached[d + 1] > 0)
+      continue;
+    const Dimension &dim = dimensions[d];
+    if (made[d] > 0) {
+      why = "every shape was left out before listing";
       return {};
     }
-    partial = std::move(next);
+    const Restriction *restriction = restrictions[d];
+    std::string listed;
+    if (restriction)
+      for (const Json &v : restriction->values)
+        listed += (listed.empty() ? "" : ",") + displayValue(v);
+    why = dim.key + ": " +
+          (restriction
+               ? "no configuration can take the value(s) " + listed + " given to --vary or --fix" +
+                     (dim.whyEmpty ? " (" + dim.whyEmpty(request) + ")" : "")
+               : (dim.whyEmpty ? dim.whyEmpty(request) : "no value fits"));
+    return {};
   }
-  return partial;
+  return out;
 }

@@ -78,7 +78,21 @@ struct SpaceRequest {
   /// attention is fused (model.attention "flash", not varied), which keeps no attention core
   /// to recompute; the space then leaves "selective" out unless a restriction names it.
   bool selectiveCheckpointing = true;
+  /// Whether the space lists only the schedules and group sizes the job-file reader accepts
+  /// for a shape (scheduleRuns() and depth-first's grouping rule, ScheduleRules.h). False
+  /// lists every one and leaves them to the reader: where the job names a placement, which
+  /// changes what each schedule runs, and in the tests that check that the rules drop only
+  /// what the reader refuses.
+  bool scheduleRules = true;
 };
+
+/// Whether the job-file reader accepts `schedule` on P pipeline ranks with V stages per device
+/// and M micro-batches, the placement being the schedule's default: gpipe, 1f1b and zb-h1 run
+/// one stage per device, interleaved-zb two or more, zbv and dualpipev (the V placement)
+/// exactly two, and depth-first and interleaved-zb need at least P micro-batches. The space
+/// lists no other; tests/unit/tune checks the rule against the reader.
+bool scheduleRuns(runtime::Schedule schedule, int64_t pipeline, int64_t stagesPerDevice,
+                  int64_t microbatches);
 
 /// The tensor-parallel sizes a model admits on `gpus` GPUs of `gpusPerNode` per node (0: one
 /// node): the divisors of the GPU count that split its heads, key/value heads, FFN columns and
@@ -116,10 +130,17 @@ llvm::ArrayRef<std::string_view> shapeDependentKeys();
 /// then the built-in dimensions.
 std::vector<Dimension> dimensionsFor(const SpaceRequest &request);
 
-/// Every configuration of the space. When it is empty, `why` says which key emptied it and
-/// what would work.
+/// Decides, once the tensor, pipeline and data-parallel sizes of a configuration are chosen
+/// (the `parallelism.data` dimension), whether anything below it can be listed; false drops
+/// every configuration of that shape unlisted.
+using ShapeFilter = std::function<bool(const Configuration &)>;
+
+/// Every configuration of the space (of the shapes `keepShape` keeps, when given). When it is
+/// empty, `why` says which key emptied it and what would work; when `keepShape` dropped every
+/// shape, `why` says so and the caller knows why.
 std::vector<Configuration> enumerateSpace(const SpaceRequest &request,
-                                          llvm::ArrayRef<Dimension> dimensions, std::string &why);
+                                          llvm::ArrayRef<Dimension> dimensions, std::string &why,
+                                          const ShapeFilter &keepShape = nullptr);
 
 /// "8" for numbers, the text for strings, JSON otherwise: how a value reads in a table.
 std::string displayValue(const Json &value);

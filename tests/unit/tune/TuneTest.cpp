@@ -45,10 +45,11 @@ std::vector<Compiled> bruteForce(const Json &root, const std::string &path,
                                  const TuneOptions &options) {
   llvm::Expected<Job> model = parseModel(root, path);
   EXPECT_TRUE(static_cast<bool>(model));
-  SpaceRequest request = spaceRequest(*model, options);
+  SpaceRequest request = spaceRequest(*model, options, &root);
   std::vector<Dimension> dimensions = dimensionsFor(request);
   std::string why;
-  std::vector<Configuration> configs = enumerateSpace(request, dimensions, why);
+  Unlisted unlisted;
+  std::vector<Configuration> configs = listSpace(*model, request, dimensions, why, unlisted);
   EXPECT_FALSE(configs.empty()) << why;
   std::vector<Compiled> out;
   BoundCalculator calculator;
@@ -205,6 +206,84 @@ TEST_P(TuneBruteForce, ConfigurationsThatDoNotFitAreNeverRanked) {
 INSTANTIATE_TEST_SUITE_P(Jobs, TuneBruteForce,
                          ::testing::Values(Case{"demo.json", 4, 4},
                                            Case{"gpt2-small.json", 8, 16}));
+
+bool sameConfiguration(const Configuration &a, const Configuration &b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](auto &x, auto &y) {
+           return x.key == y.key && x.value == y.value;
+         });
+}
+
+/// The configurations of `all` that `listed` (a subsequence of it, in order) leaves out.
+std::vector<Configuration> leftOut(const std::vector<Configuration> &all,
+                                   const std::vector<Configuration> &listed) {
+  std::vector<Configuration> out;
+  size_t k = 0;
+  for (const Configuration &c : all) {
+    if (k < listed.size() && sameConfiguration(listed[k], c))
+      ++k;
+    else
+      out.push_back(c);
+  }
+  EXPECT_EQ(k, listed.size()) << "the listing is not a subsequence of the whole space";
+  return out;
+}
+
+TEST(TuneSpace, ListingDropsOnlyWhatCannotCompileOrFit) {
+  // The schedule rules drop only configurations the job-file reader refuses, and the shapes
+  // whose static state exceeds the device only configurations that do not fit when compiled.
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/demo.json";
+  Json root = loadJob(path);
+  TuneOptions options;
+  options.gpus = 4;
+  options.globalBatch = 8;
+  llvm::Expected<Job> model = parseModel(root, path);
+  ASSERT_TRUE(static_cast<bool>(model));
+  SpaceRequest request = spaceRequest(*model, options, &root);
+  SpaceRequest everything = request;
+  everything.scheduleRules = false;
+  std::vector<Dimension> dimensions = dimensionsFor(request);
+  std::string why;
+  const std::vector<Configuration> all = enumerateSpace(everything, dimensions, why);
+  const std::vector<Configuration> ruled = enumerateSpace(request, dimensions, why);
+  const std::vector<Configuration> refused = leftOut(all, ruled);
+  EXPECT_GT(refused.size(), all.size() / 4);
+  for (const Configuration &c : refused) {
+    Diagnostics diag(path);
+    EXPECT_FALSE(parseJob(applyConfiguration(root, dimensions, c), path, diag))
+        << "the rules drop a configuration the reader accepts: "
+        << writeJson(applyConfiguration(root, dimensions, c)["parallelism"], -1);
+  }
+
+  // A device that holds the static state of about half the shapes, each fully sharded.
+  std::vector<int64_t> statics;
+  for (const Configuration &c : ruled) {
+    Diagnostics diag(path);
+    if (std::optional<Job> job = parseJob(applyConfiguration(root, dimensions, c), path, diag)) {
+      job->parallelism.sharding = runtime::Sharding::Full;
+      statics.push_back(BoundCalculator::staticMemoryBound(*job));
+    }
+  }
+  std::sort(statics.begin(), statics.end());
+  setMemory(root, statics[statics.size() / 2]);
+  llvm::Expected<Job> small = parseModel(root, path);
+  ASSERT_TRUE(static_cast<bool>(small));
+  Unlisted unlisted;
+  const std::vector<Configuration> listed =
+      listSpace(*small, spaceRequest(*small, options, &root), dimensions, why, unlisted);
+  EXPECT_GT(unlisted.shapes, 0);
+  EXPECT_FALSE(listed.empty());
+  const std::vector<Configuration> tooLarge = leftOut(ruled, listed);
+  EXPECT_FALSE(tooLarge.empty());
+  for (const Configuration &c : tooLarge) {
+    Diagnostics diag(path);
+    std::optional<Job> job = parseJob(applyConfiguration(root, dimensions, c), path, diag);
+    if (!job)
+      continue;
+    CompiledJob compiled = compileJob(*job);
+    EXPECT_FALSE(compiled.report) << "a shape left out fits: "
+                                  << writeJson(applyConfiguration(root, dimensions, c), -1);
+  }
+}
 
 TEST(TuneBounds, KnowTheTensorSize) {
   // The configuration whose bounds, before they knew T, exceeded what it compiles to (a memory
