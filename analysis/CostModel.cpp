@@ -50,7 +50,7 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
       TransformerLayer kind = l == 0      ? TransformerLayer::Embedding
                               : l == last ? TransformerLayer::Head
                                           : TransformerLayer::Block;
-      cost.layers[l].work = transformerWork(*shape, kind, in.tensor, in.sequenceParallel);
+      cost.layers[l].work = transformerWork(*shape, kind, in.tensor, in.sequenceParallel, l - 1);
     }
   }
 
@@ -257,4 +257,11 @@ double CostModel::collectiveTime(Collective kind, int64_t bytes, int64_t members
 
 double CostModel::tensorCollectiveTime(Collective kind, int64_t bytes) const {
   return collectiveTime(kind, bytes, tensor, tensorGroupLink);
+}
+
+double CostModel::allToAllTime(int64_t bytes, int64_t members, Link link) const {
+  if (members <= 1)
+    return 0;
+  const double n = static_cast<double>(members);
+  return latencyS + static_cast<double>(bytes) * (n - 1) / n / bandwidth(link);
 }

@@ -123,6 +123,10 @@ public:
   /// buffer; all-reduce 2(T-1) latencies + 2(T-1)/T · bytes / bandwidth, all-gather and
   /// reduce-scatter half that. 0 when T = 1.
   double tensorCollectiveTime(Collective kind, int64_t bytes) const;
+  /// An all-to-all among `members` ranks over `link` in which each rank sends `bytes` (the
+  /// part for itself, 1/members of it, stays): latency + bytes (n-1)/n / bandwidth. 0 for one
+  /// member.
+  double allToAllTime(int64_t bytes, int64_t members, Link link) const;
 
   double bandwidth(Link link) const;
   double latency() const { return latencyS; }

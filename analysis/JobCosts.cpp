@@ -2,6 +2,10 @@
 
 #include "analysis/JobCosts.h"
 
+#include "job/TransformerCosts.h"
+
+#include <algorithm>
+
 using namespace conduit;
 
 TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t elementBytes) {
@@ -17,6 +21,22 @@ TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t 
   shape.rotary = spec.position == PositionKind::Rotary;
   shape.elementBytes = elementBytes;
   shape.flashAttention = spec.attention == AttentionKind::Flash;
+  shape.headDim = spec.headDim.value_or(0);
+  if (const std::optional<LatentAttentionSpec> &mla = spec.latentAttention) {
+    shape.qLoraRank = mla->qLoraRank;
+    shape.kvLoraRank = mla->kvLoraRank;
+    shape.qkNopeHeadDim = mla->qkNopeHeadDim;
+    shape.qkRopeHeadDim = mla->qkRopeHeadDim;
+    shape.vHeadDim = mla->vHeadDim;
+  }
+  if (const std::optional<MoeSpec> &moe = spec.moe) {
+    shape.numExperts = moe->numExperts;
+    shape.topK = moe->topK;
+    shape.expertFfnHiddenSize = moe->expertFfnHiddenSize;
+    shape.sharedFfnHiddenSize = moe->sharedFfnHiddenSize;
+    shape.denseLayers = moe->denseLayers;
+    shape.imbalance = moe->imbalance.value_or(1);
+  }
   return shape;
 }
 
@@ -26,6 +46,14 @@ CostInputs conduit::jobCostInputs(const Job &job) {
   if (job.model.transformer) {
     in.transformer = transformerShape(*job.model.transformer, job.training.elementBytes());
     in.transformer->fp8 = job.training.dtype == runtime::DType::FP8;
+    if (const std::optional<MoeSpec> &moe = job.model.transformer->moe) {
+      // The expert group and the imbalance the plan is priced with (as the import resolves it).
+      const ParallelismSpec &p = job.parallelism;
+      in.transformer->expert = p.expert;
+      in.transformer->imbalance = moe->imbalance.value_or(defaultMoeImbalance(
+          *moe, p.expert,
+          p.microbatchSize * job.model.transformer->seqLength / std::max<int64_t>(p.tensor, 1)));
+    }
   }
   for (const LayerSpec &layer : job.model.layers) {
     in.names.push_back(layer.name);

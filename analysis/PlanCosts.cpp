@@ -3,6 +3,9 @@
 #include "analysis/PlanCosts.h"
 #include "runtime/plan/TensorCollectives.h"
 
+#include <algorithm>
+#include <numeric>
+
 using namespace conduit;
 using runtime::Instruction;
 using runtime::Op;
@@ -75,7 +78,185 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
   for (int32_t a = 0; a < c.pipeline; ++a)
     for (int32_t b = 0; b < c.pipeline; ++b)
       costs.p2pLink[a][b] = cost.pipelineLink(a, b);
+  if (plan.transformer && plan.transformer->isMoe() && c.expert > 1)
+    costs.priceAllToAlls(plan);
   return costs;
+}
+
+namespace {
+
+/// Two chains of compute segments cut by all-to-alls on one compute stream and one link
+/// (PlanCosts.h): when they end, each item started as early as its stream and its chain
+/// allowed, the earliest first.
+double pairedTime(const std::vector<double> *compute[2], const std::vector<double> *comm[2]) {
+  size_t next[2] = {0, 0};  // item 2k: segment k; item 2k+1: all-to-all k
+  double ready[2] = {0, 0}; // when the chain's next item may start
+  double streamFree = 0, linkFree = 0, end = 0;
+  for (;;) {
+    int best = -1;
+    double bestStart = 0;
+    for (int h = 0; h < 2; ++h) {
+      if (next[h] >= 2 * compute[h]->size() - 1)
+        continue;
+      const bool isComm = next[h] % 2 == 1;
+      const double start = std::max(ready[h], isComm ? linkFree : streamFree);
+      if (best < 0 || start < bestStart)
+        best = h, bestStart = start;
+    }
+    if (best < 0)
+      return end;
+    const size_t k = next[best] / 2;
+    const bool isComm = next[best] % 2 == 1;
+    const double finish = bestStart + (isComm ? (*comm[best])[k] : (*compute[best])[k]);
+    (isComm ? linkFree : streamFree) = finish;
+    ready[best] = finish;
+    end = std::max(end, finish);
+    ++next[best];
+  }
+}
+
+} // namespace
+
+std::vector<double> PlanCosts::segments(const runtime::Plan &plan, const Instruction &inst) const {
+  const runtime::Transformer &t = *plan.transformer;
+  const runtime::Stage &stage = plan.stages[inst.stage];
+  const int64_t samples = stage.samples[inst.microbatch + 1] - stage.samples[inst.microbatch];
+  std::vector<double> cut{0};
+  auto work = [&](double time) { cut.back() += time; };
+  auto allToAll = [&] { cut.push_back(0); };
+  // The routed experts' share of a block: top-k experts' FLOPs (three products of a gated MLP,
+  // two of GELU's) of the block's forward FLOPs, the same for its backward.
+  const double expertFlops =
+      static_cast<double>(t.topK) * (t.mlp == 1 ? 3 : 2) * 2 * static_cast<double>(t.hiddenSize) *
+      static_cast<double>(t.expertFfnHiddenSize) * static_cast<double>(t.seqLength);
+  auto routed = [&](int32_t l) {
+    const double total = plan.layers[l].fwdFlops;
+    return total > 0 ? std::clamp(expertFlops / total, 0.0, 1.0) : 0.0;
+  };
+  auto forward = [&](int32_t l, double time) {
+    const double q = routed(l);
+    work((1 - q) * time); // attention, router, shared experts
+    allToAll();           // dispatch
+    work(q * time);       // the routed experts
+    allToAll();           // combine
+  };
+  const bool recomputed = plan.config.checkpointing == runtime::Checkpointing::Full;
+  for (int32_t k = 0; k < stage.endLayer - stage.firstLayer; ++k) {
+    const int32_t l = inst.op == Op::Forward ? stage.firstLayer + k : stage.endLayer - 1 - k;
+    const bool experts = runtime::layerHasExperts(&t, plan.layers, l);
+    switch (inst.op) {
+    case Op::Forward:
+      if (experts)
+        forward(l, cost->forwardTime(l, samples));
+      else
+        work(cost->forwardTime(l, samples));
+      break;
+    case Op::Backward:
+    case Op::BackwardInput: {
+      const double whole = inst.op == Op::Backward ? cost->backwardTime(l, samples)
+                                                   : cost->inputGradientTime(l, samples);
+      if (!experts) {
+        work(whole);
+        break;
+      }
+      const double again = recomputed ? cost->recomputeTime(l, samples) : 0;
+      if (recomputed)
+        forward(l, again);
+      const double q = routed(l);
+      allToAll();                // combine's gradient
+      work(q * (whole - again)); // the routed experts' gradients
+      allToAll();                // dispatch's gradient
+      work((1 - q) * (whole - again));
+      break;
+    }
+    default:
+      work(cost->weightGradientTime(l, samples));
+      break;
+    }
+  }
+  return cut;
+}
+
+void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
+  const runtime::Config &c = plan.config;
+  for (const runtime::RankProgram &program : plan.ranks) {
+    const int32_t r = program.rank;
+    // The slowest link inside any expert group of this pipeline rank.
+    Link link = Link::IntraNode;
+    for (int64_t d = 0; d < c.data && link == Link::IntraNode; ++d)
+      for (int64_t t = 0; t < c.tensor; ++t) {
+        const std::vector<int64_t> group = runtime::expertGroupRanks(c, r, d, t);
+        for (int64_t member : group)
+          if (cost->linkBetween(group.front(), member) == Link::InterNode)
+            link = Link::InterNode;
+      }
+    const std::vector<Instruction> &list = program.instructions;
+    std::vector<double> &whole = allToAllWhole.emplace_back(list.size(), 0.0);
+    std::vector<double> &added = allToAllAdded.emplace_back(list.size(), 0.0);
+    // Per compute instruction: its all-to-alls (instruction indices), in order.
+    std::vector<std::vector<int64_t>> issued(list.size());
+    int64_t owner = -1;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Instruction &x = list[i];
+      if (x.isCompute())
+        owner = static_cast<int64_t>(i);
+      if (!x.isExpertAllToAll())
+        continue;
+      whole[i] = added[i] = cost->allToAllTime(x.bytes, c.expert, link);
+      if (owner >= 0)
+        issued[owner].push_back(static_cast<int64_t>(i));
+    }
+    // Paired steps whose all-to-alls hide behind each other.
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].isCompute() || list[i].flags != Instruction::kPaired)
+        continue;
+      size_t j = i + 1;
+      while (j < list.size() && !list[j].isCompute())
+        ++j;
+      if (j >= list.size())
+        continue;
+      const size_t half[2] = {i, j};
+      bool hidden = !issued[i].empty() || !issued[j].empty();
+      for (size_t h : half)
+        for (int64_t k : issued[h])
+          hidden = hidden && list[k].peerStage == list[half[h == i]].stage &&
+                   list[k].peerMicrobatch == list[half[h == i]].microbatch;
+      if (!hidden)
+        continue;
+      std::vector<double> cuts[2], comms[2];
+      double compute = 0, communication = 0;
+      bool shaped = true;
+      for (int h = 0; h < 2; ++h) {
+        cuts[h] = segments(plan, list[half[h]]);
+        for (int64_t k : issued[half[h]])
+          comms[h].push_back(whole[k]);
+        shaped = shaped && cuts[h].size() == comms[h].size() + 1;
+        // The segments add up to the compute's own duration.
+        const double own = of(plan, r, list[half[h]]);
+        const double sum = std::accumulate(cuts[h].begin(), cuts[h].end(), 0.0);
+        for (double &segment : cuts[h])
+          segment = sum > 0 ? segment * own / sum : own / static_cast<double>(cuts[h].size());
+        compute += own;
+        communication += std::accumulate(comms[h].begin(), comms[h].end(), 0.0);
+      }
+      if (!shaped || !(communication > 0))
+        continue; // not the list TensorCollectives.h gives: priced whole
+      const std::vector<double> *computeOf[2] = {&cuts[0], &cuts[1]};
+      const std::vector<double> *commOf[2] = {&comms[0], &comms[1]};
+      const double exposed = std::max(0.0, pairedTime(computeOf, commOf) - compute);
+      for (size_t h : half)
+        for (int64_t k : issued[h])
+          added[k] = exposed * whole[k] / communication;
+    }
+  }
+}
+
+double PlanCosts::expertAllToAll(int32_t rank, int64_t index) const {
+  return allToAllAdded.empty() ? 0 : allToAllAdded[rank][index];
+}
+
+double PlanCosts::expertAllToAllWhole(int32_t rank, int64_t index) const {
+  return allToAllWhole.empty() ? 0 : allToAllWhole[rank][index];
 }
 
 PlanCosts PlanCosts::unit(const runtime::Plan &plan) {

@@ -2,8 +2,22 @@
 //
 // What the simulator (analysis/Simulator.h) charges for each instruction: computes per stage
 // and micro-batch from the cost model (or unit costs, for comparing schedules with their
-// textbook definitions), transfers and collectives over their links, and the share of the
-// tensor group's collectives that a compute does not hide.
+// textbook definitions), transfers and collectives over their links, the share of the
+// tensor group's collectives that a compute does not hide, and the expert all-to-alls: whole
+// where nothing computes beside them, and in a paired step (a forward paired with the next
+// compute, DualPipe's overlapped chunks) only what the pair's chunks leave exposed.
+//
+// A paired step's chunks: each half is a chain of compute segments cut by its all-to-alls (a
+// block with experts: attention and router, dispatch, the routed experts, combine; its
+// backward: combine's gradient, the experts', dispatch's gradient, attention; a recomputed
+// forward's first), the routed experts' segment the block's time in the ratio of their FLOPs
+// (top-k experts of the block's forward FLOPs). The two chains share one compute stream and
+// one link: a segment starts once its stream is free and the all-to-all before it arrived,
+// an all-to-all once the link is free and the segment before it ended, whichever can start
+// first going first. So each all-to-all of one half runs while the other half computes, and
+// each chunk costs the longer of its compute and its communication. The step takes the
+// chains' end; what exceeds the two computes is the exposed all-to-all time, charged to the
+// pair's all-to-alls in proportion to their whole times.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,8 +48,19 @@ public:
   /// compute's GEMMs (as Megatron-LM's communication overlap does), so that a compute and its
   /// collectives take the longer of the two, and each collective adds its share of the excess.
   double tensorCollective(const runtime::Instruction &inst, runtime::Op pass) const;
+  /// Expert all-to-all `index` of rank `rank`'s program: the time it adds to the compute
+  /// stream (the file comment says how a paired step hides it).
+  double expertAllToAll(int32_t rank, int64_t index) const;
+  /// Its whole time, as if nothing hid it: CostModel::allToAllTime over the expert group's
+  /// slowest link (inside a node when every expert group of the pipeline rank lies in one).
+  double expertAllToAllWhole(int32_t rank, int64_t index) const;
 
 private:
+  /// Fills allToAllAdded and allToAllWhole (expert parallelism only).
+  void priceAllToAlls(const runtime::Plan &plan);
+  /// The compute segments between the all-to-alls of compute `inst` (one more than them).
+  std::vector<double> segments(const runtime::Plan &plan, const runtime::Instruction &inst) const;
+  std::vector<std::vector<double>> allToAllAdded, allToAllWhole; // [rank][instruction]
   /// Tensor parallelism with sequence parallelism: per stage, micro-batch and pass (forward,
   /// backward, input, weight), the fraction of the collectives' time the compute does not hide.
   std::vector<std::vector<std::array<double, 4>>> exposed;

@@ -77,6 +77,8 @@ public:
         report.weightGradientS += times[i].end - times[i].start;
       if (x.isTensorCollective())
         result.tensor += times[i].end - times[i].start;
+      if (x.isExpertAllToAll())
+        result.allToAll += times[i].end - times[i].start;
       cursor = std::max(cursor, times[i].end);
       release = -1;
     }
@@ -98,6 +100,7 @@ private:
       report.tensorAllReduces += x.op == Op::TensorAllReduce;
       report.tensorAllGathers += x.op == Op::TensorAllGather;
       report.tensorReduceScatters += x.op == Op::TensorReduceScatter;
+      report.allToAlls += x.isExpertAllToAll();
     }
   }
 
@@ -235,8 +238,12 @@ PlanReport conduit::analyzeStep(const runtime::Plan &plan, const SimulationResul
   double idle = 0, exposed = 0;
   for (int32_t r = 0; r < static_cast<int32_t>(plan.ranks.size()); ++r) {
     RankReport rank = RankAnalysis(plan, simulation, r).run(step);
+    if (static_cast<size_t>(r) < simulation.allToAllS.size())
+      rank.allToAllS = simulation.allToAllS[r];
     idle += rank.idleS;
     exposed += rank.idle.exposedComm();
+    report.exposedAllToAllS += rank.idle.allToAll;
+    report.allToAllS += rank.allToAllS;
     report.peakMemoryBytes = std::max(report.peakMemoryBytes, rank.peakMemoryBytes);
     report.ranks.push_back(std::move(rank));
   }
@@ -249,6 +256,10 @@ PlanReport conduit::analyzeStep(const runtime::Plan &plan, const SimulationResul
     report.bubbleFraction = idle / (ranks * step);
   }
   report.exposedCommS = ranks > 0 ? exposed / ranks : 0;
+  if (ranks > 0) {
+    report.exposedAllToAllS /= ranks;
+    report.allToAllS /= ranks;
+  }
   for (const runtime::Stage &stage : plan.stages) {
     std::vector<int64_t> &sizes = report.stageMicrobatches.emplace_back();
     for (size_t m = 0; m + 1 < stage.samples.size(); ++m)
@@ -276,6 +287,7 @@ llvm::json::Value conduit::reportToJson(const PlanReport &report) {
                                     {"reduction_tail_s", r.idle.reductionTail},
                                     {"tied_gradients_s", r.idle.tiedGradients},
                                     {"tensor_s", r.idle.tensor},
+                                    {"all_to_all_s", r.idle.allToAll},
                                     {"other_s", r.idle.other}}},
         {"exposed_comm_s", r.idle.exposedComm()},
         {"peak_memory_bytes", r.peakMemoryBytes},
@@ -288,6 +300,9 @@ llvm::json::Value conduit::reportToJson(const PlanReport &report) {
         {"tensor_all_reduces", r.tensorAllReduces},
         {"tensor_all_gathers", r.tensorAllGathers},
         {"tensor_reduce_scatters", r.tensorReduceScatters},
+        {"all_to_alls", r.allToAlls},
+        {"all_to_all_s", r.allToAllS},
+        {"all_to_all_exposed_s", r.idle.allToAll},
     });
   }
   llvm::json::Array stages;
@@ -301,6 +316,8 @@ llvm::json::Value conduit::reportToJson(const PlanReport &report) {
       {"tflops_per_gpu", report.tflopsPerGpu},
       {"bubble_fraction", report.bubbleFraction},
       {"exposed_comm_s", report.exposedCommS},
+      {"all_to_all_s", report.allToAllS},
+      {"all_to_all_exposed_s", report.exposedAllToAllS},
       {"ranks", std::move(ranks)},
   };
 }
@@ -360,6 +377,17 @@ void conduit::printReport(const PlanReport &report, const runtime::Plan &plan,
     os << "\n  exposed tensor-parallel communication per rank:";
     for (const RankReport &r : report.ranks)
       os << " " << formatSeconds(r.idle.tensor);
+    os << "\n";
+  }
+  if (c.expert > 1 && plan.transformer && plan.transformer->isMoe()) {
+    // Expert parallelism: the dispatch and combine all-to-alls inside each compute, and what
+    // of them the paired steps hid.
+    os << "\n  expert all-to-alls per rank (E = " << c.expert << "):";
+    for (const RankReport &r : report.ranks)
+      os << " " << r.allToAlls;
+    os << "\n  all-to-all time per rank, exposed / without pairing:";
+    for (const RankReport &r : report.ranks)
+      os << " " << formatSeconds(r.idle.allToAll) << " / " << formatSeconds(r.allToAllS);
     os << "\n";
   }
   if (!c.splitBackward)

@@ -36,14 +36,17 @@ struct IdleAttribution {
   /// The tensor group's collectives, issued inside compute on the compute stream (what of them
   /// sequence parallelism does not overlap with the compute).
   double tensor = 0;
+  /// The expert all-to-alls, issued inside compute on the compute stream: what of them a
+  /// paired step did not hide behind the other half's compute (all of them elsewhere).
+  double allToAll = 0;
   /// Anything else (none in plans from conduit-compile).
   double other = 0;
 
   double p2pTotal() const;
   /// Idle time caused by communication: p2p + all-gathers + reduction tail + tied gradients +
-  /// tensor-parallel collectives.
+  /// tensor-parallel collectives + expert all-to-alls.
   double exposedComm() const {
-    return p2pTotal() + allGather + reductionTail + tiedGradients + tensor;
+    return p2pTotal() + allGather + reductionTail + tiedGradients + tensor + allToAll;
   }
 };
 
@@ -60,6 +63,11 @@ struct RankReport {
   int64_t ties = 0; ///< tie_grads: 1 on a rank with a tied embedding copy, else 0
   /// Tensor-parallel collectives per step (0 without tensor parallelism).
   int64_t tensorAllReduces = 0, tensorAllGathers = 0, tensorReduceScatters = 0;
+  /// Expert all-to-alls per step (dispatch and combine, forward and backward; 0 without
+  /// expert parallelism), and their whole time as if no paired step hid any (idle.allToAll is
+  /// what stayed exposed).
+  int64_t allToAlls = 0;
+  double allToAllS = 0;
 };
 
 /// The figures configurations are compared by: what the report leads with, what a sweep's
@@ -74,6 +82,9 @@ struct StepFigures {
   double bubbleFraction = 0;
   /// Mean over ranks of the idle time caused by communication.
   double exposedCommS = 0;
+  /// Mean over ranks of the expert all-to-alls' exposed time (part of exposedCommS), and of
+  /// their whole time, what would be exposed if no paired step hid them.
+  double exposedAllToAllS = 0, allToAllS = 0;
   /// The plan's predicted peak memory of its fullest rank.
   int64_t peakMemoryBytes = 0;
 };

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 using namespace conduit;
 
@@ -157,46 +158,117 @@ void addScaling(LayerWork &work, const Linear &linear, double e) {
   work.inputGradient.memoryBytes += (e + 2) * linear.s * linear.n;
 }
 
-LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel) {
+/// Grouped products: `batch` experts' products of `rows` rows each (per sample), one kernel
+/// whose tiles of all experts fill the waves together (each expert's rows padded to whole
+/// tiles: the grouped GEMM's loss to small or uneven groups).
+void addGrouped(LayerWork &work, double rows, double k, double n, double batch, bool fp8) {
+  const Gemm forward{rows, n, k, batch, Grows::Rows, false, fp8};
+  const Gemm input{rows, k, n, batch, Grows::Rows, false, fp8};
+  const Gemm weight{k, n, rows, batch, Grows::Inner, true, fp8};
+  for (auto [all, routed, gemm] :
+       {std::tuple{&work.forward, &work.routedForward, forward},
+        std::tuple{&work.inputGradient, &work.routedInputGradient, input},
+        std::tuple{&work.weightGradient, &work.routedWeightGradient, weight}}) {
+    all->gemms.push_back(gemm);
+    routed->gemms.push_back(gemm);
+  }
+}
+
+LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, bool experts) {
   const double e = static_cast<double>(x.elementBytes);
   const double s = static_cast<double>(x.seqLength), h = static_cast<double>(x.hiddenSize);
   const double heads = static_cast<double>(x.numHeads) / t;
-  const double d = h / static_cast<double>(x.numHeads);
+  const bool latent = x.kvLoraRank > 0;
+  const double d =
+      x.headDim > 0 ? static_cast<double>(x.headDim) : h / static_cast<double>(x.numHeads);
+  const double q = x.headDim > 0 ? d * static_cast<double>(x.numHeads) : h; // query width
   const double c = d * static_cast<double>(x.numKvHeads);
   const double f = static_cast<double>(x.ffnHiddenSize) / t;
   const double up = x.gated ? 2 * f : f;
   // Norm and residual elements: the whole sequence on every rank, or its T-th part.
   const double hs = sequenceParallel ? s * h / t : s * h;
+  // Latent attention's widths: scores over nope + rope, values of v per head.
+  const double rope = static_cast<double>(x.qkRopeHeadDim);
+  const double qk = latent ? static_cast<double>(x.qkNopeHeadDim) + rope : d;
+  const double dv = latent ? static_cast<double>(x.vHeadDim) : d;
 
   LayerWork work;
-  const Linear linears[] = {
-      {s, h, (h + 2 * c) / t, x.fp8}, // QKV, column-parallel
-      {s, h / t, h, x.fp8},           // attention output, row-parallel
-      {s, h, up, x.fp8},              // MLP up (and gate), column-parallel
-      {s, f, h, x.fp8},               // MLP down, row-parallel
-  };
+  std::vector<Linear> linears;
+  if (!latent) {
+    linears.push_back({s, h, (q + 2 * c) / t, x.fp8}); // QKV, column-parallel
+    linears.push_back({s, q / t, h, x.fp8});           // attention output, row-parallel
+  } else {
+    // The down projections to the latents (whole on every rank), the up projections per head
+    // (column-parallel), the output (row-parallel).
+    const double ql = static_cast<double>(x.qLoraRank), kvl = static_cast<double>(x.kvLoraRank);
+    if (ql > 0) {
+      linears.push_back({s, h, ql, x.fp8});
+      linears.push_back({s, ql, heads * qk, x.fp8});
+    } else {
+      linears.push_back({s, h, heads * qk, x.fp8});
+    }
+    linears.push_back({s, h, kvl + rope, x.fp8});
+    linears.push_back({s, kvl, heads * (qk - rope + dv), x.fp8});
+    linears.push_back({s, heads * dv, h, x.fp8});
+  }
+  // The MLP's element-wise elements of the forward and of the backward (the activation's).
+  double mlpForward = (x.gated ? 3 : 2) * s * f, mlpBackward = (x.gated ? 5 : 3) * s * f;
+  double routedRows = 0, localExperts = 0;
+  if (!experts) {
+    linears.push_back({s, h, up, x.fp8}); // MLP up (and gate), column-parallel
+    linears.push_back({s, f, h, x.fp8});  // MLP down, row-parallel
+  } else {
+    // Shared experts split as the dense MLP; the router on this rank's T-th of the tokens.
+    const double fs = static_cast<double>(x.sharedFfnHiddenSize) / t;
+    const double tokens = s / t, n = static_cast<double>(x.numExperts);
+    if (fs > 0) {
+      linears.push_back({s, h, x.gated ? 2 * fs : fs, x.fp8});
+      linears.push_back({s, fs, h, x.fp8});
+    }
+    linears.push_back({tokens, h, n, false});
+    // The busiest rank's experts: N / E of them, each with imbalance x top-k x E x tokens / N
+    // rows per sample (its share of the expert group's routed tokens).
+    const double ranks = static_cast<double>(std::max<int64_t>(x.expert, 1));
+    localExperts = n / ranks;
+    routedRows = std::max(1.0, x.imbalance) * static_cast<double>(x.topK) * ranks * tokens / n;
+    const double routedTokens = routedRows * localExperts;
+    const double fe = static_cast<double>(x.expertFfnHiddenSize);
+    // Activations of the shared and the routed experts; the routed tokens permuted before the
+    // dispatch and back after the combine (read and write, twice); the router's softmax.
+    mlpForward =
+        (x.gated ? 3 : 2) * (s * fs + routedTokens * fe) + 4 * routedTokens * h + 2 * tokens * n;
+    mlpBackward =
+        (x.gated ? 5 : 3) * (s * fs + routedTokens * fe) + 4 * routedTokens * h + 3 * tokens * n;
+  }
   for (const Linear &linear : linears)
     addLinear(work, linear);
+  if (experts) {
+    const double fe = static_cast<double>(x.expertFfnHiddenSize);
+    addGrouped(work, routedRows, h, x.gated ? 2 * fe : fe, localExperts, x.fp8); // up (and gate)
+    addGrouped(work, routedRows, fe, h, localExperts, x.fp8);                    // down
+  }
 
   // Element-wise: two norms (read x, write y), two residual adds (read two, write one), the
   // activation (GELU: read one, write one; SwiGLU: read gate and up, write one), rotary
   // positions on Q and K (read and write).
-  const double rotary = x.rotary ? 2 * s * (h + c) / t : 0;
-  work.forward.memoryBytes = e * (2 * 2 * hs + 2 * 3 * hs + (x.gated ? 3 : 2) * s * f + rotary);
+  const double rotary = !x.rotary ? 0
+                        : latent  ? 2 * s * (heads * rope + rope)
+                                  : 2 * s * (q + c) / t;
+  work.forward.memoryBytes = e * (2 * 2 * hs + 2 * 3 * hs + mlpForward + rotary);
   // Their backwards: each norm reads x and dy and writes dx (its weights' gradient summed in
   // the same pass), each residual adds two gradients, the activation reads its inputs and dy
   // and writes their gradients.
-  work.inputGradient.memoryBytes =
-      e * (2 * 3 * hs + 2 * 3 * hs + (x.gated ? 5 : 3) * s * f + rotary);
+  work.inputGradient.memoryBytes = e * (2 * 3 * hs + 2 * 3 * hs + mlpBackward + rotary);
   if (x.fp8)
     for (const Linear &linear : linears)
       addScaling(work, linear, e);
 
   if (x.flashAttention) {
     // One fused kernel per pass over this rank's heads: the scores stay on chip, the forward
-    // keeps the softmax statistics only, the backward recomputes the scores.
-    work.attentionCore.attention = {heads, s, d, false};
-    work.inputGradient.attention = {heads, s, d, true};
+    // keeps the softmax statistics only, the backward recomputes the scores. Latent
+    // attention's two widths count as their mean (the FLOPs are 2 s^2 (qk + v) per head).
+    work.attentionCore.attention = {heads, s, (qk + dv) / 2, false};
+    work.inputGradient.attention = {heads, s, (qk + dv) / 2, true};
     return work;
   }
 
@@ -204,8 +276,8 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel) 
   // write P), O = PV. Backward: dP = dO·Vᵀ, dV = Pᵀ·dO, dS = softmax'(P, dP) (read P and dP,
   // write dS), dQ = dS·K, dK = dSᵀ·Q.
   const double scores = heads * s * s;
-  const Gemm scoreShape{s, s, d, heads, Grows::Batch, false}; // s x d times d x s
-  const Gemm valueShape{s, d, s, heads, Grows::Batch, false}; // s x s times s x d
+  const Gemm scoreShape{s, s, qk, heads, Grows::Batch, false}; // s x d times d x s
+  const Gemm valueShape{s, dv, s, heads, Grows::Batch, false}; // s x s times s x d
   work.attentionCore.gemms = {scoreShape, valueShape};
   work.attentionCore.memoryBytes = e * 2 * scores;
   work.inputGradient.gemms.insert(work.inputGradient.gemms.end(),
@@ -217,7 +289,7 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel) 
 } // namespace
 
 LayerWork conduit::transformerWork(const TransformerShape &x, TransformerLayer layer,
-                                   int64_t tensor, bool sequenceParallel) {
+                                   int64_t tensor, bool sequenceParallel, int64_t block) {
   const double t = static_cast<double>(std::max<int64_t>(tensor, 1));
   const double e = static_cast<double>(x.elementBytes);
   const double s = static_cast<double>(x.seqLength), h = static_cast<double>(x.hiddenSize);
@@ -226,7 +298,7 @@ LayerWork conduit::transformerWork(const TransformerShape &x, TransformerLayer l
   LayerWork work;
   switch (layer) {
   case TransformerLayer::Block:
-    return blockWork(x, t, sequenceParallel);
+    return blockWork(x, t, sequenceParallel, x.blockHasExperts(block));
   case TransformerLayer::Embedding:
     // Vocabulary-parallel lookup: each rank reads the rows in its part of the vocabulary (a
     // T-th of the tokens, on average) and writes the whole output, zeros elsewhere, for the

@@ -39,6 +39,23 @@ struct TransformerShape {
   /// The blocks' linear layers run in FP8 (Transformer Engine's recipe: inputs cast with their
   /// scales, outputs in the element type, weight gradients accumulated in fp32).
   bool fp8 = false;
+  /// Per-head width of queries, keys and values (Qwen3's head_dim); 0: hidden / heads.
+  int64_t headDim = 0;
+  /// Multi-head latent attention (DeepSeek-V2/V3), kvLoraRank 0 without it: queries through a
+  /// rank-qLoraRank latent (0: directly), keys and values through a rank-kvLoraRank latent,
+  /// per head qkNopeHeadDim + qkRopeHeadDim wide for the scores and vHeadDim for the values.
+  int64_t qLoraRank = 0, kvLoraRank = 0, qkNopeHeadDim = 0, qkRopeHeadDim = 0, vHeadDim = 0;
+  /// Mixture of experts (numExperts 0: none): the blocks from index denseLayers on replace the
+  /// MLP by a router over numExperts experts, topK of them per token, each an MLP of
+  /// expertFfnHiddenSize, beside shared experts of total width sharedFfnHiddenSize. The routed
+  /// experts are divided over `expert` ranks (E), and `imbalance` bounds the busiest rank's
+  /// routed tokens over the mean.
+  int64_t numExperts = 0, topK = 0, expertFfnHiddenSize = 0, sharedFfnHiddenSize = 0,
+          denseLayers = 0, expert = 1;
+  double imbalance = 1;
+
+  /// Whether block `block` (0-based) has experts.
+  bool blockHasExperts(int64_t block) const { return numExperts > 0 && block >= denseLayers; }
 };
 
 /// Which dimension of a product grows with the micro-batch's samples.
@@ -96,6 +113,9 @@ struct Work {
 /// selective recomputation repeats only the core.
 struct LayerWork {
   Work forward, attentionCore, inputGradient, weightGradient;
+  /// Of forward, inputGradient and weightGradient: the routed experts' grouped GEMMs (a block
+  /// with experts), what the busiest expert rank computes for the tokens routed to it.
+  Work routedForward, routedInputGradient, routedWeightGradient;
 };
 
 enum class TransformerLayer { Embedding, Block, Head };
@@ -106,9 +126,12 @@ enum class TransformerLayer { Embedding, Block, Head };
 /// attention core its heads, the embedding and the LM head their vocabulary. Norms and
 /// residuals are replicated on every rank unless `sequenceParallel`, which splits them along
 /// the sequence (Korthikanti et al., arXiv 2205.05198). `tensor` must divide the heads,
-/// key/value heads, FFN width and vocabulary for the shapes to be exact.
+/// key/value heads, FFN width and vocabulary for the shapes to be exact. A block with experts
+/// (`block`, 0-based, from shape.denseLayers on) routes this rank's T-th of the tokens: the
+/// router (kept whole on every rank), the shared experts split as the dense MLP, and the
+/// routed experts as one grouped GEMM per projection (LayerWork::routed).
 LayerWork transformerWork(const TransformerShape &shape, TransformerLayer layer, int64_t tensor,
-                          bool sequenceParallel);
+                          bool sequenceParallel, int64_t block = 0);
 
 /// A device as the cost model prices kernels on it.
 struct Roofline {

@@ -12,6 +12,7 @@
 #define CONDUIT_ANALYSIS_SIMULATION_H
 
 #include "analysis/Simulator.h"
+#include "runtime/plan/TensorCollectives.h"
 
 #include <array>
 #include <deque>
@@ -40,6 +41,11 @@ struct Stream {
   Clock known = emptyClock();
   bool queued = false;
   Op lastCompute = Op::Forward; ///< the compute a following tensor collective belongs to
+  /// Expert parallelism: the last compute (and the one before it), the all-to-alls it issues
+  /// and how many of them came so far.
+  int64_t owner = -1, previousCompute = -1;
+  std::vector<runtime::TensorCollective> allToAlls;
+  size_t allToAllsSeen = 0;
 };
 
 /// Per-rank verification state.
@@ -143,6 +149,14 @@ private:
   void receive(int32_t r, int64_t i);
 
   void checkCollective(int32_t r, int s, int64_t i);
+
+  /// Expert parallelism: instruction i of stream s is no all-to-all; the last compute's must
+  /// all have come (`end`: the stream ended, i is its last instruction). At a compute, takes
+  /// its list.
+  void checkAllToAllsDone(int32_t r, int s, int64_t i, bool end = false);
+  /// All-to-all i is the next its compute issues and hides, if at all, behind the other half
+  /// of a paired step.
+  void checkAllToAll(int32_t r, int s, int64_t i);
 
   void completeCollective(int32_t r, int64_t i) {
     const Instruction &x = inst(r, i);

@@ -52,6 +52,7 @@ void Simulation::setUp() {
   state.resize(P);
   result.times.resize(P);
   result.matched.resize(P);
+  result.allToAllS.assign(P, 0);
   // Transfers match per (sender, receiver) pair in program order.
   std::map<std::pair<int32_t, int32_t>, std::vector<int64_t>> sends, recvs, ties;
   // Collectives: the k-th collective of a group on every member is instance (group, k).
@@ -165,6 +166,8 @@ void Simulation::advance(int32_t r, int s) {
     int64_t i = stream.list[stream.next];
     const Instruction &x = inst(r, i);
     InstructionTime &t = result.times[r][i];
+    if (!x.isInnerCollective())
+      checkAllToAllsDone(r, s, i);
     switch (x.op) {
     case Op::Signal:
       t.posted = stream.time;
@@ -208,6 +211,15 @@ void Simulation::advance(int32_t r, int s) {
       // the tensor group runs this program, so they meet by construction.
       t.posted = stream.time;
       complete(r, s, i, stream.time, stream.time + costs.tensorCollective(x, stream.lastCompute));
+      break;
+    case Op::ExpertDispatch:
+    case Op::ExpertCombine:
+      // Issued inside the compute before it, by every rank of the expert group running this
+      // program; it adds what its paired step does not hide (PlanCosts.h).
+      t.posted = stream.time;
+      checkAllToAll(r, s, i);
+      result.allToAllS[r] += costs.expertAllToAllWhole(r, i);
+      complete(r, s, i, stream.time, stream.time + costs.expertAllToAll(r, i));
       break;
     default:
       t.posted = stream.time;

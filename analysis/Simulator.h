@@ -11,7 +11,9 @@
 // order only (not through lucky timing), that every compute finds its inputs received and its
 // parameters gathered, that no receive overwrites a slot still in use, that gradients are
 // reduced once after a stage's last backward and the optimizer steps once after that, that
-// collectives match across their group, and that the simulation terminates. A failure names
+// collectives match across their group, that every compute issues the expert all-to-alls
+// TensorCollectives.h lists and that one hides only behind the other half of a paired step,
+// and that the simulation terminates. A failure names
 // the instruction (and, for a deadlock, every blocked stream).
 //
 //===----------------------------------------------------------------------===//
@@ -49,6 +51,9 @@ struct SimulationResult {
   /// Per rank, per instruction: for a send or receive, the index of the matching instruction
   /// on its peer rank (the instruction's `peer`); -1 for everything else.
   std::vector<std::vector<int64_t>> matched;
+  /// Per rank: the expert all-to-alls' whole time, as if nothing hid them (their simulated
+  /// durations are what stayed exposed).
+  std::vector<double> allToAllS;
 };
 
 /// Runs the plan (which must pass checkPlanSemantics).

@@ -3,9 +3,11 @@
 // The verifying half of the simulation (analysis/Simulation.h): through events and stream order
 // only, every compute finds its inputs received and its parameters gathered, no receive
 // overwrites a slot still in use, tied copies are summed before their reduction, collectives
-// match across their group; at the end, every (stage, micro-batch) ran forward and backward,
-// gradients were reduced and stepped once, and no stream is left blocked (a deadlock names every
-// blocked stream and what it waits for).
+// match across their group, each compute issues the expert all-to-alls of its list (and one
+// hides only behind the other half of a paired step, so that nothing reads what an
+// all-to-all receives before it arrived); at the end, every (stage, micro-batch) ran forward and
+// backward, gradients were reduced and stepped once, and no stream is left blocked (a deadlock
+// names every blocked stream and what it waits for).
 //
 //===----------------------------------------------------------------------===//
 
@@ -284,6 +286,79 @@ void Simulation::checkCollective(int32_t r, int s, int64_t i) {
   }
 }
 
+void Simulation::checkAllToAllsDone(int32_t r, int s, int64_t i, bool end) {
+  Stream &stream = state[r].streams[s];
+  const runtime::Config &c = plan.config;
+  if (c.expert <= 1 || !plan.transformer || !plan.transformer->isMoe())
+    return;
+  if (stream.owner >= 0 && (end || stream.owner != i) &&
+      stream.allToAllsSeen < stream.allToAlls.size()) {
+    const runtime::TensorCollective &want = stream.allToAlls[stream.allToAllsSeen];
+    return fail(r, i,
+                std::string(end ? "ends its stream" : "comes") + " where " + at(r, stream.owner) +
+                    " issues all-to-all " + std::to_string(stream.allToAllsSeen + 1) + " of " +
+                    std::to_string(stream.allToAlls.size()) + ", " + runtime::opName(want.op) +
+                    " of " + std::to_string(want.bytes) + " bytes for layer " +
+                    std::to_string(want.layer) + "; the plan lacks it");
+  }
+  const Instruction &x = inst(r, i);
+  if (end || !x.isCompute() || stream.owner == i)
+    return;
+  stream.previousCompute = stream.owner;
+  stream.owner = i;
+  stream.allToAllsSeen = 0;
+  stream.allToAlls.clear();
+  const runtime::Stage &stage = plan.stages[x.stage];
+  for (const runtime::TensorCollective &call : runtime::tensorCollectives(
+           c, plan.layers, stage.firstLayer, stage.endLayer, x.op,
+           stage.samples[x.microbatch + 1] - stage.samples[x.microbatch], &*plan.transformer))
+    if (call.op == Op::ExpertDispatch || call.op == Op::ExpertCombine)
+      stream.allToAlls.push_back(call);
+}
+
+void Simulation::checkAllToAll(int32_t r, int s, int64_t i) {
+  Stream &stream = state[r].streams[s];
+  const Instruction &x = inst(r, i);
+  if (stream.owner < 0 || stream.allToAllsSeen >= stream.allToAlls.size())
+    return fail(r, i,
+                stream.owner < 0
+                    ? std::string("is an all-to-all that no compute before it issues")
+                    : "is an all-to-all that " + at(r, stream.owner) +
+                          " does not issue: it issues " + std::to_string(stream.allToAlls.size()));
+  const Instruction &owner = inst(r, stream.owner);
+  const runtime::TensorCollective &want = stream.allToAlls[stream.allToAllsSeen];
+  if (x.op != want.op || x.bytes != want.bytes || x.stage != owner.stage ||
+      x.microbatch != owner.microbatch)
+    return fail(r, i,
+                "is all-to-all " + std::to_string(stream.allToAllsSeen + 1) + " of " +
+                    std::to_string(stream.allToAlls.size()) + " of " + at(r, stream.owner) +
+                    ", which issues " + runtime::opName(want.op) + " of " +
+                    std::to_string(want.bytes) + " bytes for layer " + std::to_string(want.layer) +
+                    " there");
+  ++stream.allToAllsSeen;
+  if (x.peerStage < 0)
+    return;
+  // It hides behind the other half of its compute's paired step: the compute after a paired
+  // forward, or the paired forward before its backward. Anything else computes nothing beside
+  // it, or reads what it receives.
+  int64_t partner = -1;
+  if (owner.flags == Instruction::kPaired) {
+    for (size_t k = stream.next + 1; k < stream.list.size() && partner < 0; ++k)
+      if (inst(r, stream.list[k]).isCompute())
+        partner = stream.list[k];
+  } else if (stream.previousCompute >= 0 &&
+             inst(r, stream.previousCompute).flags == Instruction::kPaired) {
+    partner = stream.previousCompute;
+  }
+  if (partner < 0 || inst(r, partner).stage != x.peerStage ||
+      inst(r, partner).microbatch != x.peerMicrobatch)
+    fail(r, i,
+         "hides behind s" + std::to_string(x.peerStage) + " mb" + std::to_string(x.peerMicrobatch) +
+             ", which is not the other half of a paired step "
+             "with " +
+             at(r, stream.owner) + ": what it receives could be read before it arrives");
+}
+
 std::string Simulation::waitReason(int32_t r, int s) const {
   const RankState &rs = state[r];
   int64_t i = rs.streams[s].list[rs.streams[s].next];
@@ -316,6 +391,12 @@ std::string Simulation::waitReason(int32_t r, int s) const {
 }
 
 void Simulation::finish() {
+  for (int32_t r = 0; r < ranks() && !result.error; ++r)
+    for (int s = 0; s < kStreams && !result.error; ++s)
+      if (!state[r].streams[s].list.empty())
+        checkAllToAllsDone(r, s, state[r].streams[s].list.back(), true);
+  if (result.error)
+    return;
   // Deadlock: some stream never reached its end.
   std::vector<std::string> blocked;
   int32_t firstRank = -1;

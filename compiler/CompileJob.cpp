@@ -163,6 +163,7 @@ ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &cont
   PipelineOptions pipeline;
   pipeline.stopAfter = module.until;
   pipeline.importSchedule = options.importSchedule;
+  pipeline.overlapAllToAlls = options.overlapAllToAlls;
   pipeline.onVerified = [&](VerifiedPlan verified) { result.verified = std::move(verified); };
   pipeline.searchMethod = sched::searchMethodName(options.searchMethod);
   pipeline.searchSeed = options.searchSeed;

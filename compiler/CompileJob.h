@@ -35,6 +35,8 @@ struct CompileOptions {
   double searchBudgetS = 0;
   /// A PyTorch compute-only CSV to take placement and schedule from (empty: the built-in ones).
   std::string importSchedule;
+  /// Whether the expert all-to-alls of a paired step hide behind the other half's compute.
+  bool overlapAllToAlls = true;
   /// Verify the whole IR after every pass, as conduit-opt does: slow on large plans, where
   /// conduit-verify-plan's proof of the result is what counts, but it points a test at the
   /// pass that broke the IR.

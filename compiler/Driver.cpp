@@ -117,6 +117,11 @@ struct Options {
   cl::opt<std::string> importCsv{
       "import-torch-csv", cl::desc("Take placement and schedule from a PyTorch compute-only CSV"),
       cl::value_desc("file"), cl::cat(category)};
+  cl::opt<bool> overlapAllToAlls{
+      "overlap-all-to-alls",
+      cl::desc("Hide the expert all-to-alls of a paired step (dualpipev) behind the other half's "
+               "compute (default true; false to price them exposed)"),
+      cl::init(true), cl::cat(category)};
 };
 
 const ToolConsole console("conduit-compile");
@@ -128,6 +133,7 @@ CompileOptions compileOptionsOf(const Options &options) {
   out.searchSeed = options.searchSeed;
   out.searchBudgetS = options.searchBudget;
   out.importSchedule = options.importCsv;
+  out.overlapAllToAlls = options.overlapAllToAlls;
   return out;
 }
 

@@ -50,6 +50,23 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
     shape.elementBytes = training.getElementBytes();
     shape.flashAttention = architecture.getAttention() == pipe::AttentionKind::Flash;
     shape.fp8 = training.getDtype() == pipe::DType::FP8;
+    shape.headDim = architecture.getHeadDim();
+    if (pipe::LatentAttentionAttr mla = architecture.getLatentAttention()) {
+      shape.qLoraRank = mla.getQLoraRank();
+      shape.kvLoraRank = mla.getKvLoraRank();
+      shape.qkNopeHeadDim = mla.getQkNopeHeadDim();
+      shape.qkRopeHeadDim = mla.getQkRopeHeadDim();
+      shape.vHeadDim = mla.getVHeadDim();
+    }
+    if (pipe::MoeAttr moe = architecture.getMoe()) {
+      shape.numExperts = moe.getNumExperts();
+      shape.topK = moe.getTopK();
+      shape.expertFfnHiddenSize = moe.getExpertFfnHiddenSize();
+      shape.sharedFfnHiddenSize = moe.getSharedFfnHiddenSize();
+      shape.denseLayers = moe.getDenseLayers();
+      shape.imbalance = moe.getImbalance();
+      shape.expert = par.getExpert();
+    }
   }
   return in;
 }

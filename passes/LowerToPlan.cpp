@@ -297,17 +297,35 @@ public:
 
   /// Emits the plan.rank.
   void emit(OpBuilder &builder, Location loc, int64_t r, IntegerAttr peakMemory,
-            const TensorLayout &tensor) {
+            const TensorLayout &tensor, bool overlapAllToAlls) {
     gatherBatches();
     auto rank = plan::RankOp::create(builder, loc, r, events, builder.getDenseI64ArrayAttr(slots),
                                      peakMemory);
     OpBuilder body = OpBuilder::atBlockEnd(builder.createBlock(&rank.getBody()));
+    // A paired step: the forward marked paired and the compute after it, each the other's
+    // partner, behind whose computation its all-to-alls may hide.
+    std::pair<int32_t, int32_t> pairedForward{-1, -1};
     for (size_t i = 0; i < ops.size(); ++i) {
       int32_t stream = info[i].stream;
       for (int32_t e : waitsBefore[i])
         plan::WaitOp::create(body, loc, e, stream);
       emitInstruction(body, loc, ops[i], slotOf[i], static_cast<int32_t>(r));
-      emitTensorCollectives(body, loc, ops[i], stream, tensor);
+      std::pair<int32_t, int32_t> partner{-1, -1};
+      if (isCompute(info[i].kind)) {
+        partner = pairedForward;
+        pairedForward = {-1, -1};
+        if (auto f = dyn_cast<pipe::ForwardOp>(ops[i]); f && f.getPaired()) {
+          pairedForward = {f.getStage(), f.getMicrobatch()};
+          for (size_t k = i + 1; k < ops.size(); ++k)
+            if (isCompute(info[k].kind)) {
+              partner = {info[k].stage, info[k].mb};
+              break;
+            }
+        }
+      }
+      if (!overlapAllToAlls)
+        partner = {-1, -1};
+      emitTensorCollectives(body, loc, ops[i], stream, tensor, static_cast<int32_t>(r), partner);
       for (int32_t e : signalsAfter[i])
         plan::SignalOp::create(body, loc, e, stream);
     }
@@ -380,9 +398,16 @@ private:
     }
   }
 
-  /// After compute `op`: the tensor group's collectives it issues (TensorCollectives.h).
+  static bool isCompute(Kind kind) {
+    return kind == Kind::Forward || kind == Kind::Backward || kind == Kind::BackwardInput ||
+           kind == Kind::BackwardWeight;
+  }
+
+  /// After compute `op`: the tensor group's collectives and the expert all-to-alls it issues
+  /// (TensorCollectives.h). The all-to-alls name the rank's group and hide behind `partner`.
   static void emitTensorCollectives(OpBuilder &b, Location loc, Operation *op, int32_t stream,
-                                    const TensorLayout &tensor) {
+                                    const TensorLayout &tensor, int32_t group,
+                                    std::pair<int32_t, int32_t> partner) {
     if (!tensor.active())
       return;
     auto [stage, mb, pass] =
@@ -407,8 +432,14 @@ private:
         plan::TensorAllReduceOp::create(b, loc, stage, mb, c.bytes, stream);
       else if (c.op == runtime::Op::TensorAllGather)
         plan::TensorAllGatherOp::create(b, loc, stage, mb, c.bytes, stream);
-      else
+      else if (c.op == runtime::Op::TensorReduceScatter)
         plan::TensorReduceScatterOp::create(b, loc, stage, mb, c.bytes, stream);
+      else if (c.op == runtime::Op::ExpertDispatch)
+        plan::ExpertDispatchOp::create(b, loc, stage, mb, c.bytes, group, partner.first,
+                                       partner.second, stream);
+      else
+        plan::ExpertCombineOp::create(b, loc, stage, mb, c.bytes, group, partner.first,
+                                      partner.second, stream);
     }
   }
 
@@ -434,7 +465,7 @@ void stageLayout(pipe::ModelOp model, std::vector<std::vector<int64_t>> &samples
   }
 }
 
-FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model) {
+FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model, bool overlapAllToAlls) {
   OpBuilder builder(model);
   Location loc = model.getLoc();
   pipe::ParallelismAttr par = model.getParallelism();
@@ -468,17 +499,18 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model) {
       program.erase();
       return failure();
     }
-    lowering.emit(body, loc, rank.getRank(), rank.getPeakMemoryAttr(), tensor);
+    lowering.emit(body, loc, rank.getRank(), rank.getPeakMemoryAttr(), tensor, overlapAllToAlls);
   }
   return program;
 }
 
 struct LowerToPlan : conduit::impl::ConduitLowerToPlanBase<LowerToPlan> {
+  using ConduitLowerToPlanBase::ConduitLowerToPlanBase;
   void runOnOperation() override {
     for (pipe::ModelOp model : llvm::make_early_inc_range(getOperation().getOps<pipe::ModelOp>())) {
       if (failed(requirePhase(model, pipe::Phase::Communicating, "conduit-lower-to-plan")))
         return signalPassFailure();
-      if (failed(lowerModel(model)))
+      if (failed(lowerModel(model, overlapAllToAlls)))
         return signalPassFailure();
       model.erase();
     }

@@ -155,6 +155,20 @@ TensorLayout::TensorLayout(pipe::ModelOp model) {
   config.checkpointing = static_cast<runtime::Checkpointing>(par.getCheckpointing());
   config.tokensPerSample = model.getTokensPerSample();
   config.dtype = static_cast<runtime::DType>(model.getTraining().getDtype());
+  config.expert = static_cast<int32_t>(par.getExpert());
+  if (pipe::TransformerAttr t = model.getArchitectureAttr())
+    if (pipe::MoeAttr moe = t.getMoe(); moe && config.expert > 1) {
+      // What the all-to-alls depend on (TensorCollectives.h).
+      runtime::Transformer &x = transformer.emplace();
+      x.numLayers = t.getNumLayers();
+      x.hiddenSize = t.getHiddenSize();
+      x.seqLength = t.getSeqLength();
+      x.numExperts = moe.getNumExperts();
+      x.topK = moe.getTopK();
+      x.sharedExperts = moe.getSharedExperts();
+      x.denseLayers = moe.getDenseLayers();
+      x.imbalance = moe.getImbalance();
+    }
   if (!active())
     return;
   for (pipe::LayerOp layer : model.getLayers()) {
@@ -178,9 +192,9 @@ std::vector<runtime::TensorCollective> TensorLayout::of(int64_t stage, int64_t m
   if (!active())
     return {};
   const std::vector<int64_t> &bounds = samples[stage];
-  return runtime::tensorCollectives(config, layers, stageLayers[stage].first,
-                                    stageLayers[stage].second, op,
-                                    bounds[microbatch + 1] - bounds[microbatch]);
+  return runtime::tensorCollectives(
+      config, layers, stageLayers[stage].first, stageLayers[stage].second, op,
+      bounds[microbatch + 1] - bounds[microbatch], transformer ? &*transformer : nullptr);
 }
 
 std::vector<int64_t> conduit::rankStageParams(pipe::ModelOp model,

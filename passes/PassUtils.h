@@ -66,13 +66,16 @@ class TensorLayout {
 public:
   explicit TensorLayout(pipe::ModelOp model);
   /// The collectives compute `op` (Forward, Backward, BackwardInput, BackwardWeight) of
-  /// (`stage`, `microbatch`) issues; empty without tensor parallelism.
+  /// (`stage`, `microbatch`) issues, expert all-to-alls included; empty without tensor or
+  /// expert parallelism.
   std::vector<runtime::TensorCollective> of(int64_t stage, int64_t microbatch,
                                             runtime::Op op) const;
-  bool active() const { return config.tensor > 1; }
+  bool active() const { return config.tensor > 1 || transformer; }
 
 private:
   runtime::Config config;
+  /// The transformer's mixture of experts when its all-to-alls cross ranks (E > 1).
+  std::optional<runtime::Transformer> transformer;
   std::vector<runtime::Layer> layers;
   std::vector<std::pair<int32_t, int32_t>> stageLayers; // [first, end) per stage
   std::vector<std::vector<int64_t>> samples;            // micro-batch boundaries per stage

@@ -300,6 +300,13 @@ def ConduitLowerToPlan : Pass<"conduit-lower-to-plan", "::mlir::ModuleOp"> {
     Received data lands in slots: one per consumer (all the pieces of its input), live from
     its first receive to the consumer, reused once free.
 
+    After each compute come the collectives it issues from inside its layers
+    (runtime/plan/TensorCollectives.h): the tensor group's and, in mixture-of-experts blocks
+    with expert parallelism, the dispatch and combine all-to-alls. In a paired step (a
+    `paired` forward and the backward after it, DualPipe's overlapped chunks) each all-to-all
+    names the other half's compute as the one it hides behind (`behind stage mb`), unless
+    `overlap-all-to-alls` is off.
+
     ```mlir
     plan.rank 1 events 2 slots [16384] {
       plan.recv activation stage 1 mb 0 from 0 stage 0 mb 0 samples [0, 2) bytes 16384 slot 0 on 1
@@ -309,6 +316,10 @@ def ConduitLowerToPlan : Pass<"conduit-lower-to-plan", "::mlir::ModuleOp"> {
       ...
     ```
   }];
+  let options = [
+    Option<"overlapAllToAlls", "overlap-all-to-alls", "bool", /*default=*/"true",
+           "Let the expert all-to-alls of a paired step hide behind the other half's compute">,
+  ];
   let dependentDialects = ["::conduit::plan::PlanDialect"];
 }
 

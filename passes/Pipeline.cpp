@@ -53,7 +53,9 @@ void conduit::buildConduitPipeline(mlir::OpPassManager &pm, const PipelineOption
   if (done(PipelineStop::Lowered))
     return;
   // Streams, events and slots, then the proof that the result is correct.
-  pm.addPass(createConduitLowerToPlan());
+  ConduitLowerToPlanOptions lowering;
+  lowering.overlapAllToAlls = options.overlapAllToAlls;
+  pm.addPass(createConduitLowerToPlan(lowering));
   if (done(PipelineStop::Plan))
     return;
   pm.addPass(createConduitVerifyPlan(options.onVerified));

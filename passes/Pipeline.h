@@ -53,6 +53,9 @@ struct PipelineOptions {
   double searchBudgetS = 0;
   /// Receives the outcome of each micro-batch search (optional).
   SearchSink onSearch;
+  /// Whether the expert all-to-alls of a paired step hide behind the other half's compute
+  /// (conduit-lower-to-plan's overlap-all-to-alls).
+  bool overlapAllToAlls = true;
 };
 
 /// Adds the passes that take a pipe.model from phase `model` to `options.stopAfter`.

@@ -123,6 +123,16 @@ Instruction exportInstruction(Operation &op) {
             i.microbatch = collective.getMicrobatch();
             i.bytes = collective.getBytes();
           })
+      .Case<plan::ExpertDispatchOp, plan::ExpertCombineOp>([&](auto allToAll) {
+        i.op = isa<plan::ExpertDispatchOp>(op) ? ROp::ExpertDispatch : ROp::ExpertCombine;
+        i.stream = static_cast<uint8_t>(allToAll.getStream());
+        i.stage = allToAll.getStage();
+        i.microbatch = allToAll.getMicrobatch();
+        i.bytes = allToAll.getBytes();
+        i.group = allToAll.getGroup();
+        i.peerStage = allToAll.getPeerStage();
+        i.peerMicrobatch = allToAll.getPeerMicrobatch();
+      })
       .Case<plan::TieGradsOp>([&](plan::TieGradsOp tie) {
         i.op = ROp::TieGrads;
         i.stream = static_cast<uint8_t>(tie.getStream());

@@ -50,8 +50,8 @@ InstFields fieldsOf(Operation &op) {
         f.event = inst.getEvent();
       })
       .Case<AllGatherOp, ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp, TieGradsOp,
-            TensorAllReduceOp, TensorAllGatherOp, TensorReduceScatterOp>(
-          [&](auto inst) { f.stream = inst.getStream(); });
+            TensorAllReduceOp, TensorAllGatherOp, TensorReduceScatterOp, ExpertDispatchOp,
+            ExpertCombineOp>([&](auto inst) { f.stream = inst.getStream(); });
   return f;
 }
 
@@ -101,6 +101,18 @@ LogicalResult checkInstruction(Operation &op, RankOp rank, const StageTable &tab
           [&](auto inst) { return table.checkStageOnRank(&op, r, inst.getStage()); })
       .Case<TensorAllReduceOp, TensorAllGatherOp, TensorReduceScatterOp>([&](auto inst) {
         return table.checkLocal(&op, r, inst.getStage(), inst.getMicrobatch());
+      })
+      .Case<ExpertDispatchOp, ExpertCombineOp>([&](auto inst) -> LogicalResult {
+        if (failed(table.checkLocal(&op, r, inst.getStage(), inst.getMicrobatch())))
+          return failure();
+        int64_t g = inst.getGroup();
+        if (g < 0 || g >= static_cast<int64_t>(groups.size()))
+          return inst.emitOpError()
+                 << "names group " << g << " but the program has " << groups.size() << " groups";
+        if (inst.getPeerStage() >= 0 &&
+            failed(table.checkLocal(&op, r, inst.getPeerStage(), inst.getPeerMicrobatch())))
+          return failure();
+        return success();
       })
       .Case<TieGradsOp>([&](TieGradsOp inst) {
         return table.checkTie(&op, r, inst.getStage(), inst.getPeer(), inst.getPeerStage());
@@ -206,7 +218,8 @@ LogicalResult RankOp::verifyRegions() {
   for (Operation &op : getBody().front())
     if (!isa<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp, SendOp, RecvOp, AllGatherOp,
              ReduceScatterOp, AllReduceOp, FreeOp, OptimizerStepOp, SignalOp, WaitOp, TieGradsOp,
-             TensorAllReduceOp, TensorAllGatherOp, TensorReduceScatterOp>(op))
+             TensorAllReduceOp, TensorAllGatherOp, TensorReduceScatterOp, ExpertDispatchOp,
+             ExpertCombineOp>(op))
       return op.emitOpError("is not allowed in the body of 'plan.rank'");
   return success();
 }
@@ -296,5 +309,17 @@ template <typename TensorOp> LogicalResult verifyTensorCollective(TensorOp op) {
 LogicalResult TensorAllReduceOp::verify() { return verifyTensorCollective(*this); }
 LogicalResult TensorAllGatherOp::verify() { return verifyTensorCollective(*this); }
 LogicalResult TensorReduceScatterOp::verify() { return verifyTensorCollective(*this); }
+template <typename AllToAllOp> LogicalResult verifyExpertAllToAll(AllToAllOp op) {
+  if (failed(verifyTensorCollective(op)))
+    return failure();
+  if ((op.getPeerStage() < 0) != (op.getPeerMicrobatch() < 0) || op.getPeerStage() < -1 ||
+      op.getPeerMicrobatch() < -1)
+    return op.emitOpError() << "hides behind stage " << op.getPeerStage() << " micro-batch "
+                            << op.getPeerMicrobatch()
+                            << "; expected a stage and a micro-batch, or -1 -1 for none";
+  return success();
+}
+LogicalResult ExpertDispatchOp::verify() { return verifyExpertAllToAll(*this); }
+LogicalResult ExpertCombineOp::verify() { return verifyExpertAllToAll(*this); }
 LogicalResult SignalOp::verify() { return verifyEvent(*this); }
 LogicalResult WaitOp::verify() { return verifyEvent(*this); }

@@ -345,6 +345,38 @@ def Plan_TensorAllGatherOp : Plan_TensorCollectiveOp<"tensor_all_gather",
 def Plan_TensorReduceScatterOp : Plan_TensorCollectiveOp<"tensor_reduce_scatter",
     "sums partial activations (or input gradients) and leaves each rank its sequence part">;
 
+class Plan_ExpertAllToAllOp<string mnemonic, string what> : Plan_InstOp<mnemonic> {
+  let summary = "an all-to-all of the expert group, issued inside the compute it follows";
+  let description = !strconcat([{
+    Expert parallelism (mixture-of-experts blocks, `parallelism.expert` E > 1): }], what, [{
+    among the E ranks of this process's expert group, `bytes` being what this rank sends (its
+    micro-batch's routed tokens, bounded by the model's stated imbalance). Like a tensor
+    collective it is not an instruction of its own: the compute instruction it follows (same
+    stage, micro-batch and stream) issues it from inside its layers, in the order
+    runtime/plan/TensorCollectives.h lists, which the plan verifier checks. `group` is the
+    plan group of this pipeline rank; the expert group inside it is fixed by E and the
+    process's replica and tensor rank. `behind` names the compute (stage and micro-batch) it
+    hides behind: the other half of a paired step (a forward marked `paired` and the compute
+    after it), whose computation runs while it is in flight; `-1 -1` when nothing hides it.
+
+    ```mlir
+    plan.}], mnemonic, [{ stage 1 mb 3 bytes 1048576 group 0 behind 6 2 on 0
+    ```
+  }]);
+  let arguments = (ins I32Prop:$stage, I32Prop:$microbatch, I64Prop:$bytes, I32Prop:$group,
+                       I32Prop:$peer_stage, I32Prop:$peer_microbatch, I32Prop:$stream);
+  let assemblyFormat = [{
+    `stage` $stage `mb` $microbatch `bytes` $bytes `group` $group `behind` $peer_stage
+    $peer_microbatch `on` $stream attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Plan_ExpertDispatchOp : Plan_ExpertAllToAllOp<"expert_dispatch",
+    "sends each routed token to the rank holding its expert (in a backward: the routed tokens' gradients back)">;
+def Plan_ExpertCombineOp : Plan_ExpertAllToAllOp<"expert_combine",
+    "returns the experts' outputs to the tokens' ranks (in a backward: the outputs' gradients to the experts)">;
+
 class Plan_StageInstOp<string mnemonic> : Plan_InstOp<mnemonic> {
   let arguments = (ins I32Prop:$stage, I32Prop:$stream);
   let assemblyFormat = "`stage` $stage `on` $stream attr-dict";

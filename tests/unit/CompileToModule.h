@@ -31,7 +31,8 @@ struct CompiledModule {
   bool ok = false;
 };
 
-inline CompiledModule compileToModule(const Job &job, PipelineStop stop = PipelineStop::Plan) {
+inline CompiledModule compileToModule(const Job &job, PipelineStop stop = PipelineStop::Plan,
+                                      CompileOptions options = {}) {
   mlir::DialectRegistry registry;
   registerDialects(registry);
   CompiledModule c;
@@ -41,7 +42,6 @@ inline CompiledModule compileToModule(const Job &job, PipelineStop stop = Pipeli
       c.errors += d.str() + "\n";
     return mlir::success();
   });
-  CompileOptions options;
   options.verifyEachPass = true;
   ModuleOptions module;
   module.until = stop;

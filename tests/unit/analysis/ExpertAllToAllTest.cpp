@@ -1,0 +1,226 @@
+//===- ExpertAllToAllTest.cpp - the expert all-to-alls priced and verified ===//
+//
+// Mixture-of-experts jobs with expert parallelism compiled to plans: each all-to-all priced
+// on its expert group's link by hand, the report's counts and exposed time, DualPipeV's paired
+// steps hiding part of the all-to-alls (a shorter step than the same plan without the
+// overlap), and the simulator refusing a plan whose all-to-alls differ from what each compute
+// issues, naming the instruction.
+//
+//===----------------------------------------------------------------------===//
+
+#include "analysis/Report.h"
+#include "tests/unit/CompileToModule.h"
+
+#include <gtest/gtest.h>
+
+using namespace conduit;
+using runtime::Instruction;
+using runtime::Op;
+
+namespace {
+
+/// Four blocks, the first dense, three with 8 experts (2 per token, the busiest expert rank
+/// stated at 1.25 x the mean); P = 2, D = 4, E = 4 on H100s whose links are set round.
+constexpr const char *kJob = R"({
+  "model": {
+    "kind": "transformer", "num_layers": 4, "hidden_size": 512, "num_heads": 8,
+    "ffn_hidden_size": 2048, "seq_length": 512, "vocab_size": 1024,
+    "mlp": "swiglu", "norm": "rmsnorm", "position": "rotary", "bias": "none",
+    "moe": { "num_experts": 8, "top_k": 2, "expert_ffn_hidden_size": 1024, "dense_layers": 1,
+             "imbalance": 1.25 }
+  },
+  "parallelism": {
+    "pipeline": 2, "data": 4, "expert": 4, "stages_per_device": 1, "schedule": "1f1b",
+    "microbatches": 8, "microbatch_size": 2
+  },
+  "cluster": { "preset": "h100-80gb", "gpus_per_node": 8, "intra_node_bandwidth": 4e11,
+               "inter_node_bandwidth": 5e10, "latency_s": 1e-5 },
+  "training": { "dtype": "bf16", "optimizer": "adam" }
+})";
+
+std::optional<VerifiedPlan> compile(llvm::ArrayRef<std::string> overrides = {},
+                                    bool overlap = true) {
+  Diagnostics diag("moe.json");
+  std::optional<Json> root = parseJsonText(kJob, diag);
+  if (!root) {
+    ADD_FAILURE() << diag.getError()->str();
+    return std::nullopt;
+  }
+  for (const std::string &assignment : overrides)
+    EXPECT_TRUE(applyOverride(*root, assignment, diag)) << assignment;
+  std::optional<Job> job = parseJob(*root, "moe.json", diag);
+  if (!job) {
+    ADD_FAILURE() << diag.getError()->str();
+    return std::nullopt;
+  }
+  CompileOptions options;
+  options.overlapAllToAlls = overlap;
+  CompiledModule compiled = compileToModule(*job, PipelineStop::Plan, options);
+  if (!compiled.ok || !compiled.verified) {
+    ADD_FAILURE() << "does not compile: " << compiled.errors;
+    return std::nullopt;
+  }
+  return std::move(compiled.verified);
+}
+
+/// Bytes of one all-to-all: ceil(2 samples x 512 tokens x top-2 x 1.25) x 512 x 2 bytes.
+constexpr int64_t kAllToAllBytes = 2560 * 512 * 2;
+
+TEST(ExpertAllToAlls, PricedOnTheExpertGroupsLink) {
+  // The expert group of 4 consecutive ranks lies in a node of 8; in nodes of 2 it spans two.
+  for (auto [perNode, bandwidth] : {std::pair{"8", 4e11}, std::pair{"2", 5e10}}) {
+    std::optional<VerifiedPlan> v = compile({std::string("cluster.gpus_per_node=") + perNode});
+    ASSERT_TRUE(v);
+    const PlanReport report = analyzeStep(v->plan, v->simulation);
+    for (const RankReport &r : report.ranks) {
+      ASSERT_GT(r.allToAlls, 0);
+      // latency + bytes x (E - 1) / E / bandwidth, each.
+      EXPECT_NEAR(r.allToAllS / static_cast<double>(r.allToAlls),
+                  1e-5 + static_cast<double>(kAllToAllBytes) * 3 / 4 / bandwidth, 1e-12)
+          << perNode << " GPUs per node";
+      // Nothing computes beside them in 1F1B: all of it is exposed, and counted as such.
+      EXPECT_NEAR(r.idle.allToAll, r.allToAllS, 1e-12);
+    }
+  }
+}
+
+TEST(ExpertAllToAlls, CountedPerRankAndPass) {
+  std::optional<VerifiedPlan> v = compile();
+  ASSERT_TRUE(v);
+  const PlanReport report = analyzeStep(v->plan, v->simulation);
+  // Rank 0 holds the embedding, the dense block and one block with experts, rank 1 two with
+  // experts and the head: per micro-batch 2 all-to-alls in the forward, 2 in the backward.
+  ASSERT_EQ(report.ranks.size(), 2u);
+  EXPECT_EQ(report.ranks[0].allToAlls, 8 * 4 * 1);
+  EXPECT_EQ(report.ranks[1].allToAlls, 8 * 4 * 2);
+  for (const Instruction &x : v->plan.ranks[1].instructions)
+    if (x.isExpertAllToAll()) {
+      EXPECT_EQ(x.bytes, kAllToAllBytes);
+      EXPECT_EQ(x.group, 1); // the plan group of pipeline rank 1
+    }
+  const llvm::json::Value json = reportToJson(report);
+  const llvm::json::Object &rank1 = *json.getAsObject()->getArray("ranks")->back().getAsObject();
+  EXPECT_EQ(rank1.getInteger("all_to_alls"), 64);
+  EXPECT_NEAR(*rank1.getNumber("all_to_all_exposed_s"), report.ranks[1].idle.allToAll, 1e-15);
+  EXPECT_NEAR(*json.getAsObject()->getNumber("all_to_all_s"),
+              (report.ranks[0].allToAllS + report.ranks[1].allToAllS) / 2, 1e-15);
+}
+
+TEST(ExpertAllToAlls, PairedStepsHideThemBehindTheOtherHalf) {
+  const std::vector<std::string> dualpipev = {
+      "parallelism.schedule=dualpipev", "parallelism.stages_per_device=2",
+      "parallelism.placement=\"v\"", "parallelism.microbatches=16",
+      "cluster.intra_node_bandwidth=1e11"};
+  std::optional<VerifiedPlan> paired = compile(dualpipev, true), apart = compile(dualpipev, false);
+  ASSERT_TRUE(paired && apart);
+  const PlanReport with = analyzeStep(paired->plan, paired->simulation),
+                   without = analyzeStep(apart->plan, apart->simulation);
+  // The same plan but for where the all-to-alls hide: the same whole time, less of it exposed,
+  // and a shorter step.
+  int64_t hiding = 0;
+  for (const runtime::RankProgram &rank : paired->plan.ranks)
+    for (const Instruction &x : rank.instructions)
+      hiding += x.isExpertAllToAll() && x.peerStage >= 0;
+  EXPECT_GT(hiding, 0);
+  for (const runtime::RankProgram &rank : apart->plan.ranks)
+    for (const Instruction &x : rank.instructions)
+      EXPECT_FALSE(x.isExpertAllToAll() && x.peerStage >= 0);
+  EXPECT_NEAR(with.allToAllS, without.allToAllS, 1e-12);
+  EXPECT_NEAR(without.exposedAllToAllS, without.allToAllS, 1e-12);
+  EXPECT_LT(with.exposedAllToAllS, without.exposedAllToAllS);
+  EXPECT_LT(with.stepTimeS, without.stepTimeS);
+  // A pair hides at most the shorter of its two halves' compute and communication; what it
+  // hides is never more than the all-to-alls' whole time.
+  for (size_t r = 0; r < with.ranks.size(); ++r)
+    EXPECT_LE(with.ranks[r].idle.allToAll, with.ranks[r].allToAllS);
+}
+
+//===----------------------------------------------------------------------===//
+// The simulator's checks
+//===----------------------------------------------------------------------===//
+
+/// The simulator's verdict on `plan` (with unit costs): the instruction and the message.
+std::pair<int64_t, std::string> simulated(const runtime::Plan &plan) {
+  SimulationResult result = simulatePlan(plan, PlanCosts::unit(plan));
+  if (!result.error)
+    return {-1, "ok"};
+  return {result.error->instruction, result.error->message};
+}
+
+/// The first forward of rank 1 with all-to-alls: its index.
+size_t firstForward(const runtime::Plan &plan) {
+  const std::vector<Instruction> &list = plan.ranks[1].instructions;
+  for (size_t i = 0; i + 1 < list.size(); ++i)
+    if (list[i].op == Op::Forward && list[i + 1].isExpertAllToAll())
+      return i;
+  ADD_FAILURE() << "no forward with all-to-alls";
+  return 0;
+}
+
+TEST(ExpertAllToAllSimulation, RefusesWhatTheComputeDoesNotIssue) {
+  std::optional<VerifiedPlan> v = compile();
+  ASSERT_TRUE(v);
+  EXPECT_EQ(simulated(v->plan).second, "ok");
+  const size_t f = firstForward(v->plan);
+  auto rank1 = [](runtime::Plan &plan) -> std::vector<Instruction> & {
+    return plan.ranks[1].instructions;
+  };
+  // F issues dispatch, combine for each of its two blocks: four all-to-alls.
+  {
+    runtime::Plan plan = v->plan; // the last one missing
+    rank1(plan).erase(rank1(plan).begin() + f + 4);
+    // Named at the next instruction of the compute stream.
+    size_t next = f + 4;
+    while (rank1(plan)[next].stream != runtime::kComputeStream)
+      ++next;
+    auto [at, message] = simulated(plan);
+    EXPECT_EQ(at, static_cast<int64_t>(next));
+    EXPECT_NE(message.find("issues all-to-all 4 of 4, expert_combine of 2621440 bytes for layer "
+                           "4; the plan lacks it"),
+              std::string::npos)
+        << message;
+  }
+  {
+    runtime::Plan plan = v->plan; // one too many
+    rank1(plan).insert(rank1(plan).begin() + f + 5, rank1(plan)[f + 4]);
+    auto [at, message] = simulated(plan);
+    EXPECT_EQ(at, static_cast<int64_t>(f + 5));
+    EXPECT_NE(message.find("is an all-to-all that " + std::to_string(f) +
+                           " (F s1 mb0) does not issue: it issues 4"),
+              std::string::npos)
+        << message;
+  }
+  {
+    runtime::Plan plan = v->plan; // resized
+    rank1(plan)[f + 2].bytes += 2;
+    auto [at, message] = simulated(plan);
+    EXPECT_EQ(at, static_cast<int64_t>(f + 2));
+    EXPECT_NE(message.find("is all-to-all 2 of 4 of " + std::to_string(f) +
+                           " (F s1 mb0), which issues expert_combine of 2621440 bytes for layer "
+                           "3 there"),
+              std::string::npos)
+        << message;
+  }
+  {
+    runtime::Plan plan = v->plan; // reordered
+    std::swap(rank1(plan)[f + 1], rank1(plan)[f + 2]);
+    auto [at, message] = simulated(plan);
+    EXPECT_EQ(at, static_cast<int64_t>(f + 1));
+    EXPECT_NE(message.find("is all-to-all 1 of 4 of " + std::to_string(f) +
+                           " (F s1 mb0), which issues expert_dispatch"),
+              std::string::npos)
+        << message;
+  }
+  {
+    runtime::Plan plan = v->plan; // hidden behind a compute that is not its pair's
+    rank1(plan)[f + 1].peerStage = 1;
+    rank1(plan)[f + 1].peerMicrobatch = 1;
+    auto [at, message] = simulated(plan);
+    EXPECT_EQ(at, static_cast<int64_t>(f + 1));
+    EXPECT_NE(message.find("hides behind s1 mb1, which is not the other half of a paired step"),
+              std::string::npos)
+        << message;
+  }
+}
+
+} // namespace
