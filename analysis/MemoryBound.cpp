@@ -16,12 +16,16 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 } // namespace
 
-int64_t conduit::staticStateBytes(const Job &job, const ParallelismSpec &par, int64_t params) {
-  const runtime::Sharding sharding = par.data > 1 ? par.sharding : runtime::Sharding::None;
+namespace {
+
+/// The static state of `params` parameters sharded (as `sharding` says) over `ranks` ranks.
+int64_t shardedState(const Job &job, runtime::Sharding sharding, int64_t ranks, int64_t params) {
+  if (ranks <= 1)
+    sharding = runtime::Sharding::None;
   const int64_t e = job.training.elementBytes();
   const bool adam = job.training.optimizer == runtime::Optimizer::Adam;
   const int64_t statePerParam = adam ? (e == 4 ? 8 : 12) : (e == 4 ? 0 : 4);
-  const int64_t shard = ceilDiv(params, par.data);
+  const int64_t shard = ceilDiv(params, ranks);
   const bool fullGradients =
       sharding == runtime::Sharding::Gradients || sharding == runtime::Sharding::Full;
   return (sharding == runtime::Sharding::Full ? shard : params) * e +
@@ -29,21 +33,32 @@ int64_t conduit::staticStateBytes(const Job &job, const ParallelismSpec &par, in
          (fullGradients ? shard : params) * runtime::kGradientBytes;
 }
 
+} // namespace
+
+int64_t conduit::staticStateBytes(const Job &job, const ParallelismSpec &par, int64_t params,
+                                  int64_t expertParams) {
+  expertParams = std::clamp<int64_t>(expertParams, 0, params);
+  const int64_t expertData = par.data * par.tensor / std::max<int64_t>(par.expert, 1);
+  return shardedState(job, par.sharding, par.data, params - expertParams) +
+         shardedState(job, par.sharding, expertData, expertParams);
+}
+
 MemoryBound conduit::memoryLowerBound(const Job &job, const ParallelismSpec &par) {
   MemoryBound bound;
   // What one rank of a tensor group holds of each layer (TensorShare.h, as the plan counts it).
-  int64_t params = 0;
+  int64_t params = 0, expertParams = 0;
   std::vector<LayerBytes> layers;
   for (const LayerSpec &layer : job.model.layers) {
-    const TensorShare share =
-        tensorShare(splitLayer(layer), std::max<int64_t>(par.tensor, 1), par.sequenceParallel);
+    const TensorShare share = tensorShare(splitLayer(layer), std::max<int64_t>(par.tensor, 1),
+                                          par.sequenceParallel, par.expert);
     params += share.params;
+    expertParams += share.expertParams;
     layers.push_back({share.activationBytes, share.checkpointBytes, share.weightGradientBytes,
                       share.attentionCoreBytes});
   }
   // The static state of the whole model over the pipeline ranks: the fullest holds at least
   // the mean, and splitting the parameters into stages only rounds the shards up.
-  bound.staticBytes = ceilDiv(staticStateBytes(job, par, params), par.pipeline);
+  bound.staticBytes = ceilDiv(staticStateBytes(job, par, params, expertParams), par.pipeline);
   // Every forward before the first backward: at that backward each rank keeps every
   // micro-batch of each of its stages.
   if (par.schedule == runtime::Schedule::GPipe || par.schedule == runtime::Schedule::BreadthFirst) {

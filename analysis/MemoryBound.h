@@ -6,7 +6,9 @@
 //
 // * the static state: parameters in the training type, fp32 gradients and the optimizer's
 //   state (PeakMemory.cpp's conventions), sharded as the job says and divided over the
-//   pipeline and the tensor ranks (only what tensor parallelism splits);
+//   pipeline and the tensor ranks (only what tensor parallelism splits); a mixture of
+//   experts' routed experts divided over the expert group instead, and sharded over their
+//   expert-data group (the D x T / E ranks that hold the same experts);
 // * for the schedules that run every forward of a rank before its first backward (gpipe and
 //   breadth-first, by their definition), what every micro-batch keeps for its backward.
 //
@@ -33,8 +35,11 @@ struct MemoryBound {
 
 /// Parameters, fp32 gradients and the optimizer's state of `params` parameters (one tensor
 /// rank's share) as `par` shards them over its replicas: PeakMemory.cpp's conventions, stated
-/// once for the bound below and the tuner's per-rank bounds.
-int64_t staticStateBytes(const Job &job, const ParallelismSpec &par, int64_t params);
+/// once for the bound below and the tuner's per-rank bounds. Of `params`, `expertParams` are
+/// routed experts (one expert rank's share), sharded over the D x T / E ranks of their
+/// expert-data group instead of the D replicas.
+int64_t staticStateBytes(const Job &job, const ParallelismSpec &par, int64_t params,
+                         int64_t expertParams = 0);
 
 /// The bound for `job` run as `par` (the job's model and training sections, `par`'s P, D, T,
 /// sharding, checkpointing, schedule and batch).

@@ -6,7 +6,8 @@
 
 using namespace conduit;
 
-TensorShare conduit::tensorShare(const SplitLayer &layer, int64_t tensor, bool sequenceParallel) {
+TensorShare conduit::tensorShare(const SplitLayer &layer, int64_t tensor, bool sequenceParallel,
+                                 int64_t expert) {
   const int64_t t = tensor;
   const bool sequence = sequenceParallel;
   // The replicated part whole, the rest divided (rounded up: a rank holds at least its share).
@@ -17,7 +18,10 @@ TensorShare conduit::tensorShare(const SplitLayer &layer, int64_t tensor, bool s
   const int64_t activation = layer.activationBytes;
   const int64_t replicatedActivation = sequence ? 0 : layer.replicatedActivationBytes;
   TensorShare share;
-  share.params = split(layer.params, layer.replicatedParams);
+  const int64_t experts = std::clamp<int64_t>(layer.expertParams, 0, layer.params);
+  const int64_t e = std::max<int64_t>(expert, 1);
+  share.expertParams = (experts + e - 1) / e;
+  share.params = split(layer.params - experts, layer.replicatedParams) + share.expertParams;
   share.activationBytes = split(activation, replicatedActivation);
   // A deferred weight gradient keeps its GEMMs' inputs and output gradients: without sequence
   // parallelism the replicated inputs (the activations' replicated part) come with as many
@@ -39,6 +43,7 @@ SplitLayer conduit::splitLayer(const LayerSpec &layer) {
   out.embedding = layer.kind == runtime::LayerKind::Embedding;
   out.params = layer.params;
   out.replicatedParams = layer.replicatedParams.value_or(0);
+  out.expertParams = layer.expertParams;
   out.activationBytes = layer.activationBytes;
   out.replicatedActivationBytes = layer.replicatedActivationBytes.value_or(0);
   out.weightGradientBytes = layer.weightGradientBytes;

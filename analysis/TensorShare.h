@@ -2,9 +2,10 @@
 //
 // What one rank of a tensor group holds of a layer, per sample: Megatron-LM's partitioning
 // divides what the layer does not keep replicated by T, and sequence parallelism divides the
-// activations, the layer input and the output too. The one statement of it: the passes apply
-// it to pipe.layer ops (passes/PassUtils.h), the tuner's bounds to the job's layers, so that a
-// bound and the plan it bounds cannot disagree on it.
+// activations, the layer input and the output too. A mixture of experts' routed experts are
+// never split by T: the expert group's E ranks divide them instead (parallel folding). The one
+// statement of it: the passes apply it to pipe.layer ops (passes/PassUtils.h), the tuner's bounds
+// to the job's layers, so that a bound and the plan it bounds cannot disagree on it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +23,9 @@ namespace conduit {
 struct SplitLayer {
   bool embedding = false;
   int64_t params = 0, replicatedParams = 0;
+  /// Of params, the routed experts' (divided over the expert group, not the tensor group);
+  /// replicatedParams is a part of the rest.
+  int64_t expertParams = 0;
   int64_t activationBytes = 0, replicatedActivationBytes = 0;
   /// What a deferred weight gradient keeps (unset: the activations).
   std::optional<int64_t> weightGradientBytes;
@@ -32,6 +36,9 @@ struct SplitLayer {
 /// own figures.
 struct TensorShare {
   int64_t params = 0;
+  /// Of params, the rank's routed experts: 1/E of the layer's. Their gradients are reduced,
+  /// and sharded, over the expert-data group (the D x T / E ranks holding the same experts).
+  int64_t expertParams = 0;
   int64_t activationBytes = 0;
   int64_t checkpointBytes = 0;
   int64_t outputBytes = 0;
@@ -41,7 +48,9 @@ struct TensorShare {
   int64_t attentionCoreBytes = 0;
 };
 
-TensorShare tensorShare(const SplitLayer &layer, int64_t tensor, bool sequenceParallel);
+/// `expert`: the expert-parallel degree E.
+TensorShare tensorShare(const SplitLayer &layer, int64_t tensor, bool sequenceParallel,
+                        int64_t expert = 1);
 
 /// The figures of a job's layer.
 SplitLayer splitLayer(const LayerSpec &layer);

@@ -3,7 +3,10 @@
 #include "compiler/ImportJob.h"
 
 #include "dialects/pipe/PipeOps.h"
+#include "job/TransformerCosts.h"
 #include "mlir/IR/Builders.h"
+
+#include <algorithm>
 
 using namespace conduit;
 using namespace mlir;
@@ -16,7 +19,7 @@ pipe::ParallelismAttr buildParallelism(MLIRContext *ctx, const ParallelismSpec &
       p.groupSize, p.microbatches, p.microbatchSize, toDialect<pipe::Sharding>(p.sharding),
       toDialect<pipe::Checkpointing>(p.checkpointing), p.fsdpWindow,
       toDialect<pipe::RankOrder>(p.rankOrder), toDialect<pipe::Placement>(p.placement),
-      p.splitBackward, p.tensor, p.sequenceParallel);
+      p.splitBackward, p.tensor, p.sequenceParallel, p.expert);
 }
 
 pipe::ClusterAttr buildCluster(MLIRContext *ctx, const Cluster &c) {
@@ -32,12 +35,32 @@ pipe::TrainingAttr buildTraining(MLIRContext *ctx, const TrainingSpec &t) {
                                  toDialect<pipe::TokenType>(t.dataDtype));
 }
 
-pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &t) {
+/// The job's mixture of experts, with the imbalance resolved: the job's, or the default for its
+/// expert groups and one tensor rank's tokens of a micro-batch (job/TransformerCosts.h).
+pipe::MoeAttr buildMoe(MLIRContext *ctx, const TransformerSpec &t, const ParallelismSpec &p) {
+  if (!t.moe)
+    return {};
+  const MoeSpec &m = *t.moe;
+  const int64_t tokensPerRank = p.microbatchSize * t.seqLength / std::max<int64_t>(p.tensor, 1);
+  const double imbalance = m.imbalance.value_or(defaultMoeImbalance(m, p.expert, tokensPerRank));
+  return pipe::MoeAttr::get(ctx, m.numExperts, m.topK, m.expertFfnHiddenSize,
+                            toDialect<pipe::RouterKind>(m.router), m.normalizeTopK,
+                            m.auxLossCoefficient, m.sharedExperts, m.sharedFfnHiddenSize,
+                            m.denseLayers, m.capacityFactor.value_or(0), imbalance);
+}
+
+pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &t,
+                                       const ParallelismSpec &p) {
+  pipe::LatentAttentionAttr latent;
+  if (const std::optional<LatentAttentionSpec> &a = t.latentAttention)
+    latent = pipe::LatentAttentionAttr::get(ctx, a->qLoraRank, a->kvLoraRank, a->qkNopeHeadDim,
+                                            a->qkRopeHeadDim, a->vHeadDim);
   return pipe::TransformerAttr::get(
       ctx, t.numLayers, t.hiddenSize, t.numHeads, t.numKvHeads, t.ffnHiddenSize, t.seqLength,
       t.vocabSize, toDialect<pipe::MlpKind>(t.mlp), toDialect<pipe::NormKind>(t.norm),
       toDialect<pipe::PositionKind>(t.position), t.tieEmbeddings, toDialect<pipe::BiasKind>(t.bias),
-      t.ropeTheta, t.normEps, toDialect<pipe::AttentionKind>(t.attention));
+      t.ropeTheta, t.normEps, toDialect<pipe::AttentionKind>(t.attention), t.headDim.value_or(0),
+      t.qkNorm, latent, buildMoe(ctx, t, p));
 }
 
 /// A symbol name from the job name: letters, digits and '_' only.
@@ -59,17 +82,17 @@ OwningOpRef<ModuleOp> conduit::importJob(const Job &job, MLIRContext &context) {
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   OpBuilder builder = OpBuilder::atBlockEnd(module->getBody());
 
-  auto model =
-      pipe::ModelOp::create(builder, loc, symbolName(job.name), pipe::Phase::Model,
-                            buildParallelism(ctx, job.parallelism), buildCluster(ctx, job.cluster),
-                            buildTraining(ctx, job.training),
-                            job.model.transformer ? buildTransformer(ctx, *job.model.transformer)
-                                                  : pipe::TransformerAttr(),
-                            job.parallelism.stageLayers.empty()
-                                ? DenseI64ArrayAttr()
-                                : builder.getDenseI64ArrayAttr(job.parallelism.stageLayers),
-                            /*microbatch_partitions=*/Attribute(), builder.getStringAttr(job.path),
-                            job.model.tokensPerSample);
+  auto model = pipe::ModelOp::create(
+      builder, loc, symbolName(job.name), pipe::Phase::Model,
+      buildParallelism(ctx, job.parallelism), buildCluster(ctx, job.cluster),
+      buildTraining(ctx, job.training),
+      job.model.transformer ? buildTransformer(ctx, *job.model.transformer, job.parallelism)
+                            : pipe::TransformerAttr(),
+      job.parallelism.stageLayers.empty()
+          ? DenseI64ArrayAttr()
+          : builder.getDenseI64ArrayAttr(job.parallelism.stageLayers),
+      /*microbatch_partitions=*/Attribute(), builder.getStringAttr(job.path),
+      job.model.tokensPerSample);
 
   if (job.parallelism.autoPartitions) {
     model.setMicrobatchPartitionsAttr(builder.getStringAttr("auto"));
@@ -83,10 +106,11 @@ OwningOpRef<ModuleOp> conduit::importJob(const Job &job, MLIRContext &context) {
   Block *body = builder.createBlock(&model.getBody());
   builder.setInsertionPointToEnd(body);
   for (const LayerSpec &layer : job.model.layers)
-    pipe::LayerOp::create(builder, loc, layer.name, toDialect<pipe::LayerKind>(layer.kind),
-                          layer.params, layer.fwdFlops, layer.bwdFlops, layer.bwdWeightFlops,
-                          layer.activationBytes, layer.checkpointBytes, layer.outputBytes,
-                          layer.weightGradientBytes, layer.replicatedParams,
-                          layer.replicatedActivationBytes, layer.attentionCoreBytes);
+    pipe::LayerOp::create(
+        builder, loc, layer.name, toDialect<pipe::LayerKind>(layer.kind), layer.params,
+        layer.fwdFlops, layer.bwdFlops, layer.bwdWeightFlops, layer.activationBytes,
+        layer.checkpointBytes, layer.outputBytes, layer.weightGradientBytes, layer.replicatedParams,
+        layer.replicatedActivationBytes, layer.attentionCoreBytes,
+        layer.expertParams ? std::optional<int64_t>(layer.expertParams) : std::nullopt);
   return module;
 }

@@ -67,6 +67,9 @@ void JobParser::checkParallelism(const Job &job) {
   checkTensor(job);
   if (diag.failed())
     return;
+  checkExpert(job);
+  if (diag.failed())
+    return;
   // Both factors are bounded (2^16 * 2^10 stages, 2^20 micro-batches): no overflow here.
   const int64_t pairs = p.numStages() * p.microbatches;
   if (pairs > limits::kMaxStageMicrobatches) {
@@ -109,8 +112,10 @@ void JobParser::checkTensor(const Job &job) {
       {"num_kv_heads", t.numKvHeads > 0 ? t.numKvHeads : t.numHeads},
       {"ffn_hidden_size", t.ffnHiddenSize},
       {"vocab_size", t.vocabSize}};
+  // A model whose every block has experts has no dense MLP to split.
+  const bool denseMlp = !t.moe || t.moe->denseLayers > 0;
   for (auto [key, value] : split)
-    if (value % p.tensor != 0) {
+    if (value % p.tensor != 0 && (denseMlp || std::string_view(key) != "ffn_hidden_size")) {
       diag.report("parallelism.tensor",
                   "tensor parallelism splits model." + std::string(key) + " (" +
                       std::to_string(value) + ") over the " + std::to_string(p.tensor) +
@@ -120,12 +125,64 @@ void JobParser::checkTensor(const Job &job) {
                       key);
       return;
     }
+  if (t.moe && t.moe->sharedFfnHiddenSize % p.tensor != 0) {
+    diag.report("parallelism.tensor",
+                "tensor parallelism splits the shared experts as it splits a dense MLP, and "
+                "model.moe.shared_ffn_hidden_size (" +
+                    std::to_string(t.moe->sharedFfnHiddenSize) + ") is not a multiple of " +
+                    std::to_string(p.tensor) +
+                    "; choose a tensor size that divides it, or change "
+                    "model.moe.shared_ffn_hidden_size");
+    return;
+  }
+  if (t.moe && t.seqLength % p.tensor != 0) {
+    diag.report("parallelism.tensor",
+                "each of the " + std::to_string(p.tensor) +
+                    " tensor-parallel ranks routes a contiguous slice of every sequence to the "
+                    "experts, and model.seq_length (" +
+                    std::to_string(t.seqLength) + ") is not a multiple of " +
+                    std::to_string(p.tensor) + "; change model.seq_length or parallelism.tensor");
+    return;
+  }
   if (p.sequenceParallel && t.seqLength % p.tensor != 0)
     diag.report("parallelism.sequence_parallel",
                 "splits each sequence over the " + std::to_string(p.tensor) +
                     " tensor-parallel ranks, and model.seq_length (" + std::to_string(t.seqLength) +
                     ") is not a multiple of " + std::to_string(p.tensor) +
                     "; change model.seq_length or parallelism.tensor");
+}
+
+void JobParser::checkExpert(const Job &job) {
+  const ParallelismSpec &p = job.parallelism;
+  if (p.expert == 1)
+    return;
+  const std::string e = std::to_string(p.expert);
+  const std::optional<TransformerSpec> &t = job.model.transformer;
+  if (!t || !t->moe) {
+    diag.report("parallelism.expert",
+                "divides a mixture of experts over " + e +
+                    " ranks, and the model has none (no model.moe); remove it or set it to 1");
+    return;
+  }
+  const MoeSpec &moe = *t->moe;
+  if (moe.numExperts % p.expert != 0) {
+    diag.report("parallelism.expert", e + " expert-parallel ranks do not divide the " +
+                                          std::to_string(moe.numExperts) +
+                                          " experts (model.moe.num_experts); use a divisor of " +
+                                          std::to_string(moe.numExperts));
+    return;
+  }
+  // Parallel folding: the expert groups are carved out of a pipeline rank's D x T ranks.
+  const int64_t folded = p.data * p.tensor;
+  if (folded % p.expert != 0)
+    diag.report("parallelism.expert",
+                "expert groups of " + e +
+                    " ranks are carved out of the data x tensor ranks of a "
+                    "pipeline rank (" +
+                    std::to_string(p.data) + " x " + std::to_string(p.tensor) + " = " +
+                    std::to_string(folded) + "), and " + e +
+                    " does not divide it; use a divisor of both " + std::to_string(folded) +
+                    " and model.moe.num_experts (" + std::to_string(moe.numExperts) + ")");
 }
 
 void JobParser::checkSchedule(const ParallelismSpec &p) {

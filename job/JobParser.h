@@ -56,6 +56,9 @@ private:
   void parseTransformer(ObjectReader &section, TransformerSpec &t);
   /// The transformer's keys, each optional, over `t`'s values.
   void readShape(ObjectReader &section, TransformerSpec &t);
+  /// The transformer's `latent_attention` and `moe` sections, over what `t` has of them.
+  void readLatentAttention(ObjectReader &section, TransformerSpec &t);
+  void readMoe(ObjectReader &section, TransformerSpec &t);
   /// Reports a shape that cannot be built, naming the key (unless an error came first).
   void checkShape(ObjectReader &section, const TransformerSpec &t);
   void parseHuggingFace(ObjectReader &section, ModelSpec &m);
@@ -71,6 +74,8 @@ private:
   void checkParallelism(const Job &job);
   /// The tensor-parallel degree against the model: what Megatron-LM's partitioning splits.
   void checkTensor(const Job &job);
+  /// The expert-parallel degree against the model's experts and the data and tensor ranks.
+  void checkExpert(const Job &job);
   void checkSchedule(const ParallelismSpec &p);
   void checkStageLayers(const Job &job);
   void checkPartitions(const Job &job);

@@ -28,6 +28,14 @@ void JobParser::parseModel(ObjectReader &section, ModelSpec &m, const TrainingSp
     return;
   m.kind = std::string(kModelKinds[*kind]);
   if (m.kind == "layers") {
+    // The transformer's variants describe a shape; a layer list states its costs itself.
+    for (std::string_view key : {"moe", "latent_attention", "head_dim", "qk_norm"})
+      if (section.value(key)) {
+        diag.report(section.keyPath(key),
+                    "applies to a transformer (model.kind \"transformer\" or \"hf\"); a layer "
+                    "list states each layer's costs itself");
+        return;
+      }
     parseLayers(section, m);
     section.rejectUnknownKeys();
     return;
@@ -124,6 +132,89 @@ void JobParser::readShape(ObjectReader &section, TransformerSpec &t) {
     t.normEps = *eps;
   if (auto attention = readEnum<AttentionKind>(section, "attention"))
     t.attention = *attention;
+  if (auto headDim = section.integer("head_dim", 1, limits::kMaxHidden))
+    t.headDim = *headDim;
+  if (auto qkNorm = section.boolean("qk_norm"))
+    t.qkNorm = *qkNorm;
+  if (const Json *latent = section.object("latent_attention")) {
+    ObjectReader reader(*latent, section.keyPath("latent_attention"), diag);
+    readLatentAttention(reader, t);
+  }
+  if (const Json *moe = section.object("moe")) {
+    ObjectReader reader(*moe, section.keyPath("moe"), diag);
+    readMoe(reader, t);
+  }
+}
+
+void JobParser::readLatentAttention(ObjectReader &section, TransformerSpec &t) {
+  // Over the Hugging Face config's values when it has them (a smaller model of the family).
+  const bool whole = !t.latentAttention;
+  if (whole)
+    for (std::string_view key :
+         {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
+      if (!section.require(key))
+        return;
+  LatentAttentionSpec a = t.latentAttention.value_or(LatentAttentionSpec{});
+  const struct {
+    const char *key;
+    int64_t least;
+    int64_t LatentAttentionSpec::*field;
+  } dims[] = {{"q_lora_rank", 0, &LatentAttentionSpec::qLoraRank},
+              {"kv_lora_rank", 1, &LatentAttentionSpec::kvLoraRank},
+              {"qk_nope_head_dim", 0, &LatentAttentionSpec::qkNopeHeadDim},
+              {"qk_rope_head_dim", 0, &LatentAttentionSpec::qkRopeHeadDim},
+              {"v_head_dim", 1, &LatentAttentionSpec::vHeadDim}};
+  for (const auto &d : dims)
+    if (auto value = section.integer(d.key, d.least, limits::kMaxHidden))
+      a.*d.field = *value;
+  section.rejectUnknownKeys();
+  t.latentAttention = a;
+}
+
+void JobParser::readMoe(ObjectReader &section, TransformerSpec &t) {
+  // Over the Hugging Face config's values when it has them (a smaller model of the family).
+  const bool whole = !t.moe;
+  if (whole)
+    for (std::string_view key : {"num_experts", "top_k", "expert_ffn_hidden_size"})
+      if (!section.require(key))
+        return;
+  MoeSpec m = t.moe.value_or(MoeSpec{});
+  if (auto n = section.integer("num_experts", 1, limits::kMaxExperts))
+    m.numExperts = *n;
+  if (auto k = section.integer("top_k", 1, limits::kMaxExperts))
+    m.topK = *k;
+  if (auto f = section.integer("expert_ffn_hidden_size", 1, limits::kMaxFfn))
+    m.expertFfnHiddenSize = *f;
+  if (auto router = readEnum<RouterKind>(section, "router"))
+    m.router = *router;
+  if (auto normalize = section.boolean("normalize_top_k"))
+    m.normalizeTopK = *normalize;
+  if (auto aux = section.number("aux_loss_coefficient", 0, 1e3))
+    m.auxLossCoefficient = *aux;
+  std::optional<int64_t> shared = section.integer("shared_experts", 0, limits::kMaxExperts);
+  if (shared)
+    m.sharedExperts = *shared;
+  std::optional<int64_t> sharedFfn = section.integer("shared_ffn_hidden_size", 1, limits::kMaxFfn);
+  if (sharedFfn)
+    m.sharedFfnHiddenSize = *sharedFfn;
+  else if (shared)
+    // DeepSeek's convention: each shared expert as wide as a routed one.
+    m.sharedFfnHiddenSize = m.sharedExperts * m.expertFfnHiddenSize;
+  if (auto dense = section.integer("dense_layers", 0, limits::kMaxLayers))
+    m.denseLayers = *dense;
+  if (section.value("capacity_factor"))
+    m.capacityFactor =
+        section.number("capacity_factor", 0, limits::kMaxExperts, /*minExclusive=*/true);
+  if (section.value("imbalance"))
+    m.imbalance = section.number("imbalance", 1, limits::kMaxExperts);
+  section.rejectUnknownKeys();
+  if (m.sharedExperts == 0 && m.sharedFfnHiddenSize > 0 && sharedFfn)
+    diag.report(section.keyPath("shared_ffn_hidden_size"),
+                "sizes the shared experts, and there are none (moe.shared_experts is 0); set "
+                "shared_experts, or remove shared_ffn_hidden_size");
+  if (m.sharedExperts == 0)
+    m.sharedFfnHiddenSize = 0;
+  t.moe = m;
 }
 
 void JobParser::checkShape(ObjectReader &section, const TransformerSpec &t) {

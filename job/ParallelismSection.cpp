@@ -1,6 +1,6 @@
 //===- ParallelismSection.cpp - the job file's parallelism section --------===//
 //
-// The pipeline, data and tensor degrees, the schedule and its options, sharding and
+// The pipeline, data, tensor and expert degrees, the schedule and its options, sharding and
 // checkpointing, and the optional explicit layouts (stage layers, micro-batch partitions).
 // What these mean together, and against the model, is checked in JobChecks.cpp.
 //
@@ -44,6 +44,7 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
   p.data = section.integer("data", 1, limits::kMaxData).value_or(1);
   p.tensor = section.integer("tensor", 1, limits::kMaxTensor).value_or(1);
   p.sequenceParallel = section.boolean("sequence_parallel").value_or(false);
+  p.expert = section.integer("expert", 1, limits::kMaxWorld).value_or(1);
   p.stagesPerDevice =
       section.integer("stages_per_device", 1, limits::kMaxStagesPerDevice).value_or(1);
   if (auto schedule = readEnum<Schedule>(section, "schedule"))

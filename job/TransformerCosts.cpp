@@ -30,54 +30,163 @@ constexpr double kExactLimit = 9007199254740992.0; // 2^53
 struct Shape {
   explicit Shape(const TransformerSpec &t)
       : s(t.seqLength), h(t.hiddenSize), a(t.numHeads),
-        kvd(t.hiddenSize / t.numHeads * t.numKvHeads), f(t.ffnHiddenSize), v(t.vocabSize),
-        gated(t.mlp == MlpKind::SwiGLU), layerNorm(t.norm == NormKind::LayerNorm),
-        learned(t.position == PositionKind::Learned), bias(t.bias),
-        flash(t.attention == AttentionKind::Flash) {}
-  double s, h, a, kvd, f, v;
+        d(t.headDim ? double(*t.headDim) : double(t.hiddenSize / t.numHeads)), q(a * d),
+        kvd(d * t.numKvHeads), f(t.ffnHiddenSize), v(t.vocabSize), gated(t.mlp == MlpKind::SwiGLU),
+        layerNorm(t.norm == NormKind::LayerNorm), learned(t.position == PositionKind::Learned),
+        bias(t.bias), flash(t.attention == AttentionKind::Flash), qkNorm(t.qkNorm),
+        mla(t.latentAttention), moe(t.moe) {}
+  double s, h, a;
+  double d;   ///< per-head width of queries, keys and values (without latent attention)
+  double q;   ///< query width a x d
+  double kvd; ///< key (and value) width
+  double f, v;
   bool gated, layerNorm, learned;
   BiasKind bias;
-  bool flash;
+  bool flash, qkNorm;
+  std::optional<LatentAttentionSpec> mla;
+  std::optional<MoeSpec> moe;
 
   double normParams() const { return layerNorm ? 2 * h : h; }
+  /// GEMMs of an MLP of width `width` (up, gate when SwiGLU, down).
+  double mlpWeights(double width) const { return (gated ? 3 : 2) * h * width; }
+  double mlpBiases(double width) const {
+    return bias == BiasKind::All ? (gated ? 2 : 1) * width + h : 0;
+  }
 
-  /// What a tensor-parallel group keeps whole in a block: the two norms and the biases added
-  /// after the row-parallel reductions (attention output, MLP down projection).
-  double blockReplicatedParams() const {
-    return 2 * normParams() + (bias == BiasKind::All ? 2 * h : 0);
+  // Attention. Without latent attention: Q (h -> a d), K and V (h -> kv heads x d each), the
+  // output projection (a d -> h). With it (DeepSeek-V2/V3): queries through a rank-q_lora
+  // latent (or directly), keys and values through a shared rank-kv_lora latent that also
+  // yields the rotary key part, expanded per head into nope + v; out: a x v -> h.
+  double qkHead() const { return mla ? double(mla->qkNopeHeadDim + mla->qkRopeHeadDim) : d; }
+  double vHead() const { return mla ? double(mla->vHeadDim) : d; }
+  double attentionWeights() const {
+    if (!mla)
+      return 2 * h * q + 2 * h * kvd;
+    const double ql = double(mla->qLoraRank), kvl = double(mla->kvLoraRank),
+                 rope = double(mla->qkRopeHeadDim), nope = double(mla->qkNopeHeadDim);
+    const double query = ql > 0 ? h * ql + ql * a * qkHead() : h * a * qkHead();
+    return query + h * (kvl + rope) + kvl * a * (nope + vHead()) + a * vHead() * h;
+  }
+  /// The attention's parameters outside its weight matrices: biases, latent norms, q/k norms.
+  double attentionOtherParams() const {
+    double extra = qkNorm ? 2 * d : 0;
+    if (mla)
+      extra += double(mla->kvLoraRank) + double(mla->qLoraRank);
+    if (bias == BiasKind::All)
+      extra += mla ? h : (q + 2 * kvd) + h;
+    else if (bias == BiasKind::QKV)
+      extra += mla ? 0 : q + 2 * kvd;
+    return extra;
+  }
+  /// What tensor parallelism keeps whole in the attention: latent attention's down
+  /// projections and their norms (its up projections are split by heads).
+  double attentionReplicatedParams() const {
+    if (!mla)
+      return 0;
+    const double ql = double(mla->qLoraRank), kvl = double(mla->kvLoraRank);
+    return (ql > 0 ? h * ql + ql : 0) + h * (kvl + double(mla->qkRopeHeadDim)) + kvl;
+  }
+  /// The two products of the core over the full s x s scores: Q K^T and P V.
+  double attentionCoreFlops() const { return 2 * s * s * a * (qkHead() + vHead()); }
+
+  // The MLP of block `b`: dense, or a router (h -> N, no bias; a per-expert bias for sigmoid
+  // routing), shared experts of total width fs and N routed experts of width fe, top_k of
+  // them active per token.
+  bool hasExperts(int64_t b) const { return moe && b >= moe->denseLayers; }
+  double routerParams() const {
+    return h * double(moe->numExperts) + (moe->router == RouterKind::Sigmoid ? moe->numExperts : 0);
+  }
+  double sharedWidth() const { return double(moe->sharedFfnHiddenSize); }
+  double expertWidth() const { return double(moe->expertFfnHiddenSize); }
+  double routedParams() const {
+    return double(moe->numExperts) * (mlpWeights(expertWidth()) + mlpBiases(expertWidth()));
+  }
+  double mlpParams(int64_t b) const {
+    if (!hasExperts(b))
+      return mlpWeights(f) + mlpBiases(f);
+    const double shared =
+        sharedWidth() > 0 ? mlpWeights(sharedWidth()) + mlpBiases(sharedWidth()) : 0;
+    return routerParams() + shared + routedParams();
+  }
+  /// The MLP's weight GEMMs one token passes through (the router, the shared experts and its
+  /// top_k experts): its active parameters.
+  double mlpActiveWeights(int64_t b) const {
+    if (!hasExperts(b))
+      return mlpWeights(f);
+    return h * double(moe->numExperts) + mlpWeights(sharedWidth()) +
+           double(moe->topK) * mlpWeights(expertWidth());
+  }
+
+  double blockParams(int64_t b) const {
+    return attentionWeights() + attentionOtherParams() + mlpParams(b) + 2 * normParams();
+  }
+  double blockExpertParams(int64_t b) const { return hasExperts(b) ? routedParams() : 0; }
+
+  /// What a tensor-parallel group keeps whole in a block: the two norms, the biases added
+  /// after the row-parallel reductions (attention output, MLP down projection), latent
+  /// attention's down projections, and the router. Routed experts are divided over the expert
+  /// group instead (LayerSpec::expertParams), and shared experts split as a dense MLP.
+  double blockReplicatedParams(int64_t b) const {
+    double whole = 2 * normParams() + (bias == BiasKind::All ? 2 * h : 0) + (qkNorm ? 2 * d : 0) +
+                   attentionReplicatedParams();
+    if (hasExperts(b))
+      whole += routerParams() - (sharedWidth() > 0 ? 0 : (bias == BiasKind::All ? h : 0));
+    return whole;
   }
   /// Without sequence parallelism every rank keeps the norms' inputs and the inputs of the
-  /// column-parallel GEMMs (QKV, MLP up) whole: Korthikanti et al.'s replicated terms.
-  double blockReplicatedActivationElements() const { return 4 * s * h; }
-
-  double blockParams() const {
-    double attention = 2 * h * h + 2 * h * kvd;
-    double mlp = (gated ? 3 : 2) * h * f;
-    double biases = 0;
-    if (bias == BiasKind::All)
-      biases = (h + 2 * kvd) + h + (gated ? 2 * f : f) + h;
-    else if (bias == BiasKind::QKV)
-      biases = h + 2 * kvd;
-    return attention + mlp + biases + 2 * normParams();
+  /// column-parallel GEMMs (QKV, MLP up) whole: Korthikanti et al.'s replicated terms, and
+  /// latent attention's latents (computed whole on every rank).
+  double blockReplicatedActivationElements() const {
+    double whole = 4 * s * h;
+    if (mla)
+      whole += latentElements();
+    return whole;
   }
 
   /// The GEMMs with a weight: forward, and again as the weight gradient in the backward.
-  double blockWeightFlops() const {
-    double weights = 2 * h * h + 2 * h * kvd + (gated ? 3 : 2) * h * f;
-    return 2 * s * weights;
+  double blockWeightFlops(int64_t b) const {
+    return 2 * s * (attentionWeights() + mlpActiveWeights(b));
   }
-  double blockForwardFlops() const { return blockWeightFlops() + 4 * s * s * h; }
+  double blockForwardFlops(int64_t b) const { return blockWeightFlops(b) + attentionCoreFlops(); }
+
+  /// Latent attention's latents kept for the backward: the query latent (norm input and
+  /// output) and the key/value latent with its rotary part, and the normalised latent.
+  double latentElements() const {
+    const double ql = double(mla->qLoraRank), kvl = double(mla->kvLoraRank);
+    return 2 * s * ql + s * (kvl + double(mla->qkRopeHeadDim)) + s * kvl;
+  }
 
   /// Elements kept for the backward: attention (Q/K/V input, Q, K, V, the softmax output
   /// when eager, projection input), the two norm inputs, and the MLP (input and hidden
   /// activations). A fused kernel keeps no s x s scores, only their softmax statistics
   /// (flashStatisticsBytes).
-  double blockActivationElements() const {
-    double attention = 3 * s * h + 2 * s * kvd + (flash ? 0 : a * s * s);
-    double norms = 2 * s * h;
-    double mlp = s * h + (gated ? 3 : 2) * s * f;
-    return attention + norms + mlp;
+  double attentionActivationElements() const {
+    const double scores = flash ? 0 : a * s * s;
+    if (!mla)
+      return s * h + 2 * s * q + 2 * s * kvd + scores;
+    // Input, latents, Q, K (every head), V, the output projection's input.
+    return s * h + latentElements() + 2 * s * a * qkHead() + 2 * s * a * vHead() + scores;
   }
+  double blockActivationElements(int64_t b) const {
+    const double norms = 2 * s * h;
+    return attentionActivationElements() + norms + mlpActivationElements(b);
+  }
+  double mlpActivationElements(int64_t b) const {
+    if (!hasExperts(b))
+      return s * h + (gated ? 3 : 2) * s * f;
+    // The input, the router's logits and probabilities, the shared experts' hidden
+    // activations, and the routed part (moeRoutedElements).
+    return s * h + 2 * s * double(moe->numExperts) + (gated ? 3 : 2) * s * sharedWidth() +
+           moeRoutedElements();
+  }
+  /// The routed tokens' activations at the mean load: top_k copies of each token dispatched,
+  /// each expert's hidden activations for them, and their outputs before the combine.
+  double moeRoutedElements() const {
+    const double k = double(moe->topK);
+    return k * s * h + k * (gated ? 3 : 2) * s * expertWidth() + k * s * h;
+  }
+  /// The routing of each token: top_k expert indices (int32) and weights (fp32).
+  double routingBytes(int64_t b) const { return hasExperts(b) ? 8 * s * double(moe->topK) : 0; }
   /// Of those, the attention core's (the softmax output): what selective checkpointing
   /// recomputes from Q, K and V instead of keeping (Korthikanti et al.'s 5as² per sample
   /// is this, with dropout's mask and output).
@@ -86,12 +195,28 @@ struct Shape {
   double flashStatisticsBytes() const { return flash ? 4 * a * s : 0; }
 
   /// Elements a deferred weight gradient keeps: the input and the output gradient of every
-  /// weight GEMM (QKV, output projection, up/gate, down) and, for each norm's weights, its
-  /// normalised input and output gradient.
-  double blockWeightGradientElements() const {
-    double gemms =
-        s * (h + (h + 2 * kvd)) + s * (h + h) + s * (h + (gated ? 2 : 1) * f) + s * (f + h);
-    return gemms + 2 * (2 * s * h);
+  /// weight GEMM and, for each norm's weights, its normalised input and output gradient.
+  double blockWeightGradientElements(int64_t b) const {
+    double attention;
+    if (!mla) {
+      attention = s * (h + (q + 2 * kvd)) + s * (q + h);
+    } else {
+      const double ql = double(mla->qLoraRank), kvl = double(mla->kvLoraRank),
+                   rope = double(mla->qkRopeHeadDim), nope = double(mla->qkNopeHeadDim);
+      const double query = ql > 0 ? s * (h + ql) + s * (ql + a * qkHead()) : s * (h + a * qkHead());
+      attention = query + s * (h + kvl + rope) + s * (kvl + a * (nope + vHead())) +
+                  s * (a * vHead() + h) + 2 * s * (ql + kvl);
+    }
+    auto mlp = [&](double width, double tokens) {
+      return tokens * (h + (gated ? 2 : 1) * width) + tokens * (width + h);
+    };
+    double ffn;
+    if (!hasExperts(b))
+      ffn = mlp(f, s);
+    else
+      ffn = s * (h + double(moe->numExperts)) + (sharedWidth() > 0 ? mlp(sharedWidth(), s) : 0) +
+            mlp(expertWidth(), double(moe->topK) * s);
+    return attention + ffn + 2 * (2 * s * h);
   }
 };
 
@@ -143,13 +268,19 @@ std::string nearestDivisors(int64_t n, int64_t target) {
 } // namespace
 
 std::optional<ShapeProblem> conduit::checkTransformerShape(const TransformerSpec &t) {
-  if (t.hiddenSize % t.numHeads != 0)
+  // An explicit head width (Qwen3) need not divide the hidden size.
+  if (!t.headDim && t.hiddenSize % t.numHeads != 0)
     return ShapeProblem{
         "num_heads",
         std::to_string(t.numHeads) + " attention heads do not divide the hidden size " +
             std::to_string(t.hiddenSize) + "; use " + nearestDivisors(t.hiddenSize, t.numHeads) +
             " heads, or a hidden_size that is a multiple of " + std::to_string(t.numHeads)};
-  if (t.position == PositionKind::Rotary && (t.hiddenSize / t.numHeads) % 2 != 0)
+  const bool rotary = t.position == PositionKind::Rotary;
+  if (rotary && t.headDim && *t.headDim % 2 != 0)
+    return ShapeProblem{"head_dim", "rotary positions rotate pairs of a head's dimensions, but "
+                                    "head_dim is " +
+                                        std::to_string(*t.headDim) + "; make it even"};
+  if (rotary && !t.headDim && !t.latentAttention && (t.hiddenSize / t.numHeads) % 2 != 0)
     return ShapeProblem{"num_heads", "rotary positions rotate pairs of a head's dimensions, but " +
                                          std::to_string(t.numHeads) + " heads of " +
                                          std::to_string(t.hiddenSize) + " give heads of " +
@@ -161,7 +292,67 @@ std::optional<ShapeProblem> conduit::checkTransformerShape(const TransformerSpec
                         std::to_string(t.numKvHeads) + " key/value heads do not divide the " +
                             std::to_string(t.numHeads) + " attention heads; use " +
                             nearestDivisors(t.numHeads, t.numKvHeads) + " key/value heads"};
+  if (const std::optional<LatentAttentionSpec> &a = t.latentAttention) {
+    if (t.headDim)
+      return ShapeProblem{"head_dim", "latent attention sets its own head widths "
+                                      "(latent_attention.qk_nope_head_dim, qk_rope_head_dim and "
+                                      "v_head_dim); remove head_dim"};
+    if (t.qkNorm)
+      return ShapeProblem{"qk_norm", "latent attention normalises its latents, not each head's "
+                                     "queries and keys; remove qk_norm"};
+    if (t.numKvHeads != t.numHeads)
+      return ShapeProblem{"num_kv_heads",
+                          "latent attention expands its latent into keys and values for every "
+                          "head; num_kv_heads must equal num_heads (" +
+                              std::to_string(t.numHeads) + ") or be left out"};
+    if (a->qkNopeHeadDim + a->qkRopeHeadDim < 1)
+      return ShapeProblem{"latent_attention.qk_nope_head_dim",
+                          "the query/key heads have no dimensions (qk_nope_head_dim and "
+                          "qk_rope_head_dim are both 0)"};
+    if (rotary && a->qkRopeHeadDim % 2 != 0)
+      return ShapeProblem{"latent_attention.qk_rope_head_dim",
+                          "rotary positions rotate pairs of dimensions, but qk_rope_head_dim is " +
+                              std::to_string(a->qkRopeHeadDim) + "; make it even"};
+  }
+  if (const std::optional<MoeSpec> &m = t.moe) {
+    if (m->topK > m->numExperts)
+      return ShapeProblem{"moe.top_k",
+                          "each token is routed to " + std::to_string(m->topK) +
+                              " experts, and there are only " + std::to_string(m->numExperts) +
+                              " (moe.num_experts); use at most " + std::to_string(m->numExperts)};
+    if (m->denseLayers >= t.numLayers)
+      return ShapeProblem{"moe.dense_layers",
+                          std::to_string(m->denseLayers) + " leading dense blocks of the " +
+                              std::to_string(t.numLayers) +
+                              " leave no block with experts; use fewer than num_layers, or "
+                              "remove model.moe"};
+    const double experts = static_cast<double>(m->numExperts);
+    if (m->imbalance && *m->imbalance > experts)
+      return ShapeProblem{"moe.imbalance",
+                          "bounds the busiest expert rank's routed tokens over the mean, which is "
+                          "at most the expert count " +
+                              std::to_string(m->numExperts) + "; use a value from 1 to " +
+                              std::to_string(m->numExperts)};
+    if (m->capacityFactor && *m->capacityFactor > experts)
+      return ShapeProblem{"moe.capacity_factor",
+                          "above the expert count " + std::to_string(m->numExperts) +
+                              " it never drops a token; remove it for dropless routing"};
+  }
   return std::nullopt;
+}
+
+double conduit::defaultMoeImbalance(const MoeSpec &moe, int64_t expert, int64_t tokensPerRank) {
+  if (moe.capacityFactor)
+    return std::max(1.0, *moe.capacityFactor);
+  if (expert <= 1 || tokensPerRank <= 0)
+    return 1.0;
+  // Each rank of the group receives, on average, mu = tokens x top_k routed assignments; with
+  // uniform routing a rank's load is Binomial(E mu, 1/E), of variance mu (1 - 1/E), and the
+  // largest of E such loads exceeds the mean by about sqrt(2 ln E) standard deviations (Raab
+  // and Steger, "Balls into Bins", 1998).
+  const double e = static_cast<double>(expert);
+  const double mu = static_cast<double>(tokensPerRank) * static_cast<double>(moe.topK);
+  return std::min(e, 1.0 + std::sqrt(2.0 * std::log(e) * (1.0 - 1.0 / e) / mu));
 }
 
 absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const TransformerSpec &spec,
@@ -180,17 +371,18 @@ absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
       !err.ok())
     return err;
 
-  const double fwd = x.blockForwardFlops();
   for (int64_t i = 0; i < spec.numLayers; ++i) {
-    if (absl::Status err =
-            addLayer(layers, "block." + std::to_string(i), runtime::LayerKind::Block,
-                     x.blockParams(), fwd, 2 * fwd, x.blockWeightFlops(),
-                     e * x.blockActivationElements() + x.flashStatisticsBytes(), e * x.s * x.h,
-                     e * x.s * x.h, e * x.blockWeightGradientElements(), x.blockReplicatedParams(),
-                     e * x.blockReplicatedActivationElements());
+    const double fwd = x.blockForwardFlops(i);
+    if (absl::Status err = addLayer(
+            layers, "block." + std::to_string(i), runtime::LayerKind::Block, x.blockParams(i), fwd,
+            2 * fwd, x.blockWeightFlops(i),
+            e * x.blockActivationElements(i) + x.flashStatisticsBytes() + x.routingBytes(i),
+            e * x.s * x.h, e * x.s * x.h, e * x.blockWeightGradientElements(i),
+            x.blockReplicatedParams(i), e * x.blockReplicatedActivationElements());
         !err.ok())
       return err;
     layers.back().attentionCoreBytes = static_cast<int64_t>(e * x.blockAttentionCoreElements());
+    layers.back().expertParams = static_cast<int64_t>(x.blockExpertParams(i));
   }
 
   // Head: final norm, LM head, cross-entropy; keeps fp32 logits for the loss gradient.
@@ -204,9 +396,37 @@ absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
   return layers;
 }
 
+namespace {
+
+/// The embedding and head parameters, counting tied tables once.
+double endParams(const TransformerSpec &spec, const Shape &x) {
+  return x.v * x.h + (x.learned ? x.s * x.h : 0) + x.normParams() +
+         (spec.tieEmbeddings ? 0 : x.v * x.h);
+}
+
+} // namespace
+
 int64_t conduit::transformerParameters(const TransformerSpec &spec) {
   const Shape x(spec);
-  double total = x.v * x.h + (x.learned ? x.s * x.h : 0) + spec.numLayers * x.blockParams() +
-                 x.normParams() + (spec.tieEmbeddings ? 0 : x.v * x.h);
+  double total = endParams(spec, x);
+  for (int64_t i = 0; i < spec.numLayers; ++i)
+    total += x.blockParams(i);
   return static_cast<int64_t>(total);
+}
+
+int64_t conduit::transformerActiveParameters(const TransformerSpec &spec) {
+  const Shape x(spec);
+  double total = endParams(spec, x);
+  for (int64_t i = 0; i < spec.numLayers; ++i) {
+    total += x.blockParams(i);
+    if (x.hasExperts(i))
+      total -= x.routedParams() * (1 - double(spec.moe->topK) / double(spec.moe->numExperts));
+  }
+  return static_cast<int64_t>(total);
+}
+
+int64_t conduit::moeRoutedActivationBytes(const TransformerSpec &spec, int64_t elementBytes) {
+  if (!spec.moe)
+    return 0;
+  return static_cast<int64_t>(double(elementBytes) * Shape(spec).moeRoutedElements());
 }

@@ -41,6 +41,15 @@ struct ShapeProblem {
 /// divide the heads); returns the first violation.
 std::optional<ShapeProblem> checkTransformerShape(const TransformerSpec &shape);
 
+/// The bound on the busiest expert rank's routed tokens over the mean that a plan assumes when
+/// the job states none (model.moe.imbalance): with a capacity factor, the factor (at least 1:
+/// tokens beyond capacity are dropped); dropless, the expected maximum of the E ranks' loads
+/// under uniform routing of `tokensPerRank` tokens (one rank's tokens of a micro-batch) to
+/// top_k experts each, 1 + sqrt(2 ln E (1 - 1/E) / (tokens x top_k)) (Raab and Steger, "Balls
+/// into Bins - A Simple and Tight Analysis", RANDOM 1998). 1 for E = 1. A trained router is
+/// less even than uniform: state a measured value when there is one (docs/cost-model.md).
+double defaultMoeImbalance(const MoeSpec &moe, int64_t expert, int64_t tokensPerRank);
+
 /// The layer chain of `shape` with costs for elements of `elementBytes` bytes. Fails when a
 /// figure would exceed 2^53 (beyond exact integers in a double): an absurd shape, not a model;
 /// the message names the dimensions to reduce.
@@ -49,6 +58,16 @@ absl::StatusOr<std::vector<LayerSpec>> expandTransformer(const TransformerSpec &
 
 /// Parameters of the model, counting tied embedding weights once.
 int64_t transformerParameters(const TransformerSpec &shape);
+
+/// The parameters one token passes through: all but the routed experts a token is not sent to
+/// (of each MoE block's routed experts, the fraction top_k / num_experts). The published
+/// "active" figure of a mixture of experts; equal to transformerParameters for dense models.
+int64_t transformerActiveParameters(const TransformerSpec &shape);
+
+/// Of an MoE block's activation bytes per sample, the routed tokens' part at the mean load
+/// (the dispatched copies, the experts' hidden activations and outputs): what grows with the
+/// imbalance on the busiest expert rank. 0 without experts.
+int64_t moeRoutedActivationBytes(const TransformerSpec &shape, int64_t elementBytes);
 
 } // namespace conduit
 

@@ -34,15 +34,16 @@ pipe::ParallelismAttr conduit::withSchedule(pipe::ParallelismAttr par, pipe::Sch
       par.getContext(), par.getPipeline(), par.getData(), par.getStagesPerDevice(), schedule,
       groupSize, par.getMicrobatches(), par.getMicrobatchSize(), par.getSharding(),
       par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(), placement, splitBackward,
-      par.getTensor(), par.getSequenceParallel());
+      par.getTensor(), par.getSequenceParallel(), par.getExpert());
 }
 
 pipe::ParallelismAttr conduit::withTensor(pipe::ParallelismAttr par, int64_t tensor) {
-  return pipe::ParallelismAttr::get(
-      par.getContext(), par.getPipeline(), par.getData(), par.getStagesPerDevice(),
-      par.getSchedule(), par.getGroupSize(), par.getMicrobatches(), par.getMicrobatchSize(),
-      par.getSharding(), par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(),
-      par.getPlacement(), par.getSplitBackward(), tensor, par.getSequenceParallel());
+  return pipe::ParallelismAttr::get(par.getContext(), par.getPipeline(), par.getData(),
+                                    par.getStagesPerDevice(), par.getSchedule(), par.getGroupSize(),
+                                    par.getMicrobatches(), par.getMicrobatchSize(),
+                                    par.getSharding(), par.getCheckpointing(), par.getFsdpWindow(),
+                                    par.getRankOrder(), par.getPlacement(), par.getSplitBackward(),
+                                    tensor, par.getSequenceParallel(), par.getExpert());
 }
 
 sched::ScheduleProblem conduit::buildScheduleProblem(pipe::ModelOp model) {
@@ -139,13 +140,14 @@ TensorShare conduit::tensorShare(pipe::ParallelismAttr par, pipe::LayerOp layer)
   figures.embedding = layer.getKind() == pipe::LayerKind::Embedding;
   figures.params = layer.getParams();
   figures.replicatedParams = layer.getReplicatedParams().value_or(0);
+  figures.expertParams = layer.getExpertParams().value_or(0);
   figures.activationBytes = layer.getActivationBytes();
   figures.replicatedActivationBytes = layer.getReplicatedActivationBytes().value_or(0);
   figures.weightGradientBytes = layer.getWeightGradientBytes();
   figures.checkpointBytes = layer.getCheckpointBytes();
   figures.outputBytes = layer.getOutputBytes();
   figures.attentionCoreBytes = layer.getAttentionCoreBytes().value_or(0);
-  return conduit::tensorShare(figures, par.getTensor(), par.getSequenceParallel());
+  return conduit::tensorShare(figures, par.getTensor(), par.getSequenceParallel(), par.getExpert());
 }
 
 TensorLayout::TensorLayout(pipe::ModelOp model) {

@@ -18,6 +18,8 @@ static_assert(static_cast<int>(runtime::Schedule::DualPipeV) ==
               "the plan file's schedule ids follow pipe::ScheduleKind");
 static_assert(static_cast<int>(runtime::DataKind::Text) == static_cast<int>(pipe::DataKind::Text),
               "the plan file's data kinds follow pipe::DataKind");
+static_assert(static_cast<int>(pipe::RouterKind::Sigmoid) == 1,
+              "the plan file's routers follow pipe::RouterKind (0 softmax, 1 sigmoid)");
 
 runtime::Config exportConfig(plan::ProgramOp program) {
   pipe::ParallelismAttr par = program.getParallelism();
@@ -36,6 +38,7 @@ runtime::Config exportConfig(plan::ProgramOp program) {
   c.checkpointing = static_cast<runtime::Checkpointing>(par.getCheckpointing());
   c.tensor = static_cast<int32_t>(par.getTensor());
   c.sequenceParallel = par.getSequenceParallel();
+  c.expert = static_cast<int32_t>(par.getExpert());
   c.fsdpWindow = static_cast<int32_t>(par.getFsdpWindow());
   c.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;
   c.dtype = static_cast<runtime::DType>(training.getDtype());
@@ -59,6 +62,47 @@ runtime::Config exportConfig(plan::ProgramOp program) {
   c.latencyS = machine.latencyS;
   c.launchOverheadS = machine.launchOverheadS;
   return c;
+}
+
+runtime::Transformer exportTransformer(pipe::TransformerAttr t) {
+  runtime::Transformer x;
+  x.numLayers = t.getNumLayers();
+  x.hiddenSize = t.getHiddenSize();
+  x.numHeads = t.getNumHeads();
+  x.numKvHeads = t.getNumKvHeads();
+  x.ffnHiddenSize = t.getFfnHiddenSize();
+  x.seqLength = t.getSeqLength();
+  x.vocabSize = t.getVocabSize();
+  x.mlp = static_cast<uint8_t>(t.getMlp());
+  x.norm = static_cast<uint8_t>(t.getNorm());
+  x.position = static_cast<uint8_t>(t.getPosition());
+  x.tieEmbeddings = t.getTieEmbeddings();
+  x.bias = static_cast<uint8_t>(t.getBias());
+  x.ropeTheta = t.getRopeTheta();
+  x.normEps = t.getNormEps();
+  x.headDim = t.getHeadDim();
+  x.qkNorm = t.getQkNorm();
+  if (pipe::LatentAttentionAttr mla = t.getLatentAttention()) {
+    x.qLoraRank = mla.getQLoraRank();
+    x.kvLoraRank = mla.getKvLoraRank();
+    x.qkNopeHeadDim = mla.getQkNopeHeadDim();
+    x.qkRopeHeadDim = mla.getQkRopeHeadDim();
+    x.vHeadDim = mla.getVHeadDim();
+  }
+  if (pipe::MoeAttr moe = t.getMoe()) {
+    x.numExperts = moe.getNumExperts();
+    x.topK = moe.getTopK();
+    x.expertFfnHiddenSize = moe.getExpertFfnHiddenSize();
+    x.router = static_cast<uint8_t>(moe.getRouter());
+    x.normalizeTopK = moe.getNormalizeTopK();
+    x.auxLossCoefficient = moe.getAuxLossCoefficient();
+    x.sharedExperts = moe.getSharedExperts();
+    x.sharedFfnHiddenSize = moe.getSharedFfnHiddenSize();
+    x.denseLayers = moe.getDenseLayers();
+    x.capacityFactor = moe.getCapacityFactor();
+    x.imbalance = moe.getImbalance();
+  }
+  return x;
 }
 
 Instruction exportInstruction(Operation &op) {
@@ -152,25 +196,20 @@ runtime::Plan conduit::exportPlan(plan::ProgramOp program) {
   out.source = program.getSource() ? program.getSource()->str() : "";
   out.config = exportConfig(program);
   if (std::optional<pipe::TransformerAttr> t = program.getArchitecture())
-    out.transformer = runtime::Transformer{t->getNumLayers(),
-                                           t->getHiddenSize(),
-                                           t->getNumHeads(),
-                                           t->getNumKvHeads(),
-                                           t->getFfnHiddenSize(),
-                                           t->getSeqLength(),
-                                           t->getVocabSize(),
-                                           static_cast<uint8_t>(t->getMlp()),
-                                           static_cast<uint8_t>(t->getNorm()),
-                                           static_cast<uint8_t>(t->getPosition()),
-                                           t->getTieEmbeddings(),
-                                           static_cast<uint8_t>(t->getBias()),
-                                           t->getRopeTheta(),
-                                           t->getNormEps()};
-  for (plan::LayerOp layer : program.getLayers())
-    out.layers.push_back({layer.getName().str(), static_cast<runtime::LayerKind>(layer.getKind()),
-                          layer.getParams(), layer.getFwdFlops(), layer.getBwdFlops(),
-                          layer.getBwdWeightFlops(), layer.getActivationBytes(),
-                          layer.getCheckpointBytes(), layer.getOutputBytes()});
+    out.transformer = exportTransformer(*t);
+  for (plan::LayerOp layer : program.getLayers()) {
+    runtime::Layer &l = out.layers.emplace_back();
+    l.name = layer.getName().str();
+    l.kind = static_cast<runtime::LayerKind>(layer.getKind());
+    l.params = layer.getParams();
+    l.fwdFlops = layer.getFwdFlops();
+    l.bwdFlops = layer.getBwdFlops();
+    l.bwdWeightFlops = layer.getBwdWeightFlops();
+    l.activationBytes = layer.getActivationBytes();
+    l.checkpointBytes = layer.getCheckpointBytes();
+    l.outputBytes = layer.getOutputBytes();
+    l.expertParams = layer.getExpertParams().value_or(0);
+  }
   for (plan::StageOp stage : program.getStages()) {
     llvm::ArrayRef<int64_t> samples = stage.getSamples();
     out.stages.push_back(

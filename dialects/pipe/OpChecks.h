@@ -67,7 +67,8 @@ template <typename LayerOp> mlir::LogicalResult verifyLayer(LayerOp op) {
       mlir::failed(part("replicated_activation_bytes", op.getReplicatedActivationBytes(),
                         "activation_bytes", op.getActivationBytes())) ||
       mlir::failed(part("attention_core_bytes", op.getAttentionCoreBytes(), "activation_bytes",
-                        op.getActivationBytes())))
+                        op.getActivationBytes())) ||
+      mlir::failed(part("expert_params", op.getExpertParams(), "params", op.getParams())))
     return mlir::failure();
   return mlir::success();
 }

@@ -88,7 +88,8 @@ LogicalResult ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       int64_t microbatches, int64_t microbatchSize,
                                       Sharding sharding, Checkpointing checkpointing,
                                       int64_t fsdpWindow, RankOrder rankOrder, Placement placement,
-                                      bool splitBackward, int64_t tensor, bool sequenceParallel) {
+                                      bool splitBackward, int64_t tensor, bool sequenceParallel,
+                                      int64_t expert) {
   if (failed(check(emitError, pipeline >= 1, "pipeline", "positive", pipeline)) ||
       failed(check(emitError, data >= 1, "data", "positive", data)) ||
       failed(check(emitError, stagesPerDevice >= 1, "stages_per_device", "positive",
@@ -98,7 +99,8 @@ LogicalResult ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitErr
       failed(
           check(emitError, microbatchSize >= 1, "microbatch_size", "positive", microbatchSize)) ||
       failed(check(emitError, fsdpWindow >= 1, "fsdp_window", "positive", fsdpWindow)) ||
-      failed(check(emitError, tensor >= 1, "tensor", "positive", tensor)))
+      failed(check(emitError, tensor >= 1, "tensor", "positive", tensor)) ||
+      failed(check(emitError, expert >= 1, "expert", "positive", expert)))
     return failure();
   return success();
 }
@@ -150,7 +152,9 @@ LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       int64_t numKvHeads, int64_t ffnHiddenSize, int64_t seqLength,
                                       int64_t vocabSize, MlpKind mlp, NormKind norm,
                                       PositionKind position, bool tieEmbeddings, BiasKind bias,
-                                      F64 ropeTheta, F64 normEps, AttentionKind attention) {
+                                      F64 ropeTheta, F64 normEps, AttentionKind attention,
+                                      int64_t headDim, bool qkNorm,
+                                      LatentAttentionAttr latentAttention, MoeAttr moe) {
   if (failed(check(emitError, numLayers >= 1, "num_layers", "positive", numLayers)) ||
       failed(check(emitError, hiddenSize >= 1, "hidden_size", "positive", hiddenSize)) ||
       failed(check(emitError, numHeads >= 1, "num_heads", "positive", numHeads)) ||
@@ -161,13 +165,66 @@ LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
       failed(check(emitError, std::isfinite(ropeTheta) && ropeTheta > 1, "rope_theta", "above 1",
                    ropeTheta)) ||
       failed(check(emitError, std::isfinite(normEps) && normEps > 0 && normEps < 1, "norm_eps",
-                   "between 0 and 1", normEps)))
+                   "between 0 and 1", normEps)) ||
+      failed(check(emitError, headDim >= 0, "head_dim", "non-negative", headDim)))
     return failure();
+  if (latentAttention && headDim != 0)
+    return emitError() << "head_dim is set with latent_attention, whose head widths are its own";
+  if (moe && moe.getDenseLayers() > numLayers)
+    return emitError() << "moe's dense_layers " << moe.getDenseLayers() << " exceed num_layers "
+                       << numLayers;
   if (hiddenSize % numHeads != 0)
     return emitError() << "hidden_size " << hiddenSize << " is not divisible by num_heads "
                        << numHeads;
   if (numHeads % numKvHeads != 0)
     return emitError() << "num_heads " << numHeads << " is not divisible by num_kv_heads "
                        << numKvHeads;
+  return success();
+}
+
+LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t numExperts,
+                              int64_t topK, int64_t expertFfnHiddenSize, RouterKind router,
+                              bool normalizeTopK, F64 auxLossCoefficient, int64_t sharedExperts,
+                              int64_t sharedFfnHiddenSize, int64_t denseLayers, F64 capacityFactor,
+                              F64 imbalance) {
+  auto finite = [](double v) { return std::isfinite(v); };
+  if (failed(check(emitError, numExperts >= 1, "num_experts", "positive", numExperts)) ||
+      failed(check(emitError, topK >= 1 && topK <= numExperts, "top_k", "between 1 and num_experts",
+                   topK)) ||
+      failed(check(emitError, expertFfnHiddenSize >= 1, "expert_ffn_hidden_size", "positive",
+                   expertFfnHiddenSize)) ||
+      failed(check(emitError, finite(auxLossCoefficient) && auxLossCoefficient >= 0,
+                   "aux_loss_coefficient", "non-negative", auxLossCoefficient)) ||
+      failed(
+          check(emitError, sharedExperts >= 0, "shared_experts", "non-negative", sharedExperts)) ||
+      failed(check(emitError, sharedFfnHiddenSize >= 0, "shared_ffn_hidden_size", "non-negative",
+                   sharedFfnHiddenSize)) ||
+      failed(check(emitError, denseLayers >= 0, "dense_layers", "non-negative", denseLayers)) ||
+      failed(check(emitError, finite(capacityFactor) && capacityFactor >= 0, "capacity_factor",
+                   "non-negative (0: dropless)", capacityFactor)) ||
+      failed(check(emitError, finite(imbalance) && imbalance >= 1, "imbalance", "at least 1",
+                   imbalance)))
+    return failure();
+  if ((sharedExperts > 0) != (sharedFfnHiddenSize > 0))
+    return emitError() << "shared_experts " << sharedExperts << " and shared_ffn_hidden_size "
+                       << sharedFfnHiddenSize << ": both are 0 or both positive";
+  return success();
+}
+
+LogicalResult LatentAttentionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                          int64_t qLoraRank, int64_t kvLoraRank,
+                                          int64_t qkNopeHeadDim, int64_t qkRopeHeadDim,
+                                          int64_t vHeadDim) {
+  if (failed(check(emitError, qLoraRank >= 0, "q_lora_rank", "non-negative", qLoraRank)) ||
+      failed(check(emitError, kvLoraRank >= 1, "kv_lora_rank", "positive", kvLoraRank)) ||
+      failed(check(emitError, qkNopeHeadDim >= 0, "qk_nope_head_dim", "non-negative",
+                   qkNopeHeadDim)) ||
+      failed(check(emitError, qkRopeHeadDim >= 0, "qk_rope_head_dim", "non-negative",
+                   qkRopeHeadDim)) ||
+      failed(check(emitError, qkNopeHeadDim + qkRopeHeadDim >= 1,
+                   "qk_nope_head_dim + qk_rope_head_dim", "positive",
+                   qkNopeHeadDim + qkRopeHeadDim)) ||
+      failed(check(emitError, vHeadDim >= 1, "v_head_dim", "positive", vHeadDim)))
+    return failure();
   return success();
 }

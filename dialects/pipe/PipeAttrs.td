@@ -86,6 +86,11 @@ def Pipe_AttentionKind : Pipe_Enum<"AttentionKind", "attention kernel", [
   I32EnumCase<"Eager", 1, "eager">
 ]>;
 
+def Pipe_RouterKind : Pipe_Enum<"RouterKind", "how a mixture of experts scores its experts", [
+  I32EnumCase<"Softmax", 0, "softmax">,
+  I32EnumCase<"Sigmoid", 1, "sigmoid">
+]>;
+
 def Pipe_Optimizer : Pipe_Enum<"Optimizer", "optimizer", [
   I32EnumCase<"Adam", 0, "adam">,
   I32EnumCase<"SGD", 1, "sgd">
@@ -220,7 +225,8 @@ defvar Pipe_LayerArguments = (ins
   OptionalProp<I64Prop>:$weight_gradient_bytes,
   OptionalProp<I64Prop>:$replicated_params,
   OptionalProp<I64Prop>:$replicated_activation_bytes,
-  OptionalProp<I64Prop>:$attention_core_bytes
+  OptionalProp<I64Prop>:$attention_core_bytes,
+  OptionalProp<I64Prop>:$expert_params
 );
 defvar Pipe_LayerFormat = [{
   $name $kind `params` $params `fwd` $fwd_flops `bwd` $bwd_flops custom<WeightFlops>($bwd_weight_flops)
@@ -229,7 +235,8 @@ defvar Pipe_LayerFormat = [{
   (`wgrad_bytes` $weight_gradient_bytes^)?
   (`replicated_params` $replicated_params^)?
   (`replicated_activation` $replicated_activation_bytes^)?
-  (`attention_core` $attention_core_bytes^)? attr-dict
+  (`attention_core` $attention_core_bytes^)?
+  (`expert_params` $expert_params^)? attr-dict
 }];
 
 class Pipe_Attr<string name, string attrMnemonic, list<Trait> traits = []>
@@ -252,7 +259,9 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     when not the default) and whether backwards are split into input and weight gradients
     (`split_backward`, printed only when true; the zero-bubble schedules always split), and
     the tensor-parallel degree T (`tensor`, innermost in the global rank) with Megatron-style
-    sequence parallelism (`sequence_parallel`), each printed only when not the default.
+    sequence parallelism (`sequence_parallel`), and the expert-parallel degree E (`expert`:
+    groups of E ranks carved out of a pipeline rank's D x T ranks, Megatron-Core's parallel
+    folding), each printed only when not the default.
 
     ```mlir
     #pipe.parallelism<pipeline = 4, data = 2, stages_per_device = 2, schedule = "breadth-first",
@@ -275,7 +284,8 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     Pipe_DefaultEnumParam<Pipe_Placement, "Loop">:$placement,
     DefaultValuedParameter<"bool", "false">:$split_backward,
     DefaultValuedParameter<"int64_t", "1">:$tensor,
-    DefaultValuedParameter<"bool", "false">:$sequence_parallel
+    DefaultValuedParameter<"bool", "false">:$sequence_parallel,
+    DefaultValuedParameter<"int64_t", "1">:$expert
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -355,6 +365,65 @@ def Pipe_TrainingAttr : Pipe_Attr<"Training", "training"> {
   }];
 }
 
+def Pipe_MoeAttr : Pipe_Attr<"Moe", "moe"> {
+  let summary = "a mixture of experts in place of the dense MLP";
+  let description = [{
+    The job's `model.moe`: the blocks from `dense_layers` on replace their MLP by
+    `num_experts` routed experts (each an MLP of `expert_ffn_hidden_size`, of the model's
+    `mlp` kind), of which a router (`softmax` over the experts, or `sigmoid` per expert with a
+    per-expert bias) picks `top_k` per token, their weights renormalised when
+    `normalize_top_k`, plus `shared_experts` always-active experts of total hidden size
+    `shared_ffn_hidden_size`. `aux_loss_coefficient` weighs the load-balancing loss,
+    `capacity_factor` bounds each expert's tokens (0: dropless), and `imbalance` is the bound
+    on the busiest expert rank's routed tokens over the mean the plan is priced and sized
+    with (resolved by the import: the job's value or its documented default).
+
+    ```mlir
+    #pipe.moe<num_experts = 8, top_k = 2, expert_ffn_hidden_size = 14336,
+              normalize_top_k = true, aux_loss_coefficient = 0.02, imbalance = 1.1>
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$num_experts,
+    "int64_t":$top_k,
+    "int64_t":$expert_ffn_hidden_size,
+    Pipe_DefaultEnumParam<Pipe_RouterKind, "Softmax">:$router,
+    DefaultValuedParameter<"bool", "false">:$normalize_top_k,
+    Pipe_DefaultF64Param<"0.0">:$aux_loss_coefficient,
+    DefaultValuedParameter<"int64_t", "0">:$shared_experts,
+    DefaultValuedParameter<"int64_t", "0">:$shared_ffn_hidden_size,
+    DefaultValuedParameter<"int64_t", "0">:$dense_layers,
+    Pipe_DefaultF64Param<"0.0">:$capacity_factor,
+    Pipe_DefaultF64Param<"1.0">:$imbalance
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Pipe_LatentAttentionAttr : Pipe_Attr<"LatentAttention", "latent_attention"> {
+  let summary = "multi-head latent attention (DeepSeek-V2/V3)";
+  let description = [{
+    Queries through a rank-`q_lora_rank` projection (0: projected directly), keys and values
+    through a shared rank-`kv_lora_rank` latent; each query and key head has
+    `qk_nope_head_dim` dimensions without positions and `qk_rope_head_dim` rotary ones, each
+    value head `v_head_dim`. Named as DeepSeek's config.json names them.
+
+    ```mlir
+    #pipe.latent_attention<q_lora_rank = 1536, kv_lora_rank = 512, qk_nope_head_dim = 128,
+                           qk_rope_head_dim = 64, v_head_dim = 128>
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$q_lora_rank,
+    "int64_t":$kv_lora_rank,
+    "int64_t":$qk_nope_head_dim,
+    "int64_t":$qk_rope_head_dim,
+    "int64_t":$v_head_dim
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
   let summary = "architecture of a decoder-only transformer";
   let description = [{
@@ -365,7 +434,11 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     says which linear layers carry a bias: all (GPT), only Q/K/V (Qwen) or none (Llama).
     `rope_theta` is the rotary base and `norm_eps` the norms' epsilon (printed when not
     10000 and 1e-5). `attention` is the kernel the cost model prices: `flash` (fused, no
-    s x s scores kept; the default, not printed) or `eager`.
+    s x s scores kept; the default, not printed) or `eager`. `head_dim` is an explicit
+    per-head width (0, not printed: hidden_size / num_heads; Qwen3 sets it), `qk_norm` an
+    RMSNorm on each head's queries and keys (Qwen3); `latent_attention` (#pipe.latent_attention)
+    replaces the attention's projections, and `moe` (#pipe.moe) the MLP of the blocks after
+    its `dense_layers`.
 
     ```mlir
     #pipe.transformer<num_layers = 12, hidden_size = 768, num_heads = 12, num_kv_heads = 12,
@@ -389,7 +462,11 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     Pipe_EnumParam<Pipe_BiasKind>:$bias,
     Pipe_DefaultF64Param<"10000.0">:$rope_theta,
     Pipe_DefaultF64Param<"1e-5">:$norm_eps,
-    Pipe_DefaultEnumParam<Pipe_AttentionKind, "Flash">:$attention
+    Pipe_DefaultEnumParam<Pipe_AttentionKind, "Flash">:$attention,
+    DefaultValuedParameter<"int64_t", "0">:$head_dim,
+    DefaultValuedParameter<"bool", "false">:$qk_norm,
+    OptionalParameter<"LatentAttentionAttr">:$latent_attention,
+    OptionalParameter<"MoeAttr">:$moe
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -28,6 +28,9 @@ constexpr int64_t kMaxHeads = 1 << 16;
 constexpr int64_t kMaxFfn = 1 << 22;
 constexpr int64_t kMaxSeqLength = 1 << 24;
 constexpr int64_t kMaxVocab = 1 << 24;
+/// Routed (or shared) experts of a mixture-of-experts block. A model near these bounds is
+/// refused by its cost figures (a layer's figures stay below 2^53).
+constexpr int64_t kMaxExperts = 1 << 16;
 
 // The parallel configuration.
 

@@ -17,7 +17,7 @@
 namespace conduit::runtime {
 
 /// The plan file format this code reads and writes.
-constexpr uint32_t kPlanFormatVersion = 4;
+constexpr uint32_t kPlanFormatVersion = 5;
 /// Feature bits this code understands (none yet); others make a reader refuse the file.
 constexpr uint64_t kKnownFeatures = 0;
 

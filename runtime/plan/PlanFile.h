@@ -34,6 +34,11 @@ std::string writePlan(const Plan &plan);
 /// leaves a partial file behind.
 absl::Status writePlanFile(const Plan &plan, const std::string &path);
 
+/// The fields of the plan's attention variants, mixture of experts and expert parallelism
+/// (format 5) in range and consistent with each other and with the layer chain; an error names
+/// the field as plan.fbs does. readPlan applies it before checkPlanSemantics.
+absl::Status checkModelFields(const Plan &plan);
+
 /// Verifies and reads plan file bytes.
 absl::StatusOr<Plan> readPlan(const void *data, size_t size);
 

@@ -83,6 +83,11 @@ void writeInstruction(std::ostream &os, const Instruction &i) {
     os << ", \"stage\": " << i.stage << ", \"microbatch\": " << i.microbatch
        << ", \"bytes\": " << i.bytes;
     break;
+  case Op::ExpertDispatch:
+  case Op::ExpertCombine:
+    os << ", \"stage\": " << i.stage << ", \"microbatch\": " << i.microbatch
+       << ", \"group\": " << i.group << ", \"bytes\": " << i.bytes;
+    break;
   }
   os << "}";
 }
@@ -96,7 +101,7 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
      << ",\n  \"name\": " << jsonString(plan.name) << ",\n  \"source\": " << jsonString(plan.source)
      << ",\n";
   os << "  \"config\": {\"pipeline\": " << c.pipeline << ", \"data\": " << c.data
-     << ", \"tensor\": " << c.tensor
+     << ", \"tensor\": " << c.tensor << ", \"expert\": " << c.expert
      << ", \"sequence_parallel\": " << (c.sequenceParallel ? "true" : "false")
      << ", \"stages_per_device\": " << c.stagesPerDevice << ", \"schedule\": \""
      << scheduleName(c.schedule)
@@ -114,7 +119,7 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
   if (c.dataSource.kind == DataKind::Tokens)
     os << ", \"token_bytes\": " << int(c.dataSource.tokenBytes);
   os << ", \"preset\": " << jsonString(c.preset) << "},\n";
-  if (const std::optional<Transformer> &t = plan.transformer)
+  if (const std::optional<Transformer> &t = plan.transformer) {
     os << "  \"transformer\": {\"num_layers\": " << t->numLayers
        << ", \"hidden_size\": " << t->hiddenSize << ", \"num_heads\": " << t->numHeads
        << ", \"num_kv_heads\": " << t->numKvHeads << ", \"ffn_hidden_size\": " << t->ffnHiddenSize
@@ -126,12 +131,40 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
        << (t->bias == 0   ? "all"
            : t->bias == 1 ? "qkv"
                           : "none")
-       << "\", \"rope_theta\": " << t->ropeTheta << ", \"norm_eps\": " << t->normEps << "},\n";
+       << "\", \"rope_theta\": " << t->ropeTheta << ", \"norm_eps\": " << t->normEps;
+    // The variants of format 5, when the model has them.
+    if (t->headDim != 0)
+      os << ", \"head_dim\": " << t->headDim;
+    if (t->qkNorm)
+      os << ", \"qk_norm\": true";
+    if (t->usesLatentAttention())
+      os << ", \"latent_attention\": {\"q_lora_rank\": " << t->qLoraRank
+         << ", \"kv_lora_rank\": " << t->kvLoraRank
+         << ", \"qk_nope_head_dim\": " << t->qkNopeHeadDim
+         << ", \"qk_rope_head_dim\": " << t->qkRopeHeadDim << ", \"v_head_dim\": " << t->vHeadDim
+         << "}";
+    if (t->isMoe())
+      os << ", \"moe\": {\"num_experts\": " << t->numExperts << ", \"top_k\": " << t->topK
+         << ", \"expert_ffn_hidden_size\": " << t->expertFfnHiddenSize << ", \"router\": \""
+         << (t->router ? "sigmoid" : "softmax")
+         << "\", \"normalize_top_k\": " << (t->normalizeTopK ? "true" : "false")
+         << ", \"aux_loss_coefficient\": " << t->auxLossCoefficient
+         << ", \"shared_experts\": " << t->sharedExperts
+         << ", \"shared_ffn_hidden_size\": " << t->sharedFfnHiddenSize
+         << ", \"dense_layers\": " << t->denseLayers
+         << ", \"capacity_factor\": " << t->capacityFactor << ", \"imbalance\": " << t->imbalance
+         << "}";
+    os << "},\n";
+  }
   os << "  \"layers\": [";
-  for (size_t l = 0; l < plan.layers.size(); ++l)
-    os << (l ? ",\n    " : "\n    ") << "{\"name\": " << jsonString(plan.layers[l].name)
-       << ", \"kind\": \"" << layerKindName(plan.layers[l].kind)
-       << "\", \"params\": " << plan.layers[l].params << "}";
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    const Layer &layer = plan.layers[l];
+    os << (l ? ",\n    " : "\n    ") << "{\"name\": " << jsonString(layer.name) << ", \"kind\": \""
+       << layerKindName(layer.kind) << "\", \"params\": " << layer.params;
+    if (layer.expertParams != 0)
+      os << ", \"expert_params\": " << layer.expertParams;
+    os << "}";
+  }
   os << "\n  ],\n  \"stages\": [";
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const Stage &stage = plan.stages[s];

@@ -15,8 +15,11 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
+#include <string_view>
+#include <utility>
 
 namespace conduit::runtime {
 
@@ -62,6 +65,148 @@ template <typename T> std::vector<T> toVector(const flatbuffers::Vector<T> *v) {
 }
 
 } // namespace
+
+namespace {
+
+absl::Status invalid(const std::string &what) {
+  return absl::InvalidArgumentError(absl::StrCat("invalid plan: ", what));
+}
+
+/// `field` (its name in plan.fbs) lies in [least, most].
+absl::Status inRange(const std::string &field, int64_t value, int64_t least, int64_t most) {
+  if (value >= least && value <= most)
+    return absl::OkStatus();
+  return invalid(
+      absl::StrCat(field, " is ", value, "; it must lie between ", least, " and ", most));
+}
+absl::Status inRange(const std::string &field, double value, double least, double most) {
+  if (std::isfinite(value) && value >= least && value <= most)
+    return absl::OkStatus();
+  return invalid(
+      absl::StrCat(field, " is ", value, "; it must lie between ", least, " and ", most));
+}
+
+/// The attention variants: an explicit head width, multi-head latent attention.
+absl::Status checkAttentionFields(const Transformer &t) {
+  using namespace limits;
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.head_dim", t.headDim, 0, kMaxHidden));
+  const bool rotary = t.position == 1;
+  if (rotary && t.headDim % 2 != 0)
+    return invalid(absl::StrCat("transformer.head_dim is ", t.headDim,
+                                "; rotary positions rotate pairs of a head's dimensions, so it "
+                                "must be even"));
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.q_lora_rank", t.qLoraRank, 0, kMaxHidden));
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.kv_lora_rank", t.kvLoraRank, 0, kMaxHidden));
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.qk_nope_head_dim", t.qkNopeHeadDim, 0, kMaxHidden));
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.qk_rope_head_dim", t.qkRopeHeadDim, 0, kMaxHidden));
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.v_head_dim", t.vHeadDim, 0, kMaxHidden));
+  if (!t.usesLatentAttention()) {
+    const std::pair<const char *, int64_t> latent[] = {
+        {"transformer.q_lora_rank", t.qLoraRank},
+        {"transformer.qk_nope_head_dim", t.qkNopeHeadDim},
+        {"transformer.qk_rope_head_dim", t.qkRopeHeadDim},
+        {"transformer.v_head_dim", t.vHeadDim}};
+    for (auto [field, value] : latent)
+      if (value != 0)
+        return invalid(absl::StrCat(field, " is ", value,
+                                    " without latent attention (transformer.kv_lora_rank 0)"));
+    return absl::OkStatus();
+  }
+  if (t.headDim != 0)
+    return invalid("transformer.head_dim is set with latent attention, whose head widths are "
+                   "transformer.qk_nope_head_dim, qk_rope_head_dim and v_head_dim");
+  if (t.qkNopeHeadDim + t.qkRopeHeadDim < 1 || t.vHeadDim < 1)
+    return invalid("latent attention needs transformer.qk_nope_head_dim + qk_rope_head_dim and "
+                   "transformer.v_head_dim above 0");
+  if (rotary && t.qkRopeHeadDim % 2 != 0)
+    return invalid(
+        absl::StrCat("transformer.qk_rope_head_dim is ", t.qkRopeHeadDim,
+                     "; rotary positions rotate pairs of dimensions, so it must be even"));
+  return absl::OkStatus();
+}
+
+/// The mixture of experts and the expert-parallel degree.
+absl::Status checkExpertFields(const Plan &plan) {
+  using namespace limits;
+  const Config &c = plan.config;
+  const std::optional<Transformer> &t = plan.transformer;
+  const bool moe = t && t->isMoe();
+  CONDUIT_RETURN_IF_ERROR(inRange("config.expert", c.expert, 1, kMaxWorld));
+  if (!moe && c.expert != 1)
+    return invalid(absl::StrCat("config.expert is ", c.expert,
+                                "; expert parallelism needs a mixture of experts "
+                                "(transformer.num_experts above 0)"));
+  for (const Layer &l : plan.layers)
+    if (l.expertParams < 0 || l.expertParams > l.params || (!moe && l.expertParams != 0))
+      return invalid(absl::StrCat("layer '", l.name, "' has expert_params ", l.expertParams,
+                                  moe ? absl::StrCat(" of its ", l.params, " params")
+                                      : std::string(" and the plan has no mixture of experts")));
+  if (!t)
+    return absl::OkStatus();
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.num_experts", t->numExperts, 0, kMaxExperts));
+  if (!moe) {
+    const std::pair<const char *, double> fields[] = {
+        {"transformer.top_k", double(t->topK)},
+        {"transformer.expert_ffn_hidden_size", double(t->expertFfnHiddenSize)},
+        {"transformer.router", double(t->router)},
+        {"transformer.normalize_top_k", t->normalizeTopK ? 1.0 : 0.0},
+        {"transformer.aux_loss_coefficient", t->auxLossCoefficient},
+        {"transformer.shared_experts", double(t->sharedExperts)},
+        {"transformer.shared_ffn_hidden_size", double(t->sharedFfnHiddenSize)},
+        {"transformer.dense_layers", double(t->denseLayers)},
+        {"transformer.capacity_factor", t->capacityFactor}};
+    for (auto [field, value] : fields)
+      if (value != 0)
+        return invalid(
+            absl::StrCat(field, " is ", value, " without experts (transformer.num_experts 0)"));
+    if (t->imbalance != 1)
+      return invalid(absl::StrCat("transformer.imbalance is ", t->imbalance,
+                                  " without experts (transformer.num_experts 0); it must be 1"));
+    return absl::OkStatus();
+  }
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.top_k", t->topK, 1, t->numExperts));
+  CONDUIT_RETURN_IF_ERROR(
+      inRange("transformer.expert_ffn_hidden_size", t->expertFfnHiddenSize, 1, kMaxFfn));
+  CONDUIT_RETURN_IF_ERROR(
+      inRange("transformer.aux_loss_coefficient", t->auxLossCoefficient, 0.0, 1e3));
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.shared_experts", t->sharedExperts, 0, kMaxExperts));
+  CONDUIT_RETURN_IF_ERROR(
+      inRange("transformer.shared_ffn_hidden_size", t->sharedFfnHiddenSize, 0, kMaxFfn));
+  if ((t->sharedExperts > 0) != (t->sharedFfnHiddenSize > 0))
+    return invalid(absl::StrCat("transformer.shared_experts is ", t->sharedExperts,
+                                " and transformer.shared_ffn_hidden_size ", t->sharedFfnHiddenSize,
+                                "; both are 0 or both above 0"));
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.dense_layers", t->denseLayers, 0, t->numLayers));
+  const double experts = static_cast<double>(t->numExperts);
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.capacity_factor", t->capacityFactor, 0.0, experts));
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.imbalance", t->imbalance, 1.0, experts));
+  const int64_t folded = int64_t(c.data) * c.tensor;
+  if (folded % c.expert != 0 || t->numExperts % c.expert != 0)
+    return invalid(absl::StrCat("config.expert is ", c.expert,
+                                "; it must divide config.data x config.tensor (", folded,
+                                ") and transformer.num_experts (", t->numExperts, ")"));
+  // The blocks from dense_layers on, and only they, hold routed experts.
+  int64_t block = 0;
+  for (const Layer &l : plan.layers) {
+    if (l.kind != LayerKind::Block)
+      continue;
+    if ((l.expertParams > 0) != t->blockHasExperts(block))
+      return invalid(
+          absl::StrCat("layer '", l.name, "' has expert_params ", l.expertParams,
+                       "; with transformer.dense_layers ", t->denseLayers, " block ", block,
+                       t->blockHasExperts(block) ? " has experts" : " keeps a dense MLP"));
+    ++block;
+  }
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status checkModelFields(const Plan &plan) {
+  if (plan.transformer)
+    CONDUIT_RETURN_IF_ERROR(checkAttentionFields(*plan.transformer));
+  return checkExpertFields(plan);
+}
 
 absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   if (size > kMaxPlanFileBytes)
@@ -154,30 +299,59 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
       c->checkpointing() > 2 || c->rank_order() > 1 || c->data_kind() > 2)
     return corrupt("the configuration holds an unknown enum value");
 
+  config.expert = c->expert();
+
   if (const fb::Transformer *t = p->transformer()) {
-    if (t->mlp() > 1 || t->norm() > 1 || t->position() > 1 || t->bias() > 2)
+    if (t->mlp() > 1 || t->norm() > 1 || t->position() > 1 || t->bias() > 2 || t->router() > 1)
       return corrupt("the transformer holds an unknown enum value");
-    plan.transformer = Transformer{t->num_layers(),
-                                   t->hidden_size(),
-                                   t->num_heads(),
-                                   t->num_kv_heads(),
-                                   t->ffn_hidden_size(),
-                                   t->seq_length(),
-                                   t->vocab_size(),
-                                   t->mlp(),
-                                   t->norm(),
-                                   t->position(),
-                                   t->tie_embeddings(),
-                                   t->bias(),
-                                   t->rope_theta(),
-                                   t->norm_eps()};
+    Transformer &x = plan.transformer.emplace();
+    x.numLayers = t->num_layers();
+    x.hiddenSize = t->hidden_size();
+    x.numHeads = t->num_heads();
+    x.numKvHeads = t->num_kv_heads();
+    x.ffnHiddenSize = t->ffn_hidden_size();
+    x.seqLength = t->seq_length();
+    x.vocabSize = t->vocab_size();
+    x.mlp = t->mlp();
+    x.norm = t->norm();
+    x.position = t->position();
+    x.tieEmbeddings = t->tie_embeddings();
+    x.bias = t->bias();
+    x.ropeTheta = t->rope_theta();
+    x.normEps = t->norm_eps();
+    x.headDim = t->head_dim();
+    x.qkNorm = t->qk_norm();
+    x.qLoraRank = t->q_lora_rank();
+    x.kvLoraRank = t->kv_lora_rank();
+    x.qkNopeHeadDim = t->qk_nope_head_dim();
+    x.qkRopeHeadDim = t->qk_rope_head_dim();
+    x.vHeadDim = t->v_head_dim();
+    x.numExperts = t->num_experts();
+    x.topK = t->top_k();
+    x.expertFfnHiddenSize = t->expert_ffn_hidden_size();
+    x.router = t->router();
+    x.normalizeTopK = t->normalize_top_k();
+    x.auxLossCoefficient = t->aux_loss_coefficient();
+    x.sharedExperts = t->shared_experts();
+    x.sharedFfnHiddenSize = t->shared_ffn_hidden_size();
+    x.denseLayers = t->dense_layers();
+    x.capacityFactor = t->capacity_factor();
+    x.imbalance = t->imbalance();
   }
   for (const fb::Layer *l : *p->layers()) {
     if (l->kind() > 3)
       return corrupt("a layer has an unknown kind");
-    plan.layers.push_back({l->name() ? l->name()->str() : "", static_cast<LayerKind>(l->kind()),
-                           l->params(), l->fwd_flops(), l->bwd_flops(), l->bwd_weight_flops(),
-                           l->activation_bytes(), l->checkpoint_bytes(), l->output_bytes()});
+    Layer &layer = plan.layers.emplace_back();
+    layer.name = l->name() ? l->name()->str() : "";
+    layer.kind = static_cast<LayerKind>(l->kind());
+    layer.params = l->params();
+    layer.fwdFlops = l->fwd_flops();
+    layer.bwdFlops = l->bwd_flops();
+    layer.bwdWeightFlops = l->bwd_weight_flops();
+    layer.activationBytes = l->activation_bytes();
+    layer.checkpointBytes = l->checkpoint_bytes();
+    layer.outputBytes = l->output_bytes();
+    layer.expertParams = l->expert_params();
   }
   for (const fb::Stage *s : *p->stages())
     plan.stages.push_back({s->index(), s->rank(), s->first_layer(), s->end_layer(), s->params(),
@@ -217,6 +391,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
     }
     plan.ranks.push_back(std::move(program));
   }
+  CONDUIT_RETURN_IF_ERROR(checkModelFields(plan));
   CONDUIT_RETURN_IF_ERROR(checkPlanSemantics(plan));
   return plan;
 }

@@ -46,7 +46,8 @@ flatbuffers::DetachedBuffer planBytes(const Plan &plan) {
   for (const Layer &l : plan.layers)
     layers.push_back(fb::CreateLayer(fbb, fbb.CreateString(l.name), static_cast<uint8_t>(l.kind),
                                      l.params, l.fwdFlops, l.bwdFlops, l.bwdWeightFlops,
-                                     l.activationBytes, l.checkpointBytes, l.outputBytes));
+                                     l.activationBytes, l.checkpointBytes, l.outputBytes,
+                                     l.expertParams));
   std::vector<flatbuffers::Offset<fb::Stage>> stages;
   for (const Stage &s : plan.stages)
     stages.push_back(fb::CreateStage(fbb, s.index, s.rank, s.firstLayer, s.endLayer, s.params,
@@ -105,14 +106,18 @@ flatbuffers::DetachedBuffer planBytes(const Plan &plan) {
   config.add_launch_overhead_s(c.launchOverheadS);
   config.add_tensor(c.tensor);
   config.add_sequence_parallel(c.sequenceParallel);
+  config.add_expert(c.expert);
   auto configOffset = config.Finish();
 
   flatbuffers::Offset<fb::Transformer> transformer;
   if (const std::optional<Transformer> &t = plan.transformer)
-    transformer =
-        fb::CreateTransformer(fbb, t->numLayers, t->hiddenSize, t->numHeads, t->numKvHeads,
-                              t->ffnHiddenSize, t->seqLength, t->vocabSize, t->mlp, t->norm,
-                              t->position, t->tieEmbeddings, t->bias, t->ropeTheta, t->normEps);
+    transformer = fb::CreateTransformer(
+        fbb, t->numLayers, t->hiddenSize, t->numHeads, t->numKvHeads, t->ffnHiddenSize,
+        t->seqLength, t->vocabSize, t->mlp, t->norm, t->position, t->tieEmbeddings, t->bias,
+        t->ropeTheta, t->normEps, t->headDim, t->qkNorm, t->qLoraRank, t->kvLoraRank,
+        t->qkNopeHeadDim, t->qkRopeHeadDim, t->vHeadDim, t->numExperts, t->topK,
+        t->expertFfnHiddenSize, t->router, t->normalizeTopK, t->auxLossCoefficient,
+        t->sharedExperts, t->sharedFfnHiddenSize, t->denseLayers, t->capacityFactor, t->imbalance);
   auto root = fb::CreatePlan(fbb, plan.formatVersion, plan.features, fbb.CreateString(plan.name),
                              fbb.CreateString(plan.source), configOffset, transformer,
                              fbb.CreateVector(layers), fbb.CreateVector(stages),

@@ -138,7 +138,7 @@ def bad_inputs(tools, plan):
         "damaged": (good[:24] + bytes(b ^ 0x5A for b in good[24:64]) + good[64:],
                     "corrupt plan file"),
         "future version": (patch_format_version(good, 99),
-                           "plan file format version 99; this runtime reads version 4"),
+                           "plan file format version 99; this runtime reads version 5"),
     }
     for name, (data, message) in variants.items():
         path = os.path.join(tools.work, name.replace(" ", "-") + ".plan")

@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 using namespace conduit;
 
 namespace {
@@ -280,6 +282,170 @@ TEST(JobFile, WithoutParallelismReadsTheRest) {
   EXPECT_NE(diag.getError()->str().find("cluster.preset"), std::string::npos);
 }
 
+/// kMinimal with a mixture of experts (4 experts, top 2, the first block dense), data 2 and
+/// the edits `edit` makes to the parsed JSON.
+std::optional<Job> parseMoe(const std::function<void(Json &)> &edit, std::string *error) {
+  Json root = Json::parse(kMinimal);
+  root["model"]["moe"] = Json::parse(R"({"num_experts": 4, "top_k": 2,
+                                          "expert_ffn_hidden_size": 32, "dense_layers": 1})");
+  root["parallelism"]["data"] = 2;
+  edit(root);
+  return parse(writeJson(root), error);
+}
+
+TEST(JobFile, MixtureOfExpertsKeys) {
+  std::string error;
+  std::optional<Job> job = parseMoe(
+      [](Json &root) {
+        Json &moe = root["model"]["moe"];
+        moe["router"] = "sigmoid";
+        moe["normalize_top_k"] = true;
+        moe["aux_loss_coefficient"] = 0.001;
+        moe["shared_experts"] = 2;
+        moe["capacity_factor"] = 1.25;
+        moe["imbalance"] = 1.5;
+        root["parallelism"]["expert"] = 2;
+        root["model"]["head_dim"] = 32;
+        root["model"]["qk_norm"] = true;
+      },
+      &error);
+  ASSERT_TRUE(job) << error;
+  const TransformerSpec &t = *job->model.transformer;
+  ASSERT_TRUE(t.moe);
+  EXPECT_EQ(t.moe->numExperts, 4);
+  EXPECT_EQ(t.moe->topK, 2);
+  EXPECT_EQ(t.moe->expertFfnHiddenSize, 32);
+  EXPECT_EQ(t.moe->router, RouterKind::Sigmoid);
+  EXPECT_TRUE(t.moe->normalizeTopK);
+  EXPECT_DOUBLE_EQ(t.moe->auxLossCoefficient, 0.001);
+  // Shared experts without a width: each as wide as a routed one (DeepSeek's convention).
+  EXPECT_EQ(t.moe->sharedExperts, 2);
+  EXPECT_EQ(t.moe->sharedFfnHiddenSize, 64);
+  EXPECT_EQ(t.moe->denseLayers, 1);
+  EXPECT_EQ(t.moe->capacityFactor, 1.25);
+  EXPECT_EQ(t.moe->imbalance, 1.5);
+  EXPECT_EQ(t.headDim, 32);
+  EXPECT_TRUE(t.qkNorm);
+  EXPECT_EQ(job->parallelism.expert, 2);
+  // The first block keeps its dense MLP; the others hold the routed experts.
+  EXPECT_EQ(job->model.layers[1].expertParams, 0);
+  EXPECT_GT(job->model.layers[2].expertParams, 0);
+
+  // The defaults: softmax, no renormalisation, no auxiliary loss, no shared experts,
+  // dropless, imbalance left to the compiler.
+  job = parseMoe([](Json &) {}, &error);
+  ASSERT_TRUE(job) << error;
+  const MoeSpec &d = *job->model.transformer->moe;
+  EXPECT_EQ(d.router, RouterKind::Softmax);
+  EXPECT_FALSE(d.normalizeTopK);
+  EXPECT_EQ(d.auxLossCoefficient, 0);
+  EXPECT_EQ(d.sharedExperts, 0);
+  EXPECT_EQ(d.sharedFfnHiddenSize, 0);
+  EXPECT_FALSE(d.capacityFactor);
+  EXPECT_FALSE(d.imbalance);
+  EXPECT_EQ(job->parallelism.expert, 1);
+}
+
+TEST(JobFile, LatentAttentionKeys) {
+  std::string error;
+  Json root = Json::parse(kMinimal);
+  root["model"]["latent_attention"] = Json::parse(R"({"q_lora_rank": 24, "kv_lora_rank": 16,
+      "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16})");
+  std::optional<Job> job = parse(writeJson(root), &error);
+  ASSERT_TRUE(job) << error;
+  ASSERT_TRUE(job->model.transformer->latentAttention);
+  const LatentAttentionSpec &a = *job->model.transformer->latentAttention;
+  EXPECT_EQ(a.qLoraRank, 24);
+  EXPECT_EQ(a.kvLoraRank, 16);
+  EXPECT_EQ(a.qkNopeHeadDim, 16);
+  EXPECT_EQ(a.qkRopeHeadDim, 8);
+  EXPECT_EQ(a.vHeadDim, 16);
+  // q_lora_rank may be left out (queries projected directly); the others are required.
+  root["model"]["latent_attention"].erase("q_lora_rank");
+  job = parse(writeJson(root), &error);
+  ASSERT_TRUE(job) << error;
+  EXPECT_EQ(job->model.transformer->latentAttention->qLoraRank, 0);
+  root["model"]["latent_attention"].erase("v_head_dim");
+  EXPECT_FALSE(parse(writeJson(root), &error));
+  EXPECT_NE(error.find("model.latent_attention.v_head_dim"), std::string::npos) << error;
+}
+
+TEST(JobFile, MixtureOfExpertsRefusals) {
+  // Each inconsistent value is refused naming its key.
+  const struct {
+    std::function<void(Json &)> edit;
+    const char *key;
+    const char *says;
+  } cases[] = {
+      {[](Json &r) { r["model"]["moe"]["top_k"] = 5; }, "model.moe.top_k", "only 4"},
+      {[](Json &r) { r["model"]["moe"]["num_experts"] = 0; }, "model.moe.num_experts", ""},
+      {[](Json &r) { r["model"]["moe"]["dense_layers"] = 4; }, "model.moe.dense_layers",
+       "no block with experts"},
+      {[](Json &r) { r["model"]["moe"]["shared_ffn_hidden_size"] = 64; },
+       "model.moe.shared_ffn_hidden_size", "there are none"},
+      {[](Json &r) { r["model"]["moe"]["imbalance"] = 0.9; }, "model.moe.imbalance", ""},
+      {[](Json &r) { r["model"]["moe"]["imbalance"] = 5; }, "model.moe.imbalance",
+       "at most the expert count"},
+      {[](Json &r) { r["model"]["moe"]["capacity_factor"] = 0; }, "model.moe.capacity_factor", ""},
+      {[](Json &r) { r["model"]["moe"]["capacity_factor"] = -1; }, "model.moe.capacity_factor", ""},
+      {[](Json &r) { r["model"]["moe"]["router"] = "topk"; }, "model.moe.router", "softmax"},
+      {[](Json &r) { r["model"]["moe"]["experts"] = 4; }, "model.moe.experts", ""},
+      {[](Json &r) { r["model"]["moe"].erase("top_k"); }, "model.moe.top_k", ""},
+      {[](Json &r) { r["parallelism"]["expert"] = 3; }, "parallelism.expert",
+       "do not divide the 4 experts"},
+      {[](Json &r) { r["parallelism"]["expert"] = 4; }, "parallelism.expert",
+       "data x tensor ranks"},
+      {[](Json &r) {
+         r["model"]["moe"]["num_experts"] = 8;
+         r["parallelism"]["expert"] = 4;
+       },
+       "parallelism.expert", "(2 x 1 = 2)"},
+      {[](Json &r) {
+         r["model"]["head_dim"] = 15;
+         r["model"]["position"] = "rotary";
+       },
+       "model.head_dim", "even"},
+      {[](Json &r) {
+         r["model"]["head_dim"] = 16;
+         r["model"]["latent_attention"] = Json::parse(
+             R"({"kv_lora_rank": 8, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 8})");
+       },
+       "model.head_dim", "latent attention"},
+      {[](Json &r) {
+         r["model"]["latent_attention"] = Json::parse(
+             R"({"kv_lora_rank": 8, "qk_nope_head_dim": 8, "qk_rope_head_dim": 7, "v_head_dim": 8})");
+         r["model"]["position"] = "rotary";
+       },
+       "model.latent_attention.qk_rope_head_dim", "even"},
+      {[](Json &r) {
+         r["model"]["moe"]["shared_experts"] = 1;
+         r["model"]["moe"]["shared_ffn_hidden_size"] = 30;
+         r["parallelism"]["tensor"] = 4;
+         r["parallelism"]["data"] = 1;
+       },
+       "parallelism.tensor", "shared_ffn_hidden_size"},
+  };
+  for (const auto &c : cases) {
+    std::string error;
+    EXPECT_FALSE(parseMoe(c.edit, &error)) << c.key;
+    EXPECT_NE(error.find(std::string(c.key) + ":"), std::string::npos) << error;
+    EXPECT_NE(error.find(c.says), std::string::npos) << error;
+  }
+  // Without a mixture of experts: no expert parallelism, and no moe on a layer list.
+  std::string error;
+  EXPECT_FALSE(parse(withKey("parallelism", "expert", "2"), &error));
+  EXPECT_NE(error.find("parallelism.expert: divides a mixture of experts"), std::string::npos)
+      << error;
+  Json layers = Json::parse(R"({"kind": "layers", "layers": [{"name": "a", "params": 1,
+      "fwd_flops": 1, "bwd_flops": 2, "activation_bytes": 1, "output_bytes": 1}],
+      "moe": {"num_experts": 4, "top_k": 2, "expert_ffn_hidden_size": 8}})");
+  Json root = Json::parse(kMinimal);
+  root["model"] = layers;
+  root["parallelism"]["pipeline"] = 1;
+  EXPECT_FALSE(parse(writeJson(root), &error));
+  EXPECT_NE(error.find("model.moe: applies to a transformer"), std::string::npos) << error;
+}
+
 TEST(JobSpec, EnumsAreSpelledAsInTheJobFile) {
   EXPECT_EQ(enumName(runtime::Schedule::OneFOneB), "1f1b");
   EXPECT_EQ(enumName(runtime::Schedule::DualPipeV), "dualpipev");
@@ -288,6 +454,8 @@ TEST(JobSpec, EnumsAreSpelledAsInTheJobFile) {
   EXPECT_EQ(parseEnum<runtime::Sharding>("fsdp"), std::nullopt);
   EXPECT_EQ(enumName(RankOrder::PipelineInner), "pipeline-inner");
   EXPECT_EQ(enumNames<runtime::Schedule>().size(), size_t(runtime::kNumSchedules));
+  EXPECT_EQ(enumName(RouterKind::Sigmoid), "sigmoid");
+  EXPECT_EQ(parseEnum<RouterKind>("softmax"), RouterKind::Softmax);
 }
 
 } // namespace

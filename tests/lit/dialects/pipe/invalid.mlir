@@ -1272,3 +1272,291 @@ pipe.model @m phase communicating attributes {
   pipe.rank 1 {
   }
 }
+
+// -----
+
+// moe.num_experts
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{num_experts must be positive, got 0}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'moe' which is to be a `MoeAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", moe = #pipe.moe<num_experts = 0, top_k = 1, expert_ffn_hidden_size = 8>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// moe.top_k
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{top_k must be between 1 and num_experts, got 5}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'moe' which is to be a `MoeAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", moe = #pipe.moe<num_experts = 4, top_k = 5, expert_ffn_hidden_size = 8>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// moe.expert_ffn_hidden_size
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{expert_ffn_hidden_size must be positive, got 0}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'moe' which is to be a `MoeAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", moe = #pipe.moe<num_experts = 4, top_k = 2, expert_ffn_hidden_size = 0>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// moe.aux_loss_coefficient
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{aux_loss_coefficient must be non-negative, got -1}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'moe' which is to be a `MoeAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", moe = #pipe.moe<num_experts = 4, top_k = 2, expert_ffn_hidden_size = 8, aux_loss_coefficient = -1.0>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// moe.shared_experts
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{shared_experts must be non-negative, got -1}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'moe' which is to be a `MoeAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", moe = #pipe.moe<num_experts = 4, top_k = 2, expert_ffn_hidden_size = 8, shared_experts = -1>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// moe.shared_ffn_hidden_size
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{shared_ffn_hidden_size must be non-negative, got -1}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'moe' which is to be a `MoeAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", moe = #pipe.moe<num_experts = 4, top_k = 2, expert_ffn_hidden_size = 8, shared_ffn_hidden_size = -1>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// moe.shared_experts without a width
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{shared_experts 1 and shared_ffn_hidden_size 0: both are 0 or both positive}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'moe' which is to be a `MoeAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", moe = #pipe.moe<num_experts = 4, top_k = 2, expert_ffn_hidden_size = 8, shared_experts = 1>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// moe.dense_layers
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{dense_layers must be non-negative, got -1}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'moe' which is to be a `MoeAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", moe = #pipe.moe<num_experts = 4, top_k = 2, expert_ffn_hidden_size = 8, dense_layers = -1>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// moe.capacity_factor
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{capacity_factor must be non-negative (0: dropless), got -1}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'moe' which is to be a `MoeAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", moe = #pipe.moe<num_experts = 4, top_k = 2, expert_ffn_hidden_size = 8, capacity_factor = -1.0>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// moe.imbalance
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{imbalance must be at least 1, got 5.000000e-01}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'moe' which is to be a `MoeAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", moe = #pipe.moe<num_experts = 4, top_k = 2, expert_ffn_hidden_size = 8, imbalance = 0.5>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// transformer.moe dense_layers above num_layers
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+1 {{moe's dense_layers 3 exceed num_layers 2}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", moe = #pipe.moe<num_experts = 4, top_k = 2, expert_ffn_hidden_size = 8, dense_layers = 3>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// transformer.head_dim
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+1 {{head_dim must be non-negative, got -2}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", head_dim = -2>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// transformer.head_dim with latent attention
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+1 {{head_dim is set with latent_attention, whose head widths are its own}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", head_dim = 4, latent_attention = #pipe.latent_attention<q_lora_rank = 0, kv_lora_rank = 4, qk_nope_head_dim = 4, qk_rope_head_dim = 2, v_head_dim = 4>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// latent_attention.q_lora_rank
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{q_lora_rank must be non-negative, got -1}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'latent_attention' which is to be a `LatentAttentionAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", latent_attention = #pipe.latent_attention<q_lora_rank = -1, kv_lora_rank = 4, qk_nope_head_dim = 4, qk_rope_head_dim = 2, v_head_dim = 4>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// latent_attention.kv_lora_rank
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{kv_lora_rank must be positive, got 0}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'latent_attention' which is to be a `LatentAttentionAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", latent_attention = #pipe.latent_attention<q_lora_rank = 0, kv_lora_rank = 0, qk_nope_head_dim = 4, qk_rope_head_dim = 2, v_head_dim = 4>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// latent_attention.qk_nope_head_dim
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{qk_nope_head_dim must be non-negative, got -1}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'latent_attention' which is to be a `LatentAttentionAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", latent_attention = #pipe.latent_attention<q_lora_rank = 0, kv_lora_rank = 4, qk_nope_head_dim = -1, qk_rope_head_dim = 2, v_head_dim = 4>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// latent_attention.qk_rope_head_dim
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{qk_rope_head_dim must be non-negative, got -1}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'latent_attention' which is to be a `LatentAttentionAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", latent_attention = #pipe.latent_attention<q_lora_rank = 0, kv_lora_rank = 4, qk_nope_head_dim = 4, qk_rope_head_dim = -1, v_head_dim = 4>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// latent_attention: no query/key dimensions
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{qk_nope_head_dim + qk_rope_head_dim must be positive, got 0}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'latent_attention' which is to be a `LatentAttentionAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", latent_attention = #pipe.latent_attention<q_lora_rank = 0, kv_lora_rank = 4, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 4>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// latent_attention.v_head_dim
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>,
+  // expected-error @+2 {{v_head_dim must be positive, got 0}}
+  // expected-error @+1 {{failed to parse Pipe_TransformerAttr parameter 'latent_attention' which is to be a `LatentAttentionAttr`}}
+  architecture = #pipe.transformer<num_layers = 2, hidden_size = 8, num_heads = 2, num_kv_heads = 2, ffn_hidden_size = 32, seq_length = 4, vocab_size = 16, mlp = "gelu", norm = "layernorm", position = "learned", tie_embeddings = false, bias = "all", latent_attention = #pipe.latent_attention<q_lora_rank = 0, kv_lora_rank = 4, qk_nope_head_dim = 4, qk_rope_head_dim = 2, v_head_dim = 0>>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// parallelism.expert
+pipe.model @m phase model attributes {
+  // expected-error @+1 {{expert must be positive, got 0}}
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner", expert = 0>,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}
+
+// -----
+
+// layer.expert_params
+pipe.model @m phase model attributes {
+  parallelism = #pipe.parallelism<pipeline = 1, data = 2, stages_per_device = 1, schedule = "1f1b", group_size = 1, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
+  cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
+  training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
+  pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+  // expected-error @+1 {{expects expert_params between 0 and params (10), got 11}}
+  pipe.layer "block" block params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2 expert_params 11
+  pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
+}

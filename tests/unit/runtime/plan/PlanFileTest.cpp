@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <sstream>
 
 using namespace conduit::runtime;
@@ -109,6 +110,129 @@ TEST(PlanFile, RoundTrip) {
   EXPECT_EQ(writePlan(*read), bytes);
 }
 
+/// The model fields of format 5 on a plan of four layers: two blocks, the second with experts.
+Plan moePlan() {
+  Plan plan = twoRankPlan();
+  plan.config.data = 2;
+  plan.config.expert = 2;
+  Transformer t;
+  t.numLayers = 2;
+  t.hiddenSize = 8;
+  t.numHeads = 2;
+  t.numKvHeads = 2;
+  t.ffnHiddenSize = 16;
+  t.seqLength = 4;
+  t.vocabSize = 16;
+  t.position = 1;
+  t.headDim = 4;
+  t.qkNorm = true;
+  t.numExperts = 4;
+  t.topK = 2;
+  t.expertFfnHiddenSize = 8;
+  t.router = 1;
+  t.sharedExperts = 1;
+  t.sharedFfnHiddenSize = 8;
+  t.denseLayers = 1;
+  t.capacityFactor = 1.5;
+  t.imbalance = 1.25;
+  plan.transformer = t;
+  plan.layers = {{"embedding", LayerKind::Embedding, 10, 1, 2, 1, 4, 4, 32},
+                 {"block.0", LayerKind::Block, 100, 1, 2, 1, 4, 4, 32},
+                 {"block.1", LayerKind::Block, 200, 1, 2, 1, 4, 4, 32, 150},
+                 {"head", LayerKind::Head, 12, 1, 2, 1, 4, 4, 4}};
+  return plan;
+}
+
+TEST(PlanFile, ModelFieldsRoundTrip) {
+  // The format-5 fields are written and read back (at the FlatBuffers level: a plan whose
+  // chain is not the transformer's would not pass the semantic check).
+  Plan plan = moePlan();
+  ASSERT_TRUE(checkModelFields(plan).ok()) << checkModelFields(plan);
+  std::string bytes = writePlan(plan);
+  const conduit::planfile::Plan *p = conduit::planfile::GetPlan(bytes.data());
+  EXPECT_EQ(p->format_version(), 5u);
+  EXPECT_EQ(p->config()->expert(), 2);
+  const auto *t = p->transformer();
+  EXPECT_EQ(t->head_dim(), 4);
+  EXPECT_TRUE(t->qk_norm());
+  EXPECT_EQ(t->num_experts(), 4);
+  EXPECT_EQ(t->top_k(), 2);
+  EXPECT_EQ(t->router(), 1);
+  EXPECT_EQ(t->shared_ffn_hidden_size(), 8);
+  EXPECT_EQ(t->dense_layers(), 1);
+  EXPECT_EQ(t->capacity_factor(), 1.5);
+  EXPECT_EQ(t->imbalance(), 1.25);
+  EXPECT_EQ(p->layers()->Get(2)->expert_params(), 150);
+  // A dense plan carries the defaults: no experts, expert 1, imbalance 1.
+  Plan dense = twoRankPlan();
+  std::string denseBytes = writePlan(dense);
+  absl::StatusOr<Plan> read = readPlan(denseBytes.data(), denseBytes.size());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->config.expert, 1);
+  EXPECT_EQ(read->layers[0].expertParams, 0);
+}
+
+TEST(PlanFile, ModelFieldsAreChecked) {
+  // Each bad value is refused naming the field as plan.fbs does.
+  const struct {
+    std::function<void(Plan &)> edit;
+    const char *says;
+  } cases[] = {
+      {[](Plan &p) { p.transformer->topK = 5; }, "transformer.top_k is 5"},
+      {[](Plan &p) { p.transformer->topK = 0; }, "transformer.top_k is 0"},
+      {[](Plan &p) { p.transformer->denseLayers = 3; }, "transformer.dense_layers is 3"},
+      {[](Plan &p) { p.transformer->imbalance = 0.5; }, "transformer.imbalance is 0.5"},
+      {[](Plan &p) { p.transformer->capacityFactor = -1; }, "transformer.capacity_factor is -1"},
+      {[](Plan &p) { p.transformer->sharedFfnHiddenSize = 0; }, "transformer.shared_experts is 1"},
+      {[](Plan &p) { p.transformer->expertFfnHiddenSize = 0; },
+       "transformer.expert_ffn_hidden_size is 0"},
+      {[](Plan &p) { p.transformer->headDim = 3; }, "transformer.head_dim is 3"},
+      {[](Plan &p) { p.transformer->qkRopeHeadDim = 4; },
+       "transformer.qk_rope_head_dim is 4 without latent attention"},
+      {[](Plan &p) { p.config.expert = 3; }, "config.expert is 3; it must divide"},
+      {[](Plan &p) { p.config.expert = 0; }, "config.expert is 0"},
+      {[](Plan &p) { p.layers[1].expertParams = 5; }, "layer 'block.0' has expert_params 5"},
+      {[](Plan &p) { p.layers[2].expertParams = 0; }, "block 1 has experts"},
+      {[](Plan &p) { p.layers[2].expertParams = 201; }, "expert_params 201 of its 200 params"},
+      {[](Plan &p) {
+         p.transformer->numExperts = 0;
+         p.config.expert = 1;
+         p.layers[2].expertParams = 0;
+       },
+       "transformer.top_k is 2 without experts"},
+      {[](Plan &p) {
+         p.transformer.reset();
+         p.layers[2].expertParams = 0;
+       },
+       "config.expert is 2; expert parallelism needs a mixture of experts"},
+      {[](Plan &p) {
+         p.transformer->headDim = 0;
+         p.transformer->kvLoraRank = 8;
+         p.transformer->qkNopeHeadDim = 4;
+         p.transformer->qkRopeHeadDim = 3;
+         p.transformer->vHeadDim = 4;
+       },
+       "transformer.qk_rope_head_dim is 3"},
+      {[](Plan &p) {
+         p.transformer->kvLoraRank = 8;
+         p.transformer->vHeadDim = 4;
+       },
+       "transformer.head_dim is set with latent attention"},
+  };
+  for (const auto &c : cases) {
+    Plan plan = moePlan();
+    c.edit(plan);
+    absl::Status status = checkModelFields(plan);
+    EXPECT_FALSE(status.ok()) << c.says;
+    EXPECT_NE(status.message().find(c.says), std::string::npos) << status;
+  }
+  // The reader applies the check: a file with a bad field is refused before anything else.
+  Plan bad = twoRankPlan();
+  bad.config.expert = 2;
+  absl::Status status = readBack(writePlan(bad));
+  EXPECT_NE(status.message().find("config.expert is 2"), std::string::npos) << status;
+}
+
 TEST(PlanFile, RefusesForeignAndDamagedFiles) {
   std::string bytes = writePlan(twoRankPlan());
   EXPECT_EQ(readBack("hello").message(),
@@ -128,13 +252,13 @@ TEST(PlanFile, RefusesForeignAndDamagedFiles) {
 
 TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
   Plan plan = twoRankPlan();
-  // Version 4 added tensor parallelism and selective checkpointing: a plan of version 3 or 5
-  // is refused in both directions.
-  for (uint32_t version : {3u, 5u}) {
+  // Version 5 added expert parallelism, the mixture of experts and the attention variants: a
+  // plan of version 4 or 6 is refused in both directions.
+  for (uint32_t version : {4u, 6u}) {
     plan.formatVersion = version;
     EXPECT_EQ(readBack(writePlan(plan)).message(),
               "plan file format version " + std::to_string(version) +
-                  "; this runtime reads version 4. Recompile the job with a matching "
+                  "; this runtime reads version 5. Recompile the job with a matching "
                   "conduit-compile.");
   }
   plan = twoRankPlan();
