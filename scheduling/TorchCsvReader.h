@@ -27,10 +27,12 @@ struct ImportedSchedule {
   sched::Schedule schedule;
 };
 
-/// Reads a compute-only CSV (cells `sFm`, `sBm`, `sIm`, `sWm`, `(sFm;tBn)OVERLAP_F_B` or empty
-/// for an idle step) for `numStages` stages; checks that every stage lives on one rank and has
-/// forwards and backwards for the same micro-batches 0..M-1 (the schedule's verification
-/// checks the rest: each I with its W, the order).
+/// Reads a compute-only CSV (cells `sFm`, `sBm`, `sIm`, `sWm`, `(sFm;tBn)OVERLAP_F_B` or
+/// `(sFm;tIn)OVERLAP_F_B`, or empty for an idle step) for `numStages` stages; checks that every
+/// stage lives on one rank and has, for each of the micro-batches 0..M-1 of stage 0's
+/// forwards, one forward and either a whole backward or an input gradient followed by its
+/// weight gradient (a stage may mix the two over its micro-batches, as PyTorch's DualPipeV
+/// does). Errors name the cell. The schedule's verification checks the rest of the order.
 llvm::Expected<ImportedSchedule> readTorchCsv(llvm::StringRef text, int64_t numStages);
 
 } // namespace conduit

@@ -26,21 +26,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     llvm::consumeError(imported.takeError());
     return 0;
   }
-  // What it accepts: a forward and a backward (whole, or I and W) per (stage, micro-batch), and
-  // pairs inside their rank's list.
-  int64_t actions = 0, weights = 0;
+  // What it accepts: a forward and a backward (whole, or I and W; a stage may mix the two over
+  // its micro-batches) per (stage, micro-batch), and pairs inside their rank's list.
+  int64_t counts[4] = {0, 0, 0, 0};
   const sched::Schedule &schedule = imported->schedule;
   for (size_t r = 0; r < schedule.ranks.size(); ++r) {
     const std::vector<sched::Action> &rank = schedule.ranks[r];
-    actions += static_cast<int64_t>(rank.size());
     for (const sched::Action &a : rank)
-      weights += a.kind == sched::ActionKind::BackwardWeight;
+      ++counts[static_cast<int>(a.kind)];
     for (int32_t first : schedule.pairs[r])
       if (first < 0 || static_cast<size_t>(first) + 1 >= rank.size())
         std::abort();
   }
-  const int64_t m = imported->numMicrobatches;
-  if (actions - weights != 2 * stages * m || (m > 0 && weights % m != 0))
+  const int64_t cells = stages * imported->numMicrobatches;
+  auto count = [&](sched::ActionKind kind) { return counts[static_cast<int>(kind)]; };
+  if (count(sched::ActionKind::Forward) != cells ||
+      count(sched::ActionKind::Backward) + count(sched::ActionKind::BackwardInput) != cells ||
+      count(sched::ActionKind::BackwardWeight) != count(sched::ActionKind::BackwardInput))
     std::abort();
   return 0;
 }

@@ -4,7 +4,8 @@ when it loads one (`_PipelineScheduleRuntime._load_csv(path)` with its default
 compute action (F, B, or the split I / W, or an overlapped pair "(aFm;bBn)OVERLAP_F_B" of a
 forward and a backward or I) or empty, every stage on one rank, per stage exactly one forward
 and one backward (B, or I and W) of each micro-batch 0..M-1, a backward only after its forward
-and a W only after its I. Communication cells (SEND/RECV, UNSHARD, RESHARD, REDUCE_GRAD) are
+and a W only after its I. A stage may run some micro-batches' backwards whole and split others
+(PyTorch counts B + (I + W) / 2 per stage, with as many W as I). Communication cells (SEND/RECV, UNSHARD, RESHARD, REDUCE_GRAD) are
 refused, as PyTorch's compute-only loader refuses them.
 
 Usage: check_torch_csv_compute.py FILE RANKS MICROBATCHES
@@ -74,9 +75,6 @@ def main():
                  f"0..{microbatches - 1}")
         if split != done.get((stage, "W"), set()):
             fail(f"stage {stage} does not run a W for each of its I")
-        weights = done.get((stage, "W"), set())
-        if weights and weights != every:
-            fail(f"stage {stage} runs W for some micro-batches only")
     print(f"ok: {count} compute actions on {ranks} ranks")
 
 
