@@ -42,24 +42,48 @@ llvm::Expected<std::string> conduit::writeTorchCsv(const runtime::Plan &plan,
       return std::to_string(x.stage) + kind + std::to_string(x.microbatch);
     };
     std::vector<std::string> cells;
-    size_t pairSecond = program.size(); // the backward of an open pair
+    size_t pairFirst = program.size(), pairSecond = program.size(); // an open pair
+    // Whether y sends the output of compute instruction c.
+    auto sends = [](const Instruction &y, const Instruction &c) {
+      return y.op == Op::Send && y.stage == c.stage && y.microbatch == c.microbatch &&
+             (y.kind == runtime::Transfer::Activation) == (c.op == Op::Forward);
+    };
+    // PyTorch lowers a pair as its receives, the pair, then the sends of its two actions in the
+    // pair's order; the plan may post receives for later steps among those sends. The sends
+    // written so, out of the plan's order:
+    std::vector<bool> written(program.size(), false);
+    auto writePairSends = [&](size_t first, size_t second) {
+      for (size_t of : {first, second})
+        for (size_t k = first + 1; k < program.size() && (k <= second || !program[k].isCompute());
+             ++k)
+          if (sends(program[k], program[of])) {
+            cells.push_back(transferCell(program[k]));
+            written[k] = true;
+          }
+    };
     for (size_t i = 0; i < program.size(); ++i) {
       const Instruction &x = program[i];
       std::string s = std::to_string(x.stage);
       if (x.isCompute()) {
         if (i == pairSecond) {
           pairSecond = program.size();
+          if (comms && lastBackward[x.stage] == i && plan.config.data > 1)
+            cells.push_back(s + "REDUCE_GRAD");
+          if (comms)
+            writePairSends(pairFirst, i);
+          continue;
         } else if (x.flags == Instruction::kPaired) {
           // One cell for the pair, where its forward starts. What the plan orders between the
-          // two (receives for the backward) is written before it.
+          // two (receives for the backward) is written before it, but for the forward's send.
           size_t second = i + 1;
           while (!program[second].isCompute())
             ++second;
           for (size_t k = i + 1; k < second; ++k)
-            if (comms && program[k].isTransfer())
+            if (comms && program[k].isTransfer() && !sends(program[k], x))
               cells.push_back(transferCell(program[k]));
           cells.push_back("(" + computeCell(x) + ";" + computeCell(program[second]) +
                           ")OVERLAP_F_B");
+          pairFirst = i;
           pairSecond = second;
           continue;
         } else {
@@ -69,8 +93,8 @@ llvm::Expected<std::string> conduit::writeTorchCsv(const runtime::Plan &plan,
           cells.push_back(s + "REDUCE_GRAD");
         continue;
       }
-      if (!comms || (pairSecond < program.size() && x.isTransfer()))
-        continue; // compute-only, or written before its pair
+      if (!comms || written[i] || (pairSecond < program.size() && x.isTransfer()))
+        continue; // compute-only, or written before or after its pair
       switch (x.op) {
       case Op::Send:
       case Op::Recv:

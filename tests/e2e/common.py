@@ -70,13 +70,15 @@ class Tools:
         self.work = work
         os.makedirs(work, exist_ok=True)
 
-    def compile(self, job, name):
-        """Writes the job and compiles it; returns the plan path."""
+    def compile(self, job, name, *flags):
+        """Writes the job and compiles it with conduit-compile's `flags`; returns the plan
+        path."""
         path = os.path.join(self.work, name + ".json")
         with open(path, "w") as f:
             json.dump(job, f)
         plan = os.path.join(self.work, name + ".plan")
-        result = subprocess.run([self.compiler, path, "-o", plan], capture_output=True, text=True)
+        result = subprocess.run([self.compiler, path, "-o", plan] + list(flags),
+                                capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"conduit-compile {name} failed:\n{result.stderr}")
         return plan

@@ -19,14 +19,24 @@ def fail(message):
 
 
 def parse(path):
+    """Per rank, the actions in order, a pair's two one after the other. Also checks that a
+    pair's sends follow it directly, the forward's first (REDUCE_GRAD may come between), as
+    PyTorch lowers an OVERLAP_F_B step."""
     ranks = []
     for r, line in enumerate(open(path).read().splitlines()):
         actions = []
+        sends = [c.strip() for c in line.split(",") if "SEND_" in c]
+        pending = []  # the sends the last pair still owes
         for c, cell in enumerate(line.split(",")):
             cell = cell.strip()
             if not cell:
                 continue
             pair = PAIR.match(cell)
+            if pending and cell != pending[0] and not cell.endswith("REDUCE_GRAD"):
+                fail(f"row {r} column {c}: {cell} comes before {pending[0]}, a send of the pair "
+                     f"before it")
+            if pending and cell == pending[0]:
+                pending.pop(0)
             parts = [pair.group(1), pair.group(2)] if pair else [cell]
             for part in parts:
                 m = ACTION.match(part)
@@ -36,6 +46,10 @@ def parse(path):
                 actions.append((stage, kind, int(mb) if mb else None))
             if pair and (actions[-2][1] != "F" or actions[-1][1] not in ("B", "I")):
                 fail(f"row {r} column {c}: OVERLAP_F_B pairs a forward with a backward")
+            if pair:
+                forward, backward = actions[-2], actions[-1]
+                pending = [x for x in (f"{forward[0]}SEND_F{forward[2]}",
+                                       f"{backward[0]}SEND_B{backward[2]}") if x in sends]
         ranks.append(actions)
     return ranks
 
