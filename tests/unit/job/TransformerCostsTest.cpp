@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace conduit;
 
 namespace {
@@ -148,3 +150,160 @@ TEST(TransformerCosts, ShapeRelations) {
 }
 
 } // namespace
+
+namespace {
+
+/// A Llama-style shape with SwiGLU, RMSNorm, rotary positions, no biases, untied tables.
+TransformerSpec llamaStyle(int64_t layers, int64_t hidden, int64_t heads, int64_t kvHeads,
+                           int64_t ffn, int64_t seq, int64_t vocab) {
+  TransformerSpec t = gpt(layers, hidden, heads, seq, vocab);
+  t.numKvHeads = kvHeads;
+  t.ffnHiddenSize = ffn;
+  t.mlp = MlpKind::SwiGLU;
+  t.norm = NormKind::RMSNorm;
+  t.position = PositionKind::Rotary;
+  t.bias = BiasKind::None;
+  return t;
+}
+
+MoeSpec moe(int64_t experts, int64_t topK, int64_t width) {
+  MoeSpec m;
+  m.numExperts = experts;
+  m.topK = topK;
+  m.expertFfnHiddenSize = width;
+  return m;
+}
+
+/// Two blocks of h 8, 2 heads and 1 key/value head of 4, s 4, the second block with 4 experts
+/// of width 6 (top 2) and one shared expert of width 6.
+TransformerSpec smallMoe() {
+  TransformerSpec t = llamaStyle(2, 8, 2, 1, 16, 4, 16);
+  t.moe = moe(4, 2, 6);
+  t.moe->sharedExperts = 1;
+  t.moe->sharedFfnHiddenSize = 6;
+  t.moe->denseLayers = 1;
+  return t;
+}
+
+} // namespace
+
+TEST(TransformerCosts, MoeBlockByHand) {
+  absl::StatusOr<std::vector<LayerSpec>> layers = expandTransformer(smallMoe(), 2);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  const LayerSpec &dense = (*layers)[1], &experts = (*layers)[2];
+  // Attention: Q and O 8 x 8, K and V 8 x 4: 192. Dense MLP 3 x 8 x 16 = 384; norms 16.
+  EXPECT_EQ(dense.params, 192 + 384 + 16);
+  EXPECT_EQ(dense.expertParams, 0);
+  // Router 8 x 4 = 32, shared expert 3 x 8 x 6 = 144, routed experts 4 x 144 = 576.
+  EXPECT_EQ(experts.params, 192 + 32 + 144 + 576 + 16);
+  EXPECT_EQ(experts.expertParams, 576);
+  // Tensor parallelism keeps the norms and the router whole; the routed experts are the
+  // expert group's.
+  EXPECT_EQ(experts.replicatedParams, 16 + 32);
+  EXPECT_EQ(dense.replicatedParams, 16);
+  // Forward: 2 s x (attention, router, shared and 2 of the 4 experts) + the core
+  // 2 s^2 a (d + d): 8 x (192 + 32 + 144 + 288) + 2 x 16 x 2 x 8.
+  EXPECT_DOUBLE_EQ(experts.fwdFlops, 8.0 * 656 + 512);
+  EXPECT_DOUBLE_EQ(experts.bwdFlops, 2 * experts.fwdFlops);
+  EXPECT_DOUBLE_EQ(experts.bwdWeightFlops, 8.0 * 656);
+  // Elements kept: attention 4 x 8 + 2 x 4 x 8 + 2 x 4 x 4 = 128, norms 64, MLP input 32,
+  // router logits and probabilities 2 x 4 x 4, shared hidden 3 x 4 x 6, routed: 2 copies of
+  // each token in and out (2 x 2 x 32) and the experts' hidden 2 x 3 x 4 x 6. In bf16, with
+  // the fused kernel's statistics (4 a s) and the routing (8 s top_k bytes).
+  const int64_t routed = 64 + 144 + 64;
+  EXPECT_EQ(experts.activationBytes, 2 * (128 + 64 + 32 + 32 + 72 + routed) + 32 + 64);
+  EXPECT_EQ(moeRoutedActivationBytes(smallMoe(), 2), 2 * routed);
+  // Parameters: the tables 2 x 16 x 8, the final norm 8, the blocks; active: half the routed.
+  EXPECT_EQ(transformerParameters(smallMoe()), 256 + 8 + 592 + 960);
+  EXPECT_EQ(transformerActiveParameters(smallMoe()), 256 + 8 + 592 + 960 - 288);
+}
+
+TEST(TransformerCosts, LatentAttentionByHand) {
+  TransformerSpec t = llamaStyle(1, 8, 2, 2, 16, 4, 16);
+  t.latentAttention = LatentAttentionSpec{4, 4, 2, 2, 2};
+  absl::StatusOr<std::vector<LayerSpec>> layers = expandTransformer(t, 2);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  const LayerSpec &block = (*layers)[1];
+  // q: 8 x 4 + 4 x 2 x (2 + 2); kv: 8 x (4 + 2) + 4 x 2 x (2 + 2); out: 2 x 2 x 8; the two
+  // latent norms 4 + 4; the MLP 3 x 8 x 16; the block norms 16.
+  const int64_t attention = 64 + 48 + 32 + 32;
+  EXPECT_EQ(block.params, attention + 8 + 384 + 16);
+  // The down projections and their norms are whole on every tensor rank.
+  EXPECT_EQ(block.replicatedParams, 16 + (32 + 4) + 48 + 4);
+  // The core over q/k heads of 4 and value heads of 2: 2 s^2 a (4 + 2).
+  EXPECT_DOUBLE_EQ(block.fwdFlops, 2.0 * 4 * (attention + 384) + 2.0 * 16 * 2 * 6);
+}
+
+TEST(TransformerCosts, ExplicitHeadWidthAndQkNorm) {
+  // Qwen3's heads are wider than hidden / heads: Q and O are h x a d.
+  TransformerSpec t = llamaStyle(1, 8, 2, 1, 16, 4, 16);
+  t.headDim = 8;
+  t.qkNorm = true;
+  absl::StatusOr<std::vector<LayerSpec>> layers = expandTransformer(t, 2);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  // Q, O 8 x 16; K, V 8 x 8; q and k norms of the head width 8 each.
+  EXPECT_EQ((*layers)[1].params, 2 * 128 + 2 * 64 + 16 + 384 + 16);
+}
+
+// The published sizes. Totals within 1%. Active parameters within 1% where the publication
+// rounds (Mixtral's 12.9 B); Qwen3 and DeepSeek-V3 state theirs cut to their leading digits
+// (3.3 B of an exact 3.35 B, 37 B of 37.55 B: every weight a token passes through, the
+// embedding table and the LM head included), so the count lies in [published, published plus
+// one unit of the last digit).
+
+TEST(TransformerCosts, Mixtral8x7B) {
+  // Mistral AI, "Mixtral of Experts", arXiv 2401.04088: 46.7 B parameters, 12.9 B active.
+  TransformerSpec t = llamaStyle(32, 4096, 32, 8, 14336, 32768, 32000);
+  t.moe = moe(8, 2, 14336);
+  EXPECT_NEAR(double(transformerParameters(t)), 46.7e9, 0.01 * 46.7e9);
+  EXPECT_NEAR(double(transformerActiveParameters(t)), 12.9e9, 0.01 * 12.9e9);
+}
+
+TEST(TransformerCosts, Qwen3_30B_A3B) {
+  // Qwen team, "Qwen3 Technical Report", arXiv 2505.09388: 30.5 B parameters, 3.3 B active.
+  TransformerSpec t = llamaStyle(48, 2048, 32, 4, 6144, 40960, 151936);
+  t.headDim = 128;
+  t.qkNorm = true;
+  t.moe = moe(128, 8, 768);
+  EXPECT_NEAR(double(transformerParameters(t)), 30.5e9, 0.01 * 30.5e9);
+  EXPECT_GE(double(transformerActiveParameters(t)), 3.3e9);
+  EXPECT_LT(double(transformerActiveParameters(t)), 3.4e9);
+}
+
+TEST(TransformerCosts, DeepSeekV3) {
+  // DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv 2412.19437: 671 B parameters, 37 B
+  // active, without the multi-token prediction module (14 B more), which Conduit does not
+  // model.
+  TransformerSpec t = llamaStyle(61, 7168, 128, 128, 18432, 4096, 129280);
+  t.latentAttention = LatentAttentionSpec{1536, 512, 128, 64, 128};
+  t.moe = moe(256, 8, 2048);
+  t.moe->router = RouterKind::Sigmoid;
+  t.moe->sharedExperts = 1;
+  t.moe->sharedFfnHiddenSize = 2048;
+  t.moe->denseLayers = 3;
+  EXPECT_NEAR(double(transformerParameters(t)), 671e9, 0.01 * 671e9);
+  EXPECT_GE(double(transformerActiveParameters(t)), 37e9);
+  EXPECT_LT(double(transformerActiveParameters(t)), 38e9);
+  // Each MoE block's routed experts: 256 x 3 x 7168 x 2048.
+  absl::StatusOr<std::vector<LayerSpec>> layers = expandTransformer(t, 2);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  EXPECT_EQ((*layers)[3].expertParams, 0);
+  EXPECT_EQ((*layers)[4].expertParams, int64_t(256) * 3 * 7168 * 2048);
+}
+
+TEST(TransformerCosts, DefaultImbalance) {
+  MoeSpec m = moe(8, 2, 16);
+  // One expert rank holds every expert: nothing to balance.
+  EXPECT_EQ(defaultMoeImbalance(m, 1, 4096), 1.0);
+  // E = 8, 4096 tokens x 2: 1 + sqrt(2 ln 8 x 7/8 / 8192).
+  EXPECT_DOUBLE_EQ(defaultMoeImbalance(m, 8, 4096),
+                   1 + std::sqrt(2 * std::log(8.0) * 0.875 / 8192));
+  // Fewer tokens, more imbalance; never above E.
+  EXPECT_GT(defaultMoeImbalance(m, 8, 16), defaultMoeImbalance(m, 8, 4096));
+  EXPECT_LE(defaultMoeImbalance(m, 8, 1), 8.0);
+  // A capacity factor bounds the busiest expert (tokens beyond it are dropped).
+  m.capacityFactor = 1.25;
+  EXPECT_EQ(defaultMoeImbalance(m, 8, 4096), 1.25);
+  m.capacityFactor = 0.5;
+  EXPECT_EQ(defaultMoeImbalance(m, 8, 4096), 1.0);
+}
