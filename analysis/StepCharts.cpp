@@ -187,12 +187,17 @@ void conduit::writeGanttSvg(const runtime::Plan &plan, const SimulationResult &s
      << (c.splitBackward && c.schedule < runtime::Schedule::ZeroBubbleH1 ? " (split backward)" : "")
      << ", P=" << c.pipeline << " V=" << c.stagesPerDevice << " M=" << c.microbatches
      << " D=" << c.data << ", step " << escape(formatSeconds(simulation.makespan)) << "</text>\n";
+  // The legend names the kinds the chart draws: an imported order may mix whole and split
+  // backwards, and a plan without data parallelism has no collectives.
   double legendX = left;
-  std::vector<const Kind *> legend = {&kForward, &kBackward};
-  if (c.splitBackward)
-    legend = {&kForward, &kInput, &kWeight};
-  for (const Kind *kind : {&kOptimizer, &kTransfer, &kAllGather, &kReduceScatter, &kAllReduce})
-    legend.push_back(kind);
+  std::vector<const Kind *> legend;
+  for (const Kind *kind : {&kForward, &kBackward, &kInput, &kWeight, &kOptimizer, &kTransfer,
+                           &kAllGather, &kReduceScatter, &kAllReduce})
+    if (std::any_of(plan.ranks.begin(), plan.ranks.end(), [&](const runtime::RankProgram &p) {
+          return std::any_of(p.instructions.begin(), p.instructions.end(),
+                             [&](const Instruction &x) { return kindOf(x.op) == kind; });
+        }))
+      legend.push_back(kind);
   for (const Kind *kind : legend) {
     os << llvm::format("<rect x=\"%.1f\" y=\"32\" width=\"12\" height=\"12\" fill=\"%s\"/>",
                        legendX, kind->colour)

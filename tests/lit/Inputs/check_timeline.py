@@ -70,9 +70,15 @@ def check_svg(path, ranks):
     for r in range(ranks):
         if f"rank {r}" not in texts:
             fail(f"no label for rank {r}")
-    for label in ("forward", "backward", "all-gather", "reduce-scatter", "time"):
+    for label in ("forward", "time"):
         if label not in texts:
             fail(f"no legend entry {label!r}")
+    # The legend (the swatches on the legend's line) shows exactly the colours the chart draws.
+    rects = list(root.iter(ns + "rect"))
+    swatches = {r.get("fill") for r in rects if r.get("y") == "32"}
+    drawn = {r.get("fill") for r in rects if r.get("y") not in (None, "32")}
+    if swatches != drawn:
+        fail(f"legend colours {sorted(swatches)} but boxes drawn in {sorted(drawn)}")
     if not any(re.fullmatch(r"[\d.]+ (s|ms|us|ns)", t) for t in texts):
         fail("no time axis labels")
     boxes = 0
