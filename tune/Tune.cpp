@@ -71,6 +71,8 @@ struct Candidate {
   Bounds bounds;
   std::string family;
   int64_t deviceMemory = 0;
+  /// Whether `bounds` are the schedule tier's (else quickBounds()').
+  bool scheduled = false;
 };
 
 /// The values of a configuration's dimensions outside `parallelism`: bounds computed for one
@@ -454,7 +456,6 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
   std::string why;
   Unlisted unlisted;
   std::vector<Configuration> configs = listSpace(*model, request, dimensions, why, unlisted);
-    fprintf(stderr, "listed %zu in %.3f s\n", configs.size(), secondsSince(start));
   if (configs.empty() && unlisted.shapes > 0)
     return llvm::createStringError(nothingFits(model->cluster.memoryBytes, unlisted.smallestBytes));
   if (configs.empty())
@@ -602,7 +603,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
             refuse(bound);
             continue;
           }
-          llvm::Expected<Bounds> bounds = calculator.bounds(*parsed, context);
+          llvm::Expected<Bounds> bounds = calculator.quickBounds(*parsed, context);
           if (!bounds) {
             ++shareCounts[t].invalid;
             std::string message = llvm::toString(bounds.takeError());
@@ -642,33 +643,116 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
                             primaryBound(options.objective, b.bounds);
                    });
 
-  // Compile in the order of the bounds, skipping what cannot matter.
+  // Compile in the order of the bounds, skipping what cannot matter. A candidate comes first
+  // with the bounds of quickBounds(); the first time it is reached its schedule is built, and
+  // it goes back in the order with the schedule tier's bounds, to be compiled when reached
+  // again (or skipped, or refused by its memory).
   SearchState state(options.objective, static_cast<size_t>(options.top), options.pareto);
   std::mutex mutex;
   size_t next = 0;
+  auto later = [&](const Candidate &a, const Candidate &b) {
+    return std::make_pair(primaryBound(options.objective, a.bounds), a.index) >
+           std::make_pair(primaryBound(options.objective, b.bounds), b.index);
+  };
+  // Candidates with the schedule tier's bounds, the least bound on top.
+  std::vector<Candidate> scheduled;
   std::string internalError;
+  // Per thread: the job a configuration reads as, for the schedule tier.
+  struct Reader {
+    BoundCalculator calculator;
+    bool contextRead = false;
+    std::string context, contextError;
+    std::optional<Job> job;
+  };
+  std::vector<Reader> readers(threads);
+  auto scheduleBounds = [&](Reader &reader, const Configuration &config,
+                            std::string &error) -> std::optional<Bounds> {
+    const std::string context = contextOf(config);
+    if (!reader.contextRead || context != reader.context) {
+      Diagnostics diag(path);
+      reader.job =
+          parseJobWithoutParallelism(applyConfiguration(root, dimensions, config), path, diag);
+      reader.contextError = reader.job ? std::string() : diag.getError()->str();
+      reader.context = context;
+      reader.contextRead = true;
+    }
+    if (!reader.job) {
+      error = reader.contextError;
+      return std::nullopt;
+    }
+    Json section = baseSection;
+    for (const Assignment &a : config)
+      if (llvm::StringRef(a.key).starts_with("parallelism."))
+        setParallelismKey(section, a);
+    Diagnostics diag(path);
+    if (!parseParallelismFor(*reader.job, section["parallelism"], diag)) {
+      error = diag.getError()->str();
+      return std::nullopt;
+    }
+    llvm::Expected<Bounds> bounds = reader.calculator.bounds(*reader.job, context);
+    if (!bounds) {
+      error = llvm::toString(bounds.takeError());
+      return std::nullopt;
+    }
+    return *bounds;
+  };
   runParallel(
       std::min<unsigned>(threads, std::max<size_t>(candidates.size(), 1)),
-      [&](unsigned) {
+      [&](unsigned t) {
         while (true) {
-          const Candidate *c = nullptr;
+          std::optional<Candidate> taken;
           {
             std::lock_guard<std::mutex> lock(mutex);
-            while (next < candidates.size() && internalError.empty()) {
+            while ((next < candidates.size() || !scheduled.empty()) && internalError.empty()) {
               if (options.budgetS > 0 && secondsSince(start) > options.budgetS) {
                 counts.complete = false;
                 break;
               }
-              const Candidate &candidate = candidates[next++];
+              Candidate candidate;
+              if (!scheduled.empty() &&
+                  (next == candidates.size() || later(candidates[next], scheduled.front()))) {
+                std::pop_heap(scheduled.begin(), scheduled.end(), later);
+                candidate = std::move(scheduled.back());
+                scheduled.pop_back();
+              } else {
+                candidate = candidates[next++];
+              }
               if (state.matters(candidate)) {
-                c = &candidate;
+                taken = std::move(candidate);
                 break;
               }
               ++counts.pruned;
             }
           }
-          if (!c)
+          if (!taken)
             return;
+          const Candidate *c = &*taken;
+          if (!c->scheduled) {
+            std::string error;
+            std::optional<Bounds> bounds = scheduleBounds(readers[t], configs[c->index], error);
+            std::lock_guard<std::mutex> lock(mutex);
+            if (!bounds) {
+              ++counts.invalid;
+              if (result.exampleInvalid.empty())
+                result.exampleInvalid = describe(dimensions, configs[c->index]) + ": " + error;
+              continue;
+            }
+            if (bounds->peakMemoryBytes > c->deviceMemory) {
+              ++counts.infeasibleByBound;
+              if (!result.smallestInfeasibleBytes ||
+                  bounds->peakMemoryBytes < result.smallestInfeasibleBytes)
+                result.smallestInfeasibleBytes = bounds->peakMemoryBytes;
+              continue;
+            }
+            // Both are lower bounds; the schedule tier's is the larger, or nearly.
+            taken->bounds.stepTimeS = std::max(taken->bounds.stepTimeS, bounds->stepTimeS);
+            taken->bounds.peakMemoryBytes =
+                std::max(taken->bounds.peakMemoryBytes, bounds->peakMemoryBytes);
+            taken->scheduled = true;
+            scheduled.push_back(std::move(*taken));
+            std::push_heap(scheduled.begin(), scheduled.end(), later);
+            continue;
+          }
           const CompiledJob compiled =
               compileObject(applyConfiguration(root, dimensions, configs[c->index]), path);
           std::lock_guard<std::mutex> lock(mutex);
@@ -720,7 +804,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
       });
   if (!internalError.empty())
     return llvm::createStringError(internalError);
-  counts.undecided = static_cast<int64_t>(candidates.size() - next);
+  counts.undecided = static_cast<int64_t>(candidates.size() - next + scheduled.size());
   if (counts.undecided > 0)
     counts.complete = false;
 

@@ -314,18 +314,56 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   return (schedules[key] = std::move(facts)).get();
 }
 
-llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string &jobContext) {
+void BoundCalculator::useContext(const std::string &jobContext) {
   if (jobContext != context) {
     costModels.clear();
     partitions.clear();
     schedules.clear();
     context = jobContext;
   }
+}
+
+llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string &jobContext) {
+  useContext(jobContext);
   llvm::Expected<const ScheduleFacts *> factsOr = schedule(job);
   if (!factsOr)
     return factsOr.takeError();
-  const ScheduleFacts &facts = **factsOr;
-  const CostModel &cost = **costModel(job);
+  return boundsFrom(job, **factsOr);
+}
+
+llvm::Expected<Bounds> BoundCalculator::quickBounds(const Job &job, const std::string &jobContext) {
+  useContext(jobContext);
+  llvm::Expected<const std::vector<Stage> *> stageList = stages(job);
+  if (!stageList)
+    return stageList.takeError();
+  const ParallelismSpec &par = job.parallelism;
+  const int64_t numStages = par.numStages();
+  llvm::Expected<std::vector<int64_t>> rankOf = sched::placeStages(
+      numStages, par.pipeline,
+      par.placement == Placement::V ? sched::Placement::V : sched::Placement::Loop);
+  if (!rankOf)
+    return rankOf.takeError();
+  // Without the schedule: each rank computes its micro-batches' forwards and backwards one at a
+  // time, and nothing is known of when a stage's last backward ends or what it holds.
+  ScheduleFacts facts;
+  facts.rankOf = std::move(*rankOf);
+  facts.computeEnd.assign(par.pipeline, 0);
+  for (int64_t s = 0; s < numStages; ++s)
+    facts.computeEnd[facts.rankOf[s]] += static_cast<double>(par.microbatches) *
+                                         ((**stageList)[s].forwardS + (**stageList)[s].backwardS);
+  facts.lastBackwardEnd.assign(numStages, 0);
+  facts.forwardHeld.assign(numStages, 0);
+  facts.backwardHeld.assign(numStages, 0);
+  facts.forwardHeldWithGradients.assign(numStages, 0);
+  facts.backwardHeldWithGradients.assign(numStages, 0);
+  return boundsFrom(job, facts);
+}
+
+llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const ScheduleFacts &facts) {
+  llvm::Expected<const CostModel *> costOr = costModel(job);
+  if (!costOr)
+    return costOr.takeError();
+  const CostModel &cost = **costOr;
   const std::vector<Stage> &st = **stages(job);
 
   const ParallelismSpec &par = job.parallelism;

@@ -63,6 +63,11 @@ public:
   /// `context` names what the job's model, cluster and training sections were made of (the
   /// values of dimensions outside `parallelism`): results are reused only within one context.
   llvm::Expected<Bounds> bounds(const Job &job, const std::string &context);
+  /// The bounds without the schedule tier (no schedule built, only the partition): each rank's
+  /// compute one action at a time, the optimizer and data-parallel steps after it, and the
+  /// static state of each rank's stages. Never above bounds(); the search orders by it and
+  /// builds the schedule only for the configurations it cannot rule out this way.
+  llvm::Expected<Bounds> quickBounds(const Job &job, const std::string &context);
 
 private:
   /// A stage's layers and sizes.
@@ -88,6 +93,10 @@ private:
   llvm::Expected<const CostModel *> costModel(const Job &job);
   llvm::Expected<const std::vector<Stage> *> stages(const Job &job);
   llvm::Expected<const ScheduleFacts *> schedule(const Job &job);
+  /// The bounds that `facts` (a schedule's, or quickBounds()' without one) give.
+  llvm::Expected<Bounds> boundsFrom(const Job &job, const ScheduleFacts &facts);
+  /// Drops the caches when the context changes.
+  void useContext(const std::string &context);
 
   /// The context the caches below hold results for.
   std::string context;

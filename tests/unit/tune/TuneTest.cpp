@@ -81,6 +81,15 @@ std::vector<Compiled> bruteForce(const Json &root, const std::string &path,
     }
     EXPECT_LE(calculator.staticMemoryBound(*job), c.peakMemoryBytes) << "configuration " << i;
     EXPECT_LE(bounds->peakMemoryBytes, c.peakMemoryBytes) << "configuration " << i;
+    // The bounds without a schedule are below the schedule tier's.
+    llvm::Expected<Bounds> quick = calculator.quickBounds(*job, "");
+    if (!quick) {
+      ADD_FAILURE() << "configuration " << i
+                    << " has bounds but no quick bounds: " << llvm::toString(quick.takeError());
+      continue;
+    }
+    EXPECT_LE(quick->stepTimeS, bounds->stepTimeS * (1 + 1e-12)) << "configuration " << i;
+    EXPECT_LE(quick->peakMemoryBytes, bounds->peakMemoryBytes) << "configuration " << i;
     if (c.fits) {
       EXPECT_LE(bounds->stepTimeS, c.stepTimeS * (1 + 1e-9)) << "configuration " << i;
     }
