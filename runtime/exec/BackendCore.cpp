@@ -18,9 +18,11 @@
 namespace conduit::runtime {
 
 template <typename Grad>
-class BackendCore<Grad>::TensorCalls final : public model::TensorGroup<float> {
+class BackendCore<Grad>::TensorCalls final : public model::TensorGroup<float>,
+                                             public model::ExpertGroup<float> {
 public:
-  TensorCalls(Transport &transport, StreamHandle stream) : transport(transport), stream(stream) {}
+  TensorCalls(Transport &transport, StreamHandle stream, ExpertPlace expert, int64_t experts)
+      : transport(transport), stream(stream), expert(expert), experts(experts) {}
 
   void allReduce(int64_t n, float *data, model::Reduction op) override {
     issue(Op::TensorAllReduce, [&] { return transport.tensorAllReduce(data, n, op, stream); });
@@ -31,6 +33,22 @@ public:
   void reduceScatter(int64_t n, const float *full, float *shard) override {
     issue(Op::TensorReduceScatter,
           [&] { return transport.tensorReduceScatter(full, shard, n, stream); });
+  }
+  int64_t size() const override { return experts; }
+  int64_t position() const override { return expert.position; }
+  void allToAll(model::ExpertExchange what, const float *send,
+                const std::vector<int64_t> &sendCounts, float *recv,
+                const std::vector<int64_t> &recvCounts) override {
+    auto call = [&] {
+      return transport.expertAllToAll(send, sendCounts, recv, recvCounts, stream);
+    };
+    // The counts belong to the dispatch that follows them: the plan lists that one.
+    if (what == model::ExpertExchange::Counts) {
+      if (failure.ok())
+        failure = call();
+      return;
+    }
+    issue(what == model::ExpertExchange::Dispatch ? Op::ExpertDispatch : Op::ExpertCombine, call);
   }
 
   /// What the layers issued since the last call, and the first failure; both start again.
@@ -46,6 +64,8 @@ private:
 
   Transport &transport;
   StreamHandle stream;
+  ExpertPlace expert;
+  int64_t experts = 1;
   std::vector<Op> issued;
   absl::Status failure;
 };
@@ -80,9 +100,13 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
   rowFloats = shape->localSeq() * shape->hidden;
   CONDUIT_ASSIGN_OR_RETURN(transport, connect(p));
   model::Ops<float> &math = ops();
-  if (shape->tensorParallel()) {
-    tensor = std::make_unique<TensorCalls>(*transport, streamOf(kComputeStream));
-    math.setTensorGroup(tensor.get());
+  if (shape->tensorParallel() || c.expert > 1) {
+    tensor = std::make_unique<TensorCalls>(*transport, streamOf(kComputeStream),
+                                           expertPlaceOf(c, where), c.expert);
+    if (shape->tensorParallel())
+      math.setTensorGroup(tensor.get());
+    if (c.expert > 1)
+      math.setExpertGroup(tensor.get());
   }
   using model::MemoryScope;
   using model::MemoryUse;
@@ -257,11 +281,11 @@ absl::Status BackendCore<Grad>::checkTensorCalls(const std::vector<int64_t> &ind
   };
   return absl::FailedPreconditionError(absl::StrCat(
       describe(compute), " (instruction ", indices[0], "): its layers issued ", issued.size(),
-      " tensor collectives (", names(issued, issued.size() / std::max<size_t>(pieces, 1)),
+      " inner collectives (", names(issued, issued.size() / std::max<size_t>(pieces, 1)),
       pieces > 1 ? absl::StrCat(" per sample, over ", pieces, " samples") : "",
       "), the plan lists ", listed.size(), " after it (", names(listed, listed.size()),
-      "); the plan was compiled for other tensor collectives than this runtime's layers issue "
-      "(runtime/plan/TensorCollectives.h)"));
+      "); the plan was compiled for other tensor collectives or expert all-to-alls than this "
+      "runtime's layers issue (runtime/plan/TensorCollectives.h)"));
 }
 
 template <typename Grad> absl::StatusOr<bool> BackendCore<Grad>::poll(Ticket ticket) {
@@ -409,7 +433,7 @@ absl::StatusOr<std::vector<std::vector<float>>> BackendCore<Grad>::stageParamete
     } else {
       ops().download(stage->full.data(), stage->n, whole.data());
     }
-    if (tensor) {
+    if (shape->tensorParallel()) {
       // The whole layers from every tensor rank's part (replicated parameters from each).
       const int64_t part = stage->n;
       model::Buffer<float> mine = ops().allocate(part),

@@ -118,7 +118,7 @@ absl::Status Executor::advance(Stream &stream, int s, int64_t step, bool startCo
              program[stream.list[end]].batch == x.batch)
         ++end;
     if (x.isCompute())
-      while (end < stream.list.size() && program[stream.list[end]].isTensorCollective())
+      while (end < stream.list.size() && program[stream.list[end]].isInnerCollective())
         ++end;
     std::vector<int64_t> indices(stream.list.begin() + stream.next, stream.list.begin() + end);
     const double t = now();

@@ -19,7 +19,7 @@ namespace {
 
 absl::Status abortedError() { return absl::AbortedError("another rank of this process failed"); }
 
-enum class Kind { AllGather, ReduceScatter, AllReduce, AllReduceMax };
+enum class Kind { AllGather, ReduceScatter, AllReduce, AllReduceMax, AllToAll };
 
 const char *kindName(Kind k) {
   switch (k) {
@@ -31,6 +31,8 @@ const char *kindName(Kind k) {
     return "all-reduce";
   case Kind::AllReduceMax:
     return "all-reduce (maximum)";
+  case Kind::AllToAll:
+    return "all-to-all";
   }
   return "?";
 }
@@ -130,13 +132,15 @@ struct LoopbackHub::Message {
 
 struct LoopbackHub::Collective {
   Collective(Kind kind, Element type, int64_t count, int members)
-      : kind(kind), type(type), count(count), inputs(members), outputs(members), ready(members),
-        done(members) {}
+      : kind(kind), type(type), count(count), inputs(members), outputs(members),
+        sendCounts(members), ready(members), done(members) {}
   Kind kind;
   Element type;
   int64_t count;
   std::vector<const char *> inputs;
   std::vector<char *> outputs;
+  /// An all-to-all's counts: what each member sends to each member, in elements.
+  std::vector<const std::vector<int64_t> *> sendCounts;
   std::vector<LoopbackMemory::Fence> ready, done;
   int posted = 0, computed = 0, finished = 0;
 };
@@ -175,6 +179,11 @@ public:
                                    StreamHandle stream) override {
     return tensorCall(Kind::ReduceScatter, full, shard, count, stream);
   }
+  absl::Status expertAllToAll(const float *send, const std::vector<int64_t> &sendCounts,
+                              float *recv, const std::vector<int64_t> &,
+                              StreamHandle stream) override {
+    return groupCall(Kind::AllToAll, send, recv, 0, stream, &sendCounts);
+  }
   absl::StatusOr<double> sumOverRanks(double value) override;
   void abort() override { hub.abort(); }
 
@@ -191,7 +200,13 @@ private:
                                                int64_t count, StreamHandle stream);
   /// A collective of this rank's tensor group, waited for (the layers' calls return once done).
   absl::Status tensorCall(Kind kind, const void *input, void *output, int64_t count,
-                          StreamHandle stream);
+                          StreamHandle stream) {
+    return groupCall(kind, input, output, count, stream);
+  }
+  /// A collective of this rank's tensor group, or with `sendCounts` an all-to-all of its expert
+  /// group, waited for.
+  absl::Status groupCall(Kind kind, const void *input, void *output, int64_t count,
+                         StreamHandle stream, const std::vector<int64_t> *sendCounts = nullptr);
 
   LoopbackHub &hub;
   int64_t rank;
@@ -314,6 +329,22 @@ private:
       for (int m = 0; m < members; ++m)
         CONDUIT_RETURN_IF_ERROR(memory.copy(type, n, call->inputs[m], out + m * bytes, stream));
       break;
+    case Kind::AllToAll: {
+      // From each member in order, the part it sends to this one.
+      const int64_t width = elementBytes(type);
+      for (int m = 0; m < members; ++m) {
+        const std::vector<int64_t> &counts = *call->sendCounts[m];
+        int64_t at = 0;
+        for (int j = 0; j < position; ++j)
+          at += counts[j];
+        const int64_t mine = counts[position];
+        if (mine > 0)
+          CONDUIT_RETURN_IF_ERROR(
+              memory.copy(type, mine, call->inputs[m] + at * width, out, stream));
+        out += mine * width;
+      }
+      break;
+    }
     case Kind::AllReduce:
     case Kind::AllReduceMax: {
       CONDUIT_ASSIGN_OR_RETURN(void *scratch, memory.allocate(bytes, stream));
@@ -407,18 +438,30 @@ LoopbackTransport::postTo(int64_t slot, int position, int members, Kind kind, El
   return std::make_unique<Member>(hub, slot, sequence, call, position, stream);
 }
 
-absl::Status LoopbackTransport::tensorCall(Kind kind, const void *input, void *output,
-                                           int64_t count, StreamHandle stream) {
+absl::Status LoopbackTransport::groupCall(Kind kind, const void *input, void *output, int64_t count,
+                                          StreamHandle stream,
+                                          const std::vector<int64_t> *sendCounts) {
   std::unique_ptr<Work> work;
   {
     std::lock_guard<std::mutex> lock(hub.mutex);
     if (hub.aborted)
       return abortedError();
     const Config &c = hub.plan.config;
-    const int64_t slot = int64_t(hub.plan.groups.size()) * c.tensor +
-                         int64_t(where.pipelineRank) * c.data + where.replica;
-    CONDUIT_ASSIGN_OR_RETURN(work, postTo(slot, where.tensorRank, c.tensor, kind, Element::Float32,
-                                          input, output, count, stream));
+    int64_t slot = int64_t(hub.plan.groups.size()) * c.tensor +
+                   int64_t(where.pipelineRank) * c.data + where.replica;
+    int position = where.tensorRank, members = c.tensor;
+    if (sendCounts) {
+      // The expert groups' slots follow the tensor groups'.
+      const ExpertPlace place = expertPlaceOf(c, where);
+      slot = hub.expertSlots + place.group;
+      position = static_cast<int>(place.position);
+      members = c.expert;
+    }
+    CONDUIT_ASSIGN_OR_RETURN(work, postTo(slot, position, members, kind, Element::Float32, input,
+                                          output, count, stream));
+    if (sendCounts)
+      hub.groups[slot].calls[hub.groups[slot].issued[position] - 1]->sendCounts[position] =
+          sendCounts;
   }
   // The other members are threads of this process, on their way to the same call.
   const auto start = std::chrono::steady_clock::now();
@@ -428,8 +471,9 @@ absl::Status LoopbackTransport::tensorCall(Kind kind, const void *input, void *o
       return absl::OkStatus();
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
         hub.timeoutS)
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rank ", rank, " waited ", hub.timeoutS, " s for its tensor group's ", kindName(kind)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("rank ", rank, " waited ", hub.timeoutS, " s for its ",
+                       sendCounts ? "expert" : "tensor", " group's ", kindName(kind)));
     if (rounds < 64)
       std::this_thread::yield();
     else
@@ -475,6 +519,10 @@ LoopbackHub::LoopbackHub(const Plan &plan, double timeoutS, std::unique_ptr<Loop
   if (c.tensor > 1)
     for (int64_t k = 0; k < int64_t(c.pipeline) * c.data; ++k)
       groups.emplace_back().issued.assign(c.tensor, 0);
+  expertSlots = static_cast<int64_t>(groups.size());
+  if (c.expert > 1)
+    for (int64_t k = 0; k < int64_t(c.pipeline) * c.data * c.tensor / c.expert; ++k)
+      groups.emplace_back().issued.assign(c.expert, 0);
 }
 
 LoopbackHub::~LoopbackHub() = default;

@@ -121,6 +121,9 @@ private:
     std::map<int64_t, std::shared_ptr<Collective>> calls;
   };
   std::vector<GroupState> groups;
+  /// Where the expert groups' slots start in `groups` (one per expert group, by
+  /// ExpertPlace::group).
+  int64_t expertSlots = 0;
   /// sumOverRanks: one slot per rank, summed in rank order.
   std::condition_variable arrived;
   std::vector<double> values;

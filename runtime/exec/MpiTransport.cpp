@@ -57,6 +57,13 @@ absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(const Plan &p
     if (member)
       CONDUIT_MPI(MPI_Comm_set_errhandler(t->groups[g], MPI_ERRORS_RETURN));
   }
+  // The expert group: E ranks of this pipeline rank, by position.
+  if (plan.config.expert > 1) {
+    const ExpertPlace place = expertPlaceOf(plan.config, where);
+    CONDUIT_MPI(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(place.group),
+                               static_cast<int>(place.position), &t->experts));
+    CONDUIT_MPI(MPI_Comm_set_errhandler(t->experts, MPI_ERRORS_RETURN));
+  }
   // The tensor group: the ranks of this pipeline rank and replica, by tensor rank.
   t->tensorSize = plan.config.tensor;
   if (t->tensorSize > 1) {
@@ -70,6 +77,8 @@ absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(const Plan &p
 MpiTransport::~MpiTransport() {
   if (tensor != MPI_COMM_NULL)
     MPI_Comm_free(&tensor);
+  if (experts != MPI_COMM_NULL)
+    MPI_Comm_free(&experts);
   for (MPI_Comm &c : groups)
     if (c != MPI_COMM_NULL)
       MPI_Comm_free(&c);
@@ -173,6 +182,25 @@ absl::Status MpiTransport::tensorReduceScatter(const float *full, float *shard, 
       v += gathered[r * count + i];
     shard[i] = static_cast<float>(v);
   }
+  return absl::OkStatus();
+}
+
+absl::Status MpiTransport::expertAllToAll(const float *send, const std::vector<int64_t> &sendCounts,
+                                          float *recv, const std::vector<int64_t> &recvCounts,
+                                          StreamHandle) {
+  const size_t members = sendCounts.size();
+  std::vector<int> sent(members), sentAt(members), received(members), receivedAt(members);
+  int64_t sentTotal = 0, receivedTotal = 0;
+  for (size_t j = 0; j < members; ++j) {
+    CONDUIT_ASSIGN_OR_RETURN(sent[j], mpiCount(sendCounts[j]));
+    CONDUIT_ASSIGN_OR_RETURN(received[j], mpiCount(recvCounts[j]));
+    CONDUIT_ASSIGN_OR_RETURN(sentAt[j], mpiCount(sentTotal));
+    CONDUIT_ASSIGN_OR_RETURN(receivedAt[j], mpiCount(receivedTotal));
+    sentTotal += sendCounts[j];
+    receivedTotal += recvCounts[j];
+  }
+  CONDUIT_MPI(MPI_Alltoallv(send, sent.data(), sentAt.data(), MPI_FLOAT, recv, received.data(),
+                            receivedAt.data(), MPI_FLOAT, experts));
   return absl::OkStatus();
 }
 

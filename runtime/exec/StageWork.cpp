@@ -27,6 +27,12 @@ RankPosition RankPosition::of(const Config &c, int64_t globalRank) {
   return p;
 }
 
+ExpertPlace expertPlaceOf(const Config &c, const RankPosition &where) {
+  const int64_t e = std::max<int64_t>(c.expert, 1), perRank = int64_t(c.data) * c.tensor;
+  const int64_t i = int64_t(where.replica) * c.tensor + where.tensorRank;
+  return {int64_t(where.pipelineRank) * (perRank / e) + i / e, i % e};
+}
+
 bool isSharded(const Config &c) { return c.data > 1 && c.sharding != Sharding::None; }
 
 absl::Status validateModel(const Plan &p, const char *backend) {

@@ -32,6 +32,15 @@ struct RankPosition {
   static RankPosition of(const Config &config, int64_t globalRank);
 };
 
+/// A rank's expert group (Megatron-Core's parallel folding, as the plan's Config::expert
+/// says): of its pipeline rank's D x T ranks, indexed i = replica x T + tensor rank, group
+/// (pipeline rank, i / E) holds the E consecutive indices, at position i mod E. `group` is a
+/// number unique in the job.
+struct ExpertPlace {
+  int64_t group = 0, position = 0;
+};
+ExpertPlace expertPlaceOf(const Config &config, const RankPosition &where);
+
 /// How a stage's parameters split over the replicas of its pipeline rank.
 struct ShardLayout {
   int64_t n = 0;        ///< parameters

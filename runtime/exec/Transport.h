@@ -15,7 +15,8 @@
 // With tensor parallelism the layers also communicate inside their compute, in this rank's
 // tensor group (the T ranks of its pipeline rank and replica, positioned by tensor rank): the
 // tensor collectives below return once done on the host and are enqueued on `stream` on a
-// device, and every member computes the same bits.
+// device, and every member computes the same bits. With expert parallelism the mixture of
+// experts exchanges tokens in this rank's expert group (Config::expertGroupOf) the same way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -94,6 +95,14 @@ public:
   virtual absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
                                            StreamHandle stream) {
     return absl::UnimplementedError("this transport has no tensor groups");
+  }
+  /// The expert group's all-to-all-v of float data (model::ExpertGroup's meaning: counts per
+  /// member, in elements), returning once done on the host. A transport without expert groups
+  /// refuses it.
+  virtual absl::Status expertAllToAll(const float *send, const std::vector<int64_t> &sendCounts,
+                                      float *recv, const std::vector<int64_t> &recvCounts,
+                                      StreamHandle stream) {
+    return absl::UnimplementedError("this transport has no expert groups");
   }
   /// The sum of `value` over every rank of the job (blocking; all ranks call it together).
   virtual absl::StatusOr<double> sumOverRanks(double value) = 0;

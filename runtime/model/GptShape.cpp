@@ -74,11 +74,12 @@ absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
       return absl::InvalidArgumentError(absl::StrCat("the model's mixture of experts has ", c.what,
                                                      "; compile the job again with ", c.key,
                                                      " in range"));
-  if (plan.config.expert > 1)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the plan divides the experts over ", plan.config.expert,
-        " expert-parallel ranks; conduit-run trains mixtures of experts with every expert on "
-        "every rank only: compile the job again with parallelism.expert 1"));
+  const int64_t e = plan.config.expert, ranks = int64_t(plan.config.data) * plan.config.tensor;
+  if (e < 1 || t.numExperts % e != 0 || ranks % e != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the plan divides ", t.numExperts, " experts over expert groups of ", e, " of its ", ranks,
+        " data- and tensor-parallel ranks; compile the job again with "
+        "parallelism.expert dividing both"));
   if (plan.config.tensor > 1)
     return absl::FailedPreconditionError(absl::StrCat(
         "the plan splits a mixture of experts over ", plan.config.tensor,
@@ -173,6 +174,7 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
     shape.normalizeTopK = t.normalizeTopK;
     shape.auxLossCoefficient = t.auxLossCoefficient;
     shape.capacityFactor = t.capacityFactor;
+    shape.expertSize = plan.config.expert;
   }
   shape.tensorSize = tensor;
   shape.sequenceParallel = plan.config.sequenceParallel && tensor > 1;

@@ -40,6 +40,9 @@ struct GptShape {
   /// router (sigmoid, else softmax), renormalised top-k weights, the auxiliary loss's
   /// coefficient and the capacity factor (0: dropless). experts 0: every block is dense.
   int64_t experts = 0, topK = 0, expertFfn = 0, sharedFfn = 0, denseBlocks = 0;
+  /// Expert parallelism: the members of an expert group, each computing experts/expertSize of
+  /// the experts for the group's tokens (every rank holds every expert's parameters).
+  int64_t expertSize = 1;
   bool sigmoidRouter = false, normalizeTopK = false;
   double auxLossCoefficient = 0, capacityFactor = 0;
 
@@ -57,6 +60,7 @@ struct GptShape {
     w.tensorSize = 1;
     w.tensorRank = 0;
     w.sequenceParallel = false;
+    w.expertSize = 1;
     return w;
   }
   /// This tensor rank's part: attention heads, key/value heads, FFN width, vocabulary rows,

@@ -197,11 +197,16 @@ public:
   /// outlives the Ops's use of it.
   TensorGroup<T> *tensorGroup() const { return tensor; }
   void setTensorGroup(TensorGroup<T> *group) { tensor = group; }
+  /// The expert group the mixture of experts exchanges tokens in (null without expert
+  /// parallelism); it outlives the Ops's use of it.
+  ExpertGroup<T> *expertGroup() const { return experts; }
+  void setExpertGroup(ExpertGroup<T> *group) { experts = group; }
 
 protected:
   bool countingLoss = true;
   double auxLoss = 0;
   TensorGroup<T> *tensor = nullptr;
+  ExpertGroup<T> *experts = nullptr;
   MemoryCounter counter;
 };
 

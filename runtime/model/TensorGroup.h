@@ -18,6 +18,7 @@
 #define CONDUIT_RUNTIME_MODEL_TENSORGROUP_H
 
 #include <cstdint>
+#include <vector>
 
 namespace conduit::model {
 
@@ -32,6 +33,27 @@ public:
   virtual void allGather(int64_t n, const T *shard, T *full) = 0;
   /// shard = Σ over members of their full[position · n, (position + 1) · n).
   virtual void reduceScatter(int64_t n, const T *full, T *shard) = 0;
+};
+
+/// Expert parallelism: the E ranks of an expert group (Megatron-Core's parallel folding; the
+/// mixture of experts' layer, layers/Moe.h) exchange routed tokens with all-to-alls inside the
+/// compute, in the order runtime/plan/TensorCollectives.h states. Members are positioned
+/// 0 to E - 1; every member makes the same calls in the same order. Failures do not return, as
+/// in TensorGroup.
+/// Which of the plan's all-to-alls an exchange is: the dispatch (or, in a backward, its
+/// gradient), the combine (or its gradient), or the token counts that precede a dispatch and
+/// belong to it.
+enum class ExpertExchange { Counts, Dispatch, Combine };
+
+template <typename T> class ExpertGroup {
+public:
+  virtual ~ExpertGroup() = default;
+  virtual int64_t size() const = 0;
+  virtual int64_t position() const = 0;
+  /// The all-to-all-v: this member sends sendCounts[j] elements of `send` (in member order)
+  /// to member j and receives recvCounts[j] from member j into `recv` (in member order).
+  virtual void allToAll(ExpertExchange what, const T *send, const std::vector<int64_t> &sendCounts,
+                        T *recv, const std::vector<int64_t> &recvCounts) = 0;
 };
 
 } // namespace conduit::model

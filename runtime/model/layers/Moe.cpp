@@ -160,11 +160,49 @@ template <typename T> void Moe<T>::keep(Ops<T> &ops, int64_t samples, LayerCache
   cache.parts.resize(shared ? 1 : 0);
   if (shared)
     shared->keep(ops, samples, cache.parts[0]);
-  cache.inputOnly[U] = ops.allocate(assignments * up());
   cache.inputOnly[O] = ops.allocate(assignments * s.hidden);
   cache.saved[Scores] = ops.allocate(rows * s.experts);
-  cache.saved[Dispatched] = ops.allocate(assignments * s.hidden);
-  cache.saved[G] = ops.allocate(assignments * s.expertFfn);
+  // This rank's experts' inputs, first projections and activations are allocated by the
+  // forward, which learns how many tokens its experts take (with an expert group, from the
+  // other members).
+}
+
+template <typename T> void Moe<T>::exchangeCounts(Ops<T> &ops, Routing &r) const {
+  const int64_t N = s.experts;
+  ExpertGroup<T> *group = groupOf(ops);
+  r.segments.clear();
+  if (!group) {
+    for (int64_t e = 0; e < N; ++e)
+      if (r.start[e + 1] > r.start[e])
+        r.segments.push_back({e, r.start[e], r.start[e + 1] - r.start[e]});
+    r.sentTo = r.receivedFrom = {r.dispatched()};
+    return;
+  }
+  // Each member's counts of the experts of every member, exchanged as the Ops's numbers (exact:
+  // a piece's assignments are far below 2^24).
+  const int64_t E = group->size(), q = group->position(), L = N / E;
+  std::vector<T> mine(N), theirs(N);
+  for (int64_t e = 0; e < N; ++e)
+    mine[e] = static_cast<T>(r.start[e + 1] - r.start[e]);
+  {
+    Buffer<T> send = transient(ops, N), receive = transient(ops, N);
+    ops.upload(mine.data(), N, send.data());
+    group->allToAll(ExpertExchange::Counts, send.data(), std::vector<int64_t>(E, L), receive.data(),
+                    std::vector<int64_t>(E, L));
+    ops.download(receive.data(), N, theirs.data());
+  }
+  r.sentTo.assign(E, 0);
+  r.receivedFrom.assign(E, 0);
+  int64_t first = 0;
+  for (int64_t m = 0; m < E; ++m)
+    for (int64_t l = 0; l < L; ++l) {
+      r.sentTo[m] += static_cast<int64_t>(mine[m * L + l]);
+      const int64_t count = static_cast<int64_t>(theirs[m * L + l]);
+      r.receivedFrom[m] += count;
+      if (count > 0)
+        r.segments.push_back({q * L + l, first, count});
+      first += count;
+    }
 }
 
 template <typename T>
@@ -220,26 +258,51 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
   else
     ops.copy(rows * h, residual, y);
 
-  // Dispatch: each expert's tokens, its MLP, in dispatch order.
-  T *u = cache.inputOnly[U].data(), *g = cache.saved[G].data(), *o = cache.inputOnly[O].data();
-  T *dispatched = cache.saved[Dispatched].data();
-  for (int64_t a = 0; a < r.dispatched(); ++a)
-    ops.copy(h, x + r.token[a] * h, dispatched + a * h);
-  for (int64_t e = 0; e < N; ++e) {
-    const int64_t first = r.start[e], count = r.start[e + 1] - first;
-    if (count == 0)
-      continue;
-    const T *w = p + expertAt(e);
-    ops.gemm(false, false, count, up(), h, 1, dispatched + first * h, w, 0, u + first * up());
-    if (s.otherBias)
-      ops.addBias(count, up(), w + b1At, u + first * up());
-    if (s.gated)
-      ops.swigluForward(count, f, u + first * up(), g + first * f);
-    else
-      ops.geluForward(count * f, u + first * up(), g + first * f);
-    ops.gemm(false, false, count, h, f, 1, g + first * f, w + w2At, 0, o + first * h);
-    if (s.otherBias)
-      ops.addBias(count, h, w + b2At, o + first * h);
+  // Dispatch: each expert's tokens, to the member of the expert group that holds the expert;
+  // there each expert's MLP, segment by segment.
+  T *o = cache.inputOnly[O].data();
+  exchangeCounts(ops, *routing);
+  ExpertGroup<T> *group = groupOf(ops);
+  const std::vector<int64_t> sent = Routing::times(r.sentTo, h),
+                             received = Routing::times(r.receivedFrom, h);
+  const int64_t taken = r.taken();
+  cache.saved[Dispatched] = ops.allocate(std::max<int64_t>(taken, 1) * h);
+  cache.inputOnly[U] = ops.allocate(std::max<int64_t>(taken, 1) * up());
+  cache.saved[G] = ops.allocate(std::max<int64_t>(taken, 1) * f);
+  T *in = cache.saved[Dispatched].data(), *u = cache.inputOnly[U].data(),
+    *g = cache.saved[G].data();
+  {
+    Buffer<T> gathered = transient(ops, std::max<int64_t>(r.dispatched(), 1) * h);
+    T *send = group ? gathered.data() : in;
+    for (int64_t a = 0; a < r.dispatched(); ++a)
+      ops.copy(h, x + r.token[a] * h, send + a * h);
+    if (group)
+      group->allToAll(ExpertExchange::Dispatch, send, sent, in, received);
+  }
+  {
+    Buffer<T> outputs;
+    T *out = o;
+    if (group) {
+      outputs = transient(ops, std::max<int64_t>(taken, 1) * h);
+      out = outputs.data();
+    }
+    for (const Routing::Segment &seg : r.segments) {
+      const T *w = p + expertAt(seg.expert);
+      const int64_t first = seg.first, count = seg.count;
+      ops.gemm(false, false, count, up(), h, 1, in + first * h, w, 0, u + first * up());
+      if (s.otherBias)
+        ops.addBias(count, up(), w + b1At, u + first * up());
+      if (s.gated)
+        ops.swigluForward(count, f, u + first * up(), g + first * f);
+      else
+        ops.geluForward(count * f, u + first * up(), g + first * f);
+      ops.gemm(false, false, count, h, f, 1, g + first * f, w + w2At, 0, out + first * h);
+      if (s.otherBias)
+        ops.addBias(count, h, w + b2At, out + first * h);
+    }
+    // Combine: the outputs back to the members whose tokens they are.
+    if (group)
+      group->allToAll(ExpertExchange::Combine, out, received, o, sent);
   }
   // Combine: each token adds its experts' weighted outputs, in slot order.
   for (int64_t t = 0; t < rows; ++t)
@@ -263,8 +326,6 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
   stash.clear();
   stash.resize(NumStashed);
   stash[DLogits] = ops.allocate(rows * N);
-  stash[DOut] = ops.allocate(dispatched * h);
-  stash[DUp] = ops.allocate(dispatched * up());
 
   // The weights' gradients, on the host: dL/dw = <expert output, dy> of the token.
   std::vector<double> dWeight(rows * k, 0.0);
@@ -283,21 +344,37 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
       }
   }
 
-  // Each expert's backward: its output gradient is the token's, times the weight.
+  // Each expert's backward: its output gradient is the token's, times the weight, sent to the
+  // member that holds the expert (the combine's gradient); the input gradients come back (the
+  // dispatch's).
+  ExpertGroup<T> *group = groupOf(ops);
+  const std::vector<int64_t> sent = Routing::times(r.sentTo, h),
+                             received = Routing::times(r.receivedFrom, h);
+  const int64_t taken = std::max<int64_t>(r.taken(), 1);
+  stash[DOut] = ops.allocate(taken * h);
+  stash[DUp] = ops.allocate(taken * up());
   T *dOut = stash[DOut].data(), *dUp = stash[DUp].data();
-  for (int64_t t = 0; t < rows; ++t)
-    for (int64_t j = 0; j < k; ++j) {
-      const int32_t a = r.position[t * k + j];
-      if (a >= 0)
-        ops.scaledAdd(h, static_cast<T>(r.weight[t * k + j]), dy + t * h, dOut + a * h);
-    }
   {
-    Buffer<T> dg = transient(ops, dispatched * f), dIn = transient(ops, dispatched * h);
-    for (int64_t e = 0; e < N; ++e) {
-      const int64_t first = r.start[e], count = r.start[e + 1] - first;
-      if (count == 0)
-        continue;
-      const T *w = p + expertAt(e);
+    Buffer<T> weighted;
+    T *mine = dOut;
+    if (group) {
+      weighted = transient(ops, dispatched * h);
+      mine = weighted.data();
+    }
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t a = r.position[t * k + j];
+        if (a >= 0)
+          ops.scaledAdd(h, static_cast<T>(r.weight[t * k + j]), dy + t * h, mine + a * h);
+      }
+    if (group)
+      group->allToAll(ExpertExchange::Combine, mine, sent, dOut, received);
+  }
+  {
+    Buffer<T> dg = transient(ops, taken * f), dIn = transient(ops, taken * h);
+    for (const Routing::Segment &seg : r.segments) {
+      const T *w = p + expertAt(seg.expert);
+      const int64_t first = seg.first, count = seg.count;
       ops.gemm(false, true, count, f, h, 1, dOut + first * h, w + w2At, 0, dg.data() + first * f);
       const T *u = cache.inputOnly[U].data() + first * up();
       if (s.gated)
@@ -307,8 +384,15 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
       ops.gemm(false, true, count, h, up(), 1, dUp + first * up(), w, 0, dIn.data() + first * h);
     }
     // Back to the tokens, in dispatch order.
+    Buffer<T> returned;
+    const T *back = dIn.data();
+    if (group) {
+      returned = transient(ops, dispatched * h);
+      group->allToAll(ExpertExchange::Dispatch, dIn.data(), received, returned.data(), sent);
+      back = returned.data();
+    }
     for (int64_t a = 0; a < r.dispatched(); ++a)
-      ops.add(h, dIn.data() + a * h, dx.data() + r.token[a] * h);
+      ops.add(h, back + a * h, dx.data() + r.token[a] * h);
   }
 
   // The router: the scores' gradient from the weights' and the auxiliary loss's, then the
@@ -379,14 +463,13 @@ void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
   if (shared)
     shared->backwardWeight(ops, cache.parts[0], x, dy, dp + sharedAt);
   // The sigmoid router's bias takes no gradient (DeepSeek-V3 moves it by the load instead).
-  const T *dispatched = cache.saved[Dispatched].data(), *g = cache.saved[G].data(),
+  // This rank's experts' weight gradients, over the tokens they took.
+  const T *in = cache.saved[Dispatched].data(), *g = cache.saved[G].data(),
           *dOut = stash[DOut].data(), *dUp = stash[DUp].data();
-  for (int64_t e = 0; e < N; ++e) {
-    const int64_t first = r.start[e], count = r.start[e + 1] - first;
-    if (count == 0)
-      continue;
-    T *dw = dp + expertAt(e);
-    weightGradient(ops, count, h, up(), dispatched + first * h, dUp + first * up(), dw,
+  for (const Routing::Segment &seg : r.segments) {
+    T *dw = dp + expertAt(seg.expert);
+    const int64_t first = seg.first, count = seg.count;
+    weightGradient(ops, count, h, up(), in + first * h, dUp + first * up(), dw,
                    s.otherBias ? dw + b1At : nullptr);
     weightGradient(ops, count, f, h, g + first * f, dOut + first * h, dw + w2At,
                    s.otherBias ? dw + b2At : nullptr);

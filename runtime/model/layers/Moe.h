@@ -33,8 +33,15 @@
 // to fe the gate, fe to 2fe the up projection), b1e [up(fe)], W2e [fe × h], b2e [h]. up(f) is
 // 2f for SwiGLU, f for GELU; the biases only with bias "all", as the dense MLP's.
 //
-// Tensor and expert parallelism are not implemented here: the runtime refuses such plans
-// (GptShape::fromPlan), naming parallelism.tensor and parallelism.expert.
+// Expert parallelism (GptShape::expertSize E > 1): member q of the expert group computes
+// experts [q·N/E, (q+1)·N/E) for the tokens of every member. After the routing each member
+// sends its assignments' counts and then its tokens to the experts' members (the dispatch, an
+// all-to-all-v), which run their experts segment by segment (one segment per expert and
+// sending member, the GEMMs the sender would have run itself) and send the outputs back (the
+// combine); the backward sends the weighted output gradients (the combine's gradient) and
+// returns the input gradients (the dispatch's). Every rank holds every expert's parameters;
+// an expert's gradient is its member's alone, zero elsewhere, and the data-parallel reduction
+// sums it. Tensor parallelism with experts is refused (GptShape::fromPlan).
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,7 +69,29 @@ struct Routing {
   std::vector<int64_t> start;
   std::vector<int32_t> token;
 
+  /// The assignments this rank's experts take, in the order they run: segments of one expert's
+  /// assignments from one member of the expert group (every assignment of this rank's tokens
+  /// without one), and how many assignments the all-to-alls move to and from each member.
+  struct Segment {
+    int64_t expert = 0, first = 0, count = 0;
+  };
+  std::vector<Segment> segments;
+  std::vector<int64_t> sentTo, receivedFrom;
+
   int64_t dispatched() const { return start.empty() ? 0 : start.back(); }
+  int64_t taken() const {
+    int64_t n = 0;
+    for (int64_t c : receivedFrom)
+      n += c;
+    return n;
+  }
+  /// The all-to-alls' counts in elements of `width` per assignment.
+  static std::vector<int64_t> times(const std::vector<int64_t> &counts, int64_t width) {
+    std::vector<int64_t> out(counts);
+    for (int64_t &c : out)
+      c *= width;
+    return out;
+  }
   /// The choice from router scores [rows × experts] (softmax or sigmoid outputs), with
   /// `bias` (experts entries, or empty) added to the scores for the choice only; capacity 0:
   /// dropless, else at most that many assignments per expert.
@@ -96,6 +125,13 @@ public:
 
 private:
   int64_t up() const { return s.gated ? 2 * s.expertFfn : s.expertFfn; }
+  /// The expert group (null without expert parallelism).
+  ExpertGroup<T> *groupOf(Ops<T> &ops) const {
+    return s.expertSize > 1 ? ops.expertGroup() : nullptr;
+  }
+  /// Which assignments this rank's experts take (Routing::segments and the counts), from the
+  /// routing of this rank's tokens and, in an expert group, the others' counts.
+  void exchangeCounts(Ops<T> &ops, Routing &r) const;
 
   GptShape s;
   std::unique_ptr<Branch<T>> shared; ///< null without shared experts

@@ -421,7 +421,8 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
          p.transformer->sharedFfnHiddenSize = 0;
        },
        "model.moe.shared_ffn_hidden_size"},
-      {[](runtime::Plan &p) { p.config.expert = 2; }, "parallelism.expert"},
+      {[](runtime::Plan &p) { p.config.expert = 3; }, "parallelism.expert"},
+      {[](runtime::Plan &p) { p.config.expert = 2; }, "parallelism.expert"}, // D = 1
       {[](runtime::Plan &p) { p.config.tensor = 2; }, "parallelism.tensor"},
       {[](runtime::Plan &p) { p.transformer->kvLoraRank = 16; }, "model.latent_attention"},
       {[](runtime::Plan &p) { p.transformer->headDim = 8; }, "model.head_dim"},

@@ -117,7 +117,7 @@ public:
     inFlight.erase(ticket);
     return true;
   }
-  absl::StatusOr<StepOutcome> endStep(int64_t) override { return StepOutcome{1.5}; }
+  absl::StatusOr<StepOutcome> endStep(int64_t) override { return StepOutcome{1.5, {}}; }
   absl::StatusOr<std::vector<StageState>> snapshot() override { return std::vector<StageState>(); }
   absl::Status restore(const std::vector<StageState> &) override { return absl::OkStatus(); }
   absl::StatusOr<std::vector<std::vector<float>>> stageParameters() override {

@@ -119,6 +119,42 @@ TEST(LoopbackTransport, CollectivesSumInMemberOrder) {
   }
 }
 
+// Expert groups of 2 among a pipeline rank's 4 replicas (positions by replica): each member
+// sends a different count to each member, and receives the others' parts in member order.
+TEST(LoopbackTransport, ExpertAllToAllMovesEachMembersPart) {
+  Plan plan;
+  plan.config.pipeline = 1;
+  plan.config.data = 4;
+  plan.config.expert = 2;
+  plan.groups = {Group{{0}}};
+  LoopbackHub hub(plan, 10, std::make_unique<HostLoopbackMemory>());
+  std::vector<std::vector<float>> got(4);
+  onEveryRank(plan, [&](int64_t rank) {
+    std::unique_ptr<Transport> t = hub.transport(rank);
+    // Rank r sends r + 1 values to position 0 and 1 value to position 1, each 10 r + j.
+    const int64_t toFirst = rank + 1;
+    std::vector<float> send;
+    for (int64_t j = 0; j < toFirst + 1; ++j)
+      send.push_back(static_cast<float>(10 * rank + j));
+    const int64_t position = rank % 2, partner = rank ^ 1;
+    const std::vector<int64_t> sendCounts = {toFirst, 1};
+    const std::vector<int64_t> recvCounts =
+        position == 0 ? std::vector<int64_t>{rank + 1, partner + 1} : std::vector<int64_t>{1, 1};
+    int64_t total = 0;
+    for (int64_t c : recvCounts)
+      total += c;
+    got[rank].resize(total);
+    EXPECT_TRUE(
+        t->expertAllToAll(send.data(), sendCounts, got[rank].data(), recvCounts, nullptr).ok());
+  });
+  // Group {0, 1}: position 0 takes rank 0's first value and rank 1's first two; position 1 the
+  // last value of each.
+  EXPECT_EQ(got[0], (std::vector<float>{0, 10, 11}));
+  EXPECT_EQ(got[1], (std::vector<float>{1, 12}));
+  EXPECT_EQ(got[2], (std::vector<float>{20, 21, 22, 30, 31, 32, 33}));
+  EXPECT_EQ(got[3], (std::vector<float>{23, 34}));
+}
+
 TEST(LoopbackTransport, MismatchedCollectivesAreErrors) {
   const Plan plan = twoByTwo();
   LoopbackHub hub(plan, 10, std::make_unique<HostLoopbackMemory>());
