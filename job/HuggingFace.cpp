@@ -1,7 +1,11 @@
 //===- HuggingFace.cpp - import of Hugging Face model configs -------------===//
 //
 // Key names per family follow the transformers library's configuration classes
-// (GPT2Config, LlamaConfig, MistralConfig, Qwen2Config).
+// (GPT2Config, LlamaConfig, MistralConfig, Qwen2Config, MixtralConfig, Qwen2MoeConfig,
+// Qwen3MoeConfig) and DeepSeek's DeepseekV3Config. What a family's config states that the
+// model here cannot express (a routing method, interleaved dense and sparse blocks, biases on
+// the output projection) is refused naming the key; what does not change the computation the
+// compiler plans is read past (docs/job-file.md lists both).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,7 +16,8 @@
 using namespace conduit;
 
 absl::Span<const std::string_view> conduit::huggingFaceModelTypes() {
-  static constexpr std::string_view kTypes[] = {"gpt2", "llama", "mistral", "qwen2"};
+  static constexpr std::string_view kTypes[] = {"gpt2",    "llama",     "mistral",   "qwen2",
+                                                "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3"};
   return kTypes;
 }
 
@@ -95,6 +100,199 @@ void readLlamaFamily(ObjectReader &config, TransformerSpec &t, bool qkvBias) {
   t.normEps = eps.value_or(1e-6);
 }
 
+/// A key whose value, when present and not null, must be `expected` (a JSON value): what the
+/// model here cannot express otherwise. Returns false after reporting it.
+bool requireValue(ObjectReader &config, std::string_view key, const Json &expected,
+                  std::string_view why) {
+  const Json *v = config.value(key);
+  if (!v || v->is_null() || *v == expected)
+    return true;
+  config.getDiagnostics().report(config.keyPath(key),
+                                 "is " + describeJson(*v) + "; " + std::string(why));
+  return false;
+}
+
+/// The routed experts every family names alike (num_experts_per_tok) and the load-balancing
+/// loss's coefficient under `auxKey`.
+void readRouting(ObjectReader &config, MoeSpec &m, std::string_view auxKey, double auxDefault) {
+  auto topK = config.integer("num_experts_per_tok", 1, kMaxExperts);
+  auto aux = config.number(auxKey, 0, 1e3);
+  if (config.failed() || !config.require("num_experts_per_tok"))
+    return;
+  m.topK = *topK;
+  m.auxLossCoefficient = aux.value_or(auxDefault);
+}
+
+/// Mixtral: Mistral's decoder with num_local_experts SwiGLU experts of intermediate_size,
+/// top num_experts_per_tok by a softmax over the chosen experts' logits (a softmax over all of
+/// them, renormalised over the chosen).
+void readMixtral(ObjectReader &config, TransformerSpec &t) {
+  readLlamaFamily(config, t, /*qkvBias=*/false);
+  auto experts = config.integer("num_local_experts", 1, kMaxExperts);
+  if (config.failed() || !config.require("num_local_experts"))
+    return;
+  MoeSpec m;
+  m.numExperts = *experts;
+  m.expertFfnHiddenSize = t.ffnHiddenSize;
+  m.normalizeTopK = true;
+  readRouting(config, m, "router_aux_loss_coef", 0.001);
+  t.moe = m;
+}
+
+/// Qwen2-MoE and Qwen3-MoE: num_experts experts of moe_intermediate_size; Qwen2-MoE adds a
+/// shared expert of shared_expert_intermediate_size and biases on Q, K and V; Qwen3 has
+/// explicit head widths and RMSNorm on each head's queries and keys. Blocks in
+/// mlp_only_layers, and those decoder_sparse_step skips, keep the dense MLP: the model here
+/// has them only as leading blocks.
+void readQwenMoe(ObjectReader &config, TransformerSpec &t, bool qwen3) {
+  readLlamaFamily(config, t, /*qkvBias=*/!qwen3);
+  auto experts = config.integer("num_experts", 1, kMaxExperts);
+  auto width = config.integer("moe_intermediate_size", 1, kMaxFfn);
+  auto normalize = config.boolean("norm_topk_prob");
+  std::optional<int64_t> shared;
+  if (!qwen3)
+    if (const Json *v = config.value("shared_expert_intermediate_size"); v && !v->is_null())
+      shared = config.integer("shared_expert_intermediate_size", 0, kMaxFfn);
+  std::optional<int64_t> headDim;
+  if (qwen3)
+    if (const Json *v = config.value("head_dim"); v && !v->is_null())
+      headDim = config.integer("head_dim", 1, kMaxHidden);
+  auto step = config.integer("decoder_sparse_step", 1, kMaxLayers);
+  if (config.failed() || !config.require("num_experts") || !config.require("moe_intermediate_size"))
+    return;
+  if (qwen3 &&
+      !requireValue(config, "attention_bias", false,
+                    "Qwen3's attention biases sit on every projection, which the model here "
+                    "has only together with the MLP's (bias \"all\"); use a config without them"))
+    return;
+  if (step.value_or(1) != 1) {
+    config.getDiagnostics().report(
+        config.keyPath("decoder_sparse_step"),
+        "is " + std::to_string(*step) + ": experts in every " + std::to_string(*step) +
+            "th block only; the model here has dense blocks only before the first MoE block "
+            "(moe.dense_layers), so it needs 1");
+    return;
+  }
+  // mlp_only_layers: a leading run 0, 1, ..., k-1 is dense_layers k; anything else is refused.
+  int64_t dense = 0;
+  if (const Json *only = config.value("mlp_only_layers"); only && !only->is_null()) {
+    if (!only->is_array()) {
+      config.getDiagnostics().report(config.keyPath("mlp_only_layers"),
+                                     "expected an array of block indices, got " +
+                                         describeJson(*only));
+      return;
+    }
+    for (size_t i = 0; i < only->size(); ++i)
+      if (jsonInteger((*only)[i]) != std::optional<int64_t>(int64_t(i))) {
+        config.getDiagnostics().report(
+            config.keyPath("mlp_only_layers"),
+            "lists dense blocks other than a leading run 0, 1, 2, ...; the model here has dense "
+            "blocks only before the first MoE block (moe.dense_layers)");
+        return;
+      }
+    dense = static_cast<int64_t>(only->size());
+  }
+  MoeSpec m;
+  m.numExperts = *experts;
+  m.expertFfnHiddenSize = *width;
+  m.normalizeTopK = normalize.value_or(false);
+  m.denseLayers = dense;
+  if (shared.value_or(0) > 0) {
+    m.sharedExperts = 1;
+    m.sharedFfnHiddenSize = *shared;
+  }
+  readRouting(config, m, "router_aux_loss_coef", 0.001);
+  t.moe = m;
+  if (qwen3) {
+    t.headDim = headDim;
+    t.qkNorm = true;
+  }
+}
+
+/// DeepSeek-V3: multi-head latent attention, first_k_dense_replace dense blocks of
+/// intermediate_size, then n_routed_experts experts of moe_intermediate_size with
+/// n_shared_experts shared ones, chosen by a sigmoid per expert with a per-expert bias
+/// (topk_method "noaux_tc", auxiliary-loss-free balancing) or greedily by softmax.
+void readDeepSeekV3(ObjectReader &config, TransformerSpec &t) {
+  readLlamaFamily(config, t, /*qkvBias=*/false);
+  if (config.failed())
+    return;
+  LatentAttentionSpec a;
+  std::optional<int64_t> qLora;
+  if (const Json *v = config.value("q_lora_rank"); v && !v->is_null())
+    qLora = config.integer("q_lora_rank", 1, kMaxHidden);
+  auto kvLora = config.integer("kv_lora_rank", 1, kMaxHidden);
+  auto nope = config.integer("qk_nope_head_dim", 0, kMaxHidden);
+  auto rope = config.integer("qk_rope_head_dim", 0, kMaxHidden);
+  auto v = config.integer("v_head_dim", 1, kMaxHidden);
+  auto experts = config.integer("n_routed_experts", 1, kMaxExperts);
+  auto width = config.integer("moe_intermediate_size", 1, kMaxFfn);
+  auto shared = config.integer("n_shared_experts", 0, kMaxExperts);
+  auto dense = config.integer("first_k_dense_replace", 0, kMaxLayers);
+  auto normalize = config.boolean("norm_topk_prob");
+  constexpr std::string_view kScoring[] = {"softmax", "sigmoid"};
+  std::optional<size_t> scoring = config.choice("scoring_func", kScoring);
+  constexpr std::string_view kTopK[] = {"noaux_tc", "greedy"};
+  std::optional<size_t> topkMethod = config.choice("topk_method", kTopK);
+  if (config.failed())
+    return;
+  for (std::string_view key : {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                               "n_routed_experts", "moe_intermediate_size"})
+    if (!config.require(key))
+      return;
+  if (!requireValue(config, "attention_bias", false,
+                    "biases on the attention's projections are not part of DeepSeek-V3 as "
+                    "planned here; use a config without them") ||
+      !requireValue(config, "moe_layer_freq", 1,
+                    "experts in every few blocks only; the model here has dense blocks only "
+                    "before the first MoE block (first_k_dense_replace), so it needs 1"))
+    return;
+  a.qLoraRank = qLora.value_or(0);
+  a.kvLoraRank = *kvLora;
+  a.qkNopeHeadDim = *nope;
+  a.qkRopeHeadDim = *rope;
+  a.vHeadDim = *v;
+  t.latentAttention = a;
+  MoeSpec m;
+  m.numExperts = *experts;
+  m.expertFfnHiddenSize = *width;
+  m.sharedExperts = shared.value_or(0);
+  m.sharedFfnHiddenSize = m.sharedExperts * m.expertFfnHiddenSize;
+  m.denseLayers = dense.value_or(0);
+  m.normalizeTopK = normalize.value_or(false);
+  // DeepSeek's defaults: sigmoid scores chosen with the per-expert bias (noaux_tc).
+  const bool sigmoid = scoring.value_or(1) == 1;
+  m.router = sigmoid ? RouterKind::Sigmoid : RouterKind::Softmax;
+  if (sigmoid != (topkMethod.value_or(0) == 0)) {
+    config.getDiagnostics().report(
+        config.keyPath("topk_method"),
+        std::string("\"") + std::string(kTopK[topkMethod.value_or(0)]) + "\" with scoring_func \"" +
+            std::string(kScoring[scoring.value_or(1)]) +
+            "\"; the model here routes by sigmoid with a per-expert bias (noaux_tc) or by "
+            "softmax (greedy)");
+    return;
+  }
+  readRouting(config, m, "aux_loss_alpha", 0.001);
+  t.moe = m;
+}
+
+/// The key of `family`'s config that a shape problem's job key (under `model`) stands for.
+std::string_view familyKey(std::string_view type, std::string_view jobKey) {
+  const bool gpt2 = type == "gpt2";
+  if (jobKey == "num_heads")
+    return gpt2 ? kGpt2Keys.heads : kLlamaKeys.heads;
+  if (jobKey == "num_kv_heads")
+    return "num_key_value_heads";
+  const bool deepseek = type == "deepseek_v3";
+  if (jobKey == "moe.top_k")
+    return "num_experts_per_tok";
+  if (jobKey == "moe.dense_layers")
+    return deepseek ? "first_k_dense_replace" : "mlp_only_layers";
+  if (jobKey.substr(0, 17) == "latent_attention.")
+    return jobKey.substr(17);
+  return jobKey;
+}
+
 } // namespace
 
 std::optional<TransformerSpec> conduit::readHuggingFaceConfig(std::string_view path,
@@ -120,18 +318,21 @@ std::optional<TransformerSpec> conduit::parseHuggingFaceConfig(const Json &root,
 
   TransformerSpec t;
   const std::string_view name = huggingFaceModelTypes()[*type];
-  const bool gpt2 = name == "gpt2";
-  if (gpt2)
+  if (name == "gpt2")
     readGpt2(config, t);
+  else if (name == "mixtral")
+    readMixtral(config, t);
+  else if (name == "qwen2_moe" || name == "qwen3_moe")
+    readQwenMoe(config, t, /*qwen3=*/name == "qwen3_moe");
+  else if (name == "deepseek_v3")
+    readDeepSeekV3(config, t);
   else
     readLlamaFamily(config, t, /*qkvBias=*/name == "qwen2");
   if (diag.failed())
     return std::nullopt;
   if (std::optional<ShapeProblem> problem = checkTransformerShape(t)) {
     // The same relation under the names of this config's family.
-    const std::string key(problem->key == "num_heads" ? (gpt2 ? kGpt2Keys : kLlamaKeys).heads
-                                                      : std::string_view("num_key_value_heads"));
-    diag.report(key, problem->message);
+    diag.report(std::string(familyKey(name, problem->key)), problem->message);
     return std::nullopt;
   }
   return t;

@@ -1,8 +1,9 @@
 //===- HuggingFace.h - import of Hugging Face model configs -----*- C++ -*-===//
 //
-// Reads the config.json of a Hugging Face decoder model (GPT-2, Llama, Mistral, Qwen2) into a
-// transformer shape. Keys the importer does not need are ignored: the file is Hugging Face's
-// format, not Conduit's. The job-file reader calls this reader, never the other way round.
+// Reads the config.json of a Hugging Face decoder model (GPT-2, Llama, Mistral, Qwen2, and the
+// mixtures of experts Mixtral, Qwen2-MoE, Qwen3-MoE and DeepSeek-V3) into a transformer shape. Keys
+// the importer does not need are ignored: the file is Hugging Face's format, not Conduit's. The
+// job-file reader calls this reader, never the other way round.
 //
 //===----------------------------------------------------------------------===//
 

@@ -23,6 +23,7 @@ namespace conduit {
 /// Bounds on transformer dimensions, shared with the runtime's plan reader (Limits.h). They are
 /// far above any real model and keep every derived figure (FLOPs, bytes) well inside exact
 /// double and int64 arithmetic.
+using limits::kMaxExperts;
 using limits::kMaxFfn;
 using limits::kMaxHeads;
 using limits::kMaxHidden;

@@ -180,7 +180,8 @@ TEST(JobFile, LayersModelDefaultsCheckpointToPreviousOutput) {
 }
 
 TEST(JobFile, CommittedJobsAreValid) {
-  for (const char *name : {"demo", "gpt2-small", "llama2-7b", "gpt-52b-bfs", "vgg16"}) {
+  for (const char *name : {"demo", "gpt2-small", "llama2-7b", "gpt-52b-bfs", "vgg16", "moe-tiny",
+                           "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"}) {
     std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/" + name + ".json";
     Diagnostics diag(path);
     std::optional<Job> job = readJobFile(path, diag);
@@ -201,6 +202,10 @@ TEST(HuggingFace, ShippedConfigs) {
       {"llama-2-7b", 32, 4096, 32, 32, 11008, false, BiasKind::None},
       {"mistral-7b", 32, 4096, 32, 8, 14336, false, BiasKind::None},
       {"qwen2-0.5b", 24, 896, 14, 2, 4864, true, BiasKind::QKV},
+      {"mixtral-8x7b", 32, 4096, 32, 8, 14336, false, BiasKind::None},
+      {"qwen1.5-moe-a2.7b", 24, 2048, 16, 16, 5632, false, BiasKind::QKV},
+      {"qwen3-30b-a3b", 48, 2048, 32, 4, 6144, false, BiasKind::None},
+      {"deepseek-v3", 61, 7168, 128, 128, 18432, false, BiasKind::None},
   };
   for (const HfCase &c : cases) {
     std::string path = std::string(CONDUIT_TESTDATA) + "/hf/" + c.dir + "/config.json";
@@ -214,6 +219,129 @@ TEST(HuggingFace, ShippedConfigs) {
     EXPECT_EQ(t->ffnHiddenSize, c.ffn) << c.dir;
     EXPECT_EQ(t->tieEmbeddings, c.tied) << c.dir;
     EXPECT_EQ(t->bias, c.bias) << c.dir;
+  }
+}
+
+/// The shipped config `dir` as JSON, edited by `edit`, read as a Hugging Face config.
+std::optional<TransformerSpec> readEditedConfig(const std::string &dir,
+                                                const std::function<void(Json &)> &edit,
+                                                std::string *error) {
+  std::string path = std::string(CONDUIT_TESTDATA) + "/hf/" + dir + "/config.json";
+  Diagnostics diag("config.json");
+  std::optional<Json> root = loadJsonFile(path, diag);
+  EXPECT_TRUE(root);
+  edit(*root);
+  std::optional<TransformerSpec> t = parseHuggingFaceConfig(*root, diag);
+  if (!t && error)
+    *error = diag.getError()->str();
+  return t;
+}
+
+TEST(HuggingFace, MixturesOfExperts) {
+  std::string error;
+  auto read = [&](const std::string &dir) { return readEditedConfig(dir, [](Json &) {}, &error); };
+  // Mixtral: 8 experts of intermediate_size, top 2, renormalised, aux 0.02.
+  std::optional<TransformerSpec> t = read("mixtral-8x7b");
+  ASSERT_TRUE(t && t->moe) << error;
+  EXPECT_EQ(t->moe->numExperts, 8);
+  EXPECT_EQ(t->moe->topK, 2);
+  EXPECT_EQ(t->moe->expertFfnHiddenSize, 14336);
+  EXPECT_TRUE(t->moe->normalizeTopK);
+  EXPECT_DOUBLE_EQ(t->moe->auxLossCoefficient, 0.02);
+  EXPECT_EQ(t->moe->router, RouterKind::Softmax);
+  EXPECT_EQ(t->moe->denseLayers, 0);
+  EXPECT_DOUBLE_EQ(t->ropeTheta, 1e6);
+  // Qwen1.5-MoE (qwen2_moe): 60 experts of 1408, top 4, not renormalised, one shared expert of
+  // 5632, biases on Q, K and V.
+  t = read("qwen1.5-moe-a2.7b");
+  ASSERT_TRUE(t && t->moe) << error;
+  EXPECT_EQ(t->moe->numExperts, 60);
+  EXPECT_EQ(t->moe->topK, 4);
+  EXPECT_EQ(t->moe->expertFfnHiddenSize, 1408);
+  EXPECT_FALSE(t->moe->normalizeTopK);
+  EXPECT_EQ(t->moe->sharedExperts, 1);
+  EXPECT_EQ(t->moe->sharedFfnHiddenSize, 5632);
+  EXPECT_DOUBLE_EQ(t->moe->auxLossCoefficient, 0.001);
+  // Qwen3-30B-A3B: head_dim 128 (wider than 2048 / 32), q/k norms, 128 experts of 768, top 8.
+  t = read("qwen3-30b-a3b");
+  ASSERT_TRUE(t && t->moe) << error;
+  EXPECT_EQ(t->headDim, 128);
+  EXPECT_TRUE(t->qkNorm);
+  EXPECT_EQ(t->moe->numExperts, 128);
+  EXPECT_EQ(t->moe->topK, 8);
+  EXPECT_EQ(t->moe->expertFfnHiddenSize, 768);
+  EXPECT_TRUE(t->moe->normalizeTopK);
+  EXPECT_EQ(t->moe->sharedExperts, 0);
+  // DeepSeek-V3: latent attention, 3 dense blocks, 256 experts of 2048 and one shared, top 8
+  // by sigmoid scores with the per-expert bias.
+  t = read("deepseek-v3");
+  ASSERT_TRUE(t && t->moe && t->latentAttention) << error;
+  EXPECT_EQ(t->latentAttention->qLoraRank, 1536);
+  EXPECT_EQ(t->latentAttention->kvLoraRank, 512);
+  EXPECT_EQ(t->latentAttention->qkNopeHeadDim, 128);
+  EXPECT_EQ(t->latentAttention->qkRopeHeadDim, 64);
+  EXPECT_EQ(t->latentAttention->vHeadDim, 128);
+  EXPECT_EQ(t->moe->numExperts, 256);
+  EXPECT_EQ(t->moe->topK, 8);
+  EXPECT_EQ(t->moe->expertFfnHiddenSize, 2048);
+  EXPECT_EQ(t->moe->sharedExperts, 1);
+  EXPECT_EQ(t->moe->sharedFfnHiddenSize, 2048);
+  EXPECT_EQ(t->moe->denseLayers, 3);
+  EXPECT_EQ(t->moe->router, RouterKind::Sigmoid);
+  EXPECT_TRUE(t->moe->normalizeTopK);
+  EXPECT_DOUBLE_EQ(t->moe->auxLossCoefficient, 0.001);
+  EXPECT_EQ(t->ffnHiddenSize, 18432);
+  // A leading run of mlp_only_layers is the dense blocks; a softmax DeepSeek routes greedily.
+  t = readEditedConfig(
+      "qwen3-30b-a3b", [](Json &c) { c["mlp_only_layers"] = Json::parse("[0, 1]"); }, &error);
+  ASSERT_TRUE(t) << error;
+  EXPECT_EQ(t->moe->denseLayers, 2);
+  t = readEditedConfig(
+      "deepseek-v3",
+      [](Json &c) {
+        c["scoring_func"] = "softmax";
+        c["topk_method"] = "greedy";
+        c["q_lora_rank"] = nullptr;
+      },
+      &error);
+  ASSERT_TRUE(t) << error;
+  EXPECT_EQ(t->moe->router, RouterKind::Softmax);
+  EXPECT_EQ(t->latentAttention->qLoraRank, 0);
+}
+
+TEST(HuggingFace, UnsupportedMixtureKeysAreRefused) {
+  const struct {
+    const char *dir;
+    std::function<void(Json &)> edit;
+    const char *says;
+  } cases[] = {
+      {"deepseek-v3", [](Json &c) { c["topk_method"] = "group_limited_greedy"; },
+       "topk_method: unknown value \"group_limited_greedy\"; expected one of \"noaux_tc\", "
+       "\"greedy\""},
+      {"deepseek-v3", [](Json &c) { c["topk_method"] = "greedy"; },
+       "topk_method: \"greedy\" with scoring_func \"sigmoid\""},
+      {"deepseek-v3", [](Json &c) { c["scoring_func"] = "relu"; }, "scoring_func: unknown value"},
+      {"deepseek-v3", [](Json &c) { c["moe_layer_freq"] = 2; }, "moe_layer_freq: is 2;"},
+      {"deepseek-v3", [](Json &c) { c["attention_bias"] = true; }, "attention_bias: is true;"},
+      {"deepseek-v3", [](Json &c) { c.erase("kv_lora_rank"); }, "kv_lora_rank"},
+      {"deepseek-v3", [](Json &c) { c["first_k_dense_replace"] = 61; },
+       "first_k_dense_replace: 61 leading dense blocks"},
+      {"deepseek-v3", [](Json &c) { c["qk_rope_head_dim"] = 63; },
+       "qk_rope_head_dim: rotary positions"},
+      {"qwen3-30b-a3b", [](Json &c) { c["decoder_sparse_step"] = 2; }, "decoder_sparse_step: is 2"},
+      {"qwen3-30b-a3b", [](Json &c) { c["mlp_only_layers"] = Json::parse("[1]"); },
+       "mlp_only_layers: lists dense blocks other than a leading run"},
+      {"qwen3-30b-a3b", [](Json &c) { c["attention_bias"] = true; }, "attention_bias: is true;"},
+      {"qwen3-30b-a3b", [](Json &c) { c["num_experts_per_tok"] = 129; },
+       "num_experts_per_tok: each token is routed to 129 experts"},
+      {"qwen1.5-moe-a2.7b", [](Json &c) { c.erase("moe_intermediate_size"); },
+       "moe_intermediate_size"},
+      {"mixtral-8x7b", [](Json &c) { c.erase("num_local_experts"); }, "num_local_experts"},
+  };
+  for (const auto &c : cases) {
+    std::string error;
+    EXPECT_FALSE(readEditedConfig(c.dir, c.edit, &error)) << c.says;
+    EXPECT_NE(error.find(c.says), std::string::npos) << error;
   }
 }
 
