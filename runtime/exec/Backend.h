@@ -14,6 +14,7 @@
 
 #include "runtime/Status.h"
 #include "runtime/model/MemoryCounter.h"
+#include "runtime/model/TensorGroup.h"
 #include "runtime/plan/Plan.h"
 
 #include <cstdint>
@@ -95,6 +96,9 @@ public:
   virtual std::vector<LayerTiming> layerTimings() const { return {}; }
   /// This process's memory at its peak since the last resetMemoryPeak (MemoryCounter.h).
   virtual model::MemoryPeak memoryPeak() { return {}; }
+  /// A mixture of experts' routed tokens per piece over the expert group's balanced share,
+  /// since the start (Ops::routedLoad; nothing without expert parallelism).
+  virtual model::RoutedLoad routedLoad() { return {}; }
   virtual void resetMemoryPeak() {}
   /// Forgets the timings so far (those of a first step, which pays for set-up).
   virtual void clearLayerTimings() {}

@@ -65,6 +65,7 @@ public:
   std::vector<LayerTiming> layerTimings() const override { return timer.timings(); }
   void clearLayerTimings() override { timer.clear(); }
   model::MemoryPeak memoryPeak() override { return ops().memory().peak(); }
+  model::RoutedLoad routedLoad() override { return ops().routedLoad(); }
   void resetMemoryPeak() override { ops().memory().resetPeak(); }
   void abort() override;
 

@@ -16,6 +16,7 @@
 #include "runtime/model/MemoryCounter.h"
 #include "runtime/model/TensorGroup.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <utility>
@@ -193,6 +194,16 @@ public:
       auxLoss += value;
   }
   double takeAuxLoss() { return std::exchange(auxLoss, 0.0); }
+  /// An expert group's load (layers/Moe.h): each piece's routed tokens over the balanced share,
+  /// counted once per forward (not again in a recomputation).
+  void noteRoutedLoad(double ratio) {
+    if (!countingLoss)
+      return;
+    load.peak = std::max(load.peak, ratio);
+    load.sum += ratio;
+    ++load.pieces;
+  }
+  const RoutedLoad &routedLoad() const { return load; }
   /// The tensor group the layers communicate in (null without tensor parallelism); it
   /// outlives the Ops's use of it.
   TensorGroup<T> *tensorGroup() const { return tensor; }
@@ -205,6 +216,7 @@ public:
 protected:
   bool countingLoss = true;
   double auxLoss = 0;
+  RoutedLoad load;
   TensorGroup<T> *tensor = nullptr;
   ExpertGroup<T> *experts = nullptr;
   MemoryCounter counter;

@@ -45,6 +45,13 @@ public:
 /// belong to it.
 enum class ExpertExchange { Counts, Dispatch, Combine };
 
+/// How many routed tokens a rank's experts took per piece of a micro-batch, over the balanced
+/// share (the mean over its expert group): the largest ratio, their sum and how many.
+struct RoutedLoad {
+  double peak = 0, sum = 0;
+  int64_t pieces = 0;
+};
+
 template <typename T> class ExpertGroup {
 public:
   virtual ~ExpertGroup() = default;

@@ -181,6 +181,32 @@ absl::StatusOr<std::vector<RankMemory>> gatherMemory(const Plan &plan, RankGroup
   return memory;
 }
 
+/// With expert parallelism, at rank 0: how many routed tokens the busiest expert rank took per
+/// piece, over the balanced share, against the plan's bound (Transformer::imbalance); else
+/// empty. Every rank calls it.
+absl::StatusOr<std::string> routedLoadLine(const Plan &plan, RankGroup &group,
+                                           const model::RoutedLoad &mine) {
+  if (!plan.transformer || !plan.transformer->isMoe() || plan.config.expert <= 1)
+    return std::string();
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                           group.gatherAtZero(bytesOf(std::vector<model::RoutedLoad>{mine})));
+  if (group.rank() != 0)
+    return std::string();
+  model::RoutedLoad total;
+  for (const std::string &bytes : all)
+    for (const model::RoutedLoad &load : valuesOf<model::RoutedLoad>(bytes)) {
+      total.peak = std::max(total.peak, load.peak);
+      total.sum += load.sum;
+      total.pieces += load.pieces;
+    }
+  if (total.pieces == 0)
+    return std::string();
+  return absl::StrFormat("experts: the busiest expert rank took %.2fx the balanced share of a "
+                         "piece's routed tokens (over %lld pieces); the plan bounds %.2fx",
+                         total.peak, static_cast<long long>(total.pieces),
+                         plan.transformer->imbalance);
+}
+
 /// "memory: rank 1 peak 3.7 MiB measured (4.9 MiB held), 3.9 MiB predicted (-5.1%)".
 void printMemory(const Plan &plan, const std::vector<RankMemory> &memory) {
   for (const RankMemory &m : memory) {
@@ -367,9 +393,15 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   absl::StatusOr<std::vector<RankMemory>> memory = gatherMemory(plan, group, backend.memoryPeak());
   if (!memory.ok())
     return {kExitFailure, memory.status()};
+  absl::StatusOr<std::string> load = routedLoadLine(plan, group, backend.routedLoad());
+  if (!load.ok())
+    return {kExitFailure, load.status()};
   if (group.rank() == 0) {
     printSummary(plan, options.steps, group.size(), seconds, loss);
     printMemory(plan, *memory);
+    if (!load->empty())
+      std::printf("%s\n", load->c_str());
+    std::fflush(stdout);
   }
   absl::Status finished = absl::OkStatus();
   if (!options.saveParams.empty())

@@ -34,6 +34,10 @@ STEPS = 3
 # The largest relative difference allowed between a rank's measured and predicted peak memory.
 MEMORY_TOLERANCE = 0.10
 MEMORY = re.compile(r"^memory: rank (\d+) .*predicted \(([+-]\d+\.\d+)%\)$", re.M)
+# With expert parallelism: the busiest expert rank's routed tokens over the balanced share, and
+# the plan's bound (moe.imbalance).
+ROUTED = re.compile(r"^experts: the busiest expert rank took (\S+)x .* the plan bounds (\S+)x$",
+                    re.M)
 
 
 def memory_error(output, ranks):
@@ -347,6 +351,10 @@ def main():
                 good = good and memory_worst <= MEMORY_TOLERANCE
             else:
                 memory_where += " (every expert on every rank: not compared)"
+                load = ROUTED.search(result.stdout)
+                good = good and load is not None
+                if load:
+                    memory_where += f"; routed tokens {load.group(1)}x, plan bound {load.group(2)}x"
             memory = f", memory {memory_where}"
         status = "ok" if good else "MISMATCH"
         parameters = f"parameters {worst:.1e} {where}".rstrip()

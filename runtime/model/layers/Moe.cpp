@@ -266,6 +266,8 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
   const std::vector<int64_t> sent = Routing::times(r.sentTo, h),
                              received = Routing::times(r.receivedFrom, h);
   const int64_t taken = r.taken();
+  if (group && rows * s.topK > 0)
+    ops.noteRoutedLoad(static_cast<double>(taken) / static_cast<double>(rows * s.topK));
   cache.saved[Dispatched] = ops.allocate(std::max<int64_t>(taken, 1) * h);
   cache.inputOnly[U] = ops.allocate(std::max<int64_t>(taken, 1) * up());
   cache.saved[G] = ops.allocate(std::max<int64_t>(taken, 1) * f);
