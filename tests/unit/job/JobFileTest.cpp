@@ -474,6 +474,27 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   EXPECT_EQ(job->parallelism.expert, 1);
 }
 
+TEST(JobFile, HuggingFaceMixtureScaledDown) {
+  // The job's moe keys override the config's one by one: a smaller Mixtral of 4 experts.
+  Json root = Json::parse(kMinimal);
+  root["model"] = Json::parse(R"({"kind": "hf", "num_layers": 2, "hidden_size": 64,
+      "num_heads": 4, "ffn_hidden_size": 128, "vocab_size": 128, "seq_length": 32,
+      "moe": {"num_experts": 4, "expert_ffn_hidden_size": 96}})");
+  root["model"]["path"] = std::string(CONDUIT_TESTDATA) + "/hf/mixtral-8x7b/config.json";
+  root["parallelism"]["data"] = 2;
+  root["parallelism"]["expert"] = 2;
+  std::string error;
+  std::optional<Job> job = parse(writeJson(root), &error);
+  ASSERT_TRUE(job) << error;
+  const MoeSpec &m = *job->model.transformer->moe;
+  EXPECT_EQ(m.numExperts, 4);
+  EXPECT_EQ(m.expertFfnHiddenSize, 96);
+  EXPECT_EQ(m.topK, 2);         // the config's
+  EXPECT_TRUE(m.normalizeTopK); // Mixtral's
+  EXPECT_DOUBLE_EQ(m.auxLossCoefficient, 0.02);
+  EXPECT_EQ(job->model.transformer->numKvHeads, 1); // 4 heads per key/value head, as Mixtral
+}
+
 TEST(JobFile, LatentAttentionKeys) {
   std::string error;
   Json root = Json::parse(kMinimal);
@@ -552,6 +573,12 @@ TEST(JobFile, MixtureOfExpertsRefusals) {
          r["parallelism"]["data"] = 1;
        },
        "parallelism.tensor", "shared_ffn_hidden_size"},
+      {[](Json &r) {
+         r["model"]["seq_length"] = 30;
+         r["parallelism"]["tensor"] = 4;
+         r["parallelism"]["data"] = 1;
+       },
+       "parallelism.tensor", "routes a contiguous slice of every sequence"},
   };
   for (const auto &c : cases) {
     std::string error;
