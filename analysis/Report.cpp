@@ -331,7 +331,11 @@ void conduit::printReport(const PlanReport &report, const runtime::Plan &plan,
      << formatRate(report.tflopsPerGpu * 1e12, "FLOP/s") << " per GPU ("
      << llvm::format("%.0f", 100 * peak) << "% of peak), bubble "
      << llvm::format("%.1f", 100 * report.bubbleFraction) << "%, exposed communication "
-     << formatSeconds(report.exposedCommS) << " per rank\n";
+     << formatSeconds(report.exposedCommS) << " per rank";
+  if (report.allToAllS > 0)
+    os << " (of it expert all-to-alls " << formatSeconds(report.exposedAllToAllS) << ", "
+       << formatSeconds(report.allToAllS) << " without pairing)";
+  os << "\n";
   os << "\n  " << llvm::right_justify("rank", 4) << llvm::right_justify("busy", 10)
      << llvm::right_justify("idle", 10) << llvm::right_justify("fill/drain", 11)
      << llvm::right_justify("p2p", 10) << llvm::right_justify("all-gather", 11)

@@ -7,6 +7,7 @@
 #include "job/TransformerCosts.h"
 #include "passes/CostModelBuilder.h"
 #include "passes/PlanExport.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 
 #include <cstdio>
@@ -132,10 +133,45 @@ std::string describeStages(const std::vector<std::pair<int64_t, int64_t>> &stage
          " per micro-batch)";
 }
 
+/// "; 32-64 expert all-to-alls in groups of 8, 12-20 of them hidden in paired steps" (a range
+/// where ranks differ), or nothing without expert parallelism.
+std::string describeAllToAlls(plan::ProgramOp program) {
+  int64_t least = INT64_MAX, most = 0, leastHidden = INT64_MAX, mostHidden = 0;
+  for (plan::RankOp rank : program.getRanks()) {
+    int64_t count = 0, hidden = 0;
+    for (mlir::Operation &op : rank.getBody().front())
+      llvm::TypeSwitch<mlir::Operation *>(&op).Case<plan::ExpertDispatchOp, plan::ExpertCombineOp>(
+          [&](auto allToAll) {
+            ++count;
+            hidden += allToAll.getPeerStage() >= 0;
+          });
+    least = std::min(least, count);
+    most = std::max(most, count);
+    leastHidden = std::min(leastHidden, hidden);
+    mostHidden = std::max(mostHidden, hidden);
+  }
+  if (most == 0)
+    return "";
+  auto range = [](int64_t a, int64_t b) {
+    return std::to_string(a) + (a != b ? "-" + std::to_string(b) : "");
+  };
+  std::string text = range(least, most) +
+                     " expert all-to-alls (dispatch and combine) in groups of " +
+                     std::to_string(program.getParallelism().getExpert());
+  if (mostHidden > 0)
+    text += ", " + range(leastHidden, mostHidden) +
+            " of them hidden behind the other half of a paired step";
+  else
+    text += ", none hidden";
+  return text;
+}
+
 /// "per rank and step: 14 all-gathers, 8 reduce-scatters" (a range where ranks differ).
 std::string describeCollectives(plan::ProgramOp program) {
+  const std::string allToAlls = describeAllToAlls(program);
   if (program.getParallelism().getData() == 1)
-    return "none (one data-parallel replica)";
+    return "none (one data-parallel replica)" +
+           (allToAlls.empty() ? std::string() : "; per rank and step " + allToAlls);
   struct Kind {
     const char *name;
     int64_t least = INT64_MAX, most = 0;
@@ -166,6 +202,8 @@ std::string describeCollectives(plan::ProgramOp program) {
       text += "-" + std::to_string(kind.most);
     text += std::string(" ") + kind.name + (kind.most == 1 ? "" : "s");
   }
+  if (!allToAlls.empty())
+    text += (text.back() == ':' ? " " : "; ") + allToAlls;
   return text;
 }
 

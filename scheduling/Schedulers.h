@@ -149,8 +149,10 @@ llvm::Expected<Schedule> scheduleInterleavedZeroBubble(const ScheduleProblem &pr
 llvm::Expected<Schedule> scheduleZeroBubbleV(const ScheduleProblem &problem,
                                              const ActionTimes &times);
 /// DualPipeV (DeepSeek's DualPipe folded onto the V): ZB-V's order where a ready forward and
-/// a ready I run as one overlapped pair (Schedule::pairs), so that each one's transfers hide
-/// behind the other's computation, under dualPipeVBound(P) (DualPipe's P+1 micro-batches).
+/// a ready I run as one overlapped pair (Schedule::pairs), so that each one's transfers (and a
+/// mixture of experts' all-to-alls) hide behind the other's computation, under
+/// dualPipeVBound(P) (DualPipe's P+1 micro-batches). Where only the memory held for deferred
+/// weight gradients stops the forward, the oldest W runs first so that the pair can follow.
 llvm::Expected<Schedule> scheduleDualPipeV(const ScheduleProblem &problem,
                                            const ActionTimes &times);
 /// The bounds on (stage, micro-batch) pairs held per rank of ZB-V and DualPipeV.

@@ -183,6 +183,12 @@ Schedule scheduleOnV(const ScheduleProblem &problem, const ActionTimes &times, i
     auto forwardAction = [&] {
       return Action{ActionKind::Forward, int32_t(forward), int32_t(nextForward[forward]++)};
     };
+    // DualPipe's steady state pairs every ready I with a forward: where only the memory held
+    // for deferred weight gradients stops the forward, a deferred W runs first, so that the
+    // pair can follow it.
+    if (pairs && input >= 0 && forward >= 0 && !forwardAllowed && b.inFlight[r] < cap &&
+        b.runWeight(r, now))
+      return true;
     if (input >= 0) {
       Action i{ActionKind::BackwardInput, int32_t(input), int32_t(nextInput[input]++)};
       if (pairs && forwardAllowed)
