@@ -268,8 +268,9 @@ std::string nearestDivisors(int64_t n, int64_t target) {
 } // namespace
 
 std::optional<ShapeProblem> conduit::checkTransformerShape(const TransformerSpec &t) {
-  // An explicit head width (Qwen3) need not divide the hidden size.
-  if (!t.headDim && t.hiddenSize % t.numHeads != 0)
+  // Even with an explicit head width (Qwen3) the heads divide the hidden size: the plan file
+  // and the runtime's shapes rely on it.
+  if (t.hiddenSize % t.numHeads != 0)
     return ShapeProblem{
         "num_heads",
         std::to_string(t.numHeads) + " attention heads do not divide the hidden size " +

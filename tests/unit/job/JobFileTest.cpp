@@ -555,6 +555,12 @@ TEST(JobFile, MixtureOfExpertsRefusals) {
        },
        "model.head_dim", "even"},
       {[](Json &r) {
+         r["model"]["head_dim"] = 32;
+         r["model"]["num_heads"] = 3;
+         r["model"]["num_kv_heads"] = 1;
+       },
+       "model.num_heads", "do not divide the hidden size 64"},
+      {[](Json &r) {
          r["model"]["head_dim"] = 16;
          r["model"]["latent_attention"] = Json::parse(
              R"({"kv_lora_rank": 8, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 8})");
