@@ -283,6 +283,7 @@ ParallelismSpec staticShape(const Configuration &c) {
   par.data = integerOf(c, "parallelism.data", 1);
   par.tensor = integerOf(c, "parallelism.tensor", 1);
   par.sequenceParallel = booleanOf(c, "parallelism.sequence_parallel", false);
+  par.expert = integerOf(c, "parallelism.expert", 1);
   par.sharding = parseEnum<runtime::Sharding>(stringOf(c, "parallelism.sharding"))
                      .value_or(runtime::Sharding::None);
   return par;
@@ -338,18 +339,18 @@ struct ShapeMemory {
 };
 
 /// The static memory bound of the starting job by the fields it reads (P, D, T, sequence
-/// parallelism, sharding).
+/// parallelism, sharding, E).
 struct StaticBounds {
   int64_t bound(const Job &model, const ParallelismSpec &par) {
     auto [it, inserted] =
         bounds.try_emplace(std::make_tuple(par.pipeline, par.data, par.tensor, par.sequenceParallel,
-                                           static_cast<int>(par.sharding)),
+                                           static_cast<int>(par.sharding), par.expert),
                            0);
     if (inserted)
       it->second = BoundCalculator::staticMemoryBound(model, par);
     return it->second;
   }
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, int>, int64_t> bounds;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, int, int64_t>, int64_t> bounds;
 };
 
 /// The keys a configuration's last dimensions set, which no rule of the job-file reader
@@ -433,6 +434,8 @@ SpaceRequest conduit::spaceRequest(const Job &model, const TuneOptions &options,
   request.selectiveCheckpointing = attentionVaried || !model.model.transformer ||
                                    model.model.transformer->attention != AttentionKind::Flash;
   request.scheduleRules = !root || !findKey(*root, "parallelism.placement");
+  if (model.model.transformer && model.model.transformer->moe)
+    request.numExperts = model.model.transformer->moe->numExperts;
   return request;
 }
 
@@ -521,14 +524,15 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
         ParallelismSpec acceptedShape;
         StaticBounds staticBounds;
         // The memory lower bounds of MemoryBound.h by what they read of the parallelism
-        // section (P, D, T, sequence parallelism, sharding, checkpointing, schedule and
+        // section (P, D, T, sequence parallelism, E, sharding, checkpointing, schedule and
         // batch), for the job read last: a search asks the same few thousand many times.
-        std::map<std::tuple<int64_t, int64_t, int64_t, bool, int, int, int, int64_t, int64_t>,
-                 int64_t>
+        std::map<
+            std::tuple<int64_t, int64_t, int64_t, bool, int64_t, int, int, int, int64_t, int64_t>,
+            int64_t>
             memoryBounds;
         auto memoryBound = [&](const Job &job, const ParallelismSpec &par) {
           auto [it, inserted] = memoryBounds.try_emplace(
-              std::make_tuple(par.pipeline, par.data, par.tensor, par.sequenceParallel,
+              std::make_tuple(par.pipeline, par.data, par.tensor, par.sequenceParallel, par.expert,
                               static_cast<int>(par.sharding), static_cast<int>(par.checkpointing),
                               static_cast<int>(par.schedule), par.microbatches, par.microbatchSize),
               0);

@@ -73,6 +73,9 @@ private:
   /// A stage's layers and sizes.
   struct Stage {
     int64_t first = 0, end = 0, params = 0;
+    /// Of params, the routed experts' (one expert rank's share).
+    int64_t expertParams = 0;
+    int64_t denseParams() const { return params - expertParams; }
     StageActivations activations; ///< per sample, under the job's checkpointing
     /// One micro-batch's forward and whole backward with the tensor collectives they issue
     /// on the compute stream.
@@ -100,12 +103,14 @@ private:
 
   /// The context the caches below hold results for.
   std::string context;
-  std::map<std::tuple<int, int64_t, int64_t, bool, int64_t, bool>, std::unique_ptr<CostModel>>
+  std::map<std::tuple<int, int64_t, int64_t, bool, int64_t, bool, int64_t>,
+           std::unique_ptr<CostModel>>
       costModels;
-  std::map<std::tuple<int64_t, int64_t, int, int64_t, bool>, std::vector<Stage>> partitions;
-  std::map<
-      std::tuple<int64_t, int64_t, int64_t, int64_t, int, int64_t, int, int, bool, int64_t, bool>,
-      std::unique_ptr<ScheduleFacts>>
+  std::map<std::tuple<int64_t, int64_t, int, int64_t, bool, int64_t>, std::vector<Stage>>
+      partitions;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int, int64_t, int, int, bool, int64_t,
+                      bool, int64_t>,
+           std::unique_ptr<ScheduleFacts>>
       schedules;
 };
 

@@ -149,6 +149,7 @@ Json entryJson(const TunedConfiguration &c) {
   };
   entry["tensor"] = degree("tensor", 1);
   entry["sequence_parallel"] = degree("sequence_parallel", false);
+  entry["expert"] = degree("expert", 1);
   entry["tensor_comm_s"] = c.tensorCommS;
   entry["step_time_s"] = c.figures.stepTimeS;
   entry["tokens_per_s"] = c.figures.tokensPerS;

@@ -89,6 +89,7 @@ constexpr llvm::StringLiteral kTensor = "parallelism.tensor";
 constexpr llvm::StringLiteral kSequenceParallel = "parallelism.sequence_parallel";
 constexpr llvm::StringLiteral kPipeline = "parallelism.pipeline";
 constexpr llvm::StringLiteral kData = "parallelism.data";
+constexpr llvm::StringLiteral kExpert = "parallelism.expert";
 constexpr llvm::StringLiteral kMicrobatchSize = "parallelism.microbatch_size";
 constexpr llvm::StringLiteral kMicrobatches = "parallelism.microbatches";
 constexpr llvm::StringLiteral kStagesPerDevice = "parallelism.stages_per_device";
@@ -237,6 +238,32 @@ std::vector<Dimension> makeBuiltins() {
                 std::to_string(r.gpus) + " (D = GPUs / (pipeline x tensor), with at most " +
                 std::to_string(r.numLayers) + " pipeline ranks for this model: D is one of " +
                 list + "); use a multiple of one of them";
+       }});
+  // E: the expert groups are carved out of a pipeline rank's D x T ranks (the reader's rule):
+  // every divisor of the expert count that divides D x T.
+  table.push_back(
+      {kExpert.str(), "E",
+       [](const SpaceRequest &r, const Configuration &) {
+         // Restricted on a model without experts: the reader says why not.
+         return r.numExperts > 0 ||
+                llvm::any_of(r.restrictions, [](const Restriction &x) { return x.key == kExpert; });
+       },
+       [](const SpaceRequest &r, const Configuration &c) {
+         std::vector<int64_t> out;
+         for (int64_t e : divisors(r.numExperts))
+           if ((dataOf(c) * tensorOf(c)) % e == 0)
+             out.push_back(e);
+         return integers(out);
+       },
+       [](const SpaceRequest &r, const Configuration &c, const Json &v) {
+         return integerWhere(v, [&](int64_t e) {
+           return e >= 1 && (dataOf(c) * tensorOf(c)) % e == 0 &&
+                  (r.numExperts == 0 || r.numExperts % e == 0);
+         });
+       },
+       [](const SpaceRequest &r) {
+         return "no expert-parallel size divides both the " + std::to_string(r.numExperts) +
+                " experts (model.moe.num_experts) and data x tensor";
        }});
   // b: divides the batch of a replica.
   table.push_back({kMicrobatchSize.str(), "b", always,
@@ -493,7 +520,7 @@ std::vector<Configuration> conduit::enumerateSpace(const SpaceRequest &request,
     } else {
       values = dim.values(request, config);
     }
-    const bool shapeChosen = keepShape && dim.key == kData;
+    const bool shapeChosen = keepShape && dim.key == (request.numExperts > 0 ? kExpert : kData);
     for (Json &v : values) {
       ++made[d];
       config.push_back({keys[d], std::move(v)});

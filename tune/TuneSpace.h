@@ -84,6 +84,9 @@ struct SpaceRequest {
   /// changes what each schedule runs, and in the tests that check that the rules drop only
   /// what the reader refuses.
   bool scheduleRules = true;
+  /// The model's routed experts (model.moe.num_experts); 0: no mixture of experts, and no
+  /// expert-parallel dimension.
+  int64_t numExperts = 0;
 };
 
 /// Whether the job-file reader accepts `schedule` on P pipeline ranks with V stages per device
@@ -130,9 +133,10 @@ llvm::ArrayRef<std::string_view> shapeDependentKeys();
 /// then the built-in dimensions.
 std::vector<Dimension> dimensionsFor(const SpaceRequest &request);
 
-/// Decides, once the tensor, pipeline and data-parallel sizes of a configuration are chosen
-/// (the `parallelism.data` dimension), whether anything below it can be listed; false drops
-/// every configuration of that shape unlisted.
+/// Decides, once the tensor, pipeline, data-parallel and expert-parallel sizes of a
+/// configuration are chosen (the `parallelism.data` dimension, or `parallelism.expert` for a
+/// mixture of experts), whether anything below it can be listed; false drops every
+/// configuration of that shape unlisted.
 using ShapeFilter = std::function<bool(const Configuration &)>;
 
 /// Every configuration of the space (of the shapes `keepShape` keeps, when given). When it is

@@ -294,6 +294,36 @@ TEST(TuneSpace, ListingDropsOnlyWhatCannotCompileOrFit) {
   }
 }
 
+TEST(TuneBruteForceExperts, SearchEqualsCompilingEverything) {
+  // A mixture of experts on 4 GPUs: the space holds E (the divisors of the 4 experts that
+  // divide D x T), and the search over it is the brute force's, E included.
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/moe-tiny.json";
+  Json root = loadJob(path);
+  TuneOptions options;
+  options.gpus = 4;
+  options.globalBatch = 8;
+  options.top = 5;
+  std::string error;
+  for (const char *spec : {"parallelism.tensor=1", "parallelism.schedule=1f1b,breadth-first",
+                           "parallelism.sharding=none,full"})
+    options.restrictions.push_back(*parseRestriction(spec, "--vary", error));
+  std::vector<Compiled> all = bruteForce(root, path, options);
+  llvm::Expected<TuneResult> result = tune(root, path, options);
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  expectSame(*result, all, options.top, INT64_MAX);
+  // Every entry says its E.
+  for (const TunedConfiguration &c : result->top)
+    EXPECT_TRUE(lookup(c.config, "parallelism.expert")) << "E is not in the configuration";
+  // E takes 1, 2 and 4 somewhere in the space.
+  llvm::Expected<Job> model = parseModel(root, path);
+  ASSERT_TRUE(static_cast<bool>(model));
+  SpaceRequest request = spaceRequest(*model, options, &root);
+  std::set<int64_t> listed;
+  for (const Configuration &c : enumerateSpace(request, dimensionsFor(request), error))
+    listed.insert(integerOf(c, "parallelism.expert", 0));
+  EXPECT_EQ(listed, (std::set<int64_t>{1, 2, 4}));
+}
+
 TEST(TuneBounds, KnowTheTensorSize) {
   // The configuration whose bounds, before they knew T, exceeded what it compiles to (a memory
   // bound of 64.3 GB against 39.9 GB compiled): each rank holds an eighth of its layers.
