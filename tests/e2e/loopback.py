@@ -4,7 +4,8 @@ CPU: the losses and final parameters are bitwise those of the same plan under mp
 the single-process reference; a run killed by --fail-at after a checkpoint exits 4 and resumes
 to bitwise the uninterrupted run's remaining losses; a stalled rank is named by the others
 within the peer timeout; and a --ranks-per-process that is not the plan's world size is
-refused.
+refused. A mixture of experts over expert groups of 2 exchanges its tokens through the hub
+with bitwise mpirun's results.
 
 Usage: loopback.py --bin BUILD/bin --work DIR
 """
@@ -13,7 +14,7 @@ import os
 import shutil
 import time
 
-from common import Tools, arguments, check, finish, losses, small_gpt
+from common import Tools, arguments, check, finish, losses, small_gpt, small_llama
 
 STEPS = 3
 
@@ -71,6 +72,33 @@ def equivalence(tools):
               f"steps on {ranks} ranks" in threads.stdout, threads.stdout)
 
 
+def expert_parallel(tools):
+    """A mixture of experts over expert groups of 2 (the loopback hub's all-to-all): the
+    loopback run gives bitwise the mpirun run's losses and parameters, and the reference's
+    losses."""
+    parallelism = {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
+                   "sharding": "full", "expert": 2}
+    job = small_llama(parallelism)
+    job["model"]["moe"] = {"num_experts": 4, "top_k": 2, "expert_ffn_hidden_size": 24,
+                           "aux_loss_coefficient": 0.01, "dense_layers": 1}
+    plan = tools.compile(job, "loopback-moe-ep2")
+    params = {kind: os.path.join(tools.work, f"moe-ep2-{kind}-params") for kind in ("threads", "mpi")}
+    for directory in params.values():
+        shutil.rmtree(directory, ignore_errors=True)
+    threads = tools.run_threads(plan, 4, f"--steps={STEPS}", f"--save-params={params['threads']}")
+    mpi = tools.run(plan, 4, f"--steps={STEPS}", f"--save-params={params['mpi']}")
+    reference = tools.reference(plan, f"--steps={STEPS}")
+    lines = step_lines(threads.stdout)
+    check("moe-ep2: loopback losses (and aux_loss) are bitwise mpirun's and the reference's",
+          threads.returncode == 0 and mpi.returncode == 0 and len(lines) == STEPS
+          and lines == step_lines(mpi.stdout) and lines == step_lines(reference.stdout),
+          f"loopback:\n{threads.stdout}{threads.stderr}\nmpirun:\n{mpi.stdout}{mpi.stderr}"
+          f"\nreference:\n{reference.stdout}")
+    check("moe-ep2: and its final parameters are bitwise mpirun's",
+          threads.returncode == 0 and mpi.returncode == 0
+          and same_files(params["threads"], params["mpi"]))
+
+
 def checkpoints(tools, plan, ranks):
     """A loopback run killed after its step-4 checkpoint resumes bit for bit."""
     whole = tools.run_threads(plan, ranks, "--steps=6")
@@ -121,6 +149,7 @@ def main():
     args = arguments().parse_args()
     tools = Tools(args.bin, args.work, args.compiler_bin)
     equivalence(tools)
+    expert_parallel(tools)
     parallelism = {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "breadth-first",
                    "microbatches": 4, "sharding": "full"}
     plan = tools.compile(small_gpt(parallelism), "loopback-recovery")
