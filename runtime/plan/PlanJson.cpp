@@ -87,6 +87,9 @@ void writeInstruction(std::ostream &os, const Instruction &i) {
   case Op::ExpertCombine:
     os << ", \"stage\": " << i.stage << ", \"microbatch\": " << i.microbatch
        << ", \"group\": " << i.group << ", \"bytes\": " << i.bytes;
+    // The compute it hides behind, the other half of a paired step.
+    if (i.peerStage >= 0)
+      os << ", \"peer_stage\": " << i.peerStage << ", \"peer_mb\": " << i.peerMicrobatch;
     break;
   }
   os << "}";
