@@ -177,6 +177,9 @@ def cases(quick, tensor_product=False):
         out.append((f"moe-ep{e}-{schedule}-{sharding}-p{p}-d{d}-v{v}",
                     {"pipeline": p, "data": d, "stages_per_device": v, "schedule": schedule,
                      "microbatches": 2 * p, "sharding": sharding, "expert": e}))
+    out.append(("moe-ep2-1f1b-full-checkpointing-p2-d2",
+                {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
+                 "sharding": "full", "activation_checkpointing": "full", "expert": 2}))
     out.append(("moe-1f1b-full-checkpointing-p2-d2",
                 {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                  "sharding": "full", "activation_checkpointing": "full"}))
