@@ -3,13 +3,18 @@
 // Each stage's figures are one tensor rank's share of its layers (TensorShare) under the
 // variant's tensor degree and checkpointing; each rank's order keeps the ops that change what
 // it holds, beside which the ops themselves are kept to point the peak back at. A tie's
-// bytes, and an all-gather's, are the plan's own.
+// bytes, and an all-gather's, are the plan's own. A block with experts holds its routed
+// tokens (the dispatched copies, the experts' hidden activations and outputs) at the busiest
+// expert rank's load: the layer's activation bytes count them at the mean, and the rest of the
+// stated imbalance is added here (job/TransformerCosts.h, moeRoutedActivationBytes).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/PeakMemory.h"
 
 #include "passes/PassUtils.h"
+
+#include "job/TransformerCosts.h"
 
 using namespace conduit;
 using namespace mlir;
@@ -47,6 +52,34 @@ std::optional<MemoryEvent> eventOf(Operation &op, int64_t r, double tieScale) {
   return std::nullopt;
 }
 
+/// Per sample, what a block with experts holds beyond its activation bytes on one tensor rank:
+/// its routed tokens' bytes at the mean load times (imbalance - 1), of its T-th of the tokens.
+/// 0 without experts.
+int64_t routedSurcharge(pipe::ModelOp model, pipe::ParallelismAttr par) {
+  pipe::TransformerAttr t = model.getArchitectureAttr();
+  pipe::MoeAttr moe = t ? t.getMoe() : pipe::MoeAttr();
+  if (!moe || !(moe.getImbalance() > 1))
+    return 0;
+  TransformerSpec spec;
+  spec.numLayers = t.getNumLayers();
+  spec.hiddenSize = t.getHiddenSize();
+  spec.numHeads = t.getNumHeads();
+  spec.numKvHeads = t.getNumKvHeads();
+  spec.ffnHiddenSize = t.getFfnHiddenSize();
+  spec.seqLength = t.getSeqLength();
+  spec.vocabSize = t.getVocabSize();
+  spec.mlp = t.getMlp() == pipe::MlpKind::SwiGLU ? MlpKind::SwiGLU : MlpKind::Gelu;
+  MoeSpec &m = spec.moe.emplace();
+  m.numExperts = moe.getNumExperts();
+  m.topK = moe.getTopK();
+  m.expertFfnHiddenSize = moe.getExpertFfnHiddenSize();
+  m.denseLayers = moe.getDenseLayers();
+  const double routed =
+      static_cast<double>(moeRoutedActivationBytes(spec, model.getTraining().getElementBytes()));
+  return static_cast<int64_t>(routed * (moe.getImbalance() - 1) /
+                              static_cast<double>(std::max<int64_t>(par.getTensor(), 1)));
+}
+
 } // namespace
 
 StageActivations conduit::stageActivations(ArrayRef<LayerBytes> layers, pipe::Checkpointing mode) {
@@ -65,6 +98,7 @@ FailureOr<std::vector<RankMemory>> conduit::analyzeMemory(pipe::ModelOp model,
   llvm::SmallVector<pipe::LayerOp> layers = llvm::to_vector(model.getLayers());
   // Per rank of a tensor group: its share of each layer.
   std::vector<int64_t> params = rankStageParams(model, par);
+  const int64_t surcharge = routedSurcharge(model, par);
   for (auto [s, stage] : llvm::enumerate(model.getStages())) {
     MemoryStage &b = problem.stages.emplace_back();
     b.rank = *stage.getRank();
@@ -72,8 +106,10 @@ FailureOr<std::vector<RankMemory>> conduit::analyzeMemory(pipe::ModelOp model,
     std::vector<LayerBytes> stageLayers;
     for (int64_t l = stage.getFirstLayer(); l < stage.getEndLayer(); ++l) {
       const TensorShare share = tensorShare(par, layers[l]);
-      stageLayers.push_back({share.activationBytes, share.checkpointBytes,
-                             share.weightGradientBytes, share.attentionCoreBytes});
+      const bool experts = layers[l].getExpertParams().value_or(0) > 0;
+      stageLayers.push_back({share.activationBytes + (experts ? surcharge : 0),
+                             share.checkpointBytes, share.weightGradientBytes,
+                             share.attentionCoreBytes});
     }
     b.activations = stageActivations(stageLayers, mode);
     b.outputBytes = tensorShare(par, layers[stage.getEndLayer() - 1]).outputBytes;
