@@ -284,6 +284,10 @@ TEST(TransformerCosts, DeepSeekV3) {
   EXPECT_NEAR(double(transformerParameters(t)), 671e9, 0.01 * 671e9);
   EXPECT_GE(double(transformerActiveParameters(t)), 37e9);
   EXPECT_LT(double(transformerActiveParameters(t)), 38e9);
+  // DeepSeek's weight documentation (README_WEIGHTS.md in github.com/deepseek-ai/DeepSeek-V3)
+  // gives the main model's activated parameters as 36.6 B with the 0.9 B output head: all but
+  // the input embedding table, which is looked up, not multiplied.
+  EXPECT_NEAR(double(transformerActiveParameters(t)) - 129280.0 * 7168, 36.6e9, 0.01 * 36.6e9);
   // Each MoE block's routed experts: 256 x 3 x 7168 x 2048.
   absl::StatusOr<std::vector<LayerSpec>> layers = expandTransformer(t, 2);
   ASSERT_TRUE(layers.ok()) << layers.status();
