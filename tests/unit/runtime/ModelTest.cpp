@@ -16,7 +16,7 @@
 #include "runtime/model/Gpt.h"
 #include "runtime/model/Optimizer.h"
 #include "runtime/model/Random.h"
-#include "tests/unit/runtime/GptPlan.h"
+#include "tests/unit/runtime/GradientCheck.h"
 
 #include <gtest/gtest.h>
 
@@ -53,18 +53,6 @@ GptShape tinyWith(const std::function<void(GptShape &)> &change) {
   return s;
 }
 
-struct Batch {
-  std::vector<int32_t> tokens, targets;
-  Tokens view;
-};
-
-Batch makeBatch(const GptShape &s, int64_t samples) {
-  Batch b;
-  SyntheticData(3, s.vocab, s.seq).batch(1, 0, samples, b.tokens, b.targets);
-  b.view = {b.tokens.data(), b.targets.data(), samples, 1.0};
-  return b;
-}
-
 /// Every layer kind and bias variant, and the whole model: layers [first, end) of a shape.
 struct LayerRange {
   std::string name;
@@ -93,86 +81,6 @@ std::vector<LayerRange> splitCases() {
           {"Llama block", llamaShape(), 1, 2},
           {"Llama head", llamaShape(), 3, 4},
           {"Llama whole model", llamaShape(), 0, 4}};
-}
-
-/// Checks the gradients of layers [first, end) of the tiny model: every parameter, and the
-/// input when the chain does not start with the embedding. With `split`, the backward runs as
-/// backwardInput, another micro-batch's forward and input gradient, then backwardWeight, and
-/// the buffer the output gradient came in is overwritten before the weight gradient.
-void checkGradients(const GptShape &s, int64_t first, int64_t end, bool split = false) {
-  runtime::Plan plan = planFor(s);
-  CpuOps<double> ops;
-  LayerChain<double> chain = *LayerChain<double>::build(plan, s, first, end, ops);
-  std::vector<double> params(chain.numParams());
-  chain.initialise(params.data(), 42);
-  // Larger weights than the initialisation's, so that every path carries signal.
-  Random random({9});
-  for (double &p : params)
-    p += 0.3 * random.normal();
-  const int64_t samples = 2, width = s.seq * s.hidden;
-  Batch batch = makeBatch(s, samples);
-  std::vector<double> x;
-  if (!chain.hasEmbedding())
-    for (int64_t i = 0; i < samples * width; ++i)
-      x.push_back(random.normal());
-  // A fixed projection of the output makes a scalar loss for chains without the head.
-  std::vector<double> projection(samples * width);
-  for (double &p : projection)
-    p = random.normal();
-
-  auto loss = [&](const std::vector<double> &p, const std::vector<double> &input) {
-    typename LayerChain<double>::Cache cache;
-    std::vector<double> y(chain.hasHead() ? 0 : samples * width);
-    chain.forward(p.data(), input.empty() ? nullptr : input.data(), batch.view,
-                  y.empty() ? nullptr : y.data(), cache);
-    double l = ops.takeLoss();
-    for (size_t i = 0; i < y.size(); ++i)
-      l += y[i] * projection[i];
-    return l;
-  };
-  typename LayerChain<double>::Cache cache;
-  std::vector<double> y(chain.hasHead() ? 0 : samples * width);
-  chain.forward(params.data(), x.empty() ? nullptr : x.data(), batch.view,
-                y.empty() ? nullptr : y.data(), cache);
-  ops.takeLoss();
-  std::vector<double> dparams(params.size(), 0.0), dx(x.size(), 0.0);
-  if (!split) {
-    chain.backward(params.data(), cache, chain.hasHead() ? nullptr : projection.data(),
-                   dparams.data(), dx.empty() ? nullptr : dx.data());
-  } else {
-    std::vector<double> upstream = projection, otherDx = dx;
-    chain.backwardInput(params.data(), cache, chain.hasHead() ? nullptr : upstream.data(),
-                        dx.empty() ? nullptr : dx.data());
-    std::fill(upstream.begin(), upstream.end(), 7.0);
-    Batch other = makeBatch(s, samples);
-    std::reverse(other.tokens.begin(), other.tokens.end());
-    typename LayerChain<double>::Cache otherCache;
-    chain.forward(params.data(), x.empty() ? nullptr : projection.data(), other.view,
-                  y.empty() ? nullptr : y.data(), otherCache);
-    ops.takeLoss();
-    chain.backwardInput(params.data(), otherCache, chain.hasHead() ? nullptr : upstream.data(),
-                        otherDx.empty() ? nullptr : otherDx.data());
-    chain.backwardWeight(cache, dparams.data());
-  }
-
-  const double eps = 1e-6;
-  auto expectClose = [&](double analytic, double numeric, const std::string &what) {
-    EXPECT_NEAR(analytic, numeric, 1e-6 + 1e-5 * std::abs(numeric)) << what;
-  };
-  for (size_t i = 0; i < params.size(); ++i) {
-    std::vector<double> plus = params, minus = params;
-    plus[i] += eps;
-    minus[i] -= eps;
-    expectClose(dparams[i], (loss(plus, x) - loss(minus, x)) / (2 * eps),
-                "parameter " + std::to_string(i));
-  }
-  for (size_t i = 0; i < x.size(); ++i) {
-    std::vector<double> plus = x, minus = x;
-    plus[i] += eps;
-    minus[i] -= eps;
-    expectClose(dx[i], (loss(params, plus) - loss(params, minus)) / (2 * eps),
-                "input " + std::to_string(i));
-  }
 }
 
 TEST(Model, EmbeddingGradients) { checkGradients(tinyShape(), 0, 1); }
