@@ -57,7 +57,8 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
         for (int p = 0; p < 4; ++p) {
           double comm = 0;
           for (const runtime::TensorCollective &x : runtime::tensorCollectives(
-                   c, plan.layers, stage.firstLayer, stage.endLayer, passes[p], samples))
+                   c, plan.layers, stage.firstLayer, stage.endLayer, passes[p], samples,
+                   plan.transformer ? &*plan.transformer : nullptr))
             comm += cost.tensorCollectiveTime(collectiveOf(x.op), x.bytes);
           f[p] = comm > 0 ? std::max(0.0, comm - compute[p]) / comm : 0;
         }

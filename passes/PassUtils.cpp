@@ -159,8 +159,9 @@ TensorLayout::TensorLayout(pipe::ModelOp model) {
   config.dtype = static_cast<runtime::DType>(model.getTraining().getDtype());
   config.expert = static_cast<int32_t>(par.getExpert());
   if (pipe::TransformerAttr t = model.getArchitectureAttr())
-    if (pipe::MoeAttr moe = t.getMoe(); moe && config.expert > 1) {
-      // What the all-to-alls depend on (TensorCollectives.h).
+    if (pipe::MoeAttr moe = t.getMoe(); moe && (config.expert > 1 || config.tensor > 1)) {
+      // What the all-to-alls and the blocks with experts' tensor collectives depend on
+      // (TensorCollectives.h), whatever E: with T > 1 such a block gathers its routed output.
       runtime::Transformer &x = transformer.emplace();
       x.numLayers = t.getNumLayers();
       x.hiddenSize = t.getHiddenSize();
