@@ -37,9 +37,26 @@ std::string describeModel(const Job &job) {
             std::to_string(t->hiddenSize) + ", " + std::to_string(t->numHeads) + " heads";
     if (t->numKvHeads != t->numHeads)
       text += " (" + std::to_string(t->numKvHeads) + " key/value)";
+    if (t->headDim && *t->headDim * t->numHeads != t->hiddenSize)
+      text += " of " + std::to_string(*t->headDim);
+    if (t->qkNorm)
+      text += " with query/key norms";
     text += ", ffn " + std::to_string(t->ffnHiddenSize) + ", seq " + std::to_string(t->seqLength) +
             ", vocab " + std::to_string(t->vocabSize) + ", " + std::string(enumName(t->mlp)) + "/" +
             std::string(enumName(t->norm)) + "/" + std::string(enumName(t->position));
+    if (const std::optional<LatentAttentionSpec> &mla = t->latentAttention)
+      text += ", latent attention (kv rank " + std::to_string(mla->kvLoraRank) + ", q rank " +
+              std::to_string(mla->qLoraRank) + ")";
+    if (const std::optional<MoeSpec> &moe = t->moe) {
+      text += "; experts: " + std::to_string(moe->numExperts) + " routed, top " +
+              std::to_string(moe->topK) + " (" + std::string(enumName(moe->router)) + "), ffn " +
+              std::to_string(moe->expertFfnHiddenSize);
+      if (moe->sharedExperts > 0)
+        text += ", " + std::to_string(moe->sharedExperts) + " shared (ffn " +
+                std::to_string(moe->sharedFfnHiddenSize) + ")";
+      if (moe->denseLayers > 0)
+        text += ", first " + std::to_string(moe->denseLayers) + " block(s) dense";
+    }
   }
   return text;
 }
@@ -51,9 +68,14 @@ std::string describeCompute(const Job &job) {
     bwd += layer.bwdFlops;
     activation += static_cast<double>(layer.activationBytes);
   }
-  return formatCount(static_cast<double>(modelParameters(job))) + " parameters; per sample " +
-         formatCount(fwd) + "FLOP forward, " + formatCount(bwd) + "FLOP backward, " +
-         formatBytes(activation) + " of activations";
+  std::string active;
+  if (job.model.transformer && job.model.transformer->moe)
+    active = " (" +
+             formatCount(static_cast<double>(transformerActiveParameters(*job.model.transformer))) +
+             " active per token)";
+  return formatCount(static_cast<double>(modelParameters(job))) + " parameters" + active +
+         "; per sample " + formatCount(fwd) + "FLOP forward, " + formatCount(bwd) +
+         "FLOP backward, " + formatBytes(activation) + " of activations";
 }
 
 std::string describeParallelism(const ParallelismSpec &p) {
@@ -62,6 +84,7 @@ std::string describeParallelism(const ParallelismSpec &p) {
       (p.tensor > 1 ? " x tensor " + std::to_string(p.tensor) +
                           (p.sequenceParallel ? " (sequence parallel)" : "")
                     : std::string()) +
+      (p.expert > 1 ? ", experts over groups of " + std::to_string(p.expert) : std::string()) +
       ", " + std::to_string(p.stagesPerDevice) + " stage(s) per device (" +
       std::to_string(p.numStages()) + " stages), " + std::string(enumName(p.schedule));
   if (isInterleaved(p.schedule))
