@@ -2,8 +2,10 @@
 """How close the cost model comes to published measured training runs.
 
 Each run of fidelity_runs.json (beside this script) is a published measurement with its
-source: the model, the parallel configuration, the device, the data type, the attention
-kernel, and the published throughput (tokens/s per GPU, or the iteration time from which it
+source: the model (a transformer's keys, or `path` to a Hugging Face config committed in the
+repository, relative to this folder), the parallel configuration, the device (`device` names
+one written as a preset with overrides), the data type, the attention kernel, and the
+published throughput (tokens/s per GPU, or the iteration time from which it
 follows) and peak memory where the source gives one. This script writes each as a job,
 compiles it with conduit-compile --emit=report (nothing is trained) and compares the
 predicted tokens/s per GPU and the worst rank's peak memory with the published figures.
@@ -47,7 +49,14 @@ def published_tokens(run):
 def predict(compiler, run, work):
     """(tokens/s per GPU, peak memory in GiB) predicted, or (None, reason) for a miss."""
     job = dict(run["job"])
-    job["model"] = dict(job["model"], kind="transformer")
+    model = dict(job["model"])
+    if "path" in model:
+        # A Hugging Face config committed in the repository, named relative to this folder.
+        model["kind"] = "hf"
+        model["path"] = os.path.normpath(os.path.join(HERE, model["path"]))
+    else:
+        model["kind"] = "transformer"
+    job["model"] = model
     path = os.path.join(work, run["id"] + ".json")
     with open(path, "w") as f:
         json.dump(job, f)
@@ -70,11 +79,14 @@ def configuration(run):
     job = run["job"]
     par = job["parallelism"]
     model = job["model"]
-    parts = [f"{run['gpus']} x {job['cluster']['preset']}",
-             f"T{par.get('tensor', 1)} P{par['pipeline']} D{par['data']}"]
+    parts = [f"{run['gpus']} x {run.get('device', job['cluster']['preset'])}",
+             f"T{par.get('tensor', 1)} P{par['pipeline']} D{par['data']}"
+             + (f" E{par['expert']}" if par.get("expert", 1) > 1 else "")]
     if par.get("stages_per_device", 1) > 1:
         parts.append(f"V{par['stages_per_device']}")
     parts.append(f"mb {par['microbatch_size']} x {par['microbatches']}")
+    if par.get("schedule") in ("dualpipev", "zbv"):
+        parts.append(par["schedule"])
     parts.append(f"s {model['seq_length']}")
     if par.get("sharding", "none") != "none":
         parts.append(f"shard {par['sharding']}")
