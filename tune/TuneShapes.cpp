@@ -1,0 +1,172 @@
+//===- TuneShapes.cpp - the shapes of conduit-tune's space ----------------===//
+
+#include "tune/TuneShapes.h"
+
+#include "job/JobFile.h"
+#include "job/KeyEditor.h"
+#include "runtime/plan/Limits.h"
+#include "tune/Tune.h"
+#include "tune/TuneBounds.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <limits>
+
+using namespace conduit;
+
+ParallelismSpec conduit::staticShape(const Configuration &c) {
+  ParallelismSpec par;
+  par.pipeline = integerOf(c, "parallelism.pipeline", 1);
+  par.data = integerOf(c, "parallelism.data", 1);
+  par.tensor = integerOf(c, "parallelism.tensor", 1);
+  par.sequenceParallel = booleanOf(c, "parallelism.sequence_parallel", false);
+  par.expert = integerOf(c, "parallelism.expert", 1);
+  par.sharding = parseEnum<runtime::Sharding>(stringOf(c, "parallelism.sharding"))
+                     .value_or(runtime::Sharding::None);
+  return par;
+}
+
+namespace {
+
+/// Drops, before they are listed, the shapes (T, sequence parallelism, P, D) whose static
+/// state (MemoryBound.h) exceeds the device under every sharding the space may give them: no
+/// micro-batch split, schedule or checkpointing of theirs can fit.
+struct ShapeMemory {
+  ShapeMemory(const Job &model, const SpaceRequest &request) : model(model) {
+    for (const Restriction &r : request.restrictions)
+      if (r.key == "parallelism.sharding")
+        shardings = &r.values;
+  }
+
+  bool keep(const Configuration &c) {
+    // The bound is the starting job's: a dimension outside `parallelism` (a varied cluster or
+    // model key) may change it, and such spaces are left whole.
+    if (llvm::any_of(c, [](const Assignment &a) {
+          return !llvm::StringRef(a.key).starts_with("parallelism.");
+        }))
+      return true;
+    ParallelismSpec par = staticShape(c);
+    std::vector<runtime::Sharding> choices;
+    if (shardings) {
+      for (const Json &v : *shardings) {
+        std::optional<runtime::Sharding> s =
+            v.is_string() ? parseEnum<runtime::Sharding>(v.get_ref<const std::string &>())
+                          : std::nullopt;
+        if (!s)
+          return true; // the reader's to refuse
+        choices.push_back(*s);
+      }
+    } else {
+      for (std::string_view name : enumNames<runtime::Sharding>())
+        choices.push_back(*parseEnum<runtime::Sharding>(name));
+    }
+    int64_t least = std::numeric_limits<int64_t>::max();
+    for (runtime::Sharding s : choices) {
+      par.sharding = s;
+      least = std::min(least, BoundCalculator::staticMemoryBound(model, par));
+    }
+    if (least <= model.cluster.memoryBytes)
+      return true;
+    ++dropped;
+    smallest = smallest ? std::min(smallest, least) : least;
+    return false;
+  }
+
+  const Job &model;
+  const std::vector<Json> *shardings = nullptr;
+  int64_t dropped = 0, smallest = 0;
+};
+
+/// The keys a configuration's last dimensions set, which no rule of the job-file reader
+/// relates to another key: configurations that differ only in them share the reader's
+/// verdict on the rest (its checks of the shape and the schedule).
+bool isLeafKey(std::string_view key) {
+  return key == "parallelism.sharding" || key == "parallelism.fsdp_window" ||
+         key == "parallelism.rank_order";
+}
+
+} // namespace
+
+int64_t conduit::StaticBounds::bound(const Job &model, const ParallelismSpec &par) {
+  auto [it, inserted] =
+      bounds.try_emplace(std::make_tuple(par.pipeline, par.data, par.tensor, par.sequenceParallel,
+                                         static_cast<int>(par.sharding), par.expert),
+                         0);
+  if (inserted)
+    it->second = BoundCalculator::staticMemoryBound(model, par);
+  return it->second;
+}
+
+bool conduit::sameShape(const Configuration &a, const Configuration &b) {
+  size_t i = 0, j = 0;
+  while (true) {
+    while (i < a.size() && isLeafKey(a[i].key))
+      ++i;
+    while (j < b.size() && isLeafKey(b[j].key))
+      ++j;
+    if (i == a.size() || j == b.size())
+      return i == a.size() && j == b.size();
+    if (a[i].key != b[j].key || a[i].value != b[j].value)
+      return false;
+    ++i, ++j;
+  }
+}
+
+std::optional<ParallelismSpec> conduit::withLeaves(const ParallelismSpec &shape,
+                                                   const Configuration &c) {
+  const ParallelismSpec defaults;
+  ParallelismSpec par = shape;
+  par.sharding = defaults.sharding;
+  par.fsdpWindow = defaults.fsdpWindow;
+  par.rankOrder = defaults.rankOrder;
+  for (const Assignment &a : c) {
+    if (a.key == "parallelism.sharding") {
+      std::optional<runtime::Sharding> s =
+          a.value.is_string() ? parseEnum<runtime::Sharding>(a.value.get_ref<const std::string &>())
+                              : std::nullopt;
+      if (!s)
+        return std::nullopt;
+      par.sharding = *s;
+    } else if (a.key == "parallelism.rank_order") {
+      std::optional<RankOrder> o =
+          a.value.is_string() ? parseEnum<RankOrder>(a.value.get_ref<const std::string &>())
+                              : std::nullopt;
+      if (!o)
+        return std::nullopt;
+      par.rankOrder = *o;
+    } else if (a.key == "parallelism.fsdp_window") {
+      std::optional<int64_t> w = jsonInteger(a.value);
+      if (!w || *w < 1 || *w > limits::kMaxStagesPerDevice)
+        return std::nullopt;
+      par.fsdpWindow = *w;
+    }
+  }
+  return par;
+}
+
+std::vector<Configuration> conduit::listSpace(const Job &model, const SpaceRequest &request,
+                                              llvm::ArrayRef<Dimension> dimensions,
+                                              std::string &why, Unlisted &unlisted) {
+  ShapeMemory shapes(model, request);
+  std::vector<Configuration> configs = enumerateSpace(
+      request, dimensions, why, [&](const Configuration &c) { return shapes.keep(c); });
+  unlisted.shapes = shapes.dropped;
+  unlisted.smallestBytes = shapes.smallest;
+  return configs;
+}
+
+SpaceRequest conduit::spaceRequest(const Job &model, const TuneOptions &options, const Json *root) {
+  SpaceRequest request{
+      options.gpus, options.globalBatch, static_cast<int64_t>(model.model.layers.size()),
+      options.restrictions,
+      tensorSizesOf(model.model.transformer, options.gpus, model.cluster.gpusPerNode)};
+  const bool attentionVaried = llvm::any_of(
+      options.restrictions, [](const Restriction &r) { return r.key == "model.attention"; });
+  request.selectiveCheckpointing = attentionVaried || !model.model.transformer ||
+                                   model.model.transformer->attention != AttentionKind::Flash;
+  request.scheduleRules = !root || !findKey(*root, "parallelism.placement");
+  if (model.model.transformer && model.model.transformer->moe)
+    request.numExperts = model.model.transformer->moe->numExperts;
+  return request;
+}
