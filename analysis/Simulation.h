@@ -26,7 +26,9 @@ using runtime::Instruction;
 using runtime::Op;
 
 constexpr int kStreams = runtime::kMaxStreams;
-using Clock = std::array<int64_t, kStreams>;
+/// Per stream of a rank, the last instruction known complete. Instruction indices fit 32 bits:
+/// a plan file holds at most 2 GiB (FlatBuffers' limit), 64 bytes per instruction.
+using Clock = std::array<int32_t, kStreams>;
 
 inline Clock emptyClock() {
   Clock c;
@@ -35,7 +37,7 @@ inline Clock emptyClock() {
 }
 
 struct Stream {
-  std::vector<int64_t> list; // instruction indices in order
+  std::vector<int32_t> list; // instruction indices in order
   size_t next = 0;
   double time = 0;
   Clock known = emptyClock();
@@ -87,8 +89,7 @@ private:
     std::vector<double> fired;     // per event, -1 until signalled
     std::vector<Clock> eventKnown; // what the signalling stream knew
     std::vector<std::vector<int>> waiters;
-    std::vector<double> posted, done; // per instruction (transfers)
-    std::vector<int64_t> instance;    // per collective instruction: its group instance
+    std::vector<int32_t> instance; // per collective instruction: its group instance
     Dataflow flow;
   };
 

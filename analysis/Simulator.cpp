@@ -65,14 +65,18 @@ void Simulation::setUp() {
     rs.fired.assign(program.events, -1);
     rs.eventKnown.assign(program.events, emptyClock());
     rs.waiters.assign(program.events, {});
-    rs.posted.assign(n, -1);
-    rs.done.assign(n, -1);
     rs.instance.assign(n, -1);
-    result.times[r].assign(n, {});
+    // -1 until the stream reaches it (posted) and it completes (start, end).
+    result.times[r].assign(n, {-1, -1, -1});
     result.matched[r].assign(n, -1);
+    std::array<size_t, kStreams> perStream{};
+    for (const Instruction &x : program.instructions)
+      ++perStream[x.stream];
+    for (int s = 0; s < kStreams; ++s)
+      rs.streams[s].list.reserve(perStream[s]);
     for (size_t i = 0; i < n; ++i) {
       const Instruction &x = program.instructions[i];
-      rs.streams[x.stream].list.push_back(static_cast<int64_t>(i));
+      rs.streams[x.stream].list.push_back(static_cast<int32_t>(i));
       if (x.op == Op::Send)
         sends[{r, x.peer}].push_back(static_cast<int64_t>(i));
       else if (x.op == Op::Recv)
@@ -141,7 +145,7 @@ void Simulation::setUp() {
                    std::to_string(a.bytes) + " bytes there");
           return;
         }
-        state[member].instance[list[k]] = static_cast<int64_t>(instances.size() + k);
+        state[member].instance[list[k]] = static_cast<int32_t>(instances.size() + k);
       }
     }
     instances.resize(instances.size() + reference.size());
@@ -155,7 +159,7 @@ void Simulation::complete(int32_t r, int s, int64_t i, double start, double end)
   result.times[r][i].start = start;
   result.times[r][i].end = end;
   stream.time = end;
-  stream.known[s] = i;
+  stream.known[s] = static_cast<int32_t>(i);
   ++stream.next;
 }
 
@@ -249,9 +253,8 @@ bool Simulation::transfer(int32_t r, int s, int64_t) {
   // Post every transfer of the batch once.
   for (size_t k = first; k < last; ++k) {
     int64_t i = stream.list[k];
-    if (rs.posted[i] >= 0)
+    if (result.times[r][i].posted >= 0)
       continue;
-    rs.posted[i] = stream.time;
     result.times[r][i].posted = stream.time;
     checkTransfer(r, s, i);
     const int32_t peer = inst(r, i).peer;
@@ -262,10 +265,9 @@ bool Simulation::transfer(int32_t r, int s, int64_t) {
                " on rank " + std::to_string(inst(r, i).peer));
       return false;
     }
-    if (state[peer].posted[j] >= 0) {
-      double start = std::max(rs.posted[i], state[peer].posted[j]);
+    if (result.times[peer][j].posted >= 0) {
+      double start = std::max(result.times[r][i].posted, result.times[peer][j].posted);
       double end = start + costs.of(plan, r, inst(r, i));
-      rs.done[i] = state[peer].done[j] = end;
       result.times[r][i].start = result.times[peer][j].start = start;
       result.times[r][i].end = result.times[peer][j].end = end;
       enqueue(peer, inst(peer, j).stream);
@@ -274,15 +276,15 @@ bool Simulation::transfer(int32_t r, int s, int64_t) {
   double end = stream.time;
   for (size_t k = first; k < last; ++k) {
     int64_t i = stream.list[k];
-    if (rs.done[i] < 0)
+    if (result.times[r][i].end < 0)
       return false; // a peer has not reached its side yet
-    end = std::max(end, rs.done[i]);
+    end = std::max(end, result.times[r][i].end);
   }
   for (size_t k = first; k < last; ++k) {
     int64_t i = stream.list[k];
     if (inst(r, i).op == Op::Recv)
       receive(r, i);
-    stream.known[s] = i;
+    stream.known[s] = static_cast<int32_t>(i);
   }
   stream.time = end;
   stream.next = last;
@@ -293,12 +295,11 @@ bool Simulation::tie(int32_t r, int s, int64_t i) {
   RankState &rs = state[r];
   Stream &stream = rs.streams[s];
   const Instruction &x = inst(r, i);
-  if (rs.posted[i] < 0) {
-    rs.posted[i] = stream.time;
-    result.times[r][i].posted = stream.time;
+  InstructionTime &t = result.times[r][i];
+  if (t.posted < 0) {
+    t.posted = stream.time;
     checkTie(r, s, i);
     if (x.peer == r) {
-      rs.done[i] = stream.time;
       result.times[r][i].start = result.times[r][i].end = stream.time;
     } else {
       const int64_t j = result.matched[r][i];
@@ -306,20 +307,19 @@ bool Simulation::tie(int32_t r, int s, int64_t i) {
         fail(r, i, "has no matching tie_grads on rank " + std::to_string(x.peer));
         return false;
       }
-      if (state[x.peer].posted[j] >= 0) {
-        double start = std::max(rs.posted[i], state[x.peer].posted[j]);
+      if (result.times[x.peer][j].posted >= 0) {
+        double start = std::max(t.posted, result.times[x.peer][j].posted);
         double end = start + costs.of(plan, r, x);
-        rs.done[i] = state[x.peer].done[j] = end;
         result.times[r][i].start = result.times[x.peer][j].start = start;
         result.times[r][i].end = result.times[x.peer][j].end = end;
         enqueue(x.peer, inst(x.peer, j).stream);
       }
     }
   }
-  if (rs.done[i] < 0)
+  if (t.end < 0)
     return false;
-  stream.time = std::max(stream.time, rs.done[i]);
-  stream.known[s] = i;
+  stream.time = std::max(stream.time, t.end);
+  stream.known[s] = static_cast<int32_t>(i);
   ++stream.next;
   return true;
 }
@@ -328,8 +328,7 @@ bool Simulation::collective(int32_t r, int s, int64_t i) {
   RankState &rs = state[r];
   Stream &stream = rs.streams[s];
   Instance &instance = instances[rs.instance[i]];
-  if (rs.posted[i] < 0) {
-    rs.posted[i] = stream.time;
+  if (result.times[r][i].posted < 0) {
     result.times[r][i].posted = stream.time;
     checkCollective(r, s, i);
     instance.latest = std::max(instance.latest, stream.time);
