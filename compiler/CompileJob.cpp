@@ -164,6 +164,7 @@ ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &cont
   pipeline.stopAfter = module.until;
   pipeline.importSchedule = options.importSchedule;
   pipeline.overlapAllToAlls = options.overlapAllToAlls;
+  pipeline.planOps = module.planOps;
   pipeline.onVerified = [&](VerifiedPlan verified) { result.verified = std::move(verified); };
   pipeline.searchMethod = sched::searchMethodName(options.searchMethod);
   pipeline.searchSeed = options.searchSeed;
@@ -189,7 +190,9 @@ CompiledJob conduit::compileJob(const Job &job, const CompileOptions &options) {
     }
     return mlir::success();
   });
-  ModuleCompilation compiled = compileModule(job, context, options);
+  ModuleOptions module;
+  module.planOps = false;
+  ModuleCompilation compiled = compileModule(job, context, options, module);
   result.search = std::move(compiled.search);
   if (compiled.succeeded && compiled.verified) {
     result.report = analyzeStep(compiled.verified->plan, compiled.verified->simulation);

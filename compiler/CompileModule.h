@@ -51,6 +51,10 @@ struct ModuleOptions {
   /// Applies MLIR's pass-manager options of the command line (--mlir-print-ir-after, ...),
   /// which a tool registers with mlir::registerPassManagerCLOptions().
   bool commandLinePassOptions = false;
+  /// Whether the verified plan.program holds its instructions as ops (Pipeline.h's planOps):
+  /// for printing the IR or looking at it. compileJob() and conduit-compile without
+  /// `--emit=mlir` keep them as the verified plan's data only.
+  bool planOps = true;
   /// Makes an instrumentation of the caller's for the pass manager (a test's counters).
   std::function<std::unique_ptr<mlir::PassInstrumentation>()> instrument;
 };

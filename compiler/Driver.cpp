@@ -338,6 +338,8 @@ int conduit::runCompiler(int argc, char **argv) {
   watch.timing = &timingScope;
   watch.progress = true;
   watch.commandLinePassOptions = true;
+  // The plan IR is built only to be printed.
+  watch.planOps = options.emit == EmitKind::Mlir;
   ModuleCompilation compiled = compileModule(*job, context, compileOptionsOf(options), watch);
   if (!compiled.succeeded)
     return kExitInvalidInput;
@@ -348,6 +350,10 @@ int conduit::runCompiler(int argc, char **argv) {
                       "builds transformers only); the plan serves predictions and traces");
   mlir::ModuleOp module = *compiled.module;
   const runtime::Plan *plan = compiled.verified ? &compiled.verified->plan : nullptr;
+
+  // The plan file needs the plan only: its bytes do not come on top of the simulated step.
+  if (options.emit == EmitKind::Plan && compiled.verified)
+    compiled.verified->simulation = SimulationResult();
 
   // Everything that can fail comes before the output is written.
   std::string csv;
@@ -391,7 +397,7 @@ int conduit::runCompiler(int argc, char **argv) {
       writeGanttSvg(*plan, compiled.verified->simulation, os);
       break;
     case EmitKind::Summary:
-      printSummary(*job, module, os);
+      printSummary(*job, module, plan, os);
       if (compiled.search)
         printSearch(compiled.search->first, compiled.search->second, os);
       if (plan)

@@ -7,7 +7,6 @@
 #include "job/TransformerCosts.h"
 #include "passes/CostModelBuilder.h"
 #include "passes/PlanExport.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 
 #include <cstdio>
@@ -158,16 +157,15 @@ std::string describeStages(const std::vector<std::pair<int64_t, int64_t>> &stage
 
 /// "; 32-64 expert all-to-alls in groups of 8, 12-20 of them hidden in paired steps" (a range
 /// where ranks differ), or nothing without expert parallelism.
-std::string describeAllToAlls(plan::ProgramOp program) {
+std::string describeAllToAlls(const runtime::Plan &plan) {
   int64_t least = INT64_MAX, most = 0, leastHidden = INT64_MAX, mostHidden = 0;
-  for (plan::RankOp rank : program.getRanks()) {
+  for (const runtime::RankProgram &rank : plan.ranks) {
     int64_t count = 0, hidden = 0;
-    for (mlir::Operation &op : rank.getBody().front())
-      llvm::TypeSwitch<mlir::Operation *>(&op).Case<plan::ExpertDispatchOp, plan::ExpertCombineOp>(
-          [&](auto allToAll) {
-            ++count;
-            hidden += allToAll.getPeerStage() >= 0;
-          });
+    for (const runtime::Instruction &inst : rank.instructions)
+      if (inst.isExpertAllToAll()) {
+        ++count;
+        hidden += inst.peerStage >= 0;
+      }
     least = std::min(least, count);
     most = std::max(most, count);
     leastHidden = std::min(leastHidden, hidden);
@@ -180,7 +178,7 @@ std::string describeAllToAlls(plan::ProgramOp program) {
   };
   std::string text = range(least, most) +
                      " expert all-to-alls (dispatch and combine) in groups of " +
-                     std::to_string(program.getParallelism().getExpert());
+                     std::to_string(plan.config.expert);
   if (mostHidden > 0)
     text += ", " + range(leastHidden, mostHidden) +
             " of them hidden behind the other half of a paired step";
@@ -190,31 +188,26 @@ std::string describeAllToAlls(plan::ProgramOp program) {
 }
 
 /// "per rank and step: 14 all-gathers, 8 reduce-scatters" (a range where ranks differ).
-std::string describeCollectives(plan::ProgramOp program) {
-  const std::string allToAlls = describeAllToAlls(program);
-  if (program.getParallelism().getData() == 1)
+std::string describeCollectives(const runtime::Plan &plan) {
+  const std::string allToAlls = describeAllToAlls(plan);
+  if (plan.config.data == 1)
     return "none (one data-parallel replica)" +
            (allToAlls.empty() ? std::string() : "; per rank and step " + allToAlls);
   struct Kind {
     const char *name;
+    runtime::Op op;
     int64_t least = INT64_MAX, most = 0;
   };
-  Kind kinds[] = {{"all-gather"}, {"reduce-scatter"}, {"all-reduce"}};
-  for (plan::RankOp rank : program.getRanks()) {
-    int64_t counts[3] = {0, 0, 0};
-    for (mlir::Operation &op : rank.getBody().front()) {
-      if (mlir::isa<plan::AllGatherOp>(op))
-        ++counts[0];
-      else if (mlir::isa<plan::ReduceScatterOp>(op))
-        ++counts[1];
-      else if (mlir::isa<plan::AllReduceOp>(op))
-        ++counts[2];
+  Kind kinds[] = {{"all-gather", runtime::Op::AllGather},
+                  {"reduce-scatter", runtime::Op::ReduceScatter},
+                  {"all-reduce", runtime::Op::AllReduce}};
+  for (const runtime::RankProgram &rank : plan.ranks)
+    for (Kind &kind : kinds) {
+      const int64_t count = llvm::count_if(
+          rank.instructions, [&](const runtime::Instruction &i) { return i.op == kind.op; });
+      kind.least = std::min(kind.least, count);
+      kind.most = std::max(kind.most, count);
     }
-    for (int k = 0; k < 3; ++k) {
-      kinds[k].least = std::min(kinds[k].least, counts[k]);
-      kinds[k].most = std::max(kinds[k].most, counts[k]);
-    }
-  }
   std::string text = "per rank and step:";
   for (const Kind &kind : kinds) {
     if (kind.most == 0)
@@ -232,7 +225,8 @@ std::string describeCollectives(plan::ProgramOp program) {
 
 } // namespace
 
-void conduit::printSummary(const Job &job, mlir::ModuleOp module, llvm::raw_ostream &os) {
+void conduit::printSummary(const Job &job, mlir::ModuleOp module, const runtime::Plan *plan,
+                           llvm::raw_ostream &os) {
   os << "job " << job.name << " (" << job.path << ")\n";
   row(os, "model", describeModel(job));
   row(os, "size", describeCompute(job));
@@ -255,13 +249,20 @@ void conduit::printSummary(const Job &job, mlir::ModuleOp module, llvm::raw_ostr
     for (plan::StageOp stage : program.getStages())
       stages.push_back({stage.getFirstLayer(), stage.getEndLayer()});
     row(os, "stages", describeStages(stages, buildCostModel(program), samples));
-    int64_t instructions = 0;
-    for (plan::RankOp rank : program.getRanks())
-      instructions += static_cast<int64_t>(rank.getBody().front().getOperations().size());
+    // The verified plan's instructions (its plan.rank ops may be empty: Pipeline.h's
+    // planOps), or those of a program not yet verified.
+    std::optional<runtime::Plan> exported;
+    if (!plan)
+      exported = exportPlan(program);
+    const runtime::Plan &instructions = plan ? *plan : *exported;
+    int64_t count = 0;
+    for (const runtime::RankProgram &rank : instructions.ranks)
+      count += static_cast<int64_t>(rank.instructions.size());
     row(os, "plan",
         stringifyScheduleKind(program.getParallelism().getSchedule()).str() + ", " +
-            std::to_string(instructions) + " instructions on " +
-            std::to_string(program.getParallelism().getPipeline()) + " ranks, verified");
-    row(os, "collectives", describeCollectives(program));
+            std::to_string(count) + " instructions on " +
+            std::to_string(program.getParallelism().getPipeline()) + " ranks" +
+            (plan ? ", verified" : ", not yet verified"));
+    row(os, "collectives", describeCollectives(instructions));
   }
 }

@@ -11,6 +11,7 @@
 
 #include "job/JobSpec.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "runtime/plan/Plan.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace conduit {
@@ -18,8 +19,10 @@ namespace conduit {
 /// Total parameters of the model (tied embeddings counted once).
 int64_t modelParameters(const Job &job);
 
-/// The job, and what the compilation decided so far in `module`.
-void printSummary(const Job &job, mlir::ModuleOp module, llvm::raw_ostream &os);
+/// The job, and what the compilation decided so far in `module`; `plan` is its verified plan
+/// (null when the compilation stopped before verification).
+void printSummary(const Job &job, mlir::ModuleOp module, const runtime::Plan *plan,
+                  llvm::raw_ostream &os);
 
 } // namespace conduit
 

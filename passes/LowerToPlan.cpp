@@ -24,10 +24,10 @@
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
 #include "passes/PeakMemory.h"
+#include "passes/PlanExport.h"
 #include "scheduling/Transfers.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <array>
 
@@ -38,6 +38,7 @@ namespace conduit {
 
 using namespace conduit;
 using namespace mlir;
+using runtime::Instruction;
 
 namespace {
 
@@ -294,22 +295,35 @@ public:
   }
   /// The bytes of each slot (after assignSlots).
   const std::vector<int64_t> &slotBytes() const { return slots; }
+  /// The events the rank's instructions signal (after analyze).
+  int32_t eventCount() const { return events; }
 
-  /// Emits the plan.rank.
-  void emit(OpBuilder &builder, Location loc, int64_t r, IntegerAttr peakMemory,
-            const TensorLayout &tensor, bool overlapAllToAlls) {
+  /// The rank's instructions, in order (after analyze()).
+  std::vector<Instruction> emit(int32_t r, const TensorLayout &tensor, bool overlapAllToAlls) {
     gatherBatches();
-    auto rank = plan::RankOp::create(builder, loc, r, events, builder.getDenseI64ArrayAttr(slots),
-                                     peakMemory);
-    OpBuilder body = OpBuilder::atBlockEnd(builder.createBlock(&rank.getBody()));
+    // One allocation of the final size: a plan's instructions are most of its bytes.
+    size_t count = ops.size();
+    for (size_t i = 0; i < ops.size(); ++i) {
+      count += waitsBefore[i].size() + signalsAfter[i].size();
+      if (tensor.active() && isCompute(info[i].kind))
+        count += tensor.of(info[i].stage, info[i].mb, computeOp(info[i].kind)).size();
+    }
+    std::vector<Instruction> out;
+    out.reserve(count);
+    auto event = [&](runtime::Op op, int32_t e, int8_t stream) {
+      Instruction &i = out.emplace_back();
+      i.op = op;
+      i.stream = static_cast<uint8_t>(stream);
+      i.event = e;
+    };
     // A paired step: the forward marked paired and the compute after it, each the other's
     // partner, behind whose computation its all-to-alls may hide.
     std::pair<int32_t, int32_t> pairedForward{-1, -1};
     for (size_t i = 0; i < ops.size(); ++i) {
-      int32_t stream = info[i].stream;
+      const int8_t stream = info[i].stream;
       for (int32_t e : waitsBefore[i])
-        plan::WaitOp::create(body, loc, e, stream);
-      emitInstruction(body, loc, ops[i], slotOf[i], static_cast<int32_t>(r));
+        event(runtime::Op::Wait, e, stream);
+      out.push_back(instructionOf(ops[i], slotOf[i], r));
       std::pair<int32_t, int32_t> partner{-1, -1};
       if (isCompute(info[i].kind)) {
         partner = pairedForward;
@@ -325,11 +339,12 @@ public:
       }
       if (!overlapAllToAlls)
         partner = {-1, -1};
-      emitTensorCollectives(body, loc, ops[i], stream, tensor, static_cast<int32_t>(r), partner);
+      appendTensorCollectives(out, out.back(), tensor, r, partner);
       for (int32_t e : signalsAfter[i])
-        plan::SignalOp::create(body, loc, e, stream);
+        event(runtime::Op::Signal, e, stream);
     }
-    builder.setInsertionPointAfter(rank);
+    assert(out.size() == count && "the count above missed an instruction");
+    return out;
   }
 
 private:
@@ -361,41 +376,81 @@ private:
     }
   }
 
-  void emitInstruction(OpBuilder &b, Location loc, Operation *op, int32_t slot, int32_t group) {
-    int32_t stream = describeOp(op).stream;
+  /// The instruction of pipe op `op`, with its receive slot and, for data-parallel
+  /// collectives, its group (the rank's).
+  static Instruction instructionOf(Operation *op, int32_t slot, int32_t group) {
+    Instruction i;
+    i.stream = static_cast<uint8_t>(describeOp(op).stream);
+    auto compute = [&](runtime::Op kind, int32_t stage, int32_t mb, int32_t computeSlot) {
+      i.op = kind;
+      i.stage = stage;
+      i.microbatch = mb;
+      i.slot = computeSlot;
+    };
+    auto transfer = [&](runtime::Op kind, auto t) {
+      i.op = kind;
+      i.kind = t.getKind() == pipe::TransferKind::Activation ? runtime::Transfer::Activation
+                                                             : runtime::Transfer::Gradient;
+      i.stage = t.getStage();
+      i.microbatch = t.getMicrobatch();
+      i.peer = t.getPeer();
+      i.peerStage = t.getPeerStage();
+      i.peerMicrobatch = t.getPeerMicrobatch();
+      i.begin = t.getBegin();
+      i.end = t.getEnd();
+      i.bytes = t.getBytes();
+      i.batch = t.getBatch();
+    };
+    auto collective = [&](runtime::Op kind, int32_t stage, int64_t bytes) {
+      i.op = kind;
+      i.stage = stage;
+      i.bytes = bytes;
+      i.group = group;
+    };
     if (auto f = dyn_cast<pipe::ForwardOp>(op)) {
-      plan::ForwardOp::create(b, loc, f.getStage(), f.getMicrobatch(), slot, stream, f.getPaired());
+      compute(runtime::Op::Forward, f.getStage(), f.getMicrobatch(), slot);
+      if (f.getPaired())
+        i.flags = Instruction::kPaired;
     } else if (auto k = dyn_cast<pipe::BackwardOp>(op)) {
-      plan::BackwardOp::create(b, loc, k.getStage(), k.getMicrobatch(), slot, stream);
+      compute(runtime::Op::Backward, k.getStage(), k.getMicrobatch(), slot);
     } else if (auto k = dyn_cast<pipe::BackwardInputOp>(op)) {
-      plan::BackwardInputOp::create(b, loc, k.getStage(), k.getMicrobatch(), slot, stream);
+      compute(runtime::Op::BackwardInput, k.getStage(), k.getMicrobatch(), slot);
     } else if (auto k = dyn_cast<pipe::BackwardWeightOp>(op)) {
-      plan::BackwardWeightOp::create(b, loc, k.getStage(), k.getMicrobatch(), -1, stream);
+      compute(runtime::Op::BackwardWeight, k.getStage(), k.getMicrobatch(), -1);
     } else if (auto s = dyn_cast<pipe::SendOp>(op)) {
-      plan::SendOp::create(b, loc, s.getKind(), s.getStage(), s.getMicrobatch(), s.getPeer(),
-                           s.getPeerStage(), s.getPeerMicrobatch(), s.getBegin(), s.getEnd(),
-                           s.getBytes(), -1, s.getBatch(), stream);
+      transfer(runtime::Op::Send, s);
     } else if (auto r = dyn_cast<pipe::RecvOp>(op)) {
-      plan::RecvOp::create(b, loc, r.getKind(), r.getStage(), r.getMicrobatch(), r.getPeer(),
-                           r.getPeerStage(), r.getPeerMicrobatch(), r.getBegin(), r.getEnd(),
-                           r.getBytes(), slot, r.getBatch(), stream);
+      transfer(runtime::Op::Recv, r);
+      i.slot = slot;
     } else if (auto u = dyn_cast<pipe::UnshardOp>(op)) {
-      plan::AllGatherOp::create(b, loc, u.getStage(), u.getBytes(), group, stream);
+      collective(runtime::Op::AllGather, u.getStage(), u.getBytes());
     } else if (auto g = dyn_cast<pipe::GatherParamsOp>(op)) {
-      plan::AllGatherOp::create(b, loc, g.getStage(), g.getBytes(), group, stream);
-    } else if (auto rs = dyn_cast<pipe::ReshardOp>(op)) {
-      plan::FreeOp::create(b, loc, rs.getStage(), stream);
+      collective(runtime::Op::AllGather, g.getStage(), g.getBytes());
     } else if (auto g = dyn_cast<pipe::ReduceGradOp>(op)) {
-      if (g.getReduction() == pipe::GradReduction::ReduceScatter)
-        plan::ReduceScatterOp::create(b, loc, g.getStage(), g.getBytes(), group, stream);
-      else
-        plan::AllReduceOp::create(b, loc, g.getStage(), g.getBytes(), group, stream);
+      collective(g.getReduction() == pipe::GradReduction::ReduceScatter ? runtime::Op::ReduceScatter
+                                                                        : runtime::Op::AllReduce,
+                 g.getStage(), g.getBytes());
+    } else if (auto rs = dyn_cast<pipe::ReshardOp>(op)) {
+      i.op = runtime::Op::Free;
+      i.stage = rs.getStage();
     } else if (auto o = dyn_cast<pipe::OptimizerStepOp>(op)) {
-      plan::OptimizerStepOp::create(b, loc, o.getStage(), stream);
+      i.op = runtime::Op::OptimizerStep;
+      i.stage = o.getStage();
     } else if (auto t = dyn_cast<pipe::TieGradsOp>(op)) {
-      plan::TieGradsOp::create(b, loc, t.getStage(), t.getPeer(), t.getPeerStage(), t.getBytes(),
-                               stream);
+      i.op = runtime::Op::TieGrads;
+      i.stage = t.getStage();
+      i.peer = t.getPeer();
+      i.peerStage = t.getPeerStage();
+      i.bytes = t.getBytes();
     }
+    return i;
+  }
+
+  static runtime::Op computeOp(Kind kind) {
+    return kind == Kind::Forward         ? runtime::Op::Forward
+           : kind == Kind::Backward      ? runtime::Op::Backward
+           : kind == Kind::BackwardInput ? runtime::Op::BackwardInput
+                                         : runtime::Op::BackwardWeight;
   }
 
   static bool isCompute(Kind kind) {
@@ -403,43 +458,27 @@ private:
            kind == Kind::BackwardWeight;
   }
 
-  /// After compute `op`: the tensor group's collectives and the expert all-to-alls it issues
-  /// (TensorCollectives.h). The all-to-alls name the rank's group and hide behind `partner`.
-  static void emitTensorCollectives(OpBuilder &b, Location loc, Operation *op, int32_t stream,
-                                    const TensorLayout &tensor, int32_t group,
-                                    std::pair<int32_t, int32_t> partner) {
-    if (!tensor.active())
+  /// After compute instruction `compute`: the tensor group's collectives and the expert
+  /// all-to-alls it issues (TensorCollectives.h). The all-to-alls name the rank's group and
+  /// hide behind `partner`.
+  static void appendTensorCollectives(std::vector<Instruction> &out, Instruction compute,
+                                      const TensorLayout &tensor, int32_t group,
+                                      std::pair<int32_t, int32_t> partner) {
+    if (!tensor.active() || !compute.isCompute())
       return;
-    auto [stage, mb, pass] =
-        llvm::TypeSwitch<Operation *, std::tuple<int32_t, int32_t, runtime::Op>>(op)
-            .Case([](pipe::ForwardOp c) {
-              return std::make_tuple(c.getStage(), c.getMicrobatch(), runtime::Op::Forward);
-            })
-            .Case([](pipe::BackwardOp c) {
-              return std::make_tuple(c.getStage(), c.getMicrobatch(), runtime::Op::Backward);
-            })
-            .Case([](pipe::BackwardInputOp c) {
-              return std::make_tuple(c.getStage(), c.getMicrobatch(), runtime::Op::BackwardInput);
-            })
-            .Case([](pipe::BackwardWeightOp c) {
-              return std::make_tuple(c.getStage(), c.getMicrobatch(), runtime::Op::BackwardWeight);
-            })
-            .Default([](Operation *) { return std::make_tuple(-1, -1, runtime::Op::Forward); });
-    if (stage < 0)
-      return;
-    for (const runtime::TensorCollective &c : tensor.of(stage, mb, pass)) {
-      if (c.op == runtime::Op::TensorAllReduce)
-        plan::TensorAllReduceOp::create(b, loc, stage, mb, c.bytes, stream);
-      else if (c.op == runtime::Op::TensorAllGather)
-        plan::TensorAllGatherOp::create(b, loc, stage, mb, c.bytes, stream);
-      else if (c.op == runtime::Op::TensorReduceScatter)
-        plan::TensorReduceScatterOp::create(b, loc, stage, mb, c.bytes, stream);
-      else if (c.op == runtime::Op::ExpertDispatch)
-        plan::ExpertDispatchOp::create(b, loc, stage, mb, c.bytes, group, partner.first,
-                                       partner.second, stream);
-      else
-        plan::ExpertCombineOp::create(b, loc, stage, mb, c.bytes, group, partner.first,
-                                      partner.second, stream);
+    for (const runtime::TensorCollective &c :
+         tensor.of(compute.stage, compute.microbatch, compute.op)) {
+      Instruction &i = out.emplace_back();
+      i.op = c.op;
+      i.stream = compute.stream;
+      i.stage = compute.stage;
+      i.microbatch = compute.microbatch;
+      i.bytes = c.bytes;
+      if (i.isExpertAllToAll()) {
+        i.group = group;
+        i.peerStage = partner.first;
+        i.peerMicrobatch = partner.second;
+      }
     }
   }
 
@@ -465,7 +504,10 @@ void stageLayout(pipe::ModelOp model, std::vector<std::vector<int64_t>> &samples
   }
 }
 
-FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model, bool overlapAllToAlls) {
+/// Lowers `model` to a plan.program before it. Each rank's instructions become the ops of its
+/// plan.rank, or, with `keep`, stay data there and the plan.rank ops stay empty.
+FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model, bool overlapAllToAlls,
+                                      LoweredInstructions *keep) {
   OpBuilder builder(model);
   Location loc = model.getLoc();
   pipe::ParallelismAttr par = model.getParallelism();
@@ -492,29 +534,49 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model, bool overlapAllToAlls
   std::vector<int64_t> rankOf;
   stageLayout(model, samples, rankOf);
   const TensorLayout tensor(model);
+  std::vector<std::vector<Instruction>> kept;
   for (pipe::RankOp rank : model.getRanks()) {
-    LocalIndex index(samples, rankOf, rank.getRank());
+    const int32_t r = static_cast<int32_t>(rank.getRank());
+    LocalIndex index(samples, rankOf, r);
     RankLowering lowering(rank, index, static_cast<int64_t>(samples.size()));
     if (failed(lowering.analyze(par.getData()))) {
       program.erase();
       return failure();
     }
-    lowering.emit(body, loc, rank.getRank(), rank.getPeakMemoryAttr(), tensor, overlapAllToAlls);
+    std::vector<Instruction> instructions = lowering.emit(r, tensor, overlapAllToAlls);
+    auto rankOp = plan::RankOp::create(body, loc, r, lowering.eventCount(),
+                                       body.getDenseI64ArrayAttr(lowering.slotBytes()),
+                                       rank.getPeakMemoryAttr());
+    OpBuilder rankBody = OpBuilder::atBlockEnd(body.createBlock(&rankOp.getBody()));
+    body.setInsertionPointAfter(rankOp);
+    if (keep)
+      kept.push_back(std::move(instructions));
+    else
+      importInstructions(rankBody, loc, instructions);
+    // Its ops are lowered: what they held goes back to the allocator for the next rank's.
+    rank.getBody().front().clear();
   }
+  if (keep)
+    keep->programs[program] = std::move(kept);
   return program;
 }
 
 struct LowerToPlan : conduit::impl::ConduitLowerToPlanBase<LowerToPlan> {
   using ConduitLowerToPlanBase::ConduitLowerToPlanBase;
+  LowerToPlan(ConduitLowerToPlanOptions options, std::shared_ptr<LoweredInstructions> keep)
+      : ConduitLowerToPlanBase(std::move(options)), keep(std::move(keep)) {}
+
   void runOnOperation() override {
     for (pipe::ModelOp model : llvm::make_early_inc_range(getOperation().getOps<pipe::ModelOp>())) {
       if (failed(requirePhase(model, pipe::Phase::Communicating, "conduit-lower-to-plan")))
         return signalPassFailure();
-      if (failed(lowerModel(model, overlapAllToAlls)))
+      if (failed(lowerModel(model, overlapAllToAlls, keep.get())))
         return signalPassFailure();
       model.erase();
     }
   }
+
+  std::shared_ptr<LoweredInstructions> keep;
 };
 
 } // namespace
@@ -528,4 +590,9 @@ FailureOr<std::vector<int64_t>> conduit::receiveSlotBytes(pipe::ModelOp model, p
   if (failed(lowering.assignSlots()))
     return failure();
   return lowering.slotBytes();
+}
+
+std::unique_ptr<Pass> conduit::createConduitLowerToPlan(ConduitLowerToPlanOptions options,
+                                                        std::shared_ptr<LoweredInstructions> keep) {
+  return std::make_unique<LowerToPlan>(std::move(options), std::move(keep));
 }

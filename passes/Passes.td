@@ -307,6 +307,12 @@ def ConduitLowerToPlan : Pass<"conduit-lower-to-plan", "::mlir::ModuleOp"> {
     names the other half's compute as the one it hides behind (`behind stage mb`), unless
     `overlap-all-to-alls` is off.
 
+    The lowering produces each rank's instructions as the plan file's data and builds their
+    ops from it. A compile that only writes the plan or reports on it (`conduit-compile`
+    without `--emit=mlir`, `conduit-tune`) skips the ops: the `plan.rank` ops stay empty and
+    the instructions go to `conduit-verify-plan` as data, which on a plan of a million
+    instructions saves as many operations (docs/performance.md).
+
     ```mlir
     plan.rank 1 events 2 slots [16384] {
       plan.recv activation stage 1 mb 0 from 0 stage 0 mb 0 samples [0, 2) bytes 16384 slot 0 on 1

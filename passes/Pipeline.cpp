@@ -55,10 +55,14 @@ void conduit::buildConduitPipeline(mlir::OpPassManager &pm, const PipelineOption
   // Streams, events and slots, then the proof that the result is correct.
   ConduitLowerToPlanOptions lowering;
   lowering.overlapAllToAlls = options.overlapAllToAlls;
-  pm.addPass(createConduitLowerToPlan(lowering));
+  // Without plan ops, the instructions go from the lowering to the verifier as data.
+  std::shared_ptr<LoweredInstructions> kept;
+  if (!options.planOps && options.stopAfter == PipelineStop::Plan)
+    kept = std::make_shared<LoweredInstructions>();
+  pm.addPass(createConduitLowerToPlan(lowering, kept));
   if (done(PipelineStop::Plan))
     return;
-  pm.addPass(createConduitVerifyPlan(options.onVerified));
+  pm.addPass(createConduitVerifyPlan(options.onVerified, kept));
 }
 
 llvm::ArrayRef<PipelinePass> conduit::pipelinePasses() {

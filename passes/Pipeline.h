@@ -56,6 +56,11 @@ struct PipelineOptions {
   /// Whether the expert all-to-alls of a paired step hide behind the other half's compute
   /// (conduit-lower-to-plan's overlap-all-to-alls).
   bool overlapAllToAlls = true;
+  /// Whether the plan's instructions become ops of its plan.rank bodies. Without (for a
+  /// compile that only writes the plan or reports on it), the lowering hands them to the
+  /// verifier as data and the plan.rank ops of the verified program stay empty: a plan of a
+  /// million instructions is then never a million ops.
+  bool planOps = true;
 };
 
 /// Adds the passes that take a pipe.model from phase `model` to `options.stopAfter`.

@@ -237,6 +237,78 @@ runtime::Plan conduit::exportPlan(plan::ProgramOp program) {
   return out;
 }
 
+void conduit::importInstructions(OpBuilder &b, Location loc,
+                                 llvm::ArrayRef<Instruction> instructions) {
+  for (const Instruction &i : instructions) {
+    const auto transfer = i.kind == runtime::Transfer::Activation ? pipe::TransferKind::Activation
+                                                                  : pipe::TransferKind::Gradient;
+    switch (i.op) {
+    case ROp::Forward:
+      plan::ForwardOp::create(b, loc, i.stage, i.microbatch, i.slot, i.stream,
+                              (i.flags & Instruction::kPaired) != 0);
+      break;
+    case ROp::Backward:
+      plan::BackwardOp::create(b, loc, i.stage, i.microbatch, i.slot, i.stream);
+      break;
+    case ROp::BackwardInput:
+      plan::BackwardInputOp::create(b, loc, i.stage, i.microbatch, i.slot, i.stream);
+      break;
+    case ROp::BackwardWeight:
+      plan::BackwardWeightOp::create(b, loc, i.stage, i.microbatch, i.slot, i.stream);
+      break;
+    case ROp::Send:
+      plan::SendOp::create(b, loc, transfer, i.stage, i.microbatch, i.peer, i.peerStage,
+                           i.peerMicrobatch, i.begin, i.end, i.bytes, i.slot, i.batch, i.stream);
+      break;
+    case ROp::Recv:
+      plan::RecvOp::create(b, loc, transfer, i.stage, i.microbatch, i.peer, i.peerStage,
+                           i.peerMicrobatch, i.begin, i.end, i.bytes, i.slot, i.batch, i.stream);
+      break;
+    case ROp::AllGather:
+      plan::AllGatherOp::create(b, loc, i.stage, i.bytes, i.group, i.stream);
+      break;
+    case ROp::ReduceScatter:
+      plan::ReduceScatterOp::create(b, loc, i.stage, i.bytes, i.group, i.stream);
+      break;
+    case ROp::AllReduce:
+      plan::AllReduceOp::create(b, loc, i.stage, i.bytes, i.group, i.stream);
+      break;
+    case ROp::Free:
+      plan::FreeOp::create(b, loc, i.stage, i.stream);
+      break;
+    case ROp::OptimizerStep:
+      plan::OptimizerStepOp::create(b, loc, i.stage, i.stream);
+      break;
+    case ROp::Signal:
+      plan::SignalOp::create(b, loc, i.event, i.stream);
+      break;
+    case ROp::Wait:
+      plan::WaitOp::create(b, loc, i.event, i.stream);
+      break;
+    case ROp::TieGrads:
+      plan::TieGradsOp::create(b, loc, i.stage, i.peer, i.peerStage, i.bytes, i.stream);
+      break;
+    case ROp::TensorAllReduce:
+      plan::TensorAllReduceOp::create(b, loc, i.stage, i.microbatch, i.bytes, i.stream);
+      break;
+    case ROp::TensorAllGather:
+      plan::TensorAllGatherOp::create(b, loc, i.stage, i.microbatch, i.bytes, i.stream);
+      break;
+    case ROp::TensorReduceScatter:
+      plan::TensorReduceScatterOp::create(b, loc, i.stage, i.microbatch, i.bytes, i.stream);
+      break;
+    case ROp::ExpertDispatch:
+      plan::ExpertDispatchOp::create(b, loc, i.stage, i.microbatch, i.bytes, i.group, i.peerStage,
+                                     i.peerMicrobatch, i.stream);
+      break;
+    case ROp::ExpertCombine:
+      plan::ExpertCombineOp::create(b, loc, i.stage, i.microbatch, i.bytes, i.group, i.peerStage,
+                                    i.peerMicrobatch, i.stream);
+      break;
+    }
+  }
+}
+
 std::vector<std::vector<Operation *>> conduit::planInstructionOps(plan::ProgramOp program) {
   std::vector<std::vector<Operation *>> ops;
   for (plan::RankOp rank : program.getRanks()) {

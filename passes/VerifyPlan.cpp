@@ -22,11 +22,18 @@ namespace {
 
 struct VerifyPlan : conduit::impl::ConduitVerifyPlanBase<VerifyPlan> {
   VerifyPlan() = default;
-  explicit VerifyPlan(VerifiedPlanSink sink) : sink(std::move(sink)) {}
+  VerifyPlan(VerifiedPlanSink sink, std::shared_ptr<LoweredInstructions> lowered)
+      : sink(std::move(sink)), lowered(std::move(lowered)) {}
 
   void runOnOperation() override {
     for (plan::ProgramOp program : getOperation().getOps<plan::ProgramOp>()) {
-      FailureOr<VerifiedPlan> verified = verifyProgram(program);
+      std::vector<std::vector<runtime::Instruction>> instructions;
+      const bool kept = lowered && lowered->programs.count(program);
+      if (kept) {
+        instructions = std::move(lowered->programs[program]);
+        lowered->programs.erase(program);
+      }
+      FailureOr<VerifiedPlan> verified = verifyProgram(program, kept ? &instructions : nullptr);
       if (failed(verified))
         return signalPassFailure();
       if (sink)
@@ -35,10 +42,13 @@ struct VerifyPlan : conduit::impl::ConduitVerifyPlanBase<VerifyPlan> {
   }
 
   VerifiedPlanSink sink;
+  std::shared_ptr<LoweredInstructions> lowered;
 };
 
 } // namespace
 
-std::unique_ptr<Pass> conduit::createConduitVerifyPlan(VerifiedPlanSink sink) {
-  return std::make_unique<VerifyPlan>(std::move(sink));
+std::unique_ptr<Pass>
+conduit::createConduitVerifyPlan(VerifiedPlanSink sink,
+                                 std::shared_ptr<LoweredInstructions> lowered) {
+  return std::make_unique<VerifyPlan>(std::move(sink), std::move(lowered));
 }

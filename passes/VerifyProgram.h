@@ -21,9 +21,13 @@ struct VerifiedPlan {
   SimulationResult simulation;
 };
 
-/// Verifies `program`. On failure, reports the problem on the offending instruction's op (or
-/// on the program) and returns failure.
-mlir::FailureOr<VerifiedPlan> verifyProgram(plan::ProgramOp program);
+/// Verifies `program`: its plan.rank ops' instructions, or `instructions` (per rank, taken)
+/// where the lowering kept them as data and left the plan.rank ops empty. On failure, reports
+/// the problem on the offending instruction's op (with data: on its plan.rank, naming the
+/// instruction; or on the program) and returns failure.
+mlir::FailureOr<VerifiedPlan>
+verifyProgram(plan::ProgramOp program,
+              std::vector<std::vector<runtime::Instruction>> *instructions = nullptr);
 
 } // namespace conduit
 

@@ -12,6 +12,8 @@
 #include "compiler/CompileModule.h"
 #include "compiler/Registration.h"
 #include "job/JobFile.h"
+#include "passes/PlanExport.h"
+#include "runtime/plan/PlanFile.h"
 
 #include <gtest/gtest.h>
 
@@ -22,12 +24,25 @@ using namespace conduit;
 
 namespace {
 
-Job demoJob(const std::vector<std::string> &overrides = {}) {
-  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/demo.json";
+Job readJob(const std::string &name, const std::vector<std::string> &overrides = {}) {
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/" + name;
   Diagnostics diag(path);
   std::optional<Job> job = readJobFile(path, diag, overrides);
   EXPECT_TRUE(job) << (diag.failed() ? diag.getError()->str() : "");
   return *job;
+}
+
+Job demoJob(const std::vector<std::string> &overrides = {}) {
+  return readJob("demo.json", overrides);
+}
+
+/// The plan.rank ops of the module's program, in order.
+std::vector<plan::RankOp> rankOps(mlir::ModuleOp module) {
+  std::vector<plan::RankOp> ranks;
+  for (plan::ProgramOp program : module.getOps<plan::ProgramOp>())
+    for (plan::RankOp rank : program.getRanks())
+      ranks.push_back(rank);
+  return ranks;
 }
 
 TEST(CompileJob, FiguresAreTheReportsOfTheVerifiedPlan) {
@@ -126,6 +141,72 @@ TEST(CompileModule, StopsWhereItIsTold) {
   EXPECT_TRUE(compiled.succeeded);
   EXPECT_TRUE(compiled.module);
   EXPECT_FALSE(compiled.verified);
+}
+
+TEST(CompileModule, ThePlanIsTheSameWithOrWithoutPlanOps) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> jobs = {
+      {"demo.json", {}},
+      {"demo.json", {"parallelism.schedule=zbv"}},
+      {"demo.json", {"parallelism.schedule=breadth-first", "parallelism.stages_per_device=2"}},
+      {"tp-gpt-tiny.json", {}},
+      {"moe-tiny.json", {}},
+      {"moe-tiny.json", {"parallelism.schedule=dualpipev", "parallelism.stages_per_device=2"}},
+  };
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  for (const auto &[name, overrides] : jobs) {
+    SCOPED_TRACE(name + (overrides.empty() ? "" : " " + overrides.front()));
+    const Job job = readJob(name, overrides);
+    std::string bytes[2];
+    for (bool planOps : {true, false}) {
+      mlir::MLIRContext context(registry);
+      ModuleOptions module;
+      module.planOps = planOps;
+      ModuleCompilation compiled = compileModule(job, context, {}, module);
+      ASSERT_TRUE(compiled.succeeded && compiled.verified);
+      const runtime::Plan &plan = compiled.verified->plan;
+      std::vector<plan::RankOp> ranks = rankOps(*compiled.module);
+      ASSERT_EQ(ranks.size(), plan.ranks.size());
+      for (auto [op, rank] : llvm::zip(ranks, plan.ranks)) {
+        const size_t ops = op.getBody().front().getOperations().size();
+        EXPECT_EQ(ops, planOps ? rank.instructions.size() : 0);
+        EXPECT_GT(rank.instructions.size(), 0u);
+      }
+      bytes[planOps] = runtime::writePlan(plan);
+    }
+    EXPECT_EQ(bytes[0], bytes[1]);
+  }
+}
+
+TEST(VerifyProgram, NamesAnInstructionKeptAsDataThatIsWrong) {
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  mlir::MLIRContext context(registry);
+  std::string errors;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    errors += diag.str() + "\n";
+    return mlir::success();
+  });
+  ModuleOptions module;
+  module.until = PipelineStop::Lowered;
+  ModuleCompilation compiled = compileModule(demoJob(), context, {}, module);
+  ASSERT_TRUE(compiled.succeeded);
+  plan::ProgramOp program = *compiled.module->getOps<plan::ProgramOp>().begin();
+  // The instructions as data, the plan.rank ops emptied, as conduit-lower-to-plan leaves them
+  // without plan ops; then one wait on an event its rank never signals.
+  std::vector<std::vector<runtime::Instruction>> instructions;
+  for (runtime::RankProgram &rank : exportPlan(program).ranks)
+    instructions.push_back(std::move(rank.instructions));
+  for (plan::RankOp rank : program.getRanks())
+    rank.getBody().front().clear();
+  auto wait = llvm::find_if(
+      instructions[1], [](const runtime::Instruction &i) { return i.op == runtime::Op::Wait; });
+  ASSERT_NE(wait, instructions[1].end());
+  wait->event = 1000;
+  const int64_t index = wait - instructions[1].begin();
+  EXPECT_TRUE(mlir::failed(verifyProgram(program, &instructions)));
+  EXPECT_NE(errors.find("instruction " + std::to_string(index) + " (wait)"), std::string::npos)
+      << errors;
 }
 
 } // namespace
