@@ -13,10 +13,12 @@
 #include "analysis/MemoryBound.h"
 #include "analysis/TensorShare.h"
 #include "runtime/plan/TensorCollectives.h"
+#include "scheduling/Collectives.h"
 #include "scheduling/Schedulers.h"
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 using namespace conduit;
 
@@ -32,6 +34,13 @@ runtime::Sharding effectiveSharding(const ParallelismSpec &p) {
 bool fullGradientBuffers(runtime::Sharding s) {
   return s == runtime::Sharding::Gradients || s == runtime::Sharding::Full;
 }
+
+/// Optimizer and gradient sharding all-gather the updated parameters after the step.
+bool gathersUpdated(runtime::Sharding s) {
+  return s == runtime::Sharding::Optimizer || s == runtime::Sharding::Gradients;
+}
+
+bool hasExperts(const Job &job) { return job.model.transformer && job.model.transformer->moe; }
 
 /// A layer as one rank of its tensor group holds it.
 TensorShare shareOf(const LayerSpec &layer, const ParallelismSpec &par) {
@@ -89,12 +98,29 @@ BoundCalculator::stages(const Job &job) {
   llvm::Expected<const CostModel *> cost = costModel(job);
   if (!cost)
     return cost.takeError();
+  // Each layer's times on one micro-batch, shared by every partition of the same compute
+  // (they depend on neither P nor D); the stage sums below add them in the cost model's order.
+  LayerTimes &times =
+      layerTimes[std::make_tuple(par.microbatchSize, static_cast<int>(par.checkpointing),
+                                 par.tensor, par.sequenceParallel, par.expert)];
+  if (times.forward.empty())
+    for (int64_t l = 0; l < (*cost)->numLayers(); ++l) {
+      times.forward.push_back((*cost)->forwardTime(l, par.microbatchSize));
+      times.backward.push_back((*cost)->backwardTime(l, par.microbatchSize));
+      times.input.push_back((*cost)->inputGradientTime(l, par.microbatchSize));
+      times.weight.push_back((*cost)->weightGradientTime(l, par.microbatchSize));
+    }
+  auto sum = [](const std::vector<double> &perLayer, const Stage &stage) {
+    double total = 0;
+    for (int64_t l = stage.first; l < stage.end; ++l)
+      total += perLayer[l];
+    return total;
+  };
   // The partition conduit-partition-stages computes: one micro-batch through each layer.
   sched::PartitionProblem problem;
   problem.numStages = par.numStages();
-  for (int64_t l = 0; l < (*cost)->numLayers(); ++l)
-    problem.layerCosts.push_back((*cost)->forwardTime(l, par.microbatchSize) +
-                                 (*cost)->backwardTime(l, par.microbatchSize));
+  for (size_t l = 0; l < times.forward.size(); ++l)
+    problem.layerCosts.push_back(times.forward[l] + times.backward[l]);
   llvm::Expected<sched::Partition> partition = sched::partitionMinMax(problem);
   if (!partition)
     return partition.takeError();
@@ -154,17 +180,11 @@ BoundCalculator::stages(const Job &job) {
       comm += (*cost)->tensorCollectiveTime(collectiveOf(x.op), x.bytes);
     return par.sequenceParallel ? std::max(compute, comm) : compute + comm;
   };
-  auto forwardTime = [&](const Stage &stage) {
-    return withCollectives(stage, runtime::Op::Forward,
-                           (*cost)->stageForwardTime(stage.first, stage.end, b));
-  };
-  auto backwardTime = [&](const Stage &stage) {
-    return withCollectives(stage, runtime::Op::Backward,
-                           (*cost)->stageBackwardTime(stage.first, stage.end, b));
-  };
   for (Stage &stage : out) {
-    stage.forwardS = forwardTime(stage);
-    stage.backwardS = backwardTime(stage);
+    stage.forwardS = withCollectives(stage, runtime::Op::Forward, sum(times.forward, stage));
+    stage.backwardS = withCollectives(stage, runtime::Op::Backward, sum(times.backward, stage));
+    stage.inputS = withCollectives(stage, runtime::Op::BackwardInput, sum(times.input, stage));
+    stage.weightS = withCollectives(stage, runtime::Op::BackwardWeight, sum(times.weight, stage));
   }
   return &(partitions[key] = std::move(out));
 }
@@ -196,13 +216,27 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   sched::ScheduleProblem problem(par.pipeline, *rankOf, std::move(boundaries));
   if (sched::Violation v = problem.check())
     return llvm::createStringError(*v);
-  // Built as the compiler builds it, so that the shapes the compiler refuses are refused here.
-  // Where split backwards go depends on the durations the compiler gives them; the bounds of a
-  // split schedule below therefore hold for any order.
+  // Built as the compiler builds it (conduit-schedule), so that the shapes the compiler
+  // refuses are refused here: split backwards are placed from the stages' compute times,
+  // which are the same cost model's.
+  std::optional<sched::ActionTimes> computeTimes;
+  if (par.splitBackward) {
+    computeTimes.emplace();
+    for (int64_t s = 0; s < numStages; ++s) {
+      CostModel::MicrobatchTimes t =
+          (*cost)->stageMicrobatchTimes(st[s].first, st[s].end, problem.boundaries(s));
+      computeTimes->forward.push_back(std::move(t.forward));
+      computeTimes->backward.push_back(std::move(t.backward));
+      computeTimes->input.push_back(std::move(t.input));
+      computeTimes->weight.push_back(std::move(t.weight));
+    }
+  }
   llvm::Expected<sched::Schedule> order =
-      sched::runScheduler(par.schedule, problem, par.groupSize, par.splitBackward);
+      sched::runScheduler(par.schedule, problem, par.groupSize, par.splitBackward,
+                          computeTimes ? &*computeTimes : nullptr);
   if (!order)
     return order.takeError();
+  const bool pairs = llvm::any_of(order->pairs, [](const auto &p) { return !p.empty(); });
 
   auto facts = std::make_unique<ScheduleFacts>();
   facts->rankOf = *rankOf;
@@ -272,11 +306,13 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
     }
   };
 
-  if (!par.splitBackward) {
+  if (!par.splitBackward || !pairs) {
     sched::ActionTimes times;
     for (const Stage &stage : st) {
       times.forward.emplace_back(par.microbatches, forwardTime(stage));
       times.backward.emplace_back(par.microbatches, backwardTime(stage));
+      times.input.emplace_back(par.microbatches, stage.inputS);
+      times.weight.emplace_back(par.microbatches, stage.weightS);
     }
     sched::Timeline timeline = sched::simulateCompute(problem, *order, times);
     for (int64_t r = 0; r < par.pipeline; ++r) {
@@ -289,12 +325,18 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
               std::max(facts->lastBackwardEnd[actions[i].stage], timeline.finish[r][i]);
     }
     walkActivations();
+    // The compiler runs this very order; with overlapped pairs its timing is the pair's,
+    // which streamsEnd() does not model.
+    if (!pairs) {
+      facts->orders = std::move(order->ranks);
+      facts->earliestStart = std::move(timeline.start);
+    }
     return (schedules[key] = std::move(facts)).get();
   }
 
-  // Split backwards: whatever the order, no rank starts before the first micro-batch has gone
-  // forward through the stages below its lowest, and it computes all its work one action at a
-  // time.
+  // Split backwards in overlapped pairs: whatever the order, no rank starts before the first
+  // micro-batch has gone forward through the stages below its lowest, and it computes all its work
+  // one action at a time.
   std::vector<double> forward(numStages);
   for (int64_t s = 0; s < numStages; ++s)
     forward[s] = forwardTime(st[s]);
@@ -329,8 +371,10 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
 void BoundCalculator::useContext(const std::string &jobContext) {
   if (jobContext != context) {
     costModels.clear();
+    layerTimes.clear();
     partitions.clear();
     schedules.clear();
+    quick.clear();
     context = jobContext;
   }
 }
@@ -345,10 +389,17 @@ llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string
 
 llvm::Expected<Bounds> BoundCalculator::quickBounds(const Job &job, const std::string &jobContext) {
   useContext(jobContext);
+  const ParallelismSpec &par = job.parallelism;
+  const auto key =
+      std::make_tuple(par.pipeline, par.numStages(), par.microbatches, par.microbatchSize,
+                      par.tensor, par.sequenceParallel, par.expert, par.data,
+                      static_cast<int>(par.checkpointing), static_cast<int>(effectiveSharding(par)),
+                      static_cast<int>(par.rankOrder), static_cast<int>(par.placement));
+  if (auto it = quick.find(key); it != quick.end())
+    return it->second;
   llvm::Expected<const std::vector<Stage> *> stageList = stages(job);
   if (!stageList)
     return stageList.takeError();
-  const ParallelismSpec &par = job.parallelism;
   const int64_t numStages = par.numStages();
   llvm::Expected<std::vector<int64_t>> rankOf = sched::placeStages(
       numStages, par.pipeline,
@@ -368,7 +419,10 @@ llvm::Expected<Bounds> BoundCalculator::quickBounds(const Job &job, const std::s
   facts.backwardHeld.assign(numStages, 0);
   facts.forwardHeldWithGradients.assign(numStages, 0);
   facts.backwardHeldWithGradients.assign(numStages, 0);
-  return boundsFrom(job, facts);
+  llvm::Expected<Bounds> out = boundsFrom(job, facts);
+  if (out)
+    quick.emplace(key, *out);
+  return out;
 }
 
 llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const ScheduleFacts &facts) {
@@ -423,6 +477,47 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
   }
   for (double end : rankEnd)
     step = std::max(step, end);
+  // What holds for any order of a dense model's ranks (the routed experts' collectives go over
+  // other groups, left out as above). A rank's collectives run one at a time on its collective
+  // stream, in program order. Its last compute completes the gradients of some stage, whose
+  // reduction and then optimizer step follow it. The all-gathers of updated parameters come
+  // after every reduction, each after its own optimizer step; and the last reduction comes
+  // after every earlier collective: at least one parameter all-gather per stage with full
+  // sharding, and every other stage's reduction.
+  if (dataParallel && !hasExperts(job)) {
+    const double inf = std::numeric_limits<double>::infinity();
+    std::vector<double> minTail(par.pipeline, inf), minReduce(par.pipeline, inf),
+        minOptimizer(par.pipeline, inf), updatedGathers(par.pipeline, 0),
+        collectives(par.pipeline, 0);
+    for (int64_t s = 0; s < numStages; ++s) {
+      const int64_t r = facts.rankOf[s];
+      const int64_t params = st[s].denseParams();
+      const Link link = cost.dataParallelLink(r);
+      const double optimizer = cost.optimizerStepTime(
+          adam, sharding != runtime::Sharding::None ? ceilDiv(params, par.data) : params);
+      const double reduce = cost.collectiveTime(
+          sharding == runtime::Sharding::None ? Collective::AllReduce : Collective::ReduceScatter,
+          params * runtime::kGradientBytes, par.data, link);
+      const double gather = cost.collectiveTime(Collective::AllGather, params * e, par.data, link);
+      minTail[r] = std::min(minTail[r], reduce + optimizer);
+      minReduce[r] = std::min(minReduce[r], reduce);
+      minOptimizer[r] = std::min(minOptimizer[r], optimizer);
+      if (gathersUpdated(sharding))
+        updatedGathers[r] += gather;
+      collectives[r] += reduce + (sharding == runtime::Sharding::Full ? gather : 0);
+    }
+    for (int64_t r = 0; r < par.pipeline; ++r) {
+      if (minTail[r] == inf)
+        continue;
+      const double computeEnd = shift + facts.computeEnd[r];
+      step = std::max(step, computeEnd + minTail[r]);
+      if (gathersUpdated(sharding))
+        step = std::max(step,
+                        computeEnd + std::max(minReduce[r], minOptimizer[r]) + updatedGathers[r]);
+      step = std::max(step, collectives[r] + minOptimizer[r]);
+    }
+  }
+  step = std::max(step, streamsEnd(job, cost, st, facts));
 
   std::vector<int64_t> rankStatic(par.pipeline, 0), rankActive(par.pipeline, 0);
   for (int64_t s = 0; s < numStages; ++s) {
@@ -449,4 +544,123 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
   for (int64_t r = 0; r < par.pipeline; ++r)
     out.peakMemoryBytes = std::max(out.peakMemoryBytes, rankStatic[r] + rankActive[r]);
   return out;
+}
+
+double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
+                                   const std::vector<Stage> &st, const ScheduleFacts &facts) const {
+  const ParallelismSpec &par = job.parallelism;
+  if (facts.orders.empty() || par.data <= 1 || hasExperts(job))
+    return 0;
+  // The collectives the compiler places for this order (conduit-place-collectives' call).
+  sched::CollectiveProblem problem;
+  problem.orders = facts.orders;
+  problem.stageRank = facts.rankOf;
+  problem.replicas = par.data;
+  problem.sharding = static_cast<sched::Sharding>(par.sharding);
+  problem.window = par.fsdpWindow;
+  problem.tiedEmbeddings = job.model.transformer && job.model.transformer->tieEmbeddings;
+  llvm::Expected<sched::CollectivePlacement> placement = sched::placeCollectives(problem);
+  if (!placement) {
+    llvm::consumeError(placement.takeError());
+    return 0;
+  }
+  const runtime::Sharding sharding = effectiveSharding(par);
+  const bool adam = job.training.optimizer == runtime::Optimizer::Adam;
+  const int64_t e = job.training.elementBytes();
+  const size_t numStages = st.size();
+  // Each rank's compute stream and collective stream run its instructions in program order,
+  // each as soon as its stream is free and what it waits for has finished (LowerToPlan.cpp's
+  // dependencies): a compute waits for its stage's all-gather, an all-gather for the reshard
+  // before it, a reduction for its stage's last backward (and a tied stage's for the tie), an
+  // optimizer step for its reduction, and an all-gather of updated parameters for its
+  // optimizer step. Transfers are left out, and every compute starts no earlier than the
+  // compute-only execution starts it: each of these only delays the plan.
+  double end = 0;
+  std::vector<double> gathered(numStages), reduced(numStages), optimized(numStages),
+      lastBackward(numStages), tied(numStages);
+  for (size_t r = 0; r < facts.orders.size(); ++r) {
+    const Link link = cost.dataParallelLink(static_cast<int64_t>(r));
+    std::fill(gathered.begin(), gathered.end(), 0);
+    std::fill(reduced.begin(), reduced.end(), 0);
+    std::fill(optimized.begin(), optimized.end(), 0);
+    std::fill(lastBackward.begin(), lastBackward.end(), 0);
+    std::fill(tied.begin(), tied.end(), 0);
+    double compute = 0, comm = 0, reshard = 0;
+    auto issue = [&](const sched::Collective &c) {
+      const int64_t params = st[c.stage].denseParams();
+      switch (c.kind) {
+      case sched::Collective::Kind::Unshard:
+      case sched::Collective::Kind::GatherParams: {
+        const double ready =
+            c.kind == sched::Collective::Kind::Unshard ? reshard : optimized[c.stage];
+        comm = std::max(comm, ready) +
+               cost.collectiveTime(Collective::AllGather, params * e, par.data, link);
+        gathered[c.stage] = comm;
+        return;
+      }
+      case sched::Collective::Kind::Reshard:
+        reshard = compute;
+        return;
+      case sched::Collective::Kind::ReduceScatter:
+      case sched::Collective::Kind::AllReduce:
+        comm = std::max({comm, lastBackward[c.stage], tied[c.stage]}) +
+               cost.collectiveTime(c.kind == sched::Collective::Kind::AllReduce
+                                       ? Collective::AllReduce
+                                       : Collective::ReduceScatter,
+                                   params * runtime::kGradientBytes, par.data, link);
+        reduced[c.stage] = comm;
+        return;
+      case sched::Collective::Kind::OptimizerStep:
+        compute = std::max(compute, reduced[c.stage]) +
+                  cost.optimizerStepTime(adam, sharding != runtime::Sharding::None
+                                                   ? ceilDiv(params, par.data)
+                                                   : params);
+        optimized[c.stage] = compute;
+        return;
+      case sched::Collective::Kind::TieGradients: {
+        // After the backwards of both copies this rank holds (its transfer and the other
+        // rank's backwards left out); the tied stages' reductions wait for it.
+        const bool both = c.peerRank == static_cast<int32_t>(r) && c.peerStage >= 0;
+        const double at = std::max(lastBackward[c.stage], both ? lastBackward[c.peerStage] : 0.0);
+        tied[c.stage] = at;
+        if (both)
+          tied[c.peerStage] = at;
+        return;
+      }
+      }
+    };
+    const sched::RankCollectives &placed = placement->ranks[r];
+    for (const sched::Collective &c : placed.atStart)
+      issue(c);
+    const std::vector<sched::Action> &order = facts.orders[r];
+    for (size_t i = 0; i < order.size(); ++i) {
+      const sched::Action &a = order[i];
+      const Stage &stage = st[a.stage];
+      double duration = stage.forwardS;
+      switch (a.kind) {
+      case sched::ActionKind::Forward:
+        break;
+      case sched::ActionKind::Backward:
+        duration = stage.backwardS;
+        break;
+      case sched::ActionKind::BackwardInput:
+        duration = stage.inputS;
+        break;
+      case sched::ActionKind::BackwardWeight:
+        duration = stage.weightS;
+        break;
+      }
+      compute = std::max({compute, facts.earliestStart[r][i], gathered[a.stage]}) + duration;
+      // A whole backward or a weight gradient completes the stage's gradients (the last one
+      // its reduction waits for).
+      if (a.kind == sched::ActionKind::Backward || a.kind == sched::ActionKind::BackwardWeight)
+        lastBackward[a.stage] = compute;
+      for (const sched::Collective &c : placed.after[i])
+        issue(c);
+    }
+    for (const sched::Collective &c : placed.atEnd)
+      issue(c);
+    end = std::max({end, compute, comm});
+  }
+  return end;
 }

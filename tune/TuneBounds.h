@@ -8,14 +8,21 @@
 //   micro-batch's activations, with no schedule built. It refuses most configurations that
 //   cannot fit.
 // * the schedule tier: the partition and the schedule the compiler would build (the same
-//   scheduling library calls), executed with compute only: every action as early as its rank
-//   and its dependencies allow. Communication only delays actions in the compiled plan, so
-//   the compute-only finish, plus the optimizer steps that follow the rank's compute, plus
-//   the reduction and optimizer step that follow each stage's last backward, bounds the step
-//   from below. Activations held along the rank's order bound its memory from below. Split
-//   backwards are placed by the compiler from their durations, so for them the tier keeps
-//   what holds for any order: each rank's total work after the pipeline's fill, and one
-//   micro-batch held.
+//   scheduling library calls, split backwards placed from the same compute times), executed
+//   with compute only: every action as early as its rank and its dependencies allow. Then
+//   each rank's compute and data-parallel collective streams run that order with the
+//   collectives the compiler places for it (scheduling/Collectives.h), each instruction
+//   waiting for what it waits for in the plan, transfers left out. Transfers only delay
+//   instructions in the compiled plan, so the end of those streams bounds the step from
+//   below; with one pipeline rank it is the compiled step. Activations held along the rank's
+//   order bound its memory from below. DualPipeV's overlapped pairs are not modelled: for
+//   them the tier keeps what holds for any order (each rank's total work after the
+//   pipeline's fill, the collectives that must follow it, and one micro-batch held).
+//
+// Both tiers also bound each rank's collective stream for any order: its last compute
+// completes some stage's gradients, whose reduction and optimizer step follow it, and the
+// all-gathers of updated parameters (optimizer and gradient sharding) follow every
+// reduction, one at a time.
 //
 // The search compiles configurations in the order of their bounds and stops where no bound
 // can beat what it has found (Tune.h); every compiled configuration is checked against its
@@ -29,6 +36,7 @@
 #include "analysis/CostModel.h"
 #include "analysis/PeakMemory.h"
 #include "job/JobSpec.h"
+#include "scheduling/Problems.h"
 
 #include "llvm/Support/Error.h"
 
@@ -77,9 +85,9 @@ private:
     int64_t expertParams = 0;
     int64_t denseParams() const { return params - expertParams; }
     StageActivations activations; ///< per sample, under the job's checkpointing
-    /// One micro-batch's forward and whole backward with the tensor collectives they issue
-    /// on the compute stream.
-    double forwardS = 0, backwardS = 0;
+    /// One micro-batch's forward, whole backward, input gradient and weight gradient, each
+    /// with the tensor collectives it issues on the compute stream.
+    double forwardS = 0, backwardS = 0, inputS = 0, weightS = 0;
   };
   /// What a schedule's compute-only execution gives, per rank and stage.
   struct ScheduleFacts {
@@ -91,6 +99,11 @@ private:
     /// sharding keep live between a stage's first and last backward.
     std::vector<int64_t> forwardHeld, backwardHeld;
     std::vector<int64_t> forwardHeldWithGradients, backwardHeldWithGradients;
+    /// Where the compiler's order is known and runs one action at a time (no overlapped
+    /// pairs): each rank's order, and when each of its actions starts at the earliest (the
+    /// compute-only start). Empty otherwise.
+    std::vector<std::vector<sched::Action>> orders;
+    std::vector<std::vector<double>> earliestStart;
   };
 
   llvm::Expected<const CostModel *> costModel(const Job &job);
@@ -98,20 +111,38 @@ private:
   llvm::Expected<const ScheduleFacts *> schedule(const Job &job);
   /// The bounds that `facts` (a schedule's, or quickBounds()' without one) give.
   llvm::Expected<Bounds> boundsFrom(const Job &job, const ScheduleFacts &facts);
+  /// Where `facts` hold the order: the latest end, over the ranks, of their compute and
+  /// data-parallel collective streams run together, without transfers (0 when not known).
+  double streamsEnd(const Job &job, const CostModel &cost, const std::vector<Stage> &st,
+                    const ScheduleFacts &facts) const;
   /// Drops the caches when the context changes.
   void useContext(const std::string &context);
+
+  /// Each layer's forward, whole backward, input and weight gradient on one micro-batch.
+  struct LayerTimes {
+    std::vector<double> forward, backward, input, weight;
+  };
 
   /// The context the caches below hold results for.
   std::string context;
   std::map<std::tuple<int, int64_t, int64_t, bool, int64_t, bool, int64_t>,
            std::unique_ptr<CostModel>>
       costModels;
+  /// By micro-batch size, checkpointing, T, sequence parallelism and E.
+  std::map<std::tuple<int64_t, int, int64_t, bool, int64_t>, LayerTimes> layerTimes;
   std::map<std::tuple<int64_t, int64_t, int, int64_t, bool, int64_t>, std::vector<Stage>>
       partitions;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int, int64_t, int, int, bool, int64_t,
                       bool, int64_t>,
            std::unique_ptr<ScheduleFacts>>
       schedules;
+  /// quickBounds() by what it reads of the parallelism section: the shape, the micro-batches,
+  /// checkpointing, sharding, rank order and placement (not the schedule, its group size, the
+  /// split of backwards nor the FSDP window, which configurations differ in most).
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, int64_t, int64_t, int, int,
+                      int, int>,
+           Bounds>
+      quick;
 };
 
 } // namespace conduit

@@ -29,6 +29,11 @@ struct Compiled {
   bool fits = false;
   double stepTimeS = 0;
   int64_t peakMemoryBytes = 0;
+  /// The schedule tier's step bound, and P.
+  double boundStepS = 0;
+  int64_t pipeline = 0;
+  /// Its parallelism section, for messages.
+  std::string parallelism;
 };
 
 Json loadJob(const std::string &path) {
@@ -93,6 +98,9 @@ std::vector<Compiled> bruteForce(const Json &root, const std::string &path,
     if (c.fits) {
       EXPECT_LE(bounds->stepTimeS, c.stepTimeS * (1 + 1e-9)) << "configuration " << i;
     }
+    c.boundStepS = bounds->stepTimeS;
+    c.pipeline = job->parallelism.pipeline;
+    c.parallelism = writeJson(text["parallelism"], -1);
     out.push_back(c);
   }
   return out;
@@ -185,6 +193,26 @@ TEST_P(TuneBruteForce, SearchEqualsCompilingEverything) {
   ASSERT_TRUE(static_cast<bool>(ranked)) << llvm::toString(ranked.takeError());
   expectSame(*ranked, all, options.top, INT64_MAX);
   EXPECT_LE(ranked->counts.evaluated, result->counts.evaluated);
+}
+
+TEST_P(TuneBruteForce, OnOnePipelineRankTheStepBoundIsTheCompiledStep) {
+  // With one pipeline rank nothing is sent between ranks, and the schedule tier models all
+  // the rest: the compute, the tensor collectives it issues, and the data-parallel collectives
+  // and optimizer steps on their streams. Its bound is then the compiled step (to a few
+  // nanoseconds), so that the search compiles little more than what can enter the ranking.
+  // DualPipeV's overlapped pairs are the exception: their bound holds for any order.
+  const Case &c = GetParam();
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/" + c.job;
+  TuneOptions options;
+  options.gpus = c.gpus;
+  options.globalBatch = c.batch;
+  int64_t checked = 0;
+  for (const Compiled &x : bruteForce(loadJob(path), path, options))
+    if (x.fits && x.pipeline == 1 && x.family != "dualpipev") {
+      EXPECT_NEAR(x.boundStepS, x.stepTimeS, 1e-5 * x.stepTimeS) << x.parallelism;
+      ++checked;
+    }
+  EXPECT_GT(checked, 0);
 }
 
 TEST_P(TuneBruteForce, ConfigurationsThatDoNotFitAreNeverRanked) {
