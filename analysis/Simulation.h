@@ -88,7 +88,6 @@ private:
     std::vector<Stream> streams;
     std::vector<double> fired;     // per event, -1 until signalled
     std::vector<Clock> eventKnown; // what the signalling stream knew
-    std::vector<std::vector<int>> waiters;
     std::vector<int32_t> instance; // per collective instruction: its group instance
     Dataflow flow;
   };

@@ -64,7 +64,6 @@ void Simulation::setUp() {
     rs.streams.resize(kStreams);
     rs.fired.assign(program.events, -1);
     rs.eventKnown.assign(program.events, emptyClock());
-    rs.waiters.assign(program.events, {});
     rs.instance.assign(n, -1);
     // -1 until the stream reaches it (posted) and it completes (start, end).
     result.times[r].assign(n, {-1, -1, -1});
@@ -178,16 +177,19 @@ void Simulation::advance(int32_t r, int s) {
       rs.fired[x.event] = stream.time;
       rs.eventKnown[x.event] = stream.known;
       complete(r, s, i, stream.time, stream.time);
-      for (int waiter : rs.waiters[x.event])
-        enqueue(r, waiter);
-      rs.waiters[x.event].clear();
+      // The streams stopped at a wait for this event go on.
+      for (int other = 0; other < kStreams; ++other) {
+        const Stream &waiting = rs.streams[other];
+        if (other != s && waiting.next < waiting.list.size() &&
+            inst(r, waiting.list[waiting.next]).op == Op::Wait &&
+            inst(r, waiting.list[waiting.next]).event == x.event)
+          enqueue(r, other);
+      }
       break;
     case Op::Wait:
       t.posted = stream.time;
-      if (rs.fired[x.event] < 0) {
-        rs.waiters[x.event].push_back(s);
-        return;
-      }
+      if (rs.fired[x.event] < 0)
+        return; // until the signal (above)
       for (int k = 0; k < kStreams; ++k)
         stream.known[k] = std::max(stream.known[k], rs.eventKnown[x.event][k]);
       complete(r, s, i, std::max(stream.time, rs.fired[x.event]),
