@@ -70,7 +70,8 @@ constexpr double kSlack = 1e-9;
 struct Candidate {
   size_t index = 0;
   Bounds bounds;
-  std::string family;
+  /// The schedule's name (enumName's static text).
+  std::string_view family;
   int64_t deviceMemory = 0;
   /// Whether `bounds` are the schedule tier's (else quickBounds()').
   bool scheduled = false;
@@ -179,7 +180,7 @@ public:
   size_t top;
   bool pareto;
   std::vector<TunedConfiguration> ranked;
-  std::map<std::string, TunedConfiguration> familyBest;
+  std::map<std::string, TunedConfiguration, std::less<>> familyBest;
   /// Compiled configurations that fit, in compile order.
   std::vector<TunedConfiguration> all;
 
@@ -298,7 +299,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
   std::vector<Dimension> dimensions = dimensionsFor(request);
   std::string why;
   Unlisted unlisted;
-  std::vector<Configuration> configs = listSpace(*model, request, dimensions, why, unlisted);
+  const ConfigurationList configs = listSpace(*model, request, dimensions, why, unlisted);
   if (configs.empty() && unlisted.shapes > 0)
     return llvm::createStringError(nothingFits(model->cluster.memoryBytes, unlisted.smallestBytes));
   if (configs.empty())
@@ -308,7 +309,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
   // outside the space) is the job's error, not a reason to refuse each configuration.
   {
     Diagnostics diag(path);
-    if (!parseJob(applyConfiguration(root, dimensions, configs.front()), path, diag)) {
+    if (!parseJob(applyConfiguration(root, dimensions, configs[0]), path, diag)) {
       const InputError &error = *diag.getError();
       if (llvm::none_of(builtinDimensions(),
                         [&](const Dimension &d) { return d.key == error.keyPath; }))
@@ -360,7 +361,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
         std::string readContext, contextError;
         std::optional<Job> contextJob;
         // The last configuration the reader accepted, and what it made of it.
-        const Configuration *accepted = nullptr;
+        std::optional<Configuration> accepted;
         ParallelismSpec acceptedShape;
         StaticBounds staticBounds;
         // The memory lower bounds of MemoryBound.h by what they read of the parallelism
@@ -382,24 +383,17 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
         };
         const size_t first = t * configs.size() / threads;
         const size_t last = (t + 1) * configs.size() / threads;
+        shares[t].reserve(last - first);
         auto refuse = [&](int64_t bound) {
           ++shareCounts[t].infeasibleByBound;
           if (!shareSmallest[t] || bound < shareSmallest[t])
             shareSmallest[t] = bound;
         };
+        // Each configuration read into the same storage, most of it unchanged from the last.
+        Configuration config;
         for (size_t i = first; i < last; ++i, ++bounded) {
-          const Configuration &config = configs[i];
+          configs.read(i, config);
           const std::string context = contextOf(config);
-          if (context.empty()) {
-            // The model, cluster and training are the starting job's: the static memory bound
-            // needs no parse of this configuration.
-            const int64_t bound = staticBounds.bound(*model, staticShape(config));
-            if (bound > model->cluster.memoryBytes) {
-              shareDevice[t] = model->cluster.memoryBytes;
-              refuse(bound);
-              continue;
-            }
-          }
           // The model, cluster and training are read once per context; each configuration's
           // parallelism section alone is read and checked against them, or, where it differs
           // from the last one the reader accepted only in the leaf keys, taken from that one.
@@ -410,14 +404,25 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
             contextError = contextJob ? std::string() : diag.getError()->str();
             readContext = context;
             contextRead = true;
-            accepted = nullptr;
+            accepted.reset();
             memoryBounds.clear();
           }
-          Diagnostics diag(path);
-          bool valid = false;
           std::optional<ParallelismSpec> derived;
           if (contextJob && accepted && sameShape(config, *accepted))
             derived = withLeaves(acceptedShape, config);
+          if (context.empty()) {
+            // The model, cluster and training are the starting job's: the static memory bound
+            // needs no parse of this configuration.
+            const int64_t bound =
+                staticBounds.bound(*model, derived ? *derived : staticShape(config));
+            if (bound > model->cluster.memoryBytes) {
+              shareDevice[t] = model->cluster.memoryBytes;
+              refuse(bound);
+              continue;
+            }
+          }
+          bool valid = false;
+          std::string error = contextError;
           if (derived) {
             contextJob->parallelism = std::move(*derived);
             valid = true;
@@ -426,16 +431,20 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
             for (const Assignment &a : config)
               if (llvm::StringRef(a.key).starts_with("parallelism."))
                 setParallelismKey(section, a);
+            Diagnostics diag(path);
             valid = parseParallelismFor(*contextJob, section["parallelism"], diag);
-            accepted = valid ? &config : nullptr;
-            if (valid)
+            if (valid) {
+              accepted = config;
               acceptedShape = contextJob->parallelism;
+            } else {
+              accepted.reset();
+              error = diag.getError()->str();
+            }
           }
           if (!valid) {
             ++shareCounts[t].invalid;
             if (shareInvalid[t].empty())
-              shareInvalid[t] = describe(dimensions, configs[i]) + ": " +
-                                (contextJob ? diag.getError()->str() : contextError);
+              shareInvalid[t] = describe(dimensions, config) + ": " + error;
             continue;
           }
           const Job *parsed = &*contextJob;
@@ -459,8 +468,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
             refuse(bounds->peakMemoryBytes);
             continue;
           }
-          shares[t].push_back(
-              {i, *bounds, std::string(enumName(parsed->parallelism.schedule)), device});
+          shares[t].push_back({i, *bounds, enumName(parsed->parallelism.schedule), device});
         }
       },
       [&] {
@@ -481,11 +489,12 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
       result.deviceMemoryBytes = shareDevice[t];
   }
   counts.boundSeconds = secondsSince(start);
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [&](const Candidate &a, const Candidate &b) {
-                     return primaryBound(options.objective, a.bounds) <
-                            primaryBound(options.objective, b.bounds);
-                   });
+  // The order of the bounds, ties in the order of the space (the candidates are in it): the
+  // bound and position of each sorted, not the candidates themselves.
+  std::vector<std::pair<double, size_t>> byBound(candidates.size());
+  for (size_t k = 0; k < candidates.size(); ++k)
+    byBound[k] = {primaryBound(options.objective, candidates[k].bounds), k};
+  std::sort(byBound.begin(), byBound.end());
 
   // Compile in the order of the bounds, skipping what cannot matter. A candidate comes first
   // with the bounds of quickBounds(); the first time it is reached its schedule is built, and
@@ -554,12 +563,13 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
               }
               Candidate candidate;
               if (!scheduled.empty() &&
-                  (next == candidates.size() || later(candidates[next], scheduled.front()))) {
+                  (next == candidates.size() ||
+                   later(candidates[byBound[next].second], scheduled.front()))) {
                 std::pop_heap(scheduled.begin(), scheduled.end(), later);
                 candidate = std::move(scheduled.back());
                 scheduled.pop_back();
               } else {
-                candidate = candidates[next++];
+                candidate = candidates[byBound[next++].second];
               }
               if (state.matters(candidate)) {
                 taken = std::move(candidate);
@@ -629,7 +639,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
           tuned.figures = *compiled.report;
           tuned.tensorCommS = tensorShareOf(*compiled.report);
           tuned.config = configs[c->index];
-          tuned.family = c->family;
+          tuned.family = std::string(c->family);
           tuned.bounds = c->bounds;
           tuned.index = c->index;
           state.add(tuned);

@@ -152,10 +152,10 @@ struct Unlisted {
 };
 
 /// The configurations tune() searches, in its order (their positions are
-/// TunedConfiguration::index): enumerateSpace() without the shapes that cannot fit.
-std::vector<Configuration> listSpace(const Job &model, const SpaceRequest &request,
-                                     llvm::ArrayRef<Dimension> dimensions, std::string &why,
-                                     Unlisted &unlisted);
+/// TunedConfiguration::index): listConfigurations() without the shapes that cannot fit.
+ConfigurationList listSpace(const Job &model, const SpaceRequest &request,
+                            llvm::ArrayRef<Dimension> dimensions, std::string &why,
+                            Unlisted &unlisted);
 
 /// Runs the search on `root`, the job file's JSON read from `path`. Fails with a message that
 /// names the option or key to change when nothing can be ranked, and with an internal error

@@ -151,19 +151,19 @@ BoundCalculator::stages(const Job &job) {
   // parallelism, pipelined with it (the longer of the two). A whole backward issues what its
   // input and weight gradients issue together, so its time bounds the two halves' as well.
   runtime::Config tensorConfig;
-  std::vector<runtime::Layer> tensorLayers;
   if (par.tensor > 1) {
     tensorConfig.tensor = static_cast<int32_t>(par.tensor);
     tensorConfig.sequenceParallel = par.sequenceParallel;
     tensorConfig.checkpointing = par.checkpointing;
     tensorConfig.tokensPerSample = job.model.tokensPerSample;
-    for (const LayerSpec &layer : job.model.layers) {
-      runtime::Layer l;
-      l.kind = layer.kind;
-      l.checkpointBytes = layer.checkpointBytes;
-      l.outputBytes = layer.outputBytes;
-      tensorLayers.push_back(l);
-    }
+    if (tensorLayers.empty())
+      for (const LayerSpec &layer : job.model.layers) {
+        runtime::Layer l;
+        l.kind = layer.kind;
+        l.checkpointBytes = layer.checkpointBytes;
+        l.outputBytes = layer.outputBytes;
+        tensorLayers.push_back(l);
+      }
   }
   const int64_t b = par.microbatchSize;
   // A mixture of experts' blocks issue collectives the dense list below does not describe
@@ -371,6 +371,7 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
 void BoundCalculator::useContext(const std::string &jobContext) {
   if (jobContext != context) {
     costModels.clear();
+    tensorLayers.clear();
     layerTimes.clear();
     partitions.clear();
     schedules.clear();

@@ -36,6 +36,7 @@
 #include "analysis/CostModel.h"
 #include "analysis/PeakMemory.h"
 #include "job/JobSpec.h"
+#include "runtime/plan/Plan.h"
 #include "scheduling/Problems.h"
 
 #include "llvm/Support/Error.h"
@@ -128,6 +129,8 @@ private:
   std::map<std::tuple<int, int64_t, int64_t, bool, int64_t, bool, int64_t>,
            std::unique_ptr<CostModel>>
       costModels;
+  /// The model's layers as the tensor collectives' list reads them (tensorCollectives()).
+  std::vector<runtime::Layer> tensorLayers;
   /// By micro-batch size, checkpointing, T, sequence parallelism and E.
   std::map<std::tuple<int64_t, int, int64_t, bool, int64_t>, LayerTimes> layerTimes;
   std::map<std::tuple<int64_t, int64_t, int, int64_t, bool, int64_t>, std::vector<Stage>>

@@ -82,8 +82,8 @@ struct ShapeMemory {
 /// relates to another key: configurations that differ only in them share the reader's
 /// verdict on the rest (its checks of the shape and the schedule).
 bool isLeafKey(std::string_view key) {
-  return key == "parallelism.sharding" || key == "parallelism.fsdp_window" ||
-         key == "parallelism.rank_order";
+  return key == "parallelism.activation_checkpointing" || key == "parallelism.sharding" ||
+         key == "parallelism.fsdp_window" || key == "parallelism.rank_order";
 }
 
 } // namespace
@@ -117,11 +117,20 @@ std::optional<ParallelismSpec> conduit::withLeaves(const ParallelismSpec &shape,
                                                    const Configuration &c) {
   const ParallelismSpec defaults;
   ParallelismSpec par = shape;
+  par.checkpointing = defaults.checkpointing;
   par.sharding = defaults.sharding;
   par.fsdpWindow = defaults.fsdpWindow;
   par.rankOrder = defaults.rankOrder;
   for (const Assignment &a : c) {
-    if (a.key == "parallelism.sharding") {
+    if (a.key == "parallelism.activation_checkpointing") {
+      std::optional<runtime::Checkpointing> k =
+          a.value.is_string()
+              ? parseEnum<runtime::Checkpointing>(a.value.get_ref<const std::string &>())
+              : std::nullopt;
+      if (!k)
+        return std::nullopt;
+      par.checkpointing = *k;
+    } else if (a.key == "parallelism.sharding") {
       std::optional<runtime::Sharding> s =
           a.value.is_string() ? parseEnum<runtime::Sharding>(a.value.get_ref<const std::string &>())
                               : std::nullopt;
@@ -145,11 +154,11 @@ std::optional<ParallelismSpec> conduit::withLeaves(const ParallelismSpec &shape,
   return par;
 }
 
-std::vector<Configuration> conduit::listSpace(const Job &model, const SpaceRequest &request,
-                                              llvm::ArrayRef<Dimension> dimensions,
-                                              std::string &why, Unlisted &unlisted) {
+ConfigurationList conduit::listSpace(const Job &model, const SpaceRequest &request,
+                                     llvm::ArrayRef<Dimension> dimensions, std::string &why,
+                                     Unlisted &unlisted) {
   ShapeMemory shapes(model, request);
-  std::vector<Configuration> configs = enumerateSpace(
+  ConfigurationList configs = listConfigurations(
       request, dimensions, why, [&](const Configuration &c) { return shapes.keep(c); });
   unlisted.shapes = shapes.dropped;
   unlisted.smallestBytes = shapes.smallest;

@@ -483,27 +483,70 @@ std::vector<Dimension> conduit::dimensionsFor(const SpaceRequest &request) {
   return table;
 }
 
+void ConfigurationList::read(size_t i, Configuration &out) const {
+  size_t k = 0;
+  const uint16_t *code = codes.data() + i * dimensions;
+  for (size_t d = 0; d < dimensions; ++d) {
+    if (code[d] == kAbsent)
+      continue;
+    const Json &value = values[d][code[d]];
+    if (k == out.size())
+      out.push_back({keys[d], value});
+    else if (out[k].key != keys[d] || out[k].value != value)
+      out[k] = {keys[d], value};
+    ++k;
+  }
+  out.resize(k);
+}
+
+std::vector<Configuration> ConfigurationList::all() const {
+  std::vector<Configuration> out(size());
+  for (size_t i = 0; i < out.size(); ++i)
+    read(i, out[i]);
+  return out;
+}
+
 std::vector<Configuration> conduit::enumerateSpace(const SpaceRequest &request,
                                                    llvm::ArrayRef<Dimension> dimensions,
                                                    std::string &why, const ShapeFilter &keepShape) {
-  // Depth first, with one configuration extended and shortened in place: only the leaves are
-  // copied. The order is the table's (the first dimension varies slowest).
+  return listConfigurations(request, dimensions, why, keepShape).all();
+}
+
+ConfigurationList conduit::listConfigurations(const SpaceRequest &request,
+                                              llvm::ArrayRef<Dimension> dimensions,
+                                              std::string &why, const ShapeFilter &keepShape) {
+  // Depth first, with one configuration extended and shortened in place, and its codes beside
+  // it: only the codes of the leaves are stored. The order is the table's (the first
+  // dimension varies slowest).
   const size_t n = dimensions.size();
   std::vector<const Restriction *> restrictions(n);
-  std::vector<std::string_view> keys(n);
+  ConfigurationList out;
+  out.dimensions = n;
+  out.keys.resize(n);
+  out.values.resize(n);
   for (size_t d = 0; d < n; ++d) {
     restrictions[d] = restrictionOf(request, dimensions[d].key);
-    keys[d] = internKey(dimensions[d].key);
+    out.keys[d] = internKey(dimensions[d].key);
   }
+  const std::vector<std::string_view> &keys = out.keys;
   // Per level: configurations that reached it, and values made there before keepShape.
   std::vector<int64_t> reached(n + 1, 0), made(n, 0);
-  std::vector<Configuration> out;
   Configuration config;
   config.reserve(n);
+  std::vector<uint16_t> code(n, ConfigurationList::kAbsent);
+  // The code of `value` among dimension d's values (added when new).
+  auto codeOf = [&](size_t d, const Json &value) {
+    std::vector<Json> &known = out.values[d];
+    for (size_t k = 0; k < known.size(); ++k)
+      if (known[k] == value)
+        return static_cast<uint16_t>(k);
+    known.push_back(value);
+    return static_cast<uint16_t>(known.size() - 1);
+  };
   auto walk = [&](auto &self, size_t d) -> void {
     ++reached[d];
     if (d == n) {
-      out.push_back(config);
+      out.codes.insert(out.codes.end(), code.begin(), code.end());
       return;
     }
     const Dimension &dim = dimensions[d];
@@ -523,11 +566,13 @@ std::vector<Configuration> conduit::enumerateSpace(const SpaceRequest &request,
     const bool shapeChosen = keepShape && dim.key == (request.numExperts > 0 ? kExpert : kData);
     for (Json &v : values) {
       ++made[d];
+      code[d] = codeOf(d, v);
       config.push_back({keys[d], std::move(v)});
       if (!shapeChosen || keepShape(config))
         self(self, d + 1);
       config.pop_back();
     }
+    code[d] = ConfigurationList::kAbsent;
   };
   walk(walk, 0);
   if (!out.empty())

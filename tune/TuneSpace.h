@@ -139,9 +139,45 @@ std::vector<Dimension> dimensionsFor(const SpaceRequest &request);
 /// configuration of that shape unlisted.
 using ShapeFilter = std::function<bool(const Configuration &)>;
 
+/// The configurations of a space in the order of its listing, each stored as one small code
+/// per dimension (the position of its value among that dimension's values): a space holds
+/// hundreds of thousands of configurations made of the same few dozen values, which as
+/// separate Configuration objects would take a hundred bytes and more each.
+class ConfigurationList {
+public:
+  size_t size() const { return dimensions == 0 ? 0 : codes.size() / dimensions; }
+  bool empty() const { return codes.empty(); }
+  /// Configuration `i`.
+  Configuration operator[](size_t i) const {
+    Configuration out;
+    read(i, out);
+    return out;
+  }
+  /// Configuration `i` into `out`, keeping what `out` already holds where it is the same (a
+  /// neighbour in the listing differs in a few keys).
+  void read(size_t i, Configuration &out) const;
+  /// Every configuration.
+  std::vector<Configuration> all() const;
+
+private:
+  friend ConfigurationList listConfigurations(const SpaceRequest &, llvm::ArrayRef<Dimension>,
+                                              std::string &, const ShapeFilter &);
+  static constexpr uint16_t kAbsent = UINT16_MAX;
+  size_t dimensions = 0;
+  std::vector<std::string_view> keys;
+  /// Per dimension, its values in order of first use.
+  std::vector<std::vector<Json>> values;
+  /// size() x dimensions codes; kAbsent where the dimension does not apply.
+  std::vector<uint16_t> codes;
+};
+
 /// Every configuration of the space (of the shapes `keepShape` keeps, when given). When it is
 /// empty, `why` says which key emptied it and what would work; when `keepShape` dropped every
 /// shape, `why` says so and the caller knows why.
+ConfigurationList listConfigurations(const SpaceRequest &request,
+                                     llvm::ArrayRef<Dimension> dimensions, std::string &why,
+                                     const ShapeFilter &keepShape = nullptr);
+/// listConfigurations(), each configuration on its own.
 std::vector<Configuration> enumerateSpace(const SpaceRequest &request,
                                           llvm::ArrayRef<Dimension> dimensions, std::string &why,
                                           const ShapeFilter &keepShape = nullptr);

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tune/Tune.h"
+#include "tune/TuneShapes.h"
 
 #include "compiler/CompileJob.h"
 #include "job/JobFile.h"
@@ -54,7 +55,7 @@ std::vector<Compiled> bruteForce(const Json &root, const std::string &path,
   std::vector<Dimension> dimensions = dimensionsFor(request);
   std::string why;
   Unlisted unlisted;
-  std::vector<Configuration> configs = listSpace(*model, request, dimensions, why, unlisted);
+  const ConfigurationList configs = listSpace(*model, request, dimensions, why, unlisted);
   EXPECT_FALSE(configs.empty()) << why;
   std::vector<Compiled> out;
   BoundCalculator calculator;
@@ -265,6 +266,62 @@ std::vector<Configuration> leftOut(const std::vector<Configuration> &all,
   return out;
 }
 
+TEST(TuneShapes, LeavesReadAsTheReaderReadsThem) {
+  // The search reads a configuration that differs from the last one the reader accepted only
+  // in its leaf keys (checkpointing, sharding, FSDP window, rank order) from that one: what it
+  // makes of it must be what the reader makes of it, on every configuration of a space that
+  // varies all of them.
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/gpt2-small.json";
+  Json root = loadJob(path);
+  TuneOptions options;
+  options.gpus = 8;
+  options.globalBatch = 16;
+  llvm::Expected<Job> model = parseModel(root, path);
+  ASSERT_TRUE(static_cast<bool>(model));
+  SpaceRequest request = spaceRequest(*model, options, &root);
+  std::vector<Dimension> dimensions = dimensionsFor(request);
+  std::string why;
+  const ConfigurationList configs = listConfigurations(request, dimensions, why);
+  std::optional<Configuration> accepted;
+  ParallelismSpec acceptedShape;
+  int64_t derived = 0;
+  std::set<std::string> leaves;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const Configuration config = configs[i];
+    Diagnostics diag(path);
+    std::optional<Job> job = parseJob(applyConfiguration(root, dimensions, config), path, diag);
+    if (accepted && sameShape(config, *accepted)) {
+      ASSERT_TRUE(job) << "the reader refuses a leaf variant: " << diag.getError()->str();
+      std::optional<ParallelismSpec> par = withLeaves(acceptedShape, config);
+      ASSERT_TRUE(par);
+      const ParallelismSpec &read = job->parallelism;
+      EXPECT_EQ(par->checkpointing, read.checkpointing) << i;
+      EXPECT_EQ(par->sharding, read.sharding) << i;
+      EXPECT_EQ(par->fsdpWindow, read.fsdpWindow) << i;
+      EXPECT_EQ(par->rankOrder, read.rankOrder) << i;
+      EXPECT_EQ(par->schedule, read.schedule) << i;
+      EXPECT_EQ(par->splitBackward, read.splitBackward) << i;
+      EXPECT_EQ(par->placement, read.placement) << i;
+      EXPECT_EQ(par->stagesPerDevice, read.stagesPerDevice) << i;
+      EXPECT_EQ(par->microbatches, read.microbatches) << i;
+      ++derived;
+      for (const Assignment &a : config)
+        if (lookup(*accepted, a.key) == nullptr || *lookup(*accepted, a.key) != a.value)
+          leaves.insert(std::string(a.key));
+      continue;
+    }
+    accepted.reset();
+    if (job) {
+      accepted = config;
+      acceptedShape = job->parallelism;
+    }
+  }
+  EXPECT_GT(derived, static_cast<int64_t>(configs.size()) / 2);
+  EXPECT_EQ(leaves, (std::set<std::string>{"parallelism.activation_checkpointing",
+                                           "parallelism.fsdp_window", "parallelism.rank_order",
+                                           "parallelism.sharding"}));
+}
+
 TEST(TuneSpace, ListingDropsOnlyWhatCannotCompileOrFit) {
   // The schedule rules drop only configurations the job-file reader refuses, and the shapes
   // whose static state exceeds the device only configurations that do not fit when compiled.
@@ -306,7 +363,7 @@ TEST(TuneSpace, ListingDropsOnlyWhatCannotCompileOrFit) {
   ASSERT_TRUE(static_cast<bool>(small));
   Unlisted unlisted;
   const std::vector<Configuration> listed =
-      listSpace(*small, spaceRequest(*small, options, &root), dimensions, why, unlisted);
+      listSpace(*small, spaceRequest(*small, options, &root), dimensions, why, unlisted).all();
   EXPECT_GT(unlisted.shapes, 0);
   EXPECT_FALSE(listed.empty());
   const std::vector<Configuration> tooLarge = leftOut(ruled, listed);
