@@ -181,10 +181,14 @@ BoundCalculator::stages(const Job &job) {
     return par.sequenceParallel ? std::max(compute, comm) : compute + comm;
   };
   for (Stage &stage : out) {
-    stage.forwardS = withCollectives(stage, runtime::Op::Forward, sum(times.forward, stage));
-    stage.backwardS = withCollectives(stage, runtime::Op::Backward, sum(times.backward, stage));
-    stage.inputS = withCollectives(stage, runtime::Op::BackwardInput, sum(times.input, stage));
-    stage.weightS = withCollectives(stage, runtime::Op::BackwardWeight, sum(times.weight, stage));
+    stage.computeForwardS = sum(times.forward, stage);
+    stage.computeBackwardS = sum(times.backward, stage);
+    stage.computeInputS = sum(times.input, stage);
+    stage.computeWeightS = sum(times.weight, stage);
+    stage.forwardS = withCollectives(stage, runtime::Op::Forward, stage.computeForwardS);
+    stage.backwardS = withCollectives(stage, runtime::Op::Backward, stage.computeBackwardS);
+    stage.inputS = withCollectives(stage, runtime::Op::BackwardInput, stage.computeInputS);
+    stage.weightS = withCollectives(stage, runtime::Op::BackwardWeight, stage.computeWeightS);
   }
   return &(partitions[key] = std::move(out));
 }
@@ -218,17 +222,15 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
     return llvm::createStringError(*v);
   // Built as the compiler builds it (conduit-schedule), so that the shapes the compiler
   // refuses are refused here: split backwards are placed from the stages' compute times,
-  // which are the same cost model's.
+  // which are the same cost model's (every micro-batch has b samples).
   std::optional<sched::ActionTimes> computeTimes;
   if (par.splitBackward) {
     computeTimes.emplace();
-    for (int64_t s = 0; s < numStages; ++s) {
-      CostModel::MicrobatchTimes t =
-          (*cost)->stageMicrobatchTimes(st[s].first, st[s].end, problem.boundaries(s));
-      computeTimes->forward.push_back(std::move(t.forward));
-      computeTimes->backward.push_back(std::move(t.backward));
-      computeTimes->input.push_back(std::move(t.input));
-      computeTimes->weight.push_back(std::move(t.weight));
+    for (const Stage &stage : st) {
+      computeTimes->forward.emplace_back(par.microbatches, stage.computeForwardS);
+      computeTimes->backward.emplace_back(par.microbatches, stage.computeBackwardS);
+      computeTimes->input.emplace_back(par.microbatches, stage.computeInputS);
+      computeTimes->weight.emplace_back(par.microbatches, stage.computeWeightS);
     }
   }
   llvm::Expected<sched::Schedule> order =

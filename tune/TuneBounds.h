@@ -89,6 +89,9 @@ private:
     /// One micro-batch's forward, whole backward, input gradient and weight gradient, each
     /// with the tensor collectives it issues on the compute stream.
     double forwardS = 0, backwardS = 0, inputS = 0, weightS = 0;
+    /// The same without the tensor collectives: the compute times the compiler schedules
+    /// split backwards by (CostModel::stageMicrobatchTimes()).
+    double computeForwardS = 0, computeBackwardS = 0, computeInputS = 0, computeWeightS = 0;
   };
   /// What a schedule's compute-only execution gives, per rank and stage.
   struct ScheduleFacts {
