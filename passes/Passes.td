@@ -154,12 +154,21 @@ def ConduitSchedule : Pass<"conduit-schedule", "::mlir::ModuleOp"> {
     Errors say what would work: 1f1b or gpipe with several stages per rank, depth-first with
     M < P, a group size outside [P, M] or a last group smaller than P, depth-first with
     unequal micro-batch counts.
+
+    For a mixture of experts with E > 1, the interleaved order (depth-first) pairs each
+    steady-state forward with the backward of another micro-batch that follows it, as
+    Megatron-Core's "combined 1F1B" does, so that the expert all-to-alls of each hide behind
+    the other's compute (`pipe.forward ... paired`); DualPipeV pairs by itself. Plain 1F1B
+    stays unpaired: a pair sends when both halves are done, and the next rank waits for each
+    forward's output. `combined-1f1b=false` keeps the interleaved order unpaired.
   }];
   let options = [
     Option<"kind", "kind", "std::string", "\"\"",
            "Schedule: gpipe, 1f1b, depth-first or breadth-first (default: the model's)">,
     Option<"groupSize", "group-size", "int64_t", "0",
-           "Depth-first group size N (default: the model's)">
+           "Depth-first group size N (default: the model's)">,
+    Option<"combinedOneFOneB", "combined-1f1b", "bool", /*default=*/"true",
+           "Pair the interleaved order's steady state for a mixture of experts with E > 1">
   ];
   let dependentDialects = ["::conduit::pipe::PipeDialect"];
 }

@@ -36,7 +36,10 @@ void conduit::buildConduitPipeline(mlir::OpPassManager &pm, const PipelineOption
     if (done(PipelineStop::Scheduled))
       return;
     // The order of compute on every rank; communication is placed around it afterwards.
-    pm.addPass(createConduitSchedule());
+    ConduitScheduleOptions scheduling;
+    // Without the overlap, the interleaved order has no reason to pair its steps.
+    scheduling.combinedOneFOneB = options.overlapAllToAlls;
+    pm.addPass(createConduitSchedule(scheduling));
   }
   if (done(PipelineStop::Transfers))
     return;

@@ -166,6 +166,19 @@ bool Schedule::startsPair(int64_t r, size_t i) const {
   return std::binary_search(list.begin(), list.end(), static_cast<int32_t>(i));
 }
 
+void conduit::sched::pairForwardsWithBackwards(Schedule &schedule) {
+  schedule.pairs.assign(schedule.ranks.size(), {});
+  for (size_t r = 0; r < schedule.ranks.size(); ++r) {
+    const std::vector<Action> &list = schedule.ranks[r];
+    for (size_t i = 0; i + 1 < list.size(); ++i)
+      if (list[i].kind == ActionKind::Forward && producesInputGradient(list[i + 1].kind) &&
+          list[i + 1].mb != list[i].mb) {
+        schedule.pairs[r].push_back(static_cast<int32_t>(i));
+        ++i; // a pair's backward starts no pair
+      }
+  }
+}
+
 namespace {
 
 /// Flat index of (stage, micro-batch) pairs, for per-action bookkeeping.

@@ -4,8 +4,9 @@
 Each run of fidelity_runs.json (beside this script) is a published measurement with its
 source: the model (a transformer's keys, or `path` to a Hugging Face config committed in the
 repository, relative to this folder), the parallel configuration, the device (`device` names
-one written as a preset with overrides), the data type, the attention kernel, and the
-published throughput (tokens/s per GPU, or the iteration time from which it
+one written as a preset with overrides), the data type, the attention kernel, for a mixture
+of experts whether the run hid its expert all-to-alls behind compute (`overlap_all_to_alls`:
+false compiles with --overlap-all-to-alls=false), and the published throughput (tokens/s per GPU, or the iteration time from which it
 follows) and peak memory where the source gives one. This script writes each as a job,
 compiles it with conduit-compile --emit=report (nothing is trained) and compares the
 predicted tokens/s per GPU and the worst rank's peak memory with the published figures.
@@ -60,7 +61,10 @@ def predict(compiler, run, work):
     path = os.path.join(work, run["id"] + ".json")
     with open(path, "w") as f:
         json.dump(job, f)
-    result = subprocess.run([compiler, path, "--emit=report"], capture_output=True, text=True)
+    command = [compiler, path, "--emit=report"]
+    if run.get("overlap_all_to_alls") is False:
+        command.append("--overlap-all-to-alls=false")
+    result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         message = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
         if "but the device has" in message:
@@ -87,6 +91,8 @@ def configuration(run):
     parts.append(f"mb {par['microbatch_size']} x {par['microbatches']}")
     if par.get("schedule") in ("dualpipev", "zbv"):
         parts.append(par["schedule"])
+    if "overlap_all_to_alls" in run:
+        parts.append("a2a overlap" if run["overlap_all_to_alls"] else "no a2a overlap")
     parts.append(f"s {model['seq_length']}")
     if par.get("sharding", "none") != "none":
         parts.append(f"shard {par['sharding']}")

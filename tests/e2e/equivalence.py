@@ -168,9 +168,11 @@ def cases(quick, tensor_product=False):
                     {"pipeline": p, "data": d, "stages_per_device": v, "schedule": schedule,
                      "microbatches": 2 * p, "sharding": sharding}))
     # Expert parallelism: groups of E = 2 and 4 replicas exchange their tokens (dispatch and
-    # combine all-to-alls inside the compute) and compute the same model.
+    # combine all-to-alls inside the compute) and compute the same model. Interleaved 1F1B
+    # pairs its steady state (the combined 1F1B), as DualPipeV pairs its own.
     for schedule, sharding, p, d, e, v in [("1f1b", "full", 2, 2, 2, 1),
                                            ("1f1b", "none", 1, 4, 4, 1),
+                                           ("depth-first", "full", 2, 2, 2, 2),
                                            ("dualpipev", "full", 2, 2, 2, 2),
                                            ("zbv", "none", 2, 4, 2, 2),
                                            ("gpipe", "full", 1, 4, 2, 1)]:

@@ -136,6 +136,39 @@ TEST(Schedules, OneFOneBDefinition) {
                                    4, 0));
 }
 
+TEST(Schedules, CombinedOneFOneBPairsTheSteadyState) {
+  for (int64_t p : {2, 4})
+    for (int64_t m : {1, 4, 8}) {
+      ScheduleProblem problem = equalProblem(p, 1, m);
+      Schedule s = llvm::cantFail(scheduleOneFOneB(problem));
+      pairForwardsWithBackwards(s);
+      EXPECT_EQ(verifySchedule(problem, s), std::nullopt) << "P=" << p << " M=" << m;
+      for (int64_t r = 0; r < p; ++r) {
+        // Each steady-state forward with the backward after it, of a micro-batch warm-up
+        // forwards earlier; the last rank's steady state alternates the forward and the
+        // backward of one micro-batch, which depend on each other.
+        const int64_t warmup = std::min(p - r - 1, m);
+        ASSERT_EQ(static_cast<int64_t>(s.pairs[r].size()), warmup > 0 ? m - warmup : 0)
+            << "P=" << p << " M=" << m << " rank " << r;
+        for (int32_t i : s.pairs[r]) {
+          EXPECT_EQ(s.ranks[r][i].kind, ActionKind::Forward);
+          EXPECT_EQ(s.ranks[r][i + 1].kind, ActionKind::Backward);
+          EXPECT_EQ(s.ranks[r][i].mb, s.ranks[r][i + 1].mb + warmup);
+        }
+      }
+    }
+  // Interleaved 1F1B: every rank, the last included, has a steady state to pair.
+  ScheduleProblem problem = equalProblem(4, 2, 8);
+  Schedule s = llvm::cantFail(scheduleDepthFirst(problem, 0));
+  pairForwardsWithBackwards(s);
+  EXPECT_EQ(verifySchedule(problem, s), std::nullopt);
+  for (int64_t r = 0; r < 4; ++r) {
+    EXPECT_FALSE(s.pairs[r].empty()) << "rank " << r;
+    for (int32_t i : s.pairs[r])
+      EXPECT_NE(s.ranks[r][i].mb, s.ranks[r][i + 1].mb);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Property sweep: P in 1..8, V in 1..4, M in 1..32
 //===----------------------------------------------------------------------===//
