@@ -20,6 +20,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 using namespace conduit;
@@ -141,6 +142,18 @@ class SearchState {
 public:
   SearchState(TuneObjective objective, size_t top, bool pareto)
       : objective(objective), top(top), pareto(pareto) {}
+
+  /// Whether any candidate of these schedules whose bound is `bound` or more could still
+  /// matter (a candidate's chances only fall as its bound rises).
+  bool anyMatters(double bound, const std::set<std::string_view> &families) const {
+    bound *= 1 - kSlack;
+    if (pareto || ranked.size() < top || bound <= primaryFigure(objective, ranked.back()))
+      return true;
+    return llvm::any_of(families, [&](std::string_view family) {
+      auto best = familyBest.find(family);
+      return best == familyBest.end() || bound <= primaryFigure(objective, best->second);
+    });
+  }
 
   /// Whether a candidate with these bounds could still enter the top K, beat the best of its
   /// schedule, or reach the Pareto front.
@@ -489,12 +502,31 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
       result.deviceMemoryBytes = shareDevice[t];
   }
   counts.boundSeconds = secondsSince(start);
+  if (getenv("TUNE_DUMP"))
+    llvm::errs() << "PHASE bounded " << secondsSince(start) << "\n";
   // The order of the bounds, ties in the order of the space (the candidates are in it): the
-  // bound and position of each sorted, not the candidates themselves.
+  // bound and position of each, sorted a part at a time as the search reaches it (most of the
+  // order is never needed: see anyMatters()).
   std::vector<std::pair<double, size_t>> byBound(candidates.size());
-  for (size_t k = 0; k < candidates.size(); ++k)
+  std::set<std::string_view> families;
+  for (size_t k = 0; k < candidates.size(); ++k) {
     byBound[k] = {primaryBound(options.objective, candidates[k].bounds), k};
-  std::sort(byBound.begin(), byBound.end());
+    families.insert(candidates[k].family);
+  }
+  size_t sortedEnd = 0, sortChunk = 4096;
+  // The position in the order of the next candidate, which must exist.
+  auto nextInOrder = [&](size_t next) -> const Candidate & {
+    if (next == sortedEnd) {
+      const size_t end = std::min(byBound.size(), sortedEnd + sortChunk);
+      std::nth_element(byBound.begin() + sortedEnd, byBound.begin() + end - 1, byBound.end());
+      std::sort(byBound.begin() + sortedEnd, byBound.begin() + end);
+      sortedEnd = end;
+      sortChunk *= 2;
+    }
+    return candidates[byBound[next].second];
+  };
+  if (getenv("TUNE_DUMP"))
+    llvm::errs() << "PHASE sorted " << secondsSince(start) << "\n";
 
   // Compile in the order of the bounds, skipping what cannot matter. A candidate comes first
   // with the bounds of quickBounds(); the first time it is reached its schedule is built, and
@@ -561,15 +593,23 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
                 counts.complete = false;
                 break;
               }
+              // Once no candidate with the next bound or a larger one can matter, none of
+              // those left in the order can.
+              if (next < candidates.size() &&
+                  !state.anyMatters(primaryBound(options.objective, nextInOrder(next).bounds),
+                                    families)) {
+                counts.pruned += static_cast<int64_t>(candidates.size() - next);
+                next = candidates.size();
+                continue;
+              }
               Candidate candidate;
               if (!scheduled.empty() &&
-                  (next == candidates.size() ||
-                   later(candidates[byBound[next].second], scheduled.front()))) {
+                  (next == candidates.size() || later(nextInOrder(next), scheduled.front()))) {
                 std::pop_heap(scheduled.begin(), scheduled.end(), later);
                 candidate = std::move(scheduled.back());
                 scheduled.pop_back();
               } else {
-                candidate = candidates[byBound[next++].second];
+                candidate = nextInOrder(next++);
               }
               if (state.matters(candidate)) {
                 taken = std::move(candidate);
