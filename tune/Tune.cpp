@@ -502,8 +502,6 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
       result.deviceMemoryBytes = shareDevice[t];
   }
   counts.boundSeconds = secondsSince(start);
-  if (getenv("TUNE_DUMP"))
-    llvm::errs() << "PHASE bounded " << secondsSince(start) << "\n";
   // The order of the bounds, ties in the order of the space (the candidates are in it): the
   // bound and position of each, sorted a part at a time as the search reaches it (most of the
   // order is never needed: see anyMatters()).
@@ -525,8 +523,6 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
     }
     return candidates[byBound[next].second];
   };
-  if (getenv("TUNE_DUMP"))
-    llvm::errs() << "PHASE sorted " << secondsSince(start) << "\n";
 
   // Compile in the order of the bounds, skipping what cannot matter. A candidate comes first
   // with the bounds of quickBounds(); the first time it is reached its schedule is built, and
