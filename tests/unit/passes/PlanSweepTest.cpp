@@ -43,9 +43,17 @@ Job sweepJob(int64_t p, int64_t v, int64_t m, int64_t d, pipe::ScheduleKind sche
   job.path = "sweep.json";
   job.name = "sweep";
   job.model.kind = "layers";
-  for (int64_t l = 0; l < p * v; ++l)
-    job.model.layers.push_back({"l" + std::to_string(l), runtime::LayerKind::Custom, 1000 + 10 * l,
-                                1e9, 2e9, 1e9, 4096, 1024, 1024});
+  for (int64_t l = 0; l < p * v; ++l) {
+    LayerSpec &layer = job.model.layers.emplace_back();
+    layer.name = "l" + std::to_string(l);
+    layer.params = 1000 + 10 * l;
+    layer.fwdFlops = 1e9;
+    layer.bwdFlops = 2e9;
+    layer.bwdWeightFlops = 1e9;
+    layer.activationBytes = 4096;
+    layer.checkpointBytes = 1024;
+    layer.outputBytes = 1024;
+  }
   ParallelismSpec &par = job.parallelism;
   par.pipeline = p;
   par.data = d;
@@ -55,7 +63,7 @@ Job sweepJob(int64_t p, int64_t v, int64_t m, int64_t d, pipe::ScheduleKind sche
   par.microbatches = m;
   par.microbatchSize = 1;
   par.sharding = fromDialect<runtime::Sharding>(sharding);
-  job.cluster = {"a100-80gb", 312e12, 0.5, 2.039e12, 85899345920, 8, 300e9, 25e9, 1e-5, 0, ""};
+  job.cluster = {"a100-80gb", 312e12, 0.5, 2.039e12, 85899345920, 8, 300e9, 25e9, 1e-5, 0, "", {}};
   return job;
 }
 
