@@ -368,7 +368,8 @@ int conduit::runCompiler(int argc, char **argv) {
   int code = console.writeOutput(options.output, [&](llvm::raw_ostream &os) {
     switch (options.emit) {
     case EmitKind::Plan: {
-      flatbuffers::DetachedBuffer bytes = runtime::planBytes(*plan);
+      // Nothing reads the plan after this: its instructions go as they are written.
+      flatbuffers::DetachedBuffer bytes = runtime::planBytes(std::move(compiled.verified->plan));
       os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
       break;
     }

@@ -50,6 +50,15 @@ inline void reserveHugePageHeap() {
 #endif
 }
 
+/// Hands the heap's free pages back to the system (the heap above is never trimmed by
+/// itself): for a process that has freed a large structure it will not build again, before it
+/// allocates something as large. A no-op under the sanitizers.
+inline void releaseFreedMemory() {
+#if !defined(__SANITIZE_ADDRESS__)
+  malloc_trim(0);
+#endif
+}
+
 } // namespace conduit
 
 #endif // CONDUIT_RUNTIME_HEAP_H

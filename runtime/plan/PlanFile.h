@@ -27,6 +27,12 @@ constexpr uint64_t kMaxPlanFileBytes = (uint64_t(1) << 31) - 1;
 /// large plan (its instructions are copied once).
 flatbuffers::DetachedBuffer planBytes(const Plan &plan);
 
+/// The same bytes from a plan that is not needed afterwards: each rank's instructions are freed
+/// once they are in the buffer, and the memory they held goes back to the system
+/// (releaseFreedMemory, runtime/Heap.h), so that the plan and its bytes are not held at once.
+/// `plan` keeps everything but its instructions.
+flatbuffers::DetachedBuffer planBytes(Plan &&plan);
+
 /// The plan file bytes of `plan`, as a string (one more copy of them).
 std::string writePlan(const Plan &plan);
 

@@ -7,12 +7,14 @@
 
 #include "runtime/plan/PlanFile.h"
 
+#include "runtime/Heap.h"
 #include "runtime/plan/plan_generated.h"
 
 #include "absl/strings/str_cat.h"
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
 namespace conduit::runtime {
 
@@ -36,9 +38,9 @@ size_t sizeBound(const Plan &plan) {
   return bytes;
 }
 
-} // namespace
-
-flatbuffers::DetachedBuffer planBytes(const Plan &plan) {
+/// The bytes of `plan`; `written(r)` runs once rank r's instructions are in the buffer.
+flatbuffers::DetachedBuffer buildPlan(const Plan &plan,
+                                      const std::function<void(size_t)> &written) {
   flatbuffers::FlatBufferBuilder fbb(sizeBound(plan));
 
   std::vector<flatbuffers::Offset<fb::Layer>> layers;
@@ -66,6 +68,8 @@ flatbuffers::DetachedBuffer planBytes(const Plan &plan) {
                                static_cast<fb::TransferKind>(i.kind), i.flags, i.stage,
                                i.microbatch, i.peer, i.peerStage, i.peerMicrobatch, i.slot, i.group,
                                i.batch, i.event, i.begin, i.end, i.bytes);
+    if (written)
+      written(ranks.size());
     auto slots = fbb.CreateVector(r.slots);
     ranks.push_back(
         fb::CreateRankProgram(fbb, r.rank, r.events, slots, instructions, r.peakMemoryBytes));
@@ -124,6 +128,17 @@ flatbuffers::DetachedBuffer planBytes(const Plan &plan) {
                              fbb.CreateVector(groups), fbb.CreateVector(ranks));
   fb::FinishPlanBuffer(fbb, root);
   return fbb.Release();
+}
+
+} // namespace
+
+flatbuffers::DetachedBuffer planBytes(const Plan &plan) { return buildPlan(plan, nullptr); }
+
+flatbuffers::DetachedBuffer planBytes(Plan &&plan) {
+  return buildPlan(plan, [&](size_t r) {
+    std::vector<Instruction>().swap(plan.ranks[r].instructions);
+    releaseFreedMemory();
+  });
 }
 
 std::string writePlan(const Plan &plan) {
