@@ -3,7 +3,10 @@
 // Turns a pipe.model in the communicating phase into a plan.program and erases the model.
 // Each rank's ordered body becomes one instruction list on three streams (0 compute, 1
 // point-to-point, 2 collectives); every dependency between streams becomes an event, and
-// received data gets buffer slots from a liveness analysis.
+// received data gets buffer slots from a liveness analysis. The list is produced as the plan
+// file's data (runtime::Instruction) and becomes the ops of the rank's plan.rank, or, for a
+// compile that only writes or reports on the plan, goes to conduit-verify-plan as data
+// (LoweredInstructions, Passes.h) with the plan.rank left empty.
 //
 // Dependencies across streams: a send waits for its producer; a compute waits for the last
 // receive of its input and for the all-gather of its stage's parameters; a receive into a
