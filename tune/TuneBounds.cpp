@@ -67,9 +67,11 @@ int64_t BoundCalculator::staticMemoryBound(const Job &job, const ParallelismSpec
 llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
   const ParallelismSpec &par = job.parallelism;
   const bool pipelineInner = par.rankOrder == RankOrder::PipelineInner;
-  std::unique_ptr<CostModel> &slot =
-      costModels[std::make_tuple(static_cast<int>(par.checkpointing), par.pipeline, par.data,
-                                 pipelineInner, par.tensor, par.sequenceParallel, par.expert)];
+  // A mixture of experts is priced with the routing imbalance of its micro-batch size
+  // (jobCostInputs()); a dense model's costs do not depend on it.
+  std::unique_ptr<CostModel> &slot = costModels[std::make_tuple(
+      static_cast<int>(par.checkpointing), par.pipeline, par.data, pipelineInner, par.tensor,
+      par.sequenceParallel, par.expert, hasExperts(job) ? par.microbatchSize : 0)];
   if (!slot) {
     CostInputs in = jobCostInputs(job);
     in.pipeline = par.pipeline;

@@ -129,7 +129,7 @@ private:
 
   /// The context the caches below hold results for.
   std::string context;
-  std::map<std::tuple<int, int64_t, int64_t, bool, int64_t, bool, int64_t>,
+  std::map<std::tuple<int, int64_t, int64_t, bool, int64_t, bool, int64_t, int64_t>,
            std::unique_ptr<CostModel>>
       costModels;
   /// The model's layers as the tensor collectives' list reads them (tensorCollectives()).
