@@ -512,7 +512,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
     families.insert(candidates[k].family);
   }
   size_t sortedEnd = 0, sortChunk = 4096;
-  // The position in the order of the next candidate, which must exist.
+  // The candidate at position `next` of the order, which must exist.
   auto nextInOrder = [&](size_t next) -> const Candidate & {
     if (next == sortedEnd) {
       const size_t end = std::min(byBound.size(), sortedEnd + sortChunk);
