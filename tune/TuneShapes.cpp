@@ -5,6 +5,7 @@
 #include "job/JobFile.h"
 #include "job/KeyEditor.h"
 #include "runtime/plan/Limits.h"
+#include "runtime/plan/ScheduleRules.h"
 #include "tune/Tune.h"
 #include "tune/TuneBounds.h"
 
@@ -78,12 +79,14 @@ struct ShapeMemory {
   int64_t dropped = 0, smallest = 0;
 };
 
-/// The keys a configuration's last dimensions set, which no rule of the job-file reader
-/// relates to another key: configurations that differ only in them share the reader's
-/// verdict on the rest (its checks of the shape and the schedule).
+/// The keys a configuration's last dimensions set, which the job-file reader reads on their
+/// own (no rule relates them to another key but the split's to the schedule, which withLeaves
+/// applies): configurations that differ only in them share the reader's verdict on the rest
+/// (its checks of the shape and the schedule).
 bool isLeafKey(std::string_view key) {
-  return key == "parallelism.activation_checkpointing" || key == "parallelism.sharding" ||
-         key == "parallelism.fsdp_window" || key == "parallelism.rank_order";
+  return key == "parallelism.split_backward" || key == "parallelism.activation_checkpointing" ||
+         key == "parallelism.sharding" || key == "parallelism.fsdp_window" ||
+         key == "parallelism.rank_order";
 }
 
 } // namespace
@@ -117,12 +120,17 @@ std::optional<ParallelismSpec> conduit::withLeaves(const ParallelismSpec &shape,
                                                    const Configuration &c) {
   const ParallelismSpec defaults;
   ParallelismSpec par = shape;
+  std::optional<bool> split;
   par.checkpointing = defaults.checkpointing;
   par.sharding = defaults.sharding;
   par.fsdpWindow = defaults.fsdpWindow;
   par.rankOrder = defaults.rankOrder;
   for (const Assignment &a : c) {
-    if (a.key == "parallelism.activation_checkpointing") {
+    if (a.key == "parallelism.split_backward") {
+      if (!a.value.is_boolean())
+        return std::nullopt;
+      split = a.value.get<bool>();
+    } else if (a.key == "parallelism.activation_checkpointing") {
       std::optional<runtime::Checkpointing> k =
           a.value.is_string()
               ? parseEnum<runtime::Checkpointing>(a.value.get_ref<const std::string &>())
@@ -151,6 +159,11 @@ std::optional<ParallelismSpec> conduit::withLeaves(const ParallelismSpec &shape,
       par.fsdpWindow = *w;
     }
   }
+  // The reader's one rule on the split: the zero-bubble schedules always split, and refuse
+  // being told not to (the reader has the last word on that).
+  if (split == false && runtime::isZeroBubble(par.schedule))
+    return std::nullopt;
+  par.splitBackward = split.value_or(false) || runtime::isZeroBubble(par.schedule);
   return par;
 }
 

@@ -3,8 +3,8 @@
 // A shape is what a configuration says of the parallelism's static layout (P, D, T, sequence
 // parallelism, E, sharding). The search lists only the shapes whose static state can fit,
 // bounds each by its static memory once, and lets configurations of one shape that differ only
-// in the keys no reader rule relates to another (checkpointing, sharding, FSDP window, rank
-// order) share the reader's verdict.
+// in the keys the reader reads on their own (the split of backwards, checkpointing, sharding,
+// FSDP window, rank order) share the reader's verdict.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,9 +30,9 @@ struct StaticBounds {
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, int, int64_t>, int64_t> bounds;
 };
 
-/// Whether `a` and `b` assign the same values to every key but the leaf keys (checkpointing,
-/// sharding, FSDP window, rank order), which no rule of the job-file reader relates to another
-/// key.
+/// Whether `a` and `b` assign the same values to every key but the leaf keys (the split of
+/// backwards, checkpointing, sharding, FSDP window, rank order), which the job-file reader reads
+/// on their own: no rule relates them to another key but the split's to the schedule.
 bool sameShape(const Configuration &a, const Configuration &b);
 
 /// `shape` (what the reader made of a configuration of the same shape) with the leaf keys of

@@ -268,9 +268,9 @@ std::vector<Configuration> leftOut(const std::vector<Configuration> &all,
 
 TEST(TuneShapes, LeavesReadAsTheReaderReadsThem) {
   // The search reads a configuration that differs from the last one the reader accepted only
-  // in its leaf keys (checkpointing, sharding, FSDP window, rank order) from that one: what it
-  // makes of it must be what the reader makes of it, on every configuration of a space that
-  // varies all of them.
+  // in its leaf keys (the split of backwards, checkpointing, sharding, FSDP window, rank
+  // order) from that one: what it makes of it must be what the reader makes of it, on every
+  // configuration of a space that varies all of them.
   const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/gpt2-small.json";
   Json root = loadJob(path);
   TuneOptions options;
@@ -319,7 +319,7 @@ TEST(TuneShapes, LeavesReadAsTheReaderReadsThem) {
   EXPECT_GT(derived, static_cast<int64_t>(configs.size()) / 2);
   EXPECT_EQ(leaves, (std::set<std::string>{"parallelism.activation_checkpointing",
                                            "parallelism.fsdp_window", "parallelism.rank_order",
-                                           "parallelism.sharding"}));
+                                           "parallelism.sharding", "parallelism.split_backward"}));
 }
 
 TEST(TuneSpace, ListingDropsOnlyWhatCannotCompileOrFit) {
