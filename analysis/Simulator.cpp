@@ -54,9 +54,9 @@ void Simulation::setUp() {
   result.matched.resize(P);
   result.allToAllS.assign(P, 0);
   // Transfers match per (sender, receiver) pair in program order.
-  std::map<std::pair<int32_t, int32_t>, std::vector<int64_t>> sends, recvs, ties;
+  std::map<std::pair<int32_t, int32_t>, std::vector<int32_t>> sends, recvs, ties;
   // Collectives: the k-th collective of a group on every member is instance (group, k).
-  std::vector<std::map<int32_t, std::vector<int64_t>>> byGroup(plan.groups.size());
+  std::vector<std::map<int32_t, std::vector<int32_t>>> byGroup(plan.groups.size());
   for (int32_t r = 0; r < P; ++r) {
     const runtime::RankProgram &program = plan.ranks[r];
     RankState &rs = state[r];
@@ -77,13 +77,13 @@ void Simulation::setUp() {
       const Instruction &x = program.instructions[i];
       rs.streams[x.stream].list.push_back(static_cast<int32_t>(i));
       if (x.op == Op::Send)
-        sends[{r, x.peer}].push_back(static_cast<int64_t>(i));
+        sends[{r, x.peer}].push_back(static_cast<int32_t>(i));
       else if (x.op == Op::Recv)
-        recvs[{x.peer, r}].push_back(static_cast<int64_t>(i));
+        recvs[{x.peer, r}].push_back(static_cast<int32_t>(i));
       else if (x.op == Op::TieGrads && x.peer != r)
-        ties[{r, x.peer}].push_back(static_cast<int64_t>(i));
+        ties[{r, x.peer}].push_back(static_cast<int32_t>(i));
       else if (x.isCollective())
-        byGroup[x.group][r].push_back(static_cast<int64_t>(i));
+        byGroup[x.group][r].push_back(static_cast<int32_t>(i));
     }
     Dataflow &flow = rs.flow;
     const size_t S = plan.stages.size();
@@ -105,7 +105,7 @@ void Simulation::setUp() {
     flow.slots.resize(program.slots.size());
   }
   for (auto &[pair, list] : sends) {
-    const std::vector<int64_t> &other = recvs[pair];
+    const std::vector<int32_t> &other = recvs[pair];
     for (size_t k = 0; k < list.size() && k < other.size(); ++k) {
       result.matched[pair.first][list[k]] = other[k];
       result.matched[pair.second][other[k]] = list[k];
@@ -113,16 +113,16 @@ void Simulation::setUp() {
   }
   // The k-th exchange of tied gradients of a pair of ranks meets the k-th on the other side.
   for (auto &[pair, list] : ties) {
-    const std::vector<int64_t> &other = ties[{pair.second, pair.first}];
+    const std::vector<int32_t> &other = ties[{pair.second, pair.first}];
     for (size_t k = 0; k < list.size() && k < other.size(); ++k)
       result.matched[pair.first][list[k]] = other[k];
   }
   // Every member issues the same collectives on a group, in the same order.
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     const std::vector<int32_t> &members = plan.groups[g].ranks;
-    const std::vector<int64_t> &reference = byGroup[g][members[0]];
+    const std::vector<int32_t> &reference = byGroup[g][members[0]];
     for (int32_t member : members) {
-      const std::vector<int64_t> &list = byGroup[g][member];
+      const std::vector<int32_t> &list = byGroup[g][member];
       for (size_t k = 0; k < std::max(list.size(), reference.size()); ++k) {
         if (k >= list.size()) {
           fail(members[0], reference[k],

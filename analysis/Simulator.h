@@ -50,7 +50,7 @@ struct SimulationResult {
   std::vector<std::vector<InstructionTime>> times;
   /// Per rank, per instruction: for a send or receive, the index of the matching instruction
   /// on its peer rank (the instruction's `peer`); -1 for everything else.
-  std::vector<std::vector<int64_t>> matched;
+  std::vector<std::vector<int32_t>> matched;
   /// Per rank: the expert all-to-alls' whole time, as if nothing hid them (their simulated
   /// durations are what stayed exposed).
   std::vector<double> allToAllS;

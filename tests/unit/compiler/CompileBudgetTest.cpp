@@ -175,14 +175,14 @@ INSTANTIATE_TEST_SUITE_P(
                 {"conduit-insert-p2p", {8'780'000, 5'620'000}},
                 {"conduit-plan-memory", {7'860'000, 4'650'000}},
                 {"conduit-lower-to-plan", {12'800'000, 5'400'000}},
-                {"conduit-verify-plan", {5'900'000, 8'400'000}},
+                {"conduit-verify-plan", {5'500'000, 8'000'000}},
                 {"write", {4'120'000, 8'500'000}}}},
         Budget{"bench-p64-v4-m256.json", 1'020'000, 65536, 307'000, 698'000'000, 131'000'000,
                {
                 {"conduit-insert-p2p", {139'000'000, 84'900'000}},
                 {"conduit-plan-memory", {163'000'000, 66'700'000}},
                 {"conduit-lower-to-plan", {204'000'000, 67'700'000}},
-                {"conduit-verify-plan", {89'300'000, 127'000'000}},
+                {"conduit-verify-plan", {83'000'000, 121'700'000}},
                 {"write", {65'400'000, 131'000'000}}}}),
     [](const ::testing::TestParamInfo<Budget> &info) {
       return std::string(info.param.job).substr(0, 3) == "gpt" ? std::string("Gpt52b")
