@@ -33,6 +33,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <array>
+#include <cassert>
 
 namespace conduit {
 #define GEN_PASS_DEF_CONDUITLOWERTOPLAN
