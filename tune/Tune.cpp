@@ -1,6 +1,7 @@
 //===- Tune.cpp - the search of conduit-tune ------------------------------===//
 
 #include "tune/Tune.h"
+#include "tune/TuneRanking.h"
 #include "tune/TuneShapes.h"
 
 #include "analysis/MemoryBound.h"
@@ -63,10 +64,6 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-/// Relative slack for comparing a bound with a compiled figure: the two sum the same
-/// durations in different orders.
-constexpr double kSlack = 1e-9;
-
 /// A configuration that passed the reader, the scheduler and the memory bounds.
 struct Candidate {
   size_t index = 0;
@@ -86,28 +83,6 @@ std::string contextOf(const Configuration &config) {
     if (!llvm::StringRef(a.key).starts_with("parallelism."))
       context += std::string(a.key) + "=" + displayValue(a.value) + ";";
   return context;
-}
-
-/// Best first: the objective's figure, then the other, then the enumeration order.
-bool better(TuneObjective objective, const TunedConfiguration &a, const TunedConfiguration &b) {
-  auto key = [&](const TunedConfiguration &c) {
-    return objective == TuneObjective::Throughput
-               ? std::make_tuple(c.figures.stepTimeS,
-                                 static_cast<double>(c.figures.peakMemoryBytes), c.index)
-               : std::make_tuple(static_cast<double>(c.figures.peakMemoryBytes),
-                                 c.figures.stepTimeS, c.index);
-  };
-  return key(a) < key(b);
-}
-
-double primaryBound(TuneObjective objective, const Bounds &b) {
-  return objective == TuneObjective::Throughput ? b.stepTimeS
-                                                : static_cast<double>(b.peakMemoryBytes);
-}
-
-double primaryFigure(TuneObjective objective, const TunedConfiguration &c) {
-  return objective == TuneObjective::Throughput ? c.figures.stepTimeS
-                                                : static_cast<double>(c.figures.peakMemoryBytes);
 }
 
 /// setKey(section, a.key, a.value) for a key "parallelism.NAME" of `section` ({"parallelism":
@@ -136,84 +111,6 @@ std::string describe(llvm::ArrayRef<Dimension> dimensions, const Configuration &
   }
   return text;
 }
-
-/// Everything the workers share, under one lock.
-class SearchState {
-public:
-  SearchState(TuneObjective objective, size_t top, bool pareto)
-      : objective(objective), top(top), pareto(pareto) {}
-
-  /// Whether any candidate of these schedules whose bound is `bound` or more could still
-  /// matter (a candidate's chances only fall as its bound rises).
-  bool anyMatters(double bound, const std::set<std::string_view> &families) const {
-    bound *= 1 - kSlack;
-    if (pareto || ranked.size() < top || bound <= primaryFigure(objective, ranked.back()))
-      return true;
-    return llvm::any_of(families, [&](std::string_view family) {
-      auto best = familyBest.find(family);
-      return best == familyBest.end() || bound <= primaryFigure(objective, best->second);
-    });
-  }
-
-  /// Whether a candidate with these bounds could still enter the top K, beat the best of its
-  /// schedule, or reach the Pareto front.
-  bool matters(const Candidate &c) const {
-    const double bound = primaryBound(objective, c.bounds) * (1 - kSlack);
-    if (ranked.size() < top || bound <= primaryFigure(objective, ranked.back()))
-      return true;
-    auto best = familyBest.find(c.family);
-    if (best == familyBest.end() || bound <= primaryFigure(objective, best->second))
-      return true;
-    if (!pareto)
-      return false;
-    // Pareto: some compiled configuration is at least as fast and as small as this one can be.
-    auto it = std::upper_bound(
-        front.begin(), front.end(), c.bounds.stepTimeS * (1 - kSlack),
-        [](double step, const std::pair<double, int64_t> &p) { return step < p.first; });
-    return it == front.begin() || std::prev(it)->second > c.bounds.peakMemoryBytes;
-  }
-
-  void add(const TunedConfiguration &c) {
-    auto at = std::upper_bound(ranked.begin(), ranked.end(), c, [&](const auto &a, const auto &b) {
-      return better(objective, a, b);
-    });
-    ranked.insert(at, c);
-    if (ranked.size() > top)
-      ranked.pop_back();
-    auto [best, inserted] = familyBest.try_emplace(c.family, c);
-    if (!inserted && better(objective, c, best->second))
-      best->second = c;
-    if (pareto) {
-      addToFront(c.figures.stepTimeS, c.figures.peakMemoryBytes);
-      all.push_back(c);
-    }
-  }
-
-  TuneObjective objective;
-  size_t top;
-  bool pareto;
-  std::vector<TunedConfiguration> ranked;
-  std::map<std::string, TunedConfiguration, std::less<>> familyBest;
-  /// Compiled configurations that fit, in compile order.
-  std::vector<TunedConfiguration> all;
-
-private:
-  /// The staircase of (step, memory): step increasing, memory strictly decreasing.
-  void addToFront(double step, int64_t memory) {
-    auto it =
-        std::upper_bound(front.begin(), front.end(), step,
-                         [](double s, const std::pair<double, int64_t> &p) { return s < p.first; });
-    if (it != front.begin() && std::prev(it)->second <= memory)
-      return;
-    auto end = it;
-    while (end != front.end() && end->second >= memory)
-      ++end;
-    it = front.erase(it, end);
-    front.insert(it, {step, memory});
-  }
-
-  std::vector<std::pair<double, int64_t>> front;
-};
 
 unsigned threadCount(const TuneOptions &options) {
   return options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -607,7 +504,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
               } else {
                 candidate = nextInOrder(next++);
               }
-              if (state.matters(candidate)) {
+              if (state.matters(candidate.bounds, candidate.family)) {
                 taken = std::move(candidate);
                 break;
               }
@@ -655,7 +552,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
           }
           const int64_t peak = peakOf(compiled);
           const double step = compiled.report ? compiled.report->stepTimeS : 0;
-          const bool stepBelow = compiled.report && step < c->bounds.stepTimeS * (1 - kSlack);
+          const bool stepBelow = compiled.report && step < c->bounds.stepTimeS * (1 - kBoundSlack);
           if (stepBelow || peak < c->bounds.peakMemoryBytes) {
             internalError = llvm::formatv(
                 "internal error: the bounds of {0} (step {1}, memory {2}) exceed what it "
