@@ -305,12 +305,16 @@ public:
   /// The rank's instructions, in order (after analyze()).
   std::vector<Instruction> emit(int32_t r, const TensorLayout &tensor, bool overlapAllToAlls) {
     gatherBatches();
-    // One allocation of the final size: a plan's instructions are most of its bytes.
+    // One allocation of the final size: a plan's instructions are most of its bytes. The
+    // collectives each compute issues are listed once, for the count and for the emission.
+    std::vector<std::vector<runtime::TensorCollective>> inner(tensor.active() ? ops.size() : 0);
     size_t count = ops.size();
     for (size_t i = 0; i < ops.size(); ++i) {
       count += waitsBefore[i].size() + signalsAfter[i].size();
-      if (tensor.active() && isCompute(info[i].kind))
-        count += tensor.of(info[i].stage, info[i].mb, computeOp(info[i].kind)).size();
+      if (!inner.empty() && isCompute(info[i].kind)) {
+        inner[i] = tensor.of(info[i].stage, info[i].mb, computeOp(info[i].kind));
+        count += inner[i].size();
+      }
     }
     std::vector<Instruction> out;
     out.reserve(count);
@@ -343,7 +347,8 @@ public:
       }
       if (!overlapAllToAlls)
         partner = {-1, -1};
-      appendTensorCollectives(out, out.back(), tensor, r, partner);
+      if (!inner.empty())
+        appendInnerCollectives(out, out.back(), inner[i], r, partner);
       for (int32_t e : signalsAfter[i])
         event(runtime::Op::Signal, e, stream);
     }
@@ -463,15 +468,12 @@ private:
   }
 
   /// After compute instruction `compute`: the tensor group's collectives and the expert
-  /// all-to-alls it issues (TensorCollectives.h). The all-to-alls name the rank's group and
-  /// hide behind `partner`.
-  static void appendTensorCollectives(std::vector<Instruction> &out, Instruction compute,
-                                      const TensorLayout &tensor, int32_t group,
-                                      std::pair<int32_t, int32_t> partner) {
-    if (!tensor.active() || !compute.isCompute())
-      return;
-    for (const runtime::TensorCollective &c :
-         tensor.of(compute.stage, compute.microbatch, compute.op)) {
+  /// all-to-alls it issues, `collectives` (TensorCollectives.h). The all-to-alls name the
+  /// rank's group and hide behind `partner`.
+  static void appendInnerCollectives(std::vector<Instruction> &out, Instruction compute,
+                                     llvm::ArrayRef<runtime::TensorCollective> collectives,
+                                     int32_t group, std::pair<int32_t, int32_t> partner) {
+    for (const runtime::TensorCollective &c : collectives) {
       Instruction &i = out.emplace_back();
       i.op = c.op;
       i.stream = compute.stream;
