@@ -39,6 +39,9 @@ inline Clock emptyClock() {
 struct Stream {
   std::vector<int32_t> list; // instruction indices in order
   size_t next = 0;
+  /// Positions [0, posted) of the list have been reached: a stream stopped at a transfer
+  /// batch, a collective or a tie_grads posted it once and only waits when it comes back.
+  size_t posted = 0;
   double time = 0;
   Clock known = emptyClock();
   bool queued = false;
@@ -69,6 +72,19 @@ struct Dataflow {
   std::vector<Slot> slots;
 };
 
+/// A send and its receive, or the two tie_grads of a pair of ranks: the first side's posted
+/// time until the second comes, then when the exchange runs.
+struct Exchange {
+  double posted = -1, start = -1, end = -1;
+  /// The two sides' instructions: sender and receiver, or the lower rank's and the higher's.
+  std::array<int32_t, 2> instruction{-1, -1};
+};
+
+/// Which side of its exchange a send, receive or tie_grads of rank r is.
+inline int sideOf(const Instruction &x, int32_t r) {
+  return x.op == Op::TieGrads ? (r < x.peer ? 0 : 1) : (x.op == Op::Send ? 0 : 1);
+}
+
 struct Instance {
   int64_t arrived = 0;
   double latest = 0;
@@ -78,7 +94,8 @@ struct Instance {
 
 class Simulation {
 public:
-  Simulation(const runtime::Plan &plan, const PlanCosts &costs) : plan(plan), costs(costs) {}
+  Simulation(const runtime::Plan &plan, const PlanCosts &costs, SimulationOptions options)
+      : plan(plan), costs(costs), recording(options.times) {}
 
   /// Runs the plan once; the result moves out, so a Simulation runs only once.
   SimulationResult run() &&;
@@ -86,14 +103,30 @@ public:
 private:
   struct RankState {
     std::vector<Stream> streams;
-    std::vector<double> fired;     // per event, -1 until signalled
-    std::vector<Clock> eventKnown; // what the signalling stream knew
-    std::vector<int32_t> instance; // per collective instruction: its group instance
+    std::vector<double> fired; // per event, -1 until signalled
+    /// Per event, what the signalling stream knew: `clockWidth` entries of its clock (the
+    /// streams the plan uses).
+    std::vector<int32_t> eventKnown;
+    /// Per instruction: for a send, receive or tie_grads with a peer, its exchange; for a
+    /// collective, its group instance; -1 for the rest.
+    std::vector<int32_t> link;
     Dataflow flow;
   };
 
   int32_t ranks() const { return static_cast<int32_t>(plan.ranks.size()); }
   const Instruction &inst(int32_t r, int64_t i) const { return plan.ranks[r].instructions[i]; }
+
+  /// Records when instruction i of rank r was reached (with SimulationOptions::times).
+  void post(int32_t r, int64_t i, double time) {
+    if (recording)
+      result.times[r][i].posted = time;
+  }
+
+  /// The peer's side of the exchange of send, receive or tie_grads i, or -1.
+  int64_t peerOf(int32_t r, int64_t i) const {
+    const int32_t e = state[r].link[i];
+    return e < 0 ? -1 : exchanges[e].instruction[1 - sideOf(inst(r, i), r)];
+  }
 
   void fail(int32_t r, int64_t i, std::string message) {
     if (!result.error)
@@ -117,7 +150,10 @@ private:
   /// stream's order.
   std::pair<size_t, size_t> batchAt(const Stream &stream, int32_t r) const;
 
-  bool transfer(int32_t r, int s, int64_t);
+  bool transfer(int32_t r, int s);
+
+  /// Posts side i of an exchange; the second side to come prices it and wakes the first.
+  void postExchange(int32_t r, int s, int64_t i);
 
   /// A tie_grads: in place, or once both ranks of the pair reached theirs.
   bool tie(int32_t r, int s, int64_t i);
@@ -174,7 +210,11 @@ private:
 
   const runtime::Plan &plan;
   const PlanCosts &costs;
+  const bool recording;
+  /// The entries of an event's clock: 1 + the highest stream the plan uses.
+  int clockWidth = 0;
   std::vector<RankState> state;
+  std::vector<Exchange> exchanges;
   std::vector<Instance> instances;
   std::vector<int64_t> instanceMembers;
   std::deque<std::pair<int32_t, int>> work;

@@ -50,9 +50,14 @@ void Simulation::enqueue(int32_t r, int s) {
 void Simulation::setUp() {
   const int32_t P = ranks();
   state.resize(P);
-  result.times.resize(P);
-  result.matched.resize(P);
+  if (recording) {
+    result.times.resize(P);
+    result.matched.resize(P);
+  }
   result.allToAllS.assign(P, 0);
+  for (const runtime::RankProgram &program : plan.ranks)
+    for (const Instruction &x : program.instructions)
+      clockWidth = std::max(clockWidth, x.stream + 1);
   // Transfers match per (sender, receiver) pair in program order.
   std::map<std::pair<int32_t, int32_t>, std::vector<int32_t>> sends, recvs, ties;
   // Collectives: the k-th collective of a group on every member is instance (group, k).
@@ -63,11 +68,13 @@ void Simulation::setUp() {
     const size_t n = program.instructions.size();
     rs.streams.resize(kStreams);
     rs.fired.assign(program.events, -1);
-    rs.eventKnown.assign(program.events, emptyClock());
-    rs.instance.assign(n, -1);
-    // -1 until the stream reaches it (posted) and it completes (start, end).
-    result.times[r].assign(n, {-1, -1, -1});
-    result.matched[r].assign(n, -1);
+    rs.eventKnown.assign(static_cast<size_t>(program.events) * clockWidth, -1);
+    rs.link.assign(n, -1);
+    if (recording) {
+      // -1 until the stream reaches it (posted) and it completes (start, end).
+      result.times[r].assign(n, {-1, -1, -1});
+      result.matched[r].assign(n, -1);
+    }
     std::array<size_t, kStreams> perStream{};
     for (const Instruction &x : program.instructions)
       ++perStream[x.stream];
@@ -104,19 +111,32 @@ void Simulation::setUp() {
     flow.tiedBy.assign(S, -1);
     flow.slots.resize(program.slots.size());
   }
-  for (auto &[pair, list] : sends) {
-    const std::vector<int32_t> &other = recvs[pair];
-    for (size_t k = 0; k < list.size() && k < other.size(); ++k) {
-      result.matched[pair.first][list[k]] = other[k];
-      result.matched[pair.second][other[k]] = list[k];
+  auto pairUp = [&](std::pair<int32_t, int32_t> ranks, const std::vector<int32_t> &first,
+                    const std::vector<int32_t> &second) {
+    for (size_t k = 0; k < first.size() && k < second.size(); ++k) {
+      state[ranks.first].link[first[k]] = state[ranks.second].link[second[k]] =
+          static_cast<int32_t>(exchanges.size());
+      exchanges.push_back({-1, -1, -1, {first[k], second[k]}});
+      if (recording) {
+        result.matched[ranks.first][first[k]] = second[k];
+        result.matched[ranks.second][second[k]] = first[k];
+      }
     }
-  }
+  };
+  size_t pairs = 0; // at most: every send matched, and every tie_grads of the lower ranks
+  for (auto &[pair, list] : sends)
+    pairs += list.size();
+  for (auto &[pair, list] : ties)
+    pairs += pair.first < pair.second ? list.size() : 0;
+  exchanges.reserve(pairs);
+  for (auto &[pair, list] : sends)
+    if (auto other = recvs.find(pair); other != recvs.end())
+      pairUp(pair, list, other->second);
   // The k-th exchange of tied gradients of a pair of ranks meets the k-th on the other side.
-  for (auto &[pair, list] : ties) {
-    const std::vector<int32_t> &other = ties[{pair.second, pair.first}];
-    for (size_t k = 0; k < list.size() && k < other.size(); ++k)
-      result.matched[pair.first][list[k]] = other[k];
-  }
+  for (auto &[pair, list] : ties)
+    if (auto other = ties.find({pair.second, pair.first});
+        pair.first < pair.second && other != ties.end())
+      pairUp(pair, list, other->second);
   // Every member issues the same collectives on a group, in the same order.
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     const std::vector<int32_t> &members = plan.groups[g].ranks;
@@ -144,7 +164,7 @@ void Simulation::setUp() {
                    std::to_string(a.bytes) + " bytes there");
           return;
         }
-        state[member].instance[list[k]] = static_cast<int32_t>(instances.size() + k);
+        state[member].link[list[k]] = static_cast<int32_t>(instances.size() + k);
       }
     }
     instances.resize(instances.size() + reference.size());
@@ -155,8 +175,10 @@ void Simulation::setUp() {
 
 void Simulation::complete(int32_t r, int s, int64_t i, double start, double end) {
   Stream &stream = state[r].streams[s];
-  result.times[r][i].start = start;
-  result.times[r][i].end = end;
+  if (recording) {
+    result.times[r][i].start = start;
+    result.times[r][i].end = end;
+  }
   stream.time = end;
   stream.known[s] = static_cast<int32_t>(i);
   ++stream.next;
@@ -168,14 +190,13 @@ void Simulation::advance(int32_t r, int s) {
   while (stream.next < stream.list.size() && !result.error) {
     int64_t i = stream.list[stream.next];
     const Instruction &x = inst(r, i);
-    InstructionTime &t = result.times[r][i];
     if (!x.isInnerCollective())
       checkAllToAllsDone(r, s, i);
     switch (x.op) {
     case Op::Signal:
-      t.posted = stream.time;
+      post(r, i, stream.time);
       rs.fired[x.event] = stream.time;
-      rs.eventKnown[x.event] = stream.known;
+      std::copy_n(stream.known.begin(), clockWidth, &rs.eventKnown[x.event * clockWidth]);
       complete(r, s, i, stream.time, stream.time);
       // The streams stopped at a wait for this event go on.
       for (int other = 0; other < kStreams; ++other) {
@@ -187,17 +208,17 @@ void Simulation::advance(int32_t r, int s) {
       }
       break;
     case Op::Wait:
-      t.posted = stream.time;
+      post(r, i, stream.time);
       if (rs.fired[x.event] < 0)
         return; // until the signal (above)
-      for (int k = 0; k < kStreams; ++k)
-        stream.known[k] = std::max(stream.known[k], rs.eventKnown[x.event][k]);
+      for (int k = 0; k < clockWidth; ++k)
+        stream.known[k] = std::max(stream.known[k], rs.eventKnown[x.event * clockWidth + k]);
       complete(r, s, i, std::max(stream.time, rs.fired[x.event]),
                std::max(stream.time, rs.fired[x.event]));
       break;
     case Op::Send:
     case Op::Recv:
-      if (!transfer(r, s, i))
+      if (!transfer(r, s))
         return;
       break;
     case Op::AllGather:
@@ -215,20 +236,20 @@ void Simulation::advance(int32_t r, int s) {
     case Op::TensorReduceScatter:
       // Issued inside the compute before it (the plan reader checked which); every rank of
       // the tensor group runs this program, so they meet by construction.
-      t.posted = stream.time;
+      post(r, i, stream.time);
       complete(r, s, i, stream.time, stream.time + costs.tensorCollective(x, stream.lastCompute));
       break;
     case Op::ExpertDispatch:
     case Op::ExpertCombine:
       // Issued inside the compute before it, by every rank of the expert group running this
       // program; it adds what its paired step does not hide (PlanCosts.h).
-      t.posted = stream.time;
+      post(r, i, stream.time);
       checkAllToAll(r, s, i);
       result.allToAllS[r] += costs.expertAllToAllWhole(r, i);
       complete(r, s, i, stream.time, stream.time + costs.expertAllToAll(r, i));
       break;
     default:
-      t.posted = stream.time;
+      post(r, i, stream.time);
       checkCompute(r, s, i);
       if (x.isCompute())
         stream.lastCompute = x.op;
@@ -248,45 +269,56 @@ std::pair<size_t, size_t> Simulation::batchAt(const Stream &stream, int32_t r) c
   return {first, last};
 }
 
-bool Simulation::transfer(int32_t r, int s, int64_t) {
-  RankState &rs = state[r];
-  Stream &stream = rs.streams[s];
+void Simulation::postExchange(int32_t r, int s, int64_t i) {
+  const Instruction &x = inst(r, i);
+  const int32_t e = state[r].link[i];
+  if (e < 0) {
+    const char *what = x.op == Op::TieGrads ? "tie_grads" : x.op == Op::Send ? "receive" : "send";
+    return fail(r, i,
+                "has no matching " + std::string(what) + " on rank " + std::to_string(x.peer));
+  }
+  Exchange &exchange = exchanges[e];
+  const double time = state[r].streams[s].time;
+  if (exchange.posted < 0) {
+    exchange.posted = time; // the peer runs it when it comes
+    return;
+  }
+  exchange.start = std::max(exchange.posted, time);
+  exchange.end = exchange.start + costs.of(plan, r, x);
+  const int64_t j = exchange.instruction[1 - sideOf(x, r)];
+  enqueue(x.peer, inst(x.peer, j).stream);
+}
+
+bool Simulation::transfer(int32_t r, int s) {
+  Stream &stream = state[r].streams[s];
   auto [first, last] = batchAt(stream, r);
   // Post every transfer of the batch once.
-  for (size_t k = first; k < last; ++k) {
+  for (size_t k = std::max(first, stream.posted); k < last && !result.error; ++k) {
     int64_t i = stream.list[k];
-    if (result.times[r][i].posted >= 0)
-      continue;
-    result.times[r][i].posted = stream.time;
+    post(r, i, stream.time);
     checkTransfer(r, s, i);
-    const int32_t peer = inst(r, i).peer;
-    const int64_t j = result.matched[r][i];
-    if (j < 0) {
-      fail(r, i,
-           "has no matching " + std::string(inst(r, i).op == Op::Send ? "receive" : "send") +
-               " on rank " + std::to_string(inst(r, i).peer));
-      return false;
-    }
-    if (result.times[peer][j].posted >= 0) {
-      double start = std::max(result.times[r][i].posted, result.times[peer][j].posted);
-      double end = start + costs.of(plan, r, inst(r, i));
-      result.times[r][i].start = result.times[peer][j].start = start;
-      result.times[r][i].end = result.times[peer][j].end = end;
-      enqueue(peer, inst(peer, j).stream);
-    }
+    postExchange(r, s, i);
   }
+  stream.posted = std::max(stream.posted, last);
+  if (result.error)
+    return false;
   double end = stream.time;
   for (size_t k = first; k < last; ++k) {
-    int64_t i = stream.list[k];
-    if (result.times[r][i].end < 0)
+    const Exchange &exchange = exchanges[state[r].link[stream.list[k]]];
+    if (exchange.end < 0)
       return false; // a peer has not reached its side yet
-    end = std::max(end, result.times[r][i].end);
+    end = std::max(end, exchange.end);
   }
   for (size_t k = first; k < last; ++k) {
     int64_t i = stream.list[k];
     if (inst(r, i).op == Op::Recv)
       receive(r, i);
     stream.known[s] = static_cast<int32_t>(i);
+    if (recording) {
+      const Exchange &exchange = exchanges[state[r].link[i]];
+      result.times[r][i].start = exchange.start;
+      result.times[r][i].end = exchange.end;
+    }
   }
   stream.time = end;
   stream.next = last;
@@ -294,48 +326,40 @@ bool Simulation::transfer(int32_t r, int s, int64_t) {
 }
 
 bool Simulation::tie(int32_t r, int s, int64_t i) {
-  RankState &rs = state[r];
-  Stream &stream = rs.streams[s];
+  Stream &stream = state[r].streams[s];
   const Instruction &x = inst(r, i);
-  InstructionTime &t = result.times[r][i];
-  if (t.posted < 0) {
-    t.posted = stream.time;
+  if (x.peer == r) { // in place
+    post(r, i, stream.time);
     checkTie(r, s, i);
-    if (x.peer == r) {
-      result.times[r][i].start = result.times[r][i].end = stream.time;
-    } else {
-      const int64_t j = result.matched[r][i];
-      if (j < 0) {
-        fail(r, i, "has no matching tie_grads on rank " + std::to_string(x.peer));
-        return false;
-      }
-      if (result.times[x.peer][j].posted >= 0) {
-        double start = std::max(t.posted, result.times[x.peer][j].posted);
-        double end = start + costs.of(plan, r, x);
-        result.times[r][i].start = result.times[x.peer][j].start = start;
-        result.times[r][i].end = result.times[x.peer][j].end = end;
-        enqueue(x.peer, inst(x.peer, j).stream);
-      }
-    }
+    complete(r, s, i, stream.time, stream.time);
+    return !result.error;
   }
-  if (t.end < 0)
+  if (stream.posted <= stream.next) {
+    stream.posted = stream.next + 1;
+    post(r, i, stream.time);
+    checkTie(r, s, i);
+    postExchange(r, s, i);
+    if (result.error)
+      return false;
+  }
+  const Exchange &exchange = exchanges[state[r].link[i]];
+  if (exchange.end < 0)
     return false;
-  stream.time = std::max(stream.time, t.end);
-  stream.known[s] = static_cast<int32_t>(i);
-  ++stream.next;
+  complete(r, s, i, exchange.start, exchange.end);
   return true;
 }
 
 bool Simulation::collective(int32_t r, int s, int64_t i) {
   RankState &rs = state[r];
   Stream &stream = rs.streams[s];
-  Instance &instance = instances[rs.instance[i]];
-  if (result.times[r][i].posted < 0) {
-    result.times[r][i].posted = stream.time;
+  Instance &instance = instances[rs.link[i]];
+  if (stream.posted <= stream.next) {
+    stream.posted = stream.next + 1;
+    post(r, i, stream.time);
     checkCollective(r, s, i);
     instance.latest = std::max(instance.latest, stream.time);
     instance.waiting.push_back({r, s});
-    if (++instance.arrived == instanceMembers[rs.instance[i]]) {
+    if (++instance.arrived == instanceMembers[rs.link[i]]) {
       instance.finish = instance.latest + costs.of(plan, r, inst(r, i));
       for (auto [member, memberStream] : instance.waiting)
         enqueue(member, memberStream);
@@ -348,6 +372,7 @@ bool Simulation::collective(int32_t r, int s, int64_t i) {
   return true;
 }
 
-SimulationResult conduit::simulatePlan(const runtime::Plan &plan, const PlanCosts &costs) {
-  return Simulation(plan, costs).run();
+SimulationResult conduit::simulatePlan(const runtime::Plan &plan, const PlanCosts &costs,
+                                       SimulationOptions options) {
+  return Simulation(plan, costs, options).run();
 }

@@ -46,18 +46,28 @@ struct SimulationResult {
   /// Turns of the discrete-event loop (a stream advanced until it had to wait): the
   /// simulator's work, the same on every machine.
   int64_t events = 0;
-  /// Per rank, per instruction.
+  /// Per rank, per instruction (empty unless SimulationOptions::times).
   std::vector<std::vector<InstructionTime>> times;
   /// Per rank, per instruction: for a send or receive, the index of the matching instruction
-  /// on its peer rank (the instruction's `peer`); -1 for everything else.
+  /// on its peer rank (the instruction's `peer`); -1 for everything else. Empty unless
+  /// SimulationOptions::times.
   std::vector<std::vector<int32_t>> matched;
   /// Per rank: the expert all-to-alls' whole time, as if nothing hid them (their simulated
   /// durations are what stayed exposed).
   std::vector<double> allToAllS;
 };
 
+struct SimulationOptions {
+  /// Whether the result keeps every instruction's times and the matching of transfers, which
+  /// the reports, traces and charts read. Without them (a compile that only writes the plan
+  /// file), the verification and the makespan are the same and the simulation holds about a
+  /// third of the memory (docs/performance.md).
+  bool times = true;
+};
+
 /// Runs the plan (which must pass checkPlanSemantics).
-SimulationResult simulatePlan(const runtime::Plan &plan, const PlanCosts &costs);
+SimulationResult simulatePlan(const runtime::Plan &plan, const PlanCosts &costs,
+                              SimulationOptions options = {});
 
 } // namespace conduit
 

@@ -376,7 +376,7 @@ std::string Simulation::waitReason(int32_t r, int s) const {
   case Op::Recv:
   case Op::TieGrads: {
     const int32_t peer = inst(r, i).peer;
-    const int64_t j = result.matched[r][i];
+    const int64_t j = peerOf(r, i);
     if (j < 0)
       return "has no peer";
     const Stream &other = state[peer].streams[inst(peer, j).stream];
@@ -463,7 +463,8 @@ void Simulation::finish() {
                         stage);
     }
   }
-  for (const std::vector<InstructionTime> &rank : result.times)
-    for (const InstructionTime &t : rank)
-      result.makespan = std::max(result.makespan, t.end);
+  // Every stream ends at the end of its last instruction, which ends last among its own.
+  for (const RankState &rs : state)
+    for (const Stream &stream : rs.streams)
+      result.makespan = std::max(result.makespan, stream.time);
 }

@@ -165,6 +165,7 @@ ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &cont
   pipeline.importSchedule = options.importSchedule;
   pipeline.overlapAllToAlls = options.overlapAllToAlls;
   pipeline.planOps = module.planOps;
+  pipeline.simulatedTimes = module.simulatedTimes;
   pipeline.onVerified = [&](VerifiedPlan verified) { result.verified = std::move(verified); };
   pipeline.searchMethod = sched::searchMethodName(options.searchMethod);
   pipeline.searchSeed = options.searchSeed;

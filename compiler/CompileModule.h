@@ -55,6 +55,9 @@ struct ModuleOptions {
   /// for printing the IR or looking at it. compileJob() and conduit-compile without
   /// `--emit=mlir` keep them as the verified plan's data only.
   bool planOps = true;
+  /// Whether the verified plan's simulated step keeps every instruction's times (Pipeline.h's
+  /// simulatedTimes): conduit-compile writing a plan file or its JSON does without.
+  bool simulatedTimes = true;
   /// Makes an instrumentation of the caller's for the pass manager (a test's counters).
   std::function<std::unique_ptr<mlir::PassInstrumentation>()> instrument;
 };

@@ -340,6 +340,9 @@ int conduit::runCompiler(int argc, char **argv) {
   watch.commandLinePassOptions = true;
   // The plan IR is built only to be printed.
   watch.planOps = options.emit == EmitKind::Mlir;
+  // Only the reports and charts read the simulated step's times.
+  watch.simulatedTimes = options.emit == EmitKind::Summary || options.emit == EmitKind::Report ||
+                         options.emit == EmitKind::Trace || options.emit == EmitKind::Svg;
   ModuleCompilation compiled = compileModule(*job, context, compileOptionsOf(options), watch);
   if (!compiled.succeeded)
     return kExitInvalidInput;
@@ -350,10 +353,6 @@ int conduit::runCompiler(int argc, char **argv) {
                       "builds transformers only); the plan serves predictions and traces");
   mlir::ModuleOp module = *compiled.module;
   const runtime::Plan *plan = compiled.verified ? &compiled.verified->plan : nullptr;
-
-  // The plan file needs the plan only: its bytes do not come on top of the simulated step.
-  if (options.emit == EmitKind::Plan && compiled.verified)
-    compiled.verified->simulation = SimulationResult();
 
   // Everything that can fail comes before the output is written.
   std::string csv;

@@ -55,8 +55,10 @@ std::unique_ptr<mlir::Pass> createConduitLowerToPlan(ConduitLowerToPlanOptions o
 /// conduit-verify-plan that hands every verified plan, with its simulated step, to `sink`
 /// (the driver reports on the step the verifier simulated instead of simulating it again).
 /// A program whose instructions `lowered` holds is verified with those, which it takes.
+/// Without `times`, the simulated step keeps its makespan but not every instruction's times.
 std::unique_ptr<mlir::Pass>
-createConduitVerifyPlan(VerifiedPlanSink sink, std::shared_ptr<LoweredInstructions> lowered = {});
+createConduitVerifyPlan(VerifiedPlanSink sink, std::shared_ptr<LoweredInstructions> lowered = {},
+                        bool times = true);
 
 } // namespace conduit
 

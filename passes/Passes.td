@@ -360,7 +360,15 @@ def ConduitVerifyPlan : Pass<"conduit-verify-plan", "::mlir::ModuleOp"> {
       instruction and what it waits for.
 
     A failure is reported on the offending instruction.
+
+    The simulated step it proves is the one the reports describe. Without `simulated-times`
+    (a compile that only writes the plan file), the simulation proves the same and computes
+    the same step time but keeps no time per instruction.
   }];
+  let options = [
+    Option<"simulatedTimes", "simulated-times", "bool", /*default=*/"true",
+           "Keep every instruction's simulated times (what reports, traces and charts read)">,
+  ];
   let dependentDialects = ["::conduit::plan::PlanDialect"];
 }
 

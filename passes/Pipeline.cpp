@@ -65,7 +65,7 @@ void conduit::buildConduitPipeline(mlir::OpPassManager &pm, const PipelineOption
   pm.addPass(createConduitLowerToPlan(lowering, kept));
   if (done(PipelineStop::Plan))
     return;
-  pm.addPass(createConduitVerifyPlan(options.onVerified, kept));
+  pm.addPass(createConduitVerifyPlan(options.onVerified, kept, options.simulatedTimes));
 }
 
 llvm::ArrayRef<PipelinePass> conduit::pipelinePasses() {

@@ -62,6 +62,10 @@ struct PipelineOptions {
   /// verifier as data and the plan.rank ops of the verified program stay empty: a plan of a
   /// million instructions is then never a million ops.
   bool planOps = true;
+  /// Whether the verified plan's simulated step keeps every instruction's times, which
+  /// reports, traces and charts read (SimulationOptions::times); a compile that only writes
+  /// the plan file needs its proof, not them.
+  bool simulatedTimes = true;
 };
 
 /// Adds the passes that take a pipe.model from phase `model` to `options.stopAfter`.

@@ -21,9 +21,11 @@ using namespace mlir;
 namespace {
 
 struct VerifyPlan : conduit::impl::ConduitVerifyPlanBase<VerifyPlan> {
-  VerifyPlan() = default;
-  VerifyPlan(VerifiedPlanSink sink, std::shared_ptr<LoweredInstructions> lowered)
-      : sink(std::move(sink)), lowered(std::move(lowered)) {}
+  using ConduitVerifyPlanBase::ConduitVerifyPlanBase;
+  VerifyPlan(VerifiedPlanSink sink, std::shared_ptr<LoweredInstructions> lowered, bool times)
+      : sink(std::move(sink)), lowered(std::move(lowered)) {
+    simulatedTimes = times;
+  }
 
   void runOnOperation() override {
     for (plan::ProgramOp program : getOperation().getOps<plan::ProgramOp>()) {
@@ -33,7 +35,8 @@ struct VerifyPlan : conduit::impl::ConduitVerifyPlanBase<VerifyPlan> {
         instructions = std::move(lowered->programs[program]);
         lowered->programs.erase(program);
       }
-      FailureOr<VerifiedPlan> verified = verifyProgram(program, kept ? &instructions : nullptr);
+      FailureOr<VerifiedPlan> verified =
+          verifyProgram(program, kept ? &instructions : nullptr, SimulationOptions{simulatedTimes});
       if (failed(verified))
         return signalPassFailure();
       if (sink)
@@ -47,8 +50,8 @@ struct VerifyPlan : conduit::impl::ConduitVerifyPlanBase<VerifyPlan> {
 
 } // namespace
 
-std::unique_ptr<Pass>
-conduit::createConduitVerifyPlan(VerifiedPlanSink sink,
-                                 std::shared_ptr<LoweredInstructions> lowered) {
-  return std::make_unique<VerifyPlan>(std::move(sink), std::move(lowered));
+std::unique_ptr<Pass> conduit::createConduitVerifyPlan(VerifiedPlanSink sink,
+                                                       std::shared_ptr<LoweredInstructions> lowered,
+                                                       bool times) {
+  return std::make_unique<VerifyPlan>(std::move(sink), std::move(lowered), times);
 }

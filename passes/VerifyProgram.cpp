@@ -10,7 +10,8 @@ using namespace conduit;
 
 mlir::FailureOr<VerifiedPlan>
 conduit::verifyProgram(plan::ProgramOp program,
-                       std::vector<std::vector<runtime::Instruction>> *instructions) {
+                       std::vector<std::vector<runtime::Instruction>> *instructions,
+                       SimulationOptions simulation) {
   VerifiedPlan verified{exportPlan(program), {}};
   if (instructions)
     for (auto [rank, list] : llvm::zip(verified.plan.ranks, *instructions))
@@ -40,7 +41,8 @@ conduit::verifyProgram(plan::ProgramOp program,
     program.emitOpError() << llvm::toString(cost.takeError());
     return mlir::failure();
   }
-  verified.simulation = simulatePlan(verified.plan, PlanCosts::fromCostModel(verified.plan, *cost));
+  verified.simulation =
+      simulatePlan(verified.plan, PlanCosts::fromCostModel(verified.plan, *cost), simulation);
   if (const std::optional<SimulationError> &error = verified.simulation.error) {
     at(error->rank, error->instruction) << error->message;
     return mlir::failure();

@@ -24,10 +24,12 @@ struct VerifiedPlan {
 /// Verifies `program`: its plan.rank ops' instructions, or `instructions` (per rank, taken)
 /// where the lowering kept them as data and left the plan.rank ops empty. On failure, reports
 /// the problem on the offending instruction's op (with data: on its plan.rank, naming the
-/// instruction; or on the program) and returns failure.
+/// instruction; or on the program) and returns failure. `simulation` says what the simulated
+/// step keeps.
 mlir::FailureOr<VerifiedPlan>
 verifyProgram(plan::ProgramOp program,
-              std::vector<std::vector<runtime::Instruction>> *instructions = nullptr);
+              std::vector<std::vector<runtime::Instruction>> *instructions = nullptr,
+              SimulationOptions simulation = {});
 
 } // namespace conduit
 

@@ -1,4 +1,5 @@
 // RUN: conduit-opt %s -split-input-file --conduit-verify-plan -verify-diagnostics
+// RUN: conduit-opt %s -split-input-file --conduit-verify-plan=simulated-times=false -verify-diagnostics
 //
 // Hand-broken plans, each rejected with a message on the offending instruction. The base is
 // the plan conduit-compile writes for a two-rank GPipe job with full sharding over two

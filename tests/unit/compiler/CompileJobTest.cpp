@@ -143,18 +143,25 @@ TEST(CompileModule, StopsWhereItIsTold) {
   EXPECT_FALSE(compiled.verified);
 }
 
-TEST(CompileModule, ThePlanIsTheSameWithOrWithoutPlanOps) {
-  const std::vector<std::pair<std::string, std::vector<std::string>>> jobs = {
+/// Jobs whose plans cover every kind of instruction: schedules with split backwards and paired
+/// steps, tensor collectives, expert all-to-alls, tied embeddings across ranks, sharding.
+const std::vector<std::pair<std::string, std::vector<std::string>>> &variedJobs() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> jobs = {
       {"demo.json", {}},
       {"demo.json", {"parallelism.schedule=zbv"}},
       {"demo.json", {"parallelism.schedule=breadth-first", "parallelism.stages_per_device=2"}},
       {"tp-gpt-tiny.json", {}},
       {"moe-tiny.json", {}},
       {"moe-tiny.json", {"parallelism.schedule=dualpipev", "parallelism.stages_per_device=2"}},
+      {"gpt2-small.json", {"parallelism.sharding=full"}},
   };
+  return jobs;
+}
+
+TEST(CompileModule, ThePlanIsTheSameWithOrWithoutPlanOps) {
   mlir::DialectRegistry registry;
   registerDialects(registry);
-  for (const auto &[name, overrides] : jobs) {
+  for (const auto &[name, overrides] : variedJobs()) {
     SCOPED_TRACE(name + (overrides.empty() ? "" : " " + overrides.front()));
     const Job job = readJob(name, overrides);
     std::string bytes[2];
@@ -175,6 +182,32 @@ TEST(CompileModule, ThePlanIsTheSameWithOrWithoutPlanOps) {
       bytes[planOps] = runtime::writePlan(plan);
     }
     EXPECT_EQ(bytes[0], bytes[1]);
+  }
+}
+
+TEST(CompileModule, TheStepIsTheSameWithOrWithoutSimulatedTimes) {
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  for (const auto &[name, overrides] : variedJobs()) {
+    SCOPED_TRACE(name + (overrides.empty() ? "" : " " + overrides.front()));
+    const Job job = readJob(name, overrides);
+    SimulationResult steps[2];
+    for (bool times : {true, false}) {
+      mlir::MLIRContext context(registry);
+      ModuleOptions module;
+      module.planOps = false;
+      module.simulatedTimes = times;
+      ModuleCompilation compiled = compileModule(job, context, {}, module);
+      ASSERT_TRUE(compiled.succeeded && compiled.verified);
+      steps[times] = std::move(compiled.verified->simulation);
+      const size_t ranks = compiled.verified->plan.ranks.size();
+      EXPECT_EQ(steps[times].times.size(), times ? ranks : 0);
+      EXPECT_EQ(steps[times].matched.size(), times ? ranks : 0);
+    }
+    EXPECT_GT(steps[0].makespan, 0);
+    EXPECT_EQ(steps[0].makespan, steps[1].makespan);
+    EXPECT_EQ(steps[0].events, steps[1].events);
+    EXPECT_EQ(steps[0].allToAllS, steps[1].allToAllS);
   }
 }
 
