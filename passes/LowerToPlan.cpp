@@ -28,6 +28,7 @@
 #include "passes/Passes.h"
 #include "passes/PeakMemory.h"
 #include "passes/PlanExport.h"
+#include "runtime/Heap.h"
 #include "scheduling/Transfers.h"
 
 #include "mlir/IR/Builders.h"
@@ -541,6 +542,10 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model, bool overlapAllToAlls
   stageLayout(model, samples, rankOf);
   const TensorLayout tensor(model);
   std::vector<std::vector<Instruction>> kept;
+  // About 100 bytes an op: the pages of every 4 MB of lowered ops go back to the system, not
+  // those of every rank (each page given back costs a fault when it is used again).
+  constexpr size_t kOpsToRelease = 40000;
+  size_t cleared = 0, lowered = 0;
   for (pipe::RankOp rank : model.getRanks()) {
     const int32_t r = static_cast<int32_t>(rank.getRank());
     LocalIndex index(samples, rankOf, r);
@@ -559,9 +564,21 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model, bool overlapAllToAlls
       kept.push_back(std::move(instructions));
     else
       importInstructions(rankBody, loc, instructions);
-    // Its ops are lowered: what they held goes back to the allocator for the next rank's.
+    // Its ops are lowered: the memory they held goes back to the allocator and, once there is
+    // much of it, its pages to the system: it lies in blocks too small for the next ranks'
+    // instructions, which would otherwise come on top of it.
+    cleared += rank.getBody().front().getOperations().size();
     rank.getBody().front().clear();
+    if (cleared >= kOpsToRelease) {
+      lowered += cleared;
+      cleared = 0;
+      releaseFreedMemory();
+    }
   }
+  // The last ranks' too, before verification allocates its state; a small model (the tuner
+  // compiles thousands) gives back nothing.
+  if (lowered > 0 && cleared > 0)
+    releaseFreedMemory();
   if (keep)
     keep->programs[program] = std::move(kept);
   return program;

@@ -30,7 +30,7 @@ RULES = {
                  {"llvm/"}),
     "dialects": ({"dialects/"}, {"mlir/", "llvm/"}),
     "passes": ({"passes/", "analysis/", "job/", "scheduling/", "dialects/", "runtime/plan/",
-                "runtime/Status.h"}, {"mlir/", "llvm/"}),
+                "runtime/Status.h", "runtime/Heap.h"}, {"mlir/", "llvm/"}),
     "compiler": ({"compiler/", "passes/", "analysis/", "job/", "scheduling/", "dialects/",
                   "runtime/"}, {"mlir/", "llvm/"}),
     "tune": ({"tune/", "compiler/CompileJob.h", "compiler/ToolConsole.h", "job/", "analysis/",
