@@ -27,6 +27,37 @@ Collective collectiveOf(Op op) {
   }
 }
 
+/// The busiest member of the expert groups of pipeline rank `pipelineRank`: its peers in its
+/// own node and on other nodes, the most of these first.
+std::pair<int64_t, int64_t> expertPeers(const runtime::Config &c, const CostModel &cost,
+                                        int32_t pipelineRank) {
+  std::pair<int64_t, int64_t> busiest{0, 0}; // (other nodes, same node)
+  for (int64_t d = 0; d < c.data; ++d)
+    for (int64_t t = 0; t < c.tensor; ++t) {
+      const std::vector<int64_t> group = runtime::expertGroupRanks(c, pipelineRank, d, t);
+      for (int64_t member : group) {
+        int64_t away = 0;
+        for (int64_t peer : group)
+          away += cost.linkBetween(member, peer) == Link::InterNode;
+        busiest = std::max(busiest, {away, static_cast<int64_t>(group.size()) - 1 - away});
+      }
+    }
+  return busiest;
+}
+
+/// An all-to-all in which a rank sends `bytes`, 1/E to each member of its group (one share
+/// stays): the shares for its own node's members go over the node's links and those for
+/// other nodes over the network, at the same time, so it takes the longer of the two parts.
+double expertAllToAllTime(const CostModel &cost, int64_t bytes, int64_t members,
+                          std::pair<int64_t, int64_t> peers) {
+  const auto [away, near] = peers;
+  auto part = [&](int64_t others, Link link) {
+    // `others` members' shares, as an all-to-all among them and this rank.
+    return cost.allToAllTime(bytes * (others + 1) / members, others + 1, link);
+  };
+  return std::max(part(near, Link::IntraNode), part(away, Link::InterNode));
+}
+
 } // namespace
 
 PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &cost) {
@@ -182,15 +213,7 @@ void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
   const runtime::Config &c = plan.config;
   for (const runtime::RankProgram &program : plan.ranks) {
     const int32_t r = program.rank;
-    // The slowest link inside any expert group of this pipeline rank.
-    Link link = Link::IntraNode;
-    for (int64_t d = 0; d < c.data && link == Link::IntraNode; ++d)
-      for (int64_t t = 0; t < c.tensor; ++t) {
-        const std::vector<int64_t> group = runtime::expertGroupRanks(c, r, d, t);
-        for (int64_t member : group)
-          if (cost->linkBetween(group.front(), member) == Link::InterNode)
-            link = Link::InterNode;
-      }
+    const std::pair<int64_t, int64_t> peers = expertPeers(c, *cost, r);
     const std::vector<Instruction> &list = program.instructions;
     std::vector<double> &whole = allToAllWhole.emplace_back(list.size(), 0.0);
     std::vector<double> &added = allToAllAdded.emplace_back(list.size(), 0.0);
@@ -203,7 +226,7 @@ void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
         owner = static_cast<int64_t>(i);
       if (!x.isExpertAllToAll())
         continue;
-      whole[i] = added[i] = cost->allToAllTime(x.bytes, c.expert, link);
+      whole[i] = added[i] = expertAllToAllTime(*cost, x.bytes, c.expert, peers);
       if (owner >= 0)
         issued[owner].push_back(static_cast<int64_t>(i));
     }

@@ -51,8 +51,9 @@ public:
   /// Expert all-to-all `index` of rank `rank`'s program: the time it adds to the compute
   /// stream (the file comment says how a paired step hides it).
   double expertAllToAll(int32_t rank, int64_t index) const;
-  /// Its whole time, as if nothing hid it: CostModel::allToAllTime over the expert group's
-  /// slowest link (inside a node when every expert group of the pipeline rank lies in one).
+  /// Its whole time, as if nothing hid it: for the busiest member of the pipeline rank's expert
+  /// groups, the longer of its shares to members in its node (CostModel::allToAllTime over
+  /// the node's links) and to members on other nodes (over the network).
   double expertAllToAllWhole(int32_t rank, int64_t index) const;
 
 private:
