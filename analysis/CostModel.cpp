@@ -68,6 +68,9 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
     cost.profiles = std::move(profile->layers);
     cost.optimizerSPerParam = profile->optimizerSPerParam;
     cost.profiledAdam = profile->optimizerAdam;
+    cost.instructionOverheadS = profile->instructionOverheadS;
+    cost.measuredLatencyS = profile->transportLatencyS;
+    cost.measuredBandwidth = profile->transportBandwidth;
     if (cost.profiles.size() != cost.layers.size())
       return llvm::createStringError(
           path + ": the profile has " + std::to_string(cost.profiles.size()) +
@@ -179,17 +182,23 @@ double CostModel::stageSum(int64_t first, int64_t end, int64_t samples,
   return total;
 }
 
+double CostModel::withOverhead(double time, size_t kind) const {
+  const std::optional<double> &overhead = instructionOverheadS[kind];
+  return overhead ? time + *overhead : time;
+}
+
+// The kinds in the order of the profile's instruction_overhead_s (ProfileReader.h).
 double CostModel::stageForwardTime(int64_t first, int64_t end, int64_t samples) const {
-  return stageSum(first, end, samples, &CostModel::forwardTime);
+  return withOverhead(stageSum(first, end, samples, &CostModel::forwardTime), 0);
 }
 double CostModel::stageBackwardTime(int64_t first, int64_t end, int64_t samples) const {
-  return stageSum(first, end, samples, &CostModel::backwardTime);
+  return withOverhead(stageSum(first, end, samples, &CostModel::backwardTime), 1);
 }
 double CostModel::stageInputGradientTime(int64_t first, int64_t end, int64_t samples) const {
-  return stageSum(first, end, samples, &CostModel::inputGradientTime);
+  return withOverhead(stageSum(first, end, samples, &CostModel::inputGradientTime), 2);
 }
 double CostModel::stageWeightGradientTime(int64_t first, int64_t end, int64_t samples) const {
-  return stageSum(first, end, samples, &CostModel::weightGradientTime);
+  return withOverhead(stageSum(first, end, samples, &CostModel::weightGradientTime), 3);
 }
 
 CostModel::MicrobatchTimes
@@ -240,11 +249,17 @@ Link CostModel::pipelineLink(int64_t fromRank, int64_t toRank) const {
 }
 
 double CostModel::bandwidth(Link link) const {
-  return link == Link::IntraNode ? intraBandwidth : interBandwidth;
+  if (link == Link::IntraNode)
+    return measuredBandwidth ? *measuredBandwidth : intraBandwidth;
+  return interBandwidth;
+}
+
+double CostModel::latency(Link link) const {
+  return link == Link::IntraNode && measuredLatencyS ? *measuredLatencyS : latencyS;
 }
 
 double CostModel::transferTime(int64_t bytes, Link link) const {
-  return latencyS + static_cast<double>(bytes) / bandwidth(link);
+  return latency(link) + static_cast<double>(bytes) / bandwidth(link);
 }
 
 double CostModel::collectiveTime(Collective kind, int64_t bytes, int64_t members, Link link) const {
@@ -252,7 +267,7 @@ double CostModel::collectiveTime(Collective kind, int64_t bytes, int64_t members
     return 0;
   const double n = static_cast<double>(members);
   const double steps = kind == Collective::AllReduce ? 2 * (n - 1) : n - 1;
-  return steps * (latencyS + static_cast<double>(bytes) / n / bandwidth(link));
+  return steps * (latency(link) + static_cast<double>(bytes) / n / bandwidth(link));
 }
 
 double CostModel::tensorCollectiveTime(Collective kind, int64_t bytes) const {
@@ -263,5 +278,5 @@ double CostModel::allToAllTime(int64_t bytes, int64_t members, Link link) const 
   if (members <= 1)
     return 0;
   const double n = static_cast<double>(members);
-  return latencyS + static_cast<double>(bytes) * (n - 1) / n / bandwidth(link);
+  return latency(link) + static_cast<double>(bytes) * (n - 1) / n / bandwidth(link);
 }

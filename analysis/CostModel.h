@@ -18,6 +18,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,7 +81,8 @@ public:
   /// backward is divided in the ratio of the layer's FLOPs.
   double inputGradientTime(int64_t layer, int64_t samples) const;
   double weightGradientTime(int64_t layer, int64_t samples) const;
-  /// The same for layers [first, end).
+  /// The same for layers [first, end): one compute instruction, which with a profile that
+  /// measured it also pays its kind's overhead beyond its layers' times.
   double stageForwardTime(int64_t first, int64_t end, int64_t samples) const;
   double stageBackwardTime(int64_t first, int64_t end, int64_t samples) const;
   double stageInputGradientTime(int64_t first, int64_t end, int64_t samples) const;
@@ -113,7 +115,8 @@ public:
   /// (T divides gpus_per_node, or all ranks fit one node).
   Link tensorLink() const { return tensorGroupLink; }
 
-  /// latency + bytes / bandwidth.
+  /// latency + bytes / bandwidth. Inside a node, a profile's measured transport replaces the
+  /// cluster's latency and bandwidth when it has one (here and in the collectives below).
   double transferTime(int64_t bytes, Link link) const;
   /// Ring algorithm over `members` ranks: (n-1) steps of bytes/n each for all-gather (bytes =
   /// the gathered size) and reduce-scatter (bytes = the input size), twice that for all-reduce;
@@ -129,7 +132,7 @@ public:
   double allToAllTime(int64_t bytes, int64_t members, Link link) const;
 
   double bandwidth(Link link) const;
-  double latency() const { return latencyS; }
+  double latency(Link link) const;
   int64_t dataParallelSize() const { return data; }
   int64_t tensorSize() const { return tensor; }
   bool sequenceParallel() const { return sequenceParallelOn; }
@@ -150,6 +153,12 @@ private:
   std::vector<LayerProfile> profiles;
   std::optional<double> optimizerSPerParam;
   bool profiledAdam = true;
+  /// A profile's measured time of a compute instruction beyond its layers', per kind
+  /// (ProfileReader.h), added once per stage and micro-batch; and its measured transport.
+  std::array<std::optional<double>, 4> instructionOverheadS;
+  std::optional<double> measuredLatencyS, measuredBandwidth;
+  /// `time` plus the measured overhead of instruction kind `kind`, if any.
+  double withOverhead(double time, size_t kind) const;
   enum class Pass { Forward, Input, Weight };
   /// The analytic time of one pass (the forward with its attention core), without the launch
   /// overhead: the roofline for a transformer, FLOPs / T at the compute rate otherwise.

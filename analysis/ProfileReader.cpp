@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 using namespace conduit;
@@ -15,6 +16,8 @@ namespace {
 /// Bounds on a profile's numbers: a micro-batch of 2^40 samples, an hour per layer and pass.
 constexpr double kMaxProfileSamples = 1099511627776.0;
 constexpr double kMaxProfileSeconds = 3600;
+/// A transport's bandwidth: 1 PB/s, far above any link.
+constexpr double kMaxProfileBandwidth = 1e15;
 /// Bytes of one rank: 2^60.
 constexpr int64_t kMaxProfileBytes = int64_t(1) << 60;
 
@@ -59,6 +62,25 @@ void readMemory(ObjectReader &top, const Json &list, std::vector<RankMemoryProfi
     out.push_back(std::move(m));
   }
 }
+/// The profile's "instruction_overhead_s": a number of seconds per instruction kind named.
+void readOverhead(ObjectReader &top, const Json &object, MeasuredProfile &out) {
+  ObjectReader kinds(object, top.keyPath(kProfileInstructionOverhead), top.getDiagnostics());
+  for (size_t k = 0; k < std::size(kProfileInstructionKinds); ++k)
+    out.instructionOverheadS[k] = kinds.number(kProfileInstructionKinds[k], 0, kMaxProfileSeconds);
+  kinds.rejectUnknownKeys();
+}
+
+/// The profile's "transport": its latency and bandwidth, both required.
+void readTransport(ObjectReader &top, const Json &object, MeasuredProfile &out) {
+  ObjectReader transport(object, top.keyPath(kProfileTransport), top.getDiagnostics());
+  if (!transport.require(kProfileTransportLatencyS) ||
+      !transport.require(kProfileTransportBandwidth))
+    return;
+  out.transportLatencyS = transport.number(kProfileTransportLatencyS, 0, kMaxProfileSeconds);
+  out.transportBandwidth =
+      transport.number(kProfileTransportBandwidth, 0, kMaxProfileBandwidth, /*minExclusive=*/true);
+  transport.rejectUnknownKeys();
+}
 } // namespace
 
 llvm::Expected<MeasuredProfile> conduit::readProfile(llvm::StringRef path) {
@@ -96,6 +118,10 @@ llvm::Expected<MeasuredProfile> conduit::parseProfile(const Json &root, llvm::St
   profile.optimizerSPerParam = top.number(kProfileOptimizerSPerParam, 0, kMaxProfileSeconds);
   if (const Json *memory = top.array(kProfileMemory))
     readMemory(top, *memory, profile.memory);
+  if (const Json *overhead = top.object(kProfileInstructionOverhead))
+    readOverhead(top, *overhead, profile);
+  if (const Json *transport = top.object(kProfileTransport))
+    readTransport(top, *transport, profile);
   top.rejectUnknownKeys();
   if (diag.failed())
     return fail();

@@ -2,10 +2,11 @@
 //
 // Reads the profile files `conduit-run --profile` writes (runtime/session/Profile.h is the writer):
 // each layer's measured forward and backward seconds at a few micro-batch sizes, and the
-// optimizer's seconds per parameter. The cost model replaces its analytic estimates with them
-// when a job names one as `cluster.profile`. A profile may also list each rank's measured
-// peak memory beside the plan's prediction; it is checked and kept, but costs nothing. Problems
-// name the file and the key.
+// optimizer's seconds per parameter, and (newer profiles) each compute instruction kind's time
+// beyond its layers' and the transport's latency and bandwidth between two ranks. The cost model
+// replaces its analytic estimates with them when a job names one as `cluster.profile`. A profile
+// may also list each rank's measured peak memory beside the plan's prediction; it is checked and
+// kept, but costs nothing. Problems name the file and the key.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +17,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +47,13 @@ struct MeasuredProfile {
   std::vector<RankMemoryProfile> memory; ///< empty when the profile has none
   std::optional<double> optimizerSPerParam;
   bool optimizerAdam = true; ///< the optimizer that was measured
+  /// Per compute instruction kind (forward, backward, backward_input, backward_weight: the
+  /// order of runtime/plan/ProfileKeys.h), its mean seconds beyond its layers' times, where
+  /// the profile measured it.
+  std::array<std::optional<double>, 4> instructionOverheadS;
+  /// The transport between two ranks of the run, where the profile measured it: one way,
+  /// seconds and bytes/s.
+  std::optional<double> transportLatencyS, transportBandwidth;
 };
 
 /// The seconds `times` (a layer's forward_s or backward_s) give for a micro-batch of `samples`:

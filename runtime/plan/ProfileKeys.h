@@ -37,6 +37,17 @@ inline constexpr char kProfileLayerBackwardS[] = "backward_s";
 /// gradient (W). Absent otherwise.
 inline constexpr char kProfileLayerBackwardInputS[] = "backward_input_s";
 inline constexpr char kProfileLayerBackwardWeightS[] = "backward_weight_s";
+/// What the executor's compute instructions cost beyond their layers' times (optional): an
+/// object of the mean seconds per instruction of each kind that ran, keyed by the names below
+/// (forward, whole backward, its input and weight halves).
+inline constexpr char kProfileInstructionOverhead[] = "instruction_overhead_s";
+inline constexpr const char *kProfileInstructionKinds[] = {"forward", "backward", "backward_input",
+                                                           "backward_weight"};
+/// The transport between two ranks of the run (optional): an object of the latency and the
+/// bandwidth a ping-pong through the runtime's transport measured, one way.
+inline constexpr char kProfileTransport[] = "transport";
+inline constexpr char kProfileTransportLatencyS[] = "latency_s";
+inline constexpr char kProfileTransportBandwidth[] = "bandwidth_bytes_per_s";
 
 /// Per global rank of the run, in rank order (optional; the cost model does not use it): the
 /// memory it held at its peak over the training steps, beside the plan's prediction.
