@@ -59,6 +59,9 @@ struct LayerTiming {
 /// The `layer` of optimizer step timings: `samples` holds the parameters one step updates,
 /// forwardS and forwardCount the seconds and the steps.
 constexpr int64_t kOptimizerTiming = -1;
+/// The `layer` of a compute instruction's time beyond its layers': `samples` holds its Op,
+/// forwardS and forwardCount the seconds and the instructions.
+constexpr int64_t kOverheadTiming = -2;
 
 class Backend {
 public:
@@ -92,6 +95,16 @@ public:
   /// The current parameters of every stage of this process's pipeline rank, whole (all
   /// processes call it together: sharded stages gather).
   virtual absl::StatusOr<std::vector<std::vector<float>>> stageParameters() = 0;
+  /// The mean one-way seconds of `bytes` between this rank and global rank `peer` through
+  /// this backend's transport, as the executor sees a transfer it waits for: the median of
+  /// `rounds` round trips after one unmeasured, halved, the rank with `first` sending first,
+  /// each side busy for `pauseS` before it sends (as a compute would be) and waiting as the
+  /// executor waits (idleWait); the pauses are not counted. Both ranks call it together,
+  /// outside a step.
+  virtual absl::StatusOr<double> pingPong(int64_t peer, int64_t bytes, int rounds, bool first,
+                                          double pauseS) {
+    return absl::UnimplementedError("this backend cannot time its transport");
+  }
   /// Per-layer timings so far (empty when the backend does not measure them).
   virtual std::vector<LayerTiming> layerTimings() const { return {}; }
   /// This process's memory at its peak since the last resetMemoryPeak (MemoryCounter.h).

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/exec/BackendStage.h"
+#include "runtime/exec/Executor.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -191,6 +192,56 @@ absl::Status BackendCore<Grad>::gatherOutOfStep(Stage &stage, float *full, Strea
   return complete(std::move(work));
 }
 
+template <typename Grad>
+absl::StatusOr<double> BackendCore<Grad>::pingPong(int64_t peer, int64_t bytes, int rounds,
+                                                   bool first, double pauseS) {
+  const int64_t floats = std::max<int64_t>(1, (bytes + 3) / 4);
+  model::Buffer<float> buffer = ops().allocate(floats);
+  const StreamHandle stream = streamOf(kComputeStream);
+  using Clock = std::chrono::steady_clock;
+  // One message, waited for as the executor waits for a transfer.
+  auto move = [&](bool send) -> absl::Status {
+    CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work,
+                             transport->exchange({{send, peer, buffer.data(), floats}}, stream));
+    const Clock::time_point start = Clock::now();
+    for (int round = 1;; ++round) {
+      CONDUIT_ASSIGN_OR_RETURN(bool done, work->test());
+      if (done)
+        return absl::OkStatus();
+      if (std::chrono::duration<double>(Clock::now() - start).count() > kOutOfStepTimeoutS)
+        return absl::DeadlineExceededError(
+            absl::StrCat("rank ", rank, ": timing the transport, rank ", peer, " did not answer"));
+      idleWait(round);
+    }
+  };
+  // Busy, as a compute keeps the core, before each message: its receiver has been waiting.
+  auto pause = [&]() {
+    const Clock::time_point until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                       std::chrono::duration<double>(pauseS));
+    while (Clock::now() < until) {
+    }
+  };
+  // The median round trip: a round in which the scheduler took the core away is not the
+  // transport's. The first round trip sets the path up and is not counted.
+  std::vector<double> roundTrips;
+  for (int r = 0; r <= rounds; ++r) {
+    const Clock::time_point start = Clock::now();
+    if (first)
+      pause();
+    CONDUIT_RETURN_IF_ERROR(move(first));
+    if (!first)
+      pause();
+    CONDUIT_RETURN_IF_ERROR(move(!first));
+    if (r > 0)
+      roundTrips.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  if (roundTrips.empty())
+    return 0.0;
+  std::nth_element(roundTrips.begin(), roundTrips.begin() + roundTrips.size() / 2,
+                   roundTrips.end());
+  return std::max(0.0, roundTrips[roundTrips.size() / 2] / 2 - pauseS);
+}
+
 // The members this file defines, for both gradient types (BackendCore.cpp instantiates the
 // class and the rest of its members).
 #define CONDUIT_INSTANTIATE_COMMUNICATION(Grad)                                                    \
@@ -200,6 +251,8 @@ absl::Status BackendCore<Grad>::gatherOutOfStep(Stage &stage, float *full, Strea
   template void BackendCore<Grad>::addGradients(const Grad *, Grad *);                             \
   template absl::StatusOr<bool> BackendCore<Grad>::tieGradients(const Instruction &, Pending &);   \
   template absl::Status BackendCore<Grad>::complete(std::unique_ptr<Work>);                        \
+  template absl::StatusOr<double> BackendCore<Grad>::pingPong(int64_t, int64_t, int, bool,         \
+                                                              double);                             \
   template absl::Status BackendCore<Grad>::gatherOutOfStep(Stage &, float *, StreamHandle);
 
 CONDUIT_INSTANTIATE_COMMUNICATION(float)

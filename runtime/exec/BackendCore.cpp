@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace conduit::runtime {
@@ -224,6 +225,9 @@ absl::StatusOr<Ticket> BackendCore<Grad>::start(const std::vector<int64_t> &indi
     tensor->takeIssued();
     CONDUIT_RETURN_IF_ERROR(tensor->takeFailure());
   }
+  // With --profile, a compute's time beyond its layers': the stage's own work around them.
+  const double layersBefore = timer.recordedSeconds();
+  const auto started = std::chrono::steady_clock::now();
   switch (first.op) {
   case Op::Forward:
     CONDUIT_RETURN_IF_ERROR(forward(first));
@@ -249,8 +253,14 @@ absl::StatusOr<Ticket> BackendCore<Grad>::start(const std::vector<int64_t> &indi
     return absl::InternalError(
         absl::StrCat("the ", name(), " backend cannot start ", describe(first)));
   }
-  if (first.isCompute())
+  if (first.isCompute()) {
     CONDUIT_RETURN_IF_ERROR(checkTensorCalls(indices));
+    if (measureLayers) {
+      const double took =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      timer.recordOverhead(first.op, took - (timer.recordedSeconds() - layersBefore));
+    }
+  }
   CONDUIT_RETURN_IF_ERROR(deviceStatus());
   return kCompleted;
 }

@@ -62,6 +62,8 @@ public:
   absl::StatusOr<std::vector<StageState>> snapshot() override;
   absl::Status restore(const std::vector<StageState> &states) override;
   absl::StatusOr<std::vector<std::vector<float>>> stageParameters() override;
+  absl::StatusOr<double> pingPong(int64_t peer, int64_t bytes, int rounds, bool first,
+                                  double pauseS) override;
   std::vector<LayerTiming> layerTimings() const override { return timer.timings(); }
   void clearLayerTimings() override { timer.clear(); }
   model::MemoryPeak memoryPeak() override { return ops().memory().peak(); }

@@ -17,6 +17,15 @@ Executor::Executor(const Plan &plan, int32_t pipelineRank, int32_t replica, Back
     streams[program[i].stream].list.push_back(static_cast<int64_t>(i));
 }
 
+void idleWait(int round) {
+  // Nothing to do until a peer answers. Give the core away: on an oversubscribed machine the
+  // peer may be waiting for it.
+  if (round < 64)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
+
 double Executor::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - options.origin).count();
 }
@@ -62,12 +71,7 @@ absl::StatusOr<StepOutcome> Executor::runStep(int64_t step) {
     const double waited = now() - lastProgress;
     if (waited > options.peerTimeoutS)
       return stalled(waited);
-    // Nothing to do until a peer answers. Give the core away: on an oversubscribed machine
-    // the peer may be waiting for it.
-    if (++idleRounds < 64)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    idleWait(++idleRounds);
   }
   CONDUIT_ASSIGN_OR_RETURN(StepOutcome outcome, backend.endStep(step));
   if (options.record)

@@ -24,6 +24,12 @@ namespace conduit::runtime {
 /// with that status.
 using InstructionHook = std::function<absl::Status(int64_t step, int64_t index)>;
 
+/// How the executor waits while nothing can progress, at its `round`th idle round since the
+/// last progress: it yields the core at first, then sleeps briefly (on an oversubscribed
+/// machine the peer may be waiting for the core). A transfer that arrives meanwhile is seen
+/// at the next round: what the profile's transport timing includes (Profile.h).
+void idleWait(int round);
+
 struct ExecutorOptions {
   /// No progress for this long is an error naming what the rank waits for.
   double peerTimeoutS = 30;

@@ -153,6 +153,7 @@ void LayerTimer::record(int64_t firstLayer, int64_t samples, const std::vector<d
                         Op op) {
   for (size_t i = 0; i < seconds.size(); ++i) {
     const int64_t layer = firstLayer + static_cast<int64_t>(i);
+    layerSeconds += seconds[i];
     LayerTiming &t = byLayer[{layer, samples}];
     t.layer = layer;
     t.samples = samples;
@@ -181,6 +182,15 @@ void LayerTimer::recordOptimizer(int64_t params, double seconds) {
   LayerTiming &t = byLayer[{kOptimizerTiming, params}];
   t.layer = kOptimizerTiming;
   t.samples = params;
+  t.forwardS += seconds;
+  ++t.forwardCount;
+}
+
+void LayerTimer::recordOverhead(Op op, double seconds) {
+  const int64_t kind = static_cast<int64_t>(op);
+  LayerTiming &t = byLayer[{kOverheadTiming, kind}];
+  t.layer = kOverheadTiming;
+  t.samples = kind;
   t.forwardS += seconds;
   ++t.forwardCount;
 }

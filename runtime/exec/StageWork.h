@@ -138,11 +138,16 @@ public:
   void record(int64_t firstLayer, int64_t samples, const std::vector<double> &seconds, Op op);
   /// One optimizer step over `params` parameters took `seconds`.
   void recordOptimizer(int64_t params, double seconds);
+  /// A compute instruction `op` took `seconds` beyond the layer times recorded in it.
+  void recordOverhead(Op op, double seconds);
+  /// The seconds recorded so far by record() (what a compute's layers took).
+  double recordedSeconds() const { return layerSeconds; }
   std::vector<LayerTiming> timings() const;
   void clear() { byLayer.clear(); }
 
 private:
   std::map<std::pair<int64_t, int64_t>, LayerTiming> byLayer;
+  double layerSeconds = 0;
 };
 
 } // namespace conduit::runtime

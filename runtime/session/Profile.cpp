@@ -7,22 +7,110 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <iterator>
 #include <map>
+#include <set>
 
 namespace conduit::runtime {
 
 static_assert(std::size(kProfileMemoryCategories) == model::kNumMemoryUses,
               "one profile key per memory category");
 
+namespace {
+/// Round trips per size of the ping-pong, and how long each side is busy before it sends:
+/// long enough that the receiver waits as the executor waits for a peer's compute (past
+/// its first rounds of yielding, idleWait), short against the run.
+constexpr int kPingPongRounds = 30;
+constexpr double kPingPongPauseS = 200e-6;
+/// The smallest of the sizes that show the bandwidth: 1 MiB.
+constexpr int64_t kBandwidthProbeBytes = int64_t(1) << 20;
+
+/// The profile's name of compute instruction `op`, or null.
+const char *instructionKind(int64_t op) {
+  switch (static_cast<Op>(op)) {
+  case Op::Forward:
+    return kProfileInstructionKinds[0];
+  case Op::Backward:
+    return kProfileInstructionKinds[1];
+  case Op::BackwardInput:
+    return kProfileInstructionKinds[2];
+  case Op::BackwardWeight:
+    return kProfileInstructionKinds[3];
+  default:
+    return nullptr;
+  }
+}
+} // namespace
+
+TransportFit fitTransport(const TransportTiming &timing) {
+  const size_t n = timing.bytes.size();
+  TransportFit fit;
+  if (n == 0)
+    return fit;
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < n; ++i) {
+    mx += static_cast<double>(timing.bytes[i]) / static_cast<double>(n);
+    my += timing.oneWayS[i] / static_cast<double>(n);
+  }
+  double sxy = 0, sxx = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double dx = static_cast<double>(timing.bytes[i]) - mx;
+    sxy += dx * (timing.oneWayS[i] - my);
+    sxx += dx * dx;
+  }
+  const double slope = sxx > 0 ? sxy / sxx : 0;
+  if (slope > 0) {
+    fit.bandwidth = 1 / slope;
+    fit.latencyS = std::max(0.0, my - slope * mx);
+    return fit;
+  }
+  // The times do not grow with the size beyond their spread: the mean is the latency, and
+  // the bandwidth is at least the largest size over that spread (the bound is recorded).
+  const auto [fastest, slowest] = std::minmax_element(timing.oneWayS.begin(), timing.oneWayS.end());
+  const double spread = std::max(*slowest - *fastest, 1e-9);
+  fit.latencyS = my;
+  fit.bandwidth =
+      static_cast<double>(*std::max_element(timing.bytes.begin(), timing.bytes.end())) / spread;
+  return fit;
+}
+
+absl::StatusOr<TransportTiming> timeTransport(const Plan &plan, Backend &backend, int64_t rank) {
+  std::set<int64_t> sizes = {4};
+  for (const RankProgram &program : plan.ranks)
+    for (const Instruction &inst : program.instructions)
+      if (inst.op == Op::Send && inst.bytes > 0)
+        sizes.insert(inst.bytes);
+  // A size well above them, where the bandwidth shows above the waiting's noise.
+  sizes.insert(std::max<int64_t>(kBandwidthProbeBytes, 4 * *sizes.rbegin()));
+  TransportTiming timing;
+  for (int64_t bytes : sizes) {
+    CONDUIT_ASSIGN_OR_RETURN(
+        double s, backend.pingPong(1 - rank, bytes, kPingPongRounds, rank == 0, kPingPongPauseS));
+    timing.bytes.push_back(bytes);
+    timing.oneWayS.push_back(s);
+  }
+  return timing;
+}
+
 absl::Status writeProfile(const Plan &plan, const std::string &backend,
                           const std::vector<LayerTiming> &timings,
-                          const std::vector<RankMemory> &memory, std::ostream &os) {
+                          const std::vector<RankMemory> &memory,
+                          const std::optional<TransportTiming> &transport, std::ostream &os) {
   // Merge the ranks' (and replicas') measurements per layer and micro-batch size, and the
   // optimizer steps into one time per parameter.
   std::vector<std::map<int64_t, LayerTiming>> byLayer(plan.layers.size());
   double optimizerS = 0, optimizerParams = 0;
+  std::map<std::string, double> overheadS;
+  std::map<std::string, int64_t> overheadCount;
   for (const LayerTiming &t : timings) {
+    if (t.layer == kOverheadTiming) {
+      if (const char *kind = instructionKind(t.samples)) {
+        overheadS[kind] += t.forwardS;
+        overheadCount[kind] += t.forwardCount;
+      }
+      continue;
+    }
     if (t.layer == kOptimizerTiming) {
       optimizerS += t.forwardS;
       optimizerParams += static_cast<double>(t.samples) * static_cast<double>(t.forwardCount);
@@ -47,6 +135,24 @@ absl::Status writeProfile(const Plan &plan, const std::string &backend,
     os << ", " << key(kProfileOptimizer)
        << jsonString(plan.config.optimizer == Optimizer::Adam ? "adam" : "sgd") << ", "
        << key(kProfileOptimizerSPerParam) << jsonNumber(optimizerS / optimizerParams);
+  if (!overheadS.empty()) {
+    // In the order of kProfileInstructionKinds; never negative (the clock's noise).
+    os << ", " << key(kProfileInstructionOverhead) << "{";
+    bool any = false;
+    for (const char *kind : kProfileInstructionKinds)
+      if (overheadCount[kind] > 0) {
+        os << (any ? ", " : "") << key(kind)
+           << jsonNumber(std::max(0.0, overheadS[kind] / static_cast<double>(overheadCount[kind])));
+        any = true;
+      }
+    os << "}";
+  }
+  if (const TransportFit fit = transport ? fitTransport(*transport) : TransportFit();
+      fit.bandwidth > 0) {
+    os << ", " << key(kProfileTransport) << "{" << key(kProfileTransportLatencyS)
+       << jsonNumber(fit.latencyS) << ", " << key(kProfileTransportBandwidth)
+       << jsonNumber(fit.bandwidth) << "}";
+  }
   os << ", " << key(kProfileLayers) << "[";
   for (size_t l = 0; l < plan.layers.size(); ++l) {
     if (byLayer[l].empty())

@@ -21,6 +21,13 @@
 //               "peak_bytes": 1001472, "held_peak_bytes": 1180160,
 //               "at_peak": {"parameters": 262144, ...}}]
 //
+// "instruction_overhead_s" holds each compute instruction kind's mean seconds beyond its
+// layers' (the stage's work around them), and "transport" the latency and bandwidth of a
+// ping-pong between global ranks 0 and 1 over the plan's transfer sizes:
+//
+//   "instruction_overhead_s": {"forward": 2.1e-05, "backward": 3.4e-05},
+//   "transport": {"latency_s": 3.2e-06, "bandwidth_bytes_per_s": 4.1e+09}
+//
 // The keys are the constants of runtime/plan/ProfileKeys.h, which the cost model's reader
 // names too.
 //
@@ -32,6 +39,7 @@
 #include "runtime/Status.h"
 #include "runtime/exec/Backend.h"
 
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -44,11 +52,31 @@ struct RankMemory {
   model::MemoryPeak measured;
 };
 
-/// Writes the profile of `timings` (from all ranks) and `memory` (one entry per global rank,
-/// or none). Fails if a layer of the plan never ran.
+/// One-way seconds of messages of a few sizes between two ranks (a ping-pong).
+struct TransportTiming {
+  std::vector<int64_t> bytes;
+  std::vector<double> oneWayS;
+};
+
+/// The transport's latency (seconds) and bandwidth (bytes/s): the least-squares line through
+/// the one-way times; where noise tilts it flat or down, the mean time and, for the
+/// bandwidth, the bound the times give (the largest size over their spread).
+struct TransportFit {
+  double latencyS = 0, bandwidth = 0;
+};
+TransportFit fitTransport(const TransportTiming &timing);
+
+/// Global ranks 0 and 1 time the transport between them (each calls it, together): a
+/// ping-pong of one float, of the plan's point-to-point sizes and of a size that shows the
+/// bandwidth (1 MiB, or 4 times the largest), as the executor waits for a transfer.
+absl::StatusOr<TransportTiming> timeTransport(const Plan &plan, Backend &backend, int64_t rank);
+
+/// Writes the profile of `timings` (from all ranks), `memory` (one entry per global rank, or
+/// none) and `transport` (when timed). Fails if a layer of the plan never ran.
 absl::Status writeProfile(const Plan &plan, const std::string &backend,
                           const std::vector<LayerTiming> &timings,
-                          const std::vector<RankMemory> &memory, std::ostream &os);
+                          const std::vector<RankMemory> &memory,
+                          const std::optional<TransportTiming> &transport, std::ostream &os);
 
 } // namespace conduit::runtime
 

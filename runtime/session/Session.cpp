@@ -232,7 +232,9 @@ void printMemory(const Plan &plan, const std::vector<RankMemory> &memory) {
 
 /// Every rank's layer timings, and `memory` (rank 0's), written by rank 0.
 absl::Status writeProfileAtZero(const Plan &plan, RankGroup &group, const Backend &backend,
-                                const std::vector<RankMemory> &memory, const std::string &path) {
+                                const std::vector<RankMemory> &memory,
+                                const std::optional<TransportTiming> &transport,
+                                const std::string &path) {
   CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                            group.gatherAtZero(bytesOf(backend.layerTimings())));
   if (group.rank() != 0)
@@ -242,7 +244,7 @@ absl::Status writeProfileAtZero(const Plan &plan, RankGroup &group, const Backen
     for (const LayerTiming &t : valuesOf<LayerTiming>(bytes))
       timings.push_back(t);
   std::ofstream out(path);
-  CONDUIT_RETURN_IF_ERROR(writeProfile(plan, backend.name(), timings, memory, out));
+  CONDUIT_RETURN_IF_ERROR(writeProfile(plan, backend.name(), timings, memory, transport, out));
   if (!out)
     return absl::UnavailableError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
@@ -346,6 +348,15 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
                   static_cast<long long>(loaded->step));
   }
 
+  // A profile times the transport between global ranks 0 and 1, before the steps.
+  std::optional<TransportTiming> transport;
+  if (!options.profile.empty() && group.size() > 1 && rank.id < 2) {
+    absl::StatusOr<TransportTiming> timed = timeTransport(plan, backend, rank.id);
+    if (!timed.ok())
+      return {kExitFailure, timed.status(), /*fatal=*/true};
+    transport = std::move(*timed);
+  }
+
   ExecutorOptions executorOptions;
   executorOptions.peerTimeoutS = options.peerTimeoutS;
   executorOptions.record = !options.trace.empty();
@@ -409,7 +420,7 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   if (finished.ok() && !options.trace.empty())
     finished = writeTrace(plan, group, where, executor, seconds / options.steps, options.trace);
   if (finished.ok() && !options.profile.empty())
-    finished = writeProfileAtZero(plan, group, backend, *memory, options.profile);
+    finished = writeProfileAtZero(plan, group, backend, *memory, transport, options.profile);
   if (!finished.ok())
     return {kExitFailure, finished};
   return {};

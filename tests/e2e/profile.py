@@ -5,8 +5,9 @@ rank's busy time from exactly those measurements.
 
 The check of the prediction is independent of the compiler: from the plan (its stages, their
 layers, micro-batches and parameters) and the profile alone, each rank's compute adds up to
-its forwards and backwards (each the sum of its layers' measured times) plus its optimizer steps
-(parameters updated times the measured time per parameter).
+its forwards and backwards (each the sum of its layers' measured times and its kind's measured
+time beyond them) plus its optimizer steps (parameters updated times the measured time per
+parameter). The profile also holds the transport's latency and bandwidth between two ranks.
 
 Usage: profile.py --bin BUILD/bin --work DIR
 """
@@ -38,6 +39,7 @@ def expected_busy(plan, profile):
     layers = profile["layers"]
     data = plan["config"]["data"]
     sharded = data > 1 and plan["config"]["sharding"] != "none"
+    overhead = profile.get("instruction_overhead_s", {})
     busy = []
     for rank in plan["ranks"]:
         total = 0.0
@@ -49,6 +51,7 @@ def expected_busy(plan, profile):
                 key = "forward_s" if x["op"] == "forward" else "backward_s"
                 first, end = stage["layers"]
                 total += sum(interpolate(layers[l], key, n) for l in range(first, end))
+                total += overhead.get(x["op"], 0.0)
             elif x["op"] == "optimizer_step":
                 params = plan["stages"][x["stage"]]["params"]
                 owned = -(-params // data) if sharded else params
@@ -77,6 +80,12 @@ def check_profile(profile, plan):
     if profile.get("optimizer") != "adam" or not 0 < profile.get("optimizer_s_per_param", 0) < 1e-6:
         failures.append(f"the optimizer was not measured per parameter: "
                         f"{profile.get('optimizer')}, {profile.get('optimizer_s_per_param')}")
+    overhead = profile.get("instruction_overhead_s", {})
+    if sorted(overhead) != ["backward", "forward"] or not all(t >= 0 for t in overhead.values()):
+        failures.append(f"instruction_overhead_s is not a time per forward and backward: {overhead}")
+    transport = profile.get("transport", {})
+    if not (0 <= transport.get("latency_s", -1) < 1 and transport.get("bandwidth_bytes_per_s", 0) > 0):
+        failures.append(f"the transport was not measured: {transport}")
     return failures
 
 

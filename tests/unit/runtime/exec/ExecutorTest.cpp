@@ -672,7 +672,7 @@ TEST(SplitBackwardPlanOnTheCpu, IsProfiledAndTracedByHalf) {
       timings.insert(timings.end(), run.timings.begin(), run.timings.end());
     }
     std::ostringstream os;
-    EXPECT_TRUE(writeProfile(plan, "cpu", timings, {}, os).ok());
+    EXPECT_TRUE(writeProfile(plan, "cpu", timings, {}, std::nullopt, os).ok());
     return os.str();
   };
   auto count = [](const std::string &text, const std::string &what) {
@@ -687,9 +687,13 @@ TEST(SplitBackwardPlanOnTheCpu, IsProfiledAndTracedByHalf) {
   for (const char *key :
        {"\"backward_s\": [", "\"backward_input_s\": [", "\"backward_weight_s\": ["})
     EXPECT_EQ(count(profile, key), 4) << key << " in\n" << profile;
+  // Each instruction kind's time beyond its layers' is there beside them.
+  EXPECT_NE(profile.find("\"instruction_overhead_s\": {\"forward\": "), std::string::npos);
+  EXPECT_NE(profile.find(", \"backward_input\": "), std::string::npos) << profile;
+  EXPECT_NE(profile.find(", \"backward_weight\": "), std::string::npos) << profile;
   for (const RankRun &run : runs)
     for (const LayerTiming &t : run.timings) {
-      if (t.layer == kOptimizerTiming)
+      if (t.layer == kOptimizerTiming || t.layer == kOverheadTiming)
         continue;
       EXPECT_EQ(t.backwardCount, 0);
       EXPECT_EQ(t.inputCount, 3);
