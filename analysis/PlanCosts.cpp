@@ -76,7 +76,9 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
     costs.optimizer.push_back(
         cost.optimizerStepTime(c.optimizer == runtime::Optimizer::Adam, params));
   }
-  if (c.tensor > 1 && c.sequenceParallel)
+  // Pipelined with the GEMMs only with sequence parallelism and the overlap (Megatron-Core's
+  // tp_comm_overlap); otherwise every tensor collective is exposed.
+  if (c.tensor > 1 && c.sequenceParallel && c.tensorCommOverlap)
     for (const runtime::Stage &stage : plan.stages) {
       auto &fractions = costs.exposed.emplace_back();
       for (int64_t m = 0; m < stage.numMicrobatches(); ++m) {

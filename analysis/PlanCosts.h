@@ -44,9 +44,10 @@ public:
   double of(const runtime::Plan &plan, int32_t rank, const runtime::Instruction &inst) const;
   /// A tensor collective `inst` issued by a compute `pass` (Forward, Backward, BackwardInput,
   /// BackwardWeight) of its stage and micro-batch: the time it adds to the compute stream.
-  /// Without sequence parallelism, all of it; with it, the collectives are pipelined with the
-  /// compute's GEMMs (as Megatron-LM's communication overlap does), so that a compute and its
-  /// collectives take the longer of the two, and each collective adds its share of the excess.
+  /// Without sequence parallelism, all of it; with it and config.tensorCommOverlap (the
+  /// default), the collectives are pipelined with the compute's GEMMs (as Megatron-Core's
+  /// tp_comm_overlap does), so that a compute and its collectives take the longer of the two,
+  /// and each collective adds its share of the excess.
   double tensorCollective(const runtime::Instruction &inst, runtime::Op pass) const;
   /// Expert all-to-all `index` of rank `rank`'s program: the time it adds to the compute
   /// stream (the file comment says how a paired step hides it).

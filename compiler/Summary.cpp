@@ -80,9 +80,12 @@ std::string describeCompute(const Job &job) {
 std::string describeParallelism(const ParallelismSpec &p) {
   std::string text =
       "pipeline " + std::to_string(p.pipeline) + " x data " + std::to_string(p.data) +
-      (p.tensor > 1 ? " x tensor " + std::to_string(p.tensor) +
-                          (p.sequenceParallel ? " (sequence parallel)" : "")
-                    : std::string()) +
+      (p.tensor > 1
+           ? " x tensor " + std::to_string(p.tensor) +
+                 (!p.sequenceParallel   ? ""
+                  : p.tensorCommOverlap ? " (sequence parallel)"
+                                        : " (sequence parallel, collectives not overlapped)")
+           : std::string()) +
       (p.expert > 1 ? ", experts over groups of " + std::to_string(p.expert) : std::string()) +
       ", " + std::to_string(p.stagesPerDevice) + " stage(s) per device (" +
       std::to_string(p.numStages()) + " stages), " + std::string(enumName(p.schedule));

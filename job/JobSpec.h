@@ -201,6 +201,9 @@ struct ParallelismSpec {
   /// and residuals' activations are split over them along the sequence.
   int64_t tensor = 1;
   bool sequenceParallel = false;
+  /// With sequence parallelism: whether the tensor group's collectives are priced as pipelined
+  /// with the compute's GEMMs (Megatron-Core's tp_comm_overlap) or as exposed after them.
+  bool tensorCommOverlap = true;
   /// Expert-parallel ranks E: groups of E ranks carved out of a pipeline rank's D x T ranks
   /// (Megatron-Core's parallel folding); E divides D x T and the expert count.
   int64_t expert = 1;

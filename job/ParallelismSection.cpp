@@ -44,6 +44,9 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
   p.data = section.integer("data", 1, limits::kMaxData).value_or(1);
   p.tensor = section.integer("tensor", 1, limits::kMaxTensor).value_or(1);
   p.sequenceParallel = section.boolean("sequence_parallel").value_or(false);
+  // Applies with sequence parallelism only (a tuner may turn that off and on): without it the
+  // tensor collectives are exposed whatever this says.
+  p.tensorCommOverlap = section.boolean("tensor_comm_overlap").value_or(true);
   p.expert = section.integer("expert", 1, limits::kMaxWorld).value_or(1);
   p.stagesPerDevice =
       section.integer("stages_per_device", 1, limits::kMaxStagesPerDevice).value_or(1);

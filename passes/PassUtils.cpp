@@ -34,16 +34,16 @@ pipe::ParallelismAttr conduit::withSchedule(pipe::ParallelismAttr par, pipe::Sch
       par.getContext(), par.getPipeline(), par.getData(), par.getStagesPerDevice(), schedule,
       groupSize, par.getMicrobatches(), par.getMicrobatchSize(), par.getSharding(),
       par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(), placement, splitBackward,
-      par.getTensor(), par.getSequenceParallel(), par.getExpert());
+      par.getTensor(), par.getSequenceParallel(), par.getExpert(), par.getTensorCommOverlap());
 }
 
 pipe::ParallelismAttr conduit::withTensor(pipe::ParallelismAttr par, int64_t tensor) {
-  return pipe::ParallelismAttr::get(par.getContext(), par.getPipeline(), par.getData(),
-                                    par.getStagesPerDevice(), par.getSchedule(), par.getGroupSize(),
-                                    par.getMicrobatches(), par.getMicrobatchSize(),
-                                    par.getSharding(), par.getCheckpointing(), par.getFsdpWindow(),
-                                    par.getRankOrder(), par.getPlacement(), par.getSplitBackward(),
-                                    tensor, par.getSequenceParallel(), par.getExpert());
+  return pipe::ParallelismAttr::get(
+      par.getContext(), par.getPipeline(), par.getData(), par.getStagesPerDevice(),
+      par.getSchedule(), par.getGroupSize(), par.getMicrobatches(), par.getMicrobatchSize(),
+      par.getSharding(), par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(),
+      par.getPlacement(), par.getSplitBackward(), tensor, par.getSequenceParallel(),
+      par.getExpert(), par.getTensorCommOverlap());
 }
 
 sched::ScheduleProblem conduit::buildScheduleProblem(pipe::ModelOp model) {

@@ -38,6 +38,7 @@ runtime::Config exportConfig(plan::ProgramOp program) {
   c.checkpointing = static_cast<runtime::Checkpointing>(par.getCheckpointing());
   c.tensor = static_cast<int32_t>(par.getTensor());
   c.sequenceParallel = par.getSequenceParallel();
+  c.tensorCommOverlap = par.getTensorCommOverlap();
   c.expert = static_cast<int32_t>(par.getExpert());
   c.fsdpWindow = static_cast<int32_t>(par.getFsdpWindow());
   c.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;

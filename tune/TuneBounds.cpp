@@ -150,8 +150,9 @@ BoundCalculator::stages(const Job &job) {
   // with this partition (the compute does not depend on P or D, nor the tensor group's link on
   // more than T). A compute and the tensor collectives it issues on the compute stream, as the
   // simulator charges them (PlanCosts): all of the collectives after the compute, or, with sequence
-  // parallelism, pipelined with it (the longer of the two). A whole backward issues what its
-  // input and weight gradients issue together, so its time bounds the two halves' as well.
+  // parallelism and tensor_comm_overlap, pipelined with it (the longer of the two). A whole
+  // backward issues what its input and weight gradients issue together, so its time bounds the two
+  // halves' as well.
   runtime::Config tensorConfig;
   if (par.tensor > 1) {
     tensorConfig.tensor = static_cast<int32_t>(par.tensor);
@@ -180,7 +181,7 @@ BoundCalculator::stages(const Job &job) {
          runtime::tensorCollectives(tensorConfig, tensorLayers, static_cast<int32_t>(stage.first),
                                     static_cast<int32_t>(stage.end), pass, b))
       comm += (*cost)->tensorCollectiveTime(collectiveOf(x.op), x.bytes);
-    return par.sequenceParallel ? std::max(compute, comm) : compute + comm;
+    return par.sequenceParallel && par.tensorCommOverlap ? std::max(compute, comm) : compute + comm;
   };
   for (Stage &stage : out) {
     stage.computeForwardS = sum(times.forward, stage);

@@ -89,7 +89,7 @@ LogicalResult ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       Sharding sharding, Checkpointing checkpointing,
                                       int64_t fsdpWindow, RankOrder rankOrder, Placement placement,
                                       bool splitBackward, int64_t tensor, bool sequenceParallel,
-                                      int64_t expert) {
+                                      int64_t expert, bool tensorCommOverlap) {
   if (failed(check(emitError, pipeline >= 1, "pipeline", "positive", pipeline)) ||
       failed(check(emitError, data >= 1, "data", "positive", data)) ||
       failed(check(emitError, stagesPerDevice >= 1, "stages_per_device", "positive",

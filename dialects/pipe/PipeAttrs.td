@@ -261,7 +261,8 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     the tensor-parallel degree T (`tensor`, innermost in the global rank) with Megatron-style
     sequence parallelism (`sequence_parallel`), and the expert-parallel degree E (`expert`:
     groups of E ranks carved out of a pipeline rank's D x T ranks, Megatron-Core's parallel
-    folding), each printed only when not the default.
+    folding), and whether sequence parallelism's collectives are priced as pipelined with the
+    GEMMs (`tensor_comm_overlap`, true by default), each printed only when not the default.
 
     ```mlir
     #pipe.parallelism<pipeline = 4, data = 2, stages_per_device = 2, schedule = "breadth-first",
@@ -285,7 +286,8 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     DefaultValuedParameter<"bool", "false">:$split_backward,
     DefaultValuedParameter<"int64_t", "1">:$tensor,
     DefaultValuedParameter<"bool", "false">:$sequence_parallel,
-    DefaultValuedParameter<"int64_t", "1">:$expert
+    DefaultValuedParameter<"int64_t", "1">:$expert,
+    DefaultValuedParameter<"bool", "true">:$tensor_comm_overlap
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

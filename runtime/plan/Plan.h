@@ -226,6 +226,11 @@ struct Config {
   /// experts are divided over a group, each expert's parameters reduced over the ranks that
   /// hold it. The world stays P x D x T.
   int32_t expert = 1;
+  /// With sequence parallelism: whether the tensor group's collectives run pipelined with
+  /// the compute's GEMMs (Megatron-Core's tp_comm_overlap), which the cost model prices as
+  /// the longer of the two, or after them, exposed. Predictions only; the runtime issues its
+  /// collectives in order either way.
+  bool tensorCommOverlap = true;
   std::string preset;
   double peakFlops = 1, efficiency = 1;
   int64_t memoryBytes = 0, gpusPerNode = 1;

@@ -106,6 +106,7 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
   os << "  \"config\": {\"pipeline\": " << c.pipeline << ", \"data\": " << c.data
      << ", \"tensor\": " << c.tensor << ", \"expert\": " << c.expert
      << ", \"sequence_parallel\": " << (c.sequenceParallel ? "true" : "false")
+     << (c.tensorCommOverlap ? "" : ", \"tensor_comm_overlap\": false")
      << ", \"stages_per_device\": " << c.stagesPerDevice << ", \"schedule\": \""
      << scheduleName(c.schedule)
      << "\", \"split_backward\": " << (c.splitBackward ? "true" : "false")

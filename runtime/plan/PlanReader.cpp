@@ -295,6 +295,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   config.launchOverheadS = c->launch_overhead_s();
   config.tensor = c->tensor();
   config.sequenceParallel = c->sequence_parallel();
+  config.tensorCommOverlap = c->tensor_comm_overlap();
   if (c->schedule() >= kNumSchedules || c->sharding() > 3 || c->dtype() > 3 || c->optimizer() > 1 ||
       c->checkpointing() > 2 || c->rank_order() > 1 || c->data_kind() > 2)
     return corrupt("the configuration holds an unknown enum value");

@@ -111,6 +111,7 @@ flatbuffers::DetachedBuffer buildPlan(const Plan &plan,
   config.add_tensor(c.tensor);
   config.add_sequence_parallel(c.sequenceParallel);
   config.add_expert(c.expert);
+  config.add_tensor_comm_overlap(c.tensorCommOverlap);
   auto configOffset = config.Finish();
 
   flatbuffers::Offset<fb::Transformer> transformer;

@@ -99,7 +99,7 @@ def configuration(run):
     if par.get("activation_checkpointing", "none") != "none":
         parts.append(f"ckpt {par['activation_checkpointing']}")
     if par.get("sequence_parallel"):
-        parts.append("SP")
+        parts.append("SP" if par.get("tensor_comm_overlap", True) else "SP, TP comm exposed")
     parts.append(job["training"].get("dtype", "bf16"))
     parts.append(model.get("attention", "flash"))
     return ", ".join(parts)

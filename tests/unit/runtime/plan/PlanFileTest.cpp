@@ -110,6 +110,23 @@ TEST(PlanFile, RoundTrip) {
   EXPECT_EQ(writePlan(*read), bytes);
 }
 
+TEST(PlanFile, TensorCommOverlapRoundTripsAndDefaultsToOn) {
+  Plan plan = twoRankPlan();
+  const std::string overlapped = writePlan(plan);
+  plan.config.tensorCommOverlap = false;
+  const std::string exposed = writePlan(plan);
+  // Written only when off, so that the plans before the field are the same bytes.
+  EXPECT_GT(exposed.size(), overlapped.size());
+  absl::StatusOr<Plan> read = readPlan(exposed.data(), exposed.size());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_FALSE(read->config.tensorCommOverlap);
+  EXPECT_NE(dump(*read).find("\"tensor_comm_overlap\": false"), std::string::npos);
+  read = readPlan(overlapped.data(), overlapped.size());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->config.tensorCommOverlap);
+  EXPECT_EQ(dump(*read).find("tensor_comm_overlap"), std::string::npos);
+}
+
 /// The model fields of format 5 on a plan of four layers: two blocks, the second with experts.
 Plan moePlan() {
   Plan plan = twoRankPlan();
