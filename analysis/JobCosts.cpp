@@ -2,6 +2,7 @@
 
 #include "analysis/JobCosts.h"
 
+#include "analysis/ProfileReader.h"
 #include "job/TransformerCosts.h"
 
 #include <algorithm>
@@ -50,9 +51,7 @@ CostInputs conduit::jobCostInputs(const Job &job) {
       // The expert group and the imbalance the plan is priced with (as the import resolves it).
       const ParallelismSpec &p = job.parallelism;
       in.transformer->expert = p.expert;
-      in.transformer->imbalance = moe->imbalance.value_or(defaultMoeImbalance(
-          *moe, p.expert,
-          p.microbatchSize * job.model.transformer->seqLength / std::max<int64_t>(p.tensor, 1)));
+      in.transformer->imbalance = moeImbalance(job).value;
     }
   }
   for (const LayerSpec &layer : job.model.layers) {
@@ -62,4 +61,24 @@ CostInputs conduit::jobCostInputs(const Job &job) {
     in.bwdWeightFlops.push_back(layer.bwdWeightFlops);
   }
   return in;
+}
+
+MoeImbalance conduit::moeImbalance(const Job &job) {
+  using Source = MoeImbalance::Source;
+  if (!job.model.transformer || !job.model.transformer->moe)
+    return {};
+  const MoeSpec &moe = *job.model.transformer->moe;
+  if (moe.imbalance)
+    return {*moe.imbalance, Source::Stated};
+  const ParallelismSpec &p = job.parallelism;
+  if (!job.cluster.profile.empty()) {
+    llvm::Expected<MeasuredProfile> profile = readProfile(job.cluster.profile);
+    if (!profile)
+      llvm::consumeError(profile.takeError());
+    else if (profile->routedLoad && profile->routedLoad->expert == p.expert)
+      return {profile->routedLoad->peak, Source::Measured};
+  }
+  const int64_t tokensPerRank =
+      p.microbatchSize * job.model.transformer->seqLength / std::max<int64_t>(p.tensor, 1);
+  return {defaultMoeImbalance(moe, p.expert, tokensPerRank), Source::Default};
 }

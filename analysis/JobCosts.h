@@ -23,6 +23,17 @@ TransformerShape transformerShape(const TransformerSpec &shape, int64_t elementB
 /// roofline) and each layer's name and FLOPs. The parallel configuration is left to the caller.
 CostInputs jobCostInputs(const Job &job);
 
+/// The imbalance a job's mixture of experts is planned and priced with: `model.moe.imbalance`;
+/// else the one `cluster.profile` measured, where it profiled a run with the job's expert size
+/// E (ProfileReader.h, RoutedLoadProfile: its peak); else the default for E and one tensor
+/// rank's tokens of a micro-batch (job/TransformerCosts.h). A profile that cannot be read
+/// leaves the default here; the cost model reports it. 1 without experts.
+struct MoeImbalance {
+  double value = 1;
+  enum class Source { Stated, Measured, Default } source = Source::Default;
+};
+MoeImbalance moeImbalance(const Job &job);
+
 } // namespace conduit
 
 #endif // CONDUIT_ANALYSIS_JOBCOSTS_H

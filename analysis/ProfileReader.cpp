@@ -2,6 +2,7 @@
 
 #include "analysis/ProfileReader.h"
 
+#include "runtime/plan/Limits.h"
 #include "runtime/plan/ProfileKeys.h"
 
 #include <algorithm>
@@ -81,6 +82,23 @@ void readTransport(ObjectReader &top, const Json &object, MeasuredProfile &out) 
       transport.number(kProfileTransportBandwidth, 0, kMaxProfileBandwidth, /*minExclusive=*/true);
   transport.rejectUnknownKeys();
 }
+/// The profile's "routed_load": the measured imbalance of an expert-parallel run, every key
+/// required.
+void readRoutedLoad(ObjectReader &top, const Json &object, MeasuredProfile &out) {
+  ObjectReader load(object, top.keyPath(kProfileRoutedLoad), top.getDiagnostics());
+  for (const char *key :
+       {kProfileRoutedLoadExpert, kProfileRoutedLoadPeak, kProfileRoutedLoadPieces})
+    if (!load.require(key))
+      return;
+  std::optional<int64_t> expert = load.integer(kProfileRoutedLoadExpert, 2, limits::kMaxWorld);
+  // At least the balanced share (some rank takes that much), at most all of its group's.
+  std::optional<double> peak =
+      load.number(kProfileRoutedLoadPeak, 1, static_cast<double>(expert.value_or(2)));
+  std::optional<int64_t> pieces = load.integer(kProfileRoutedLoadPieces, 1, INT64_MAX);
+  load.rejectUnknownKeys();
+  if (expert && peak && pieces)
+    out.routedLoad = RoutedLoadProfile{*expert, *peak, *pieces};
+}
 } // namespace
 
 llvm::Expected<MeasuredProfile> conduit::readProfile(llvm::StringRef path) {
@@ -122,6 +140,8 @@ llvm::Expected<MeasuredProfile> conduit::parseProfile(const Json &root, llvm::St
     readOverhead(top, *overhead, profile);
   if (const Json *transport = top.object(kProfileTransport))
     readTransport(top, *transport, profile);
+  if (const Json *load = top.object(kProfileRoutedLoad))
+    readRoutedLoad(top, *load, profile);
   top.rejectUnknownKeys();
   if (diag.failed())
     return fail();

@@ -40,6 +40,15 @@ struct RankMemoryProfile {
   std::vector<int64_t> atPeak;
 };
 
+/// An expert-parallel run's measured imbalance (runtime/plan/ProfileKeys.h, "routed_load"):
+/// the most routed tokens an expert rank took of a piece over its group's balanced share, over
+/// the run's pieces, for groups of `expert` ranks.
+struct RoutedLoadProfile {
+  int64_t expert = 0;
+  double peak = 1;
+  int64_t pieces = 0;
+};
+
 /// A profile file: its layers, and the measured time of the optimizer per parameter (absent
 /// from profiles that did not measure it).
 struct MeasuredProfile {
@@ -54,6 +63,8 @@ struct MeasuredProfile {
   /// The transport between two ranks of the run, where the profile measured it: one way,
   /// seconds and bytes/s.
   std::optional<double> transportLatencyS, transportBandwidth;
+  /// Where the run had expert parallelism: its measured imbalance.
+  std::optional<RoutedLoadProfile> routedLoad;
 };
 
 /// The seconds `times` (a layer's forward_s or backward_s) give for a micro-batch of `samples`:

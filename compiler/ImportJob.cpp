@@ -2,8 +2,8 @@
 
 #include "compiler/ImportJob.h"
 
+#include "analysis/JobCosts.h"
 #include "dialects/pipe/PipeOps.h"
-#include "job/TransformerCosts.h"
 #include "mlir/IR/Builders.h"
 
 #include <algorithm>
@@ -35,14 +35,11 @@ pipe::TrainingAttr buildTraining(MLIRContext *ctx, const TrainingSpec &t) {
                                  toDialect<pipe::TokenType>(t.dataDtype));
 }
 
-/// The job's mixture of experts, with the imbalance resolved: the job's, or the default for its
-/// expert groups and one tensor rank's tokens of a micro-batch (job/TransformerCosts.h).
-pipe::MoeAttr buildMoe(MLIRContext *ctx, const TransformerSpec &t, const ParallelismSpec &p) {
+/// The job's mixture of experts, with the imbalance resolved (moeImbalance, analysis/JobCosts.h).
+pipe::MoeAttr buildMoe(MLIRContext *ctx, const TransformerSpec &t, double imbalance) {
   if (!t.moe)
     return {};
   const MoeSpec &m = *t.moe;
-  const int64_t tokensPerRank = p.microbatchSize * t.seqLength / std::max<int64_t>(p.tensor, 1);
-  const double imbalance = m.imbalance.value_or(defaultMoeImbalance(m, p.expert, tokensPerRank));
   return pipe::MoeAttr::get(ctx, m.numExperts, m.topK, m.expertFfnHiddenSize,
                             toDialect<pipe::RouterKind>(m.router), m.normalizeTopK,
                             m.auxLossCoefficient, m.sharedExperts, m.sharedFfnHiddenSize,
@@ -50,7 +47,7 @@ pipe::MoeAttr buildMoe(MLIRContext *ctx, const TransformerSpec &t, const Paralle
 }
 
 pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &t,
-                                       const ParallelismSpec &p) {
+                                       double imbalance) {
   pipe::LatentAttentionAttr latent;
   if (const std::optional<LatentAttentionSpec> &a = t.latentAttention)
     latent = pipe::LatentAttentionAttr::get(ctx, a->qLoraRank, a->kvLoraRank, a->qkNopeHeadDim,
@@ -60,7 +57,7 @@ pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &
       t.vocabSize, toDialect<pipe::MlpKind>(t.mlp), toDialect<pipe::NormKind>(t.norm),
       toDialect<pipe::PositionKind>(t.position), t.tieEmbeddings, toDialect<pipe::BiasKind>(t.bias),
       t.ropeTheta, t.normEps, toDialect<pipe::AttentionKind>(t.attention), t.headDim.value_or(0),
-      t.qkNorm, latent, buildMoe(ctx, t, p));
+      t.qkNorm, latent, buildMoe(ctx, t, imbalance));
 }
 
 /// A symbol name from the job name: letters, digits and '_' only.
@@ -86,7 +83,7 @@ OwningOpRef<ModuleOp> conduit::importJob(const Job &job, MLIRContext &context) {
       builder, loc, symbolName(job.name), pipe::Phase::Model,
       buildParallelism(ctx, job.parallelism), buildCluster(ctx, job.cluster),
       buildTraining(ctx, job.training),
-      job.model.transformer ? buildTransformer(ctx, *job.model.transformer, job.parallelism)
+      job.model.transformer ? buildTransformer(ctx, *job.model.transformer, moeImbalance(job).value)
                             : pipe::TransformerAttr(),
       job.parallelism.stageLayers.empty()
           ? DenseI64ArrayAttr()

@@ -2,6 +2,7 @@
 
 #include "compiler/Summary.h"
 
+#include "analysis/JobCosts.h"
 #include "analysis/Units.h"
 #include "dialects/plan/PlanOps.h"
 #include "job/TransformerCosts.h"
@@ -55,6 +56,17 @@ std::string describeModel(const Job &job) {
                 std::to_string(moe->sharedFfnHiddenSize) + ")";
       if (moe->denseLayers > 0)
         text += ", first " + std::to_string(moe->denseLayers) + " block(s) dense";
+      if (job.parallelism.expert > 1) {
+        const MoeImbalance imbalance = moeImbalance(job);
+        const char *source = imbalance.source == MoeImbalance::Source::Stated ? "stated"
+                             : imbalance.source == MoeImbalance::Source::Measured
+                                 ? "measured in cluster.profile"
+                                 : "uniform routing's";
+        char bound[32];
+        std::snprintf(bound, sizeof bound, "%.2f", imbalance.value);
+        text +=
+            "; routed tokens up to " + std::string(bound) + "x the balanced share (" + source + ")";
+      }
     }
   }
   return text;

@@ -49,6 +49,16 @@ inline constexpr char kProfileTransport[] = "transport";
 inline constexpr char kProfileTransportLatencyS[] = "latency_s";
 inline constexpr char kProfileTransportBandwidth[] = "bandwidth_bytes_per_s";
 
+/// With expert parallelism (optional): the most routed tokens an expert rank took in one piece
+/// (a sample's, or a micro-batch's) over the balanced share of its group, over the whole run,
+/// the expert-group size E of the run and how many pieces it counted (each member its own).
+/// The compiler takes `peak` as `model.moe.imbalance` where a job with the same E leaves that
+/// unset.
+inline constexpr char kProfileRoutedLoad[] = "routed_load";
+inline constexpr char kProfileRoutedLoadExpert[] = "expert";
+inline constexpr char kProfileRoutedLoadPeak[] = "peak";
+inline constexpr char kProfileRoutedLoadPieces[] = "pieces";
+
 /// Per global rank of the run, in rank order (optional; the cost model does not use it): the
 /// memory it held at its peak over the training steps, beside the plan's prediction.
 inline constexpr char kProfileMemory[] = "memory";

@@ -94,9 +94,10 @@ absl::StatusOr<TransportTiming> timeTransport(const Plan &plan, Backend &backend
 }
 
 absl::Status writeProfile(const Plan &plan, const std::string &backend,
-                          const std::vector<LayerTiming> &timings,
-                          const std::vector<RankMemory> &memory,
-                          const std::optional<TransportTiming> &transport, std::ostream &os) {
+                          const std::vector<LayerTiming> &timings, const RunMeasurements &measured,
+                          std::ostream &os) {
+  const std::vector<RankMemory> &memory = measured.memory;
+  const std::optional<TransportTiming> &transport = measured.transport;
   // Merge the ranks' (and replicas') measurements per layer and micro-batch size, and the
   // optimizer steps into one time per parameter.
   std::vector<std::map<int64_t, LayerTiming>> byLayer(plan.layers.size());
@@ -153,6 +154,11 @@ absl::Status writeProfile(const Plan &plan, const std::string &backend,
        << jsonNumber(fit.latencyS) << ", " << key(kProfileTransportBandwidth)
        << jsonNumber(fit.bandwidth) << "}";
   }
+  if (const std::optional<model::RoutedLoad> &load = measured.routedLoad;
+      load && load->pieces > 0 && plan.config.expert > 1)
+    os << ", " << key(kProfileRoutedLoad) << "{" << key(kProfileRoutedLoadExpert)
+       << plan.config.expert << ", " << key(kProfileRoutedLoadPeak) << jsonNumber(load->peak)
+       << ", " << key(kProfileRoutedLoadPieces) << load->pieces << "}";
   os << ", " << key(kProfileLayers) << "[";
   for (size_t l = 0; l < plan.layers.size(); ++l) {
     if (byLayer[l].empty())

@@ -28,6 +28,11 @@
 //   "instruction_overhead_s": {"forward": 2.1e-05, "backward": 3.4e-05},
 //   "transport": {"latency_s": 3.2e-06, "bandwidth_bytes_per_s": 4.1e+09}
 //
+// With expert parallelism, "routed_load" holds the measured imbalance of the routed tokens: the
+// most any expert rank took of a piece over its group's balanced share, over the run:
+//
+//   "routed_load": {"expert": 2, "peak": 1.47, "pieces": 120}
+//
 // The keys are the constants of runtime/plan/ProfileKeys.h, which the cost model's reader
 // names too.
 //
@@ -71,12 +76,18 @@ TransportFit fitTransport(const TransportTiming &timing);
 /// bandwidth (1 MiB, or 4 times the largest), as the executor waits for a transfer.
 absl::StatusOr<TransportTiming> timeTransport(const Plan &plan, Backend &backend, int64_t rank);
 
-/// Writes the profile of `timings` (from all ranks), `memory` (one entry per global rank, or
-/// none) and `transport` (when timed). Fails if a layer of the plan never ran.
+/// What a run measured besides its layers, each where it was measured.
+struct RunMeasurements {
+  std::vector<RankMemory> memory;              ///< one entry per global rank, or none
+  std::optional<TransportTiming> transport;    ///< the ping-pong, when timed
+  std::optional<model::RoutedLoad> routedLoad; ///< expert parallelism: every rank's together
+};
+
+/// Writes the profile of `timings` (from all ranks) and `measured`. Fails if a layer of the
+/// plan never ran.
 absl::Status writeProfile(const Plan &plan, const std::string &backend,
-                          const std::vector<LayerTiming> &timings,
-                          const std::vector<RankMemory> &memory,
-                          const std::optional<TransportTiming> &transport, std::ostream &os);
+                          const std::vector<LayerTiming> &timings, const RunMeasurements &measured,
+                          std::ostream &os);
 
 } // namespace conduit::runtime
 

@@ -181,17 +181,16 @@ absl::StatusOr<std::vector<RankMemory>> gatherMemory(const Plan &plan, RankGroup
   return memory;
 }
 
-/// With expert parallelism, at rank 0: how many routed tokens the busiest expert rank took per
-/// piece, over the balanced share, against the plan's bound (Transformer::imbalance); else
-/// empty. Every rank calls it.
-absl::StatusOr<std::string> routedLoadLine(const Plan &plan, RankGroup &group,
-                                           const model::RoutedLoad &mine) {
+/// With expert parallelism: every rank's routed load together, at rank 0 (nothing at the
+/// others, or without expert parallelism, or when no piece was routed). Every rank calls it.
+absl::StatusOr<std::optional<model::RoutedLoad>>
+gatherRoutedLoad(const Plan &plan, RankGroup &group, const model::RoutedLoad &mine) {
   if (!plan.transformer || !plan.transformer->isMoe() || plan.config.expert <= 1)
-    return std::string();
+    return std::nullopt;
   CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                            group.gatherAtZero(bytesOf(std::vector<model::RoutedLoad>{mine})));
   if (group.rank() != 0)
-    return std::string();
+    return std::nullopt;
   model::RoutedLoad total;
   for (const std::string &bytes : all)
     for (const model::RoutedLoad &load : valuesOf<model::RoutedLoad>(bytes)) {
@@ -200,7 +199,13 @@ absl::StatusOr<std::string> routedLoadLine(const Plan &plan, RankGroup &group,
       total.pieces += load.pieces;
     }
   if (total.pieces == 0)
-    return std::string();
+    return std::nullopt;
+  return total;
+}
+
+/// How many routed tokens the busiest expert rank took per piece, over the balanced share,
+/// against the plan's bound (Transformer::imbalance).
+std::string routedLoadLine(const Plan &plan, const model::RoutedLoad &total) {
   return absl::StrFormat("experts: the busiest expert rank took %.2fx the balanced share of a "
                          "piece's routed tokens (over %lld pieces); the plan bounds %.2fx",
                          total.peak, static_cast<long long>(total.pieces),
@@ -230,11 +235,9 @@ void printMemory(const Plan &plan, const std::vector<RankMemory> &memory) {
   std::fflush(stdout);
 }
 
-/// Every rank's layer timings, and `memory` (rank 0's), written by rank 0.
+/// Every rank's layer timings, and what rank 0 holds of the rest, written by rank 0.
 absl::Status writeProfileAtZero(const Plan &plan, RankGroup &group, const Backend &backend,
-                                const std::vector<RankMemory> &memory,
-                                const std::optional<TransportTiming> &transport,
-                                const std::string &path) {
+                                const RunMeasurements &measured, const std::string &path) {
   CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
                            group.gatherAtZero(bytesOf(backend.layerTimings())));
   if (group.rank() != 0)
@@ -244,7 +247,7 @@ absl::Status writeProfileAtZero(const Plan &plan, RankGroup &group, const Backen
     for (const LayerTiming &t : valuesOf<LayerTiming>(bytes))
       timings.push_back(t);
   std::ofstream out(path);
-  CONDUIT_RETURN_IF_ERROR(writeProfile(plan, backend.name(), timings, memory, transport, out));
+  CONDUIT_RETURN_IF_ERROR(writeProfile(plan, backend.name(), timings, measured, out));
   if (!out)
     return absl::UnavailableError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
@@ -404,14 +407,15 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   absl::StatusOr<std::vector<RankMemory>> memory = gatherMemory(plan, group, backend.memoryPeak());
   if (!memory.ok())
     return {kExitFailure, memory.status()};
-  absl::StatusOr<std::string> load = routedLoadLine(plan, group, backend.routedLoad());
+  absl::StatusOr<std::optional<model::RoutedLoad>> load =
+      gatherRoutedLoad(plan, group, backend.routedLoad());
   if (!load.ok())
     return {kExitFailure, load.status()};
   if (group.rank() == 0) {
     printSummary(plan, options.steps, group.size(), seconds, loss);
     printMemory(plan, *memory);
-    if (!load->empty())
-      std::printf("%s\n", load->c_str());
+    if (*load)
+      std::printf("%s\n", routedLoadLine(plan, **load).c_str());
     std::fflush(stdout);
   }
   absl::Status finished = absl::OkStatus();
@@ -420,7 +424,8 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   if (finished.ok() && !options.trace.empty())
     finished = writeTrace(plan, group, where, executor, seconds / options.steps, options.trace);
   if (finished.ok() && !options.profile.empty())
-    finished = writeProfileAtZero(plan, group, backend, *memory, transport, options.profile);
+    finished =
+        writeProfileAtZero(plan, group, backend, {*memory, transport, *load}, options.profile);
   if (!finished.ok())
     return {kExitFailure, finished};
   return {};

@@ -7,13 +7,17 @@ The check of the prediction is independent of the compiler: from the plan (its s
 layers, micro-batches and parameters) and the profile alone, each rank's compute adds up to
 its forwards and backwards (each the sum of its layers' measured times and its kind's measured
 time beyond them) plus its optimizer steps (parameters updated times the measured time per
-parameter). The profile also holds the transport's latency and bandwidth between two ranks.
+parameter). The profile also holds the transport's latency and bandwidth between two ranks,
+and, for an expert-parallel plan, the routing imbalance the run measured, which a compile of
+the job with the profile plans with.
 
 Usage: profile.py --bin BUILD/bin --work DIR
 """
 
 import json
 import math
+import os
+import re
 import subprocess
 import sys
 
@@ -89,6 +93,36 @@ def check_profile(profile, plan):
     return failures
 
 
+def check_routed_load(tools, work):
+    """An expert-parallel run (moe-tiny: E = 2 over D = 2) measures its routing imbalance, the
+    figure it prints; a compile of the job with the profile plans with it."""
+    failures = []
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "..", "testdata", "jobs", "moe-tiny.json")) as f:
+        job = json.load(f)
+    plan_path = tools.compile(job, "moe")
+    profile_path = f"{work}/moe-profile.json"
+    run = tools.run(plan_path, 4, f"--steps={STEPS}", f"--profile={profile_path}")
+    if run.returncode:
+        return [f"conduit-run --profile of an expert-parallel plan failed:\n{run.stderr}"]
+    load = json.load(open(profile_path)).get("routed_load", {})
+    printed = re.search(r"busiest expert rank took ([0-9.]+)x .*\(over ([0-9]+) pieces\)", run.stdout)
+    if not printed or load.get("expert") != 2 or load.get("pieces") != int(printed.group(2)) \
+            or abs(load.get("peak", 0) - float(printed.group(1))) > 0.005:
+        failures.append(f"routed_load {load} is not the load the run printed: {run.stdout}")
+    job["cluster"]["profile"] = profile_path
+    job_path = f"{work}/moe-measured.json"
+    with open(job_path, "w") as f:
+        json.dump(job, f)
+    planned = json.loads(tools.emit(job_path, "plan-json"))["transformer"]["moe"]["imbalance"]
+    if planned != load.get("peak"):
+        failures.append(f"the plan bounds the routed tokens at {planned}, the profile measured "
+                        f"{load.get('peak')}")
+    else:
+        print(f"routed load: measured {planned}x the balanced share, and planned with it")
+    return failures
+
+
 def main():
     parser = arguments()
     args = parser.parse_args()
@@ -135,6 +169,8 @@ def main():
                              text=True)
     if refused.returncode != 1 or "layers but the model has" not in refused.stderr:
         failures.append(f"a profile of another model was not refused:\n{refused.stderr}")
+
+    failures += check_routed_load(tools, args.work)
 
     if failures:
         sys.exit("\n".join(failures))

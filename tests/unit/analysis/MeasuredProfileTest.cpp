@@ -2,12 +2,15 @@
 //
 // What a profile adds beside its layers' times: each compute instruction kind's time beyond its
 // layers' (added once per stage and micro-batch) and the transport's measured latency and
-// bandwidth (replacing the cluster's inside a node). A profile without them prices as before;
-// a malformed one names the key.
+// bandwidth (replacing the cluster's inside a node), and an expert-parallel run's measured
+// routing imbalance (which a job with the same expert size plans with). A profile without them
+// prices as before; a malformed one names the key.
 //
 //===----------------------------------------------------------------------===//
 
 #include "analysis/CostModel.h"
+#include "analysis/JobCosts.h"
+#include "job/JobFile.h"
 
 #include <gtest/gtest.h>
 
@@ -74,6 +77,51 @@ TEST(MeasuredProfileTest, AnOldProfileHasNeither) {
   EXPECT_FALSE(p->transportBandwidth);
 }
 
+TEST(MeasuredProfileTest, TheRoutedLoadIsRead) {
+  llvm::Expected<MeasuredProfile> p =
+      parse(profileText(R"("routed_load": {"expert": 2, "peak": 1.72, "pieces": 192},)"));
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  ASSERT_TRUE(p->routedLoad);
+  EXPECT_EQ(p->routedLoad->expert, 2);
+  EXPECT_EQ(p->routedLoad->peak, 1.72);
+  EXPECT_EQ(p->routedLoad->pieces, 192);
+  p = parse(profileText(""));
+  ASSERT_TRUE(static_cast<bool>(p)) << llvm::toString(p.takeError());
+  EXPECT_FALSE(p->routedLoad);
+}
+
+/// moe-tiny.json (E = 2) with `overrides`.
+Job moeTiny(std::vector<std::string> overrides) {
+  Diagnostics diag("moe-tiny.json");
+  std::optional<Job> job =
+      readJobFile(std::string(CONDUIT_TESTDATA) + "/jobs/moe-tiny.json", diag, overrides);
+  EXPECT_TRUE(job) << (diag.failed() ? diag.getError()->str() : "");
+  return job ? *job : Job();
+}
+
+TEST(MeasuredProfileTest, AJobWithTheSameExpertSizePlansWithTheMeasuredImbalance) {
+  using Source = MoeImbalance::Source;
+  const std::string measured = writeProfileFile(
+      "routed-load", profileText(R"("routed_load": {"expert": 2, "peak": 1.72, "pieces": 192},)"));
+  const MoeImbalance uniform = moeImbalance(moeTiny({}));
+  EXPECT_EQ(uniform.source, Source::Default);
+  EXPECT_LT(uniform.value, 1.1);
+  const MoeImbalance fromProfile = moeImbalance(moeTiny({"cluster.profile=\"" + measured + "\""}));
+  EXPECT_EQ(fromProfile.source, Source::Measured);
+  EXPECT_EQ(fromProfile.value, 1.72);
+  // The job's own figure wins; a run with another expert size says nothing of this one's.
+  const MoeImbalance stated =
+      moeImbalance(moeTiny({"cluster.profile=\"" + measured + "\"", "model.moe.imbalance=1.3"}));
+  EXPECT_EQ(stated.source, Source::Stated);
+  EXPECT_EQ(stated.value, 1.3);
+  const MoeImbalance other = moeImbalance(moeTiny(
+      {"cluster.profile=\"" + measured + "\"", "parallelism.expert=1", "parallelism.data=2"}));
+  EXPECT_EQ(other.source, Source::Default);
+  // What the cost model is given for the job's shape is the same figure.
+  EXPECT_EQ(jobCostInputs(moeTiny({"cluster.profile=\"" + measured + "\""})).transformer->imbalance,
+            1.72);
+}
+
 TEST(MeasuredProfileTest, MalformedKeysAreNamed) {
   const std::pair<const char *, const char *> cases[] = {
       {R"("transport": {"latency_s": 1e-4, "bandwidth_bytes_per_s": 0},)",
@@ -86,6 +134,11 @@ TEST(MeasuredProfileTest, MalformedKeysAreNamed) {
       {R"("instruction_overhead_s": {"forward": "fast"},)", "instruction_overhead_s.forward"},
       {R"("instruction_overhead_s": {"optimizer_step": 1e-6},)",
        "instruction_overhead_s.optimizer_step"},
+      {R"("routed_load": {"expert": 2, "peak": 0.5, "pieces": 1},)", "routed_load.peak"},
+      {R"("routed_load": {"expert": 2, "peak": 2.5, "pieces": 1},)", "routed_load.peak"},
+      {R"("routed_load": {"expert": 1, "peak": 1, "pieces": 1},)", "routed_load.expert"},
+      {R"("routed_load": {"expert": 2, "peak": 1.5},)", "pieces"},
+      {R"("routed_load": {"expert": 2, "peak": 1.5, "pieces": 1, "mean": 1},)", "routed_load.mean"},
   };
   for (const auto &[extra, key] : cases) {
     llvm::Expected<MeasuredProfile> p = parse(profileText(extra));

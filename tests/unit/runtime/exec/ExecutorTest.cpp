@@ -672,7 +672,7 @@ TEST(SplitBackwardPlanOnTheCpu, IsProfiledAndTracedByHalf) {
       timings.insert(timings.end(), run.timings.begin(), run.timings.end());
     }
     std::ostringstream os;
-    EXPECT_TRUE(writeProfile(plan, "cpu", timings, {}, std::nullopt, os).ok());
+    EXPECT_TRUE(writeProfile(plan, "cpu", timings, {}, os).ok());
     return os.str();
   };
   auto count = [](const std::string &text, const std::string &what) {

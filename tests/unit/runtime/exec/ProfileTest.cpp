@@ -81,7 +81,8 @@ TEST(ProfileWriterTest, WritesOverheadsAndTheTransport) {
   std::ostringstream os;
   // 10 us and 100 MB/s.
   ASSERT_TRUE(
-      writeProfile(plan, "cpu", timings, {}, TransportTiming{{0, 1000}, {1e-5, 2e-5}}, os).ok());
+      writeProfile(plan, "cpu", timings, {{}, TransportTiming{{0, 1000}, {1e-5, 2e-5}}, {}}, os)
+          .ok());
   const std::string text = os.str();
   EXPECT_NE(text.find(R"("instruction_overhead_s": {"forward": 2e-06, "backward": 4e-06, )"
                       R"("backward_weight": 0})"),
@@ -94,9 +95,26 @@ TEST(ProfileWriterTest, WritesOverheadsAndTheTransport) {
   // Without them (an old run, or one rank): neither key.
   std::ostringstream old;
   timings.resize(plan.layers.size());
-  ASSERT_TRUE(writeProfile(plan, "cpu", timings, {}, std::nullopt, old).ok());
+  ASSERT_TRUE(writeProfile(plan, "cpu", timings, {}, old).ok());
   EXPECT_EQ(old.str().find(kProfileInstructionOverhead), std::string::npos) << old.str();
   EXPECT_EQ(old.str().find(kProfileTransport), std::string::npos) << old.str();
+}
+
+TEST(ProfileWriterTest, WritesTheRoutedLoadOfAnExpertParallelRun) {
+  Plan plan = twoRankPlan();
+  std::vector<LayerTiming> timings;
+  for (int64_t l = 0; l < static_cast<int64_t>(plan.layers.size()); ++l)
+    timings.push_back({l, 2, 1e-3, 2e-3, 1, 1});
+  const model::RoutedLoad load{1.5, 12.0, 10};
+  std::ostringstream none;
+  ASSERT_TRUE(writeProfile(plan, "cpu", timings, {{}, std::nullopt, load}, none).ok());
+  EXPECT_EQ(none.str().find(kProfileRoutedLoad), std::string::npos) << "E = 1: " << none.str();
+  plan.config.expert = 2;
+  std::ostringstream os;
+  ASSERT_TRUE(writeProfile(plan, "cpu", timings, {{}, std::nullopt, load}, os).ok());
+  EXPECT_NE(os.str().find(R"("routed_load": {"expert": 2, "peak": 1.5, "pieces": 10})"),
+            std::string::npos)
+      << os.str();
 }
 
 TEST(TimeTransportTest, TwoRanksPingPongThePlansSizes) {
