@@ -71,6 +71,7 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
     cost.instructionOverheadS = profile->instructionOverheadS;
     cost.measuredLatencyS = profile->transportLatencyS;
     cost.measuredBandwidth = profile->transportBandwidth;
+    cost.hostProgress = profile->backend == "cpu";
     if (cost.profiles.size() != cost.layers.size())
       return llvm::createStringError(
           path + ": the profile has " + std::to_string(cost.profiles.size()) +

@@ -133,6 +133,10 @@ public:
 
   double bandwidth(Link link) const;
   double latency(Link link) const;
+  /// Whether the runtime a profile measured moves messages only inside its own calls to the
+  /// transport, which it makes between computes (the CPU backend): a transfer then completes
+  /// no earlier than the end of a compute either of its ranks runs at that time (Simulator.h).
+  bool progressBetweenComputes() const { return hostProgress; }
   int64_t dataParallelSize() const { return data; }
   int64_t tensorSize() const { return tensor; }
   bool sequenceParallel() const { return sequenceParallelOn; }
@@ -153,6 +157,7 @@ private:
   std::vector<LayerProfile> profiles;
   std::optional<double> optimizerSPerParam;
   bool profiledAdam = true;
+  bool hostProgress = false; ///< profiled on the CPU backend
   /// A profile's measured time of a compute instruction beyond its layers', per kind
   /// (ProfileReader.h), added once per stage and micro-batch; and its measured transport.
   std::array<std::optional<double>, 4> instructionOverheadS;

@@ -63,6 +63,7 @@ double expertAllToAllTime(const CostModel &cost, int64_t bytes, int64_t members,
 PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &cost) {
   PlanCosts costs;
   costs.cost = &cost;
+  costs.progressBetweenComputes = cost.progressBetweenComputes();
   const runtime::Config &c = plan.config;
   for (const runtime::Stage &stage : plan.stages) {
     CostModel::MicrobatchTimes times =

@@ -41,6 +41,10 @@ public:
   /// a whole backward twice that, everything else 0.
   static PlanCosts unit(const runtime::Plan &plan);
 
+  /// The runtime moves messages only between computes (CostModel::progressBetweenComputes):
+  /// the simulator holds a transfer until its ranks' computes at its end are over.
+  bool progressBetweenComputes = false;
+
   double of(const runtime::Plan &plan, int32_t rank, const runtime::Instruction &inst) const;
   /// A tensor collective `inst` issued by a compute `pass` (Forward, Backward, BackwardInput,
   /// BackwardWeight) of its stage and micro-batch: the time it adds to the compute stream.

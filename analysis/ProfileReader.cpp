@@ -127,10 +127,11 @@ llvm::Expected<MeasuredProfile> conduit::parseProfile(const Json &root, llvm::St
                                                  std::to_string(kProfileVersion) +
                                                  "); compile with the Conduit that "
                                                  "wrote the profile");
-  top.string(kProfileBackend);
+  std::optional<std::string> backend = top.string(kProfileBackend);
   top.string(kProfileJob);
   const Json *layers = top.array(kProfileLayers);
   MeasuredProfile profile;
+  profile.backend = backend.value_or("");
   if (std::optional<size_t> kind = top.choice(kProfileOptimizer, {"adam", "sgd"}))
     profile.optimizerAdam = *kind == 0;
   profile.optimizerSPerParam = top.number(kProfileOptimizerSPerParam, 0, kMaxProfileSeconds);

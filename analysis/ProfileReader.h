@@ -65,6 +65,8 @@ struct MeasuredProfile {
   std::optional<double> transportLatencyS, transportBandwidth;
   /// Where the run had expert parallelism: its measured imbalance.
   std::optional<RoutedLoadProfile> routedLoad;
+  /// The backend that ran ("cpu" or "cuda").
+  std::string backend;
 };
 
 /// The seconds `times` (a layer's forward_s or backward_s) give for a micro-batch of `samples`:

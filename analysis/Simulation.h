@@ -94,8 +94,14 @@ struct Instance {
 
 class Simulation {
 public:
-  Simulation(const runtime::Plan &plan, const PlanCosts &costs, SimulationOptions options)
-      : plan(plan), costs(costs), recording(options.times) {}
+  /// Per rank, the [start, end) of each compute in time order.
+  using Busy = std::vector<std::vector<std::pair<double, double>>>;
+
+  /// `busy`: where transfers wait for computes (PlanCosts::progressBetweenComputes), the
+  /// computes of the previous pass; `computed` receives this pass's.
+  Simulation(const runtime::Plan &plan, const PlanCosts &costs, SimulationOptions options,
+             const Busy *busy = nullptr, Busy *computed = nullptr)
+      : plan(plan), costs(costs), recording(options.times), busy(busy), computed(computed) {}
 
   /// Runs the plan once; the result moves out, so a Simulation runs only once.
   SimulationResult run() &&;
@@ -208,9 +214,14 @@ private:
 
   void finish();
 
+  /// The end of the compute rank r runs at time t in the previous pass, or t.
+  double afterCompute(int32_t r, double t) const;
+
   const runtime::Plan &plan;
   const PlanCosts &costs;
   const bool recording;
+  const Busy *busy;
+  Busy *computed;
   /// The entries of an event's clock: 1 + the highest stream the plan uses.
   int clockWidth = 0;
   std::vector<RankState> state;

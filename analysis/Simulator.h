@@ -3,9 +3,11 @@
 // Executes a plan the way the runtime does, with durations from the cost model: each rank's
 // streams run concurrently, each in its own order; `wait` holds a stream until its event was
 // signalled; a send and its receive (matched per (sender, receiver) pair in program order) run
-// once both sides reached them, and the transfers of a batch are posted together; a collective
-// runs once every member of its group reached it. One data-parallel replica stands for all:
-// replicas run the same program, and collectives are costed over the whole group.
+// once both sides reached them (and, where the runtime moves messages only between computes,
+// PlanCosts::progressBetweenComputes, end no earlier than the end of a compute either rank
+// runs at that time: see simulatePlan), and the transfers of a batch are posted together; a
+// collective runs once every member of its group reached it. One data-parallel replica stands for
+// all: replicas run the same program, and collectives are costed over the whole group.
 //
 // The same run verifies the plan (ARCHITECTURE.md §7): it checks, through events and stream
 // order only (not through lucky timing), that every compute finds its inputs received and its
@@ -65,7 +67,9 @@ struct SimulationOptions {
   bool times = true;
 };
 
-/// Runs the plan (which must pass checkPlanSemantics).
+/// Runs the plan (which must pass checkPlanSemantics). Where transfers wait for computes, the
+/// run is repeated, each pass holding the transfers by the computes of the pass before, until
+/// the step stops changing (at most eight passes): the result is the last pass's.
 SimulationResult simulatePlan(const runtime::Plan &plan, const PlanCosts &costs,
                               SimulationOptions options = {});
 

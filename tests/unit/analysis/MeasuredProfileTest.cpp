@@ -4,13 +4,17 @@
 // layers' (added once per stage and micro-batch) and the transport's measured latency and
 // bandwidth (replacing the cluster's inside a node), and an expert-parallel run's measured
 // routing imbalance (which a job with the same expert size plans with). A profile without them
-// prices as before; a malformed one names the key.
+// prices as before; a malformed one names the key. A profile of the CPU backend also says that
+// its transfers move only between computes, which the simulator then respects.
 //
 //===----------------------------------------------------------------------===//
 
 #include "analysis/CostModel.h"
 #include "analysis/JobCosts.h"
+#include "analysis/Simulator.h"
 #include "job/JobFile.h"
+#include "runtime/plan/PlanFile.h"
+#include "tests/unit/CompileToModule.h"
 
 #include <gtest/gtest.h>
 
@@ -194,6 +198,64 @@ TEST(MeasuredProfileTest, OverheadIsPaidOncePerStageInstruction) {
   CostModel::MicrobatchTimes times = cost.stageMicrobatchTimes(0, 2, {0, 1, 2});
   EXPECT_EQ(times.forward, (std::vector<double>{3.5, 3.5}));
   EXPECT_EQ(times.backward, (std::vector<double>{7.75, 7.75}));
+}
+
+TEST(MeasuredProfileTest, ACpuProfileMovesMessagesBetweenComputes) {
+  const std::string cpu = writeProfileFile("cpu-backend", profileText(""));
+  std::string text = profileText("");
+  text.replace(text.find("\"cpu\""), 5, "\"cuda\"");
+  const std::string cuda = writeProfileFile("cuda-backend", text);
+  EXPECT_TRUE(llvm::cantFail(CostModel::build(inputs(cpu))).progressBetweenComputes());
+  EXPECT_FALSE(llvm::cantFail(CostModel::build(inputs(cuda))).progressBetweenComputes());
+  EXPECT_FALSE(llvm::cantFail(CostModel::build(inputs(""))).progressBetweenComputes());
+}
+
+/// demo.json at D = 1 under `schedule`, priced with the measured profile of its fuzz seed as the
+/// backend `backend` wrote it.
+std::optional<VerifiedPlan> profiledDemo(const std::string &schedule, const std::string &backend) {
+  std::ifstream in(std::string(CONDUIT_TESTDATA) + "/fuzz/profile/demo-measured.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.replace(text.find("\"cpu\""), 5, "\"" + backend + "\"");
+  const std::string profile = writeProfileFile("demo-" + backend, text);
+  Diagnostics diag("demo.json");
+  std::optional<Job> job =
+      readJobFile(std::string(CONDUIT_TESTDATA) + "/jobs/demo.json", diag,
+                  {"parallelism.data=1", "parallelism.schedule=" + schedule,
+                   std::string("parallelism.stages_per_device=") + (schedule == "1f1b" ? "1" : "2"),
+                   "cluster.profile=\"" + profile + "\""});
+  EXPECT_TRUE(job) << diag.getError()->str();
+  if (!job)
+    return std::nullopt;
+  CompiledModule compiled = compileToModule(*job);
+  EXPECT_TRUE(compiled.ok && compiled.verified) << compiled.errors;
+  return compiled.ok ? std::move(compiled.verified) : std::nullopt;
+}
+
+TEST(MeasuredProfileTest, TransfersOfACpuRunWaitForTheComputesOfTheirRanks) {
+  for (const std::string schedule : {"1f1b", "breadth-first"}) {
+    SCOPED_TRACE(schedule);
+    std::optional<VerifiedPlan> free = profiledDemo(schedule, "cuda");
+    std::optional<VerifiedPlan> held = profiledDemo(schedule, "cpu");
+    ASSERT_TRUE(free && held);
+    const runtime::Plan &plan = held->plan;
+    // The same plan and the same compute times; only the transfers wait.
+    EXPECT_EQ(runtime::writePlan(plan), runtime::writePlan(free->plan));
+    EXPECT_GT(held->simulation.makespan, free->simulation.makespan);
+    int64_t longer = 0;
+    for (size_t r = 0; r < plan.ranks.size(); ++r)
+      for (size_t i = 0; i < plan.ranks[r].instructions.size(); ++i) {
+        const runtime::InstructionTime &a = free->simulation.times[r][i];
+        const runtime::InstructionTime &b = held->simulation.times[r][i];
+        if (plan.ranks[r].instructions[i].isCompute()) {
+          EXPECT_NEAR(b.end - b.start, a.end - a.start, 1e-12) << "compute " << i;
+        } else if (plan.ranks[r].instructions[i].isTransfer()) {
+          // Held until a compute of one of its ranks ended, never shorter.
+          EXPECT_GE(b.end - b.start, a.end - a.start - 1e-12) << "transfer " << i;
+          longer += b.end - b.start > a.end - a.start + 1e-9;
+        }
+      }
+    EXPECT_GT(longer, 0);
+  }
 }
 
 } // namespace
