@@ -135,7 +135,7 @@ public:
   double latency(Link link) const;
   /// Whether the runtime a profile measured moves messages only inside its own calls to the
   /// transport, which it makes between computes (the CPU backend): a transfer then completes
-  /// no earlier than the end of a compute either of its ranks runs at that time (Simulator.h).
+  /// no earlier than the end of the compute its receiver runs at that time (Simulator.h).
   bool progressBetweenComputes() const { return hostProgress; }
   int64_t dataParallelSize() const { return data; }
   int64_t tensorSize() const { return tensor; }

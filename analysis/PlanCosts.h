@@ -42,7 +42,7 @@ public:
   static PlanCosts unit(const runtime::Plan &plan);
 
   /// The runtime moves messages only between computes (CostModel::progressBetweenComputes):
-  /// the simulator holds a transfer until its ranks' computes at its end are over.
+  /// the simulator holds a transfer until its receiver's compute at its end is over.
   bool progressBetweenComputes = false;
 
   double of(const runtime::Plan &plan, int32_t rank, const runtime::Instruction &inst) const;

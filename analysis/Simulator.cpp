@@ -287,8 +287,13 @@ void Simulation::postExchange(int32_t r, int s, int64_t i) {
   }
   exchange.start = std::max(exchange.posted, time);
   exchange.end = exchange.start + costs.of(plan, r, x);
-  if (busy) // it completes when both ranks are between computes
+  // Where messages move only between computes, a send's data waits in the transport until
+  // the receiving rank next calls it, after the compute it runs then; a tie_grads exchange
+  // waits for both ranks.
+  if (busy && x.op == Op::TieGrads)
     exchange.end = std::max(afterCompute(r, exchange.end), afterCompute(x.peer, exchange.end));
+  else if (busy)
+    exchange.end = afterCompute(x.op == Op::Recv ? r : x.peer, exchange.end);
   const int64_t j = exchange.instruction[1 - sideOf(x, r)];
   enqueue(x.peer, inst(x.peer, j).stream);
 }

@@ -4,8 +4,8 @@
 // streams run concurrently, each in its own order; `wait` holds a stream until its event was
 // signalled; a send and its receive (matched per (sender, receiver) pair in program order) run
 // once both sides reached them (and, where the runtime moves messages only between computes,
-// PlanCosts::progressBetweenComputes, end no earlier than the end of a compute either rank
-// runs at that time: see simulatePlan), and the transfers of a batch are posted together; a
+// PlanCosts::progressBetweenComputes, end no earlier than the end of the compute the receiving
+// rank runs at that time: see simulatePlan), and the transfers of a batch are posted together; a
 // collective runs once every member of its group reached it. One data-parallel replica stands for
 // all: replicas run the same program, and collectives are costed over the whole group.
 //

@@ -231,7 +231,7 @@ std::optional<VerifiedPlan> profiledDemo(const std::string &schedule, const std:
   return compiled.ok ? std::move(compiled.verified) : std::nullopt;
 }
 
-TEST(MeasuredProfileTest, TransfersOfACpuRunWaitForTheComputesOfTheirRanks) {
+TEST(MeasuredProfileTest, TransfersOfACpuRunWaitForTheirReceiversComputes) {
   for (const std::string schedule : {"1f1b", "breadth-first"}) {
     SCOPED_TRACE(schedule);
     std::optional<VerifiedPlan> free = profiledDemo(schedule, "cuda");
@@ -240,7 +240,7 @@ TEST(MeasuredProfileTest, TransfersOfACpuRunWaitForTheComputesOfTheirRanks) {
     const runtime::Plan &plan = held->plan;
     // The same plan and the same compute times; only the transfers wait.
     EXPECT_EQ(runtime::writePlan(plan), runtime::writePlan(free->plan));
-    EXPECT_GT(held->simulation.makespan, free->simulation.makespan);
+    EXPECT_GE(held->simulation.makespan, free->simulation.makespan);
     int64_t longer = 0;
     for (size_t r = 0; r < plan.ranks.size(); ++r)
       for (size_t i = 0; i < plan.ranks[r].instructions.size(); ++i) {
@@ -249,7 +249,7 @@ TEST(MeasuredProfileTest, TransfersOfACpuRunWaitForTheComputesOfTheirRanks) {
         if (plan.ranks[r].instructions[i].isCompute()) {
           EXPECT_NEAR(b.end - b.start, a.end - a.start, 1e-12) << "compute " << i;
         } else if (plan.ranks[r].instructions[i].isTransfer()) {
-          // Held until a compute of one of its ranks ended, never shorter.
+          // Held until its receiver's compute ended, never shorter.
           EXPECT_GE(b.end - b.start, a.end - a.start - 1e-12) << "transfer " << i;
           longer += b.end - b.start > a.end - a.start + 1e-9;
         }
