@@ -32,16 +32,17 @@ Collective collectiveOf(Op op) {
 std::pair<int64_t, int64_t> expertPeers(const runtime::Config &c, const CostModel &cost,
                                         int32_t pipelineRank) {
   std::pair<int64_t, int64_t> busiest{0, 0}; // (other nodes, same node)
-  for (int64_t d = 0; d < c.data; ++d)
-    for (int64_t t = 0; t < c.tensor; ++t) {
-      const std::vector<int64_t> group = runtime::expertGroupRanks(c, pipelineRank, d, t);
-      for (int64_t member : group) {
-        int64_t away = 0;
-        for (int64_t peer : group)
-          away += cost.linkBetween(member, peer) == Link::InterNode;
-        busiest = std::max(busiest, {away, static_cast<int64_t>(group.size()) - 1 - away});
-      }
+  // Each group once: E consecutive (replica, tensor rank) indices.
+  for (int64_t i = 0; i < int64_t(c.data) * c.tensor; i += std::max<int32_t>(c.expert, 1)) {
+    const std::vector<int64_t> group =
+        runtime::expertGroupRanks(c, pipelineRank, i / c.tensor, i % c.tensor);
+    for (int64_t member : group) {
+      int64_t away = 0;
+      for (int64_t peer : group)
+        away += cost.linkBetween(member, peer) == Link::InterNode;
+      busiest = std::max(busiest, {away, static_cast<int64_t>(group.size()) - 1 - away});
     }
+  }
   return busiest;
 }
 

@@ -110,9 +110,9 @@ private:
   struct RankState {
     std::vector<Stream> streams;
     std::vector<double> fired; // per event, -1 until signalled
-    /// Per event, what the signalling stream knew: `clockWidth` entries of its clock (the
-    /// streams the plan uses).
+    /// Per event, what the signalling stream knew: `clockWidth` entries of its clock.
     std::vector<int32_t> eventKnown;
+    int clockWidth = 0; ///< 1 + the highest stream the rank uses
     /// Per instruction: for a send, receive or tie_grads with a peer, its exchange; for a
     /// collective, its group instance; -1 for the rest.
     std::vector<int32_t> link;
@@ -222,8 +222,6 @@ private:
   const bool recording;
   const Busy *busy;
   Busy *computed;
-  /// The entries of an event's clock: 1 + the highest stream the plan uses.
-  int clockWidth = 0;
   std::vector<RankState> state;
   std::vector<Exchange> exchanges;
   std::vector<Instance> instances;

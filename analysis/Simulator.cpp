@@ -55,9 +55,6 @@ void Simulation::setUp() {
     result.matched.resize(P);
   }
   result.allToAllS.assign(P, 0);
-  for (const runtime::RankProgram &program : plan.ranks)
-    for (const Instruction &x : program.instructions)
-      clockWidth = std::max(clockWidth, x.stream + 1);
   // Transfers match per (sender, receiver) pair in program order.
   std::map<std::pair<int32_t, int32_t>, std::vector<int32_t>> sends, recvs, ties;
   // Collectives: the k-th collective of a group on every member is instance (group, k).
@@ -68,7 +65,6 @@ void Simulation::setUp() {
     const size_t n = program.instructions.size();
     rs.streams.resize(kStreams);
     rs.fired.assign(program.events, -1);
-    rs.eventKnown.assign(static_cast<size_t>(program.events) * clockWidth, -1);
     rs.link.assign(n, -1);
     if (recording) {
       // -1 until the stream reaches it (posted) and it completes (start, end).
@@ -78,8 +74,12 @@ void Simulation::setUp() {
     std::array<size_t, kStreams> perStream{};
     for (const Instruction &x : program.instructions)
       ++perStream[x.stream];
-    for (int s = 0; s < kStreams; ++s)
+    for (int s = 0; s < kStreams; ++s) {
       rs.streams[s].list.reserve(perStream[s]);
+      if (perStream[s] > 0)
+        rs.clockWidth = s + 1;
+    }
+    rs.eventKnown.assign(static_cast<size_t>(program.events) * rs.clockWidth, -1);
     for (size_t i = 0; i < n; ++i) {
       const Instruction &x = program.instructions[i];
       rs.streams[x.stream].list.push_back(static_cast<int32_t>(i));
@@ -198,7 +198,7 @@ void Simulation::advance(int32_t r, int s) {
     case Op::Signal:
       post(r, i, stream.time);
       rs.fired[x.event] = stream.time;
-      std::copy_n(stream.known.begin(), clockWidth, &rs.eventKnown[x.event * clockWidth]);
+      std::copy_n(stream.known.begin(), rs.clockWidth, &rs.eventKnown[x.event * rs.clockWidth]);
       complete(r, s, i, stream.time, stream.time);
       // The streams stopped at a wait for this event go on.
       for (int other = 0; other < kStreams; ++other) {
@@ -213,8 +213,8 @@ void Simulation::advance(int32_t r, int s) {
       post(r, i, stream.time);
       if (rs.fired[x.event] < 0)
         return; // until the signal (above)
-      for (int k = 0; k < clockWidth; ++k)
-        stream.known[k] = std::max(stream.known[k], rs.eventKnown[x.event * clockWidth + k]);
+      for (int k = 0; k < rs.clockWidth; ++k)
+        stream.known[k] = std::max(stream.known[k], rs.eventKnown[x.event * rs.clockWidth + k]);
       complete(r, s, i, std::max(stream.time, rs.fired[x.event]),
                std::max(stream.time, rs.fired[x.event]));
       break;

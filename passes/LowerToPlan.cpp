@@ -545,7 +545,8 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model, bool overlapAllToAlls
   // About 100 bytes an op: the pages of every 4 MB of lowered ops go back to the system, not
   // those of every rank (each page given back costs a fault when it is used again).
   constexpr size_t kOpsToRelease = 40000;
-  size_t cleared = 0, lowered = 0;
+  size_t cleared = 0;
+  bool released = false;
   for (pipe::RankOp rank : model.getRanks()) {
     const int32_t r = static_cast<int32_t>(rank.getRank());
     LocalIndex index(samples, rankOf, r);
@@ -570,14 +571,14 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model, bool overlapAllToAlls
     cleared += rank.getBody().front().getOperations().size();
     rank.getBody().front().clear();
     if (cleared >= kOpsToRelease) {
-      lowered += cleared;
       cleared = 0;
+      released = true;
       releaseFreedMemory();
     }
   }
   // The last ranks' too, before verification allocates its state; a small model (the tuner
   // compiles thousands) gives back nothing.
-  if (lowered > 0 && cleared > 0)
+  if (released && cleared > 0)
     releaseFreedMemory();
   if (keep)
     keep->programs[program] = std::move(kept);
