@@ -33,21 +33,27 @@ void addStatic(const MemoryProblem &p, const MemoryStage &stage,
                std::array<int64_t, kNumMemoryKinds> &bytes) {
   auto add = [&](MemoryKind kind, int64_t b) { bytes[static_cast<int>(kind)] += b; };
   const Sharding sharding = p.replicas > 1 ? p.sharding : Sharding::None;
-  const int64_t params = stage.params, data = p.replicas;
   const bool shardParams = sharding == Sharding::Full;
   const bool shardState = sharding != Sharding::None;
   const bool fullGradientBuffers = sharding == Sharding::Gradients || sharding == Sharding::Full;
-  add(MemoryKind::Parameters, (shardParams ? ceilDiv(params, data) : params) * p.elementBytes);
   // Moments (Adam), and the fp32 master copy where the parameters the optimizer updates are
   // not themselves fp32 values of their own.
   const bool master = p.elementBytes != 4 || (shardState && !shardParams);
   const int64_t statePerParam = (p.adam ? 8 : 0) + (master ? 4 : 0);
-  add(MemoryKind::OptimizerState, (shardState ? ceilDiv(params, data) : params) * statePerParam);
-  add(MemoryKind::Gradients,
-      (fullGradientBuffers ? ceilDiv(params, data) : params) * kGradientBytes);
-  // ZeRO-1: the reduced shard beside the full buffer.
-  if (sharding == Sharding::Optimizer)
-    add(MemoryKind::Gradients, ceilDiv(params, data) * kGradientBytes);
+  // The dense parameters over the D replicas, the routed experts over their expert-data group.
+  const int64_t experts = stage.expertParams;
+  const std::pair<int64_t, int64_t> parts[] = {
+      {stage.params - experts, p.replicas},
+      {experts, p.expertReplicas > 0 ? p.expertReplicas : p.replicas}};
+  for (auto [params, data] : parts) {
+    add(MemoryKind::Parameters, (shardParams ? ceilDiv(params, data) : params) * p.elementBytes);
+    add(MemoryKind::OptimizerState, (shardState ? ceilDiv(params, data) : params) * statePerParam);
+    add(MemoryKind::Gradients,
+        (fullGradientBuffers ? ceilDiv(params, data) : params) * kGradientBytes);
+    // ZeRO-1: the reduced shard beside the full buffer.
+    if (sharding == Sharding::Optimizer)
+      add(MemoryKind::Gradients, ceilDiv(params, data) * kGradientBytes);
+  }
 }
 
 class RankWalker {
@@ -275,6 +281,8 @@ sched::Violation MemoryProblem::check() const {
     return "the element size must be positive, got " + str(elementBytes);
   if (replicas < 1)
     return "the number of replicas must be positive, got " + str(replicas);
+  if (expertReplicas < 0)
+    return "the number of expert replicas must not be negative, got " + str(expertReplicas);
   if (!std::isfinite(sampleScale) || sampleScale <= 0)
     return "the sample scale must be positive and finite, got " + std::to_string(sampleScale);
   for (int64_t s = 0; s < numStages; ++s) {
@@ -287,6 +295,9 @@ sched::Violation MemoryProblem::check() const {
     if (stage.params < 0 || stage.outputBytes < 0 || a.stored < 0 || a.weightGradient < 0 ||
         a.forwardKept < 0 || a.forwardWorking < 0 || a.backwardWorking < 0 || a.inputWorking < 0)
       return name() + " has a negative size";
+    if (stage.expertParams < 0 || stage.expertParams > stage.params)
+      return name() + " has " + str(stage.expertParams) + " routed experts' parameters of " +
+             str(stage.params);
     if (stage.samples.size() < 2 || stage.samples.front() != 0)
       return name() + "'s micro-batch boundaries must start at 0 and hold a micro-batch";
     for (size_t m = 1; m < stage.samples.size(); ++m)

@@ -70,7 +70,10 @@ StageActivations stageActivations(llvm::ArrayRef<LayerBytes> layers, runtime::Ch
 /// A stage as one rank of its tensor group holds it.
 struct MemoryStage {
   int64_t rank = 0;   ///< its pipeline rank
-  int64_t params = 0; ///< parameters
+  int64_t params = 0; ///< parameters (a rank's)
+  /// Of params, the rank's routed experts (expert parallelism): their sharded state is split
+  /// over the problem's expertReplicas instead of its replicas.
+  int64_t expertParams = 0;
   /// Bytes per sample of its output: the activations it sends forward, and the gradients the
   /// next stage sends back to it.
   int64_t outputBytes = 0;
@@ -106,6 +109,9 @@ struct MemoryProblem {
   int64_t elementBytes = 2; ///< parameters and activations (gradients are fp32)
   bool adam = true;         ///< Adam's two fp32 moments per parameter (SGD: none)
   int64_t replicas = 1;     ///< D; the sharded state is split evenly over them (rounded up)
+  /// The ranks holding the same routed experts (the expert-data group, D x T / E), over which
+  /// the stages' expertParams are sharded; 0: the replicas.
+  int64_t expertReplicas = 0;
   runtime::Sharding sharding = runtime::Sharding::None; ///< applies with D > 1 only
   /// Scale of everything proportional to micro-batch samples (activations, receive slots,
   /// outputs), to evaluate a smaller micro-batch on the same plan.
@@ -137,7 +143,9 @@ struct MemoryPeak {
 /// compute, with its working activations, and after every event). Conventions
 /// (docs/cost-model.md): parameters and activations in `elementBytes`; gradients accumulate
 /// in fp32; Adam keeps fp32 moments plus an fp32 master copy when the parameters are 16-bit;
-/// sharded state is split evenly over the D replicas (rounded up). With sharded optimizer
+/// sharded state is split evenly over the D replicas (rounded up), a stage's routed experts'
+/// over their expert-data group (whose state is sharded whenever D > 1, even over one rank, as
+/// conduit-run does). With sharded optimizer
 /// state but replicated parameters (ZeRO-1 and 2) the optimizer updates an fp32 copy of its
 /// shard (the master, at any precision) and the reduce-scatter writes the reduced gradients
 /// to a shard buffer of its own, as DeepSpeed's ZeRO-1/2 optimizer and conduit-run do. Fails

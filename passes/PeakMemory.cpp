@@ -106,6 +106,8 @@ FailureOr<std::vector<RankMemory>> conduit::analyzeMemory(pipe::ModelOp model,
     std::vector<LayerBytes> stageLayers;
     for (int64_t l = stage.getFirstLayer(); l < stage.getEndLayer(); ++l) {
       const TensorShare share = tensorShare(par, layers[l]);
+      if (par.getExpert() > 1)
+        b.expertParams += share.expertParams;
       const bool experts = layers[l].getExpertParams().value_or(0) > 0;
       stageLayers.push_back({share.activationBytes + (experts ? surcharge : 0),
                              share.checkpointBytes, share.weightGradientBytes,
@@ -119,6 +121,7 @@ FailureOr<std::vector<RankMemory>> conduit::analyzeMemory(pipe::ModelOp model,
   problem.elementBytes = model.getTraining().getElementBytes();
   problem.adam = model.getTraining().getOptimizer() == pipe::Optimizer::Adam;
   problem.replicas = par.getData();
+  problem.expertReplicas = par.getData() * par.getTensor() / std::max<int64_t>(par.getExpert(), 1);
   problem.sharding = static_cast<runtime::Sharding>(par.getSharding());
   problem.sampleScale = variant.sampleScale;
 

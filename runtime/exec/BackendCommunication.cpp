@@ -74,9 +74,7 @@ absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending 
       CONDUIT_ASSIGN_OR_RETURN(stage.full,
                                gatherBuffer(stage.padded, p.stream, streamOf(kComputeStream)));
     }
-    CONDUIT_ASSIGN_OR_RETURN(p.work,
-                             transport->allGather(inst.group, Element::Float32, stage.master.data(),
-                                                  stage.full.data(), stage.shardLen, p.stream));
+    CONDUIT_ASSIGN_OR_RETURN(p.work, gather(stage, stage.full.data(), p.stream));
     p.gathered = &stage;
     break;
   }
@@ -85,16 +83,20 @@ absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending 
       return absl::FailedPreconditionError(
           absl::StrCat(describe(inst), ": the stage is not sharded"));
     CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(stage, inst));
-    CONDUIT_ASSIGN_OR_RETURN(p.work, transport->reduceScatter(inst.group, grads, stage.grad.data(),
-                                                              stage.gradShard.data(),
-                                                              stage.shardLen, p.stream));
+    CONDUIT_ASSIGN_OR_RETURN(p.work, perSegment(stage, [&](const ShardSegment &g, int32_t group) {
+                               return transport->reduceScatter(
+                                   group, grads, stage.grad.data() + g.at,
+                                   stage.gradShard.data() + g.shardAt, g.shardLen, p.stream);
+                             }));
     p.reduced = &stage;
     break;
   }
   case Op::AllReduce: {
     CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(stage, inst));
-    CONDUIT_ASSIGN_OR_RETURN(
-        p.work, transport->allReduce(inst.group, grads, stage.grad.data(), stage.padded, p.stream));
+    CONDUIT_ASSIGN_OR_RETURN(p.work, perSegment(stage, [&](const ShardSegment &g, int32_t group) {
+                               return transport->allReduce(group, grads, stage.grad.data() + g.at,
+                                                           g.padded, p.stream);
+                             }));
     break;
   }
   default:
@@ -185,10 +187,28 @@ template <typename Grad> absl::Status BackendCore<Grad>::complete(std::unique_pt
 }
 
 template <typename Grad>
+template <typename Post>
+absl::StatusOr<std::unique_ptr<Work>> BackendCore<Grad>::perSegment(const Stage &stage, Post post) {
+  CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work, post(stage.dense, stage.group));
+  if (stage.experts.n == 0)
+    return work;
+  CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> experts,
+                           post(stage.experts, expertDataGroup(*plan, stage.group)));
+  return joinWork(std::move(work), std::move(experts));
+}
+
+template <typename Grad>
+absl::StatusOr<std::unique_ptr<Work>> BackendCore<Grad>::gather(const Stage &stage, float *full,
+                                                                StreamHandle stream) {
+  return perSegment(stage, [&](const ShardSegment &g, int32_t group) {
+    return transport->allGather(group, Element::Float32, stage.master.data() + g.shardAt,
+                                full + g.at, g.shardLen, stream);
+  });
+}
+
+template <typename Grad>
 absl::Status BackendCore<Grad>::gatherOutOfStep(Stage &stage, float *full, StreamHandle stream) {
-  CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work,
-                           transport->allGather(stage.group, Element::Float32, stage.master.data(),
-                                                full, stage.shardLen, stream));
+  CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work, gather(stage, full, stream));
   return complete(std::move(work));
 }
 
@@ -253,7 +273,9 @@ absl::StatusOr<double> BackendCore<Grad>::pingPong(int64_t peer, int64_t bytes, 
   template absl::Status BackendCore<Grad>::complete(std::unique_ptr<Work>);                        \
   template absl::StatusOr<double> BackendCore<Grad>::pingPong(int64_t, int64_t, int, bool,         \
                                                               double);                             \
-  template absl::Status BackendCore<Grad>::gatherOutOfStep(Stage &, float *, StreamHandle);
+  template absl::Status BackendCore<Grad>::gatherOutOfStep(Stage &, float *, StreamHandle);        \
+  template absl::StatusOr<std::unique_ptr<Work>> BackendCore<Grad>::gather(const Stage &, float *, \
+                                                                           StreamHandle);
 
 CONDUIT_INSTANTIATE_COMMUNICATION(float)
 CONDUIT_INSTANTIATE_COMMUNICATION(double)

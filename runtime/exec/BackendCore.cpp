@@ -98,6 +98,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
   optimizer = model::OptimizerConfig::fromPlan(c);
   sharded = isSharded(c);
   shape->tensorRank = where.tensorRank;
+  shape->expertRank = expertPlaceOf(c, where).position;
   rowFloats = shape->localSeq() * shape->hidden;
   CONDUIT_ASSIGN_OR_RETURN(transport, connect(p));
   model::Ops<float> &math = ops();
@@ -124,19 +125,21 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
     auto stage = std::make_unique<Stage>();
     stage->spec = &spec;
     stage->group = group;
-    CONDUIT_ASSIGN_OR_RETURN(stage->chain,
-                             model::LayerChain<float>::build(p, *shape, spec.firstLayer,
-                                                             spec.endLayer, math, c.checkpointing));
+    CONDUIT_ASSIGN_OR_RETURN(stage->chain, model::LayerChain<float>::build(
+                                               p, *shape, spec.firstLayer, spec.endLayer, math,
+                                               c.checkpointing, ShardLayout::align(c)));
     static_cast<ShardLayout &>(*stage) =
-        ShardLayout::of(stage->chain.numParams(), c, sharded, where.replica);
-    // Every replica initialises the whole stage identically, then keeps its shard.
+        ShardLayout::of(stage->chain.parameterLayout(), c, sharded, where);
+    // Every replica initialises its part of the stage as the others do, then keeps its shards.
     {
       MemoryScope parameters(math.memory(), MemoryUse::Parameters);
       stage->full = math.allocate(stage->padded);
       stage->chain.initialise(stage->full.data(), static_cast<uint64_t>(c.seed));
       if (sharded) {
         stage->master = math.allocate(stage->shardLen);
-        math.copy(stage->shardLen, stage->full.data() + stage->shardOffset, stage->master.data());
+        stage->forEachShard([&](int64_t at, int64_t to, int64_t count) {
+          math.copy(count, stage->full.data() + at, stage->master.data() + to);
+        });
       }
     }
     stage->gathered = true;
@@ -433,7 +436,7 @@ absl::StatusOr<std::vector<std::vector<float>>> BackendCore<Grad>::stageParamete
   for (const std::unique_ptr<Stage> &stage : stages) {
     if (!stage)
       continue;
-    std::vector<float> whole(stage->n);
+    std::vector<float> whole(stage->n); // this rank's array (StageLayout)
     if (sharded) {
       StreamHandle stream = streamOf(kCollectiveStream);
       CONDUIT_ASSIGN_OR_RETURN(model::Buffer<float> gathered,
@@ -443,19 +446,31 @@ absl::StatusOr<std::vector<std::vector<float>>> BackendCore<Grad>::stageParamete
     } else {
       ops().download(stage->full.data(), stage->n, whole.data());
     }
-    if (shape->tensorParallel()) {
-      // The whole layers from every tensor rank's part (replicated parameters from each).
+    if (shape->split()) {
+      // The whole layers from every part: the tensor group's, or the expert group's (each
+      // member's routed experts; the rest the same on every member).
       const int64_t part = stage->n;
-      model::Buffer<float> mine = ops().allocate(part),
-                           parts = ops().allocate(part * shape->tensorSize);
-      ops().upload(whole.data(), part, mine.data());
+      const int64_t members = shape->tensorParallel() ? shape->tensorSize : shape->expertSize;
+      model::Buffer<float> mine = ops().allocate(part * (shape->tensorParallel() ? 1 : members)),
+                           parts = ops().allocate(part * members);
       StreamHandle stream = streamOf(kComputeStream);
-      CONDUIT_RETURN_IF_ERROR(transport->tensorAllGather(mine.data(), parts.data(), part, stream));
+      if (shape->tensorParallel()) {
+        ops().upload(whole.data(), part, mine.data());
+        CONDUIT_RETURN_IF_ERROR(
+            transport->tensorAllGather(mine.data(), parts.data(), part, stream));
+      } else {
+        // An all-gather as the expert group's all-to-all: the same part to every member.
+        for (int64_t m = 0; m < members; ++m)
+          ops().upload(whole.data(), part, mine.data() + m * part);
+        const std::vector<int64_t> counts(members, part);
+        CONDUIT_RETURN_IF_ERROR(
+            transport->expertAllToAll(mine.data(), counts, parts.data(), counts, stream));
+      }
       CONDUIT_RETURN_IF_ERROR(synchronizeAll());
-      std::vector<float> all(part * shape->tensorSize);
+      std::vector<float> all(part * members);
       ops().download(parts.data(), all.size(), all.data());
-      whole = model::wholeFromTensorParts(*plan, *shape, stage->spec->firstLayer,
-                                          stage->spec->endLayer, all.data());
+      whole = model::wholeFromParts(*plan, *shape, stage->spec->firstLayer, stage->spec->endLayer,
+                                    ShardLayout::align(plan->config), all.data());
     }
     out.push_back(std::move(whole));
   }

@@ -195,6 +195,14 @@ private:
   void readBy(const Produced &what);
   /// After the compute `inst`: releases what it was the last local reader of.
   void doneReading(const Instruction &inst);
+  /// post(segment, group) for each segment of `stage`'s parameters with the group that shares
+  /// it (ShardLayout): the stage's plan group for the dense one, its expert-data subgroup for the
+  /// routed experts'. The joint work of both.
+  template <typename Post>
+  absl::StatusOr<std::unique_ptr<Work>> perSegment(const Stage &stage, Post post);
+  /// Posts the all-gather of `stage`'s shards into `full` (`padded` long).
+  absl::StatusOr<std::unique_ptr<Work>> gather(const Stage &stage, float *full,
+                                               StreamHandle stream);
   /// The parameters of `stage`'s replicas gathered into `full` (outside a step).
   absl::Status gatherOutOfStep(Stage &stage, float *full, StreamHandle stream);
   /// Waits for `work` (outside a step: restore, stageParameters).

@@ -411,11 +411,21 @@ absl::StatusOr<std::unique_ptr<Work>> LoopbackTransport::post(Kind kind, int32_t
   if (hub.aborted)
     return abortedError();
   const Plan &plan = hub.plan;
-  if (group < 0 || group >= static_cast<int32_t>(plan.groups.size()) ||
-      plan.groups[group].ranks[0] != where.pipelineRank)
+  const Config &c = plan.config;
+  const int32_t groups = static_cast<int32_t>(plan.groups.size());
+  // A plan group's expert-data subgroups follow the plan's groups (expertDataGroup).
+  const bool expertData = c.expert > 1 && group >= groups;
+  const int32_t planGroup = expertData ? group - groups : group;
+  if (planGroup < 0 || planGroup >= groups || plan.groups[planGroup].ranks[0] != where.pipelineRank)
     return absl::InternalError(absl::StrCat("rank ", rank, " is not a member of group ", group));
-  return postTo(int64_t(group) * plan.config.tensor + where.tensorRank, where.replica,
-                plan.config.data, kind, type, input, output, count, stream);
+  if (expertData) {
+    const ExpertPlace place = expertDataPlaceOf(c, where);
+    return postTo(hub.expertDataSlots + int64_t(planGroup) * c.expert + place.group,
+                  static_cast<int>(place.position), int64_t(c.data) * c.tensor / c.expert, kind,
+                  type, input, output, count, stream);
+  }
+  return postTo(int64_t(group) * c.tensor + where.tensorRank, where.replica, c.data, kind, type,
+                input, output, count, stream);
 }
 
 absl::StatusOr<std::unique_ptr<Work>>
@@ -523,6 +533,10 @@ LoopbackHub::LoopbackHub(const Plan &plan, double timeoutS, std::unique_ptr<Loop
   if (c.expert > 1)
     for (int64_t k = 0; k < int64_t(c.pipeline) * c.data * c.tensor / c.expert; ++k)
       groups.emplace_back().issued.assign(c.expert, 0);
+  expertDataSlots = static_cast<int64_t>(groups.size());
+  if (c.expert > 1)
+    for (int64_t k = 0; k < int64_t(plan.groups.size()) * c.expert; ++k)
+      groups.emplace_back().issued.assign(int64_t(c.data) * c.tensor / c.expert, 0);
 }
 
 LoopbackHub::~LoopbackHub() = default;

@@ -12,7 +12,8 @@
 //   the sender's side completes once its stream is ordered after that copy, so it may reuse
 //   the buffer.
 // - Collectives: the k-th collective of each member of a group match (a plan group's members
-//   are the replicas of one tensor rank; a tensor group's, its tensor ranks, whose collectives
+//   are the replicas of one tensor rank, an expert-data subgroup's those of them holding the
+//   same experts; a tensor group's, its tensor ranks, whose collectives
 //   the layers issue inside their compute and which wait here until done). Once all have posted,
 //   each member computes its own result from every member's input, adding them in member
 //   order (the same bits on every member, and the single-process reference's on the CPU,
@@ -122,8 +123,9 @@ private:
   };
   std::vector<GroupState> groups;
   /// Where the expert groups' slots start in `groups` (one per expert group, by
-  /// ExpertPlace::group).
-  int64_t expertSlots = 0;
+  /// ExpertPlace::group), and the expert-data subgroups' (per plan group, E of them by
+  /// expertDataPlaceOf's group).
+  int64_t expertSlots = 0, expertDataSlots = 0;
   /// sumOverRanks: one slot per rank, summed in rank order.
   std::condition_variable arrived;
   std::vector<double> values;

@@ -57,6 +57,20 @@ absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(const Plan &p
     if (member)
       CONDUIT_MPI(MPI_Comm_set_errhandler(t->groups[g], MPI_ERRORS_RETURN));
   }
+  // With expert parallelism, each group's expert-data subgroups (expertDataGroup), numbered after
+  // the plan's groups: the members holding the same experts, by their position among them.
+  if (plan.config.expert > 1) {
+    const ExpertPlace data = expertDataPlaceOf(plan.config, where);
+    for (size_t g = 0; g < plan.groups.size(); ++g) {
+      const bool member = plan.groups[g].ranks[0] == where.pipelineRank;
+      MPI_Comm &comm = t->groups.emplace_back(MPI_COMM_NULL);
+      CONDUIT_MPI(MPI_Comm_split(MPI_COMM_WORLD,
+                                 member ? static_cast<int>(data.group) : MPI_UNDEFINED,
+                                 static_cast<int>(data.position), &comm));
+      if (member)
+        CONDUIT_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    }
+  }
   // The expert group: E ranks of this pipeline rank, by position.
   if (plan.config.expert > 1) {
     const ExpertPlace place = expertPlaceOf(plan.config, where);

@@ -60,7 +60,9 @@ private:
   absl::StatusOr<std::unique_ptr<Work>> groupCollective(int32_t group, int64_t count, Post post);
 
   MPI_Comm peers = MPI_COMM_NULL;
-  std::vector<MPI_Comm> groups;    ///< per plan group; MPI_COMM_NULL where not a member
+  /// Per plan group, then per plan group's expert-data subgroup (expertDataGroup);
+  /// MPI_COMM_NULL where not a member.
+  std::vector<MPI_Comm> groups;
   MPI_Comm tensor = MPI_COMM_NULL; ///< this rank's tensor group (T > 1)
   int tensorSize = 1;
   MPI_Comm experts = MPI_COMM_NULL; ///< this rank's expert group (E > 1), by position

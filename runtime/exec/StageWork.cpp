@@ -33,6 +33,12 @@ ExpertPlace expertPlaceOf(const Config &c, const RankPosition &where) {
   return {int64_t(where.pipelineRank) * (perRank / e) + i / e, i % e};
 }
 
+ExpertPlace expertDataPlaceOf(const Config &c, const RankPosition &where) {
+  const int64_t e = std::max<int64_t>(c.expert, 1);
+  const int64_t i = int64_t(where.replica) * c.tensor + where.tensorRank;
+  return {i % e, i / e};
+}
+
 bool isSharded(const Config &c) { return c.data > 1 && c.sharding != Sharding::None; }
 
 absl::Status validateModel(const Plan &p, const char *backend) {
@@ -65,9 +71,17 @@ absl::StatusOr<int64_t> rankMemoryBytes(const Plan &p, const model::GptShape &sh
   for (const Stage &stage : p.stages) {
     if (stage.rank != pipelineRank)
       continue;
-    // Each tensor rank holds about 1/T of the stage (replicated norms and biases aside).
-    const ShardLayout layout =
-        ShardLayout::of((stage.params + c.tensor - 1) / c.tensor, c, sharded, 0);
+    // Each tensor rank holds about 1/T of the stage (replicated norms and biases aside), and
+    // each expert rank 1/E of its routed experts.
+    int64_t experts = 0;
+    for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
+      experts += p.layers[l].expertParams;
+    model::StageLayout params;
+    params.dense = (stage.params - experts + c.tensor - 1) / c.tensor;
+    params.experts = experts / c.expert;
+    params.expertsAt =
+        params.experts > 0 ? (params.dense + c.data - 1) / c.data * c.data : params.dense;
+    const ShardLayout layout = ShardLayout::of(params, c, sharded, RankPosition());
     // The whole parameters and their gradients; the shard's optimizer state, and with
     // sharding its master copy and reduced gradients.
     add(checkedMul(layout.padded, int64_t(sizeof(float)) + gradBytes));
@@ -116,13 +130,43 @@ absl::StatusOr<int64_t> transferFloats(const Instruction &inst, const Config &c,
   return floats;
 }
 
-ShardLayout ShardLayout::of(int64_t params, const Config &c, bool sharded, int32_t replica) {
+ShardLayout ShardLayout::of(const model::StageLayout &layout, const Config &c, bool sharded,
+                            const RankPosition &where) {
   ShardLayout s;
-  s.n = params;
-  s.padded = (params + c.data - 1) / c.data * c.data;
-  s.shardLen = sharded ? s.padded / c.data : params;
-  s.shardOffset = sharded ? replica * s.shardLen : 0;
+  s.n = layout.size();
+  // A segment of `n` elements from `at`, shared by `members` ranks of which this is `position`.
+  auto segment = [&](int64_t at, int64_t n, int64_t members, int64_t position, int64_t shardAt) {
+    ShardSegment g;
+    g.at = at;
+    g.n = n;
+    g.padded = (n + members - 1) / members * members;
+    g.shardLen = sharded ? g.padded / members : n;
+    g.shardOffset = sharded ? position * g.shardLen : 0;
+    g.shardAt = sharded ? shardAt : at;
+    return g;
+  };
+  const bool experts = layout.experts > 0;
+  s.dense = segment(0, experts ? layout.dense : s.n, c.data, where.replica, 0);
+  if (experts) {
+    const ExpertPlace place = expertDataPlaceOf(c, where);
+    s.experts = segment(layout.expertsAt, layout.experts, int64_t(c.data) * c.tensor / c.expert,
+                        place.position, s.dense.shardLen);
+  } else {
+    s.experts = segment(s.dense.padded, 0, 1, 0, s.dense.shardLen);
+  }
+  s.padded = s.dense.padded + s.experts.padded;
+  s.shardLen = sharded ? s.dense.shardLen + s.experts.shardLen : s.n;
   return s;
+}
+
+absl::StatusOr<model::StageLayout> rankStageLayout(const Plan &plan, int32_t stage,
+                                                   const RankPosition &where) {
+  CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(plan));
+  shape.tensorRank = where.tensorRank;
+  shape.expertRank = expertPlaceOf(plan.config, where).position;
+  const Stage &s = plan.stages[stage];
+  return model::StageLayout::of(plan, shape, s.firstLayer, s.endLayer,
+                                ShardLayout::align(plan.config));
 }
 
 model::Tokens microbatchTokens(const Config &c, const model::TokenSource &data,

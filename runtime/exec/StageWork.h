@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -40,15 +41,63 @@ struct ExpertPlace {
   int64_t group = 0, position = 0;
 };
 ExpertPlace expertPlaceOf(const Config &config, const RankPosition &where);
+/// A rank's expert-data group: of its pipeline rank's D x T ranks (indexed as above), the
+/// D x T / E that hold the same routed experts, i mod E (`group`, unique within the pipeline
+/// rank), at position i / E.
+ExpertPlace expertDataPlaceOf(const Config &config, const RankPosition &where);
 
-/// How a stage's parameters split over the replicas of its pipeline rank.
-struct ShardLayout {
-  int64_t n = 0;        ///< parameters
-  int64_t padded = 0;   ///< n rounded up to a multiple of the replicas
-  int64_t shardLen = 0; ///< elements of this replica's shard (n when not sharded)
-  int64_t shardOffset = 0;
-  static ShardLayout of(int64_t params, const Config &config, bool sharded, int32_t replica);
+/// One segment of a rank's parameters of a stage (model::StageLayout) and how it splits over
+/// the ranks that share it: padded to a multiple of their count, each keeping one shard of it
+/// when sharded.
+struct ShardSegment {
+  int64_t at = 0;          ///< where it starts in the rank's array
+  int64_t n = 0;           ///< its elements
+  int64_t padded = 0;      ///< n rounded up to a multiple of the ranks sharing it
+  int64_t shardLen = 0;    ///< this rank's shard (n when not sharded)
+  int64_t shardOffset = 0; ///< where the shard starts in the segment
+  int64_t shardAt = 0;     ///< where the shard lies among the rank's kept shards
 };
+
+/// How a rank's parameters of a stage split over the ranks that share them: the dense segment
+/// over the D replicas of its pipeline rank and tensor rank (its plan group), the expert segment
+/// (expert parallelism: the rank's routed experts) over its expert-data group. The rank keeps
+/// the array `padded` long (each segment padded, the padding zero) and, when sharded, its
+/// shards of both segments one after the other, `shardLen` long.
+struct ShardLayout {
+  ShardSegment dense, experts; ///< experts.n is 0 without expert parallelism
+  int64_t n = 0;               ///< the array's elements (StageLayout::size)
+  int64_t padded = 0;          ///< dense.padded + experts.padded
+  int64_t shardLen = 0;        ///< both shards' elements (n when not sharded)
+  static ShardLayout of(const model::StageLayout &layout, const Config &config, bool sharded,
+                        const RankPosition &where);
+  /// For each segment: f(where this rank's shard starts in the array, where it lies among the
+  /// kept shards, how many of its elements the array holds); the rest of the shard is padding
+  /// (zero).
+  template <typename F> void forEachShard(F f) const {
+    for (const ShardSegment *g : {&dense, &experts}) {
+      const int64_t from = g->at + g->shardOffset;
+      const int64_t count = std::clamp<int64_t>(g->at + g->n - from, 0, g->shardLen);
+      if (count > 0)
+        f(from, g->shardAt, count);
+    }
+  }
+  /// The shards this rank keeps of its array `array` (n elements).
+  std::vector<float> shardsOf(const std::vector<float> &array) const {
+    std::vector<float> kept(shardLen, 0.0f);
+    forEachShard([&](int64_t at, int64_t to, int64_t count) {
+      std::copy(array.begin() + at, array.begin() + at + count, kept.begin() + to);
+    });
+    return kept;
+  }
+  /// The `align` of the StageLayout a ShardLayout splits: the dense segment's shard count.
+  static int64_t align(const Config &config) { return config.data; }
+};
+
+/// The layout of rank `where`'s parameters of stage `stage` (StageLayout::of with its tensor and
+/// expert rank and the alignment ShardLayout needs); an error names what the runtime cannot
+/// build.
+absl::StatusOr<model::StageLayout> rankStageLayout(const Plan &plan, int32_t stage,
+                                                   const RankPosition &where);
 
 /// Whether the plan splits parameters or optimizer state over replicas.
 bool isSharded(const Config &config);

@@ -9,8 +9,9 @@
 // on the CPU. Host transports ignore the stream.
 //
 // Ranks are global ranks; a group is a plan group (the data-parallel replicas of a stage that
-// share this rank's tensor rank), where a rank's position is its replica index. Inputs and
-// outputs of a collective do not overlap, except the one buffer of an all-reduce.
+// share this rank's tensor rank), where a rank's position is its replica index, or with expert
+// parallelism the expert-data subgroup of one (expertDataGroup below). Inputs and outputs of a
+// collective do not overlap, except the one buffer of an all-reduce.
 //
 // With tensor parallelism the layers also communicate inside their compute, in this rank's
 // tensor group (the T ranks of its pipeline rank and replica, positioned by tensor rank): the
@@ -34,6 +35,14 @@
 
 namespace conduit::runtime {
 
+/// With expert parallelism, the group that reduces and shards a stage's routed experts: the
+/// members of plan group `group` that hold the caller's experts (its expert-data group,
+/// expertDataPlaceOf in StageWork.h), positioned as there. Transports number these after the
+/// plan's groups; a transport without them refuses the number as an unknown group.
+inline int32_t expertDataGroup(const Plan &plan, int32_t group) {
+  return static_cast<int32_t>(plan.groups.size()) + group;
+}
+
 /// The element type of the data a transport moves: activations are float; gradients
 /// accumulate in double on the CPU (see BackendCore.h) and in float on devices.
 enum class Element { Float32, Float64 };
@@ -54,6 +63,31 @@ public:
   /// Whether it completed (as far as the caller's stream is concerned); never blocks.
   virtual absl::StatusOr<bool> test() = 0;
 };
+
+/// Work that completes once both `first` and `second` have (`first` may be null: then
+/// `second`).
+inline std::unique_ptr<Work> joinWork(std::unique_ptr<Work> first, std::unique_ptr<Work> second) {
+  class Joint final : public Work {
+  public:
+    Joint(std::unique_ptr<Work> a, std::unique_ptr<Work> b) : a(std::move(a)), b(std::move(b)) {}
+    absl::StatusOr<bool> test() override {
+      for (std::unique_ptr<Work> *w : {&a, &b})
+        if (*w) {
+          CONDUIT_ASSIGN_OR_RETURN(bool done, (*w)->test());
+          if (!done)
+            return false;
+          w->reset();
+        }
+      return true;
+    }
+
+  private:
+    std::unique_ptr<Work> a, b;
+  };
+  if (!first)
+    return second;
+  return std::make_unique<Joint>(std::move(first), std::move(second));
+}
 
 /// One side of a point-to-point transfer of `count` floats.
 struct PeerTransfer {

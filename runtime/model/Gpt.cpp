@@ -43,64 +43,10 @@ std::vector<ParameterRun> tensorSlice(runtime::LayerKind kind, const GptShape &s
   return layer ? layer->slice() : std::vector<ParameterRun>();
 }
 
-int64_t tensorParams(const runtime::Plan &plan, const GptShape &shape, int64_t first, int64_t end) {
-  int64_t n = 0;
-  for (int64_t l = first; l < end; ++l)
-    n += shape.tensorParallel()
-             ? makeLayer<float>(plan.layers[l].kind, shape, Checkpointing::None, l)->numParams()
-             : plan.layers[l].params;
-  return n;
-}
-
-namespace {
-
-/// Calls f(offset in the whole layers, offset in the part, length) for each run of tensor rank
-/// shape.tensorRank's part of the parameters of layers [first, end).
-template <typename F>
-void forEachTensorRun(const runtime::Plan &plan, const GptShape &shape, int64_t first, int64_t end,
-                      F f) {
-  int64_t wholeAt = 0, localAt = 0;
-  for (int64_t l = first; l < end; ++l) {
-    for (const ParameterRun &run : tensorSlice(plan.layers[l].kind, shape, l))
-      f(wholeAt + run.whole, localAt + run.local, run.length);
-    wholeAt += plan.layers[l].params;
-    localAt += tensorParams(plan, shape, l, l + 1);
-  }
-}
-
-} // namespace
-
-std::vector<float> tensorPart(const runtime::Plan &plan, const GptShape &shape, int64_t first,
-                              int64_t end, const float *whole) {
-  std::vector<float> part(tensorParams(plan, shape, first, end));
-  forEachTensorRun(plan, shape, first, end, [&](int64_t at, int64_t localAt, int64_t n) {
-    std::copy(whole + at, whole + at + n, part.begin() + localAt);
-  });
-  return part;
-}
-
-std::vector<float> wholeFromTensorParts(const runtime::Plan &plan, const GptShape &shape,
-                                        int64_t first, int64_t end, const float *parts) {
-  int64_t n = 0;
-  for (int64_t l = first; l < end; ++l)
-    n += plan.layers[l].params;
-  std::vector<float> whole(n);
-  const int64_t partSize = tensorParams(plan, shape, first, end);
-  for (int64_t r = 0; r < shape.tensorSize; ++r) {
-    GptShape rank = shape;
-    rank.tensorRank = r;
-    const float *part = parts + r * partSize;
-    forEachTensorRun(plan, rank, first, end, [&](int64_t at, int64_t localAt, int64_t n) {
-      std::copy(part + localAt, part + localAt + n, whole.begin() + at);
-    });
-  }
-  return whole;
-}
-
 template <typename T>
 void initialiseLayer(runtime::LayerKind kind, const GptShape &shape, T *params, uint64_t seed,
                      int64_t layer) {
-  if (!shape.tensorParallel()) {
+  if (!shape.split()) {
     makeLayer<T>(kind, shape, Checkpointing::None, layer)->initialise(params, seed, layer);
     return;
   }
@@ -114,7 +60,7 @@ void initialiseLayer(runtime::LayerKind kind, const GptShape &shape, T *params, 
 template <typename T>
 absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, const GptShape &shape,
                                                    int64_t first, int64_t end, Ops<T> &ops,
-                                                   Checkpointing checkpointing) {
+                                                   Checkpointing checkpointing, int64_t align) {
   LayerChain chain;
   chain.shape = shape;
   chain.firstLayer = first;
@@ -129,9 +75,8 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
                        " is a custom layer; conduit-run trains the "
                        "layers of a transformer only"));
     const int64_t whole =
-        shape.tensorParallel()
-            ? makeLayer<T>(spec.kind, shape.whole(), checkpointing, l)->numParams()
-            : layer->numParams();
+        shape.split() ? makeLayer<T>(spec.kind, shape.whole(), checkpointing, l)->numParams()
+                      : layer->numParams();
     if (whole != spec.params)
       return absl::FailedPreconditionError(absl::StrCat(
           "layer ", spec.name, ": the plan counts ", spec.params, " parameters, the model has ",
@@ -143,23 +88,34 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
           absl::StrCat("layer ", spec.name, " is out of place in the chain"));
     chain.embedding = chain.embedding || isEmbedding;
     chain.head = chain.head || isHead;
-    std::optional<int64_t> end = limits::checkedAdd(chain.offsets.back(), layer->numParams());
-    if (!end || *end > limits::kMaxExact)
+    std::optional<int64_t> total = limits::checkedAdd(chain.total, layer->numParams());
+    if (!total || *total > limits::kMaxExact)
       return absl::FailedPreconditionError(absl::StrCat(
           "layers ", first, " to ", l, " have more than ", limits::kMaxExact, " parameters"));
-    chain.offsets.push_back(*end);
+    chain.total = *total;
     chain.layers.push_back(std::move(layer));
     chain.names.push_back(spec.name);
     chain.kinds.push_back(spec.kind);
   }
+  // Where each layer's parameters lie; with expert parallelism its routed experts apart.
+  chain.layout = StageLayout::of(plan, shape, first, end, align);
+  for (size_t i = 0; i < chain.layers.size(); ++i)
+    if (chain.layout.experts > 0)
+      chain.layers[i]->placeExperts(chain.layout.layerExpertsAt[i] - chain.layout.layerAt[i]);
   return chain;
 }
 
 template <typename T> void LayerChain<T>::initialise(T *params, uint64_t seed) const {
-  std::vector<T> host(numParams());
-  for (size_t i = 0; i < layers.size(); ++i)
-    initialiseLayer(kinds[i], shape, host.data() + offsets[i], seed,
-                    firstLayer + static_cast<int64_t>(i));
+  std::vector<T> host(numParams(), T(0)), one;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    // The layer's parameters in its local order, then in their places.
+    one.assign(layers[i]->numParams(), T(0));
+    initialiseLayer(kinds[i], shape, one.data(), seed, globalLayer(i));
+    const int64_t experts = layout.experts > 0 ? layers[i]->expertParams() : 0;
+    const auto boundary = one.end() - experts;
+    std::copy(one.begin(), boundary, host.begin() + layout.layerAt[i]);
+    std::copy(boundary, one.end(), host.begin() + layout.layerExpertsAt[i]);
+  }
   ops->upload(host.data(), numParams(), params);
 }
 
@@ -225,7 +181,7 @@ void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T 
       std::optional<MemoryScope> recomputed; // the cache lives only while the layer runs
       if (keepInputs)
         recomputed.emplace(ops->memory(), MemoryUse::Working);
-      layers[i]->forward(*ops, params + offsets[i], in, batch, out, cache.layers[i]);
+      layers[i]->forward(*ops, params + offset(i), in, batch, out, cache.layers[i]);
     }
     if (seconds) {
       ops->synchronize();
@@ -249,7 +205,7 @@ template <typename T> void LayerChain<T>::recompute(size_t k, const T *params, C
   if (!(head && k + 1 == layers.size()))
     output = ops->allocate(cache.samples * sampleSize());
   ops->countLoss(false);
-  layers[k]->forward(*ops, params + offsets[k], cache.inputs[k].data(), batch, output.data(),
+  layers[k]->forward(*ops, params + offset(k), cache.inputs[k].data(), batch, output.data(),
                      cache.layers[k]);
   ops->countLoss(true);
 }
@@ -273,9 +229,9 @@ void LayerChain<T>::inputPass(const T *params, Cache &cache, const T *dy, T *dx,
     const auto start = std::chrono::steady_clock::now();
     if (keepInputs)
       recompute(k, params, cache);
-    layers[k]->backwardInput(*ops, params + offsets[k], cache.layers[k], upstream, down);
+    layers[k]->backwardInput(*ops, params + offset(k), cache.layers[k], upstream, down);
     if (dparams) {
-      layers[k]->backwardWeight(*ops, cache.layers[k], dparams + offsets[k]);
+      layers[k]->backwardWeight(*ops, cache.layers[k], dparams + offset(k));
       cache.layers[k] = LayerCache<T>();
     }
     if (keepInputs)
@@ -312,7 +268,7 @@ void LayerChain<T>::backwardWeight(Cache &cache, T *dparams, std::vector<double>
     if (seconds)
       ops->synchronize();
     const auto start = std::chrono::steady_clock::now();
-    layers[k]->backwardWeight(*ops, cache.layers[k], dparams + offsets[k]);
+    layers[k]->backwardWeight(*ops, cache.layers[k], dparams + offset(k));
     cache.layers[k] = LayerCache<T>();
     if (seconds) {
       ops->synchronize();

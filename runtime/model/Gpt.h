@@ -26,6 +26,7 @@
 #include "runtime/Status.h"
 #include "runtime/model/GptShape.h"
 #include "runtime/model/Ops.h"
+#include "runtime/model/StageLayout.h"
 #include "runtime/model/layers/Layer.h"
 #include "runtime/plan/Plan.h"
 
@@ -43,17 +44,9 @@ namespace conduit::model {
 /// in every rank's.
 std::vector<ParameterRun> tensorSlice(runtime::LayerKind kind, const GptShape &shape,
                                       int64_t layer = 0);
-/// The parameters tensor rank shape.tensorRank holds of layers [first, end) of `plan` (a
-/// stage), and its part of them from the whole layers' flat parameters `whole`.
-int64_t tensorParams(const runtime::Plan &plan, const GptShape &shape, int64_t first, int64_t end);
-std::vector<float> tensorPart(const runtime::Plan &plan, const GptShape &shape, int64_t first,
-                              int64_t end, const float *whole);
-/// The whole layers' flat parameters of layers [first, end) from every tensor rank's part,
-/// `parts` holding rank r's at r · tensorParams(...) (an all-gather of the group).
-std::vector<float> wholeFromTensorParts(const runtime::Plan &plan, const GptShape &shape,
-                                        int64_t first, int64_t end, const float *parts);
-/// Fills host `params`, the tensor rank's part of layer `layer` of kind `kind`, with the
-/// slice of exactly what the unsplit layer gets from (seed, layer).
+/// Fills host `params`, the rank's part of layer `layer` of kind `kind` in its local order (its
+/// tensor rank's, its routed experts'), with the slice of exactly what the unsplit layer gets
+/// from (seed, layer).
 template <typename T>
 void initialiseLayer(runtime::LayerKind kind, const GptShape &shape, T *params, uint64_t seed,
                      int64_t layer);
@@ -78,12 +71,16 @@ template <typename T> class LayerChain {
 public:
   /// Layers [first, end) of `plan`; checks that each has the parameter count the plan states
   /// (of the whole layer: each tensor rank holds its part of it).
-  /// `checkpointing` says what a forward keeps (by default everything: the reference).
+  /// `checkpointing` says what a forward keeps (by default everything: the reference). The
+  /// parameters are laid out as StageLayout::of(plan, shape, first, end, align) says.
   static absl::StatusOr<LayerChain> build(const runtime::Plan &plan, const GptShape &shape,
                                           int64_t first, int64_t end, Ops<T> &ops,
-                                          Checkpointing checkpointing = Checkpointing::None);
+                                          Checkpointing checkpointing = Checkpointing::None,
+                                          int64_t align = 1);
 
-  int64_t numParams() const { return offsets.back(); }
+  /// The elements of the chain's flat parameters (StageLayout::size).
+  int64_t numParams() const { return layout.size(); }
+  const StageLayout &parameterLayout() const { return layout; }
   bool hasHead() const { return head; }
   bool hasEmbedding() const { return embedding; }
   /// Elements of one sample's activations between layers (this tensor rank's sequence shard
@@ -143,8 +140,9 @@ public:
   void backwardWeightSamples(std::vector<Cache> &caches, double *grads,
                              std::vector<double> *seconds = nullptr) const;
 
-  /// Where layer `i` of the chain starts in the chain's flat parameters.
-  int64_t offset(size_t i) const { return offsets[i]; }
+  /// Where layer `i` of the chain starts in the chain's flat parameters (its routed experts
+  /// may lie elsewhere: StageLayout).
+  int64_t offset(size_t i) const { return layout.layerAt[i]; }
   size_t size() const { return layers.size(); }
   const std::string &name(size_t i) const { return names[i]; }
   /// The global index of layer `i` of the chain.
@@ -168,7 +166,8 @@ private:
   std::vector<std::shared_ptr<Layer<T>>> layers;
   std::vector<std::string> names;
   std::vector<runtime::LayerKind> kinds;
-  std::vector<int64_t> offsets{0};
+  StageLayout layout;
+  int64_t total = 0; ///< the layers' parameters, checked against the limits as they are added
   bool head = false, embedding = false;
   bool keepInputs = false; ///< full checkpointing
 };

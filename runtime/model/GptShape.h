@@ -40,9 +40,10 @@ struct GptShape {
   /// router (sigmoid, else softmax), renormalised top-k weights, the auxiliary loss's
   /// coefficient and the capacity factor (0: dropless). experts 0: every block is dense.
   int64_t experts = 0, topK = 0, expertFfn = 0, sharedFfn = 0, denseBlocks = 0;
-  /// Expert parallelism: the members of an expert group, each computing experts/expertSize of
-  /// the experts for the group's tokens (every rank holds every expert's parameters).
-  int64_t expertSize = 1;
+  /// Expert parallelism: the members of an expert group, each computing and holding
+  /// experts/expertSize of the experts (for the group's tokens), and this rank's place in it:
+  /// it holds experts [expertRank · localExperts(), (expertRank + 1) · localExperts()).
+  int64_t expertSize = 1, expertRank = 0;
   bool sigmoidRouter = false, normalizeTopK = false;
   double auxLossCoefficient = 0, capacityFactor = 0;
 
@@ -54,13 +55,19 @@ struct GptShape {
   }
 
   bool tensorParallel() const { return tensorSize > 1; }
-  /// The unsplit model's shape (tensor size 1).
+  bool expertParallel() const { return moe() && expertSize > 1; }
+  /// Whether a rank holds only a part of some layers (tensor or expert parallelism).
+  bool split() const { return tensorParallel() || expertParallel(); }
+  int64_t localExperts() const { return experts / expertSize; }
+  int64_t firstLocalExpert() const { return expertRank * localExperts(); }
+  /// The unsplit model's shape (tensor and expert size 1).
   GptShape whole() const {
     GptShape w = *this;
     w.tensorSize = 1;
     w.tensorRank = 0;
     w.sequenceParallel = false;
     w.expertSize = 1;
+    w.expertRank = 0;
     return w;
   }
   /// This tensor rank's part: attention heads, key/value heads, FFN width, vocabulary rows,

@@ -107,8 +107,9 @@ absl::Status saveParameters(const Plan &plan, Backend &backend, RankGroup &group
                "complete the parameter file");
 }
 
-/// This rank's state at the start of a run from `file` (--init): the parameters of its
-/// stages (its tensor rank's part of them), or its shard of them, and fresh optimizer state.
+/// This rank's state at the start of a run from `file` (--init): its part of its stages'
+/// parameters (StageLayout: its tensor rank's, its routed experts), or its shards of them,
+/// and fresh optimizer state.
 absl::StatusOr<std::vector<StageState>> initialStates(const Plan &plan, RankPosition where,
                                                       HfModelFile &file) {
   const Config &c = plan.config;
@@ -120,19 +121,11 @@ absl::StatusOr<std::vector<StageState>> initialStates(const Plan &plan, RankPosi
       continue;
     CONDUIT_ASSIGN_OR_RETURN(std::vector<float> whole,
                              readHfLayers(file, plan, stage.firstLayer, stage.endLayer));
-    if (c.tensor > 1) {
-      CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(plan));
-      shape.tensorRank = where.tensorRank;
-      whole = model::tensorPart(plan, shape, stage.firstLayer, stage.endLayer, whole.data());
-    }
-    const ShardLayout shard =
-        ShardLayout::of(static_cast<int64_t>(whole.size()), c, sharded, where.replica);
+    CONDUIT_ASSIGN_OR_RETURN(model::StageLayout layout, rankStageLayout(plan, stage.index, where));
+    const ShardLayout shard = ShardLayout::of(layout, c, sharded, where);
     StageState s;
     s.stage = stage.index;
-    s.params.assign(shard.shardLen, 0.0f); // the last shard's padding stays zero
-    const int64_t end = std::min(shard.n, shard.shardOffset + shard.shardLen);
-    if (end > shard.shardOffset)
-      std::copy(whole.begin() + shard.shardOffset, whole.begin() + end, s.params.begin());
+    s.params = shard.shardsOf(layout.part(whole.data())); // padding stays zero
     s.optimizer.assign(width * shard.shardLen, 0.0f);
     states.push_back(std::move(s));
   }

@@ -168,15 +168,13 @@ absl::StatusOr<CheckpointManifest> parseCheckpointManifest(std::string_view text
   return m;
 }
 
-/// The parameters rank `where` holds of stage `stage` before data-parallel sharding: its
-/// tensor rank's part of them.
-int64_t stageParams(const Plan &plan, int32_t stage, RankPosition where) {
-  const Stage &s = plan.stages[stage];
-  absl::StatusOr<model::GptShape> shape = model::GptShape::fromPlan(plan);
-  if (plan.config.tensor == 1 || !shape.ok()) // the backends refuse the latter before this
-    return s.params;
-  shape->tensorRank = where.tensorRank;
-  return model::tensorParams(plan, *shape, s.firstLayer, s.endLayer);
+/// The parameters rank `where` keeps of stage `stage`: its shards of its part of them, or
+/// that part unsharded (ShardLayout).
+int64_t keptParams(const Plan &plan, int32_t stage, RankPosition where) {
+  absl::StatusOr<model::StageLayout> layout = rankStageLayout(plan, stage, where);
+  if (!layout.ok()) // the backends refuse such a plan before this
+    return plan.stages[stage].params;
+  return ShardLayout::of(*layout, plan.config, isSharded(plan.config), where).shardLen;
 }
 
 absl::StatusOr<std::vector<StageState>> parseRankState(std::string_view bytes,
@@ -198,7 +196,6 @@ absl::StatusOr<std::vector<StageState>> parseRankState(std::string_view bytes,
     return absl::DataLossError(absl::StrCat(path, " does not match its manifest (header)"));
   const Config &c = plan.config;
   const RankPosition where = RankPosition::of(c, rank);
-  const bool sharded = isSharded(c);
   const int64_t width = model::OptimizerConfig::fromPlan(c).stateWidth();
   std::vector<StageState> states;
   int32_t previous = -1;
@@ -213,8 +210,7 @@ absl::StatusOr<std::vector<StageState>> parseRankState(std::string_view bytes,
                                               ", which is not the next stage of ", "pipeline rank ",
                                               where.pipelineRank, " in this plan"));
     previous = s.stage;
-    const int64_t expected =
-        ShardLayout::of(stageParams(plan, s.stage, where), c, sharded, where.replica).shardLen;
+    const int64_t expected = keptParams(plan, s.stage, where);
     if (params != static_cast<uint64_t>(expected) ||
         state != static_cast<uint64_t>(width * expected))
       return absl::DataLossError(

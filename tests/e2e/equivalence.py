@@ -202,6 +202,7 @@ def cases(quick, tensor_product=False):
 # router and a capacity of one balanced share (which drops some assignments).
 MOE = {"num_experts": 4, "top_k": 2, "expert_ffn_hidden_size": 24, "normalize_top_k": True,
        "aux_loss_coefficient": 0.01, "dense_layers": 1}
+ROUTED_BOUND = 1.7
 MOE_SHARED = dict(MOE, router="sigmoid", shared_experts=1, shared_ffn_hidden_size=32,
                   capacity_factor=1.0)
 
@@ -268,7 +269,11 @@ def main():
         elif name.startswith("moe-"):
             model = "moe-shared" if name.startswith("moe-shared-") else "moe"
             job = small_llama(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
-            job["model"]["moe"] = MOE_SHARED if model == "moe-shared" else MOE
+            job["model"]["moe"] = dict(MOE_SHARED if model == "moe-shared" else MOE)
+            if parallelism.get("expert", 1) > 1:
+                # The untrained router's busiest expert rank takes 1.47x to 1.66x the balanced
+                # share here (the default bound is 1.15x for E = 2): the plan is told.
+                job["model"]["moe"]["imbalance"] = ROUTED_BOUND
         else:
             job = small_gpt(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
         if name.startswith("data-"):
@@ -349,13 +354,9 @@ def main():
         if args.backend == "cpu":
             # The GPU's memory is not compared yet: it keeps bf16 plans' activations in fp32.
             memory_worst, memory_where = memory_error(result.stdout, processes)
-            # With expert parallelism every rank holds every expert's parameters (docs/runtime.md,
-            # "Mixtures of experts"), which the plan divides over the expert group: the figure is
-            # shown, not held to the tolerance.
-            if parallelism.get("expert", 1) == 1:
-                good = good and memory_worst <= MEMORY_TOLERANCE
-            else:
-                memory_where += " (every expert on every rank: not compared)"
+            good = good and memory_worst <= MEMORY_TOLERANCE
+            if parallelism.get("expert", 1) > 1:
+                # The routed load the run measured, against the bound the plan charged.
                 load = ROUTED.search(result.stdout)
                 good = good and load is not None
                 if load:

@@ -97,46 +97,48 @@ def round_trip(tools, name, parallelism):
                              os.path.join(dirs["whole"], "config.json")))
 
 
-def moe_round_trip(tools):
+def moe_round_trip(tools, expert):
     """A mixture of experts with a shared expert goes out with Qwen2-MoE's names (its shared
-    expert's gate zero, its down projection doubled) and comes back in bit for bit."""
+    expert's gate zero, its down projection doubled) and comes back in bit for bit. With
+    expert parallelism (`expert` > 1) each rank holds its own experts: the file gathers them
+    from the expert group, and --init gives each rank its own."""
     parallelism = {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
-                   "sharding": "full"}
+                   "sharding": "full", "expert": expert}
     job = small_llama(parallelism, layers=4, optimizer="sgd")
     job["model"]["moe"] = {"num_experts": 4, "top_k": 2, "expert_ffn_hidden_size": 24,
                            "aux_loss_coefficient": 0.01, "shared_experts": 1,
                            "shared_ffn_hidden_size": 32, "dense_layers": 1}
-    plan = tools.compile(job, "weights-moe")
-    dirs = {k: os.path.join(tools.work, f"moe-{k}") for k in ("whole", "four", "mpi")}
+    plan = tools.compile(job, f"weights-moe-ep{expert}")
+    dirs = {k: os.path.join(tools.work, f"moe-ep{expert}-{k}") for k in ("whole", "four", "mpi")}
     for d in dirs.values():
         shutil.rmtree(d, ignore_errors=True)
     whole = tools.run(plan, 4, "--steps=6", f"--save-params={dirs['whole']}")
     four = tools.run(plan, 4, "--steps=4", f"--save-params={dirs['four']}")
-    check("moe: runs of 6 and of 4 steps", whole.returncode == 0 and four.returncode == 0,
-          whole.stderr + four.stderr)
+    check(f"moe E={expert}: runs of 6 and of 4 steps",
+          whole.returncode == 0 and four.returncode == 0, whole.stderr + four.stderr)
     if whole.returncode or four.returncode:
         return
     saved = os.path.join(dirs["four"], "model.safetensors")
     tensors, _ = read_safetensors(saved)
     with open(os.path.join(dirs["four"], "config.json")) as f:
         config = json.load(f)
-    expert = "model.layers.1.mlp.experts.3."
-    check("moe: Qwen2-MoE's names, a zero shared-expert gate, and its config",
-          all(expert + m + ".weight" in tensors for m in ("gate_proj", "up_proj", "down_proj"))
+    last = "model.layers.1.mlp.experts.3."
+    check(f"moe E={expert}: Qwen2-MoE's names, a zero shared-expert gate, and its config",
+          all(last + m + ".weight" in tensors for m in ("gate_proj", "up_proj", "down_proj"))
           and "model.layers.1.mlp.gate.weight" in tensors
           and "model.layers.0.mlp.gate_proj.weight" in tensors
           and set(tensors["model.layers.2.mlp.shared_expert_gate.weight"]) == {0.0}
           and config["architectures"] == ["Qwen2MoeForCausalLM"] and config["num_experts"] == 4
           and config["mlp_only_layers"] == [0], f"{sorted(tensors)} {json.dumps(config)}")
-    check("moe: the step lines carry aux_loss",
+    check(f"moe E={expert}: the step lines carry aux_loss",
           all(" aux_loss " in line for line in step_lines(whole.stdout)), whole.stdout)
     resumed = tools.run(plan, 4, "--steps=2", f"--init={saved}", f"--save-params={dirs['mpi']}")
-    check("moe: a run from --init continues with bitwise the uninterrupted losses",
+    check(f"moe E={expert}: a run from --init continues with bitwise the uninterrupted losses",
           resumed.returncode == 0 and step_lines(resumed.stdout) == step_lines(whole.stdout)[4:],
           f"{resumed.stdout}{resumed.stderr}\nexpected {step_lines(whole.stdout)[4:]}")
-    check("moe: and ends with bitwise its parameters", resumed.returncode == 0 and same_bytes(
-        os.path.join(dirs["mpi"], "model.safetensors"),
-        os.path.join(dirs["whole"], "model.safetensors")))
+    check(f"moe E={expert}: and ends with bitwise its parameters",
+          resumed.returncode == 0 and same_bytes(os.path.join(dirs["mpi"], "model.safetensors"),
+                                                 os.path.join(dirs["whole"], "model.safetensors")))
 
 
 def refusals(tools):
@@ -221,7 +223,8 @@ def main():
     tools = Tools(args.bin, args.work, args.compiler_bin)
     for name, parallelism in PARALLELISM.items():
         round_trip(tools, name, parallelism)
-    moe_round_trip(tools)
+    for expert in (1, 2):
+        moe_round_trip(tools, expert)
     refusals(tools)
     finish("parameters go out and in as safetensors, bit for bit")
 

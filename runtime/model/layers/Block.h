@@ -34,6 +34,8 @@ public:
   Block(const GptShape &s, bool recomputeAttention, bool experts = false);
 
   CONDUIT_LAYER_OVERRIDES(T)
+  int64_t expertParams() const override { return mlp->expertParams(); }
+  void placeExperts(int64_t at) override { mlp->placeExperts(at - this->at[FeedForward]); }
 
 private:
   /// The units, in the order of their parameters and of the cache's parts.

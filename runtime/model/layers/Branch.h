@@ -40,6 +40,10 @@ public:
   /// Fills host `params`, the whole branch's (on the unsplit shape only), drawing its weights
   /// from `random`, which the block's units share in their order.
   virtual void initialise(T *params, Random &random) const = 0;
+  /// Layer::expertParams and Layer::placeExperts, for the branch: `at` is relative to the
+  /// branch's own parameters.
+  virtual int64_t expertParams() const { return 0; }
+  virtual void placeExperts(int64_t at) {}
 
   /// Allocates what forward keeps for `samples` samples, into `cache` (saved and input-only).
   /// The block allocates all its units' before any of them computes.

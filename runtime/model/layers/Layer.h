@@ -108,6 +108,13 @@ public:
   /// Fills host `params` from (seed, global layer index): the whole layer's, so only on the
   /// unsplit shape (initialiseLayer keeps a tensor rank's slice of it).
   virtual void initialise(T *params, uint64_t seed, int64_t layerIndex) const = 0;
+  /// Of numParams(), the rank's routed experts' (a block with experts under expert
+  /// parallelism): the last ones in local order. A chain keeps them apart from the others
+  /// (StageLayout, Gpt.h), since they are reduced over another group.
+  virtual int64_t expertParams() const { return 0; }
+  /// Where those lie, as an offset from the `params` (and `dparams`) pointer the layer is
+  /// given: by default right after the others, as in local order.
+  virtual void placeExperts(int64_t at) {}
   /// Forward over batch.samples sequences: x (null for the embedding) to y (null for the
   /// head, which adds its loss to the Ops's loss).
   virtual void forward(Ops<T> &ops, const T *params, const T *x, const Tokens &batch, T *y,

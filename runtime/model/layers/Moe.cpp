@@ -132,15 +132,18 @@ template <typename T> Moe<T>::Moe(const GptShape &s) : s(s) {
   b1At = h * up();
   w2At = b1At + (s.otherBias ? up() : 0);
   b2At = w2At + s.expertFfn * h;
-  expertParams = b2At + (s.otherBias ? h : 0);
-  total = expertsAt + s.experts * expertParams;
+  perExpert = b2At + (s.otherBias ? h : 0);
+  total = expertsAt + s.localExperts() * perExpert;
+  placed = expertsAt;
 }
 
 template <typename T>
 void Moe<T>::slice(int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &runs) const {
-  // One rank holds the whole branch (GptShape::fromPlan refuses tensor and expert parallelism
-  // with experts).
-  addRun(runs, wholeAt, localAt, total);
+  // Every rank holds the router and the shared experts whole (GptShape::fromPlan refuses tensor
+  // parallelism with experts), and its own routed experts.
+  addRun(runs, wholeAt, localAt, expertsAt);
+  addRun(runs, wholeAt + expertsAt + s.firstLocalExpert() * perExpert, localAt + expertsAt,
+         expertParams());
 }
 
 template <typename T> void Moe<T>::initialise(T *params, Random &random) const {
@@ -148,9 +151,10 @@ template <typename T> void Moe<T>::initialise(T *params, Random &random) const {
   fillNormal(params + routerAt, s.hidden * s.experts, random);
   if (shared)
     shared->initialise(params + sharedAt, random);
-  for (int64_t e = 0; e < s.experts; ++e) {
-    fillNormal(params + expertAt(e), s.hidden * up(), random);
-    fillNormal(params + expertAt(e) + w2At, s.expertFfn * s.hidden, random);
+  for (int64_t e = 0; e < s.localExperts(); ++e) { // all of them: on the whole shape
+    T *expert = params + expertsAt + e * perExpert;
+    fillNormal(expert, s.hidden * up(), random);
+    fillNormal(expert + w2At, s.expertFfn * s.hidden, random);
   }
 }
 
@@ -289,7 +293,7 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
       out = outputs.data();
     }
     for (const Routing::Segment &seg : r.segments) {
-      const T *w = p + expertAt(seg.expert);
+      const T *w = p + localExpertAt(seg.expert);
       const int64_t first = seg.first, count = seg.count;
       ops.gemm(false, false, count, up(), h, 1, in + first * h, w, 0, u + first * up());
       if (s.otherBias)
@@ -375,7 +379,7 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
   {
     Buffer<T> dg = transient(ops, taken * f), dIn = transient(ops, taken * h);
     for (const Routing::Segment &seg : r.segments) {
-      const T *w = p + expertAt(seg.expert);
+      const T *w = p + localExpertAt(seg.expert);
       const int64_t first = seg.first, count = seg.count;
       ops.gemm(false, true, count, f, h, 1, dOut + first * h, w + w2At, 0, dg.data() + first * f);
       const T *u = cache.inputOnly[U].data() + first * up();
@@ -469,7 +473,7 @@ void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
   const T *in = cache.saved[Dispatched].data(), *g = cache.saved[G].data(),
           *dOut = stash[DOut].data(), *dUp = stash[DUp].data();
   for (const Routing::Segment &seg : r.segments) {
-    T *dw = dp + expertAt(seg.expert);
+    T *dw = dp + localExpertAt(seg.expert);
     const int64_t first = seg.first, count = seg.count;
     weightGradient(ops, count, h, up(), in + first * h, dUp + first * up(), dw,
                    s.otherBias ? dw + b1At : nullptr);

@@ -29,9 +29,10 @@
 //
 // Parameters, in this order: the router Wr [h × N] and, for the sigmoid router, its bias [N];
 // the shared experts (if any) as an MLP of width fs (layers/Mlp.h: W1s [h × up(fs)], b1s,
-// W2s [fs × h], b2s); then for each expert e in order W1e [h × up(fe)] (for SwiGLU columns 0
-// to fe the gate, fe to 2fe the up projection), b1e [up(fe)], W2e [fe × h], b2e [h]. up(f) is
-// 2f for SwiGLU, f for GELU; the biases only with bias "all", as the dense MLP's.
+// W2s [fs × h], b2s); then for each expert e in order (each of the rank's, with expert
+// parallelism) W1e [h × up(fe)] (for SwiGLU columns 0 to fe the gate, fe to 2fe the up
+// projection), b1e [up(fe)], W2e [fe × h], b2e [h]. up(f) is 2f for SwiGLU, f for GELU; the
+// biases only with bias "all", as the dense MLP's.
 //
 // Expert parallelism (GptShape::expertSize E > 1): member q of the expert group computes
 // experts [q·N/E, (q+1)·N/E) for the tokens of every member. After the routing each member
@@ -39,9 +40,11 @@
 // all-to-all-v), which run their experts segment by segment (one segment per expert and
 // sending member, the GEMMs the sender would have run itself) and send the outputs back (the
 // combine); the backward sends the weighted output gradients (the combine's gradient) and
-// returns the input gradients (the dispatch's). Every rank holds every expert's parameters;
-// an expert's gradient is its member's alone, zero elsewhere, and the data-parallel reduction
-// sums it. Tensor parallelism with experts is refused (GptShape::fromPlan).
+// returns the input gradients (the dispatch's). A member holds only its own experts'
+// parameters (the branch's last, GptShape::localExperts of them; placeExperts says where they
+// lie when the chain keeps them apart, StageLayout.h), and their gradients are its group's
+// tokens' alone: the ranks holding the same experts (the expert-data group) reduce them.
+// Tensor parallelism with experts is refused (GptShape::fromPlan).
 //
 //===----------------------------------------------------------------------===//
 
@@ -120,8 +123,9 @@ public:
   void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
                       T *dparams) const override;
 
-  /// Where expert e's parameters start in the branch's.
-  int64_t expertAt(int64_t e) const { return expertsAt + e * expertParams; }
+  /// The rank's routed experts' parameters: the last of the branch's in local order.
+  int64_t expertParams() const override { return s.localExperts() * perExpert; }
+  void placeExperts(int64_t at) override { placed = at; }
 
 private:
   int64_t up() const { return s.gated ? 2 * s.expertFfn : s.expertFfn; }
@@ -138,7 +142,13 @@ private:
   /// Where the router's weights and bias (-1: none), the shared experts and the experts
   /// start; within an expert, where b1, W2 and b2 start.
   int64_t routerAt = 0, biasAt = -1, sharedAt = 0, expertsAt = 0;
-  int64_t b1At = 0, w2At = 0, b2At = 0, expertParams = 0, total = 0;
+  int64_t b1At = 0, w2At = 0, b2At = 0, perExpert = 0, total = 0;
+  /// Where this rank's first routed expert lies relative to the branch's parameters (the chain
+  /// may keep the experts apart: placeExperts); expertsAt unless placed elsewhere.
+  int64_t placed = 0;
+  /// Where (local) expert e's parameters start, relative to the branch's; e is one of this
+  /// rank's experts.
+  int64_t localExpertAt(int64_t e) const { return placed + (e - s.firstLocalExpert()) * perExpert; }
 };
 
 } // namespace conduit::model

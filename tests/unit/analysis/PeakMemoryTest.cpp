@@ -147,6 +147,38 @@ TEST(PeakMemory, StaticStateOfEveryShardingMode) {
   EXPECT_EQ(peaksOf(p).front().peak, 808);
 }
 
+TEST(PeakMemory, RoutedExpertsAreShardedOverTheirExpertDataGroup) {
+  // 100 fp32 parameters under SGD on D = 4 replicas, 60 of them the rank's routed experts,
+  // shared with 1 other rank (E = 2: D x T / E = 2).
+  MemoryProblem p;
+  p.stages = {stage(0, 100, 0, {0, 1})};
+  p.stages[0].expertParams = 60;
+  p.receiveSlots = {{}};
+  p.orders = {{}};
+  p.elementBytes = 4;
+  p.adam = false;
+  p.replicas = 4;
+  p.expertReplicas = 2;
+  p.sharding = Sharding::Full;
+  // Dense shards of 40 / 4, expert shards of 60 / 2, for parameters and gradients alike.
+  MemoryPeak m = peaksOf(p).front();
+  EXPECT_EQ(at(m, MemoryKind::Parameters), (10 + 30) * 4);
+  EXPECT_EQ(at(m, MemoryKind::Gradients), (10 + 30) * 4);
+  // ZeRO-1: whole parameters and buffer; the masters and reduced shards split the same way.
+  p.sharding = Sharding::Optimizer;
+  m = peaksOf(p).front();
+  EXPECT_EQ(at(m, MemoryKind::Parameters), 400);
+  EXPECT_EQ(at(m, MemoryKind::OptimizerState), (10 + 30) * 4);
+  EXPECT_EQ(at(m, MemoryKind::Gradients), 400 + (10 + 30) * 4);
+  // An expert-data group of one rank keeps its experts' state whole (still as shards: the
+  // master and reduced copies conduit-run keeps).
+  p.expertReplicas = 1;
+  EXPECT_EQ(at(peaksOf(p).front(), MemoryKind::OptimizerState), (10 + 60) * 4);
+  // Unset: the replicas, as without expert parallelism.
+  p.expertReplicas = 0;
+  EXPECT_EQ(at(peaksOf(p).front(), MemoryKind::OptimizerState), 25 * 4);
+}
+
 TEST(PeakMemory, GatheredParametersAndTheFullGradientBuffer) {
   // Full sharding, D = 2: 100 bf16 parameters, shards of 50; gather, F, B, reshard, reduce.
   MemoryProblem p;
@@ -272,6 +304,12 @@ TEST(PeakMemory, CheckRefusesMalformedProblems) {
   bad = good;
   bad.replicas = 0;
   refuses(bad, "replicas must be positive");
+  bad = good;
+  bad.expertReplicas = -1;
+  refuses(bad, "expert replicas must not be negative");
+  bad = good;
+  bad.stages[0].expertParams = 101;
+  refuses(bad, "stage 0 has 101 routed experts' parameters of 100");
   bad = good;
   bad.orders[0][1].mb = 2;
   refuses(bad, "event 1 of rank 0 is on micro-batch 2 but stage 0 has 2");
