@@ -46,12 +46,17 @@ void addStatic(const MemoryProblem &p, const MemoryStage &stage,
       {stage.params - experts, p.replicas},
       {experts, p.expertReplicas > 0 ? p.expertReplicas : p.replicas}};
   for (auto [params, data] : parts) {
+    // ZeRO-1 over one rank (an expert-data group of one) keeps no shard beside the whole: the
+    // optimizer updates the parameters where they lie, as without sharding.
+    const bool inPlace = sharding == Sharding::Optimizer && data == 1;
+    const int64_t state =
+        inPlace ? (p.adam ? 8 : 0) + (p.elementBytes != 4 ? 4 : 0) : statePerParam;
     add(MemoryKind::Parameters, (shardParams ? ceilDiv(params, data) : params) * p.elementBytes);
-    add(MemoryKind::OptimizerState, (shardState ? ceilDiv(params, data) : params) * statePerParam);
+    add(MemoryKind::OptimizerState, (shardState ? ceilDiv(params, data) : params) * state);
     add(MemoryKind::Gradients,
         (fullGradientBuffers ? ceilDiv(params, data) : params) * kGradientBytes);
     // ZeRO-1: the reduced shard beside the full buffer.
-    if (sharding == Sharding::Optimizer)
+    if (sharding == Sharding::Optimizer && !inPlace)
       add(MemoryKind::Gradients, ceilDiv(params, data) * kGradientBytes);
   }
 }

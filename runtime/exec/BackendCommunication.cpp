@@ -190,7 +190,7 @@ template <typename Grad>
 template <typename Post>
 absl::StatusOr<std::unique_ptr<Work>> BackendCore<Grad>::perSegment(const Stage &stage, Post post) {
   CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work, post(stage.dense, stage.group));
-  if (stage.experts.n == 0)
+  if (stage.experts.n == 0 || stage.experts.inPlace) // nothing to reduce or gather
     return work;
   CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> experts,
                            post(stage.experts, expertDataGroup(*plan, stage.group)));
@@ -200,6 +200,9 @@ absl::StatusOr<std::unique_ptr<Work>> BackendCore<Grad>::perSegment(const Stage 
 template <typename Grad>
 absl::StatusOr<std::unique_ptr<Work>> BackendCore<Grad>::gather(const Stage &stage, float *full,
                                                                 StreamHandle stream) {
+  // A segment updated in place is whole in the stage's own array already.
+  if (stage.experts.inPlace && stage.experts.n > 0 && full != stage.full.data())
+    ops().copy(stage.experts.n, stage.full.data() + stage.experts.at, full + stage.experts.at);
   return perSegment(stage, [&](const ShardSegment &g, int32_t group) {
     return transport->allGather(group, Element::Float32, stage.master.data() + g.shardAt,
                                 full + g.at, g.shardLen, stream);

@@ -230,13 +230,18 @@ absl::Status BackendCore<Grad>::optimizerStep(Stage &stage, const Instruction &i
   CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(stage, inst));
   const int64_t t = ++stage.optimizerSteps;
   const int64_t n = stage.updatedCount(sharded);
-  model::Buffer<Grad> &grads = stage.updateGrads(sharded);
   if (measureLayers)
     ops().synchronize();
   const auto start = std::chrono::steady_clock::now();
-  CONDUIT_RETURN_IF_ERROR(
-      applyOptimizer(t, n, stage.updated(sharded), stage.optimizer.data(), grads.data()));
-  CONDUIT_RETURN_IF_ERROR(zeroGradients(grads.data(), grads.size(), streamOf(kComputeStream)));
+  absl::Status status = absl::OkStatus();
+  stage.forEachUpdated(sharded, [&](float *params, Grad *grads, int64_t at, int64_t count) {
+    if (status.ok())
+      status = applyOptimizer(t, count, params,
+                              stage.optimizer.data() + optimizer.stateWidth() * at, grads);
+    if (status.ok())
+      status = zeroGradients(grads, count, streamOf(kComputeStream));
+  });
+  CONDUIT_RETURN_IF_ERROR(status);
   if (measureLayers) {
     ops().synchronize();
     timer.recordOptimizer(

@@ -137,8 +137,9 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
       stage->chain.initialise(stage->full.data(), static_cast<uint64_t>(c.seed));
       if (sharded) {
         stage->master = math.allocate(stage->shardLen);
-        stage->forEachShard([&](int64_t at, int64_t to, int64_t count) {
-          math.copy(count, stage->full.data() + at, stage->master.data() + to);
+        stage->forEachShard([&](const ShardSegment &g, int64_t at, int64_t count) {
+          if (!g.inPlace)
+            math.copy(count, stage->full.data() + at, stage->master.data() + g.shardAt);
         });
       }
     }
@@ -149,7 +150,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
     }
     {
       MemoryScope state(math.memory(), MemoryUse::OptimizerState);
-      stage->optimizer = math.allocate(optimizer.stateWidth() * stage->shardLen);
+      stage->optimizer = math.allocate(optimizer.stateWidth() * stage->updatedLen);
     }
     MemoryScope gradients(math.memory(), MemoryUse::Gradients);
     if (sharded)
@@ -315,8 +316,11 @@ template <typename Grad> absl::StatusOr<bool> BackendCore<Grad>::poll(Ticket tic
     if (gradientsSharded())
       p.reduced->grad.reset(); // until the stage's next backward
     else
-      CONDUIT_RETURN_IF_ERROR(
-          zeroGradients(p.reduced->grad.data(), p.reduced->grad.size(), p.stream));
+      // A segment updated in place keeps its gradients for the optimizer, which zeroes them.
+      for (const ShardSegment *g : {&p.reduced->dense, &p.reduced->experts})
+        if (!g->inPlace)
+          CONDUIT_RETURN_IF_ERROR(
+              zeroGradients(p.reduced->grad.data() + g->at, g->padded, p.stream));
   }
   if (p.tied)
     addGradients(p.incoming.data(), p.tied);
@@ -378,7 +382,9 @@ template <typename Grad> absl::StatusOr<std::vector<StageState>> BackendCore<Gra
       s.stage = stage->spec->index;
       s.optimizerSteps = stage->optimizerSteps;
       s.params.resize(stage->updatedCount(sharded));
-      ops().download(stage->updated(sharded), s.params.size(), s.params.data());
+      stage->forEachUpdated(sharded, [&](float *params, Grad *, int64_t at, int64_t count) {
+        ops().download(params, count, s.params.data() + at);
+      });
       s.optimizer.resize(stage->optimizer.size());
       ops().download(stage->optimizer.data(), s.optimizer.size(), s.optimizer.data());
       out.push_back(std::move(s));
@@ -408,11 +414,11 @@ absl::Status BackendCore<Grad>::restore(const std::vector<StageState> &states) {
           optimizer.stateWidth() == 0 ? "SGD keeps none" : "Adam keeps two per parameter", ")"));
     stage->optimizerSteps = s.optimizerSteps;
     ops().upload(s.optimizer.data(), s.optimizer.size(), stage->optimizer.data());
-    if (!sharded) {
-      ops().upload(s.params.data(), params, stage->full.data());
+    stage->forEachUpdated(sharded, [&](float *params, Grad *, int64_t at, int64_t count) {
+      ops().upload(s.params.data() + at, count, params);
+    });
+    if (!sharded)
       continue;
-    }
-    ops().upload(s.params.data(), params, stage->master.data());
     if (plan->config.sharding == Sharding::Full) {
       stage->full.reset();
       stage->gathered = false;

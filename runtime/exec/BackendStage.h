@@ -54,10 +54,21 @@ template <typename Grad> struct BackendCore<Grad>::Stage : ShardLayout {
   std::vector<ComputeProgress> progress;
 
   int64_t samplesOf(int64_t mb) const { return spec->samples[mb + 1] - spec->samples[mb]; }
-  /// The parameters the optimizer updates and their gradients.
-  float *updated(bool sharded) const { return sharded ? master.data() : full.data(); }
-  model::Buffer<Grad> &updateGrads(bool sharded) { return sharded ? gradShard : grad; }
-  int64_t updatedCount(bool sharded) const { return sharded ? shardLen : n; }
+  /// The parameters the optimizer updates, in the order of its state and of a checkpoint:
+  /// f(parameters, their gradients, where they start in that order, how many). Not sharded,
+  /// the whole array; sharded, the kept shards, then each segment updated in place.
+  template <typename F> void forEachUpdated(bool sharded, F f) {
+    if (!sharded) {
+      f(full.data(), grad.data(), int64_t(0), n);
+      return;
+    }
+    if (shardLen > 0)
+      f(master.data(), gradShard.data(), int64_t(0), shardLen);
+    for (const ShardSegment *g : {&dense, &experts})
+      if (g->inPlace && g->n > 0)
+        f(full.data() + g->at, grad.data() + g->at, g->shardAt, g->n);
+  }
+  int64_t updatedCount(bool sharded) const { return sharded ? updatedLen : n; }
 };
 
 } // namespace conduit::runtime

@@ -85,8 +85,9 @@ absl::StatusOr<int64_t> rankMemoryBytes(const Plan &p, const model::GptShape &sh
     // The whole parameters and their gradients; the shard's optimizer state, and with
     // sharding its master copy and reduced gradients.
     add(checkedMul(layout.padded, int64_t(sizeof(float)) + gradBytes));
-    add(checkedMul(layout.shardLen, width * int64_t(sizeof(float)) +
-                                        (sharded ? int64_t(sizeof(float)) + gradBytes : 0)));
+    add(checkedMul(layout.updatedLen, width * int64_t(sizeof(float))));
+    if (sharded)
+      add(checkedMul(layout.shardLen, int64_t(sizeof(float)) + gradBytes));
     int64_t largest = 0, blocks = 0;
     for (int64_t mb = 0; mb < stage.numMicrobatches(); ++mb)
       largest = std::max(largest, stage.samples[mb + 1] - stage.samples[mb]);
@@ -135,27 +136,43 @@ ShardLayout ShardLayout::of(const model::StageLayout &layout, const Config &c, b
   ShardLayout s;
   s.n = layout.size();
   // A segment of `n` elements from `at`, shared by `members` ranks of which this is `position`.
-  auto segment = [&](int64_t at, int64_t n, int64_t members, int64_t position, int64_t shardAt) {
+  auto segment = [&](int64_t at, int64_t n, int64_t members, int64_t position) {
     ShardSegment g;
     g.at = at;
     g.n = n;
     g.padded = (n + members - 1) / members * members;
-    g.shardLen = sharded ? g.padded / members : n;
-    g.shardOffset = sharded ? position * g.shardLen : 0;
-    g.shardAt = sharded ? shardAt : at;
+    g.inPlace = sharded && members == 1 && c.sharding == Sharding::Optimizer;
+    g.shardLen = sharded && !g.inPlace ? g.padded / members : n;
+    g.shardOffset = sharded && !g.inPlace ? position * g.shardLen : 0;
+    g.shardAt = sharded ? 0 : at;
     return g;
   };
   const bool experts = layout.experts > 0;
-  s.dense = segment(0, experts ? layout.dense : s.n, c.data, where.replica, 0);
+  s.dense = segment(0, experts ? layout.dense : s.n, c.data, where.replica);
   if (experts) {
     const ExpertPlace place = expertDataPlaceOf(c, where);
     s.experts = segment(layout.expertsAt, layout.experts, int64_t(c.data) * c.tensor / c.expert,
-                        place.position, s.dense.shardLen);
+                        place.position);
   } else {
-    s.experts = segment(s.dense.padded, 0, 1, 0, s.dense.shardLen);
+    s.experts = segment(s.dense.padded, 0, 1, 0);
   }
   s.padded = s.dense.padded + s.experts.padded;
-  s.shardLen = sharded ? s.dense.shardLen + s.experts.shardLen : s.n;
+  if (!sharded) {
+    s.shardLen = s.updatedLen = s.n;
+    return s;
+  }
+  // The kept shards first, then what is updated in place.
+  for (ShardSegment *g : {&s.dense, &s.experts})
+    if (!g->inPlace) {
+      g->shardAt = s.shardLen;
+      s.shardLen += g->shardLen;
+    }
+  s.updatedLen = s.shardLen;
+  for (ShardSegment *g : {&s.dense, &s.experts})
+    if (g->inPlace) {
+      g->shardAt = s.updatedLen;
+      s.updatedLen += g->n;
+    }
   return s;
 }
 

@@ -55,37 +55,44 @@ struct ShardSegment {
   int64_t padded = 0;      ///< n rounded up to a multiple of the ranks sharing it
   int64_t shardLen = 0;    ///< this rank's shard (n when not sharded)
   int64_t shardOffset = 0; ///< where the shard starts in the segment
-  int64_t shardAt = 0;     ///< where the shard lies among the rank's kept shards
+  /// Where the shard lies among what the rank updates (its kept shards, then its in-place
+  /// segments: the order of its optimizer state and of a checkpoint).
+  int64_t shardAt = 0;
+  /// ZeRO-1 over one rank (an expert-data group of one, E = D x T): nothing to reduce or
+  /// gather, so no shard is kept beside the segment; the optimizer updates it where it lies.
+  bool inPlace = false;
 };
 
 /// How a rank's parameters of a stage split over the ranks that share them: the dense segment
 /// over the D replicas of its pipeline rank and tensor rank (its plan group), the expert segment
 /// (expert parallelism: the rank's routed experts) over its expert-data group. The rank keeps
 /// the array `padded` long (each segment padded, the padding zero) and, when sharded, its
-/// shards of both segments one after the other, `shardLen` long.
+/// shards of the segments not in place one after the other, `shardLen` long.
 struct ShardLayout {
   ShardSegment dense, experts; ///< experts.n is 0 without expert parallelism
   int64_t n = 0;               ///< the array's elements (StageLayout::size)
   int64_t padded = 0;          ///< dense.padded + experts.padded
-  int64_t shardLen = 0;        ///< both shards' elements (n when not sharded)
+  int64_t shardLen = 0;        ///< the kept shards' elements (n when not sharded)
+  /// What the optimizer updates and a checkpoint keeps: the kept shards, then the segments in
+  /// place (n when not sharded).
+  int64_t updatedLen = 0;
   static ShardLayout of(const model::StageLayout &layout, const Config &config, bool sharded,
                         const RankPosition &where);
-  /// For each segment: f(where this rank's shard starts in the array, where it lies among the
-  /// kept shards, how many of its elements the array holds); the rest of the shard is padding
-  /// (zero).
+  /// For each segment: f(the segment, where this rank's shard starts in the array, how many of
+  /// its elements the array holds); the rest of the shard is padding (zero).
   template <typename F> void forEachShard(F f) const {
     for (const ShardSegment *g : {&dense, &experts}) {
       const int64_t from = g->at + g->shardOffset;
       const int64_t count = std::clamp<int64_t>(g->at + g->n - from, 0, g->shardLen);
       if (count > 0)
-        f(from, g->shardAt, count);
+        f(*g, from, count);
     }
   }
-  /// The shards this rank keeps of its array `array` (n elements).
+  /// What this rank updates of its array `array` (n elements): `updatedLen` values.
   std::vector<float> shardsOf(const std::vector<float> &array) const {
-    std::vector<float> kept(shardLen, 0.0f);
-    forEachShard([&](int64_t at, int64_t to, int64_t count) {
-      std::copy(array.begin() + at, array.begin() + at + count, kept.begin() + to);
+    std::vector<float> kept(updatedLen, 0.0f);
+    forEachShard([&](const ShardSegment &g, int64_t at, int64_t count) {
+      std::copy(array.begin() + at, array.begin() + at + count, kept.begin() + g.shardAt);
     });
     return kept;
   }

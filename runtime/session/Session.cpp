@@ -126,7 +126,7 @@ absl::StatusOr<std::vector<StageState>> initialStates(const Plan &plan, RankPosi
     StageState s;
     s.stage = stage.index;
     s.params = shard.shardsOf(layout.part(whole.data())); // padding stays zero
-    s.optimizer.assign(width * shard.shardLen, 0.0f);
+    s.optimizer.assign(width * shard.updatedLen, 0.0f);
     states.push_back(std::move(s));
   }
   return states;

@@ -174,7 +174,7 @@ int64_t keptParams(const Plan &plan, int32_t stage, RankPosition where) {
   absl::StatusOr<model::StageLayout> layout = rankStageLayout(plan, stage, where);
   if (!layout.ok()) // the backends refuse such a plan before this
     return plan.stages[stage].params;
-  return ShardLayout::of(*layout, plan.config, isSharded(plan.config), where).shardLen;
+  return ShardLayout::of(*layout, plan.config, isSharded(plan.config), where).updatedLen;
 }
 
 absl::StatusOr<std::vector<StageState>> parseRankState(std::string_view bytes,

@@ -272,25 +272,26 @@ def checkpoints(tools, plan, other_plan):
           result.returncode == 1 and "another state layout" in result.stderr, result.stderr)
 
 
-def expert_checkpoints(tools):
+def expert_checkpoints(tools, expert):
     """With expert parallelism a rank's state holds its own experts, sharded over the ranks
-    holding the same ones (ZeRO-1 here, whose restore gathers both segments): a resumed run
-    continues with bitwise the uninterrupted losses and parameters."""
+    holding the same ones (ZeRO-1 here, whose restore gathers both segments; with E = D the
+    experts are one rank's, updated in place): a resumed run continues with bitwise the
+    uninterrupted losses and parameters."""
     parallelism = {"pipeline": 1, "data": 4, "schedule": "1f1b", "microbatches": 2,
-                   "sharding": "optimizer", "expert": 2}
+                   "sharding": "optimizer", "expert": expert}
     job = small_llama(parallelism, layers=3)
     job["model"]["moe"] = {"num_experts": 4, "top_k": 2, "expert_ffn_hidden_size": 24,
                            "dense_layers": 1}
-    plan = tools.compile(job, "failures-experts")
-    whole = os.path.join(tools.work, "experts-whole")
+    plan = tools.compile(job, f"failures-experts-{expert}")
+    whole = os.path.join(tools.work, f"experts-{expert}-whole")
     result = tools.run(plan, 4, "--steps=4", f"--save-params={whole}")
-    check("an expert-parallel run", result.returncode == 0, result.stderr)
+    check(f"an expert-parallel run (E = {expert})", result.returncode == 0, result.stderr)
     expected = losses(result.stdout)
-    directory = os.path.join(tools.work, "experts-checkpoints")
+    directory = os.path.join(tools.work, f"experts-{expert}-checkpoints")
     shutil.rmtree(directory, ignore_errors=True)
     result = tools.run(plan, 4, "--steps=2", f"--checkpoint={directory}")
     check("writes a checkpoint", result.returncode == 0, result.stderr)
-    resumed = os.path.join(tools.work, "experts-resumed")
+    resumed = os.path.join(tools.work, f"experts-{expert}-resumed")
     result = tools.run(plan, 4, "--steps=2", f"--resume={directory}", f"--save-params={resumed}")
     check("and resuming from it gives bitwise the uninterrupted losses",
           result.returncode == 0 and losses(result.stdout) == {3: expected[3], 4: expected[4]},
@@ -325,7 +326,8 @@ def main():
     loopback(tools, plan)
     dead_peer(tools, plan)
     checkpoints(tools, plan, other_plan)
-    expert_checkpoints(tools)
+    for expert in (2, 4):
+        expert_checkpoints(tools, expert)
     finish("all failure behaviours hold")
 
 

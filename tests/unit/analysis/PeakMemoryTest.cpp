@@ -170,10 +170,16 @@ TEST(PeakMemory, RoutedExpertsAreShardedOverTheirExpertDataGroup) {
   EXPECT_EQ(at(m, MemoryKind::Parameters), 400);
   EXPECT_EQ(at(m, MemoryKind::OptimizerState), (10 + 30) * 4);
   EXPECT_EQ(at(m, MemoryKind::Gradients), 400 + (10 + 30) * 4);
-  // An expert-data group of one rank keeps its experts' state whole (still as shards: the
-  // master and reduced copies conduit-run keeps).
+  // An expert-data group of one rank: ZeRO-1 updates its experts in place, with no fp32 master
+  // of fp32 parameters and no reduced shard beside their gradients.
   p.expertReplicas = 1;
-  EXPECT_EQ(at(peaksOf(p).front(), MemoryKind::OptimizerState), (10 + 60) * 4);
+  m = peaksOf(p).front();
+  EXPECT_EQ(at(m, MemoryKind::OptimizerState), 10 * 4);
+  EXPECT_EQ(at(m, MemoryKind::Gradients), 400 + 10 * 4);
+  // Under full sharding its one-rank shard is kept beside the gathered copy, as conduit-run does.
+  p.sharding = Sharding::Full;
+  EXPECT_EQ(at(peaksOf(p).front(), MemoryKind::Parameters), (10 + 60) * 4);
+  p.sharding = Sharding::Optimizer;
   // Unset: the replicas, as without expert parallelism.
   p.expertReplicas = 0;
   EXPECT_EQ(at(peaksOf(p).front(), MemoryKind::OptimizerState), 25 * 4);

@@ -149,6 +149,17 @@ TEST(StageLayout, TheSegmentsShardOverTheirOwnGroups) {
   std::iota(array.begin(), array.end(), 0.0f);
   array.resize(s.n);
   EXPECT_EQ(s.shardsOf(array), (std::vector<float>{9, 0, 0, 15, 16, 17}));
+  // ZeRO-1 with E = D: the expert segment is one rank's, updated where it lies.
+  c.expert = 4;
+  c.sharding = runtime::Sharding::Optimizer;
+  const runtime::ShardLayout inPlace = runtime::ShardLayout::of(layout, c, true, where);
+  EXPECT_FALSE(inPlace.dense.inPlace);
+  EXPECT_TRUE(inPlace.experts.inPlace);
+  EXPECT_EQ(inPlace.shardLen, 3);
+  EXPECT_EQ(inPlace.updatedLen, 3 + 6);
+  EXPECT_EQ(inPlace.experts.shardAt, 3);
+  EXPECT_EQ(inPlace.shardsOf(array), (std::vector<float>{9, 0, 0, 12, 13, 14, 15, 16, 17}));
+  c.expert = 2;
   // Not sharded: the array itself, its gap zero.
   const runtime::ShardLayout whole = runtime::ShardLayout::of(layout, c, false, where);
   EXPECT_EQ(whole.shardLen, 18);
