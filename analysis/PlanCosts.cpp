@@ -1,6 +1,7 @@
 //===- PlanCosts.cpp - the duration of every instruction of a plan -------===//
 
 #include "analysis/PlanCosts.h"
+#include "runtime/plan/MemoryKinds.h"
 #include "runtime/plan/TensorCollectives.h"
 
 #include <algorithm>
@@ -109,6 +110,29 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
         link = Link::InterNode;
     costs.dpLink.push_back(link);
     costs.groupMembers.push_back(static_cast<int64_t>(group.ranks.size()) * c.data);
+  }
+  if (plan.transformer && plan.transformer->isMoe() && c.expert > 1) {
+    // The routed experts' share of each stage's collectives goes over the expert-data group
+    // (the D x T / E ranks holding the same experts, E apart), as conduit-run reduces it.
+    costs.expertDataMembers = int64_t(c.data) * c.tensor / c.expert;
+    costs.elementBytes = c.elementBytes();
+    for (const runtime::Stage &stage : plan.stages) {
+      int64_t experts = 0;
+      for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
+        experts += plan.layers[l].expertParams;
+      costs.stageExpertParams.push_back(experts / c.expert);
+    }
+    for (const runtime::Group &group : plan.groups) {
+      Link link = Link::IntraNode;
+      for (int64_t q = 0; q < c.expert; ++q) {
+        const std::vector<int64_t> members =
+            runtime::expertDataGroupRanks(c, group.ranks[0], q / c.tensor, q % c.tensor);
+        for (int64_t member : members)
+          if (cost.linkBetween(members[0], member) == Link::InterNode)
+            link = Link::InterNode;
+      }
+      costs.expertDataLink.push_back(link);
+    }
   }
   costs.p2pLink.assign(c.pipeline, std::vector<Link>(c.pipeline, Link::IntraNode));
   for (int32_t a = 0; a < c.pipeline; ++a)
@@ -326,8 +350,19 @@ double PlanCosts::of(const runtime::Plan &plan, int32_t rank, const Instruction 
   case Op::AllReduce: {
     if (!cost)
       return 0;
-    return cost->collectiveTime(collectiveOf(inst.op), inst.bytes, groupMembers[inst.group],
-                                dpLink[inst.group]);
+    // With expert parallelism the routed experts' part runs over the expert-data group, after
+    // the rest (nothing to move when that group is one rank).
+    int64_t experts = 0;
+    if (!stageExpertParams.empty())
+      experts = std::min(inst.bytes,
+                         stageExpertParams[inst.stage] *
+                             (inst.op == Op::AllGather ? elementBytes : runtime::kGradientBytes));
+    const double dense = cost->collectiveTime(collectiveOf(inst.op), inst.bytes - experts,
+                                              groupMembers[inst.group], dpLink[inst.group]);
+    if (experts == 0 || expertDataMembers <= 1)
+      return dense;
+    return dense + cost->collectiveTime(collectiveOf(inst.op), experts, expertDataMembers,
+                                        expertDataLink[inst.group]);
   }
   default:
     return 0;

@@ -88,6 +88,36 @@ TEST(ExpertAllToAlls, PricedOnTheLinksToEachMember) {
   }
 }
 
+TEST(ExpertAllToAlls, ReductionsRunTheExpertsOverTheirExpertDataGroup) {
+  // ZeRO-1, D = 4 in one node: a stage's reduce-scatter moves the dense gradients over the 4
+  // replicas, then the routed experts' (a rank's E-th) over the 4 / E ranks holding the same
+  // ones; with E = 4 those are one rank's, updated in place, and move nothing.
+  auto ring = [](double bytes, double n) { return (n - 1) * (1e-5 + bytes / n / 4e11); };
+  for (int64_t e : {2, 4}) {
+    std::optional<VerifiedPlan> v =
+        compile({"parallelism.sharding=optimizer", "parallelism.expert=" + std::to_string(e)});
+    ASSERT_TRUE(v);
+    int64_t checked = 0;
+    for (size_t r = 0; r < v->plan.ranks.size(); ++r) {
+      const std::vector<Instruction> &program = v->plan.ranks[r].instructions;
+      for (size_t i = 0; i < program.size(); ++i) {
+        if (program[i].op != Op::ReduceScatter)
+          continue;
+        const runtime::Stage &stage = v->plan.stages[program[i].stage];
+        int64_t experts = 0;
+        for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
+          experts += v->plan.layers[l].expertParams / e * 4; // fp32 gradients
+        const double dense = ring(static_cast<double>(program[i].bytes - experts), 4);
+        const double expected = dense + (e < 4 ? ring(static_cast<double>(experts), 4.0 / e) : 0);
+        const runtime::InstructionTime &t = v->simulation.times[r][i];
+        EXPECT_NEAR(t.end - t.start, expected, 1e-12) << "E " << e << ", stage " << stage.index;
+        ++checked;
+      }
+    }
+    EXPECT_EQ(checked, 2); // one per stage
+  }
+}
+
 TEST(ExpertAllToAlls, CountedPerRankAndPass) {
   std::optional<VerifiedPlan> v = compile();
   ASSERT_TRUE(v);
