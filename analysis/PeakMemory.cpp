@@ -53,11 +53,9 @@ void addStatic(const MemoryProblem &p, const MemoryStage &stage,
         inPlace ? (p.adam ? 8 : 0) + (p.elementBytes != 4 ? 4 : 0) : statePerParam;
     add(MemoryKind::Parameters, (shardParams ? ceilDiv(params, data) : params) * p.elementBytes);
     add(MemoryKind::OptimizerState, (shardState ? ceilDiv(params, data) : params) * state);
+    // ZeRO-1 reduce-scatters in place: the whole buffer holds the reduced shard.
     add(MemoryKind::Gradients,
         (fullGradientBuffers ? ceilDiv(params, data) : params) * kGradientBytes);
-    // ZeRO-1: the reduced shard beside the full buffer.
-    if (sharding == Sharding::Optimizer && !inPlace)
-      add(MemoryKind::Gradients, ceilDiv(params, data) * kGradientBytes);
   }
 }
 

@@ -144,12 +144,11 @@ struct MemoryPeak {
 /// (docs/cost-model.md): parameters and activations in `elementBytes`; gradients accumulate
 /// in fp32; Adam keeps fp32 moments plus an fp32 master copy when the parameters are 16-bit;
 /// sharded state is split evenly over the D replicas (rounded up), a stage's routed experts'
-/// over their expert-data group (whose state is sharded whenever D > 1, even over one rank, as
-/// conduit-run does). With sharded optimizer
-/// state but replicated parameters (ZeRO-1 and 2) the optimizer updates an fp32 copy of its
-/// shard (the master, at any precision) and the reduce-scatter writes the reduced gradients
-/// to a shard buffer of its own, as DeepSpeed's ZeRO-1/2 optimizer and conduit-run do. Fails
-/// only if `problem.check()` does.
+/// over their expert-data group. With sharded optimizer state but replicated parameters
+/// (ZeRO-1 and 2) the optimizer updates an fp32 copy of its shard (the master, at any
+/// precision; none under ZeRO-1 over one rank, whose fp32 parameters are updated where they
+/// lie); ZeRO-1 reduce-scatters in place in the whole gradient buffer, ZeRO-2 into a shard
+/// buffer of its own, as conduit-run does. Fails only if `problem.check()` does.
 llvm::Expected<std::vector<MemoryPeak>> peakMemory(const MemoryProblem &problem);
 
 /// Whether `peaks` can be the problem's: one per rank, the parts add up to the peak, none is

@@ -84,9 +84,13 @@ absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending 
           absl::StrCat(describe(inst), ": the stage is not sharded"));
     CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(stage, inst));
     CONDUIT_ASSIGN_OR_RETURN(p.work, perSegment(stage, [&](const ShardSegment &g, int32_t group) {
-                               return transport->reduceScatter(
-                                   group, grads, stage.grad.data() + g.at,
-                                   stage.gradShard.data() + g.shardAt, g.shardLen, p.stream);
+                               // ZeRO-1: into this replica's block of the whole gradients.
+                               Grad *shard = reducesInPlace()
+                                                 ? stage.grad.data() + g.at + g.shardOffset
+                                                 : stage.gradShard.data() + g.shardAt;
+                               return transport->reduceScatter(group, grads,
+                                                               stage.grad.data() + g.at, shard,
+                                                               g.shardLen, p.stream);
                              }));
     p.reduced = &stage;
     break;

@@ -242,6 +242,9 @@ absl::Status BackendCore<Grad>::optimizerStep(Stage &stage, const Instruction &i
       status = zeroGradients(grads, count, streamOf(kComputeStream));
   });
   CONDUIT_RETURN_IF_ERROR(status);
+  if (reducesInPlace()) // the rest of the whole gradients: the other replicas' partial sums
+    CONDUIT_RETURN_IF_ERROR(
+        zeroGradients(stage.grad.data(), stage.grad.size(), streamOf(kComputeStream)));
   if (measureLayers) {
     ops().synchronize();
     timer.recordOptimizer(

@@ -153,7 +153,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
       stage->optimizer = math.allocate(optimizer.stateWidth() * stage->updatedLen);
     }
     MemoryScope gradients(math.memory(), MemoryUse::Gradients);
-    if (sharded)
+    if (sharded && !reducesInPlace())
       stage->gradShard = allocateGrad<Grad>(math, stage->shardLen);
     if (!gradientsSharded())
       stage->grad = allocateGrad<Grad>(math, stage->padded);
@@ -315,12 +315,7 @@ template <typename Grad> absl::StatusOr<bool> BackendCore<Grad>::poll(Ticket tic
   if (p.reduced) {
     if (gradientsSharded())
       p.reduced->grad.reset(); // until the stage's next backward
-    else
-      // A segment updated in place keeps its gradients for the optimizer, which zeroes them.
-      for (const ShardSegment *g : {&p.reduced->dense, &p.reduced->experts})
-        if (!g->inPlace)
-          CONDUIT_RETURN_IF_ERROR(
-              zeroGradients(p.reduced->grad.data() + g->at, g->padded, p.stream));
+    // ZeRO-1 keeps the reduced gradients in place for the optimizer, which zeroes them.
   }
   if (p.tied)
     addGradients(p.incoming.data(), p.tied);

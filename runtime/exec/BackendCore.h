@@ -161,6 +161,10 @@ private:
     return sharded && (plan->config.sharding == Sharding::Gradients ||
                        plan->config.sharding == Sharding::Full);
   }
+  /// ZeRO-1: the gradients stay whole all step, so the reduce-scatter leaves each replica's
+  /// shard in place in them (as Megatron-Core's distributed optimizer does), for the optimizer
+  /// to read there; no shard buffer is kept beside them.
+  bool reducesInPlace() const { return sharded && plan->config.sharding == Sharding::Optimizer; }
   /// Takes compute instruction `inst` into its micro-batch's progress this step; refuses a
   /// forward, backward, I or W out of order (ComputeProgress's rules).
   absl::Status takeCompute(Stage &stage, const Instruction &inst);

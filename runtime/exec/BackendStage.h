@@ -41,7 +41,9 @@ template <typename Grad> struct BackendCore<Grad>::Stage : ShardLayout {
   /// sharding) they exist only from the stage's first backward of a step to its
   /// reduce-scatter, as the memory plan assumes; otherwise always.
   model::Buffer<Grad> grad;
-  model::Buffer<Grad> gradShard; ///< sharded: this replica's part of the reduced gradients
+  /// ZeRO-2 and full sharding: this replica's part of the reduced gradients (ZeRO-1 leaves it in
+  /// place in `grad`).
+  model::Buffer<Grad> gradShard;
   int64_t optimizerSteps = 0;
   int32_t group = -1; ///< the plan group of this stage's replicas
   // What a step keeps, per micro-batch.
@@ -62,8 +64,15 @@ template <typename Grad> struct BackendCore<Grad>::Stage : ShardLayout {
       f(full.data(), grad.data(), int64_t(0), n);
       return;
     }
-    if (shardLen > 0)
+    if (shardLen > 0 && !gradShard.empty()) {
       f(master.data(), gradShard.data(), int64_t(0), shardLen);
+    } else {
+      // The reduced gradients lie in place in the whole ones (BackendCore::reducesInPlace).
+      for (const ShardSegment *g : {&dense, &experts})
+        if (!g->inPlace && g->shardLen > 0)
+          f(master.data() + g->shardAt, grad.data() + g->at + g->shardOffset, g->shardAt,
+            g->shardLen);
+    }
     for (const ShardSegment *g : {&dense, &experts})
       if (g->inPlace && g->n > 0)
         f(full.data() + g->at, grad.data() + g->at, g->shardAt, g->n);

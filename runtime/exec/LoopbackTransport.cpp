@@ -346,13 +346,15 @@ private:
       break;
     }
     case Kind::AllReduce:
-    case Kind::AllReduceMax: {
-      CONDUIT_ASSIGN_OR_RETURN(void *scratch, memory.allocate(bytes, stream));
-      temporary = static_cast<char *>(scratch);
-      out = temporary;
-      [[fallthrough]];
-    }
+    case Kind::AllReduceMax:
     case Kind::ReduceScatter: {
+      // In place (an all-reduce, or a reduce-scatter into this member's block of its input):
+      // the sum goes to a temporary, copied out once no member reads the input any more.
+      if (call->kind != Kind::ReduceScatter || out == call->inputs[position] + position * bytes) {
+        CONDUIT_ASSIGN_OR_RETURN(void *scratch, memory.allocate(bytes, stream));
+        temporary = static_cast<char *>(scratch);
+        out = temporary;
+      }
       const int64_t offset = call->kind == Kind::ReduceScatter ? position * bytes : 0;
       CONDUIT_RETURN_IF_ERROR(memory.copy(type, n, call->inputs[0] + offset, out, stream));
       for (int m = 1; m < members; ++m)

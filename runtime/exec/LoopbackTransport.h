@@ -18,8 +18,8 @@
 //   each member computes its own result from every member's input, adding them in member
 //   order (the same bits on every member, and the single-process reference's on the CPU,
 //   whose double accumulators make the order immaterial in practice), then waits until every
-//   member has done so before its inputs may change. An all-reduce computes into a
-//   temporary, since it works in place.
+//   member has done so before its inputs may change. An all-reduce, and a reduce-scatter into
+//   the member's own block of its input, compute into a temporary, since they work in place.
 // - A failed rank aborts the hub, and every other rank's next call fails at once.
 //
 // The hub knows nothing of where the bytes live. A LoopbackMemory moves and adds them and

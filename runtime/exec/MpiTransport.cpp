@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
+#include <functional>
+#include <utility>
 
 namespace conduit::runtime {
 
@@ -25,9 +28,13 @@ public:
     int done = 0;
     CONDUIT_MPI(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
                             MPI_STATUSES_IGNORE));
+    if (done && finish)
+      std::exchange(finish, nullptr)();
     return done != 0;
   }
   std::vector<MPI_Request> requests;
+  /// Runs once when every request has completed.
+  std::function<void()> finish;
 };
 
 MPI_Datatype mpiType(Element type) { return type == Element::Float32 ? MPI_FLOAT : MPI_DOUBLE; }
@@ -147,10 +154,27 @@ absl::StatusOr<std::unique_ptr<Work>> MpiTransport::allGather(int32_t group, Ele
 absl::StatusOr<std::unique_ptr<Work>> MpiTransport::reduceScatter(int32_t group, Element type,
                                                                   const void *full, void *shard,
                                                                   int64_t count, StreamHandle) {
-  return groupCollective(group, count, [&](MPI_Comm comm, int n, MPI_Request *request) {
-    CONDUIT_MPI(MPI_Ireduce_scatter_block(full, shard, n, mpiType(type), MPI_SUM, comm, request));
-    return absl::OkStatus();
-  });
+  // In place when the shard is this member's block of `full` (ZeRO-1's gradients).
+  CONDUIT_ASSIGN_OR_RETURN(MPI_Comm comm, groupComm(group));
+  int position = 0;
+  CONDUIT_MPI(MPI_Comm_rank(comm, &position));
+  const int64_t bytes = count * elementBytes(type);
+  char *start = static_cast<char *>(const_cast<void *>(full));
+  char *own = start + position * bytes;
+  const bool inPlace = shard == own;
+  const void *send = inPlace ? MPI_IN_PLACE : full;
+  void *recv = inPlace ? start : shard;
+  CONDUIT_ASSIGN_OR_RETURN(
+      std::unique_ptr<Work> work,
+      groupCollective(group, count, [&](MPI_Comm c, int n, MPI_Request *r) {
+        CONDUIT_MPI(MPI_Ireduce_scatter_block(send, recv, n, mpiType(type), MPI_SUM, c, r));
+        return absl::OkStatus();
+      }));
+  if (inPlace && position > 0) // MPI leaves the member's sum at the start of the buffer
+    static_cast<MpiWork &>(*work).finish = [start, own, bytes] {
+      std::memmove(own, start, static_cast<size_t>(bytes));
+    };
+  return work;
 }
 
 absl::StatusOr<std::unique_ptr<Work>>

@@ -11,7 +11,8 @@
 // Ranks are global ranks; a group is a plan group (the data-parallel replicas of a stage that
 // share this rank's tensor rank), where a rank's position is its replica index, or with expert
 // parallelism the expert-data subgroup of one (expertDataGroup below). Inputs and outputs of a
-// collective do not overlap, except the one buffer of an all-reduce.
+// collective do not overlap, except the one buffer of an all-reduce and a reduce-scatter in
+// place, whose shard is the member's own block of `full` (full + position · count).
 //
 // With tensor parallelism the layers also communicate inside their compute, in this rank's
 // tensor group (the T ranks of its pipeline rank and replica, positioned by tensor rank): the

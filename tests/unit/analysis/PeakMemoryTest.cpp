@@ -126,8 +126,8 @@ TEST(PeakMemory, StaticStateOfEveryShardingMode) {
   for (const Expected &e : {
            // fp32 parameters are their own master; the whole gradient buffer.
            Expected{Sharding::None, 404, 0, 404},
-           // ZeRO-1: the master of the shard, the reduced shard beside the whole buffer.
-           Expected{Sharding::Optimizer, 404, 51 * 4, 404 + 51 * 4},
+           // ZeRO-1: the master of the shard; the whole buffer, reduced in place.
+           Expected{Sharding::Optimizer, 404, 51 * 4, 404},
            // ZeRO-2: the gradient shard only (the whole buffer lives from backward to
            // reduction).
            Expected{Sharding::Gradients, 404, 51 * 4, 51 * 4},
@@ -164,18 +164,18 @@ TEST(PeakMemory, RoutedExpertsAreShardedOverTheirExpertDataGroup) {
   MemoryPeak m = peaksOf(p).front();
   EXPECT_EQ(at(m, MemoryKind::Parameters), (10 + 30) * 4);
   EXPECT_EQ(at(m, MemoryKind::Gradients), (10 + 30) * 4);
-  // ZeRO-1: whole parameters and buffer; the masters and reduced shards split the same way.
+  // ZeRO-1: whole parameters and buffer (reduced in place); the masters split the same way.
   p.sharding = Sharding::Optimizer;
   m = peaksOf(p).front();
   EXPECT_EQ(at(m, MemoryKind::Parameters), 400);
   EXPECT_EQ(at(m, MemoryKind::OptimizerState), (10 + 30) * 4);
-  EXPECT_EQ(at(m, MemoryKind::Gradients), 400 + (10 + 30) * 4);
+  EXPECT_EQ(at(m, MemoryKind::Gradients), 400);
   // An expert-data group of one rank: ZeRO-1 updates its experts in place, with no fp32 master
-  // of fp32 parameters and no reduced shard beside their gradients.
+  // of fp32 parameters.
   p.expertReplicas = 1;
   m = peaksOf(p).front();
   EXPECT_EQ(at(m, MemoryKind::OptimizerState), 10 * 4);
-  EXPECT_EQ(at(m, MemoryKind::Gradients), 400 + 10 * 4);
+  EXPECT_EQ(at(m, MemoryKind::Gradients), 400);
   // Under full sharding its one-rank shard is kept beside the gathered copy, as conduit-run does.
   p.sharding = Sharding::Full;
   EXPECT_EQ(at(peaksOf(p).front(), MemoryKind::Parameters), (10 + 60) * 4);
