@@ -98,7 +98,10 @@ std::string describeParallelism(const ParallelismSpec &p) {
                   : p.tensorCommOverlap ? " (sequence parallel)"
                                         : " (sequence parallel, collectives not overlapped)")
            : std::string()) +
-      (p.expert > 1 ? ", experts over groups of " + std::to_string(p.expert) : std::string()) +
+      (p.expert > 1
+           ? ", experts over groups of " + std::to_string(p.expert) + " (each expert's state on " +
+                 std::to_string(p.data * p.tensor / p.expert) + " rank(s))"
+           : std::string()) +
       ", " + std::to_string(p.stagesPerDevice) + " stage(s) per device (" +
       std::to_string(p.numStages()) + " stages), " + std::string(enumName(p.schedule));
   if (isInterleaved(p.schedule))

@@ -2,8 +2,9 @@
 //
 // The loopback hub in host memory, with one thread per rank of a 2 x 2 plan (pipeline ranks 0
 // and 1, two replicas each): transfers match in order per pair whatever the order ranks post
-// them, collectives sum float and double in member order, the loss sum covers every rank,
-// and an abort fails what is pending at once.
+// them, collectives sum float and double in member order (a reduce-scatter also in place, and
+// over an expert-data subgroup), the loss sum covers every rank, and an abort fails what is
+// pending at once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -117,6 +118,61 @@ TEST(LoopbackTransport, CollectivesSumInMemberOrder) {
     EXPECT_EQ(gathered[rank], whole) << rank;
     EXPECT_EQ(sums[rank], 0.5 + 1.5 + 2.5 + 3.5);
   }
+}
+
+TEST(LoopbackTransport, AReduceScatterInPlaceLeavesEachSumInItsMembersBlock) {
+  // ZeRO-1's reduce-scatter: replica r's shard is its own block r of the buffer it reduces.
+  const Plan plan = twoByTwo();
+  LoopbackHub hub(plan, 10, std::make_unique<HostLoopbackMemory>());
+  std::vector<std::vector<double>> full(4);
+  onEveryRank(plan, [&](int64_t rank) {
+    std::unique_ptr<Transport> t = hub.transport(rank);
+    const int replica = static_cast<int>(rank % 2);
+    full[rank] = {1.0 + rank, 10.0 + rank, 100.0 + rank, 1000.0 + rank};
+    EXPECT_TRUE(
+        complete(t->reduceScatter(static_cast<int32_t>(rank / 2), Element::Float64,
+                                  full[rank].data(), full[rank].data() + 2 * replica, 2, nullptr))
+            .ok());
+  });
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    const double a = rank < 2 ? 0 : 2, b = a + 1; // the group's two ranks
+    const int replica = static_cast<int>(rank % 2);
+    const std::vector<double> sums = {2 + a + b, 20 + a + b, 200 + a + b, 2000 + a + b};
+    EXPECT_EQ(full[rank][2 * replica], sums[2 * replica]) << rank;
+    EXPECT_EQ(full[rank][2 * replica + 1], sums[2 * replica + 1]) << rank;
+  }
+}
+
+TEST(LoopbackTransport, ExpertDataSubgroupsHoldTheRanksWithTheSameExperts) {
+  // One pipeline rank of 4 replicas, E = 2: replicas 0 and 2 hold the same experts, 1 and 3.
+  Plan plan;
+  plan.config.pipeline = 1;
+  plan.config.data = 4;
+  plan.config.expert = 2;
+  plan.groups.emplace_back().ranks = {0};
+  LoopbackHub hub(plan, 10, std::make_unique<HostLoopbackMemory>());
+  std::vector<std::vector<float>> data(4), gathered(4);
+  onEveryRank(plan, [&](int64_t rank) {
+    std::unique_ptr<Transport> t = hub.transport(rank);
+    const int32_t group = expertDataGroup(plan, 0);
+    data[rank] = {float(1 << rank)};
+    EXPECT_TRUE(
+        complete(t->allReduce(group, Element::Float32, data[rank].data(), 1, nullptr)).ok());
+    // Positioned by replica / E: the lower replica's value first.
+    const std::vector<float> mine = {float(rank)};
+    gathered[rank].resize(2);
+    EXPECT_TRUE(complete(t->allGather(group, Element::Float32, mine.data(), gathered[rank].data(),
+                                      1, nullptr))
+                    .ok());
+  });
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(data[rank][0], rank % 2 == 0 ? 1 + 4 : 2 + 8) << rank;
+    EXPECT_EQ(gathered[rank], (std::vector<float>{float(rank % 2), float(rank % 2 + 2)})) << rank;
+  }
+  // Another pipeline rank's group is not this rank's.
+  EXPECT_FALSE(complete(hub.transport(0)->allReduce(expertDataGroup(plan, 0) + 1, Element::Float32,
+                                                    data[0].data(), 1, nullptr))
+                   .ok());
 }
 
 // Expert groups of 2 among a pipeline rank's 4 replicas (positions by replica): each member
