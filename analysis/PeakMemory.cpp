@@ -36,21 +36,19 @@ void addStatic(const MemoryProblem &p, const MemoryStage &stage,
   const bool shardParams = sharding == Sharding::Full;
   const bool shardState = sharding != Sharding::None;
   const bool fullGradientBuffers = sharding == Sharding::Gradients || sharding == Sharding::Full;
-  // Moments (Adam), and the fp32 master copy where the parameters the optimizer updates are
-  // not themselves fp32 values of their own.
-  const bool master = p.elementBytes != 4 || (shardState && !shardParams);
-  const int64_t statePerParam = (p.adam ? 8 : 0) + (master ? 4 : 0);
   // The dense parameters over the D replicas, the routed experts over their expert-data group.
   const int64_t experts = stage.expertParams;
   const std::pair<int64_t, int64_t> parts[] = {
       {stage.params - experts, p.replicas},
       {experts, p.expertReplicas > 0 ? p.expertReplicas : p.replicas}};
   for (auto [params, data] : parts) {
-    // ZeRO-1 over one rank (an expert-data group of one) keeps no shard beside the whole: the
-    // optimizer updates the parameters where they lie, as without sharding.
+    // Moments (Adam), and the fp32 master copy where the parameters the optimizer updates are
+    // not themselves fp32 values of their own. ZeRO-1 over one rank (an expert-data group of
+    // one) keeps no shard beside the whole: the optimizer updates the parameters where they
+    // lie, as without sharding.
     const bool inPlace = sharding == Sharding::Optimizer && data == 1;
-    const int64_t state =
-        inPlace ? (p.adam ? 8 : 0) + (p.elementBytes != 4 ? 4 : 0) : statePerParam;
+    const bool master = p.elementBytes != 4 || (shardState && !shardParams && !inPlace);
+    const int64_t state = (p.adam ? 8 : 0) + (master ? 4 : 0);
     add(MemoryKind::Parameters, (shardParams ? ceilDiv(params, data) : params) * p.elementBytes);
     add(MemoryKind::OptimizerState, (shardState ? ceilDiv(params, data) : params) * state);
     // ZeRO-1 reduce-scatters in place: the whole buffer holds the reduced shard.

@@ -79,8 +79,7 @@ absl::StatusOr<int64_t> rankMemoryBytes(const Plan &p, const model::GptShape &sh
     model::StageLayout params;
     params.dense = (stage.params - experts + c.tensor - 1) / c.tensor;
     params.experts = experts / c.expert;
-    params.expertsAt =
-        params.experts > 0 ? (params.dense + c.data - 1) / c.data * c.data : params.dense;
+    params.expertsAt = model::StageLayout::expertsStart(params.dense, params.experts, c.data);
     const ShardLayout layout = ShardLayout::of(params, c, sharded, RankPosition());
     // The whole parameters and their gradients; the shard's optimizer state, and with
     // sharding its master copy and reduced gradients.

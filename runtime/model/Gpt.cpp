@@ -62,6 +62,7 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
                                                    int64_t first, int64_t end, Ops<T> &ops,
                                                    Checkpointing checkpointing, int64_t align) {
   LayerChain chain;
+  int64_t total = 0; // the layers' parameters, checked against the limits as they are added
   chain.shape = shape;
   chain.firstLayer = first;
   chain.ops = &ops;
@@ -88,11 +89,11 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
           absl::StrCat("layer ", spec.name, " is out of place in the chain"));
     chain.embedding = chain.embedding || isEmbedding;
     chain.head = chain.head || isHead;
-    std::optional<int64_t> total = limits::checkedAdd(chain.total, layer->numParams());
-    if (!total || *total > limits::kMaxExact)
+    std::optional<int64_t> sum = limits::checkedAdd(total, layer->numParams());
+    if (!sum || *sum > limits::kMaxExact)
       return absl::FailedPreconditionError(absl::StrCat(
           "layers ", first, " to ", l, " have more than ", limits::kMaxExact, " parameters"));
-    chain.total = *total;
+    total = *sum;
     chain.layers.push_back(std::move(layer));
     chain.names.push_back(spec.name);
     chain.kinds.push_back(spec.kind);

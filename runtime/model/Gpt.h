@@ -167,7 +167,6 @@ private:
   std::vector<std::string> names;
   std::vector<runtime::LayerKind> kinds;
   StageLayout layout;
-  int64_t total = 0; ///< the layers' parameters, checked against the limits as they are added
   bool head = false, embedding = false;
   bool keepInputs = false; ///< full checkpointing
 };

@@ -36,7 +36,7 @@ StageLayout StageLayout::of(const runtime::Plan &plan, const GptShape &shape, in
     l.experts += x.experts;
     locals.push_back(std::move(x));
   }
-  l.expertsAt = l.experts > 0 ? (l.dense + align - 1) / align * align : l.dense;
+  l.expertsAt = expertsStart(l.dense, l.experts, align);
   int64_t expertAt = l.expertsAt;
   for (size_t k = 0; k < locals.size(); ++k) {
     const Local &x = locals[k];

@@ -51,6 +51,12 @@ public:
   /// range's first layer, `local` in the array).
   std::vector<ParameterRun> runs;
 
+  /// Where the expert segment starts after `dense` elements: the next multiple of `align`, or
+  /// `dense` itself when there are no routed experts.
+  static int64_t expertsStart(int64_t dense, int64_t experts, int64_t align) {
+    return experts > 0 ? (dense + align - 1) / align * align : dense;
+  }
+
   /// The rank's array from the whole layers' parameters; the gap is zero.
   std::vector<float> part(const float *wholeParams) const;
   /// Writes the rank's array into its places in the whole layers' parameters.
