@@ -8,7 +8,8 @@
 2. end-to-end equivalence on one GPU (--ranks-per-process): a P=4, D=2 breadth-first plan
    with full sharding at bf16 against the CPU reference within bf16 tolerance, one plan of
    each schedule and sharding mode at fp32 within float32 tolerance, and tensor-parallel
-   plans (T=2, with and without sequence parallelism);
+   plans (T=2, with and without sequence parallelism), and mixtures of experts (expert
+   groups of 2 and 4, DualPipeV's paired steps);
 3. GEMM throughput of the model's layer shapes against the GPU's dense bf16 peak;
 4. executor overhead per instruction: the executor alone (executor_bench) and a whole CUDA
    step of a model too small for its kernels to matter;
@@ -94,6 +95,13 @@ def equivalence(args, summary):
          r"^(tp2-1f1b-none-p2-d1-v1|tp2-breadth-first-full-sp-p2-d2-v2|"
          r"llama-tp2-1f1b-full-p1-d2-v1|llama-tp2-zb-h1-none-sp-p2-d1-v1|"
          r"tp2-1f1b-full-checkpointing-sp-p2-d1)$"),
+        ("mixtures of experts (Mixtral-like, dropless): every expert on every rank, and expert "
+         "groups of E=2 and 4 exchanging tokens through the loopback all-to-all, DualPipeV's "
+         "paired steps with and without the overlap, ZeRO-1 with each rank's experts its own, fp32",
+         "fp32", 1e-4, 1e-3,
+         r"^(moe-1f1b-full-p2-d2-v1|moe-dualpipev-none-p2-d2-v2|moe-ep2-1f1b-full-p2-d2-v1|"
+         r"moe-ep4-1f1b-none-p1-d4-v1|moe-ep2-dualpipev-full-p2-d2-v2|"
+         r"moe-ep2-dualpipev-full-p2-d2-v2-no-overlap|moe-ep2-dualpipev-optimizer-p2-d2-v2)$"),
     ]
     for name, dtype, loss_tol, param_tol, only in runs:
         result = run([sys.executable, script, "--bin", args.bin,

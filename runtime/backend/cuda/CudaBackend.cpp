@@ -55,10 +55,6 @@ absl::Status CudaBackend::validate(const runtime::Plan &p) {
                      "); this run has ", worldSize, ": start it with mpirun -np ", c.worldSize(),
                      ", or on one GPU with --ranks-per-process=", c.worldSize()));
   CONDUIT_RETURN_IF_ERROR(validateModel(p, "CUDA"));
-  if (p.transformer && p.transformer->isMoe())
-    return absl::FailedPreconditionError(
-        "the model is a mixture of experts (model.moe); the CUDA backend does not train one "
-        "yet: run the plan with --backend=cpu");
   for (const runtime::RankProgram &program : p.ranks)
     for (const Instruction &inst : program.instructions) {
       const bool compute = inst.isCompute() || inst.op == Op::OptimizerStep || inst.op == Op::Free;

@@ -73,6 +73,22 @@ absl::StatusOr<std::unique_ptr<NcclTransport>> NcclTransport::create(const runti
     CONDUIT_CUDA(ncclCommSplit(t->world, member ? where.tensorRank : NCCL_SPLIT_NOCOLOR,
                                where.replica, &t->groups[g], nullptr));
   }
+  // With expert parallelism, each group's expert-data subgroups, numbered after the plan's
+  // groups: the members holding the same experts, by their position among them.
+  if (plan.config.expert > 1) {
+    const runtime::ExpertPlace data = runtime::expertDataPlaceOf(plan.config, where);
+    for (size_t g = 0; g < plan.groups.size(); ++g) {
+      const bool member = plan.groups[g].ranks[0] == where.pipelineRank;
+      ncclComm_t &comm = t->groups.emplace_back(nullptr);
+      CONDUIT_CUDA(ncclCommSplit(t->world,
+                                 member ? static_cast<int>(data.group) : NCCL_SPLIT_NOCOLOR,
+                                 static_cast<int>(data.position), &comm, nullptr));
+    }
+    // The expert group: E ranks of this pipeline rank, by position.
+    const runtime::ExpertPlace place = runtime::expertPlaceOf(plan.config, where);
+    CONDUIT_CUDA(ncclCommSplit(t->world, static_cast<int>(place.group),
+                               static_cast<int>(place.position), &t->experts, nullptr));
+  }
   // The tensor group: the ranks of this pipeline rank and replica, by tensor rank.
   if (plan.config.tensor > 1)
     CONDUIT_CUDA(ncclCommSplit(t->world, static_cast<int>(mpi.rank / plan.config.tensor),
@@ -87,8 +103,9 @@ NcclTransport::~NcclTransport() {
   for (ncclComm_t c : groups)
     if (c)
       CONDUIT_CUDA_NOTE(ignored, ncclCommDestroy(c));
-  if (tensor)
-    CONDUIT_CUDA_NOTE(ignored, ncclCommDestroy(tensor));
+  for (ncclComm_t c : {tensor, experts})
+    if (c)
+      CONDUIT_CUDA_NOTE(ignored, ncclCommDestroy(c));
   if (world)
     CONDUIT_CUDA_NOTE(ignored, ncclCommDestroy(world));
 }
@@ -101,8 +118,9 @@ void NcclTransport::abort() {
   for (ncclComm_t c : groups)
     if (c)
       CONDUIT_CUDA_NOTE(ignored, ncclCommAbort(c));
-  if (tensor)
-    CONDUIT_CUDA_NOTE(ignored, ncclCommAbort(tensor));
+  for (ncclComm_t c : {tensor, experts})
+    if (c)
+      CONDUIT_CUDA_NOTE(ignored, ncclCommAbort(c));
   if (world)
     CONDUIT_CUDA_NOTE(ignored, ncclCommAbort(world));
 }
@@ -170,18 +188,18 @@ absl::StatusOr<std::unique_ptr<Work>> NcclTransport::allReduce(int32_t group, El
   return completion(comm, stream);
 }
 
-absl::Status NcclTransport::tensorStatus() const {
-  if (!tensor)
-    return absl::InternalError("this rank has no tensor group");
+absl::Status NcclTransport::commStatus(ncclComm_t comm, const char *what) {
+  if (!comm)
+    return absl::InternalError(absl::StrCat("this rank has no ", what));
   ncclResult_t async = ncclSuccess;
-  CONDUIT_CUDA(ncclCommGetAsyncError(tensor, &async));
+  CONDUIT_CUDA(ncclCommGetAsyncError(comm, &async));
   CONDUIT_CUDA(async);
   return absl::OkStatus();
 }
 
 absl::Status NcclTransport::tensorAllReduce(float *data, int64_t count, model::Reduction op,
                                             StreamHandle stream) {
-  CONDUIT_RETURN_IF_ERROR(tensorStatus());
+  CONDUIT_RETURN_IF_ERROR(commStatus(tensor, "tensor group"));
   CONDUIT_CUDA(ncclAllReduce(data, data, count, ncclFloat,
                              op == model::Reduction::Sum ? ncclSum : ncclMax, tensor,
                              static_cast<cudaStream_t>(stream)));
@@ -190,7 +208,7 @@ absl::Status NcclTransport::tensorAllReduce(float *data, int64_t count, model::R
 
 absl::Status NcclTransport::tensorAllGather(const float *shard, float *full, int64_t count,
                                             StreamHandle stream) {
-  CONDUIT_RETURN_IF_ERROR(tensorStatus());
+  CONDUIT_RETURN_IF_ERROR(commStatus(tensor, "tensor group"));
   CONDUIT_CUDA(
       ncclAllGather(shard, full, count, ncclFloat, tensor, static_cast<cudaStream_t>(stream)));
   return absl::OkStatus();
@@ -198,10 +216,37 @@ absl::Status NcclTransport::tensorAllGather(const float *shard, float *full, int
 
 absl::Status NcclTransport::tensorReduceScatter(const float *full, float *shard, int64_t count,
                                                 StreamHandle stream) {
-  CONDUIT_RETURN_IF_ERROR(tensorStatus());
+  CONDUIT_RETURN_IF_ERROR(commStatus(tensor, "tensor group"));
   CONDUIT_CUDA(ncclReduceScatter(full, shard, count, ncclFloat, ncclSum, tensor,
                                  static_cast<cudaStream_t>(stream)));
   return absl::OkStatus();
+}
+
+absl::Status NcclTransport::expertAllToAll(const float *send,
+                                           const std::vector<int64_t> &sendCounts, float *recv,
+                                           const std::vector<int64_t> &recvCounts,
+                                           StreamHandle handle) {
+  CONDUIT_RETURN_IF_ERROR(commStatus(experts, "expert group"));
+  cudaStream_t stream = static_cast<cudaStream_t>(handle);
+  // One NCCL group: every member's sends and receives posted together, so that no pair of
+  // members waits for the other (NCCL's all-to-all-v idiom). Nothing is posted for an empty
+  // part; a member's part for itself goes through NCCL too, which copies it.
+  CONDUIT_CUDA(ncclGroupStart());
+  absl::Status posted;
+  int64_t sentAt = 0, receivedAt = 0;
+  for (size_t j = 0; j < sendCounts.size(); ++j) {
+    const int peer = static_cast<int>(j);
+    if (sendCounts[j] > 0)
+      CONDUIT_CUDA_NOTE(posted, ncclSend(send + sentAt, static_cast<size_t>(sendCounts[j]),
+                                         ncclFloat, peer, experts, stream));
+    if (recvCounts[j] > 0)
+      CONDUIT_CUDA_NOTE(posted, ncclRecv(recv + receivedAt, static_cast<size_t>(recvCounts[j]),
+                                         ncclFloat, peer, experts, stream));
+    sentAt += sendCounts[j];
+    receivedAt += recvCounts[j];
+  }
+  CONDUIT_CUDA_NOTE(posted, ncclGroupEnd());
+  return posted;
 }
 
 } // namespace conduit::cuda

@@ -6,7 +6,10 @@
 // communicator per plan group and tensor rank for the data-parallel collectives, ranked by
 // replica, and, with tensor parallelism, one per tensor group, ranked by tensor rank, whose
 // collectives the layers enqueue on the compute stream (NCCL gives every member the same
-// result bits).
+// result bits). With expert parallelism it also splits, after the plan's groups, each group's
+// expert-data subgroups (runtime::expertDataGroup), and the expert group, whose all-to-all-v
+// is one NCCL group of a send and a receive per member, enqueued on the compute stream as the
+// tensor collectives are.
 //
 // A Work completes when the event recorded after its NCCL calls has passed; while it has not,
 // test() polls the communicators' asynchronous errors, so a broken connection is an error
@@ -53,6 +56,9 @@ public:
                                StreamHandle stream) override;
   absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
                                    StreamHandle stream) override;
+  absl::Status expertAllToAll(const float *send, const std::vector<int64_t> &sendCounts,
+                              float *recv, const std::vector<int64_t> &recvCounts,
+                              StreamHandle stream) override;
   /// Over MPI: a host value, once a step.
   absl::StatusOr<double> sumOverRanks(double value) override {
     return runtime::sumOverWorld(value);
@@ -66,10 +72,14 @@ private:
   absl::StatusOr<std::unique_ptr<Work>> completion(ncclComm_t comm, cudaStream_t stream);
 
   ncclComm_t world = nullptr;
-  std::vector<ncclComm_t> groups; ///< per plan group; null where this rank is not a member
-  ncclComm_t tensor = nullptr;    ///< this rank's tensor group (T > 1)
-  /// The tensor group's asynchronous error, if any.
-  absl::Status tensorStatus() const;
+  /// Per plan group, then per plan group's expert-data subgroup (expertDataGroup); null where
+  /// this rank is not a member.
+  std::vector<ncclComm_t> groups;
+  ncclComm_t tensor = nullptr;  ///< this rank's tensor group (T > 1)
+  ncclComm_t experts = nullptr; ///< this rank's expert group (E > 1), by position
+  /// The asynchronous error of `comm` (the tensor or the expert group), if any; `what` names
+  /// the group when it does not exist.
+  static absl::Status commStatus(ncclComm_t comm, const char *what);
   bool aborted = false;
 };
 

@@ -554,9 +554,9 @@ TEST_P(SplitBackwardPlan, TrainsAsWholeBackwardsDo) {
 
 /// pipelinePlan's two stages with a mixture of experts in the second block (the second
 /// stage's first layer): 4 GELU experts, 2 per token, renormalised, a shared expert and the
-/// auxiliary loss.
-Plan moePlan(bool split) {
-  Plan plan = pipelinePlan(split, {2, 1});
+/// auxiliary loss. `lastWeights` as pipelinePlan's.
+Plan moePlan(bool split, const std::vector<int32_t> &lastWeights = {2, 1}) {
+  Plan plan = pipelinePlan(split, lastWeights);
   model::GptShape s = tinyShape();
   s.experts = 4;
   s.topK = 2;
@@ -622,19 +622,22 @@ TEST(MixtureOfExpertsOnTheCpu, DenseStepsHaveNoAuxiliaryLoss) {
   EXPECT_FALSE(got[0].auxLosses[0].has_value());
 }
 
-#if CONDUIT_HAVE_CUDA
-// The CUDA backend refuses a mixture of experts before touching a device, naming the key.
-TEST(MixtureOfExpertsOnCuda, IsRefusedNamingTheKey) {
-  const Plan plan = moePlan(false);
-  cuda::CudaBackend backend(0, plan.config.worldSize(), 0, false,
-                            [](const Plan &) -> absl::StatusOr<std::unique_ptr<Transport>> {
-                              return absl::UnavailableError("no transport");
-                            });
-  absl::Status status = backend.validate(plan);
-  ASSERT_FALSE(status.ok());
-  EXPECT_NE(status.message().find("model.moe"), std::string::npos) << status;
+// On every backend a mixture of experts trains with split backwards (the experts' input and
+// weight gradients apart) as with whole ones, bit for bit. On CUDA this is the suite's test of
+// the expert layers inside a plan (tests/gpu/run.sh runs it).
+TEST_P(SplitBackwardPlan, MixtureOfExpertsTrainsAsWholeBackwardsDo) {
+  std::vector<RankRun> expected = train(GetParam(), moePlan(false), 1, 3);
+  std::vector<RankRun> got = train(GetParam(), moePlan(true, lastWeights(GetParam())), 1, 3);
+  for (size_t r = 0; r < got.size(); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_TRUE(expected[r].status.ok()) << expected[r].status;
+    ASSERT_TRUE(got[r].status.ok()) << got[r].status;
+    EXPECT_EQ(got[r].losses, expected[r].losses);
+    EXPECT_EQ(got[r].auxLosses, expected[r].auxLosses);
+    EXPECT_EQ(got[r].params, expected[r].params);
+  }
+  EXPECT_LT(got[0].losses.back(), got[0].losses.front()) << "the plan trains";
 }
-#endif
 
 TEST_P(SplitBackwardPlan, ResumesFromASnapshot) {
   const Plan plan = pipelinePlan(true, lastWeights(GetParam()));
