@@ -80,6 +80,18 @@ public:
   virtual absl::StatusOr<Ticket> start(const std::vector<int64_t> &indices) = 0;
   /// Whether the work of `ticket` completed.
   virtual absl::StatusOr<bool> poll(Ticket ticket) = 0;
+  /// Whether startPaired() may return before its compute ends, so that the compute paired
+  /// with it (Instruction::kPaired) can start while its all-to-alls are in flight.
+  virtual bool overlapsPairs() const { return false; }
+  /// Starts compute `indices` (a compute and the inner collectives after it) as one half of a
+  /// paired step: it stops at each expert all-to-all it posts, until it arrives, and polling
+  /// the ticket (or starting the other half) runs it on; the two halves interleave, and
+  /// compute what they compute one after the other. Where !overlapsPairs(), start().
+  virtual absl::StatusOr<Ticket> startPaired(const std::vector<int64_t> &indices) {
+    return start(indices);
+  }
+  /// How long a wait for peers inside a compute may last (an expert group's all-to-all).
+  virtual void setPeerTimeout(double seconds) {}
   /// The executor passed signal `event` on `stream` (all earlier work of the stream started,
   /// and for host-ordered backends, completed).
   virtual absl::Status signal(int stream, int32_t event) { return absl::OkStatus(); }

@@ -9,6 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/exec/BackendStage.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/Fiber.h"
+#include "runtime/plan/TensorCollectives.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -18,12 +21,33 @@
 
 namespace conduit::runtime {
 
+/// What one compute's layers issued, its first failure, and how its expert all-to-alls wait:
+/// in place, or parked on the compute's fiber when it is a half of a paired step.
+template <typename Grad> struct BackendCore<Grad>::CallState {
+  std::vector<Op> issued;
+  absl::Status failure;
+  ExpertPass pass = ExpertPass::Forward;
+  Fiber *fiber = nullptr;  ///< the half's fiber
+  Work *waiting = nullptr; ///< the all-to-all it is parked at
+};
+
+template <typename Grad> struct BackendCore<Grad>::Half {
+  std::unique_ptr<Fiber> fiber;
+  CallState calls;
+  ComputeContext context; ///< while parked
+  absl::Status status;    ///< once ended
+};
+
 template <typename Grad>
 class BackendCore<Grad>::TensorCalls final : public model::TensorGroup<float>,
                                              public model::ExpertGroup<float> {
 public:
-  TensorCalls(Transport &transport, StreamHandle stream, ExpertPlace expert, int64_t experts)
-      : transport(transport), stream(stream), expert(expert), experts(experts) {}
+  /// `others`: the other members of the expert group, as messages name them; `timeoutS`: how
+  /// long an all-to-all outside a paired step may wait for them.
+  TensorCalls(Transport &transport, StreamHandle stream, ExpertPlace expert, int64_t experts,
+              std::string others, const double &timeoutS)
+      : transport(transport), stream(stream), expert(expert), experts(experts),
+        others(std::move(others)), timeoutS(timeoutS) {}
 
   void allReduce(int64_t n, float *data, model::Reduction op) override {
     issue(Op::TensorAllReduce, [&] { return transport.tensorAllReduce(data, n, op, stream); });
@@ -40,35 +64,75 @@ public:
   void allToAll(model::ExpertExchange what, const float *send,
                 const std::vector<int64_t> &sendCounts, float *recv,
                 const std::vector<int64_t> &recvCounts) override {
-    auto call = [&] {
-      return transport.expertAllToAll(send, sendCounts, recv, recvCounts, stream);
+    auto call = [&]() -> absl::Status {
+      CONDUIT_ASSIGN_OR_RETURN(
+          std::unique_ptr<Work> work,
+          transport.expertAllToAll(state->pass, send, sendCounts, recv, recvCounts, stream));
+      return work ? arrive(*work) : absl::OkStatus();
     };
     // The counts belong to the dispatch that follows them: the plan lists that one.
     if (what == model::ExpertExchange::Counts) {
-      if (failure.ok())
-        failure = call();
+      if (state->failure.ok())
+        state->failure = call();
       return;
     }
     issue(what == model::ExpertExchange::Dispatch ? Op::ExpertDispatch : Op::ExpertCombine, call);
   }
 
-  /// What the layers issued since the last call, and the first failure; both start again.
-  std::vector<Op> takeIssued() { return std::exchange(issued, {}); }
-  absl::Status takeFailure() { return std::exchange(failure, absl::OkStatus()); }
+  /// The compute whose calls these are from now on (null: the backend's own).
+  void use(CallState *calls) { state = calls ? calls : &own; }
+  CallState *current() const { return state; }
+  /// Starts a compute: its all-to-alls belong to `pass`.
+  void begin(ExpertPass pass) {
+    state->issued.clear();
+    state->failure = absl::OkStatus();
+    state->pass = pass;
+  }
+  /// What the layers issued since begin(), and the first failure.
+  std::vector<Op> takeIssued() { return std::exchange(state->issued, {}); }
+  absl::Status takeFailure() { return std::exchange(state->failure, absl::OkStatus()); }
 
 private:
   template <typename Call> void issue(Op op, Call call) {
-    issued.push_back(op);
-    if (failure.ok()) // after a failure the group's members no longer match: issue nothing
-      failure = call();
+    state->issued.push_back(op);
+    if (state->failure.ok()) // after a failure the group's members no longer match: issue nothing
+      state->failure = call();
+  }
+
+  /// Until `work` (an all-to-all) has arrived: parked, in a half of a paired step, so that
+  /// the other half computes meanwhile; else polled here.
+  absl::Status arrive(Work &work) {
+    if (state->fiber) {
+      state->waiting = &work;
+      const bool resumed = state->fiber->park(); // the driver resumes it once `work` is done
+      state->waiting = nullptr;
+      if (!resumed)
+        return absl::CancelledError("the step was abandoned during an expert all-to-all");
+      return absl::OkStatus();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    for (int rounds = 0;; ++rounds) {
+      CONDUIT_ASSIGN_OR_RETURN(bool done, work.test());
+      if (done)
+        return absl::OkStatus();
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > timeoutS)
+        return absl::DeadlineExceededError(absl::StrCat(
+            "an expert all-to-all waited ", static_cast<int64_t>(waited), " s for ranks ", others,
+            " of its expert group; a member may have failed or stalled"));
+      idleWait(rounds);
+    }
   }
 
   Transport &transport;
   StreamHandle stream;
   ExpertPlace expert;
   int64_t experts = 1;
-  std::vector<Op> issued;
-  absl::Status failure;
+  std::string others;
+  const double &timeoutS;
+  CallState own;
+  CallState *state = &own;
 };
 
 template <typename Grad>
@@ -78,6 +142,15 @@ BackendCore<Grad>::BackendCore(int64_t rank, bool measureLayers)
 template <typename Grad> BackendCore<Grad>::~BackendCore() = default;
 
 template <typename Grad> void BackendCore<Grad>::release() {
+  // A parked half is cancelled: it runs to its end (communicating no more), in its context.
+  for (std::unique_ptr<Half> &half : halves)
+    if (half) {
+      const ComputeContext driver = currentContext();
+      enterContext(half->context);
+      half->fiber.reset();
+      enterContext(driver);
+      half.reset();
+    }
   pending.clear();
   slots.clear();
   stages.clear();
@@ -103,8 +176,13 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
   CONDUIT_ASSIGN_OR_RETURN(transport, connect(p));
   model::Ops<float> &math = ops();
   if (shape->tensorParallel() || c.expert > 1) {
-    tensor = std::make_unique<TensorCalls>(*transport, streamOf(kComputeStream),
-                                           expertPlaceOf(c, where), c.expert);
+    std::string others;
+    for (int64_t r : expertGroupRanks(c, where.pipelineRank, where.replica, where.tensorRank))
+      if (r != rank)
+        absl::StrAppend(&others, others.empty() ? "" : ", ", r);
+    tensor =
+        std::make_unique<TensorCalls>(*transport, streamOf(kComputeStream), expertPlaceOf(c, where),
+                                      c.expert, std::move(others), peerTimeoutS);
     if (shape->tensorParallel())
       math.setTensorGroup(tensor.get());
     if (c.expert > 1)
@@ -225,10 +303,15 @@ absl::StatusOr<Ticket> BackendCore<Grad>::start(const std::vector<int64_t> &indi
     pending.emplace(nextTicket, std::move(p));
     return nextTicket++;
   }
-  if (tensor && first.isCompute()) {
-    tensor->takeIssued();
-    CONDUIT_RETURN_IF_ERROR(tensor->takeFailure());
-  }
+  CONDUIT_RETURN_IF_ERROR(compute(indices));
+  return kCompleted;
+}
+
+template <typename Grad>
+absl::Status BackendCore<Grad>::compute(const std::vector<int64_t> &indices) {
+  const Instruction &first = plan->ranks[where.pipelineRank].instructions[indices[0]];
+  if (tensor && first.isCompute())
+    tensor->begin(first.op == Op::Forward ? ExpertPass::Forward : ExpertPass::Backward);
   // With --profile, a compute's time beyond its layers': the stage's own work around them.
   const double layersBefore = timer.recordedSeconds();
   const auto started = std::chrono::steady_clock::now();
@@ -265,8 +348,66 @@ absl::StatusOr<Ticket> BackendCore<Grad>::start(const std::vector<int64_t> &indi
       timer.recordOverhead(first.op, took - (timer.recordedSeconds() - layersBefore));
     }
   }
-  CONDUIT_RETURN_IF_ERROR(deviceStatus());
-  return kCompleted;
+  return deviceStatus();
+}
+
+template <typename Grad> bool BackendCore<Grad>::overlapsPairs() const {
+  return plan && plan->config.expert > 1 && !measureLayers;
+}
+
+template <typename Grad>
+typename BackendCore<Grad>::ComputeContext BackendCore<Grad>::currentContext() {
+  return {ops().memory().context(), ops().countsLoss(), tensor ? tensor->current() : nullptr};
+}
+
+template <typename Grad> void BackendCore<Grad>::enterContext(const ComputeContext &context) {
+  ops().memory().setContext(context.memory);
+  ops().countLoss(context.countingLoss);
+  if (tensor)
+    tensor->use(context.calls);
+}
+
+template <typename Grad> void BackendCore<Grad>::runHalf(Half &half, std::function<void()> body) {
+  const ComputeContext driver = currentContext();
+  enterContext(half.context);
+  if (body)
+    half.fiber->run(std::move(body));
+  else
+    half.fiber->resume();
+  half.context = currentContext();
+  enterContext(driver);
+}
+
+template <typename Grad>
+absl::StatusOr<Ticket> BackendCore<Grad>::startPaired(const std::vector<int64_t> &indices) {
+  if (!overlapsPairs())
+    return start(indices);
+  Half *free = nullptr;
+  for (std::unique_ptr<Half> &half : halves)
+    if (!free && (!half || !half->fiber->unfinished())) {
+      if (!half) {
+        CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Fiber> fiber, Fiber::create());
+        half = std::make_unique<Half>();
+        half->fiber = std::move(fiber);
+      }
+      free = half.get();
+    }
+  if (!free) // both halves busy: not a pair the executor starts
+    return start(indices);
+  Half &half = *free;
+  half.calls = CallState();
+  half.calls.fiber = half.fiber.get();
+  half.context = currentContext();
+  half.context.calls = &half.calls;
+  runHalf(half, [this, &half, indices] { half.status = compute(indices); });
+  if (!half.fiber->unfinished()) {
+    CONDUIT_RETURN_IF_ERROR(half.status);
+    return kCompleted;
+  }
+  Pending p;
+  p.half = &half;
+  pending.emplace(nextTicket, std::move(p));
+  return nextTicket++;
 }
 
 template <typename Grad>
@@ -307,6 +448,20 @@ template <typename Grad> absl::StatusOr<bool> BackendCore<Grad>::poll(Ticket tic
   if (it == pending.end())
     return absl::InternalError(absl::StrCat("unknown ticket ", ticket));
   Pending &p = it->second;
+  if (Half *half = p.half) {
+    // Parked at an all-to-all: once it has arrived, on to the next one or the end.
+    if (half->calls.waiting) {
+      CONDUIT_ASSIGN_OR_RETURN(bool arrived, half->calls.waiting->test());
+      if (!arrived)
+        return false;
+    }
+    runHalf(*half);
+    if (half->fiber->unfinished())
+      return false;
+    pending.erase(it);
+    CONDUIT_RETURN_IF_ERROR(half->status);
+    return true;
+  }
   CONDUIT_ASSIGN_OR_RETURN(bool done, p.work->test());
   if (!done)
     return false;
@@ -464,8 +619,11 @@ absl::StatusOr<std::vector<std::vector<float>>> BackendCore<Grad>::stageParamete
         for (int64_t m = 0; m < members; ++m)
           ops().upload(whole.data(), part, mine.data() + m * part);
         const std::vector<int64_t> counts(members, part);
-        CONDUIT_RETURN_IF_ERROR(
-            transport->expertAllToAll(mine.data(), counts, parts.data(), counts, stream));
+        CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work,
+                                 transport->expertAllToAll(ExpertPass::Forward, mine.data(), counts,
+                                                           parts.data(), counts, stream));
+        if (work)
+          CONDUIT_RETURN_IF_ERROR(complete(std::move(work)));
       }
       CONDUIT_RETURN_IF_ERROR(synchronizeAll());
       std::vector<float> all(part * members);

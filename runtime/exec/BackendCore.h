@@ -43,6 +43,8 @@
 #include "runtime/exec/Transport.h"
 #include "runtime/model/Optimizer.h"
 
+#include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -58,6 +60,11 @@ public:
   absl::Status beginStep(int64_t step) override;
   absl::StatusOr<Ticket> start(const std::vector<int64_t> &indices) override;
   absl::StatusOr<bool> poll(Ticket ticket) override;
+  /// With expert parallelism, outside --profile (whose layer times must be their own). On a
+  /// device, whose all-to-alls are ordered on the compute stream, a half never parks.
+  bool overlapsPairs() const override;
+  absl::StatusOr<Ticket> startPaired(const std::vector<int64_t> &indices) override;
+  void setPeerTimeout(double seconds) override { peerTimeoutS = seconds; }
   absl::StatusOr<StepOutcome> endStep(int64_t step) override;
   absl::StatusOr<std::vector<StageState>> snapshot() override;
   absl::Status restore(const std::vector<StageState> &states) override;
@@ -133,6 +140,8 @@ private:
              std::tie(o.stage, o.microbatch, o.activation);
     }
   };
+  /// A half of a paired step (startPaired), on its fiber.
+  struct Half;
   struct Pending {
     std::unique_ptr<Work> work;
     Stage *gathered = nullptr; ///< an all-gather: the stage's parameters are whole after it
@@ -143,6 +152,8 @@ private:
     Grad *tied = nullptr;
     /// The outputs and input gradients this batch of transfers sends.
     std::vector<Produced> sent;
+    /// A half of a paired step, parked (startPaired).
+    Half *half = nullptr;
   };
   using Cache = typename model::LayerChain<float>::Cache;
 
@@ -214,11 +225,28 @@ private:
   /// After compute instruction indices[0]: refuses it unless its layers issued the tensor
   /// collectives the plan lists after it (indices[1...]), once per piece of the micro-batch.
   absl::Status checkTensorCalls(const std::vector<int64_t> &indices);
+  /// Compute instruction indices[0] and the inner collectives after it, to its end.
+  absl::Status compute(const std::vector<int64_t> &indices);
 
   /// The tensor group the layers call (TensorGroup.h), through the transport on the compute
-  /// stream; it records what they issue and keeps the first failure.
+  /// stream; it records what they issue and keeps the first failure, per compute (CallState).
   class TensorCalls;
+  struct CallState;
   std::unique_ptr<TensorCalls> tensor;
+  /// What a compute owns while the other half of a paired step runs: the memory counter's
+  /// use, whether the loss counts, and its calls.
+  struct ComputeContext {
+    model::MemoryCounter::Context memory;
+    bool countingLoss = true;
+    CallState *calls = nullptr;
+  };
+  ComputeContext currentContext();
+  void enterContext(const ComputeContext &context);
+  /// The two halves of a paired step, made on first use.
+  std::array<std::unique_ptr<Half>, 2> halves;
+  /// Runs `half` on (or starts it with `body`) until it parks or ends, in its own context.
+  void runHalf(Half &half, std::function<void()> body = nullptr);
+  double peerTimeoutS = 300;
 
   std::unique_ptr<model::TokenSource> data;
   bool sharded = false;  ///< parameters or optimizer state split over replicas

@@ -2,6 +2,8 @@
 
 #include "runtime/exec/Executor.h"
 
+#include "runtime/plan/TensorCollectives.h"
+
 #include "absl/strings/str_cat.h"
 
 #include <thread>
@@ -15,6 +17,7 @@ Executor::Executor(const Plan &plan, int32_t pipelineRank, int32_t replica, Back
   const std::vector<Instruction> &program = plan.ranks[rank].instructions;
   for (size_t i = 0; i < program.size(); ++i)
     streams[program[i].stream].list.push_back(static_cast<int64_t>(i));
+  backend.setPeerTimeout(this->options.peerTimeoutS);
 }
 
 void idleWait(int round) {
@@ -39,6 +42,7 @@ absl::StatusOr<StepOutcome> Executor::runStep(int64_t step) {
   for (Stream &s : streams) {
     s.next = 0;
     s.busy = false;
+    s.partner = Partner();
   }
   double lastProgress = now();
   int idleRounds = 0;
@@ -51,6 +55,16 @@ absl::StatusOr<StepOutcome> Executor::runStep(int64_t step) {
       CONDUIT_ASSIGN_OR_RETURN(bool done, backend.poll(stream.inFlight));
       if (done) {
         finish(stream, now());
+        progress = true;
+      }
+    }
+    for (Stream &stream : streams) {
+      Partner &partner = stream.partner;
+      if (!partner.started || partner.done)
+        continue;
+      CONDUIT_ASSIGN_OR_RETURN(partner.done, backend.poll(partner.ticket));
+      if (partner.done) {
+        partner.endTime = now();
         progress = true;
       }
     }
@@ -87,6 +101,8 @@ absl::Status Executor::advance(Stream &stream, int s, int64_t step, bool startCo
   // this stream's turn once the signals behind it are passed: a transfer the plan orders right
   // after a compute must not wait behind the rest of the stream's compute. On a device this
   // costs one more round (a poll of each busy stream) per compute.
+  if (stream.busy && stream.partner.looking && startCompute)
+    return startPartner(stream, s, step, progress);
   bool ranWork = false;
   while (!stream.busy && stream.next < stream.list.size()) {
     const int64_t i = stream.list[stream.next];
@@ -114,24 +130,29 @@ absl::Status Executor::advance(Stream &stream, int s, int64_t step, bool startCo
       progress = true;
       continue;
     }
+    Partner &partner = stream.partner;
+    if (partner.started && stream.next == partner.begin) {
+      // Started ahead, beside the forward it is paired with.
+      partner.started = false;
+      progress = true;
+      stream.inFlight = partner.ticket;
+      stream.inFlightEnd = partner.end;
+      stream.busy = true;
+      if (partner.done) {
+        finish(stream, partner.endTime);
+        ranWork = true;
+      }
+      continue;
+    }
     // One instruction, or every transfer of its batch: they are posted together. A compute
     // takes the tensor collectives that follow it: its layers issue them as it runs.
-    size_t end = stream.next + 1;
-    if (x.isTransfer() && x.batch >= 0)
-      while (end < stream.list.size() && program[stream.list[end]].isTransfer() &&
-             program[stream.list[end]].batch == x.batch)
-        ++end;
-    if (x.isCompute())
-      while (end < stream.list.size() && program[stream.list[end]].isInnerCollective())
-        ++end;
+    const size_t end = workEnd(stream, stream.next);
     std::vector<int64_t> indices(stream.list.begin() + stream.next, stream.list.begin() + end);
-    const double t = now();
-    for (int64_t k : indices) {
-      if (times[k].posted < 0)
-        times[k].posted = t;
-      times[k].start = t;
-    }
-    CONDUIT_ASSIGN_OR_RETURN(Ticket ticket, backend.start(indices));
+    begin(stream, stream.next, end, now());
+    const bool paired = x.flags == Instruction::kPaired && backend.overlapsPairs() &&
+                        hidesAllToAlls(stream, stream.next, end);
+    CONDUIT_ASSIGN_OR_RETURN(Ticket ticket,
+                             paired ? backend.startPaired(indices) : backend.start(indices));
     progress = true;
     stream.inFlight = ticket;
     stream.inFlightEnd = end;
@@ -139,8 +160,84 @@ absl::Status Executor::advance(Stream &stream, int s, int64_t step, bool startCo
     if (ticket == kCompleted) {
       finish(stream, now());
       ranWork = true;
+    } else if (paired) {
+      partner = Partner();
+      partner.looking = true;
+      partner.at = end;
     }
   }
+  return absl::OkStatus();
+}
+
+size_t Executor::workEnd(const Stream &stream, size_t at) const {
+  const std::vector<Instruction> &program = plan.ranks[rank].instructions;
+  const Instruction &x = program[stream.list[at]];
+  size_t end = at + 1;
+  if (x.isTransfer() && x.batch >= 0)
+    while (end < stream.list.size() && program[stream.list[end]].isTransfer() &&
+           program[stream.list[end]].batch == x.batch)
+      ++end;
+  if (x.isCompute())
+    while (end < stream.list.size() && program[stream.list[end]].isInnerCollective())
+      ++end;
+  return end;
+}
+
+bool Executor::hidesAllToAlls(const Stream &stream, size_t at, size_t end) const {
+  const std::vector<Instruction> &program = plan.ranks[rank].instructions;
+  for (size_t k = at + 1; k < end; ++k) {
+    const Instruction &x = program[stream.list[k]];
+    if (x.isExpertAllToAll() && x.peerStage >= 0)
+      return true;
+  }
+  return false;
+}
+
+void Executor::begin(const Stream &stream, size_t from, size_t end, double t) {
+  for (size_t k = from; k < end; ++k) {
+    InstructionTime &time = times[stream.list[k]];
+    if (time.posted < 0)
+      time.posted = t;
+    time.start = t;
+  }
+}
+
+absl::Status Executor::startPartner(Stream &stream, int s, int64_t step, bool &progress) {
+  const std::vector<Instruction> &program = plan.ranks[rank].instructions;
+  Partner &partner = stream.partner;
+  for (; partner.at < stream.list.size(); ++partner.at) {
+    const Instruction &x = program[stream.list[partner.at]];
+    if (x.op == Op::Signal)
+      continue; // fired once the forward ends
+    if (x.op != Op::Wait)
+      break;
+    if (!fired[x.event])
+      return absl::OkStatus(); // the partner's input has not arrived
+    CONDUIT_RETURN_IF_ERROR(backend.wait(s, x.event));
+  }
+  partner.looking = false;
+  if (partner.at == stream.list.size())
+    return absl::OkStatus();
+  // The plan pairs a forward with the rank's next compute, a backward or input gradient.
+  const int64_t i = stream.list[partner.at];
+  if (program[i].op != Op::Backward && program[i].op != Op::BackwardInput)
+    return absl::OkStatus();
+  if (times[i].posted < 0) {
+    times[i].posted = now();
+    if (options.onInstruction)
+      CONDUIT_RETURN_IF_ERROR(options.onInstruction(step, i));
+  }
+  partner.begin = partner.at;
+  partner.end = workEnd(stream, partner.at);
+  const std::vector<int64_t> indices(stream.list.begin() + partner.begin,
+                                     stream.list.begin() + partner.end);
+  begin(stream, partner.begin, partner.end, now());
+  CONDUIT_ASSIGN_OR_RETURN(partner.ticket, backend.startPaired(indices));
+  partner.started = true;
+  partner.done = partner.ticket == kCompleted;
+  if (partner.done)
+    partner.endTime = now();
+  progress = true;
   return absl::OkStatus();
 }
 
@@ -149,6 +246,7 @@ void Executor::finish(Stream &stream, double t) {
     times[stream.list[k]].end = t;
   stream.next = stream.inFlightEnd;
   stream.busy = false;
+  stream.partner.looking = false; // a partner not started by now starts in its turn
 }
 
 absl::Status Executor::stalled(double waitedS) const {
@@ -166,7 +264,14 @@ absl::Status Executor::stalled(double waitedS) const {
     const int64_t i = stream.list[stream.next];
     const Instruction &x = program[i];
     absl::StrAppend(&message, "; stream ", s, " waits at instruction ", i, " (", describe(x), ")");
-    if (x.isTransfer() || x.op == Op::TieGrads)
+    if (x.isCompute() && stream.busy) {
+      // A half of a paired step, parked at an all-to-all of its expert group.
+      std::string members;
+      for (int64_t r : expertGroupRanks(c, rank, replica, tensor))
+        if (r != c.globalRank(rank, replica, tensor))
+          absl::StrAppend(&members, members.empty() ? "" : ", ", r);
+      absl::StrAppend(&message, " at an expert all-to-all, for ranks ", members);
+    } else if (x.isTransfer() || x.op == Op::TieGrads)
       absl::StrAppend(&message, " for rank ", c.globalRank(x.peer, replica, tensor),
                       " (pipeline rank ", x.peer, ")");
     else if (x.isCollective()) {

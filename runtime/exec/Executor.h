@@ -3,8 +3,10 @@
 // Runs this process's rank program once per step on a backend. Each stream advances in its
 // own order and only plan events order streams against each other; a stream has at most one
 // piece of work in flight (an instruction, or a batch of transfers posted together), which is
-// the semantics the compiler's verifier proves deadlock-free. The executor never blocks: it
-// polls, and a watchdog turns a peer that stops answering into an error that names it.
+// the semantics the compiler's verifier proves deadlock-free. The one exception is a paired
+// step on a backend that overlaps its halves: the partner starts while the forward is in
+// flight (Partner below), as the plan says they run. The executor never blocks: it polls, and
+// a watchdog turns a peer that stops answering into an error that names it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,17 +57,47 @@ public:
   const std::vector<TraceEvent> &events() const { return recorded; }
 
 private:
+  /// The second half of a paired step (Instruction::kPaired), started while the first, a
+  /// forward, is in flight: where the backend overlaps pairs (Backend::overlapsPairs) and the
+  /// plan hides the forward's all-to-alls behind its partner, the forward parks at each expert
+  /// all-to-all it posts, and the stream looks past it for the next compute, its partner. The
+  /// signals on the way fire when the forward ends, as without a partner; the waits must have
+  /// fired before the partner starts. When the stream reaches the partner it takes it over:
+  /// in flight, or done.
+  struct Partner {
+    bool looking = false; ///< the forward is in flight and the partner not started
+    size_t at = 0;        ///< the list position the look-ahead reached
+    bool started = false; ///< the partner [begin, end) is started
+    size_t begin = 0, end = 0;
+    Ticket ticket = kCompleted;
+    bool done = false;
+    double endTime = 0;
+  };
   struct Stream {
     std::vector<int64_t> list; ///< instruction indices in order
     size_t next = 0;
     Ticket inFlight = kCompleted;
     size_t inFlightEnd = 0; ///< the list position after the work in flight
     bool busy = false;
+    Partner partner;
   };
 
   /// Runs `stream` as far as events allow; without `startCompute`, only up to its next
   /// piece of local work (compute, optimizer step, free).
   absl::Status advance(Stream &stream, int s, int64_t step, bool startCompute, bool &progress);
+  /// The list position after the work that starts at `at`: one instruction, every transfer
+  /// of its batch, or a compute and the inner collectives its layers issue.
+  size_t workEnd(const Stream &stream, size_t at) const;
+  /// Whether the compute at list position `at` (its work ending at `end`) has an expert
+  /// all-to-all that the plan hides behind the other half of its paired step (one that names
+  /// a compute; compiled with --overlap-all-to-alls=false, none does, and the halves run one
+  /// after the other).
+  bool hidesAllToAlls(const Stream &stream, size_t at, size_t end) const;
+  /// Looks past a paired forward in flight for its partner, and starts it once its waits
+  /// have fired.
+  absl::Status startPartner(Stream &stream, int s, int64_t step, bool &progress);
+  /// Marks list positions [from, end) of `stream` started (and posted, if not yet) at `t`.
+  void begin(const Stream &stream, size_t from, size_t end, double t);
   void finish(Stream &stream, double now);
   absl::Status stalled(double waitedS) const;
   double now() const;

@@ -179,11 +179,10 @@ public:
                                    StreamHandle stream) override {
     return tensorCall(Kind::ReduceScatter, full, shard, count, stream);
   }
-  absl::Status expertAllToAll(const float *send, const std::vector<int64_t> &sendCounts,
-                              float *recv, const std::vector<int64_t> &,
-                              StreamHandle stream) override {
-    return groupCall(Kind::AllToAll, send, recv, 0, stream, &sendCounts);
-  }
+  absl::StatusOr<std::unique_ptr<Work>> expertAllToAll(ExpertPass pass, const float *send,
+                                                       const std::vector<int64_t> &sendCounts,
+                                                       float *recv, const std::vector<int64_t> &,
+                                                       StreamHandle stream) override;
   absl::StatusOr<double> sumOverRanks(double value) override;
   void abort() override { hub.abort(); }
 
@@ -200,13 +199,7 @@ private:
                                                int64_t count, StreamHandle stream);
   /// A collective of this rank's tensor group, waited for (the layers' calls return once done).
   absl::Status tensorCall(Kind kind, const void *input, void *output, int64_t count,
-                          StreamHandle stream) {
-    return groupCall(kind, input, output, count, stream);
-  }
-  /// A collective of this rank's tensor group, or with `sendCounts` an all-to-all of its expert
-  /// group, waited for.
-  absl::Status groupCall(Kind kind, const void *input, void *output, int64_t count,
-                         StreamHandle stream, const std::vector<int64_t> *sendCounts = nullptr);
+                          StreamHandle stream);
 
   LoopbackHub &hub;
   int64_t rank;
@@ -450,30 +443,18 @@ LoopbackTransport::postTo(int64_t slot, int position, int members, Kind kind, El
   return std::make_unique<Member>(hub, slot, sequence, call, position, stream);
 }
 
-absl::Status LoopbackTransport::groupCall(Kind kind, const void *input, void *output, int64_t count,
-                                          StreamHandle stream,
-                                          const std::vector<int64_t> *sendCounts) {
+absl::Status LoopbackTransport::tensorCall(Kind kind, const void *input, void *output,
+                                           int64_t count, StreamHandle stream) {
   std::unique_ptr<Work> work;
   {
     std::lock_guard<std::mutex> lock(hub.mutex);
     if (hub.aborted)
       return abortedError();
     const Config &c = hub.plan.config;
-    int64_t slot = int64_t(hub.plan.groups.size()) * c.tensor +
-                   int64_t(where.pipelineRank) * c.data + where.replica;
-    int position = where.tensorRank, members = c.tensor;
-    if (sendCounts) {
-      // The expert groups' slots follow the tensor groups'.
-      const ExpertPlace place = expertPlaceOf(c, where);
-      slot = hub.expertSlots + place.group;
-      position = static_cast<int>(place.position);
-      members = c.expert;
-    }
-    CONDUIT_ASSIGN_OR_RETURN(work, postTo(slot, position, members, kind, Element::Float32, input,
-                                          output, count, stream));
-    if (sendCounts)
-      hub.groups[slot].calls[hub.groups[slot].issued[position] - 1]->sendCounts[position] =
-          sendCounts;
+    const int64_t slot = int64_t(hub.plan.groups.size()) * c.tensor +
+                         int64_t(where.pipelineRank) * c.data + where.replica;
+    CONDUIT_ASSIGN_OR_RETURN(work, postTo(slot, where.tensorRank, c.tensor, kind, Element::Float32,
+                                          input, output, count, stream));
   }
   // The other members are threads of this process, on their way to the same call.
   const auto start = std::chrono::steady_clock::now();
@@ -483,14 +464,32 @@ absl::Status LoopbackTransport::groupCall(Kind kind, const void *input, void *ou
       return absl::OkStatus();
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
         hub.timeoutS)
-      return absl::DeadlineExceededError(
-          absl::StrCat("rank ", rank, " waited ", hub.timeoutS, " s for its ",
-                       sendCounts ? "expert" : "tensor", " group's ", kindName(kind)));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", rank, " waited ", hub.timeoutS, " s for its tensor group's ", kindName(kind)));
     if (rounds < 64)
       std::this_thread::yield();
     else
       std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+}
+
+absl::StatusOr<std::unique_ptr<Work>>
+LoopbackTransport::expertAllToAll(ExpertPass pass, const float *send,
+                                  const std::vector<int64_t> &sendCounts, float *recv,
+                                  const std::vector<int64_t> &, StreamHandle stream) {
+  std::lock_guard<std::mutex> lock(hub.mutex);
+  if (hub.aborted)
+    return abortedError();
+  const Config &c = hub.plan.config;
+  // The expert groups' slots follow the tensor groups', one per group and pass.
+  const ExpertPlace place = expertPlaceOf(c, where);
+  const int64_t slot = hub.expertSlots + place.group * kExpertPasses + static_cast<int>(pass);
+  const int position = static_cast<int>(place.position);
+  CONDUIT_ASSIGN_OR_RETURN(
+      std::unique_ptr<Work> work,
+      postTo(slot, position, c.expert, Kind::AllToAll, Element::Float32, send, recv, 0, stream));
+  hub.groups[slot].calls[hub.groups[slot].issued[position] - 1]->sendCounts[position] = &sendCounts;
+  return work;
 }
 
 absl::StatusOr<double> LoopbackTransport::sumOverRanks(double value) {
@@ -533,7 +532,7 @@ LoopbackHub::LoopbackHub(const Plan &plan, double timeoutS, std::unique_ptr<Loop
       groups.emplace_back().issued.assign(c.tensor, 0);
   expertSlots = static_cast<int64_t>(groups.size());
   if (c.expert > 1)
-    for (int64_t k = 0; k < int64_t(c.pipeline) * c.data * c.tensor / c.expert; ++k)
+    for (int64_t k = 0; k < int64_t(c.pipeline) * c.data * c.tensor / c.expert * kExpertPasses; ++k)
       groups.emplace_back().issued.assign(c.expert, 0);
   expertDataSlots = static_cast<int64_t>(groups.size());
   if (c.expert > 1)

@@ -14,7 +14,8 @@
 // - Collectives: the k-th collective of each member of a group match (a plan group's members
 //   are the replicas of one tensor rank, an expert-data subgroup's those of them holding the
 //   same experts; a tensor group's, its tensor ranks, whose collectives
-//   the layers issue inside their compute and which wait here until done). Once all have posted,
+//   the layers issue inside their compute and which wait here until done; an expert group's
+//   all-to-alls, matched per pass, are posted and polled like the others). Once all have posted,
 //   each member computes its own result from every member's input, adding them in member
 //   order (the same bits on every member, and the single-process reference's on the CPU,
 //   whose double accumulators make the order immaterial in practice), then waits until every
@@ -123,7 +124,7 @@ private:
   };
   std::vector<GroupState> groups;
   /// Where the expert groups' slots start in `groups` (one per expert group, by
-  /// ExpertPlace::group), and the expert-data subgroups' (per plan group, E of them by
+  /// ExpertPlace::group, and pass), and the expert-data subgroups' (per plan group, E of them by
   /// expertDataPlaceOf's group).
   int64_t expertSlots = 0, expertDataSlots = 0;
   /// sumOverRanks: one slot per rank, summed in rank order.

@@ -35,6 +35,9 @@ public:
   std::vector<MPI_Request> requests;
   /// Runs once when every request has completed.
   std::function<void()> finish;
+  /// What a non-blocking collective reads until it completes (an all-to-all-v's counts and
+  /// displacements).
+  std::vector<int> arrays;
 };
 
 MPI_Datatype mpiType(Element type) { return type == Element::Float32 ? MPI_FLOAT : MPI_DOUBLE; }
@@ -81,9 +84,11 @@ absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(const Plan &p
   // The expert group: E ranks of this pipeline rank, by position.
   if (plan.config.expert > 1) {
     const ExpertPlace place = expertPlaceOf(plan.config, where);
-    CONDUIT_MPI(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(place.group),
-                               static_cast<int>(place.position), &t->experts));
-    CONDUIT_MPI(MPI_Comm_set_errhandler(t->experts, MPI_ERRORS_RETURN));
+    for (MPI_Comm &comm : t->experts) {
+      CONDUIT_MPI(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(place.group),
+                                 static_cast<int>(place.position), &comm));
+      CONDUIT_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    }
   }
   // The tensor group: the ranks of this pipeline rank and replica, by tensor rank.
   t->tensorSize = plan.config.tensor;
@@ -98,8 +103,9 @@ absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(const Plan &p
 MpiTransport::~MpiTransport() {
   if (tensor != MPI_COMM_NULL)
     MPI_Comm_free(&tensor);
-  if (experts != MPI_COMM_NULL)
-    MPI_Comm_free(&experts);
+  for (MPI_Comm &comm : experts)
+    if (comm != MPI_COMM_NULL)
+      MPI_Comm_free(&comm);
   for (MPI_Comm &c : groups)
     if (c != MPI_COMM_NULL)
       MPI_Comm_free(&c);
@@ -223,11 +229,20 @@ absl::Status MpiTransport::tensorReduceScatter(const float *full, float *shard, 
   return absl::OkStatus();
 }
 
-absl::Status MpiTransport::expertAllToAll(const float *send, const std::vector<int64_t> &sendCounts,
-                                          float *recv, const std::vector<int64_t> &recvCounts,
-                                          StreamHandle) {
+absl::StatusOr<std::unique_ptr<Work>>
+MpiTransport::expertAllToAll(ExpertPass pass, const float *send,
+                             const std::vector<int64_t> &sendCounts, float *recv,
+                             const std::vector<int64_t> &recvCounts, StreamHandle) {
+  MPI_Comm comm = experts[static_cast<int>(pass)];
+  if (comm == MPI_COMM_NULL)
+    return absl::InternalError("this process has no expert group");
+  // Counts and displacements, sent and received, in one array that lives with the request.
   const size_t members = sendCounts.size();
-  std::vector<int> sent(members), sentAt(members), received(members), receivedAt(members);
+  auto work = std::make_unique<MpiWork>();
+  std::vector<int> &a = work->arrays;
+  a.resize(4 * members);
+  int *sent = a.data(), *sentAt = sent + members, *received = sentAt + members,
+      *receivedAt = received + members;
   int64_t sentTotal = 0, receivedTotal = 0;
   for (size_t j = 0; j < members; ++j) {
     CONDUIT_ASSIGN_OR_RETURN(sent[j], mpiCount(sendCounts[j]));
@@ -237,9 +252,10 @@ absl::Status MpiTransport::expertAllToAll(const float *send, const std::vector<i
     sentTotal += sendCounts[j];
     receivedTotal += recvCounts[j];
   }
-  CONDUIT_MPI(MPI_Alltoallv(send, sent.data(), sentAt.data(), MPI_FLOAT, recv, received.data(),
-                            receivedAt.data(), MPI_FLOAT, experts));
-  return absl::OkStatus();
+  MPI_Request &request = work->requests.emplace_back(MPI_REQUEST_NULL);
+  CONDUIT_MPI(MPI_Ialltoallv(send, sent, sentAt, MPI_FLOAT, recv, received, receivedAt, MPI_FLOAT,
+                             comm, &request));
+  return work;
 }
 
 } // namespace conduit::runtime

@@ -7,8 +7,8 @@
 // MPI_Testall says so. The tensor group's collectives run on a communicator of the group,
 // ranked by tensor rank, and block: every member gathers every member's data and reduces it
 // in tensor-rank order in double precision, so that all compute the same bits. The expert
-// group's all-to-alls are MPI_Alltoallv on a communicator of the group, ranked by position,
-// and block likewise. Data lives in host memory; streams are ignored.
+// group's all-to-alls are MPI_Ialltoallv on a communicator of the group per pass (forward,
+// backward), ranked by position. Data lives in host memory; streams are ignored.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +18,8 @@
 #include "runtime/exec/Mpi.h"
 #include "runtime/exec/Transport.h"
 #include "runtime/plan/Plan.h"
+
+#include <array>
 
 namespace conduit::runtime {
 
@@ -44,9 +46,9 @@ public:
                                StreamHandle stream) override;
   absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
                                    StreamHandle stream) override;
-  absl::Status expertAllToAll(const float *send, const std::vector<int64_t> &sendCounts,
-                              float *recv, const std::vector<int64_t> &recvCounts,
-                              StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>>
+  expertAllToAll(ExpertPass pass, const float *send, const std::vector<int64_t> &sendCounts,
+                 float *recv, const std::vector<int64_t> &recvCounts, StreamHandle stream) override;
   absl::StatusOr<double> sumOverRanks(double value) override { return sumOverWorld(value); }
   /// MPI has no way to cancel collectives; the caller ends the job (MPI_Abort).
   void abort() override {}
@@ -65,7 +67,8 @@ private:
   std::vector<MPI_Comm> groups;
   MPI_Comm tensor = MPI_COMM_NULL; ///< this rank's tensor group (T > 1)
   int tensorSize = 1;
-  MPI_Comm experts = MPI_COMM_NULL; ///< this rank's expert group (E > 1), by position
+  /// This rank's expert group (E > 1), by position, once per pass.
+  std::array<MPI_Comm, kExpertPasses> experts{MPI_COMM_NULL, MPI_COMM_NULL};
   std::vector<float> gathered; ///< every member's data of a tensor all-reduce or reduce-scatter
 };
 

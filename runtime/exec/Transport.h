@@ -18,7 +18,9 @@
 // tensor group (the T ranks of its pipeline rank and replica, positioned by tensor rank): the
 // tensor collectives below return once done on the host and are enqueued on `stream` on a
 // device, and every member computes the same bits. With expert parallelism the mixture of
-// experts exchanges tokens in this rank's expert group (Config::expertGroupOf) the same way.
+// experts exchanges tokens in this rank's expert group (Config::expertGroupOf): its
+// all-to-alls are posted and return Work, so that a compute can stop at one while the compute
+// paired with it runs (BackendCore's paired steps).
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,6 +92,11 @@ inline std::unique_ptr<Work> joinWork(std::unique_ptr<Work> first, std::unique_p
   return std::make_unique<Joint>(std::move(first), std::move(second));
 }
 
+/// Which computes an expert all-to-all belongs to: forwards, or backwards (whole or input
+/// gradient). Each pass's all-to-alls are matched on their own (Transport::expertAllToAll).
+enum class ExpertPass : uint8_t { Forward, Backward };
+constexpr int kExpertPasses = 2;
+
 /// One side of a point-to-point transfer of `count` floats.
 struct PeerTransfer {
   bool send = true;
@@ -131,12 +138,16 @@ public:
                                            StreamHandle stream) {
     return absl::UnimplementedError("this transport has no tensor groups");
   }
-  /// The expert group's all-to-all-v of float data (model::ExpertGroup's meaning: counts per
-  /// member, in elements), returning once done on the host. A transport without expert groups
-  /// refuses it.
-  virtual absl::Status expertAllToAll(const float *send, const std::vector<int64_t> &sendCounts,
-                                      float *recv, const std::vector<int64_t> &recvCounts,
-                                      StreamHandle stream) {
+  /// Posts the expert group's all-to-all-v of float data (model::ExpertGroup's meaning: counts
+  /// per member, in elements). The Work completes once `recv` holds the data and `send` may
+  /// change; a null Work means the data movement is ordered on `stream` (device transports),
+  /// with nothing for the host to wait for. The counts must live until it completes. Members
+  /// match each pass's all-to-alls in the order they post them, the two passes apart, so a
+  /// rank may interleave a paired forward's and backward's all-to-alls in any order. A
+  /// transport without expert groups refuses it.
+  virtual absl::StatusOr<std::unique_ptr<Work>>
+  expertAllToAll(ExpertPass pass, const float *send, const std::vector<int64_t> &sendCounts,
+                 float *recv, const std::vector<int64_t> &recvCounts, StreamHandle stream) {
     return absl::UnimplementedError("this transport has no expert groups");
   }
   /// The sum of `value` over every rank of the job (blocking; all ranks call it together).

@@ -92,6 +92,20 @@ public:
   }
 
 private:
+public:
+  /// The use and counted width that new allocations take (what a MemoryScope sets), for code
+  /// that switches between computes (BackendCore's paired steps) to keep each one's.
+  struct Context {
+    MemoryUse use = MemoryUse::Working;
+    int countedWidth = -1;
+  };
+  Context context() const { return {current, countedWidth}; }
+  void setContext(Context c) {
+    current = c.use;
+    countedWidth = c.countedWidth;
+  }
+
+private:
   friend class MemoryScope;
   MemoryUse current = MemoryUse::Working;
   int countedWidth = -1; ///< bytes an element counts for; -1: its own

@@ -187,6 +187,7 @@ public:
   /// While off, crossEntropy leaves the loss alone (a recomputed forward counts once), and so
   /// does addAuxLoss.
   void countLoss(bool on) { countingLoss = on; }
+  bool countsLoss() const { return countingLoss; }
   /// The mixture of experts' auxiliary loss (layers/Moe.h), apart from the cross-entropy:
   /// each block with experts adds its samples' sum; takeAuxLoss returns it and starts again.
   void addAuxLoss(double value) {

@@ -66,8 +66,9 @@ struct Instruction {
   uint8_t stream = 0;
   Transfer kind = Transfer::Activation;
   /// Forward: kPaired when it and the rank's next compute (a backward or input gradient of
-  /// another micro-batch) run as one overlapped pair (PyTorch's OVERLAP_F_B). The runtime runs
-  /// them back to back either way; the pair's transfers carry batches.
+  /// another micro-batch) run as one overlapped pair (PyTorch's OVERLAP_F_B). Where the
+  /// forward's expert all-to-alls name the partner, the CPU runtime runs the halves together
+  /// (Executor::Partner), else one after the other; the pair's transfers carry batches.
   uint8_t flags = 0;
   static constexpr uint8_t kPaired = 1;
   int32_t stage = -1;

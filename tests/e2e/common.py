@@ -102,11 +102,15 @@ class Tools:
         command = [self.runner, plan, f"--ranks-per-process={ranks}"] + list(args)
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ENV)
 
-    def stage_samples(self, plan):
-        """Each stage's micro-batch boundaries, from conduit-run --dump."""
+    def dump(self, plan):
+        """The plan as conduit-run --dump writes it (JSON)."""
         result = subprocess.run([self.runner, "--dump", plan], capture_output=True, text=True,
                                 env=ENV, check=True)
-        return [stage["samples"] for stage in json.loads(result.stdout)["stages"]]
+        return json.loads(result.stdout)
+
+    def stage_samples(self, plan):
+        """Each stage's micro-batch boundaries, from conduit-run --dump."""
+        return [stage["samples"] for stage in self.dump(plan)["stages"]]
 
     def reference(self, plan, *args, timeout=120):
         return subprocess.run([self.runner, "--reference", plan] + list(args),

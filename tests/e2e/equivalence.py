@@ -22,6 +22,7 @@ Usage: equivalence.py --bin BUILD/bin --work DIR [--compiler-bin DIR] [--quick] 
 
 import array
 import itertools
+import json
 import os
 import re
 import sys
@@ -38,6 +39,23 @@ MEMORY = re.compile(r"^memory: rank (\d+) .*predicted \(([+-]\d+\.\d+)%\)$", re.
 # the plan's bound (moe.imbalance).
 ROUTED = re.compile(r"^experts: the busiest expert rank took (\S+)x .* the plan bounds (\S+)x$",
                     re.M)
+
+
+def overlapped_halves(trace_path):
+    """How many computes of the measured timeline (conduit-run --trace) started before the
+    compute before them on the same rank ended: the halves of paired steps run together."""
+    with open(trace_path) as f:
+        events = json.load(f)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    computes = {}
+    for e in events:
+        if e.get("ph") == "X" and e["name"].split(" ")[0] in ("F", "B", "I", "W"):
+            computes.setdefault((e["pid"], e.get("tid")), []).append((e["ts"], e["ts"] + e["dur"]))
+    overlapped = 0
+    for spans in computes.values():
+        spans.sort()
+        overlapped += sum(1 for a, b in zip(spans, spans[1:]) if b[0] < a[1])
+    return overlapped
 
 
 def memory_error(output, ranks):
@@ -322,8 +340,10 @@ def main():
 
         out_dir = os.path.join(args.work, name + "-params")
         processes = parallelism["pipeline"] * parallelism["data"] * parallelism.get("tensor", 1)
+        trace = os.path.join(args.work, name + "-trace.json")
         if args.backend == "cpu":
-            result = tools.run(plan, processes, f"--steps={STEPS}", f"--save-params={out_dir}")
+            result = tools.run(plan, processes, f"--steps={STEPS}", f"--save-params={out_dir}",
+                               f"--trace={trace}")
         else:
             result = tools.run_threads(plan, processes, "--backend=cuda", f"--steps={STEPS}",
                                        f"--save-params={out_dir}")
@@ -364,6 +384,14 @@ def main():
                 good = good and load is not None
                 if load:
                     memory_where += f"; routed tokens {load.group(1)}x, plan bound {load.group(2)}x"
+                # Where the plan hides a paired step's all-to-alls behind its other half (an
+                # all-to-all naming a compute), the halves run together; else one by one.
+                hides = any(i.get("op", "").startswith("expert_") and "peer_stage" in i
+                            for r in tools.dump(plan)["ranks"] for i in r["instructions"])
+                overlapped = overlapped_halves(trace)
+                good = good and (overlapped > 0) == hides
+                memory_where += f"; {overlapped} paired halves overlapped" + (
+                    "" if hides else " (the plan hides no all-to-all)")
             memory = f", memory {memory_where}"
         status = "ok" if good else "MISMATCH"
         parameters = f"parameters {worst:.1e} {where}".rstrip()

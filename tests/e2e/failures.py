@@ -218,6 +218,47 @@ def dead_peer(tools, plan):
           and "for rank 1 " in result.stderr, result.stdout + result.stderr)
 
 
+def stall_in_a_paired_step(tools):
+    """A DualPipeV plan with experts (E = 2) runs its paired steps' halves together, one parked
+    at its all-to-all while the other computes. A member of the expert group that stalls at
+    the partner of a paired forward leaves that forward parked: the watchdog names it and the
+    expert group it waits for."""
+    parallelism = {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "dualpipev",
+                   "microbatches": 4, "sharding": "full", "expert": 2}
+    job = small_llama(parallelism, layers=6)
+    job["model"]["moe"] = {"num_experts": 4, "top_k": 2, "expert_ffn_hidden_size": 24,
+                           "dense_layers": 1}
+    plan = tools.compile(job, "failures-paired")
+    program = tools.dump(plan)["ranks"][0]["instructions"]
+    forward = next(k for k, i in enumerate(program) if i.get("paired"))
+    partner = next(k for k in range(forward + 1, len(program))
+                   if program[k]["op"] in ("backward", "backward_input"))
+    # Global rank 1 is pipeline rank 0's other replica, rank 0's expert group. Under mpirun
+    # every rank reports: rank 0 runs the pair's halves together when the partner's input has
+    # arrived by the time the forward starts, and then its watchdog names the parked forward;
+    # else the forward, alone, waits inside its all-to-all, which names the group. As rank
+    # threads the first rank to fail ends the others, so any of them may report; the run must
+    # end with the watchdog's exit code, the parked half cancelled.
+    start = time.time()
+    result = tools.run(plan, 4, "--steps=3", f"--stall-at=1:2:{partner}", "--peer-timeout=3",
+                       timeout=90)
+    elapsed = time.time() - start
+    named = (f"waits at instruction {forward} (F " in result.stderr
+             and "at an expert all-to-all, for ranks 1;" in result.stderr) or (
+                 "rank 0: error: an expert all-to-all waited 3 s for ranks 1 of its expert group"
+                 in result.stderr)
+    check(f"a peer stalled in a paired step is named by its expert group ({elapsed:.1f} s)",
+          result.returncode == 3 and elapsed < 60 and named, result.stdout + result.stderr)
+    start = time.time()
+    result = tools.run_threads(plan, 4, "--steps=3", f"--stall-at=1:2:{partner}",
+                               "--peer-timeout=3", timeout=90)
+    elapsed = time.time() - start
+    check(f"and as rank threads the run ends with the watchdog ({elapsed:.1f} s)",
+          result.returncode == 3 and elapsed < 60 and "injected stall" in result.stderr
+          and ("made no progress for 3 s" in result.stderr or "waited 3 s" in result.stderr),
+          result.stdout + result.stderr)
+
+
 def checkpoints(tools, plan, other_plan):
     whole = os.path.join(tools.work, "whole-params")
     result = tools.run(plan, 4, "--steps=6", f"--save-params={whole}")
@@ -325,6 +366,7 @@ def main():
     sgd_checkpoints(tools)
     loopback(tools, plan)
     dead_peer(tools, plan)
+    stall_in_a_paired_step(tools)
     checkpoints(tools, plan, other_plan)
     for expert in (2, 4):
         expert_checkpoints(tools, expert)

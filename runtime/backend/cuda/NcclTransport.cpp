@@ -222,10 +222,10 @@ absl::Status NcclTransport::tensorReduceScatter(const float *full, float *shard,
   return absl::OkStatus();
 }
 
-absl::Status NcclTransport::expertAllToAll(const float *send,
-                                           const std::vector<int64_t> &sendCounts, float *recv,
-                                           const std::vector<int64_t> &recvCounts,
-                                           StreamHandle handle) {
+absl::StatusOr<std::unique_ptr<Work>>
+NcclTransport::expertAllToAll(runtime::ExpertPass, const float *send,
+                              const std::vector<int64_t> &sendCounts, float *recv,
+                              const std::vector<int64_t> &recvCounts, StreamHandle handle) {
   CONDUIT_RETURN_IF_ERROR(commStatus(experts, "expert group"));
   cudaStream_t stream = static_cast<cudaStream_t>(handle);
   // One NCCL group: every member's sends and receives posted together, so that no pair of
@@ -246,7 +246,8 @@ absl::Status NcclTransport::expertAllToAll(const float *send,
     receivedAt += recvCounts[j];
   }
   CONDUIT_CUDA_NOTE(posted, ncclGroupEnd());
-  return posted;
+  CONDUIT_RETURN_IF_ERROR(posted);
+  return nullptr;
 }
 
 } // namespace conduit::cuda

@@ -56,9 +56,14 @@ public:
                                StreamHandle stream) override;
   absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
                                    StreamHandle stream) override;
-  absl::Status expertAllToAll(const float *send, const std::vector<int64_t> &sendCounts,
-                              float *recv, const std::vector<int64_t> &recvCounts,
-                              StreamHandle stream) override;
+  /// Enqueued on `stream` (null Work). Both passes share the expert group's communicator: the
+  /// CUDA backend runs a paired step's computes one after the other, so every member posts
+  /// them in program order.
+  absl::StatusOr<std::unique_ptr<Work>> expertAllToAll(runtime::ExpertPass pass, const float *send,
+                                                       const std::vector<int64_t> &sendCounts,
+                                                       float *recv,
+                                                       const std::vector<int64_t> &recvCounts,
+                                                       StreamHandle stream) override;
   /// Over MPI: a host value, once a step.
   absl::StatusOr<double> sumOverRanks(double value) override {
     return runtime::sumOverWorld(value);

@@ -22,6 +22,7 @@
 #include "runtime/session/Profile.h"
 #include "runtime/session/Reference.h"
 #include "tests/unit/runtime/GptPlan.h"
+#include "tests/unit/runtime/exec/ScriptedBackend.h"
 
 #if CONDUIT_HAVE_CUDA
 #include "runtime/backend/cuda/CudaBackend.h"
@@ -36,101 +37,9 @@
 
 using namespace conduit;
 using namespace conduit::runtime;
+using namespace conduit::runtime::testing;
 
 namespace {
-
-Instruction compute(int32_t stage, int32_t mb, bool forward = true) {
-  Instruction i;
-  i.op = forward ? Op::Forward : Op::Backward;
-  i.stream = kComputeStream;
-  i.stage = stage;
-  i.microbatch = mb;
-  return i;
-}
-Instruction event(Op op, int32_t id, uint8_t stream) {
-  Instruction i;
-  i.op = op;
-  i.event = id;
-  i.stream = stream;
-  return i;
-}
-Instruction transfer(Op op, int32_t peer, int32_t batch = -1) {
-  Instruction i;
-  i.op = op;
-  i.stream = kP2PStream;
-  i.stage = 0;
-  i.microbatch = 0;
-  i.peer = peer;
-  i.batch = batch;
-  return i;
-}
-
-Plan planOf(std::vector<Instruction> program, int32_t events) {
-  Plan plan;
-  plan.config.pipeline = 2;
-  plan.config.data = 2;
-  RankProgram rank;
-  rank.events = events;
-  rank.instructions = std::move(program);
-  plan.ranks.push_back(rank);
-  plan.ranks.push_back(RankProgram{1, 0, {}, {}});
-  return plan;
-}
-
-/// Completes compute at once (or, without `computeInStart`, like communication) and
-/// communication after `pollsToComplete` polls; records the order of starts and completions.
-class ScriptedBackend : public Backend {
-public:
-  const Plan *plan = nullptr;
-  int pollsToComplete = 2;
-  bool computeInStart = true;
-  bool neverComplete = false;
-  std::vector<std::vector<int64_t>> started;
-  std::vector<int64_t> completed;
-  std::map<Ticket, std::pair<std::vector<int64_t>, int>> inFlight;
-  std::map<int, int> busyStreams;
-  std::string failure;
-
-  std::string name() const override { return "scripted"; }
-  absl::Status validate(const Plan &) override { return absl::OkStatus(); }
-  absl::Status initialise(const Plan &) override { return absl::OkStatus(); }
-  absl::Status beginStep(int64_t) override { return absl::OkStatus(); }
-  absl::StatusOr<Ticket> start(const std::vector<int64_t> &indices) override {
-    started.push_back(indices);
-    const Instruction &first = plan->ranks[0].instructions[indices[0]];
-    if (!failure.empty())
-      return absl::InternalError(failure);
-    if (first.isCompute() && computeInStart) {
-      completed.insert(completed.end(), indices.begin(), indices.end());
-      return kCompleted;
-    }
-    EXPECT_EQ(busyStreams[first.stream]++, 0) << "two pieces of work in flight on a stream";
-    inFlight[next] = {indices, 0};
-    return next++;
-  }
-  absl::StatusOr<bool> poll(Ticket ticket) override {
-    auto &[indices, polls] = inFlight.at(ticket);
-    if (neverComplete || ++polls < pollsToComplete)
-      return false;
-    --busyStreams[plan->ranks[0].instructions[indices[0]].stream];
-    completed.insert(completed.end(), indices.begin(), indices.end());
-    inFlight.erase(ticket);
-    return true;
-  }
-  absl::StatusOr<StepOutcome> endStep(int64_t) override { return StepOutcome{1.5, {}}; }
-  absl::StatusOr<std::vector<StageState>> snapshot() override { return std::vector<StageState>(); }
-  absl::Status restore(const std::vector<StageState> &) override { return absl::OkStatus(); }
-  absl::StatusOr<std::vector<std::vector<float>>> stageParameters() override {
-    return std::vector<std::vector<float>>();
-  }
-
-private:
-  Ticket next = 0;
-};
-
-size_t position(const std::vector<int64_t> &order, int64_t index) {
-  return static_cast<size_t>(std::find(order.begin(), order.end(), index) - order.begin());
-}
 
 TEST(Executor, StreamsAreOrderedOnlyByEvents) {
   // Stream 1: recv (0), signal e0 (1), send (6) after waiting e1 (5).
