@@ -187,15 +187,17 @@ def cases(quick, tensor_product=False):
                      "microbatches": 2 * p, "sharding": sharding}))
     # Expert parallelism: groups of E = 2 and 4 replicas exchange their tokens (dispatch and
     # combine all-to-alls inside the compute) and compute the same model. Interleaved 1F1B
-    # pairs its steady state (the combined 1F1B), as DualPipeV pairs its own. With E = D each
-    # rank's experts are its own alone (ZeRO-1 updates them in place).
+    # pairs its steady state (the combined 1F1B), as DualPipeV pairs its own, and the runtime
+    # runs each pair's halves together (E = 4: four members interleaving them). With E = D
+    # each rank's experts are its own alone (ZeRO-1 updates them in place).
     for schedule, sharding, p, d, e, v in [("1f1b", "full", 2, 2, 2, 1),
                                            ("1f1b", "none", 1, 4, 4, 1),
                                            ("depth-first", "full", 2, 2, 2, 2),
                                            ("dualpipev", "full", 2, 2, 2, 2),
                                            ("zbv", "none", 2, 4, 2, 2),
                                            ("gpipe", "full", 1, 4, 2, 1),
-                                           ("dualpipev", "optimizer", 2, 2, 2, 2)]:
+                                           ("dualpipev", "optimizer", 2, 2, 2, 2),
+                                           ("dualpipev", "none", 2, 4, 4, 2)]:
         out.append((f"moe-ep{e}-{schedule}-{sharding}-p{p}-d{d}-v{v}",
                     {"pipeline": p, "data": d, "stages_per_device": v, "schedule": schedule,
                      "microbatches": 2 * p, "sharding": sharding, "expert": e}))
