@@ -47,7 +47,7 @@ CostInputs conduit::jobCostInputs(const Job &job) {
   if (job.model.transformer) {
     in.transformer = transformerShape(*job.model.transformer, job.training.elementBytes());
     in.transformer->fp8 = job.training.dtype == runtime::DType::FP8;
-    if (const std::optional<MoeSpec> &moe = job.model.transformer->moe) {
+    if (job.model.transformer->moe) {
       // The expert group and the imbalance the plan is priced with (as the import resolves it).
       const ParallelismSpec &p = job.parallelism;
       in.transformer->expert = p.expert;
