@@ -190,8 +190,11 @@ def Pipe_ForwardOp : Pipe_ComputeOp<"forward", "forward"> {
 
     `paired` makes the forward and the op after it (a backward or input gradient of another
     micro-batch) one overlapped pair, PyTorch's OVERLAP_F_B: the transfers of both are issued
-    together, the two computations run back to back, and what they send leaves at the end of
-    the pair, so that each one's communication hides behind the other's computation.
+    together, the two computations run as one step, and the schedule counts what they send
+    as leaving at the end of the pair, so that each one's communication hides behind the
+    other's computation. With expert parallelism each all-to-all of one half hides behind
+    the other half's compute; the CPU runtime interleaves the two at those all-to-alls
+    (docs/runtime.md), and a forward's sends leave when it ends.
 
     ```mlir
     pipe.forward stage 4 mb 3
