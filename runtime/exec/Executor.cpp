@@ -149,8 +149,9 @@ absl::Status Executor::advance(Stream &stream, int s, int64_t step, bool startCo
     const size_t end = workEnd(stream, stream.next);
     std::vector<int64_t> indices(stream.list.begin() + stream.next, stream.list.begin() + end);
     begin(stream, stream.next, end, now());
-    const bool paired = x.flags == Instruction::kPaired && backend.overlapsPairs() &&
-                        hidesAllToAlls(stream, stream.next, end);
+    const bool hiding = x.flags == Instruction::kPaired && hidesAllToAlls(stream, stream.next, end);
+    pairs.hiding += hiding;
+    const bool paired = hiding && backend.overlapsPairs();
     CONDUIT_ASSIGN_OR_RETURN(Ticket ticket,
                              paired ? backend.startPaired(indices) : backend.start(indices));
     progress = true;
@@ -234,6 +235,7 @@ absl::Status Executor::startPartner(Stream &stream, int s, int64_t step, bool &p
   begin(stream, partner.begin, partner.end, now());
   CONDUIT_ASSIGN_OR_RETURN(partner.ticket, backend.startPaired(indices));
   partner.started = true;
+  ++pairs.together;
   partner.done = partner.ticket == kCompleted;
   if (partner.done)
     partner.endTime = now();

@@ -32,6 +32,13 @@ using InstructionHook = std::function<absl::Status(int64_t step, int64_t index)>
 /// at the next round: what the profile's transport timing includes (Profile.h).
 void idleWait(int round);
 
+/// The paired steps of the steps run so far: those whose plan hides an expert all-to-all
+/// behind the other half (Executor::Partner), and of those, the ones whose two halves ran
+/// together (the partner started while the forward was in flight).
+struct PairedSteps {
+  int64_t hiding = 0, together = 0;
+};
+
 struct ExecutorOptions {
   /// No progress for this long is an error naming what the rank waits for.
   double peerTimeoutS = 30;
@@ -55,6 +62,8 @@ public:
 
   /// Recorded instruction times of every step so far (when options.record).
   const std::vector<TraceEvent> &events() const { return recorded; }
+  /// The paired steps of every step so far.
+  PairedSteps pairedSteps() const { return pairs; }
 
 private:
   /// The second half of a paired step (Instruction::kPaired), started while the first, a
@@ -111,6 +120,7 @@ private:
   std::vector<TraceEvent> recorded;
   std::vector<InstructionTime> times; ///< this step
   int64_t currentStep = 0;
+  PairedSteps pairs;
 };
 
 } // namespace conduit::runtime

@@ -39,6 +39,8 @@ MEMORY = re.compile(r"^memory: rank (\d+) .*predicted \(([+-]\d+\.\d+)%\)$", re.
 # the plan's bound (moe.imbalance).
 ROUTED = re.compile(r"^experts: the busiest expert rank took (\S+)x .* the plan bounds (\S+)x$",
                     re.M)
+# Where the plan hides all-to-alls in paired steps: how many ran their halves together.
+PAIRED = re.compile(r"^paired steps: (\d+) of (\d+) ran their halves together", re.M)
 
 
 def overlapped_halves(trace_path):
@@ -392,8 +394,14 @@ def main():
                             for r in tools.dump(plan)["ranks"] for i in r["instructions"])
                 overlapped = overlapped_halves(trace)
                 good = good and (overlapped > 0) == hides
-                memory_where += f"; {overlapped} paired halves overlapped" + (
-                    "" if hides else " (the plan hides no all-to-all)")
+                # conduit-run says so too: every rank's paired steps, and how many overlapped.
+                paired = PAIRED.search(result.stdout)
+                good = good and (paired is not None) == hides and (
+                    not paired or int(paired.group(1)) > 0)
+                memory_where += (f"; paired steps together {paired.group(1)} of {paired.group(2)}"
+                                 if paired else "") + (
+                    f", {overlapped} halves overlapped in the trace" if hides
+                    else "; the plan hides no all-to-all")
             memory = f", memory {memory_where}"
         status = "ok" if good else "MISMATCH"
         parameters = f"parameters {worst:.1e} {where}".rstrip()

@@ -96,6 +96,8 @@ TEST(Executor, APairedForwardsPartnerStartsWhileItIsInFlight) {
   EXPECT_LE(at(6).end, at(4).start) << "but after its input arrived";
   EXPECT_LE(at(0).end, at(2).start) << "the forward's signal fires when it ends";
   EXPECT_LE(at(0).end, at(9).start) << "and the send behind it waits for that";
+  EXPECT_EQ(executor.pairedSteps().hiding, 1);
+  EXPECT_EQ(executor.pairedSteps().together, 1);
   for (const TraceEvent &e : events)
     EXPECT_LE(e.time.start, e.time.end);
 }
@@ -111,6 +113,8 @@ TEST(Executor, PairedHalvesRunInTurnWhenNothingHides) {
     Executor executor(plan, 0, 0, backend, {});
     ASSERT_TRUE(executor.runStep(1).ok());
     EXPECT_TRUE(backend.halves.empty());
+    EXPECT_EQ(executor.pairedSteps().hiding, hides ? 1 : 0) << "the plan's pairs are counted";
+    EXPECT_EQ(executor.pairedSteps().together, 0);
     std::vector<int64_t> startOrder;
     for (const auto &s : backend.started)
       startOrder.push_back(s[0]);
