@@ -110,19 +110,12 @@ private:
         return absl::CancelledError("the step was abandoned during an expert all-to-all");
       return absl::OkStatus();
     }
-    const auto start = std::chrono::steady_clock::now();
-    for (int rounds = 0;; ++rounds) {
-      CONDUIT_ASSIGN_OR_RETURN(bool done, work.test());
-      if (done)
-        return absl::OkStatus();
-      const double waited =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (waited > timeoutS)
-        return absl::DeadlineExceededError(absl::StrCat(
-            "an expert all-to-all waited ", static_cast<int64_t>(waited), " s for ranks ", others,
-            " of its expert group; a member may have failed or stalled"));
-      idleWait(rounds);
-    }
+    CONDUIT_ASSIGN_OR_RETURN(bool done, waitFor(work, timeoutS));
+    if (!done)
+      return absl::DeadlineExceededError(absl::StrCat(
+          "an expert all-to-all waited ", static_cast<int64_t>(timeoutS), " s for ranks ", others,
+          " of its expert group; a member may have failed or stalled"));
+    return absl::OkStatus();
   }
 
   Transport &transport;
@@ -383,15 +376,17 @@ absl::StatusOr<Ticket> BackendCore<Grad>::startPaired(const std::vector<int64_t>
   if (!overlapsPairs())
     return start(indices);
   Half *free = nullptr;
-  for (std::unique_ptr<Half> &half : halves)
-    if (!free && (!half || !half->fiber->unfinished())) {
-      if (!half) {
-        CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Fiber> fiber, Fiber::create());
-        half = std::make_unique<Half>();
-        half->fiber = std::move(fiber);
-      }
-      free = half.get();
+  for (std::unique_ptr<Half> &half : halves) {
+    if (half && half->fiber->unfinished())
+      continue;
+    if (!half) {
+      CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Fiber> fiber, Fiber::create());
+      half = std::make_unique<Half>();
+      half->fiber = std::move(fiber);
     }
+    free = half.get();
+    break;
+  }
   if (!free) // both halves busy: not a pair the executor starts
     return start(indices);
   Half &half = *free;

@@ -29,6 +29,18 @@ void idleWait(int round) {
     std::this_thread::sleep_for(std::chrono::microseconds(20));
 }
 
+absl::StatusOr<bool> waitFor(Work &work, double timeoutS) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int round = 0;; ++round) {
+    CONDUIT_ASSIGN_OR_RETURN(bool done, work.test());
+    if (done)
+      return true;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeoutS)
+      return false;
+    idleWait(round);
+  }
+}
+
 double Executor::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - options.origin).count();
 }

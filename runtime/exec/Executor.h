@@ -14,6 +14,7 @@
 #define CONDUIT_RUNTIME_EXEC_EXECUTOR_H
 
 #include "runtime/exec/Backend.h"
+#include "runtime/exec/Transport.h"
 #include "runtime/plan/Trace.h"
 
 #include <chrono>
@@ -31,6 +32,10 @@ using InstructionHook = std::function<absl::Status(int64_t step, int64_t index)>
 /// machine the peer may be waiting for the core). A transfer that arrives meanwhile is seen
 /// at the next round: what the profile's transport timing includes (Profile.h).
 void idleWait(int round);
+/// Polls `work` until it completes (true), or until `timeoutS` have passed without it (false),
+/// waiting between polls as idleWait does: how a compute waits for a collective it issues
+/// inside itself.
+absl::StatusOr<bool> waitFor(Work &work, double timeoutS);
 
 /// The paired steps of the steps run so far: those whose plan hides an expert all-to-all
 /// behind the other half (Executor::Partner), and of those, the ones whose two halves ran

@@ -2,6 +2,8 @@
 
 #include "runtime/exec/LoopbackTransport.h"
 
+#include "runtime/exec/Executor.h"
+
 #include "runtime/exec/StageWork.h"
 
 #include "absl/strings/str_cat.h"
@@ -10,7 +12,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <utility>
 
 namespace conduit::runtime {
@@ -457,20 +458,11 @@ absl::Status LoopbackTransport::tensorCall(Kind kind, const void *input, void *o
                                           input, output, count, stream));
   }
   // The other members are threads of this process, on their way to the same call.
-  const auto start = std::chrono::steady_clock::now();
-  for (int rounds = 0;; ++rounds) {
-    CONDUIT_ASSIGN_OR_RETURN(bool done, work->test());
-    if (done)
-      return absl::OkStatus();
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-        hub.timeoutS)
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rank ", rank, " waited ", hub.timeoutS, " s for its tensor group's ", kindName(kind)));
-    if (rounds < 64)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
+  CONDUIT_ASSIGN_OR_RETURN(bool done, waitFor(*work, hub.timeoutS));
+  if (!done)
+    return absl::DeadlineExceededError(absl::StrCat("rank ", rank, " waited ", hub.timeoutS,
+                                                    " s for its tensor group's ", kindName(kind)));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Work>>

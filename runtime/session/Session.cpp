@@ -174,24 +174,35 @@ absl::StatusOr<std::vector<RankMemory>> gatherMemory(const Plan &plan, RankGroup
   return memory;
 }
 
+/// Rank 0: every rank's `mine` folded into one by `add(total, theirs)`, starting from T{}
+/// (nullopt on the other ranks). Every rank calls it.
+template <typename T, typename Add>
+absl::StatusOr<std::optional<T>> foldAtZero(RankGroup &group, const T &mine, Add add) {
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                           group.gatherAtZero(bytesOf(std::vector<T>{mine})));
+  if (group.rank() != 0)
+    return std::nullopt;
+  T total{};
+  for (const std::string &bytes : all)
+    for (const T &theirs : valuesOf<T>(bytes))
+      add(total, theirs);
+  return total;
+}
+
 /// With expert parallelism: every rank's routed load together, at rank 0 (nothing at the
 /// others, or without expert parallelism, or when no piece was routed). Every rank calls it.
 absl::StatusOr<std::optional<model::RoutedLoad>>
 gatherRoutedLoad(const Plan &plan, RankGroup &group, const model::RoutedLoad &mine) {
   if (!plan.transformer || !plan.transformer->isMoe() || plan.config.expert <= 1)
     return std::nullopt;
-  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                           group.gatherAtZero(bytesOf(std::vector<model::RoutedLoad>{mine})));
-  if (group.rank() != 0)
-    return std::nullopt;
-  model::RoutedLoad total;
-  for (const std::string &bytes : all)
-    for (const model::RoutedLoad &load : valuesOf<model::RoutedLoad>(bytes)) {
-      total.peak = std::max(total.peak, load.peak);
-      total.sum += load.sum;
-      total.pieces += load.pieces;
-    }
-  if (total.pieces == 0)
+  CONDUIT_ASSIGN_OR_RETURN(
+      std::optional<model::RoutedLoad> total,
+      foldAtZero(group, mine, [](model::RoutedLoad &total, const model::RoutedLoad &load) {
+        total.peak = std::max(total.peak, load.peak);
+        total.sum += load.sum;
+        total.pieces += load.pieces;
+      }));
+  if (!total || total->pieces == 0)
     return std::nullopt;
   return total;
 }
@@ -206,22 +217,17 @@ std::string routedLoadLine(const Plan &plan, const model::RoutedLoad &total) {
 }
 
 /// Rank 0: the paired steps of every rank together, when the plan hides an all-to-all behind
-/// any (nullopt elsewhere and on the other ranks).
+/// any (nullopt elsewhere and on the other ranks). Every rank calls it.
 absl::StatusOr<std::optional<PairedSteps>> gatherPairedSteps(const Plan &plan, RankGroup &group,
                                                              const PairedSteps &mine) {
   if (plan.config.expert <= 1) // nothing to hide: every rank knows it
     return std::nullopt;
-  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                           group.gatherAtZero(bytesOf(std::vector<PairedSteps>{mine})));
-  if (group.rank() != 0)
-    return std::nullopt;
-  PairedSteps total;
-  for (const std::string &bytes : all)
-    for (const PairedSteps &p : valuesOf<PairedSteps>(bytes)) {
-      total.hiding += p.hiding;
-      total.together += p.together;
-    }
-  if (total.hiding == 0)
+  CONDUIT_ASSIGN_OR_RETURN(std::optional<PairedSteps> total,
+                           foldAtZero(group, mine, [](PairedSteps &total, const PairedSteps &p) {
+                             total.hiding += p.hiding;
+                             total.together += p.together;
+                           }));
+  if (!total || total->hiding == 0)
     return std::nullopt;
   return total;
 }
