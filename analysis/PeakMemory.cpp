@@ -70,6 +70,7 @@ public:
   MemoryPeak walk(int64_t r) {
     current.fill(0);
     leaving = 0;
+    reducing = 0;
     inFlight = 0;
     result = MemoryPeak();
     result.peak = -1;
@@ -93,7 +94,7 @@ public:
       if (e.kind == Kind::Send)
         ++sendsLeft[output(e.stage, e.mb, e.gradient)];
 
-    std::vector<uint8_t> seenBackward(p.stages.size(), 0);
+    std::vector<uint8_t> holdsGradients(p.stages.size(), 0);
     for (size_t i = 0; i < order.size(); ++i) {
       const MemoryEvent &e = order[i];
       const int64_t event = static_cast<int64_t>(i);
@@ -103,9 +104,10 @@ public:
       case Kind::Backward:
       case Kind::BackwardInput:
       case Kind::BackwardWeight:
-        // The full gradient buffer exists from the stage's first gradient to its reduction.
-        if (e.kind != Kind::Forward && fullGradientBuffers() && !seenBackward[e.stage]) {
-          seenBackward[e.stage] = 1;
+        // The full gradient buffer exists from the stage's first gradient to its reduction
+        // (each run's, reducing each run).
+        if (e.kind != Kind::Forward && fullGradientBuffers() && !holdsGradients[e.stage]) {
+          holdsGradients[e.stage] = 1;
           add(MemoryKind::Gradients, params * kGradientBytes);
         }
         compute(event, e);
@@ -126,8 +128,12 @@ public:
         add(MemoryKind::GatheredParameters, -params * p.elementBytes);
         break;
       case Kind::Reduce:
-        if (fullGradientBuffers())
-          add(MemoryKind::Gradients, -params * kGradientBytes);
+        // The reduce-scatter reads the buffer until it completes, beside the rank's next
+        // backward or weight gradient (which a reduction overlaps, as FSDP's does).
+        if (fullGradientBuffers() && holdsGradients[e.stage]) {
+          holdsGradients[e.stage] = 0;
+          reducing += params * kGradientBytes;
+        }
         break;
       case Kind::Tie:
         // The other copy's gradient arrives in a buffer of its own while it is added.
@@ -163,8 +169,7 @@ private:
     const int64_t weightInputs = scaled(a.weightGradient * n);
     if (e.kind == Kind::BackwardWeight) {
       add(MemoryKind::WeightGradientInputs, -weightInputs);
-      add(MemoryKind::SendBuffers, -leaving);
-      leaving = 0;
+      release(/*gradients=*/true);
       return;
     }
     const bool forward = e.kind == Kind::Forward;
@@ -191,8 +196,7 @@ private:
     add(MemoryKind::Working, -working);
     add(MemoryKind::Activations, -kept);
     inFlight -= kept > 0;
-    add(MemoryKind::SendBuffers, -leaving);
-    leaving = 0;
+    release(/*gradients=*/!forward);
     const int64_t stored = scaled(a.stored * n);
     add(MemoryKind::Activations, forward ? stored : -stored);
     if (e.kind == Kind::BackwardInput)
@@ -201,6 +205,17 @@ private:
   }
 
   void add(MemoryKind kind, int64_t delta) { current[static_cast<int>(kind)] += delta; }
+
+  /// After a compute, what the transfers issued before it read, and after a backward or
+  /// weight gradient, the whole gradients the reductions issued before it read.
+  void release(bool gradients) {
+    add(MemoryKind::SendBuffers, -leaving);
+    leaving = 0;
+    if (gradients) {
+      add(MemoryKind::Gradients, -reducing);
+      reducing = 0;
+    }
+  }
 
   /// Keeps the first moment of the highest total.
   void record(int64_t event) {
@@ -223,8 +238,9 @@ private:
   /// Per output of the walked rank: sends not yet issued, and the bytes waiting for them.
   std::vector<int64_t> sendsLeft, outputWaiting;
   std::array<int64_t, kNumMemoryKinds> current{};
-  /// Outputs whose last send was issued: they leave during the next compute.
-  int64_t leaving = 0;
+  /// Outputs whose last send was issued: they leave during the next compute. Whole gradients
+  /// whose reduction was: during the next backward or weight gradient.
+  int64_t leaving = 0, reducing = 0;
   int64_t inFlight = 0;
   MemoryPeak result;
 };

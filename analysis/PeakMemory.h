@@ -93,7 +93,8 @@ struct MemoryEvent {
     Send,    ///< the output of (stage, mb) leaves, the activation or the input gradient
     Gather,  ///< full sharding: the stage's parameters gathered
     Reshard, ///< full sharding: the stage's gathered parameters freed
-    Reduce,  ///< the stage's gradients reduced: a full gradient buffer freed
+    Reduce,  ///< the stage's gradients reduced: a full gradient buffer freed (after the next
+             ///< backward or weight gradient, beside which the reduction runs)
     Tie,     ///< the tied copy's gradient arrives in `bytes` of its own while it is added
   };
   Kind kind;

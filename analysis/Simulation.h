@@ -60,6 +60,10 @@ struct Dataflow {
   // (backward or backward_weight), or -1.
   std::vector<std::vector<int64_t>> forward, backward, gradients;
   std::vector<int64_t> backwardsDone, gatheredBy, reducedBy, steppedBy, paramsGathered;
+  /// Per stage, the micro-batches whose weight gradients its reductions so far covered, and
+  /// its reductions in the rank's order.
+  std::vector<int64_t> reducedMicrobatches;
+  std::vector<std::vector<int64_t>> reductions;
   std::vector<int64_t> tiedBy; ///< tied embeddings: the tie_grads that summed the copies
   int64_t gatheredCount = 0;
   struct Slot {
@@ -179,6 +183,10 @@ private:
   void checkInput(int32_t r, int s, int64_t i, runtime::Transfer kind);
 
   void checkCompute(int32_t r, int s, int64_t i);
+
+  /// A gradient of `stage` at instruction i comes after the reduction before it in the rank's
+  /// order completed, and this stream knows it: that reduction reads the whole gradients.
+  void checkGradientsFree(int32_t r, int s, int64_t i, int32_t stage);
 
   /// Both tied copies this rank sums have all their gradients, and this stream knows it.
   void checkTie(int32_t r, int s, int64_t i);

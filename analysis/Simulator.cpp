@@ -106,6 +106,14 @@ void Simulation::setUp() {
     flow.backwardsDone.assign(S, 0);
     flow.gatheredBy.assign(S, -1);
     flow.reducedBy.assign(S, -1);
+    flow.reducedMicrobatches.assign(S, 0);
+    flow.reductions.assign(S, {});
+    for (size_t i = 0; i < n; ++i) {
+      const Instruction &x = program.instructions[i];
+      if ((x.op == Op::ReduceScatter || x.op == Op::AllReduce) && x.stage >= 0 &&
+          static_cast<size_t>(x.stage) < S)
+        flow.reductions[x.stage].push_back(static_cast<int64_t>(i));
+    }
     flow.steppedBy.assign(S, -1);
     flow.paramsGathered.assign(S, -1);
     flow.tiedBy.assign(S, -1);

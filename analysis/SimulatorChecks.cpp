@@ -93,6 +93,16 @@ void Simulation::checkInput(int32_t r, int s, int64_t i, runtime::Transfer kind)
   slot.consumedBy = i;
 }
 
+void Simulation::checkGradientsFree(int32_t r, int s, int64_t i, int32_t stage) {
+  const std::vector<int64_t> &reductions = state[r].flow.reductions[stage];
+  auto after = std::lower_bound(reductions.begin(), reductions.end(), i);
+  if (after == reductions.begin() || knows(r, s, *std::prev(after)))
+    return;
+  fail(r, i,
+       "may add to the gradients of stage " + std::to_string(stage) + " while its reduction " +
+           at(r, *std::prev(after)) + " reads them; no event orders them");
+}
+
 void Simulation::checkCompute(int32_t r, int s, int64_t i) {
   const Instruction &x = inst(r, i);
   Dataflow &flow = state[r].flow;
@@ -113,6 +123,7 @@ void Simulation::checkCompute(int32_t r, int s, int64_t i) {
       return fail(r, i, "may run before the forward of the same micro-batch");
     checkParameters(r, s, i, x.stage);
     checkInput(r, s, i, runtime::Transfer::Gradient);
+    checkGradientsFree(r, s, i, x.stage);
     flow.backward[x.stage][x.microbatch] = i;
     if (x.op == Op::Backward) {
       flow.gradients[x.stage][x.microbatch] = i;
@@ -129,6 +140,7 @@ void Simulation::checkCompute(int32_t r, int s, int64_t i) {
     if (input < 0 || inst(r, input).op != Op::BackwardInput || !knows(r, s, input))
       return fail(r, i, "may run before the input gradient of the same micro-batch");
     checkParameters(r, s, i, x.stage);
+    checkGradientsFree(r, s, i, x.stage);
     flow.gradients[x.stage][x.microbatch] = i;
     ++flow.backwardsDone[x.stage];
     break;
@@ -148,6 +160,11 @@ void Simulation::checkCompute(int32_t r, int s, int64_t i) {
       return fail(r, i,
                   "may update stage " + std::to_string(x.stage) +
                       " before its gradients are reduced");
+    if (plan.config.data > 1 &&
+        flow.reducedMicrobatches[x.stage] != plan.stages[x.stage].numMicrobatches())
+      return fail(r, i,
+                  "updates stage " + std::to_string(x.stage) +
+                      " before the weight gradients of all its micro-batches are reduced");
     if (plan.config.data == 1 &&
         flow.backwardsDone[x.stage] != plan.stages[x.stage].numMicrobatches())
       return fail(r, i,
@@ -268,15 +285,27 @@ void Simulation::checkCollective(int32_t r, int s, int64_t i) {
     break;
   case Op::ReduceScatter:
   case Op::AllReduce: {
-    if (flow.reducedBy[x.stage] >= 0)
+    // It reduces the weight gradients computed before it in the rank's order, all of them
+    // once per step, or (gradient_reduction "run") those since the stage's previous reduction.
+    const bool eachRun = c.gradientReduction == runtime::GradientReduction::Run;
+    if (!eachRun && flow.reducedBy[x.stage] >= 0)
       return fail(r, i,
                   "reduces the gradients of stage " + std::to_string(x.stage) + " a second time");
     const std::vector<int64_t> &backwards = flow.gradients[x.stage];
-    for (size_t m = 0; m < backwards.size(); ++m)
-      if (backwards[m] < 0 || !knows(r, s, backwards[m]))
+    int64_t covered = 0;
+    for (size_t m = 0; m < backwards.size(); ++m) {
+      const bool before = backwards[m] >= 0 && backwards[m] < i;
+      if ((before && !knows(r, s, backwards[m])) || (!before && !eachRun))
         return fail(r, i,
                     "may reduce the gradients of stage " + std::to_string(x.stage) +
                         " before its backward of micro-batch " + std::to_string(m) + " completes");
+      covered += before;
+    }
+    if (covered == flow.reducedMicrobatches[x.stage])
+      return fail(r, i,
+                  "reduces the gradients of stage " + std::to_string(x.stage) +
+                      " with no backward or weight gradient since its previous reduction");
+    flow.reducedMicrobatches[x.stage] = covered;
     checkTied(r, s, i, "reduce the gradients of");
     flow.reducedBy[x.stage] = i;
     break;

@@ -19,7 +19,8 @@ pipe::ParallelismAttr buildParallelism(MLIRContext *ctx, const ParallelismSpec &
       p.groupSize, p.microbatches, p.microbatchSize, toDialect<pipe::Sharding>(p.sharding),
       toDialect<pipe::Checkpointing>(p.checkpointing), p.fsdpWindow,
       toDialect<pipe::RankOrder>(p.rankOrder), toDialect<pipe::Placement>(p.placement),
-      p.splitBackward, p.tensor, p.sequenceParallel, p.expert, p.tensorCommOverlap);
+      p.splitBackward, p.tensor, p.sequenceParallel, p.expert, p.tensorCommOverlap,
+      toDialect<pipe::GradientReduction>(p.gradientReduction));
 }
 
 pipe::ClusterAttr buildCluster(MLIRContext *ctx, const Cluster &c) {

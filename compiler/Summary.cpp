@@ -112,8 +112,10 @@ std::string describeParallelism(const ParallelismSpec &p) {
     text += " on the V placement";
   text += ", " + std::to_string(p.microbatches) + " micro-batches of " +
           std::to_string(p.microbatchSize) + " sample(s), sharding " +
-          std::string(enumName(p.sharding)) + ", checkpointing " +
-          std::string(enumName(p.checkpointing));
+          std::string(enumName(p.sharding));
+  if (p.gradientReduction == runtime::GradientReduction::Run)
+    text += " (gradients reduced after each run)";
+  text += ", checkpointing " + std::string(enumName(p.checkpointing));
   if (p.autoPartitions)
     text += ", micro-batch partitions searched";
   else if (!p.microbatchPartitions.empty())

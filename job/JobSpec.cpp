@@ -21,6 +21,7 @@ constexpr bool endsAt(const std::array<std::string_view, N> &, Enum last) {
 
 constexpr std::array<std::string_view, 4> kLayerKinds = {"embedding", "block", "head", "custom"};
 constexpr std::array<std::string_view, 4> kShardings = {"none", "optimizer", "gradients", "full"};
+constexpr std::array<std::string_view, 2> kGradientReductions = {"step", "run"};
 constexpr std::array<std::string_view, 3> kCheckpointings = {"none", "full", "selective"};
 constexpr std::array<std::string_view, 4> kDTypes = {"bf16", "fp16", "fp32", "fp8"};
 constexpr std::array<std::string_view, 2> kOptimizers = {"adam", "sgd"};
@@ -37,6 +38,7 @@ constexpr std::array<std::string_view, 2> kRouters = {"softmax", "sigmoid"};
 
 static_assert(endsAt(kLayerKinds, runtime::LayerKind::Custom));
 static_assert(endsAt(kShardings, runtime::Sharding::Full));
+static_assert(endsAt(kGradientReductions, runtime::GradientReduction::Run));
 static_assert(endsAt(kCheckpointings, runtime::Checkpointing::Selective));
 static_assert(endsAt(kDTypes, runtime::DType::FP8));
 static_assert(endsAt(kOptimizers, runtime::Optimizer::SGD));
@@ -69,6 +71,9 @@ template <> absl::Span<const std::string_view> enumNames<runtime::LayerKind>() {
   return kLayerKinds;
 }
 template <> absl::Span<const std::string_view> enumNames<runtime::Sharding>() { return kShardings; }
+template <> absl::Span<const std::string_view> enumNames<runtime::GradientReduction>() {
+  return kGradientReductions;
+}
 template <> absl::Span<const std::string_view> enumNames<runtime::Checkpointing>() {
   return kCheckpointings;
 }

@@ -57,6 +57,7 @@ template <typename Enum> absl::Span<const std::string_view> enumNames();
 template <> absl::Span<const std::string_view> enumNames<runtime::Schedule>();
 template <> absl::Span<const std::string_view> enumNames<runtime::LayerKind>();
 template <> absl::Span<const std::string_view> enumNames<runtime::Sharding>();
+template <> absl::Span<const std::string_view> enumNames<runtime::GradientReduction>();
 template <> absl::Span<const std::string_view> enumNames<runtime::Checkpointing>();
 template <> absl::Span<const std::string_view> enumNames<runtime::DType>();
 template <> absl::Span<const std::string_view> enumNames<runtime::Optimizer>();
@@ -192,6 +193,9 @@ struct ParallelismSpec {
   runtime::Sharding sharding = runtime::Sharding::None;
   runtime::Checkpointing checkpointing = runtime::Checkpointing::None;
   int64_t fsdpWindow = 2;
+  /// When sharded gradients are reduced: once per stage per step, or after each run of the
+  /// rank's backwards on a stage (forwards aside).
+  runtime::GradientReduction gradientReduction = runtime::GradientReduction::Step;
   RankOrder rankOrder = RankOrder::DataInner;
   /// Stage placement; "v" for zbv and dualpipev unless the job says otherwise.
   Placement placement = Placement::Loop;

@@ -60,6 +60,8 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
   if (auto checkpointing = readEnum<runtime::Checkpointing>(section, "activation_checkpointing"))
     p.checkpointing = *checkpointing;
   p.fsdpWindow = section.integer("fsdp_window", 1, limits::kMaxStagesPerDevice).value_or(2);
+  if (auto reduction = readEnum<runtime::GradientReduction>(section, "gradient_reduction"))
+    p.gradientReduction = *reduction;
   if (auto order = readEnum<RankOrder>(section, "rank_order"))
     p.rankOrder = *order;
   const bool vSchedule = p.schedule == Schedule::ZeroBubbleV || p.schedule == Schedule::DualPipeV;
@@ -105,6 +107,15 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
                     "\" always splits backwards into input and weight gradients; remove "
                     "split_backward, or choose a schedule with whole backwards (gpipe, 1f1b, "
                     "depth-first, breadth-first)");
+    return;
+  }
+  if (p.gradientReduction == runtime::GradientReduction::Run &&
+      p.sharding != runtime::Sharding::Gradients && p.sharding != runtime::Sharding::Full) {
+    diag.report(section.keyPath("gradient_reduction"),
+                "\"run\" reduces sharded gradients as they are computed, but sharding is \"" +
+                    std::string(enumName(p.sharding)) +
+                    "\", which keeps whole gradients all step; set sharding to \"gradients\" or "
+                    "\"full\", or remove gradient_reduction");
     return;
   }
   if (group && !isInterleaved(p.schedule)) {

@@ -12,7 +12,10 @@
 // receive of its input and for the all-gather of its stage's parameters; a receive into a
 // reused slot waits for the previous occupant's consumer; an all-gather waits for the reshard
 // that frees its place; a reduction waits for the stage's last backward or weight gradient (a
-// weight gradient follows its input gradient on the compute stream); an optimizer step
+// weight gradient follows its input gradient on the compute stream), and a backward, input or
+// weight gradient after a reduction of its stage (gradient_reduction "run") for that
+// reduction, which reads the whole gradients they would add to, and for the reduction issued
+// before the previous one of them (which bounds the whole gradients alive); an optimizer step
 // for its reduction; a parameter all-gather for its optimizer step; a tie_grads (on the
 // point-to-point stream) for the backwards of its stages, whose reductions (or, with D = 1,
 // optimizer steps) wait for it. A dependency already
@@ -147,7 +150,7 @@ public:
 
   /// Decides slots, dependencies and events. Fails (with a diagnostic) when an op comes
   /// before what it depends on, which the communication passes never produce.
-  LogicalResult analyze(int64_t dataParallel) {
+  LogicalResult analyze(int64_t dataParallel, bool reduceEachRun) {
     const int64_t n = static_cast<int64_t>(ops.size());
     known.assign(n, {-1, -1, -1});
     signalOf.assign(n, -1);
@@ -161,19 +164,29 @@ public:
     std::vector<int64_t> gatheredBy(numStages, -1), lastBackward(numStages, -1),
         reduction(numStages, -1), optimizerStep(numStages, -1), tiedBy(numStages, -1);
     int64_t lastReshard = -1;
+    // Reducing each run: the last reduction, and the last before the previous gradient.
+    int64_t lastReduction = -1, reductionBeforeGradient = -1;
     std::array<std::array<int64_t, kStreams>, kStreams> streamKnown;
     for (auto &k : streamKnown)
       k = {-1, -1, -1};
 
     for (int64_t i = 0; i < n; ++i) {
       const OpInfo &x = info[i];
-      int64_t deps[3];
+      int64_t deps[4];
       int numDeps = 0;
       auto need = [&](int64_t dep, const char *what) -> LogicalResult {
         if (dep < 0)
           return ops[i]->emitOpError() << "comes before " << what;
         deps[numDeps++] = dep;
         return success();
+      };
+      // Reducing each run, a gradient also waits for the reduction issued before the previous
+      // gradient: whole gradients of at most two runs exist at once, as the memory plan counts
+      // them (a reduction's buffer lives beside the next backward or weight gradient).
+      auto boundGradients = [&] {
+        if (reductionBeforeGradient >= 0)
+          deps[numDeps++] = reductionBeforeGradient;
+        reductionBeforeGradient = lastReduction;
       };
       switch (x.kind) {
       case Kind::Forward:
@@ -184,6 +197,12 @@ public:
           deps[numDeps++] = lastRecv[key];
         if (gatheredBy[x.stage] >= 0)
           deps[numDeps++] = gatheredBy[x.stage];
+        // Reducing each run: a gradient after a reduction of its stage writes a buffer that
+        // reduction no longer reads.
+        if (x.kind != Kind::Forward && reduction[x.stage] >= 0)
+          deps[numDeps++] = reduction[x.stage];
+        if (x.kind != Kind::Forward && reduceEachRun)
+          boundGradients();
         producer[key] = i;
         if (x.kind == Kind::Backward)
           lastBackward[x.stage] = i;
@@ -196,6 +215,10 @@ public:
         // stage's gradients are complete after its last one.
         if (gatheredBy[x.stage] >= 0)
           deps[numDeps++] = gatheredBy[x.stage];
+        if (reduction[x.stage] >= 0)
+          deps[numDeps++] = reduction[x.stage];
+        if (reduceEachRun)
+          boundGradients();
         lastBackward[x.stage] = i;
         break;
       case Kind::Send:
@@ -222,6 +245,7 @@ public:
         if (tiedBy[x.stage] >= 0)
           deps[numDeps++] = tiedBy[x.stage];
         reduction[x.stage] = i;
+        lastReduction = i;
         break;
       case Kind::OptimizerStep:
         if (dataParallel > 1 && failed(need(reduction[x.stage], "the stage's reduction")))
@@ -551,7 +575,8 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model, bool overlapAllToAlls
     const int32_t r = static_cast<int32_t>(rank.getRank());
     LocalIndex index(samples, rankOf, r);
     RankLowering lowering(rank, index, static_cast<int64_t>(samples.size()));
-    if (failed(lowering.analyze(par.getData()))) {
+    if (failed(lowering.analyze(par.getData(),
+                                par.getGradientReduction() == pipe::GradientReduction::Run))) {
       program.erase();
       return failure();
     }

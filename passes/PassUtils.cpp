@@ -34,7 +34,8 @@ pipe::ParallelismAttr conduit::withSchedule(pipe::ParallelismAttr par, pipe::Sch
       par.getContext(), par.getPipeline(), par.getData(), par.getStagesPerDevice(), schedule,
       groupSize, par.getMicrobatches(), par.getMicrobatchSize(), par.getSharding(),
       par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(), placement, splitBackward,
-      par.getTensor(), par.getSequenceParallel(), par.getExpert(), par.getTensorCommOverlap());
+      par.getTensor(), par.getSequenceParallel(), par.getExpert(), par.getTensorCommOverlap(),
+      par.getGradientReduction());
 }
 
 pipe::ParallelismAttr conduit::withTensor(pipe::ParallelismAttr par, int64_t tensor) {
@@ -43,7 +44,7 @@ pipe::ParallelismAttr conduit::withTensor(pipe::ParallelismAttr par, int64_t ten
       par.getSchedule(), par.getGroupSize(), par.getMicrobatches(), par.getMicrobatchSize(),
       par.getSharding(), par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(),
       par.getPlacement(), par.getSplitBackward(), tensor, par.getSequenceParallel(),
-      par.getExpert(), par.getTensorCommOverlap());
+      par.getExpert(), par.getTensorCommOverlap(), par.getGradientReduction());
 }
 
 sched::ScheduleProblem conduit::buildScheduleProblem(pipe::ModelOp model) {

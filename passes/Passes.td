@@ -233,7 +233,12 @@ def ConduitPlaceCollectives : Pass<"conduit-place-collectives", "::mlir::ModuleO
       the window allows (Belady's rule: the fewest all-gathers for the window). With
       breadth-first and a window of 2 that is 2V-2 all-gathers per rank per step, for any M.
     * `full`, `gradients`, `optimizer`: a `pipe.reduce_grad ... reduce_scatter` right after the
-      stage's last backward (V per rank per step); `none`: an `all_reduce` there.
+      stage's last backward (V per rank per step); `none`: an `all_reduce` there. With
+      `gradient_reduction = "run"` (`full`, `gradients`), one right after the last backward or
+      weight gradient of each run of the rank's backwards on the stage (forwards of other
+      stages aside) instead, each added into
+      the shard, so that no stage's whole gradients wait across another stage's compute; the
+      stages holding tied embeddings keep one.
     * `gradients`, `optimizer`: a `pipe.gather_params` (all-gather of the updated shards) after
       each optimizer step.
 
@@ -269,7 +274,8 @@ def ConduitPlanMemory : Pass<"conduit-plan-memory", "::mlir::ModuleOp"> {
   let description = [{
     Needs phase `communicating` with collectives placed. Walks each rank's program and tracks
     parameters (shards, replicated copies, gathered FSDP buffers), gradients (fp32 shards and
-    accumulation buffers, freed by their reduce-scatter), optimizer state (Adam: fp32 moments
+    accumulation buffers, freed as their reduce-scatter completes, beside the rank's next
+    backward or weight gradient), optimizer state (Adam: fp32 moments
     and master copy), activations stored between forward and backward (with full
     checkpointing each layer's input, and one layer's recomputed activations at a time while
     a forward or backward runs), the rank's receive slots (as `conduit-lower-to-plan` assigns them, held all step) and outputs
@@ -354,8 +360,11 @@ def ConduitVerifyPlan : Pass<"conduit-verify-plan", "::mlir::ModuleOp"> {
     * compute on a stage only while its parameters are gathered (full sharding), at most
       `fsdp_window` stages gathered at once, none left gathered at the end;
     * every collective is issued by all members of its group in the same order;
-    * gradients reduced once per stage after its last backward, one optimizer step after
-      that, updated parameters gathered after it (optimizer and gradient sharding);
+    * gradients reduced once per stage after its last backward (with `gradient_reduction =
+      "run"`, each reduction after the backwards it covers, no backward or weight gradient
+      writing the gradients while a reduction reads them, and none left unreduced), one
+      optimizer step after that, updated parameters gathered after it (optimizer and
+      gradient sharding);
     * the simulation terminates; otherwise every blocked stream is named with its
       instruction and what it waits for.
 

@@ -90,6 +90,7 @@ struct PlaceCollectives : conduit::impl::ConduitPlaceCollectivesBase<PlaceCollec
     problem.replicas = par.getData();
     problem.sharding = static_cast<sched::Sharding>(par.getSharding());
     problem.window = par.getFsdpWindow();
+    problem.reduceEachRun = par.getGradientReduction() == pipe::GradientReduction::Run;
     problem.tiedEmbeddings = arch && arch->getTieEmbeddings();
     for (pipe::StageOp stage : model.getStages())
       problem.stageRank.push_back(*stage.getRank());

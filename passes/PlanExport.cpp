@@ -41,6 +41,7 @@ runtime::Config exportConfig(plan::ProgramOp program) {
   c.tensorCommOverlap = par.getTensorCommOverlap();
   c.expert = static_cast<int32_t>(par.getExpert());
   c.fsdpWindow = static_cast<int32_t>(par.getFsdpWindow());
+  c.gradientReduction = static_cast<runtime::GradientReduction>(par.getGradientReduction());
   c.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;
   c.dtype = static_cast<runtime::DType>(training.getDtype());
   c.optimizer = static_cast<runtime::Optimizer>(training.getOptimizer());

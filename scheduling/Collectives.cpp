@@ -25,6 +25,11 @@ bool completesGradients(ActionKind kind) {
 
 bool isReduction(Kind kind) { return kind == Kind::ReduceScatter || kind == Kind::AllReduce; }
 
+/// Whether the reduced gradients are sharded, so that a reduction may add to a shard.
+bool gradientsSharded(Sharding sharding) {
+  return sharding == Sharding::Gradients || sharding == Sharding::Full;
+}
+
 std::string str(int64_t value) { return std::to_string(value); }
 
 /// Calls `visit(collective, done)` for every collective of `rank` in issue order, `done` being
@@ -48,6 +53,10 @@ struct Run {
   int32_t stage;
   size_t first, last;
 };
+
+/// Whether the compute writes its stage's whole gradients (a backward, an input or a weight
+/// gradient: the runtime holds them from the first of these).
+bool writesGradients(ActionKind kind) { return kind != ActionKind::Forward; }
 
 /// Belady residencies over the runs, with a reshard after a stage's last use before it is
 /// evicted and the all-gather that takes its place right after it.
@@ -126,6 +135,18 @@ RankCollectives placeRank(const CollectiveProblem &problem, int32_t r) {
     else
       runs.push_back({stage, i, i});
   }
+  // Reducing each run: after the last backward or weight gradient of each stretch of the
+  // rank's gradient computes on one stage (forwards of other stages may come between them,
+  // as in 1F1B's steady state; they hold no gradients).
+  std::vector<std::pair<int32_t, int64_t>> gradientRuns; // (stage, its last B or W; -1: none)
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (!writesGradients(order[i].kind))
+      continue;
+    if (gradientRuns.empty() || gradientRuns.back().first != order[i].stage)
+      gradientRuns.push_back({order[i].stage, -1});
+    if (completesGradients(order[i].kind))
+      gradientRuns.back().second = static_cast<int64_t>(i);
+  }
   // The stages in the order their gradients complete.
   std::vector<std::pair<int64_t, int32_t>> completion;
   for (size_t s = 0; s < lastBackward.size(); ++s)
@@ -149,12 +170,21 @@ RankCollectives placeRank(const CollectiveProblem &problem, int32_t r) {
   std::stable_partition(reductionOrder.begin(), reductionOrder.end(),
                         [&](int32_t stage) { return !isTied(stage); });
 
-  // Reductions right after each stage's last backward (after a prefetch placed there).
+  // Reductions right after each stage's last backward (after a prefetch placed there), or
+  // after the last of each run of its gradients.
   if (dataParallel) {
     const Kind reduction =
         problem.sharding == Sharding::None ? Kind::AllReduce : Kind::ReduceScatter;
+    const bool eachRun = problem.reduceEachRun && gradientsSharded(problem.sharding);
+    if (eachRun)
+      for (auto [stage, last] : gradientRuns)
+        if (last >= 0 && !isTied(stage))
+          out.after[last].push_back({reduction, stage});
     for (int32_t stage : reductionOrder)
-      (isTied(stage) ? out.atEnd : out.after[lastBackward[stage]]).push_back({reduction, stage});
+      if (isTied(stage))
+        out.atEnd.push_back({reduction, stage});
+      else if (!eachRun)
+        out.after[lastBackward[stage]].push_back({reduction, stage});
   }
 
   // Optimizer steps at the end, in the order the reductions finish.
@@ -307,21 +337,50 @@ static Violation residencies(const CollectiveProblem &problem,
   return std::nullopt;
 }
 
+/// Whether stage s holds one of the tied copies, whose reduction waits for the tie.
+static bool tiedStage(const CollectiveProblem &problem, int32_t s) {
+  return problem.tiedEmbeddings &&
+         (s == 0 || s == static_cast<int32_t>(problem.stageRank.size()) - 1);
+}
+
 /// verifyReductions on a placement of the right shape.
 static Violation reductions(const CollectiveProblem &problem,
                             const CollectivePlacement &placement) {
   const int64_t numStages = static_cast<int64_t>(problem.stageRank.size());
   const Kind expected = problem.sharding == Sharding::None ? Kind::AllReduce : Kind::ReduceScatter;
+  const bool eachRun = problem.reduceEachRun && gradientsSharded(problem.sharding);
   for (size_t r = 0; r < problem.orders.size(); ++r) {
     const std::string rank = "rank " + str(static_cast<int64_t>(r));
+    const std::vector<Action> &order = problem.orders[r];
     // Per stage, the number of computes up to its gradients' completion.
     std::vector<size_t> complete(numStages, 0);
-    for (size_t i = 0; i < problem.orders[r].size(); ++i)
-      if (completesGradients(problem.orders[r][i].kind))
-        complete[problem.orders[r][i].stage] = i + 1;
+    for (size_t i = 0; i < order.size(); ++i)
+      if (completesGradients(order[i].kind))
+        complete[order[i].stage] = i + 1;
+    // Reducing each run: the stage (not tied) whose gradients wait for their reduction, and
+    // the last compute that added to them.
+    int32_t holding = -1;
+    size_t added = 0, walked = 0;
+    auto walkTo = [&](size_t done) -> Violation {
+      for (; walked < done; ++walked) {
+        const Action &a = order[walked];
+        if (!eachRun || !writesGradients(a.kind))
+          continue;
+        if (holding >= 0 && holding != a.stage)
+          return rank + " runs " + describe(a) + " while the gradients of stage " + str(holding) +
+                 " wait for their reduction";
+        if (completesGradients(a.kind) && !tiedStage(problem, a.stage)) {
+          holding = a.stage;
+          added = walked;
+        }
+      }
+      return std::nullopt;
+    };
     std::vector<int64_t> reduced(numStages, 0);
     if (Violation v = forEachCollective(
             placement.ranks[r], [&](const Collective &c, size_t done) -> Violation {
+              if (Violation v = walkTo(done))
+                return v;
               if (!isReduction(c.kind))
                 return std::nullopt;
               if (problem.replicas == 1)
@@ -329,13 +388,27 @@ static Violation reductions(const CollectiveProblem &problem,
               if (c.kind != expected)
                 return rank + " issues " + describe(c) + " but the sharding calls for " +
                        describe(Collective{expected, c.stage});
+              ++reduced[c.stage];
+              if (eachRun && !tiedStage(problem, c.stage)) {
+                if (holding != c.stage)
+                  return rank + " issues " + describe(c) +
+                         " without a backward or weight gradient of the stage since its last "
+                         "reduction";
+                holding = -1;
+                return std::nullopt;
+              }
               if (done < complete[c.stage])
                 return rank + " issues " + describe(c) + " before the stage's last backward";
-              if (++reduced[c.stage] > 1)
+              if (reduced[c.stage] > 1)
                 return rank + " reduces stage " + str(c.stage) + " twice";
               return std::nullopt;
             }))
       return v;
+    if (Violation v = walkTo(order.size()))
+      return v;
+    if (holding >= 0)
+      return rank + " never reduces the gradients of stage " + str(holding) + " that " +
+             describe(order[added]) + " added";
     if (problem.replicas > 1)
       for (int64_t s = 0; s < numStages; ++s)
         if (problem.stageRank[s] == static_cast<int64_t>(r) && !reduced[s])

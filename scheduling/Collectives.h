@@ -33,6 +33,11 @@ struct CollectiveProblem {
   Sharding sharding = Sharding::None;
   /// Full sharding: the most stages whose parameters are gathered at once (fsdp_window).
   int64_t window = 2;
+  /// Gradient or full sharding: reduce-scatter a stage's gradients after each run of its
+  /// gradients (parallelism.gradient_reduction "run": a stretch of the rank's backwards,
+  /// input and weight gradients on the stage, forwards of other stages aside), so that whole
+  /// gradients exist only within a run, instead of once after its last backward ("step").
+  bool reduceEachRun = false;
   /// The first and the last stage hold one weight twice (tied embeddings), whose gradients
   /// are added before either is reduced or updated.
   bool tiedEmbeddings = false;
@@ -95,6 +100,10 @@ struct CollectivePlacement {
 /// * every sharded mode (D > 1): a reduce-scatter per stage right after its last backward or
 ///   weight gradient, after the reshard and all-gather placed there (a prefetch is more
 ///   urgent): V per rank per step, independent of M. `none`: an all-reduce there instead.
+///   With `reduceEachRun` (gradient and full sharding), one after the last backward or weight
+///   gradient of each run of the stage's gradients instead, accumulated into the shard: every
+///   run's gradients leave before another stage's backward, input or weight gradient (the
+///   tied stages, whose copies are added at the end, keep one reduction).
 /// * the optimizer steps after the rank's last instruction, in the order the reductions
 ///   finish; with optimizer or gradient sharding each followed by the all-gather of the
 ///   updated parameters.
@@ -116,7 +125,11 @@ Violation verifyCollectiveShape(const CollectiveProblem &problem,
 /// nothing stays gathered after the step. Otherwise no all-gathers or reshards at all.
 Violation verifyResidencies(const CollectiveProblem &problem, const CollectivePlacement &placement);
 /// With D > 1, one reduction per stage of the right kind (reduce-scatter when sharded,
-/// all-reduce otherwise) after its last backward or weight gradient; none with D = 1.
+/// all-reduce otherwise) after its last backward or weight gradient; none with D = 1. With
+/// `reduceEachRun`, a reduction needs a backward or weight gradient of its stage since the
+/// stage's previous one, and none of a stage's gradients waits for its reduction across another
+/// stage's backward, input or weight gradient (the tied stages excepted) or past the end of the
+/// rank's compute.
 Violation verifyReductions(const CollectiveProblem &problem, const CollectivePlacement &placement);
 /// One optimizer step per stage, after the rank's last compute and after the stage's
 /// reduction; with optimizer or gradient sharding and D > 1 one all-gather of the updated

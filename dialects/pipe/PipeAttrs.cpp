@@ -89,7 +89,8 @@ LogicalResult ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       Sharding sharding, Checkpointing checkpointing,
                                       int64_t fsdpWindow, RankOrder rankOrder, Placement placement,
                                       bool splitBackward, int64_t tensor, bool sequenceParallel,
-                                      int64_t expert, bool tensorCommOverlap) {
+                                      int64_t expert, bool tensorCommOverlap,
+                                      GradientReduction gradientReduction) {
   if (failed(check(emitError, pipeline >= 1, "pipeline", "positive", pipeline)) ||
       failed(check(emitError, data >= 1, "data", "positive", data)) ||
       failed(check(emitError, stagesPerDevice >= 1, "stages_per_device", "positive",
@@ -102,6 +103,11 @@ LogicalResult ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitErr
       failed(check(emitError, tensor >= 1, "tensor", "positive", tensor)) ||
       failed(check(emitError, expert >= 1, "expert", "positive", expert)))
     return failure();
+  if (gradientReduction == GradientReduction::Run && sharding != Sharding::Gradients &&
+      sharding != Sharding::Full)
+    return emitError() << "gradient_reduction \"run\" needs sharded gradients (sharding "
+                          "\"gradients\" or \"full\"), got sharding \""
+                       << stringifyEnum(sharding) << "\"";
   return success();
 }
 

@@ -63,6 +63,11 @@ def Pipe_Sharding : Pipe_Enum<"Sharding", "data-parallel sharding mode", [
   I32EnumCase<"Full", 3, "full">
 ]>;
 
+def Pipe_GradientReduction : Pipe_Enum<"GradientReduction", "when sharded gradients are reduced", [
+  I32EnumCase<"Step", 0, "step">,
+  I32EnumCase<"Run", 1, "run">
+]>;
+
 def Pipe_Checkpointing : Pipe_Enum<"Checkpointing", "activation checkpointing mode", [
   I32EnumCase<"None", 0, "none">,
   I32EnumCase<"Full", 1, "full">,
@@ -261,8 +266,11 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     the tensor-parallel degree T (`tensor`, innermost in the global rank) with Megatron-style
     sequence parallelism (`sequence_parallel`), and the expert-parallel degree E (`expert`:
     groups of E ranks carved out of a pipeline rank's D x T ranks, Megatron-Core's parallel
-    folding), and whether sequence parallelism's collectives are priced as pipelined with the
-    GEMMs (`tensor_comm_overlap`, true by default), each printed only when not the default.
+    folding), whether sequence parallelism's collectives are priced as pipelined with the
+    GEMMs (`tensor_comm_overlap`, true by default), and when sharded gradients are reduced
+    (`gradient_reduction`: `step`, the default, once per stage per step; `run`, after each run
+    of a stage's gradients: a stretch of the rank's backwards on it, forwards aside), each
+    printed only when not the default.
 
     ```mlir
     #pipe.parallelism<pipeline = 4, data = 2, stages_per_device = 2, schedule = "breadth-first",
@@ -287,7 +295,8 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     DefaultValuedParameter<"int64_t", "1">:$tensor,
     DefaultValuedParameter<"bool", "false">:$sequence_parallel,
     DefaultValuedParameter<"int64_t", "1">:$expert,
-    DefaultValuedParameter<"bool", "true">:$tensor_comm_overlap
+    DefaultValuedParameter<"bool", "true">:$tensor_comm_overlap,
+    Pipe_DefaultEnumParam<Pipe_GradientReduction, "Step">:$gradient_reduction
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

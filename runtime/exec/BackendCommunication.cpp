@@ -82,10 +82,14 @@ absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending 
     if (!sharded)
       return absl::FailedPreconditionError(
           absl::StrCat(describe(inst), ": the stage is not sharded"));
-    CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(stage, inst));
+    // Reducing each run, an I may wait for its W, which a later reduction covers (the
+    // optimizer step checks that none is left).
+    if (!addsReductions())
+      CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(stage, inst));
     CONDUIT_ASSIGN_OR_RETURN(p.work, perSegment(stage, [&](const ShardSegment &g, int32_t group) {
-                               // ZeRO-1: into this replica's block of the whole gradients.
-                               Grad *shard = reducesInPlace()
+                               // ZeRO-1, and each run's reduction: into this replica's block
+                               // of the whole gradients.
+                               Grad *shard = reducesInPlace() || addsReductions()
                                                  ? stage.grad.data() + g.at + g.shardOffset
                                                  : stage.gradShard.data() + g.shardAt;
                                return transport->reduceScatter(group, grads,
@@ -116,8 +120,8 @@ template <typename Grad> Grad *BackendCore<Grad>::tiedGradient(Stage &stage, boo
   return stage.grad.data() + stage.chain.offset(stage.chain.size() - 1) + shape->normParams();
 }
 
-template <typename Grad> void BackendCore<Grad>::addGradients(const Grad *src, Grad *dst) {
-  const int64_t n = shape->localVocab() * shape->hidden; // this tensor rank's rows
+template <typename Grad>
+void BackendCore<Grad>::addGradients(int64_t n, const Grad *src, Grad *dst) {
   if constexpr (std::is_same_v<Grad, float>) {
     ops().add(n, src, dst);
   } else {
@@ -127,6 +131,13 @@ template <typename Grad> void BackendCore<Grad>::addGradients(const Grad *src, G
   }
 }
 
+template <typename Grad> void BackendCore<Grad>::addReducedShards(Stage &stage) {
+  for (const ShardSegment *g : {&stage.dense, &stage.experts})
+    if (g->shardLen > 0)
+      addGradients(g->shardLen, stage.grad.data() + g->at + g->shardOffset,
+                   stage.gradShard.data() + g->shardAt);
+}
+
 template <typename Grad>
 absl::StatusOr<bool> BackendCore<Grad>::tieGradients(const Instruction &inst, Pending &p) {
   const int32_t last = static_cast<int32_t>(plan->stages.size()) - 1;
@@ -134,7 +145,7 @@ absl::StatusOr<bool> BackendCore<Grad>::tieGradients(const Instruction &inst, Pe
   if (!mine || !plan->transformer)
     return absl::InternalError(absl::StrCat(describe(inst), ": no tied copy on this rank"));
   CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(*mine, inst));
-  const int64_t n = shape->localVocab() * shape->hidden; // this tensor rank's rows
+  const int64_t n = tiedCount();
   if (inst.peer == where.pipelineRank) {
     // Both copies here: each becomes the same sum (addition commutes, so the bits agree).
     Stage *other = stages[inst.peerStage].get();
@@ -143,7 +154,7 @@ absl::StatusOr<bool> BackendCore<Grad>::tieGradients(const Instruction &inst, Pe
     CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(*other, inst));
     Grad *embedding = tiedGradient(inst.stage == 0 ? *mine : *other, /*head=*/false);
     Grad *head = tiedGradient(inst.stage == last ? *mine : *other, /*head=*/true);
-    addGradients(embedding, head);
+    addGradients(n, embedding, head);
     if constexpr (std::is_same_v<Grad, float>)
       ops().copy(n, head, embedding);
     else
@@ -275,7 +286,8 @@ absl::StatusOr<double> BackendCore<Grad>::pingPong(int64_t peer, int64_t bytes, 
   template absl::Status BackendCore<Grad>::postTransfers(const std::vector<int64_t> &, Pending &); \
   template absl::Status BackendCore<Grad>::postCollective(const Instruction &, Pending &);         \
   template Grad *BackendCore<Grad>::tiedGradient(Stage &, bool);                                   \
-  template void BackendCore<Grad>::addGradients(const Grad *, Grad *);                             \
+  template void BackendCore<Grad>::addGradients(int64_t, const Grad *, Grad *);                    \
+  template void BackendCore<Grad>::addReducedShards(Stage &);                                      \
   template absl::StatusOr<bool> BackendCore<Grad>::tieGradients(const Instruction &, Pending &);   \
   template absl::Status BackendCore<Grad>::complete(std::unique_ptr<Work>);                        \
   template absl::StatusOr<double> BackendCore<Grad>::pingPong(int64_t, int64_t, int, bool,         \

@@ -228,6 +228,9 @@ template <typename Grad> absl::Status BackendCore<Grad>::backwardWeight(const In
 template <typename Grad>
 absl::Status BackendCore<Grad>::optimizerStep(Stage &stage, const Instruction &inst) {
   CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(stage, inst));
+  if (gradientsSharded() && !stage.grad.empty())
+    return absl::FailedPreconditionError(
+        absl::StrCat(describe(inst), ": the stage has gradients that no reduction covered"));
   const int64_t t = ++stage.optimizerSteps;
   const int64_t n = stage.updatedCount(sharded);
   if (measureLayers)

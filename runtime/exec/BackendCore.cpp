@@ -463,12 +463,14 @@ template <typename Grad> absl::StatusOr<bool> BackendCore<Grad>::poll(Ticket tic
   if (p.gathered)
     p.gathered->gathered = true;
   if (p.reduced) {
+    if (addsReductions())
+      addReducedShards(*p.reduced);
     if (gradientsSharded())
       p.reduced->grad.reset(); // until the stage's next backward
     // ZeRO-1 keeps the reduced gradients in place for the optimizer, which zeroes them.
   }
   if (p.tied)
-    addGradients(p.incoming.data(), p.tied);
+    addGradients(tiedCount(), p.incoming.data(), p.tied);
   for (const Produced &sent : p.sent)
     readBy(sent);
   pending.erase(it);

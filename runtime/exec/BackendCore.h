@@ -176,6 +176,12 @@ private:
   /// shard in place in them (as Megatron-Core's distributed optimizer does), for the optimizer
   /// to read there; no shard buffer is kept beside them.
   bool reducesInPlace() const { return sharded && plan->config.sharding == Sharding::Optimizer; }
+  /// gradient_reduction "run" (with ZeRO-2 or full sharding): a stage's gradients are reduced
+  /// after each run of its backwards, each reduce-scatter in place in the whole gradients and
+  /// then added into the shard, which the optimizer zeroes.
+  bool addsReductions() const {
+    return gradientsSharded() && plan->config.gradientReduction == GradientReduction::Run;
+  }
   /// Takes compute instruction `inst` into its micro-batch's progress this step; refuses a
   /// forward, backward, I or W out of order (ComputeProgress's rules).
   absl::Status takeCompute(Stage &stage, const Instruction &inst);
@@ -195,8 +201,13 @@ private:
   /// A tie_grads: sums in place when this rank holds both copies (and returns false), else
   /// posts the exchange with the peer into `pending` (and returns true).
   absl::StatusOr<bool> tieGradients(const Instruction &inst, Pending &pending);
-  /// dst += src over the tied weight's elements (memory of this backend).
-  void addGradients(const Grad *src, Grad *dst);
+  /// dst += src over n gradients (memory of this backend).
+  void addGradients(int64_t n, const Grad *src, Grad *dst);
+  /// The tied weight's gradients: this tensor rank's rows of the token table.
+  int64_t tiedCount() const { return shape->localVocab() * shape->hidden; }
+  /// Reducing each run: every segment's reduced block, left in place in the whole gradients
+  /// by the reduce-scatter, added into the shard.
+  void addReducedShards(Stage &stage);
   /// The input (forward) or output gradient (backward) of a micro-batch produced by a stage
   /// of this rank; `scratch` holds it when the two stages cut the batch differently.
   absl::StatusOr<const float *> localInput(const Stage &consumer, int64_t mb, bool forward,

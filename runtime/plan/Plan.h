@@ -155,6 +155,10 @@ enum class Schedule : uint8_t {
 };
 constexpr int kNumSchedules = 8;
 enum class Sharding : uint8_t { None, Optimizer, Gradients, Full };
+/// When sharded gradients are reduced: once per stage per step, after its last backward; or
+/// after each run of the rank's backwards on the stage (forwards aside), each added into the
+/// shard (parallelism.gradient_reduction).
+enum class GradientReduction : uint8_t { Step, Run };
 /// FP8: the blocks' linear layers in FP8 on bf16 parameters and activations (priced by the
 /// compiler; conduit-run refuses it).
 enum class DType : uint8_t { BF16, FP16, FP32, FP8 };
@@ -209,6 +213,7 @@ struct Config {
   Sharding sharding = Sharding::None;
   Checkpointing checkpointing = Checkpointing::None;
   int32_t fsdpWindow = 2;
+  GradientReduction gradientReduction = GradientReduction::Step;
   bool pipelineInner = false;
   DType dtype = DType::BF16;
   Optimizer optimizer = Optimizer::Adam;

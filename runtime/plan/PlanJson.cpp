@@ -114,6 +114,7 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
      << ", \"microbatch_size\": " << c.microbatchSize << ", \"sharding\": \""
      << shardingName(c.sharding) << "\", \"checkpointing\": \""
      << checkpointingName(c.checkpointing) << "\", \"fsdp_window\": " << c.fsdpWindow
+     << (c.gradientReduction == GradientReduction::Run ? ", \"gradient_reduction\": \"run\"" : "")
      << ", \"rank_order\": \"" << (c.pipelineInner ? "pipeline-inner" : "data-inner")
      << "\", \"element_bytes\": " << c.elementBytes() << ", \"seed\": " << c.seed
      << ", \"learning_rate\": " << c.learningRate << ", \"data_source\": \""

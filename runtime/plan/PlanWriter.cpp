@@ -89,6 +89,7 @@ flatbuffers::DetachedBuffer buildPlan(const Plan &plan,
   config.add_sharding(static_cast<uint8_t>(c.sharding));
   config.add_checkpointing(static_cast<uint8_t>(c.checkpointing));
   config.add_fsdp_window(c.fsdpWindow);
+  config.add_gradient_reduction(static_cast<uint8_t>(c.gradientReduction));
   config.add_rank_order(c.pipelineInner ? 1 : 0);
   config.add_dtype(static_cast<uint8_t>(c.dtype));
   config.add_optimizer(static_cast<uint8_t>(c.optimizer));

@@ -112,6 +112,22 @@ def cases(quick, tensor_product=False):
     out.append(("1f1b-full-checkpointing-p2-d2",
                 {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                  "sharding": "full", "activation_checkpointing": "full"}))
+    # Sharded gradients reduced after each run of a stage's backwards, each reduce-scatter added
+    # into the shard: depth-first (the tied stages keep one reduction), one pipeline rank in
+    # groups of one micro-batch (PyTorch's FSDP accumulating gradients), split backwards whose
+    # weight gradients a later reduction covers.
+    for name, par in [("depth-first-full-p2-d2-v2", {"pipeline": 2, "stages_per_device": 2,
+                                                     "schedule": "depth-first",
+                                                     "sharding": "full"}),
+                      ("depth-first-gradients-p1-d2-v4", {"pipeline": 1, "stages_per_device": 4,
+                                                          "schedule": "depth-first",
+                                                          "group_size": 1,
+                                                          "sharding": "gradients"}),
+                      ("interleaved-zb-full-p2-d2-v2", {"pipeline": 2, "stages_per_device": 2,
+                                                        "schedule": "interleaved-zb",
+                                                        "sharding": "full"})]:
+        out.append((f"{name}-reduce-each-run",
+                    dict(par, data=2, microbatches=4, gradient_reduction="run")))
     # Checkpointing full (each layer recomputed from its input in the backward) and selective
     # (the attention core recomputed), whole and split backwards, GPT- and Llama-style.
     for model, mode, (schedule, v, split) in itertools.product(
@@ -203,6 +219,11 @@ def cases(quick, tensor_product=False):
         out.append((f"moe-ep{e}-{schedule}-{sharding}-p{p}-d{d}-v{v}",
                     {"pipeline": p, "data": d, "stages_per_device": v, "schedule": schedule,
                      "microbatches": 2 * p, "sharding": sharding, "expert": e}))
+    # Reducing each run, the routed experts' segment over its expert-data group too.
+    out.append(("moe-ep2-depth-first-full-p2-d2-v2-reduce-each-run",
+                {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "depth-first",
+                 "microbatches": 4, "sharding": "full", "expert": 2,
+                 "gradient_reduction": "run"}))
     # DualPipeV compiled without the overlap: its all-to-alls name no compute to hide behind,
     # and the run computes the same bits.
     out.append(("moe-ep2-dualpipev-full-p2-d2-v2-no-overlap",

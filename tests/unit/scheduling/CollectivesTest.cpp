@@ -222,6 +222,69 @@ TEST(Collectives, TiedCopiesAreAddedBeforeTheirReductions) {
   EXPECT_EQ(rank.count(Kind::ReduceScatter), 3);
 }
 
+TEST(Collectives, ReducingEachRunLeavesNoStagesGradientsWhole) {
+  // One pipeline rank, 4 stages, 3 micro-batches in groups of one (as PyTorch's FSDP
+  // accumulates gradients): every backward is a run of its own.
+  ScheduleProblem stages = equalProblem(1, 4, 3);
+  Schedule schedule = llvm::cantFail(scheduleDepthFirst(stages, 1));
+  for (Sharding sharding : {Sharding::Gradients, Sharding::Full}) {
+    CollectiveProblem problem = collectiveProblem(stages, schedule, sharding);
+    EXPECT_EQ(place(problem).ranks[0].count(Kind::ReduceScatter), 4);
+    problem.reduceEachRun = true;
+    CollectivePlacement placement = place(problem);
+    const RankCollectives &rank = placement.ranks[0];
+    EXPECT_EQ(rank.count(Kind::ReduceScatter), 4 * 3);
+    // Right after each backward, after the residencies placed there.
+    for (size_t i = 0; i < schedule.ranks[0].size(); ++i) {
+      const Action &a = schedule.ranks[0][i];
+      const std::vector<Collective> &after = rank.after[i];
+      if (a.kind == ActionKind::Backward)
+        EXPECT_EQ(after.back(), (Collective{Kind::ReduceScatter, a.stage})) << describe(a);
+      else
+        EXPECT_EQ(std::count_if(after.begin(), after.end(),
+                                [](const Collective &c) { return c.kind == Kind::ReduceScatter; }),
+                  0)
+            << describe(a);
+    }
+    EXPECT_EQ(rank.count(Kind::OptimizerStep), 4);
+  }
+  // Breadth-first runs each stage's backwards together: the same single reduction per stage.
+  ScheduleProblem looped = equalProblem(2, 3, 4);
+  CollectiveProblem breadth =
+      collectiveProblem(looped, llvm::cantFail(scheduleBreadthFirst(looped)), Sharding::Full);
+  const CollectivePlacement once = place(breadth);
+  breadth.reduceEachRun = true;
+  const CollectivePlacement eachRun = place(breadth);
+  for (int64_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(eachRun.ranks[r].atStart, once.ranks[r].atStart);
+    EXPECT_EQ(eachRun.ranks[r].after, once.ranks[r].after);
+    EXPECT_EQ(eachRun.ranks[r].atEnd, once.ranks[r].atEnd);
+  }
+  // Without sharded gradients the whole gradients stay all step whatever the option says.
+  for (Sharding sharding : {Sharding::None, Sharding::Optimizer}) {
+    CollectiveProblem problem = collectiveProblem(stages, schedule, sharding);
+    problem.reduceEachRun = true;
+    EXPECT_EQ(place(problem).ranks[0].count(sharding == Sharding::None ? Kind::AllReduce
+                                                                       : Kind::ReduceScatter),
+              4);
+  }
+}
+
+TEST(Collectives, ReducingEachRunKeepsOneReductionOfTheTiedCopies) {
+  ScheduleProblem stages = equalProblem(1, 4, 2);
+  CollectiveProblem problem =
+      collectiveProblem(stages, llvm::cantFail(scheduleDepthFirst(stages, 1)), Sharding::Full);
+  problem.tiedEmbeddings = true;
+  problem.reduceEachRun = true;
+  CollectivePlacement placement = place(problem);
+  const RankCollectives &rank = placement.ranks[0];
+  // Stages 1 and 2 once per micro-batch; stages 0 and 3 once, after the tie.
+  EXPECT_EQ(rank.count(Kind::ReduceScatter), 2 * 2 + 2);
+  using C = std::vector<Collective>;
+  EXPECT_EQ(C(rank.atEnd.begin(), rank.atEnd.begin() + 3),
+            (C{{Kind::TieGradients, 0, 0, 3}, {Kind::ReduceScatter, 3}, {Kind::ReduceScatter, 0}}));
+}
+
 //===----------------------------------------------------------------------===//
 // check() and verify()
 //===----------------------------------------------------------------------===//
@@ -332,6 +395,31 @@ TEST(Collectives, VerifyRefusesWrongPlacements) {
   std::rotate(bad.ranks[0].atEnd.begin(), bad.ranks[0].atEnd.begin() + 1,
               bad.ranks[0].atEnd.begin() + 2);
   refused(bad, "rank 0 issues reduce_scatter s0 before the tied gradients are added");
+}
+
+TEST(Collectives, VerifyRefusesReductionsThatMissARun) {
+  // Rank 0 runs F s0 mb0, F s1 mb0, F s2 mb0, B s2 mb0, F s0 mb1, B s1 mb0, F s1 mb1,
+  // B s0 mb0, F s2 mb1, B s2 mb1, B s1 mb1, B s0 mb1.
+  ScheduleProblem stages = equalProblem(1, 3, 2);
+  CollectiveProblem problem =
+      collectiveProblem(stages, llvm::cantFail(scheduleDepthFirst(stages, 1)), Sharding::Gradients);
+  problem.reduceEachRun = true;
+  const CollectivePlacement good = place(problem);
+  auto refused = [&](const CollectivePlacement &bad, const std::string &text) {
+    Violation v = verifyReductions(problem, bad);
+    ASSERT_TRUE(v.has_value()) << text;
+    EXPECT_EQ(*v, text);
+  };
+  CollectivePlacement bad = good;
+  bad.ranks[0].after[3].clear();
+  refused(bad, "rank 0 runs B s1 mb0 while the gradients of stage 2 wait for their reduction");
+  bad = good;
+  bad.ranks[0].after[4].push_back({Kind::ReduceScatter, 1});
+  refused(bad, "rank 0 issues reduce_scatter s1 without a backward or weight gradient of the "
+               "stage since its last reduction");
+  bad = good;
+  bad.ranks[0].after[11].clear();
+  refused(bad, "rank 0 never reduces the gradients of stage 0 that B s0 mb1 added");
 }
 
 } // namespace

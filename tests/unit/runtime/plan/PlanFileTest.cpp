@@ -127,6 +127,28 @@ TEST(PlanFile, TensorCommOverlapRoundTripsAndDefaultsToOn) {
   EXPECT_EQ(dump(*read).find("tensor_comm_overlap"), std::string::npos);
 }
 
+TEST(PlanFile, GradientReductionRoundTripsAndNeedsShardedGradients) {
+  Plan plan = twoRankPlan();
+  const std::string once = writePlan(plan);
+  plan.config.sharding = Sharding::Full;
+  plan.config.gradientReduction = GradientReduction::Run;
+  const std::string eachRun = writePlan(plan);
+  absl::StatusOr<Plan> read = readPlan(eachRun.data(), eachRun.size());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->config.gradientReduction, GradientReduction::Run);
+  EXPECT_NE(dump(*read).find("\"gradient_reduction\": \"run\""), std::string::npos);
+  read = readPlan(once.data(), once.size());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->config.gradientReduction, GradientReduction::Step);
+  EXPECT_EQ(dump(*read).find("gradient_reduction"), std::string::npos);
+  for (Sharding sharding : {Sharding::None, Sharding::Optimizer}) {
+    plan.config.sharding = sharding;
+    EXPECT_EQ(std::string(checkPlanSemantics(plan).message()),
+              "invalid plan: config.gradient_reduction \"run\" needs sharded gradients "
+              "(config.sharding \"gradients\" or \"full\")");
+  }
+}
+
 /// The model fields of format 5 on a plan of four layers: two blocks, the second with experts.
 Plan moePlan() {
   Plan plan = twoRankPlan();
