@@ -339,6 +339,85 @@ TEST(PlanSweep, SplitBackwardSchedulesVerify) {
   EXPECT_GT(compiled, 5000 / kSweepStride);
 }
 
+TEST(PlanSweep, ReducingEachRunVerifies) {
+  // Sharded gradients reduced after each run of a stage's backwards, whole and split, on every
+  // schedule family: the pipeline (placement verifier, lowering, simulator) accepts them all,
+  // with one reduce-scatter per run of a rank's gradients on one stage holding a backward or
+  // weight gradient, counted here independently of the pass.
+  using K = pipe::ScheduleKind;
+  struct Variant {
+    K kind;
+    pipe::Placement placement;
+    int64_t v;
+    bool split;
+  };
+  const pipe::Placement loop = pipe::Placement::Loop, vShape = pipe::Placement::V;
+  const Variant variants[] = {{K::GPipe, loop, 1, false},
+                              {K::OneFOneB, loop, 1, false},
+                              {K::DepthFirst, loop, 2, false},
+                              {K::DepthFirst, loop, 3, false},
+                              {K::BreadthFirst, loop, 2, false},
+                              {K::DepthFirst, loop, 2, true},
+                              {K::InterleavedZeroBubble, loop, 2, true},
+                              {K::ZeroBubbleV, vShape, 2, true},
+                              {K::DualPipeV, vShape, 2, true},
+                              {K::ZeroBubbleH1, loop, 1, true}};
+  Compiler compiler;
+  mlir::MLIRContext &context = compiler.context;
+  const std::string &lastError = compiler.lastError;
+  int64_t compiled = 0, configuration = 0, moreThanV = 0;
+  for (const Variant &variant : variants)
+    for (int64_t p = 1; p <= 4; ++p)
+      for (int64_t m = 1; m <= 8; ++m) {
+        sched::Placement placement =
+            variant.placement == vShape ? sched::Placement::V : sched::Placement::Loop;
+        if (!scheduleAccepts(p, variant.v, m, variant.kind, placement, variant.split))
+          continue;
+        for (pipe::Sharding sharding : {pipe::Sharding::Gradients, pipe::Sharding::Full}) {
+          if (configuration++ % kSweepStride != 0)
+            continue;
+          std::string where = stringifyScheduleKind(variant.kind).str() +
+                              (variant.split ? " split " : " ") +
+                              stringifySharding(sharding).str() + " P=" + std::to_string(p) +
+                              " V=" + std::to_string(variant.v) + " M=" + std::to_string(m);
+          Job job = sweepJob(p, variant.v, m, 2, variant.kind, sharding);
+          job.parallelism.placement = fromDialect<Placement>(variant.placement);
+          job.parallelism.splitBackward = variant.split;
+          job.parallelism.gradientReduction = runtime::GradientReduction::Run;
+          mlir::OwningOpRef<mlir::ModuleOp> module = importJob(job, context);
+          mlir::PassManager pm(&context);
+          buildConduitPipeline(pm, {});
+          ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << where << ": " << lastError;
+          ++compiled;
+          runtime::Plan plan = exportPlan(*module->getOps<plan::ProgramOp>().begin());
+          EXPECT_EQ(plan.config.gradientReduction, runtime::GradientReduction::Run) << where;
+          checkPlan(plan, where);
+          for (const runtime::RankProgram &rank : plan.ranks) {
+            int64_t reductions = 0, runs = 0;
+            int32_t stage = -1;
+            bool completes = false;
+            for (const Instruction &i : rank.instructions) {
+              reductions += i.op == Op::ReduceScatter;
+              if (!i.isCompute() || i.op == Op::Forward)
+                continue;
+              if (i.stage != stage) {
+                runs += completes;
+                stage = i.stage;
+                completes = false;
+              }
+              completes |= i.op == Op::Backward || i.op == Op::BackwardWeight;
+            }
+            runs += completes;
+            EXPECT_EQ(reductions, runs) << where;
+            EXPECT_GE(reductions, variant.v) << where;
+            moreThanV += reductions > variant.v;
+          }
+        }
+      }
+  EXPECT_GT(compiled, 200 / kSweepStride);
+  EXPECT_GT(moreThanV, 0);
+}
+
 TEST(PlanSweep, UnequalPartitionsVerify) {
   Compiler compiler;
   mlir::MLIRContext &context = compiler.context;

@@ -18,6 +18,7 @@
 
 #include "runtime/backend/cpu/CpuBackend.h"
 #include "runtime/exec/LoopbackTransport.h"
+#include "runtime/exec/StageWork.h"
 #include "runtime/plan/PlanChecks.h"
 #include "runtime/session/Profile.h"
 #include "runtime/session/Reference.h"
@@ -408,7 +409,8 @@ std::vector<RankRun> train(const BackendKind &kind, const Plan &plan, int64_t fi
         ExecutorOptions options;
         options.peerTimeoutS = 30;
         options.record = true;
-        Executor executor(plan, static_cast<int32_t>(rank), 0, *backend, options);
+        const RankPosition where = RankPosition::of(plan.config, rank);
+        Executor executor(plan, where.pipelineRank, where.replica, *backend, options);
         for (int64_t step = first; step < first + steps; ++step) {
           CONDUIT_ASSIGN_OR_RETURN(StepOutcome outcome, executor.runStep(step));
           run.losses.push_back(outcome.loss);
@@ -670,6 +672,46 @@ TEST(SplitBackwardPlanOnTheCpu, ComputeOutOfOrderIsRefused) {
     EXPECT_EQ(runs[0].status.code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_NE(runs[0].status.message().find(c.message), std::string::npos) << runs[0].status;
   }
+}
+
+// gradient_reduction "run": a reduce-scatter after each backward, added into the shard,
+// trains the model one reduction at the end trains; a backward after the last reduction is
+// refused at the optimizer step instead of being dropped.
+TEST(GradientReductionOnTheCpu, EachRunsReductionAddsUpToOnePerStep) {
+  Instruction reduce = onStage(Op::ReduceScatter, 0);
+  reduce.group = 0;
+  const Instruction F0 = onStage(Op::Forward, 0, 0), B0 = onStage(Op::Backward, 0, 0),
+                    F1 = onStage(Op::Forward, 0, 1), B1 = onStage(Op::Backward, 0, 1),
+                    step = onStage(Op::OptimizerStep, 0);
+  auto replicated = [](std::vector<Instruction> program, GradientReduction reduction) {
+    Plan plan = oneRankPlan(std::move(program));
+    plan.config.data = 2;
+    plan.config.sharding = Sharding::Gradients;
+    plan.config.gradientReduction = reduction;
+    return plan;
+  };
+  const BackendKind cpu = backendKinds().front();
+  std::vector<RankRun> once =
+      train(cpu, replicated({F0, B0, F1, B1, reduce, step}, GradientReduction::Step), 1, 2);
+  std::vector<RankRun> eachRun =
+      train(cpu, replicated({F0, B0, reduce, F1, B1, reduce, step}, GradientReduction::Run), 1, 2);
+  for (size_t r = 0; r < 2; ++r) {
+    ASSERT_TRUE(once[r].status.ok()) << once[r].status;
+    ASSERT_TRUE(eachRun[r].status.ok()) << eachRun[r].status;
+    EXPECT_EQ(eachRun[r].losses, once[r].losses);
+    ASSERT_EQ(eachRun[r].params.size(), once[r].params.size());
+    for (size_t s = 0; s < once[r].params.size(); ++s)
+      for (size_t k = 0; k < once[r].params[s].size(); ++k)
+        ASSERT_NEAR(eachRun[r].params[s][k], once[r].params[s][k], 1e-6) << "parameter " << k;
+  }
+  std::vector<RankRun> lost =
+      train(cpu, replicated({F0, B0, reduce, F1, B1, step}, GradientReduction::Run), 1, 1);
+  ASSERT_FALSE(lost[0].status.ok());
+  EXPECT_EQ(lost[0].status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(lost[0].status.message().find(
+                "optimizer_step s0: the stage has gradients that no reduction covered"),
+            std::string::npos)
+      << lost[0].status;
 }
 
 } // namespace
