@@ -18,8 +18,12 @@ namespace conduit::runtime {
 
 /// The plan file format this code reads and writes.
 constexpr uint32_t kPlanFormatVersion = 5;
-/// Feature bits this code understands (none yet); others make a reader refuse the file.
-constexpr uint64_t kKnownFeatures = 0;
+/// Feature bits: additions a reader must understand, made without a version change. A reader
+/// refuses a plan with a bit it does not know.
+/// config.gradient_reduction "run": a stage reduce-scatters more than once a step, each added
+/// into the shard; a reader that ignored the field would keep only the last.
+constexpr uint64_t kFeatureGradientReductionRun = uint64_t(1) << 0;
+constexpr uint64_t kKnownFeatures = kFeatureGradientReductionRun;
 
 enum class Op : uint8_t {
   Forward,

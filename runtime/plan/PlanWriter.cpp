@@ -124,7 +124,11 @@ flatbuffers::DetachedBuffer buildPlan(const Plan &plan,
         t->qkNopeHeadDim, t->qkRopeHeadDim, t->vHeadDim, t->numExperts, t->topK,
         t->expertFfnHiddenSize, t->router, t->normalizeTopK, t->auxLossCoefficient,
         t->sharedExperts, t->sharedFfnHiddenSize, t->denseLayers, t->capacityFactor, t->imbalance);
-  auto root = fb::CreatePlan(fbb, plan.formatVersion, plan.features, fbb.CreateString(plan.name),
+  // What the configuration needs a reader to understand.
+  const uint64_t features =
+      plan.features |
+      (c.gradientReduction == GradientReduction::Run ? kFeatureGradientReductionRun : 0);
+  auto root = fb::CreatePlan(fbb, plan.formatVersion, features, fbb.CreateString(plan.name),
                              fbb.CreateString(plan.source), configOffset, transformer,
                              fbb.CreateVector(layers), fbb.CreateVector(stages),
                              fbb.CreateVector(groups), fbb.CreateVector(ranks));

@@ -95,7 +95,8 @@ def configuration(run):
         parts.append("a2a overlap" if run["overlap_all_to_alls"] else "no a2a overlap")
     parts.append(f"s {model['seq_length']}")
     if par.get("sharding", "none") != "none":
-        parts.append(f"shard {par['sharding']}")
+        parts.append(f"shard {par['sharding']}"
+                     + (", reduced each run" if par.get("gradient_reduction") == "run" else ""))
     if par.get("activation_checkpointing", "none") != "none":
         parts.append(f"ckpt {par['activation_checkpointing']}")
     if par.get("sequence_parallel"):

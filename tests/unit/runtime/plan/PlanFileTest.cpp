@@ -136,10 +136,13 @@ TEST(PlanFile, GradientReductionRoundTripsAndNeedsShardedGradients) {
   absl::StatusOr<Plan> read = readPlan(eachRun.data(), eachRun.size());
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->config.gradientReduction, GradientReduction::Run);
+  // A feature bit, so that a reader ignoring the field refuses the plan.
+  EXPECT_EQ(read->features, kFeatureGradientReductionRun);
   EXPECT_NE(dump(*read).find("\"gradient_reduction\": \"run\""), std::string::npos);
   read = readPlan(once.data(), once.size());
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->config.gradientReduction, GradientReduction::Step);
+  EXPECT_EQ(read->features, 0u);
   EXPECT_EQ(dump(*read).find("gradient_reduction"), std::string::npos);
   for (Sharding sharding : {Sharding::None, Sharding::Optimizer}) {
     plan.config.sharding = sharding;
