@@ -9,9 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "analysis/Simulator.h"
-#include "runtime/plan/PlanChecks.h"
 #include "tests/unit/CompileToModule.h"
+#include "tests/unit/passes/PlanVerdict.h"
 
 #include <gtest/gtest.h>
 
@@ -43,15 +42,6 @@ std::optional<runtime::Plan> compileDepthFirst(const std::string &reduction, boo
     return std::nullopt;
   }
   return compiled.verified->plan;
-}
-
-/// The error of the plan reader's checks or, when they pass, of the verifier's simulation.
-std::string verdict(const runtime::Plan &plan) {
-  absl::Status semantics = runtime::checkPlanSemantics(plan);
-  if (!semantics.ok())
-    return std::string(semantics.message());
-  SimulationResult result = simulatePlan(plan, PlanCosts::unit(plan));
-  return result.error ? result.error->message : "";
 }
 
 int64_t count(const std::vector<Instruction> &program, Op op) {

@@ -189,6 +189,17 @@ struct Compiler {
     registerDialects(r);
     return r;
   }
+  /// `job` through the whole pipeline into `out`; false, with the diagnostic in lastError, if
+  /// it fails.
+  bool compile(const Job &job, runtime::Plan &out) {
+    mlir::OwningOpRef<mlir::ModuleOp> module = importJob(job, context);
+    mlir::PassManager pm(&context);
+    buildConduitPipeline(pm, {});
+    if (mlir::failed(pm.run(*module)))
+      return false;
+    out = exportPlan(*module->getOps<plan::ProgramOp>().begin());
+    return true;
+  }
   mlir::MLIRContext context;
   std::string lastError;
   mlir::ScopedDiagnosticHandler handler;
@@ -291,7 +302,6 @@ TEST(PlanSweep, SplitBackwardSchedulesVerify) {
       {K::BreadthFirst, vShape, {2}},
   };
   Compiler compiler;
-  mlir::MLIRContext &context = compiler.context;
   const std::string &lastError = compiler.lastError;
   int64_t compiled = 0, configuration = 0;
   for (const Variant &variant : variants)
@@ -315,12 +325,9 @@ TEST(PlanSweep, SplitBackwardSchedulesVerify) {
               Job job = sweepJob(p, v, m, d, variant.kind, sharding);
               job.parallelism.placement = fromDialect<Placement>(variant.placement);
               job.parallelism.splitBackward = true;
-              mlir::OwningOpRef<mlir::ModuleOp> module = importJob(job, context);
-              mlir::PassManager pm(&context);
-              buildConduitPipeline(pm, {});
-              ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << where << ": " << lastError;
+              runtime::Plan plan;
+              ASSERT_TRUE(compiler.compile(job, plan)) << where << ": " << lastError;
               ++compiled;
-              runtime::Plan plan = exportPlan(*module->getOps<plan::ProgramOp>().begin());
               EXPECT_TRUE(plan.config.splitBackward) << where;
               checkPlan(plan, where);
               for (const runtime::RankProgram &rank : plan.ranks) {
@@ -363,7 +370,6 @@ TEST(PlanSweep, ReducingEachRunVerifies) {
                               {K::DualPipeV, vShape, 2, true},
                               {K::ZeroBubbleH1, loop, 1, true}};
   Compiler compiler;
-  mlir::MLIRContext &context = compiler.context;
   const std::string &lastError = compiler.lastError;
   int64_t compiled = 0, configuration = 0, moreThanV = 0;
   for (const Variant &variant : variants)
@@ -384,12 +390,9 @@ TEST(PlanSweep, ReducingEachRunVerifies) {
           job.parallelism.placement = fromDialect<Placement>(variant.placement);
           job.parallelism.splitBackward = variant.split;
           job.parallelism.gradientReduction = runtime::GradientReduction::Run;
-          mlir::OwningOpRef<mlir::ModuleOp> module = importJob(job, context);
-          mlir::PassManager pm(&context);
-          buildConduitPipeline(pm, {});
-          ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << where << ": " << lastError;
+          runtime::Plan plan;
+          ASSERT_TRUE(compiler.compile(job, plan)) << where << ": " << lastError;
           ++compiled;
-          runtime::Plan plan = exportPlan(*module->getOps<plan::ProgramOp>().begin());
           EXPECT_EQ(plan.config.gradientReduction, runtime::GradientReduction::Run) << where;
           checkPlan(plan, where);
           for (const runtime::RankProgram &rank : plan.ranks) {

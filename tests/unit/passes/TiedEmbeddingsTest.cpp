@@ -8,9 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "analysis/Simulator.h"
-#include "runtime/plan/PlanChecks.h"
 #include "tests/unit/CompileToModule.h"
+#include "tests/unit/passes/PlanVerdict.h"
 
 #include <gtest/gtest.h>
 
@@ -47,15 +46,6 @@ std::optional<runtime::Plan> compileTied(const Case &c, std::string *errors = nu
   if (!compiled.ok || !compiled.verified)
     return std::nullopt;
   return compiled.verified->plan;
-}
-
-/// The error of the plan reader's checks or, when they pass, of the verifier's simulation.
-std::string verdict(const runtime::Plan &plan) {
-  absl::Status semantics = runtime::checkPlanSemantics(plan);
-  if (!semantics.ok())
-    return std::string(semantics.message());
-  SimulationResult result = simulatePlan(plan, PlanCosts::unit(plan));
-  return result.error ? result.error->message : "";
 }
 
 const Case kCases[] = {
