@@ -531,7 +531,13 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
     rankStatic[r] += staticStateBytes(job, par, st[s].params, st[s].expertParams);
     const int64_t gathered =
         dataParallel && sharding == runtime::Sharding::Full ? st[s].denseParams() * e : 0;
-    if (dataParallel && fullGradientBuffers(sharding))
+    if (dataParallel && fullGradientBuffers(sharding) &&
+        par.gradientReduction == runtime::GradientReduction::Run)
+      // Reduced after each run: a backward holds its own stage's full buffer, at least.
+      rankActive[r] = std::max(
+          {rankActive[r], facts.forwardHeld[s] + gathered,
+           facts.backwardHeld[s] + st[s].denseParams() * runtime::kGradientBytes + gathered});
+    else if (dataParallel && fullGradientBuffers(sharding))
       rankActive[r] = std::max({rankActive[r], facts.forwardHeldWithGradients[s] + gathered,
                                 facts.backwardHeldWithGradients[s] + gathered});
     else
@@ -564,6 +570,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   problem.replicas = par.data;
   problem.sharding = static_cast<sched::Sharding>(par.sharding);
   problem.window = par.fsdpWindow;
+  problem.reduceEachRun = par.gradientReduction == runtime::GradientReduction::Run;
   problem.tiedEmbeddings = job.model.transformer && job.model.transformer->tieEmbeddings;
   llvm::Expected<sched::CollectivePlacement> placement = sched::placeCollectives(problem);
   if (!placement) {
@@ -576,11 +583,13 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   const size_t numStages = st.size();
   // Each rank's compute stream and collective stream run its instructions in program order,
   // each as soon as its stream is free and what it waits for has finished (LowerToPlan.cpp's
-  // dependencies): a compute waits for its stage's all-gather, an all-gather for the reshard
-  // before it, a reduction for its stage's last backward (and a tied stage's for the tie), an
-  // optimizer step for its reduction, and an all-gather of updated parameters for its
-  // optimizer step. Transfers are left out, and every compute starts no earlier than the
-  // compute-only execution starts it: each of these only delays the plan.
+  // dependencies): a compute waits for its stage's all-gather (reducing each run, a backward,
+  // input or weight gradient also for its stage's previous reduction and for the reduction
+  // issued before the previous one of them), an all-gather for the reshard before it, a reduction
+  // for its stage's last backward (and a tied stage's for the tie), an optimizer step for its
+  // reduction, and an all-gather of updated parameters for its optimizer step. Transfers are left
+  // out, and every compute starts no earlier than the compute-only execution starts it: each of
+  // these only delays the plan.
   double end = 0;
   std::vector<double> gathered(numStages), reduced(numStages), optimized(numStages),
       lastBackward(numStages), tied(numStages);
@@ -592,6 +601,9 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
     std::fill(lastBackward.begin(), lastBackward.end(), 0);
     std::fill(tied.begin(), tied.end(), 0);
     double compute = 0, comm = 0, reshard = 0;
+    // Reducing each run: when the last reduction issued ends, and the one issued before the
+    // previous backward, input or weight gradient (which the next of them waits for).
+    double lastReduction = 0, reductionBeforeGradient = 0;
     auto issue = [&](const sched::Collective &c) {
       const int64_t params = st[c.stage].denseParams();
       switch (c.kind) {
@@ -615,6 +627,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
                                        : Collective::ReduceScatter,
                                    params * runtime::kGradientBytes, par.data, link);
         reduced[c.stage] = comm;
+        lastReduction = comm;
         return;
       case sched::Collective::Kind::OptimizerStep:
         compute = std::max(compute, reduced[c.stage]) +
@@ -656,7 +669,12 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
         duration = stage.weightS;
         break;
       }
-      compute = std::max({compute, facts.earliestStart[r][i], gathered[a.stage]}) + duration;
+      double start = std::max({compute, facts.earliestStart[r][i], gathered[a.stage]});
+      if (problem.reduceEachRun && a.kind != sched::ActionKind::Forward) {
+        start = std::max({start, reduced[a.stage], reductionBeforeGradient});
+        reductionBeforeGradient = lastReduction;
+      }
+      compute = start + duration;
       // A whole backward or a weight gradient completes the stage's gradients (the last one
       // its reduction waits for).
       if (a.kind == sched::ActionKind::Backward || a.kind == sched::ActionKind::BackwardWeight)

@@ -86,7 +86,7 @@ struct ShapeMemory {
 bool isLeafKey(std::string_view key) {
   return key == "parallelism.split_backward" || key == "parallelism.activation_checkpointing" ||
          key == "parallelism.sharding" || key == "parallelism.fsdp_window" ||
-         key == "parallelism.rank_order";
+         key == "parallelism.gradient_reduction" || key == "parallelism.rank_order";
 }
 
 } // namespace
@@ -124,6 +124,7 @@ std::optional<ParallelismSpec> conduit::withLeaves(const ParallelismSpec &shape,
   par.checkpointing = defaults.checkpointing;
   par.sharding = defaults.sharding;
   par.fsdpWindow = defaults.fsdpWindow;
+  par.gradientReduction = defaults.gradientReduction;
   par.rankOrder = defaults.rankOrder;
   for (const Assignment &a : c) {
     if (a.key == "parallelism.split_backward") {
@@ -157,8 +158,20 @@ std::optional<ParallelismSpec> conduit::withLeaves(const ParallelismSpec &shape,
       if (!w || *w < 1 || *w > limits::kMaxStagesPerDevice)
         return std::nullopt;
       par.fsdpWindow = *w;
+    } else if (a.key == "parallelism.gradient_reduction") {
+      std::optional<runtime::GradientReduction> g =
+          a.value.is_string()
+              ? parseEnum<runtime::GradientReduction>(a.value.get_ref<const std::string &>())
+              : std::nullopt;
+      if (!g)
+        return std::nullopt;
+      par.gradientReduction = *g;
     }
   }
+  // The reader's rule: reducing each run needs sharded gradients.
+  if (par.gradientReduction == runtime::GradientReduction::Run &&
+      par.sharding != runtime::Sharding::Gradients && par.sharding != runtime::Sharding::Full)
+    return std::nullopt;
   // The reader's one rule on the split: the zero-bubble schedules always split, and refuse
   // being told not to (the reader has the last word on that).
   if (split == false && runtime::isZeroBubble(par.schedule))

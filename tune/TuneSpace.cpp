@@ -397,6 +397,26 @@ std::vector<Dimension> makeBuiltins() {
                                            : std::vector<int64_t>{1, 2});
                    },
                    nullptr, nullptr});
+  // Reducing sharded gradients after each run differs from once per step only where a rank's
+  // backwards switch stage and come back: several stages per device and micro-batches, and
+  // not breadth-first or a single group of all M micro-batches (which run each stage's
+  // backwards together).
+  table.push_back({"parallelism.gradient_reduction", "reduce",
+                   [](const SpaceRequest &, const Configuration &c) {
+                     const std::string sharding = stringOf(c, kSharding);
+                     const std::optional<runtime::Schedule> kind = scheduleOf(c);
+                     const int64_t m = integerOf(c, kMicrobatches, 1);
+                     const bool oneGroup = kind && isInterleaved(*kind) &&
+                                           integerOf(c, "parallelism.group_size", m) >= m;
+                     return dataOf(c) > 1 && stagesPerDeviceOf(c) > 1 && m > 1 && !oneGroup &&
+                            kind != runtime::Schedule::BreadthFirst &&
+                            (sharding == kFullSharding ||
+                             sharding == enumName(runtime::Sharding::Gradients));
+                   },
+                   [](const SpaceRequest &, const Configuration &) {
+                     return choicesOf<runtime::GradientReduction>();
+                   },
+                   nullptr, nullptr});
   // The rank order decides which links the pipeline and data-parallel groups use.
   table.push_back(
       {"parallelism.rank_order", "order",

@@ -298,6 +298,7 @@ TEST(TuneShapes, LeavesReadAsTheReaderReadsThem) {
       EXPECT_EQ(par->checkpointing, read.checkpointing) << i;
       EXPECT_EQ(par->sharding, read.sharding) << i;
       EXPECT_EQ(par->fsdpWindow, read.fsdpWindow) << i;
+      EXPECT_EQ(par->gradientReduction, read.gradientReduction) << i;
       EXPECT_EQ(par->rankOrder, read.rankOrder) << i;
       EXPECT_EQ(par->schedule, read.schedule) << i;
       EXPECT_EQ(par->splitBackward, read.splitBackward) << i;
@@ -317,9 +318,10 @@ TEST(TuneShapes, LeavesReadAsTheReaderReadsThem) {
     }
   }
   EXPECT_GT(derived, static_cast<int64_t>(configs.size()) / 2);
-  EXPECT_EQ(leaves, (std::set<std::string>{"parallelism.activation_checkpointing",
-                                           "parallelism.fsdp_window", "parallelism.rank_order",
-                                           "parallelism.sharding", "parallelism.split_backward"}));
+  EXPECT_EQ(leaves, (std::set<std::string>{
+                        "parallelism.activation_checkpointing", "parallelism.fsdp_window",
+                        "parallelism.gradient_reduction", "parallelism.rank_order",
+                        "parallelism.sharding", "parallelism.split_backward"}));
 }
 
 TEST(TuneSpace, ListingDropsOnlyWhatCannotCompileOrFit) {
@@ -445,6 +447,45 @@ TEST(TuneBounds, KnowTheTensorSize) {
       EXPECT_GT(bounds->stepTimeS, compiled.report->stepTimeS / 2);
     }
   }
+}
+
+TEST(Tune, ReducingEachRunIsSearchedWhereOnlyItFits) {
+  // One pipeline rank of several stages, depth-first one micro-batch at a time (4 of them),
+  // fully sharded over 2 replicas, with short sequences and untied embeddings (the gradients
+  // weigh most): on a device between
+  // the smallest peak reducing each run and the smallest reducing once per step, only the
+  // former fit, and the search ranks them.
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/gpt2-small.json";
+  Json root = loadJob(path);
+  TuneOptions options;
+  options.gpus = 2;
+  options.globalBatch = 8;
+  options.top = 3;
+  std::string error;
+  for (const char *fix :
+       {"parallelism.pipeline=1", "parallelism.schedule=depth-first", "parallelism.sharding=full",
+        "parallelism.stages_per_device=4", "parallelism.microbatch_size=1",
+        "parallelism.group_size=1", "model.seq_length=64", "model.tie_embeddings=false"}) {
+    std::optional<Restriction> r = parseRestriction(fix, "--fix", error);
+    ASSERT_TRUE(r) << error;
+    options.restrictions.push_back(*r);
+  }
+  std::map<std::string, int64_t> smallest; // per gradient_reduction
+  for (const Compiled &x : bruteForce(root, path, options)) {
+    const std::string mode =
+        x.parallelism.find("\"gradient_reduction\":\"run\"") != std::string::npos ? "run" : "step";
+    auto [it, inserted] = smallest.try_emplace(mode, x.peakMemoryBytes);
+    if (!inserted)
+      it->second = std::min(it->second, x.peakMemoryBytes);
+  }
+  ASSERT_EQ(smallest.size(), 2u);
+  ASSERT_LT(smallest["run"], smallest["step"]);
+  setMemory(root, (smallest["run"] + smallest["step"]) / 2);
+  llvm::Expected<TuneResult> result = tune(root, path, options);
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  ASSERT_FALSE(result->top.empty());
+  for (const TunedConfiguration &t : result->top)
+    EXPECT_EQ(t.job["parallelism"].value("gradient_reduction", "step"), "run") << t.job.dump();
 }
 
 TEST(Tune, NothingFitsNamesTheMemory) {
