@@ -116,6 +116,15 @@ bool conduit::sameShape(const Configuration &a, const Configuration &b) {
   }
 }
 
+/// A leaf's enum value as the job file spells it, into `out`; false if it is none.
+template <typename Enum> static bool readLeaf(const Json &value, Enum &out) {
+  std::optional<Enum> parsed =
+      value.is_string() ? parseEnum<Enum>(value.get_ref<const std::string &>()) : std::nullopt;
+  if (parsed)
+    out = *parsed;
+  return parsed.has_value();
+}
+
 std::optional<ParallelismSpec> conduit::withLeaves(const ParallelismSpec &shape,
                                                    const Configuration &c) {
   const ParallelismSpec defaults;
@@ -132,40 +141,22 @@ std::optional<ParallelismSpec> conduit::withLeaves(const ParallelismSpec &shape,
         return std::nullopt;
       split = a.value.get<bool>();
     } else if (a.key == "parallelism.activation_checkpointing") {
-      std::optional<runtime::Checkpointing> k =
-          a.value.is_string()
-              ? parseEnum<runtime::Checkpointing>(a.value.get_ref<const std::string &>())
-              : std::nullopt;
-      if (!k)
+      if (!readLeaf(a.value, par.checkpointing))
         return std::nullopt;
-      par.checkpointing = *k;
     } else if (a.key == "parallelism.sharding") {
-      std::optional<runtime::Sharding> s =
-          a.value.is_string() ? parseEnum<runtime::Sharding>(a.value.get_ref<const std::string &>())
-                              : std::nullopt;
-      if (!s)
+      if (!readLeaf(a.value, par.sharding))
         return std::nullopt;
-      par.sharding = *s;
     } else if (a.key == "parallelism.rank_order") {
-      std::optional<RankOrder> o =
-          a.value.is_string() ? parseEnum<RankOrder>(a.value.get_ref<const std::string &>())
-                              : std::nullopt;
-      if (!o)
+      if (!readLeaf(a.value, par.rankOrder))
         return std::nullopt;
-      par.rankOrder = *o;
     } else if (a.key == "parallelism.fsdp_window") {
       std::optional<int64_t> w = jsonInteger(a.value);
       if (!w || *w < 1 || *w > limits::kMaxStagesPerDevice)
         return std::nullopt;
       par.fsdpWindow = *w;
     } else if (a.key == "parallelism.gradient_reduction") {
-      std::optional<runtime::GradientReduction> g =
-          a.value.is_string()
-              ? parseEnum<runtime::GradientReduction>(a.value.get_ref<const std::string &>())
-              : std::nullopt;
-      if (!g)
+      if (!readLeaf(a.value, par.gradientReduction))
         return std::nullopt;
-      par.gradientReduction = *g;
     }
   }
   // The reader's rule: reducing each run needs sharded gradients.

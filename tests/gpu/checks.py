@@ -81,10 +81,12 @@ def equivalence(args, summary):
     runs = [
         ("P=4 D=2 V=2 breadth-first, full sharding, bf16", "bf16", 1e-2, 2e-2,
          r"^breadth-first-full-p4-d2-v2$"),
-        ("every schedule and sharding mode, fp32", "fp32", 1e-4, 1e-3,
+        ("every schedule and sharding mode (gradients reduced per step and per run), fp32",
+         "fp32", 1e-4, 1e-3,
          r"^(gpipe-full-p2-d2-v1|1f1b-none-p4-d2-v1|depth-first-full-p2-d2-v2|"
          r"breadth-first-full-p4-d2-v2|breadth-first-(optimizer|gradients)-p2-d2-v2|"
-         r"umpipe-1f1b-p4-d2|searched-1f1b-p4-d2|1f1b-full-checkpointing-p2-d2)$"),
+         r"umpipe-1f1b-p4-d2|searched-1f1b-p4-d2|1f1b-full-checkpointing-p2-d2|"
+         r"(depth-first|interleaved-zb)-full-p2-d2-v2-reduce-each-run)$"),
         ("Llama-style (tied embeddings, GQA, rotary, SwiGLU, RMSNorm), split backward, text, "
          "fp32", "fp32", 1e-4, 1e-3,
          r"^(llama-breadth-first-full-p2-d2-v2|llama-1f1b-none-p4-d1-v1|llama-zbv-full-p2-d2-v2|"
