@@ -18,6 +18,13 @@ llvm::Expected<std::string> conduit::writeTorchCsv(const runtime::Plan &plan,
           "PyTorch's action lists number micro-batches globally and cannot express stages "
           "that cut the batch differently");
   const bool comms = format == TorchCsvFormat::ComputeComms;
+  if (comms && plan.config.data > 1 &&
+      plan.config.gradientReduction == runtime::GradientReduction::Run)
+    return llvm::createStringError(
+        "PyTorch's action lists reduce a stage's gradients once per step (REDUCE_GRAD after its "
+        "last backward) and cannot express parallelism.gradient_reduction \"run\"; write the "
+        "compute-only form (--emit=torch-csv-compute) or compile with gradient_reduction "
+        "\"step\"");
   const bool fsdp = plan.config.sharding == runtime::Sharding::Full && plan.config.data > 1;
   std::string out;
   for (const runtime::RankProgram &rank : plan.ranks) {
