@@ -26,11 +26,9 @@ int64_t shardedState(const Job &job, runtime::Sharding sharding, int64_t ranks, 
   const bool adam = job.training.optimizer == runtime::Optimizer::Adam;
   const int64_t statePerParam = adam ? (e == 4 ? 8 : 12) : (e == 4 ? 0 : 4);
   const int64_t shard = ceilDiv(params, ranks);
-  const bool fullGradients =
-      sharding == runtime::Sharding::Gradients || sharding == runtime::Sharding::Full;
   return (sharding == runtime::Sharding::Full ? shard : params) * e +
          (sharding != runtime::Sharding::None ? shard : params) * statePerParam +
-         (fullGradients ? shard : params) * runtime::kGradientBytes;
+         (runtime::shardsGradients(sharding) ? shard : params) * runtime::kGradientBytes;
 }
 
 } // namespace

@@ -35,7 +35,6 @@ void addStatic(const MemoryProblem &p, const MemoryStage &stage,
   const Sharding sharding = p.replicas > 1 ? p.sharding : Sharding::None;
   const bool shardParams = sharding == Sharding::Full;
   const bool shardState = sharding != Sharding::None;
-  const bool fullGradientBuffers = sharding == Sharding::Gradients || sharding == Sharding::Full;
   // The dense parameters over the D replicas, the routed experts over their expert-data group.
   const int64_t experts = stage.expertParams;
   const std::pair<int64_t, int64_t> parts[] = {
@@ -53,7 +52,7 @@ void addStatic(const MemoryProblem &p, const MemoryStage &stage,
     add(MemoryKind::OptimizerState, (shardState ? ceilDiv(params, data) : params) * state);
     // ZeRO-1 reduce-scatters in place: the whole buffer holds the reduced shard.
     add(MemoryKind::Gradients,
-        (fullGradientBuffers ? ceilDiv(params, data) : params) * kGradientBytes);
+        (runtime::shardsGradients(sharding) ? ceilDiv(params, data) : params) * kGradientBytes);
   }
 }
 
@@ -148,9 +147,7 @@ public:
   }
 
 private:
-  bool fullGradientBuffers() const {
-    return sharding == Sharding::Gradients || sharding == Sharding::Full;
-  }
+  bool fullGradientBuffers() const { return runtime::shardsGradients(sharding); }
 
   int64_t scaled(int64_t b) const {
     return static_cast<int64_t>(std::llround(static_cast<double>(b) * p.sampleScale));

@@ -110,7 +110,7 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
     return;
   }
   if (p.gradientReduction == runtime::GradientReduction::Run &&
-      p.sharding != runtime::Sharding::Gradients && p.sharding != runtime::Sharding::Full) {
+      !runtime::shardsGradients(p.sharding)) {
     diag.report(section.keyPath("gradient_reduction"),
                 "\"run\" reduces sharded gradients as they are computed, but sharding is \"" +
                     std::string(enumName(p.sharding)) +

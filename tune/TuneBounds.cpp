@@ -31,10 +31,6 @@ runtime::Sharding effectiveSharding(const ParallelismSpec &p) {
   return p.data > 1 ? p.sharding : runtime::Sharding::None;
 }
 
-bool fullGradientBuffers(runtime::Sharding s) {
-  return s == runtime::Sharding::Gradients || s == runtime::Sharding::Full;
-}
-
 /// Optimizer and gradient sharding all-gather the updated parameters after the step.
 bool gathersUpdated(runtime::Sharding s) {
   return s == runtime::Sharding::Optimizer || s == runtime::Sharding::Gradients;
@@ -531,13 +527,13 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
     rankStatic[r] += staticStateBytes(job, par, st[s].params, st[s].expertParams);
     const int64_t gathered =
         dataParallel && sharding == runtime::Sharding::Full ? st[s].denseParams() * e : 0;
-    if (dataParallel && fullGradientBuffers(sharding) &&
+    if (dataParallel && runtime::shardsGradients(sharding) &&
         par.gradientReduction == runtime::GradientReduction::Run)
       // Reduced after each run: a backward holds its own stage's full buffer, at least.
       rankActive[r] = std::max(
           {rankActive[r], facts.forwardHeld[s] + gathered,
            facts.backwardHeld[s] + st[s].denseParams() * runtime::kGradientBytes + gathered});
-    else if (dataParallel && fullGradientBuffers(sharding))
+    else if (dataParallel && runtime::shardsGradients(sharding))
       rankActive[r] = std::max({rankActive[r], facts.forwardHeldWithGradients[s] + gathered,
                                 facts.backwardHeldWithGradients[s] + gathered});
     else

@@ -161,7 +161,7 @@ std::optional<ParallelismSpec> conduit::withLeaves(const ParallelismSpec &shape,
   }
   // The reader's rule: reducing each run needs sharded gradients.
   if (par.gradientReduction == runtime::GradientReduction::Run &&
-      par.sharding != runtime::Sharding::Gradients && par.sharding != runtime::Sharding::Full)
+      !runtime::shardsGradients(par.sharding))
     return std::nullopt;
   // The reader's one rule on the split: the zero-bubble schedules always split, and refuse
   // being told not to (the reader has the last word on that).

@@ -403,15 +403,15 @@ std::vector<Dimension> makeBuiltins() {
   // backwards together).
   table.push_back({"parallelism.gradient_reduction", "reduce",
                    [](const SpaceRequest &, const Configuration &c) {
-                     const std::string sharding = stringOf(c, kSharding);
+                     const std::optional<runtime::Sharding> sharding =
+                         parseEnum<runtime::Sharding>(stringOf(c, kSharding));
                      const std::optional<runtime::Schedule> kind = scheduleOf(c);
                      const int64_t m = integerOf(c, kMicrobatches, 1);
                      const bool oneGroup = kind && isInterleaved(*kind) &&
                                            integerOf(c, "parallelism.group_size", m) >= m;
                      return dataOf(c) > 1 && stagesPerDeviceOf(c) > 1 && m > 1 && !oneGroup &&
-                            kind != runtime::Schedule::BreadthFirst &&
-                            (sharding == kFullSharding ||
-                             sharding == enumName(runtime::Sharding::Gradients));
+                            kind != runtime::Schedule::BreadthFirst && sharding &&
+                            runtime::shardsGradients(*sharding);
                    },
                    [](const SpaceRequest &, const Configuration &) {
                      return choicesOf<runtime::GradientReduction>();

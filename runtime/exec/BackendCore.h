@@ -168,10 +168,7 @@ private:
   void needGradients(Stage &stage);
   /// Whether each replica keeps only its shard of the reduced gradients between steps
   /// (ZeRO-2 and full sharding).
-  bool gradientsSharded() const {
-    return sharded && (plan->config.sharding == Sharding::Gradients ||
-                       plan->config.sharding == Sharding::Full);
-  }
+  bool gradientsSharded() const { return sharded && shardsGradients(plan->config.sharding); }
   /// ZeRO-1: the gradients stay whole all step, so the reduce-scatter leaves each replica's
   /// shard in place in them (as Megatron-Core's distributed optimizer does), for the optimizer
   /// to read there; no shard buffer is kept beside them.

@@ -159,6 +159,12 @@ enum class Schedule : uint8_t {
 };
 constexpr int kNumSchedules = 8;
 enum class Sharding : uint8_t { None, Optimizer, Gradients, Full };
+/// Whether the replicas keep only their shards of the reduced gradients (ZeRO-2 and full
+/// sharding): the whole gradients exist only until their reduce-scatter, and
+/// gradient_reduction "run" may add several into the shard.
+constexpr bool shardsGradients(Sharding s) {
+  return s == Sharding::Gradients || s == Sharding::Full;
+}
 /// When sharded gradients are reduced: once per stage per step, after its last backward; or
 /// after each run of the rank's backwards on the stage (forwards aside), each added into the
 /// shard (parallelism.gradient_reduction).

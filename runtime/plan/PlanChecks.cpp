@@ -78,8 +78,7 @@ private:
     CONDUIT_RETURN_IF_ERROR(inRange("config.tensor", c.tensor, 1, kMaxTensor));
     if (c.sequenceParallel && c.tensor == 1)
       return bad("config.sequence_parallel is set without tensor parallelism (config.tensor 1)");
-    if (c.gradientReduction == GradientReduction::Run && c.sharding != Sharding::Gradients &&
-        c.sharding != Sharding::Full)
+    if (c.gradientReduction == GradientReduction::Run && !shardsGradients(c.sharding))
       return bad("config.gradient_reduction \"run\" needs sharded gradients (config.sharding "
                  "\"gradients\" or \"full\")");
     CONDUIT_RETURN_IF_ERROR(inRange("config.expert", c.expert, 1, kMaxData * kMaxTensor));
