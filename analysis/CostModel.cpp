@@ -3,6 +3,7 @@
 #include "analysis/CostModel.h"
 
 #include "analysis/ProfileReader.h"
+#include "runtime/plan/MemoryKinds.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +15,8 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
   CostModel cost;
   const Cluster &cluster = in.cluster;
   cost.flopRate = cluster.peakFlops * cluster.efficiency;
+  cost.memoryBandwidth = cluster.memoryBandwidth;
+  cost.parameterBytes = in.parameterBytes;
   cost.launchOverheadS = cluster.launchOverheadS;
   cost.latencyS = cluster.latencyS;
   cost.intraBandwidth = cluster.intraNodeBandwidth;
@@ -92,12 +95,22 @@ namespace {
 double optimizerFlopsPerParam(bool adam) { return adam ? 10 : 2; }
 } // namespace
 
+int64_t CostModel::optimizerBytesPerParam(bool adam, int64_t parameterBytes) {
+  const int64_t moments = adam ? 2 * 2 * 4 : 0;
+  const int64_t master = 2 * 4 + (parameterBytes == 4 ? 0 : parameterBytes);
+  return runtime::kGradientBytes + moments + master;
+}
+
 double CostModel::optimizerStepTime(bool adam, int64_t params) const {
   const double n = static_cast<double>(params);
   if (optimizerSPerParam)
     return n * *optimizerSPerParam * optimizerFlopsPerParam(adam) /
            optimizerFlopsPerParam(profiledAdam);
-  return n * optimizerFlopsPerParam(adam) / flopRate;
+  const double compute = n * optimizerFlopsPerParam(adam) / flopRate;
+  if (!(memoryBandwidth > 0))
+    return compute;
+  const double bytes = n * static_cast<double>(optimizerBytesPerParam(adam, parameterBytes));
+  return std::max(compute, bytes / memoryBandwidth);
 }
 
 double CostModel::analyticTime(int64_t layer, Pass pass, int64_t samples) const {

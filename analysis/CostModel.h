@@ -44,6 +44,9 @@ struct CostInputs {
   /// blocks' attention cores (selective).
   bool recompute = false;
   bool recomputeAttentionCore = false;
+  /// Bytes of a parameter in the training dtype (the working copy the optimizer writes back
+  /// beside its fp32 master; 4 when the parameters are the master).
+  int64_t parameterBytes = 4;
   /// Per layer: name (to match a profile), forward and backward FLOPs per sample, and the
   /// weight-gradient part of the backward (empty: half).
   std::vector<std::string> names;
@@ -96,9 +99,15 @@ public:
   MicrobatchTimes stageMicrobatchTimes(int64_t first, int64_t end,
                                        const std::vector<int64_t> &boundaries) const;
   /// One optimizer step on `params` parameters: measured per parameter when the profile has
-  /// it (scaled by the FLOP ratio when it measured the other optimizer), else Adam's 10 or
-  /// SGD's 2 FLOP per parameter at the compute rate.
+  /// it (scaled by the FLOP ratio when it measured the other optimizer), else the roofline of
+  /// Adam's 10 or SGD's 2 FLOP per parameter at the compute rate and the bytes it reads and
+  /// writes per parameter (optimizerBytesPerParam) at the memory bandwidth, where the cluster
+  /// states one.
   double optimizerStepTime(bool adam, int64_t params) const;
+  /// The bytes one optimizer update moves per parameter: the fp32 gradient read, Adam's two
+  /// fp32 moments read and written, the fp32 master (or fp32 parameter) read and written, and
+  /// with 16-bit parameters the working copy written.
+  static int64_t optimizerBytesPerParam(bool adam, int64_t parameterBytes);
 
   /// Global rank of (pipeline rank, data-parallel replica, tensor rank): the position of
   /// (pipeline rank, replica) per the rank order, times T, plus the tensor rank (T is
@@ -170,6 +179,8 @@ private:
   double analyticTime(int64_t layer, Pass pass, int64_t samples) const;
 
   double flopRate = 1;
+  double memoryBandwidth = 0; ///< 0: not stated, the optimizer priced by its FLOPs alone
+  int64_t parameterBytes = 4;
   Roofline roofline;
   double launchOverheadS = 0;
   double latencyS = 0;

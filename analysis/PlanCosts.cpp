@@ -62,7 +62,8 @@ double expertAllToAllTime(const CostModel &cost, int64_t bytes, int64_t members,
 
 } // namespace
 
-PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &cost) {
+PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &cost,
+                                   const std::vector<int64_t> &rankParams) {
   PlanCosts costs;
   costs.cost = &cost;
   costs.progressBetweenComputes = cost.progressBetweenComputes();
@@ -75,7 +76,8 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
     costs.input.push_back(std::move(times.input));
     costs.weight.push_back(std::move(times.weight));
     bool sharded = c.data > 1 && c.sharding != runtime::Sharding::None;
-    int64_t params = sharded ? ceilDiv(stage.params, c.data) : stage.params;
+    const int64_t whole = rankParams.empty() ? stage.params : rankParams[stage.index];
+    int64_t params = sharded ? ceilDiv(whole, c.data) : whole;
     costs.optimizer.push_back(
         cost.optimizerStepTime(c.optimizer == runtime::Optimizer::Adam, params));
   }

@@ -36,6 +36,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
   in.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;
   in.recompute = par.getCheckpointing() == pipe::Checkpointing::Full;
   in.recomputeAttentionCore = par.getCheckpointing() == pipe::Checkpointing::Selective;
+  in.parameterBytes = training.getElementBytes();
   if (architecture) {
     TransformerShape &shape = in.transformer.emplace();
     shape.numLayers = architecture.getNumLayers();

@@ -136,7 +136,10 @@ std::vector<int64_t> conduit::stageOutputBytes(pipe::ModelOp model) {
   return bytes;
 }
 
-TensorShare conduit::tensorShare(pipe::ParallelismAttr par, pipe::LayerOp layer) {
+namespace {
+
+/// pipe.layer and plan.layer have the same fields.
+template <typename Layer> TensorShare shareOf(pipe::ParallelismAttr par, Layer layer) {
   SplitLayer figures;
   figures.embedding = layer.getKind() == pipe::LayerKind::Embedding;
   figures.params = layer.getParams();
@@ -149,6 +152,28 @@ TensorShare conduit::tensorShare(pipe::ParallelismAttr par, pipe::LayerOp layer)
   figures.outputBytes = layer.getOutputBytes();
   figures.attentionCoreBytes = layer.getAttentionCoreBytes().value_or(0);
   return conduit::tensorShare(figures, par.getTensor(), par.getSequenceParallel(), par.getExpert());
+}
+
+/// The parameters of each of `stages` on one rank of its tensor group.
+template <typename Layers, typename Stages>
+std::vector<int64_t> rankParams(pipe::ParallelismAttr par, Layers layers, Stages stages) {
+  std::vector<int64_t> prefix = {0};
+  for (auto layer : layers)
+    prefix.push_back(prefix.back() + shareOf(par, layer).params);
+  std::vector<int64_t> params;
+  for (auto stage : stages)
+    params.push_back(prefix[stage.getEndLayer()] - prefix[stage.getFirstLayer()]);
+  return params;
+}
+
+} // namespace
+
+TensorShare conduit::tensorShare(pipe::ParallelismAttr par, pipe::LayerOp layer) {
+  return shareOf(par, layer);
+}
+
+TensorShare conduit::tensorShare(pipe::ParallelismAttr par, plan::LayerOp layer) {
+  return shareOf(par, layer);
 }
 
 TensorLayout::TensorLayout(pipe::ModelOp model) {
@@ -203,14 +228,11 @@ std::vector<runtime::TensorCollective> TensorLayout::of(int64_t stage, int64_t m
 
 std::vector<int64_t> conduit::rankStageParams(pipe::ModelOp model,
                                               std::optional<pipe::ParallelismAttr> par) {
-  const pipe::ParallelismAttr parallelism = par.value_or(model.getParallelism());
-  std::vector<int64_t> prefix = {0};
-  for (pipe::LayerOp layer : model.getLayers())
-    prefix.push_back(prefix.back() + tensorShare(parallelism, layer).params);
-  std::vector<int64_t> params;
-  for (pipe::StageOp stage : model.getStages())
-    params.push_back(prefix[stage.getEndLayer()] - prefix[stage.getFirstLayer()]);
-  return params;
+  return rankParams(par.value_or(model.getParallelism()), model.getLayers(), model.getStages());
+}
+
+std::vector<int64_t> conduit::rankStageParams(plan::ProgramOp program) {
+  return rankParams(program.getParallelism(), program.getLayers(), program.getStages());
 }
 
 std::vector<int64_t> conduit::stageParams(pipe::ModelOp model) {

@@ -59,6 +59,7 @@ std::vector<int64_t> stageParams(pipe::ModelOp model);
 
 /// One layer's figures (per sample) on one rank of its tensor group (analysis/TensorShare.h).
 TensorShare tensorShare(pipe::ParallelismAttr par, pipe::LayerOp layer);
+TensorShare tensorShare(pipe::ParallelismAttr par, plan::LayerOp layer);
 
 /// A model's layers and configuration as runtime/plan/TensorCollectives.h reads them, to ask
 /// which tensor collectives a compute issues.
@@ -86,6 +87,8 @@ private:
 /// `par` in place of the model's, when given.
 std::vector<int64_t> rankStageParams(pipe::ModelOp model,
                                      std::optional<pipe::ParallelismAttr> par = std::nullopt);
+/// The same for a plan.program's stage table (whose stages state the whole stage's params).
+std::vector<int64_t> rankStageParams(plan::ProgramOp program);
 
 /// The micro-batch search's step-time evaluator for a model in phase `split` or later, with
 /// the durations the plan simulator will use (OptimizeMicrobatches.cpp). Fails, with a

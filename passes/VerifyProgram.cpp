@@ -3,6 +3,7 @@
 #include "passes/VerifyProgram.h"
 
 #include "passes/CostModelBuilder.h"
+#include "passes/PassUtils.h"
 #include "passes/PlanExport.h"
 #include "runtime/plan/PlanChecks.h"
 
@@ -41,8 +42,9 @@ conduit::verifyProgram(plan::ProgramOp program,
     program.emitOpError() << llvm::toString(cost.takeError());
     return mlir::failure();
   }
-  verified.simulation =
-      simulatePlan(verified.plan, PlanCosts::fromCostModel(verified.plan, *cost), simulation);
+  verified.simulation = simulatePlan(
+      verified.plan, PlanCosts::fromCostModel(verified.plan, *cost, rankStageParams(program)),
+      simulation);
   if (const std::optional<SimulationError> &error = verified.simulation.error) {
     at(error->rank, error->instruction) << error->message;
     return mlir::failure();

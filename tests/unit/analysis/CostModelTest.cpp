@@ -321,6 +321,31 @@ TEST(CostModelTest, LayersWithoutAShapeKeepTheirFlops) {
   EXPECT_DOUBLE_EQ(split.forwardTime(0, 3), 1e-5 + 3e12 / rate / 4);
 }
 
+TEST(CostModelTest, TheOptimizerStepIsPricedByItsBytes) {
+  CostInputs in;
+  in.cluster = a100();
+  in.names = {"a"};
+  in.fwdFlops = {1e12};
+  in.bwdFlops = {2e12};
+  const int64_t n = 1'000'000'000;
+  // Adam on bf16 parameters: the fp32 gradient read (4), both moments read and written (16),
+  // the fp32 master read and written (8), the bf16 copy written (2): 30 bytes a parameter.
+  in.parameterBytes = 2;
+  EXPECT_EQ(CostModel::optimizerBytesPerParam(true, 2), 30);
+  EXPECT_DOUBLE_EQ(build(in).optimizerStepTime(true, n), 30.0 * n / 2.039e12);
+  // fp32 parameters are their own master: 28. SGD keeps no moments: 14 and 12.
+  EXPECT_EQ(CostModel::optimizerBytesPerParam(true, 4), 28);
+  EXPECT_EQ(CostModel::optimizerBytesPerParam(false, 2), 14);
+  EXPECT_EQ(CostModel::optimizerBytesPerParam(false, 4), 12);
+  in.parameterBytes = 4;
+  EXPECT_DOUBLE_EQ(build(in).optimizerStepTime(false, n), 12.0 * n / 2.039e12);
+  // The bytes, not the 10 FLOP a parameter, bound it: over 200 times the FLOPs' time here.
+  EXPECT_GT(build(in).optimizerStepTime(true, n), 200 * 10.0 * n / (312e12 * 0.5));
+  // A cluster without a memory bandwidth prices the FLOPs alone, as a unit-cost job wants.
+  in.cluster.memoryBandwidth = 0;
+  EXPECT_DOUBLE_EQ(build(in).optimizerStepTime(true, n), 10.0 * n / (312e12 * 0.5));
+}
+
 TEST(CostModelTest, TransformerInputsAreChecked) {
   CostInputs in = transformerInputs(gpt52b());
   in.cluster.memoryBandwidth = 0;
