@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <map>
 #include <set>
@@ -91,6 +92,85 @@ absl::StatusOr<TransportTiming> timeTransport(const Plan &plan, Backend &backend
     timing.oneWayS.push_back(s);
   }
   return timing;
+}
+
+namespace {
+
+/// The (seconds, count) pairs of a timing, one per pass.
+std::array<std::pair<double *, int64_t *>, 4> passesOf(LayerTiming &t) {
+  return {{{&t.forwardS, &t.forwardCount},
+           {&t.backwardS, &t.backwardCount},
+           {&t.inputS, &t.inputCount},
+           {&t.weightS, &t.weightCount}}};
+}
+
+} // namespace
+
+std::vector<LayerTiming> timingsSince(const std::vector<LayerTiming> &before,
+                                      const std::vector<LayerTiming> &now) {
+  std::map<std::pair<int64_t, int64_t>, LayerTiming> earlier;
+  for (const LayerTiming &t : before)
+    earlier[{t.layer, t.samples}] = t;
+  std::vector<LayerTiming> out;
+  for (LayerTiming t : now) {
+    auto it = earlier.find({t.layer, t.samples});
+    if (it != earlier.end()) {
+      const auto was = passesOf(it->second);
+      const auto is = passesOf(t);
+      for (size_t pass = 0; pass < is.size(); ++pass) {
+        *is[pass].first -= *was[pass].first;
+        *is[pass].second -= *was[pass].second;
+      }
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty())
+    return 0;
+  const size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  if (values.size() % 2 == 1)
+    return values[mid];
+  const double upper = values[mid];
+  return (*std::max_element(values.begin(), values.begin() + mid) + upper) / 2;
+}
+
+std::vector<LayerTiming> typicalTimings(const std::vector<std::vector<LayerTiming>> &steps) {
+  using Key = std::pair<int64_t, int64_t>;
+  std::vector<Key> order;
+  std::map<Key, LayerTiming> total;
+  std::map<Key, std::array<std::vector<double>, 4>> means;
+  for (const std::vector<LayerTiming> &step : steps)
+    for (LayerTiming t : step) {
+      const Key key{t.layer, t.samples};
+      auto [it, added] = total.try_emplace(key);
+      if (added) {
+        order.push_back(key);
+        it->second.layer = t.layer;
+        it->second.samples = t.samples;
+      }
+      std::array<std::vector<double>, 4> &perPass = means[key];
+      const auto inStep = passesOf(t);
+      const auto inRun = passesOf(it->second);
+      for (size_t pass = 0; pass < inStep.size(); ++pass) {
+        if (*inStep[pass].second <= 0)
+          continue;
+        perPass[pass].push_back(*inStep[pass].first / static_cast<double>(*inStep[pass].second));
+        *inRun[pass].second += *inStep[pass].second;
+      }
+    }
+  std::vector<LayerTiming> out;
+  for (const Key &key : order) {
+    LayerTiming t = total[key];
+    const auto inRun = passesOf(t);
+    for (size_t pass = 0; pass < inRun.size(); ++pass)
+      *inRun[pass].first = median(means[key][pass]) * static_cast<double>(*inRun[pass].second);
+    out.push_back(t);
+  }
+  return out;
 }
 
 absl::Status writeProfile(const Plan &plan, const std::string &backend,

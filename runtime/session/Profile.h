@@ -3,8 +3,8 @@
 // `conduit-run --profile FILE` writes what the compiler's cost model reads as
 // `cluster.profile`: per layer of the plan, in order, the measured forward and backward
 // seconds for each micro-batch size that ran, and the optimizer's seconds per parameter of a
-// step (means over the run, without its first step when it has more: that one pays for
-// set-up):
+// step (each the median over the run's steps of the step's mean, without its first step when
+// it has more: that one pays for set-up; typicalTimings):
 //
 //   {"conduit_profile": 1, "backend": "cpu", "job": "demo",
 //    "optimizer": "adam", "optimizer_s_per_param": 4.1e-09,
@@ -82,6 +82,21 @@ struct RunMeasurements {
   std::optional<TransportTiming> transport;    ///< the ping-pong, when timed
   std::optional<model::RoutedLoad> routedLoad; ///< expert parallelism: every rank's together
 };
+
+/// The part of a run's timings (Backend::layerTimings, sums keyed by layer and samples) that
+/// came after `before`, an earlier copy of them: one step's, taken between steps.
+std::vector<LayerTiming> timingsSince(const std::vector<LayerTiming> &before,
+                                      const std::vector<LayerTiming> &now);
+
+/// One step's timings standing for them all: per layer and size, and per pass, the median
+/// over the steps of the step's mean time, times the run's count. A step that something else
+/// on the machine disturbed (a preempted process, another job's burst) then moves nothing,
+/// where it would move a mean over the run. Entries keep the order of their first step.
+std::vector<LayerTiming> typicalTimings(const std::vector<std::vector<LayerTiming>> &steps);
+
+/// The median of `values` (the mean of the middle two when their count is even; 0 when
+/// empty).
+double median(std::vector<double> values);
 
 /// Writes the profile of `timings` (from all ranks) and `measured`. Fails if a layer of the
 /// plan never ran.

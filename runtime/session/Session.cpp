@@ -64,15 +64,18 @@ void printInitialised(const std::string &path, int64_t step) {
   std::fflush(stdout);
 }
 
-void printSummary(const Plan &plan, int64_t steps, int64_t ranks, double seconds, double loss) {
+/// `typicalStep`: the median of rank 0's step times (without the first step when there are
+/// more), which a step that something else on the machine disturbed does not move.
+void printSummary(const Plan &plan, int64_t steps, int64_t ranks, double seconds,
+                  double typicalStep, double loss) {
   // In double: the product of the plan's bounded figures still need not fit in an int64.
   const Config &c = plan.config;
   const double tokens = static_cast<double>(c.batchSamples()) * static_cast<double>(c.data) *
                         static_cast<double>(c.tokensPerSample) * static_cast<double>(steps);
-  std::printf("done: %lld steps on %lld ranks in %.3f s (%.4f s per step, %.0f tokens/s), "
-              "final loss %.9g\n",
+  std::printf("done: %lld steps on %lld ranks in %.3f s (%.4f s per step, median %.4f s, "
+              "%.0f tokens/s), final loss %.9g\n",
               static_cast<long long>(steps), static_cast<long long>(ranks), seconds,
-              seconds / steps, tokens / seconds, static_cast<float>(loss));
+              seconds / steps, typicalStep, tokens / seconds, static_cast<float>(loss));
   std::fflush(stdout);
 }
 
@@ -270,10 +273,10 @@ void printMemory(const Plan &plan, const std::vector<RankMemory> &memory) {
 }
 
 /// Every rank's layer timings, and what rank 0 holds of the rest, written by rank 0.
-absl::Status writeProfileAtZero(const Plan &plan, RankGroup &group, const Backend &backend,
+absl::Status writeProfileAtZero(const Plan &plan, RankGroup &group, const std::string &backend,
+                                const std::vector<LayerTiming> &rankTimings,
                                 const RunMeasurements &measured, const std::string &path) {
-  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                           group.gatherAtZero(bytesOf(backend.layerTimings())));
+  CONDUIT_ASSIGN_OR_RETURN(std::vector<std::string> all, group.gatherAtZero(bytesOf(rankTimings)));
   if (group.rank() != 0)
     return absl::OkStatus();
   std::vector<LayerTiming> timings;
@@ -281,7 +284,7 @@ absl::Status writeProfileAtZero(const Plan &plan, RankGroup &group, const Backen
     for (const LayerTiming &t : valuesOf<LayerTiming>(bytes))
       timings.push_back(t);
   std::ofstream out(path);
-  CONDUIT_RETURN_IF_ERROR(writeProfile(plan, backend.name(), timings, measured, out));
+  CONDUIT_RETURN_IF_ERROR(writeProfile(plan, backend, timings, measured, out));
   if (!out)
     return absl::UnavailableError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
@@ -410,7 +413,13 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
 
   const int64_t last = first + options.steps - 1;
   double loss = 0;
+  // Each step's wall time on this rank, and with --profile each step's layer timings: the
+  // run's figures are the typical step's (typicalTimings), not the mean's.
+  std::vector<double> stepSeconds;
+  std::vector<std::vector<LayerTiming>> stepTimings;
+  std::vector<LayerTiming> timingsBefore;
   for (int64_t step = first; step <= last; ++step) {
+    const auto stepStart = std::chrono::steady_clock::now();
     absl::StatusOr<StepOutcome> outcome = executor.runStep(step);
     if (!outcome.ok()) {
       if (rank.injected)
@@ -421,8 +430,17 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
       return {kExitFailure, outcome.status(), /*fatal=*/true};
     }
     loss = outcome->loss;
-    if (step == first && last > first)
+    if (step == first && last > first) {
       backend.clearLayerTimings(); // the first step pays for set-up
+    } else {
+      stepSeconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - stepStart).count());
+      if (!options.profile.empty()) {
+        std::vector<LayerTiming> now = backend.layerTimings();
+        stepTimings.push_back(timingsSince(timingsBefore, now));
+        timingsBefore = std::move(now);
+      }
+    }
     if (group.rank() == 0)
       printStep(step, loss, outcome->auxLoss);
     const bool due = options.checkpointEvery ? step % options.checkpointEvery == 0 : step == last;
@@ -450,7 +468,7 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   if (!pairs.ok())
     return {kExitFailure, pairs.status()};
   if (group.rank() == 0) {
-    printSummary(plan, options.steps, group.size(), seconds, loss);
+    printSummary(plan, options.steps, group.size(), seconds, median(stepSeconds), loss);
     printMemory(plan, *memory);
     if (*load)
       std::printf("%s\n", routedLoadLine(plan, **load).c_str());
@@ -464,8 +482,8 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   if (finished.ok() && !options.trace.empty())
     finished = writeTrace(plan, group, where, executor, seconds / options.steps, options.trace);
   if (finished.ok() && !options.profile.empty())
-    finished =
-        writeProfileAtZero(plan, group, backend, {*memory, transport, *load}, options.profile);
+    finished = writeProfileAtZero(plan, group, backend.name(), typicalTimings(stepTimings),
+                                  {*memory, transport, *load}, options.profile);
   if (!finished.ok())
     return {kExitFailure, finished};
   return {};

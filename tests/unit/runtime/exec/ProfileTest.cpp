@@ -68,6 +68,54 @@ TEST(TransportFitTest, NoiseThatTiltsTheLineKeepsWhatWasMeasured) {
   EXPECT_EQ(fitTransport({}).bandwidth, 0);
 }
 
+TEST(TypicalTimingsTest, ADisturbedStepMovesNothing) {
+  // Layer 1 at 2 samples: two forwards a step at 1 ms, one backward at 3 ms; the optimizer
+  // (layer kOptimizerTiming) once a step at 0.5 ms. Step 3 was disturbed: everything took
+  // ten times as long.
+  auto step = [](double scale) {
+    LayerTiming layer{1, 2, 2 * 1e-3 * scale, 3e-3 * scale, 2, 1};
+    LayerTiming optimizer{kOptimizerTiming, 1000, 0.5e-3 * scale, 0, 1, 0};
+    return std::vector<LayerTiming>{layer, optimizer};
+  };
+  std::vector<std::vector<LayerTiming>> steps = {step(1), step(1), step(10), step(1), step(1)};
+  std::vector<LayerTiming> typical = typicalTimings(steps);
+  ASSERT_EQ(typical.size(), 2u);
+  EXPECT_EQ(typical[0].layer, 1);
+  EXPECT_EQ(typical[0].samples, 2);
+  // The run's counts, each at the typical step's mean time.
+  EXPECT_EQ(typical[0].forwardCount, 10);
+  EXPECT_EQ(typical[0].backwardCount, 5);
+  EXPECT_DOUBLE_EQ(typical[0].forwardS, 10 * 1e-3);
+  EXPECT_DOUBLE_EQ(typical[0].backwardS, 5 * 3e-3);
+  EXPECT_EQ(typical[0].inputCount, 0);
+  EXPECT_EQ(typical[0].inputS, 0);
+  EXPECT_EQ(typical[1].layer, kOptimizerTiming);
+  EXPECT_DOUBLE_EQ(typical[1].forwardS, 5 * 0.5e-3);
+  // A mean over the run would have said 2.8 ms a forward.
+}
+
+TEST(TypicalTimingsTest, EachStepIsWhatItAddedToTheRunsSums) {
+  // The backend's sums after two steps, and after three: the third step's part.
+  std::vector<LayerTiming> before = {{0, 4, 2.0, 4.0, 2, 2}, {3, 4, 1.0, 0, 1, 0}};
+  std::vector<LayerTiming> now = {
+      {0, 4, 3.5, 6.0, 3, 3}, {3, 4, 1.0, 0, 1, 0}, {5, 1, 0.25, 0, 1, 0}};
+  std::vector<LayerTiming> third = timingsSince(before, now);
+  ASSERT_EQ(third.size(), 3u);
+  EXPECT_DOUBLE_EQ(third[0].forwardS, 1.5);
+  EXPECT_EQ(third[0].forwardCount, 1);
+  EXPECT_DOUBLE_EQ(third[0].backwardS, 2.0);
+  EXPECT_EQ(third[1].forwardCount, 0);       // did not run in that step
+  EXPECT_DOUBLE_EQ(third[2].forwardS, 0.25); // first ran in that step
+  EXPECT_EQ(third[2].forwardCount, 1);
+}
+
+TEST(TypicalTimingsTest, TheMedianOfAnEvenCountIsTheMeanOfTheMiddleTwo) {
+  EXPECT_EQ(median({}), 0);
+  EXPECT_EQ(median({3}), 3);
+  EXPECT_EQ(median({4, 1, 3}), 3);
+  EXPECT_EQ(median({4, 1, 3, 2}), 2.5);
+}
+
 TEST(ProfileWriterTest, WritesOverheadsAndTheTransport) {
   const Plan plan = twoRankPlan();
   std::vector<LayerTiming> timings;
