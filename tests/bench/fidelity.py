@@ -16,7 +16,8 @@ configuration the memory plan refuses is a miss, and counts as a 100% error.
 
 Usage: fidelity.py --compiler BUILD/bin/conduit-compile [--markdown] [--only ID,...]
        [--summary-only]
-Prints a table (Markdown with --markdown) and one summary line; exit code 0 whatever the
+Prints a table (Markdown with --markdown) and a summary line, then the same for the dense runs
+and for the mixtures of experts when both are selected; exit code 0 whatever the
 figures (the targets are stated in docs/fidelity.md, which holds the table), 1 if a run
 cannot be compiled for another reason than memory.
 """
@@ -106,6 +107,33 @@ def configuration(run):
     return ", ".join(parts)
 
 
+def is_moe(run):
+    """Whether the run's model is a mixture of experts: a `moe` section, or a Hugging Face
+    config with routed experts."""
+    model = run["job"]["model"]
+    if "moe" in model:
+        return True
+    if "path" not in model:
+        return False
+    with open(os.path.join(HERE, model["path"])) as f:
+        config = json.load(f)
+    return any(config.get(key) for key in ("num_experts", "n_routed_experts", "num_local_experts"))
+
+
+def summary(label, runs, errors, misses, memory_errors):
+    """One line: the median and worst throughput error (a miss counts 100%), how many within
+    10%, how many refused, and the memory errors where published."""
+    sources = len({run["source"] for run in runs})
+    line = (f"{label}: {len(runs)} runs from {sources} sources: throughput median |error| "
+            f"{100 * statistics.median(errors):.1f}%, worst {100 * max(errors):.1f}%, "
+            f"{sum(e <= 0.10 for e in errors)} within 10%, {misses} refused by the memory plan")
+    if memory_errors:
+        line += (f"; memory ({len(memory_errors)} published) median |error| "
+                 f"{100 * statistics.median(memory_errors):.1f}%, worst "
+                 f"{100 * max(memory_errors):.1f}%")
+    return line
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--compiler", required=True)
@@ -140,15 +168,16 @@ def main():
 
     if not args.summary_only:
         print_table(rows, args.markdown)
-    sources = len({run["source"] for run in runs})
-    line = (f"fidelity: {len(runs)} runs from {sources} sources: throughput median |error| "
-            f"{100 * statistics.median(errors):.1f}%, worst {100 * max(errors):.1f}%, "
-            f"{sum(e <= 0.10 for e in errors)} within 10%, {misses} refused by the memory plan")
-    if memory_errors:
-        line += (f"; memory ({len(memory_errors)} published) median |error| "
-                 f"{100 * statistics.median(memory_errors):.1f}%, worst "
-                 f"{100 * max(memory_errors):.1f}%")
-    print(line)
+    print(summary("fidelity", runs, errors, misses, memory_errors))
+    # The same over the dense runs and over the mixtures of experts, when both are there.
+    kinds = [is_moe(run) for run in runs]
+    if len(set(kinds)) == 2:
+        for label, moe in (("  dense", False), ("  mixtures of experts", True)):
+            part = [i for i, k in enumerate(kinds) if k == moe]
+            part_memory = [abs(rows[i][4][2]) for i in part
+                           if rows[i][2] is not None and rows[i][4][2] is not None]
+            print(summary(label, [runs[i] for i in part], [errors[i] for i in part],
+                          sum(rows[i][2] is None for i in part), part_memory))
     return 0
 
 
