@@ -21,7 +21,8 @@ TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t 
   shape.gated = spec.mlp == MlpKind::SwiGLU;
   shape.rotary = spec.position == PositionKind::Rotary;
   shape.elementBytes = elementBytes;
-  shape.flashAttention = spec.attention == AttentionKind::Flash;
+  shape.flashAttention = fusedAttention(spec.attention);
+  shape.flashAttention2 = spec.attention == AttentionKind::Flash2;
   shape.headDim = spec.headDim.value_or(0);
   if (const std::optional<LatentAttentionSpec> &mla = spec.latentAttention) {
     shape.qLoraRank = mla->qLoraRank;

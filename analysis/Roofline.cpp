@@ -267,8 +267,8 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
     // One fused kernel per pass over this rank's heads: the scores stay on chip, the forward
     // keeps the softmax statistics only, the backward recomputes the scores. Latent
     // attention's two widths count as their mean (the FLOPs are 2 s^2 (qk + v) per head).
-    work.attentionCore.attention = {heads, s, (qk + dv) / 2, false};
-    work.inputGradient.attention = {heads, s, (qk + dv) / 2, true};
+    work.attentionCore.attention = {heads, s, (qk + dv) / 2, false, x.flashAttention2};
+    work.inputGradient.attention = {heads, s, (qk + dv) / 2, true, x.flashAttention2};
     return work;
   }
 
@@ -343,7 +343,10 @@ double Roofline::time(const FusedAttention &a, int64_t samples) const {
   if (a.heads <= 0)
     return 0;
   const double flops = a.flops(samples);
-  const double efficiency = a.backward ? kernels.attentionBackward : kernels.attentionForward;
+  const bool flash2 = a.flash2 && kernels.flash2Forward > 0;
+  const double efficiency =
+      flash2 ? (a.backward ? kernels.flash2Backward : kernels.flash2Forward)
+             : (a.backward ? kernels.attentionBackward : kernels.attentionForward);
   if (!(efficiency > 0) || kernels.sms <= 0 || !(peakFlops > 0) ||
       !(kernels.attentionSeqLength > 0))
     return flops / flopRate;

@@ -36,6 +36,9 @@ struct TransformerShape {
   /// The attention core is one fused kernel (FlashAttention-style: no s x s scores kept, the
   /// backward recomputes them, causal blocks above the diagonal skipped); else eager.
   bool flashAttention = false;
+  /// That kernel is of FlashAttention-2's generation, at the device's FlashAttention-2 speed
+  /// (DeviceKernels::flash2Forward) rather than its best fused kernel's.
+  bool flashAttention2 = false;
   /// The blocks' linear layers run in FP8 (Transformer Engine's recipe: inputs cast with their
   /// scales, outputs in the element type, weight gradients accumulated in fp32).
   bool fp8 = false;
@@ -91,6 +94,7 @@ struct Gemm {
 struct FusedAttention {
   double heads = 0, seqLength = 0, headDim = 0;
   bool backward = false;
+  bool flash2 = false; ///< FlashAttention-2's generation (TransformerShape::flashAttention2)
 
   /// The FLOPs it executes for `samples` samples: 4·s²·d per head, halved by causality,
   /// times 2.5 for the backward.

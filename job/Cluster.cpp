@@ -27,6 +27,7 @@ DeviceKernels a100Kernels() {
   k.tileM = 256, k.tileN = 128, k.tileK = 64;
   k.ceilingM = 6912, k.ceilingN = 16384, k.ceilingK = 2048;
   k.attentionForward = 148.0 / 312, k.attentionBackward = 186.0 / 312;
+  k.flash2Forward = k.attentionForward, k.flash2Backward = k.attentionBackward;
   k.attentionSeqLength = 16384;
   return k;
 }
@@ -37,8 +38,8 @@ DeviceKernels a100Kernels() {
 // times as fast as BF16 ones of the same shapes without the casts (Transformer Engine, "GEMM
 // profiling across precisions", H200), so 1.90 x 0.801 / 2 of the FP8 peak.
 // FlashAttention-3, head dimension 128, at 16k tokens: 616 TFLOP/s forward (causal) and 561
-// backward (Shah et al., arXiv 2407.08608, figures 5 and 6). H200 is the same chip with more
-// and faster memory.
+// backward (Shah et al., arXiv 2407.08608, figures 5 and 6); FlashAttention-2 in the same
+// figures, 335 forward and 322 backward. H200 is the same chip with more and faster memory.
 DeviceKernels h100Kernels() {
   DeviceKernels k;
   k.sms = 132;
@@ -47,6 +48,7 @@ DeviceKernels h100Kernels() {
   k.fp8PeakFlops = 1979e12;
   k.fp8Efficiency = 1.90 * (792.1 / 989) / 2;
   k.attentionForward = 616.0 / 989, k.attentionBackward = 561.0 / 989;
+  k.flash2Forward = 335.0 / 989, k.flash2Backward = 322.0 / 989;
   k.attentionSeqLength = 16384;
   return k;
 }

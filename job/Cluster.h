@@ -39,6 +39,9 @@ struct DeviceKernels {
   /// fraction of the BF16 peak, forward and backward (whose FLOPs count as 2.5 forwards, as
   /// the papers count them), causal, head dimension 128, measured at `attentionSeqLength`.
   double attentionForward = 0, attentionBackward = 0;
+  /// The same for FlashAttention-2 on this device (model.attention "flash2"), at the same
+  /// sequence length; on A100 the figures above.
+  double flash2Forward = 0, flash2Backward = 0;
   double attentionSeqLength = 0;
 };
 

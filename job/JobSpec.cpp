@@ -33,7 +33,7 @@ constexpr std::array<std::string_view, 2> kMlps = {"gelu", "swiglu"};
 constexpr std::array<std::string_view, 2> kNorms = {"layernorm", "rmsnorm"};
 constexpr std::array<std::string_view, 2> kPositions = {"learned", "rotary"};
 constexpr std::array<std::string_view, 3> kBiases = {"all", "qkv", "none"};
-constexpr std::array<std::string_view, 2> kAttentions = {"flash", "eager"};
+constexpr std::array<std::string_view, 3> kAttentions = {"flash", "eager", "flash2"};
 constexpr std::array<std::string_view, 2> kRouters = {"softmax", "sigmoid"};
 
 static_assert(endsAt(kLayerKinds, runtime::LayerKind::Custom));
@@ -50,7 +50,7 @@ static_assert(endsAt(kMlps, MlpKind::SwiGLU));
 static_assert(endsAt(kNorms, NormKind::RMSNorm));
 static_assert(endsAt(kPositions, PositionKind::Rotary));
 static_assert(endsAt(kBiases, BiasKind::None));
-static_assert(endsAt(kAttentions, AttentionKind::Eager));
+static_assert(endsAt(kAttentions, AttentionKind::Flash2));
 static_assert(endsAt(kRouters, RouterKind::Sigmoid));
 
 } // namespace

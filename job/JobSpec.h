@@ -43,8 +43,12 @@ enum class NormKind : uint8_t { LayerNorm, RMSNorm };
 enum class PositionKind : uint8_t { Learned, Rotary };
 enum class BiasKind : uint8_t { All, QKV, None };
 /// How attention runs: one fused kernel (FlashAttention-style: no s x s scores kept, the
-/// backward recomputes them) or eagerly (the scores materialised and kept for the backward).
-enum class AttentionKind : uint8_t { Flash, Eager };
+/// backward recomputes them), eagerly (the scores materialised and kept for the backward), or
+/// one fused kernel of FlashAttention-2's generation (what PyTorch's SDPA and the 2023 stacks
+/// ran on Hopper: the same memory as `Flash`, the device's FlashAttention-2 speed).
+enum class AttentionKind : uint8_t { Flash, Eager, Flash2 };
+/// Whether attention is one fused kernel (keeps no s x s scores).
+constexpr bool fusedAttention(AttentionKind k) { return k != AttentionKind::Eager; }
 /// How a mixture of experts scores its experts: softmax over the experts (Mixtral, Qwen), or
 /// a sigmoid per expert with a per-expert bias steering the choice (DeepSeek-V3's
 /// auxiliary-loss-free balancing), in the order of the plan's code (runtime::Transformer).

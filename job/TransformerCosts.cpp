@@ -33,8 +33,8 @@ struct Shape {
         d(t.headDim ? double(*t.headDim) : double(t.hiddenSize / t.numHeads)), q(a * d),
         kvd(d * t.numKvHeads), f(t.ffnHiddenSize), v(t.vocabSize), gated(t.mlp == MlpKind::SwiGLU),
         layerNorm(t.norm == NormKind::LayerNorm), learned(t.position == PositionKind::Learned),
-        bias(t.bias), flash(t.attention == AttentionKind::Flash), qkNorm(t.qkNorm),
-        mla(t.latentAttention), moe(t.moe) {}
+        bias(t.bias), flash(fusedAttention(t.attention)), qkNorm(t.qkNorm), mla(t.latentAttention),
+        moe(t.moe) {}
   double s, h, a;
   double d;   ///< per-head width of queries, keys and values (without latent attention)
   double q;   ///< query width a x d

@@ -49,7 +49,8 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
     shape.gated = architecture.getMlp() == pipe::MlpKind::SwiGLU;
     shape.rotary = architecture.getPosition() == pipe::PositionKind::Rotary;
     shape.elementBytes = training.getElementBytes();
-    shape.flashAttention = architecture.getAttention() == pipe::AttentionKind::Flash;
+    shape.flashAttention = architecture.getAttention() != pipe::AttentionKind::Eager;
+    shape.flashAttention2 = architecture.getAttention() == pipe::AttentionKind::Flash2;
     shape.fp8 = training.getDtype() == pipe::DType::FP8;
     shape.headDim = architecture.getHeadDim();
     if (pipe::LatentAttentionAttr mla = architecture.getLatentAttention()) {

@@ -83,12 +83,13 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
       return failure();
     // A fused attention kernel keeps no scores: selective checkpointing has nothing to drop.
     std::optional<pipe::TransformerAttr> architecture = model.getArchitecture();
-    const bool flash = architecture && architecture->getAttention() == pipe::AttentionKind::Flash;
+    const bool flash = architecture && architecture->getAttention() != pipe::AttentionKind::Eager;
     if (flash && model.getParallelism().getCheckpointing() == pipe::Checkpointing::Selective)
       model.emitWarning() << "parallelism.activation_checkpointing \"selective\" recomputes "
-                             "nothing with model.attention \"flash\": a fused kernel keeps no "
-                             "attention scores, so the plan keeps and computes what \"none\" "
-                             "would";
+                             "nothing with model.attention \""
+                          << pipe::stringifyAttentionKind(architecture->getAttention())
+                          << "\": a fused kernel keeps no attention scores, so the plan keeps "
+                             "and computes what \"none\" would";
     FailureOr<std::vector<RankMemory>> analyzed = analyzeMemory(model);
     if (failed(analyzed))
       return failure();

@@ -190,7 +190,7 @@ SpaceRequest conduit::spaceRequest(const Job &model, const TuneOptions &options,
   const bool attentionVaried = llvm::any_of(
       options.restrictions, [](const Restriction &r) { return r.key == "model.attention"; });
   request.selectiveCheckpointing = attentionVaried || !model.model.transformer ||
-                                   model.model.transformer->attention != AttentionKind::Flash;
+                                   !fusedAttention(model.model.transformer->attention);
   request.scheduleRules = !root || !findKey(*root, "parallelism.placement");
   if (model.model.transformer && model.model.transformer->moe)
     request.numExperts = model.model.transformer->moe->numExperts;

@@ -88,7 +88,8 @@ def Pipe_DType : Pipe_Enum<"DType", "training data type", [
 
 def Pipe_AttentionKind : Pipe_Enum<"AttentionKind", "attention kernel", [
   I32EnumCase<"Flash", 0, "flash">,
-  I32EnumCase<"Eager", 1, "eager">
+  I32EnumCase<"Eager", 1, "eager">,
+  I32EnumCase<"Flash2", 2, "flash2">
 ]>;
 
 def Pipe_RouterKind : Pipe_Enum<"RouterKind", "how a mixture of experts scores its experts", [
