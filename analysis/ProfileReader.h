@@ -57,8 +57,8 @@ struct MeasuredProfile {
   std::optional<double> optimizerSPerParam;
   bool optimizerAdam = true; ///< the optimizer that was measured
   /// Per compute instruction kind (forward, backward, backward_input, backward_weight: the
-  /// order of runtime/plan/ProfileKeys.h), its mean seconds beyond its layers' times, where
-  /// the profile measured it.
+  /// order of runtime/plan/ProfileKeys.h), its typical seconds beyond its layers' times (the
+  /// run's typical step: runtime/session/Profile.h), where the profile measured it.
   std::array<std::optional<double>, 4> instructionOverheadS;
   /// The transport between two ranks of the run, where the profile measured it: one way,
   /// seconds and bytes/s.

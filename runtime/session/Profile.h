@@ -21,7 +21,7 @@
 //               "peak_bytes": 1001472, "held_peak_bytes": 1180160,
 //               "at_peak": {"parameters": 262144, ...}}]
 //
-// "instruction_overhead_s" holds each compute instruction kind's mean seconds beyond its
+// "instruction_overhead_s" holds each compute instruction kind's typical seconds beyond its
 // layers' (the stage's work around them), and "transport" the latency and bandwidth of a
 // ping-pong between global ranks 0 and 1 over the plan's transfer sizes:
 //
