@@ -6,14 +6,17 @@ compiled plan several times and compare the predicted step with the measured one
 Measured is each run's median step (the `done:` line's `median`, rank 0's steps without the
 first): a step that something else on the machine disturbed moves neither that nor the
 profile, whose layer times are medians over the profiling run's steps too. A whole run that
-the machine slowed does move it: the table gives the median run beside the spread. Two processes, one
-per pipeline rank (data = 1), with the transport settings of scripts/demo and a 32 KiB eager
-limit.
+the machine slowed does move it: the table gives the median run beside the spread, and
+`--profiles N` profiles N times and compiles with their median (each measured figure the
+median of the N profiles'), so that one profile taken in a slow minute does not set the
+prediction; several minutes that ran slow still set it. Two processes, one per pipeline rank
+(data = 1), with the transport settings of scripts/demo and a 32 KiB eager limit.
 
-Usage: cpu_fidelity.py --bin BUILD/bin [--runs N] [--steps N] [--work DIR]
+Usage: cpu_fidelity.py --bin BUILD/bin [--runs N] [--profiles N] [--steps N] [--work DIR]
 """
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -54,10 +57,31 @@ def run(command):
     return result.stdout
 
 
+# Keys whose values say what was measured, not how long it took: taken from the first profile.
+KEPT = {"conduit_profile", "backend", "job", "optimizer", "name", "samples", "memory",
+        "routed_load"}
+
+
+def median_profile(profiles):
+    """One profile from several of the same plan: every measured number the median of theirs
+    (element by element in the layers' lists), the rest the first's."""
+    first = profiles[0]
+    if isinstance(first, dict):
+        return {key: first[key] if key in KEPT else median_profile([p[key] for p in profiles])
+                for key in first}
+    if isinstance(first, list):
+        return [median_profile(list(items)) for items in zip(*profiles)]
+    if isinstance(first, (int, float)) and not isinstance(first, bool):
+        return statistics.median(profiles)
+    return first
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin", required=True, help="the folder of conduit-compile and conduit-run")
     parser.add_argument("--runs", type=int, default=3, help="runs of each compiled plan")
+    parser.add_argument("--profiles", type=int, default=1,
+                        help="profiling runs, compiled with as their median")
     parser.add_argument("--steps", type=int, default=60, help="steps of each run")
     parser.add_argument("--work", help="where the plans and profiles go (default: a temporary folder)")
     args = parser.parse_args()
@@ -75,8 +99,15 @@ def main():
         plan = os.path.join(work, f"{index}.plan")
         profile = os.path.join(work, f"{index}.profile.json")
         run([compile_, path, *sets, "-o", plan])
-        run(["mpirun", "-np", "2", conduit_run, plan, "--steps", str(args.steps),
-             "--profile", profile])
+        measured_profiles = []
+        for k in range(args.profiles):
+            one = os.path.join(work, f"{index}.profile.{k}.json")
+            run(["mpirun", "-np", "2", conduit_run, plan, "--steps", str(args.steps),
+                 "--profile", one])
+            with open(one) as f:
+                measured_profiles.append(json.load(f))
+        with open(profile, "w") as f:
+            json.dump(median_profile(measured_profiles), f)
         sets += ["--set", f"cluster.profile={profile}"]
         summary = run([compile_, path, *sets, "--emit=summary"])
         value, unit = PREDICTED.search(summary).groups()
