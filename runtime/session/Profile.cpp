@@ -106,27 +106,6 @@ std::array<std::pair<double *, int64_t *>, 4> passesOf(LayerTiming &t) {
 
 } // namespace
 
-std::vector<LayerTiming> timingsSince(const std::vector<LayerTiming> &before,
-                                      const std::vector<LayerTiming> &now) {
-  std::map<std::pair<int64_t, int64_t>, LayerTiming> earlier;
-  for (const LayerTiming &t : before)
-    earlier[{t.layer, t.samples}] = t;
-  std::vector<LayerTiming> out;
-  for (LayerTiming t : now) {
-    auto it = earlier.find({t.layer, t.samples});
-    if (it != earlier.end()) {
-      const auto was = passesOf(it->second);
-      const auto is = passesOf(t);
-      for (size_t pass = 0; pass < is.size(); ++pass) {
-        *is[pass].first -= *was[pass].first;
-        *is[pass].second -= *was[pass].second;
-      }
-    }
-    out.push_back(t);
-  }
-  return out;
-}
-
 double median(std::vector<double> values) {
   if (values.empty())
     return 0;
@@ -139,36 +118,35 @@ double median(std::vector<double> values) {
 }
 
 std::vector<LayerTiming> typicalTimings(const std::vector<std::vector<LayerTiming>> &steps) {
-  using Key = std::pair<int64_t, int64_t>;
-  std::vector<Key> order;
-  std::map<Key, LayerTiming> total;
-  std::map<Key, std::array<std::vector<double>, 4>> means;
+  // Per layer and size, in the order of first appearance: the run's counts, and each step's
+  // mean time per pass.
+  struct Entry {
+    LayerTiming run;
+    std::array<std::vector<double>, 4> means;
+  };
+  std::vector<Entry> entries;
+  std::map<std::pair<int64_t, int64_t>, size_t> index;
   for (const std::vector<LayerTiming> &step : steps)
     for (LayerTiming t : step) {
-      const Key key{t.layer, t.samples};
-      auto [it, added] = total.try_emplace(key);
-      if (added) {
-        order.push_back(key);
-        it->second.layer = t.layer;
-        it->second.samples = t.samples;
-      }
-      std::array<std::vector<double>, 4> &perPass = means[key];
+      auto [it, added] = index.try_emplace({t.layer, t.samples}, entries.size());
+      if (added)
+        entries.push_back({LayerTiming{t.layer, t.samples}, {}});
+      Entry &e = entries[it->second];
       const auto inStep = passesOf(t);
-      const auto inRun = passesOf(it->second);
+      const auto inRun = passesOf(e.run);
       for (size_t pass = 0; pass < inStep.size(); ++pass) {
         if (*inStep[pass].second <= 0)
           continue;
-        perPass[pass].push_back(*inStep[pass].first / static_cast<double>(*inStep[pass].second));
+        e.means[pass].push_back(*inStep[pass].first / static_cast<double>(*inStep[pass].second));
         *inRun[pass].second += *inStep[pass].second;
       }
     }
   std::vector<LayerTiming> out;
-  for (const Key &key : order) {
-    LayerTiming t = total[key];
-    const auto inRun = passesOf(t);
+  for (Entry &e : entries) {
+    const auto inRun = passesOf(e.run);
     for (size_t pass = 0; pass < inRun.size(); ++pass)
-      *inRun[pass].first = median(means[key][pass]) * static_cast<double>(*inRun[pass].second);
-    out.push_back(t);
+      *inRun[pass].first = median(e.means[pass]) * static_cast<double>(*inRun[pass].second);
+    out.push_back(e.run);
   }
   return out;
 }

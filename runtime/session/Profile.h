@@ -83,11 +83,6 @@ struct RunMeasurements {
   std::optional<model::RoutedLoad> routedLoad; ///< expert parallelism: every rank's together
 };
 
-/// The part of a run's timings (Backend::layerTimings, sums keyed by layer and samples) that
-/// came after `before`, an earlier copy of them: one step's, taken between steps.
-std::vector<LayerTiming> timingsSince(const std::vector<LayerTiming> &before,
-                                      const std::vector<LayerTiming> &now);
-
 /// One step's timings standing for them all: per layer and size, and per pass, the median
 /// over the steps of the step's mean time, times the run's count. A step that something else
 /// on the machine disturbed (a preempted process, another job's burst) then moves nothing,

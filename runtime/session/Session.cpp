@@ -417,7 +417,6 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   // run's figures are the typical step's (typicalTimings), not the mean's.
   std::vector<double> stepSeconds;
   std::vector<std::vector<LayerTiming>> stepTimings;
-  std::vector<LayerTiming> timingsBefore;
   for (int64_t step = first; step <= last; ++step) {
     const auto stepStart = std::chrono::steady_clock::now();
     absl::StatusOr<StepOutcome> outcome = executor.runStep(step);
@@ -436,9 +435,8 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
       stepSeconds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - stepStart).count());
       if (!options.profile.empty()) {
-        std::vector<LayerTiming> now = backend.layerTimings();
-        stepTimings.push_back(timingsSince(timingsBefore, now));
-        timingsBefore = std::move(now);
+        stepTimings.push_back(backend.layerTimings()); // this step's alone: cleared after each
+        backend.clearLayerTimings();
       }
     }
     if (group.rank() == 0)

@@ -94,21 +94,6 @@ TEST(TypicalTimingsTest, ADisturbedStepMovesNothing) {
   // A mean over the run would have said 2.8 ms a forward.
 }
 
-TEST(TypicalTimingsTest, EachStepIsWhatItAddedToTheRunsSums) {
-  // The backend's sums after two steps, and after three: the third step's part.
-  std::vector<LayerTiming> before = {{0, 4, 2.0, 4.0, 2, 2}, {3, 4, 1.0, 0, 1, 0}};
-  std::vector<LayerTiming> now = {
-      {0, 4, 3.5, 6.0, 3, 3}, {3, 4, 1.0, 0, 1, 0}, {5, 1, 0.25, 0, 1, 0}};
-  std::vector<LayerTiming> third = timingsSince(before, now);
-  ASSERT_EQ(third.size(), 3u);
-  EXPECT_DOUBLE_EQ(third[0].forwardS, 1.5);
-  EXPECT_EQ(third[0].forwardCount, 1);
-  EXPECT_DOUBLE_EQ(third[0].backwardS, 2.0);
-  EXPECT_EQ(third[1].forwardCount, 0);       // did not run in that step
-  EXPECT_DOUBLE_EQ(third[2].forwardS, 0.25); // first ran in that step
-  EXPECT_EQ(third[2].forwardCount, 1);
-}
-
 TEST(TypicalTimingsTest, TheMedianOfAnEvenCountIsTheMeanOfTheMiddleTwo) {
   EXPECT_EQ(median({}), 0);
   EXPECT_EQ(median({3}), 3);
