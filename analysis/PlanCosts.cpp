@@ -76,7 +76,7 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
     costs.input.push_back(std::move(times.input));
     costs.weight.push_back(std::move(times.weight));
     bool sharded = c.data > 1 && c.sharding != runtime::Sharding::None;
-    const int64_t whole = rankParams.empty() ? stage.params : rankParams[stage.index];
+    const int64_t whole = rankParams[stage.index];
     int64_t params = sharded ? ceilDiv(whole, c.data) : whole;
     costs.optimizer.push_back(
         cost.optimizerStepTime(c.optimizer == runtime::Optimizer::Adam, params));

@@ -36,10 +36,10 @@ namespace conduit {
 class PlanCosts {
 public:
   /// Durations from the cost model. `rankParams`: the parameters of each stage on one rank of
-  /// its tensor group, what its optimizer step updates (the stage table's whole-stage params
-  /// when empty, exact with T = 1).
+  /// its tensor group, what its optimizer step updates (the stage table states whole stages;
+  /// passes/PassUtils.h, rankStageParams).
   static PlanCosts fromCostModel(const runtime::Plan &plan, const CostModel &cost,
-                                 const std::vector<int64_t> &rankParams = {});
+                                 const std::vector<int64_t> &rankParams);
   /// Unit costs: a forward, an input gradient and a weight gradient take their samples' count,
   /// a whole backward twice that, everything else 0.
   static PlanCosts unit(const runtime::Plan &plan);

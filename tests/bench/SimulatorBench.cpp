@@ -9,6 +9,7 @@
 
 #include "analysis/Report.h"
 #include "passes/CostModelBuilder.h"
+#include "passes/PassUtils.h"
 #include "passes/PlanExport.h"
 #include "tests/unit/CompileToModule.h"
 
@@ -24,6 +25,7 @@ namespace {
 struct Case {
   VerifiedPlan verified;
   std::unique_ptr<CostModel> cost;
+  std::vector<int64_t> rankParams; ///< each stage's parameters on one tensor rank
 };
 
 /// The case of the benchmark job with M micro-batches (compiled once per M).
@@ -43,7 +45,9 @@ const Case &planWith(int64_t m) {
         llvm::StringRef("the benchmark job does not compile: " + compiled.errors));
   plan::ProgramOp program = *compiled.module->getOps<plan::ProgramOp>().begin();
   auto cost = std::make_unique<CostModel>(llvm::cantFail(buildCostModel(program)));
-  return plans.emplace(m, Case{std::move(*compiled.verified), std::move(cost)}).first->second;
+  return plans
+      .emplace(m, Case{std::move(*compiled.verified), std::move(cost), rankStageParams(program)})
+      .first->second;
 }
 
 int64_t instructions(const runtime::Plan &plan) {
@@ -56,7 +60,7 @@ int64_t instructions(const runtime::Plan &plan) {
 void BM_Simulate(benchmark::State &state) {
   const Case &c = planWith(state.range(0));
   const VerifiedPlan &verified = c.verified;
-  PlanCosts costs = PlanCosts::fromCostModel(verified.plan, *c.cost);
+  PlanCosts costs = PlanCosts::fromCostModel(verified.plan, *c.cost, c.rankParams);
   for (auto _ : state) {
     SimulationResult result = simulatePlan(verified.plan, costs);
     if (result.error)
