@@ -28,7 +28,6 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
   cost.sequenceParallelOn = in.sequenceParallel;
   cost.pipelineInner = in.pipelineInner;
   cost.recompute = in.recompute;
-  cost.recomputeAttentionCore = in.recomputeAttentionCore;
   if (in.tensor < 1)
     return llvm::createStringError("parallelism.tensor must be at least 1, not " +
                                    std::to_string(in.tensor));
@@ -47,13 +46,14 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
           std::to_string(shape->numLayers + 2) + " layers, but the model has " +
           std::to_string(cost.layers.size()));
     cost.roofline = Roofline::of(cluster, shape->elementBytes);
-    cost.flashAttention = shape->flashAttention;
-    const int64_t last = shape->numLayers + 1;
+    TransformerShape x = *shape;
+    x.recomputeModules = in.recomputeModules;
+    const int64_t last = x.numLayers + 1;
     for (int64_t l = 0; l <= last; ++l) {
       TransformerLayer kind = l == 0      ? TransformerLayer::Embedding
                               : l == last ? TransformerLayer::Head
                                           : TransformerLayer::Block;
-      cost.layers[l].work = transformerWork(*shape, kind, in.tensor, in.sequenceParallel, l - 1);
+      cost.layers[l].work = transformerWork(x, kind, in.tensor, in.sequenceParallel, l - 1);
     }
   }
 
@@ -141,18 +141,17 @@ double CostModel::forwardTime(int64_t layer, int64_t samples) const {
 double CostModel::recomputeTime(int64_t layer, int64_t samples) const {
   if (recompute)
     return forwardTime(layer, samples);
-  // A fused attention kernel keeps nothing that selective checkpointing could drop.
-  return recomputeAttentionCore && !flashAttention ? attentionCoreForwardTime(layer, samples) : 0;
+  return selectiveRecomputeTime(layer, samples);
 }
 
-double CostModel::attentionCoreForwardTime(int64_t layer, int64_t samples) const {
+double CostModel::selectiveRecomputeTime(int64_t layer, int64_t samples) const {
   const Layer &l = layers[layer];
   if (!l.work)
     return 0;
-  const double core = roofline.time(l.work->attentionCore, samples);
-  if (profiles.empty() || core == 0)
-    return core;
-  return forwardTime(layer, samples) * core / analyticTime(layer, Pass::Forward, samples);
+  const double repeated = roofline.time(l.work->recomputed, samples);
+  if (profiles.empty() || repeated == 0)
+    return repeated;
+  return forwardTime(layer, samples) * repeated / analyticTime(layer, Pass::Forward, samples);
 }
 
 double CostModel::backwardTime(int64_t layer, int64_t samples) const {

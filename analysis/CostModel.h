@@ -40,10 +40,11 @@ struct CostInputs {
   int64_t tensor = 1;
   bool sequenceParallel = false;
   bool pipelineInner = false;
-  /// Activation checkpointing: the backward repeats the whole forward (full), or only the
-  /// blocks' attention cores (selective).
+  /// Activation checkpointing: the backward repeats the whole forward (full), or what
+  /// `recomputeModules` names of each block (selective: runtime::RecomputeModule bits; 0
+  /// without selective checkpointing).
   bool recompute = false;
-  bool recomputeAttentionCore = false;
+  uint32_t recomputeModules = 0;
   /// Bytes of a parameter in the training dtype (the working copy the optimizer writes back
   /// beside its fp32 master; 4 when the parameters are the master).
   int64_t parameterBytes = 4;
@@ -70,14 +71,12 @@ public:
   double forwardTime(int64_t layer, int64_t samples) const;
   double backwardTime(int64_t layer, int64_t samples) const;
   /// What a checkpointed layer's backward recomputes before it: the whole forward with full
-  /// checkpointing, the attention core's forward with selective (nothing under flash
-  /// attention, which keeps no scores), nothing without.
+  /// checkpointing, selectiveRecomputeTime with selective, nothing without.
   double recomputeTime(int64_t layer, int64_t samples) const;
-  /// The part of forwardTime spent in a block's attention core (QKᵀ, softmax, AV), what a
-  /// selective recomputation repeats: from its roofline, or with a profile the measured
-  /// forward's share by the roofline's ratio. 0 for other layers and for layers priced by
-  /// FLOPs alone.
-  double attentionCoreForwardTime(int64_t layer, int64_t samples) const;
+  /// What a selective recomputation repeats of a block (CostInputs::recomputeModules;
+  /// LayerWork::recomputed): from its roofline, or with a profile by the roofline's ratio to
+  /// the measured forward. 0 for other layers and for layers priced by FLOPs alone.
+  double selectiveRecomputeTime(int64_t layer, int64_t samples) const;
   /// The two halves of a split backward: the input gradient (with the recomputed forward
   /// when checkpointed: I needs the activations) and the weight gradient. Each pays its own
   /// launch overhead. A profile's measured halves are used when it has them, else its
@@ -190,8 +189,7 @@ private:
   bool sequenceParallelOn = false;
   Link tensorGroupLink = Link::IntraNode;
   bool pipelineInner = false;
-  bool recompute = false, recomputeAttentionCore = false;
-  bool flashAttention = false;
+  bool recompute = false;
 };
 
 } // namespace conduit

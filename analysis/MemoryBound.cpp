@@ -52,7 +52,7 @@ MemoryBound conduit::memoryLowerBound(const Job &job, const ParallelismSpec &par
     params += share.params;
     expertParams += share.expertParams;
     layers.push_back({share.activationBytes, share.checkpointBytes, share.weightGradientBytes,
-                      share.attentionCoreBytes});
+                      share.selectiveBytes});
   }
   // The static state of the whole model over the pipeline ranks: the fullest holds at least
   // the mean, and splitting the parameters into stages only rounds the shards up.

@@ -194,6 +194,10 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
 
   LayerWork work;
   std::vector<Linear> linears;
+  // What selective checkpointing repeats before the backward, besides the attention core
+  // (TransformerShape::recomputeModules): the linears it recomputes, and element-wise bytes.
+  std::vector<Linear> recomputedLinears;
+  const auto recomputes = [&](uint32_t module) { return (x.recomputeModules & module) != 0; };
   if (!latent) {
     linears.push_back({s, h, (q + 2 * c) / t, x.fp8}); // QKV, column-parallel
     linears.push_back({s, q / t, h, x.fp8});           // attention output, row-parallel
@@ -201,22 +205,26 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
     // The down projections to the latents (whole on every rank), the up projections per head
     // (column-parallel), the output (row-parallel).
     const double ql = static_cast<double>(x.qLoraRank), kvl = static_cast<double>(x.kvLoraRank);
-    if (ql > 0) {
+    const Linear queryUp{s, ql > 0 ? ql : h, heads * qk, x.fp8};
+    const Linear keyValueUp{s, kvl, heads * (qk - rope + dv), x.fp8};
+    if (ql > 0)
       linears.push_back({s, h, ql, x.fp8});
-      linears.push_back({s, ql, heads * qk, x.fp8});
-    } else {
-      linears.push_back({s, h, heads * qk, x.fp8});
-    }
+    linears.push_back(queryUp);
     linears.push_back({s, h, kvl + rope, x.fp8});
-    linears.push_back({s, kvl, heads * (qk - rope + dv), x.fp8});
+    linears.push_back(keyValueUp);
     linears.push_back({s, heads * dv, h, x.fp8});
+    // mla_up_proj: the per-head queries, keys and values again from the latents.
+    if (recomputes(runtime::kRecomputeLatentUpProjection))
+      recomputedLinears.insert(recomputedLinears.end(), {queryUp, keyValueUp});
   }
   // The MLP's element-wise elements of the forward and of the backward (the activation's).
   double mlpForward = (x.gated ? 3 : 2) * s * f, mlpBackward = (x.gated ? 5 : 3) * s * f;
   double routedRows = 0, localExperts = 0;
   if (!experts) {
-    linears.push_back({s, h, up, x.fp8}); // MLP up (and gate), column-parallel
-    linears.push_back({s, f, h, x.fp8});  // MLP down, row-parallel
+    linears.push_back({s, h, up, x.fp8});   // MLP up (and gate), column-parallel
+    linears.push_back({s, f, h, x.fp8});    // MLP down, row-parallel
+    if (recomputes(runtime::kRecomputeMlp)) // the whole MLP's forward again
+      recomputedLinears.insert(recomputedLinears.end(), linears.end() - 2, linears.end());
   } else {
     // Shared experts split as the dense MLP; the router on this rank's T-th of the tokens.
     const double fs = static_cast<double>(x.sharedFfnHiddenSize) / t;
@@ -239,6 +247,9 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
         (x.gated ? 3 : 2) * (s * fs + routedTokens * fe) + 4 * routedTokens * h + 2 * tokens * n;
     mlpBackward =
         (x.gated ? 5 : 3) * (s * fs + routedTokens * fe) + 4 * routedTokens * h + 3 * tokens * n;
+    // moe_act: the routed experts' activation again (it reads its inputs, writes its output).
+    if (recomputes(runtime::kRecomputeMoeActivation))
+      work.recomputed.memoryBytes += e * (x.gated ? 3 : 2) * routedTokens * fe;
   }
   for (const Linear &linear : linears)
     addLinear(work, linear);
@@ -262,6 +273,19 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   if (x.fp8)
     for (const Linear &linear : linears)
       addScaling(work, linear, e);
+  // The recomputed linears' forward GEMMs (and FP8 casts), the dense MLP's activation, the
+  // latent attention's rotary part, and the two norms (layernorm).
+  for (const Linear &linear : recomputedLinears) {
+    work.recomputed.gemms.push_back(linear.forward());
+    if (x.fp8)
+      work.recomputed.memoryBytes += (e + 2) * linear.s * linear.k;
+  }
+  if (!experts && recomputes(runtime::kRecomputeMlp))
+    work.recomputed.memoryBytes += e * mlpForward;
+  if (latent && recomputes(runtime::kRecomputeLatentUpProjection))
+    work.recomputed.memoryBytes += e * rotary;
+  if (recomputes(runtime::kRecomputeLayerNorm))
+    work.recomputed.memoryBytes += e * 2 * 2 * hs;
 
   if (x.flashAttention) {
     // One fused kernel per pass over this rank's heads: the scores stay on chip, the forward
@@ -280,6 +304,10 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   const Gemm valueShape{s, dv, s, heads, Grows::Batch, false}; // s x s times s x d
   work.attentionCore.gemms = {scoreShape, valueShape};
   work.attentionCore.memoryBytes = e * 2 * scores;
+  if (recomputes(runtime::kRecomputeCoreAttention)) {
+    work.recomputed.gemms.insert(work.recomputed.gemms.end(), {scoreShape, valueShape});
+    work.recomputed.memoryBytes += work.attentionCore.memoryBytes;
+  }
   work.inputGradient.gemms.insert(work.inputGradient.gemms.end(),
                                   {scoreShape, valueShape, valueShape, valueShape});
   work.inputGradient.memoryBytes += e * 3 * scores;

@@ -19,6 +19,7 @@
 #define CONDUIT_ANALYSIS_ROOFLINE_H
 
 #include "job/Cluster.h"
+#include "runtime/plan/Plan.h"
 
 #include <cstdint>
 #include <vector>
@@ -56,6 +57,10 @@ struct TransformerShape {
   int64_t numExperts = 0, topK = 0, expertFfnHiddenSize = 0, sharedFfnHiddenSize = 0,
           denseLayers = 0, expert = 1;
   double imbalance = 1;
+
+  /// With selective checkpointing, what a block's backward recomputes first
+  /// (runtime::RecomputeModule bits; LayerWork::recomputed); 0 without it.
+  uint32_t recomputeModules = 0;
 
   /// Whether block `block` (0-based) has experts.
   bool blockHasExperts(int64_t block) const { return numExperts > 0 && block >= denseLayers; }
@@ -113,10 +118,12 @@ struct Work {
 };
 
 /// A layer's passes on one tensor-parallel rank. The forward is `forward` and then
-/// `attentionCore` (blocks only: QKᵀ, softmax, AV, or the fused kernel), kept apart because a
-/// selective recomputation repeats only the core.
+/// `attentionCore` (blocks only: QKᵀ, softmax, AV, or the fused kernel). `recomputed` is what
+/// selective checkpointing repeats before the backward (TransformerShape::recomputeModules):
+/// the eager attention core, the norms, the dense MLP, the routed experts' activation, latent
+/// attention's up projections; a fused attention kernel keeps nothing it could repeat.
 struct LayerWork {
-  Work forward, attentionCore, inputGradient, weightGradient;
+  Work forward, attentionCore, recomputed, inputGradient, weightGradient;
   /// Of forward, inputGradient and weightGradient: the routed experts' grouped GEMMs (a block
   /// with experts), what the busiest expert rank computes for the tokens routed to it.
   Work routedForward, routedInputGradient, routedWeightGradient;

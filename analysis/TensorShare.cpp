@@ -34,7 +34,7 @@ TensorShare conduit::tensorShare(const SplitLayer &layer, int64_t tensor, bool s
   share.weightGradientBytes = split(weightGradient, replicatedWeightGradient);
   share.checkpointBytes = sequence ? split(layer.checkpointBytes, 0) : layer.checkpointBytes;
   share.outputBytes = sequence ? split(layer.outputBytes, 0) : layer.outputBytes;
-  share.attentionCoreBytes = std::min(split(layer.attentionCoreBytes, 0), share.activationBytes);
+  share.selectiveBytes = std::min(split(layer.selectiveBytes, 0), share.activationBytes);
   return share;
 }
 
@@ -49,6 +49,6 @@ SplitLayer conduit::splitLayer(const LayerSpec &layer) {
   out.weightGradientBytes = layer.weightGradientBytes;
   out.checkpointBytes = layer.checkpointBytes;
   out.outputBytes = layer.outputBytes;
-  out.attentionCoreBytes = layer.attentionCoreBytes.value_or(0);
+  out.selectiveBytes = layer.selectiveBytes.value_or(0);
   return out;
 }

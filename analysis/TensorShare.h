@@ -29,7 +29,7 @@ struct SplitLayer {
   int64_t activationBytes = 0, replicatedActivationBytes = 0;
   /// What a deferred weight gradient keeps (unset: the activations).
   std::optional<int64_t> weightGradientBytes;
-  int64_t checkpointBytes = 0, outputBytes = 0, attentionCoreBytes = 0;
+  int64_t checkpointBytes = 0, outputBytes = 0, selectiveBytes = 0;
 };
 
 /// One layer's figures (per sample) on one rank of its tensor group. With T = 1, the layer's
@@ -45,7 +45,7 @@ struct TensorShare {
   /// What a deferred weight gradient keeps (the layer's activations when unstated).
   int64_t weightGradientBytes = 0;
   /// Of activationBytes, the attention core's (split with the heads).
-  int64_t attentionCoreBytes = 0;
+  int64_t selectiveBytes = 0;
 };
 
 /// `expert`: the expert-parallel degree E.

@@ -20,7 +20,8 @@ pipe::ParallelismAttr buildParallelism(MLIRContext *ctx, const ParallelismSpec &
       toDialect<pipe::Checkpointing>(p.checkpointing), p.fsdpWindow,
       toDialect<pipe::RankOrder>(p.rankOrder), toDialect<pipe::Placement>(p.placement),
       p.splitBackward, p.tensor, p.sequenceParallel, p.expert, p.tensorCommOverlap,
-      toDialect<pipe::GradientReduction>(p.gradientReduction));
+      toDialect<pipe::GradientReduction>(p.gradientReduction),
+      static_cast<pipe::RecomputeModule>(p.recomputeModules));
 }
 
 pipe::ClusterAttr buildCluster(MLIRContext *ctx, const Cluster &c) {
@@ -108,7 +109,7 @@ OwningOpRef<ModuleOp> conduit::importJob(const Job &job, MLIRContext &context) {
         builder, loc, layer.name, toDialect<pipe::LayerKind>(layer.kind), layer.params,
         layer.fwdFlops, layer.bwdFlops, layer.bwdWeightFlops, layer.activationBytes,
         layer.checkpointBytes, layer.outputBytes, layer.weightGradientBytes, layer.replicatedParams,
-        layer.replicatedActivationBytes, layer.attentionCoreBytes,
+        layer.replicatedActivationBytes, layer.selectiveBytes,
         layer.expertParams ? std::optional<int64_t>(layer.expertParams) : std::nullopt);
   return module;
 }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "job/JobParser.h"
+#include "job/TransformerCosts.h"
 #include "runtime/plan/Limits.h"
 #include "runtime/plan/ScheduleRules.h"
 
@@ -68,6 +69,9 @@ void JobParser::checkParallelism(const Job &job) {
   if (diag.failed())
     return;
   checkExpert(job);
+  if (diag.failed())
+    return;
+  checkRecompute(job);
   if (diag.failed())
     return;
   // Both factors are bounded (2^16 * 2^10 stages, 2^20 micro-batches): no overflow here.
@@ -183,6 +187,42 @@ void JobParser::checkExpert(const Job &job) {
                     std::to_string(folded) + "), and " + e +
                     " does not divide it; use a divisor of both " + std::to_string(folded) +
                     " and model.moe.num_experts (" + std::to_string(moe.numExperts) + ")");
+}
+
+void JobParser::checkRecompute(const Job &job) {
+  const uint32_t modules = job.parallelism.recomputeModules;
+  if (modules == runtime::kRecomputeCoreAttention)
+    return;
+  const std::optional<TransformerSpec> &t = job.model.transformer;
+  if (!t) {
+    diag.report("parallelism.recompute_modules",
+                "names parts of a transformer's blocks, and model.kind \"layers\" has none (its "
+                "layers state what they keep); remove recompute_modules");
+    return;
+  }
+  // Each module must drop something of this model.
+  const bool allExperts = t->moe && t->moe->denseLayers == 0;
+  const std::pair<uint32_t, const char *> absent[] = {
+      {runtime::kRecomputeMlp, allExperts ? "every block has experts (model.moe.dense_layers "
+                                            "is 0), so there is no dense MLP"
+                                          : nullptr},
+      {runtime::kRecomputeMoeActivation, t->moe ? nullptr : "the model has no experts (no model.moe)"},
+      {runtime::kRecomputeLatentUpProjection,
+       t->latentAttention ? nullptr : "the model has no latent attention"},
+  };
+  for (auto [module, why] : absent)
+    if ((modules & module) && why) {
+      const std::string name(runtime::recomputeModuleNames(module).front());
+      diag.report("parallelism.recompute_modules",
+                  "\"" + name + "\" recomputes nothing: " + why + "; remove \"" + name + "\"");
+      return;
+    }
+}
+
+void JobParser::applyRecomputeModules(Job &job) {
+  for (LayerSpec &layer : job.model.layers)
+    if (layer.selectiveBytes)
+      layer.selectiveBytes = selectiveBytesOf(layer, job.parallelism.recomputeModules);
 }
 
 void JobParser::checkSchedule(const ParallelismSpec &p) {

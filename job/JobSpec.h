@@ -19,6 +19,7 @@
 
 #include "absl/types/span.h"
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -108,9 +109,12 @@ struct LayerSpec {
   /// What tensor parallelism does not split (see pipe.layer); unset: everything is split.
   std::optional<int64_t> replicatedParams;
   std::optional<int64_t> replicatedActivationBytes;
-  /// The part of activationBytes that selective checkpointing recomputes (a block's attention
-  /// core); unset: none.
-  std::optional<int64_t> attentionCoreBytes;
+  /// The part of activationBytes that selective checkpointing recomputes: what the job's
+  /// recompute modules drop (ParallelismSpec::recomputeModules); unset: none.
+  std::optional<int64_t> selectiveBytes;
+  /// For a transformer's block, of activationBytes what each recompute module would drop
+  /// (indexed by runtime::RecomputeModule bit; selectiveBytes is the job's modules' sum).
+  std::array<int64_t, runtime::kRecomputeModuleNames.size()> moduleBytes{};
   /// The part of params in routed experts (divided over the expert group, not the tensor
   /// group); 0 for dense layers.
   int64_t expertParams = 0;
@@ -196,6 +200,9 @@ struct ParallelismSpec {
   int64_t microbatchSize = 1;
   runtime::Sharding sharding = runtime::Sharding::None;
   runtime::Checkpointing checkpointing = runtime::Checkpointing::None;
+  /// With selective checkpointing, what the backward recomputes (runtime::RecomputeModule
+  /// bits; by default the attention core).
+  uint32_t recomputeModules = runtime::kRecomputeCoreAttention;
   int64_t fsdpWindow = 2;
   /// When sharded gradients are reduced: once per stage per step, or after each run of the
   /// rank's backwards on a stage (forwards aside).

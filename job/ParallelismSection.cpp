@@ -9,6 +9,8 @@
 #include "job/JobParser.h"
 #include "runtime/plan/Limits.h"
 
+#include <algorithm>
+
 using namespace conduit;
 using namespace conduit::detail;
 
@@ -31,6 +33,37 @@ std::optional<std::vector<int64_t>> readPositiveList(const Json &value, const st
     out.push_back(*n);
   }
   return out;
+}
+
+/// Reads parallelism.recompute_modules: a non-empty list of RecomputeModule names, each once.
+std::optional<uint32_t> readRecomputeModules(const Json &value, const std::string &keyPath,
+                                             Diagnostics &diag) {
+  const std::string names = runtime::quotedRecomputeModules(runtime::kRecomputeAll);
+  if (!value.is_array() || value.empty()) {
+    diag.report(keyPath, "expected a non-empty array of " + names + ", got " +
+                             (value.is_array() ? "an empty array" : describeJson(value)));
+    return std::nullopt;
+  }
+  uint32_t modules = 0;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const std::string at = keyPath + "[" + std::to_string(i) + "]";
+    const auto *known =
+        value[i].is_string()
+            ? std::find(runtime::kRecomputeModuleNames.begin(), runtime::kRecomputeModuleNames.end(),
+                        value[i].get_ref<const std::string &>())
+            : runtime::kRecomputeModuleNames.end();
+    if (known == runtime::kRecomputeModuleNames.end()) {
+      diag.report(at, "expected one of " + names + ", got " + describeJson(value[i]));
+      return std::nullopt;
+    }
+    const uint32_t bit = 1u << (known - runtime::kRecomputeModuleNames.begin());
+    if (modules & bit) {
+      diag.report(at, "\"" + std::string(*known) + "\" is listed twice");
+      return std::nullopt;
+    }
+    modules |= bit;
+  }
+  return modules;
 }
 
 } // namespace
@@ -59,6 +92,10 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
     p.sharding = *sharding;
   if (auto checkpointing = readEnum<runtime::Checkpointing>(section, "activation_checkpointing"))
     p.checkpointing = *checkpointing;
+  const Json *modules = section.value("recompute_modules");
+  if (modules)
+    if (auto bits = readRecomputeModules(*modules, section.keyPath("recompute_modules"), diag))
+      p.recomputeModules = *bits;
   p.fsdpWindow = section.integer("fsdp_window", 1, limits::kMaxStagesPerDevice).value_or(2);
   if (auto reduction = readEnum<runtime::GradientReduction>(section, "gradient_reduction"))
     p.gradientReduction = *reduction;
@@ -107,6 +144,13 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
                     "\" always splits backwards into input and weight gradients; remove "
                     "split_backward, or choose a schedule with whole backwards (gpipe, 1f1b, "
                     "depth-first, breadth-first)");
+    return;
+  }
+  if (modules && p.checkpointing != runtime::Checkpointing::Selective) {
+    diag.report(section.keyPath("recompute_modules"),
+                "says what selective checkpointing recomputes, but activation_checkpointing is \"" +
+                    std::string(enumName(p.checkpointing)) +
+                    "\"; set it to \"selective\", or remove recompute_modules");
     return;
   }
   if (p.gradientReduction == runtime::GradientReduction::Run &&

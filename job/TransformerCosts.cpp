@@ -187,10 +187,22 @@ struct Shape {
   }
   /// The routing of each token: top_k expert indices (int32) and weights (fp32).
   double routingBytes(int64_t b) const { return hasExperts(b) ? 8 * s * double(moe->topK) : 0; }
-  /// Of those, the attention core's (the softmax output): what selective checkpointing
-  /// recomputes from Q, K and V instead of keeping (Korthikanti et al.'s 5as² per sample
-  /// is this, with dropout's mask and output).
-  double blockAttentionCoreElements() const { return flash ? 0 : a * s * s; }
+  /// Of those, what each recompute module drops (runtime::RecomputeModule, by bit):
+  /// core_attn the attention core's softmax output, which is recomputed from Q, K and V
+  /// (Korthikanti et al.'s 5as² per sample is this, with dropout's mask and output); none
+  /// under a fused kernel; layernorm the two norms' outputs (the inputs of the QKV and MLP
+  /// projections); mlp a dense MLP's hidden activations; moe_act the routed experts'
+  /// activation outputs (the down projections' inputs); mla_up_proj latent attention's
+  /// per-head queries, keys and values, recomputed from the latents.
+  std::array<double, runtime::kRecomputeModuleNames.size()> blockModuleElements(int64_t b) const {
+    std::array<double, runtime::kRecomputeModuleNames.size()> out{};
+    out[0] = flash ? 0 : a * s * s;
+    out[1] = 2 * s * h;
+    out[2] = hasExperts(b) ? 0 : (gated ? 3 : 2) * s * f;
+    out[3] = hasExperts(b) ? double(moe->topK) * s * expertWidth() : 0;
+    out[4] = mla ? s * a * (2 * qkHead() + vHead()) : 0;
+    return out;
+  }
   /// A fused kernel's softmax statistics: one fp32 log-sum-exp per query and head.
   double flashStatisticsBytes() const { return flash ? 4 * a * s : 0; }
 
@@ -356,6 +368,14 @@ double conduit::defaultMoeImbalance(const MoeSpec &moe, int64_t expert, int64_t 
   return std::min(e, 1.0 + std::sqrt(2.0 * std::log(e) * (1.0 - 1.0 / e) / mu));
 }
 
+int64_t conduit::selectiveBytesOf(const LayerSpec &layer, uint32_t modules) {
+  int64_t bytes = 0;
+  for (size_t m = 0; m < layer.moduleBytes.size(); ++m)
+    if (modules & (1u << m))
+      bytes += layer.moduleBytes[m];
+  return std::min(bytes, layer.activationBytes);
+}
+
 absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const TransformerSpec &spec,
                                                                   int64_t elementBytes) {
   const Shape x(spec);
@@ -382,7 +402,10 @@ absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
             x.blockReplicatedParams(i), e * x.blockReplicatedActivationElements());
         !err.ok())
       return err;
-    layers.back().attentionCoreBytes = static_cast<int64_t>(e * x.blockAttentionCoreElements());
+    const auto modules = x.blockModuleElements(i);
+    for (size_t m = 0; m < modules.size(); ++m)
+      layers.back().moduleBytes[m] = static_cast<int64_t>(e * modules[m]);
+    layers.back().selectiveBytes = selectiveBytesOf(layers.back(), runtime::kRecomputeCoreAttention);
     layers.back().expertParams = static_cast<int64_t>(x.blockExpertParams(i));
   }
 

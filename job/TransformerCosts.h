@@ -57,6 +57,10 @@ double defaultMoeImbalance(const MoeSpec &moe, int64_t expert, int64_t tokensPer
 absl::StatusOr<std::vector<LayerSpec>> expandTransformer(const TransformerSpec &shape,
                                                          int64_t elementBytes);
 
+/// Of a block's activation bytes per sample, what selective checkpointing that recomputes
+/// `modules` (runtime::RecomputeModule bits) drops: the sum of their LayerSpec::moduleBytes.
+int64_t selectiveBytesOf(const LayerSpec &layer, uint32_t modules);
+
 /// Parameters of the model, counting tied embedding weights once.
 int64_t transformerParameters(const TransformerSpec &shape);
 

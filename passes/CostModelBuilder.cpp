@@ -35,7 +35,9 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
   in.sequenceParallel = par.getSequenceParallel();
   in.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;
   in.recompute = par.getCheckpointing() == pipe::Checkpointing::Full;
-  in.recomputeAttentionCore = par.getCheckpointing() == pipe::Checkpointing::Selective;
+  in.recomputeModules = par.getCheckpointing() == pipe::Checkpointing::Selective
+                            ? static_cast<uint32_t>(par.getRecomputeModules())
+                            : 0;
   in.parameterBytes = training.getElementBytes();
   if (architecture) {
     TransformerShape &shape = in.transformer.emplace();

@@ -556,7 +556,7 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model, bool overlapAllToAlls
                           layer.getActivationBytes(), layer.getCheckpointBytes(),
                           layer.getOutputBytes(), layer.getWeightGradientBytes(),
                           layer.getReplicatedParams(), layer.getReplicatedActivationBytes(),
-                          layer.getAttentionCoreBytes(), layer.getExpertParams());
+                          layer.getSelectiveBytes(), layer.getExpertParams());
   std::vector<int64_t> params = stageParams(model);
   for (auto [s, stage] : llvm::enumerate(model.getStages()))
     plan::StageOp::create(body, loc, stage.getIndex(), *stage.getRank(), stage.getFirstLayer(),

@@ -35,7 +35,7 @@ pipe::ParallelismAttr conduit::withSchedule(pipe::ParallelismAttr par, pipe::Sch
       groupSize, par.getMicrobatches(), par.getMicrobatchSize(), par.getSharding(),
       par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(), placement, splitBackward,
       par.getTensor(), par.getSequenceParallel(), par.getExpert(), par.getTensorCommOverlap(),
-      par.getGradientReduction());
+      par.getGradientReduction(), par.getRecomputeModules());
 }
 
 pipe::ParallelismAttr conduit::withTensor(pipe::ParallelismAttr par, int64_t tensor) {
@@ -44,7 +44,8 @@ pipe::ParallelismAttr conduit::withTensor(pipe::ParallelismAttr par, int64_t ten
       par.getSchedule(), par.getGroupSize(), par.getMicrobatches(), par.getMicrobatchSize(),
       par.getSharding(), par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(),
       par.getPlacement(), par.getSplitBackward(), tensor, par.getSequenceParallel(),
-      par.getExpert(), par.getTensorCommOverlap(), par.getGradientReduction());
+      par.getExpert(), par.getTensorCommOverlap(), par.getGradientReduction(),
+      par.getRecomputeModules());
 }
 
 sched::ScheduleProblem conduit::buildScheduleProblem(pipe::ModelOp model) {
@@ -150,7 +151,7 @@ template <typename Layer> TensorShare shareOf(pipe::ParallelismAttr par, Layer l
   figures.weightGradientBytes = layer.getWeightGradientBytes();
   figures.checkpointBytes = layer.getCheckpointBytes();
   figures.outputBytes = layer.getOutputBytes();
-  figures.attentionCoreBytes = layer.getAttentionCoreBytes().value_or(0);
+  figures.selectiveBytes = layer.getSelectiveBytes().value_or(0);
   return conduit::tensorShare(figures, par.getTensor(), par.getSequenceParallel(), par.getExpert());
 }
 

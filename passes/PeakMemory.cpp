@@ -111,7 +111,7 @@ FailureOr<std::vector<RankMemory>> conduit::analyzeMemory(pipe::ModelOp model,
       const bool experts = layers[l].getExpertParams().value_or(0) > 0;
       stageLayers.push_back({share.activationBytes + (experts ? surcharge : 0),
                              share.checkpointBytes, share.weightGradientBytes,
-                             share.attentionCoreBytes});
+                             share.selectiveBytes});
     }
     b.activations = stageActivations(stageLayers, mode);
     b.outputBytes = tensorShare(par, layers[stage.getEndLayer() - 1]).outputBytes;

@@ -18,6 +18,14 @@ static_assert(static_cast<int>(runtime::Schedule::DualPipeV) ==
               "the plan file's schedule ids follow pipe::ScheduleKind");
 static_assert(static_cast<int>(runtime::DataKind::Text) == static_cast<int>(pipe::DataKind::Text),
               "the plan file's data kinds follow pipe::DataKind");
+static_assert(
+    static_cast<uint32_t>(pipe::RecomputeModule::CoreAttn) == runtime::kRecomputeCoreAttention &&
+        static_cast<uint32_t>(pipe::RecomputeModule::LayerNorm) == runtime::kRecomputeLayerNorm &&
+        static_cast<uint32_t>(pipe::RecomputeModule::Mlp) == runtime::kRecomputeMlp &&
+        static_cast<uint32_t>(pipe::RecomputeModule::MoeAct) == runtime::kRecomputeMoeActivation &&
+        static_cast<uint32_t>(pipe::RecomputeModule::MlaUpProj) ==
+            runtime::kRecomputeLatentUpProjection,
+    "the plan's recompute-module bits are the pipe dialect's");
 static_assert(static_cast<int>(pipe::RouterKind::Sigmoid) == 1,
               "the plan file's routers follow pipe::RouterKind (0 softmax, 1 sigmoid)");
 
@@ -42,6 +50,10 @@ runtime::Config exportConfig(plan::ProgramOp program) {
   c.expert = static_cast<int32_t>(par.getExpert());
   c.fsdpWindow = static_cast<int32_t>(par.getFsdpWindow());
   c.gradientReduction = static_cast<runtime::GradientReduction>(par.getGradientReduction());
+  // What selective checkpointing recomputes; the default when it is not selective.
+  c.recomputeModules = c.checkpointing == runtime::Checkpointing::Selective
+                           ? static_cast<uint32_t>(par.getRecomputeModules())
+                           : runtime::kRecomputeCoreAttention;
   c.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;
   c.dtype = static_cast<runtime::DType>(training.getDtype());
   c.optimizer = static_cast<runtime::Optimizer>(training.getOptimizer());

@@ -81,10 +81,12 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
   LogicalResult planModel(pipe::ModelOp model) {
     if (failed(requirePhase(model, pipe::Phase::Communicating, "conduit-plan-memory")))
       return failure();
-    // A fused attention kernel keeps no scores: selective checkpointing has nothing to drop.
+    // A fused attention kernel keeps no scores: selective checkpointing of the attention core
+    // alone has nothing to drop.
     std::optional<pipe::TransformerAttr> architecture = model.getArchitecture();
     const bool flash = architecture && architecture->getAttention() != pipe::AttentionKind::Eager;
-    if (flash && model.getParallelism().getCheckpointing() == pipe::Checkpointing::Selective)
+    if (flash && model.getParallelism().getCheckpointing() == pipe::Checkpointing::Selective &&
+        model.getParallelism().getRecomputeModules() == pipe::RecomputeModule::CoreAttn)
       model.emitWarning() << "parallelism.activation_checkpointing \"selective\" recomputes "
                              "nothing with model.attention \""
                           << pipe::stringifyAttentionKind(architecture->getAttention())

@@ -76,7 +76,8 @@ llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
     in.sequenceParallel = par.sequenceParallel;
     in.pipelineInner = pipelineInner;
     in.recompute = par.checkpointing == runtime::Checkpointing::Full;
-    in.recomputeAttentionCore = par.checkpointing == runtime::Checkpointing::Selective;
+    in.recomputeModules =
+        par.checkpointing == runtime::Checkpointing::Selective ? par.recomputeModules : 0;
     llvm::Expected<CostModel> built = CostModel::build(in);
     if (!built)
       return built.takeError();
@@ -134,7 +135,7 @@ BoundCalculator::stages(const Job &job) {
       stage.params += share.params;
       stage.expertParams += share.expertParams;
       layers.push_back({share.activationBytes, share.checkpointBytes, share.weightGradientBytes,
-                        share.attentionCoreBytes});
+                        share.selectiveBytes});
     }
     // A mixture of experts' activations (the routed tokens each expert rank receives) are
     // not bounded here yet: none are counted, which only lowers the bound.

@@ -189,8 +189,11 @@ SpaceRequest conduit::spaceRequest(const Job &model, const TuneOptions &options,
       tensorSizesOf(model.model.transformer, options.gpus, model.cluster.gpusPerNode)};
   const bool attentionVaried = llvm::any_of(
       options.restrictions, [](const Restriction &r) { return r.key == "model.attention"; });
-  request.selectiveCheckpointing = attentionVaried || !model.model.transformer ||
-                                   !fusedAttention(model.model.transformer->attention);
+  // Under a fused kernel, selective checkpointing of the attention core alone is "none".
+  request.selectiveCheckpointing =
+      attentionVaried || !model.model.transformer ||
+      !fusedAttention(model.model.transformer->attention) ||
+      model.parallelism.recomputeModules != runtime::kRecomputeCoreAttention;
   request.scheduleRules = !root || !findKey(*root, "parallelism.placement");
   if (model.model.transformer && model.model.transformer->moe)
     request.numExperts = model.model.transformer->moe->numExperts;

@@ -66,7 +66,7 @@ template <typename LayerOp> mlir::LogicalResult verifyLayer(LayerOp op) {
   if (mlir::failed(part("replicated_params", op.getReplicatedParams(), "params", op.getParams())) ||
       mlir::failed(part("replicated_activation_bytes", op.getReplicatedActivationBytes(),
                         "activation_bytes", op.getActivationBytes())) ||
-      mlir::failed(part("attention_core_bytes", op.getAttentionCoreBytes(), "activation_bytes",
+      mlir::failed(part("selective_bytes", op.getSelectiveBytes(), "activation_bytes",
                         op.getActivationBytes())) ||
       mlir::failed(part("expert_params", op.getExpertParams(), "params", op.getParams())))
     return mlir::failure();

@@ -10,6 +10,7 @@
 #include "dialects/pipe/PipeDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 
@@ -43,6 +44,37 @@ void conduit::pipe::printWeightFlops(AsmPrinter &printer, Operation *, double va
     return;
   printer << "wgrad ";
   printF64(printer, value);
+}
+
+FailureOr<RecomputeModule> conduit::pipe::parseRecomputeModules(AsmParser &parser) {
+  auto modules = static_cast<RecomputeModule>(0);
+  auto one = [&]() -> ParseResult {
+    std::string name;
+    llvm::SMLoc loc = parser.getCurrentLocation();
+    if (parser.parseString(&name))
+      return failure();
+    // One name per entry (the enum's own parser would take "a, b" as two).
+    std::optional<RecomputeModule> module = symbolizeRecomputeModule(name);
+    if (!module || name.find(',') != std::string::npos)
+      return parser.emitError(loc) << "unknown recompute module \"" << name << "\"";
+    modules = modules | *module;
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, one))
+    return failure();
+  return modules;
+}
+
+void conduit::pipe::printRecomputeModules(AsmPrinter &printer, RecomputeModule modules) {
+  printer << '[';
+  bool first = true;
+  for (uint32_t bit = 1; bit != 0 && bit <= static_cast<uint32_t>(modules); bit <<= 1)
+    if (static_cast<uint32_t>(modules) & bit) {
+      printer << (first ? "" : ", ") << '"'
+              << stringifyRecomputeModule(static_cast<RecomputeModule>(bit)) << '"';
+      first = false;
+    }
+  printer << ']';
 }
 
 void conduit::pipe::printF64(AsmPrinter &printer, double value) {
@@ -82,15 +114,13 @@ LogicalResult check(function_ref<InFlightDiagnostic()> emitError, bool ok, Strin
 }
 } // namespace
 
-LogicalResult ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                      int64_t pipeline, int64_t data, int64_t stagesPerDevice,
-                                      ScheduleKind schedule, int64_t groupSize,
-                                      int64_t microbatches, int64_t microbatchSize,
-                                      Sharding sharding, Checkpointing checkpointing,
-                                      int64_t fsdpWindow, RankOrder rankOrder, Placement placement,
-                                      bool splitBackward, int64_t tensor, bool sequenceParallel,
-                                      int64_t expert, bool tensorCommOverlap,
-                                      GradientReduction gradientReduction) {
+LogicalResult ParallelismAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t pipeline, int64_t data,
+    int64_t stagesPerDevice, ScheduleKind schedule, int64_t groupSize, int64_t microbatches,
+    int64_t microbatchSize, Sharding sharding, Checkpointing checkpointing, int64_t fsdpWindow,
+    RankOrder rankOrder, Placement placement, bool splitBackward, int64_t tensor,
+    bool sequenceParallel, int64_t expert, bool tensorCommOverlap,
+    GradientReduction gradientReduction, RecomputeModule recomputeModules) {
   if (failed(check(emitError, pipeline >= 1, "pipeline", "positive", pipeline)) ||
       failed(check(emitError, data >= 1, "data", "positive", data)) ||
       failed(check(emitError, stagesPerDevice >= 1, "stages_per_device", "positive",
@@ -108,6 +138,8 @@ LogicalResult ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitErr
     return emitError() << "gradient_reduction \"run\" needs sharded gradients (sharding "
                           "\"gradients\" or \"full\"), got sharding \""
                        << stringifyEnum(sharding) << "\"";
+  if (static_cast<uint32_t>(recomputeModules) == 0)
+    return emitError() << "recompute_modules must name at least one module";
   return success();
 }
 

@@ -39,6 +39,10 @@ void printF64(mlir::AsmPrinter &printer, double value);
 mlir::ParseResult parseWeightFlops(mlir::AsmParser &parser, double &value);
 void printWeightFlops(mlir::AsmPrinter &printer, mlir::Operation *op, double value);
 
+/// RecomputeModule bits as the list of their names, e.g. ["core_attn", "layernorm"].
+mlir::FailureOr<RecomputeModule> parseRecomputeModules(mlir::AsmParser &parser);
+void printRecomputeModules(mlir::AsmPrinter &printer, RecomputeModule modules);
+
 /// Parses an enum written as a quoted string, e.g. "1f1b".
 template <typename EnumT> mlir::FailureOr<EnumT> parseEnumString(mlir::AsmParser &parser) {
   std::string text;

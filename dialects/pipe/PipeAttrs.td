@@ -74,6 +74,19 @@ def Pipe_Checkpointing : Pipe_Enum<"Checkpointing", "activation checkpointing mo
   I32EnumCase<"Selective", 2, "selective">
 ]>;
 
+// What selective checkpointing recomputes (the job's parallelism.recompute_modules); the bits
+// are runtime::RecomputeModule's (passes/PlanExport.cpp asserts it).
+def Pipe_RecomputeModule : I32BitEnum<"RecomputeModule", "modules selective checkpointing recomputes", [
+  I32BitEnumCaseBit<"CoreAttn", 0, "core_attn">,
+  I32BitEnumCaseBit<"LayerNorm", 1, "layernorm">,
+  I32BitEnumCaseBit<"Mlp", 2, "mlp">,
+  I32BitEnumCaseBit<"MoeAct", 3, "moe_act">,
+  I32BitEnumCaseBit<"MlaUpProj", 4, "mla_up_proj">
+]> {
+  let cppNamespace = "::conduit::pipe";
+  let separator = ", ";
+}
+
 def Pipe_RankOrder : Pipe_Enum<"RankOrder", "order of the (pipeline, data) axes in the global rank", [
   I32EnumCase<"DataInner", 0, "data-inner">,
   I32EnumCase<"PipelineInner", 1, "pipeline-inner">
@@ -169,6 +182,15 @@ class Pipe_DefaultEnumParam<EnumInfo info, string value> : Pipe_EnumParam<info> 
   let defaultValue = info.cppType # "::" # value;
 }
 
+// What selective checkpointing recomputes, written as the list of the modules' names,
+// ["core_attn"] by default (and then not printed).
+def Pipe_RecomputeModulesParam
+    : AttrParameter<"::conduit::pipe::RecomputeModule", "recomputed modules"> {
+  let parser = "::conduit::pipe::parseRecomputeModules($_parser)";
+  let printer = "::conduit::pipe::printRecomputeModules($_printer, $_self)";
+  let defaultValue = "::conduit::pipe::RecomputeModule::CoreAttn";
+}
+
 // Doubles print with enough digits to round-trip exactly.
 def Pipe_F64Param : AttrParameter<"::conduit::pipe::F64", "a double"> {
   let parser = "::conduit::pipe::parseF64($_parser)";
@@ -231,7 +253,7 @@ defvar Pipe_LayerArguments = (ins
   OptionalProp<I64Prop>:$weight_gradient_bytes,
   OptionalProp<I64Prop>:$replicated_params,
   OptionalProp<I64Prop>:$replicated_activation_bytes,
-  OptionalProp<I64Prop>:$attention_core_bytes,
+  OptionalProp<I64Prop>:$selective_bytes,
   OptionalProp<I64Prop>:$expert_params
 );
 defvar Pipe_LayerFormat = [{
@@ -241,7 +263,7 @@ defvar Pipe_LayerFormat = [{
   (`wgrad_bytes` $weight_gradient_bytes^)?
   (`replicated_params` $replicated_params^)?
   (`replicated_activation` $replicated_activation_bytes^)?
-  (`attention_core` $attention_core_bytes^)?
+  (`selective` $selective_bytes^)?
   (`expert_params` $expert_params^)? attr-dict
 }];
 
@@ -270,8 +292,9 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     folding), whether sequence parallelism's collectives are priced as pipelined with the
     GEMMs (`tensor_comm_overlap`, true by default), and when sharded gradients are reduced
     (`gradient_reduction`: `step`, the default, once per stage per step; `run`, after each run
-    of a stage's gradients: a stretch of the rank's backwards on it, forwards aside), each
-    printed only when not the default.
+    of a stage's gradients: a stretch of the rank's backwards on it, forwards aside), and what
+    selective checkpointing recomputes (`recompute_modules`: the job's list, `["core_attn"]`
+    by default), each printed only when not the default.
 
     ```mlir
     #pipe.parallelism<pipeline = 4, data = 2, stages_per_device = 2, schedule = "breadth-first",
@@ -297,7 +320,8 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     DefaultValuedParameter<"bool", "false">:$sequence_parallel,
     DefaultValuedParameter<"int64_t", "1">:$expert,
     DefaultValuedParameter<"bool", "true">:$tensor_comm_overlap,
-    Pipe_DefaultEnumParam<Pipe_GradientReduction, "Step">:$gradient_reduction
+    Pipe_DefaultEnumParam<Pipe_GradientReduction, "Step">:$gradient_reduction,
+    Pipe_RecomputeModulesParam:$recompute_modules
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

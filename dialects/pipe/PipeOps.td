@@ -97,14 +97,15 @@ def Pipe_LayerOp : Pipe_Op<"layer", [HasParent<"ModelOp">]> {
       norms, the biases added after a row-parallel reduction, a learned position table, and
       the activations those read (Megatron-LM's partitioning). The rest is divided by T; with
       sequence parallelism the activations are all divided. Absent: 0 (all divided);
-    * `attention_core_bytes` (`attention_core`, optional): the part of `activation_bytes` that
-      is a block's attention core (its softmax probabilities), which selective checkpointing
-      recomputes in the backward instead of keeping. Absent: 0 (selective keeps everything).
+    * `selective_bytes` (`selective`, optional): the part of `activation_bytes` that
+      selective checkpointing recomputes in the backward instead of keeping: what the job's
+      `recompute_modules` drop (by default the attention core's softmax probabilities).
+      Absent: 0 (selective keeps everything).
 
     ```mlir
     pipe.layer "block.0" block params 7087872 fwd 14495514624.0 bwd 28991029248.0
         wgrad 14495514624.0 activation 50331648 checkpoint 1572864 output 1572864
-        attention_core 25165824
+        selective 25165824
     ```
   }];
   let arguments = Pipe_LayerArguments;

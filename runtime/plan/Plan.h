@@ -9,9 +9,11 @@
 #ifndef CONDUIT_RUNTIME_PLAN_PLAN_H
 #define CONDUIT_RUNTIME_PLAN_PLAN_H
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace conduit::runtime {
@@ -23,7 +25,10 @@ constexpr uint32_t kPlanFormatVersion = 5;
 /// config.gradient_reduction "run": a stage reduce-scatters more than once a step, each added
 /// into the shard; a reader that ignored the field would keep only the last.
 constexpr uint64_t kFeatureGradientReductionRun = uint64_t(1) << 0;
-constexpr uint64_t kKnownFeatures = kFeatureGradientReductionRun;
+/// config.recompute_modules other than the attention core: selective checkpointing drops
+/// more than a reader that ignored the field would.
+constexpr uint64_t kFeatureRecomputeModules = uint64_t(1) << 1;
+constexpr uint64_t kKnownFeatures = kFeatureGradientReductionRun | kFeatureRecomputeModules;
 
 enum class Op : uint8_t {
   Forward,
@@ -174,8 +179,39 @@ enum class GradientReduction : uint8_t { Step, Run };
 enum class DType : uint8_t { BF16, FP16, FP32, FP8 };
 enum class Optimizer : uint8_t { Adam, SGD };
 /// Activation checkpointing: none; full (each layer's input kept, the layer recomputed in the
-/// backward); selective (only the attention core recomputed, Megatron-LM's "selective").
+/// backward); selective (the parts RecomputeModule names recomputed, Megatron-LM's
+/// "selective": by default the attention core).
 enum class Checkpointing : uint8_t { None, Full, Selective };
+/// What selective checkpointing recomputes in the backward instead of keeping, as bits
+/// (parallelism.recompute_modules; Megatron-Core's recompute_modules of the same names):
+/// the attention core's softmax probabilities; the two norms' outputs; a dense block's MLP;
+/// the routed experts' activation outputs; latent attention's up projections.
+enum RecomputeModule : uint32_t {
+  kRecomputeCoreAttention = 1u << 0,
+  kRecomputeLayerNorm = 1u << 1,
+  kRecomputeMlp = 1u << 2,
+  kRecomputeMoeActivation = 1u << 3,
+  kRecomputeLatentUpProjection = 1u << 4,
+  kRecomputeAll = (1u << 5) - 1,
+};
+/// The job-file names of RecomputeModule's bits, in bit order.
+inline constexpr std::array<std::string_view, 5> kRecomputeModuleNames = {
+    "core_attn", "layernorm", "mlp", "moe_act", "mla_up_proj"};
+/// The names of RecomputeModule bits `modules`, in bit order.
+inline std::vector<std::string> recomputeModuleNames(uint32_t modules) {
+  std::vector<std::string> names;
+  for (size_t bit = 0; bit < kRecomputeModuleNames.size(); ++bit)
+    if (modules & (1u << bit))
+      names.emplace_back(kRecomputeModuleNames[bit]);
+  return names;
+}
+/// `"core_attn", "layernorm"`: the names quoted, for messages and JSON.
+inline std::string quotedRecomputeModules(uint32_t modules) {
+  std::string out;
+  for (const std::string &name : recomputeModuleNames(modules))
+    out += (out.empty() ? "\"" : ", \"") + name + "\"";
+  return out;
+}
 
 struct Transformer {
   int64_t numLayers = 0, hiddenSize = 0, numHeads = 0, numKvHeads = 0, ffnHiddenSize = 0,
@@ -222,6 +258,8 @@ struct Config {
   int64_t groupSize = 1, microbatches = 1, microbatchSize = 1;
   Sharding sharding = Sharding::None;
   Checkpointing checkpointing = Checkpointing::None;
+  /// RecomputeModule bits: what selective checkpointing recomputes (others: unused).
+  uint32_t recomputeModules = kRecomputeCoreAttention;
   int32_t fsdpWindow = 2;
   GradientReduction gradientReduction = GradientReduction::Step;
   bool pipelineInner = false;

@@ -81,6 +81,9 @@ private:
     if (c.gradientReduction == GradientReduction::Run && !shardsGradients(c.sharding))
       return bad("config.gradient_reduction \"run\" needs sharded gradients (config.sharding "
                  "\"gradients\" or \"full\")");
+    if (c.recomputeModules == 0)
+      return bad("config.recompute_modules names no module; selective checkpointing recomputes "
+                 "at least one (1: the attention core)");
     CONDUIT_RETURN_IF_ERROR(inRange("config.expert", c.expert, 1, kMaxData * kMaxTensor));
     if ((int64_t(c.data) * c.tensor) % c.expert != 0)
       return bad(absl::StrCat("config.expert ", c.expert, " does not divide the ",

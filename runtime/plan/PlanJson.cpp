@@ -113,7 +113,10 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
      << ", \"group_size\": " << c.groupSize << ", \"microbatches\": " << c.microbatches
      << ", \"microbatch_size\": " << c.microbatchSize << ", \"sharding\": \""
      << shardingName(c.sharding) << "\", \"checkpointing\": \""
-     << checkpointingName(c.checkpointing) << "\", \"fsdp_window\": " << c.fsdpWindow
+     << checkpointingName(c.checkpointing) << "\"";
+  if (c.recomputeModules != kRecomputeCoreAttention)
+    os << ", \"recompute_modules\": [" << quotedRecomputeModules(c.recomputeModules) << "]";
+  os << ", \"fsdp_window\": " << c.fsdpWindow
      << (c.gradientReduction == GradientReduction::Run ? ", \"gradient_reduction\": \"run\"" : "")
      << ", \"rank_order\": \"" << (c.pipelineInner ? "pipeline-inner" : "data-inner")
      << "\", \"element_bytes\": " << c.elementBytes() << ", \"seed\": " << c.seed

@@ -275,6 +275,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   config.checkpointing = static_cast<Checkpointing>(c->checkpointing());
   config.fsdpWindow = c->fsdp_window();
   config.gradientReduction = static_cast<GradientReduction>(c->gradient_reduction());
+  config.recomputeModules = c->recompute_modules();
   config.pipelineInner = c->rank_order() != 0;
   config.dtype = static_cast<DType>(c->dtype());
   config.optimizer = static_cast<Optimizer>(c->optimizer());
@@ -299,7 +300,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   config.tensorCommOverlap = c->tensor_comm_overlap();
   if (c->schedule() >= kNumSchedules || c->sharding() > 3 || c->dtype() > 3 || c->optimizer() > 1 ||
       c->checkpointing() > 2 || c->rank_order() > 1 || c->data_kind() > 2 ||
-      c->gradient_reduction() > 1)
+      c->gradient_reduction() > 1 || (c->recompute_modules() & ~uint32_t(kRecomputeAll)) != 0)
     return corrupt("the configuration holds an unknown enum value");
 
   config.expert = c->expert();

@@ -90,6 +90,7 @@ flatbuffers::DetachedBuffer buildPlan(const Plan &plan,
   config.add_checkpointing(static_cast<uint8_t>(c.checkpointing));
   config.add_fsdp_window(c.fsdpWindow);
   config.add_gradient_reduction(static_cast<uint8_t>(c.gradientReduction));
+  config.add_recompute_modules(c.recomputeModules);
   config.add_rank_order(c.pipelineInner ? 1 : 0);
   config.add_dtype(static_cast<uint8_t>(c.dtype));
   config.add_optimizer(static_cast<uint8_t>(c.optimizer));
@@ -127,7 +128,8 @@ flatbuffers::DetachedBuffer buildPlan(const Plan &plan,
   // What the configuration needs a reader to understand.
   const uint64_t features =
       plan.features |
-      (c.gradientReduction == GradientReduction::Run ? kFeatureGradientReductionRun : 0);
+      (c.gradientReduction == GradientReduction::Run ? kFeatureGradientReductionRun : 0) |
+      (c.recomputeModules != kRecomputeCoreAttention ? kFeatureRecomputeModules : 0);
   auto root = fb::CreatePlan(fbb, plan.formatVersion, features, fbb.CreateString(plan.name),
                              fbb.CreateString(plan.source), configOffset, transformer,
                              fbb.CreateVector(layers), fbb.CreateVector(stages),

@@ -209,11 +209,15 @@ TEST(CostModelTest, RecomputationIsItsOwnTerm) {
     EXPECT_DOUBLE_EQ(recomputed.weightGradientTime(l, 2), plain.weightGradientTime(l, 2));
   }
   // The attention core is part of a block's forward (4·s²·h of its FLOPs, and the softmax).
-  const double core = plain.attentionCoreForwardTime(1, 2);
+  in.recompute = false;
+  in.recomputeModules = runtime::kRecomputeCoreAttention;
+  CostModel selective = build(in);
+  const double core = selective.selectiveRecomputeTime(1, 2);
   EXPECT_GT(core, 0);
   EXPECT_LT(core, plain.forwardTime(1, 2) / 4);
-  EXPECT_DOUBLE_EQ(plain.attentionCoreForwardTime(0, 2), 0);
-  EXPECT_DOUBLE_EQ(plain.attentionCoreForwardTime(65, 2), 0);
+  EXPECT_DOUBLE_EQ(selective.selectiveRecomputeTime(0, 2), 0);
+  EXPECT_DOUBLE_EQ(selective.selectiveRecomputeTime(65, 2), 0);
+  EXPECT_DOUBLE_EQ(plain.selectiveRecomputeTime(1, 2), 0);
 }
 
 // Selective checkpointing repeats a block's attention core in its backward (or input
@@ -221,10 +225,15 @@ TEST(CostModelTest, RecomputationIsItsOwnTerm) {
 TEST(CostModelTest, SelectiveRecomputationRepeatsTheAttentionCore) {
   CostInputs in = transformerInputs(gpt52b());
   CostModel plain = build(in);
-  in.recomputeAttentionCore = true;
+  in.recomputeModules = runtime::kRecomputeCoreAttention;
   CostModel selective = build(in);
+  // The eager core's two products and its softmax, as the forward runs them.
+  const Roofline roofline = Roofline::of(in.cluster, 2);
+  EXPECT_DOUBLE_EQ(
+      selective.selectiveRecomputeTime(1, 2),
+      roofline.time(transformerWork(gpt52b(), TransformerLayer::Block, 1, false).attentionCore, 2));
   for (int64_t l : {0, 1, 65}) {
-    const double core = plain.attentionCoreForwardTime(l, 2);
+    const double core = selective.selectiveRecomputeTime(l, 2);
     EXPECT_DOUBLE_EQ(selective.recomputeTime(l, 2), core);
     EXPECT_DOUBLE_EQ(selective.forwardTime(l, 2), plain.forwardTime(l, 2));
     EXPECT_DOUBLE_EQ(selective.backwardTime(l, 2), plain.backwardTime(l, 2) + core);
@@ -278,11 +287,76 @@ TEST(CostModelTest, FlashAttentionIsOneFusedKernelPerPass) {
 
   CostInputs in = transformerInputs(x);
   CostModel plain = build(in);
-  in.recomputeAttentionCore = true;
+  in.recomputeModules = runtime::kRecomputeCoreAttention;
   CostModel selective = build(in);
-  EXPECT_GT(plain.attentionCoreForwardTime(1, 2), 0);
   EXPECT_DOUBLE_EQ(selective.recomputeTime(1, 2), 0);
   EXPECT_DOUBLE_EQ(selective.backwardTime(1, 2), plain.backwardTime(1, 2));
+}
+
+// Megatron-Core's other recompute modules each repeat their own part of a block's forward
+// before its backward, priced as the forward prices it, and together their sum; a module
+// with nothing to repeat in a block (moe_act in a dense block, mla_up_proj without latent
+// attention) costs nothing there.
+TEST(CostModelTest, RecomputeModulesRepeatTheirPartOfTheForward) {
+  TransformerShape x = gpt52b();
+  x.flashAttention = true;
+  x.gated = true;
+  x.numExperts = 64;
+  x.topK = 4;
+  x.expertFfnHiddenSize = 2048;
+  x.denseLayers = 1;
+  x.expert = 8;
+  const Roofline roofline = Roofline::of(a100(), 2);
+  auto repeated = [&](uint32_t modules, int64_t block) {
+    TransformerShape y = x;
+    y.recomputeModules = modules;
+    return roofline.time(transformerWork(y, TransformerLayer::Block, 2, true, block).recomputed, 2);
+  };
+  const double s = x.seqLength, h = x.hiddenSize;
+  // layernorm: the two norms, each reading and writing the sequence's T-th part.
+  // 2 samples x 2 bytes x (2 norms x 2 elements) x s h / T.
+  EXPECT_DOUBLE_EQ(repeated(runtime::kRecomputeLayerNorm, 0),
+                   2 * 2 * 4 * (s * h / 2) / a100().memoryBandwidth);
+  // mlp: the dense block's MLP forward (its products and its activation), a sizeable part of
+  // the block's forward; nothing in a block with experts.
+  const double forward =
+      roofline.time(transformerWork(x, TransformerLayer::Block, 2, true, 0).forward, 2);
+  EXPECT_GT(repeated(runtime::kRecomputeMlp, 0), forward / 3);
+  EXPECT_LT(repeated(runtime::kRecomputeMlp, 0), forward);
+  EXPECT_DOUBLE_EQ(repeated(runtime::kRecomputeMlp, 1), 0);
+  // moe_act: the routed experts' activation, element-wise, in blocks with experts only.
+  EXPECT_GT(repeated(runtime::kRecomputeMoeActivation, 1), 0);
+  EXPECT_DOUBLE_EQ(repeated(runtime::kRecomputeMoeActivation, 0), 0);
+  // No latent attention, no up projections; a fused kernel keeps no scores to recompute.
+  EXPECT_DOUBLE_EQ(repeated(runtime::kRecomputeLatentUpProjection, 1), 0);
+  EXPECT_DOUBLE_EQ(repeated(runtime::kRecomputeCoreAttention, 1), 0);
+  // Together, the sum.
+  for (int64_t block : {0, 1})
+    EXPECT_DOUBLE_EQ(repeated(runtime::kRecomputeAll, block),
+                     repeated(runtime::kRecomputeLayerNorm, block) +
+                         repeated(runtime::kRecomputeMlp, block) +
+                         repeated(runtime::kRecomputeMoeActivation, block));
+  // Latent attention: the query and key/value up projections again.
+  TransformerShape latent = x;
+  latent.qLoraRank = 1536;
+  latent.kvLoraRank = 512;
+  latent.qkNopeHeadDim = 128;
+  latent.qkRopeHeadDim = 64;
+  latent.vHeadDim = 128;
+  latent.recomputeModules = runtime::kRecomputeLatentUpProjection;
+  const LayerWork mla = transformerWork(latent, TransformerLayer::Block, 1, false, 1);
+  ASSERT_EQ(mla.recomputed.gemms.size(), 2u);
+  EXPECT_DOUBLE_EQ(mla.recomputed.gemms[0].k, 1536);
+  EXPECT_DOUBLE_EQ(mla.recomputed.gemms[0].n, 64 * (128 + 64)); // 64 heads
+  EXPECT_DOUBLE_EQ(mla.recomputed.gemms[1].k, 512);
+  EXPECT_DOUBLE_EQ(mla.recomputed.gemms[1].n, 64 * (128 + 128));
+  // And the cost model charges the job's modules to the backward.
+  CostInputs in = transformerInputs(x, 2, true);
+  CostModel plain = build(in);
+  in.recomputeModules = runtime::kRecomputeLayerNorm | runtime::kRecomputeMoeActivation;
+  CostModel selective = build(in);
+  EXPECT_DOUBLE_EQ(selective.backwardTime(2, 2),
+                   plain.backwardTime(2, 2) + repeated(in.recomputeModules, 1));
 }
 
 // FP8 linear layers: one-byte operands at the FP8 rate, and the casts to FP8 as element-wise
@@ -327,7 +401,8 @@ TEST(CostModelTest, LayersWithoutAShapeKeepTheirFlops) {
   EXPECT_DOUBLE_EQ(cost.backwardTime(1, 1), 1e-5 + 4e12 / rate);
   EXPECT_DOUBLE_EQ(cost.inputGradientTime(1, 1), 1e-5 + 3e12 / rate);
   EXPECT_DOUBLE_EQ(cost.weightGradientTime(1, 1), 1e-5 + 1e12 / rate);
-  EXPECT_DOUBLE_EQ(cost.attentionCoreForwardTime(0, 1), 0);
+  in.recomputeModules = runtime::kRecomputeAll;
+  EXPECT_DOUBLE_EQ(build(in).selectiveRecomputeTime(0, 1), 0);
   // Over T ranks, each computes a T-th.
   in.tensor = 4;
   CostModel split = build(in);

@@ -101,9 +101,9 @@ TEST(TransformerCosts, ActivationBytesFollowKorthikanti) {
   EXPECT_DOUBLE_EQ(block.bwdFlops, 2 * block.fwdFlops);
   // Selective checkpointing recomputes the attention core, the 2*a*s^2 of the probabilities;
   // no other layer has one.
-  EXPECT_EQ(block.attentionCoreBytes, 2 * 16 * 512 * 512);
-  EXPECT_FALSE((*layers)[0].attentionCoreBytes.has_value());
-  EXPECT_FALSE(layers->back().attentionCoreBytes.has_value());
+  EXPECT_EQ(block.selectiveBytes, 2 * 16 * 512 * 512);
+  EXPECT_FALSE((*layers)[0].selectiveBytes.has_value());
+  EXPECT_FALSE(layers->back().selectiveBytes.has_value());
 }
 
 TEST(TransformerCosts, FlashAttentionKeepsNoScores) {
@@ -118,7 +118,7 @@ TEST(TransformerCosts, FlashAttentionKeepsNoScores) {
   ASSERT_TRUE(flashLayers.ok() && eagerLayers.ok());
   const LayerSpec &block = (*flashLayers)[1];
   EXPECT_EQ(block.activationBytes, 32 * 512 * 1024 + 4 * 16 * 512);
-  EXPECT_EQ(block.attentionCoreBytes, 0);
+  EXPECT_EQ(block.selectiveBytes, 0);
   EXPECT_DOUBLE_EQ(block.fwdFlops, (*eagerLayers)[1].fwdFlops);
   EXPECT_DOUBLE_EQ(block.bwdFlops, (*eagerLayers)[1].bwdFlops);
 }
@@ -310,4 +310,41 @@ TEST(TransformerCosts, DefaultImbalance) {
   EXPECT_EQ(defaultMoeImbalance(m, 8, 4096), 1.25);
   m.capacityFactor = 0.5;
   EXPECT_EQ(defaultMoeImbalance(m, 8, 4096), 1.0);
+}
+
+// What each of Megatron-Core's recompute modules drops from a block's activations, by hand on
+// the small shapes above (s 4, h 8, bf16), and selective checkpointing's bytes as their sum.
+TEST(TransformerCosts, RecomputeModulesDropTheirActivations) {
+  using runtime::kRecomputeCoreAttention, runtime::kRecomputeLayerNorm, runtime::kRecomputeMlp,
+      runtime::kRecomputeMoeActivation, runtime::kRecomputeLatentUpProjection;
+  TransformerSpec t = smallMoe();
+  t.attention = AttentionKind::Eager;
+  absl::StatusOr<std::vector<LayerSpec>> layers = expandTransformer(t, 2);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  const LayerSpec &dense = (*layers)[1], &experts = (*layers)[2];
+  auto bytes = [](const LayerSpec &layer, uint32_t module) {
+    return selectiveBytesOf(layer, module);
+  };
+  // core_attn: the a s^2 probabilities (eager); layernorm: the two norms' outputs, 2 s h.
+  EXPECT_EQ(bytes(dense, kRecomputeCoreAttention), 2 * 2 * 4 * 4);
+  EXPECT_EQ(bytes(dense, kRecomputeLayerNorm), 2 * 2 * 4 * 8);
+  // mlp: the dense SwiGLU's gate, up and activation outputs, 3 s f; none with experts.
+  EXPECT_EQ(bytes(dense, kRecomputeMlp), 2 * 3 * 4 * 16);
+  EXPECT_EQ(bytes(experts, kRecomputeMlp), 0);
+  // moe_act: the routed experts' activation outputs, top_k s f_e; none in a dense block.
+  EXPECT_EQ(bytes(experts, kRecomputeMoeActivation), 2 * 2 * 4 * 6);
+  EXPECT_EQ(bytes(dense, kRecomputeMoeActivation), 0);
+  EXPECT_EQ(bytes(dense, kRecomputeLatentUpProjection), 0);
+  // By default selective checkpointing recomputes the attention core alone.
+  EXPECT_EQ(dense.selectiveBytes, 2 * 2 * 4 * 4);
+  EXPECT_EQ(selectiveBytesOf(experts, kRecomputeLayerNorm | kRecomputeMoeActivation),
+            2 * 2 * 4 * 8 + 2 * 2 * 4 * 6);
+  EXPECT_EQ(selectiveBytesOf(dense, runtime::kRecomputeAll),
+            2 * 2 * 4 * 4 + 2 * 2 * 4 * 8 + 2 * 3 * 4 * 16);
+  // mla_up_proj: the per-head queries and keys (nope + rope wide) and values, s a (2 qk + v).
+  TransformerSpec latent = llamaStyle(1, 8, 2, 2, 16, 4, 16);
+  latent.latentAttention = LatentAttentionSpec{4, 4, 2, 2, 2};
+  layers = expandTransformer(latent, 2);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  EXPECT_EQ(bytes((*layers)[1], kRecomputeLatentUpProjection), 2 * 4 * 2 * (2 * 4 + 2));
 }

@@ -49,7 +49,7 @@ TEST(PeakMemory, CheckpointingHoldsOneLayerOfTheIssuesGpt) {
   for (const LayerSpec &layer : none.model.layers) {
     largest = std::max(largest, layer.activationBytes);
     inputs += layer.checkpointBytes;
-    cores += layer.attentionCoreBytes.value_or(0);
+    cores += layer.selectiveBytes.value_or(0);
   }
   const RankMemory full = memoryOf(gpt17b(pipe::Checkpointing::Full));
   const auto at = [](const RankMemory &m, MemoryKind kind) {

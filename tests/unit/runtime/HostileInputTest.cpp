@@ -105,6 +105,23 @@ TEST(HostilePlan, TheBuiltPlanIsAccepted) {
   EXPECT_TRUE(validateModel(plan, "CPU").ok());
 }
 
+// A plan whose selective checkpointing drops more than the attention core is read, and
+// refused before training, naming the job key: the runtime would keep what the plan's memory
+// counts as dropped.
+TEST(HostilePlan, RecomputeModulesTheRuntimeDoesNotRecomputeAreRefused) {
+  Plan plan = runnablePlan();
+  plan.config.checkpointing = Checkpointing::Selective;
+  EXPECT_TRUE(validateModel(plan, "CPU").ok());
+  plan.config.recomputeModules = kRecomputeCoreAttention | kRecomputeLayerNorm;
+  EXPECT_TRUE(readBack(plan).ok()) << readBack(plan).message();
+  absl::Status status = validateModel(plan, "CPU");
+  EXPECT_EQ(std::string(status.message()),
+            "parallelism.recompute_modules is [\"core_attn\", \"layernorm\"]: the plan drops "
+            "activations that the CPU backend keeps (its selective checkpointing recomputes the "
+            "attention core only); compile the job with recompute_modules [\"core_attn\"] to "
+            "train it");
+}
+
 // The runnable plan with split backwards, W in another order than I, is accepted; compute
 // out of order (a backward before its forward, a W before its I) is refused naming the
 // instruction.

@@ -152,6 +152,30 @@ TEST(PlanFile, GradientReductionRoundTripsAndNeedsShardedGradients) {
   }
 }
 
+TEST(PlanFile, RecomputeModulesRoundTripWithAFeatureBit) {
+  Plan plan = twoRankPlan();
+  plan.config.checkpointing = Checkpointing::Selective;
+  const std::string coreOnly = writePlan(plan);
+  plan.config.recomputeModules = kRecomputeLayerNorm | kRecomputeMoeActivation;
+  const std::string more = writePlan(plan);
+  absl::StatusOr<Plan> read = readPlan(more.data(), more.size());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->config.recomputeModules, kRecomputeLayerNorm | kRecomputeMoeActivation);
+  // A reader that ignored the field would keep activations the plan's memory does not count.
+  EXPECT_EQ(read->features, kFeatureRecomputeModules);
+  EXPECT_NE(dump(*read).find("\"recompute_modules\": [\"layernorm\", \"moe_act\"]"),
+            std::string::npos);
+  read = readPlan(coreOnly.data(), coreOnly.size());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->config.recomputeModules, kRecomputeCoreAttention);
+  EXPECT_EQ(read->features, 0u);
+  EXPECT_EQ(dump(*read).find("recompute_modules"), std::string::npos);
+  plan.config.recomputeModules = 0;
+  EXPECT_EQ(std::string(checkPlanSemantics(plan).message()),
+            "invalid plan: config.recompute_modules names no module; selective checkpointing "
+            "recomputes at least one (1: the attention core)");
+}
+
 /// The model fields of format 5 on a plan of four layers: two blocks, the second with experts.
 Plan moePlan() {
   Plan plan = twoRankPlan();
