@@ -47,8 +47,9 @@ MemoryBound conduit::memoryLowerBound(const Job &job, const ParallelismSpec &par
   int64_t params = 0, expertParams = 0;
   std::vector<LayerBytes> layers;
   for (const LayerSpec &layer : job.model.layers) {
-    const TensorShare share = tensorShare(splitLayer(layer), std::max<int64_t>(par.tensor, 1),
-                                          par.sequenceParallel, par.expert);
+    const TensorShare share =
+        tensorShare(splitLayer(layer, par.recomputeModules), std::max<int64_t>(par.tensor, 1),
+                    par.sequenceParallel, par.expert);
     params += share.params;
     expertParams += share.expertParams;
     layers.push_back({share.activationBytes, share.checkpointBytes, share.weightGradientBytes,

@@ -2,6 +2,8 @@
 
 #include "analysis/TensorShare.h"
 
+#include "job/TransformerCosts.h"
+
 #include <algorithm>
 
 using namespace conduit;
@@ -38,7 +40,7 @@ TensorShare conduit::tensorShare(const SplitLayer &layer, int64_t tensor, bool s
   return share;
 }
 
-SplitLayer conduit::splitLayer(const LayerSpec &layer) {
+SplitLayer conduit::splitLayer(const LayerSpec &layer, uint32_t recomputeModules) {
   SplitLayer out;
   out.embedding = layer.kind == runtime::LayerKind::Embedding;
   out.params = layer.params;
@@ -49,6 +51,6 @@ SplitLayer conduit::splitLayer(const LayerSpec &layer) {
   out.weightGradientBytes = layer.weightGradientBytes;
   out.checkpointBytes = layer.checkpointBytes;
   out.outputBytes = layer.outputBytes;
-  out.selectiveBytes = layer.selectiveBytes.value_or(0);
+  out.selectiveBytes = selectiveBytesOf(layer, recomputeModules).value_or(0);
   return out;
 }

@@ -52,8 +52,9 @@ struct TensorShare {
 TensorShare tensorShare(const SplitLayer &layer, int64_t tensor, bool sequenceParallel,
                         int64_t expert = 1);
 
-/// The figures of a job's layer.
-SplitLayer splitLayer(const LayerSpec &layer);
+/// The figures of a job's layer, selective checkpointing recomputing `recomputeModules`
+/// (runtime::RecomputeModule bits: the job's parallelism.recomputeModules).
+SplitLayer splitLayer(const LayerSpec &layer, uint32_t recomputeModules);
 
 } // namespace conduit
 

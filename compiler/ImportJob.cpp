@@ -4,6 +4,7 @@
 
 #include "analysis/JobCosts.h"
 #include "dialects/pipe/PipeOps.h"
+#include "job/TransformerCosts.h"
 #include "mlir/IR/Builders.h"
 
 #include <algorithm>
@@ -109,7 +110,7 @@ OwningOpRef<ModuleOp> conduit::importJob(const Job &job, MLIRContext &context) {
         builder, loc, layer.name, toDialect<pipe::LayerKind>(layer.kind), layer.params,
         layer.fwdFlops, layer.bwdFlops, layer.bwdWeightFlops, layer.activationBytes,
         layer.checkpointBytes, layer.outputBytes, layer.weightGradientBytes, layer.replicatedParams,
-        layer.replicatedActivationBytes, layer.selectiveBytes,
+        layer.replicatedActivationBytes, selectiveBytesOf(layer, job.parallelism.recomputeModules),
         layer.expertParams ? std::optional<int64_t>(layer.expertParams) : std::nullopt);
   return module;
 }

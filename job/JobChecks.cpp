@@ -8,7 +8,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "job/JobParser.h"
-#include "job/TransformerCosts.h"
 #include "runtime/plan/Limits.h"
 #include "runtime/plan/ScheduleRules.h"
 
@@ -206,7 +205,8 @@ void JobParser::checkRecompute(const Job &job) {
       {runtime::kRecomputeMlp, allExperts ? "every block has experts (model.moe.dense_layers "
                                             "is 0), so there is no dense MLP"
                                           : nullptr},
-      {runtime::kRecomputeMoeActivation, t->moe ? nullptr : "the model has no experts (no model.moe)"},
+      {runtime::kRecomputeMoeActivation,
+       t->moe ? nullptr : "the model has no experts (no model.moe)"},
       {runtime::kRecomputeLatentUpProjection,
        t->latentAttention ? nullptr : "the model has no latent attention"},
   };
@@ -217,12 +217,6 @@ void JobParser::checkRecompute(const Job &job) {
                   "\"" + name + "\" recomputes nothing: " + why + "; remove \"" + name + "\"");
       return;
     }
-}
-
-void JobParser::applyRecomputeModules(Job &job) {
-  for (LayerSpec &layer : job.model.layers)
-    if (layer.selectiveBytes)
-      layer.selectiveBytes = selectiveBytesOf(layer, job.parallelism.recomputeModules);
 }
 
 void JobParser::checkSchedule(const ParallelismSpec &p) {

@@ -95,7 +95,6 @@ std::optional<Job> JobParser::parse(const Json &root, bool withParallelism) {
     checkParallelism(job);
   if (diag.failed())
     return std::nullopt;
-  applyRecomputeModules(job);
   return job;
 }
 
@@ -118,7 +117,6 @@ bool JobParser::parseParallelismOnly(Job &job, const Json &parallelism) {
     job.parallelism = std::move(before);
     return false;
   }
-  applyRecomputeModules(job);
   return true;
 }
 

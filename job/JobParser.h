@@ -78,8 +78,6 @@ private:
   void checkExpert(const Job &job);
   /// parallelism.recompute_modules against the model: each must drop something of it.
   void checkRecompute(const Job &job);
-  /// Sets each transformer block's selectiveBytes for the job's recompute modules.
-  static void applyRecomputeModules(Job &job);
   void checkSchedule(const ParallelismSpec &p);
   void checkStageLayers(const Job &job);
   void checkPartitions(const Job &job);

@@ -109,12 +109,10 @@ struct LayerSpec {
   /// What tensor parallelism does not split (see pipe.layer); unset: everything is split.
   std::optional<int64_t> replicatedParams;
   std::optional<int64_t> replicatedActivationBytes;
-  /// The part of activationBytes that selective checkpointing recomputes: what the job's
-  /// recompute modules drop (ParallelismSpec::recomputeModules); unset: none.
-  std::optional<int64_t> selectiveBytes;
-  /// For a transformer's block, of activationBytes what each recompute module would drop
-  /// (indexed by runtime::RecomputeModule bit; selectiveBytes is the job's modules' sum).
-  std::array<int64_t, runtime::kRecomputeModuleNames.size()> moduleBytes{};
+  /// For a transformer's block, of activationBytes what selective checkpointing drops when it
+  /// recomputes each module (indexed by runtime::RecomputeModule bit; selectiveBytesOf sums
+  /// the job's); unset for other layers: selective checkpointing keeps all of theirs.
+  std::optional<std::array<int64_t, runtime::kRecomputeModuleNames.size()>> moduleBytes;
   /// The part of params in routed experts (divided over the expert group, not the tensor
   /// group); 0 for dense layers.
   int64_t expertParams = 0;

@@ -47,11 +47,10 @@ std::optional<uint32_t> readRecomputeModules(const Json &value, const std::strin
   uint32_t modules = 0;
   for (size_t i = 0; i < value.size(); ++i) {
     const std::string at = keyPath + "[" + std::to_string(i) + "]";
-    const auto *known =
-        value[i].is_string()
-            ? std::find(runtime::kRecomputeModuleNames.begin(), runtime::kRecomputeModuleNames.end(),
-                        value[i].get_ref<const std::string &>())
-            : runtime::kRecomputeModuleNames.end();
+    const auto *known = value[i].is_string() ? std::find(runtime::kRecomputeModuleNames.begin(),
+                                                         runtime::kRecomputeModuleNames.end(),
+                                                         value[i].get_ref<const std::string &>())
+                                             : runtime::kRecomputeModuleNames.end();
     if (known == runtime::kRecomputeModuleNames.end()) {
       diag.report(at, "expected one of " + names + ", got " + describeJson(value[i]));
       return std::nullopt;
@@ -92,8 +91,8 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
     p.sharding = *sharding;
   if (auto checkpointing = readEnum<runtime::Checkpointing>(section, "activation_checkpointing"))
     p.checkpointing = *checkpointing;
-  const Json *modules = section.value("recompute_modules");
-  if (modules)
+  // Read whatever the checkpointing (a tuner varies it); only selective checkpointing uses it.
+  if (const Json *modules = section.value("recompute_modules"))
     if (auto bits = readRecomputeModules(*modules, section.keyPath("recompute_modules"), diag))
       p.recomputeModules = *bits;
   p.fsdpWindow = section.integer("fsdp_window", 1, limits::kMaxStagesPerDevice).value_or(2);
@@ -144,13 +143,6 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
                     "\" always splits backwards into input and weight gradients; remove "
                     "split_backward, or choose a schedule with whole backwards (gpipe, 1f1b, "
                     "depth-first, breadth-first)");
-    return;
-  }
-  if (modules && p.checkpointing != runtime::Checkpointing::Selective) {
-    diag.report(section.keyPath("recompute_modules"),
-                "says what selective checkpointing recomputes, but activation_checkpointing is \"" +
-                    std::string(enumName(p.checkpointing)) +
-                    "\"; set it to \"selective\", or remove recompute_modules");
     return;
   }
   if (p.gradientReduction == runtime::GradientReduction::Run &&

@@ -368,11 +368,13 @@ double conduit::defaultMoeImbalance(const MoeSpec &moe, int64_t expert, int64_t 
   return std::min(e, 1.0 + std::sqrt(2.0 * std::log(e) * (1.0 - 1.0 / e) / mu));
 }
 
-int64_t conduit::selectiveBytesOf(const LayerSpec &layer, uint32_t modules) {
+std::optional<int64_t> conduit::selectiveBytesOf(const LayerSpec &layer, uint32_t modules) {
+  if (!layer.moduleBytes)
+    return std::nullopt;
   int64_t bytes = 0;
-  for (size_t m = 0; m < layer.moduleBytes.size(); ++m)
+  for (size_t m = 0; m < layer.moduleBytes->size(); ++m)
     if (modules & (1u << m))
-      bytes += layer.moduleBytes[m];
+      bytes += (*layer.moduleBytes)[m];
   return std::min(bytes, layer.activationBytes);
 }
 
@@ -403,9 +405,9 @@ absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
         !err.ok())
       return err;
     const auto modules = x.blockModuleElements(i);
+    auto &bytes = layers.back().moduleBytes.emplace();
     for (size_t m = 0; m < modules.size(); ++m)
-      layers.back().moduleBytes[m] = static_cast<int64_t>(e * modules[m]);
-    layers.back().selectiveBytes = selectiveBytesOf(layers.back(), runtime::kRecomputeCoreAttention);
+      bytes[m] = static_cast<int64_t>(e * modules[m]);
     layers.back().expertParams = static_cast<int64_t>(x.blockExpertParams(i));
   }
 

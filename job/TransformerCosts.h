@@ -58,8 +58,9 @@ absl::StatusOr<std::vector<LayerSpec>> expandTransformer(const TransformerSpec &
                                                          int64_t elementBytes);
 
 /// Of a block's activation bytes per sample, what selective checkpointing that recomputes
-/// `modules` (runtime::RecomputeModule bits) drops: the sum of their LayerSpec::moduleBytes.
-int64_t selectiveBytesOf(const LayerSpec &layer, uint32_t modules);
+/// `modules` (runtime::RecomputeModule bits) drops: the sum of their LayerSpec::moduleBytes;
+/// unset for a layer without them.
+std::optional<int64_t> selectiveBytesOf(const LayerSpec &layer, uint32_t modules);
 
 /// Parameters of the model, counting tied embedding weights once.
 int64_t transformerParameters(const TransformerSpec &shape);

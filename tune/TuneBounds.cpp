@@ -40,7 +40,8 @@ bool hasExperts(const Job &job) { return job.model.transformer && job.model.tran
 
 /// A layer as one rank of its tensor group holds it.
 TensorShare shareOf(const LayerSpec &layer, const ParallelismSpec &par) {
-  return tensorShare(splitLayer(layer), par.tensor, par.sequenceParallel, par.expert);
+  return tensorShare(splitLayer(layer, par.recomputeModules), par.tensor, par.sequenceParallel,
+                     par.expert);
 }
 
 Collective collectiveOf(runtime::Op op) {

@@ -101,9 +101,9 @@ TEST(TransformerCosts, ActivationBytesFollowKorthikanti) {
   EXPECT_DOUBLE_EQ(block.bwdFlops, 2 * block.fwdFlops);
   // Selective checkpointing recomputes the attention core, the 2*a*s^2 of the probabilities;
   // no other layer has one.
-  EXPECT_EQ(block.selectiveBytes, 2 * 16 * 512 * 512);
-  EXPECT_FALSE((*layers)[0].selectiveBytes.has_value());
-  EXPECT_FALSE(layers->back().selectiveBytes.has_value());
+  EXPECT_EQ(selectiveBytesOf(block, runtime::kRecomputeCoreAttention), 2 * 16 * 512 * 512);
+  EXPECT_FALSE(selectiveBytesOf((*layers)[0], runtime::kRecomputeAll).has_value());
+  EXPECT_FALSE(selectiveBytesOf(layers->back(), runtime::kRecomputeAll).has_value());
 }
 
 TEST(TransformerCosts, FlashAttentionKeepsNoScores) {
@@ -118,7 +118,7 @@ TEST(TransformerCosts, FlashAttentionKeepsNoScores) {
   ASSERT_TRUE(flashLayers.ok() && eagerLayers.ok());
   const LayerSpec &block = (*flashLayers)[1];
   EXPECT_EQ(block.activationBytes, 32 * 512 * 1024 + 4 * 16 * 512);
-  EXPECT_EQ(block.selectiveBytes, 0);
+  EXPECT_EQ(selectiveBytesOf(block, runtime::kRecomputeCoreAttention), 0);
   EXPECT_DOUBLE_EQ(block.fwdFlops, (*eagerLayers)[1].fwdFlops);
   EXPECT_DOUBLE_EQ(block.bwdFlops, (*eagerLayers)[1].bwdFlops);
 }
@@ -323,7 +323,7 @@ TEST(TransformerCosts, RecomputeModulesDropTheirActivations) {
   ASSERT_TRUE(layers.ok()) << layers.status();
   const LayerSpec &dense = (*layers)[1], &experts = (*layers)[2];
   auto bytes = [](const LayerSpec &layer, uint32_t module) {
-    return selectiveBytesOf(layer, module);
+    return selectiveBytesOf(layer, module).value();
   };
   // core_attn: the a s^2 probabilities (eager); layernorm: the two norms' outputs, 2 s h.
   EXPECT_EQ(bytes(dense, kRecomputeCoreAttention), 2 * 2 * 4 * 4);
@@ -335,8 +335,6 @@ TEST(TransformerCosts, RecomputeModulesDropTheirActivations) {
   EXPECT_EQ(bytes(experts, kRecomputeMoeActivation), 2 * 2 * 4 * 6);
   EXPECT_EQ(bytes(dense, kRecomputeMoeActivation), 0);
   EXPECT_EQ(bytes(dense, kRecomputeLatentUpProjection), 0);
-  // By default selective checkpointing recomputes the attention core alone.
-  EXPECT_EQ(dense.selectiveBytes, 2 * 2 * 4 * 4);
   EXPECT_EQ(selectiveBytesOf(experts, kRecomputeLayerNorm | kRecomputeMoeActivation),
             2 * 2 * 4 * 8 + 2 * 2 * 4 * 6);
   EXPECT_EQ(selectiveBytesOf(dense, runtime::kRecomputeAll),

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/PeakMemory.h"
+#include "job/TransformerCosts.h"
 #include "tests/unit/CompileToModule.h"
 
 #include <gtest/gtest.h>
@@ -49,7 +50,7 @@ TEST(PeakMemory, CheckpointingHoldsOneLayerOfTheIssuesGpt) {
   for (const LayerSpec &layer : none.model.layers) {
     largest = std::max(largest, layer.activationBytes);
     inputs += layer.checkpointBytes;
-    cores += layer.selectiveBytes.value_or(0);
+    cores += selectiveBytesOf(layer, runtime::kRecomputeCoreAttention).value_or(0);
   }
   const RankMemory full = memoryOf(gpt17b(pipe::Checkpointing::Full));
   const auto at = [](const RankMemory &m, MemoryKind kind) {

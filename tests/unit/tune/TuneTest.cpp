@@ -270,9 +270,11 @@ TEST(TuneShapes, LeavesReadAsTheReaderReadsThem) {
   // The search reads a configuration that differs from the last one the reader accepted only
   // in its leaf keys (the split of backwards, checkpointing, sharding, FSDP window, rank
   // order) from that one: what it makes of it must be what the reader makes of it, on every
-  // configuration of a space that varies all of them.
+  // configuration of a space that varies all of them. The job's recompute modules hold
+  // whatever the checkpointing.
   const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/gpt2-small.json";
   Json root = loadJob(path);
+  root["parallelism"]["recompute_modules"] = Json::array({"layernorm"});
   TuneOptions options;
   options.gpus = 8;
   options.globalBatch = 16;
@@ -296,6 +298,8 @@ TEST(TuneShapes, LeavesReadAsTheReaderReadsThem) {
       ASSERT_TRUE(par);
       const ParallelismSpec &read = job->parallelism;
       EXPECT_EQ(par->checkpointing, read.checkpointing) << i;
+      EXPECT_EQ(par->recomputeModules, runtime::kRecomputeLayerNorm) << i;
+      EXPECT_EQ(read.recomputeModules, runtime::kRecomputeLayerNorm) << i;
       EXPECT_EQ(par->sharding, read.sharding) << i;
       EXPECT_EQ(par->fsdpWindow, read.fsdpWindow) << i;
       EXPECT_EQ(par->gradientReduction, read.gradientReduction) << i;
