@@ -99,7 +99,9 @@ def configuration(run):
         parts.append(f"shard {par['sharding']}"
                      + (", reduced each run" if par.get("gradient_reduction") == "run" else ""))
     if par.get("activation_checkpointing", "none") != "none":
-        parts.append(f"ckpt {par['activation_checkpointing']}")
+        modules = par.get("recompute_modules")
+        parts.append(f"ckpt {par['activation_checkpointing']}" +
+                     (f" ({', '.join(modules)})" if modules else ""))
     if par.get("sequence_parallel"):
         parts.append("SP" if par.get("tensor_comm_overlap", True) else "SP, TP comm exposed")
     parts.append(job["training"].get("dtype", "bf16"))
