@@ -201,6 +201,10 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   if (!latent) {
     linears.push_back({s, h, (q + 2 * c) / t, x.fp8}); // QKV, column-parallel
     linears.push_back({s, q / t, h, x.fp8});           // attention output, row-parallel
+    // op: torchtitan's products in its order (wq, wk, wv, wo, w1, w3, w2), every second one
+    // recomputed: wk and wo here, w3 (or a GELU MLP's down projection) below.
+    if (recomputes(runtime::kRecomputeOp))
+      recomputedLinears.insert(recomputedLinears.end(), {{s, h, c / t, x.fp8}, linears.back()});
   } else {
     // The down projections to the latents (whole on every rank), the up projections per head
     // (column-parallel), the output (row-parallel).
@@ -225,6 +229,8 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
     linears.push_back({s, f, h, x.fp8});    // MLP down, row-parallel
     if (recomputes(runtime::kRecomputeMlp)) // the whole MLP's forward again
       recomputedLinears.insert(recomputedLinears.end(), linears.end() - 2, linears.end());
+    if (recomputes(runtime::kRecomputeOp))
+      recomputedLinears.push_back(x.gated ? Linear{s, h, f, x.fp8} : linears.back());
   } else {
     // Shared experts split as the dense MLP; the router on this rank's T-th of the tokens.
     const double fs = static_cast<double>(x.sharedFfnHiddenSize) / t;
@@ -270,6 +276,7 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   // the same pass), each residual adds two gradients, the activation reads its inputs and dy
   // and writes their gradients.
   work.inputGradient.memoryBytes = e * (2 * 3 * hs + 2 * 3 * hs + mlpBackward + rotary);
+  const double elementwise = work.forward.memoryBytes; // before the FP8 casts
   if (x.fp8)
     for (const Linear &linear : linears)
       addScaling(work, linear, e);
@@ -286,6 +293,9 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
     work.recomputed.memoryBytes += e * rotary;
   if (recomputes(runtime::kRecomputeLayerNorm))
     work.recomputed.memoryBytes += e * 2 * 2 * hs;
+  // op: every element-wise pass of the forward again (norms, residuals, rotary, activation).
+  if (recomputes(runtime::kRecomputeOp))
+    work.recomputed.memoryBytes += elementwise;
 
   if (x.flashAttention) {
     // One fused kernel per pass over this rank's heads: the scores stay on chip, the forward
@@ -304,7 +314,8 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   const Gemm valueShape{s, dv, s, heads, Grows::Batch, false}; // s x s times s x d
   work.attentionCore.gemms = {scoreShape, valueShape};
   work.attentionCore.memoryBytes = e * 2 * scores;
-  if (recomputes(runtime::kRecomputeCoreAttention)) {
+  // Eager, op recomputes the core too (batched products and softmax are not on its save list).
+  if (recomputes(runtime::kRecomputeCoreAttention) || recomputes(runtime::kRecomputeOp)) {
     work.recomputed.gemms.insert(work.recomputed.gemms.end(), {scoreShape, valueShape});
     work.recomputed.memoryBytes += work.attentionCore.memoryBytes;
   }

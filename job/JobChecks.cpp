@@ -217,6 +217,12 @@ void JobParser::checkRecompute(const Job &job) {
                   "\"" + name + "\" recomputes nothing: " + why + "; remove \"" + name + "\"");
       return;
     }
+  if ((modules & runtime::kRecomputeOp) && (t->moe || t->latentAttention))
+    diag.report("parallelism.recompute_modules",
+                "\"op\" (torchtitan's op-level policy) is modelled for dense blocks without "
+                "latent attention, and the model has " +
+                    std::string(t->moe ? "experts (model.moe)" : "latent attention") +
+                    "; name Megatron-Core's modules instead");
 }
 
 void JobParser::checkSchedule(const ParallelismSpec &p) {

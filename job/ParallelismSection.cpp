@@ -62,6 +62,11 @@ std::optional<uint32_t> readRecomputeModules(const Json &value, const std::strin
     }
     modules |= bit;
   }
+  if ((modules & runtime::kRecomputeOp) && modules != runtime::kRecomputeOp) {
+    diag.report(keyPath, "\"op\" is torchtitan's whole op-level policy, which already decides "
+                         "what every part of a block keeps; list it alone");
+    return std::nullopt;
+  }
   return modules;
 }
 

@@ -193,7 +193,11 @@ struct Shape {
   /// under a fused kernel; layernorm the two norms' outputs (the inputs of the QKV and MLP
   /// projections); mlp a dense MLP's hidden activations; moe_act the routed experts'
   /// activation outputs (the down projections' inputs); mla_up_proj latent attention's
-  /// per-head queries, keys and values, recomputed from the latents.
+  /// per-head queries, keys and values, recomputed from the latents. op (torchtitan's
+  /// op-level policy, dense blocks without latent attention) all but what it saves: the
+  /// block's input, the fused attention's output, and the outputs of every second matrix
+  /// product in torchtitan's order (wq, wk, wv, wo, then w1, w3, w2 for SwiGLU or up, down for
+  /// GELU): wq, wv, w1 (up) and, for SwiGLU, w2.
   std::array<double, runtime::kRecomputeModuleNames.size()> blockModuleElements(int64_t b) const {
     std::array<double, runtime::kRecomputeModuleNames.size()> out{};
     out[0] = flash ? 0 : a * s * s;
@@ -201,6 +205,10 @@ struct Shape {
     out[2] = hasExperts(b) ? 0 : (gated ? 3 : 2) * s * f;
     out[3] = hasExperts(b) ? double(moe->topK) * s * expertWidth() : 0;
     out[4] = mla ? s * a * (2 * qkHead() + vHead()) : 0;
+    if (!hasExperts(b) && !mla) {
+      const double kept = s * (h + (flash ? q : 0) + q + kvd + f + (gated ? h : 0));
+      out[5] = std::max(0.0, blockActivationElements(b) - kept);
+    }
     return out;
   }
   /// A fused kernel's softmax statistics: one fp32 log-sum-exp per query and head.

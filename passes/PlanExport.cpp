@@ -24,7 +24,8 @@ static_assert(
         static_cast<uint32_t>(pipe::RecomputeModule::Mlp) == runtime::kRecomputeMlp &&
         static_cast<uint32_t>(pipe::RecomputeModule::MoeAct) == runtime::kRecomputeMoeActivation &&
         static_cast<uint32_t>(pipe::RecomputeModule::MlaUpProj) ==
-            runtime::kRecomputeLatentUpProjection,
+            runtime::kRecomputeLatentUpProjection &&
+        static_cast<uint32_t>(pipe::RecomputeModule::Op) == runtime::kRecomputeOp,
     "the plan's recompute-module bits are the pipe dialect's");
 static_assert(static_cast<int>(pipe::RouterKind::Sigmoid) == 1,
               "the plan file's routers follow pipe::RouterKind (0 softmax, 1 sigmoid)");

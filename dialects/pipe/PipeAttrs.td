@@ -81,7 +81,8 @@ def Pipe_RecomputeModule : I32BitEnum<"RecomputeModule", "modules selective chec
   I32BitEnumCaseBit<"LayerNorm", 1, "layernorm">,
   I32BitEnumCaseBit<"Mlp", 2, "mlp">,
   I32BitEnumCaseBit<"MoeAct", 3, "moe_act">,
-  I32BitEnumCaseBit<"MlaUpProj", 4, "mla_up_proj">
+  I32BitEnumCaseBit<"MlaUpProj", 4, "mla_up_proj">,
+  I32BitEnumCaseBit<"Op", 5, "op">
 ]> {
   let cppNamespace = "::conduit::pipe";
   let separator = ", ";

@@ -185,18 +185,21 @@ enum class Checkpointing : uint8_t { None, Full, Selective };
 /// What selective checkpointing recomputes in the backward instead of keeping, as bits
 /// (parallelism.recompute_modules; Megatron-Core's recompute_modules of the same names):
 /// the attention core's softmax probabilities; the two norms' outputs; a dense block's MLP;
-/// the routed experts' activation outputs; latent attention's up projections.
+/// the routed experts' activation outputs; latent attention's up projections. `op`, alone,
+/// is torchtitan's op-level policy instead: a block keeps its input, the fused attention's
+/// output and every second matrix product's output, and recomputes the rest.
 enum RecomputeModule : uint32_t {
   kRecomputeCoreAttention = 1u << 0,
   kRecomputeLayerNorm = 1u << 1,
   kRecomputeMlp = 1u << 2,
   kRecomputeMoeActivation = 1u << 3,
   kRecomputeLatentUpProjection = 1u << 4,
-  kRecomputeAll = (1u << 5) - 1,
+  kRecomputeOp = 1u << 5,
+  kRecomputeAll = (1u << 6) - 1,
 };
 /// The job-file names of RecomputeModule's bits, in bit order.
-inline constexpr std::array<std::string_view, 5> kRecomputeModuleNames = {
-    "core_attn", "layernorm", "mlp", "moe_act", "mla_up_proj"};
+inline constexpr std::array<std::string_view, 6> kRecomputeModuleNames = {
+    "core_attn", "layernorm", "mlp", "moe_act", "mla_up_proj", "op"};
 /// The names of RecomputeModule bits `modules`, in bit order.
 inline std::vector<std::string> recomputeModuleNames(uint32_t modules) {
   std::vector<std::string> names;

@@ -332,10 +332,24 @@ TEST(CostModelTest, RecomputeModulesRepeatTheirPartOfTheForward) {
   EXPECT_DOUBLE_EQ(repeated(runtime::kRecomputeCoreAttention, 1), 0);
   // Together, the sum.
   for (int64_t block : {0, 1})
-    EXPECT_DOUBLE_EQ(repeated(runtime::kRecomputeAll, block),
+    EXPECT_DOUBLE_EQ(repeated(runtime::kRecomputeAll & ~runtime::kRecomputeOp, block),
                      repeated(runtime::kRecomputeLayerNorm, block) +
                          repeated(runtime::kRecomputeMlp, block) +
                          repeated(runtime::kRecomputeMoeActivation, block));
+  // op (torchtitan's policy) on the dense block: every second product of wq, wk, wv, wo, w1,
+  // w3, w2 (wk, wo, w3) and every element-wise pass of the forward again.
+  {
+    TransformerShape y = x;
+    y.recomputeModules = runtime::kRecomputeOp;
+    const LayerWork w = transformerWork(y, TransformerLayer::Block, 2, true, 0);
+    const double c = h / x.numHeads * x.numKvHeads, f = x.ffnHiddenSize;
+    ASSERT_EQ(w.recomputed.gemms.size(), 3u);
+    EXPECT_DOUBLE_EQ(w.recomputed.gemms[0].n, c / 2);
+    EXPECT_DOUBLE_EQ(w.recomputed.gemms[1].n, h);
+    EXPECT_DOUBLE_EQ(w.recomputed.gemms[2].n, f / 2);
+    EXPECT_DOUBLE_EQ(w.recomputed.memoryBytes, w.forward.memoryBytes);
+    EXPECT_TRUE(w.recomputed.attention.heads == 0); // the fused kernel's output is saved
+  }
   // Latent attention: the query and key/value up projections again.
   TransformerShape latent = x;
   latent.qLoraRank = 1536;

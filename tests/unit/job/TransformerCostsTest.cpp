@@ -335,9 +335,15 @@ TEST(TransformerCosts, RecomputeModulesDropTheirActivations) {
   EXPECT_EQ(bytes(experts, kRecomputeMoeActivation), 2 * 2 * 4 * 6);
   EXPECT_EQ(bytes(dense, kRecomputeMoeActivation), 0);
   EXPECT_EQ(bytes(dense, kRecomputeLatentUpProjection), 0);
+  // op (torchtitan's policy): of the dense block's 448 elements per sample (attention: the
+  // norm's output 32, Q 32, K 16, V 16, the output projection's input 32, the scores 32; the
+  // norms' inputs 64; the MLP's input 32 and gate, up and activation outputs 192), it keeps
+  // the input 32 and the outputs of wq 32, wv 16, w1 64 and w2 32 (eager: no fused output).
+  EXPECT_EQ(bytes(dense, runtime::kRecomputeOp), 2 * (448 - (32 + 32 + 16 + 64 + 32)));
+  EXPECT_EQ(bytes(experts, runtime::kRecomputeOp), 0);
   EXPECT_EQ(selectiveBytesOf(experts, kRecomputeLayerNorm | kRecomputeMoeActivation),
             2 * 2 * 4 * 8 + 2 * 2 * 4 * 6);
-  EXPECT_EQ(selectiveBytesOf(dense, runtime::kRecomputeAll),
+  EXPECT_EQ(selectiveBytesOf(dense, runtime::kRecomputeAll & ~runtime::kRecomputeOp),
             2 * 2 * 4 * 4 + 2 * 2 * 4 * 8 + 2 * 3 * 4 * 16);
   // mla_up_proj: the per-head queries and keys (nope + rope wide) and values, s a (2 qk + v).
   TransformerSpec latent = llamaStyle(1, 8, 2, 2, 16, 4, 16);
