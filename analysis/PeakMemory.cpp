@@ -256,8 +256,8 @@ StageActivations conduit::stageActivations(llvm::ArrayRef<LayerBytes> layers,
   }
   if (mode == runtime::Checkpointing::Selective) {
     for (const LayerBytes &layer : layers) {
-      a.stored += layer.activation - layer.attentionCore;
-      a.forwardWorking = std::max(a.forwardWorking, layer.attentionCore);
+      a.stored += layer.activation - layer.selective;
+      a.forwardWorking = std::max(a.forwardWorking, layer.selective);
     }
     a.backwardWorking = a.inputWorking = a.forwardWorking;
     return a;

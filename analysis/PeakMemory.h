@@ -39,7 +39,7 @@ using runtime::memoryKindName;
 /// A layer's bytes per sample, as its pipe.layer (or the job's layer) states them.
 struct LayerBytes {
   int64_t activation = 0, checkpoint = 0, weightGradient = 0;
-  int64_t attentionCore = 0; ///< of `activation`, what selective checkpointing recomputes
+  int64_t selective = 0; ///< of `activation`, what selective checkpointing recomputes
 };
 
 /// What a micro-batch of a stage holds, per sample, under a checkpointing mode. `stored` lives
