@@ -284,7 +284,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
         auto memoryBound = [&](const Job &job, const ParallelismSpec &par) {
           auto [it, inserted] = memoryBounds.try_emplace(
               std::make_tuple(par.pipeline, par.data, par.tensor, par.sequenceParallel, par.expert,
-                              static_cast<int>(par.sharding), static_cast<int>(par.checkpointing),
+                              static_cast<int>(par.sharding), checkpointingKey(par),
                               static_cast<int>(par.schedule), par.microbatches, par.microbatchSize),
               0);
           if (inserted)

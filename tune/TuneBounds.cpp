@@ -67,7 +67,7 @@ llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
   // A mixture of experts is priced with the routing imbalance of its micro-batch size
   // (jobCostInputs()); a dense model's costs do not depend on it.
   std::unique_ptr<CostModel> &slot = costModels[std::make_tuple(
-      static_cast<int>(par.checkpointing), par.pipeline, par.data, pipelineInner, par.tensor,
+      checkpointingKey(par), par.pipeline, par.data, pipelineInner, par.tensor,
       par.sequenceParallel, par.expert, hasExperts(job) ? par.microbatchSize : 0)];
   if (!slot) {
     CostInputs in = jobCostInputs(job);
@@ -90,9 +90,8 @@ llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
 llvm::Expected<const std::vector<BoundCalculator::Stage> *>
 BoundCalculator::stages(const Job &job) {
   const ParallelismSpec &par = job.parallelism;
-  auto key =
-      std::make_tuple(par.numStages(), par.microbatchSize, static_cast<int>(par.checkpointing),
-                      par.tensor, par.sequenceParallel, par.expert);
+  auto key = std::make_tuple(par.numStages(), par.microbatchSize, checkpointingKey(par), par.tensor,
+                             par.sequenceParallel, par.expert);
   if (auto it = partitions.find(key); it != partitions.end())
     return &it->second;
   llvm::Expected<const CostModel *> cost = costModel(job);
@@ -100,9 +99,8 @@ BoundCalculator::stages(const Job &job) {
     return cost.takeError();
   // Each layer's times on one micro-batch, shared by every partition of the same compute
   // (they depend on neither P nor D); the stage sums below add them in the cost model's order.
-  LayerTimes &times =
-      layerTimes[std::make_tuple(par.microbatchSize, static_cast<int>(par.checkpointing),
-                                 par.tensor, par.sequenceParallel, par.expert)];
+  LayerTimes &times = layerTimes[std::make_tuple(par.microbatchSize, checkpointingKey(par),
+                                                 par.tensor, par.sequenceParallel, par.expert)];
   if (times.forward.empty())
     for (int64_t l = 0; l < (*cost)->numLayers(); ++l) {
       times.forward.push_back((*cost)->forwardTime(l, par.microbatchSize));
@@ -198,7 +196,7 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   const ParallelismSpec &par = job.parallelism;
   auto key = std::make_tuple(par.pipeline, par.stagesPerDevice, par.microbatches,
                              par.microbatchSize, static_cast<int>(par.schedule), par.groupSize,
-                             static_cast<int>(par.checkpointing), static_cast<int>(par.placement),
+                             checkpointingKey(par), static_cast<int>(par.placement),
                              par.splitBackward, par.tensor, par.sequenceParallel, par.expert);
   if (auto it = schedules.find(key); it != schedules.end())
     return it->second.get();
@@ -396,9 +394,9 @@ llvm::Expected<Bounds> BoundCalculator::quickBounds(const Job &job, const std::s
   const ParallelismSpec &par = job.parallelism;
   const auto key =
       std::make_tuple(par.pipeline, par.numStages(), par.microbatches, par.microbatchSize,
-                      par.tensor, par.sequenceParallel, par.expert, par.data,
-                      static_cast<int>(par.checkpointing), static_cast<int>(effectiveSharding(par)),
-                      static_cast<int>(par.rankOrder), static_cast<int>(par.placement));
+                      par.tensor, par.sequenceParallel, par.expert, par.data, checkpointingKey(par),
+                      static_cast<int>(effectiveSharding(par)), static_cast<int>(par.rankOrder),
+                      static_cast<int>(par.placement));
   if (auto it = quick.find(key); it != quick.end())
     return it->second;
   llvm::Expected<const std::vector<Stage> *> stageList = stages(job);

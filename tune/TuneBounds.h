@@ -50,6 +50,15 @@
 
 namespace conduit {
 
+/// The checkpointing as the caches of bounds key it: the mode, and with selective
+/// checkpointing what it recomputes (ParallelismSpec::recomputeModules) in the bits above.
+inline int checkpointingKey(const ParallelismSpec &par) {
+  return static_cast<int>(par.checkpointing) |
+         (par.checkpointing == runtime::Checkpointing::Selective
+              ? static_cast<int>(par.recomputeModules) << 2
+              : 0);
+}
+
 /// Lower bounds of the figures the compiled plan predicts.
 struct Bounds {
   double stepTimeS = 0;

@@ -85,8 +85,44 @@ struct ShapeMemory {
 /// (its checks of the shape and the schedule).
 bool isLeafKey(std::string_view key) {
   return key == "parallelism.split_backward" || key == "parallelism.activation_checkpointing" ||
-         key == "parallelism.sharding" || key == "parallelism.fsdp_window" ||
-         key == "parallelism.gradient_reduction" || key == "parallelism.rank_order";
+         key == "parallelism.recompute_modules" || key == "parallelism.sharding" ||
+         key == "parallelism.fsdp_window" || key == "parallelism.gradient_reduction" ||
+         key == "parallelism.rank_order";
+}
+
+/// A list of recompute-module names as RecomputeModule bits; none when it is not one.
+std::optional<uint32_t> recomputeBits(const Json &list) {
+  if (!list.is_array() || list.empty())
+    return std::nullopt;
+  uint32_t bits = 0;
+  for (const Json &name : list) {
+    const auto &names = runtime::kRecomputeModuleNames;
+    const auto *known = name.is_string()
+                            ? std::find(names.begin(), names.end(), name.get<std::string>())
+                            : names.end();
+    if (known == names.end())
+      return std::nullopt;
+    bits |= 1u << (known - names.begin());
+  }
+  return bits;
+}
+
+/// The recompute-module lists worth searching for `t`, the least recomputation first: the
+/// attention core where it keeps one (eager), then the norms with the part of the MLP that
+/// keeps the most (a dense MLP's hidden activations, the routed experts' activation outputs)
+/// and latent attention's up projections. One list beside the core's keeps the space half as
+/// large again at most; torchtitan's op policy, and other lists, a job names itself.
+std::vector<Json> recomputeChoicesOf(const TransformerSpec &t) {
+  const bool eager = !fusedAttention(t.attention);
+  std::vector<Json> choices;
+  if (eager)
+    choices.push_back(Json::array({"core_attn"}));
+  Json more = eager ? Json::array({"core_attn", "layernorm"}) : Json::array({"layernorm"});
+  more.push_back(t.moe ? "moe_act" : "mlp");
+  if (t.latentAttention)
+    more.push_back("mla_up_proj");
+  choices.push_back(std::move(more));
+  return choices;
 }
 
 } // namespace
@@ -143,6 +179,11 @@ std::optional<ParallelismSpec> conduit::withLeaves(const ParallelismSpec &shape,
     } else if (a.key == "parallelism.activation_checkpointing") {
       if (!readLeaf(a.value, par.checkpointing))
         return std::nullopt;
+    } else if (a.key == "parallelism.recompute_modules") {
+      std::optional<uint32_t> bits = recomputeBits(a.value);
+      if (!bits)
+        return std::nullopt;
+      par.recomputeModules = *bits;
     } else if (a.key == "parallelism.sharding") {
       if (!readLeaf(a.value, par.sharding))
         return std::nullopt;
@@ -189,11 +230,16 @@ SpaceRequest conduit::spaceRequest(const Job &model, const TuneOptions &options,
       tensorSizesOf(model.model.transformer, options.gpus, model.cluster.gpusPerNode)};
   const bool attentionVaried = llvm::any_of(
       options.restrictions, [](const Restriction &r) { return r.key == "model.attention"; });
+  // The job's recompute modules hold where it names them; else the search chooses them.
+  const Json *named = root ? findKey(*root, "parallelism.recompute_modules") : nullptr;
+  const std::optional<uint32_t> jobModules = named ? recomputeBits(*named) : std::nullopt;
+  if (!named && model.model.transformer && !attentionVaried)
+    request.recomputeChoices = recomputeChoicesOf(*model.model.transformer);
   // Under a fused kernel, selective checkpointing of the attention core alone is "none".
-  request.selectiveCheckpointing =
-      attentionVaried || !model.model.transformer ||
-      !fusedAttention(model.model.transformer->attention) ||
-      model.parallelism.recomputeModules != runtime::kRecomputeCoreAttention;
+  request.selectiveCheckpointing = attentionVaried || !model.model.transformer ||
+                                   !fusedAttention(model.model.transformer->attention) ||
+                                   !request.recomputeChoices.empty() ||
+                                   (jobModules && *jobModules != runtime::kRecomputeCoreAttention);
   request.scheduleRules = !root || !findKey(*root, "parallelism.placement");
   if (model.model.transformer && model.model.transformer->moe)
     request.numExperts = model.model.transformer->moe->numExperts;

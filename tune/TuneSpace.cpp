@@ -51,6 +51,14 @@ bool conduit::booleanOf(const Configuration &config, llvm::StringRef key, bool f
 std::string conduit::displayValue(const Json &value) {
   if (value.is_string())
     return value.get<std::string>();
+  // A list of names (recompute modules): joined with "+".
+  if (value.is_array() && !value.empty() &&
+      llvm::all_of(value, [](const Json &v) { return v.is_string(); })) {
+    std::string text;
+    for (const Json &v : value)
+      text += (text.empty() ? "" : "+") + v.get<std::string>();
+    return text;
+  }
   return writeJson(value, /*indent=*/-1);
 }
 
@@ -95,6 +103,7 @@ constexpr llvm::StringLiteral kMicrobatches = "parallelism.microbatches";
 constexpr llvm::StringLiteral kStagesPerDevice = "parallelism.stages_per_device";
 constexpr llvm::StringLiteral kSchedule = "parallelism.schedule";
 constexpr llvm::StringLiteral kSharding = "parallelism.sharding";
+constexpr llvm::StringLiteral kRecomputeModules = "parallelism.recompute_modules";
 
 int64_t tensorOf(const Configuration &c) { return integerOf(c, kTensor, 1); }
 int64_t pipelineOf(const Configuration &c) { return integerOf(c, kPipeline, 1); }
@@ -371,6 +380,14 @@ std::vector<Dimension> makeBuiltins() {
                      return modes;
                    },
                    nullptr, nullptr});
+  // What selective checkpointing recomputes, where the job leaves it to the search.
+  table.push_back({kRecomputeModules.str(), "recompute",
+                   [](const SpaceRequest &, const Configuration &c) {
+                     return stringOf(c, "parallelism.activation_checkpointing") ==
+                            enumName(runtime::Checkpointing::Selective);
+                   },
+                   [](const SpaceRequest &r, const Configuration &) { return r.recomputeChoices; },
+                   nullptr, nullptr});
   // Sharding means nothing with one replica.
   table.push_back({kSharding.str(), "sharding", always,
                    [](const SpaceRequest &, const Configuration &c) {
@@ -499,7 +516,15 @@ std::vector<Dimension> conduit::dimensionsFor(const SpaceRequest &request) {
                      [values](const SpaceRequest &, const Configuration &) { return values; },
                      nullptr, nullptr});
   }
-  table.insert(table.end(), builtins.begin(), builtins.end());
+  // The recompute modules are searched only where the request lists choices (or a restriction
+  // names them); else the job's own list holds, which a table row would erase from each job.
+  const bool searchModules = !request.recomputeChoices.empty() ||
+                             llvm::any_of(request.restrictions, [](const Restriction &r) {
+                               return r.key == kRecomputeModules;
+                             });
+  for (const Dimension &d : builtins)
+    if (searchModules || d.key != kRecomputeModules)
+      table.push_back(d);
   return table;
 }
 

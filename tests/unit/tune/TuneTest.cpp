@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -266,20 +267,17 @@ std::vector<Configuration> leftOut(const std::vector<Configuration> &all,
   return out;
 }
 
-TEST(TuneShapes, LeavesReadAsTheReaderReadsThem) {
-  // The search reads a configuration that differs from the last one the reader accepted only
-  // in its leaf keys (the split of backwards, checkpointing, sharding, FSDP window, rank
-  // order) from that one: what it makes of it must be what the reader makes of it, on every
-  // configuration of a space that varies all of them. The job's recompute modules hold
-  // whatever the checkpointing.
-  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/gpt2-small.json";
-  Json root = loadJob(path);
-  root["parallelism"]["recompute_modules"] = Json::array({"layernorm"});
+/// Checks that the search reads each configuration of `root`'s space that differs from the
+/// last one the reader accepted only in its leaf keys as the reader reads it; returns the leaf
+/// keys that varied.
+static std::set<std::string> checkLeaves(const Json &root, const std::string &path) {
   TuneOptions options;
   options.gpus = 8;
   options.globalBatch = 16;
   llvm::Expected<Job> model = parseModel(root, path);
-  ASSERT_TRUE(static_cast<bool>(model));
+  EXPECT_TRUE(static_cast<bool>(model));
+  if (!model)
+    return {};
   SpaceRequest request = spaceRequest(*model, options, &root);
   std::vector<Dimension> dimensions = dimensionsFor(request);
   std::string why;
@@ -293,13 +291,16 @@ TEST(TuneShapes, LeavesReadAsTheReaderReadsThem) {
     Diagnostics diag(path);
     std::optional<Job> job = parseJob(applyConfiguration(root, dimensions, config), path, diag);
     if (accepted && sameShape(config, *accepted)) {
-      ASSERT_TRUE(job) << "the reader refuses a leaf variant: " << diag.getError()->str();
+      EXPECT_TRUE(job) << "the reader refuses a leaf variant: " << diag.getError()->str();
       std::optional<ParallelismSpec> par = withLeaves(acceptedShape, config);
-      ASSERT_TRUE(par);
+      EXPECT_TRUE(par);
+      if (!job || !par)
+        return leaves;
       const ParallelismSpec &read = job->parallelism;
       EXPECT_EQ(par->checkpointing, read.checkpointing) << i;
-      EXPECT_EQ(par->recomputeModules, runtime::kRecomputeLayerNorm) << i;
-      EXPECT_EQ(read.recomputeModules, runtime::kRecomputeLayerNorm) << i;
+      // What selective checkpointing recomputes (used by it alone).
+      if (read.checkpointing == runtime::Checkpointing::Selective)
+        EXPECT_EQ(par->recomputeModules, read.recomputeModules) << i;
       EXPECT_EQ(par->sharding, read.sharding) << i;
       EXPECT_EQ(par->fsdpWindow, read.fsdpWindow) << i;
       EXPECT_EQ(par->gradientReduction, read.gradientReduction) << i;
@@ -322,10 +323,59 @@ TEST(TuneShapes, LeavesReadAsTheReaderReadsThem) {
     }
   }
   EXPECT_GT(derived, static_cast<int64_t>(configs.size()) / 2);
-  EXPECT_EQ(leaves, (std::set<std::string>{
-                        "parallelism.activation_checkpointing", "parallelism.fsdp_window",
-                        "parallelism.gradient_reduction", "parallelism.rank_order",
-                        "parallelism.sharding", "parallelism.split_backward"}));
+  return leaves;
+}
+
+TEST(TuneShapes, LeavesReadAsTheReaderReadsThem) {
+  // The search reads a configuration that differs from the last one the reader accepted only
+  // in its leaf keys (the split of backwards, checkpointing and what it recomputes, sharding,
+  // FSDP window, rank order) from that one: what it makes of it must be what the reader makes
+  // of it, on every configuration of a space that varies all of them.
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/gpt2-small.json";
+  Json root = loadJob(path);
+  const std::set<std::string> common = {"parallelism.activation_checkpointing",
+                                        "parallelism.fsdp_window",
+                                        "parallelism.gradient_reduction",
+                                        "parallelism.rank_order",
+                                        "parallelism.sharding",
+                                        "parallelism.split_backward"};
+  std::set<std::string> searched = common;
+  searched.insert("parallelism.recompute_modules");
+  EXPECT_EQ(checkLeaves(root, path), searched);
+  // A job that names its recompute modules keeps them in every configuration.
+  root["parallelism"]["recompute_modules"] = Json::array({"layernorm"});
+  EXPECT_EQ(checkLeaves(root, path), common);
+}
+
+// Selective checkpointing's recompute modules are searched where the job does not name them:
+// the attention core where eager attention keeps one, and the norms with the MLP's largest
+// part; a job's own list holds everywhere.
+TEST(TuneSpace, RecomputeModulesAreSearchedUnlessTheJobNamesThem) {
+  auto choices = [](const std::string &job, const std::function<void(Json &)> &edit) {
+    const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/" + job;
+    Json root = loadJob(path);
+    edit(root);
+    TuneOptions options;
+    options.gpus = 8;
+    options.globalBatch = 16;
+    llvm::Expected<Job> model = parseModel(root, path);
+    EXPECT_TRUE(static_cast<bool>(model));
+    SpaceRequest request = spaceRequest(*model, options, &root);
+    EXPECT_TRUE(request.selectiveCheckpointing) << job;
+    return request.recomputeChoices;
+  };
+  using List = std::vector<Json>;
+  EXPECT_EQ(choices("gpt2-small.json", [](Json &) {}), (List{Json::array({"layernorm", "mlp"})}));
+  EXPECT_EQ(choices("gpt2-small.json", [](Json &r) { r["model"]["attention"] = "eager"; }),
+            (List{Json::array({"core_attn"}), Json::array({"core_attn", "layernorm", "mlp"})}));
+  // moe-tiny computes eager attention.
+  EXPECT_EQ(choices("moe-tiny.json", [](Json &) {}),
+            (List{Json::array({"core_attn"}), Json::array({"core_attn", "layernorm", "moe_act"})}));
+  EXPECT_EQ(choices("moe-tiny.json", [](Json &r) { r["model"]["attention"] = "flash"; }),
+            (List{Json::array({"layernorm", "moe_act"})}));
+  EXPECT_TRUE(choices("moe-tiny.json", [](Json &r) {
+                r["parallelism"]["recompute_modules"] = Json::array({"moe_act"});
+              }).empty());
 }
 
 TEST(TuneSpace, ListingDropsOnlyWhatCannotCompileOrFit) {
@@ -576,25 +626,37 @@ TEST(TuneSpace, SequenceParallelNeedsATensorGroup) {
 }
 
 TEST(TuneSpace, SelectiveCheckpointingOnlyWhereItRecomputesSomething) {
-  // Fused attention keeps no attention core: selective would be none again, a duplicate row.
+  // Fused attention keeps no attention core: selective of the core alone would be none again,
+  // a duplicate row. With other recompute modules to search (or named by the job) it is not.
   const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/demo.json";
-  auto modes = [&](const std::vector<std::string> &overrides, const TuneOptions &options) {
+  auto modes = [&](const std::vector<std::string> &overrides, const TuneOptions &options,
+                   const char *modules = nullptr) {
     Json root = loadJob(path);
     for (const std::string &o : overrides)
       root["model"]["attention"] = o;
+    if (modules)
+      root["parallelism"]["recompute_modules"] = Json::array({modules});
     llvm::Expected<Job> model = parseModel(root, path);
     EXPECT_TRUE(static_cast<bool>(model));
-    SpaceRequest request = spaceRequest(*model, options);
+    SpaceRequest request = spaceRequest(*model, options, &root);
     std::string why;
     std::set<std::string> out;
-    for (const Configuration &c : enumerateSpace(request, dimensionsFor(request), why))
+    for (const Configuration &c : enumerateSpace(request, dimensionsFor(request), why)) {
       out.insert(stringOf(c, "parallelism.activation_checkpointing"));
+      // Selective searches what it recomputes, never the core alone under a fused kernel.
+      const Json *m = lookup(c, "parallelism.recompute_modules");
+      if (m && overrides == std::vector<std::string>{"flash"} && options.restrictions.empty())
+        EXPECT_NE(*m, Json::array({"core_attn"})) << writeJson(*m, -1);
+    }
     return out;
   };
   TuneOptions options;
   options.gpus = 4;
   options.globalBatch = 8;
-  EXPECT_EQ(modes({"flash"}, options), (std::set<std::string>{"none", "full"}));
+  EXPECT_EQ(modes({"flash"}, options, "core_attn"), (std::set<std::string>{"none", "full"}));
+  EXPECT_EQ(modes({"flash"}, options, "layernorm"),
+            (std::set<std::string>{"none", "full", "selective"}));
+  EXPECT_EQ(modes({"flash"}, options), (std::set<std::string>{"none", "full", "selective"}));
   EXPECT_EQ(modes({"eager"}, options), (std::set<std::string>{"none", "full", "selective"}));
   // Varying the attention brings it back, and a restriction that names it is obeyed.
   std::string error;
