@@ -43,13 +43,14 @@ bool isSharded(const Config &c) { return c.data > 1 && c.sharding != Sharding::N
 
 absl::Status validateModel(const Plan &p, const char *backend) {
   CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(p));
+  // Selective checkpointing recomputes the attention core and the norms' outputs here.
+  constexpr uint32_t kTrained = kRecomputeCoreAttention | kRecomputeLayerNorm;
   if (p.config.checkpointing == Checkpointing::Selective &&
-      p.config.recomputeModules != kRecomputeCoreAttention)
+      (p.config.recomputeModules & ~kTrained) != 0)
     return absl::FailedPreconditionError(absl::StrCat(
         "parallelism.recompute_modules is [", quotedRecomputeModules(p.config.recomputeModules),
-        "]: the plan drops activations that the ", backend,
-        " backend keeps (its selective checkpointing recomputes the attention core only); "
-        "compile the job with recompute_modules [\"core_attn\"] to train it"));
+        "]: the plan drops activations that the ", backend, " backend keeps (it recomputes ",
+        quotedRecomputeModules(kTrained), " only); compile the job with those to train it"));
   for (size_t g = 0; g < p.groups.size(); ++g)
     if (p.groups[g].ranks.size() != 1)
       return absl::FailedPreconditionError(

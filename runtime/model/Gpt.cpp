@@ -22,13 +22,17 @@ namespace conduit::model {
 
 template <typename T>
 std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &shape,
-                                    Checkpointing checkpointing, int64_t layer) {
+                                    Checkpointing checkpointing, int64_t layer,
+                                    uint32_t recomputeModules) {
+  const bool selective = checkpointing == Checkpointing::Selective;
   switch (kind) {
   case runtime::LayerKind::Embedding:
     return std::make_unique<Embedding<T>>(shape);
   case runtime::LayerKind::Block:
-    return std::make_unique<Block<T>>(shape, checkpointing == Checkpointing::Selective,
-                                      shape.layerHasExperts(layer));
+    return std::make_unique<Block<T>>(
+        shape, selective && (recomputeModules & runtime::kRecomputeCoreAttention),
+        shape.layerHasExperts(layer),
+        selective && (recomputeModules & runtime::kRecomputeLayerNorm));
   case runtime::LayerKind::Head:
     return std::make_unique<Head<T>>(shape);
   case runtime::LayerKind::Custom:
@@ -69,7 +73,8 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
   chain.keepInputs = checkpointing == Checkpointing::Full;
   for (int64_t l = first; l < end; ++l) {
     const runtime::Layer &spec = plan.layers[l];
-    std::unique_ptr<Layer<T>> layer = makeLayer<T>(spec.kind, shape, checkpointing, l);
+    std::unique_ptr<Layer<T>> layer =
+        makeLayer<T>(spec.kind, shape, checkpointing, l, plan.config.recomputeModules);
     if (!layer)
       return absl::FailedPreconditionError(
           absl::StrCat("layer ", spec.name,
@@ -351,8 +356,8 @@ template void initialiseLayer<double>(runtime::LayerKind, const GptShape &, doub
 template class LayerChain<float>;
 template class LayerChain<double>;
 template std::unique_ptr<Layer<float>> makeLayer<float>(runtime::LayerKind, const GptShape &,
-                                                        Checkpointing, int64_t);
+                                                        Checkpointing, int64_t, uint32_t);
 template std::unique_ptr<Layer<double>> makeLayer<double>(runtime::LayerKind, const GptShape &,
-                                                          Checkpointing, int64_t);
+                                                          Checkpointing, int64_t, uint32_t);
 
 } // namespace conduit::model

@@ -59,11 +59,13 @@ using runtime::Checkpointing;
 
 /// The layer of kind `kind` at global index `layer` for this shape (its tensor rank's part; a
 /// block has experts where GptShape::layerHasExperts says); null for a custom layer, which
-/// conduit-run cannot train.
+/// conduit-run cannot train. With selective checkpointing a block recomputes what
+/// `recomputeModules` names of the attention core and the norms (runtime::RecomputeModule).
 template <typename T>
 std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &shape,
                                     Checkpointing checkpointing = Checkpointing::None,
-                                    int64_t layer = 0);
+                                    int64_t layer = 0,
+                                    uint32_t recomputeModules = runtime::kRecomputeCoreAttention);
 
 /// A contiguous range of layers run as one unit (a pipeline stage, or the whole model) on one
 /// Ops.

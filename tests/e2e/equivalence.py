@@ -141,6 +141,11 @@ def cases(quick, tensor_product=False):
             parallelism["split_backward"] = True
         out.append((f"{model}{schedule}{'-split' if split else ''}-{mode}-checkpointing-p2-d2"
                     f"-v{v}", parallelism))
+        # Selective checkpointing that also recomputes the norms' outputs.
+        if mode == "selective" and schedule != "zb-h1":
+            out.append((f"{model}{schedule}{'-split' if split else ''}-selective-layernorm-"
+                        f"checkpointing-p2-d2-v{v}",
+                        dict(parallelism, recompute_modules=["core_attn", "layernorm"])))
     # Llama-style (small_llama): the tied copies are summed across ranks (loop placement), on
     # one rank (zbv's V placement) or in one stage (P = 1).
     for schedule, sharding, p, d in itertools.product(["breadth-first", "1f1b"], ["none", "full"],

@@ -26,8 +26,9 @@ enum { DH2, DX2, DH1, NumStashed };
 } // namespace
 
 template <typename T>
-Block<T>::Block(const GptShape &s, bool recomputeAttention, bool experts)
-    : s(s), recomputeAttention(recomputeAttention), experts(experts), norm1(s), norm2(s),
+Block<T>::Block(const GptShape &s, bool recomputeAttention, bool experts, bool recomputeNorms)
+    : s(s), recomputeAttention(recomputeAttention), experts(experts),
+      recomputeNorms(recomputeNorms), norm1(s), norm2(s),
       attention(std::make_unique<Attention<T>>(s, recomputeAttention)) {
   // The block's MLP: dense, or a mixture of experts.
   if (experts)
@@ -71,27 +72,52 @@ void Block<T>::forward(Ops<T> &ops, const T *p, const T *x, const Tokens &batch,
   v.resize(NumSaved);
   c.clear();
   c.resize(NumParts);
-  // Everything the block keeps first, in the units' order, then the compute.
+  // Everything the block keeps first, in the units' order, then the compute. Recomputed norms
+  // keep no output: each is working memory until the unit after it has read it.
   v[X] = ops.allocate(local);
-  v[H1] = ops.allocate(local);
+  if (!recomputeNorms)
+    v[H1] = ops.allocate(local);
   norm1.keep(ops, n, c[Norm1]);
   attention->keep(ops, n, c[Attend]);
   v[X2] = ops.allocate(local);
-  v[H2] = ops.allocate(local);
+  if (!recomputeNorms)
+    v[H2] = ops.allocate(local);
   norm2.keep(ops, n, c[Norm2]);
   mlp->keep(ops, n, c[FeedForward]);
   c[FeedForward].lossScale = batch.lossScale;
   ops.copy(local, x, v[X].data());
+  if (recomputeNorms)
+    v[H1] = transient(ops, local);
   norm1.forward(ops, p + at[Norm1], x, v[H1].data(), c[Norm1]);
   attention->forward(ops, p + at[Attend], v[H1].data(), x, v[X2].data(), c[Attend]);
+  if (recomputeNorms) {
+    v[H1].reset();
+    v[H2] = transient(ops, local);
+  }
   norm2.forward(ops, p + at[Norm2], v[X2].data(), v[H2].data(), c[Norm2]);
   mlp->forward(ops, p + at[FeedForward], v[H2].data(), v[X2].data(), y, c[FeedForward]);
+  if (recomputeNorms)
+    v[H2].reset();
+}
+
+template <typename T>
+void Block<T>::recomputeNormOutputs(Ops<T> &ops, const T *p, LayerCache<T> &cache) const {
+  // The forward's kernels on the kept inputs: the same outputs, bit for bit (and the same
+  // statistics in the norms' caches). They live until the weight gradient reads them.
+  const int64_t local = cache.samples * s.localSeq() * s.hidden;
+  std::vector<Buffer<T>> &v = cache.saved;
+  v[H1] = ops.allocate(local);
+  norm1.forward(ops, p + at[Norm1], v[X].data(), v[H1].data(), cache.parts[Norm1]);
+  v[H2] = ops.allocate(local);
+  norm2.forward(ops, p + at[Norm2], v[X2].data(), v[H2].data(), cache.parts[Norm2]);
 }
 
 template <typename T>
 void Block<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, const T *dy,
                              T *dx) const {
   const int64_t local = cache.samples * s.localSeq() * s.hidden;
+  if (recomputeNorms)
+    recomputeNormOutputs(ops, p, cache);
   const std::vector<Buffer<T>> &v = cache.saved;
   std::vector<LayerCache<T>> &c = cache.parts;
   std::vector<Buffer<T>> &g = cache.stash;

@@ -28,10 +28,13 @@ namespace conduit::model {
 
 template <typename T> class Block final : public Layer<T> {
 public:
-  /// With `recomputeAttention` (selective checkpointing) the attention keeps no
-  /// probabilities: its input gradient computes them again. With `experts` the MLP is a
-  /// mixture of experts (layers/Moe.h).
-  Block(const GptShape &s, bool recomputeAttention, bool experts = false);
+  /// With `recomputeAttention` (selective checkpointing of the attention core) the attention
+  /// keeps no probabilities: its input gradient computes them again. With `recomputeNorms`
+  /// (of the norms) the block keeps neither norm's output: they are working memory in the
+  /// forward, and its input gradient computes them again from the kept inputs. With `experts`
+  /// the MLP is a mixture of experts (layers/Moe.h).
+  Block(const GptShape &s, bool recomputeAttention, bool experts = false,
+        bool recomputeNorms = false);
 
   CONDUIT_LAYER_OVERRIDES(T)
   int64_t expertParams() const override { return mlp->expertParams(); }
@@ -41,8 +44,11 @@ private:
   /// The units, in the order of their parameters and of the cache's parts.
   enum Part { Norm1, Attend, Norm2, FeedForward, NumParts };
 
+  /// With recomputeNorms: the norms' outputs again, before the input gradient.
+  void recomputeNormOutputs(Ops<T> &ops, const T *p, LayerCache<T> &cache) const;
+
   GptShape s;
-  bool recomputeAttention = false, experts = false;
+  bool recomputeAttention = false, experts = false, recomputeNorms = false;
   Norm<T> norm1, norm2;
   std::unique_ptr<Branch<T>> attention, mlp;
   int64_t at[NumParts + 1] = {}; ///< where each unit's parameters start; at[NumParts]: all

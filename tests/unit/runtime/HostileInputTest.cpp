@@ -113,13 +113,14 @@ TEST(HostilePlan, RecomputeModulesTheRuntimeDoesNotRecomputeAreRefused) {
   plan.config.checkpointing = Checkpointing::Selective;
   EXPECT_TRUE(validateModel(plan, "CPU").ok());
   plan.config.recomputeModules = kRecomputeCoreAttention | kRecomputeLayerNorm;
+  EXPECT_TRUE(validateModel(plan, "CPU").ok());
+  plan.config.recomputeModules = kRecomputeLayerNorm | kRecomputeMlp;
   EXPECT_TRUE(readBack(plan).ok()) << readBack(plan).message();
   absl::Status status = validateModel(plan, "CPU");
   EXPECT_EQ(std::string(status.message()),
-            "parallelism.recompute_modules is [\"core_attn\", \"layernorm\"]: the plan drops "
-            "activations that the CPU backend keeps (its selective checkpointing recomputes the "
-            "attention core only); compile the job with recompute_modules [\"core_attn\"] to "
-            "train it");
+            "parallelism.recompute_modules is [\"layernorm\", \"mlp\"]: the plan drops "
+            "activations that the CPU backend keeps (it recomputes \"core_attn\", "
+            "\"layernorm\" only); compile the job with those to train it");
 }
 
 // The runnable plan with split backwards, W in another order than I, is accepted; compute
