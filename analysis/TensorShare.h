@@ -44,7 +44,7 @@ struct TensorShare {
   int64_t outputBytes = 0;
   /// What a deferred weight gradient keeps (the layer's activations when unstated).
   int64_t weightGradientBytes = 0;
-  /// Of activationBytes, the attention core's (split with the heads).
+  /// Of activationBytes, what selective checkpointing recomputes (split like them).
   int64_t selectiveBytes = 0;
 };
 

@@ -201,6 +201,11 @@ struct ParallelismSpec {
   /// With selective checkpointing, what the backward recomputes (runtime::RecomputeModule
   /// bits; by default the attention core).
   uint32_t recomputeModules = runtime::kRecomputeCoreAttention;
+  /// What the backward recomputes of each block: recomputeModules with selective
+  /// checkpointing, nothing without it.
+  uint32_t selectiveModules() const {
+    return checkpointing == runtime::Checkpointing::Selective ? recomputeModules : 0;
+  }
   int64_t fsdpWindow = 2;
   /// When sharded gradients are reduced: once per stage per step, or after each run of the
   /// rank's backwards on a stage (forwards aside).

@@ -9,8 +9,6 @@
 #include "job/JobParser.h"
 #include "runtime/plan/Limits.h"
 
-#include <algorithm>
-
 using namespace conduit;
 using namespace conduit::detail;
 
@@ -47,20 +45,18 @@ std::optional<uint32_t> readRecomputeModules(const Json &value, const std::strin
   uint32_t modules = 0;
   for (size_t i = 0; i < value.size(); ++i) {
     const std::string at = keyPath + "[" + std::to_string(i) + "]";
-    const auto *known = value[i].is_string() ? std::find(runtime::kRecomputeModuleNames.begin(),
-                                                         runtime::kRecomputeModuleNames.end(),
-                                                         value[i].get_ref<const std::string &>())
-                                             : runtime::kRecomputeModuleNames.end();
-    if (known == runtime::kRecomputeModuleNames.end()) {
+    const std::optional<uint32_t> bit =
+        value[i].is_string() ? runtime::recomputeModuleBit(value[i].get_ref<const std::string &>())
+                             : std::nullopt;
+    if (!bit) {
       diag.report(at, "expected one of " + names + ", got " + describeJson(value[i]));
       return std::nullopt;
     }
-    const uint32_t bit = 1u << (known - runtime::kRecomputeModuleNames.begin());
-    if (modules & bit) {
-      diag.report(at, "\"" + std::string(*known) + "\" is listed twice");
+    if (modules & *bit) {
+      diag.report(at, describeJson(value[i]) + " is listed twice");
       return std::nullopt;
     }
-    modules |= bit;
+    modules |= *bit;
   }
   if ((modules & runtime::kRecomputeOp) && modules != runtime::kRecomputeOp) {
     diag.report(keyPath, "\"op\" is torchtitan's whole op-level policy, which already decides "

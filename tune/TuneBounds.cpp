@@ -77,8 +77,7 @@ llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
     in.sequenceParallel = par.sequenceParallel;
     in.pipelineInner = pipelineInner;
     in.recompute = par.checkpointing == runtime::Checkpointing::Full;
-    in.recomputeModules =
-        par.checkpointing == runtime::Checkpointing::Selective ? par.recomputeModules : 0;
+    in.recomputeModules = par.selectiveModules();
     llvm::Expected<CostModel> built = CostModel::build(in);
     if (!built)
       return built.takeError();

@@ -51,12 +51,9 @@
 namespace conduit {
 
 /// The checkpointing as the caches of bounds key it: the mode, and with selective
-/// checkpointing what it recomputes (ParallelismSpec::recomputeModules) in the bits above.
+/// checkpointing what it recomputes (ParallelismSpec::selectiveModules) in the bits above.
 inline int checkpointingKey(const ParallelismSpec &par) {
-  return static_cast<int>(par.checkpointing) |
-         (par.checkpointing == runtime::Checkpointing::Selective
-              ? static_cast<int>(par.recomputeModules) << 2
-              : 0);
+  return static_cast<int>(par.checkpointing) | static_cast<int>(par.selectiveModules()) << 2;
 }
 
 /// Lower bounds of the figures the compiled plan predicts.

@@ -96,13 +96,11 @@ std::optional<uint32_t> recomputeBits(const Json &list) {
     return std::nullopt;
   uint32_t bits = 0;
   for (const Json &name : list) {
-    const auto &names = runtime::kRecomputeModuleNames;
-    const auto *known = name.is_string()
-                            ? std::find(names.begin(), names.end(), name.get<std::string>())
-                            : names.end();
-    if (known == names.end())
+    const std::optional<uint32_t> bit =
+        name.is_string() ? runtime::recomputeModuleBit(name.get<std::string>()) : std::nullopt;
+    if (!bit)
       return std::nullopt;
-    bits |= 1u << (known - names.begin());
+    bits |= *bit;
   }
   return bits;
 }

@@ -200,6 +200,13 @@ enum RecomputeModule : uint32_t {
 /// The job-file names of RecomputeModule's bits, in bit order.
 inline constexpr std::array<std::string_view, 6> kRecomputeModuleNames = {
     "core_attn", "layernorm", "mlp", "moe_act", "mla_up_proj", "op"};
+/// The RecomputeModule bit named `name`; none for an unknown name.
+inline std::optional<uint32_t> recomputeModuleBit(std::string_view name) {
+  for (size_t bit = 0; bit < kRecomputeModuleNames.size(); ++bit)
+    if (kRecomputeModuleNames[bit] == name)
+      return 1u << bit;
+  return std::nullopt;
+}
 /// The names of RecomputeModule bits `modules`, in bit order.
 inline std::vector<std::string> recomputeModuleNames(uint32_t modules) {
   std::vector<std::string> names;
