@@ -29,10 +29,8 @@ std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &sha
   case runtime::LayerKind::Embedding:
     return std::make_unique<Embedding<T>>(shape);
   case runtime::LayerKind::Block:
-    return std::make_unique<Block<T>>(
-        shape, selective && (recomputeModules & runtime::kRecomputeCoreAttention),
-        shape.layerHasExperts(layer),
-        selective && (recomputeModules & runtime::kRecomputeLayerNorm));
+    return std::make_unique<Block<T>>(shape, selective ? recomputeModules : 0u,
+                                      shape.layerHasExperts(layer));
   case runtime::LayerKind::Head:
     return std::make_unique<Head<T>>(shape);
   case runtime::LayerKind::Custom:

@@ -146,6 +146,21 @@ def cases(quick, tensor_product=False):
             out.append((f"{model}{schedule}{'-split' if split else ''}-selective-layernorm-"
                         f"checkpointing-p2-d2-v{v}",
                         dict(parallelism, recompute_modules=["core_attn", "layernorm"])))
+    # The MLP's hidden activations recomputed too (recompute module mlp), with and without the
+    # norms, whole and split backwards, and under tensor parallelism without sequence
+    # parallelism (with it the recomputation would gather again: refused).
+    for name, par in [("1f1b-selective-mlp-checkpointing-p2-d2-v1",
+                       {"pipeline": 2, "data": 2, "schedule": "1f1b",
+                        "recompute_modules": ["core_attn", "mlp"]}),
+                      ("llama-breadth-first-split-selective-layernorm-mlp-checkpointing-p2-d2-v2",
+                       {"pipeline": 2, "data": 2, "stages_per_device": 2,
+                        "schedule": "breadth-first", "split_backward": True,
+                        "recompute_modules": ["layernorm", "mlp"]}),
+                      ("tp2-1f1b-selective-mlp-checkpointing-p2-d1-v1",
+                       {"pipeline": 2, "data": 1, "schedule": "1f1b", "tensor": 2,
+                        "sequence_parallel": False, "recompute_modules": ["mlp"]})]:
+        out.append((name, dict(par, microbatches=4, sharding="full",
+                               activation_checkpointing="selective")))
     # Llama-style (small_llama): the tied copies are summed across ranks (loop placement), on
     # one rank (zbv's V placement) or in one stage (P = 1).
     for schedule, sharding, p, d in itertools.product(["breadth-first", "1f1b"], ["none", "full"],
@@ -243,6 +258,16 @@ def cases(quick, tensor_product=False):
     out.append(("moe-shared-breadth-first-split-full-p2-d2-v2",
                 {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "breadth-first",
                  "microbatches": 4, "sharding": "full", "split_backward": True}))
+    # Selective checkpointing of the routed experts' activations (moe_act) with the dense
+    # block's MLP and the norms: one expert rank, and DualPipeV's paired steps with E = 2.
+    for name, par in [("moe-1f1b-full-selective-mlp-moe-act-p2-d2",
+                       {"pipeline": 2, "data": 2, "schedule": "1f1b"}),
+                      ("moe-ep2-dualpipev-full-selective-moe-act-p2-d2-v2",
+                       {"pipeline": 2, "data": 2, "stages_per_device": 2,
+                        "schedule": "dualpipev", "expert": 2})]:
+        out.append((name, dict(par, microbatches=4, sharding="full",
+                               activation_checkpointing="selective",
+                               recompute_modules=["layernorm", "mlp", "moe_act"])))
     out.append(("moe-shared-dualpipev-none-p2-d2-v2",
                 {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "dualpipev",
                  "microbatches": 4, "sharding": "none"}))

@@ -184,6 +184,25 @@ def fp8_plan(tools):
           and "step 1" not in result.stdout, result.stderr)
 
 
+def untrained_recompute_modules(tools):
+    """Plans whose selective checkpointing drops what conduit-run does not recompute compile,
+    and conduit-run refuses them by the key: torchtitan's op policy, and a recomputed MLP under
+    sequence parallelism (its recomputation would repeat an all-gather the plan lacks)."""
+    for name, extra in [("op", {"recompute_modules": ["op"]}),
+                        ("mlp-sp", {"recompute_modules": ["mlp"], "tensor": 2,
+                                    "sequence_parallel": True})]:
+        job = small_gpt(dict({"pipeline": 2, "data": 1, "microbatches": 2, "schedule": "1f1b",
+                              "activation_checkpointing": "selective"}, **extra))
+        plan = tools.compile(job, "recompute-" + name)
+        ranks = 2 * extra.get("tensor", 1)
+        result = tools.run(plan, ranks, "--steps=1", timeout=60)
+        check(f"a plan recomputing {extra['recompute_modules']} "
+              f"{'with sequence parallelism ' if 'tensor' in extra else ''}is refused, naming "
+              "parallelism.recompute_modules",
+              result.returncode == 1 and "parallelism.recompute_modules" in result.stderr
+              and "step 1" not in result.stdout, result.stderr)
+
+
 def loopback(tools, plan):
     """The run loop of several ranks in one process (--ranks-per-process) goes through the same
     session as MPI runs; tests/e2e/loopback.py runs it on the CPU. With --backend=cuda on a
@@ -363,6 +382,7 @@ def main():
     bad_inputs(tools, plan)
     hostile_plans(tools, plan)
     fp8_plan(tools)
+    untrained_recompute_modules(tools)
     sgd_checkpoints(tools)
     loopback(tools, plan)
     dead_peer(tools, plan)

@@ -26,15 +26,15 @@ enum { DH2, DX2, DH1, NumStashed };
 } // namespace
 
 template <typename T>
-Block<T>::Block(const GptShape &s, bool recomputeAttention, bool experts, bool recomputeNorms)
-    : s(s), recomputeAttention(recomputeAttention), experts(experts),
-      recomputeNorms(recomputeNorms), norm1(s), norm2(s),
-      attention(std::make_unique<Attention<T>>(s, recomputeAttention)) {
+Block<T>::Block(const GptShape &s, uint32_t recomputed, bool experts)
+    : s(s), recomputed(recomputed), experts(experts),
+      recomputeNorms(recomputed & runtime::kRecomputeLayerNorm), norm1(s), norm2(s),
+      attention(std::make_unique<Attention<T>>(s, recomputed & runtime::kRecomputeCoreAttention)) {
   // The block's MLP: dense, or a mixture of experts.
   if (experts)
-    mlp = std::make_unique<Moe<T>>(s);
+    mlp = std::make_unique<Moe<T>>(s, recomputed & runtime::kRecomputeMoeActivation);
   else
-    mlp = std::make_unique<Mlp<T>>(s);
+    mlp = std::make_unique<Mlp<T>>(s, recomputed & runtime::kRecomputeMlp);
   const int64_t sizes[NumParts] = {norm1.numParams(), attention->numParams(), norm2.numParams(),
                                    mlp->numParams()};
   for (int i = 0; i < NumParts; ++i)
@@ -44,7 +44,7 @@ Block<T>::Block(const GptShape &s, bool recomputeAttention, bool experts, bool r
 template <typename T> int64_t Block<T>::numParams() const { return at[NumParts]; }
 
 template <typename T> std::vector<ParameterRun> Block<T>::slice() const {
-  const Block whole(s.whole(), recomputeAttention, experts);
+  const Block whole(s.whole(), recomputed, experts);
   std::vector<ParameterRun> runs;
   norm1.slice(whole.at[Norm1], at[Norm1], runs);
   attention->slice(whole.at[Attend], at[Attend], runs);
@@ -124,6 +124,7 @@ void Block<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, cons
   g.clear();
   g.resize(NumStashed);
   // y = x2 + MLP(Norm2(x2)); the buffer dy came in is reused before the weight gradient.
+  mlp->recompute(ops, p + at[FeedForward], v[H2].data(), c[FeedForward]);
   g[DH2] = mlp->backwardInput(ops, p + at[FeedForward], c[FeedForward], dy, /*dyKept=*/false);
   g[DX2] = ops.allocate(local);
   norm2.backwardInput(ops, p + at[Norm2], v[X2].data(), c[Norm2], g[DH2].data(), g[DX2].data());

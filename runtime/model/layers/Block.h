@@ -28,13 +28,15 @@ namespace conduit::model {
 
 template <typename T> class Block final : public Layer<T> {
 public:
-  /// With `recomputeAttention` (selective checkpointing of the attention core) the attention
-  /// keeps no probabilities: its input gradient computes them again. With `recomputeNorms`
-  /// (of the norms) the block keeps neither norm's output: they are working memory in the
-  /// forward, and its input gradient computes them again from the kept inputs. With `experts`
-  /// the MLP is a mixture of experts (layers/Moe.h).
-  Block(const GptShape &s, bool recomputeAttention, bool experts = false,
-        bool recomputeNorms = false);
+  /// `recomputed`: the modules selective checkpointing recomputes (runtime::RecomputeModule
+  /// bits; 0 without it). With the attention core, the attention keeps no probabilities: its
+  /// input gradient computes them again. With the norms, the block keeps neither norm's
+  /// output: they are working memory in the forward, and its input gradient computes them
+  /// again from the kept inputs. With the MLP (a dense block's) or the routed experts'
+  /// activation (a block with experts), that branch recomputes its hidden activations
+  /// (Branch::recompute) before its input gradient. With `experts` the MLP is a mixture of
+  /// experts (layers/Moe.h).
+  Block(const GptShape &s, uint32_t recomputed, bool experts = false);
 
   CONDUIT_LAYER_OVERRIDES(T)
   int64_t expertParams() const override { return mlp->expertParams(); }
@@ -48,7 +50,8 @@ private:
   void recomputeNormOutputs(Ops<T> &ops, const T *p, LayerCache<T> &cache) const;
 
   GptShape s;
-  bool recomputeAttention = false, experts = false, recomputeNorms = false;
+  uint32_t recomputed = 0;
+  bool experts = false, recomputeNorms = false;
   Norm<T> norm1, norm2;
   std::unique_ptr<Branch<T>> attention, mlp;
   int64_t at[NumParts + 1] = {}; ///< where each unit's parameters start; at[NumParts]: all

@@ -24,9 +24,9 @@ enum { G = Projections::SavedOutIn, NumSaved };
 } // namespace
 
 template <typename T>
-Mlp<T>::Mlp(const GptShape &s)
+Mlp<T>::Mlp(const GptShape &s, bool recomputeHidden)
     : ProjectionBranch<T>(Projections(s, s.localUpWidth(), s.otherBias, s.localFfn(), s.otherBias)),
-      s(s) {}
+      s(s), recomputeHidden(recomputeHidden) {}
 
 template <typename T>
 void Mlp<T>::slice(int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &runs) const {
@@ -48,21 +48,48 @@ template <typename T> void Mlp<T>::initialise(T *params, Random &random) const {
 template <typename T> void Mlp<T>::keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache) const {
   const int64_t rows = samples * s.seq;
   startCache(cache, samples, NumInputOnly, NumSaved);
+  if (recomputeHidden)
+    return; // recompute() allocates them before the input gradient
   cache.inputOnly[U] = ops.allocate(rows * s.localUpWidth());
   cache.saved[G] = ops.allocate(rows * s.localFfn());
+}
+
+template <typename T>
+void Mlp<T>::hidden(Ops<T> &ops, const T *p, const T *x, int64_t n, T *u, T *g) const {
+  const int64_t rows = n * s.seq, f = s.localFfn();
+  columnParallel(ops, s, n, s.localUpWidth(), x, p + o.wIn, o.inBias(p), u);
+  if (s.gated)
+    ops.swigluForward(rows, f, u, g);
+  else
+    ops.geluForward(rows * f, u, g);
 }
 
 template <typename T>
 void Mlp<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *y,
                      LayerCache<T> &cache) const {
   const int64_t n = cache.samples, rows = n * s.seq, f = s.localFfn();
-  T *u = cache.inputOnly[U].data(), *g = cache.saved[G].data();
-  columnParallel(ops, s, n, s.localUpWidth(), x, p + o.wIn, o.inBias(p), u);
-  if (s.gated)
-    ops.swigluForward(rows, f, u, g);
-  else
-    ops.geluForward(rows * f, u, g);
+  // Recomputed, u and g are working memory until the second projection has read g.
+  Buffer<T> workingU, workingG;
+  if (recomputeHidden) {
+    workingU = transient(ops, rows * s.localUpWidth());
+    workingG = transient(ops, rows * f);
+  }
+  T *u = recomputeHidden ? workingU.data() : cache.inputOnly[U].data(),
+    *g = recomputeHidden ? workingG.data() : cache.saved[G].data();
+  hidden(ops, p, x, n, u, g);
   rowParallel(ops, s, n, f, g, p + o.wOut, o.outBias(p), residual, y);
+}
+
+template <typename T>
+void Mlp<T>::recompute(Ops<T> &ops, const T *p, const T *x, LayerCache<T> &cache) const {
+  if (!recomputeHidden)
+    return;
+  // The forward's kernels on the kept input: the same bits. U lives until the input gradient
+  // is done, G (W2's input) until the weight gradient, as the forward's would have.
+  const int64_t n = cache.samples, rows = n * s.seq;
+  cache.inputOnly[U] = ops.allocate(rows * s.localUpWidth());
+  cache.saved[G] = ops.allocate(rows * s.localFfn());
+  hidden(ops, p, x, n, cache.inputOnly[U].data(), cache.saved[G].data());
 }
 
 template <typename T>

@@ -21,12 +21,20 @@ namespace conduit::model {
 
 template <typename T> class Mlp final : public ProjectionBranch<T> {
 public:
-  explicit Mlp(const GptShape &s);
+  /// With `recomputeHidden` (the recompute module `mlp`) the forward keeps neither the first
+  /// projection's output nor the activation's: they are working memory there, and recompute()
+  /// computes them again from the MLP's input before the input gradient.
+  explicit Mlp(const GptShape &s, bool recomputeHidden = false);
 
   CONDUIT_PROJECTION_BRANCH_OVERRIDES(T)
+  void recompute(Ops<T> &ops, const T *p, const T *x, LayerCache<T> &cache) const override;
 
 private:
+  /// The first projection u of x and its activation g, on n samples.
+  void hidden(Ops<T> &ops, const T *p, const T *x, int64_t n, T *u, T *g) const;
+
   GptShape s;
+  bool recomputeHidden = false;
   using ProjectionBranch<T>::o; ///< W1, b1, W2, b2
 };
 

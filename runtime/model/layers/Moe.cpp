@@ -120,7 +120,9 @@ template <typename T> void fromHost(Ops<T> &ops, const std::vector<double> &host
 }
 } // namespace
 
-template <typename T> Moe<T>::Moe(const GptShape &s) : s(s) {
+template <typename T>
+Moe<T>::Moe(const GptShape &s, bool recomputeActivation)
+    : s(s), recomputeActivation(recomputeActivation) {
   const int64_t h = s.hidden;
   routerAt = 0;
   biasAt = s.sigmoidRouter ? h * s.experts : -1;
@@ -274,9 +276,9 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
     ops.noteRoutedLoad(static_cast<double>(taken) / static_cast<double>(rows * s.topK));
   cache.saved[Dispatched] = ops.allocate(std::max<int64_t>(taken, 1) * h);
   cache.inputOnly[U] = ops.allocate(std::max<int64_t>(taken, 1) * up());
-  cache.saved[G] = ops.allocate(std::max<int64_t>(taken, 1) * f);
-  T *in = cache.saved[Dispatched].data(), *u = cache.inputOnly[U].data(),
-    *g = cache.saved[G].data();
+  if (!recomputeActivation)
+    cache.saved[G] = ops.allocate(std::max<int64_t>(taken, 1) * f);
+  T *in = cache.saved[Dispatched].data(), *u = cache.inputOnly[U].data();
   {
     Buffer<T> gathered = transient(ops, std::max<int64_t>(r.dispatched(), 1) * h);
     T *send = group ? gathered.data() : in;
@@ -286,7 +288,7 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
       group->allToAll(ExpertExchange::Dispatch, send, sent, in, received);
   }
   {
-    Buffer<T> outputs;
+    Buffer<T> outputs, activations;
     T *out = o;
     if (group) {
       outputs = transient(ops, std::max<int64_t>(taken, 1) * h);
@@ -298,10 +300,15 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
       ops.gemm(false, false, count, up(), h, 1, in + first * h, w, 0, u + first * up());
       if (s.otherBias)
         ops.addBias(count, up(), w + b1At, u + first * up());
-      if (s.gated)
-        ops.swigluForward(count, f, u + first * up(), g + first * f);
-      else
-        ops.geluForward(count * f, u + first * up(), g + first * f);
+    }
+    // Recomputed (moe_act), the activations are working memory until the second projections.
+    if (recomputeActivation)
+      activations = transient(ops, std::max<int64_t>(taken, 1) * f);
+    T *g = recomputeActivation ? activations.data() : cache.saved[G].data();
+    activate(ops, r, u, g);
+    for (const Routing::Segment &seg : r.segments) {
+      const T *w = p + localExpertAt(seg.expert);
+      const int64_t first = seg.first, count = seg.count;
       ops.gemm(false, false, count, h, f, 1, g + first * f, w + w2At, 0, out + first * h);
       if (s.otherBias)
         ops.addBias(count, h, w + b2At, out + first * h);
@@ -317,6 +324,27 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
       if (a >= 0)
         ops.scaledAdd(h, static_cast<T>(r.weight[t * s.topK + j]), o + a * h, y + t * h);
     }
+}
+
+template <typename T> void Moe<T>::activate(Ops<T> &ops, const Routing &r, const T *u, T *g) const {
+  const int64_t f = s.expertFfn;
+  for (const Routing::Segment &seg : r.segments) {
+    if (s.gated)
+      ops.swigluForward(seg.count, f, u + seg.first * up(), g + seg.first * f);
+    else
+      ops.geluForward(seg.count * f, u + seg.first * up(), g + seg.first * f);
+  }
+}
+
+template <typename T>
+void Moe<T>::recompute(Ops<T> &ops, const T *, const T *, LayerCache<T> &cache) const {
+  if (!recomputeActivation)
+    return;
+  // From the kept first projections, with the forward's kernels: the same bits. They live
+  // until the weight gradient (W2's input), as the forward's would have.
+  const Routing &r = *std::static_pointer_cast<const Routing>(cache.host);
+  cache.saved[G] = ops.allocate(std::max<int64_t>(r.taken(), 1) * s.expertFfn);
+  activate(ops, r, cache.inputOnly[U].data(), cache.saved[G].data());
 }
 
 template <typename T>

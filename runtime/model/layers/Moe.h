@@ -108,7 +108,10 @@ void routerScores(int64_t rows, int64_t experts, bool sigmoid, const double *log
 
 template <typename T> class Moe final : public Branch<T> {
 public:
-  explicit Moe(const GptShape &s);
+  /// With `recomputeActivation` (the recompute module `moe_act`) the forward keeps no routed
+  /// expert's activation output: recompute() computes them again from the kept first
+  /// projections before the input gradient.
+  explicit Moe(const GptShape &s, bool recomputeActivation = false);
 
   int64_t numParams() const override { return total; }
   void slice(int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &runs) const override;
@@ -122,6 +125,7 @@ public:
                           bool dyKept) const override;
   void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
                       T *dparams) const override;
+  void recompute(Ops<T> &ops, const T *params, const T *x, LayerCache<T> &cache) const override;
 
   /// The rank's routed experts' parameters: the last of the branch's in local order.
   int64_t expertParams() const override { return s.localExperts() * perExpert; }
@@ -137,7 +141,11 @@ private:
   /// routing of this rank's tokens and, in an expert group, the others' counts.
   void exchangeCounts(Ops<T> &ops, Routing &r) const;
 
+  /// The activation of the segments' first projections u into g (both in dispatch order).
+  void activate(Ops<T> &ops, const Routing &r, const T *u, T *g) const;
+
   GptShape s;
+  bool recomputeActivation = false;
   std::unique_ptr<Branch<T>> shared; ///< null without shared experts
   /// Where the router's weights and bias (-1: none), the shared experts and the experts
   /// start; within an expert, where b1, W2 and b2 start.

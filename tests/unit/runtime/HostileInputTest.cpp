@@ -105,22 +105,38 @@ TEST(HostilePlan, TheBuiltPlanIsAccepted) {
   EXPECT_TRUE(validateModel(plan, "CPU").ok());
 }
 
-// A plan whose selective checkpointing drops more than the attention core is read, and
+// A plan whose selective checkpointing drops what the runtime does not recompute is read, and
 // refused before training, naming the job key: the runtime would keep what the plan's memory
-// counts as dropped.
+// counts as dropped. So is a recomputed MLP under sequence parallelism, whose recomputation
+// would repeat an all-gather the plan does not list.
 TEST(HostilePlan, RecomputeModulesTheRuntimeDoesNotRecomputeAreRefused) {
   Plan plan = runnablePlan();
   plan.config.checkpointing = Checkpointing::Selective;
   EXPECT_TRUE(validateModel(plan, "CPU").ok());
-  plan.config.recomputeModules = kRecomputeCoreAttention | kRecomputeLayerNorm;
+  plan.config.recomputeModules = kRecomputeCoreAttention | kRecomputeLayerNorm | kRecomputeMlp;
   EXPECT_TRUE(validateModel(plan, "CPU").ok());
-  plan.config.recomputeModules = kRecomputeLayerNorm | kRecomputeMlp;
+  plan.config.recomputeModules = kRecomputeLayerNorm | kRecomputeLatentUpProjection;
   EXPECT_TRUE(readBack(plan).ok()) << readBack(plan).message();
   absl::Status status = validateModel(plan, "CPU");
   EXPECT_EQ(std::string(status.message()),
-            "parallelism.recompute_modules is [\"layernorm\", \"mlp\"]: the plan drops "
+            "parallelism.recompute_modules is [\"layernorm\", \"mla_up_proj\"]: the plan drops "
             "activations that the CPU backend keeps (it recomputes \"core_attn\", "
-            "\"layernorm\" only); compile the job with those to train it");
+            "\"layernorm\", \"mlp\", \"moe_act\" only); compile the job with those to train "
+            "it");
+  plan = runnablePlan();
+  plan.config.checkpointing = Checkpointing::Selective;
+  plan.config.recomputeModules = kRecomputeMlp;
+  plan.config.tensor = 2;
+  plan.config.sequenceParallel = true;
+  ASSERT_TRUE(model::GptShape::fromPlan(plan).ok()) << model::GptShape::fromPlan(plan).status();
+  status = validateModel(plan, "CPU");
+  EXPECT_NE(status.message().find("parallelism.recompute_modules names \"mlp\" with "
+                                  "parallelism.sequence_parallel"),
+            std::string::npos)
+      << status;
+  plan.config.sequenceParallel = false;
+  EXPECT_EQ(validateModel(plan, "CPU").message().find("recompute_modules"), std::string::npos)
+      << validateModel(plan, "CPU");
 }
 
 // The runnable plan with split backwards, W in another order than I, is accepted; compute

@@ -291,6 +291,44 @@ TEST(Moe, RecomputedForwardCountsTheAuxiliaryLossOnce) {
   EXPECT_EQ(aux[0], aux[1]);
 }
 
+// Selective checkpointing's recompute modules: recomputing the norms' outputs, the dense MLP's
+// hidden activations (mlp) and the routed experts' activations (moe_act) computes the same
+// bits as keeping them, and the forward keeps exactly those tensors less.
+TEST(Moe, RecomputeModulesComputeTheSameBitsAndKeepLess) {
+  const GptShape s = moeShape();
+  const int64_t samples = 2, rows = samples * s.seq;
+  std::vector<float> dparams[2];
+  double loss[2];
+  int64_t kept[2];
+  for (int recompute : {0, 1}) {
+    runtime::Plan plan = planFor(s);
+    plan.config.recomputeModules =
+        runtime::kRecomputeCoreAttention |
+        (recompute ? runtime::kRecomputeLayerNorm | runtime::kRecomputeMlp |
+                         runtime::kRecomputeMoeActivation
+                   : 0u);
+    CpuOps<float> ops;
+    auto chain = *LayerChain<float>::build(plan, s, 0, 4, ops, Checkpointing::Selective);
+    std::vector<float> params(chain.numParams());
+    chain.initialise(params.data(), 5);
+    Batch batch = makeBatch(s, samples, 1.0 / (samples * s.seq));
+    typename LayerChain<float>::Cache cache;
+    chain.forward(params.data(), nullptr, batch.view, nullptr, cache);
+    kept[recompute] = 0;
+    for (const LayerCache<float> &layer : cache.layers)
+      kept[recompute] += layer.savedElements();
+    dparams[recompute].assign(params.size(), 0.0f);
+    chain.backward(params.data(), cache, nullptr, dparams[recompute].data(), nullptr);
+    loss[recompute] = ops.takeLoss();
+  }
+  EXPECT_EQ(loss[1], loss[0]);
+  EXPECT_EQ(dparams[1], dparams[0]);
+  // Two blocks' norm outputs; the dense block's first projection and activation; the expert
+  // block's activations over its top-k assignments (dropless, one rank: all of them).
+  EXPECT_EQ(kept[0] - kept[1],
+            2 * 2 * rows * s.hidden + rows * (s.upWidth() + s.ffn) + rows * s.topK * s.expertFfn);
+}
+
 TEST(Moe, ActivationElementsBoundWhatTheForwardKeeps) {
   const GptShape s = moeShape([](GptShape &s) { s.sharedFfn = 4; });
   runtime::Plan plan = planFor(s);

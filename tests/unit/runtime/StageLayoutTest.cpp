@@ -74,7 +74,7 @@ TEST(StageLayout, EachExpertRankKeepsItsOwnExpertsApartAndTheMembersMakeTheWhole
     const GptShape s = expertShape(2, q);
     const StageLayout layout = StageLayout::of(plan, s, 1, 4, 4);
     // Every layer's other parameters first; each block with experts holds 2 of its 4.
-    const Block<float> block(whole, false, true);
+    const Block<float> block(whole, 0, true);
     const int64_t perExpert = block.expertParams() / 4;
     EXPECT_EQ(layout.experts, 2 * 2 * perExpert);
     EXPECT_EQ(layout.dense, layout.whole - 2 * 4 * perExpert);
