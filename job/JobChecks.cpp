@@ -28,6 +28,12 @@ void JobParser::checkTraining(const Job &job) {
                                         job.cluster.preset +
                                         "\" does not have; use \"bf16\" or an H100 or H200 preset");
   }
+  if (job.training.fp8SavedInputs && job.training.dtype != runtime::DType::FP8)
+    diag.report("training.fp8_saved_inputs",
+                "applies to training.dtype \"fp8\" (how its linear layers keep their inputs for "
+                "the weight gradients), and training.dtype is \"" +
+                    std::string(enumName(job.training.dtype)) +
+                    "\": remove the key, or set training.dtype to \"fp8\"");
   if (job.training.data == runtime::DataKind::Synthetic)
     return;
   if (!job.model.transformer) {

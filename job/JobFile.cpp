@@ -131,6 +131,7 @@ void JobParser::parseTraining(ObjectReader &section, TrainingSpec &t) {
     t.learningRate = *lr;
   if (const Json *data = section.object("data"))
     parseData(ObjectReader(*data, section.keyPath("data"), diag), t);
+  t.fp8SavedInputs = readEnum<Fp8SavedInputs>(section, "fp8_saved_inputs");
   section.rejectUnknownKeys();
 }
 

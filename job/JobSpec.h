@@ -54,6 +54,10 @@ constexpr bool fusedAttention(AttentionKind k) { return k != AttentionKind::Eage
 /// a sigmoid per expert with a per-expert bias steering the choice (DeepSeek-V3's
 /// auxiliary-loss-free balancing), in the order of the plan's code (runtime::Transformer).
 enum class RouterKind : uint8_t { Softmax, Sigmoid };
+/// How an FP8 run keeps its linear layers' inputs for their weight gradients: cast, one byte
+/// an element (Transformer Engine, so Megatron-Core and NeMo, and DeepSeek-V3), or in the
+/// training data type (torchao's float8 training, as torchtitan runs it).
+enum class Fp8SavedInputs : uint8_t { Fp8, BF16 };
 
 /// The spellings of an enum's values in the job file, in the enum's order: "gpipe", "1f1b", ...
 /// for runtime::Schedule. Defined for every enum of the job model.
@@ -76,6 +80,7 @@ template <> absl::Span<const std::string_view> enumNames<PositionKind>();
 template <> absl::Span<const std::string_view> enumNames<BiasKind>();
 template <> absl::Span<const std::string_view> enumNames<AttentionKind>();
 template <> absl::Span<const std::string_view> enumNames<RouterKind>();
+template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>();
 
 /// The spelling of `value` in the job file.
 template <typename Enum> std::string_view enumName(Enum value) {
@@ -247,8 +252,18 @@ struct TrainingSpec {
   runtime::DataKind data = runtime::DataKind::Synthetic;
   std::string dataPath;
   TokenType dataDtype = TokenType::UInt16;
+  /// `fp8_saved_inputs`, with dtype FP8 only (unset: Fp8).
+  std::optional<Fp8SavedInputs> fp8SavedInputs;
 
   int64_t elementBytes() const { return dtype == runtime::DType::FP32 ? 4 : 2; }
+  /// Bytes of one element of the input of a linear layer kept for its weight gradient: one
+  /// where an FP8 run keeps them cast, else elementBytes().
+  int64_t savedInputBytes() const {
+    return dtype == runtime::DType::FP8 &&
+                   fp8SavedInputs.value_or(Fp8SavedInputs::Fp8) == Fp8SavedInputs::Fp8
+               ? 1
+               : elementBytes();
+  }
 };
 
 struct Job {

@@ -52,7 +52,7 @@ void JobParser::parseModel(ObjectReader &section, ModelSpec &m, const TrainingSp
     return;
   m.tokensPerSample = m.transformer->seqLength;
   absl::StatusOr<std::vector<LayerSpec>> layers =
-      expandTransformer(*m.transformer, training.elementBytes());
+      expandTransformer(*m.transformer, training.elementBytes(), training.savedInputBytes());
   if (!layers.ok()) {
     diag.report("model", std::string(layers.status().message()));
     return;

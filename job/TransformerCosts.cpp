@@ -136,10 +136,12 @@ struct Shape {
   /// Without sequence parallelism every rank keeps the norms' inputs and the inputs of the
   /// column-parallel GEMMs (QKV, MLP up) whole: Korthikanti et al.'s replicated terms, and
   /// latent attention's latents (computed whole on every rank).
-  double blockReplicatedActivationElements() const {
-    double whole = 4 * s * h;
+  double blockReplicatedActivationBytes(int64_t b, double e, double i) const {
+    // Of them, the QKV (or down projections') input, a dense MLP's input and the normalised
+    // latents are linear layers' inputs (blockLinearInputElements).
+    double whole = e * 4 * s * h - (e - i) * s * h * (hasExperts(b) ? 1 : 2);
     if (mla)
-      whole += latentElements();
+      whole += e * latentElements() - (e - i) * normalisedLatentElements();
     return whole;
   }
 
@@ -154,6 +156,10 @@ struct Shape {
   double latentElements() const {
     const double ql = double(mla->qLoraRank), kvl = double(mla->kvLoraRank);
     return 2 * s * ql + s * (kvl + double(mla->qkRopeHeadDim)) + s * kvl;
+  }
+  /// Of the latents, the normalised ones: the up projections' inputs.
+  double normalisedLatentElements() const {
+    return s * double(mla->qLoraRank) + s * double(mla->kvLoraRank);
   }
 
   /// Elements kept for the backward: attention (Q/K/V input, Q, K, V, the softmax output
@@ -185,6 +191,25 @@ struct Shape {
     const double k = double(moe->topK);
     return k * s * h + k * (gated ? 3 : 2) * s * expertWidth() + k * s * h;
   }
+  /// Of blockActivationElements, the inputs of the block's linear layers that their weight
+  /// gradients read, which an FP8 run keeps cast to one byte (TrainingSpec::savedInputBytes):
+  /// the QKV input (latent attention: the down projections' input and the normalised latents,
+  /// the up projections' inputs), the output projection's input, a dense MLP's input and
+  /// activation output; in a block with experts the shared experts' activation output, the
+  /// dispatched tokens and the routed experts' activation outputs (the block's normed
+  /// activations stay in the training type there: the router reads them).
+  double blockLinearInputElements(int64_t b) const {
+    const double attention = s * h + (mla ? normalisedLatentElements() + s * a * vHead() : s * q);
+    if (!hasExperts(b))
+      return attention + s * h + s * f;
+    const double k = double(moe->topK);
+    return attention + s * sharedWidth() + k * s * h + k * s * expertWidth();
+  }
+  /// The block's kept activations, in bytes: e per element, i per linear layer's input.
+  double blockActivationBytes(int64_t b, double e, double i) const {
+    return e * blockActivationElements(b) - (e - i) * blockLinearInputElements(b) +
+           flashStatisticsBytes() + routingBytes(b);
+  }
   /// The routing of each token: top_k expert indices (int32) and weights (fp32).
   double routingBytes(int64_t b) const { return hasExperts(b) ? 8 * s * double(moe->topK) : 0; }
   /// Of those, what each recompute module drops (runtime::RecomputeModule, by bit):
@@ -198,16 +223,20 @@ struct Shape {
   /// block's input, the fused attention's output, and the outputs of every second matrix
   /// product in torchtitan's order (wq, wk, wv, wo, then w1, w3, w2 for SwiGLU or up, down for
   /// GELU): wq, wv, w1 (up) and, for SwiGLU, w2.
-  std::array<double, runtime::kRecomputeModuleNames.size()> blockModuleElements(int64_t b) const {
+  /// In bytes: e per element, i per linear layer's input (blockLinearInputElements).
+  std::array<double, runtime::kRecomputeModuleNames.size()> blockModuleBytes(int64_t b, double e,
+                                                                             double i) const {
     std::array<double, runtime::kRecomputeModuleNames.size()> out{};
-    out[0] = flash ? 0 : a * s * s;
-    out[1] = 2 * s * h;
-    out[2] = hasExperts(b) ? 0 : (gated ? 3 : 2) * s * f;
-    out[3] = hasExperts(b) ? double(moe->topK) * s * expertWidth() : 0;
-    out[4] = mla ? s * a * (2 * qkHead() + vHead()) : 0;
+    out[0] = flash ? 0 : e * a * s * s;
+    out[1] = i * s * h + (hasExperts(b) ? e : i) * s * h;
+    out[2] = hasExperts(b) ? 0 : e * (gated ? 2 : 1) * s * f + i * s * f;
+    out[3] = hasExperts(b) ? i * double(moe->topK) * s * expertWidth() : 0;
+    out[4] = mla ? e * s * a * (2 * qkHead() + vHead()) : 0;
     if (!hasExperts(b) && !mla) {
-      const double kept = s * (h + (flash ? q : 0) + q + kvd + f + (gated ? h : 0));
-      out[5] = std::max(0.0, blockActivationElements(b) - kept);
+      // The fused attention's output (the output projection's input) and its statistics.
+      const double kept = e * s * (h + q + kvd + f + (gated ? h : 0)) +
+                          (flash ? i * s * q + flashStatisticsBytes() : 0);
+      out[5] = std::max(0.0, blockActivationBytes(b, e, i) - kept);
     }
     return out;
   }
@@ -237,6 +266,22 @@ struct Shape {
       ffn = s * (h + double(moe->numExperts)) + (sharedWidth() > 0 ? mlp(sharedWidth(), s) : 0) +
             mlp(expertWidth(), double(moe->topK) * s);
     return attention + ffn + 2 * (2 * s * h);
+  }
+  /// Of those, the linear layers' inputs (an FP8 run keeps them cast): the inputs of every
+  /// weight GEMM but the router's.
+  double blockWeightGradientLinearInputs(int64_t b) const {
+    double attention = s * h + s * q;
+    if (mla) {
+      const double ql = double(mla->qLoraRank), kvl = double(mla->kvLoraRank);
+      attention = s * h + (ql > 0 ? s * ql : 0) + s * h + s * kvl + s * a * vHead();
+    }
+    if (!hasExperts(b))
+      return attention + s * (h + f);
+    return attention + (sharedWidth() > 0 ? s * (h + sharedWidth()) : 0) +
+           double(moe->topK) * s * (h + expertWidth());
+  }
+  double blockWeightGradientBytes(int64_t b, double e, double i) const {
+    return e * blockWeightGradientElements(b) - (e - i) * blockWeightGradientLinearInputs(b);
   }
 };
 
@@ -387,9 +432,11 @@ std::optional<int64_t> conduit::selectiveBytesOf(const LayerSpec &layer, uint32_
 }
 
 absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const TransformerSpec &spec,
-                                                                  int64_t elementBytes) {
+                                                                  int64_t elementBytes,
+                                                                  int64_t savedInputBytes) {
   const Shape x(spec);
   const double e = static_cast<double>(elementBytes);
+  const double i = static_cast<double>(savedInputBytes > 0 ? savedInputBytes : elementBytes);
   std::vector<LayerSpec> layers;
   layers.reserve(spec.numLayers + 2);
 
@@ -402,21 +449,20 @@ absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
       !err.ok())
     return err;
 
-  for (int64_t i = 0; i < spec.numLayers; ++i) {
-    const double fwd = x.blockForwardFlops(i);
-    if (absl::Status err = addLayer(
-            layers, "block." + std::to_string(i), runtime::LayerKind::Block, x.blockParams(i), fwd,
-            2 * fwd, x.blockWeightFlops(i),
-            e * x.blockActivationElements(i) + x.flashStatisticsBytes() + x.routingBytes(i),
-            e * x.s * x.h, e * x.s * x.h, e * x.blockWeightGradientElements(i),
-            x.blockReplicatedParams(i), e * x.blockReplicatedActivationElements());
+  for (int64_t b = 0; b < spec.numLayers; ++b) {
+    const double fwd = x.blockForwardFlops(b);
+    if (absl::Status err = addLayer(layers, "block." + std::to_string(b), runtime::LayerKind::Block,
+                                    x.blockParams(b), fwd, 2 * fwd, x.blockWeightFlops(b),
+                                    x.blockActivationBytes(b, e, i), e * x.s * x.h, e * x.s * x.h,
+                                    x.blockWeightGradientBytes(b, e, i), x.blockReplicatedParams(b),
+                                    x.blockReplicatedActivationBytes(b, e, i));
         !err.ok())
       return err;
-    const auto modules = x.blockModuleElements(i);
+    const auto modules = x.blockModuleBytes(b, e, i);
     auto &bytes = layers.back().moduleBytes.emplace();
     for (size_t m = 0; m < modules.size(); ++m)
-      bytes[m] = static_cast<int64_t>(e * modules[m]);
-    layers.back().expertParams = static_cast<int64_t>(x.blockExpertParams(i));
+      bytes[m] = static_cast<int64_t>(modules[m]);
+    layers.back().expertParams = static_cast<int64_t>(x.blockExpertParams(b));
   }
 
   // Head: final norm, LM head, cross-entropy; keeps fp32 logits for the loss gradient.

@@ -51,11 +51,13 @@ std::optional<ShapeProblem> checkTransformerShape(const TransformerSpec &shape);
 /// less even than uniform: state a measured value when there is one (docs/cost-model.md).
 double defaultMoeImbalance(const MoeSpec &moe, int64_t expert, int64_t tokensPerRank);
 
-/// The layer chain of `shape` with costs for elements of `elementBytes` bytes. Fails when a
-/// figure would exceed 2^53 (beyond exact integers in a double): an absurd shape, not a model;
-/// the message names the dimensions to reduce.
-absl::StatusOr<std::vector<LayerSpec>> expandTransformer(const TransformerSpec &shape,
-                                                         int64_t elementBytes);
+/// The layer chain of `shape` with costs for elements of `elementBytes` bytes, the blocks'
+/// linear layers keeping their inputs for the weight gradients at `savedInputBytes` an element
+/// (TrainingSpec::savedInputBytes: 1 where an FP8 run keeps them cast; 0: elementBytes). Fails
+/// when a figure would exceed 2^53 (beyond exact integers in a double): an absurd shape, not a
+/// model; the message names the dimensions to reduce.
+absl::StatusOr<std::vector<LayerSpec>>
+expandTransformer(const TransformerSpec &shape, int64_t elementBytes, int64_t savedInputBytes = 0);
 
 /// Of a block's activation bytes per sample, what selective checkpointing that recomputes
 /// `modules` (runtime::RecomputeModule bits) drops: the sum of their LayerSpec::moduleBytes;

@@ -104,7 +104,9 @@ def configuration(run):
                      (f" ({', '.join(modules)})" if modules else ""))
     if par.get("sequence_parallel"):
         parts.append("SP" if par.get("tensor_comm_overlap", True) else "SP, TP comm exposed")
-    parts.append(job["training"].get("dtype", "bf16"))
+    dtype = job["training"].get("dtype", "bf16")
+    saved = job["training"].get("fp8_saved_inputs")
+    parts.append(dtype + (f" ({saved} saved inputs)" if saved else ""))
     parts.append(model.get("attention", "flash"))
     return ", ".join(parts)
 

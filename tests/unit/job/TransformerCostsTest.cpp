@@ -314,6 +314,47 @@ TEST(TransformerCosts, DefaultImbalance) {
 
 // What each of Megatron-Core's recompute modules drops from a block's activations, by hand on
 // the small shapes above (s 4, h 8, bf16), and selective checkpointing's bytes as their sum.
+// An FP8 run that keeps its linear layers' inputs cast (Transformer Engine) keeps them in one
+// byte: the activations, what the recompute modules drop, a deferred weight gradient's inputs
+// and the replicated activations all shrink by exactly those elements; nothing else moves.
+TEST(TransformerCosts, Fp8KeepsLinearInputsInOneByte) {
+  const TransformerSpec t = smallMoe();
+  absl::StatusOr<std::vector<LayerSpec>> bf16 = expandTransformer(t, 2),
+                                         same = expandTransformer(t, 2, 2),
+                                         fp8 = expandTransformer(t, 2, 1);
+  ASSERT_TRUE(bf16.ok() && same.ok() && fp8.ok());
+  for (size_t l = 0; l < bf16->size(); ++l) {
+    EXPECT_EQ((*same)[l].activationBytes, (*bf16)[l].activationBytes);
+    EXPECT_EQ((*same)[l].moduleBytes, (*bf16)[l].moduleBytes);
+    EXPECT_EQ((*fp8)[l].params, (*bf16)[l].params);
+    EXPECT_EQ((*fp8)[l].fwdFlops, (*bf16)[l].fwdFlops);
+  }
+  // Per sample of 4 tokens, hidden 8, query width 8, FFN 16 (SwiGLU), 2 of 4 experts of 6, a
+  // shared expert of 6. Dense block: the QKV input 32, the output projection's input 32, the
+  // MLP's input 32 and activation output 64. Expert block: the same attention 64, the shared
+  // activation 24, the dispatched tokens 2 x 32 and the routed activations 2 x 24 (its normed
+  // input stays: the router reads it).
+  const LayerSpec &dense = (*fp8)[1], &experts = (*fp8)[2];
+  EXPECT_EQ((*bf16)[1].activationBytes - dense.activationBytes, 32 + 32 + 32 + 64);
+  EXPECT_EQ((*bf16)[2].activationBytes - experts.activationBytes, 64 + 24 + 64 + 48);
+  // Deferred weight gradients keep every weight GEMM's input (all but the router's).
+  EXPECT_EQ(*(*bf16)[1].weightGradientBytes - *dense.weightGradientBytes,
+            4 * (8 + 8) + 4 * (8 + 16));
+  EXPECT_EQ(*(*bf16)[2].weightGradientBytes - *experts.weightGradientBytes,
+            4 * (8 + 8) + 4 * (8 + 6) + 2 * 4 * (8 + 6));
+  // Without sequence parallelism the QKV and a dense MLP's inputs are replicated.
+  EXPECT_EQ(*(*bf16)[1].replicatedActivationBytes - *dense.replicatedActivationBytes, 64);
+  EXPECT_EQ(*(*bf16)[2].replicatedActivationBytes - *experts.replicatedActivationBytes, 32);
+  // The modules drop what is kept, at the width it is kept in.
+  auto bytes = [](const LayerSpec &layer, uint32_t module) {
+    return selectiveBytesOf(layer, module).value();
+  };
+  EXPECT_EQ(bytes(dense, runtime::kRecomputeLayerNorm), 32 + 32);
+  EXPECT_EQ(bytes(experts, runtime::kRecomputeLayerNorm), 32 + 2 * 32);
+  EXPECT_EQ(bytes(dense, runtime::kRecomputeMlp), 2 * 2 * 64 + 64);
+  EXPECT_EQ(bytes(experts, runtime::kRecomputeMoeActivation), 48);
+}
+
 TEST(TransformerCosts, RecomputeModulesDropTheirActivations) {
   using runtime::kRecomputeCoreAttention, runtime::kRecomputeLayerNorm, runtime::kRecomputeMlp,
       runtime::kRecomputeMoeActivation, runtime::kRecomputeLatentUpProjection;
