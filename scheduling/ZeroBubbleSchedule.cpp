@@ -189,6 +189,12 @@ Schedule scheduleOnV(const ScheduleProblem &problem, const ActionTimes &times, i
     if (pairs && input >= 0 && forward >= 0 && !forwardAllowed && b.inFlight[r] < cap &&
         b.runWeight(r, now))
       return true;
+    // DualPipe runs its steady state's backwards whole and defers weight gradients only in the
+    // cool-down, rank r at most r + 1 of them (DeepSeek's dualpipev.py, steps 6 to 8): with P
+    // deferred, the oldest W runs before another I, which would only hold more memory.
+    if (pairs && input >= 0 && static_cast<int64_t>(b.pending[r].size()) >= problem.numRanks() &&
+        b.runWeight(r, now))
+      return true;
     if (input >= 0) {
       Action i{ActionKind::BackwardInput, int32_t(input), int32_t(nextInput[input]++)};
       if (pairs && forwardAllowed)

@@ -221,6 +221,35 @@ TEST(ZeroBubble, WeightGradientsFillTheDrain) {
   EXPECT_GE(filled, 16 * 4 + 3);
 }
 
+// DualPipe defers weight gradients only in its cool-down, rank r at most r + 1 of them:
+// however long W is against I, DualPipeV holds at most P deferred Ws on a rank, where ZB-V
+// (which defers until the memory bound stops it) holds more.
+TEST(ZeroBubble, DualPipeVDefersAtMostPWeightGradients) {
+  auto peakDeferred = [](const Schedule &s, int64_t r) {
+    int64_t deferred = 0, peak = 0;
+    for (const Action &a : s.ranks[r]) {
+      deferred += a.kind == ActionKind::BackwardInput    ? 1
+                  : a.kind == ActionKind::BackwardWeight ? -1
+                                                         : 0;
+      peak = std::max(peak, deferred);
+    }
+    return peak;
+  };
+  for (int64_t p : {2, 4, 8}) {
+    ScheduleProblem problem = equalProblem(p, 2, 4 * p, Placement::V);
+    ActionTimes times = ActionTimes::perSample(problem, 1, 0.5, 3);
+    Schedule dual = verified(problem, scheduleDualPipeV(problem, times));
+    Schedule zbv = verified(problem, scheduleZeroBubbleV(problem, times));
+    int64_t most = 0, zbvMost = 0;
+    for (int64_t r = 0; r < p; ++r) {
+      most = std::max(most, peakDeferred(dual, r));
+      zbvMost = std::max(zbvMost, peakDeferred(zbv, r));
+    }
+    EXPECT_LE(most, p) << "P = " << p;
+    EXPECT_GT(zbvMost, p) << "P = " << p << ": the case does not pile Ws up";
+  }
+}
+
 TEST(ZeroBubble, PairsAreForwardThenBackward) {
   ScheduleProblem problem = equalProblem(4, 2, 8, Placement::V);
   Schedule s = verified(problem, scheduleDualPipeV(problem, unit(problem)));
