@@ -42,10 +42,10 @@ void addStatic(const MemoryProblem &p, const MemoryStage &stage,
       {experts, p.expertReplicas > 0 ? p.expertReplicas : p.replicas}};
   for (auto [params, data] : parts) {
     // Moments (Adam), and the fp32 master copy where the parameters the optimizer updates are
-    // not themselves fp32 values of their own. ZeRO-1 over one rank (an expert-data group of
-    // one) keeps no shard beside the whole: the optimizer updates the parameters where they
+    // not themselves fp32 values of their own. Sharding over one rank (an expert-data group
+    // of one) keeps no shard beside the whole: the optimizer updates the parameters where they
     // lie, as without sharding.
-    const bool inPlace = sharding == Sharding::Optimizer && data == 1;
+    const bool inPlace = shardState && data == 1;
     const bool master = p.elementBytes != 4 || (shardState && !shardParams && !inPlace);
     const int64_t state = (p.adam ? 8 : 0) + (master ? 4 : 0);
     add(MemoryKind::Parameters, (shardParams ? ceilDiv(params, data) : params) * p.elementBytes);
@@ -97,7 +97,7 @@ public:
     for (size_t i = 0; i < order.size(); ++i) {
       const MemoryEvent &e = order[i];
       const int64_t event = static_cast<int64_t>(i);
-      const int64_t params = e.kind == Kind::Tie ? 0 : p.stages[e.stage].params;
+      const int64_t params = e.kind == Kind::Tie ? 0 : allocated(p.stages[e.stage]);
       switch (e.kind) {
       case Kind::Forward:
       case Kind::Backward:
@@ -148,6 +148,14 @@ public:
 
 private:
   bool fullGradientBuffers() const { return runtime::shardsGradients(sharding); }
+  /// Of a stage's parameters, those whose gathered copy (full sharding) and whole gradients
+  /// (ZeRO-2 and full sharding) a step allocates and frees: all but the routed experts of an
+  /// expert-data group of one, which it keeps whole all step, once (runtime::ShardSegment's
+  /// `apart`; their static state is addStatic's).
+  int64_t allocated(const MemoryStage &stage) const {
+    const bool apart = p.expertReplicas == 1 && runtime::shardsGradients(sharding);
+    return apart ? stage.params - stage.expertParams : stage.params;
+  }
 
   int64_t scaled(int64_t b) const {
     return static_cast<int64_t>(std::llround(static_cast<double>(b) * p.sampleScale));

@@ -71,8 +71,8 @@ absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending 
     if (stage.full.empty()) {
       // Written first here, released by a Free on the compute stream.
       model::MemoryScope gathered(ops().memory(), model::MemoryUse::GatheredParameters);
-      CONDUIT_ASSIGN_OR_RETURN(stage.full,
-                               gatherBuffer(stage.padded, p.stream, streamOf(kComputeStream)));
+      CONDUIT_ASSIGN_OR_RETURN(
+          stage.full, gatherBuffer(stage.allocatedLen(), p.stream, streamOf(kComputeStream)));
     }
     CONDUIT_ASSIGN_OR_RETURN(p.work, gather(stage, stage.full.data(), p.stream));
     p.gathered = &stage;
@@ -133,7 +133,7 @@ void BackendCore<Grad>::addGradients(int64_t n, const Grad *src, Grad *dst) {
 
 template <typename Grad> void BackendCore<Grad>::addReducedShards(Stage &stage) {
   for (const ShardSegment *g : {&stage.dense, &stage.experts})
-    if (g->shardLen > 0)
+    if (g->shardLen > 0 && !g->inPlace)
       addGradients(g->shardLen, stage.grad.data() + g->at + g->shardOffset,
                    stage.gradShard.data() + g->shardAt);
 }
@@ -215,9 +215,12 @@ absl::StatusOr<std::unique_ptr<Work>> BackendCore<Grad>::perSegment(const Stage 
 template <typename Grad>
 absl::StatusOr<std::unique_ptr<Work>> BackendCore<Grad>::gather(const Stage &stage, float *full,
                                                                 StreamHandle stream) {
-  // A segment updated in place is whole in the stage's own array already.
-  if (stage.experts.inPlace && stage.experts.n > 0 && full != stage.full.data())
-    ops().copy(stage.experts.n, stage.full.data() + stage.experts.at, full + stage.experts.at);
+  // A segment updated in place is whole on this rank already: in the stage's own array, or
+  // kept apart.
+  const ShardSegment &g = stage.experts;
+  if (g.inPlace && g.n > 0 && full != stage.full.data())
+    ops().copy(g.n, stage.apartParams.empty() ? stage.full.data() + g.at : stage.apartParams.data(),
+               full + g.at);
   return perSegment(stage, [&](const ShardSegment &g, int32_t group) {
     return transport->allGather(group, Element::Float32, stage.master.data() + g.shardAt,
                                 full + g.at, g.shardLen, stream);

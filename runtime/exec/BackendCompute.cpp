@@ -168,7 +168,7 @@ template <typename Grad> void BackendCore<Grad>::needGradients(Stage &stage) {
   if (!stage.grad.empty())
     return;
   model::MemoryScope scope(ops().memory(), model::MemoryUse::Gradients);
-  stage.grad = allocateGrad<Grad>(ops(), stage.padded); // zeroed
+  stage.grad = allocateGrad<Grad>(ops(), stage.allocatedLen()); // zeroed
 }
 
 template <typename Grad> absl::Status BackendCore<Grad>::backward(const Instruction &inst) {

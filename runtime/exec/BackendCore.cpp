@@ -214,6 +214,8 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
         });
       }
     }
+    if (stage->experts.apart)
+      keepApart(*stage, c.sharding == Sharding::Full);
     stage->gathered = true;
     if (c.sharding == Sharding::Full && sharded) {
       stage->full.reset();
@@ -632,6 +634,24 @@ absl::StatusOr<std::vector<std::vector<float>>> BackendCore<Grad>::stageParamete
   }
   CONDUIT_RETURN_IF_ERROR(deviceStatus());
   return out;
+}
+
+template <typename Grad> void BackendCore<Grad>::keepApart(Stage &stage, bool parameters) {
+  const ShardSegment &g = stage.experts;
+  if (parameters) {
+    model::MemoryScope scope(ops().memory(), model::MemoryUse::Parameters);
+    stage.apartParams = ops().allocate(g.n);
+    ops().copy(g.n, stage.full.data() + g.at, stage.apartParams.data());
+  }
+  {
+    model::MemoryScope scope(ops().memory(), model::MemoryUse::Gradients);
+    stage.apartGrads = allocateGrad<Grad>(ops(), g.n); // zeroed
+  }
+  const float *params = parameters ? stage.apartParams.data() : nullptr;
+  if constexpr (std::is_same_v<Grad, double>)
+    stage.chain.placeExpertsApart(params, nullptr, stage.apartGrads.data());
+  else
+    stage.chain.placeExpertsApart(params, stage.apartGrads.data(), nullptr);
 }
 
 template class BackendCore<float>;

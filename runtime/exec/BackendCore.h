@@ -166,6 +166,10 @@ private:
   /// Where gradients are sharded, the stage's gradient accumulators exist from its first
   /// backward of a step to its reduce-scatter: allocates them (zeroed) if they do not.
   void needGradients(Stage &stage);
+  /// At set-up, for a stage whose routed experts are kept apart (ShardSegment::apart): their
+  /// gradients, and with `parameters` (full sharding) their parameters copied out of the
+  /// initialised array, in buffers of their own for the whole run, placed in the chain.
+  void keepApart(Stage &stage, bool parameters);
   /// Whether each replica keeps only its shard of the reduced gradients between steps
   /// (ZeRO-2 and full sharding).
   bool gradientsSharded() const { return sharded && shardsGradients(plan->config.sharding); }

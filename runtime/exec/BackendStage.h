@@ -35,9 +35,13 @@ template <typename Grad> struct BackendCore<Grad>::Stage : ShardLayout {
   /// sharded these are also the parameters the optimizer updates.
   model::Buffer<float> full;
   bool gathered = false;
-  model::Buffer<float> master;    ///< sharded: this replica's shard, which the optimizer updates
+  model::Buffer<float> master; ///< sharded: this replica's shard, which the optimizer updates
+  /// A segment kept apart (ShardSegment::apart, the routed experts): its parameters under full
+  /// sharding (else they stay in `full`) and its gradients, all step, placed in the chain.
+  model::Buffer<float> apartParams;
+  model::Buffer<Grad> apartGrads;
   model::Buffer<float> optimizer; ///< optimizer state of what this replica updates
-  /// Accumulated gradients, `padded` long. Where gradients are sharded (ZeRO-2 and full
+  /// Accumulated gradients, `allocatedLen()` long. Where gradients are sharded (ZeRO-2 and full
   /// sharding) they exist only from the stage's first backward of a step to its
   /// reduce-scatter, as the memory plan assumes; otherwise always.
   model::Buffer<Grad> grad;
@@ -75,7 +79,8 @@ template <typename Grad> struct BackendCore<Grad>::Stage : ShardLayout {
     }
     for (const ShardSegment *g : {&dense, &experts})
       if (g->inPlace && g->n > 0)
-        f(full.data() + g->at, grad.data() + g->at, g->shardAt, g->n);
+        f(g->apart && !apartParams.empty() ? apartParams.data() : full.data() + g->at,
+          g->apart ? apartGrads.data() : grad.data() + g->at, g->shardAt, g->n);
   }
   int64_t updatedCount(bool sharded) const { return sharded ? updatedLen : n; }
 };

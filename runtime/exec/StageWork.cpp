@@ -159,7 +159,8 @@ ShardLayout ShardLayout::of(const model::StageLayout &layout, const Config &c, b
     g.at = at;
     g.n = n;
     g.padded = (n + members - 1) / members * members;
-    g.inPlace = sharded && members == 1 && c.sharding == Sharding::Optimizer;
+    g.inPlace = sharded && members == 1;
+    g.apart = g.inPlace && n > 0 && c.sharding != Sharding::Optimizer;
     g.shardLen = sharded && !g.inPlace ? g.padded / members : n;
     g.shardOffset = sharded && !g.inPlace ? position * g.shardLen : 0;
     g.shardAt = sharded ? 0 : at;

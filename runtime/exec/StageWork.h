@@ -58,9 +58,13 @@ struct ShardSegment {
   /// Where the shard lies among what the rank updates (its kept shards, then its in-place
   /// segments: the order of its optimizer state and of a checkpoint).
   int64_t shardAt = 0;
-  /// ZeRO-1 over one rank (an expert-data group of one, E = D x T): nothing to reduce or
+  /// Sharded over one rank (an expert-data group of one, E = D x T): nothing to reduce or
   /// gather, so no shard is kept beside the segment; the optimizer updates it where it lies.
   bool inPlace = false;
+  /// In place under ZeRO-2 or full sharding, whose whole gradients (and, under full sharding,
+  /// whose gathered parameters) exist only part of a step: the segment's gradients (and
+  /// parameters) are kept all step in buffers of their own instead, once.
+  bool apart = false;
 };
 
 /// How a rank's parameters of a stage split over the ranks that share them: the dense segment
@@ -96,6 +100,9 @@ struct ShardLayout {
     });
     return kept;
   }
+  /// The elements of the whole gradients a backward allocates, and of the parameters full
+  /// sharding gathers: the array less a segment kept apart.
+  int64_t allocatedLen() const { return experts.apart ? dense.padded : padded; }
   /// The `align` of the StageLayout a ShardLayout splits: the dense segment's shard count.
   static int64_t align(const Config &config) { return config.data; }
 };

@@ -109,6 +109,27 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
   return chain;
 }
 
+template <typename T>
+void LayerChain<T>::placeExpertsApart(const T *params, T *grads, double *doubleGrads) {
+  if (layout.experts == 0)
+    return; // every expert in the layers' own ranges (no expert parallelism)
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const int64_t at = layout.layerExpertsAt[i] - layout.expertsAt;
+    if (layers[i]->expertParams() > 0)
+      layers[i]->placeExpertsApart(params ? params + at : nullptr, grads ? grads + at : nullptr);
+  }
+  apartDoubleGrads = doubleGrads;
+}
+
+template <typename T> void LayerChain<T>::accumulate(const T *dparams, double *grads) const {
+  if (!apartDoubleGrads) {
+    ops->accumulate(numParams(), dparams, grads);
+    return;
+  }
+  ops->accumulate(layout.expertsAt, dparams, grads);
+  ops->accumulate(layout.experts, dparams + layout.expertsAt, apartDoubleGrads);
+}
+
 template <typename T> void LayerChain<T>::initialise(T *params, uint64_t seed) const {
   std::vector<T> host(numParams(), T(0)), one;
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -314,7 +335,7 @@ void LayerChain<T>::backwardSamples(const T *params, std::vector<Cache> &caches,
     ops->fill(numParams(), T(0), dparams.data());
     backward(params, cache, dy ? dy + at * row : nullptr, dparams.data(),
              dx ? dx + at * row : nullptr, seconds ? &one : nullptr);
-    ops->accumulate(numParams(), dparams.data(), grads);
+    accumulate(dparams.data(), grads);
     addSeconds(one, seconds);
     at += samples;
   }
@@ -342,7 +363,7 @@ void LayerChain<T>::backwardWeightSamples(std::vector<Cache> &caches, double *gr
   for (Cache &cache : caches) {
     ops->fill(numParams(), T(0), dparams.data());
     backwardWeight(cache, dparams.data(), seconds ? &one : nullptr);
-    ops->accumulate(numParams(), dparams.data(), grads);
+    accumulate(dparams.data(), grads);
     addSeconds(one, seconds);
   }
 }

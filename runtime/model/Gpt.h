@@ -142,6 +142,14 @@ public:
   void backwardWeightSamples(std::vector<Cache> &caches, double *grads,
                              std::vector<double> *seconds = nullptr) const;
 
+  /// Keeps the routed experts (StageLayout::experts elements, in the layout's order) in
+  /// arrays of their own (runtime::ShardSegment::apart): their parameters at `params` and
+  /// their gradients at `grads`, or, for the methods that add into double-precision `grads`,
+  /// at `doubleGrads`; the expert range of the arrays the other methods take is then neither
+  /// read nor written (those arrays may end where it starts). A null pointer keeps that
+  /// array's experts in the range.
+  void placeExpertsApart(const T *params, T *grads, double *doubleGrads);
+
   /// Where layer `i` of the chain starts in the chain's flat parameters (its routed experts
   /// may lie elsewhere: StageLayout).
   int64_t offset(size_t i) const { return layout.layerAt[i]; }
@@ -161,6 +169,9 @@ private:
   /// Full checkpointing: layer `k`'s forward again, into its cache, as working memory; the
   /// loss it computes was counted by the first forward.
   void recompute(size_t k, const T *params, Cache &cache) const;
+  /// Adds a piece's gradients (the chain's whole layout) to `grads`, the expert range to
+  /// apartDoubleGrads where it is set.
+  void accumulate(const T *dparams, double *grads) const;
 
   GptShape shape;
   int64_t firstLayer = 0;
@@ -170,7 +181,8 @@ private:
   std::vector<runtime::LayerKind> kinds;
   StageLayout layout;
   bool head = false, embedding = false;
-  bool keepInputs = false; ///< full checkpointing
+  bool keepInputs = false;            ///< full checkpointing
+  double *apartDoubleGrads = nullptr; ///< placeExpertsApart's doubleGrads
 };
 
 } // namespace conduit::model

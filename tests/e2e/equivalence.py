@@ -239,6 +239,12 @@ def cases(quick, tensor_product=False):
         out.append((f"moe-ep{e}-{schedule}-{sharding}-p{p}-d{d}-v{v}",
                     {"pipeline": p, "data": d, "stages_per_device": v, "schedule": schedule,
                      "microbatches": 2 * p, "sharding": sharding, "expert": e}))
+    # ZeRO-2 with E = D: each rank's experts are its own alone, their gradients kept apart
+    # from the whole gradients a step allocates and frees (as full sharding keeps them and
+    # their parameters, in the cases above).
+    out.append(("moe-ep2-breadth-first-gradients-p2-d2-v2",
+                {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "breadth-first",
+                 "microbatches": 4, "sharding": "gradients", "expert": 2}))
     # Reducing each run, the routed experts' segment over its expert-data group too.
     out.append(("moe-ep2-depth-first-full-p2-d2-v2-reduce-each-run",
                 {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "depth-first",

@@ -332,26 +332,29 @@ def checkpoints(tools, plan, other_plan):
           result.returncode == 1 and "another state layout" in result.stderr, result.stderr)
 
 
-def expert_checkpoints(tools, expert):
+def expert_checkpoints(tools, expert, sharding):
     """With expert parallelism a rank's state holds its own experts, sharded over the ranks
-    holding the same ones (ZeRO-1 here, whose restore gathers both segments; with E = D the
-    experts are one rank's, updated in place): a resumed run continues with bitwise the
-    uninterrupted losses and parameters."""
+    holding the same ones (ZeRO-1, whose restore gathers both segments; with E = D the experts
+    are one rank's, updated in place, and under full sharding kept apart from the gathered
+    parameters): a resumed run continues with bitwise the uninterrupted losses and
+    parameters."""
     parallelism = {"pipeline": 1, "data": 4, "schedule": "1f1b", "microbatches": 2,
-                   "sharding": "optimizer", "expert": expert}
+                   "sharding": sharding, "expert": expert}
     job = small_llama(parallelism, layers=3)
     job["model"]["moe"] = {"num_experts": 4, "top_k": 2, "expert_ffn_hidden_size": 24,
                            "dense_layers": 1}
-    plan = tools.compile(job, f"failures-experts-{expert}")
-    whole = os.path.join(tools.work, f"experts-{expert}-whole")
+    name = f"{expert}-{sharding}"
+    plan = tools.compile(job, f"failures-experts-{name}")
+    whole = os.path.join(tools.work, f"experts-{name}-whole")
     result = tools.run(plan, 4, "--steps=4", f"--save-params={whole}")
-    check(f"an expert-parallel run (E = {expert})", result.returncode == 0, result.stderr)
+    check(f"an expert-parallel run (E = {expert}, sharding {sharding})", result.returncode == 0,
+          result.stderr)
     expected = losses(result.stdout)
-    directory = os.path.join(tools.work, f"experts-{expert}-checkpoints")
+    directory = os.path.join(tools.work, f"experts-{name}-checkpoints")
     shutil.rmtree(directory, ignore_errors=True)
     result = tools.run(plan, 4, "--steps=2", f"--checkpoint={directory}")
     check("writes a checkpoint", result.returncode == 0, result.stderr)
-    resumed = os.path.join(tools.work, f"experts-{expert}-resumed")
+    resumed = os.path.join(tools.work, f"experts-{name}-resumed")
     result = tools.run(plan, 4, "--steps=2", f"--resume={directory}", f"--save-params={resumed}")
     check("and resuming from it gives bitwise the uninterrupted losses",
           result.returncode == 0 and losses(result.stdout) == {3: expected[3], 4: expected[4]},
@@ -388,8 +391,8 @@ def main():
     dead_peer(tools, plan)
     stall_in_a_paired_step(tools)
     checkpoints(tools, plan, other_plan)
-    for expert in (2, 4):
-        expert_checkpoints(tools, expert)
+    for expert, sharding in ((2, "optimizer"), (4, "optimizer"), (4, "full")):
+        expert_checkpoints(tools, expert, sharding)
     finish("all failure behaviours hold")
 
 

@@ -41,6 +41,9 @@ public:
   CONDUIT_LAYER_OVERRIDES(T)
   int64_t expertParams() const override { return mlp->expertParams(); }
   void placeExperts(int64_t at) override { mlp->placeExperts(at - this->at[FeedForward]); }
+  void placeExpertsApart(const T *params, T *grads) override {
+    mlp->placeExpertsApart(params, grads);
+  }
 
 private:
   /// The units, in the order of their parameters and of the cache's parts.

@@ -115,6 +115,10 @@ public:
   /// Where those lie, as an offset from the `params` (and `dparams`) pointer the layer is
   /// given: by default right after the others, as in local order.
   virtual void placeExperts(int64_t at) {}
+  /// Where those lie when they are kept in arrays of their own (runtime::ShardSegment::apart):
+  /// their parameters at `params` and, unless null, their gradients at `grads`, in the layer's
+  /// local order; null `params` (or `grads`) keeps the offset from the pointer given.
+  virtual void placeExpertsApart(const T *params, T *grads) {}
   /// Forward over batch.samples sequences: x (null for the embedding) to y (null for the
   /// head, which adds its loss to the Ops's loss).
   virtual void forward(Ops<T> &ops, const T *params, const T *x, const Tokens &batch, T *y,

@@ -295,7 +295,7 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
       out = outputs.data();
     }
     for (const Routing::Segment &seg : r.segments) {
-      const T *w = p + localExpertAt(seg.expert);
+      const T *w = expertParamsAt(p, seg.expert);
       const int64_t first = seg.first, count = seg.count;
       ops.gemm(false, false, count, up(), h, 1, in + first * h, w, 0, u + first * up());
       if (s.otherBias)
@@ -307,7 +307,7 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
     T *g = recomputeActivation ? activations.data() : cache.saved[G].data();
     activate(ops, r, u, g);
     for (const Routing::Segment &seg : r.segments) {
-      const T *w = p + localExpertAt(seg.expert);
+      const T *w = expertParamsAt(p, seg.expert);
       const int64_t first = seg.first, count = seg.count;
       ops.gemm(false, false, count, h, f, 1, g + first * f, w + w2At, 0, out + first * h);
       if (s.otherBias)
@@ -407,7 +407,7 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
   {
     Buffer<T> dg = transient(ops, taken * f), dIn = transient(ops, taken * h);
     for (const Routing::Segment &seg : r.segments) {
-      const T *w = p + localExpertAt(seg.expert);
+      const T *w = expertParamsAt(p, seg.expert);
       const int64_t first = seg.first, count = seg.count;
       ops.gemm(false, true, count, f, h, 1, dOut + first * h, w + w2At, 0, dg.data() + first * f);
       const T *u = cache.inputOnly[U].data() + first * up();
@@ -501,7 +501,7 @@ void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
   const T *in = cache.saved[Dispatched].data(), *g = cache.saved[G].data(),
           *dOut = stash[DOut].data(), *dUp = stash[DUp].data();
   for (const Routing::Segment &seg : r.segments) {
-    T *dw = dp + localExpertAt(seg.expert);
+    T *dw = expertGradsAt(dp, seg.expert);
     const int64_t first = seg.first, count = seg.count;
     weightGradient(ops, count, h, up(), in + first * h, dUp + first * up(), dw,
                    s.otherBias ? dw + b1At : nullptr);

@@ -130,6 +130,10 @@ public:
   /// The rank's routed experts' parameters: the last of the branch's in local order.
   int64_t expertParams() const override { return s.localExperts() * perExpert; }
   void placeExperts(int64_t at) override { placed = at; }
+  void placeExpertsApart(const T *params, T *grads) override {
+    apartParams = params;
+    apartGrads = grads;
+  }
 
 private:
   int64_t up() const { return s.gated ? 2 * s.expertFfn : s.expertFfn; }
@@ -157,6 +161,18 @@ private:
   /// Where (local) expert e's parameters start, relative to the branch's; e is one of this
   /// rank's experts.
   int64_t localExpertAt(int64_t e) const { return placed + (e - s.firstLocalExpert()) * perExpert; }
+  /// Where the rank's routed experts lie when the chain keeps them in arrays of their own
+  /// (placeExpertsApart; null: at `placed` from the pointers the layer is given).
+  const T *apartParams = nullptr;
+  T *apartGrads = nullptr;
+  /// Expert e's parameters, from the branch's `p`; its gradients, from the branch's `dp`.
+  const T *expertParamsAt(const T *p, int64_t e) const {
+    return apartParams ? apartParams + (e - s.firstLocalExpert()) * perExpert
+                       : p + localExpertAt(e);
+  }
+  T *expertGradsAt(T *dp, int64_t e) const {
+    return apartGrads ? apartGrads + (e - s.firstLocalExpert()) * perExpert : dp + localExpertAt(e);
+  }
 };
 
 } // namespace conduit::model

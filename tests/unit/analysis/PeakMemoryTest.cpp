@@ -176,9 +176,24 @@ TEST(PeakMemory, RoutedExpertsAreShardedOverTheirExpertDataGroup) {
   m = peaksOf(p).front();
   EXPECT_EQ(at(m, MemoryKind::OptimizerState), 10 * 4);
   EXPECT_EQ(at(m, MemoryKind::Gradients), 400);
-  // Under full sharding its one-rank shard is kept beside the gathered copy, as conduit-run does.
+  // Under full sharding its one-rank shard is the whole, kept all step; the gathered copy and
+  // the whole gradients leave it out (conduit-run keeps such experts apart, once).
   p.sharding = Sharding::Full;
   EXPECT_EQ(at(peaksOf(p).front(), MemoryKind::Parameters), (10 + 60) * 4);
+  p.orders = {{{Kind::Gather, 0},
+               compute(Kind::Forward, 0, 0),
+               compute(Kind::Backward, 0, 0),
+               {Kind::Reshard, 0},
+               {Kind::Reduce, 0}}};
+  m = peaksOf(p).front();
+  EXPECT_EQ(at(m, MemoryKind::GatheredParameters), 40 * 4);
+  EXPECT_EQ(at(m, MemoryKind::Gradients), (10 + 60) * 4 + 40 * 4);
+  // ZeRO-2 alike for the gradients, and no master beside its fp32 experts either.
+  p.sharding = Sharding::Gradients;
+  m = peaksOf(p).front();
+  EXPECT_EQ(at(m, MemoryKind::Gradients), (10 + 60) * 4 + 40 * 4);
+  EXPECT_EQ(at(m, MemoryKind::OptimizerState), 10 * 4);
+  p.orders = {{}};
   p.sharding = Sharding::Optimizer;
   // Unset: the replicas, as without expert parallelism.
   p.expertReplicas = 0;

@@ -159,6 +159,25 @@ TEST(StageLayout, TheSegmentsShardOverTheirOwnGroups) {
   EXPECT_EQ(inPlace.updatedLen, 3 + 6);
   EXPECT_EQ(inPlace.experts.shardAt, 3);
   EXPECT_EQ(inPlace.shardsOf(array), (std::vector<float>{9, 0, 0, 12, 13, 14, 15, 16, 17}));
+  EXPECT_FALSE(inPlace.experts.apart);
+  EXPECT_EQ(inPlace.allocatedLen(), 18);
+  // ZeRO-2 and full sharding update it in place too, and keep it apart from the arrays a step
+  // allocates and frees (the whole gradients, the gathered parameters).
+  for (runtime::Sharding mode : {runtime::Sharding::Gradients, runtime::Sharding::Full}) {
+    c.sharding = mode;
+    const runtime::ShardLayout apart = runtime::ShardLayout::of(layout, c, true, where);
+    EXPECT_TRUE(apart.experts.inPlace && apart.experts.apart);
+    EXPECT_FALSE(apart.dense.apart);
+    EXPECT_EQ(apart.shardLen, 3);
+    EXPECT_EQ(apart.updatedLen, 3 + 6);
+    EXPECT_EQ(apart.allocatedLen(), 12);
+  }
+  // Without expert parallelism the expert segment is empty: nothing is kept apart.
+  model::StageLayout dense = layout;
+  dense.expertsAt = dense.dense = 12;
+  dense.experts = 0;
+  EXPECT_FALSE(runtime::ShardLayout::of(dense, c, true, where).experts.apart);
+  c.sharding = runtime::Sharding::Optimizer;
   c.expert = 2;
   // Not sharded: the array itself, its gap zero.
   const runtime::ShardLayout whole = runtime::ShardLayout::of(layout, c, false, where);
