@@ -27,8 +27,8 @@ enum { DH2, DX2, DH1, NumStashed };
 
 template <typename T>
 Block<T>::Block(const GptShape &s, uint32_t recomputed, bool experts)
-    : s(s), recomputed(recomputed), experts(experts),
-      recomputeNorms(recomputed & runtime::kRecomputeLayerNorm), norm1(s), norm2(s),
+    : s(s), experts(experts), recomputeNorms(recomputed & runtime::kRecomputeLayerNorm), norm1(s),
+      norm2(s),
       attention(std::make_unique<Attention<T>>(s, recomputed & runtime::kRecomputeCoreAttention)) {
   // The block's MLP: dense, or a mixture of experts.
   if (experts)
@@ -44,7 +44,7 @@ Block<T>::Block(const GptShape &s, uint32_t recomputed, bool experts)
 template <typename T> int64_t Block<T>::numParams() const { return at[NumParts]; }
 
 template <typename T> std::vector<ParameterRun> Block<T>::slice() const {
-  const Block whole(s.whole(), recomputed, experts);
+  const Block whole(s.whole(), /*recomputed=*/0, experts); // what it recomputes moves nothing
   std::vector<ParameterRun> runs;
   norm1.slice(whole.at[Norm1], at[Norm1], runs);
   attention->slice(whole.at[Attend], at[Attend], runs);

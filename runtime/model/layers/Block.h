@@ -53,7 +53,6 @@ private:
   void recomputeNormOutputs(Ops<T> &ops, const T *p, LayerCache<T> &cache) const;
 
   GptShape s;
-  uint32_t recomputed = 0;
   bool experts = false, recomputeNorms = false;
   Norm<T> norm1, norm2;
   std::unique_ptr<Branch<T>> attention, mlp;
