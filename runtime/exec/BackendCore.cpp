@@ -44,9 +44,9 @@ class BackendCore<Grad>::TensorCalls final : public model::TensorGroup<float>,
 public:
   /// `others`: the other members of the expert group, as messages name them; `timeoutS`: how
   /// long an all-to-all outside a paired step may wait for them.
-  TensorCalls(Transport &transport, StreamHandle stream, ExpertPlace expert, int64_t experts,
-              std::string others, const double &timeoutS)
-      : transport(transport), stream(stream), expert(expert), experts(experts),
+  TensorCalls(BackendCore &backend, Transport &transport, StreamHandle stream, ExpertPlace expert,
+              int64_t experts, std::string others, const double &timeoutS)
+      : backend(backend), transport(transport), stream(stream), expert(expert), experts(experts),
         others(std::move(others)), timeoutS(timeoutS) {}
 
   void allReduce(int64_t n, float *data, model::Reduction op) override {
@@ -65,10 +65,24 @@ public:
                 const std::vector<int64_t> &sendCounts, float *recv,
                 const std::vector<int64_t> &recvCounts) override {
     auto call = [&]() -> absl::Status {
-      CONDUIT_ASSIGN_OR_RETURN(
-          std::unique_ptr<Work> work,
-          transport.expertAllToAll(state->pass, send, sendCounts, recv, recvCounts, stream));
-      return work ? arrive(*work) : absl::OkStatus();
+      // A half of a paired step on a device posts on its pass's stream, after what the compute
+      // stream holds (the send buffer's writes), parks until that stream has run it, and then
+      // orders the compute stream after it: the other half's kernels, enqueued meanwhile, run
+      // beside the all-to-all.
+      const StreamHandle side = state->fiber ? backend.expertStream(state->pass) : nullptr;
+      if (side)
+        CONDUIT_RETURN_IF_ERROR(backend.order(stream, side));
+      CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work,
+                               transport.expertAllToAll(state->pass, send, sendCounts, recv,
+                                                        recvCounts, side ? side : stream));
+      if (!side)
+        return work ? arrive(*work) : absl::OkStatus();
+      CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> ran, backend.drained(side));
+      work = joinWork(std::move(work), std::move(ran));
+      if (work)
+        CONDUIT_RETURN_IF_ERROR(arrive(*work));
+      // After the transport's Work, which may have enqueued its copies on `side` since.
+      return backend.order(side, stream);
     };
     // The counts belong to the dispatch that follows them: the plan lists that one.
     if (what == model::ExpertExchange::Counts) {
@@ -118,6 +132,7 @@ private:
     return absl::OkStatus();
   }
 
+  BackendCore &backend;
   Transport &transport;
   StreamHandle stream;
   ExpertPlace expert;
@@ -173,9 +188,9 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
     for (int64_t r : expertGroupRanks(c, where.pipelineRank, where.replica, where.tensorRank))
       if (r != rank)
         absl::StrAppend(&others, others.empty() ? "" : ", ", r);
-    tensor =
-        std::make_unique<TensorCalls>(*transport, streamOf(kComputeStream), expertPlaceOf(c, where),
-                                      c.expert, std::move(others), peerTimeoutS);
+    tensor = std::make_unique<TensorCalls>(*this, *transport, streamOf(kComputeStream),
+                                           expertPlaceOf(c, where), c.expert, std::move(others),
+                                           peerTimeoutS);
     if (shape->tensorParallel())
       math.setTensorGroup(tensor.get());
     if (c.expert > 1)

@@ -60,8 +60,7 @@ public:
   absl::Status beginStep(int64_t step) override;
   absl::StatusOr<Ticket> start(const std::vector<int64_t> &indices) override;
   absl::StatusOr<bool> poll(Ticket ticket) override;
-  /// With expert parallelism, outside --profile (whose layer times must be their own). On a
-  /// device, whose all-to-alls are ordered on the compute stream, a half never parks.
+  /// With expert parallelism, outside --profile (whose layer times must be their own).
   bool overlapsPairs() const override;
   absl::StatusOr<Ticket> startPaired(const std::vector<int64_t> &indices) override;
   void setPeerTimeout(double seconds) override { peerTimeoutS = seconds; }
@@ -107,6 +106,15 @@ protected:
   /// the optimizer's stateWidth() × n floats.
   virtual absl::Status applyOptimizer(int64_t step, int64_t n, float *params, float *state,
                                       const Grad *grads) = 0;
+  /// Where a half of a paired step posts the expert all-to-alls of `pass` (startPaired): on a
+  /// device, a stream of their own per pass, so that they run while the other half's kernels
+  /// run on the compute stream; null (hosts): the compute stream, whose transport requests are
+  /// in flight while the other half computes anyway.
+  virtual StreamHandle expertStream(ExpertPass pass) { return nullptr; }
+  /// Orders what is enqueued on `later` from now on after what is enqueued on `earlier` so far.
+  virtual absl::Status order(StreamHandle earlier, StreamHandle later) { return absl::OkStatus(); }
+  /// Work that completes once what is enqueued on `stream` so far has run (null: nothing is).
+  virtual absl::StatusOr<std::unique_ptr<Work>> drained(StreamHandle stream) { return nullptr; }
   /// Waits for all work issued on every stream (before the host reads device memory).
   virtual absl::Status synchronizeAll() { return absl::OkStatus(); }
   /// The first asynchronous error of the device, if any.

@@ -25,15 +25,28 @@ CudaBackend::~CudaBackend() {
   if (communicating())
     abort();
   absl::Status ignored;
-  for (cudaStream_t s : streams)
+  for (cudaStream_t s : allStreams())
     CONDUIT_CUDA_NOTE(ignored, cudaStreamSynchronize(s));
   // Everything allocated on the streams goes before the streams, and before the Ops.
   release();
   math.reset();
   for (cudaEvent_t e : events)
     CONDUIT_CUDA_NOTE(ignored, cudaEventDestroy(e));
-  for (cudaStream_t s : streams)
+  if (fence)
+    CONDUIT_CUDA_NOTE(ignored, cudaEventDestroy(fence));
+  for (cudaStream_t s : allStreams())
     CONDUIT_CUDA_NOTE(ignored, cudaStreamDestroy(s));
+}
+
+std::vector<cudaStream_t> CudaBackend::allStreams() const {
+  std::vector<cudaStream_t> all;
+  for (cudaStream_t s : streams)
+    if (s)
+      all.push_back(s);
+  for (cudaStream_t s : expertStreams)
+    if (s)
+      all.push_back(s);
+  return all;
 }
 
 absl::StatusOr<int> CudaBackend::deviceCount() {
@@ -84,6 +97,11 @@ absl::StatusOr<std::unique_ptr<runtime::Transport>> CudaBackend::connect(const r
   events.assign(program.events, nullptr);
   for (cudaEvent_t &e : events)
     CONDUIT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  if (p.config.expert > 1) {
+    for (cudaStream_t &s : expertStreams)
+      CONDUIT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CONDUIT_CUDA(cudaEventCreateWithFlags(&fence, cudaEventDisableTiming));
+  }
   CONDUIT_ASSIGN_OR_RETURN(math, CudaOps::create(streams[runtime::kComputeStream], p.config.dtype));
   return makeTransport(p);
 }
@@ -146,8 +164,51 @@ absl::Status CudaBackend::wait(int stream, int32_t event) {
   return absl::OkStatus();
 }
 
+runtime::StreamHandle CudaBackend::expertStream(runtime::ExpertPass pass) {
+  return expertStreams[static_cast<int>(pass)];
+}
+
+absl::Status CudaBackend::order(runtime::StreamHandle earlier, runtime::StreamHandle later) {
+  // A wait takes the event's state when it is enqueued, so one event serves every fence.
+  CONDUIT_CUDA(cudaEventRecord(fence, static_cast<cudaStream_t>(earlier)));
+  CONDUIT_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(later), fence, 0));
+  return absl::OkStatus();
+}
+
+namespace {
+
+/// What a stream held when it was made: done once the event recorded after it has passed.
+class StreamDrained final : public runtime::Work {
+public:
+  explicit StreamDrained(cudaEvent_t done) : done(done) {}
+  ~StreamDrained() override {
+    absl::Status ignored;
+    CONDUIT_CUDA_NOTE(ignored, cudaEventDestroy(done));
+  }
+  absl::StatusOr<bool> test() override {
+    const cudaError_t state = cudaEventQuery(done);
+    if (state == cudaErrorNotReady)
+      return false;
+    CONDUIT_CUDA(state);
+    return true;
+  }
+
+private:
+  cudaEvent_t done;
+};
+
+} // namespace
+
+absl::StatusOr<std::unique_ptr<runtime::Work>> CudaBackend::drained(runtime::StreamHandle stream) {
+  cudaEvent_t done = nullptr;
+  CONDUIT_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  auto work = std::make_unique<StreamDrained>(done);
+  CONDUIT_CUDA(cudaEventRecord(done, static_cast<cudaStream_t>(stream)));
+  return work;
+}
+
 absl::Status CudaBackend::synchronizeAll() {
-  for (cudaStream_t s : streams)
+  for (cudaStream_t s : allStreams())
     CONDUIT_CUDA(cudaStreamSynchronize(s));
   return absl::OkStatus();
 }

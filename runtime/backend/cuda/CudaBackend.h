@@ -17,6 +17,11 @@
 // first writes it and released on the stream that last uses it, after the plan's events have
 // ordered every other use.
 //
+// With expert parallelism, a half of a paired step posts its all-to-alls on a stream of their
+// own per pass, fenced after the compute stream's writes of the send buffer and before its
+// reads of the received tokens, and parks until that stream has run them; the other half's
+// kernels, enqueued on the compute stream meanwhile, run beside the all-to-all.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef CONDUIT_RUNTIME_BACKEND_CUDA_CUDABACKEND_H
@@ -25,6 +30,8 @@
 #include "runtime/backend/cuda/CudaOps.h"
 #include "runtime/exec/BackendCore.h"
 #include "runtime/exec/Transport.h"
+
+#include <array>
 
 namespace conduit::cuda {
 
@@ -53,14 +60,25 @@ private:
   absl::Status zeroGradients(float *grads, int64_t n, runtime::StreamHandle stream) override;
   absl::Status applyOptimizer(int64_t step, int64_t n, float *params, float *state,
                               const float *grads) override;
+  runtime::StreamHandle expertStream(runtime::ExpertPass pass) override;
+  absl::Status order(runtime::StreamHandle earlier, runtime::StreamHandle later) override;
+  absl::StatusOr<std::unique_ptr<runtime::Work>> drained(runtime::StreamHandle stream) override;
   absl::Status synchronizeAll() override;
   absl::Status deviceStatus() override { return math->status(); }
+
+  /// The plan's streams and the expert streams that exist.
+  std::vector<cudaStream_t> allStreams() const;
 
   int64_t worldSize;
   int device;
   runtime::TransportFactory makeTransport;
   std::vector<cudaStream_t> streams; ///< by plan stream
   std::vector<cudaEvent_t> events;   ///< by plan event
+  /// With expert parallelism, the streams of a paired step's all-to-alls, one per pass (the
+  /// transport matches each pass's on a communicator of its own, so a member that pairs and
+  /// one that does not still meet), and the event that orders one stream after another.
+  std::array<cudaStream_t, runtime::kExpertPasses> expertStreams{};
+  cudaEvent_t fence = nullptr;
   std::unique_ptr<CudaOps> math;
 };
 

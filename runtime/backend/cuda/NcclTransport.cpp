@@ -84,10 +84,11 @@ absl::StatusOr<std::unique_ptr<NcclTransport>> NcclTransport::create(const runti
                                  member ? static_cast<int>(data.group) : NCCL_SPLIT_NOCOLOR,
                                  static_cast<int>(data.position), &comm, nullptr));
     }
-    // The expert group: E ranks of this pipeline rank, by position.
+    // The expert group: E ranks of this pipeline rank, by position, once per pass.
     const runtime::ExpertPlace place = runtime::expertPlaceOf(plan.config, where);
-    CONDUIT_CUDA(ncclCommSplit(t->world, static_cast<int>(place.group),
-                               static_cast<int>(place.position), &t->experts, nullptr));
+    for (ncclComm_t &comm : t->experts)
+      CONDUIT_CUDA(ncclCommSplit(t->world, static_cast<int>(place.group),
+                                 static_cast<int>(place.position), &comm, nullptr));
   }
   // The tensor group: the ranks of this pipeline rank and replica, by tensor rank.
   if (plan.config.tensor > 1)
@@ -103,7 +104,7 @@ NcclTransport::~NcclTransport() {
   for (ncclComm_t c : groups)
     if (c)
       CONDUIT_CUDA_NOTE(ignored, ncclCommDestroy(c));
-  for (ncclComm_t c : {tensor, experts})
+  for (ncclComm_t c : {tensor, experts[0], experts[1]})
     if (c)
       CONDUIT_CUDA_NOTE(ignored, ncclCommDestroy(c));
   if (world)
@@ -118,7 +119,7 @@ void NcclTransport::abort() {
   for (ncclComm_t c : groups)
     if (c)
       CONDUIT_CUDA_NOTE(ignored, ncclCommAbort(c));
-  for (ncclComm_t c : {tensor, experts})
+  for (ncclComm_t c : {tensor, experts[0], experts[1]})
     if (c)
       CONDUIT_CUDA_NOTE(ignored, ncclCommAbort(c));
   if (world)
@@ -223,10 +224,11 @@ absl::Status NcclTransport::tensorReduceScatter(const float *full, float *shard,
 }
 
 absl::StatusOr<std::unique_ptr<Work>>
-NcclTransport::expertAllToAll(runtime::ExpertPass, const float *send,
+NcclTransport::expertAllToAll(runtime::ExpertPass pass, const float *send,
                               const std::vector<int64_t> &sendCounts, float *recv,
                               const std::vector<int64_t> &recvCounts, StreamHandle handle) {
-  CONDUIT_RETURN_IF_ERROR(commStatus(experts, "expert group"));
+  ncclComm_t comm = experts[static_cast<int>(pass)];
+  CONDUIT_RETURN_IF_ERROR(commStatus(comm, "expert group"));
   cudaStream_t stream = static_cast<cudaStream_t>(handle);
   // One NCCL group: every member's sends and receives posted together, so that no pair of
   // members waits for the other (NCCL's all-to-all-v idiom). Nothing is posted for an empty
@@ -238,10 +240,10 @@ NcclTransport::expertAllToAll(runtime::ExpertPass, const float *send,
     const int peer = static_cast<int>(j);
     if (sendCounts[j] > 0)
       CONDUIT_CUDA_NOTE(posted, ncclSend(send + sentAt, static_cast<size_t>(sendCounts[j]),
-                                         ncclFloat, peer, experts, stream));
+                                         ncclFloat, peer, comm, stream));
     if (recvCounts[j] > 0)
       CONDUIT_CUDA_NOTE(posted, ncclRecv(recv + receivedAt, static_cast<size_t>(recvCounts[j]),
-                                         ncclFloat, peer, experts, stream));
+                                         ncclFloat, peer, comm, stream));
     sentAt += sendCounts[j];
     receivedAt += recvCounts[j];
   }

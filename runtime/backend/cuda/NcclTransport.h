@@ -8,8 +8,9 @@
 // collectives the layers enqueue on the compute stream (NCCL gives every member the same
 // result bits). With expert parallelism it also splits, after the plan's groups, each group's
 // expert-data subgroups (runtime::expertDataGroup), and the expert group, whose all-to-all-v
-// is one NCCL group of a send and a receive per member, enqueued on the compute stream as the
-// tensor collectives are.
+// is one NCCL group of a send and a receive per member, on a communicator per pass (forwards,
+// backwards), enqueued on the stream the backend names: the compute stream, or in a paired
+// step the pass's own.
 //
 // A Work completes when the event recorded after its NCCL calls has passed; while it has not,
 // test() polls the communicators' asynchronous errors, so a broken connection is an error
@@ -26,6 +27,8 @@
 #include "runtime/plan/Plan.h"
 
 #include <nccl.h>
+
+#include <array>
 
 namespace conduit::cuda {
 
@@ -56,9 +59,9 @@ public:
                                StreamHandle stream) override;
   absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
                                    StreamHandle stream) override;
-  /// Enqueued on `stream` (null Work). Both passes share the expert group's communicator: the
-  /// CUDA backend runs a paired step's computes one after the other, so every member posts
-  /// them in program order.
+  /// Enqueued on `stream` (null Work), on the communicator of `pass`: a member whose paired
+  /// step posts a forward's and a backward's all-to-alls on two streams, interleaved, meets one
+  /// that posts them one after the other.
   absl::StatusOr<std::unique_ptr<Work>> expertAllToAll(runtime::ExpertPass pass, const float *send,
                                                        const std::vector<int64_t> &sendCounts,
                                                        float *recv,
@@ -80,8 +83,9 @@ private:
   /// Per plan group, then per plan group's expert-data subgroup (expertDataGroup); null where
   /// this rank is not a member.
   std::vector<ncclComm_t> groups;
-  ncclComm_t tensor = nullptr;  ///< this rank's tensor group (T > 1)
-  ncclComm_t experts = nullptr; ///< this rank's expert group (E > 1), by position
+  ncclComm_t tensor = nullptr; ///< this rank's tensor group (T > 1)
+  /// This rank's expert group (E > 1), by position: one communicator per pass.
+  std::array<ncclComm_t, runtime::kExpertPasses> experts{};
   /// The asynchronous error of `comm` (the tensor or the expert group), if any; `what` names
   /// the group when it does not exist.
   static absl::Status commStatus(ncclComm_t comm, const char *what);
