@@ -153,6 +153,7 @@ BoundCalculator::stages(const Job &job) {
     tensorConfig.tensor = static_cast<int32_t>(par.tensor);
     tensorConfig.sequenceParallel = par.sequenceParallel;
     tensorConfig.checkpointing = par.checkpointing;
+    tensorConfig.recomputeModules = par.recomputeModules;
     tensorConfig.tokensPerSample = job.model.tokensPerSample;
     if (tensorLayers.empty())
       for (const LayerSpec &layer : job.model.layers) {

@@ -53,15 +53,6 @@ absl::Status validateModel(const Plan &p, const char *backend) {
         "parallelism.recompute_modules is [", quotedRecomputeModules(p.config.recomputeModules),
         "]: the plan drops activations that the ", backend, " backend keeps (it recomputes ",
         quotedRecomputeModules(kTrained), " only); compile the job with those to train it"));
-  // A recomputed MLP's first projection reads the whole sequence, which sequence parallelism
-  // gathers: the recomputation would repeat that all-gather, which the plan does not list.
-  if (selective && (p.config.recomputeModules & kRecomputeMlp) && shape.sequenceParallel)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "parallelism.recompute_modules names \"mlp\" with parallelism.sequence_parallel: the ",
-        backend,
-        " backend would gather the MLP's input again for its recomputation, a "
-        "collective the plan does not list; recompute the MLP without sequence "
-        "parallelism, or drop \"mlp\" from the modules"));
   for (size_t g = 0; g < p.groups.size(); ++g)
     if (p.groups[g].ranks.size() != 1)
       return absl::FailedPreconditionError(

@@ -155,6 +155,12 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
     }
     if (!tensor)
       return;
+    // A recomputed MLP (selective checkpointing's `mlp`) runs its first projection again
+    // before its input gradient, on the whole sequence: sequence parallelism gathers it again.
+    const bool regathers = sp && config.checkpointing == Checkpointing::Selective &&
+                           (config.recomputeModules & kRecomputeMlp) != 0;
+    if (pass == Op::BackwardInput && regathers)
+      add(kGather, x);
     if (pass == Op::Forward || pass == Op::BackwardInput) {
       sublayer();
       sublayer();

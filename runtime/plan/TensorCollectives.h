@@ -20,8 +20,10 @@
 //              input    -                                all-gather x (the output gradient)
 //   block      forward  all-reduce x (attention out),    all-gather x, reduce-scatter x
 //                       all-reduce x (MLP out)           (attention), the same pair (MLP)
-//              input    all-reduce x (MLP input grad),   all-gather x, reduce-scatter x (MLP),
-//                       all-reduce x (attention's)       the same pair (attention)
+//              input    all-reduce x (MLP input grad),   [all-gather x: the recomputed MLP's
+//                       all-reduce x (attention's)       normed input, selective `mlp` only],
+//                                                        all-gather x, reduce-scatter x (MLP),
+//                                                        the same pair (attention)
 //              weight   -                                all-gather x (MLP's normed input,
 //                                                        again), all-gather x (attention's),
 //                                                        all-reduce n (the norms' gradients)
@@ -74,7 +76,10 @@
 //   backward_input   per layer from last to first: the recomputed forward's ("full"), then the
 //                    input pass's;
 //   backward_weight  per layer from last to first: the weight pass's.
-// Selective checkpointing recomputes the attention core only, which needs no collective.
+// Selective checkpointing's recomputations need no collective (the attention core, the norms
+// on their rows, the routed experts' activations on their tokens), except a dense block's MLP
+// under sequence parallelism (`mlp`), whose first projection reads the whole sequence: its
+// input pass starts by gathering the normed input again (the table's bracket).
 //
 //===----------------------------------------------------------------------===//
 

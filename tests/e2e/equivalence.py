@@ -147,8 +147,8 @@ def cases(quick, tensor_product=False):
                         f"checkpointing-p2-d2-v{v}",
                         dict(parallelism, recompute_modules=["core_attn", "layernorm"])))
     # The MLP's hidden activations recomputed too (recompute module mlp), with and without the
-    # norms, whole and split backwards, and under tensor parallelism without sequence
-    # parallelism (with it the recomputation would gather again: refused).
+    # norms, whole and split backwards, and under tensor parallelism with and without sequence
+    # parallelism (with it the recomputation gathers the MLP's input again, as the plan lists).
     for name, par in [("1f1b-selective-mlp-checkpointing-p2-d2-v1",
                        {"pipeline": 2, "data": 2, "schedule": "1f1b",
                         "recompute_modules": ["core_attn", "mlp"]}),
@@ -158,7 +158,10 @@ def cases(quick, tensor_product=False):
                         "recompute_modules": ["layernorm", "mlp"]}),
                       ("tp2-1f1b-selective-mlp-checkpointing-p2-d1-v1",
                        {"pipeline": 2, "data": 1, "schedule": "1f1b", "tensor": 2,
-                        "sequence_parallel": False, "recompute_modules": ["mlp"]})]:
+                        "sequence_parallel": False, "recompute_modules": ["mlp"]}),
+                      ("tp2-zb-h1-selective-layernorm-mlp-checkpointing-sp-p2-d1-v1",
+                       {"pipeline": 2, "data": 1, "schedule": "zb-h1", "tensor": 2,
+                        "sequence_parallel": True, "recompute_modules": ["layernorm", "mlp"]})]:
         out.append((name, dict(par, microbatches=4, sharding="full",
                                activation_checkpointing="selective")))
     # Llama-style (small_llama): the tied copies are summed across ranks (loop placement), on

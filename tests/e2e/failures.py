@@ -186,11 +186,8 @@ def fp8_plan(tools):
 
 def untrained_recompute_modules(tools):
     """Plans whose selective checkpointing drops what conduit-run does not recompute compile,
-    and conduit-run refuses them by the key: torchtitan's op policy, and a recomputed MLP under
-    sequence parallelism (its recomputation would repeat an all-gather the plan lacks)."""
-    for name, extra in [("op", {"recompute_modules": ["op"]}),
-                        ("mlp-sp", {"recompute_modules": ["mlp"], "tensor": 2,
-                                    "sequence_parallel": True})]:
+    and conduit-run refuses them by the key: torchtitan's op policy."""
+    for name, extra in [("op", {"recompute_modules": ["op"]})]:
         job = small_gpt(dict({"pipeline": 2, "data": 1, "microbatches": 2, "schedule": "1f1b",
                               "activation_checkpointing": "selective"}, **extra))
         plan = tools.compile(job, "recompute-" + name)

@@ -142,6 +142,33 @@ TEST(TensorCollectives, SequenceParallelismGathersAndScatters) {
             "AG:1:256 RS:1:256 AG:1:256 RS:1:256 AG:1:256 AG:1:256 AR:1:128");
 }
 
+// A recomputed dense MLP (selective `mlp`) under sequence parallelism gathers its normed input
+// again before its input gradient; the other recompute modules, and `mlp` without sequence
+// parallelism, add nothing.
+TEST(TensorCollectives, ARecomputedMlpGathersItsInputAgainUnderSequenceParallelism) {
+  Config c = config(4, true, Checkpointing::Selective);
+  c.recomputeModules = kRecomputeLayerNorm | kRecomputeMlp;
+  EXPECT_EQ(of(c, 1, 2, Op::BackwardInput), "AG:1:256 AG:1:256 RS:1:256 AG:1:256 RS:1:256");
+  EXPECT_EQ(of(c, 1, 2, Op::Backward),
+            "AG:1:256 AG:1:256 RS:1:256 AG:1:256 RS:1:256 AG:1:256 AG:1:256 AR:1:128");
+  EXPECT_EQ(of(c, 1, 2, Op::BackwardWeight), of(config(4, true), 1, 2, Op::BackwardWeight));
+  EXPECT_EQ(of(c, 0, 4, Op::Forward), of(config(4, true), 0, 4, Op::Forward));
+  // Only blocks: the embedding and the head are unchanged.
+  EXPECT_EQ(of(c, 3, 4, Op::BackwardInput), of(config(4, true), 3, 4, Op::BackwardInput));
+  EXPECT_EQ(of(c, 0, 1, Op::BackwardInput), of(config(4, true), 0, 1, Op::BackwardInput));
+  c.recomputeModules = kRecomputeCoreAttention | kRecomputeLayerNorm;
+  EXPECT_EQ(of(c, 0, 4, Op::Backward), of(config(4, true), 0, 4, Op::Backward));
+  // Without sequence parallelism the recomputation reads the rows each rank has whole.
+  Config noSp = config(4, false, Checkpointing::Selective);
+  noSp.recomputeModules = kRecomputeMlp;
+  EXPECT_EQ(of(noSp, 0, 4, Op::Backward), of(config(4, false), 0, 4, Op::Backward));
+  // Under full checkpointing the modules are not read.
+  Config full = config(4, true, Checkpointing::Full);
+  full.recomputeModules = kRecomputeMlp;
+  Config fullPlain = config(4, true, Checkpointing::Full);
+  EXPECT_EQ(of(full, 0, 4, Op::Backward), of(fullPlain, 0, 4, Op::Backward));
+}
+
 TEST(ExpertAllToAlls, DispatchAndCombineAroundTheExperts) {
   const Transformer t = moe();
   // ceil(8 tokens x top-2 x 1.5) routed tokens of 16 bf16 elements: 24 x 32 bytes.
