@@ -45,7 +45,7 @@ TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t 
 CostInputs conduit::jobCostInputs(const Job &job) {
   CostInputs in;
   in.cluster = job.cluster;
-  in.parameterBytes = job.training.elementBytes();
+  in.parameterBytes = job.training.storedParameterBytes();
   if (job.model.transformer) {
     in.transformer = transformerShape(*job.model.transformer, job.training.elementBytes());
     in.transformer->fp8 = job.training.dtype == runtime::DType::FP8;

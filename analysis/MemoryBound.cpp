@@ -22,7 +22,8 @@ namespace {
 int64_t shardedState(const Job &job, runtime::Sharding sharding, int64_t ranks, int64_t params) {
   if (ranks <= 1)
     sharding = runtime::Sharding::None;
-  const int64_t e = job.training.elementBytes();
+  // The stored parameters, and a master copy where they are 16-bit (PeakMemory's addStatic).
+  const int64_t e = job.training.storedParameterBytes();
   const bool adam = job.training.optimizer == runtime::Optimizer::Adam;
   const int64_t statePerParam = adam ? (e == 4 ? 8 : 12) : (e == 4 ? 0 : 4);
   const int64_t shard = ceilDiv(params, ranks);

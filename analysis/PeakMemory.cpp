@@ -46,9 +46,11 @@ void addStatic(const MemoryProblem &p, const MemoryStage &stage,
     // of one) keeps no shard beside the whole: the optimizer updates the parameters where they
     // lie, as without sharding.
     const bool inPlace = shardState && data == 1;
-    const bool master = p.elementBytes != 4 || (shardState && !shardParams && !inPlace);
+    const bool master =
+        !p.parametersAreMaster && (p.elementBytes != 4 || (shardState && !shardParams && !inPlace));
     const int64_t state = (p.adam ? 8 : 0) + (master ? 4 : 0);
-    add(MemoryKind::Parameters, (shardParams ? ceilDiv(params, data) : params) * p.elementBytes);
+    const int64_t stored = p.parametersAreMaster ? 4 : p.elementBytes;
+    add(MemoryKind::Parameters, (shardParams ? ceilDiv(params, data) : params) * stored);
     add(MemoryKind::OptimizerState, (shardState ? ceilDiv(params, data) : params) * state);
     // ZeRO-1 reduce-scatters in place: the whole buffer holds the reduced shard.
     add(MemoryKind::Gradients,
@@ -98,6 +100,7 @@ public:
       const MemoryEvent &e = order[i];
       const int64_t event = static_cast<int64_t>(i);
       const int64_t params = e.kind == Kind::Tie ? 0 : allocated(p.stages[e.stage]);
+      const int64_t cast = e.kind == Kind::Tie ? 0 : gathered(p.stages[e.stage]);
       switch (e.kind) {
       case Kind::Forward:
       case Kind::Backward:
@@ -121,10 +124,10 @@ public:
       case Kind::Gather:
         // The stage's parameters under the problem's own tensor share, as the reshard frees
         // them (not the all-gather's bytes: a variant with another tensor degree gathers less).
-        add(MemoryKind::GatheredParameters, params * p.elementBytes);
+        add(MemoryKind::GatheredParameters, cast * p.elementBytes);
         break;
       case Kind::Reshard:
-        add(MemoryKind::GatheredParameters, -params * p.elementBytes);
+        add(MemoryKind::GatheredParameters, -cast * p.elementBytes);
         break;
       case Kind::Reduce:
         // The reduce-scatter reads the buffer until it completes, beside the rank's next
@@ -155,6 +158,11 @@ private:
   int64_t allocated(const MemoryStage &stage) const {
     const bool apart = p.expertReplicas == 1 && runtime::shardsGradients(sharding);
     return apart ? stage.params - stage.expertParams : stage.params;
+  }
+  /// Of a stage's parameters, those a residency gathers: allocated()'s, or all of them where
+  /// every use casts the fp32 parameters (parametersAreMaster).
+  int64_t gathered(const MemoryStage &stage) const {
+    return p.parametersAreMaster ? stage.params : allocated(stage);
   }
 
   int64_t scaled(int64_t b) const {

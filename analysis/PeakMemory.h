@@ -109,7 +109,12 @@ struct MemoryProblem {
   std::vector<MemoryStage> stages;
   int64_t elementBytes = 2; ///< parameters and activations (gradients are fp32)
   bool adam = true;         ///< Adam's two fp32 moments per parameter (SGD: none)
-  int64_t replicas = 1;     ///< D; the sharded state is split evenly over them (rounded up)
+  /// The stored parameters (or their shards) are fp32 and are what the optimizer updates,
+  /// cast to `elementBytes` for each use (training.master_weights "parameters": PyTorch FSDP's
+  /// mixed precision): no master copy beside them, and every parameter of a stage, the routed
+  /// experts kept whole included, gathered (cast) for its residencies.
+  bool parametersAreMaster = false;
+  int64_t replicas = 1; ///< D; the sharded state is split evenly over them (rounded up)
   /// The ranks holding the same routed experts (the expert-data group, D x T / E), over which
   /// the stages' expertParams are sharded; 0: the replicas.
   int64_t expertReplicas = 0;

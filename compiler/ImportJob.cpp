@@ -32,10 +32,11 @@ pipe::ClusterAttr buildCluster(MLIRContext *ctx, const Cluster &c) {
 }
 
 pipe::TrainingAttr buildTraining(MLIRContext *ctx, const TrainingSpec &t) {
-  return pipe::TrainingAttr::get(ctx, toDialect<pipe::DType>(t.dtype),
-                                 toDialect<pipe::Optimizer>(t.optimizer), t.seed, t.learningRate,
-                                 toDialect<pipe::DataKind>(t.data), t.dataPath,
-                                 toDialect<pipe::TokenType>(t.dataDtype));
+  return pipe::TrainingAttr::get(
+      ctx, toDialect<pipe::DType>(t.dtype), toDialect<pipe::Optimizer>(t.optimizer), t.seed,
+      t.learningRate, toDialect<pipe::DataKind>(t.data), t.dataPath,
+      toDialect<pipe::TokenType>(t.dataDtype),
+      toDialect<pipe::MasterWeights>(t.masterWeights.value_or(MasterWeights::Separate)));
 }
 
 /// The job's mixture of experts, with the imbalance resolved (moeImbalance, analysis/JobCosts.h).

@@ -141,6 +141,7 @@ std::string describeTraining(const TrainingSpec &t) {
   std::string lr;
   llvm::raw_string_ostream(lr) << llvm::format("%g", t.learningRate);
   return std::string(enumName(t.dtype)) + ", " + std::string(enumName(t.optimizer)) +
+         (t.masterWeights == MasterWeights::Parameters ? " on fp32 parameter shards" : "") +
          ", learning rate " + lr + ", seed " + std::to_string(t.seed);
 }
 

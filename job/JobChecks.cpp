@@ -34,6 +34,19 @@ void JobParser::checkTraining(const Job &job) {
                 "the weight gradients), and training.dtype is \"" +
                     std::string(enumName(job.training.dtype)) +
                     "\": remove the key, or set training.dtype to \"fp8\"");
+  if (job.training.masterWeights == MasterWeights::Parameters) {
+    if (job.training.dtype == runtime::DType::FP32)
+      diag.report("training.master_weights",
+                  "\"parameters\" says that the fp32 parameter shards are what the optimizer "
+                  "updates, cast to a 16-bit training.dtype for each use; with training.dtype "
+                  "\"fp32\" there is no other copy either way: remove the key");
+    else if (job.parallelism.sharding != runtime::Sharding::Full)
+      diag.report("training.master_weights",
+                  "\"parameters\" (fp32 parameter shards cast for each use, as PyTorch FSDP's "
+                  "mixed precision keeps them) needs parallelism.sharding \"full\", and it is \"" +
+                      std::string(enumName(job.parallelism.sharding)) +
+                      "\": set the sharding to \"full\", or remove the key");
+  }
   if (job.training.data == runtime::DataKind::Synthetic)
     return;
   if (!job.model.transformer) {

@@ -132,6 +132,7 @@ void JobParser::parseTraining(ObjectReader &section, TrainingSpec &t) {
   if (const Json *data = section.object("data"))
     parseData(ObjectReader(*data, section.keyPath("data"), diag), t);
   t.fp8SavedInputs = readEnum<Fp8SavedInputs>(section, "fp8_saved_inputs");
+  t.masterWeights = readEnum<MasterWeights>(section, "master_weights");
   section.rejectUnknownKeys();
 }
 

@@ -36,6 +36,7 @@ constexpr std::array<std::string_view, 3> kBiases = {"all", "qkv", "none"};
 constexpr std::array<std::string_view, 3> kAttentions = {"flash", "eager", "flash2"};
 constexpr std::array<std::string_view, 2> kRouters = {"softmax", "sigmoid"};
 constexpr std::array<std::string_view, 2> kFp8SavedInputs = {"fp8", "bf16"};
+constexpr std::array<std::string_view, 2> kMasterWeights = {"separate", "parameters"};
 
 static_assert(endsAt(kLayerKinds, runtime::LayerKind::Custom));
 static_assert(endsAt(kShardings, runtime::Sharding::Full));
@@ -54,6 +55,7 @@ static_assert(endsAt(kBiases, BiasKind::None));
 static_assert(endsAt(kAttentions, AttentionKind::Flash2));
 static_assert(endsAt(kRouters, RouterKind::Sigmoid));
 static_assert(endsAt(kFp8SavedInputs, Fp8SavedInputs::BF16));
+static_assert(endsAt(kMasterWeights, MasterWeights::Parameters));
 
 } // namespace
 
@@ -96,5 +98,6 @@ template <> absl::Span<const std::string_view> enumNames<RouterKind>() { return 
 template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>() {
   return kFp8SavedInputs;
 }
+template <> absl::Span<const std::string_view> enumNames<MasterWeights>() { return kMasterWeights; }
 
 } // namespace conduit

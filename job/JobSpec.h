@@ -58,6 +58,10 @@ enum class RouterKind : uint8_t { Softmax, Sigmoid };
 /// an element (Transformer Engine, so Megatron-Core and NeMo, and DeepSeek-V3), or in the
 /// training data type (torchao's float8 training, as torchtitan runs it).
 enum class Fp8SavedInputs : uint8_t { Fp8, BF16 };
+/// Where the fp32 values the optimizer updates live with 16-bit training: in a master copy
+/// beside the 16-bit parameters (Megatron-Core, DeepSpeed), or in the parameters themselves,
+/// fp32 shards cast to the training data type for each use (PyTorch FSDP's mixed precision).
+enum class MasterWeights : uint8_t { Separate, Parameters };
 
 /// The spellings of an enum's values in the job file, in the enum's order: "gpipe", "1f1b", ...
 /// for runtime::Schedule. Defined for every enum of the job model.
@@ -81,6 +85,7 @@ template <> absl::Span<const std::string_view> enumNames<BiasKind>();
 template <> absl::Span<const std::string_view> enumNames<AttentionKind>();
 template <> absl::Span<const std::string_view> enumNames<RouterKind>();
 template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>();
+template <> absl::Span<const std::string_view> enumNames<MasterWeights>();
 
 /// The spelling of `value` in the job file.
 template <typename Enum> std::string_view enumName(Enum value) {
@@ -254,8 +259,15 @@ struct TrainingSpec {
   TokenType dataDtype = TokenType::UInt16;
   /// `fp8_saved_inputs`, with dtype FP8 only (unset: Fp8).
   std::optional<Fp8SavedInputs> fp8SavedInputs;
+  /// `master_weights`, with full sharding and a 16-bit or FP8 dtype only (unset: Separate).
+  std::optional<MasterWeights> masterWeights;
 
   int64_t elementBytes() const { return dtype == runtime::DType::FP32 ? 4 : 2; }
+  /// Bytes of one stored parameter (or shard element): fp32 where the parameters are the
+  /// optimizer's master values (master_weights "parameters"), else elementBytes().
+  int64_t storedParameterBytes() const {
+    return masterWeights == MasterWeights::Parameters ? 4 : elementBytes();
+  }
   /// Bytes of one element of the input of a linear layer kept for its weight gradient: one
   /// where an FP8 run keeps them cast, else elementBytes().
   int64_t savedInputBytes() const {

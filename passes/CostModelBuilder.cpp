@@ -38,7 +38,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
   in.recomputeModules = par.getCheckpointing() == pipe::Checkpointing::Selective
                             ? static_cast<uint32_t>(par.getRecomputeModules())
                             : 0;
-  in.parameterBytes = training.getElementBytes();
+  in.parameterBytes = training.getStoredParameterBytes();
   if (architecture) {
     TransformerShape &shape = in.transformer.emplace();
     shape.numLayers = architecture.getNumLayers();

@@ -120,6 +120,8 @@ FailureOr<std::vector<RankMemory>> conduit::analyzeMemory(pipe::ModelOp model,
   }
   problem.elementBytes = model.getTraining().getElementBytes();
   problem.adam = model.getTraining().getOptimizer() == pipe::Optimizer::Adam;
+  problem.parametersAreMaster =
+      model.getTraining().getMasterWeights() == pipe::MasterWeights::Parameters;
   problem.replicas = par.getData();
   problem.expertReplicas = par.getData() * par.getTensor() / std::max<int64_t>(par.getExpert(), 1);
   problem.sharding = static_cast<runtime::Sharding>(par.getSharding());

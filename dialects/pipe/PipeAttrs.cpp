@@ -171,7 +171,8 @@ LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError, 
 
 LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError, DType dtype,
                                    Optimizer optimizer, int64_t seed, F64 learningRate,
-                                   DataKind data, StringRef dataPath, TokenType dataDtype) {
+                                   DataKind data, StringRef dataPath, TokenType dataDtype,
+                                   MasterWeights masterWeights) {
   if (failed(check(emitError, seed >= 0, "seed", "non-negative", seed)) ||
       failed(check(emitError, std::isfinite(learningRate) && learningRate > 0, "learning_rate",
                    "positive", learningRate)))
@@ -180,10 +181,16 @@ LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << (dataPath.empty()
                                ? "data \"" + stringifyEnum(data).str() + "\" needs a data_path"
                                : std::string("synthetic data takes no data_path"));
+  if (masterWeights == MasterWeights::Parameters && dtype == DType::FP32)
+    return emitError() << "master_weights \"parameters\" needs a 16-bit or fp8 dtype";
   return success();
 }
 
 int64_t TrainingAttr::getElementBytes() const { return getDtype() == DType::FP32 ? 4 : 2; }
+
+int64_t TrainingAttr::getStoredParameterBytes() const {
+  return getMasterWeights() == MasterWeights::Parameters ? 4 : getElementBytes();
+}
 
 LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                       int64_t numLayers, int64_t hiddenSize, int64_t numHeads,

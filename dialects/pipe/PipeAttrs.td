@@ -100,6 +100,11 @@ def Pipe_DType : Pipe_Enum<"DType", "training data type", [
   I32EnumCase<"FP8", 3, "fp8">
 ]>;
 
+def Pipe_MasterWeights : Pipe_Enum<"MasterWeights", "where the fp32 values the optimizer updates live", [
+  I32EnumCase<"Separate", 0, "separate">,
+  I32EnumCase<"Parameters", 1, "parameters">
+]>;
+
 def Pipe_AttentionKind : Pipe_Enum<"AttentionKind", "attention kernel", [
   I32EnumCase<"Flash", 0, "flash">,
   I32EnumCase<"Eager", 1, "eager">,
@@ -375,9 +380,12 @@ def Pipe_TrainingAttr : Pipe_Attr<"Training", "training"> {
   let summary = "numerics and optimiser of a job";
   let description = [{
     The `training` section of the job file: data type of parameters and activations, optimiser,
-    seed for parameter initialisation and data sampling, the learning rate, and where the tokens
+    seed for parameter initialisation and data sampling, the learning rate, where the tokens
     come from (`data`, printed unless synthetic: a token file of `data_dtype` elements or a text
-    file, at `data_path`, made absolute by the compiler).
+    file, at `data_path`, made absolute by the compiler), and where the fp32 values the
+    optimizer updates live (`master_weights`, printed unless `separate`: a master copy beside
+    16-bit parameters; `parameters`: fp32 parameter shards cast for each use, full sharding
+    only).
 
     ```mlir
     #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-03>
@@ -392,13 +400,17 @@ def Pipe_TrainingAttr : Pipe_Attr<"Training", "training"> {
     Pipe_F64Param:$learning_rate,
     Pipe_DefaultEnumParam<Pipe_DataKind, "Synthetic">:$data,
     Pipe_OptionalStringParam:$data_path,
-    Pipe_DefaultEnumParam<Pipe_TokenType, "UInt16">:$data_dtype
+    Pipe_DefaultEnumParam<Pipe_TokenType, "UInt16">:$data_dtype,
+    Pipe_DefaultEnumParam<Pipe_MasterWeights, "Separate">:$master_weights
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// Bytes of one parameter or activation element in the training data type.
     int64_t getElementBytes() const;
+    /// Bytes of one stored parameter (or shard element): fp32 where the parameters are the
+    /// optimizer's master values (`master_weights = parameters`), else getElementBytes().
+    int64_t getStoredParameterBytes() const;
   }];
 }
 

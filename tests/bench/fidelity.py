@@ -97,7 +97,9 @@ def configuration(run):
     parts.append(f"s {model['seq_length']}")
     if par.get("sharding", "none") != "none":
         parts.append(f"shard {par['sharding']}"
-                     + (", reduced each run" if par.get("gradient_reduction") == "run" else ""))
+                     + (", reduced each run" if par.get("gradient_reduction") == "run" else "")
+                     + (", fp32 shards as master"
+                        if job["training"].get("master_weights") == "parameters" else ""))
     if par.get("activation_checkpointing", "none") != "none":
         modules = par.get("recompute_modules")
         parts.append(f"ckpt {par['activation_checkpointing']}" +

@@ -223,6 +223,50 @@ TEST(PeakMemory, GatheredParametersAndTheFullGradientBuffer) {
   EXPECT_EQ(m.event, 2);
 }
 
+// PyTorch FSDP's mixed precision (parametersAreMaster): the fp32 shard is the optimizer's
+// master, so a bf16 run keeps 4 bytes of parameter and Adam's 8 per shard element where it
+// kept 2 and 12; the gathered copy stays bf16. An expert-data group of one keeps its experts
+// whole in fp32, and casts them for each residency like the rest.
+TEST(PeakMemory, ParametersThatAreTheirOwnMaster) {
+  MemoryProblem p;
+  p.stages = {stage(0, 100, 10, {0, 1})};
+  p.receiveSlots = {{}};
+  p.replicas = 2;
+  p.sharding = Sharding::Full;
+  p.parametersAreMaster = true;
+  p.orders = {{{Kind::Gather, 0},
+               compute(Kind::Forward, 0, 0),
+               compute(Kind::Backward, 0, 0),
+               {Kind::Reshard, 0},
+               {Kind::Reduce, 0}}};
+  MemoryPeak m = peaksOf(p).front();
+  EXPECT_EQ(at(m, MemoryKind::Parameters), 50 * 4);
+  EXPECT_EQ(at(m, MemoryKind::OptimizerState), 50 * 8);
+  EXPECT_EQ(at(m, MemoryKind::GatheredParameters), 100 * 2);
+  EXPECT_EQ(at(m, MemoryKind::Gradients), 50 * 4 + 100 * 4);
+  // 900 bytes of static state either way for Adam (2 + 12 against 4 + 8 per shard element);
+  // under SGD the master was all the state.
+  EXPECT_EQ(m.peak, 50 * (4 + 8 + 4) + 200 + 10 + 400);
+  p.adam = false;
+  EXPECT_EQ(at(peaksOf(p).front(), MemoryKind::OptimizerState), 0);
+  p.adam = true;
+  // 60 of the 100 are routed experts on an expert-data group of one: kept whole, in fp32,
+  // with no master; gathered (cast) with the dense part; out of the whole gradient buffer.
+  p.stages[0].expertParams = 60;
+  p.expertReplicas = 1;
+  m = peaksOf(p).front();
+  EXPECT_EQ(at(m, MemoryKind::Parameters), (20 + 60) * 4);
+  EXPECT_EQ(at(m, MemoryKind::OptimizerState), (20 + 60) * 8);
+  EXPECT_EQ(at(m, MemoryKind::GatheredParameters), 100 * 2);
+  EXPECT_EQ(at(m, MemoryKind::Gradients), (20 + 60) * 4 + 40 * 4);
+  // The same stage with a separate master: 2 + 12 bytes a parameter, the experts not gathered.
+  p.parametersAreMaster = false;
+  m = peaksOf(p).front();
+  EXPECT_EQ(at(m, MemoryKind::Parameters), (20 + 60) * 2);
+  EXPECT_EQ(at(m, MemoryKind::OptimizerState), (20 + 60) * 12);
+  EXPECT_EQ(at(m, MemoryKind::GatheredParameters), 40 * 2);
+}
+
 TEST(PeakMemory, ReceiveSlotsAndOutputsWaitingToBeSent) {
   // Two ranks, one stage each, one micro-batch of two samples; stage 0 sends 5 bytes per
   // sample forward and receives the gradient of the same size back.

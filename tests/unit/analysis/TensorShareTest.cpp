@@ -64,6 +64,11 @@ TEST(MemoryBound, ExpertStateIsShardedOverTheExpertDataGroup) {
   par.expert = 4;
   EXPECT_EQ(staticStateBytes(job, par, 1400, 400),
             (1000 * 2 + 250 * 12 + 1000 * 4) + 400 * (2 + 12 + 4));
+  // Full sharding with the fp32 shards as the master (PyTorch FSDP): 4 + 8 + 4 per shard
+  // element, for the experts whole.
+  par.sharding = runtime::Sharding::Full;
+  job.training.masterWeights = MasterWeights::Parameters;
+  EXPECT_EQ(staticStateBytes(job, par, 1400, 400), 250 * (4 + 8 + 4) + 400 * (4 + 8 + 4));
 }
 
 TEST(MemoryBound, ExpertParallelismLowersTheBound) {
