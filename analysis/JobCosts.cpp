@@ -49,6 +49,7 @@ CostInputs conduit::jobCostInputs(const Job &job) {
   if (job.model.transformer) {
     in.transformer = transformerShape(*job.model.transformer, job.training.elementBytes());
     in.transformer->fp8 = job.training.dtype == runtime::DType::FP8;
+    in.transformer->fp8CurrentScaling = job.training.fp8Scaling == Fp8Scaling::Current;
     if (job.model.transformer->moe) {
       // The expert group and the imbalance the plan is priced with (as the import resolves it).
       const ParallelismSpec &p = job.parallelism;

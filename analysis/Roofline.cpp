@@ -148,14 +148,21 @@ void addLinear(LayerWork &work, const Linear &linear) {
   work.weightGradient.gemms.push_back(linear.weightGradient());
 }
 
+/// FP8's scaling, per element cast: read e bytes and write one byte twice (the operand and
+/// its transpose, which the other GEMM of the backward reads), the amax taken in the same pass
+/// (delayed scaling), or read once more before it for the tensor's own amax (current
+/// scaling).
+double castBytesPerElement(const TransformerShape &x, double e) {
+  return (x.fp8CurrentScaling ? 2 * e : e) + 2;
+}
+
 /// FP8's scaling, per sample: the forward casts each linear layer's input X (s x k) and the
-/// backward its output gradient dY (s x n) to FP8 with their scales, reading e bytes and
-/// writing one byte twice (the operand and its transpose, which the other GEMM of the backward
-/// reads), the amax taken in the same pass. Weights are cast once per step, which this leaves
-/// out; Transformer Engine fuses some casts into the norms, so this is an upper bound.
-void addScaling(LayerWork &work, const Linear &linear, double e) {
-  work.forward.memoryBytes += (e + 2) * linear.s * linear.k;
-  work.inputGradient.memoryBytes += (e + 2) * linear.s * linear.n;
+/// backward its output gradient dY (s x n). Weights are cast once per step, which this leaves
+/// out; Transformer Engine fuses some delayed-scaling casts into the norms, so this is an
+/// upper bound there.
+void addScaling(LayerWork &work, const Linear &linear, double perElement) {
+  work.forward.castBytes += perElement * linear.s * linear.k;
+  work.inputGradient.castBytes += perElement * linear.s * linear.n;
 }
 
 /// Grouped products: `batch` experts' products of `rows` rows each (per sample), one kernel
@@ -279,13 +286,13 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   const double elementwise = work.forward.memoryBytes; // before the FP8 casts
   if (x.fp8)
     for (const Linear &linear : linears)
-      addScaling(work, linear, e);
+      addScaling(work, linear, castBytesPerElement(x, e));
   // The recomputed linears' forward GEMMs (and FP8 casts), the dense MLP's activation, the
   // latent attention's rotary part, and the two norms (layernorm).
   for (const Linear &linear : recomputedLinears) {
     work.recomputed.gemms.push_back(linear.forward());
     if (x.fp8)
-      work.recomputed.memoryBytes += (e + 2) * linear.s * linear.k;
+      work.recomputed.castBytes += castBytesPerElement(x, e) * linear.s * linear.k;
   }
   if (!experts && recomputes(runtime::kRecomputeMlp))
     work.recomputed.memoryBytes += e * mlpForward;
@@ -410,6 +417,9 @@ double Roofline::gemmTime(const Work &work, int64_t samples) const {
 }
 
 double Roofline::time(const Work &work, int64_t samples) const {
+  const double castBandwidth =
+      memoryBandwidth * (kernels.castEfficiency > 0 ? kernels.castEfficiency : 1.0);
   return gemmTime(work, samples) +
-         work.memoryBytes * static_cast<double>(samples) / memoryBandwidth;
+         work.memoryBytes * static_cast<double>(samples) / memoryBandwidth +
+         work.castBytes * static_cast<double>(samples) / castBandwidth;
 }

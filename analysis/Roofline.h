@@ -43,6 +43,9 @@ struct TransformerShape {
   /// The blocks' linear layers run in FP8 (Transformer Engine's recipe: inputs cast with their
   /// scales, outputs in the element type, weight gradients accumulated in fp32).
   bool fp8 = false;
+  /// Their casts take each tensor's own amax in a pass before the cast (current scaling),
+  /// rather than in the cast from an amax history (delayed scaling).
+  bool fp8CurrentScaling = false;
   /// Per-head width of queries, keys and values (Qwen3's head_dim); 0: hidden / heads.
   int64_t headDim = 0;
   /// Multi-head latent attention (DeepSeek-V2/V3), kvLoraRank 0 without it: queries through a
@@ -112,6 +115,9 @@ struct Work {
   std::vector<Gemm> gemms;
   FusedAttention attention;
   double memoryBytes = 0; ///< element-wise bytes read and written per sample
+  /// FP8 scaling's bytes read and written per sample (the casts and their amax passes), at the
+  /// cast kernels' share of the memory bandwidth (DeviceKernels::castEfficiency).
+  double castBytes = 0;
 
   /// The FLOPs of its products and of its fused attention (as executed: causal halved).
   double flops() const;

@@ -36,7 +36,8 @@ pipe::TrainingAttr buildTraining(MLIRContext *ctx, const TrainingSpec &t) {
       ctx, toDialect<pipe::DType>(t.dtype), toDialect<pipe::Optimizer>(t.optimizer), t.seed,
       t.learningRate, toDialect<pipe::DataKind>(t.data), t.dataPath,
       toDialect<pipe::TokenType>(t.dataDtype),
-      toDialect<pipe::MasterWeights>(t.masterWeights.value_or(MasterWeights::Separate)));
+      toDialect<pipe::MasterWeights>(t.masterWeights.value_or(MasterWeights::Separate)),
+      toDialect<pipe::Fp8Scaling>(t.fp8Scaling.value_or(Fp8Scaling::Delayed)));
 }
 
 /// The job's mixture of experts, with the imbalance resolved (moeImbalance, analysis/JobCosts.h).

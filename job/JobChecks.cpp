@@ -34,6 +34,12 @@ void JobParser::checkTraining(const Job &job) {
                 "the weight gradients), and training.dtype is \"" +
                     std::string(enumName(job.training.dtype)) +
                     "\": remove the key, or set training.dtype to \"fp8\"");
+  if (job.training.fp8Scaling && job.training.dtype != runtime::DType::FP8)
+    diag.report("training.fp8_scaling",
+                "applies to training.dtype \"fp8\" (how its casts find their scales), and "
+                "training.dtype is \"" +
+                    std::string(enumName(job.training.dtype)) +
+                    "\": remove the key, or set training.dtype to \"fp8\"");
   if (job.training.masterWeights == MasterWeights::Parameters) {
     if (job.training.dtype == runtime::DType::FP32)
       diag.report("training.master_weights",

@@ -37,6 +37,7 @@ constexpr std::array<std::string_view, 3> kAttentions = {"flash", "eager", "flas
 constexpr std::array<std::string_view, 2> kRouters = {"softmax", "sigmoid"};
 constexpr std::array<std::string_view, 2> kFp8SavedInputs = {"fp8", "bf16"};
 constexpr std::array<std::string_view, 2> kMasterWeights = {"separate", "parameters"};
+constexpr std::array<std::string_view, 2> kFp8Scalings = {"delayed", "current"};
 
 static_assert(endsAt(kLayerKinds, runtime::LayerKind::Custom));
 static_assert(endsAt(kShardings, runtime::Sharding::Full));
@@ -56,6 +57,7 @@ static_assert(endsAt(kAttentions, AttentionKind::Flash2));
 static_assert(endsAt(kRouters, RouterKind::Sigmoid));
 static_assert(endsAt(kFp8SavedInputs, Fp8SavedInputs::BF16));
 static_assert(endsAt(kMasterWeights, MasterWeights::Parameters));
+static_assert(endsAt(kFp8Scalings, Fp8Scaling::Current));
 
 } // namespace
 
@@ -99,5 +101,6 @@ template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>() {
   return kFp8SavedInputs;
 }
 template <> absl::Span<const std::string_view> enumNames<MasterWeights>() { return kMasterWeights; }
+template <> absl::Span<const std::string_view> enumNames<Fp8Scaling>() { return kFp8Scalings; }
 
 } // namespace conduit

@@ -58,6 +58,10 @@ enum class RouterKind : uint8_t { Softmax, Sigmoid };
 /// an element (Transformer Engine, so Megatron-Core and NeMo, and DeepSeek-V3), or in the
 /// training data type (torchao's float8 training, as torchtitan runs it).
 enum class Fp8SavedInputs : uint8_t { Fp8, BF16 };
+/// How an FP8 run scales its casts: from the amax history of earlier steps, taken in the cast
+/// itself (Transformer Engine's DelayedScaling), or from the tensor's own amax, a pass of its
+/// own before the cast (Float8CurrentScaling; torchao's dynamic tensorwise scaling).
+enum class Fp8Scaling : uint8_t { Delayed, Current };
 /// Where the fp32 values the optimizer updates live with 16-bit training: in a master copy
 /// beside the 16-bit parameters (Megatron-Core, DeepSpeed), or in the parameters themselves,
 /// fp32 shards cast to the training data type for each use (PyTorch FSDP's mixed precision).
@@ -86,6 +90,7 @@ template <> absl::Span<const std::string_view> enumNames<AttentionKind>();
 template <> absl::Span<const std::string_view> enumNames<RouterKind>();
 template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>();
 template <> absl::Span<const std::string_view> enumNames<MasterWeights>();
+template <> absl::Span<const std::string_view> enumNames<Fp8Scaling>();
 
 /// The spelling of `value` in the job file.
 template <typename Enum> std::string_view enumName(Enum value) {
@@ -259,6 +264,8 @@ struct TrainingSpec {
   TokenType dataDtype = TokenType::UInt16;
   /// `fp8_saved_inputs`, with dtype FP8 only (unset: Fp8).
   std::optional<Fp8SavedInputs> fp8SavedInputs;
+  /// `fp8_scaling`, with dtype FP8 only (unset: Delayed).
+  std::optional<Fp8Scaling> fp8Scaling;
   /// `master_weights`, with full sharding and a 16-bit or FP8 dtype only (unset: Separate).
   std::optional<MasterWeights> masterWeights;
 

@@ -54,6 +54,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
     shape.flashAttention = architecture.getAttention() != pipe::AttentionKind::Eager;
     shape.flashAttention2 = architecture.getAttention() == pipe::AttentionKind::Flash2;
     shape.fp8 = training.getDtype() == pipe::DType::FP8;
+    shape.fp8CurrentScaling = training.getFp8Scaling() == pipe::Fp8Scaling::Current;
     shape.headDim = architecture.getHeadDim();
     if (pipe::LatentAttentionAttr mla = architecture.getLatentAttention()) {
       shape.qLoraRank = mla.getQLoraRank();

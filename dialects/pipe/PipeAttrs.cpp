@@ -172,7 +172,7 @@ LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError, 
 LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError, DType dtype,
                                    Optimizer optimizer, int64_t seed, F64 learningRate,
                                    DataKind data, StringRef dataPath, TokenType dataDtype,
-                                   MasterWeights masterWeights) {
+                                   MasterWeights masterWeights, Fp8Scaling fp8Scaling) {
   if (failed(check(emitError, seed >= 0, "seed", "non-negative", seed)) ||
       failed(check(emitError, std::isfinite(learningRate) && learningRate > 0, "learning_rate",
                    "positive", learningRate)))
@@ -183,6 +183,8 @@ LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                : std::string("synthetic data takes no data_path"));
   if (masterWeights == MasterWeights::Parameters && dtype == DType::FP32)
     return emitError() << "master_weights \"parameters\" needs a 16-bit or fp8 dtype";
+  if (fp8Scaling == Fp8Scaling::Current && dtype != DType::FP8)
+    return emitError() << "fp8_scaling \"current\" needs dtype \"fp8\"";
   return success();
 }
 

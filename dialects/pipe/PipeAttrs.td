@@ -105,6 +105,11 @@ def Pipe_MasterWeights : Pipe_Enum<"MasterWeights", "where the fp32 values the o
   I32EnumCase<"Parameters", 1, "parameters">
 ]>;
 
+def Pipe_Fp8Scaling : Pipe_Enum<"Fp8Scaling", "how FP8 casts find their scales", [
+  I32EnumCase<"Delayed", 0, "delayed">,
+  I32EnumCase<"Current", 1, "current">
+]>;
+
 def Pipe_AttentionKind : Pipe_Enum<"AttentionKind", "attention kernel", [
   I32EnumCase<"Flash", 0, "flash">,
   I32EnumCase<"Eager", 1, "eager">,
@@ -385,7 +390,8 @@ def Pipe_TrainingAttr : Pipe_Attr<"Training", "training"> {
     file, at `data_path`, made absolute by the compiler), and where the fp32 values the
     optimizer updates live (`master_weights`, printed unless `separate`: a master copy beside
     16-bit parameters; `parameters`: fp32 parameter shards cast for each use, full sharding
-    only).
+    only), and with `fp8` how the casts find their scales (`fp8_scaling`, printed unless
+    `delayed`: from an amax history, in the cast; `current`: an amax pass of its own first).
 
     ```mlir
     #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-03>
@@ -401,7 +407,8 @@ def Pipe_TrainingAttr : Pipe_Attr<"Training", "training"> {
     Pipe_DefaultEnumParam<Pipe_DataKind, "Synthetic">:$data,
     Pipe_OptionalStringParam:$data_path,
     Pipe_DefaultEnumParam<Pipe_TokenType, "UInt16">:$data_dtype,
-    Pipe_DefaultEnumParam<Pipe_MasterWeights, "Separate">:$master_weights
+    Pipe_DefaultEnumParam<Pipe_MasterWeights, "Separate">:$master_weights,
+    Pipe_DefaultEnumParam<Pipe_Fp8Scaling, "Delayed">:$fp8_scaling
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

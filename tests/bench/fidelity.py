@@ -107,8 +107,12 @@ def configuration(run):
     if par.get("sequence_parallel"):
         parts.append("SP" if par.get("tensor_comm_overlap", True) else "SP, TP comm exposed")
     dtype = job["training"].get("dtype", "bf16")
-    saved = job["training"].get("fp8_saved_inputs")
-    parts.append(dtype + (f" ({saved} saved inputs)" if saved else ""))
+    notes = []
+    if job["training"].get("fp8_scaling") == "current":
+        notes.append("current scaling")
+    if job["training"].get("fp8_saved_inputs"):
+        notes.append(f"{job['training']['fp8_saved_inputs']} saved inputs")
+    parts.append(dtype + (f" ({', '.join(notes)})" if notes else ""))
     parts.append(model.get("attention", "flash"))
     return ", ".join(parts)
 
