@@ -280,8 +280,27 @@ struct Shape {
     return attention + (sharedWidth() > 0 ? s * (h + sharedWidth()) : 0) +
            double(moe->topK) * s * (h + expertWidth());
   }
+  /// And their output gradients: an FP8 run's input-gradient pass casts each for its own GEMM,
+  /// in both layouts, and the deferred weight gradient reads the transposed cast (Transformer
+  /// Engine's delayed weight gradients; DeepSeek-V3's Wgrad takes FP8 operands).
+  double blockWeightGradientLinearOutputGradients(int64_t b) const {
+    const double up = gated ? 2 : 1;
+    double attention = s * (q + 2 * kvd) + s * h;
+    if (mla) {
+      const double ql = double(mla->qLoraRank), kvl = double(mla->kvLoraRank),
+                   rope = double(mla->qkRopeHeadDim), nope = double(mla->qkNopeHeadDim);
+      attention = (ql > 0 ? s * ql : 0) + s * a * qkHead() + s * (kvl + rope) +
+                  s * a * (nope + vHead()) + s * h;
+    }
+    if (!hasExperts(b))
+      return attention + s * (up * f + h);
+    return attention + (sharedWidth() > 0 ? s * (up * sharedWidth() + h) : 0) +
+           double(moe->topK) * s * (up * expertWidth() + h);
+  }
   double blockWeightGradientBytes(int64_t b, double e, double i) const {
-    return e * blockWeightGradientElements(b) - (e - i) * blockWeightGradientLinearInputs(b);
+    return e * blockWeightGradientElements(b) -
+           (e - i) *
+               (blockWeightGradientLinearInputs(b) + blockWeightGradientLinearOutputGradients(b));
   }
 };
 

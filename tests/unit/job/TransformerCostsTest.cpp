@@ -316,7 +316,8 @@ TEST(TransformerCosts, DefaultImbalance) {
 // the small shapes above (s 4, h 8, bf16), and selective checkpointing's bytes as their sum.
 // An FP8 run that keeps its linear layers' inputs cast (Transformer Engine) keeps them in one
 // byte: the activations, what the recompute modules drop, a deferred weight gradient's inputs
-// and the replicated activations all shrink by exactly those elements; nothing else moves.
+// (and the output gradients the input-gradient pass cast for it) and the replicated
+// activations all shrink by exactly those elements; nothing else moves.
 TEST(TransformerCosts, Fp8KeepsLinearInputsInOneByte) {
   const TransformerSpec t = smallMoe();
   absl::StatusOr<std::vector<LayerSpec>> bf16 = expandTransformer(t, 2),
@@ -337,11 +338,15 @@ TEST(TransformerCosts, Fp8KeepsLinearInputsInOneByte) {
   const LayerSpec &dense = (*fp8)[1], &experts = (*fp8)[2];
   EXPECT_EQ((*bf16)[1].activationBytes - dense.activationBytes, 32 + 32 + 32 + 64);
   EXPECT_EQ((*bf16)[2].activationBytes - experts.activationBytes, 64 + 24 + 64 + 48);
-  // Deferred weight gradients keep every weight GEMM's input (all but the router's).
+  // Deferred weight gradients keep every weight GEMM's input and output gradient (all but the
+  // router's) in one byte: inputs QKV 8, output projection 8, MLP up 8 and down 16; output
+  // gradients QKV 8 + 2 x 4, output projection 8, MLP up 2 x 16 and down 8; for the experts
+  // each MLP's up 8 and down 6, output gradients 2 x 6 and 8, the routed ones twice a token.
   EXPECT_EQ(*(*bf16)[1].weightGradientBytes - *dense.weightGradientBytes,
-            4 * (8 + 8) + 4 * (8 + 16));
+            4 * (8 + 8) + 4 * (8 + 16) + 4 * (8 + 2 * 4) + 4 * 8 + 4 * (2 * 16 + 8));
   EXPECT_EQ(*(*bf16)[2].weightGradientBytes - *experts.weightGradientBytes,
-            4 * (8 + 8) + 4 * (8 + 6) + 2 * 4 * (8 + 6));
+            4 * (8 + 8) + 4 * (8 + 6) + 2 * 4 * (8 + 6) + 4 * (8 + 2 * 4) + 4 * 8 +
+                4 * (2 * 6 + 8) + 2 * 4 * (2 * 6 + 8));
   // Without sequence parallelism the QKV and a dense MLP's inputs are replicated.
   EXPECT_EQ(*(*bf16)[1].replicatedActivationBytes - *dense.replicatedActivationBytes, 64);
   EXPECT_EQ(*(*bf16)[2].replicatedActivationBytes - *experts.replicatedActivationBytes, 32);
