@@ -3,6 +3,7 @@
 #include "runtime/backend/cuda/CudaBackend.h"
 
 #include "runtime/backend/cuda/CudaCheck.h"
+#include "runtime/backend/cuda/EventWork.h"
 #include "runtime/backend/cuda/Kernels.h"
 
 #include "absl/strings/str_cat.h"
@@ -175,35 +176,9 @@ absl::Status CudaBackend::order(runtime::StreamHandle earlier, runtime::StreamHa
   return absl::OkStatus();
 }
 
-namespace {
-
-/// What a stream held when it was made: done once the event recorded after it has passed.
-class StreamDrained final : public runtime::Work {
-public:
-  explicit StreamDrained(cudaEvent_t done) : done(done) {}
-  ~StreamDrained() override {
-    absl::Status ignored;
-    CONDUIT_CUDA_NOTE(ignored, cudaEventDestroy(done));
-  }
-  absl::StatusOr<bool> test() override {
-    const cudaError_t state = cudaEventQuery(done);
-    if (state == cudaErrorNotReady)
-      return false;
-    CONDUIT_CUDA(state);
-    return true;
-  }
-
-private:
-  cudaEvent_t done;
-};
-
-} // namespace
-
 absl::StatusOr<std::unique_ptr<runtime::Work>> CudaBackend::drained(runtime::StreamHandle stream) {
-  cudaEvent_t done = nullptr;
-  CONDUIT_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  auto work = std::make_unique<StreamDrained>(done);
-  CONDUIT_CUDA(cudaEventRecord(done, static_cast<cudaStream_t>(stream)));
+  CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<EventWork> work,
+                           EventWork::after(static_cast<cudaStream_t>(stream)));
   return work;
 }
 

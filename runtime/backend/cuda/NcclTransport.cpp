@@ -3,6 +3,7 @@
 #include "runtime/backend/cuda/NcclTransport.h"
 
 #include "runtime/backend/cuda/CudaCheck.h"
+#include "runtime/backend/cuda/EventWork.h"
 #include "runtime/exec/StageWork.h"
 
 #include "absl/strings/str_cat.h"
@@ -18,21 +19,16 @@ namespace {
 
 ncclDataType_t ncclType(Element type) { return type == Element::Float32 ? ncclFloat : ncclDouble; }
 
-/// NCCL work on a stream: done when the event recorded after it has passed.
-class EventWork final : public Work {
+/// NCCL work on a stream: done when the event recorded after it has passed; until then the
+/// communicator's asynchronous errors are reported.
+class CommWork final : public EventWork {
 public:
-  EventWork(cudaEvent_t done, ncclComm_t comm) : done(done), comm(comm) {}
-  ~EventWork() override {
-    absl::Status ignored;
-    CONDUIT_CUDA_NOTE(ignored, cudaEventDestroy(done));
-  }
+  CommWork(cudaEvent_t done, ncclComm_t comm) : EventWork(done), comm(comm) {}
 
   absl::StatusOr<bool> test() override {
-    const cudaError_t state = cudaEventQuery(done);
-    if (state == cudaSuccess)
+    CONDUIT_ASSIGN_OR_RETURN(bool passed, EventWork::test());
+    if (passed)
       return true;
-    if (state != cudaErrorNotReady)
-      CONDUIT_CUDA(state);
     ncclResult_t async = ncclSuccess;
     CONDUIT_CUDA(ncclCommGetAsyncError(comm, &async));
     if (async != ncclInProgress)
@@ -41,7 +37,6 @@ public:
   }
 
 private:
-  cudaEvent_t done;
   ncclComm_t comm;
 };
 
@@ -134,10 +129,8 @@ absl::StatusOr<ncclComm_t> NcclTransport::groupComm(int32_t group) const {
 
 absl::StatusOr<std::unique_ptr<Work>> NcclTransport::completion(ncclComm_t comm,
                                                                 cudaStream_t stream) {
-  cudaEvent_t done = nullptr;
-  CONDUIT_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  auto work = std::make_unique<EventWork>(done, comm);
-  CONDUIT_CUDA(cudaEventRecord(done, stream));
+  CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<CommWork> work,
+                           EventWork::after<CommWork>(stream, comm));
   return work;
 }
 
