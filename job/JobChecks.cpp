@@ -40,19 +40,12 @@ void JobParser::checkTraining(const Job &job) {
                 "training.dtype is \"" +
                     std::string(enumName(job.training.dtype)) +
                     "\": remove the key, or set training.dtype to \"fp8\"");
-  if (job.training.masterWeights == MasterWeights::Parameters) {
-    if (job.training.dtype == runtime::DType::FP32)
-      diag.report("training.master_weights",
-                  "\"parameters\" says that the fp32 parameter shards are what the optimizer "
-                  "updates, cast to a 16-bit training.dtype for each use; with training.dtype "
-                  "\"fp32\" there is no other copy either way: remove the key");
-    else if (job.parallelism.sharding != runtime::Sharding::Full)
-      diag.report("training.master_weights",
-                  "\"parameters\" (fp32 parameter shards cast for each use, as PyTorch FSDP's "
-                  "mixed precision keeps them) needs parallelism.sharding \"full\", and it is \"" +
-                      std::string(enumName(job.parallelism.sharding)) +
-                      "\": set the sharding to \"full\", or remove the key");
-  }
+  if (job.training.masterWeights == MasterWeights::Parameters &&
+      job.training.dtype == runtime::DType::FP32)
+    diag.report("training.master_weights",
+                "\"parameters\" says that the fp32 parameter shards are what the optimizer "
+                "updates, cast to a 16-bit training.dtype for each use; with training.dtype "
+                "\"fp32\" there is no other copy either way: remove the key");
   if (job.training.data == runtime::DataKind::Synthetic)
     return;
   if (!job.model.transformer) {
@@ -69,6 +62,15 @@ void JobParser::checkTraining(const Job &job) {
 
 void JobParser::checkParallelism(const Job &job) {
   const ParallelismSpec &p = job.parallelism;
+  // With the parallelism (conduit-tune checks each configuration's, and skips those whose
+  // sharding is another): PyTorch FSDP's storage is full sharding's.
+  if (job.training.masterWeights == MasterWeights::Parameters &&
+      p.sharding != runtime::Sharding::Full)
+    diag.report("parallelism.sharding",
+                "\"" + std::string(enumName(p.sharding)) +
+                    "\" with training.master_weights \"parameters\" (fp32 parameter shards cast "
+                    "for each use, as PyTorch FSDP's mixed precision keeps them), which is full "
+                    "sharding's storage: set \"full\", or remove training.master_weights");
   const int64_t layers = static_cast<int64_t>(job.model.layers.size());
   if (p.numStages() > layers) {
     std::string fix = "use at most " + std::to_string(layers) + " stages";

@@ -542,6 +542,29 @@ TEST(Tune, ReducingEachRunIsSearchedWhereOnlyItFits) {
     EXPECT_EQ(t.job["parallelism"].value("gradient_reduction", "step"), "run") << t.job.dump();
 }
 
+// A job whose parameters are PyTorch FSDP's fp32 shards (training.master_weights
+// "parameters") is searched under full sharding only: the other shardings are configurations
+// the reader refuses, not an error of the job.
+TEST(Tune, PyTorchFsdpStorageIsSearchedUnderFullShardingOnly) {
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/demo.json";
+  Json root = loadJob(path);
+  root["training"]["dtype"] = "bf16";
+  root["training"]["master_weights"] = "parameters";
+  TuneOptions options;
+  options.gpus = 4;
+  options.globalBatch = 8;
+  options.top = 20;
+  llvm::Expected<TuneResult> result = tune(root, path, options);
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  ASSERT_FALSE(result->top.empty());
+  EXPECT_GT(result->counts.invalid, 0);
+  for (const TunedConfiguration &t : result->top) {
+    const Json &par = t.job["parallelism"];
+    if (par.value("data", 1) > 1)
+      EXPECT_EQ(par.value("sharding", "none"), "full") << t.job.dump();
+  }
+}
+
 TEST(Tune, NothingFitsNamesTheMemory) {
   const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/demo.json";
   Json root = loadJob(path);
