@@ -28,18 +28,18 @@ void JobParser::checkTraining(const Job &job) {
                                         job.cluster.preset +
                                         "\" does not have; use \"bf16\" or an H100 or H200 preset");
   }
-  if (job.training.fp8SavedInputs && job.training.dtype != runtime::DType::FP8)
-    diag.report("training.fp8_saved_inputs",
-                "applies to training.dtype \"fp8\" (how its linear layers keep their inputs for "
-                "the weight gradients), and training.dtype is \"" +
-                    std::string(enumName(job.training.dtype)) +
-                    "\": remove the key, or set training.dtype to \"fp8\"");
-  if (job.training.fp8Scaling && job.training.dtype != runtime::DType::FP8)
-    diag.report("training.fp8_scaling",
-                "applies to training.dtype \"fp8\" (how its casts find their scales), and "
-                "training.dtype is \"" +
-                    std::string(enumName(job.training.dtype)) +
-                    "\": remove the key, or set training.dtype to \"fp8\"");
+  // The keys that say how an FP8 run does something, set with another data type.
+  auto fp8Only = [&](bool set, const char *key, const char *what) {
+    if (set && job.training.dtype != runtime::DType::FP8)
+      diag.report(key, std::string("applies to training.dtype \"fp8\" (") + what +
+                           "), and training.dtype is \"" +
+                           std::string(enumName(job.training.dtype)) +
+                           "\": remove the key, or set training.dtype to \"fp8\"");
+  };
+  fp8Only(job.training.fp8SavedInputs.has_value(), "training.fp8_saved_inputs",
+          "how its linear layers keep their inputs for the weight gradients");
+  fp8Only(job.training.fp8Scaling.has_value(), "training.fp8_scaling",
+          "how its casts find their scales");
   if (job.training.masterWeights == MasterWeights::Parameters &&
       job.training.dtype == runtime::DType::FP32)
     diag.report("training.master_weights",

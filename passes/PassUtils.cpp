@@ -182,11 +182,9 @@ TensorLayout::TensorLayout(pipe::ModelOp model) {
   config.tensor = static_cast<int32_t>(par.getTensor());
   config.sequenceParallel = par.getSequenceParallel();
   config.checkpointing = static_cast<runtime::Checkpointing>(par.getCheckpointing());
-  // A recomputed MLP gathers its input again under sequence parallelism; the plan file's
-  // default when checkpointing is not selective (PlanExport).
-  config.recomputeModules = config.checkpointing == runtime::Checkpointing::Selective
-                                ? static_cast<uint32_t>(par.getRecomputeModules())
-                                : runtime::kRecomputeCoreAttention;
+  // A recomputed MLP gathers its input again under sequence parallelism (read with selective
+  // checkpointing only).
+  config.recomputeModules = static_cast<uint32_t>(par.getRecomputeModules());
   config.tokensPerSample = model.getTokensPerSample();
   config.dtype = static_cast<runtime::DType>(model.getTraining().getDtype());
   config.expert = static_cast<int32_t>(par.getExpert());

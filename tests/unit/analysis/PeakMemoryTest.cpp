@@ -76,6 +76,15 @@ MemoryStage stage(int64_t rank, int64_t params, int64_t stored, std::vector<int6
 
 MemoryEvent compute(Kind kind, int32_t s, int32_t mb) { return {kind, s, mb}; }
 
+/// Stage 0 gathered, one micro-batch forward and backward, resharded, its gradients reduced.
+std::vector<MemoryEvent> oneResidency() {
+  return {{Kind::Gather, 0},
+          compute(Kind::Forward, 0, 0),
+          compute(Kind::Backward, 0, 0),
+          {Kind::Reshard, 0},
+          {Kind::Reduce, 0}};
+}
+
 std::vector<MemoryPeak> peaksOf(const MemoryProblem &problem) {
   llvm::Expected<std::vector<MemoryPeak>> peaks = peakMemory(problem);
   EXPECT_TRUE(static_cast<bool>(peaks)) << llvm::toString(peaks.takeError());
@@ -180,11 +189,7 @@ TEST(PeakMemory, RoutedExpertsAreShardedOverTheirExpertDataGroup) {
   // the whole gradients leave it out (conduit-run keeps such experts apart, once).
   p.sharding = Sharding::Full;
   EXPECT_EQ(at(peaksOf(p).front(), MemoryKind::Parameters), (10 + 60) * 4);
-  p.orders = {{{Kind::Gather, 0},
-               compute(Kind::Forward, 0, 0),
-               compute(Kind::Backward, 0, 0),
-               {Kind::Reshard, 0},
-               {Kind::Reduce, 0}}};
+  p.orders = {oneResidency()};
   m = peaksOf(p).front();
   EXPECT_EQ(at(m, MemoryKind::GatheredParameters), 40 * 4);
   EXPECT_EQ(at(m, MemoryKind::Gradients), (10 + 60) * 4 + 40 * 4);
@@ -207,11 +212,7 @@ TEST(PeakMemory, GatheredParametersAndTheFullGradientBuffer) {
   p.receiveSlots = {{}};
   p.replicas = 2;
   p.sharding = Sharding::Full;
-  p.orders = {{{Kind::Gather, 0},
-               compute(Kind::Forward, 0, 0),
-               compute(Kind::Backward, 0, 0),
-               {Kind::Reshard, 0},
-               {Kind::Reduce, 0}}};
+  p.orders = {oneResidency()};
   MemoryPeak m = peaksOf(p).front();
   // Static: the shard (100 bytes), its moments and master (600), its gradient shard (200).
   // At the backward: the gathered stage, the micro-batch's activations and the whole fp32
@@ -234,11 +235,7 @@ TEST(PeakMemory, ParametersThatAreTheirOwnMaster) {
   p.replicas = 2;
   p.sharding = Sharding::Full;
   p.parametersAreMaster = true;
-  p.orders = {{{Kind::Gather, 0},
-               compute(Kind::Forward, 0, 0),
-               compute(Kind::Backward, 0, 0),
-               {Kind::Reshard, 0},
-               {Kind::Reduce, 0}}};
+  p.orders = {oneResidency()};
   MemoryPeak m = peaksOf(p).front();
   EXPECT_EQ(at(m, MemoryKind::Parameters), 50 * 4);
   EXPECT_EQ(at(m, MemoryKind::OptimizerState), 50 * 8);
