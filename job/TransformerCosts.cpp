@@ -185,11 +185,13 @@ struct Shape {
     return s * h + 2 * s * double(moe->numExperts) + (gated ? 3 : 2) * s * sharedWidth() +
            moeRoutedElements();
   }
-  /// The routed tokens' activations at the mean load: top_k copies of each token dispatched,
-  /// each expert's hidden activations for them, and their outputs before the combine.
+  /// The routed tokens' activations at the mean load: top_k copies of each token dispatched
+  /// and each expert's hidden activations for them (its first projection's output and its
+  /// weighted activation). The routing weights are applied to the activation, as
+  /// Megatron-Core's grouped experts apply them, so no output is kept for the combine.
   double moeRoutedElements() const {
     const double k = double(moe->topK);
-    return k * s * h + k * (gated ? 3 : 2) * s * expertWidth() + k * s * h;
+    return k * s * h + k * (gated ? 3 : 2) * s * expertWidth();
   }
   /// Of blockActivationElements, the inputs of the block's linear layers that their weight
   /// gradients read, which an FP8 run keeps cast to one byte (TrainingSpec::savedInputBytes):

@@ -47,6 +47,12 @@ template <typename T> void CpuOps<T>::scaledAdd(int64_t n, T alpha, const T *src
     dst[i] += alpha * src[i];
 }
 
+template <typename T> void CpuOps<T>::scaleRows(int64_t rows, int64_t n, const T *factors, T *x) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      x[r * n + i] *= factors[r];
+}
+
 template <typename T> void CpuOps<T>::addBias(int64_t rows, int64_t n, const T *bias, T *x) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < n; ++i)

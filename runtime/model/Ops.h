@@ -110,6 +110,16 @@ public:
       b[i] += alpha * a[i];
     upload(b.data(), n, dst);
   }
+  /// Row r of x (`rows` rows of width n) times factors[r], in place; `factors` on the host.
+  /// This default goes through the host, as scaledAdd's does; CpuOps scales in place.
+  virtual void scaleRows(int64_t rows, int64_t n, const T *factors, T *x) {
+    std::vector<T> a(rows * n);
+    download(x, rows * n, a.data());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < n; ++i)
+        a[r * n + i] *= factors[r];
+    upload(a.data(), rows * n, x);
+  }
   /// Adds `bias` to each of `rows` rows of width n.
   virtual void addBias(int64_t rows, int64_t n, const T *bias, T *x) = 0;
   /// sum += the rows of x (bias gradients).
@@ -236,6 +246,7 @@ public:
   void add(int64_t n, const T *src, T *dst) override;
   void accumulate(int64_t n, const T *src, double *dst) override;
   void scaledAdd(int64_t n, T alpha, const T *src, T *dst) override;
+  void scaleRows(int64_t rows, int64_t n, const T *factors, T *x) override;
   void addBias(int64_t rows, int64_t n, const T *bias, T *x) override;
   void sumRows(int64_t rows, int64_t n, const T *x, T *sum) override;
   void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha, const T *a,

@@ -88,12 +88,12 @@ Routing Routing::choose(const double *scores, int64_t rows, int64_t experts, int
 
 namespace {
 // What the forward keeps, by index: for the input gradient only, the experts' first
-// projections U and outputs O (before weighting), in dispatch order; for both halves, the
-// router's scores, the dispatched tokens (W1's input) and the experts' activations G (W2's
-// input), in dispatch order. The input
-// gradient stashes the router logits' gradient, the experts' weighted output gradients (W2's
-// output gradient) and their first projections' output gradients, in dispatch order.
-enum { U, O, NumInputOnly };
+// projections U, in the order they run; for both halves, the router's scores, the dispatched
+// tokens (W1's input) and the experts' weighted activations G (W2's input), in the order they
+// run. The input gradient stashes the router logits' gradient, the experts' output gradients
+// (W2's output gradient: the tokens') and their first projections' output gradients, in the
+// order they run.
+enum { U, NumInputOnly };
 enum { Scores, Dispatched, G, NumSaved };
 enum { DLogits, DOut, DUp, NumStashed };
 
@@ -117,6 +117,20 @@ std::vector<double> toHost(Ops<double> &ops, const double *src, int64_t n) {
 template <typename T> void fromHost(Ops<T> &ops, const std::vector<double> &host, T *dst) {
   const std::vector<T> values(host.begin(), host.end());
   ops.upload(values.data(), static_cast<int64_t>(values.size()), dst);
+}
+
+/// Of `rows` rows of width + 1 (a row and one element more: the all-to-alls carry each weight,
+/// and its gradient, beside its row), the rows into `dst` (contiguous; none when null) and the
+/// extra elements, returned on the host.
+template <typename T>
+std::vector<double> splitColumn(Ops<T> &ops, const T *wide, int64_t rows, int64_t width, T *dst) {
+  Buffer<T> column = transient(ops, std::max<int64_t>(rows, 1));
+  for (int64_t a = 0; a < rows; ++a) {
+    if (dst)
+      ops.copy(width, wide + a * (width + 1), dst + a * width);
+    ops.copy(1, wide + a * (width + 1) + width, column.data() + a);
+  }
+  return toHost(ops, column.data(), rows);
 }
 } // namespace
 
@@ -161,12 +175,11 @@ template <typename T> void Moe<T>::initialise(T *params, Random &random) const {
 }
 
 template <typename T> void Moe<T>::keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache) const {
-  const int64_t rows = samples * s.seq, assignments = rows * s.topK;
+  const int64_t rows = samples * s.seq;
   startCache(cache, samples, NumInputOnly, NumSaved);
   cache.parts.resize(shared ? 1 : 0);
   if (shared)
     shared->keep(ops, samples, cache.parts[0]);
-  cache.inputOnly[O] = ops.allocate(assignments * s.hidden);
   cache.saved[Scores] = ops.allocate(rows * s.experts);
   // This rank's experts' inputs, first projections and activations are allocated by the
   // forward, which learns how many tokens its experts take (with an expert group, from the
@@ -264,13 +277,11 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
   else
     ops.copy(rows * h, residual, y);
 
-  // Dispatch: each expert's tokens, to the member of the expert group that holds the expert;
-  // there each expert's MLP, segment by segment.
-  T *o = cache.inputOnly[O].data();
+  // Dispatch: each expert's tokens with their weights, to the member of the expert group that
+  // holds the expert; there each expert's MLP, segment by segment.
   exchangeCounts(ops, *routing);
   ExpertGroup<T> *group = groupOf(ops);
-  const std::vector<int64_t> sent = Routing::times(r.sentTo, h),
-                             received = Routing::times(r.receivedFrom, h);
+  const int64_t wide = h + 1, dispatched = std::max<int64_t>(r.dispatched(), 1);
   const int64_t taken = r.taken();
   if (group && rows * s.topK > 0)
     ops.noteRoutedLoad(static_cast<double>(taken) / static_cast<double>(rows * s.topK));
@@ -279,17 +290,33 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
   if (!recomputeActivation)
     cache.saved[G] = ops.allocate(std::max<int64_t>(taken, 1) * f);
   T *in = cache.saved[Dispatched].data(), *u = cache.inputOnly[U].data();
-  {
-    Buffer<T> gathered = transient(ops, std::max<int64_t>(r.dispatched(), 1) * h);
-    T *send = group ? gathered.data() : in;
+  // The weights in dispatch order, in the Ops's type (as the dispatch carries them).
+  std::vector<T> weights(dispatched, T(0));
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t j = 0; j < s.topK; ++j)
+      if (const int32_t a = r.position[t * s.topK + j]; a >= 0)
+        weights[a] = static_cast<T>(r.weight[t * s.topK + j]);
+  if (group) {
+    Buffer<T> send = transient(ops, dispatched * wide), column = transient(ops, dispatched);
+    ops.upload(weights.data(), dispatched, column.data());
+    for (int64_t a = 0; a < r.dispatched(); ++a) {
+      ops.copy(h, x + r.token[a] * h, send.data() + a * wide);
+      ops.copy(1, column.data() + a, send.data() + a * wide + h);
+    }
+    Buffer<T> arrived = transient(ops, std::max<int64_t>(taken, 1) * wide);
+    group->allToAll(ExpertExchange::Dispatch, send.data(), Routing::times(r.sentTo, wide),
+                    arrived.data(), Routing::times(r.receivedFrom, wide));
+    routing->takenWeight = splitColumn(ops, arrived.data(), taken, h, in);
+  } else {
     for (int64_t a = 0; a < r.dispatched(); ++a)
-      ops.copy(h, x + r.token[a] * h, send + a * h);
-    if (group)
-      group->allToAll(ExpertExchange::Dispatch, send, sent, in, received);
+      ops.copy(h, x + r.token[a] * h, in + a * h);
+    routing->takenWeight.assign(weights.begin(), weights.begin() + r.dispatched());
   }
+  // The weighted outputs, in dispatch order (the combine's receive buffer).
+  Buffer<T> combined = transient(ops, dispatched * h);
   {
     Buffer<T> outputs, activations;
-    T *out = o;
+    T *out = combined.data();
     if (group) {
       outputs = transient(ops, std::max<int64_t>(taken, 1) * h);
       out = outputs.data();
@@ -305,25 +332,25 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
     if (recomputeActivation)
       activations = transient(ops, std::max<int64_t>(taken, 1) * f);
     T *g = recomputeActivation ? activations.data() : cache.saved[G].data();
-    activate(ops, r, u, g);
+    weightedActivations(ops, r, u, g);
     for (const Routing::Segment &seg : r.segments) {
       const T *w = expertParamsAt(p, seg.expert);
       const int64_t first = seg.first, count = seg.count;
       ops.gemm(false, false, count, h, f, 1, g + first * f, w + w2At, 0, out + first * h);
       if (s.otherBias)
-        ops.addBias(count, h, w + b2At, out + first * h);
+        for (int64_t a = first; a < first + count; ++a)
+          ops.scaledAdd(h, static_cast<T>(r.takenWeight[a]), w + b2At, out + a * h);
     }
     // Combine: the outputs back to the members whose tokens they are.
     if (group)
-      group->allToAll(ExpertExchange::Combine, out, received, o, sent);
+      group->allToAll(ExpertExchange::Combine, out, Routing::times(r.receivedFrom, h),
+                      combined.data(), Routing::times(r.sentTo, h));
   }
   // Combine: each token adds its experts' weighted outputs, in slot order.
   for (int64_t t = 0; t < rows; ++t)
-    for (int64_t j = 0; j < s.topK; ++j) {
-      const int32_t a = r.position[t * s.topK + j];
-      if (a >= 0)
-        ops.scaledAdd(h, static_cast<T>(r.weight[t * s.topK + j]), o + a * h, y + t * h);
-    }
+    for (int64_t j = 0; j < s.topK; ++j)
+      if (const int32_t a = r.position[t * s.topK + j]; a >= 0)
+        ops.add(h, combined.data() + a * h, y + t * h);
 }
 
 template <typename T> void Moe<T>::activate(Ops<T> &ops, const Routing &r, const T *u, T *g) const {
@@ -336,6 +363,17 @@ template <typename T> void Moe<T>::activate(Ops<T> &ops, const Routing &r, const
   }
 }
 
+template <typename T> void Moe<T>::weigh(Ops<T> &ops, const Routing &r, int64_t width, T *x) const {
+  const std::vector<T> weights(r.takenWeight.begin(), r.takenWeight.end());
+  ops.scaleRows(r.taken(), width, weights.data(), x);
+}
+
+template <typename T>
+void Moe<T>::weightedActivations(Ops<T> &ops, const Routing &r, const T *u, T *g) const {
+  activate(ops, r, u, g);
+  weigh(ops, r, s.expertFfn, g);
+}
+
 template <typename T>
 void Moe<T>::recompute(Ops<T> &ops, const T *, const T *, LayerCache<T> &cache) const {
   if (!recomputeActivation)
@@ -344,7 +382,7 @@ void Moe<T>::recompute(Ops<T> &ops, const T *, const T *, LayerCache<T> &cache) 
   // until the weight gradient (W2's input), as the forward's would have.
   const Routing &r = *std::static_pointer_cast<const Routing>(cache.host);
   cache.saved[G] = ops.allocate(std::max<int64_t>(r.taken(), 1) * s.expertFfn);
-  activate(ops, r, cache.inputOnly[U].data(), cache.saved[G].data());
+  weightedActivations(ops, r, cache.inputOnly[U].data(), cache.saved[G].data());
 }
 
 template <typename T>
@@ -361,55 +399,68 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
   stash.resize(NumStashed);
   stash[DLogits] = ops.allocate(rows * N);
 
-  // The weights' gradients, on the host: dL/dw = <expert output, dy> of the token.
-  std::vector<double> dWeight(rows * k, 0.0);
-  {
-    const std::vector<double> out = toHost(ops, cache.inputOnly[O].data(), r.dispatched() * h),
-                              grad = toHost(ops, dy, rows * h);
-    for (int64_t t = 0; t < rows; ++t)
-      for (int64_t j = 0; j < k; ++j) {
-        const int32_t a = r.position[t * k + j];
-        if (a < 0)
-          continue;
-        double dot = 0;
-        for (int64_t i = 0; i < h; ++i)
-          dot += out[a * h + i] * grad[t * h + i];
-        dWeight[t * k + j] = dot;
-      }
-  }
-
-  // Each expert's backward: its output gradient is the token's, times the weight, sent to the
-  // member that holds the expert (the combine's gradient); the input gradients come back (the
-  // dispatch's).
+  // Each expert's backward: its output gradient is the token's, sent to the member that holds
+  // the expert (the combine's gradient); the input gradients come back, each with its weight's
+  // gradient (the dispatch's).
   ExpertGroup<T> *group = groupOf(ops);
-  const std::vector<int64_t> sent = Routing::times(r.sentTo, h),
-                             received = Routing::times(r.receivedFrom, h);
-  const int64_t taken = std::max<int64_t>(r.taken(), 1);
+  const int64_t wide = h + 1, taken = std::max<int64_t>(r.taken(), 1);
   stash[DOut] = ops.allocate(taken * h);
   stash[DUp] = ops.allocate(taken * up());
   T *dOut = stash[DOut].data(), *dUp = stash[DUp].data();
   {
-    Buffer<T> weighted;
+    Buffer<T> tokens;
     T *mine = dOut;
     if (group) {
-      weighted = transient(ops, dispatched * h);
-      mine = weighted.data();
+      tokens = transient(ops, dispatched * h);
+      mine = tokens.data();
     }
     for (int64_t t = 0; t < rows; ++t)
-      for (int64_t j = 0; j < k; ++j) {
-        const int32_t a = r.position[t * k + j];
-        if (a >= 0)
-          ops.scaledAdd(h, static_cast<T>(r.weight[t * k + j]), dy + t * h, mine + a * h);
-      }
+      for (int64_t j = 0; j < k; ++j)
+        if (const int32_t a = r.position[t * k + j]; a >= 0)
+          ops.copy(h, dy + t * h, mine + a * h);
     if (group)
-      group->allToAll(ExpertExchange::Combine, mine, sent, dOut, received);
+      group->allToAll(ExpertExchange::Combine, mine, Routing::times(r.sentTo, h), dOut,
+                      Routing::times(r.receivedFrom, h));
   }
+  // Per assignment in dispatch order, its weight's gradient: <activation, dg> (+ <b2, dy> with
+  // biases), where dg is the gradient of the weighted activation. Rounded to the Ops's type, as
+  // the dispatch's gradient carries it.
+  std::vector<double> dWeightDispatched;
   {
-    Buffer<T> dg = transient(ops, taken * f), dIn = transient(ops, taken * h);
+    Buffer<T> dg = transient(ops, taken * f);
+    for (const Routing::Segment &seg : r.segments) {
+      const T *w = expertParamsAt(p, seg.expert);
+      ops.gemm(false, true, seg.count, f, h, 1, dOut + seg.first * h, w + w2At, 0,
+               dg.data() + seg.first * f);
+    }
+    std::vector<T> dWeight(taken, T(0));
+    {
+      Buffer<T> act = transient(ops, taken * f); // the activations again
+      activate(ops, r, cache.inputOnly[U].data(), act.data());
+      const std::vector<double> a = toHost(ops, act.data(), r.taken() * f),
+                                g = toHost(ops, dg.data(), r.taken() * f),
+                                d = s.otherBias ? toHost(ops, dOut, r.taken() * h)
+                                                : std::vector<double>();
+      for (const Routing::Segment &seg : r.segments) {
+        const std::vector<double> b2 = s.otherBias
+                                           ? toHost(ops, expertParamsAt(p, seg.expert) + b2At, h)
+                                           : std::vector<double>();
+        for (int64_t i = seg.first; i < seg.first + seg.count; ++i) {
+          double dot = 0;
+          for (int64_t c = 0; c < f; ++c)
+            dot += a[i * f + c] * g[i * f + c];
+          for (size_t c = 0; c < b2.size(); ++c)
+            dot += b2[c] * d[i * h + static_cast<int64_t>(c)];
+          dWeight[i] = static_cast<T>(dot);
+        }
+      }
+    }
+    // dg becomes the activations' gradient: the weight times the weighted activations'.
+    weigh(ops, r, f, dg.data());
+    Buffer<T> dIn = transient(ops, taken * h);
     for (const Routing::Segment &seg : r.segments) {
       const T *w = expertParamsAt(p, seg.expert);
       const int64_t first = seg.first, count = seg.count;
-      ops.gemm(false, true, count, f, h, 1, dOut + first * h, w + w2At, 0, dg.data() + first * f);
       const T *u = cache.inputOnly[U].data() + first * up();
       if (s.gated)
         ops.swigluBackward(count, f, u, dg.data() + first * f, dUp + first * up());
@@ -418,16 +469,30 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
       ops.gemm(false, true, count, h, up(), 1, dUp + first * up(), w, 0, dIn.data() + first * h);
     }
     // Back to the tokens, in dispatch order.
-    Buffer<T> returned;
-    const T *back = dIn.data();
     if (group) {
-      returned = transient(ops, dispatched * h);
-      group->allToAll(ExpertExchange::Dispatch, dIn.data(), received, returned.data(), sent);
-      back = returned.data();
+      Buffer<T> send = transient(ops, taken * wide), column = transient(ops, taken),
+                returned = transient(ops, dispatched * wide);
+      ops.upload(dWeight.data(), taken, column.data());
+      for (int64_t a = 0; a < r.taken(); ++a) {
+        ops.copy(h, dIn.data() + a * h, send.data() + a * wide);
+        ops.copy(1, column.data() + a, send.data() + a * wide + h);
+      }
+      group->allToAll(ExpertExchange::Dispatch, send.data(), Routing::times(r.receivedFrom, wide),
+                      returned.data(), Routing::times(r.sentTo, wide));
+      for (int64_t a = 0; a < r.dispatched(); ++a)
+        ops.add(h, returned.data() + a * wide, dx.data() + r.token[a] * h);
+      dWeightDispatched = splitColumn<T>(ops, returned.data(), r.dispatched(), h, nullptr);
+    } else {
+      for (int64_t a = 0; a < r.dispatched(); ++a)
+        ops.add(h, dIn.data() + a * h, dx.data() + r.token[a] * h);
+      dWeightDispatched.assign(dWeight.begin(), dWeight.begin() + r.dispatched());
     }
-    for (int64_t a = 0; a < r.dispatched(); ++a)
-      ops.add(h, back + a * h, dx.data() + r.token[a] * h);
   }
+  std::vector<double> dWeight(rows * k, 0.0);
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t j = 0; j < k; ++j)
+      if (const int32_t a = r.position[t * k + j]; a >= 0)
+        dWeight[t * k + j] = dWeightDispatched[a];
 
   // The router: the scores' gradient from the weights' and the auxiliary loss's, then the
   // logits' through the softmax (or sigmoid), then the router's input gradient.
@@ -505,8 +570,11 @@ void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
     const int64_t first = seg.first, count = seg.count;
     weightGradient(ops, count, h, up(), in + first * h, dUp + first * up(), dw,
                    s.otherBias ? dw + b1At : nullptr);
-    weightGradient(ops, count, f, h, g + first * f, dOut + first * h, dw + w2At,
-                   s.otherBias ? dw + b2At : nullptr);
+    // W2's output gradients are the tokens'; its bias, added weighted, takes them weighted.
+    weightGradient<T>(ops, count, f, h, g + first * f, dOut + first * h, dw + w2At, nullptr);
+    if (s.otherBias)
+      for (int64_t a = first; a < first + count; ++a)
+        ops.scaledAdd(h, static_cast<T>(r.takenWeight[a]), dOut + a * h, dw + b2At);
   }
 }
 

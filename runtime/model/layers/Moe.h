@@ -34,13 +34,22 @@
 // projection), b1e [up(fe)], W2e [fe × h], b2e [h]. up(f) is 2f for SwiGLU, f for GELU; the
 // biases only with bias "all", as the dense MLP's.
 //
+// The weights are applied where Megatron-Core's grouped experts apply them (a weighted SwiGLU):
+// to each assignment's activation, before the expert's second projection, so that an expert's
+// output arrives weighted and the combine is a plain sum. Nothing per assignment is kept on the
+// token's side: a weight's gradient is the dot product of the assignment's activation
+// (recomputed from the kept first projection) with the gradient that reaches it, computed where
+// the expert runs. With biases the second projection's bias is weighted too, so the layer
+// computes Σ_j w_j · Expert_{e_j}(x) exactly as written above.
+//
 // Expert parallelism (GptShape::expertSize E > 1): member q of the expert group computes
 // experts [q·N/E, (q+1)·N/E) for the tokens of every member. After the routing each member
-// sends its assignments' counts and then its tokens to the experts' members (the dispatch, an
-// all-to-all-v), which run their experts segment by segment (one segment per expert and
-// sending member, the GEMMs the sender would have run itself) and send the outputs back (the
-// combine); the backward sends the weighted output gradients (the combine's gradient) and
-// returns the input gradients (the dispatch's). A member holds only its own experts'
+// sends its assignments' counts and then its tokens, each with its weight as one element more,
+// to the experts' members (the dispatch, an all-to-all-v), which run their experts segment by
+// segment (one segment per expert and sending member, the GEMMs the sender would have run
+// itself) and send the weighted outputs back (the combine); the backward sends the tokens'
+// output gradients (the combine's gradient) and returns the input gradients, each with its
+// weight's gradient as one element more (the dispatch's). A member holds only its own experts'
 // parameters (the branch's last, GptShape::localExperts of them; placeExperts says where they
 // lie when the chain keeps them apart, StageLayout.h), and their gradients are its group's
 // tokens' alone: the ranks holding the same experts (the expert-data group) reduce them.
@@ -80,6 +89,9 @@ struct Routing {
   };
   std::vector<Segment> segments;
   std::vector<int64_t> sentTo, receivedFrom;
+  /// Per assignment this rank's experts take, in the order they run: its weight, as the
+  /// dispatch carried it (rounded to the Ops's type).
+  std::vector<double> takenWeight;
 
   int64_t dispatched() const { return start.empty() ? 0 : start.back(); }
   int64_t taken() const {
@@ -147,6 +159,10 @@ private:
 
   /// The activation of the segments' first projections u into g (both in dispatch order).
   void activate(Ops<T> &ops, const Routing &r, const T *u, T *g) const;
+  /// Each taken assignment's row of x (`width` wide) times its weight, in place.
+  void weigh(Ops<T> &ops, const Routing &r, int64_t width, T *x) const;
+  /// The experts' weighted activations into g: the forward's, and the recomputation's.
+  void weightedActivations(Ops<T> &ops, const Routing &r, const T *u, T *g) const;
 
   GptShape s;
   bool recomputeActivation = false;

@@ -208,9 +208,10 @@ TEST(TransformerCosts, MoeBlockByHand) {
   EXPECT_DOUBLE_EQ(experts.bwdWeightFlops, 8.0 * 656);
   // Elements kept: attention 4 x 8 + 2 x 4 x 8 + 2 x 4 x 4 = 128, norms 64, MLP input 32,
   // router logits and probabilities 2 x 4 x 4, shared hidden 3 x 4 x 6, routed: 2 copies of
-  // each token in and out (2 x 2 x 32) and the experts' hidden 2 x 3 x 4 x 6. In bf16, with
-  // the fused kernel's statistics (4 a s) and the routing (8 s top_k bytes).
-  const int64_t routed = 64 + 144 + 64;
+  // each token in (2 x 32; no outputs: the weights apply to the activations) and the experts'
+  // hidden 2 x 3 x 4 x 6. In bf16, with the fused kernel's statistics (4 a s) and the routing
+  // (8 s top_k bytes).
+  const int64_t routed = 64 + 144;
   EXPECT_EQ(experts.activationBytes, 2 * (128 + 64 + 32 + 32 + 72 + routed) + 32 + 64);
   EXPECT_EQ(moeRoutedActivationBytes(smallMoe(), 2), 2 * routed);
   // Parameters: the tables 2 x 16 x 8, the final norm 8, the blocks; active: half the routed.
