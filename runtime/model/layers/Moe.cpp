@@ -119,9 +119,21 @@ template <typename T> void fromHost(Ops<T> &ops, const std::vector<double> &host
   ops.upload(values.data(), static_cast<int64_t>(values.size()), dst);
 }
 
-/// Of `rows` rows of width + 1 (a row and one element more: the all-to-alls carry each weight,
-/// and its gradient, beside its row), the rows into `dst` (contiguous; none when null) and the
-/// extra elements, returned on the host.
+/// `rows` rows of width + 1 into `wide`: row a of width from rowOf(a) (a device pointer), then
+/// extra[a]. The all-to-alls carry each weight, and its gradient, beside its row this way.
+template <typename T, typename RowOf>
+void joinColumn(Ops<T> &ops, int64_t rows, int64_t width, RowOf rowOf, const std::vector<T> &extra,
+                T *wide) {
+  Buffer<T> column = transient(ops, std::max<int64_t>(rows, 1));
+  ops.upload(extra.data(), rows, column.data());
+  for (int64_t a = 0; a < rows; ++a) {
+    ops.copy(width, rowOf(a), wide + a * (width + 1));
+    ops.copy(1, column.data() + a, wide + a * (width + 1) + width);
+  }
+}
+
+/// The inverse: of `rows` rows of width + 1, the rows into `dst` (contiguous; none when null)
+/// and the extra elements, returned on the host.
 template <typename T>
 std::vector<double> splitColumn(Ops<T> &ops, const T *wide, int64_t rows, int64_t width, T *dst) {
   Buffer<T> column = transient(ops, std::max<int64_t>(rows, 1));
@@ -297,12 +309,10 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
       if (const int32_t a = r.position[t * s.topK + j]; a >= 0)
         weights[a] = static_cast<T>(r.weight[t * s.topK + j]);
   if (group) {
-    Buffer<T> send = transient(ops, dispatched * wide), column = transient(ops, dispatched);
-    ops.upload(weights.data(), dispatched, column.data());
-    for (int64_t a = 0; a < r.dispatched(); ++a) {
-      ops.copy(h, x + r.token[a] * h, send.data() + a * wide);
-      ops.copy(1, column.data() + a, send.data() + a * wide + h);
-    }
+    Buffer<T> send = transient(ops, dispatched * wide);
+    joinColumn(
+        ops, r.dispatched(), h, [&](int64_t a) { return x + r.token[a] * h; }, weights,
+        send.data());
     Buffer<T> arrived = transient(ops, std::max<int64_t>(taken, 1) * wide);
     group->allToAll(ExpertExchange::Dispatch, send.data(), Routing::times(r.sentTo, wide),
                     arrived.data(), Routing::times(r.receivedFrom, wide));
@@ -433,7 +443,7 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
       ops.gemm(false, true, seg.count, f, h, 1, dOut + seg.first * h, w + w2At, 0,
                dg.data() + seg.first * f);
     }
-    std::vector<T> dWeight(taken, T(0));
+    std::vector<T> dWeightTaken(taken, T(0));
     {
       Buffer<T> act = transient(ops, taken * f); // the activations again
       activate(ops, r, cache.inputOnly[U].data(), act.data());
@@ -451,7 +461,7 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
             dot += a[i * f + c] * g[i * f + c];
           for (size_t c = 0; c < b2.size(); ++c)
             dot += b2[c] * d[i * h + static_cast<int64_t>(c)];
-          dWeight[i] = static_cast<T>(dot);
+          dWeightTaken[i] = static_cast<T>(dot);
         }
       }
     }
@@ -470,13 +480,10 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
     }
     // Back to the tokens, in dispatch order.
     if (group) {
-      Buffer<T> send = transient(ops, taken * wide), column = transient(ops, taken),
-                returned = transient(ops, dispatched * wide);
-      ops.upload(dWeight.data(), taken, column.data());
-      for (int64_t a = 0; a < r.taken(); ++a) {
-        ops.copy(h, dIn.data() + a * h, send.data() + a * wide);
-        ops.copy(1, column.data() + a, send.data() + a * wide + h);
-      }
+      Buffer<T> send = transient(ops, taken * wide), returned = transient(ops, dispatched * wide);
+      joinColumn(
+          ops, r.taken(), h, [&](int64_t a) { return dIn.data() + a * h; }, dWeightTaken,
+          send.data());
       group->allToAll(ExpertExchange::Dispatch, send.data(), Routing::times(r.receivedFrom, wide),
                       returned.data(), Routing::times(r.sentTo, wide));
       for (int64_t a = 0; a < r.dispatched(); ++a)
@@ -485,7 +492,7 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
     } else {
       for (int64_t a = 0; a < r.dispatched(); ++a)
         ops.add(h, dIn.data() + a * h, dx.data() + r.token[a] * h);
-      dWeightDispatched.assign(dWeight.begin(), dWeight.begin() + r.dispatched());
+      dWeightDispatched.assign(dWeightTaken.begin(), dWeightTaken.begin() + r.dispatched());
     }
   }
   std::vector<double> dWeight(rows * k, 0.0);
