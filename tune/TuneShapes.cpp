@@ -222,10 +222,13 @@ ConfigurationList conduit::listSpace(const Job &model, const SpaceRequest &reque
 }
 
 SpaceRequest conduit::spaceRequest(const Job &model, const TuneOptions &options, const Json *root) {
-  SpaceRequest request{
-      options.gpus, options.globalBatch, static_cast<int64_t>(model.model.layers.size()),
-      options.restrictions,
-      tensorSizesOf(model.model.transformer, options.gpus, model.cluster.gpusPerNode)};
+  SpaceRequest request;
+  request.gpus = options.gpus;
+  request.globalBatch = options.globalBatch;
+  request.numLayers = static_cast<int64_t>(model.model.layers.size());
+  request.restrictions = options.restrictions;
+  request.tensorSizes =
+      tensorSizesOf(model.model.transformer, options.gpus, model.cluster.gpusPerNode);
   const bool attentionVaried = llvm::any_of(
       options.restrictions, [](const Restriction &r) { return r.key == "model.attention"; });
   // The job's recompute modules hold where it names them; else the search chooses them.
