@@ -155,6 +155,10 @@ def main():
         runs = json.load(f)
     if args.only:
         wanted = set(args.only.split(","))
+        unknown = sorted(wanted - {run["id"] for run in runs})
+        if unknown:
+            parser.error(f"--only names no run with the id {', '.join(unknown)} "
+                         f"(ids are in {os.path.basename(RUNS)})")
         runs = [run for run in runs if run["id"] in wanted]
 
     rows, errors, memory_errors, misses = [], [], [], 0
