@@ -280,6 +280,11 @@ def cases(quick, tensor_product=False):
     out.append(("moe-shared-dualpipev-none-p2-d2-v2",
                 {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "dualpipev",
                  "microbatches": 4, "sharding": "none"}))
+    # GELU experts with biases (the GPT model's): the second projection's bias is weighted
+    # where the expert runs and its gradient takes the weighted output gradients, E = 2.
+    out.append(("moe-gpt-ep2-dualpipev-full-p2-d2-v2",
+                {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "dualpipev",
+                 "microbatches": 4, "sharding": "full", "expert": 2}))
     if quick:
         out = [c for c in out if c[0] in ("breadth-first-full-p2-d2-v2", "1f1b-none-p2-d1-v1",
                                           "tp2-1f1b-full-sp-p2-d1-v1")]
@@ -361,8 +366,11 @@ def main():
             model = "llama"
             job = small_llama(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
         elif name.startswith("moe-"):
-            model = "moe-shared" if name.startswith("moe-shared-") else "moe"
-            job = small_llama(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
+            # moe-gpt-: the GPT model's GELU MLPs with biases, its experts alike.
+            model = next(m for m in ("moe-shared", "moe-gpt", "moe")
+                         if name.startswith(m + "-"))
+            small = small_gpt if model == "moe-gpt" else small_llama
+            job = small(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
             job["model"]["moe"] = dict(MOE_SHARED if model == "moe-shared" else MOE)
             if parallelism.get("expert", 1) > 1:
                 job["model"]["moe"]["imbalance"] = MOE_EXPERT_PARALLEL_IMBALANCE
