@@ -17,6 +17,7 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
   cost.flopRate = cluster.peakFlops * cluster.efficiency;
   cost.memoryBandwidth = cluster.memoryBandwidth;
   cost.parameterBytes = in.parameterBytes;
+  cost.momentBytes = in.momentBytes;
   cost.launchOverheadS = cluster.launchOverheadS;
   cost.latencyS = cluster.latencyS;
   cost.intraBandwidth = cluster.intraNodeBandwidth;
@@ -95,8 +96,8 @@ namespace {
 double optimizerFlopsPerParam(bool adam) { return adam ? 10 : 2; }
 } // namespace
 
-int64_t CostModel::optimizerBytesPerParam(bool adam, int64_t parameterBytes) {
-  const int64_t moments = adam ? 2 * 2 * 4 : 0;
+int64_t CostModel::optimizerBytesPerParam(bool adam, int64_t parameterBytes, int64_t momentBytes) {
+  const int64_t moments = adam ? 2 * 2 * momentBytes : 0;
   const int64_t master = 2 * 4 + (parameterBytes == 4 ? 0 : parameterBytes);
   return runtime::kGradientBytes + moments + master;
 }
@@ -109,7 +110,8 @@ double CostModel::optimizerStepTime(bool adam, int64_t params) const {
   const double compute = n * optimizerFlopsPerParam(adam) / flopRate;
   if (!(memoryBandwidth > 0))
     return compute;
-  const double bytes = n * static_cast<double>(optimizerBytesPerParam(adam, parameterBytes));
+  const double bytes =
+      n * static_cast<double>(optimizerBytesPerParam(adam, parameterBytes, momentBytes));
   return std::max(compute, bytes / memoryBandwidth);
 }
 

@@ -48,6 +48,8 @@ struct CostInputs {
   /// Bytes of a parameter in the training dtype (the working copy the optimizer writes back
   /// beside its fp32 master; 4 when the parameters are the master).
   int64_t parameterBytes = 4;
+  /// Bytes of each of Adam's two moments (4, or 2 with training.adam_moments "bf16").
+  int64_t momentBytes = 4;
   /// Per layer: name (to match a profile), forward and backward FLOPs per sample, and the
   /// weight-gradient part of the backward (empty: half).
   std::vector<std::string> names;
@@ -104,9 +106,9 @@ public:
   /// states one.
   double optimizerStepTime(bool adam, int64_t params) const;
   /// The bytes one optimizer update moves per parameter: the fp32 gradient read, Adam's two
-  /// fp32 moments read and written, the fp32 master (or fp32 parameter) read and written, and
-  /// with 16-bit parameters the working copy written.
-  static int64_t optimizerBytesPerParam(bool adam, int64_t parameterBytes);
+  /// moments (of momentBytes each) read and written, the fp32 master (or fp32 parameter) read
+  /// and written, and with 16-bit parameters the working copy written.
+  static int64_t optimizerBytesPerParam(bool adam, int64_t parameterBytes, int64_t momentBytes = 4);
 
   /// Global rank of (pipeline rank, data-parallel replica, tensor rank): the position of
   /// (pipeline rank, replica) per the rank order, times T, plus the tensor rank (T is
@@ -179,7 +181,7 @@ private:
 
   double flopRate = 1;
   double memoryBandwidth = 0; ///< 0: not stated, the optimizer priced by its FLOPs alone
-  int64_t parameterBytes = 4;
+  int64_t parameterBytes = 4, momentBytes = 4;
   Roofline roofline;
   double launchOverheadS = 0;
   double latencyS = 0;

@@ -46,6 +46,7 @@ CostInputs conduit::jobCostInputs(const Job &job) {
   CostInputs in;
   in.cluster = job.cluster;
   in.parameterBytes = job.training.storedParameterBytes();
+  in.momentBytes = job.training.momentBytes();
   if (job.model.transformer) {
     in.transformer = transformerShape(*job.model.transformer, job.training.elementBytes());
     in.transformer->fp8 = job.training.dtype == runtime::DType::FP8;

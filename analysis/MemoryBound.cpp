@@ -25,7 +25,7 @@ int64_t shardedState(const Job &job, runtime::Sharding sharding, int64_t ranks, 
   // The stored parameters, and a master copy where they are 16-bit (PeakMemory's addStatic).
   const int64_t e = job.training.storedParameterBytes();
   const bool adam = job.training.optimizer == runtime::Optimizer::Adam;
-  const int64_t statePerParam = adam ? (e == 4 ? 8 : 12) : (e == 4 ? 0 : 4);
+  const int64_t statePerParam = (adam ? 2 * job.training.momentBytes() : 0) + (e == 4 ? 0 : 4);
   const int64_t shard = ceilDiv(params, ranks);
   return (sharding == runtime::Sharding::Full ? shard : params) * e +
          (sharding != runtime::Sharding::None ? shard : params) * statePerParam +

@@ -48,7 +48,7 @@ void addStatic(const MemoryProblem &p, const MemoryStage &stage,
     const bool inPlace = shardState && data == 1;
     const bool master =
         !p.parametersAreMaster && (p.elementBytes != 4 || (shardState && !shardParams && !inPlace));
-    const int64_t state = (p.adam ? 8 : 0) + (master ? 4 : 0);
+    const int64_t state = (p.adam ? 2 * p.momentBytes : 0) + (master ? 4 : 0);
     const int64_t stored = p.parametersAreMaster ? 4 : p.elementBytes;
     add(MemoryKind::Parameters, (shardParams ? ceilDiv(params, data) : params) * stored);
     add(MemoryKind::OptimizerState, (shardState ? ceilDiv(params, data) : params) * state);

@@ -108,7 +108,8 @@ struct MemoryEvent {
 struct MemoryProblem {
   std::vector<MemoryStage> stages;
   int64_t elementBytes = 2; ///< parameters and activations (gradients are fp32)
-  bool adam = true;         ///< Adam's two fp32 moments per parameter (SGD: none)
+  bool adam = true;         ///< Adam's two moments per parameter (SGD: none)
+  int64_t momentBytes = 4;  ///< bytes of each moment (2: training.adam_moments "bf16")
   /// The stored parameters (or their shards) are fp32 and are what the optimizer updates,
   /// cast to `elementBytes` for each use (training.master_weights "parameters": PyTorch FSDP's
   /// mixed precision): no master copy beside them, and every parameter of a stage, the routed

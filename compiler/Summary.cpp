@@ -142,6 +142,7 @@ std::string describeTraining(const TrainingSpec &t) {
   llvm::raw_string_ostream(lr) << llvm::format("%g", t.learningRate);
   return std::string(enumName(t.dtype)) + ", " + std::string(enumName(t.optimizer)) +
          (t.masterWeights == MasterWeights::Parameters ? " on fp32 parameter shards" : "") +
+         (t.adamMoments == runtime::AdamMoments::BF16 ? " with bf16 moments" : "") +
          ", learning rate " + lr + ", seed " + std::to_string(t.seed);
 }
 

@@ -46,6 +46,12 @@ void JobParser::checkTraining(const Job &job) {
                 "\"parameters\" says that the fp32 parameter shards are what the optimizer "
                 "updates, cast to a 16-bit training.dtype for each use; with training.dtype "
                 "\"fp32\" there is no other copy either way: remove the key");
+  if (job.training.adamMoments == runtime::AdamMoments::BF16 &&
+      job.training.optimizer != runtime::Optimizer::Adam)
+    diag.report("training.adam_moments",
+                "\"bf16\" stores Adam's two moments in bf16; training.optimizer \"" +
+                    std::string(enumName(job.training.optimizer)) +
+                    "\" keeps no moments: remove the key, or set training.optimizer to \"adam\"");
   if (job.training.data == runtime::DataKind::Synthetic)
     return;
   if (!job.model.transformer) {

@@ -133,6 +133,7 @@ void JobParser::parseTraining(ObjectReader &section, TrainingSpec &t) {
     parseData(ObjectReader(*data, section.keyPath("data"), diag), t);
   t.fp8SavedInputs = readEnum<Fp8SavedInputs>(section, "fp8_saved_inputs");
   t.masterWeights = readEnum<MasterWeights>(section, "master_weights");
+  t.adamMoments = readEnum<runtime::AdamMoments>(section, "adam_moments");
   t.fp8Scaling = readEnum<Fp8Scaling>(section, "fp8_scaling");
   section.rejectUnknownKeys();
 }

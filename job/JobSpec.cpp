@@ -25,6 +25,7 @@ constexpr std::array<std::string_view, 2> kGradientReductions = {"step", "run"};
 constexpr std::array<std::string_view, 3> kCheckpointings = {"none", "full", "selective"};
 constexpr std::array<std::string_view, 4> kDTypes = {"bf16", "fp16", "fp32", "fp8"};
 constexpr std::array<std::string_view, 2> kOptimizers = {"adam", "sgd"};
+constexpr std::array<std::string_view, 2> kAdamMoments = {"fp32", "bf16"};
 constexpr std::array<std::string_view, 3> kDataKinds = {"synthetic", "tokens", "text"};
 constexpr std::array<std::string_view, 2> kPlacements = {"loop", "v"};
 constexpr std::array<std::string_view, 2> kRankOrders = {"data-inner", "pipeline-inner"};
@@ -45,6 +46,7 @@ static_assert(endsAt(kGradientReductions, runtime::GradientReduction::Run));
 static_assert(endsAt(kCheckpointings, runtime::Checkpointing::Selective));
 static_assert(endsAt(kDTypes, runtime::DType::FP8));
 static_assert(endsAt(kOptimizers, runtime::Optimizer::SGD));
+static_assert(endsAt(kAdamMoments, runtime::AdamMoments::BF16));
 static_assert(endsAt(kDataKinds, runtime::DataKind::Text));
 static_assert(endsAt(kPlacements, Placement::V));
 static_assert(endsAt(kRankOrders, RankOrder::PipelineInner));
@@ -86,6 +88,9 @@ template <> absl::Span<const std::string_view> enumNames<runtime::Checkpointing>
 template <> absl::Span<const std::string_view> enumNames<runtime::DType>() { return kDTypes; }
 template <> absl::Span<const std::string_view> enumNames<runtime::Optimizer>() {
   return kOptimizers;
+}
+template <> absl::Span<const std::string_view> enumNames<runtime::AdamMoments>() {
+  return kAdamMoments;
 }
 template <> absl::Span<const std::string_view> enumNames<runtime::DataKind>() { return kDataKinds; }
 template <> absl::Span<const std::string_view> enumNames<Placement>() { return kPlacements; }

@@ -78,6 +78,7 @@ template <> absl::Span<const std::string_view> enumNames<runtime::GradientReduct
 template <> absl::Span<const std::string_view> enumNames<runtime::Checkpointing>();
 template <> absl::Span<const std::string_view> enumNames<runtime::DType>();
 template <> absl::Span<const std::string_view> enumNames<runtime::Optimizer>();
+template <> absl::Span<const std::string_view> enumNames<runtime::AdamMoments>();
 template <> absl::Span<const std::string_view> enumNames<runtime::DataKind>();
 template <> absl::Span<const std::string_view> enumNames<Placement>();
 template <> absl::Span<const std::string_view> enumNames<RankOrder>();
@@ -268,8 +269,12 @@ struct TrainingSpec {
   std::optional<Fp8Scaling> fp8Scaling;
   /// `master_weights`, with full sharding and a 16-bit or FP8 dtype only (unset: Separate).
   std::optional<MasterWeights> masterWeights;
+  /// `adam_moments`, with Adam only (unset: FP32).
+  std::optional<runtime::AdamMoments> adamMoments;
 
   int64_t elementBytes() const { return dtype == runtime::DType::FP32 ? 4 : 2; }
+  /// Bytes of each of Adam's two moments.
+  int64_t momentBytes() const { return adamMoments == runtime::AdamMoments::BF16 ? 2 : 4; }
   /// Bytes of one stored parameter (or shard element): fp32 where the parameters are the
   /// optimizer's master values (master_weights "parameters"), else elementBytes().
   int64_t storedParameterBytes() const {

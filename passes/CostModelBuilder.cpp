@@ -39,6 +39,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
                             ? static_cast<uint32_t>(par.getRecomputeModules())
                             : 0;
   in.parameterBytes = training.getStoredParameterBytes();
+  in.momentBytes = training.getMomentBytes();
   if (architecture) {
     TransformerShape &shape = in.transformer.emplace();
     shape.numLayers = architecture.getNumLayers();

@@ -120,6 +120,7 @@ FailureOr<std::vector<RankMemory>> conduit::analyzeMemory(pipe::ModelOp model,
   }
   problem.elementBytes = model.getTraining().getElementBytes();
   problem.adam = model.getTraining().getOptimizer() == pipe::Optimizer::Adam;
+  problem.momentBytes = model.getTraining().getMomentBytes();
   problem.parametersAreMaster =
       model.getTraining().getMasterWeights() == pipe::MasterWeights::Parameters;
   problem.replicas = par.getData();

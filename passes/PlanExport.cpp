@@ -58,6 +58,7 @@ runtime::Config exportConfig(plan::ProgramOp program) {
   c.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;
   c.dtype = static_cast<runtime::DType>(training.getDtype());
   c.optimizer = static_cast<runtime::Optimizer>(training.getOptimizer());
+  c.adamMoments = static_cast<runtime::AdamMoments>(training.getAdamMoments());
   c.seed = training.getSeed();
   c.learningRate = training.getLearningRate();
   c.dataSource.kind = static_cast<runtime::DataKind>(training.getData());

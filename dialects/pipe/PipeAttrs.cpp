@@ -172,7 +172,8 @@ LogicalResult ClusterAttr::verify(function_ref<InFlightDiagnostic()> emitError, 
 LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError, DType dtype,
                                    Optimizer optimizer, int64_t seed, F64 learningRate,
                                    DataKind data, StringRef dataPath, TokenType dataDtype,
-                                   MasterWeights masterWeights, Fp8Scaling fp8Scaling) {
+                                   MasterWeights masterWeights, Fp8Scaling fp8Scaling,
+                                   AdamMoments adamMoments) {
   if (failed(check(emitError, seed >= 0, "seed", "non-negative", seed)) ||
       failed(check(emitError, std::isfinite(learningRate) && learningRate > 0, "learning_rate",
                    "positive", learningRate)))
@@ -185,6 +186,8 @@ LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "master_weights \"parameters\" needs a 16-bit or fp8 dtype";
   if (fp8Scaling == Fp8Scaling::Current && dtype != DType::FP8)
     return emitError() << "fp8_scaling \"current\" needs dtype \"fp8\"";
+  if (adamMoments == AdamMoments::BF16 && optimizer != Optimizer::Adam)
+    return emitError() << "adam_moments \"bf16\" needs optimizer \"adam\"";
   return success();
 }
 
@@ -192,6 +195,10 @@ int64_t TrainingAttr::getElementBytes() const { return getDtype() == DType::FP32
 
 int64_t TrainingAttr::getStoredParameterBytes() const {
   return getMasterWeights() == MasterWeights::Parameters ? 4 : getElementBytes();
+}
+
+int64_t TrainingAttr::getMomentBytes() const {
+  return getAdamMoments() == AdamMoments::BF16 ? 2 : 4;
 }
 
 LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitError,

@@ -110,6 +110,11 @@ def Pipe_Fp8Scaling : Pipe_Enum<"Fp8Scaling", "how FP8 casts find their scales",
   I32EnumCase<"Current", 1, "current">
 ]>;
 
+def Pipe_AdamMoments : Pipe_Enum<"AdamMoments", "how Adam stores its two moments", [
+  I32EnumCase<"FP32", 0, "fp32">,
+  I32EnumCase<"BF16", 1, "bf16">
+]>;
+
 def Pipe_AttentionKind : Pipe_Enum<"AttentionKind", "attention kernel", [
   I32EnumCase<"Flash", 0, "flash">,
   I32EnumCase<"Eager", 1, "eager">,
@@ -390,8 +395,10 @@ def Pipe_TrainingAttr : Pipe_Attr<"Training", "training"> {
     file, at `data_path`, made absolute by the compiler), and where the fp32 values the
     optimizer updates live (`master_weights`, printed unless `separate`: a master copy beside
     16-bit parameters; `parameters`: fp32 parameter shards cast for each use, full sharding
-    only), and with `fp8` how the casts find their scales (`fp8_scaling`, printed unless
-    `delayed`: from an amax history, in the cast; `current`: an amax pass of its own first).
+    only), with `fp8` how the casts find their scales (`fp8_scaling`, printed unless
+    `delayed`: from an amax history, in the cast; `current`: an amax pass of its own first),
+    and how Adam stores its moments (`adam_moments`, printed unless `fp32`; `bf16`: rounded to
+    bf16 after each update, Adam only).
 
     ```mlir
     #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-03>
@@ -408,7 +415,8 @@ def Pipe_TrainingAttr : Pipe_Attr<"Training", "training"> {
     Pipe_OptionalStringParam:$data_path,
     Pipe_DefaultEnumParam<Pipe_TokenType, "UInt16">:$data_dtype,
     Pipe_DefaultEnumParam<Pipe_MasterWeights, "Separate">:$master_weights,
-    Pipe_DefaultEnumParam<Pipe_Fp8Scaling, "Delayed">:$fp8_scaling
+    Pipe_DefaultEnumParam<Pipe_Fp8Scaling, "Delayed">:$fp8_scaling,
+    Pipe_DefaultEnumParam<Pipe_AdamMoments, "FP32">:$adam_moments
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -418,6 +426,8 @@ def Pipe_TrainingAttr : Pipe_Attr<"Training", "training"> {
     /// Bytes of one stored parameter (or shard element): fp32 where the parameters are the
     /// optimizer's master values (`master_weights = parameters`), else getElementBytes().
     int64_t getStoredParameterBytes() const;
+    /// Bytes of each of Adam's two moments: 4, or 2 with `adam_moments = bf16`.
+    int64_t getMomentBytes() const;
   }];
 }
 

@@ -575,7 +575,10 @@ absl::Status BackendCore<Grad>::restore(const std::vector<StageState> &states) {
           "the checkpoint's state of stage ", stage->spec->index, " has ", s.params.size(),
           " parameters and ", s.optimizer.size(), " optimizer values; this run keeps ", params,
           " parameters and ", stage->optimizer.size(), " optimizer values (",
-          optimizer.stateWidth() == 0 ? "SGD keeps none" : "Adam keeps two per parameter", ")"));
+          optimizer.stateWidth() == 0 ? "SGD keeps none"
+          : optimizer.bf16Moments     ? "Adam keeps two bf16 moments per parameter, in one's bytes"
+                                      : "Adam keeps two per parameter",
+          ")"));
     stage->optimizerSteps = s.optimizerSteps;
     ops().upload(s.optimizer.data(), s.optimizer.size(), stage->optimizer.data());
     stage->forEachUpdated(sharded, [&](float *params, Grad *, int64_t at, int64_t count) {

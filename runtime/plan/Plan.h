@@ -28,7 +28,11 @@ constexpr uint64_t kFeatureGradientReductionRun = uint64_t(1) << 0;
 /// config.recompute_modules other than the attention core: selective checkpointing drops
 /// more than a reader that ignored the field would.
 constexpr uint64_t kFeatureRecomputeModules = uint64_t(1) << 1;
-constexpr uint64_t kKnownFeatures = kFeatureGradientReductionRun | kFeatureRecomputeModules;
+/// config.adam_moments bf16: Adam's moments are stored in bf16, half the optimizer state a
+/// reader that ignored the field would keep, and rounded after each update.
+constexpr uint64_t kFeatureBf16Moments = uint64_t(1) << 2;
+constexpr uint64_t kKnownFeatures =
+    kFeatureGradientReductionRun | kFeatureRecomputeModules | kFeatureBf16Moments;
 
 enum class Op : uint8_t {
   Forward,
@@ -178,6 +182,10 @@ enum class GradientReduction : uint8_t { Step, Run };
 /// compiler; conduit-run refuses it).
 enum class DType : uint8_t { BF16, FP16, FP32, FP8 };
 enum class Optimizer : uint8_t { Adam, SGD };
+/// How Adam stores its two moments: fp32, or bf16 (DeepSeek-V3's low-precision optimizer
+/// states; Megatron-Core's precision-aware optimizer with --exp-avg-dtype and
+/// --exp-avg-sq-dtype bf16), computed in fp32 and rounded to bf16 after each update.
+enum class AdamMoments : uint8_t { FP32, BF16 };
 /// Activation checkpointing: none; full (each layer's input kept, the layer recomputed in the
 /// backward); selective (the parts RecomputeModule names recomputed, Megatron-LM's
 /// "selective": by default the attention core).
@@ -275,6 +283,7 @@ struct Config {
   bool pipelineInner = false;
   DType dtype = DType::BF16;
   Optimizer optimizer = Optimizer::Adam;
+  AdamMoments adamMoments = AdamMoments::FP32; ///< with Adam only
   int64_t seed = 0;
   double learningRate = 1e-3;
   int64_t tokensPerSample = 1;

@@ -81,6 +81,9 @@ private:
     if (c.gradientReduction == GradientReduction::Run && !shardsGradients(c.sharding))
       return bad("config.gradient_reduction \"run\" needs sharded gradients (config.sharding "
                  "\"gradients\" or \"full\")");
+    if (c.adamMoments == AdamMoments::BF16 && c.optimizer != Optimizer::Adam)
+      return bad("config.adam_moments \"bf16\" needs the Adam optimizer (config.optimizer "
+                 "\"adam\"): SGD keeps no moments");
     if (c.recomputeModules == 0)
       return bad("config.recompute_modules names no module; selective checkpointing recomputes "
                  "at least one (1: the attention core)");

@@ -118,6 +118,7 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
     os << ", \"recompute_modules\": [" << quotedRecomputeModules(c.recomputeModules) << "]";
   os << ", \"fsdp_window\": " << c.fsdpWindow
      << (c.gradientReduction == GradientReduction::Run ? ", \"gradient_reduction\": \"run\"" : "")
+     << (c.adamMoments == AdamMoments::BF16 ? ", \"adam_moments\": \"bf16\"" : "")
      << ", \"rank_order\": \"" << (c.pipelineInner ? "pipeline-inner" : "data-inner")
      << "\", \"element_bytes\": " << c.elementBytes() << ", \"seed\": " << c.seed
      << ", \"learning_rate\": " << c.learningRate << ", \"data_source\": \""

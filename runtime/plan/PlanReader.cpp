@@ -279,6 +279,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   config.pipelineInner = c->rank_order() != 0;
   config.dtype = static_cast<DType>(c->dtype());
   config.optimizer = static_cast<Optimizer>(c->optimizer());
+  config.adamMoments = static_cast<AdamMoments>(c->adam_moments());
   config.seed = c->seed();
   config.learningRate = c->learning_rate();
   config.tokensPerSample = c->tokens_per_sample();
@@ -300,7 +301,8 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   config.tensorCommOverlap = c->tensor_comm_overlap();
   if (c->schedule() >= kNumSchedules || c->sharding() > 3 || c->dtype() > 3 || c->optimizer() > 1 ||
       c->checkpointing() > 2 || c->rank_order() > 1 || c->data_kind() > 2 ||
-      c->gradient_reduction() > 1 || (c->recompute_modules() & ~uint32_t(kRecomputeAll)) != 0)
+      c->gradient_reduction() > 1 || (c->recompute_modules() & ~uint32_t(kRecomputeAll)) != 0 ||
+      c->adam_moments() > 1)
     return corrupt("the configuration holds an unknown enum value");
 
   config.expert = c->expert();

@@ -94,6 +94,7 @@ flatbuffers::DetachedBuffer buildPlan(const Plan &plan,
   config.add_rank_order(c.pipelineInner ? 1 : 0);
   config.add_dtype(static_cast<uint8_t>(c.dtype));
   config.add_optimizer(static_cast<uint8_t>(c.optimizer));
+  config.add_adam_moments(static_cast<uint8_t>(c.adamMoments));
   config.add_seed(c.seed);
   config.add_learning_rate(c.learningRate);
   config.add_tokens_per_sample(c.tokensPerSample);
@@ -129,7 +130,8 @@ flatbuffers::DetachedBuffer buildPlan(const Plan &plan,
   const uint64_t features =
       plan.features |
       (c.gradientReduction == GradientReduction::Run ? kFeatureGradientReductionRun : 0) |
-      (c.recomputeModules != kRecomputeCoreAttention ? kFeatureRecomputeModules : 0);
+      (c.recomputeModules != kRecomputeCoreAttention ? kFeatureRecomputeModules : 0) |
+      (c.adamMoments == AdamMoments::BF16 ? kFeatureBf16Moments : 0);
   auto root = fb::CreatePlan(fbb, plan.formatVersion, features, fbb.CreateString(plan.name),
                              fbb.CreateString(plan.source), configOffset, transformer,
                              fbb.CreateVector(layers), fbb.CreateVector(stages),

@@ -99,7 +99,9 @@ def configuration(run):
         parts.append(f"shard {par['sharding']}"
                      + (", reduced each run" if par.get("gradient_reduction") == "run" else "")
                      + (", fp32 shards as master"
-                        if job["training"].get("master_weights") == "parameters" else ""))
+                        if job["training"].get("master_weights") == "parameters" else "")
+                     + (", bf16 Adam moments"
+                        if job["training"].get("adam_moments") == "bf16" else ""))
     if par.get("activation_checkpointing", "none") != "none":
         modules = par.get("recompute_modules")
         parts.append(f"ckpt {par['activation_checkpointing']}" +

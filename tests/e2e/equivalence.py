@@ -280,6 +280,11 @@ def cases(quick, tensor_product=False):
     out.append(("moe-shared-dualpipev-none-p2-d2-v2",
                 {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "dualpipev",
                  "microbatches": 4, "sharding": "none"}))
+    # Adam's moments in bf16 (training.adam_moments): sharded by ZeRO-1 and whole, D = 2.
+    for sharding in ("optimizer", "none"):
+        out.append((f"bf16-moments-1f1b-{sharding}-p2-d2-v1",
+                    {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
+                     "sharding": sharding}))
     # GELU experts with biases (the GPT model's): the second projection's bias is weighted
     # where the expert runs and its gradient takes the weighted output gradients, E = 2.
     out.append(("moe-gpt-ep2-dualpipev-full-p2-d2-v2",
@@ -391,6 +396,10 @@ def main():
                 with open(ids, "wb") as f:
                     tokens.tofile(f)
                 job["training"]["data"] = {"kind": "tokens", "path": ids, "dtype": "uint32"}
+        if name.startswith("bf16-moments-"):
+            # Adam's moments stored in bf16: half the optimizer state, rounded each update.
+            model = "bf16-moments"
+            job["training"]["adam_moments"] = "bf16"
         if name.startswith("hf-"):
             model = name.split("-1f1b")[0]
             job["model"] = scaled_hf(os.path.join(root, "testdata", "hf", model[3:], "config.json"))

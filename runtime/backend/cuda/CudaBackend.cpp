@@ -69,6 +69,11 @@ absl::Status CudaBackend::validate(const runtime::Plan &p) {
                      "); this run has ", worldSize, ": start it with mpirun -np ", c.worldSize(),
                      ", or on one GPU with --ranks-per-process=", c.worldSize()));
   CONDUIT_RETURN_IF_ERROR(validateModel(p, "CUDA"));
+  if (c.adamMoments == runtime::AdamMoments::BF16)
+    return absl::FailedPreconditionError(
+        "the plan keeps Adam's moments in bf16 (training.adam_moments), which the CUDA "
+        "backend's optimizer does not: compile it without the key (fp32 moments), or run it on "
+        "the CPU backend");
   for (const runtime::RankProgram &program : p.ranks)
     for (const Instruction &inst : program.instructions) {
       const bool compute = inst.isCompute() || inst.op == Op::OptimizerStep || inst.op == Op::Free;

@@ -482,6 +482,11 @@ TEST(CostModelTest, TheOptimizerStepIsPricedByItsBytes) {
   EXPECT_EQ(CostModel::optimizerBytesPerParam(true, 4), 28);
   EXPECT_EQ(CostModel::optimizerBytesPerParam(false, 2), 14);
   EXPECT_EQ(CostModel::optimizerBytesPerParam(false, 4), 12);
+  // bf16 moments: the two read and written at 2 bytes each, 8 bytes fewer.
+  EXPECT_EQ(CostModel::optimizerBytesPerParam(true, 2, 2), 22);
+  in.momentBytes = 2;
+  EXPECT_DOUBLE_EQ(build(in).optimizerStepTime(true, n), 22.0 * n / 2.039e12);
+  in.momentBytes = 4;
   in.parameterBytes = 4;
   EXPECT_DOUBLE_EQ(build(in).optimizerStepTime(false, n), 12.0 * n / 2.039e12);
   // The bytes, not the 10 FLOP a parameter, bound it: over 200 times the FLOPs' time here.

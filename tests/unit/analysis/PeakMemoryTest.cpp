@@ -264,6 +264,23 @@ TEST(PeakMemory, ParametersThatAreTheirOwnMaster) {
   EXPECT_EQ(at(m, MemoryKind::GatheredParameters), 40 * 2);
 }
 
+TEST(PeakMemory, Bf16AdamMomentsHalveTheMoments) {
+  // ZeRO-1 over 2: each shard element keeps an fp32 master and Adam's two moments, 4 + 8 bytes
+  // in fp32 moments and 4 + 4 in bf16; nothing else moves.
+  MemoryProblem p;
+  p.stages = {stage(0, 100, 10, {0, 1})};
+  p.receiveSlots = {{}};
+  p.replicas = 2;
+  p.sharding = Sharding::Optimizer;
+  p.orders = {oneResidency()};
+  const MemoryPeak fp32 = peaksOf(p).front();
+  p.momentBytes = 2;
+  const MemoryPeak bf16 = peaksOf(p).front();
+  EXPECT_EQ(at(fp32, MemoryKind::OptimizerState), 50 * 12);
+  EXPECT_EQ(at(bf16, MemoryKind::OptimizerState), 50 * 8);
+  EXPECT_EQ(fp32.peak - bf16.peak, 50 * 4);
+}
+
 TEST(PeakMemory, ReceiveSlotsAndOutputsWaitingToBeSent) {
   // Two ranks, one stage each, one micro-batch of two samples; stage 0 sends 5 bytes per
   // sample forward and receives the gradient of the same size back.

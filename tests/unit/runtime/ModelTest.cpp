@@ -22,6 +22,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -711,6 +713,44 @@ TEST(Optimizer, AdamFollowsItsFormula) {
   config.kind = runtime::Optimizer::SGD;
   optimizerStep(config, 1, 2, params.data(), state.data(), grads.data());
   EXPECT_NEAR(params[0], 0.8 - 0.05, 1e-6);
+}
+
+// With bf16 moments the state is half as wide, the moments are stored rounded to bf16 (here
+// g = 0.3 and g² = 0.09, neither a bf16 value), and the update uses the unrounded fp32 ones.
+TEST(Optimizer, Bf16MomentsAreStoredRoundedInHalfTheState) {
+  OptimizerConfig fp32, bf16;
+  fp32.learningRate = bf16.learningRate = 0.1;
+  bf16.bf16Moments = true;
+  EXPECT_EQ(fp32.stateWidth(), 2);
+  EXPECT_EQ(bf16.stateWidth(), 1);
+  std::vector<float> wide = {1.0f, -2.0f}, narrow = wide;
+  std::vector<float> wideState(4, 0.0f), narrowState(2, 0.0f);
+  const std::vector<double> grads = {0.3, -0.3};
+  optimizerStep(fp32, 1, 2, wide.data(), wideState.data(), grads.data());
+  optimizerStep(bf16, 1, 2, narrow.data(), narrowState.data(), grads.data());
+  EXPECT_EQ(narrow, wide); // the first update reads zero moments either way
+  // The stored moments: bf16 bit patterns, the fp32 ones rounded to nearest even.
+  auto rounded = [](float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    return static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+  };
+  std::vector<uint16_t> stored(4);
+  std::memcpy(stored.data(), narrowState.data(), 8);
+  EXPECT_EQ(stored[0], rounded(wideState[0]));
+  EXPECT_EQ(stored[1], rounded(wideState[1]));
+  EXPECT_EQ(stored[2], rounded(wideState[2]));
+  EXPECT_EQ(stored[3], rounded(wideState[3]));
+  EXPECT_NE(uint32_t(stored[0]) << 16, [&] {
+    uint32_t bits;
+    std::memcpy(&bits, &wideState[0], 4);
+    return bits;
+  }()) << "0.3 · (1 − 0.9) is not a bf16 value";
+  // The second update reads the rounded moments: close to the fp32 run's, not equal.
+  optimizerStep(fp32, 2, 2, wide.data(), wideState.data(), grads.data());
+  optimizerStep(bf16, 2, 2, narrow.data(), narrowState.data(), grads.data());
+  EXPECT_NEAR(narrow[0], wide[0], 1e-3);
+  EXPECT_NE(narrow[0], wide[0]);
 }
 
 } // namespace

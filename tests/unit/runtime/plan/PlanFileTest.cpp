@@ -176,6 +176,22 @@ TEST(PlanFile, RecomputeModulesRoundTripWithAFeatureBit) {
             "recomputes at least one (1: the attention core)");
 }
 
+TEST(PlanFile, Bf16AdamMomentsRoundTripWithAFeatureBit) {
+  Plan plan = twoRankPlan();
+  plan.config.adamMoments = AdamMoments::BF16;
+  const std::string bytes = writePlan(plan);
+  absl::StatusOr<Plan> read = readPlan(bytes.data(), bytes.size());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->config.adamMoments, AdamMoments::BF16);
+  // A reader that ignored the field would keep twice the optimizer state, in fp32.
+  EXPECT_EQ(read->features, kFeatureBf16Moments);
+  EXPECT_NE(dump(*read).find("\"adam_moments\": \"bf16\""), std::string::npos);
+  plan.config.optimizer = Optimizer::SGD;
+  EXPECT_EQ(std::string(checkPlanSemantics(plan).message()),
+            "invalid plan: config.adam_moments \"bf16\" needs the Adam optimizer "
+            "(config.optimizer \"adam\"): SGD keeps no moments");
+}
+
 /// The model fields of format 5 on a plan of four layers: two blocks, the second with experts.
 Plan moePlan() {
   Plan plan = twoRankPlan();
