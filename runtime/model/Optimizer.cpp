@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 using namespace conduit::model;
 
@@ -27,6 +28,24 @@ void storeBf16(unsigned char *at, int64_t i, float value) {
                             : static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
   std::memcpy(at + 2 * i, &half, 2);
 }
+
+/// Adam's update of `n` parameters, its moments read by load(i) (a pair of floats) and written
+/// back by store(i, m, v): the parameter moves by the fp32 moments, whatever they are stored as.
+template <typename Load, typename Store>
+void adamStep(const OptimizerConfig &c, int64_t step, int64_t n, float *params, const double *grads,
+              Load load, Store store) {
+  const double correction1 = 1 - std::pow(c.beta1, static_cast<double>(step));
+  const double correction2 = 1 - std::pow(c.beta2, static_cast<double>(step));
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = static_cast<float>(grads[i]);
+    const auto [mPrev, vPrev] = load(i);
+    const float mi = static_cast<float>(c.beta1 * mPrev + (1 - c.beta1) * g);
+    const float vi = static_cast<float>(c.beta2 * vPrev + (1 - c.beta2) * g * g);
+    const double update = (mi / correction1) / (std::sqrt(vi / correction2) + c.epsilon);
+    params[i] = static_cast<float>(params[i] - c.learningRate * update);
+    store(i, mi, vi);
+  }
+}
 } // namespace
 
 OptimizerConfig OptimizerConfig::fromPlan(const runtime::Config &config) {
@@ -44,27 +63,22 @@ void conduit::model::optimizerStep(const OptimizerConfig &c, int64_t step, int64
       params[i] = static_cast<float>(params[i] - c.learningRate * static_cast<float>(grads[i]));
     return;
   }
-  const double correction1 = 1 - std::pow(c.beta1, static_cast<double>(step));
-  const double correction2 = 1 - std::pow(c.beta2, static_cast<double>(step));
   if (c.bf16Moments) {
     unsigned char *m = reinterpret_cast<unsigned char *>(state), *v = m + 2 * n;
-    for (int64_t i = 0; i < n; ++i) {
-      const double g = static_cast<float>(grads[i]);
-      const float mi = static_cast<float>(c.beta1 * loadBf16(m, i) + (1 - c.beta1) * g);
-      const float vi = static_cast<float>(c.beta2 * loadBf16(v, i) + (1 - c.beta2) * g * g);
-      const double update = (mi / correction1) / (std::sqrt(vi / correction2) + c.epsilon);
-      params[i] = static_cast<float>(params[i] - c.learningRate * update);
-      storeBf16(m, i, mi);
-      storeBf16(v, i, vi);
-    }
+    adamStep(
+        c, step, n, params, grads,
+        [&](int64_t i) { return std::pair(loadBf16(m, i), loadBf16(v, i)); },
+        [&](int64_t i, float mi, float vi) {
+          storeBf16(m, i, mi);
+          storeBf16(v, i, vi);
+        });
     return;
   }
   float *m = state, *v = state + n;
-  for (int64_t i = 0; i < n; ++i) {
-    const double g = static_cast<float>(grads[i]);
-    m[i] = static_cast<float>(c.beta1 * m[i] + (1 - c.beta1) * g);
-    v[i] = static_cast<float>(c.beta2 * v[i] + (1 - c.beta2) * g * g);
-    const double update = (m[i] / correction1) / (std::sqrt(v[i] / correction2) + c.epsilon);
-    params[i] = static_cast<float>(params[i] - c.learningRate * update);
-  }
+  adamStep(
+      c, step, n, params, grads, [&](int64_t i) { return std::pair(m[i], v[i]); },
+      [&](int64_t i, float mi, float vi) {
+        m[i] = mi;
+        v[i] = vi;
+      });
 }
