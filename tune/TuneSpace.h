@@ -81,7 +81,7 @@ struct SpaceRequest {
   /// The recompute-module lists a selective configuration searches (each a JSON array of
   /// names, parallelism.recompute_modules), the least recomputation first; empty: the job's
   /// own list (or the default) holds, and no dimension searches them.
-  std::vector<Json> recomputeChoices;
+  std::vector<Json> recomputeChoices{};
   /// Whether the space lists only the schedules and group sizes the job-file reader accepts
   /// for a shape (scheduleRuns() and depth-first's grouping rule, ScheduleRules.h). False
   /// lists every one and leaves them to the reader: where the job names a placement, which

@@ -299,8 +299,9 @@ static std::set<std::string> checkLeaves(const Json &root, const std::string &pa
       const ParallelismSpec &read = job->parallelism;
       EXPECT_EQ(par->checkpointing, read.checkpointing) << i;
       // What selective checkpointing recomputes (used by it alone).
-      if (read.checkpointing == runtime::Checkpointing::Selective)
+      if (read.checkpointing == runtime::Checkpointing::Selective) {
         EXPECT_EQ(par->recomputeModules, read.recomputeModules) << i;
+      }
       EXPECT_EQ(par->sharding, read.sharding) << i;
       EXPECT_EQ(par->fsdpWindow, read.fsdpWindow) << i;
       EXPECT_EQ(par->gradientReduction, read.gradientReduction) << i;
@@ -560,8 +561,9 @@ TEST(Tune, PyTorchFsdpStorageIsSearchedUnderFullShardingOnly) {
   EXPECT_GT(result->counts.invalid, 0);
   for (const TunedConfiguration &t : result->top) {
     const Json &par = t.job["parallelism"];
-    if (par.value("data", 1) > 1)
+    if (par.value("data", 1) > 1) {
       EXPECT_EQ(par.value("sharding", "none"), "full") << t.job.dump();
+    }
   }
 }
 
@@ -668,8 +670,9 @@ TEST(TuneSpace, SelectiveCheckpointingOnlyWhereItRecomputesSomething) {
       out.insert(stringOf(c, "parallelism.activation_checkpointing"));
       // Selective searches what it recomputes, never the core alone under a fused kernel.
       const Json *m = lookup(c, "parallelism.recompute_modules");
-      if (m && overrides == std::vector<std::string>{"flash"} && options.restrictions.empty())
+      if (m && overrides == std::vector<std::string>{"flash"} && options.restrictions.empty()) {
         EXPECT_NE(*m, Json::array({"core_attn"})) << writeJson(*m, -1);
+      }
     }
     return out;
   };
