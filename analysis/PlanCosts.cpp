@@ -5,6 +5,7 @@
 #include "runtime/plan/TensorCollectives.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 using namespace conduit;
@@ -50,17 +51,82 @@ std::pair<int64_t, int64_t> expertPeers(const runtime::Config &c, const CostMode
 /// An all-to-all in which a rank sends `bytes`, 1/E to each member of its group (one share
 /// stays): the shares for its own node's members go over the node's links and those for
 /// other nodes over the network, at the same time, so it takes the longer of the two parts.
+/// Per node (DeepEP), a token crosses the network once for each other node its experts lie
+/// on, to the member with its own index there, which passes each copy on to the member
+/// holding the expert over the node's links; every member forwards as much as it receives.
 double expertAllToAllTime(const CostModel &cost, int64_t bytes, int64_t members,
-                          std::pair<int64_t, int64_t> peers) {
+                          std::pair<int64_t, int64_t> peers, const runtime::Transformer &t) {
   const auto [away, near] = peers;
   auto part = [&](int64_t others, Link link) {
     // `others` members' shares, as an all-to-all among them and this rank.
     return cost.allToAllTime(bytes * (others + 1) / members, others + 1, link);
   };
-  return std::max(part(near, Link::IntraNode), part(away, Link::InterNode));
+  if (t.dispatch == 0 || away == 0 || t.topK < 1)
+    return std::max(part(near, Link::IntraNode), part(away, Link::InterNode));
+  const double e = static_cast<double>(members), inNode = static_cast<double>(near + 1);
+  const int64_t nodes = ceilDiv(members, near + 1);
+  const double n = static_cast<double>(nodes);
+  const double remote =
+      expectedTokenNodes(t.numExperts, t.topK, t.routerGroups, t.routerGroupTopK, nodes) * (n - 1) /
+      n;
+  const double perToken = static_cast<double>(bytes) / static_cast<double>(t.topK);
+  const double network =
+      cost.latency(Link::InterNode) + perToken * remote / cost.bandwidth(Link::InterNode);
+  // Its own node's shares, and the copies it forwards: of the shares bound for other nodes,
+  // those for members other than the receiving one.
+  const double forwarded =
+      static_cast<double>(near) + static_cast<double>(away) * static_cast<double>(near) / inNode;
+  const double local =
+      near > 0 ? cost.latency(Link::IntraNode) +
+                     static_cast<double>(bytes) * forwarded / e / cost.bandwidth(Link::IntraNode)
+               : 0.0;
+  return std::max(network, local);
+}
+
+/// log C(a, b), for 0 <= b <= a.
+double logChoose(int64_t a, int64_t b) {
+  return std::lgamma(double(a + 1)) - std::lgamma(double(b + 1)) - std::lgamma(double(a - b + 1));
+}
+
+/// Of `candidates` equally likely experts, the chance that `draws` distinct ones miss a set of
+/// `set` of them: the hypergeometric probability of no success.
+double missProbability(double candidates, double set, int64_t draws) {
+  double p = 1;
+  for (int64_t i = 0; i < draws && p > 0; ++i) {
+    const double d = static_cast<double>(i);
+    p *= std::max(0.0, (candidates - set - d) / (candidates - d));
+  }
+  return p;
 }
 
 } // namespace
+
+double conduit::expectedTokenNodes(int64_t experts, int64_t topK, int64_t groups, int64_t groupTopK,
+                                   int64_t nodes) {
+  if (nodes <= 1 || experts < 1 || topK < 1)
+    return nodes >= 1 ? 1.0 : 0.0;
+  const double n = static_cast<double>(experts), perNode = n / static_cast<double>(nodes);
+  const bool limited = groups > 1 && groupTopK < groups;
+  double miss = missProbability(n, perNode, topK); // a node none of the k experts lies on
+  if (limited && groups % nodes == 0) {
+    // A node holds r whole groups, j of which are among the token's chosen (hypergeometric).
+    const int64_t r = groups / nodes;
+    const double candidates = static_cast<double>(groupTopK) * n / static_cast<double>(groups);
+    miss = 0;
+    for (int64_t j = 0; j <= std::min(r, groupTopK); ++j)
+      if (groupTopK - j <= groups - r)
+        miss += std::exp(logChoose(r, j) + logChoose(groups - r, groupTopK - j) -
+                         logChoose(groups, groupTopK)) *
+                missProbability(candidates,
+                                static_cast<double>(j) * n / static_cast<double>(groups), topK);
+  } else if (limited && nodes % groups == 0) {
+    // A group spans whole nodes: the node is a candidate with its group's chance.
+    const double chosen = static_cast<double>(groupTopK) / static_cast<double>(groups);
+    const double candidates = static_cast<double>(groupTopK) * n / static_cast<double>(groups);
+    miss = (1 - chosen) + chosen * missProbability(candidates, perNode, topK);
+  }
+  return static_cast<double>(nodes) * (1 - miss);
+}
 
 PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &cost,
                                    const std::vector<int64_t> &rankParams) {
@@ -256,7 +322,7 @@ void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
         owner = static_cast<int64_t>(i);
       if (!x.isExpertAllToAll())
         continue;
-      whole[i] = added[i] = expertAllToAllTime(*cost, x.bytes, c.expert, peers);
+      whole[i] = added[i] = expertAllToAllTime(*cost, x.bytes, c.expert, peers, *plan.transformer);
       if (owner >= 0)
         issued[owner].push_back(static_cast<int64_t>(i));
     }

@@ -32,6 +32,14 @@
 
 namespace conduit {
 
+/// The expected number of nodes a token's `topK` experts lie on, its experts chosen at random
+/// among `experts` spread evenly over `nodes` nodes (consecutive experts on a node) and, with
+/// group-limited routing (`groupTopK` below `groups`), among the experts of `groupTopK` of the
+/// `groups` consecutive groups chosen at random. Where groups and nodes do not nest (neither
+/// count divides the other) the limit is left out, which counts more nodes.
+double expectedTokenNodes(int64_t experts, int64_t topK, int64_t groups, int64_t groupTopK,
+                          int64_t nodes);
+
 /// Durations of every kind of instruction of one plan.
 class PlanCosts {
 public:
@@ -61,7 +69,9 @@ public:
   double expertAllToAll(int32_t rank, int64_t index) const;
   /// Its whole time, as if nothing hid it: for the busiest member of the pipeline rank's expert
   /// groups, the longer of its shares to members in its node (CostModel::allToAllTime over
-  /// the node's links) and to members on other nodes (over the network).
+  /// the node's links) and to members on other nodes (over the network). With per-node
+  /// dispatch (Transformer::dispatch 1) the network carries a token once per other node its
+  /// experts lie on (expectedTokenNodes) and the node's links the copies fanned out there.
   double expertAllToAllWhole(int32_t rank, int64_t index) const;
 
 private:

@@ -49,8 +49,11 @@ std::string describeModel(const Job &job) {
               std::to_string(mla->qLoraRank) + ")";
     if (const std::optional<MoeSpec> &moe = t->moe) {
       text += "; experts: " + std::to_string(moe->numExperts) + " routed, top " +
-              std::to_string(moe->topK) + " (" + std::string(enumName(moe->router)) + "), ffn " +
-              std::to_string(moe->expertFfnHiddenSize);
+              std::to_string(moe->topK) + " (" + std::string(enumName(moe->router));
+      if (moe->routerGroupTopK < moe->routerGroups)
+        text += ", from the best " + std::to_string(moe->routerGroupTopK) + " of " +
+                std::to_string(moe->routerGroups) + " groups";
+      text += "), ffn " + std::to_string(moe->expertFfnHiddenSize);
       if (moe->sharedExperts > 0)
         text += ", " + std::to_string(moe->sharedExperts) + " shared (ffn " +
                 std::to_string(moe->sharedFfnHiddenSize) + ")";
@@ -66,6 +69,10 @@ std::string describeModel(const Job &job) {
         std::snprintf(bound, sizeof bound, "%.2f", imbalance.value);
         text +=
             "; routed tokens up to " + std::string(bound) + "x the balanced share (" + source + ")";
+        if (moe->dispatch == DispatchKind::PerNode)
+          text += ", sent once per node";
+        if (moe->fp8Dispatch)
+          text += ", to the experts in fp8";
       }
     }
   }

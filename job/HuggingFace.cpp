@@ -230,6 +230,8 @@ void readDeepSeekV3(ObjectReader &config, TransformerSpec &t) {
   auto shared = config.integer("n_shared_experts", 0, kMaxExperts);
   auto dense = config.integer("first_k_dense_replace", 0, kMaxLayers);
   auto normalize = config.boolean("norm_topk_prob");
+  auto groups = config.integer("n_group", 1, kMaxExperts);
+  auto groupTopK = config.integer("topk_group", 1, kMaxExperts);
   constexpr std::string_view kScoring[] = {"softmax", "sigmoid"};
   std::optional<size_t> scoring = config.choice("scoring_func", kScoring);
   constexpr std::string_view kTopK[] = {"noaux_tc", "greedy"};
@@ -272,6 +274,12 @@ void readDeepSeekV3(ObjectReader &config, TransformerSpec &t) {
             "softmax (greedy)");
     return;
   }
+  // noaux_tc limits each token to the topk_group best of n_group groups of experts
+  // (node-limited routing); greedy routes over all of them.
+  if (sigmoid) {
+    m.routerGroups = groups.value_or(1);
+    m.routerGroupTopK = groupTopK.value_or(m.routerGroups);
+  }
   readRouting(config, m, "aux_loss_alpha", 0.001);
   t.moe = m;
 }
@@ -288,6 +296,10 @@ std::string_view familyKey(std::string_view type, std::string_view jobKey) {
     return "num_experts_per_tok";
   if (jobKey == "moe.dense_layers")
     return deepseek ? "first_k_dense_replace" : "mlp_only_layers";
+  if (jobKey == "moe.router_groups")
+    return "n_group";
+  if (jobKey == "moe.router_group_top_k")
+    return "topk_group";
   if (jobKey.substr(0, 17) == "latent_attention.")
     return jobKey.substr(17);
   return jobKey;

@@ -40,6 +40,9 @@ void JobParser::checkTraining(const Job &job) {
           "how its linear layers keep their inputs for the weight gradients");
   fp8Only(job.training.fp8Scaling.has_value(), "training.fp8_scaling",
           "how its casts find their scales");
+  const TransformerSpec *t = job.model.transformer ? &*job.model.transformer : nullptr;
+  fp8Only(t && t->moe && t->moe->fp8Dispatch, "model.moe.fp8_dispatch",
+          "its routed tokens travel to the experts cast to FP8");
   if (job.training.masterWeights == MasterWeights::Parameters &&
       job.training.dtype == runtime::DType::FP32)
     diag.report("training.master_weights",

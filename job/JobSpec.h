@@ -54,6 +54,11 @@ constexpr bool fusedAttention(AttentionKind k) { return k != AttentionKind::Eage
 /// a sigmoid per expert with a per-expert bias steering the choice (DeepSeek-V3's
 /// auxiliary-loss-free balancing), in the order of the plan's code (runtime::Transformer).
 enum class RouterKind : uint8_t { Softmax, Sigmoid };
+/// How the all-to-alls move a routed token: a copy for each chosen expert (Megatron-Core's
+/// `alltoall` dispatcher, NCCL all-to-all), or one copy over the network for each node its
+/// experts lie on, fanned out over the node's links there (DeepEP's kernels, DeepSeek-V3's
+/// IB-then-NVLink forwarding). The same tokens reach the same experts either way.
+enum class DispatchKind : uint8_t { PerExpert, PerNode };
 /// How an FP8 run keeps its linear layers' inputs for their weight gradients: cast, one byte
 /// an element (Transformer Engine, so Megatron-Core and NeMo, and DeepSeek-V3), or in the
 /// training data type (torchao's float8 training, as torchtitan runs it).
@@ -89,6 +94,7 @@ template <> absl::Span<const std::string_view> enumNames<PositionKind>();
 template <> absl::Span<const std::string_view> enumNames<BiasKind>();
 template <> absl::Span<const std::string_view> enumNames<AttentionKind>();
 template <> absl::Span<const std::string_view> enumNames<RouterKind>();
+template <> absl::Span<const std::string_view> enumNames<DispatchKind>();
 template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>();
 template <> absl::Span<const std::string_view> enumNames<MasterWeights>();
 template <> absl::Span<const std::string_view> enumNames<Fp8Scaling>();
@@ -156,6 +162,14 @@ struct MoeSpec {
   /// Bound on the busiest expert rank's routed tokens over the mean; unset: the default
   /// derived from the expert and top-k counts (docs/cost-model.md).
   std::optional<double> imbalance;
+  /// Group-limited routing (DeepSeek-V3's node-limited routing): the experts in
+  /// `routerGroups` consecutive groups, of which each token may use the `routerGroupTopK`
+  /// best; 1 and 1: unlimited.
+  int64_t routerGroups = 1, routerGroupTopK = 1;
+  DispatchKind dispatch = DispatchKind::PerExpert;
+  /// The tokens travel to the experts in FP8 (the forward's dispatch and the backward's
+  /// output gradients), one byte an element and a scale per 128, as DeepSeek-V3 sends them.
+  bool fp8Dispatch = false;
 };
 
 /// Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values through low-rank

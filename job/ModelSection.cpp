@@ -207,6 +207,17 @@ void JobParser::readMoe(ObjectReader &section, TransformerSpec &t) {
         section.number("capacity_factor", 0, limits::kMaxExperts, /*minExclusive=*/true);
   if (section.value("imbalance"))
     m.imbalance = section.number("imbalance", 1, limits::kMaxExperts);
+  std::optional<int64_t> groups = section.integer("router_groups", 1, limits::kMaxExperts);
+  if (groups)
+    m.routerGroups = *groups;
+  if (auto groupTopK = section.integer("router_group_top_k", 1, limits::kMaxExperts))
+    m.routerGroupTopK = *groupTopK;
+  else if (groups)
+    m.routerGroupTopK = *groups;
+  if (auto dispatch = readEnum<DispatchKind>(section, "dispatch"))
+    m.dispatch = *dispatch;
+  if (auto fp8 = section.boolean("fp8_dispatch"))
+    m.fp8Dispatch = *fp8;
   section.rejectUnknownKeys();
   if (m.sharedExperts == 0 && m.sharedFfnHiddenSize > 0 && sharedFfn)
     diag.report(section.keyPath("shared_ffn_hidden_size"),

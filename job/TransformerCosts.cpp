@@ -424,6 +424,25 @@ std::optional<ShapeProblem> conduit::checkTransformerShape(const TransformerSpec
       return ShapeProblem{"moe.capacity_factor",
                           "above the expert count " + std::to_string(m->numExperts) +
                               " it never drops a token; remove it for dropless routing"};
+    if (m->numExperts % m->routerGroups != 0)
+      return ShapeProblem{"moe.router_groups",
+                          std::to_string(m->routerGroups) + " groups do not divide the " +
+                              std::to_string(m->numExperts) +
+                              " experts (moe.num_experts); use a divisor of it"};
+    if (m->routerGroupTopK > m->routerGroups)
+      return ShapeProblem{"moe.router_group_top_k",
+                          "each token may use " + std::to_string(m->routerGroupTopK) +
+                              " groups, and there are only " + std::to_string(m->routerGroups) +
+                              " (moe.router_groups); use at most " +
+                              std::to_string(m->routerGroups)};
+    const int64_t reachable = m->routerGroupTopK * (m->numExperts / m->routerGroups);
+    if (m->topK > reachable)
+      return ShapeProblem{"moe.top_k", "each token is routed to " + std::to_string(m->topK) +
+                                           " experts, and its " +
+                                           std::to_string(m->routerGroupTopK) +
+                                           " groups (moe.router_group_top_k) hold only " +
+                                           std::to_string(reachable) + "; use at most " +
+                                           std::to_string(reachable) + ", or allow more groups"};
   }
   return std::nullopt;
 }
@@ -439,7 +458,16 @@ double conduit::defaultMoeImbalance(const MoeSpec &moe, int64_t expert, int64_t 
   // and Steger, "Balls into Bins", 1998).
   const double e = static_cast<double>(expert);
   const double mu = static_cast<double>(tokensPerRank) * static_cast<double>(moe.topK);
-  return std::min(e, 1.0 + std::sqrt(2.0 * std::log(e) * (1.0 - 1.0 / e) / mu));
+  // Group-limited routing sends a token's experts in clumps: top_k / router_group_top_k to
+  // each chosen group, all of them to one rank where a group lies within a rank. A load made
+  // of clumps of c has c times the variance of one made of single assignments.
+  double clump = 1;
+  if (moe.routerGroupTopK < moe.routerGroups) {
+    const double ranksPerGroup = std::max(1.0, e / static_cast<double>(moe.routerGroups));
+    clump = std::max(1.0, static_cast<double>(moe.topK) /
+                              (static_cast<double>(moe.routerGroupTopK) * ranksPerGroup));
+  }
+  return std::min(e, 1.0 + std::sqrt(2.0 * std::log(e) * (1.0 - 1.0 / e) * clump / mu));
 }
 
 std::optional<int64_t> conduit::selectiveBytesOf(const LayerSpec &layer, uint32_t modules) {

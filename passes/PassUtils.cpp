@@ -201,6 +201,7 @@ TensorLayout::TensorLayout(pipe::ModelOp model) {
       x.sharedExperts = moe.getSharedExperts();
       x.denseLayers = moe.getDenseLayers();
       x.imbalance = moe.getImbalance();
+      x.fp8Dispatch = moe.getFp8Dispatch();
     }
   if (!active())
     return;

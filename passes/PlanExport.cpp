@@ -29,6 +29,8 @@ static_assert(
     "the plan's recompute-module bits are the pipe dialect's");
 static_assert(static_cast<int>(pipe::RouterKind::Sigmoid) == 1,
               "the plan file's routers follow pipe::RouterKind (0 softmax, 1 sigmoid)");
+static_assert(static_cast<int>(pipe::DispatchKind::PerNode) == 1,
+              "the plan file's dispatches follow pipe::DispatchKind (0 per expert, 1 per node)");
 
 runtime::Config exportConfig(plan::ProgramOp program) {
   pipe::ParallelismAttr par = program.getParallelism();
@@ -117,6 +119,10 @@ runtime::Transformer exportTransformer(pipe::TransformerAttr t) {
     x.denseLayers = moe.getDenseLayers();
     x.capacityFactor = moe.getCapacityFactor();
     x.imbalance = moe.getImbalance();
+    x.routerGroups = moe.getRouterGroups();
+    x.routerGroupTopK = moe.getRouterGroupTopK();
+    x.dispatch = static_cast<uint8_t>(moe.getDispatch());
+    x.fp8Dispatch = moe.getFp8Dispatch();
   }
   return x;
 }

@@ -240,7 +240,8 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
                               int64_t topK, int64_t expertFfnHiddenSize, RouterKind router,
                               bool normalizeTopK, F64 auxLossCoefficient, int64_t sharedExperts,
                               int64_t sharedFfnHiddenSize, int64_t denseLayers, F64 capacityFactor,
-                              F64 imbalance) {
+                              F64 imbalance, int64_t routerGroups, int64_t routerGroupTopK,
+                              DispatchKind dispatch, bool fp8Dispatch) {
   auto finite = [](double v) { return std::isfinite(v); };
   if (failed(check(emitError, numExperts >= 1, "num_experts", "positive", numExperts)) ||
       failed(check(emitError, topK >= 1 && topK <= numExperts, "top_k", "between 1 and num_experts",
@@ -257,7 +258,13 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
       failed(check(emitError, finite(capacityFactor) && capacityFactor >= 0, "capacity_factor",
                    "non-negative (0: dropless)", capacityFactor)) ||
       failed(check(emitError, finite(imbalance) && imbalance >= 1, "imbalance", "at least 1",
-                   imbalance)))
+                   imbalance)) ||
+      failed(check(emitError, routerGroups >= 1 && numExperts % routerGroups == 0, "router_groups",
+                   "a divisor of num_experts", routerGroups)) ||
+      failed(check(emitError, routerGroupTopK >= 1 && routerGroupTopK <= routerGroups,
+                   "router_group_top_k", "between 1 and router_groups", routerGroupTopK)) ||
+      failed(check(emitError, topK <= routerGroupTopK * (numExperts / routerGroups), "top_k",
+                   "at most the experts of router_group_top_k groups", topK)))
     return failure();
   if ((sharedExperts > 0) != (sharedFfnHiddenSize > 0))
     return emitError() << "shared_experts " << sharedExperts << " and shared_ffn_hidden_size "

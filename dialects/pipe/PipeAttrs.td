@@ -126,6 +126,11 @@ def Pipe_RouterKind : Pipe_Enum<"RouterKind", "how a mixture of experts scores i
   I32EnumCase<"Sigmoid", 1, "sigmoid">
 ]>;
 
+def Pipe_DispatchKind : Pipe_Enum<"DispatchKind", "how the expert all-to-alls move a routed token", [
+  I32EnumCase<"PerExpert", 0, "per_expert">,
+  I32EnumCase<"PerNode", 1, "per_node">
+]>;
+
 def Pipe_Optimizer : Pipe_Enum<"Optimizer", "optimizer", [
   I32EnumCase<"Adam", 0, "adam">,
   I32EnumCase<"SGD", 1, "sgd">
@@ -443,6 +448,12 @@ def Pipe_MoeAttr : Pipe_Attr<"Moe", "moe"> {
     `capacity_factor` bounds each expert's tokens (0: dropless), and `imbalance` is the bound
     on the busiest expert rank's routed tokens over the mean the plan is priced and sized
     with (resolved by the import: the job's value or its documented default).
+    `router_groups` cuts the experts into that many consecutive groups, of which each token
+    may use the `router_group_top_k` best (DeepSeek-V3's node-limited routing; 1 and 1:
+    unlimited). `dispatch` says how the all-to-alls move a token: `per_expert`, a copy for
+    each chosen expert, or `per_node`, one copy over the network for each node its experts
+    lie on, fanned out inside the node (DeepEP). `fp8_dispatch` sends the tokens to the
+    experts in FP8 (with `training.dtype` fp8).
 
     ```mlir
     #pipe.moe<num_experts = 8, top_k = 2, expert_ffn_hidden_size = 14336,
@@ -460,7 +471,11 @@ def Pipe_MoeAttr : Pipe_Attr<"Moe", "moe"> {
     DefaultValuedParameter<"int64_t", "0">:$shared_ffn_hidden_size,
     DefaultValuedParameter<"int64_t", "0">:$dense_layers,
     Pipe_DefaultF64Param<"0.0">:$capacity_factor,
-    Pipe_DefaultF64Param<"1.0">:$imbalance
+    Pipe_DefaultF64Param<"1.0">:$imbalance,
+    DefaultValuedParameter<"int64_t", "1">:$router_groups,
+    DefaultValuedParameter<"int64_t", "1">:$router_group_top_k,
+    Pipe_DefaultEnumParam<Pipe_DispatchKind, "PerExpert">:$dispatch,
+    DefaultValuedParameter<"bool", "false">:$fp8_dispatch
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

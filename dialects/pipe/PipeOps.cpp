@@ -71,6 +71,11 @@ LogicalResult ModelOp::verifyRegions() {
   if (layers.empty())
     return emitOpError("must contain at least one pipe.layer");
   const int64_t numLayers = static_cast<int64_t>(layers.size());
+  if (TransformerAttr arch = getArchitectureAttr())
+    if (MoeAttr moe = arch.getMoe();
+        moe && moe.getFp8Dispatch() && getTraining().getDtype() != DType::FP8)
+      return emitOpError("has fp8_dispatch experts, which needs training dtype \"fp8\", got \"")
+             << stringifyDType(getTraining().getDtype()) << "\"";
 
   // Stages: present exactly from 'partitioned' on, covering the layer chain in order.
   if (phase < Phase::Partitioned) {

@@ -68,6 +68,12 @@ absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
        absl::StrCat("a capacity factor of ", t.capacityFactor)},
       {"model.moe.dense_layers", t.denseLayers < 0 || t.denseLayers > t.numLayers,
        absl::StrCat(t.denseLayers, " dense layers of ", t.numLayers)},
+      {"model.moe.router_groups",
+       t.routerGroups < 1 || t.numExperts % t.routerGroups != 0 || t.routerGroupTopK < 1 ||
+           t.routerGroupTopK > t.routerGroups ||
+           t.topK > t.routerGroupTopK * (t.numExperts / t.routerGroups),
+       absl::StrCat(t.numExperts, " experts in ", t.routerGroups, " groups, ", t.topK,
+                    " from the best ", t.routerGroupTopK)},
   };
   for (const auto &c : checks)
     if (c.bad)
@@ -174,6 +180,8 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
     shape.normalizeTopK = t.normalizeTopK;
     shape.auxLossCoefficient = t.auxLossCoefficient;
     shape.capacityFactor = t.capacityFactor;
+    shape.routerGroups = t.routerGroups;
+    shape.routerGroupTopK = t.routerGroupTopK;
     shape.expertSize = plan.config.expert;
   }
   shape.tensorSize = tensor;

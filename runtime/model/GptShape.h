@@ -46,6 +46,9 @@ struct GptShape {
   int64_t expertSize = 1, expertRank = 0;
   bool sigmoidRouter = false, normalizeTopK = false;
   double auxLossCoefficient = 0, capacityFactor = 0;
+  /// Group-limited routing: each token's experts from the routerGroupTopK best of
+  /// routerGroups consecutive groups (1 and 1: unlimited).
+  int64_t routerGroups = 1, routerGroupTopK = 1;
 
   bool moe() const { return experts > 0; }
   /// Whether the layer at global index `layer` of the chain is a block with experts (the

@@ -117,4 +117,13 @@ const char *ComputeProgress::take(Op op) {
   }
 }
 
+uint64_t requiredFeatures(const Plan &plan) {
+  const Config &c = plan.config;
+  return plan.features |
+         (c.gradientReduction == GradientReduction::Run ? kFeatureGradientReductionRun : 0) |
+         (c.recomputeModules != kRecomputeCoreAttention ? kFeatureRecomputeModules : 0) |
+         (c.adamMoments == AdamMoments::BF16 ? kFeatureBf16Moments : 0) |
+         (plan.transformer && plan.transformer->groupLimited() ? kFeatureGroupLimitedRouting : 0);
+}
+
 } // namespace conduit::runtime

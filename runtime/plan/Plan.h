@@ -31,8 +31,11 @@ constexpr uint64_t kFeatureRecomputeModules = uint64_t(1) << 1;
 /// config.adam_moments bf16: Adam's moments are stored in bf16, half the optimizer state a
 /// reader that ignored the field would keep, and rounded after each update.
 constexpr uint64_t kFeatureBf16Moments = uint64_t(1) << 2;
-constexpr uint64_t kKnownFeatures =
-    kFeatureGradientReductionRun | kFeatureRecomputeModules | kFeatureBf16Moments;
+/// Group-limited routing (Transformer::routerGroupTopK below routerGroups): an older reader
+/// would route over every group.
+constexpr uint64_t kFeatureGroupLimitedRouting = uint64_t(1) << 3;
+constexpr uint64_t kKnownFeatures = kFeatureGradientReductionRun | kFeatureRecomputeModules |
+                                    kFeatureBf16Moments | kFeatureGroupLimitedRouting;
 
 enum class Op : uint8_t {
   Forward,
@@ -255,6 +258,13 @@ struct Transformer {
   int64_t denseLayers = 0;   ///< leading blocks that keep a dense MLP
   double capacityFactor = 0; ///< 0: dropless
   double imbalance = 1;      ///< bound on the busiest expert rank's routed tokens / the mean
+  /// Group-limited routing: each token uses the routerGroupTopK best of routerGroups
+  /// consecutive groups of experts (1 and 1: unlimited).
+  int64_t routerGroups = 1, routerGroupTopK = 1;
+  uint8_t dispatch = 0;     // 0 a copy per chosen expert, 1 a network copy per node (DeepEP)
+  bool fp8Dispatch = false; ///< tokens to the experts in FP8 (a byte an element, a scale per 128)
+
+  bool groupLimited() const { return routerGroupTopK < routerGroups; }
 
   bool isMoe() const { return numExperts > 0; }
   bool usesLatentAttention() const { return kvLoraRank > 0; }
@@ -328,6 +338,11 @@ struct Config {
            tensorRank;
   }
 };
+
+struct Plan;
+/// What a reader must understand to run `plan`: Plan::features and the kFeature bits its
+/// configuration and model use.
+uint64_t requiredFeatures(const Plan &plan);
 
 struct Plan {
   uint32_t formatVersion = kPlanFormatVersion;

@@ -100,7 +100,8 @@ void writeInstruction(std::ostream &os, const Instruction &i) {
 void writePlanJson(const Plan &plan, std::ostream &os) {
   os << std::setprecision(std::numeric_limits<double>::max_digits10);
   const Config &c = plan.config;
-  os << "{\n  \"format_version\": " << plan.formatVersion << ",\n  \"features\": " << plan.features
+  os << "{\n  \"format_version\": " << plan.formatVersion
+     << ",\n  \"features\": " << requiredFeatures(plan)
      << ",\n  \"name\": " << jsonString(plan.name) << ",\n  \"source\": " << jsonString(plan.source)
      << ",\n";
   os << "  \"config\": {\"pipeline\": " << c.pipeline << ", \"data\": " << c.data
@@ -162,7 +163,10 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
          << ", \"shared_ffn_hidden_size\": " << t->sharedFfnHiddenSize
          << ", \"dense_layers\": " << t->denseLayers
          << ", \"capacity_factor\": " << t->capacityFactor << ", \"imbalance\": " << t->imbalance
-         << "}";
+         << ", \"router_groups\": " << t->routerGroups
+         << ", \"router_group_top_k\": " << t->routerGroupTopK << ", \"dispatch\": \""
+         << (t->dispatch ? "per_node" : "per_expert")
+         << "\", \"fp8_dispatch\": " << (t->fp8Dispatch ? "true" : "false") << "}";
     os << "},\n";
   }
   os << "  \"layers\": [";

@@ -154,14 +154,21 @@ absl::Status checkExpertFields(const Plan &plan) {
         {"transformer.shared_experts", double(t->sharedExperts)},
         {"transformer.shared_ffn_hidden_size", double(t->sharedFfnHiddenSize)},
         {"transformer.dense_layers", double(t->denseLayers)},
-        {"transformer.capacity_factor", t->capacityFactor}};
+        {"transformer.capacity_factor", t->capacityFactor},
+        {"transformer.dispatch", double(t->dispatch)},
+        {"transformer.fp8_dispatch", t->fp8Dispatch ? 1.0 : 0.0}};
     for (auto [field, value] : fields)
       if (value != 0)
         return invalid(
             absl::StrCat(field, " is ", value, " without experts (transformer.num_experts 0)"));
-    if (t->imbalance != 1)
-      return invalid(absl::StrCat("transformer.imbalance is ", t->imbalance,
-                                  " without experts (transformer.num_experts 0); it must be 1"));
+    const std::pair<const char *, double> ones[] = {
+        {"transformer.imbalance", t->imbalance},
+        {"transformer.router_groups", double(t->routerGroups)},
+        {"transformer.router_group_top_k", double(t->routerGroupTopK)}};
+    for (auto [field, value] : ones)
+      if (value != 1)
+        return invalid(absl::StrCat(field, " is ", value,
+                                    " without experts (transformer.num_experts 0); it must be 1"));
     return absl::OkStatus();
   }
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.top_k", t->topK, 1, t->numExperts));
@@ -180,6 +187,18 @@ absl::Status checkExpertFields(const Plan &plan) {
   const double experts = static_cast<double>(t->numExperts);
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.capacity_factor", t->capacityFactor, 0.0, experts));
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.imbalance", t->imbalance, 1.0, experts));
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.router_groups", t->routerGroups, 1, t->numExperts));
+  CONDUIT_RETURN_IF_ERROR(
+      inRange("transformer.router_group_top_k", t->routerGroupTopK, 1, t->routerGroups));
+  if (t->numExperts % t->routerGroups != 0)
+    return invalid(absl::StrCat("transformer.router_groups ", t->routerGroups,
+                                " does not divide transformer.num_experts ", t->numExperts));
+  if (t->topK > t->routerGroupTopK * (t->numExperts / t->routerGroups))
+    return invalid(absl::StrCat("transformer.top_k ", t->topK, " is more than the ",
+                                t->routerGroupTopK * (t->numExperts / t->routerGroups),
+                                " experts of transformer.router_group_top_k groups"));
+  if (t->fp8Dispatch && c.dtype != DType::FP8)
+    return invalid("transformer.fp8_dispatch needs config.dtype fp8");
   const int64_t folded = int64_t(c.data) * c.tensor;
   if (folded % c.expert != 0 || t->numExperts % c.expert != 0)
     return invalid(absl::StrCat("config.expert is ", c.expert,
@@ -308,7 +327,8 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   config.expert = c->expert();
 
   if (const fb::Transformer *t = p->transformer()) {
-    if (t->mlp() > 1 || t->norm() > 1 || t->position() > 1 || t->bias() > 2 || t->router() > 1)
+    if (t->mlp() > 1 || t->norm() > 1 || t->position() > 1 || t->bias() > 2 || t->router() > 1 ||
+        t->dispatch() > 1)
       return corrupt("the transformer holds an unknown enum value");
     Transformer &x = plan.transformer.emplace();
     x.numLayers = t->num_layers();
@@ -343,6 +363,10 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
     x.denseLayers = t->dense_layers();
     x.capacityFactor = t->capacity_factor();
     x.imbalance = t->imbalance();
+    x.routerGroups = t->router_groups();
+    x.routerGroupTopK = t->router_group_top_k();
+    x.dispatch = t->dispatch();
+    x.fp8Dispatch = t->fp8_dispatch();
   }
   for (const fb::Layer *l : *p->layers()) {
     if (l->kind() > 3)

@@ -125,13 +125,9 @@ flatbuffers::DetachedBuffer buildPlan(const Plan &plan,
         t->ropeTheta, t->normEps, t->headDim, t->qkNorm, t->qLoraRank, t->kvLoraRank,
         t->qkNopeHeadDim, t->qkRopeHeadDim, t->vHeadDim, t->numExperts, t->topK,
         t->expertFfnHiddenSize, t->router, t->normalizeTopK, t->auxLossCoefficient,
-        t->sharedExperts, t->sharedFfnHiddenSize, t->denseLayers, t->capacityFactor, t->imbalance);
-  // What the configuration needs a reader to understand.
-  const uint64_t features =
-      plan.features |
-      (c.gradientReduction == GradientReduction::Run ? kFeatureGradientReductionRun : 0) |
-      (c.recomputeModules != kRecomputeCoreAttention ? kFeatureRecomputeModules : 0) |
-      (c.adamMoments == AdamMoments::BF16 ? kFeatureBf16Moments : 0);
+        t->sharedExperts, t->sharedFfnHiddenSize, t->denseLayers, t->capacityFactor, t->imbalance,
+        t->routerGroups, t->routerGroupTopK, t->dispatch, t->fp8Dispatch);
+  const uint64_t features = requiredFeatures(plan);
   auto root = fb::CreatePlan(fbb, plan.formatVersion, features, fbb.CreateString(plan.name),
                              fbb.CreateString(plan.source), configOffset, transformer,
                              fbb.CreateVector(layers), fbb.CreateVector(stages),

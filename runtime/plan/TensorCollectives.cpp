@@ -32,7 +32,8 @@ bool layerHasExperts(const Transformer *transformer, const std::vector<Layer> &l
          layers[layer].kind == LayerKind::Block && transformer->blockHasExperts(layer - 1);
 }
 
-int64_t expertAllToAllBytes(const Config &config, const Transformer &transformer, int64_t samples) {
+int64_t expertAllToAllBytes(const Config &config, const Transformer &transformer, int64_t samples,
+                            bool toExperts) {
   const int64_t tokens =
       ceilDiv(product(samples, config.tokensPerSample), std::max<int32_t>(config.tensor, 1));
   // The routed assignments of the busiest rank, bounded by the stated imbalance (>= 1). A
@@ -42,7 +43,12 @@ int64_t expertAllToAllBytes(const Config &config, const Transformer &transformer
                 std::max(1.0, transformer.imbalance));
   if (!(routed < 9.0e15))
     return std::numeric_limits<int64_t>::max();
-  return product(static_cast<int64_t>(routed), transformer.hiddenSize, config.elementBytes());
+  const int64_t h = transformer.hiddenSize;
+  // FP8 to the experts: a byte an element and an fp32 scale per 128 (DeepSeek-V3's 1 x 128
+  // activation tiles).
+  if (toExperts && transformer.fp8Dispatch)
+    return product(static_cast<int64_t>(routed), h + 4 * ceilDiv(h, 128));
+  return product(static_cast<int64_t>(routed), h, config.elementBytes());
 }
 
 std::vector<int64_t> expertGroupRanks(const Config &config, int64_t pipelineRank, int64_t replica,
@@ -126,11 +132,12 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
     if (transformer && layerHasExperts(transformer, layers, layer)) {
       // Routed experts over the expert group; shared experts split as the dense MLP.
       const bool shared = transformer->sharedExperts > 0;
-      const int64_t a = experts ? expertAllToAllBytes(config, *transformer, samples) : 0;
+      // The first of each pair carries the tokens (forward) or their output gradients
+      // (backward) to the experts.
       auto routed = [&](Op first, Op second) {
         if (experts) {
-          add(first, a);
-          add(second, a);
+          add(first, expertAllToAllBytes(config, *transformer, samples, /*toExperts=*/true));
+          add(second, expertAllToAllBytes(config, *transformer, samples, /*toExperts=*/false));
         }
         if (tensor && !sp)
           add(kGather, x); // each tensor rank routed its T-th of the tokens

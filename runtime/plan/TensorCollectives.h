@@ -57,7 +57,9 @@
 // block has shared experts). `a` is the bytes of the routed tokens this rank sends, bounded
 // by the stated imbalance (Transformer::imbalance, the busiest rank's routed tokens over the
 // mean): ceil(tokens x top_k x imbalance) x hidden x element bytes, tokens = samples x seq / T
-// (rounded up). With E = 1 the experts are all local and no all-to-all is issued.
+// (rounded up); with Transformer::fp8Dispatch the first of each pair (the tokens, or their
+// output gradients, to the experts) moves ceil(tokens x top_k x imbalance) x (hidden + 4 x
+// ceil(hidden / 128)) bytes. With E = 1 the experts are all local and no all-to-all is issued.
 //
 // An expert all-to-all's `group` is the plan group of its pipeline rank (the one its
 // data-parallel collectives name); the ranks it exchanges with are the expert group of the
@@ -108,8 +110,11 @@ struct TensorCollective {
 bool layerHasExperts(const Transformer *transformer, const std::vector<Layer> &layers,
                      int32_t layer);
 /// The bytes one expert all-to-all of a micro-batch of `samples` samples moves from this rank
-/// (the table above).
-int64_t expertAllToAllBytes(const Config &config, const Transformer &transformer, int64_t samples);
+/// (the table above); `toExperts` (the forward's expert_dispatch, the input pass's
+/// expert_combine) with Transformer::fp8Dispatch: one byte an element and an fp32 scale per
+/// 128 of the hidden size.
+int64_t expertAllToAllBytes(const Config &config, const Transformer &transformer, int64_t samples,
+                            bool toExperts);
 /// Global ranks of the expert group of the process at (pipeline rank, replica, tensor rank):
 /// its pipeline rank's D x T ranks indexed replica x T + tensor rank, cut into groups of E
 /// consecutive indices (Megatron-Core's parallel folding). Ascending by index.

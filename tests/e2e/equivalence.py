@@ -290,6 +290,11 @@ def cases(quick, tensor_product=False):
     out.append(("moe-gpt-ep2-dualpipev-full-p2-d2-v2",
                 {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "dualpipev",
                  "microbatches": 4, "sharding": "full", "expert": 2}))
+    # Group-limited routing (each token's 2 experts from the better of 2 groups of 2) with
+    # per-node dispatch, which prices the all-to-alls differently and moves the same tokens.
+    out.append(("moe-ep2-groups-1f1b-full-p2-d2",
+                {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
+                 "sharding": "full", "expert": 2}))
     if quick:
         out = [c for c in out if c[0] in ("breadth-first-full-p2-d2-v2", "1f1b-none-p2-d1-v1",
                                           "tp2-1f1b-full-sp-p2-d1-v1")]
@@ -379,6 +384,11 @@ def main():
             job["model"]["moe"] = dict(MOE_SHARED if model == "moe-shared" else MOE)
             if parallelism.get("expert", 1) > 1:
                 job["model"]["moe"]["imbalance"] = MOE_EXPERT_PARALLEL_IMBALANCE
+            if "-groups-" in name:
+                # Each token's experts in one group, one group a rank: the busiest rank may
+                # take every token.
+                job["model"]["moe"].update(router_groups=2, router_group_top_k=1,
+                                           dispatch="per_node", imbalance=2.0)
         else:
             job = small_gpt(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
         if name.startswith("data-"):

@@ -39,7 +39,8 @@ void routerScores(int64_t rows, int64_t experts, bool sigmoid, const double *log
 }
 
 Routing Routing::choose(const double *scores, int64_t rows, int64_t experts, int64_t topK,
-                        const std::vector<double> &bias, bool normalize, int64_t capacity) {
+                        const std::vector<double> &bias, bool normalize, int64_t capacity,
+                        GroupLimit limit) {
   Routing r;
   r.rows = rows;
   r.experts = experts;
@@ -47,17 +48,42 @@ Routing Routing::choose(const double *scores, int64_t rows, int64_t experts, int
   r.expert.resize(rows * topK);
   r.position.assign(rows * topK, -1);
   r.weight.resize(rows * topK);
-  std::vector<int32_t> order(experts);
+  const bool limited = limit.groups > 1 && limit.top < limit.groups;
+  const int64_t width = limited ? experts / limit.groups : experts;
+  const int64_t best = std::max<int64_t>(1, topK / std::max<int64_t>(limit.top, 1));
+  std::vector<int32_t> order(experts), groups(limited ? limit.groups : 0), members(width);
+  std::vector<double> groupKey(groups.size());
   std::vector<int64_t> taken(experts, 0);
+  // Descending keys; among equal keys the lower index first.
+  auto higher = [](auto keyOf) {
+    return [keyOf](int32_t a, int32_t b) {
+      const double ka = keyOf(a), kb = keyOf(b);
+      return ka > kb || (ka == kb && a < b);
+    };
+  };
   for (int64_t t = 0; t < rows; ++t) {
     const double *p = scores + t * experts;
     auto key = [&](int32_t e) { return p[e] + (bias.empty() ? 0.0 : bias[e]); };
+    int64_t candidates = experts;
     std::iota(order.begin(), order.end(), 0);
-    // The k highest keys; among equal keys the lower index first.
-    std::partial_sort(order.begin(), order.begin() + topK, order.end(), [&](int32_t a, int32_t b) {
-      const double ka = key(a), kb = key(b);
-      return ka > kb || (ka == kb && a < b);
-    });
+    if (limited) {
+      for (int64_t g = 0; g < limit.groups; ++g) {
+        std::iota(members.begin(), members.end(), static_cast<int32_t>(g * width));
+        std::partial_sort(members.begin(), members.begin() + best, members.end(), higher(key));
+        groupKey[g] = 0;
+        for (int64_t j = 0; j < best; ++j)
+          groupKey[g] += key(members[j]);
+      }
+      std::iota(groups.begin(), groups.end(), 0);
+      std::partial_sort(groups.begin(), groups.begin() + limit.top, groups.end(),
+                        higher([&](int32_t g) { return groupKey[g]; }));
+      candidates = 0;
+      for (int64_t i = 0; i < limit.top; ++i)
+        for (int64_t e = 0; e < width; ++e)
+          order[candidates++] = static_cast<int32_t>(groups[i] * width + e);
+    }
+    // The k highest keys among the candidates.
+    std::partial_sort(order.begin(), order.begin() + topK, order.begin() + candidates, higher(key));
     double sum = 0;
     for (int64_t j = 0; j < topK; ++j)
       sum += p[order[j]];
@@ -259,8 +285,9 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
           : 0;
   // The sigmoid router's per-expert bias steers the choice (not the weights).
   const std::vector<double> bias = biasAt >= 0 ? toHost(ops, p + biasAt, N) : std::vector<double>();
-  auto routing = std::make_shared<Routing>(
-      Routing::choose(scores.data(), rows, N, s.topK, bias, s.normalizeTopK, capacity));
+  auto routing = std::make_shared<Routing>(Routing::choose(scores.data(), rows, N, s.topK, bias,
+                                                           s.normalizeTopK, capacity,
+                                                           {s.routerGroups, s.routerGroupTopK}));
   const Routing &r = *routing;
   cache.host = routing;
 

@@ -68,6 +68,12 @@
 
 namespace conduit::model {
 
+/// Group-limited routing: the experts cut into `groups` consecutive groups, of which each
+/// token takes its experts from the `top` best (1 and 1: unlimited).
+struct GroupLimit {
+  int64_t groups = 1, top = 1;
+};
+
 /// Which experts each token takes and with which weights: the router's choice on the host.
 struct Routing {
   int64_t rows = 0, experts = 0, topK = 0;
@@ -109,9 +115,13 @@ struct Routing {
   }
   /// The choice from router scores [rows × experts] (softmax or sigmoid outputs), with
   /// `bias` (experts entries, or empty) added to the scores for the choice only; capacity 0:
-  /// dropless, else at most that many assignments per expert.
+  /// dropless, else at most that many assignments per expert. With a group limit a group's
+  /// key is the sum of its best max(1, topK / top) keys (Megatron-Core's group-limited
+  /// top-k; DeepSeek-V3's sum of the top two for 8 experts from 4 groups), and the `top`
+  /// highest groups (ties: lower group first) hold the candidates.
   static Routing choose(const double *scores, int64_t rows, int64_t experts, int64_t topK,
-                        const std::vector<double> &bias, bool normalize, int64_t capacity);
+                        const std::vector<double> &bias, bool normalize, int64_t capacity,
+                        GroupLimit limit = {});
 };
 
 /// Router scores [rows × experts] from logits: softmax over each row, or sigmoid.

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "analysis/PlanCosts.h"
 #include "analysis/Report.h"
 #include "tests/unit/CompileToModule.h"
 
@@ -66,6 +67,23 @@ std::optional<VerifiedPlan> compile(llvm::ArrayRef<std::string> overrides = {},
 /// Bytes of one all-to-all: ceil(2 samples x 512 tokens x top-2 x 1.25) x 512 x 2 bytes.
 constexpr int64_t kAllToAllBytes = 2560 * 512 * 2;
 
+/// Compiles the job in nodes of `perNode` GPUs (and `more` overrides) and expects every
+/// rank's all-to-alls to take `expected` seconds each, exposed whole in 1F1B.
+void expectAllToAllTime(const std::string &perNode, double expected,
+                        std::vector<std::string> more = {}) {
+  more.push_back("cluster.gpus_per_node=" + perNode);
+  std::optional<VerifiedPlan> v = compile(more);
+  ASSERT_TRUE(v);
+  const PlanReport report = analyzeStep(v->plan, v->simulation);
+  for (const RankReport &r : report.ranks) {
+    ASSERT_GT(r.allToAlls, 0);
+    EXPECT_NEAR(r.allToAllS / static_cast<double>(r.allToAlls), expected, 1e-12)
+        << perNode << " GPUs per node";
+    // Nothing computes beside them in 1F1B: all of it is exposed, and counted as such.
+    EXPECT_NEAR(r.idle.allToAll, r.allToAllS, 1e-12);
+  }
+}
+
 TEST(ExpertAllToAlls, PricedOnTheLinksToEachMember) {
   // The expert group of 4 consecutive ranks lies in a node of 8: latency + the 3 other
   // members' shares (a quarter of the bytes each) over the node's links. In nodes of 2, a
@@ -74,17 +92,51 @@ TEST(ExpertAllToAlls, PricedOnTheLinksToEachMember) {
   const double bytes = kAllToAllBytes;
   for (auto [perNode, expected] :
        {std::pair{"8", 1e-5 + bytes * 3 / 4 / 4e11}, std::pair{"2", 1e-5 + bytes * 2 / 4 / 5e10},
-        std::pair{"1", 1e-5 + bytes * 3 / 4 / 5e10}}) {
-    std::optional<VerifiedPlan> v = compile({std::string("cluster.gpus_per_node=") + perNode});
-    ASSERT_TRUE(v);
-    const PlanReport report = analyzeStep(v->plan, v->simulation);
-    for (const RankReport &r : report.ranks) {
-      ASSERT_GT(r.allToAlls, 0);
-      EXPECT_NEAR(r.allToAllS / static_cast<double>(r.allToAlls), expected, 1e-12)
-          << perNode << " GPUs per node";
-      // Nothing computes beside them in 1F1B: all of it is exposed, and counted as such.
-      EXPECT_NEAR(r.idle.allToAll, r.allToAllS, 1e-12);
-    }
+        std::pair{"1", 1e-5 + bytes * 3 / 4 / 5e10}})
+    expectAllToAllTime(perNode, expected);
+}
+
+TEST(ExpertAllToAlls, PerNodeDispatchCrossesTheNetworkOncePerNode) {
+  // A token's 2 of 8 experts, 4 experts a node in nodes of 2: a node holds neither with
+  // chance C(4,2)/C(8,2) = 6/28, so the token reaches 2 - 2 x 6/28 nodes, half of them the
+  // other node; it crosses the network that many times instead of once per expert there. The node's
+  // links carry its own node's share and the copies it forwards (a member's 2 shares from the other
+  // node, half of them for its neighbour): (1 + 1) / 4 of the bytes, the shorter part.
+  const double bytes = kAllToAllBytes, perToken = bytes / 2;
+  const double twoNodes = (2 - 2 * 6.0 / 28) / 2;
+  // In nodes of 1, the 4 nodes: a node is missed with chance C(6,2)/C(8,2) = 15/28, and 3
+  // of the 4 are other nodes.
+  const double fourNodes = 4 * (1 - 15.0 / 28) * 3 / 4;
+  for (auto [perNode, expected] : {std::pair{"8", 1e-5 + bytes * 3 / 4 / 4e11},
+                                   std::pair{"2", 1e-5 + perToken * twoNodes / 5e10},
+                                   std::pair{"1", 1e-5 + perToken * fourNodes / 5e10}})
+    expectAllToAllTime(perNode, expected, {"model.moe.dispatch=per_node"});
+}
+
+TEST(ExpectedTokenNodes, CountsTheNodesATokensExpertsLieOn) {
+  // 2 of 8 experts over 2 nodes: both on one node with chance 2 x C(4,2)/C(8,2) = 12/28.
+  EXPECT_NEAR(expectedTokenNodes(8, 2, 1, 1, 2), 2 - 12.0 / 28, 1e-12);
+  EXPECT_DOUBLE_EQ(expectedTokenNodes(8, 2, 1, 1, 1), 1.0);
+  // 4 groups of 2, the best one only: both experts in one group, so on one node.
+  EXPECT_NEAR(expectedTokenNodes(8, 2, 4, 1, 2), 1.0, 1e-12);
+  // 2 groups of 4 spanning 2 nodes each (4 nodes): the chosen group's 2 nodes, both reached
+  // unless the 2 experts share one (chance 2 x C(2,2)/C(4,2) = 1/3).
+  EXPECT_NEAR(expectedTokenNodes(8, 2, 2, 1, 4), 2 - 1.0 / 3, 1e-12);
+  // A limit that allows every group changes nothing.
+  EXPECT_NEAR(expectedTokenNodes(8, 2, 4, 4, 2), expectedTokenNodes(8, 2, 1, 1, 2), 1e-12);
+  // DeepSeek-V3: 8 of 256 experts from the best 4 of 8 groups, one group a node (EP 64 over 8
+  // nodes): a node is a candidate with chance 1/2 and then missed with C(96,8)/C(128,8).
+  double miss = 1;
+  for (int i = 0; i < 8; ++i)
+    miss *= (96.0 - i) / (128.0 - i);
+  EXPECT_NEAR(expectedTokenNodes(256, 8, 8, 4, 8), 8 * 0.5 * (1 - miss), 1e-9);
+  EXPECT_LT(expectedTokenNodes(256, 8, 8, 4, 8), expectedTokenNodes(256, 8, 1, 1, 8));
+  // Groups and nodes that do not nest: the limit is left out.
+  EXPECT_NEAR(expectedTokenNodes(24, 2, 3, 1, 2), expectedTokenNodes(24, 2, 1, 1, 2), 1e-12);
+  // More experts per token reach more nodes, never more than there are.
+  for (int64_t k = 1; k < 32; ++k) {
+    EXPECT_LT(expectedTokenNodes(256, k, 1, 1, 8), expectedTokenNodes(256, k + 1, 1, 1, 8));
+    EXPECT_LE(expectedTokenNodes(256, k, 1, 1, 8), 8.0);
   }
 }
 

@@ -295,6 +295,9 @@ TEST(HuggingFace, MixturesOfExperts) {
   EXPECT_EQ(t->moe->router, RouterKind::Sigmoid);
   EXPECT_TRUE(t->moe->normalizeTopK);
   EXPECT_DOUBLE_EQ(t->moe->auxLossCoefficient, 0.001);
+  // Node-limited routing: each token's experts from the best 4 of 8 groups.
+  EXPECT_EQ(t->moe->routerGroups, 8);
+  EXPECT_EQ(t->moe->routerGroupTopK, 4);
   EXPECT_EQ(t->ffnHiddenSize, 18432);
   // A leading run of mlp_only_layers is the dense blocks; a softmax DeepSeek routes greedily.
   t = readEditedConfig(
@@ -312,6 +315,12 @@ TEST(HuggingFace, MixturesOfExperts) {
   ASSERT_TRUE(t) << error;
   EXPECT_EQ(t->moe->router, RouterKind::Softmax);
   EXPECT_EQ(t->latentAttention->qLoraRank, 0);
+  EXPECT_EQ(t->moe->routerGroups, 1); // greedy routes over every expert
+  EXPECT_EQ(t->moe->routerGroupTopK, 1);
+  // Without topk_group every group is allowed.
+  t = readEditedConfig("deepseek-v3", [](Json &c) { c.erase("topk_group"); }, &error);
+  ASSERT_TRUE(t) << error;
+  EXPECT_EQ(t->moe->routerGroupTopK, 8);
 }
 
 TEST(HuggingFace, UnsupportedMixtureKeysAreRefused) {
@@ -342,6 +351,9 @@ TEST(HuggingFace, UnsupportedMixtureKeysAreRefused) {
       {"qwen1.5-moe-a2.7b", [](Json &c) { c.erase("moe_intermediate_size"); },
        "moe_intermediate_size"},
       {"mixtral-8x7b", [](Json &c) { c.erase("num_local_experts"); }, "num_local_experts"},
+      {"deepseek-v3", [](Json &c) { c["n_group"] = 7; }, "n_group: 7 groups do not divide"},
+      {"deepseek-v3", [](Json &c) { c["topk_group"] = 9; }, "topk_group: each token may use 9"},
+      {"deepseek-v3", [](Json &c) { c["topk_group"] = 0; }, "topk_group"},
   };
   for (const auto &c : cases) {
     std::string error;
@@ -437,6 +449,9 @@ TEST(JobFile, MixtureOfExpertsKeys) {
         moe["shared_experts"] = 2;
         moe["capacity_factor"] = 1.25;
         moe["imbalance"] = 1.5;
+        moe["router_groups"] = 2;
+        moe["router_group_top_k"] = 1;
+        moe["dispatch"] = "per_node";
         root["parallelism"]["expert"] = 2;
         root["model"]["head_dim"] = 32;
         root["model"]["qk_norm"] = true;
@@ -457,6 +472,9 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   EXPECT_EQ(t.moe->denseLayers, 1);
   EXPECT_EQ(t.moe->capacityFactor, 1.25);
   EXPECT_EQ(t.moe->imbalance, 1.5);
+  EXPECT_EQ(t.moe->routerGroups, 2);
+  EXPECT_EQ(t.moe->routerGroupTopK, 1);
+  EXPECT_EQ(t.moe->dispatch, DispatchKind::PerNode);
   EXPECT_EQ(t.headDim, 32);
   EXPECT_TRUE(t.qkNorm);
   EXPECT_EQ(job->parallelism.expert, 2);
@@ -476,7 +494,15 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   EXPECT_EQ(d.sharedFfnHiddenSize, 0);
   EXPECT_FALSE(d.capacityFactor);
   EXPECT_FALSE(d.imbalance);
+  EXPECT_EQ(d.routerGroups, 1);
+  EXPECT_EQ(d.routerGroupTopK, 1);
+  EXPECT_EQ(d.dispatch, DispatchKind::PerExpert);
+  EXPECT_FALSE(d.fp8Dispatch);
   EXPECT_EQ(job->parallelism.expert, 1);
+  // router_groups alone allows every group.
+  job = parseMoe([](Json &root) { root["model"]["moe"]["router_groups"] = 2; }, &error);
+  ASSERT_TRUE(job) << error;
+  EXPECT_EQ(job->model.transformer->moe->routerGroupTopK, 2);
 }
 
 TEST(JobFile, HuggingFaceMixtureScaledDown) {
@@ -543,6 +569,19 @@ TEST(JobFile, MixtureOfExpertsRefusals) {
       {[](Json &r) { r["model"]["moe"]["capacity_factor"] = 0; }, "model.moe.capacity_factor", ""},
       {[](Json &r) { r["model"]["moe"]["capacity_factor"] = -1; }, "model.moe.capacity_factor", ""},
       {[](Json &r) { r["model"]["moe"]["router"] = "topk"; }, "model.moe.router", "softmax"},
+      {[](Json &r) { r["model"]["moe"]["router_groups"] = 3; }, "model.moe.router_groups",
+       "3 groups do not divide the 4 experts"},
+      {[](Json &r) { r["model"]["moe"]["router_group_top_k"] = 2; }, "model.moe.router_group_top_k",
+       "there are only 1 (moe.router_groups)"},
+      {[](Json &r) {
+         r["model"]["moe"]["router_groups"] = 4;
+         r["model"]["moe"]["router_group_top_k"] = 1;
+       },
+       "model.moe.top_k", "its 1 groups (moe.router_group_top_k) hold only 1"},
+      {[](Json &r) { r["model"]["moe"]["dispatch"] = "per_rank"; }, "model.moe.dispatch",
+       "\"per_expert\", \"per_node\""},
+      {[](Json &r) { r["model"]["moe"]["fp8_dispatch"] = true; }, "model.moe.fp8_dispatch",
+       "applies to training.dtype \"fp8\""},
       {[](Json &r) { r["model"]["moe"]["experts"] = 4; }, "model.moe.experts", ""},
       {[](Json &r) { r["model"]["moe"].erase("top_k"); }, "model.moe.top_k", ""},
       {[](Json &r) { r["parallelism"]["expert"] = 3; }, "parallelism.expert",

@@ -306,6 +306,19 @@ TEST(TransformerCosts, DefaultImbalance) {
   // Fewer tokens, more imbalance; never above E.
   EXPECT_GT(defaultMoeImbalance(m, 8, 16), defaultMoeImbalance(m, 8, 4096));
   EXPECT_LE(defaultMoeImbalance(m, 8, 1), 8.0);
+  // Group-limited routing: the 2 experts of the best of 8 groups, one group a rank, arrive
+  // at a rank together, twice the variance; a limit allowing every group changes nothing,
+  // and groups spread over several ranks send single assignments.
+  MoeSpec grouped = m;
+  grouped.routerGroups = 8;
+  grouped.routerGroupTopK = 1;
+  EXPECT_DOUBLE_EQ(defaultMoeImbalance(grouped, 8, 4096),
+                   1 + std::sqrt(2 * std::log(8.0) * 0.875 * 2 / 8192));
+  grouped.routerGroupTopK = 8;
+  EXPECT_DOUBLE_EQ(defaultMoeImbalance(grouped, 8, 4096), defaultMoeImbalance(m, 8, 4096));
+  grouped.routerGroups = 2;
+  grouped.routerGroupTopK = 1;
+  EXPECT_DOUBLE_EQ(defaultMoeImbalance(grouped, 8, 4096), defaultMoeImbalance(m, 8, 4096));
   // A capacity factor bounds the busiest expert (tokens beyond it are dropped).
   m.capacityFactor = 1.25;
   EXPECT_EQ(defaultMoeImbalance(m, 8, 4096), 1.25);

@@ -60,6 +60,29 @@ TEST(Moe, TopKTakesTheHighestScoresAndBreaksTiesByTheLowerExpert) {
   EXPECT_DOUBLE_EQ(normal.weight[2], 0.5);
 }
 
+TEST(Moe, GroupLimitedRoutingChoosesFromTheBestGroups) {
+  // 6 experts in 3 groups of 2, top 2 from the best group; a group's key is its best
+  // max(1, 2 / 1) = 2 keys summed.
+  // Token 0: expert 0 is the single best (0.9), but group 1 (0.5 + 0.45) beats group 0
+  // (0.9 + 0.0) and group 2 (0.3 + 0.2): the choice is 2 and 3.
+  // Token 1: group 2 (0.4 + 0.4) ties with group 0 (0.8 + 0.0): the lower group wins.
+  const double scores[] = {0.9, 0.0, 0.5, 0.45, 0.3, 0.2, 0.8, 0.0, 0.1, 0.1, 0.4, 0.4};
+  const Routing r = Routing::choose(scores, 2, 6, 2, {}, /*normalize=*/true, 0, {3, 1});
+  EXPECT_EQ(r.expert, (std::vector<int32_t>{2, 3, 0, 1}));
+  EXPECT_DOUBLE_EQ(r.weight[0], 0.5 / 0.95);
+  // Unlimited: the two best experts; a limit allowing every group changes nothing.
+  const Routing all = Routing::choose(scores, 2, 6, 2, {}, true, 0);
+  EXPECT_EQ(all.expert, (std::vector<int32_t>{0, 2, 0, 4}));
+  EXPECT_EQ(Routing::choose(scores, 2, 6, 2, {}, true, 0, {3, 3}).expert, all.expert);
+  // The bias steers the groups' keys as it steers the experts'.
+  const Routing biased = Routing::choose(scores, 2, 6, 2, {0, 0, 0, 0, 1, 1}, true, 0, {3, 1});
+  EXPECT_EQ(biased.expert, (std::vector<int32_t>{4, 5, 4, 5}));
+  // Two groups of three from the best two of three groups of two: each token's experts lie
+  // in its two best groups (token 0: groups 0 and 1; both take expert 0 then 2).
+  const Routing two = Routing::choose(scores, 2, 6, 2, {}, false, 0, {3, 2});
+  EXPECT_EQ(two.expert, (std::vector<int32_t>{0, 2, 0, 4}));
+}
+
 TEST(Moe, CapacityDropsTheLaterTokens) {
   // Three tokens all prefer expert 0; capacity 2 drops the third's assignment to it.
   const double scores[] = {0.9, 0.1, 0.8, 0.2, 0.7, 0.3};
@@ -178,6 +201,14 @@ TEST(Moe, GeluExpertGradients) {
   checkGradients(moeShape([](GptShape &s) {
                    s.gated = false;
                    s.sharedFfn = 4;
+                 }),
+                 2, 3);
+}
+TEST(Moe, GroupLimitedRoutingGradients) {
+  checkGradients(moeShape([](GptShape &s) {
+                   s.routerGroups = 2;
+                   s.routerGroupTopK = 1;
+                   s.sigmoidRouter = true;
                  }),
                  2, 3);
 }

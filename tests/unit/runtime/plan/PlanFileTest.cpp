@@ -217,6 +217,9 @@ Plan moePlan() {
   t.denseLayers = 1;
   t.capacityFactor = 1.5;
   t.imbalance = 1.25;
+  t.routerGroups = 2;
+  t.routerGroupTopK = 1;
+  t.dispatch = 1;
   plan.transformer = t;
   plan.layers = {{"embedding", LayerKind::Embedding, 10, 1, 2, 1, 4, 4, 32},
                  {"block.0", LayerKind::Block, 100, 1, 2, 1, 4, 4, 32},
@@ -244,6 +247,12 @@ TEST(PlanFile, ModelFieldsRoundTrip) {
   EXPECT_EQ(t->dense_layers(), 1);
   EXPECT_EQ(t->capacity_factor(), 1.5);
   EXPECT_EQ(t->imbalance(), 1.25);
+  EXPECT_EQ(t->router_groups(), 2);
+  EXPECT_EQ(t->router_group_top_k(), 1);
+  EXPECT_EQ(t->dispatch(), 1);
+  EXPECT_FALSE(t->fp8_dispatch());
+  // An older reader would route over both groups: the plan says it needs this one.
+  EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting);
   EXPECT_EQ(p->layers()->Get(2)->expert_params(), 150);
   // A dense plan carries the defaults: no experts, expert 1, imbalance 1.
   Plan dense = twoRankPlan();
@@ -265,6 +274,27 @@ TEST(PlanFile, ModelFieldsAreChecked) {
       {[](Plan &p) { p.transformer->denseLayers = 3; }, "transformer.dense_layers is 3"},
       {[](Plan &p) { p.transformer->imbalance = 0.5; }, "transformer.imbalance is 0.5"},
       {[](Plan &p) { p.transformer->capacityFactor = -1; }, "transformer.capacity_factor is -1"},
+      {[](Plan &p) { p.transformer->routerGroups = 3; },
+       "transformer.router_groups 3 does not divide transformer.num_experts 4"},
+      {[](Plan &p) { p.transformer->routerGroupTopK = 3; }, "transformer.router_group_top_k is 3"},
+      {[](Plan &p) { p.transformer->topK = 3; }, "transformer.top_k 3 is more than the 2"},
+      {[](Plan &p) { p.transformer->fp8Dispatch = true; },
+       "transformer.fp8_dispatch needs config.dtype fp8"},
+      {[](Plan &p) {
+         p.transformer->numExperts = 0;
+         p.transformer->topK = 0;
+         p.transformer->expertFfnHiddenSize = 0;
+         p.transformer->router = 0;
+         p.transformer->sharedExperts = 0;
+         p.transformer->sharedFfnHiddenSize = 0;
+         p.transformer->denseLayers = 0;
+         p.transformer->capacityFactor = 0;
+         p.transformer->imbalance = 1;
+         p.transformer->dispatch = 0;
+         p.config.expert = 1;
+         p.layers[2].expertParams = 0;
+       },
+       "transformer.router_groups is 2 without experts"},
       {[](Plan &p) { p.transformer->sharedFfnHiddenSize = 0; }, "transformer.shared_experts is 1"},
       {[](Plan &p) { p.transformer->expertFfnHiddenSize = 0; },
        "transformer.expert_ffn_hidden_size is 0"},

@@ -172,8 +172,8 @@ TEST(TensorCollectives, ARecomputedMlpGathersItsInputAgainUnderSequenceParalleli
 TEST(ExpertAllToAlls, DispatchAndCombineAroundTheExperts) {
   const Transformer t = moe();
   // ceil(8 tokens x top-2 x 1.5) routed tokens of 16 bf16 elements: 24 x 32 bytes.
-  EXPECT_EQ(expertAllToAllBytes(expertConfig(2), t, 1), 768);
-  EXPECT_EQ(expertAllToAllBytes(expertConfig(2), t, 3), 3 * 768);
+  EXPECT_EQ(expertAllToAllBytes(expertConfig(2), t, 1, true), 768);
+  EXPECT_EQ(expertAllToAllBytes(expertConfig(2), t, 3, false), 3 * 768);
   // Only the block with experts (layer 2) issues them: dispatch then combine in the forward,
   // their gradients the other way in the backward, none in the weight pass.
   EXPECT_EQ(of(expertConfig(2), 0, 4, Op::Forward, 1, &t), "D:2:768 C:2:768");
@@ -181,6 +181,11 @@ TEST(ExpertAllToAlls, DispatchAndCombineAroundTheExperts) {
   EXPECT_EQ(of(expertConfig(2), 0, 4, Op::BackwardInput, 1, &t), "C:2:768 D:2:768");
   EXPECT_EQ(of(expertConfig(2), 0, 4, Op::BackwardWeight, 1, &t), "");
   EXPECT_EQ(of(expertConfig(2), 0, 2, Op::Forward, 1, &t), "");
+  // FP8 to the experts: 24 tokens of 16 bytes and one fp32 scale; back in bf16.
+  Transformer fp8 = t;
+  fp8.fp8Dispatch = true;
+  EXPECT_EQ(of(expertConfig(2), 0, 4, Op::Forward, 1, &fp8), "D:2:480 C:2:768");
+  EXPECT_EQ(of(expertConfig(2), 0, 4, Op::BackwardInput, 1, &fp8), "C:2:480 D:2:768");
   // Full checkpointing recomputes the forward, its all-to-alls first.
   const Config full = expertConfig(2, 1, false, Checkpointing::Full);
   EXPECT_EQ(of(full, 0, 4, Op::Backward, 1, &t), "D:2:768 C:2:768 C:2:768 D:2:768");
