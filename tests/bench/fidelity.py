@@ -94,6 +94,9 @@ def configuration(run):
         parts.append(par["schedule"])
     if "overlap_all_to_alls" in run:
         parts.append("a2a overlap" if run["overlap_all_to_alls"] else "no a2a overlap")
+    moe = model.get("moe", {})
+    if moe.get("dispatch") == "per_node":
+        parts.append("fp8 per-node dispatch" if moe.get("fp8_dispatch") else "per-node dispatch")
     parts.append(f"s {model['seq_length']}")
     if par.get("sharding", "none") != "none":
         parts.append(f"shard {par['sharding']}"
