@@ -147,6 +147,8 @@ public:
   /// transport, which it makes between computes (the CPU backend): a transfer then completes
   /// no earlier than the end of the compute its receiver runs at that time (Simulator.h).
   bool progressBetweenComputes() const { return hostProgress; }
+  /// The device's streaming multiprocessors (the preset's DeviceKernels); 0: not known.
+  int64_t deviceSms() const { return roofline.kernels.sms; }
   int64_t dataParallelSize() const { return data; }
   int64_t tensorSize() const { return tensor; }
   bool sequenceParallel() const { return sequenceParallelOn; }

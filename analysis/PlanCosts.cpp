@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 using namespace conduit;
@@ -211,39 +212,61 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
   return costs;
 }
 
-namespace {
+namespace {} // namespace
 
-/// Two chains of compute segments cut by all-to-alls on one compute stream and one link
-/// (PlanCosts.h): when they end, each item started as early as its stream and its chain
-/// allowed, the earliest first.
-double pairedTime(const std::vector<double> *compute[2], const std::vector<double> *comm[2]) {
+double conduit::pairedStepTime(const std::vector<double> *compute[2],
+                               const std::vector<double> *comm[2], double sharedRate) {
+  constexpr double kNever = std::numeric_limits<double>::infinity();
   size_t next[2] = {0, 0};  // item 2k: segment k; item 2k+1: all-to-all k
   double ready[2] = {0, 0}; // when the chain's next item may start
-  double streamFree = 0, linkFree = 0, end = 0;
+  // What runs on the stream (0) and the link (1): its chain (-1: idle) and the work left, in
+  // full-speed seconds.
+  int chain[2] = {-1, -1};
+  double left[2] = {0, 0};
+  double now = 0;
+  auto pending = [&](int h) { return next[h] < 2 * compute[h]->size() - 1; };
   for (;;) {
-    int best = -1;
-    double bestStart = 0;
-    for (int h = 0; h < 2; ++h) {
-      if (next[h] >= 2 * compute[h]->size() - 1)
+    // Start what can start now on each idle resource (the first chain, where both can).
+    for (int resource = 0; resource < 2; ++resource) {
+      if (chain[resource] >= 0)
         continue;
-      const bool isComm = next[h] % 2 == 1;
-      const double start = std::max(ready[h], isComm ? linkFree : streamFree);
-      if (best < 0 || start < bestStart)
-        best = h, bestStart = start;
+      int best = -1;
+      for (int h = 0; h < 2 && best < 0; ++h)
+        if (pending(h) && chain[0] != h && chain[1] != h &&
+            static_cast<int>(next[h] % 2) == resource && ready[h] <= now)
+          best = h;
+      if (best < 0)
+        continue;
+      const size_t k = next[best] / 2;
+      chain[resource] = best;
+      left[resource] = resource == 0 ? (*compute[best])[k] : (*comm[best])[k];
     }
-    if (best < 0)
-      return end;
-    const size_t k = next[best] / 2;
-    const bool isComm = next[best] % 2 == 1;
-    const double finish = bestStart + (isComm ? (*comm[best])[k] : (*compute[best])[k]);
-    (isComm ? linkFree : streamFree) = finish;
-    ready[best] = finish;
-    end = std::max(end, finish);
-    ++next[best];
+    const double rate = chain[1] >= 0 ? sharedRate : 1.0;
+    double step = kNever;
+    if (chain[0] >= 0)
+      step = std::min(step, left[0] / rate);
+    if (chain[1] >= 0)
+      step = std::min(step, left[1]);
+    for (int h = 0; h < 2; ++h)
+      if (pending(h) && chain[0] != h && chain[1] != h && ready[h] > now)
+        step = std::min(step, ready[h] - now);
+    if (step == kNever)
+      return now;
+    now += step;
+    if (chain[0] >= 0)
+      left[0] -= step * rate;
+    if (chain[1] >= 0)
+      left[1] -= step;
+    for (int resource = 0; resource < 2; ++resource) {
+      const int h = chain[resource];
+      if (h < 0 || left[resource] > 1e-15 * std::max(1.0, now))
+        continue;
+      ready[h] = now;
+      ++next[h];
+      chain[resource] = -1;
+    }
   }
 }
-
-} // namespace
 
 std::vector<double> PlanCosts::segments(const runtime::Plan &plan, const Instruction &inst) const {
   const runtime::Transformer &t = *plan.transformer;
@@ -307,6 +330,12 @@ std::vector<double> PlanCosts::segments(const runtime::Plan &plan, const Instruc
 
 void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
   const runtime::Config &c = plan.config;
+  // Per-node dispatch kernels (DeepEP) run on SMs of their own, taken from the computation
+  // they overlap.
+  const int64_t sms = cost->deviceSms();
+  const double sharedRate = plan.transformer->dispatch == 1 && sms > kDispatchSms
+                                ? static_cast<double>(sms - kDispatchSms) / static_cast<double>(sms)
+                                : 1.0;
   for (const runtime::RankProgram &program : plan.ranks) {
     const int32_t r = program.rank;
     const std::pair<int64_t, int64_t> peers = expertPeers(c, *cost, r);
@@ -363,7 +392,7 @@ void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
         continue; // not the list TensorCollectives.h gives: priced whole
       const std::vector<double> *computeOf[2] = {&cuts[0], &cuts[1]};
       const std::vector<double> *commOf[2] = {&comms[0], &comms[1]};
-      const double exposed = std::max(0.0, pairedTime(computeOf, commOf) - compute);
+      const double exposed = std::max(0.0, pairedStepTime(computeOf, commOf, sharedRate) - compute);
       for (size_t h : half)
         for (int64_t k : issued[h])
           added[k] = exposed * whole[k] / communication;

@@ -40,6 +40,19 @@ namespace conduit {
 double expectedTokenNodes(int64_t experts, int64_t topK, int64_t groups, int64_t groupTopK,
                           int64_t nodes);
 
+/// The SMs per-node dispatch kernels take while they run: DeepSeek-V3's (arXiv 2412.19437,
+/// §3.2.2: 20 of H800's 132 "sufficient to fully utilize" IB and NVLink) and Megatron-Core's
+/// default for DeepEP (`moe_deepep_num_sms`).
+constexpr int64_t kDispatchSms = 20;
+
+/// A paired step's time: two chains of compute segments cut by all-to-alls (each chain one
+/// more segment than all-to-alls) on one compute stream and one link, each item started as
+/// soon as its resource is free and the item before it in its chain ended (the first chain
+/// where both can). A segment computes at `sharedRate` of its speed while an all-to-all is
+/// in flight (the SMs the all-to-all's kernels take), else at full speed.
+double pairedStepTime(const std::vector<double> *compute[2], const std::vector<double> *comm[2],
+                      double sharedRate);
+
 /// Durations of every kind of instruction of one plan.
 class PlanCosts {
 public:

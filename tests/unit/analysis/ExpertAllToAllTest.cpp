@@ -113,6 +113,22 @@ TEST(ExpertAllToAlls, PerNodeDispatchCrossesTheNetworkOncePerNode) {
     expectAllToAllTime(perNode, expected, {"model.moe.dispatch=per_node"});
 }
 
+TEST(PairedStepTime, SegmentsSlowWhileAnAllToAllTakesTheirSms) {
+  // Chain 0: a segment of 1, an all-to-all of 1, a segment of 1; chain 1: one segment of 2.
+  // Chain 0's first segment runs [0, 1], its all-to-all [1, 2] beside chain 1's segment
+  // [1, 3]; its last segment waits for the stream: [3, 4].
+  const std::vector<double> first{1, 1}, firstComm{1}, second{2}, secondComm{};
+  const std::vector<double> *compute[2] = {&first, &second}, *comm[2] = {&firstComm, &secondComm};
+  EXPECT_DOUBLE_EQ(pairedStepTime(compute, comm, 1.0), 4.0);
+  // At half speed while the all-to-all runs, chain 1's segment does 0.5 by 2, the rest by
+  // 3.5; the last segment ends at 4.5.
+  EXPECT_DOUBLE_EQ(pairedStepTime(compute, comm, 0.5), 4.5);
+  // Nothing overlaps: a chain alone takes its sum.
+  const std::vector<double> none{}, empty{0};
+  const std::vector<double> *alone[2] = {&first, &empty}, *aloneComm[2] = {&firstComm, &none};
+  EXPECT_DOUBLE_EQ(pairedStepTime(alone, aloneComm, 0.5), 3.0);
+}
+
 TEST(ExpectedTokenNodes, CountsTheNodesATokensExpertsLieOn) {
   // 2 of 8 experts over 2 nodes: both on one node with chance 2 x C(4,2)/C(8,2) = 12/28.
   EXPECT_NEAR(expectedTokenNodes(8, 2, 1, 1, 2), 2 - 12.0 / 28, 1e-12);
