@@ -386,7 +386,8 @@ def main():
                 job["model"]["moe"]["imbalance"] = MOE_EXPERT_PARALLEL_IMBALANCE
             if "-groups-" in name:
                 # Each token's experts in one group, one group a rank: the busiest rank may
-                # take every token.
+                # take every token. The routing differs, and so does the reference.
+                model = "moe-groups"
                 job["model"]["moe"].update(router_groups=2, router_group_top_k=1,
                                            dispatch="per_node", imbalance=2.0)
         else:
