@@ -207,9 +207,101 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
   for (int32_t a = 0; a < c.pipeline; ++a)
     for (int32_t b = 0; b < c.pipeline; ++b)
       costs.p2pLink[a][b] = cost.pipelineLink(a, b);
+  if (cost.deviceSms() > 0)
+    costs.priceOverlaps(plan);
   if (plan.transformer && plan.transformer->isMoe() && c.expert > 1)
     costs.priceAllToAlls(plan);
   return costs;
+}
+
+std::vector<double> conduit::collectiveOverlapSurcharges(const std::vector<OverlapItem> &items,
+                                                         size_t numStages, double slowdown) {
+  std::vector<double> surcharge(items.size(), 0.0);
+  std::vector<double> gathered(numStages, 0.0), reduced(numStages, 0.0);
+  // The collective stream runs one collective at a time, so its intervals come sorted and
+  // disjoint; the computes' starts only grow, so those ended before one can be skipped.
+  std::vector<std::pair<double, double>> running;
+  size_t firstOpen = 0;
+  double compute = 0, collectives = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const OverlapItem &item = items[i];
+    switch (item.kind) {
+    case OverlapItem::Kind::Gather:
+    case OverlapItem::Kind::Reduction: {
+      const double start = std::max(compute, collectives);
+      collectives = start + item.seconds;
+      running.push_back({start, collectives});
+      (item.kind == OverlapItem::Kind::Gather ? gathered : reduced)[item.stage] = collectives;
+      break;
+    }
+    case OverlapItem::Kind::Compute:
+    case OverlapItem::Kind::OptimizerStep: {
+      const double start =
+          std::max(compute, item.kind == OverlapItem::Kind::Compute ? gathered[item.stage]
+                                                                    : reduced[item.stage]);
+      compute = start + item.seconds;
+      while (firstOpen < running.size() && running[firstOpen].second <= start)
+        ++firstOpen;
+      double overlap = 0;
+      for (size_t k = firstOpen; k < running.size() && running[k].first < compute; ++k)
+        overlap += std::min(running[k].second, compute) - std::max(running[k].first, start);
+      surcharge[i] = slowdown * overlap;
+      break;
+    }
+    }
+  }
+  return surcharge;
+}
+
+void PlanCosts::priceOverlaps(const runtime::Plan &plan) {
+  // Each compute is one (stage, micro-batch, pass) and each optimizer step one stage, so their
+  // durations take the surcharges in place, once every rank's were found on the plain ones.
+  std::vector<OverlapItem> items;
+  std::vector<const Instruction *> slowed;
+  std::vector<std::pair<const Instruction *, double>> added;
+  for (const runtime::RankProgram &program : plan.ranks) {
+    items.clear();
+    slowed.clear();
+    for (const Instruction &x : program.instructions) {
+      OverlapItem::Kind kind;
+      if (x.op == Op::OptimizerStep)
+        kind = OverlapItem::Kind::OptimizerStep;
+      else if (x.isCompute())
+        kind = OverlapItem::Kind::Compute;
+      else if (x.op == Op::AllGather)
+        kind = OverlapItem::Kind::Gather;
+      else if (x.op == Op::ReduceScatter || x.op == Op::AllReduce)
+        kind = OverlapItem::Kind::Reduction;
+      else
+        continue;
+      items.push_back({kind, x.stage, of(plan, program.rank, x)});
+      slowed.push_back(&x);
+    }
+    const std::vector<double> surcharge =
+        collectiveOverlapSurcharges(items, plan.stages.size(), kCollectiveOverlapSlowdown);
+    for (size_t k = 0; k < items.size(); ++k)
+      if (surcharge[k] > 0)
+        added.push_back({slowed[k], surcharge[k]});
+  }
+  for (auto [x, seconds] : added) {
+    switch (x->op) {
+    case Op::Forward:
+      forward[x->stage][x->microbatch] += seconds;
+      break;
+    case Op::Backward:
+      backward[x->stage][x->microbatch] += seconds;
+      break;
+    case Op::BackwardInput:
+      input[x->stage][x->microbatch] += seconds;
+      break;
+    case Op::BackwardWeight:
+      weight[x->stage][x->microbatch] += seconds;
+      break;
+    default:
+      optimizer[x->stage] += seconds;
+      break;
+    }
+  }
 }
 
 namespace {} // namespace
@@ -331,11 +423,12 @@ std::vector<double> PlanCosts::segments(const runtime::Plan &plan, const Instruc
 void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
   const runtime::Config &c = plan.config;
   // Per-node dispatch kernels (DeepEP) run on SMs of their own, taken from the computation
-  // they overlap.
+  // they overlap; NCCL's all-to-all slows it as its other collectives do.
   const int64_t sms = cost->deviceSms();
-  const double sharedRate = plan.transformer->dispatch == 1 && sms > kDispatchSms
+  const double sharedRate = sms <= 0 ? 1.0
+                            : plan.transformer->dispatch == 1 && sms > kDispatchSms
                                 ? static_cast<double>(sms - kDispatchSms) / static_cast<double>(sms)
-                                : 1.0;
+                                : 1 / (1 + kCollectiveOverlapSlowdown);
   for (const runtime::RankProgram &program : plan.ranks) {
     const int32_t r = program.rank;
     const std::pair<int64_t, int64_t> peers = expertPeers(c, *cost, r);

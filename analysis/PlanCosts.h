@@ -49,9 +49,40 @@ constexpr int64_t kDispatchSms = 20;
 /// more segment than all-to-alls) on one compute stream and one link, each item started as
 /// soon as its resource is free and the item before it in its chain ended (the first chain
 /// where both can). A segment computes at `sharedRate` of its speed while an all-to-all is
-/// in flight (the SMs the all-to-all's kernels take), else at full speed.
+/// in flight (the SMs the all-to-all's kernels take: kDispatchSms for per-node dispatch,
+/// kCollectiveOverlapSlowdown for NCCL's), else at full speed.
 double pairedStepTime(const std::vector<double> *compute[2], const std::vector<double> *comm[2],
                       double sharedRate);
+
+/// How much longer a computation runs while a NCCL collective runs beside it on the same GPU:
+/// the average compute slowdown Lee et al. measured on A100 and H100 for GPT and Llama
+/// training steps with their collectives overlapped (arXiv 2507.03114: 18.9% on average, 40.0%
+/// at most). It is the share of SMs the collective's kernels take (1 / 1.189 of the compute
+/// rate is 21 of H100's 132 SMs; NCCL's all-gather runs 24 thread blocks there) with the
+/// memory traffic and power the two share.
+constexpr double kCollectiveOverlapSlowdown = 0.189;
+
+/// One item of a rank's program, in issue order, for collectiveOverlapSurcharges: a compute or
+/// an optimizer step on the compute stream, or a data-parallel all-gather or reduction (reduce-
+/// scatter or all-reduce) on the collective stream, with its duration.
+struct OverlapItem {
+  enum class Kind : uint8_t { Compute, OptimizerStep, Gather, Reduction };
+  Kind kind;
+  int32_t stage;
+  double seconds;
+};
+
+/// The time each compute and optimizer step of one rank's `items` loses to the collectives
+/// beside it (0 for the collectives): `slowdown` times how long one runs while it overlaps
+/// one, on the rank's own timeline. On that timeline the compute stream runs its items back to
+/// back, a compute waiting for its stage's last all-gather before it and an optimizer step for
+/// its stage's last reduction before it; a collective starts when it is issued (the compute
+/// stream's time then) or when the collective before it ends. Transfers and the other ranks
+/// are left out, so that the compiler's simulator (PlanCosts) and the tuner's bound
+/// (tune/TuneBounds.cpp) charge the same surcharges from the same order: the bound, which
+/// leaves out what only delays, stays below the simulated step.
+std::vector<double> collectiveOverlapSurcharges(const std::vector<OverlapItem> &items,
+                                                size_t numStages, double slowdown);
 
 /// Durations of every kind of instruction of one plan.
 class PlanCosts {
@@ -92,7 +123,12 @@ private:
   void priceAllToAlls(const runtime::Plan &plan);
   /// The compute segments between the all-to-alls of compute `inst` (one more than them).
   std::vector<double> segments(const runtime::Plan &plan, const runtime::Instruction &inst) const;
+  /// Adds to each compute's and optimizer step's duration what it loses to the data-parallel
+  /// collectives beside it (collectiveOverlapSurcharges), on devices whose kernels the preset
+  /// describes; CPUs, unit costs and hand-built clusters run at full speed.
+  void priceOverlaps(const runtime::Plan &plan);
   std::vector<std::vector<double>> allToAllAdded, allToAllWhole; // [rank][instruction]
+  std::vector<std::vector<double>> surcharges;                   // [rank][instruction]
   /// Tensor parallelism with sequence parallelism: per stage, micro-batch and pass (forward,
   /// backward, input, weight), the fraction of the collectives' time the compute does not hide.
   std::vector<std::vector<std::array<double, 4>>> exposed;

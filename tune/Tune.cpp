@@ -71,8 +71,9 @@ struct Candidate {
   /// The schedule's name (enumName's static text).
   std::string_view family;
   int64_t deviceMemory = 0;
-  /// Whether `bounds` are the schedule tier's (else quickBounds()').
-  bool scheduled = false;
+  /// Which bounds `bounds` are: quickBounds()' (0), the schedule tier's (1), the schedule
+  /// tier's with the computes slowed beside the collectives (2, the tightest and dearest).
+  int tier = 0;
 };
 
 /// The values of a configuration's dimensions outside `parallelism`: bounds computed for one
@@ -423,8 +424,10 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
 
   // Compile in the order of the bounds, skipping what cannot matter. A candidate comes first
   // with the bounds of quickBounds(); the first time it is reached its schedule is built, and
-  // it goes back in the order with the schedule tier's bounds, to be compiled when reached
-  // again (or skipped, or refused by its memory).
+  // it goes back in the order with the schedule tier's bounds; the second time, with the same
+  // bounds and its computes slowed beside its collectives (dearer: a compute-only execution of
+  // the slowed durations); and it is compiled when reached again (or skipped, or refused by its
+  // memory).
   SearchState state(options.objective, static_cast<size_t>(options.top), options.pareto);
   std::mutex mutex;
   size_t next = 0;
@@ -443,7 +446,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
     std::optional<Job> job;
   };
   std::vector<Reader> readers(threads);
-  auto scheduleBounds = [&](Reader &reader, const Configuration &config,
+  auto scheduleBounds = [&](Reader &reader, const Configuration &config, bool slowed,
                             std::string &error) -> std::optional<Bounds> {
     const std::string context = contextOf(config);
     if (!reader.contextRead || context != reader.context) {
@@ -467,7 +470,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
       error = diag.getError()->str();
       return std::nullopt;
     }
-    llvm::Expected<Bounds> bounds = reader.calculator.bounds(*reader.job, context);
+    llvm::Expected<Bounds> bounds = reader.calculator.bounds(*reader.job, context, slowed);
     if (!bounds) {
       error = llvm::toString(bounds.takeError());
       return std::nullopt;
@@ -514,9 +517,10 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
           if (!taken)
             return;
           const Candidate *c = &*taken;
-          if (!c->scheduled) {
+          if (c->tier < 2) {
             std::string error;
-            std::optional<Bounds> bounds = scheduleBounds(readers[t], configs[c->index], error);
+            std::optional<Bounds> bounds =
+                scheduleBounds(readers[t], configs[c->index], c->tier == 1, error);
             std::lock_guard<std::mutex> lock(mutex);
             if (!bounds) {
               ++counts.invalid;
@@ -535,7 +539,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
             taken->bounds.stepTimeS = std::max(taken->bounds.stepTimeS, bounds->stepTimeS);
             taken->bounds.peakMemoryBytes =
                 std::max(taken->bounds.peakMemoryBytes, bounds->peakMemoryBytes);
-            taken->scheduled = true;
+            ++taken->tier;
             scheduled.push_back(std::move(*taken));
             std::push_heap(scheduled.begin(), scheduled.end(), later);
             continue;

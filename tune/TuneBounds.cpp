@@ -11,6 +11,7 @@
 
 #include "analysis/JobCosts.h"
 #include "analysis/MemoryBound.h"
+#include "analysis/PlanCosts.h"
 #include "analysis/TensorShare.h"
 #include "runtime/plan/TensorCollectives.h"
 #include "scheduling/Collectives.h"
@@ -329,7 +330,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
     // The compiler runs this very order; with overlapped pairs its timing is the pair's,
     // which streamsEnd() does not model.
     if (!pairs) {
-      facts->orders = std::move(order->ranks);
+      facts->schedule = std::move(*order);
+      facts->problem.emplace(std::move(problem));
       facts->earliestStart = std::move(timeline.start);
     }
     return (schedules[key] = std::move(facts)).get();
@@ -381,12 +383,13 @@ void BoundCalculator::useContext(const std::string &jobContext) {
   }
 }
 
-llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string &jobContext) {
+llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string &jobContext,
+                                               bool slowedByCollectives) {
   useContext(jobContext);
   llvm::Expected<const ScheduleFacts *> factsOr = schedule(job);
   if (!factsOr)
     return factsOr.takeError();
-  return boundsFrom(job, **factsOr);
+  return boundsFrom(job, **factsOr, slowedByCollectives);
 }
 
 llvm::Expected<Bounds> BoundCalculator::quickBounds(const Job &job, const std::string &jobContext) {
@@ -427,7 +430,8 @@ llvm::Expected<Bounds> BoundCalculator::quickBounds(const Job &job, const std::s
   return out;
 }
 
-llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const ScheduleFacts &facts) {
+llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const ScheduleFacts &facts,
+                                                   bool slowedByCollectives) {
   llvm::Expected<const CostModel *> costOr = costModel(job);
   if (!costOr)
     return costOr.takeError();
@@ -519,7 +523,7 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
       step = std::max(step, collectives[r] + minOptimizer[r]);
     }
   }
-  step = std::max(step, streamsEnd(job, cost, st, facts));
+  step = std::max(step, streamsEnd(job, cost, st, facts, slowedByCollectives));
 
   std::vector<int64_t> rankStatic(par.pipeline, 0), rankActive(par.pipeline, 0);
   for (int64_t s = 0; s < numStages; ++s) {
@@ -555,13 +559,14 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
 }
 
 double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
-                                   const std::vector<Stage> &st, const ScheduleFacts &facts) const {
+                                   const std::vector<Stage> &st, const ScheduleFacts &facts,
+                                   bool slowedByCollectives) const {
   const ParallelismSpec &par = job.parallelism;
-  if (facts.orders.empty() || par.data <= 1 || hasExperts(job))
+  if (facts.schedule.ranks.empty() || par.data <= 1 || hasExperts(job))
     return 0;
   // The collectives the compiler places for this order (conduit-place-collectives' call).
   sched::CollectiveProblem problem;
-  problem.orders = facts.orders;
+  problem.orders = facts.schedule.ranks;
   problem.stageRank = facts.rankOf;
   problem.replicas = par.data;
   problem.sharding = static_cast<sched::Sharding>(par.sharding);
@@ -586,30 +591,131 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   // reduction, and an all-gather of updated parameters for its optimizer step. Transfers are left
   // out, and every compute starts no earlier than the compute-only execution starts it: each of
   // these only delays the plan.
+  const size_t ranks = facts.schedule.ranks.size();
+  auto gatherTime = [&](int32_t stage, Link link) {
+    return cost.collectiveTime(Collective::AllGather, st[stage].denseParams() * e, par.data, link);
+  };
+  auto reductionTime = [&](const sched::Collective &c, Link link) {
+    return cost.collectiveTime(c.kind == sched::Collective::Kind::AllReduce
+                                   ? Collective::AllReduce
+                                   : Collective::ReduceScatter,
+                               st[c.stage].denseParams() * runtime::kGradientBytes, par.data, link);
+  };
+  auto optimizerTime = [&](int32_t stage) {
+    const int64_t params = st[stage].denseParams();
+    return cost.optimizerStepTime(
+        adam, sharding != runtime::Sharding::None ? ceilDiv(params, par.data) : params);
+  };
+  auto computeTime = [&](const sched::Action &a) {
+    const Stage &stage = st[a.stage];
+    switch (a.kind) {
+    case sched::ActionKind::Backward:
+      return stage.computeBackwardS;
+    case sched::ActionKind::BackwardInput:
+      return stage.computeInputS;
+    case sched::ActionKind::BackwardWeight:
+      return stage.computeWeightS;
+    default:
+      return stage.computeForwardS;
+    }
+  };
+  // What each compute and optimizer step loses to the collectives beside it, charged as the
+  // compiler's simulator charges it (PlanCosts, collectiveOverlapSurcharges), from the same
+  // items in the same order: the plan's, where conduit-place-collectives writes each list as
+  // this walks it. Per rank, in item order, and per action.
+  std::vector<std::vector<double>> surcharges(ranks);
+  const std::vector<std::vector<double>> *earliest = &facts.earliestStart;
+  sched::Timeline slowed;
+  if (slowedByCollectives && cost.deviceSms() > 0) {
+    std::vector<OverlapItem> items;
+    sched::ActionTimes times;
+    for (const Stage &stage : st) {
+      times.forward.emplace_back(par.microbatches, stage.forwardS);
+      times.backward.emplace_back(par.microbatches, stage.backwardS);
+      times.input.emplace_back(par.microbatches, stage.inputS);
+      times.weight.emplace_back(par.microbatches, stage.weightS);
+    }
+    for (size_t r = 0; r < ranks; ++r) {
+      const Link link = cost.dataParallelLink(static_cast<int64_t>(r));
+      const sched::RankCollectives &placed = placement->ranks[r];
+      const std::vector<sched::Action> &order = facts.schedule.ranks[r];
+      std::vector<size_t> actionItem;
+      items.clear();
+      auto add = [&](const std::vector<sched::Collective> &list) {
+        for (const sched::Collective &c : list)
+          switch (c.kind) {
+          case sched::Collective::Kind::Unshard:
+          case sched::Collective::Kind::GatherParams:
+            items.push_back({OverlapItem::Kind::Gather, c.stage, gatherTime(c.stage, link)});
+            break;
+          case sched::Collective::Kind::ReduceScatter:
+          case sched::Collective::Kind::AllReduce:
+            items.push_back({OverlapItem::Kind::Reduction, c.stage, reductionTime(c, link)});
+            break;
+          case sched::Collective::Kind::OptimizerStep:
+            items.push_back({OverlapItem::Kind::OptimizerStep, c.stage, optimizerTime(c.stage)});
+            break;
+          default:
+            break;
+          }
+      };
+      add(placed.atStart);
+      for (size_t i = 0; i < order.size(); ++i) {
+        actionItem.push_back(items.size());
+        items.push_back({OverlapItem::Kind::Compute, static_cast<int32_t>(order[i].stage),
+                         computeTime(order[i])});
+        add(placed.after[i]);
+      }
+      add(placed.atEnd);
+      surcharges[r] = collectiveOverlapSurcharges(items, numStages, kCollectiveOverlapSlowdown);
+      for (size_t i = 0; i < order.size(); ++i) {
+        const sched::Action &a = order[i];
+        std::vector<std::vector<double>> &list =
+            a.kind == sched::ActionKind::Forward         ? times.forward
+            : a.kind == sched::ActionKind::Backward      ? times.backward
+            : a.kind == sched::ActionKind::BackwardInput ? times.input
+                                                         : times.weight;
+        list[a.stage][a.mb] += surcharges[r][actionItem[i]];
+      }
+    }
+    // The slowed computes start no earlier than the compute-only execution of the slowed
+    // durations starts them, which the simulator's durations are.
+    slowed = sched::simulateCompute(*facts.problem, facts.schedule, times);
+    earliest = &slowed.start;
+  }
   double end = 0;
   std::vector<double> gathered(numStages), reduced(numStages), optimized(numStages),
       lastBackward(numStages), tied(numStages);
-  for (size_t r = 0; r < facts.orders.size(); ++r) {
+  for (size_t r = 0; r < ranks; ++r) {
     const Link link = cost.dataParallelLink(static_cast<int64_t>(r));
     std::fill(gathered.begin(), gathered.end(), 0);
     std::fill(reduced.begin(), reduced.end(), 0);
     std::fill(optimized.begin(), optimized.end(), 0);
     std::fill(lastBackward.begin(), lastBackward.end(), 0);
     std::fill(tied.begin(), tied.end(), 0);
+    const sched::RankCollectives &placed = placement->ranks[r];
+    const std::vector<sched::Action> &order = facts.schedule.ranks[r];
+    const std::vector<double> &surcharge = surcharges[r];
+    size_t item = 0; // the walk's position among them
+    // The surcharge of the next item, which is a compute or an optimizer step.
+    auto surchargeOf = [&] { return surcharge.empty() ? 0.0 : surcharge[item++]; };
+    auto skipItem = [&] {
+      if (!surcharge.empty())
+        ++item;
+    };
     double compute = 0, comm = 0, reshard = 0;
     // Reducing each run: when the last reduction issued ends, and the one issued before the
     // previous backward, input or weight gradient (which the next of them waits for).
     double lastReduction = 0, reductionBeforeGradient = 0;
     auto issue = [&](const sched::Collective &c) {
-      const int64_t params = st[c.stage].denseParams();
       switch (c.kind) {
       case sched::Collective::Kind::Unshard:
       case sched::Collective::Kind::GatherParams: {
         const double ready =
             c.kind == sched::Collective::Kind::Unshard ? reshard : optimized[c.stage];
-        comm = std::max(comm, ready) +
-               cost.collectiveTime(Collective::AllGather, params * e, par.data, link);
+        comm = std::max(comm, ready) + gatherTime(c.stage, link);
         gathered[c.stage] = comm;
+        skipItem();
         return;
       }
       case sched::Collective::Kind::Reshard:
@@ -617,19 +723,13 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
         return;
       case sched::Collective::Kind::ReduceScatter:
       case sched::Collective::Kind::AllReduce:
-        comm = std::max({comm, lastBackward[c.stage], tied[c.stage]}) +
-               cost.collectiveTime(c.kind == sched::Collective::Kind::AllReduce
-                                       ? Collective::AllReduce
-                                       : Collective::ReduceScatter,
-                                   params * runtime::kGradientBytes, par.data, link);
+        comm = std::max({comm, lastBackward[c.stage], tied[c.stage]}) + reductionTime(c, link);
         reduced[c.stage] = comm;
+        skipItem();
         lastReduction = comm;
         return;
       case sched::Collective::Kind::OptimizerStep:
-        compute = std::max(compute, reduced[c.stage]) +
-                  cost.optimizerStepTime(adam, sharding != runtime::Sharding::None
-                                                   ? ceilDiv(params, par.data)
-                                                   : params);
+        compute = std::max(compute, reduced[c.stage]) + optimizerTime(c.stage) + surchargeOf();
         optimized[c.stage] = compute;
         return;
       case sched::Collective::Kind::TieGradients: {
@@ -644,10 +744,8 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
       }
       }
     };
-    const sched::RankCollectives &placed = placement->ranks[r];
     for (const sched::Collective &c : placed.atStart)
       issue(c);
-    const std::vector<sched::Action> &order = facts.orders[r];
     for (size_t i = 0; i < order.size(); ++i) {
       const sched::Action &a = order[i];
       const Stage &stage = st[a.stage];
@@ -665,12 +763,12 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
         duration = stage.weightS;
         break;
       }
-      double start = std::max({compute, facts.earliestStart[r][i], gathered[a.stage]});
+      double start = std::max({compute, (*earliest)[r][i], gathered[a.stage]});
       if (problem.reduceEachRun && a.kind != sched::ActionKind::Forward) {
         start = std::max({start, reduced[a.stage], reductionBeforeGradient});
         reductionBeforeGradient = lastReduction;
       }
-      compute = start + duration;
+      compute = start + duration + surchargeOf();
       // A whole backward or a weight gradient completes the stage's gradients (the last one
       // its reduction waits for).
       if (a.kind == sched::ActionKind::Backward || a.kind == sched::ActionKind::BackwardWeight)

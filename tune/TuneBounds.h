@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -77,7 +78,11 @@ public:
   /// Both tiers. Fails with the scheduler's message when the compiler would refuse the shape.
   /// `context` names what the job's model, cluster and training sections were made of (the
   /// values of dimensions outside `parallelism`): results are reused only within one context.
-  llvm::Expected<Bounds> bounds(const Job &job, const std::string &context);
+  /// `slowedByCollectives`: the computes beside the data-parallel collectives run slower, as
+  /// the compiler prices them (collectiveOverlapSurcharges in analysis/PlanCosts.h); without,
+  /// the bound is cheaper and lower.
+  llvm::Expected<Bounds> bounds(const Job &job, const std::string &context,
+                                bool slowedByCollectives = true);
   /// The bounds without the schedule tier (no schedule built, only the partition): each rank's
   /// compute one action at a time, the optimizer and data-parallel steps after it, and the
   /// static state of each rank's stages. Never above bounds(); the search orders by it and
@@ -110,9 +115,10 @@ private:
     std::vector<int64_t> forwardHeld, backwardHeld;
     std::vector<int64_t> forwardHeldWithGradients, backwardHeldWithGradients;
     /// Where the compiler's order is known and runs one action at a time (no overlapped
-    /// pairs): each rank's order, and when each of its actions starts at the earliest (the
-    /// compute-only start). Empty otherwise.
-    std::vector<std::vector<sched::Action>> orders;
+    /// pairs): the schedule (each rank's order) and its problem, and when each action starts
+    /// at the earliest (the compute-only start). Empty otherwise.
+    sched::Schedule schedule;
+    std::optional<sched::ScheduleProblem> problem;
     std::vector<std::vector<double>> earliestStart;
   };
 
@@ -120,11 +126,12 @@ private:
   llvm::Expected<const std::vector<Stage> *> stages(const Job &job);
   llvm::Expected<const ScheduleFacts *> schedule(const Job &job);
   /// The bounds that `facts` (a schedule's, or quickBounds()' without one) give.
-  llvm::Expected<Bounds> boundsFrom(const Job &job, const ScheduleFacts &facts);
+  llvm::Expected<Bounds> boundsFrom(const Job &job, const ScheduleFacts &facts,
+                                    bool slowedByCollectives = false);
   /// Where `facts` hold the order: the latest end, over the ranks, of their compute and
   /// data-parallel collective streams run together, without transfers (0 when not known).
   double streamsEnd(const Job &job, const CostModel &cost, const std::vector<Stage> &st,
-                    const ScheduleFacts &facts) const;
+                    const ScheduleFacts &facts, bool slowedByCollectives) const;
   /// Drops the caches when the context changes.
   void useContext(const std::string &context);
 

@@ -129,6 +129,30 @@ TEST(PairedStepTime, SegmentsSlowWhileAnAllToAllTakesTheirSms) {
   EXPECT_DOUBLE_EQ(pairedStepTime(alone, aloneComm, 0.5), 3.0);
 }
 
+TEST(CollectiveOverlapSurcharges, ChargeTheOverlapOnTheRanksOwnTimeline) {
+  using Kind = OverlapItem::Kind;
+  // Stage 0's all-gather runs [0, 2); stage 1's compute [0, 3) overlaps it for 2; stage 1's
+  // reduction, issued at 3, runs [3, 7); stage 0's compute waits for its gather (done at 2)
+  // and runs [3, 4), overlapping the reduction for 1; stage 1's optimizer step waits for its
+  // reduction, [7, 8), and the last compute [8, 10) meets nothing.
+  const std::vector<OverlapItem> items{{Kind::Gather, 0, 2},        {Kind::Compute, 1, 3},
+                                       {Kind::Reduction, 1, 4},     {Kind::Compute, 0, 1},
+                                       {Kind::OptimizerStep, 1, 1}, {Kind::Compute, 0, 2}};
+  const std::vector<double> half = collectiveOverlapSurcharges(items, 2, 0.5);
+  const std::vector<double> expected{0, 1.0, 0, 0.5, 0, 0};
+  EXPECT_EQ(half, expected);
+  EXPECT_EQ(collectiveOverlapSurcharges(items, 2, 0), std::vector<double>(6, 0.0));
+  // A compute waits for its own stage's gather, so it never overlaps it; collectives queue
+  // one after another, each from when it is issued.
+  const std::vector<OverlapItem> own{{Kind::Gather, 0, 2}, {Kind::Compute, 0, 1}};
+  EXPECT_EQ(collectiveOverlapSurcharges(own, 1, 0.5), std::vector<double>(2, 0.0));
+  const std::vector<OverlapItem> queued{
+      {Kind::Reduction, 0, 2}, {Kind::Reduction, 1, 2}, {Kind::Compute, 2, 5}};
+  // Both reductions, [0, 2) and [2, 4), lie inside the compute's [0, 5).
+  EXPECT_DOUBLE_EQ(collectiveOverlapSurcharges(queued, 3, kCollectiveOverlapSlowdown)[2],
+                   4 * kCollectiveOverlapSlowdown);
+}
+
 TEST(ExpectedTokenNodes, CountsTheNodesATokensExpertsLieOn) {
   // 2 of 8 experts over 2 nodes: both on one node with chance 2 x C(4,2)/C(8,2) = 12/28.
   EXPECT_NEAR(expectedTokenNodes(8, 2, 1, 1, 2), 2 - 12.0 / 28, 1e-12);

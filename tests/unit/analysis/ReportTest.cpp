@@ -259,7 +259,9 @@ TEST(Report, BreadthFirstExposesLessReduceScatterThanDepthFirst) {
 // The same comparison on the 52B job (pipeline ranks inside a node, replicas across nodes)
 // with a data-parallel network of 2.5 GB/s per GPU: one stage's reduce-scatter (2.3 s)
 // outlasts the P backwards between two local stages' last micro-batches under depth-first
-// (1.1 s) but fits in the M backwards of one stage under breadth-first (M > P).
+// (1.1 s) but fits in the M backwards of one stage under breadth-first (M > P). Breadth-first's
+// tail is 0.60 of depth-first's: the computes beside the reduce-scatters run slower (GPU
+// presets: collectiveOverlapSurcharges), which shortens depth-first's tail a little.
 TEST(Report, BreadthFirstExposesLessReduceScatterOn52B) {
   Diagnostics diag("gpt-52b-bfs.json");
   std::optional<Json> root = loadJsonFile(CONDUIT_TESTDATA "/jobs/gpt-52b-bfs.json", diag);
@@ -286,7 +288,7 @@ TEST(Report, BreadthFirstExposesLessReduceScatterOn52B) {
       bSum += b.ranks[r].idle.reductionTail;
       dSum += d.ranks[r].idle.reductionTail;
     }
-    EXPECT_LT(b.ranks[0].idle.reductionTail, 0.6 * d.ranks[0].idle.reductionTail) << "M=" << m;
+    EXPECT_LT(b.ranks[0].idle.reductionTail, 0.65 * d.ranks[0].idle.reductionTail) << "M=" << m;
     EXPECT_LT(bSum, dSum) << "M=" << m;
   }
 }
