@@ -128,7 +128,6 @@ private:
   /// describes; CPUs, unit costs and hand-built clusters run at full speed.
   void priceOverlaps(const runtime::Plan &plan);
   std::vector<std::vector<double>> allToAllAdded, allToAllWhole; // [rank][instruction]
-  std::vector<std::vector<double>> surcharges;                   // [rank][instruction]
   /// Tensor parallelism with sequence parallelism: per stage, micro-batch and pass (forward,
   /// backward, input, weight), the fraction of the collectives' time the compute does not hide.
   std::vector<std::vector<std::array<double, 4>>> exposed;
