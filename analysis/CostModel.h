@@ -149,6 +149,10 @@ public:
   bool progressBetweenComputes() const { return hostProgress; }
   /// The device's streaming multiprocessors (the preset's DeviceKernels); 0: not known.
   int64_t deviceSms() const { return roofline.kernels.sms; }
+  /// Whether computes run slower beside a collective (kCollectiveOverlapSlowdown in
+  /// PlanCosts.h): on a device whose kernels the preset describes, with computes priced by the
+  /// model. A measured profile's times are what its own run measured.
+  bool slowsBesideCollectives() const { return roofline.kernels.sms > 0 && profiles.empty(); }
   int64_t dataParallelSize() const { return data; }
   int64_t tensorSize() const { return tensor; }
   bool sequenceParallel() const { return sequenceParallelOn; }

@@ -207,7 +207,7 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
   for (int32_t a = 0; a < c.pipeline; ++a)
     for (int32_t b = 0; b < c.pipeline; ++b)
       costs.p2pLink[a][b] = cost.pipelineLink(a, b);
-  if (cost.deviceSms() > 0)
+  if (cost.slowsBesideCollectives())
     costs.priceOverlaps(plan);
   if (plan.transformer && plan.transformer->isMoe() && c.expert > 1)
     costs.priceAllToAlls(plan);
@@ -425,10 +425,10 @@ void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
   // Per-node dispatch kernels (DeepEP) run on SMs of their own, taken from the computation
   // they overlap; NCCL's all-to-all slows it as its other collectives do.
   const int64_t sms = cost->deviceSms();
-  const double sharedRate = sms <= 0 ? 1.0
-                            : plan.transformer->dispatch == 1 && sms > kDispatchSms
+  const double sharedRate = plan.transformer->dispatch == 1 && sms > kDispatchSms
                                 ? static_cast<double>(sms - kDispatchSms) / static_cast<double>(sms)
-                                : 1 / (1 + kCollectiveOverlapSlowdown);
+                            : cost->slowsBesideCollectives() ? 1 / (1 + kCollectiveOverlapSlowdown)
+                                                             : 1.0;
   for (const runtime::RankProgram &program : plan.ranks) {
     const int32_t r = program.rank;
     const std::pair<int64_t, int64_t> peers = expertPeers(c, *cost, r);

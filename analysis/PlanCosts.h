@@ -124,8 +124,8 @@ private:
   /// The compute segments between the all-to-alls of compute `inst` (one more than them).
   std::vector<double> segments(const runtime::Plan &plan, const runtime::Instruction &inst) const;
   /// Adds to each compute's and optimizer step's duration what it loses to the data-parallel
-  /// collectives beside it (collectiveOverlapSurcharges), on devices whose kernels the preset
-  /// describes; CPUs, unit costs and hand-built clusters run at full speed.
+  /// collectives beside it (collectiveOverlapSurcharges; CostModel::slowsBesideCollectives):
+  /// CPUs, unit costs, hand-built clusters and measured profiles run at full speed.
   void priceOverlaps(const runtime::Plan &plan);
   std::vector<std::vector<double>> allToAllAdded, allToAllWhole; // [rank][instruction]
   /// Tensor parallelism with sequence parallelism: per stage, micro-batch and pass (forward,

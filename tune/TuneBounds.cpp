@@ -626,7 +626,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   std::vector<std::vector<double>> surcharges(ranks);
   const std::vector<std::vector<double>> *earliest = &facts.earliestStart;
   sched::Timeline slowed;
-  if (slowedByCollectives && cost.deviceSms() > 0) {
+  if (slowedByCollectives && cost.slowsBesideCollectives()) {
     std::vector<OverlapItem> items;
     sched::ActionTimes times;
     for (const Stage &stage : st) {
