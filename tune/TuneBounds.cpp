@@ -678,8 +678,8 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
         list[a.stage][a.mb] += surcharges[r][actionItem[i]];
       }
     }
-    // The slowed computes start no earlier than the compute-only execution of the slowed
-    // durations starts them, which the simulator's durations are.
+    // In the plan the computes, with these durations (the simulator's), start no earlier than
+    // a compute-only execution of them starts them.
     slowed = sched::simulateCompute(*facts.problem, facts.schedule, times);
     earliest = &slowed.start;
   }
