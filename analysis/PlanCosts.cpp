@@ -254,11 +254,10 @@ std::vector<double> conduit::collectiveOverlapSurcharges(const std::vector<Overl
 }
 
 void PlanCosts::priceOverlaps(const runtime::Plan &plan) {
-  // Each compute is one (stage, micro-batch, pass) and each optimizer step one stage, so their
-  // durations take the surcharges in place, once every rank's were found on the plain ones.
+  // Each compute is one (stage, micro-batch, pass) and each optimizer step one stage, all of
+  // one rank, so a rank's durations take its surcharges in place without changing another's.
   std::vector<OverlapItem> items;
   std::vector<const Instruction *> slowed;
-  std::vector<std::pair<const Instruction *, double>> added;
   for (const runtime::RankProgram &program : plan.ranks) {
     items.clear();
     slowed.clear();
@@ -279,27 +278,27 @@ void PlanCosts::priceOverlaps(const runtime::Plan &plan) {
     }
     const std::vector<double> surcharge =
         collectiveOverlapSurcharges(items, plan.stages.size(), kCollectiveOverlapSlowdown);
-    for (size_t k = 0; k < items.size(); ++k)
-      if (surcharge[k] > 0)
-        added.push_back({slowed[k], surcharge[k]});
-  }
-  for (auto [x, seconds] : added) {
-    switch (x->op) {
-    case Op::Forward:
-      forward[x->stage][x->microbatch] += seconds;
-      break;
-    case Op::Backward:
-      backward[x->stage][x->microbatch] += seconds;
-      break;
-    case Op::BackwardInput:
-      input[x->stage][x->microbatch] += seconds;
-      break;
-    case Op::BackwardWeight:
-      weight[x->stage][x->microbatch] += seconds;
-      break;
-    default:
-      optimizer[x->stage] += seconds;
-      break;
+    for (size_t k = 0; k < items.size(); ++k) {
+      const Instruction &x = *slowed[k];
+      switch (x.op) {
+      case Op::Forward:
+        forward[x.stage][x.microbatch] += surcharge[k];
+        break;
+      case Op::Backward:
+        backward[x.stage][x.microbatch] += surcharge[k];
+        break;
+      case Op::BackwardInput:
+        input[x.stage][x.microbatch] += surcharge[k];
+        break;
+      case Op::BackwardWeight:
+        weight[x.stage][x.microbatch] += surcharge[k];
+        break;
+      case Op::OptimizerStep:
+        optimizer[x.stage] += surcharge[k];
+        break;
+      default: // a collective: 0
+        break;
+      }
     }
   }
 }

@@ -30,18 +30,20 @@ ActionTimes ActionTimes::perSample(const ScheduleProblem &problem, double tf, do
   return times;
 }
 
-double ActionTimes::of(const Action &a) const {
+double ActionTimes::of(const Action &a) const { return slot(a); }
+
+const double &ActionTimes::slot(const Action &a) const {
   switch (a.kind) {
-  case ActionKind::Forward:
-    return forward[a.stage][a.mb];
   case ActionKind::Backward:
     return backward[a.stage][a.mb];
   case ActionKind::BackwardInput:
     return input[a.stage][a.mb];
   case ActionKind::BackwardWeight:
     return weight[a.stage][a.mb];
+  case ActionKind::Forward:
+    break;
   }
-  return 0;
+  return forward[a.stage][a.mb];
 }
 
 Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem, const Schedule &schedule,

@@ -91,6 +91,11 @@ struct ActionTimes {
   /// ti·samples, weight gradient = tw·samples, backward = (ti + tw)·samples.
   static ActionTimes perSample(const ScheduleProblem &problem, double tf, double ti, double tw);
   double of(const Action &a) const;
+  /// The same, to change.
+  double &at(const Action &a) { return const_cast<double &>(slot(a)); }
+
+private:
+  const double &slot(const Action &a) const;
 };
 
 /// A compute-only execution of a schedule: every action starts when its rank is free and its

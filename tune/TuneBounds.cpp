@@ -668,15 +668,8 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
       }
       add(placed.atEnd);
       surcharges[r] = collectiveOverlapSurcharges(items, numStages, kCollectiveOverlapSlowdown);
-      for (size_t i = 0; i < order.size(); ++i) {
-        const sched::Action &a = order[i];
-        std::vector<std::vector<double>> &list =
-            a.kind == sched::ActionKind::Forward         ? times.forward
-            : a.kind == sched::ActionKind::Backward      ? times.backward
-            : a.kind == sched::ActionKind::BackwardInput ? times.input
-                                                         : times.weight;
-        list[a.stage][a.mb] += surcharges[r][actionItem[i]];
-      }
+      for (size_t i = 0; i < order.size(); ++i)
+        times.at(order[i]) += surcharges[r][actionItem[i]];
     }
     // In the plan the computes, with these durations (the simulator's), start no earlier than
     // a compute-only execution of them starts them.
