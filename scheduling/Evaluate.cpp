@@ -47,16 +47,19 @@ const double &ActionTimes::slot(const Action &a) const {
 }
 
 Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem, const Schedule &schedule,
-                                         const ActionTimes &times) {
+                                         const ActionTimes &times, const TransferDelays &delays) {
   const int64_t stages = problem.numStages();
   // When each forward and each input gradient (B or I) became available to the neighbours,
-  // and when each I finished on its own rank (for its W); -1 while not run.
-  std::vector<std::vector<double>> forwardEnd(stages), backwardEnd(stages), inputEnd(stages);
-  for (int64_t s = 0; s < stages; ++s) {
-    forwardEnd[s].assign(problem.numMicrobatches(s), -1);
-    backwardEnd[s].assign(problem.numMicrobatches(s), -1);
-    inputEnd[s].assign(problem.numMicrobatches(s), -1);
-  }
+  // and when each I finished on its own rank (for its W); -1 while not run. Stage s's
+  // micro-batches from offset[s] on.
+  std::vector<int64_t> offset(stages + 1, 0);
+  for (int64_t s = 0; s < stages; ++s)
+    offset[s + 1] = offset[s] + problem.numMicrobatches(s);
+  std::vector<double> forwardEnd(offset[stages], -1), backwardEnd(offset[stages], -1),
+      inputEnd(offset[stages], -1);
+  auto slice = [&](std::vector<double> &ends, int64_t stage) {
+    return ends.data() + offset[stage];
+  };
   const int64_t ranks = problem.numRanks();
   Timeline timeline;
   timeline.busy.assign(ranks, 0);
@@ -64,6 +67,13 @@ Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem, const S
   timeline.finish.resize(ranks);
   timeline.available.resize(ranks);
   timeline.sequence.resize(ranks);
+  for (int64_t r = 0; r < ranks; ++r) {
+    const size_t n = schedule.ranks[r].size();
+    timeline.start[r].reserve(n);
+    timeline.finish[r].reserve(n);
+    timeline.available[r].reserve(n);
+    timeline.sequence[r].reserve(n);
+  }
   int64_t sequence = 0;
   std::vector<double> free(ranks, 0);
   std::vector<size_t> next(ranks, 0);
@@ -72,27 +82,29 @@ Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem, const S
   // result the action may use although its neighbours do not see it yet (a pair's first).
   auto dependenciesDone = [&](const Action &a, const Action *local) -> double {
     double ready = 0;
-    auto wait = [&](const std::vector<double> &ends, int64_t first, int64_t last) {
+    auto wait = [&](const double *ends, int64_t first, int64_t last, double delay = 0) {
       for (int64_t i = first; i < last && ready >= 0; ++i)
-        ready = ends[i] < 0 ? -1 : std::max(ready, ends[i]);
+        ready = ends[i] < 0 ? -1 : std::max(ready, ends[i] + delay);
     };
     switch (a.kind) {
     case ActionKind::Forward:
       if (a.stage > 0) {
         auto [first, last] = problem.overlapping(a.stage, a.mb, a.stage - 1);
-        wait(forwardEnd[a.stage - 1], first, last);
+        wait(slice(forwardEnd, a.stage - 1), first, last,
+             delays.forward.empty() ? 0 : delays.forward[a.stage - 1]);
       }
       return ready;
     case ActionKind::BackwardWeight:
-      wait(inputEnd[a.stage], a.mb, a.mb + 1);
+      wait(slice(inputEnd, a.stage), a.mb, a.mb + 1);
       return ready;
     case ActionKind::Backward:
     case ActionKind::BackwardInput:
       if (!(local && local->stage == a.stage && local->mb == a.mb))
-        wait(forwardEnd[a.stage], a.mb, a.mb + 1);
+        wait(slice(forwardEnd, a.stage), a.mb, a.mb + 1);
       if (a.stage + 1 < stages) {
         auto [first, last] = problem.overlapping(a.stage, a.mb, a.stage + 1);
-        wait(backwardEnd[a.stage + 1], first, last);
+        wait(slice(backwardEnd, a.stage + 1), first, last,
+             delays.backward.empty() ? 0 : delays.backward[a.stage + 1]);
       }
       return ready;
     }
@@ -100,11 +112,11 @@ Timeline conduit::sched::simulateCompute(const ScheduleProblem &problem, const S
   };
   auto record = [&](int64_t r, const Action &a, double start, double end, double visible) {
     if (a.kind == ActionKind::Forward)
-      forwardEnd[a.stage][a.mb] = visible;
+      slice(forwardEnd, a.stage)[a.mb] = visible;
     else if (producesInputGradient(a.kind))
-      backwardEnd[a.stage][a.mb] = visible;
+      slice(backwardEnd, a.stage)[a.mb] = visible;
     if (a.kind == ActionKind::BackwardInput)
-      inputEnd[a.stage][a.mb] = end;
+      slice(inputEnd, a.stage)[a.mb] = end;
     timeline.start[r].push_back(start);
     timeline.finish[r].push_back(end);
     timeline.available[r].push_back(visible);

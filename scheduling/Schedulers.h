@@ -112,9 +112,17 @@ struct Timeline {
   std::vector<std::vector<int64_t>> sequence;
 };
 
-/// Executes `schedule` under `times`. The schedule must verify.
+/// How long a result takes to reach its neighbour's rank, per stage: `forward[s]` carries stage
+/// s's activations to stage s + 1, `backward[s]` its input gradient to stage s - 1 (zero where
+/// the two stages share a rank). Empty: communication is free.
+struct TransferDelays {
+  std::vector<double> forward, backward;
+};
+
+/// Executes `schedule` under `times`, each result reaching another rank `delays` after it is
+/// available. The schedule must verify.
 Timeline simulateCompute(const ScheduleProblem &problem, const Schedule &schedule,
-                         const ActionTimes &times);
+                         const ActionTimes &times, const TransferDelays &delays = {});
 
 /// The largest number of (stage, micro-batch) pairs rank r holds between forward and backward
 /// (or input gradient) along its order: the activations it must keep whole.

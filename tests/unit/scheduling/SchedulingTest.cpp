@@ -65,6 +65,23 @@ TEST(Schedules, BreadthFirstWorkedExample) {
     EXPECT_EQ(t.start[r][16], 25 - 2 * r) << "rank " << r;
 }
 
+TEST(Schedules, TransferDelaysHoldBackTheNeighboursInput) {
+  // P = 2, one stage each, one micro-batch: F0 [0, 1], F1 after its activations arrive (0.5),
+  // the whole backward B1 (2), B0 after the input gradient arrives (0.25).
+  ScheduleProblem problem = equalProblem(2, 1, 1);
+  Schedule s = llvm::cantFail(scheduleBreadthFirst(problem));
+  const ActionTimes times = ActionTimes::perSample(problem, 1, 1, 1);
+  EXPECT_EQ(simulateCompute(problem, s, times).makespan, 6);
+  TransferDelays delays;
+  delays.forward = {0.5, 0};
+  delays.backward = {0, 0.25};
+  Timeline t = simulateCompute(problem, s, times, delays);
+  EXPECT_EQ(t.start[1][0], 1.5);
+  EXPECT_EQ(t.start[1][1], 2.5);
+  EXPECT_EQ(t.start[0][1], 4.75);
+  EXPECT_EQ(t.makespan, 6.75);
+}
+
 TEST(Schedules, DepthFirstWorkedExample) {
   ScheduleProblem problem = equalProblem(4, 2, 8);
   Schedule s = llvm::cantFail(scheduleDepthFirst(problem, 4));
