@@ -71,8 +71,10 @@ struct Candidate {
   /// The schedule's name (enumName's static text).
   std::string_view family;
   int64_t deviceMemory = 0;
-  /// Which bounds `bounds` are: quickBounds()' (0), the schedule tier's (1), the schedule
-  /// tier's with the computes slowed beside the collectives (2, the tightest and dearest).
+  /// Which bounds `bounds` are: quickBounds()' (0), the schedule tier's from the compute-only
+  /// execution of the order (1), the schedule tier's with the order timed as the compiler's
+  /// simulator times it (2, the tightest and dearest: the collective streams, the computes
+  /// slowed beside the collectives, the transfers' delays).
   int tier = 0;
 };
 
@@ -424,10 +426,10 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
 
   // Compile in the order of the bounds, skipping what cannot matter. A candidate comes first
   // with the bounds of quickBounds(); the first time it is reached its schedule is built, and
-  // it goes back in the order with the schedule tier's bounds; the second time, with the same
-  // bounds and its computes slowed beside its collectives (dearer: a compute-only execution of
-  // the slowed durations); and it is compiled when reached again (or skipped, or refused by its
-  // memory).
+  // it goes back in the order with the bounds of its compute-only execution; the second time,
+  // with its order timed (dearer: the collectives placed for it, its computes slowed beside
+  // them, its transfers' delays); and it is compiled when reached again (or skipped, or refused
+  // by its memory).
   SearchState state(options.objective, static_cast<size_t>(options.top), options.pareto);
   std::mutex mutex;
   size_t next = 0;
@@ -446,7 +448,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
     std::optional<Job> job;
   };
   std::vector<Reader> readers(threads);
-  auto scheduleBounds = [&](Reader &reader, const Configuration &config, bool slowed,
+  auto scheduleBounds = [&](Reader &reader, const Configuration &config, bool timed,
                             std::string &error) -> std::optional<Bounds> {
     const std::string context = contextOf(config);
     if (!reader.contextRead || context != reader.context) {
@@ -470,7 +472,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
       error = diag.getError()->str();
       return std::nullopt;
     }
-    llvm::Expected<Bounds> bounds = reader.calculator.bounds(*reader.job, context, slowed);
+    llvm::Expected<Bounds> bounds = reader.calculator.bounds(*reader.job, context, timed);
     if (!bounds) {
       error = llvm::toString(bounds.takeError());
       return std::nullopt;

@@ -11,10 +11,8 @@
 
 #include "analysis/JobCosts.h"
 #include "analysis/MemoryBound.h"
-#include "analysis/PlanCosts.h"
 #include "analysis/TensorShare.h"
 #include "runtime/plan/TensorCollectives.h"
-#include "scheduling/Collectives.h"
 #include "scheduling/Schedulers.h"
 
 #include <algorithm>
@@ -22,27 +20,26 @@
 #include <optional>
 
 using namespace conduit;
+using namespace conduit::detail;
 
-namespace {
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/// The sharding the plan applies: none with a single replica.
-runtime::Sharding effectiveSharding(const ParallelismSpec &p) {
+runtime::Sharding detail::effectiveSharding(const ParallelismSpec &p) {
   return p.data > 1 ? p.sharding : runtime::Sharding::None;
 }
+
+bool detail::hasExperts(const Job &job) {
+  return job.model.transformer && job.model.transformer->moe;
+}
+
+TensorShare detail::shareOf(const LayerSpec &layer, const ParallelismSpec &par) {
+  return tensorShare(splitLayer(layer, par.recomputeModules), par.tensor, par.sequenceParallel,
+                     par.expert);
+}
+
+namespace {
 
 /// Optimizer and gradient sharding all-gather the updated parameters after the step.
 bool gathersUpdated(runtime::Sharding s) {
   return s == runtime::Sharding::Optimizer || s == runtime::Sharding::Gradients;
-}
-
-bool hasExperts(const Job &job) { return job.model.transformer && job.model.transformer->moe; }
-
-/// A layer as one rank of its tensor group holds it.
-TensorShare shareOf(const LayerSpec &layer, const ParallelismSpec &par) {
-  return tensorShare(splitLayer(layer, par.recomputeModules), par.tensor, par.sequenceParallel,
-                     par.expert);
 }
 
 Collective collectiveOf(runtime::Op op) {
@@ -123,12 +120,14 @@ BoundCalculator::stages(const Job &job) {
   if (!partition)
     return partition.takeError();
   std::vector<Stage> out;
+  out.reserve(partition->numStages());
+  std::vector<LayerBytes> layers;
   for (int64_t s = 0; s < partition->numStages(); ++s) {
     Stage stage;
     stage.first = partition->bounds[s];
     stage.end = partition->bounds[s + 1];
     // What one rank of the tensor group holds, as the compiler's memory plan counts it.
-    std::vector<LayerBytes> layers;
+    layers.clear();
     for (int64_t l = stage.first; l < stage.end; ++l) {
       const TensorShare share = shareOf(job.model.layers[l], par);
       stage.params += share.params;
@@ -267,6 +266,7 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   // parameters' buffers and gathers are counted: the routed experts' are sharded over their
   // expert-data group, which may hold them whole (static state) instead.
   auto walkActivations = [&] {
+    facts->activationsAt.assign(par.pipeline, {});
     std::vector<std::vector<uint8_t>> held(numStages, std::vector<uint8_t>(par.microbatches, 0));
     for (int64_t r = 0; r < par.pipeline; ++r) {
       const std::vector<sched::Action> &actions = order->ranks[r];
@@ -278,12 +278,15 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
           lastBackward[actions[i].stage] = static_cast<int64_t>(i);
         }
       int64_t activations = 0, gradients = 0;
+      std::vector<int64_t> &at = facts->activationsAt[r];
+      at.reserve(actions.size());
       for (size_t i = 0; i < actions.size(); ++i) {
         const sched::Action &a = actions[i];
         const Stage &stage = st[a.stage];
         if (a.kind == sched::ActionKind::Forward) {
           const int64_t level =
               std::max(activations + forwardWorking(stage), activations + stored(stage));
+          at.push_back(level);
           facts->forwardHeld[a.stage] = std::max(facts->forwardHeld[a.stage], level);
           facts->forwardHeldWithGradients[a.stage] =
               std::max(facts->forwardHeldWithGradients[a.stage], level + gradients);
@@ -299,6 +302,7 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
           activations -= stored(stage);
           held[a.stage][a.mb] = 0;
         }
+        at.push_back(level);
         facts->backwardHeld[a.stage] = std::max(facts->backwardHeld[a.stage], level);
         facts->backwardHeldWithGradients[a.stage] =
             std::max(facts->backwardHeldWithGradients[a.stage], level + gradients);
@@ -333,6 +337,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
       facts->schedule = std::move(*order);
       facts->problem.emplace(std::move(problem));
       facts->earliestStart = std::move(timeline.start);
+    } else {
+      facts->activationsAt.clear();
     }
     return (schedules[key] = std::move(facts)).get();
   }
@@ -357,6 +363,7 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
     // Splitting moves only the weight gradients: forwards and input gradients keep the order
     // of the schedule built without durations.
     walkActivations();
+    facts->activationsAt.clear();
   } else {
     // The list schedules of the V placement order their forwards by durations too: at least
     // one micro-batch of one stage is held.
@@ -384,12 +391,12 @@ void BoundCalculator::useContext(const std::string &jobContext) {
 }
 
 llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string &jobContext,
-                                               bool slowedByCollectives) {
+                                               bool timed) {
   useContext(jobContext);
   llvm::Expected<const ScheduleFacts *> factsOr = schedule(job);
   if (!factsOr)
     return factsOr.takeError();
-  return boundsFrom(job, **factsOr, slowedByCollectives);
+  return boundsFrom(job, **factsOr, timed);
 }
 
 llvm::Expected<Bounds> BoundCalculator::quickBounds(const Job &job, const std::string &jobContext) {
@@ -431,7 +438,7 @@ llvm::Expected<Bounds> BoundCalculator::quickBounds(const Job &job, const std::s
 }
 
 llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const ScheduleFacts &facts,
-                                                   bool slowedByCollectives) {
+                                                   bool timed) {
   llvm::Expected<const CostModel *> costOr = costModel(job);
   if (!costOr)
     return costOr.takeError();
@@ -523,7 +530,11 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
       step = std::max(step, collectives[r] + minOptimizer[r]);
     }
   }
-  step = std::max(step, streamsEnd(job, cost, st, facts, slowedByCollectives));
+  // Timed, the order's collectives are placed: with full sharding, what each compute holds of
+  // the activations and of the gathered parameters together.
+  std::vector<int64_t> heldAtComputes;
+  if (timed)
+    step = std::max(step, streamsEnd(job, cost, st, facts, heldAtComputes));
 
   std::vector<int64_t> rankStatic(par.pipeline, 0), rankActive(par.pipeline, 0);
   for (int64_t s = 0; s < numStages; ++s) {
@@ -553,225 +564,10 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
     out.peakMemoryBytes = staticMemoryBound(job, par);
     return out;
   }
-  for (int64_t r = 0; r < par.pipeline; ++r)
+  for (int64_t r = 0; r < par.pipeline; ++r) {
+    if (!heldAtComputes.empty())
+      rankActive[r] = std::max(rankActive[r], heldAtComputes[r]);
     out.peakMemoryBytes = std::max(out.peakMemoryBytes, rankStatic[r] + rankActive[r]);
+  }
   return out;
-}
-
-double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
-                                   const std::vector<Stage> &st, const ScheduleFacts &facts,
-                                   bool slowedByCollectives) const {
-  const ParallelismSpec &par = job.parallelism;
-  if (facts.schedule.ranks.empty() || par.data <= 1 || hasExperts(job))
-    return 0;
-  // The collectives the compiler places for this order (conduit-place-collectives' call).
-  sched::CollectiveProblem problem;
-  problem.orders = facts.schedule.ranks;
-  problem.stageRank = facts.rankOf;
-  problem.replicas = par.data;
-  problem.sharding = static_cast<sched::Sharding>(par.sharding);
-  problem.window = par.fsdpWindow;
-  problem.reduceEachRun = par.gradientReduction == runtime::GradientReduction::Run;
-  problem.tiedEmbeddings = job.model.transformer && job.model.transformer->tieEmbeddings;
-  llvm::Expected<sched::CollectivePlacement> placement = sched::placeCollectives(problem);
-  if (!placement) {
-    llvm::consumeError(placement.takeError());
-    return 0;
-  }
-  const runtime::Sharding sharding = effectiveSharding(par);
-  const bool adam = job.training.optimizer == runtime::Optimizer::Adam;
-  const int64_t e = job.training.elementBytes();
-  const size_t numStages = st.size();
-  // Each rank's compute stream and collective stream run its instructions in program order,
-  // each as soon as its stream is free and what it waits for has finished (LowerToPlan.cpp's
-  // dependencies): a compute waits for its stage's all-gather (reducing each run, a backward,
-  // input or weight gradient also for its stage's previous reduction and for the reduction
-  // issued before the previous one of them), an all-gather for the reshard before it, a reduction
-  // for its stage's last backward (and a tied stage's for the tie), an optimizer step for its
-  // reduction, and an all-gather of updated parameters for its optimizer step. Transfers are left
-  // out, and every compute starts no earlier than the compute-only execution starts it: each of
-  // these only delays the plan.
-  const size_t ranks = facts.schedule.ranks.size();
-  auto gatherTime = [&](int32_t stage, Link link) {
-    return cost.collectiveTime(Collective::AllGather, st[stage].denseParams() * e, par.data, link);
-  };
-  auto reductionTime = [&](const sched::Collective &c, Link link) {
-    return cost.collectiveTime(c.kind == sched::Collective::Kind::AllReduce
-                                   ? Collective::AllReduce
-                                   : Collective::ReduceScatter,
-                               st[c.stage].denseParams() * runtime::kGradientBytes, par.data, link);
-  };
-  auto optimizerTime = [&](int32_t stage) {
-    const int64_t params = st[stage].denseParams();
-    return cost.optimizerStepTime(
-        adam, sharding != runtime::Sharding::None ? ceilDiv(params, par.data) : params);
-  };
-  auto computeTime = [&](const sched::Action &a) {
-    const Stage &stage = st[a.stage];
-    switch (a.kind) {
-    case sched::ActionKind::Backward:
-      return stage.computeBackwardS;
-    case sched::ActionKind::BackwardInput:
-      return stage.computeInputS;
-    case sched::ActionKind::BackwardWeight:
-      return stage.computeWeightS;
-    default:
-      return stage.computeForwardS;
-    }
-  };
-  // What each compute and optimizer step loses to the collectives beside it, charged as the
-  // compiler's simulator charges it (PlanCosts, collectiveOverlapSurcharges), from the same
-  // items in the same order: the plan's, where conduit-place-collectives writes each list as
-  // this walks it. Per rank, in item order, and per action.
-  std::vector<std::vector<double>> surcharges(ranks);
-  const std::vector<std::vector<double>> *earliest = &facts.earliestStart;
-  sched::Timeline slowed;
-  if (slowedByCollectives && cost.slowsBesideCollectives()) {
-    std::vector<OverlapItem> items;
-    sched::ActionTimes times;
-    for (const Stage &stage : st) {
-      times.forward.emplace_back(par.microbatches, stage.forwardS);
-      times.backward.emplace_back(par.microbatches, stage.backwardS);
-      times.input.emplace_back(par.microbatches, stage.inputS);
-      times.weight.emplace_back(par.microbatches, stage.weightS);
-    }
-    for (size_t r = 0; r < ranks; ++r) {
-      const Link link = cost.dataParallelLink(static_cast<int64_t>(r));
-      const sched::RankCollectives &placed = placement->ranks[r];
-      const std::vector<sched::Action> &order = facts.schedule.ranks[r];
-      std::vector<size_t> actionItem;
-      items.clear();
-      auto add = [&](const std::vector<sched::Collective> &list) {
-        for (const sched::Collective &c : list)
-          switch (c.kind) {
-          case sched::Collective::Kind::Unshard:
-          case sched::Collective::Kind::GatherParams:
-            items.push_back({OverlapItem::Kind::Gather, c.stage, gatherTime(c.stage, link)});
-            break;
-          case sched::Collective::Kind::ReduceScatter:
-          case sched::Collective::Kind::AllReduce:
-            items.push_back({OverlapItem::Kind::Reduction, c.stage, reductionTime(c, link)});
-            break;
-          case sched::Collective::Kind::OptimizerStep:
-            items.push_back({OverlapItem::Kind::OptimizerStep, c.stage, optimizerTime(c.stage)});
-            break;
-          default:
-            break;
-          }
-      };
-      add(placed.atStart);
-      for (size_t i = 0; i < order.size(); ++i) {
-        actionItem.push_back(items.size());
-        items.push_back({OverlapItem::Kind::Compute, static_cast<int32_t>(order[i].stage),
-                         computeTime(order[i])});
-        add(placed.after[i]);
-      }
-      add(placed.atEnd);
-      surcharges[r] = collectiveOverlapSurcharges(items, numStages, kCollectiveOverlapSlowdown);
-      for (size_t i = 0; i < order.size(); ++i)
-        times.at(order[i]) += surcharges[r][actionItem[i]];
-    }
-    // In the plan the computes, with these durations (the simulator's), start no earlier than
-    // a compute-only execution of them starts them.
-    slowed = sched::simulateCompute(*facts.problem, facts.schedule, times);
-    earliest = &slowed.start;
-  }
-  double end = 0;
-  std::vector<double> gathered(numStages), reduced(numStages), optimized(numStages),
-      lastBackward(numStages), tied(numStages);
-  for (size_t r = 0; r < ranks; ++r) {
-    const Link link = cost.dataParallelLink(static_cast<int64_t>(r));
-    std::fill(gathered.begin(), gathered.end(), 0);
-    std::fill(reduced.begin(), reduced.end(), 0);
-    std::fill(optimized.begin(), optimized.end(), 0);
-    std::fill(lastBackward.begin(), lastBackward.end(), 0);
-    std::fill(tied.begin(), tied.end(), 0);
-    const sched::RankCollectives &placed = placement->ranks[r];
-    const std::vector<sched::Action> &order = facts.schedule.ranks[r];
-    const std::vector<double> &surcharge = surcharges[r];
-    size_t item = 0; // the walk's position among them
-    // The surcharge of the next item, which is a compute or an optimizer step.
-    auto surchargeOf = [&] { return surcharge.empty() ? 0.0 : surcharge[item++]; };
-    auto skipItem = [&] {
-      if (!surcharge.empty())
-        ++item;
-    };
-    double compute = 0, comm = 0, reshard = 0;
-    // Reducing each run: when the last reduction issued ends, and the one issued before the
-    // previous backward, input or weight gradient (which the next of them waits for).
-    double lastReduction = 0, reductionBeforeGradient = 0;
-    auto issue = [&](const sched::Collective &c) {
-      switch (c.kind) {
-      case sched::Collective::Kind::Unshard:
-      case sched::Collective::Kind::GatherParams: {
-        const double ready =
-            c.kind == sched::Collective::Kind::Unshard ? reshard : optimized[c.stage];
-        comm = std::max(comm, ready) + gatherTime(c.stage, link);
-        gathered[c.stage] = comm;
-        skipItem();
-        return;
-      }
-      case sched::Collective::Kind::Reshard:
-        reshard = compute;
-        return;
-      case sched::Collective::Kind::ReduceScatter:
-      case sched::Collective::Kind::AllReduce:
-        comm = std::max({comm, lastBackward[c.stage], tied[c.stage]}) + reductionTime(c, link);
-        reduced[c.stage] = comm;
-        skipItem();
-        lastReduction = comm;
-        return;
-      case sched::Collective::Kind::OptimizerStep:
-        compute = std::max(compute, reduced[c.stage]) + optimizerTime(c.stage) + surchargeOf();
-        optimized[c.stage] = compute;
-        return;
-      case sched::Collective::Kind::TieGradients: {
-        // After the backwards of both copies this rank holds (its transfer and the other
-        // rank's backwards left out); the tied stages' reductions wait for it.
-        const bool both = c.peerRank == static_cast<int32_t>(r) && c.peerStage >= 0;
-        const double at = std::max(lastBackward[c.stage], both ? lastBackward[c.peerStage] : 0.0);
-        tied[c.stage] = at;
-        if (both)
-          tied[c.peerStage] = at;
-        return;
-      }
-      }
-    };
-    for (const sched::Collective &c : placed.atStart)
-      issue(c);
-    for (size_t i = 0; i < order.size(); ++i) {
-      const sched::Action &a = order[i];
-      const Stage &stage = st[a.stage];
-      double duration = stage.forwardS;
-      switch (a.kind) {
-      case sched::ActionKind::Forward:
-        break;
-      case sched::ActionKind::Backward:
-        duration = stage.backwardS;
-        break;
-      case sched::ActionKind::BackwardInput:
-        duration = stage.inputS;
-        break;
-      case sched::ActionKind::BackwardWeight:
-        duration = stage.weightS;
-        break;
-      }
-      double start = std::max({compute, (*earliest)[r][i], gathered[a.stage]});
-      if (problem.reduceEachRun && a.kind != sched::ActionKind::Forward) {
-        start = std::max({start, reduced[a.stage], reductionBeforeGradient});
-        reductionBeforeGradient = lastReduction;
-      }
-      compute = start + duration + surchargeOf();
-      // A whole backward or a weight gradient completes the stage's gradients (the last one
-      // its reduction waits for).
-      if (a.kind == sched::ActionKind::Backward || a.kind == sched::ActionKind::BackwardWeight)
-        lastBackward[a.stage] = compute;
-      for (const sched::Collective &c : placed.after[i])
-        issue(c);
-    }
-    for (const sched::Collective &c : placed.atEnd)
-      issue(c);
-    end = std::max({end, compute, comm});
-  }
-  return end;
 }

@@ -9,15 +9,20 @@
 //   cannot fit.
 // * the schedule tier: the partition and the schedule the compiler would build (the same
 //   scheduling library calls, split backwards placed from the same compute times), executed
-//   with compute only: every action as early as its rank and its dependencies allow. Then
-//   each rank's compute and data-parallel collective streams run that order with the
+//   with compute only: every action as early as its rank and its dependencies allow.
+//   Activations held along the rank's order bound its memory from below. Timed
+//   (TuneTimed.cpp), the tier runs that order again as the compiler's simulator times it, as
+//   far as is known before compiling: the computes slowed beside the data-parallel
+//   collectives, each result reaching another pipeline rank no sooner than its transfer
+//   takes; then each rank's compute and data-parallel collective streams run it with the
 //   collectives the compiler places for it (scheduling/Collectives.h), each instruction
-//   waiting for what it waits for in the plan, transfers left out. Transfers only delay
-//   instructions in the compiled plan, so the end of those streams bounds the step from
-//   below; with one pipeline rank it is the compiled step. Activations held along the rank's
-//   order bound its memory from below. DualPipeV's overlapped pairs are not modelled: for
-//   them the tier keeps what holds for any order (each rank's total work after the
-//   pipeline's fill, the collectives that must follow it, and one micro-batch held).
+//   waiting for what it waits for in the plan, and, with full sharding, the parameters those
+//   gather count at every compute. What is left out (the transfers' order and sharing of
+//   links) only delays instructions in the compiled plan, so the end of those streams bounds
+//   the step from below; with one pipeline rank it is the compiled step. DualPipeV's
+//   overlapped pairs are not modelled: for them the tier keeps what holds for any order (each
+//   rank's total work after the pipeline's fill, the collectives that must follow it, and one
+//   micro-batch held).
 //
 // Both tiers also bound each rank's collective stream for any order: its last compute
 // completes some stage's gradients, whose reduction and optimizer step follow it, and the
@@ -35,6 +40,7 @@
 
 #include "analysis/CostModel.h"
 #include "analysis/PeakMemory.h"
+#include "analysis/TensorShare.h"
 #include "job/JobSpec.h"
 #include "runtime/plan/Plan.h"
 #include "scheduling/Problems.h"
@@ -50,6 +56,16 @@
 #include <vector>
 
 namespace conduit {
+
+namespace detail {
+/// The sharding the plan applies: none with a single replica.
+runtime::Sharding effectiveSharding(const ParallelismSpec &p);
+/// Whether the job's model has routed experts.
+bool hasExperts(const Job &job);
+/// A layer as one rank of its tensor group holds it.
+TensorShare shareOf(const LayerSpec &layer, const ParallelismSpec &par);
+inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+} // namespace detail
 
 /// The checkpointing as the caches of bounds key it: the mode, and with selective
 /// checkpointing what it recomputes (ParallelismSpec::selectiveModules) in the bits above.
@@ -78,11 +94,10 @@ public:
   /// Both tiers. Fails with the scheduler's message when the compiler would refuse the shape.
   /// `context` names what the job's model, cluster and training sections were made of (the
   /// values of dimensions outside `parallelism`): results are reused only within one context.
-  /// `slowedByCollectives`: the computes beside the data-parallel collectives run slower, as
-  /// the compiler prices them (collectiveOverlapSurcharges in analysis/PlanCosts.h); without,
-  /// the bound is cheaper and lower.
-  llvm::Expected<Bounds> bounds(const Job &job, const std::string &context,
-                                bool slowedByCollectives = true);
+  /// `timed`: the order is run as the compiler's simulator times it, as far as that is known
+  /// before compiling (streamsEnd()); without, the compute-only execution of the order alone
+  /// and what holds for any order, a cheaper and lower bound.
+  llvm::Expected<Bounds> bounds(const Job &job, const std::string &context, bool timed = true);
   /// The bounds without the schedule tier (no schedule built, only the partition): each rank's
   /// compute one action at a time, the optimizer and data-parallel steps after it, and the
   /// static state of each rank's stages. Never above bounds(); the search orders by it and
@@ -120,18 +135,25 @@ private:
     sched::Schedule schedule;
     std::optional<sched::ScheduleProblem> problem;
     std::vector<std::vector<double>> earliestStart;
+    /// Where the order is known: per rank, per action, the activation bytes the rank holds
+    /// while the action runs (the level forwardHeld and backwardHeld are the most of).
+    std::vector<std::vector<int64_t>> activationsAt;
   };
 
   llvm::Expected<const CostModel *> costModel(const Job &job);
   llvm::Expected<const std::vector<Stage> *> stages(const Job &job);
   llvm::Expected<const ScheduleFacts *> schedule(const Job &job);
   /// The bounds that `facts` (a schedule's, or quickBounds()' without one) give.
-  llvm::Expected<Bounds> boundsFrom(const Job &job, const ScheduleFacts &facts,
-                                    bool slowedByCollectives = false);
+  llvm::Expected<Bounds> boundsFrom(const Job &job, const ScheduleFacts &facts, bool timed = false);
   /// Where `facts` hold the order: the latest end, over the ranks, of their compute and
-  /// data-parallel collective streams run together, without transfers (0 when not known).
+  /// data-parallel collective streams run together (the collectives the compiler places for
+  /// the order), the computes beside the collectives slowed as the compiler prices them
+  /// (collectiveOverlapSurcharges in analysis/PlanCosts.h), and a result reaching another
+  /// pipeline rank no sooner than its transfer takes (0 when not known). With full sharding,
+  /// `heldAtComputes` gets, per rank, the most bytes of activations and gathered parameters
+  /// it holds at one of its computes (the gathers and reshards in place); else it is emptied.
   double streamsEnd(const Job &job, const CostModel &cost, const std::vector<Stage> &st,
-                    const ScheduleFacts &facts, bool slowedByCollectives) const;
+                    const ScheduleFacts &facts, std::vector<int64_t> &heldAtComputes) const;
   /// Drops the caches when the context changes.
   void useContext(const std::string &context);
 
