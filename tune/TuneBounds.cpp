@@ -335,7 +335,6 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
     // which streamsEnd() does not model.
     if (!pairs) {
       facts->schedule = std::move(*order);
-      facts->problem.emplace(std::move(problem));
       facts->earliestStart = std::move(timeline.start);
     } else {
       facts->activationsAt.clear();

@@ -130,10 +130,9 @@ private:
     std::vector<int64_t> forwardHeld, backwardHeld;
     std::vector<int64_t> forwardHeldWithGradients, backwardHeldWithGradients;
     /// Where the compiler's order is known and runs one action at a time (no overlapped
-    /// pairs): the schedule (each rank's order) and its problem, and when each action starts
-    /// at the earliest (the compute-only start). Empty otherwise.
+    /// pairs): the schedule (each rank's order), and when each action starts at the earliest
+    /// (the compute-only start). Empty otherwise.
     sched::Schedule schedule;
-    std::optional<sched::ScheduleProblem> problem;
     std::vector<std::vector<double>> earliestStart;
     /// Where the order is known: per rank, per action, the activation bytes the rank holds
     /// while the action runs (the level forwardHeld and backwardHeld are the most of).

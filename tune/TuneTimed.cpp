@@ -159,7 +159,13 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
     }
     // In the plan the computes, with these durations (the simulator's), start no earlier than
     // a compute-only execution of them, with these delays, starts them.
-    timedRun = sched::simulateCompute(*facts.problem, facts.schedule, times, delays);
+    // The problem the order was built for (not kept with it: the schedule cache holds
+    // thousands of orders).
+    const sched::ScheduleProblem problem(
+        par.pipeline, facts.rankOf,
+        std::vector<std::vector<int64_t>>(
+            numStages, sched::equalBoundaries(par.microbatches, par.microbatchSize)));
+    timedRun = sched::simulateCompute(problem, facts.schedule, times, delays);
     earliest = &timedRun.start;
   }
   if (!placement) {
