@@ -55,6 +55,44 @@ Collective collectiveOf(runtime::Op op) {
 
 } // namespace
 
+double BoundCalculator::Stage::time(sched::ActionKind kind) const {
+  switch (kind) {
+  case sched::ActionKind::Backward:
+    return backwardS;
+  case sched::ActionKind::BackwardInput:
+    return inputS;
+  case sched::ActionKind::BackwardWeight:
+    return weightS;
+  default:
+    return forwardS;
+  }
+}
+
+double BoundCalculator::Stage::computeTime(sched::ActionKind kind) const {
+  switch (kind) {
+  case sched::ActionKind::Backward:
+    return computeBackwardS;
+  case sched::ActionKind::BackwardInput:
+    return computeInputS;
+  case sched::ActionKind::BackwardWeight:
+    return computeWeightS;
+  default:
+    return computeForwardS;
+  }
+}
+
+sched::ActionTimes BoundCalculator::actionTimes(const std::vector<Stage> &st,
+                                                int64_t microbatches) {
+  sched::ActionTimes times;
+  for (const Stage &stage : st) {
+    times.forward.emplace_back(microbatches, stage.forwardS);
+    times.backward.emplace_back(microbatches, stage.backwardS);
+    times.input.emplace_back(microbatches, stage.inputS);
+    times.weight.emplace_back(microbatches, stage.weightS);
+  }
+  return times;
+}
+
 int64_t BoundCalculator::staticMemoryBound(const Job &job, const ParallelismSpec &par) {
   return memoryLowerBound(job, par).staticBytes;
 }
@@ -256,9 +294,6 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   };
   auto working = [&](const Stage &stage) { return stage.activations.backwardWorking * b; };
 
-  auto forwardTime = [](const Stage &stage) { return stage.forwardS; };
-  auto backwardTime = [](const Stage &stage) { return stage.backwardS; };
-
   // The activations each rank holds along its order: a forward stores its micro-batch's, and
   // the first backward part of that micro-batch frees them, at the earliest. With sharded
   // gradients, a stage's full gradient buffer lives at least from its first to its last
@@ -313,14 +348,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   };
 
   if (!par.splitBackward || !pairs) {
-    sched::ActionTimes times;
-    for (const Stage &stage : st) {
-      times.forward.emplace_back(par.microbatches, forwardTime(stage));
-      times.backward.emplace_back(par.microbatches, backwardTime(stage));
-      times.input.emplace_back(par.microbatches, stage.inputS);
-      times.weight.emplace_back(par.microbatches, stage.weightS);
-    }
-    sched::Timeline timeline = sched::simulateCompute(problem, *order, times);
+    sched::Timeline timeline =
+        sched::simulateCompute(problem, *order, actionTimes(st, par.microbatches));
     for (int64_t r = 0; r < par.pipeline; ++r) {
       const std::vector<sched::Action> &actions = order->ranks[r];
       if (!actions.empty())
@@ -347,13 +376,12 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   // one action at a time.
   std::vector<double> forward(numStages);
   for (int64_t s = 0; s < numStages; ++s)
-    forward[s] = forwardTime(st[s]);
+    forward[s] = st[s].forwardS;
   std::vector<int64_t> lowest(par.pipeline, numStages);
   for (int64_t s = 0; s < numStages; ++s) {
     const int64_t r = (*rankOf)[s];
     lowest[r] = std::min(lowest[r], s);
-    facts->computeEnd[r] +=
-        static_cast<double>(par.microbatches) * (forward[s] + backwardTime(st[s]));
+    facts->computeEnd[r] += static_cast<double>(par.microbatches) * (forward[s] + st[s].backwardS);
   }
   for (int64_t r = 0; r < par.pipeline; ++r)
     for (int64_t s = 0; s < lowest[r]; ++s)

@@ -44,6 +44,7 @@
 #include "job/JobSpec.h"
 #include "runtime/plan/Plan.h"
 #include "scheduling/Problems.h"
+#include "scheduling/Schedulers.h"
 
 #include "llvm/Support/Error.h"
 
@@ -118,7 +119,12 @@ private:
     /// The same without the tensor collectives: the compute times the compiler schedules
     /// split backwards by (CostModel::stageMicrobatchTimes()).
     double computeForwardS = 0, computeBackwardS = 0, computeInputS = 0, computeWeightS = 0;
+    /// One micro-batch's `kind` of action, with its tensor collectives and without.
+    double time(sched::ActionKind kind) const;
+    double computeTime(sched::ActionKind kind) const;
   };
+  /// Every stage's times, with their tensor collectives, for each of `microbatches`.
+  static sched::ActionTimes actionTimes(const std::vector<Stage> &st, int64_t microbatches);
   /// What a schedule's compute-only execution gives, per rank and stage.
   struct ScheduleFacts {
     std::vector<int64_t> rankOf;         ///< per stage

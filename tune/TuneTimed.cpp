@@ -73,19 +73,6 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
     return cost.optimizerStepTime(
         adam, sharding != runtime::Sharding::None ? ceilDiv(params, par.data) : params);
   };
-  auto computeTime = [&](const sched::Action &a) {
-    const Stage &stage = st[a.stage];
-    switch (a.kind) {
-    case sched::ActionKind::Backward:
-      return stage.computeBackwardS;
-    case sched::ActionKind::BackwardInput:
-      return stage.computeInputS;
-    case sched::ActionKind::BackwardWeight:
-      return stage.computeWeightS;
-    default:
-      return stage.computeForwardS;
-    }
-  };
   // The order timed as the compiler's simulator times it, as far as that can be known before
   // compiling (what is left out only delays the plan): what each compute and optimizer step
   // loses to the collectives beside it (PlanCosts, collectiveOverlapSurcharges), from the same
@@ -98,13 +85,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   const bool slowed = placement && cost.slowsBesideCollectives();
   if (slowed || delayed) {
     std::vector<OverlapItem> items;
-    sched::ActionTimes times;
-    for (const Stage &stage : st) {
-      times.forward.emplace_back(par.microbatches, stage.forwardS);
-      times.backward.emplace_back(par.microbatches, stage.backwardS);
-      times.input.emplace_back(par.microbatches, stage.inputS);
-      times.weight.emplace_back(par.microbatches, stage.weightS);
-    }
+    sched::ActionTimes times = actionTimes(st, par.microbatches);
     for (size_t r = 0; slowed && r < ranks; ++r) {
       const Link link = cost.dataParallelLink(static_cast<int64_t>(r));
       const sched::RankCollectives &placed = placement->ranks[r];
@@ -133,7 +114,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
       for (size_t i = 0; i < order.size(); ++i) {
         actionItem.push_back(items.size());
         items.push_back({OverlapItem::Kind::Compute, static_cast<int32_t>(order[i].stage),
-                         computeTime(order[i])});
+                         st[order[i].stage].computeTime(order[i].kind)});
         add(placed.after[i]);
       }
       add(placed.atEnd);
@@ -255,20 +236,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
       const Stage &stage = st[a.stage];
       if (residency)
         heldAtComputes[r] = std::max(heldAtComputes[r], facts.activationsAt[r][i] + resident);
-      double duration = stage.forwardS;
-      switch (a.kind) {
-      case sched::ActionKind::Forward:
-        break;
-      case sched::ActionKind::Backward:
-        duration = stage.backwardS;
-        break;
-      case sched::ActionKind::BackwardInput:
-        duration = stage.inputS;
-        break;
-      case sched::ActionKind::BackwardWeight:
-        duration = stage.weightS;
-        break;
-      }
+      const double duration = stage.time(a.kind);
       double start = std::max({compute, (*earliest)[r][i], gathered[a.stage]});
       if (reduceEachRun && a.kind != sched::ActionKind::Forward) {
         start = std::max({start, reduced[a.stage], reductionBeforeGradient});
