@@ -41,14 +41,22 @@ DONE = re.compile(r"^done: (\d+) steps on \d+ ranks in ([0-9.]+) s", re.M)
 
 
 class Summary:
-    def __init__(self):
-        self.lines, self.failed = [], []
+    """The Markdown summary, written again after every line so that a run stopped part way
+    (a time limit, a hang) still leaves what it found."""
+
+    def __init__(self, path):
+        self.path, self.lines, self.failed = path, [], []
+
+    def write(self):
+        with open(self.path, "w") as f:
+            f.write("\n".join(self.lines) + "\n")
 
     def section(self, title):
         self.lines += ["", f"## {title}", ""]
 
     def add(self, text):
         self.lines.append(text)
+        self.write()
 
     def check(self, name, ok, detail=""):
         self.add(f"- {'PASS' if ok else 'FAIL'}: {name}{': ' + detail if detail else ''}")
@@ -278,7 +286,7 @@ def main():
     parser.add_argument("--peak-tflops", type=float, default=989)
     args = parser.parse_args()
     tools = Tools(args.bin, args.work)
-    summary = Summary()
+    summary = Summary(args.summary)
     start = time.time()
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
@@ -297,8 +305,6 @@ def main():
     summary.add(f"{len(summary.failed)} check(s) failed"
                 f"{': ' + ', '.join(summary.failed) if summary.failed else ''}; "
                 f"{time.time() - start:.0f} s")
-    with open(args.summary, "w") as f:
-        f.write("\n".join(summary.lines) + "\n")
     print("\n".join(summary.lines))
     sys.exit(1 if summary.failed else 0)
 
