@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""The cost model's kernels against a GPU's measured ones: every GEMM and fused attention that
+tests/gpu/kernels.py measured, with the time the model gives it on the preset of that device
+(build/bin/kernel_model), the error, and a summary by kind. The measurements only test the
+model; its constants come from where docs/cost-model.md says.
+
+    tests/bench/kernel_model_check.py --model build/bin/kernel_model \\
+        --measured testdata/measured/h200-kernels.json [--preset h200-141gb] [--markdown]
+
+Kernels measured under LAUNCH_BOUND_S are left out of the summary (their time is the host's
+launch rate, which the model prices apart, `launch_overhead_s`). With --summary-only it prints
+the summary and fails if the median error of the large GEMMs exceeds --tolerance.
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+LAUNCH_BOUND_S = 40e-6
+
+
+def predictions(model, preset, lines):
+    result = subprocess.run([model, preset], input="\n".join(lines) + "\n", capture_output=True,
+                            text=True)
+    if result.returncode != 0:
+        sys.exit(f"kernel_model failed: {result.stderr}")
+    return [float(x) for x in result.stdout.split()]
+
+
+def attention_flops(run, backward):
+    forward = 4.0 * run["batch"] * run["heads"] * run["seq"] ** 2 * run["dim"] / 2
+    return 2.5 * forward if backward else forward
+
+
+def rows_of(measured, model, preset):
+    """(kind, shape, measured TFLOP/s, predicted TFLOP/s, error of the predicted time)."""
+    gemms = measured["gemms"]
+    lines = [f"gemm {g['m']} {g['n']} {g['k']} {g['batch']} {int(g['fp8'])}" for g in gemms]
+    attention = measured.get("attention", [])
+    for run in attention:
+        for backward in (0, 1):
+            lines.append(f"attention {run['heads']} {run['seq']} {run['dim']} {backward} "
+                         f"{int(run['backend'] == 'flash2')} {run['batch']}")
+    predicted = predictions(model, preset, lines)
+    rows = []
+    for g, p in zip(gemms, predicted):
+        flops = 2.0 * g["m"] * g["n"] * g["k"] * g["batch"]
+        kind = "fp8 GEMM" if g["fp8"] else "GEMM"
+        rows.append((kind, g["group"], f"{g['batch']}×{g['m']}×{g['n']}×{g['k']}",
+                     g["seconds"], flops / g["seconds"] / 1e12, flops / p / 1e12,
+                     p / g["seconds"] - 1))
+    at = len(gemms)
+    for run in attention:
+        for backward in (0, 1):
+            seconds = run["backward_s" if backward else "forward_s"]
+            p = predicted[at]
+            at += 1
+            flops = attention_flops(run, backward)
+            rows.append((f"attention {'backward' if backward else 'forward'}", run["backend"],
+                         f"{run['batch']}×{run['heads']}×{run['seq']}×{run['dim']}", seconds,
+                         flops / seconds / 1e12, flops / p / 1e12, p / seconds - 1))
+    return rows
+
+
+def groups(rows):
+    """The summary's kinds: large GEMMs (the transformer blocks' and the squares of 4096 and
+    up), the rest by what limits them, FP8, and each attention backend."""
+    out = {}
+    for kind, group, shape, seconds, _, _, error in rows:
+        if seconds < LAUNCH_BOUND_S:
+            continue
+        if kind == "GEMM":
+            if group.startswith("h") or group in ("square", "calibration"):
+                key = "GEMM, large (transformer blocks, squares)"
+            else:
+                key = f"GEMM, {group}"
+        elif kind == "fp8 GEMM":
+            key = "FP8 GEMM"
+        else:
+            key = f"{kind}, {group}"
+        out.setdefault(key, []).append(error)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", required=True, help="the kernel_model binary")
+    parser.add_argument("--measured", required=True, help="tests/gpu/kernels.py's output")
+    parser.add_argument("--preset", default="h200-141gb")
+    parser.add_argument("--markdown", action="store_true", help="every kernel as a table")
+    parser.add_argument("--summary-only", action="store_true")
+    parser.add_argument("--tolerance", type=float, default=0.10,
+                        help="largest median |error| of the large GEMMs with --summary-only")
+    args = parser.parse_args()
+    measured = json.load(open(args.measured))
+    rows = rows_of(measured, args.model, args.preset)
+    if args.markdown:
+        print("| kernel | group | shape | measured TFLOP/s | predicted TFLOP/s | time error |")
+        print("|---|---|---|---|---|---|")
+        for kind, group, shape, seconds, got, want, error in rows:
+            note = " (launch-bound)" if seconds < LAUNCH_BOUND_S else ""
+            print(f"| {kind} | {group} | {shape} | {got:.0f}{note} | {want:.0f} | "
+                  f"{error * 100:+.1f}% |")
+        print()
+    print(f"{measured['device']} ({measured.get('torch', '?')}, CUDA {measured.get('cuda', '?')}) "
+          f"against the {args.preset} preset; time error = predicted / measured - 1")
+    summary = groups(rows)
+    for key, errors in summary.items():
+        absolute = [abs(e) for e in errors]
+        print(f"  {key}: {len(errors)} kernels, median error {statistics.median(errors) * 100:+.1f}%,"
+              f" median |error| {statistics.median(absolute) * 100:.1f}%, worst "
+              f"{max(absolute) * 100:.1f}%")
+    large = summary.get("GEMM, large (transformer blocks, squares)", [])
+    if args.summary_only and large:
+        median = statistics.median(abs(e) for e in large)
+        if median > args.tolerance:
+            sys.exit(f"kernel_model_check: the large GEMMs' median |error| {median:.1%} is above "
+                     f"{args.tolerance:.0%}")
+
+
+if __name__ == "__main__":
+    main()
