@@ -84,7 +84,8 @@ double tiledTime(const Gemm &g, const DeviceKernels &kernels, double smRate, dou
   const double stepTime = 2 * tileM * tileN * tileK / smRate;
   double best = std::numeric_limits<double>::infinity();
   for (double split = 1; split == 1 || outputTiles * split <= sms; split *= 2) {
-    const double waves = ceilDiv(outputTiles * split, sms);
+    const double waves = kernels.streamK ? std::max(1.0, outputTiles * split / sms)
+                                         : ceilDiv(outputTiles * split, sms);
     const double epilogue = tileM * tileN * (split > 1 ? 4 : outBytes) * sms / bandwidth;
     double time = waves * (ceilDiv(steps, split) * stepTime + epilogue);
     if (split > 1)
@@ -131,7 +132,6 @@ Roofline Roofline::of(const Cluster &cluster, int64_t elementBytes) {
 
 namespace {
 
-/// A token GEMM of the forward, Y[s x n] = X[s x k] · W[k x n], and its two gradients.
 /// A token GEMM of the forward, Y[s x n] = X[s x k] · W[k x n], and its two gradients.
 /// In FP8, its three GEMMs take FP8 operands.
 struct Linear {

@@ -33,10 +33,17 @@ DeviceKernels a100Kernels() {
 }
 
 // H100 SXM: 132 SMs (NVIDIA H100 Tensor Core GPU Architecture whitepaper); the Hopper GEMM
-// tile 128 x 256, steps of 64 (CUTLASS's warp-specialized kernels); 792.1 of 989 TFLOP/s at
-// 6144 x 17920 x 2816 (the same table). FP8: 1979 TFLOP/s dense (datasheet), its GEMMs 1.90
-// times as fast as BF16 ones of the same shapes without the casts (Transformer Engine, "GEMM
-// profiling across precisions", H200), so 1.90 x 0.801 / 2 of the FP8 peak.
+// tile 128 x 256, steps of 64 (CUTLASS's warp-specialized kernels), with the last wave balanced
+// over the SMs (stream-K): measured, a sweep across wave boundaries shows no steps. The
+// ceiling is what cuBLAS sustains on the GEMMs of transformer blocks, measured on one H200
+// (tests/gpu/kernels.py, testdata/measured/h200-kernels.json: the forward, input- and
+// weight-gradient GEMMs of blocks of hidden size 4096 and 8192, random BF16 operands): a
+// median of 667 of 989 TFLOP/s, taken at 8192 x 8192 x 8192, where tiles and waves cost the
+// model nothing. (S. Bekman's search over shapes found 792.1 at 6144 x 17920 x 2816, which
+// that machine ran at 593; the fastest shape it measured ran at 766.) FP8: 1979 TFLOP/s dense
+// (datasheet), its GEMMs 1.90 times as fast as BF16 ones of the same shapes without the casts
+// (Transformer Engine, "GEMM profiling across precisions", H200), so 1.90 x 667 / 989 / 2 of
+// the FP8 peak (measured on the same H200: a median 1.82 times the BF16 rate).
 // FlashAttention-3, head dimension 128, at 16k tokens: 616 TFLOP/s forward (causal) and 561
 // backward (Shah et al., arXiv 2407.08608, figures 5 and 6); FlashAttention-2 in the same
 // figures, 335 forward and 322 backward. H200 is the same chip with more and faster memory.
@@ -44,9 +51,10 @@ DeviceKernels h100Kernels() {
   DeviceKernels k;
   k.sms = 132;
   k.tileM = 128, k.tileN = 256, k.tileK = 64;
-  k.ceilingM = 6144, k.ceilingN = 17920, k.ceilingK = 2816;
+  k.ceilingM = 8192, k.ceilingN = 8192, k.ceilingK = 8192;
+  k.streamK = true;
   k.fp8PeakFlops = 1979e12;
-  k.fp8Efficiency = 1.90 * (792.1 / 989) / 2;
+  k.fp8Efficiency = 1.90 * (667.0 / 989) / 2;
   // Transformer Engine's quantization overhead on H200 for the same 24 layers of 12 linears
   // (M = 15,872 tokens, h 4096, FFN 16384): delayed-scaling autocast 18.978 ms a layer against
   // the pre-quantized kernels' 16.785, 2.193 ms to cast 1,495 M inputs (read 2, write 2: both
@@ -63,9 +71,9 @@ DeviceKernels h100Kernels() {
 const Cluster kPresets[] = {
     {"a100-80gb", 312e12, 267.9 / 312, 2.039e12, int64_t(80) << 30, 8, 300e9, 25e9, 10e-6, 0.0, "",
      a100Kernels()},
-    {"h100-80gb", 989e12, 792.1 / 989, 3.35e12, int64_t(80) << 30, 8, 450e9, 50e9, 10e-6, 0.0, "",
+    {"h100-80gb", 989e12, 667.0 / 989, 3.35e12, int64_t(80) << 30, 8, 450e9, 50e9, 10e-6, 0.0, "",
      h100Kernels()},
-    {"h200-141gb", 989e12, 792.1 / 989, 4.8e12, int64_t(141) << 30, 8, 450e9, 50e9, 10e-6, 0.0, "",
+    {"h200-141gb", 989e12, 667.0 / 989, 4.8e12, int64_t(141) << 30, 8, 450e9, 50e9, 10e-6, 0.0, "",
      h100Kernels()},
 };
 

@@ -31,6 +31,9 @@ struct DeviceKernels {
   /// The shape at which the largest-GEMM ceiling (the cluster's `efficiency`) was measured: the
   /// main loop's rate is the one that reproduces it there.
   double ceilingM = 0, ceilingN = 0, ceilingK = 0;
+  /// The library balances the last wave (stream-K: the tiles' main-loop steps are dealt out
+  /// evenly over the SMs), so a partly empty wave costs its share rather than a whole wave.
+  bool streamK = false;
   /// Dense FP8 tensor-core peak, FLOP/s (0: the device has none), and the fraction of it the
   /// largest FP8 GEMMs reach.
   double fp8PeakFlops = 0;
