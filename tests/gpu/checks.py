@@ -14,7 +14,8 @@
 4. executor overhead per instruction: the executor alone (executor_bench) and a whole CUDA
    step of a model too small for its kernels to matter;
 5. measured against predicted step time of a single-GPU plan: compile, run with --profile,
-   recompile with the profile, compare;
+   recompile with the profile, compare; and its measured peak memory against the plan's,
+   planned as the runtime computes (float32 tensors, unfused attention) and as written;
 6. checkpoints and fault injection of loopback runs (--ranks-per-process): a run killed by
    --fail-at after its step-4 checkpoint exits 4, and resuming gives the losses of an
    uninterrupted run; a stalled rank is named by the others' watchdog (exit 3).
@@ -38,6 +39,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 from common import ENV, Tools, losses, small_gpt  # noqa: E402
 
 DONE = re.compile(r"^done: (\d+) steps on \d+ ranks in ([0-9.]+) s", re.M)
+MEMORY = re.compile(r"^memory: rank (\d+) .*peak (\S+ \S+) measured.*, (\S+ \S+) predicted "
+                    r"\(([+-][0-9.]+)%\)", re.M)
 
 
 class Summary:
@@ -227,6 +230,34 @@ def predicted_vs_measured(args, summary, tools):
     summary.add(f"| measured | {measured * 1e3:.1f} ms | |")
     summary.check("profiled prediction within 25% of the measured step",
                   abs(measured / profiled - 1) <= 0.25)
+    memory_against_plan(summary, tools, job)
+
+
+def memory_against_plan(summary, tools, job):
+    """Every rank's measured peak against the plan's, for what the runtime keeps (float32
+    tensors, unfused attention: a plan with training.dtype fp32 and model.attention eager)
+    and, for the record, for the job as written (bf16, fused attention by default)."""
+    cases = [("as the runtime computes it", {"attention": "eager"}, {"dtype": "fp32"}),
+             ("as written", {}, {})]
+    for label, model, training in cases:
+        name = "single-gpu-memory-" + ("like" if model else "written")
+        plan = tools.compile(dict(job, model=dict(job["model"], **model),
+                                  training=dict(job["training"], **training)), name)
+        result = run([tools.runner, plan, "--backend=cuda", "--steps=3"])
+        lines = MEMORY.findall(result.stdout)
+        if result.returncode != 0 or not lines:
+            summary.check(f"memory against the plan ({label})", False,
+                          (result.stdout + result.stderr)[-2000:])
+            continue
+        detail = "; ".join(f"rank {r}: {got} measured, {want} predicted ({gap}%)"
+                           for r, got, want, gap in lines)
+        if model:
+            summary.check("measured memory at most 10% above the plan's, planned as the runtime "
+                          "computes (float32, unfused attention)",
+                          all(float(gap) <= 10 for _, _, _, gap in lines), detail)
+        else:
+            summary.add(f"- the job as written (bf16, fused attention: the plan counts neither "
+                        f"the float32 tensors nor the scores the runtime keeps): {detail}")
 
 
 def loopback_recovery(args, summary, tools):
