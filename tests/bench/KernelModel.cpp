@@ -9,6 +9,7 @@
 //   attention HEADS SEQ DIM BACKWARD FLASH2 SAMPLES
 //                                 causal fused attention of SAMPLES samples; BACKWARD, FLASH2
 //                                 0 or 1
+//   bytes B                       an element-wise pass reading and writing B bytes
 //
 //   build/bin/kernel_model PRESET < kernels.txt
 //
@@ -62,6 +63,10 @@ int main(int argc, char **argv) {
         a.flash2 = flash2 != 0;
         seconds = roofline.time(a, samples);
       }
+    } else if (kind == "bytes") {
+      double bytes = 0;
+      if (in >> bytes && bytes >= 0)
+        seconds = bytes / roofline.memoryBandwidth;
     }
     if (seconds < 0) {
       std::fprintf(stderr, "kernel_model: line %d: not a kernel: %s\n", number, line.c_str());

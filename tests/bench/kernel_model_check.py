@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The cost model's kernels against a GPU's measured ones: every GEMM and fused attention that
-tests/gpu/kernels.py measured, with the time the model gives it on the preset of that device
+"""The cost model's kernels against a GPU's measured ones: every GEMM, fused attention and
+element-wise pass that tests/gpu/kernels.py measured, with the time the model gives it on the preset of that device
 (build/bin/kernel_model), the error, and a summary by kind. The measurements only test the
 model; its constants come from where docs/cost-model.md says.
 
@@ -43,6 +43,8 @@ def rows_of(measured, model, preset):
         for backward in (0, 1):
             lines.append(f"attention {run['heads']} {run['seq']} {run['dim']} {backward} "
                          f"{int(run['backend'] == 'flash2')} {run['batch']}")
+    elementwise = measured.get("elementwise", [])
+    lines += [f"bytes {run['bytes']}" for run in elementwise]
     predicted = predictions(model, preset, lines)
     rows = []
     for g, p in zip(gemms, predicted):
@@ -61,6 +63,11 @@ def rows_of(measured, model, preset):
             rows.append((f"attention {'backward' if backward else 'forward'}", run["backend"],
                          f"{run['batch']}×{run['heads']}×{run['seq']}×{run['dim']}", seconds,
                          flops / seconds / 1e12, flops / p / 1e12, p / seconds - 1))
+    # Element-wise passes: their rate in TB/s of the bytes the model charges.
+    for run, p in zip(elementwise, predicted[at:]):
+        rows.append(("element-wise", run["name"], f"{run['bytes'] / 2**20:.0f} MiB",
+                     run["seconds"], run["bytes"] / run["seconds"] / 1e12,
+                     run["bytes"] / p / 1e12, p / run["seconds"] - 1))
     return rows
 
 
@@ -78,6 +85,8 @@ def groups(rows):
                 key = f"GEMM, {group}"
         elif kind == "fp8 GEMM":
             key = "FP8 GEMM"
+        elif kind == "element-wise":
+            key = "element-wise"
         else:
             key = f"{kind}, {group}"
         out.setdefault(key, []).append(error)
@@ -97,7 +106,8 @@ def main():
     measured = json.load(open(args.measured))
     rows = rows_of(measured, args.model, args.preset)
     if args.markdown:
-        print("| kernel | group | shape | measured TFLOP/s | predicted TFLOP/s | time error |")
+        print("| kernel | group | shape | measured TFLOP/s (TB/s) | predicted TFLOP/s (TB/s) | "
+              "time error |")
         print("|---|---|---|---|---|---|")
         for kind, group, shape, seconds, got, want, error in rows:
             note = " (launch-bound)" if seconds < LAUNCH_BOUND_S else ""

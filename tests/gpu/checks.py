@@ -18,7 +18,10 @@
    planned as the runtime computes (float32 tensors, unfused attention) and as written;
 6. checkpoints and fault injection of loopback runs (--ranks-per-process): a run killed by
    --fail-at after its step-4 checkpoint exits 4, and resuming gives the losses of an
-   uninterrupted run; a stalled rank is named by the others' watchdog (exit 3).
+   uninterrupted run; a stalled rank is named by the others' watchdog (exit 3);
+7. where PyTorch is installed, kernels by shape (tests/gpu/kernels.py: GEMMs, fused attention,
+   the experts' batched products, element-wise passes), written beside the summary as
+   kernels.json and held against the cost model (tests/bench/kernel_model_check.py).
 
 Writes a Markdown summary and exits non-zero if a check failed.
 
@@ -296,6 +299,21 @@ def loopback_recovery(args, summary, tools):
                   stalled.stderr[-2000:])
 
 
+def kernels_by_shape(args, summary):
+    summary.section("Kernels by shape against the cost model (PyTorch)")
+    out = os.path.join(os.path.dirname(os.path.abspath(args.summary)), "kernels.json")
+    result = run([sys.executable, os.path.join(HERE, "kernels.py"), "--out", out], timeout=300)
+    if result.returncode != 0:
+        summary.add(f"- not measured: {(result.stdout + result.stderr).strip()[-500:]}")
+        return
+    summary.add(f"- measured: {out}")
+    model = os.path.join(args.bin, "kernel_model")
+    if os.path.exists(model):
+        check = run([sys.executable, os.path.join(HERE, "..", "bench", "kernel_model_check.py"),
+                     "--model", model, "--measured", out])
+        summary.add("```\n" + check.stdout.strip() + "\n```")
+
+
 def predicted(tools, job, name, sets):
     path = os.path.join(tools.work, name + ".json")
     with open(path, "w") as f:
@@ -332,6 +350,7 @@ def main():
     executor_overhead(args, summary, tools)
     predicted_vs_measured(args, summary, tools)
     loopback_recovery(args, summary, tools)
+    kernels_by_shape(args, summary)
     summary.section("Result")
     summary.add(f"{len(summary.failed)} check(s) failed"
                 f"{': ' + ', '.join(summary.failed) if summary.failed else ''}; "

@@ -10,7 +10,12 @@ from published measurements, and these figures only test them.
 - FP8 GEMMs (torch._scaled_mm, e4m3, per-tensor scales, bf16 output) on the large block shapes,
   where the device has FP8 tensor cores;
 - causal attention through scaled_dot_product_attention with each fused backend PyTorch has
-  (FlashAttention-2, cuDNN), forward and backward, head dimension 128.
+  (FlashAttention-2, cuDNN), forward and backward, head dimension 128;
+- the routed experts' GEMMs of Mixtral-, Qwen3-MoE- and DeepSeek-V3-shaped layers, the local
+  experts of one rank at equal rows each, as one batched product (torch.bmm) and, where
+  PyTorch has it, as a grouped GEMM (torch._grouped_mm);
+- element-wise passes at the memory bandwidth: a copy, a layer norm, RMSNorm and SwiGLU's
+  product, each with the bytes it must read and write.
 
 Operands are random (never zeros, which run faster); each time is the median over repetitions
 of a burst of back-to-back calls between CUDA events, after warm-up.
@@ -139,6 +144,74 @@ def attention_runs(quick):
     return rows
 
 
+def expert_shapes(quick):
+    """(name, hidden, expert FFN width, local experts, rows per expert): one rank's experts in
+    an expert group of E ranks, micro-batch 1 of 4,096 tokens routed to top-k of N experts
+    from every member (E x 4,096 x k / N rows each)."""
+    shapes = [("mixtral-8x7b-e8", 4096, 14336, 1, 8 * 4096 * 2 // 8),
+              ("qwen3-30b-a3b-e8", 2048, 768, 16, 8 * 4096 * 8 // 128),
+              ("deepseek-v3-e64", 7168, 2048, 4, 64 * 4096 * 8 // 256)]
+    return shapes[1:2] if quick else shapes
+
+
+def grouped_gemms(quick):
+    """The experts' up (gate and up together) and down products, forward."""
+    rows = []
+    grouped = getattr(torch, "_grouped_mm", None)
+    for name, h, f, experts, tokens in expert_shapes(quick):
+        for part, n, k in (("up", 2 * f, h), ("down", h, f)):
+            gen = torch.Generator(device="cuda").manual_seed(n + k)
+            a = torch.randn(experts, tokens, k, device="cuda", dtype=torch.bfloat16,
+                            generator=gen)
+            b = torch.randn(experts, n, k, device="cuda", dtype=torch.bfloat16, generator=gen)
+            flops = 2.0 * experts * tokens * n * k
+            calls = [("bmm", lambda: torch.bmm(a, b.transpose(1, 2)))]
+            if grouped is not None:
+                flat = a.reshape(experts * tokens, k)
+                offsets = torch.arange(1, experts + 1, device="cuda", dtype=torch.int32) * tokens
+                calls.append(("grouped_mm",
+                              lambda: grouped(flat, b.transpose(1, 2), offs=offsets)))
+            for how, call in calls:
+                try:
+                    seconds = timed(call, burst_for(flops), 7)
+                except (RuntimeError, TypeError) as error:
+                    print(f"{name} {part} {how}: {str(error).splitlines()[0]}", flush=True)
+                    continue
+                rows.append({"group": f"experts-{how}", "model": name, "m": tokens, "n": n,
+                             "k": k, "batch": experts, "fp8": False, "seconds": seconds})
+                print(f"experts {name} {part} {how}: {flops / seconds / 1e12:.0f} TFLOP/s",
+                      flush=True)
+    return rows
+
+
+def elementwise_runs(quick):
+    """Each pass with the bytes it must move (inputs read once, outputs written once)."""
+    tokens, h, f = (4096, 4096, 14336) if quick else (16384, 4096, 14336)
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(tokens, h, device="cuda", dtype=torch.bfloat16, generator=gen)
+    gate = torch.randn(tokens, f, device="cuda", dtype=torch.bfloat16, generator=gen)
+    up = torch.randn(tokens, f, device="cuda", dtype=torch.bfloat16, generator=gen)
+    weight = torch.ones(h, device="cuda", dtype=torch.bfloat16)
+    big = torch.randn(256 << 20, device="cuda", dtype=torch.bfloat16, generator=gen)
+    out = torch.empty_like(big)
+    e = 2
+    passes = [("copy 512 MiB", lambda: out.copy_(big), 2 * big.numel() * e),
+              ("layer_norm", lambda: F.layer_norm(x, (h,), weight, weight), 2 * tokens * h * e),
+              ("rms_norm", lambda: F.rms_norm(x, (h,), weight), 2 * tokens * h * e),
+              ("swiglu product (two kernels in eager PyTorch)", lambda: F.silu(gate) * up,
+               3 * tokens * f * e)]
+    rows = []
+    for name, call, moved in passes:
+        try:
+            seconds = timed(call, max(1, int(2e-3 / (moved / 4e12))), 7)
+        except (RuntimeError, AttributeError) as error:
+            print(f"{name}: {str(error).splitlines()[0]}", flush=True)
+            continue
+        rows.append({"name": name, "bytes": moved, "seconds": seconds})
+        print(f"{name}: {moved / seconds / 1e12:.2f} TB/s", flush=True)
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -171,6 +244,8 @@ def main():
             print(f"{group:16s} {batch}x{m}x{n}x{k} fp8: {flops / seconds / 1e12:.0f} TFLOP/s",
                   flush=True)
     result["attention"] = attention_runs(args.quick)
+    result["gemms"] += grouped_gemms(args.quick)
+    result["elementwise"] = elementwise_runs(args.quick)
     result["seconds"] = time.time() - start
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)

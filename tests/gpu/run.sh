@@ -3,7 +3,8 @@
 # sm_90 (Release, every core) and runs tests/gpu/checks.py: the Ops conformance suite and
 # split backward (I and W) on CUDA, end-to-end equivalence of single-GPU plans with the CPU
 # reference, GEMM throughput, executor overhead, and measured against predicted step time.
-# Writes one Markdown summary.
+# Writes one Markdown summary, and where PyTorch is installed the kernels measured by shape
+# (kernels.json beside it).
 #
 #   tests/gpu/run.sh [SUMMARY]          (default: build-gpu/gpu-summary.md)
 #
@@ -31,7 +32,7 @@ if [ -z "$bin" ]; then
     -DCMAKE_CUDA_ARCHITECTURES=90 > "$build.configure.log" 2>&1 ||
     { cat "$build.configure.log"; exit 1; }
   ninja -C "$build" -j "$(nproc)" conduit-compile conduit-run runtime_tests cuda_gemm_bench \
-    executor_bench
+    executor_bench kernel_model
   echo "built in $(( $(date +%s) - start )) s"
   bin=$build/bin
 fi
