@@ -28,8 +28,9 @@ struct DeviceKernels {
   /// The output tile of the library's large GEMM kernels (m x n) and the depth of one step of
   /// its main loop (k).
   int64_t tileM = 0, tileN = 0, tileK = 0;
-  /// The shape at which the largest-GEMM ceiling (the cluster's `efficiency`) was measured: the
-  /// main loop's rate is the one that reproduces it there.
+  /// The shape at which the GEMM ceiling (the cluster's `efficiency`) holds: the main loop's
+  /// rate is the one that reproduces it there (A100: the shape it was measured at; H100: a
+  /// shape where tiles and waves cost nothing, the ceiling being a median over many).
   double ceilingM = 0, ceilingN = 0, ceilingK = 0;
   /// The library balances the last wave (stream-K: the tiles' main-loop steps are dealt out
   /// evenly over the SMs), so a partly empty wave costs its share rather than a whole wave.

@@ -75,7 +75,7 @@ TEST(GemmModelTest, SaturatesTowardTheCeilingNeverAbove) {
   }
 }
 
-TEST(GemmModelTest, OneTileMoreThanAFullWaveTakesASecondWave) {
+TEST(GemmModelTest, OneTileMoreThanAFullWaveStepsUnlessTheLastWaveIsBalanced) {
   // A100's library runs whole waves; Hopper's balances the last one (stream-K): one tile more
   // than a full wave then costs its share of the work, and nothing steps.
   for (std::string_view name : {"a100-80gb", "h100-80gb"}) {
