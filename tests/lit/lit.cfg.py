@@ -14,7 +14,7 @@ config.test_exec_root = os.path.join(config.conduit_obj_root, "tests", "lit")
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["conduit-opt", "conduit-compile", "conduit-run", "conduit-tune"],
+    ["conduit-opt", "conduit-compile", "conduit-run", "conduit-tune", "kernel_model"],
     [config.conduit_tools_dir])
 config.substitutions.append(("%testdata", os.path.join(config.conduit_source_dir, "testdata")))
 config.substitutions.append(("%python", "python3"))
