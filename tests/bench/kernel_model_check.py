@@ -22,10 +22,13 @@ LAUNCH_BOUND_S = 40e-6
 
 
 def predictions(model, preset, lines):
-    result = subprocess.run([model, preset], input="\n".join(lines) + "\n", capture_output=True,
-                            text=True)
+    try:
+        result = subprocess.run([model, preset], input="\n".join(lines) + "\n",
+                                capture_output=True, text=True)
+    except OSError as error:
+        sys.exit(f"kernel_model_check: {model}: {error}")
     if result.returncode != 0:
-        sys.exit(f"kernel_model failed: {result.stderr}")
+        sys.exit(f"kernel_model_check: kernel_model failed: {result.stderr.strip()}")
     return [float(x) for x in result.stdout.split()]
 
 
@@ -103,7 +106,11 @@ def main():
     parser.add_argument("--tolerance", type=float, default=0.10,
                         help="largest median |error| of the large GEMMs with --summary-only")
     args = parser.parse_args()
-    measured = json.load(open(args.measured))
+    try:
+        with open(args.measured) as f:
+            measured = json.load(f)
+    except (OSError, ValueError) as error:
+        sys.exit(f"kernel_model_check: {args.measured}: {error}")
     rows = rows_of(measured, args.model, args.preset)
     if args.markdown:
         print("| kernel | group | shape | measured TFLOP/s (TB/s) | predicted TFLOP/s (TB/s) | "
