@@ -10,9 +10,10 @@
 #
 # Needs what scripts/setup installs (the build dependencies) plus a GPU driver; set
 # CONDUIT_GPU_BUILD to reuse a build directory. On a GPU host without the build dependencies,
-# build elsewhere (scripts/setup builds for sm_80 and sm_90 where nvcc is found), copy the
-# binaries with the shared libraries they load, and set CONDUIT_GPU_BIN to their folder: the
-# build step is skipped. Exit status 0 only if every check passed.
+# build elsewhere (scripts/setup builds for sm_80 and sm_90 where nvcc is found), pack the
+# binaries with the shared libraries they load (tests/gpu/bundle.sh), and set CONDUIT_GPU_BIN
+# to their folder (the bundle's env.sh does): the build step is skipped. Exit status 0 only if
+# every check passed.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
