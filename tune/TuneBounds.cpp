@@ -15,6 +15,8 @@
 #include "runtime/plan/TensorCollectives.h"
 #include "scheduling/Schedulers.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -53,32 +55,29 @@ Collective collectiveOf(runtime::Op op) {
   }
 }
 
-} // namespace
-
-double BoundCalculator::Stage::time(sched::ActionKind kind) const {
+/// Of a stage's four times (forward, whole backward, input and weight gradient), `kind`'s.
+double byKind(sched::ActionKind kind, double forward, double backward, double input,
+              double weight) {
   switch (kind) {
   case sched::ActionKind::Backward:
-    return backwardS;
+    return backward;
   case sched::ActionKind::BackwardInput:
-    return inputS;
+    return input;
   case sched::ActionKind::BackwardWeight:
-    return weightS;
+    return weight;
   default:
-    return forwardS;
+    return forward;
   }
 }
 
+} // namespace
+
+double BoundCalculator::Stage::time(sched::ActionKind kind) const {
+  return byKind(kind, forwardS, backwardS, inputS, weightS);
+}
+
 double BoundCalculator::Stage::computeTime(sched::ActionKind kind) const {
-  switch (kind) {
-  case sched::ActionKind::Backward:
-    return computeBackwardS;
-  case sched::ActionKind::BackwardInput:
-    return computeInputS;
-  case sched::ActionKind::BackwardWeight:
-    return computeWeightS;
-  default:
-    return computeForwardS;
-  }
+  return byKind(kind, computeForwardS, computeBackwardS, computeInputS, computeWeightS);
 }
 
 sched::ActionTimes BoundCalculator::actionTimes(const std::vector<Stage> &st,
@@ -498,7 +497,8 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
     // is over another group (the expert-data ranks), which only adds to it.
     const int64_t params = st[s].denseParams();
     const double optimizer = cost.optimizerStepTime(
-        adam, sharding != runtime::Sharding::None ? ceilDiv(params, par.data) : params);
+        adam,
+        sharding != runtime::Sharding::None ? llvm::divideCeilSigned(params, par.data) : params);
     // The optimizer steps run on the compute stream after the rank's last compute.
     rankEnd[r] += optimizer;
     if (!dataParallel)
@@ -534,7 +534,8 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
       const int64_t params = st[s].denseParams();
       const Link link = cost.dataParallelLink(r);
       const double optimizer = cost.optimizerStepTime(
-          adam, sharding != runtime::Sharding::None ? ceilDiv(params, par.data) : params);
+          adam,
+          sharding != runtime::Sharding::None ? llvm::divideCeilSigned(params, par.data) : params);
       const double reduce = cost.collectiveTime(
           sharding == runtime::Sharding::None ? Collective::AllReduce : Collective::ReduceScatter,
           params * runtime::kGradientBytes, par.data, link);

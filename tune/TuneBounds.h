@@ -65,7 +65,6 @@ runtime::Sharding effectiveSharding(const ParallelismSpec &p);
 bool hasExperts(const Job &job);
 /// A layer as one rank of its tensor group holds it.
 TensorShare shareOf(const LayerSpec &layer, const ParallelismSpec &par);
-inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 } // namespace detail
 
 /// The checkpointing as the caches of bounds key it: the mode, and with selective

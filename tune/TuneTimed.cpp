@@ -12,6 +12,8 @@
 #include "scheduling/Collectives.h"
 #include "scheduling/Schedulers.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <algorithm>
 #include <optional>
 
@@ -70,8 +72,9 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   };
   auto optimizerTime = [&](int32_t stage) {
     const int64_t params = st[stage].denseParams();
-    return cost.optimizerStepTime(
-        adam, sharding != runtime::Sharding::None ? ceilDiv(params, par.data) : params);
+    return cost.optimizerStepTime(adam, sharding != runtime::Sharding::None
+                                            ? llvm::divideCeilSigned(params, par.data)
+                                            : params);
   };
   // The order timed as the compiler's simulator times it, as far as that can be known before
   // compiling (what is left out only delays the plan): what each compute and optimizer step
