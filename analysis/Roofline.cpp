@@ -397,10 +397,14 @@ double Roofline::time(const FusedAttention &a, int64_t samples) const {
       !(kernels.attentionSeqLength > 0))
     return flops / flopRate;
   // A thread block per 128 queries of a head, in waves over the SMs; each walks the keys its
-  // queries see (s/2 on average under the causal mask) in blocks of 128, plus one block's
-  // worth of prologue and epilogue. The papers' efficiency holds at their sequence length.
+  // queries see (s/2 on average under the causal mask) in blocks of 128, plus a fixed cost of
+  // prologue and epilogue: one block's worth in the forward (load Q, write O and the softmax
+  // statistics), three in the backward (load K and V, write dK and dV, and accumulate dQ),
+  // as the H200's FlashAttention-2 and cuDNN kernels measure from 1k to 16k tokens. The
+  // papers' efficiency holds at their sequence length.
   constexpr double kBlock = 128;
-  auto lengthFactor = [&](double s) { return s / 2 / (s / 2 + kBlock); };
+  const double fixedCost = (a.backward ? 3 : 1) * kBlock;
+  auto lengthFactor = [&](double s) { return s / 2 / (s / 2 + fixedCost); };
   const double blocks = static_cast<double>(samples) * a.heads * ceilDiv(a.seqLength, kBlock);
   const double sms = static_cast<double>(kernels.sms);
   const double waveFill = blocks / (ceilDiv(blocks, sms) * sms);
