@@ -5,6 +5,8 @@
 #include "analysis/ProfileReader.h"
 #include "runtime/plan/MemoryKinds.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -113,6 +115,11 @@ double CostModel::optimizerStepTime(bool adam, int64_t params) const {
   const double bytes =
       n * static_cast<double>(optimizerBytesPerParam(adam, parameterBytes, momentBytes));
   return std::max(compute, bytes / memoryBandwidth);
+}
+
+double CostModel::replicaOptimizerStepTime(bool adam, int64_t params, int64_t replicas,
+                                           bool sharded) const {
+  return optimizerStepTime(adam, sharded ? llvm::divideCeilSigned(params, replicas) : params);
 }
 
 double CostModel::analyticTime(int64_t layer, Pass pass, int64_t samples) const {

@@ -105,6 +105,9 @@ public:
   /// writes per parameter (optimizerBytesPerParam) at the memory bandwidth, where the cluster
   /// states one.
   double optimizerStepTime(bool adam, int64_t params) const;
+  /// One replica's optimizer step over `params` parameters: its ⌈params / replicas⌉ share
+  /// when the sharding divides the optimizer state over the replicas, else all of them.
+  double replicaOptimizerStepTime(bool adam, int64_t params, int64_t replicas, bool sharded) const;
   /// The bytes one optimizer update moves per parameter: the fp32 gradient read, Adam's two
   /// moments (of momentBytes each) read and written, the fp32 master (or fp32 parameter) read
   /// and written, and with 16-bit parameters the working copy written.

@@ -4,6 +4,8 @@
 #include "runtime/plan/MemoryKinds.h"
 #include "runtime/plan/TensorCollectives.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,8 +16,6 @@ using runtime::Instruction;
 using runtime::Op;
 
 namespace {
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 Collective collectiveOf(Op op) {
   switch (op) {
@@ -65,7 +65,7 @@ double expertAllToAllTime(const CostModel &cost, int64_t bytes, int64_t members,
   if (t.dispatch == 0 || away == 0 || t.topK < 1)
     return std::max(part(near, Link::IntraNode), part(away, Link::InterNode));
   const double e = static_cast<double>(members), inNode = static_cast<double>(near + 1);
-  const int64_t nodes = ceilDiv(members, near + 1);
+  const int64_t nodes = llvm::divideCeilSigned(members, near + 1);
   const double n = static_cast<double>(nodes);
   const double remote =
       expectedTokenNodes(t.numExperts, t.topK, t.routerGroups, t.routerGroupTopK, nodes) * (n - 1) /
@@ -142,11 +142,9 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
     costs.backward.push_back(std::move(times.backward));
     costs.input.push_back(std::move(times.input));
     costs.weight.push_back(std::move(times.weight));
-    bool sharded = c.data > 1 && c.sharding != runtime::Sharding::None;
-    const int64_t whole = rankParams[stage.index];
-    int64_t params = sharded ? ceilDiv(whole, c.data) : whole;
-    costs.optimizer.push_back(
-        cost.optimizerStepTime(c.optimizer == runtime::Optimizer::Adam, params));
+    costs.optimizer.push_back(cost.replicaOptimizerStepTime(c.optimizer == runtime::Optimizer::Adam,
+                                                            rankParams[stage.index], c.data,
+                                                            c.sharding != runtime::Sharding::None));
   }
   // Pipelined with the GEMMs only with sequence parallelism and the overlap (Megatron-Core's
   // tp_comm_overlap); otherwise every tensor collective is exposed.

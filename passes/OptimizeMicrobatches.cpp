@@ -91,8 +91,7 @@ FailureOr<sched::StepTimeEvaluator> conduit::buildStepTimeEvaluator(pipe::ModelO
   const bool adam = model.getTraining().getOptimizer() == pipe::Optimizer::Adam;
   std::vector<int64_t> params = rankStageParams(model);
   for (int64_t s = 0; s < numStages; ++s) {
-    const int64_t owned = sharded ? (params[s] + data - 1) / data : params[s];
-    costs.optimizer[s] = cost->optimizerStepTime(adam, owned);
+    costs.optimizer[s] = cost->replicaOptimizerStepTime(adam, params[s], data, sharded);
     if (data == 1)
       continue;
     const Link link = cost->dataParallelLink(*stages[s].getRank());

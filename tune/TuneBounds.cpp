@@ -15,8 +15,6 @@
 #include "runtime/plan/TensorCollectives.h"
 #include "scheduling/Schedulers.h"
 
-#include "llvm/Support/MathExtras.h"
-
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -496,9 +494,8 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
     // Of the data-parallel work, only the dense parameters' is counted: the routed experts'
     // is over another group (the expert-data ranks), which only adds to it.
     const int64_t params = st[s].denseParams();
-    const double optimizer = cost.optimizerStepTime(
-        adam,
-        sharding != runtime::Sharding::None ? llvm::divideCeilSigned(params, par.data) : params);
+    const double optimizer =
+        cost.replicaOptimizerStepTime(adam, params, par.data, sharding != runtime::Sharding::None);
     // The optimizer steps run on the compute stream after the rank's last compute.
     rankEnd[r] += optimizer;
     if (!dataParallel)
@@ -533,9 +530,8 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
       const int64_t r = facts.rankOf[s];
       const int64_t params = st[s].denseParams();
       const Link link = cost.dataParallelLink(r);
-      const double optimizer = cost.optimizerStepTime(
-          adam,
-          sharding != runtime::Sharding::None ? llvm::divideCeilSigned(params, par.data) : params);
+      const double optimizer = cost.replicaOptimizerStepTime(adam, params, par.data,
+                                                             sharding != runtime::Sharding::None);
       const double reduce = cost.collectiveTime(
           sharding == runtime::Sharding::None ? Collective::AllReduce : Collective::ReduceScatter,
           params * runtime::kGradientBytes, par.data, link);

@@ -12,8 +12,6 @@
 #include "scheduling/Collectives.h"
 #include "scheduling/Schedulers.h"
 
-#include "llvm/Support/MathExtras.h"
-
 #include <algorithm>
 #include <optional>
 
@@ -71,10 +69,8 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
                                st[c.stage].denseParams() * runtime::kGradientBytes, par.data, link);
   };
   auto optimizerTime = [&](int32_t stage) {
-    const int64_t params = st[stage].denseParams();
-    return cost.optimizerStepTime(adam, sharding != runtime::Sharding::None
-                                            ? llvm::divideCeilSigned(params, par.data)
-                                            : params);
+    return cost.replicaOptimizerStepTime(adam, st[stage].denseParams(), par.data,
+                                         sharding != runtime::Sharding::None);
   };
   // The order timed as the compiler's simulator times it, as far as that can be known before
   // compiling (what is left out only delays the plan): what each compute and optimizer step
