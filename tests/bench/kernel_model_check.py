@@ -39,8 +39,17 @@ def attention_flops(run, backward):
     return 2.5 * forward if backward else forward
 
 
+def row(kind, group, shape, seconds, work, predicted):
+    """A kernel's row: its measured seconds, the measured and predicted rates of its `work`
+    (FLOPs, or bytes for an element-wise pass) in T per second, and the predicted time's
+    error."""
+    return (kind, group, shape, seconds, work / seconds / 1e12, work / predicted / 1e12,
+            predicted / seconds - 1)
+
+
 def rows_of(measured, model, preset):
-    """(kind, shape, measured TFLOP/s, predicted TFLOP/s, error of the predicted time)."""
+    """(kind, group, shape, measured seconds, measured T/s, predicted T/s, error of the
+    predicted time), a row per kernel."""
     gemms = measured["gemms"]
     lines = [f"gemm {g['m']} {g['n']} {g['k']} {g['batch']} {int(g['fp8'])}" for g in gemms]
     attention = measured.get("attention", [])
@@ -55,24 +64,22 @@ def rows_of(measured, model, preset):
     for g, p in zip(gemms, predicted):
         flops = 2.0 * g["m"] * g["n"] * g["k"] * g["batch"]
         kind = "fp8 GEMM" if g["fp8"] else "GEMM"
-        rows.append((kind, g["group"], f"{g['batch']}×{g['m']}×{g['n']}×{g['k']}",
-                     g["seconds"], flops / g["seconds"] / 1e12, flops / p / 1e12,
-                     p / g["seconds"] - 1))
+        rows.append(row(kind, g["group"], f"{g['batch']}×{g['m']}×{g['n']}×{g['k']}",
+                        g["seconds"], flops, p))
     at = len(gemms)
     for run in attention:
         for backward in (0, 1):
             seconds = run["backward_s" if backward else "forward_s"]
             p = predicted[at]
             at += 1
-            flops = attention_flops(run, backward)
-            rows.append((f"attention {'backward' if backward else 'forward'}", run["backend"],
-                         f"{run['batch']}×{run['heads']}×{run['seq']}×{run['dim']}", seconds,
-                         flops / seconds / 1e12, flops / p / 1e12, p / seconds - 1))
+            rows.append(row(f"attention {'backward' if backward else 'forward'}",
+                            run["backend"],
+                            f"{run['batch']}×{run['heads']}×{run['seq']}×{run['dim']}", seconds,
+                            attention_flops(run, backward), p))
     # Element-wise passes: their rate in TB/s of the bytes the model charges.
     for run, p in zip(elementwise, predicted[at:]):
-        rows.append(("element-wise", run["name"], f"{run['bytes'] / 2**20:.0f} MiB",
-                     run["seconds"], run["bytes"] / run["seconds"] / 1e12,
-                     run["bytes"] / p / 1e12, p / run["seconds"] - 1))
+        rows.append(row("element-wise", run["name"], f"{run['bytes'] / 2**20:.0f} MiB",
+                        run["seconds"], run["bytes"], p))
     return rows
 
 

@@ -19,8 +19,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 archive=${2:-$build/gpu-bundle.tar.xz}
-binaries=(conduit-compile conduit-run runtime_tests cuda_gemm_bench executor_bench kernel_model)
-for b in "${binaries[@]}"; do
+source "$root/tests/gpu/binaries.sh"
+for b in "${gpu_binaries[@]}"; do
   [ -x "$build/bin/$b" ] || { echo "bundle.sh: $build/bin/$b is missing; build it first" >&2; exit 1; }
 done
 plugins=$({ mpicc --showme:libdirs 2>/dev/null || true; } | tr ' ' '\n' | head -1)/openmpi3
@@ -31,7 +31,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 out=$stage/gpu-bundle
 mkdir -p "$out/bin" "$out/lib" "$out/ompi"
-for b in "${binaries[@]}"; do
+for b in "${gpu_binaries[@]}"; do
   cp "$build/bin/$b" "$out/bin/" && strip "$out/bin/$b"
 done
 # Plugins for the networks a single process never opens load libraries the host may lack.
@@ -57,5 +57,5 @@ export OPAL_PKGLIBDIR=$bundle/ompi OMPI_MCA_ess_singleton_isolated=1
 export CONDUIT_GPU_BIN=$bundle/bin
 EOF
 tar cJf "$archive" -C "$stage" gpu-bundle
-echo "bundle.sh: $archive ($(du -h "$archive" | cut -f1)): ${#binaries[@]} binaries," \
+echo "bundle.sh: $archive ($(du -h "$archive" | cut -f1)): ${#gpu_binaries[@]} binaries," \
   "$(ls "$out/lib" | wc -l) libraries, $(ls "$out/ompi" | wc -l) OpenMPI plugins"

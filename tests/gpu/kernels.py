@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Measures, on the GPU at hand, the kernels the cost model prices by shape, so that its
 predictions can be held against them (tests/bench/kernel_model_check.py prints the
-comparison; docs/cost-model.md quotes it). Nothing here feeds the model: its constants come
-from published measurements, and these figures only test them.
+comparison; docs/cost-model.md quotes it). Two of the model's constants come from an H200
+run of this script, committed in testdata/measured/h200-kernels.json: the Hopper GEMM
+ceiling and the fused attention backward's fixed cost; docs/cost-model.md says so and cites
+the published figures for the rest, which these measurements only test.
 
 - BF16 GEMMs through PyTorch (cuBLAS): squares, the calibration shape, the forward, input- and
   weight-gradient GEMMs of Llama-shaped blocks at several token counts, narrow outputs, small
@@ -230,8 +232,8 @@ def main():
         result["gemms"].append({"group": group, "m": m, "n": n, "k": k, "batch": batch,
                                 "fp8": False, "seconds": seconds})
         print(f"{group:16s} {batch}x{m}x{n}x{k}: {flops / seconds / 1e12:.0f} TFLOP/s", flush=True)
-        big = group.endswith("-fwd") and group.startswith(("h4096", "h8192")) or group in (
-            "calibration", "square") and m >= 4096
+        big = (group.endswith("-fwd") and group.startswith(("h4096", "h8192"))) or (
+            group in ("calibration", "square") and m >= 4096)
         if fp8 and big:
             try:
                 seconds, flops = measure_gemm(m, n, k, batch, True)

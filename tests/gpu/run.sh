@@ -32,8 +32,8 @@ if [ -z "$bin" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=90 > "$build.configure.log" 2>&1 ||
     { cat "$build.configure.log"; exit 1; }
-  ninja -C "$build" -j "$(nproc)" conduit-compile conduit-run runtime_tests cuda_gemm_bench \
-    executor_bench kernel_model
+  source "$root/tests/gpu/binaries.sh"
+  ninja -C "$build" -j "$(nproc)" "${gpu_binaries[@]}"
   echo "built in $(( $(date +%s) - start )) s"
   bin=$build/bin
 fi
