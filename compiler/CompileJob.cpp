@@ -5,6 +5,12 @@
 // records every rank's peak before it refuses a plan that does not fit, so a refusal for
 // memory says how much would have been needed.
 //
+// Where a schedule with split backwards does not fit and the job leaves the number of deferred
+// weight gradients to the compiler, compileModule() schedules again deferring fewer: the most
+// that fits, found by bisection between none and the schedule's own rule, with a warning that
+// names the limit. Only the last attempt's diagnostics reach the caller (the first's where
+// nothing fits).
+//
 //===----------------------------------------------------------------------===//
 
 #include "compiler/CompileModule.h"
@@ -17,12 +23,14 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
+#include "scheduling/Schedulers.h"
 
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <vector>
 
 using namespace conduit;
 
@@ -84,6 +92,52 @@ std::optional<int64_t> refuseWhatCannotFit(const Job &job, mlir::ModuleOp module
   return bound.total();
 }
 
+/// The highest peak the memory plan recorded on a rank of `module`, where it exceeds `device`.
+std::optional<int64_t> peakOverDevice(mlir::ModuleOp module, int64_t device) {
+  std::optional<int64_t> peak;
+  for (pipe::ModelOp model : module.getOps<pipe::ModelOp>())
+    for (pipe::RankOp rank : model.getRanks())
+      if (std::optional<int64_t> bytes = rank.getPeakMemory())
+        peak = std::max(peak.value_or(0), *bytes);
+  if (peak && *peak > device)
+    return peak;
+  return std::nullopt;
+}
+
+/// Holds the diagnostics of one attempt at a compile until it is known whether they are the
+/// ones to show.
+class HeldDiagnostics {
+public:
+  explicit HeldDiagnostics(mlir::MLIRContext &context)
+      : handler(std::in_place, &context, [this](mlir::Diagnostic &diag) {
+          held.push_back(std::move(diag));
+          return mlir::success();
+        }) {}
+
+  /// Stops holding; returns what was held, in order.
+  std::vector<mlir::Diagnostic> release() {
+    handler.reset();
+    return std::move(held);
+  }
+
+private:
+  std::vector<mlir::Diagnostic> held;
+  std::optional<mlir::ScopedDiagnosticHandler> handler;
+};
+
+/// One attempt at a compile with the diagnostics it gave.
+struct Attempt {
+  ModuleCompilation compilation;
+  std::vector<mlir::Diagnostic> diagnostics;
+
+  /// Passes the diagnostics on to the context's handlers; returns the compilation.
+  ModuleCompilation show(mlir::MLIRContext &context) {
+    for (mlir::Diagnostic &diag : diagnostics)
+      context.getDiagEngine().emit(std::move(diag));
+    return std::move(compilation);
+  }
+};
+
 /// The MLIR context compileJob() uses on one thread. A context keeps every attribute it ever
 /// uniqued, so a fresh one replaces it every so many compiles.
 class ThreadContext {
@@ -129,9 +183,11 @@ bool conduit::refusedBeforeScheduling(const Job &job, PipelineStop until) {
   return device > 0 && memoryLowerBound(job).total() > device;
 }
 
-ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &context,
-                                         const CompileOptions &options,
-                                         const ModuleOptions &module) {
+namespace {
+
+/// The pipeline once over `job` as it stands.
+ModuleCompilation compileOnce(const Job &job, mlir::MLIRContext &context,
+                              const CompileOptions &options, const ModuleOptions &module) {
   ModuleCompilation result;
   result.module = importJob(job, context);
   if (mlir::failed(mlir::verify(*result.module))) {
@@ -178,6 +234,75 @@ ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &cont
   return result;
 }
 
+Attempt attemptCompile(const Job &job, mlir::MLIRContext &context, const CompileOptions &options,
+                       const ModuleOptions &module) {
+  HeldDiagnostics held(context);
+  ModuleCompilation compilation = compileOnce(job, context, options, module);
+  return {std::move(compilation), held.release()};
+}
+
+} // namespace
+
+ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &context,
+                                         const CompileOptions &options,
+                                         const ModuleOptions &module) {
+  const ParallelismSpec &par = job.parallelism;
+  const int64_t device = job.cluster.memoryBytes;
+  // Fewer deferred weight gradients are the compiler's choice where the caller allows it,
+  // backwards are split, the job leaves the number open, the schedule is built here (not
+  // imported) and the memory plan runs.
+  if (!options.deferFewerToFit || !par.splitBackward || par.maxDeferredWeightGradients ||
+      !options.importSchedule.empty() || device <= 0 || module.until < PipelineStop::Communicating)
+    return compileOnce(job, context, options, module);
+  Attempt first = attemptCompile(job, context, options, module);
+  std::optional<int64_t> peak = first.compilation.succeeded
+                                    ? std::nullopt
+                                    : peakOverDevice(*first.compilation.module, device);
+  if (!peak)
+    return first.show(context);
+  // The schedule's own rule defers at most P weight gradients (ZB-V: as many as its held
+  // bound allows), which did not fit; none deferred is the least memory they can hold.
+  const int64_t rule = par.schedule == runtime::Schedule::ZeroBubbleV
+                           ? sched::zeroBubbleVBound(par.pipeline)
+                           : par.pipeline;
+  Job fewer = job;
+  auto attempt = [&](int64_t limit) {
+    fewer.parallelism.maxDeferredWeightGradients = limit;
+    return attemptCompile(fewer, context, options, module);
+  };
+  Attempt none = attempt(0);
+  if (!none.compilation.succeeded)
+    return first.show(context);
+  // Memory grows with the limit, the step need not shrink with it: the most that fits, unless
+  // deferring none runs the step faster still.
+  std::optional<Attempt> most;
+  int64_t fits = 0, fails = rule;
+  while (fails - fits > 1) {
+    const int64_t limit = fits + (fails - fits) / 2;
+    Attempt next = attempt(limit);
+    if (next.compilation.succeeded) {
+      fits = limit;
+      most = std::move(next);
+    } else {
+      fails = limit;
+    }
+  }
+  auto makespan = [](const Attempt &a) {
+    return a.compilation.verified ? a.compilation.verified->simulation.makespan : 0.0;
+  };
+  if (most && makespan(none) < makespan(*most))
+    fits = 0;
+  Attempt &best = fits == 0 ? none : *most;
+  ModuleCompilation result = best.show(context);
+  mlir::emitWarning(result.module->getLoc())
+      << "parallelism.max_deferred_weight_gradients: " << runtime::scheduleName(par.schedule)
+      << " defers at most " << fits << " weight gradient" << (fits == 1 ? "" : "s")
+      << " per rank so that the plan fits; deferring up to " << rule << ", a rank needs "
+      << formatBytes(static_cast<double>(*peak)) << " at its peak but the device has "
+      << formatBytes(static_cast<double>(device));
+  return result;
+}
+
 CompiledJob conduit::compileJob(const Job &job, const CompileOptions &options) {
   thread_local ThreadContext threadContext;
   mlir::MLIRContext &context = threadContext.next();
@@ -201,12 +326,7 @@ CompiledJob conduit::compileJob(const Job &job, const CompileOptions &options) {
     result.simulation = std::move(compiled.verified->simulation);
     return result;
   }
-  std::optional<int64_t> peak;
-  for (pipe::ModelOp model : compiled.module->getOps<pipe::ModelOp>())
-    for (pipe::RankOp rank : model.getRanks())
-      if (std::optional<int64_t> bytes = rank.getPeakMemory())
-        peak = std::max(peak.value_or(0), *bytes);
-  if (peak && *peak > job.cluster.memoryBytes)
+  if (std::optional<int64_t> peak = peakOverDevice(*compiled.module, job.cluster.memoryBytes))
     result.refusedPeakBytes = peak;
   else if (compiled.refusedLowerBound)
     result.refusedPeakBytes = compiled.refusedLowerBound;

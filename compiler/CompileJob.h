@@ -37,6 +37,10 @@ struct CompileOptions {
   std::string importSchedule;
   /// Whether the expert all-to-alls of a paired step hide behind the other half's compute.
   bool overlapAllToAlls = true;
+  /// Whether a split schedule whose plan does not fit the device is scheduled again deferring
+  /// fewer weight gradients, where the job leaves `max_deferred_weight_gradients` open
+  /// (CompileModule.h). conduit-tune does without: its bounds price each schedule's own order.
+  bool deferFewerToFit = true;
   /// Verify the whole IR after every pass, as conduit-opt does: slow on large plans, where
   /// conduit-verify-plan's proof of the result is what counts, but it points a test at the
   /// pass that broke the IR.

@@ -22,7 +22,8 @@ pipe::ParallelismAttr buildParallelism(MLIRContext *ctx, const ParallelismSpec &
       toDialect<pipe::RankOrder>(p.rankOrder), toDialect<pipe::Placement>(p.placement),
       p.splitBackward, p.tensor, p.sequenceParallel, p.expert, p.tensorCommOverlap,
       toDialect<pipe::GradientReduction>(p.gradientReduction),
-      static_cast<pipe::RecomputeModule>(p.recomputeModules));
+      static_cast<pipe::RecomputeModule>(p.recomputeModules),
+      p.splitBackward ? p.maxDeferredWeightGradients.value_or(-1) : -1);
 }
 
 pipe::ClusterAttr buildCluster(MLIRContext *ctx, const Cluster &c) {

@@ -96,7 +96,9 @@ std::string describeCompute(const Job &job) {
          "FLOP backward, " + formatBytes(activation) + " of activations";
 }
 
-std::string describeParallelism(const ParallelismSpec &p) {
+/// `deferLimit`: the most weight gradients a rank defers in the compiled schedule, where it is
+/// limited (by the job, or by the compiler so that the plan fits).
+std::string describeParallelism(const ParallelismSpec &p, std::optional<int64_t> deferLimit) {
   std::string text =
       "pipeline " + std::to_string(p.pipeline) + " x data " + std::to_string(p.data) +
       (p.tensor > 1
@@ -117,6 +119,9 @@ std::string describeParallelism(const ParallelismSpec &p) {
     text += " with split backward";
   if (p.placement == Placement::V)
     text += " on the V placement";
+  if (deferLimit)
+    text += ", at most " + std::to_string(*deferLimit) + " weight gradient(s) deferred per rank" +
+            (p.maxDeferredWeightGradients ? "" : " (so that the plan fits)");
   text += ", " + std::to_string(p.microbatches) + " micro-batches of " +
           std::to_string(p.microbatchSize) + " sample(s), sharding " +
           std::string(enumName(p.sharding));
@@ -259,7 +264,12 @@ void conduit::printSummary(const Job &job, mlir::ModuleOp module, const runtime:
   os << "job " << job.name << " (" << job.path << ")\n";
   row(os, "model", describeModel(job));
   row(os, "size", describeCompute(job));
-  row(os, "parallelism", describeParallelism(job.parallelism));
+  std::optional<int64_t> deferLimit;
+  for (pipe::ModelOp model : module.getOps<pipe::ModelOp>())
+    deferLimit = model.getParallelism().getDeferLimit();
+  for (plan::ProgramOp program : module.getOps<plan::ProgramOp>())
+    deferLimit = program.getParallelism().getDeferLimit();
+  row(os, "parallelism", describeParallelism(job.parallelism, deferLimit));
   row(os, "cluster", describeCluster(job.cluster));
   row(os, "training", describeTraining(job.training));
   const int64_t samples = job.parallelism.microbatchSize;

@@ -245,6 +245,11 @@ struct ParallelismSpec {
   Placement placement = Placement::Loop;
   /// Backwards split into input and weight gradients (implied by the zero-bubble schedules).
   bool splitBackward = false;
+  /// With split backwards (read with any schedule, used only there): the most weight gradients
+  /// a rank defers at once (0: each runs right after its input gradient). Absent: each
+  /// schedule's own rule, lowered by the compiler where the plan would not fit the device
+  /// otherwise.
+  std::optional<int64_t> maxDeferredWeightGradients;
   /// Tensor-parallel ranks T (the innermost axis of the global rank), and whether the norms'
   /// and residuals' activations are split over them along the sequence.
   int64_t tensor = 1;

@@ -107,6 +107,10 @@ void JobParser::parseParallelism(ObjectReader &section, ParallelismSpec &p) {
     p.placement = *placement;
   std::optional<bool> split = section.boolean("split_backward");
   p.splitBackward = split.value_or(false) || isZeroBubble(p.schedule);
+  // Read whatever the schedule (a tuner varies it), as recompute_modules is; only split
+  // backwards use it.
+  p.maxDeferredWeightGradients =
+      section.integer("max_deferred_weight_gradients", 0, limits::kMaxMicrobatches);
   if (const Json *layout = section.value("stage_layers"))
     if (auto list =
             readPositiveList(*layout, section.keyPath("stage_layers"), limits::kMaxLayers, diag))

@@ -21,10 +21,11 @@ llvm::SmallVector<pipe::StageOp> conduit::getStageList(pipe::ModelOp model) {
 llvm::Expected<sched::Schedule> conduit::runScheduler(pipe::ScheduleKind kind,
                                                       const sched::ScheduleProblem &problem,
                                                       int64_t groupSize, bool splitBackward,
-                                                      const sched::ActionTimes *times) {
+                                                      const sched::ActionTimes *times,
+                                                      std::optional<int64_t> deferLimit) {
   // The plan numbers its schedules as the dialect does (passes/PlanExport.cpp asserts it).
   return sched::runScheduler(static_cast<runtime::Schedule>(kind), problem, groupSize,
-                             splitBackward, times);
+                             splitBackward, times, deferLimit);
 }
 
 pipe::ParallelismAttr conduit::withSchedule(pipe::ParallelismAttr par, pipe::ScheduleKind schedule,
@@ -35,7 +36,7 @@ pipe::ParallelismAttr conduit::withSchedule(pipe::ParallelismAttr par, pipe::Sch
       groupSize, par.getMicrobatches(), par.getMicrobatchSize(), par.getSharding(),
       par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(), placement, splitBackward,
       par.getTensor(), par.getSequenceParallel(), par.getExpert(), par.getTensorCommOverlap(),
-      par.getGradientReduction(), par.getRecomputeModules());
+      par.getGradientReduction(), par.getRecomputeModules(), par.getMaxDeferredWeightGradients());
 }
 
 pipe::ParallelismAttr conduit::withTensor(pipe::ParallelismAttr par, int64_t tensor) {
@@ -45,7 +46,7 @@ pipe::ParallelismAttr conduit::withTensor(pipe::ParallelismAttr par, int64_t ten
       par.getSharding(), par.getCheckpointing(), par.getFsdpWindow(), par.getRankOrder(),
       par.getPlacement(), par.getSplitBackward(), tensor, par.getSequenceParallel(),
       par.getExpert(), par.getTensorCommOverlap(), par.getGradientReduction(),
-      par.getRecomputeModules());
+      par.getRecomputeModules(), par.getMaxDeferredWeightGradients());
 }
 
 sched::ScheduleProblem conduit::buildScheduleProblem(pipe::ModelOp model) {

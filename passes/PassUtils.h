@@ -36,7 +36,8 @@ sched::ScheduleProblem buildScheduleProblem(pipe::ModelOp model);
 llvm::Expected<sched::Schedule> runScheduler(pipe::ScheduleKind kind,
                                              const sched::ScheduleProblem &problem,
                                              int64_t groupSize, bool splitBackward = false,
-                                             const sched::ActionTimes *times = nullptr);
+                                             const sched::ActionTimes *times = nullptr,
+                                             std::optional<int64_t> deferLimit = std::nullopt);
 
 /// The stages of a model, in order.
 llvm::SmallVector<pipe::StageOp> getStageList(pipe::ModelOp model);

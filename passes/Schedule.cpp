@@ -61,7 +61,7 @@ struct Schedule : conduit::impl::ConduitScheduleBase<Schedule> {
       times = actionTimes(*cost, model, problem);
     }
     llvm::Expected<sched::Schedule> schedule =
-        runScheduler(chosen, problem, group, split, times ? &*times : nullptr);
+        runScheduler(chosen, problem, group, split, times ? &*times : nullptr, par.getDeferLimit());
     if (!schedule)
       return model.emitOpError() << llvm::toString(schedule.takeError());
     // A mixture of experts whose all-to-alls cross ranks: the interleaved order runs its

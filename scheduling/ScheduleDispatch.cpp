@@ -8,7 +8,8 @@ using namespace conduit::sched;
 llvm::Expected<Schedule> conduit::sched::runScheduler(runtime::Schedule schedule,
                                                       const ScheduleProblem &problem,
                                                       int64_t groupSize, bool splitBackward,
-                                                      const ActionTimes *times) {
+                                                      const ActionTimes *times,
+                                                      std::optional<int64_t> deferLimit) {
   ActionTimes perSample;
   if (!times) {
     perSample = ActionTimes::perSample(problem, 1, 1, 1);
@@ -25,18 +26,18 @@ llvm::Expected<Schedule> conduit::sched::runScheduler(runtime::Schedule schedule
     case runtime::Schedule::BreadthFirst:
       return scheduleBreadthFirst(problem);
     case runtime::Schedule::ZeroBubbleH1:
-      return scheduleZeroBubbleH1(problem, *times);
+      return scheduleZeroBubbleH1(problem, *times, deferLimit);
     case runtime::Schedule::InterleavedZeroBubble:
-      return scheduleInterleavedZeroBubble(problem, groupSize, *times);
+      return scheduleInterleavedZeroBubble(problem, groupSize, *times, deferLimit);
     case runtime::Schedule::ZeroBubbleV:
-      return scheduleZeroBubbleV(problem, *times);
+      return scheduleZeroBubbleV(problem, *times, deferLimit);
     case runtime::Schedule::DualPipeV:
-      return scheduleDualPipeV(problem, *times);
+      return scheduleDualPipeV(problem, *times, deferLimit);
     }
     return llvm::createStringError("unknown schedule " +
                                    std::to_string(static_cast<int>(schedule)));
   }();
   if (!whole || !splitBackward || runtime::isZeroBubble(schedule))
     return whole;
-  return sched::splitBackward(problem, *whole, *times);
+  return sched::splitBackward(problem, *whole, *times, deferLimit);
 }

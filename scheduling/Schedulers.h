@@ -14,6 +14,8 @@
 #include "runtime/plan/ScheduleRules.h"
 #include "scheduling/Problems.h"
 
+#include <optional>
+
 namespace conduit::sched {
 
 //===----------------------------------------------------------------------===//
@@ -140,34 +142,43 @@ int64_t peakHeld(const Schedule &schedule, int64_t rank);
 /// input gradient I, at the backward's place, and its weight gradient W, which runs where the
 /// rank would otherwise wait for an input, oldest first, as a simulation under `times` finds
 /// them; the rest run at the end. No rank holds more (stage, micro-batch) pairs between F and
-/// W than the fullest rank of `whole` holds between F and B, nor defers more than P weight
-/// gradients (enough to fill a fill or drain of P-1 steps), so what deferred Ws keep stays
-/// bounded whatever M. Fails if `whole` is incomplete or cannot run.
+/// W than the fullest rank of `whole` holds between F and B, nor defers more than `deferLimit`
+/// weight gradients (by default P, enough to fill a fill or drain of P-1 steps; 0 runs each W
+/// right after its I), so what deferred Ws keep stays bounded whatever M. Fails if `whole` is
+/// incomplete or cannot run.
 llvm::Expected<Schedule> splitBackward(const ScheduleProblem &problem, const Schedule &whole,
-                                       const ActionTimes &times);
+                                       const ActionTimes &times,
+                                       std::optional<int64_t> deferLimit = std::nullopt);
 /// ZB-H1 (Qi et al. 2024): 1F1B with split backwards; the same in-flight bound as 1F1B and,
 /// on uniform stages with M >= P, a bubble of (P-1)(T_F + T_I - T_W) per rank. One stage per
 /// rank.
 llvm::Expected<Schedule> scheduleZeroBubbleH1(const ScheduleProblem &problem,
-                                              const ActionTimes &times);
+                                              const ActionTimes &times,
+                                              std::optional<int64_t> deferLimit = std::nullopt);
 /// Interleaved zero bubble (PyTorch's ScheduleInterleavedZeroBubble): depth-first with split
 /// backwards; depth-first's rules on placement and grouping apply.
-llvm::Expected<Schedule> scheduleInterleavedZeroBubble(const ScheduleProblem &problem,
-                                                       int64_t groupSize, const ActionTimes &times);
+llvm::Expected<Schedule>
+scheduleInterleavedZeroBubble(const ScheduleProblem &problem, int64_t groupSize,
+                              const ActionTimes &times,
+                              std::optional<int64_t> deferLimit = std::nullopt);
 /// ZB-V: two stages per rank in a V (rank r holds r and 2P-1-r, so the loss is computed on
 /// rank 0 next to the first stage); a free rank runs the ready I of its oldest micro-batch,
 /// else a ready forward of its later stage first while it holds fewer than
 /// zeroBubbleVBound(P) (stage, micro-batch) pairs, else its oldest deferred W. That is 1F1B's
-/// activation memory (P micro-batches of two half-size stages).
+/// activation memory (P micro-batches of two half-size stages). With `deferLimit`, a rank
+/// that defers that many Ws runs the oldest before another I (without one, only the held
+/// bound limits them).
 llvm::Expected<Schedule> scheduleZeroBubbleV(const ScheduleProblem &problem,
-                                             const ActionTimes &times);
+                                             const ActionTimes &times,
+                                             std::optional<int64_t> deferLimit = std::nullopt);
 /// DualPipeV (DeepSeek's DualPipe folded onto the V): ZB-V's order where a ready forward and
 /// a ready I run as one overlapped pair (Schedule::pairs), so that each one's transfers (and a
 /// mixture of experts' all-to-alls) hide behind the other's computation, under
 /// dualPipeVBound(P) (DualPipe's P+1 micro-batches). Where only the memory held for deferred
-/// weight gradients stops the forward, the oldest W runs first so that the pair can follow.
-llvm::Expected<Schedule> scheduleDualPipeV(const ScheduleProblem &problem,
-                                           const ActionTimes &times);
+/// weight gradients stops the forward, the oldest W runs first so that the pair can follow;
+/// a rank that defers `deferLimit` Ws (by default P) runs the oldest before another I.
+llvm::Expected<Schedule> scheduleDualPipeV(const ScheduleProblem &problem, const ActionTimes &times,
+                                           std::optional<int64_t> deferLimit = std::nullopt);
 /// The bounds on (stage, micro-batch) pairs held per rank of ZB-V and DualPipeV.
 int64_t zeroBubbleVBound(int64_t ranks);
 int64_t dualPipeVBound(int64_t ranks);
@@ -180,11 +191,13 @@ int64_t dualPipeVBound(int64_t ranks);
 /// depth-first's and interleaved zero bubble's), with backwards split into input and weight
 /// gradients when `splitBackward` (always for the zero-bubble schedules). Where weight
 /// gradients go is found by simulating `times` (null: the same per-sample cost for forward,
-/// input and weight gradient). The compiler's schedule pass and the tuner's bounds build their
-/// schedules here, so that both refuse the same shapes.
+/// input and weight gradient); `deferLimit`, the most weight gradients a rank defers (each
+/// scheduler's own rule without one). The compiler's schedule pass and the tuner's bounds
+/// build their schedules here, so that both refuse the same shapes.
 llvm::Expected<Schedule> runScheduler(runtime::Schedule schedule, const ScheduleProblem &problem,
                                       int64_t groupSize, bool splitBackward = false,
-                                      const ActionTimes *times = nullptr);
+                                      const ActionTimes *times = nullptr,
+                                      std::optional<int64_t> deferLimit = std::nullopt);
 
 } // namespace conduit::sched
 

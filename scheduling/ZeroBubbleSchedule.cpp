@@ -15,6 +15,9 @@
 // return is an order the simulation ran: every action after its dependencies, hence
 // executable. Memory bounds are counts of (stage, micro-batch) pairs per rank: "in flight"
 // between F and I (or B), "held" between F and W (or B), which is in flight plus deferred Ws.
+// A limit on the deferred Ws themselves (`deferLimit`: P unless the caller says otherwise, see
+// Schedulers.h) bounds what they keep: with that many waiting the oldest runs before another
+// I, and with a limit of 0 each W runs right after its I.
 //
 //===----------------------------------------------------------------------===//
 
@@ -102,6 +105,12 @@ public:
     free[r] = end;
     instant = instant || end == now;
   }
+  /// Whether rank r defers more weight gradients than `limit`, or as many and is about to
+  /// start another input gradient: then its oldest W goes first.
+  bool overLimit(int64_t r, int64_t limit, bool beforeInput) const {
+    const int64_t waiting = static_cast<int64_t>(pending[r].size());
+    return waiting > limit || (beforeInput && waiting >= limit);
+  }
   /// Runs rank r's oldest deferred W, if any.
   bool runWeight(int64_t r, double now) {
     if (pending[r].empty())
@@ -160,13 +169,15 @@ public:
 llvm::Error scheduleError(const std::string &message) { return llvm::createStringError(message); }
 
 /// The V schedules: see the file comment. `pairs`: run a ready forward together with the ready
-/// I as one overlapped pair (DualPipeV).
+/// I as one overlapped pair (DualPipeV); `deferLimit`: the most deferred Ws a rank keeps.
 Schedule scheduleOnV(const ScheduleProblem &problem, const ActionTimes &times, int64_t cap,
-                     bool pairs) {
+                     bool pairs, int64_t deferLimit) {
   ListBuilder b(problem, times);
   const int64_t stages = problem.numStages();
   std::vector<int64_t> nextForward(stages, 0), nextInput(stages, 0);
   b.drive([&](int64_t r, double now, bool force) {
+    if (b.overLimit(r, deferLimit, false) && b.runWeight(r, now))
+      return true;
     // The ready I of the oldest samples (the later stage among equals), and the ready
     // forward of the latest stage.
     int64_t input = -1, forward = -1;
@@ -190,10 +201,10 @@ Schedule scheduleOnV(const ScheduleProblem &problem, const ActionTimes &times, i
         b.runWeight(r, now))
       return true;
     // DualPipe runs its steady state's backwards whole and defers weight gradients only in the
-    // cool-down, rank r at most r + 1 of them (DeepSeek's dualpipev.py, steps 6 to 8): with P
-    // deferred, the oldest W runs before another I, which would only hold more memory.
-    if (pairs && input >= 0 && static_cast<int64_t>(b.pending[r].size()) >= problem.numRanks() &&
-        b.runWeight(r, now))
+    // cool-down, rank r at most r + 1 of them (DeepSeek's dualpipev.py, steps 6 to 8): with the
+    // limit (P unless the job says) deferred, the oldest W runs before another I, which would
+    // only hold more memory.
+    if (input >= 0 && b.overLimit(r, deferLimit, true) && b.runWeight(r, now))
       return true;
     if (input >= 0) {
       Action i{ActionKind::BackwardInput, int32_t(input), int32_t(nextInput[input]++)};
@@ -230,7 +241,8 @@ std::optional<std::string> checkVPlacement(const ScheduleProblem &problem,
 
 llvm::Expected<Schedule> conduit::sched::splitBackward(const ScheduleProblem &problem,
                                                        const Schedule &whole,
-                                                       const ActionTimes &times) {
+                                                       const ActionTimes &times,
+                                                       std::optional<int64_t> deferLimit) {
   // Completeness here; an order that cannot run shows as actions the simulation never ran.
   if (Violation v = problem.check(); v || (v = verifyCompleteness(problem, whole)))
     return scheduleError("cannot split the backwards of an invalid schedule: " + *v);
@@ -242,6 +254,7 @@ llvm::Expected<Schedule> conduit::sched::splitBackward(const ScheduleProblem &pr
       if (a.kind != ActionKind::Forward && a.kind != ActionKind::Backward)
         return scheduleError("the backwards of " + describe(a) + "'s schedule are split already");
 
+  const int64_t limit = deferLimit.value_or(problem.numRanks());
   ListBuilder b(problem, times);
   std::vector<size_t> next(problem.numRanks(), 0);
   b.drive([&](int64_t r, double now, bool) {
@@ -250,10 +263,11 @@ llvm::Expected<Schedule> conduit::sched::splitBackward(const ScheduleProblem &pr
       const Action &a = list[next[r]];
       bool forward = a.kind == ActionKind::Forward;
       // Deferred Ws go first where another forward would hold more than the whole schedule's
-      // fullest rank, or where another input gradient would defer more than P of them (a
-      // pipeline's fill or drain lasts P-1 steps; deferring more only holds memory).
-      if ((forward ? b.held[r] >= bound
-                   : static_cast<int64_t>(b.pending[r].size()) >= problem.numRanks()) &&
+      // fullest rank, or where another input gradient would defer more than the limit (by
+      // default P: a pipeline's fill or drain lasts P-1 steps; deferring more only holds
+      // memory).
+      if ((forward ? b.held[r] >= bound || b.overLimit(r, limit, false)
+                   : b.overLimit(r, limit, true)) &&
           b.runWeight(r, now))
         return true;
       if (forward ? b.forwardReady(a.stage, a.mb, now) : b.inputReady(a.stage, a.mb, now)) {
@@ -271,40 +285,47 @@ llvm::Expected<Schedule> conduit::sched::splitBackward(const ScheduleProblem &pr
 }
 
 llvm::Expected<Schedule> conduit::sched::scheduleZeroBubbleH1(const ScheduleProblem &problem,
-                                                              const ActionTimes &times) {
+                                                              const ActionTimes &times,
+                                                              std::optional<int64_t> deferLimit) {
   llvm::Expected<Schedule> whole = scheduleOneFOneB(problem);
   if (!whole)
     return llvm::createStringError("zb-h1 is 1F1B with split backwards: " +
                                    llvm::toString(whole.takeError()));
-  return splitBackward(problem, *whole, times);
+  return splitBackward(problem, *whole, times, deferLimit);
 }
 
 llvm::Expected<Schedule>
 conduit::sched::scheduleInterleavedZeroBubble(const ScheduleProblem &problem, int64_t groupSize,
-                                              const ActionTimes &times) {
+                                              const ActionTimes &times,
+                                              std::optional<int64_t> deferLimit) {
   llvm::Expected<Schedule> whole = scheduleDepthFirst(problem, groupSize);
   if (!whole)
     return llvm::createStringError("interleaved-zb is depth-first with split backwards: " +
                                    llvm::toString(whole.takeError()));
-  return splitBackward(problem, *whole, times);
+  return splitBackward(problem, *whole, times, deferLimit);
 }
 
 llvm::Expected<Schedule> conduit::sched::scheduleZeroBubbleV(const ScheduleProblem &problem,
-                                                             const ActionTimes &times) {
+                                                             const ActionTimes &times,
+                                                             std::optional<int64_t> deferLimit) {
   if (Violation v = problem.check())
     return scheduleError(*v);
   if (std::optional<std::string> v = checkVPlacement(problem, "zbv"))
     return scheduleError(*v);
-  return scheduleOnV(problem, times, zeroBubbleVBound(problem.numRanks()), false);
+  // ZB-V's held bound alone keeps its deferred Ws in check unless the caller limits them.
+  return scheduleOnV(problem, times, zeroBubbleVBound(problem.numRanks()), false,
+                     deferLimit.value_or(std::numeric_limits<int64_t>::max()));
 }
 
 llvm::Expected<Schedule> conduit::sched::scheduleDualPipeV(const ScheduleProblem &problem,
-                                                           const ActionTimes &times) {
+                                                           const ActionTimes &times,
+                                                           std::optional<int64_t> deferLimit) {
   if (Violation v = problem.check())
     return scheduleError(*v);
   if (std::optional<std::string> v = checkVPlacement(problem, "dualpipev"))
     return scheduleError(*v);
-  return scheduleOnV(problem, times, dualPipeVBound(problem.numRanks()), true);
+  return scheduleOnV(problem, times, dualPipeVBound(problem.numRanks()), true,
+                     deferLimit.value_or(problem.numRanks()));
 }
 
 int64_t conduit::sched::zeroBubbleVBound(int64_t ranks) { return 2 * ranks; }

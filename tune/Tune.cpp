@@ -161,7 +161,11 @@ CompiledJob compileObject(const Json &job, const std::string &path) {
     refused.error = diag.getError()->str();
     return refused;
   }
-  return compileJob(*parsed);
+  // Each split schedule with its own deferral of weight gradients (or the job's), as the
+  // bounds price it: deferring fewer to fit could make a step shorter than its bound.
+  CompileOptions options;
+  options.deferFewerToFit = false;
+  return compileJob(*parsed, options);
 }
 
 /// The fullest rank's peak a compile found: the plan's, or the one that did not fit.

@@ -232,7 +232,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   auto key = std::make_tuple(par.pipeline, par.stagesPerDevice, par.microbatches,
                              par.microbatchSize, static_cast<int>(par.schedule), par.groupSize,
                              checkpointingKey(par), static_cast<int>(par.placement),
-                             par.splitBackward, par.tensor, par.sequenceParallel, par.expert);
+                             par.splitBackward, par.tensor, par.sequenceParallel, par.expert,
+                             par.maxDeferredWeightGradients.value_or(-1));
   if (auto it = schedules.find(key); it != schedules.end())
     return it->second.get();
   llvm::Expected<const CostModel *> cost = costModel(job);
@@ -269,7 +270,7 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   }
   llvm::Expected<sched::Schedule> order =
       sched::runScheduler(par.schedule, problem, par.groupSize, par.splitBackward,
-                          computeTimes ? &*computeTimes : nullptr);
+                          computeTimes ? &*computeTimes : nullptr, par.maxDeferredWeightGradients);
   if (!order)
     return order.takeError();
   const bool pairs = llvm::any_of(order->pairs, [](const auto &p) { return !p.empty(); });

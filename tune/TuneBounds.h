@@ -178,7 +178,7 @@ private:
   std::map<std::tuple<int64_t, int64_t, int, int64_t, bool, int64_t>, std::vector<Stage>>
       partitions;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int, int64_t, int, int, bool, int64_t,
-                      bool, int64_t>,
+                      bool, int64_t, int64_t>,
            std::unique_ptr<ScheduleFacts>>
       schedules;
   /// quickBounds() by what it reads of the parallelism section: the shape, the micro-batches,

@@ -114,13 +114,15 @@ LogicalResult check(function_ref<InFlightDiagnostic()> emitError, bool ok, Strin
 }
 } // namespace
 
-LogicalResult ParallelismAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, int64_t pipeline, int64_t data,
-    int64_t stagesPerDevice, ScheduleKind schedule, int64_t groupSize, int64_t microbatches,
-    int64_t microbatchSize, Sharding sharding, Checkpointing checkpointing, int64_t fsdpWindow,
-    RankOrder rankOrder, Placement placement, bool splitBackward, int64_t tensor,
-    bool sequenceParallel, int64_t expert, bool tensorCommOverlap,
-    GradientReduction gradientReduction, RecomputeModule recomputeModules) {
+LogicalResult
+ParallelismAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t pipeline,
+                        int64_t data, int64_t stagesPerDevice, ScheduleKind schedule,
+                        int64_t groupSize, int64_t microbatches, int64_t microbatchSize,
+                        Sharding sharding, Checkpointing checkpointing, int64_t fsdpWindow,
+                        RankOrder rankOrder, Placement placement, bool splitBackward,
+                        int64_t tensor, bool sequenceParallel, int64_t expert,
+                        bool tensorCommOverlap, GradientReduction gradientReduction,
+                        RecomputeModule recomputeModules, int64_t maxDeferredWeightGradients) {
   if (failed(check(emitError, pipeline >= 1, "pipeline", "positive", pipeline)) ||
       failed(check(emitError, data >= 1, "data", "positive", data)) ||
       failed(check(emitError, stagesPerDevice >= 1, "stages_per_device", "positive",
@@ -140,6 +142,13 @@ LogicalResult ParallelismAttr::verify(
                        << stringifyEnum(sharding) << "\"";
   if (static_cast<uint32_t>(recomputeModules) == 0)
     return emitError() << "recompute_modules must name at least one module";
+  if (maxDeferredWeightGradients < -1)
+    return emitError() << "max_deferred_weight_gradients must be non-negative (or -1, the "
+                          "schedule's own rule), got "
+                       << maxDeferredWeightGradients;
+  if (maxDeferredWeightGradients >= 0 && !splitBackward)
+    return emitError() << "max_deferred_weight_gradients needs split backwards (split_backward "
+                          "or a zero-bubble schedule)";
   return success();
 }
 

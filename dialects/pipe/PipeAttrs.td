@@ -315,7 +315,9 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     (`gradient_reduction`: `step`, the default, once per stage per step; `run`, after each run
     of a stage's gradients: a stretch of the rank's backwards on it, forwards aside), and what
     selective checkpointing recomputes (`recompute_modules`: the job's list, `["core_attn"]`
-    by default), each printed only when not the default.
+    by default), and with split backwards the most weight gradients a rank defers at once
+    (`max_deferred_weight_gradients`: -1, the default, leaves it to the schedule's own rule),
+    each printed only when not the default.
 
     ```mlir
     #pipe.parallelism<pipeline = 4, data = 2, stages_per_device = 2, schedule = "breadth-first",
@@ -342,11 +344,18 @@ def Pipe_ParallelismAttr : Pipe_Attr<"Parallelism", "parallelism"> {
     DefaultValuedParameter<"int64_t", "1">:$expert,
     DefaultValuedParameter<"bool", "true">:$tensor_comm_overlap,
     Pipe_DefaultEnumParam<Pipe_GradientReduction, "Step">:$gradient_reduction,
-    Pipe_RecomputeModulesParam:$recompute_modules
+    Pipe_RecomputeModulesParam:$recompute_modules,
+    DefaultValuedParameter<"int64_t", "-1">:$max_deferred_weight_gradients
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
+    /// The most weight gradients a rank defers, where the job limits them.
+    std::optional<int64_t> getDeferLimit() const {
+      if (getMaxDeferredWeightGradients() < 0)
+        return std::nullopt;
+      return getMaxDeferredWeightGradients();
+    }
     /// Total number of stages, S = P * V.
     int64_t getNumStages() const { return getPipeline() * getStagesPerDevice(); }
     /// Samples per replica and step, M * microbatch_size.

@@ -33,7 +33,8 @@ int main() {
   const Row rows[] = {
       {"1f1b", 1, Placement::Loop,
        [](const ScheduleProblem &p, const ActionTimes &) { return scheduleOneFOneB(p); }},
-      {"zb-h1", 1, Placement::Loop, scheduleZeroBubbleH1},
+      {"zb-h1", 1, Placement::Loop,
+       [](const ScheduleProblem &p, const ActionTimes &t) { return scheduleZeroBubbleH1(p, t); }},
       {"depth-first", 2, Placement::Loop,
        [](const ScheduleProblem &p, const ActionTimes &) { return scheduleDepthFirst(p, 0); }},
       {"interleaved-zb", 2, Placement::Loop,
@@ -49,8 +50,10 @@ int main() {
            return whole.takeError();
          return splitBackward(p, *whole, t);
        }},
-      {"zbv", 2, Placement::V, scheduleZeroBubbleV},
-      {"dualpipev", 2, Placement::V, scheduleDualPipeV},
+      {"zbv", 2, Placement::V,
+       [](const ScheduleProblem &p, const ActionTimes &t) { return scheduleZeroBubbleV(p, t); }},
+      {"dualpipev", 2, Placement::V,
+       [](const ScheduleProblem &p, const ActionTimes &t) { return scheduleDualPipeV(p, t); }},
   };
   std::printf("| schedule | P | V | M | makespan | bound | in flight (max rank) | held (max "
               "rank) |\n|---|---|---|---|---|---|---|---|\n");

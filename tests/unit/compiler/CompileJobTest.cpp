@@ -69,6 +69,55 @@ TEST(CompileJob, APlanThatDoesNotFitSaysWhatItNeeds) {
   EXPECT_NE(compiled.error.rfind("'", 0), 0u) << compiled.error; // no "'pipe.model' op "
 }
 
+TEST(CompileJob, DefersFewerWeightGradientsWhereThePlanWouldNotFit) {
+  // The demo on DualPipeV over four ranks: with its own limit (P = 4 deferred weight gradients
+  // a rank) and with none deferred.
+  auto dualPipeV = [](std::vector<std::string> more) {
+    std::vector<std::string> overrides = {"parallelism.schedule=dualpipev",
+                                          "parallelism.pipeline=4", "parallelism.data=1",
+                                          "model.num_layers=8", "parallelism.microbatches=16"};
+    overrides.insert(overrides.end(), more.begin(), more.end());
+    return demoJob(overrides);
+  };
+  const CompiledJob own = compileJob(dualPipeV({}));
+  const CompiledJob none = compileJob(dualPipeV({"parallelism.max_deferred_weight_gradients=0"}));
+  ASSERT_TRUE(own.ok() && none.ok()) << own.error << none.error;
+  const int64_t ownPeak = own.report->peakMemoryBytes, nonePeak = none.report->peakMemoryBytes;
+  ASSERT_LT(nonePeak, ownPeak);
+
+  // A device between the two: the compiler limits the deferral, says so, and the plan fits.
+  const std::string between = "cluster.memory_bytes=" + std::to_string((nonePeak + ownPeak) / 2);
+  const CompiledJob fitted = compileJob(dualPipeV({between}));
+  ASSERT_TRUE(fitted.ok()) << fitted.error;
+  EXPECT_LE(fitted.report->peakMemoryBytes, (nonePeak + ownPeak) / 2);
+  ASSERT_EQ(fitted.warnings.size(), 1u);
+  const std::string &warning = fitted.warnings[0];
+  EXPECT_EQ(
+      warning.rfind("parallelism.max_deferred_weight_gradients: dualpipev defers at most ", 0), 0u)
+      << warning;
+  // The limit it names is the plan's: stated in the job, it gives the same step.
+  const std::string limit = warning.substr(warning.find("at most ") + 8, 1);
+  ASSERT_LT(std::stoi(limit), 4);
+  const CompiledJob stated =
+      compileJob(dualPipeV({between, "parallelism.max_deferred_weight_gradients=" + limit}));
+  ASSERT_TRUE(stated.ok()) << stated.error;
+  EXPECT_TRUE(stated.warnings.empty());
+  EXPECT_EQ(stated.report->stepTimeS, fitted.report->stepTimeS);
+  EXPECT_EQ(stated.report->peakMemoryBytes, fitted.report->peakMemoryBytes);
+
+  // A limit the job states is kept: the schedule's own is refused as before.
+  const CompiledJob kept =
+      compileJob(dualPipeV({between, "parallelism.max_deferred_weight_gradients=4"}));
+  EXPECT_FALSE(kept.ok());
+  EXPECT_EQ(kept.refusedPeakBytes, ownPeak);
+  // Where even none deferred does not fit, the refusal is the one of the schedule's own order.
+  const CompiledJob tight =
+      compileJob(dualPipeV({"cluster.memory_bytes=" + std::to_string(nonePeak - 1)}));
+  EXPECT_FALSE(tight.ok());
+  EXPECT_EQ(tight.refusedPeakBytes, ownPeak);
+  EXPECT_NE(tight.error.find("needs"), std::string::npos) << tight.error;
+}
+
 TEST(CompileJob, ThreadsCompileAtOnce) {
   const Job job = demoJob();
   const CompiledJob alone = compileJob(job);

@@ -143,6 +143,30 @@ TEST(JobFile, DepthFirstGroupSize) {
   EXPECT_EQ(job->parallelism.groupSize, 4);
 }
 
+TEST(JobFile, DeferredWeightGradientLimit) {
+  // Open unless the job states it.
+  std::string text = withKey("parallelism", "schedule", R"("zb-h1")");
+  std::optional<Job> job = parse(text);
+  ASSERT_TRUE(job);
+  EXPECT_FALSE(job->parallelism.maxDeferredWeightGradients);
+  Json root = Json::parse(text);
+  root["parallelism"]["max_deferred_weight_gradients"] = 0;
+  job = parse(writeJson(root));
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->parallelism.maxDeferredWeightGradients, 0);
+  std::string error;
+  root["parallelism"]["max_deferred_weight_gradients"] = -1;
+  EXPECT_FALSE(parse(writeJson(root), &error));
+  EXPECT_EQ(error, "job.json: parallelism.max_deferred_weight_gradients: must be between 0 and "
+                   "1048576, got -1");
+  // Read with any schedule, as recompute_modules is with any checkpointing, so that a tuner
+  // may vary the schedule; only split backwards use it.
+  job = parse(withKey("parallelism", "max_deferred_weight_gradients", "2"));
+  ASSERT_TRUE(job);
+  EXPECT_FALSE(job->parallelism.splitBackward);
+  EXPECT_EQ(job->parallelism.maxDeferredWeightGradients, 2);
+}
+
 TEST(JobFile, ExplicitLayoutAndPartitions) {
   std::optional<Job> job = parse(withKey("parallelism", "stage_layers", "[2, 4]"));
   ASSERT_TRUE(job);

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 
 using namespace conduit::sched;
@@ -175,6 +176,73 @@ TEST(ZeroBubble, PropertySweep) {
           EXPECT_EQ(std::count_if(s.pairs.begin(), s.pairs.end(),
                                   [](const std::vector<int32_t> &l) { return !l.empty(); }),
                     0);
+        }
+      }
+    }
+}
+
+/// The most weight gradients rank r defers when another action starts: input gradients whose
+/// W has not run yet.
+int64_t peakDeferred(const Schedule &schedule, int64_t r) {
+  int64_t waiting = 0, most = 0;
+  for (const Action &a : schedule.ranks[r]) {
+    if (a.kind == ActionKind::BackwardWeight) {
+      --waiting;
+      continue;
+    }
+    most = std::max(most, waiting);
+    if (a.kind == ActionKind::BackwardInput)
+      ++waiting;
+  }
+  return most;
+}
+
+TEST(ZeroBubble, DeferLimitBoundsTheWaitingWeightGradients) {
+  for (int64_t p : {2, 4, 6})
+    for (int64_t m : {p, 3 * p}) {
+      ScheduleProblem one = equalProblem(p, 1, m), loop = equalProblem(p, 2, m),
+                      v = equalProblem(p, 2, m, Placement::V);
+      Schedule breadth = verified(loop, scheduleBreadthFirst(loop));
+      struct Built {
+        const char *name;
+        const ScheduleProblem &problem;
+        std::function<llvm::Expected<Schedule>(std::optional<int64_t>)> build;
+      };
+      const Built builds[] = {
+          {"zb-h1", one, [&](auto k) { return scheduleZeroBubbleH1(one, unit(one), k); }},
+          {"interleaved-zb", loop,
+           [&](auto k) { return scheduleInterleavedZeroBubble(loop, 0, unit(loop), k); }},
+          {"breadth-first split", loop,
+           [&](auto k) { return splitBackward(loop, breadth, unit(loop), k); }},
+          {"zbv", v, [&](auto k) { return scheduleZeroBubbleV(v, unit(v), k); }},
+          {"dualpipev", v, [&](auto k) { return scheduleDualPipeV(v, unit(v), k); }},
+      };
+      for (const Built &b : builds) {
+        if (std::string(b.name) == "interleaved-zb" && m % p)
+          continue; // depth-first's grouping rules
+        SCOPED_TRACE(std::string(b.name) + " P=" + std::to_string(p) + " M=" + std::to_string(m));
+        Schedule own = verified(b.problem, b.build(std::nullopt));
+        for (int64_t k = 0; k <= p; ++k) {
+          Schedule s = verified(b.problem, b.build(k));
+          for (int64_t r = 0; r < p; ++r) {
+            EXPECT_LE(peakDeferred(s, r), k) << "limit " << k << ", rank " << r;
+            // Fewer deferred never holds more than the schedule's own order.
+            EXPECT_LE(peakHeld(s, r), std::max(peakHeld(own, r), peakInFlight(s, r)))
+                << "limit " << k << ", rank " << r;
+          }
+          // Without deferral each W follows its I at once.
+          if (k == 0)
+            for (const std::vector<Action> &list : s.ranks)
+              for (size_t i = 0; i < list.size(); ++i)
+                if (list[i].kind == ActionKind::BackwardInput) {
+                  ASSERT_LT(i + 1, list.size());
+                  EXPECT_EQ(list[i + 1],
+                            (Action{ActionKind::BackwardWeight, list[i].stage, list[i].mb}));
+                }
+        }
+        // P is the default of every schedule that limits its deferral by itself.
+        if (std::string(b.name) != "zbv") {
+          EXPECT_EQ(verified(b.problem, b.build(p)).ranks, own.ranks);
         }
       }
     }
