@@ -63,7 +63,10 @@ struct ModuleOptions {
 };
 
 /// Imports `job` into `context` and runs the pipeline up to `module.until`. Diagnostics go to
-/// the context's handlers.
+/// the context's handlers. A split schedule whose plan the memory plan refuses, where the job
+/// leaves `max_deferred_weight_gradients` open, is compiled again deferring fewer weight
+/// gradients (CompileOptions::deferFewerToFit): the result is the plan kept, with a warning
+/// naming the limit, or the first refusal where none fits.
 ModuleCompilation compileModule(const Job &job, mlir::MLIRContext &context,
                                 const CompileOptions &options, const ModuleOptions &module = {});
 
