@@ -273,7 +273,9 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
                           computeTimes ? &*computeTimes : nullptr, par.maxDeferredWeightGradients);
   if (!order)
     return order.takeError();
-  const bool pairs = llvm::any_of(order->pairs, [](const auto &p) { return !p.empty(); });
+  // DualPipeV's bounds hold for any order of its (holdForAnyDeferral), paired or not.
+  const bool pairs = holdForAnyDeferral(par) ||
+                     llvm::any_of(order->pairs, [](const auto &p) { return !p.empty(); });
 
   auto facts = std::make_unique<ScheduleFacts>();
   facts->rankOf = *rankOf;
