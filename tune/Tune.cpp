@@ -161,10 +161,10 @@ CompiledJob compileObject(const Json &job, const std::string &path) {
     refused.error = diag.getError()->str();
     return refused;
   }
-  // Deferring fewer weight gradients to fit only where the bounds hold for any deferral; the
-  // other split schedules keep their own (or the job's), the order the bounds price.
+  // Each split schedule with its own deferral of weight gradients (or the job's), as the
+  // bounds price it: deferring fewer to fit could make a step shorter than its bound.
   CompileOptions options;
-  options.deferFewerToFit = BoundCalculator::holdForAnyDeferral(parsed->parallelism);
+  options.deferFewerToFit = false;
   return compileJob(*parsed, options);
 }
 

@@ -273,9 +273,7 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
                           computeTimes ? &*computeTimes : nullptr, par.maxDeferredWeightGradients);
   if (!order)
     return order.takeError();
-  // DualPipeV's bounds hold for any order of its (holdForAnyDeferral), paired or not.
-  const bool pairs = holdForAnyDeferral(par) ||
-                     llvm::any_of(order->pairs, [](const auto &p) { return !p.empty(); });
+  const bool pairs = llvm::any_of(order->pairs, [](const auto &p) { return !p.empty(); });
 
   auto facts = std::make_unique<ScheduleFacts>();
   facts->rankOf = *rankOf;

@@ -91,13 +91,6 @@ public:
   static int64_t staticMemoryBound(const Job &job) {
     return staticMemoryBound(job, job.parallelism);
   }
-  /// Whether the bounds of `par` hold for whatever number of weight gradients the compiler
-  /// defers where the schedule's own order does not fit (CompileOptions::deferFewerToFit):
-  /// DualPipeV's, which price no particular order (its overlapped pairs' timing is the
-  /// simulator's). The other split schedules' bounds price the order of the schedule's own rule.
-  static bool holdForAnyDeferral(const ParallelismSpec &par) {
-    return par.schedule == runtime::Schedule::DualPipeV;
-  }
   /// Both tiers. Fails with the scheduler's message when the compiler would refuse the shape.
   /// `context` names what the job's model, cluster and training sections were made of (the
   /// values of dimensions outside `parallelism`): results are reused only within one context.

@@ -24,11 +24,11 @@ using namespace conduit;
 
 namespace {
 
-/// Compiles `job` as conduit-tune compiles a configuration: deferring fewer weight gradients
-/// to fit only where the bounds hold for any deferral.
+/// Compiles `job` as conduit-tune compiles a configuration: split schedules keep their own
+/// deferral of weight gradients, which the bounds price.
 CompiledJob compileAsTheTunerDoes(const Job &job) {
   CompileOptions options;
-  options.deferFewerToFit = BoundCalculator::holdForAnyDeferral(job.parallelism);
+  options.deferFewerToFit = false;
   return compileJob(job, options);
 }
 
