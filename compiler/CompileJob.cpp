@@ -7,9 +7,10 @@
 //
 // Where a schedule with split backwards does not fit and the job leaves the number of deferred
 // weight gradients to the compiler, compileModule() schedules again deferring fewer: the most
-// that fits, found by bisection between none and the schedule's own rule, with a warning that
-// names the limit. Only the last attempt's diagnostics reach the caller (the first's where
-// nothing fits).
+// that fits, found by bisection between none and the schedule's own rule (each probe compiled
+// only through the memory plan), or none where that step is shorter, with a warning that names
+// the limit. Only the kept attempt's diagnostics reach the caller (the first's where nothing
+// fits).
 //
 //===----------------------------------------------------------------------===//
 
@@ -265,34 +266,43 @@ ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &cont
   const int64_t rule = par.schedule == runtime::Schedule::ZeroBubbleV
                            ? sched::zeroBubbleVBound(par.pipeline)
                            : par.pipeline;
+  // Whether a limit fits is known once the memory plan ran; only the plans kept are compiled
+  // further.
   Job fewer = job;
-  auto attempt = [&](int64_t limit) {
+  auto compileAt = [&](int64_t limit, PipelineStop until) {
     fewer.parallelism.maxDeferredWeightGradients = limit;
-    return attemptCompile(fewer, context, options, module);
+    ModuleOptions upTo = module;
+    upTo.until = std::min(until, module.until);
+    return attemptCompile(fewer, context, options, upTo);
   };
-  Attempt none = attempt(0);
-  if (!none.compilation.succeeded)
+  auto fitsAt = [&](int64_t limit) {
+    return compileAt(limit, PipelineStop::Communicating).compilation.succeeded;
+  };
+  if (!fitsAt(0))
     return first.show(context);
-  // Memory grows with the limit, the step need not shrink with it: the most that fits, unless
-  // deferring none runs the step faster still.
-  std::optional<Attempt> most;
+  // Memory grows with the limit: the most that fits, by bisection.
   int64_t fits = 0, fails = rule;
   while (fails - fits > 1) {
     const int64_t limit = fits + (fails - fits) / 2;
-    Attempt next = attempt(limit);
-    if (next.compilation.succeeded) {
+    if (fitsAt(limit))
       fits = limit;
-      most = std::move(next);
-    } else {
+    else
       fails = limit;
-    }
   }
+  // The step need not shrink as the limit grows: none deferred where that is faster.
+  Attempt best = compileAt(fits, module.until);
   auto makespan = [](const Attempt &a) {
     return a.compilation.verified ? a.compilation.verified->simulation.makespan : 0.0;
   };
-  if (most && makespan(none) < makespan(*most))
-    fits = 0;
-  Attempt &best = fits == 0 ? none : *most;
+  if (fits > 0 && best.compilation.verified) {
+    Attempt none = compileAt(0, module.until);
+    if (none.compilation.verified && makespan(none) < makespan(best)) {
+      best = std::move(none);
+      fits = 0;
+    }
+  }
+  if (!best.compilation.succeeded)
+    return best.show(context);
   ModuleCompilation result = best.show(context);
   mlir::emitWarning(result.module->getLoc())
       << "parallelism.max_deferred_weight_gradients: " << runtime::scheduleName(par.schedule)
