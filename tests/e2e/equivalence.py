@@ -100,6 +100,13 @@ def cases(quick, tensor_product=False):
         out.append((f"{schedule}-split-{sharding}-p{p}-d2-v{v}",
                     {"pipeline": p, "data": 2, "stages_per_device": v, "schedule": schedule,
                      "microbatches": 2 * p, "sharding": sharding, "split_backward": True}))
+    # Fewer deferred weight gradients (max_deferred_weight_gradients): none, each W right after
+    # its I (DualPipeV's pairs then carry whole backwards), and one.
+    for schedule, limit, v in [("dualpipev", 0, 2), ("zb-h1", 1, 1), ("interleaved-zb", 0, 2)]:
+        out.append((f"{schedule}-defer-{limit}-full-p4-d1-v{v}",
+                    {"pipeline": 4, "data": 1, "stages_per_device": v, "schedule": schedule,
+                     "microbatches": 8, "sharding": "full",
+                     "max_deferred_weight_gradients": limit}))
     # Unequal micro-batches: stage 0 cuts 8 samples as 1+1+2+4, stage 1 as 4+4, stage 2 as
     # 2+2+2+2, stage 3 as 8 (a 1F1B pipeline of 4 stages over 2 replicas).
     out.append(("umpipe-1f1b-p4-d2", {"pipeline": 4, "data": 2, "schedule": "1f1b",
@@ -265,6 +272,11 @@ def cases(quick, tensor_product=False):
     out.append(("moe-ep2-dualpipev-full-p2-d2-v2-no-overlap",
                 {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "dualpipev",
                  "microbatches": 4, "sharding": "full", "expert": 2}))
+    # DualPipeV's paired steps carrying whole backwards, the all-to-alls overlapped.
+    out.append(("moe-ep2-dualpipev-full-p2-d2-v2-defer-0",
+                {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "dualpipev",
+                 "microbatches": 4, "sharding": "full", "expert": 2,
+                 "max_deferred_weight_gradients": 0}))
     out.append(("moe-ep2-1f1b-full-checkpointing-p2-d2",
                 {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                  "sharding": "full", "activation_checkpointing": "full", "expert": 2}))
