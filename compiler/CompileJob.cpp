@@ -261,18 +261,15 @@ ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &cont
                                     : peakOverDevice(*first.compilation.module, device);
   if (!peak)
     return first.show(context);
-  // The schedule's own rule defers at most P weight gradients (ZB-V: as many as its held
-  // bound allows), which did not fit; none deferred is the least memory they can hold.
-  const int64_t rule = par.schedule == runtime::Schedule::ZeroBubbleV
-                           ? sched::zeroBubbleVBound(par.pipeline)
-                           : par.pipeline;
+  // The schedule's own rule did not fit; none deferred is the least memory they can hold.
+  const int64_t rule = sched::ownDeferLimit(par.schedule, par.pipeline);
   // Whether a limit fits is known once the memory plan ran; only the plans kept are compiled
   // further.
   Job fewer = job;
   auto compileAt = [&](int64_t limit, PipelineStop until) {
     fewer.parallelism.maxDeferredWeightGradients = limit;
     ModuleOptions upTo = module;
-    upTo.until = std::min(until, module.until);
+    upTo.until = until;
     return attemptCompile(fewer, context, options, upTo);
   };
   auto fitsAt = [&](int64_t limit) {
@@ -291,12 +288,10 @@ ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &cont
   }
   // The step need not shrink as the limit grows: none deferred where that is faster.
   Attempt best = compileAt(fits, module.until);
-  auto makespan = [](const Attempt &a) {
-    return a.compilation.verified ? a.compilation.verified->simulation.makespan : 0.0;
-  };
   if (fits > 0 && best.compilation.verified) {
     Attempt none = compileAt(0, module.until);
-    if (none.compilation.verified && makespan(none) < makespan(best)) {
+    if (none.compilation.verified && none.compilation.verified->simulation.makespan <
+                                         best.compilation.verified->simulation.makespan) {
       best = std::move(none);
       fits = 0;
     }

@@ -182,6 +182,10 @@ llvm::Expected<Schedule> scheduleDualPipeV(const ScheduleProblem &problem, const
 /// The bounds on (stage, micro-batch) pairs held per rank of ZB-V and DualPipeV.
 int64_t zeroBubbleVBound(int64_t ranks);
 int64_t dualPipeVBound(int64_t ranks);
+/// The most weight gradients a rank of a split `schedule` on `ranks` pipeline ranks defers by
+/// the schedule's own rule, where the caller gives no limit: P (enough to fill a fill or
+/// drain of P-1 steps), ZB-V as many as its held bound allows.
+int64_t ownDeferLimit(runtime::Schedule schedule, int64_t ranks);
 
 //===----------------------------------------------------------------------===//
 // Schedules by name

@@ -254,7 +254,7 @@ llvm::Expected<Schedule> conduit::sched::splitBackward(const ScheduleProblem &pr
       if (a.kind != ActionKind::Forward && a.kind != ActionKind::Backward)
         return scheduleError("the backwards of " + describe(a) + "'s schedule are split already");
 
-  const int64_t limit = deferLimit.value_or(problem.numRanks());
+  const int64_t limit = deferLimit.value_or(problem.numRanks()); // every loop schedule's own
   ListBuilder b(problem, times);
   std::vector<size_t> next(problem.numRanks(), 0);
   b.drive([&](int64_t r, double now, bool) {
@@ -312,9 +312,9 @@ llvm::Expected<Schedule> conduit::sched::scheduleZeroBubbleV(const ScheduleProbl
     return scheduleError(*v);
   if (std::optional<std::string> v = checkVPlacement(problem, "zbv"))
     return scheduleError(*v);
-  // ZB-V's held bound alone keeps its deferred Ws in check unless the caller limits them.
-  return scheduleOnV(problem, times, zeroBubbleVBound(problem.numRanks()), false,
-                     deferLimit.value_or(std::numeric_limits<int64_t>::max()));
+  return scheduleOnV(
+      problem, times, zeroBubbleVBound(problem.numRanks()), false,
+      deferLimit.value_or(ownDeferLimit(runtime::Schedule::ZeroBubbleV, problem.numRanks())));
 }
 
 llvm::Expected<Schedule> conduit::sched::scheduleDualPipeV(const ScheduleProblem &problem,
@@ -324,9 +324,16 @@ llvm::Expected<Schedule> conduit::sched::scheduleDualPipeV(const ScheduleProblem
     return scheduleError(*v);
   if (std::optional<std::string> v = checkVPlacement(problem, "dualpipev"))
     return scheduleError(*v);
-  return scheduleOnV(problem, times, dualPipeVBound(problem.numRanks()), true,
-                     deferLimit.value_or(problem.numRanks()));
+  return scheduleOnV(
+      problem, times, dualPipeVBound(problem.numRanks()), true,
+      deferLimit.value_or(ownDeferLimit(runtime::Schedule::DualPipeV, problem.numRanks())));
 }
 
 int64_t conduit::sched::zeroBubbleVBound(int64_t ranks) { return 2 * ranks; }
 int64_t conduit::sched::dualPipeVBound(int64_t ranks) { return 2 * ranks + 2; }
+
+int64_t conduit::sched::ownDeferLimit(runtime::Schedule schedule, int64_t ranks) {
+  // ZB-V holds at most zeroBubbleVBound pairs, its deferred Ws among them, so this limit
+  // never binds there.
+  return schedule == runtime::Schedule::ZeroBubbleV ? zeroBubbleVBound(ranks) : ranks;
+}
