@@ -119,8 +119,8 @@ struct Options {
       cl::value_desc("file"), cl::cat(category)};
   cl::opt<bool> overlapAllToAlls{
       "overlap-all-to-alls",
-      cl::desc("Hide the expert all-to-alls of a paired step (dualpipev) behind the other half's "
-               "compute (default true; false to price them exposed)"),
+      cl::desc("Hide the expert all-to-alls of a paired step behind the other half's compute, "
+               "ordering the schedule for it (default true; false to price them exposed)"),
       cl::init(true), cl::cat(category)};
 };
 

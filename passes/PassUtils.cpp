@@ -18,14 +18,13 @@ llvm::SmallVector<pipe::StageOp> conduit::getStageList(pipe::ModelOp model) {
   return llvm::to_vector(model.getStages());
 }
 
-llvm::Expected<sched::Schedule> conduit::runScheduler(pipe::ScheduleKind kind,
-                                                      const sched::ScheduleProblem &problem,
-                                                      int64_t groupSize, bool splitBackward,
-                                                      const sched::ActionTimes *times,
-                                                      std::optional<int64_t> deferLimit) {
+llvm::Expected<sched::Schedule>
+conduit::runScheduler(pipe::ScheduleKind kind, const sched::ScheduleProblem &problem,
+                      int64_t groupSize, bool splitBackward, const sched::ActionTimes *times,
+                      std::optional<int64_t> deferLimit, sched::Deferral deferral) {
   // The plan numbers its schedules as the dialect does (passes/PlanExport.cpp asserts it).
   return sched::runScheduler(static_cast<runtime::Schedule>(kind), problem, groupSize,
-                             splitBackward, times, deferLimit);
+                             splitBackward, times, deferLimit, deferral);
 }
 
 pipe::ParallelismAttr conduit::withSchedule(pipe::ParallelismAttr par, pipe::ScheduleKind schedule,

@@ -33,11 +33,11 @@ pipe::ParallelismAttr withTensor(pipe::ParallelismAttr par, int64_t tensor);
 sched::ScheduleProblem buildScheduleProblem(pipe::ModelOp model);
 
 /// sched::runScheduler for the dialect's schedule `kind`.
-llvm::Expected<sched::Schedule> runScheduler(pipe::ScheduleKind kind,
-                                             const sched::ScheduleProblem &problem,
-                                             int64_t groupSize, bool splitBackward = false,
-                                             const sched::ActionTimes *times = nullptr,
-                                             std::optional<int64_t> deferLimit = std::nullopt);
+llvm::Expected<sched::Schedule>
+runScheduler(pipe::ScheduleKind kind, const sched::ScheduleProblem &problem, int64_t groupSize,
+             bool splitBackward = false, const sched::ActionTimes *times = nullptr,
+             std::optional<int64_t> deferLimit = std::nullopt,
+             sched::Deferral deferral = sched::Deferral::Throughout);
 
 /// The stages of a model, in order.
 llvm::SmallVector<pipe::StageOp> getStageList(pipe::ModelOp model);

@@ -158,17 +158,22 @@ def ConduitSchedule : Pass<"conduit-schedule", "::mlir::ModuleOp"> {
     For a mixture of experts with E > 1, the interleaved order (depth-first) pairs each
     steady-state forward with the backward of another micro-batch that follows it, as
     Megatron-Core's "combined 1F1B" does, so that the expert all-to-alls of each hide behind
-    the other's compute (`pipe.forward ... paired`); DualPipeV pairs by itself. Plain 1F1B
-    stays unpaired: a pair sends when both halves are done, and the next rank waits for each
-    forward's output. `combined-1f1b=false` keeps the interleaved order unpaired.
+    the other's compute (`pipe.forward ... paired`). DualPipeV pairs by itself, and there
+    defers no weight gradient before a rank's last forward, as DeepSeek's DualPipe does: its
+    pairs carry whole backwards, whose all-to-alls the forward hides, where deferring Ws
+    would leave them to unpaired input gradients. Plain 1F1B stays unpaired: a pair sends
+    when both halves are done, and the next rank waits for each forward's output.
+    `overlap-all-to-alls=false` keeps the interleaved order unpaired and DualPipeV deferring
+    throughout, as for a dense model.
   }];
   let options = [
     Option<"kind", "kind", "std::string", "\"\"",
            "Schedule: gpipe, 1f1b, depth-first or breadth-first (default: the model's)">,
     Option<"groupSize", "group-size", "int64_t", "0",
            "Depth-first group size N (default: the model's)">,
-    Option<"combinedOneFOneB", "combined-1f1b", "bool", /*default=*/"true",
-           "Pair the interleaved order's steady state for a mixture of experts with E > 1">
+    Option<"overlapAllToAlls", "overlap-all-to-alls", "bool", /*default=*/"true",
+           "Order a mixture of experts with E > 1 for the all-to-alls' overlap: the "
+           "interleaved order paired, DualPipeV's backwards whole until a rank's last forward">
   ];
   let dependentDialects = ["::conduit::pipe::PipeDialect"];
 }

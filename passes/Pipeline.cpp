@@ -37,8 +37,8 @@ void conduit::buildConduitPipeline(mlir::OpPassManager &pm, const PipelineOption
       return;
     // The order of compute on every rank; communication is placed around it afterwards.
     ConduitScheduleOptions scheduling;
-    // Without the overlap, the interleaved order has no reason to pair its steps.
-    scheduling.combinedOneFOneB = options.overlapAllToAlls;
+    // Without the overlap, the orders have no reason to pair steps or keep backwards whole.
+    scheduling.overlapAllToAlls = options.overlapAllToAlls;
     pm.addPass(createConduitSchedule(scheduling));
   }
   if (done(PipelineStop::Transfers))

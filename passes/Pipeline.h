@@ -54,8 +54,8 @@ struct PipelineOptions {
   /// Receives the outcome of each micro-batch search (optional).
   SearchSink onSearch;
   /// Whether the expert all-to-alls of a paired step hide behind the other half's compute
-  /// (conduit-lower-to-plan's overlap-all-to-alls), and whether the interleaved order pairs
-  /// its steps to that end (conduit-schedule's combined-1f1b).
+  /// (conduit-lower-to-plan's overlap-all-to-alls), and whether the schedules order their
+  /// steps to that end (conduit-schedule's overlap-all-to-alls).
   bool overlapAllToAlls = true;
   /// Whether the plan's instructions become ops of its plan.rank bodies. Without (for a
   /// compile that only writes the plan or reports on it), the lowering hands them to the

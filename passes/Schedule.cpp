@@ -60,18 +60,22 @@ struct Schedule : conduit::impl::ConduitScheduleBase<Schedule> {
         return model.emitOpError() << llvm::toString(cost.takeError());
       times = actionTimes(*cost, model, problem);
     }
+    // A mixture of experts whose all-to-alls cross ranks and hide in paired steps: DualPipeV
+    // runs its steady state's backwards whole, as DualPipe does (Passes.td says why), and the
+    // interleaved order runs its steady state as Megatron-Core's combined 1F1B.
+    pipe::TransformerAttr architecture = model.getArchitectureAttr();
+    const bool hideAllToAlls =
+        overlapAllToAlls && architecture && architecture.getMoe() && par.getExpert() > 1;
     llvm::Expected<sched::Schedule> schedule =
-        runScheduler(chosen, problem, group, split, times ? &*times : nullptr, par.getDeferLimit());
+        runScheduler(chosen, problem, group, split, times ? &*times : nullptr, par.getDeferLimit(),
+                     hideAllToAlls ? sched::Deferral::Cooldown : sched::Deferral::Throughout);
     if (!schedule)
       return model.emitOpError() << llvm::toString(schedule.takeError());
-    // A mixture of experts whose all-to-alls cross ranks: the interleaved order runs its
-    // steady state as Megatron-Core's combined 1F1B (Passes.td says why not plain 1F1B; its
-    // pairs there: Mixtral-8x7B on 64 GPUs took 4.38 s a step instead of 2.60 s). Only where
-    // every stage cuts the batch alike: with unequal partitions, a backward of another
-    // micro-batch may still depend on the forward.
-    pipe::TransformerAttr architecture = model.getArchitectureAttr();
-    if (combinedOneFOneB && chosen == pipe::ScheduleKind::DepthFirst && architecture &&
-        architecture.getMoe() && par.getExpert() > 1 && problem.equalPartitions())
+    // Combined 1F1B only where every stage cuts the batch alike: with unequal partitions, a
+    // backward of another micro-batch may still depend on the forward. (Passes.td says why
+    // not plain 1F1B; its pairs there: Mixtral-8x7B on 64 GPUs took 4.38 s a step instead of
+    // 2.60 s.)
+    if (hideAllToAlls && chosen == pipe::ScheduleKind::DepthFirst && problem.equalPartitions())
       sched::pairForwardsWithBackwards(*schedule);
     if (sched::Violation v = sched::verifySchedule(problem, *schedule))
       return model.emitOpError() << "internal error: the " << pipe::stringifyScheduleKind(chosen)

@@ -5,11 +5,10 @@
 using namespace conduit;
 using namespace conduit::sched;
 
-llvm::Expected<Schedule> conduit::sched::runScheduler(runtime::Schedule schedule,
-                                                      const ScheduleProblem &problem,
-                                                      int64_t groupSize, bool splitBackward,
-                                                      const ActionTimes *times,
-                                                      std::optional<int64_t> deferLimit) {
+llvm::Expected<Schedule>
+conduit::sched::runScheduler(runtime::Schedule schedule, const ScheduleProblem &problem,
+                             int64_t groupSize, bool splitBackward, const ActionTimes *times,
+                             std::optional<int64_t> deferLimit, Deferral deferral) {
   ActionTimes perSample;
   if (!times) {
     perSample = ActionTimes::perSample(problem, 1, 1, 1);
@@ -32,7 +31,7 @@ llvm::Expected<Schedule> conduit::sched::runScheduler(runtime::Schedule schedule
     case runtime::Schedule::ZeroBubbleV:
       return scheduleZeroBubbleV(problem, *times, deferLimit);
     case runtime::Schedule::DualPipeV:
-      return scheduleDualPipeV(problem, *times, deferLimit);
+      return scheduleDualPipeV(problem, *times, deferLimit, deferral);
     }
     return llvm::createStringError("unknown schedule " +
                                    std::to_string(static_cast<int>(schedule)));

@@ -171,14 +171,26 @@ scheduleInterleavedZeroBubble(const ScheduleProblem &problem, int64_t groupSize,
 llvm::Expected<Schedule> scheduleZeroBubbleV(const ScheduleProblem &problem,
                                              const ActionTimes &times,
                                              std::optional<int64_t> deferLimit = std::nullopt);
+/// When DualPipeV's ranks defer weight gradients.
+enum class Deferral {
+  /// Wherever the rank would otherwise wait, up to the limit (Zero Bubble's rule).
+  Throughout,
+  /// Only after the rank's last forward: until then each W runs right after its I, so the
+  /// steady state's pairs carry whole backwards, as DeepSeek's dualpipev.py runs them (its
+  /// steps 6 to 8 defer). The compiler's choice where the pairs hide experts' all-to-alls;
+  /// docs/passes.md has the measurements behind it.
+  Cooldown,
+};
 /// DualPipeV (DeepSeek's DualPipe folded onto the V): ZB-V's order where a ready forward and
 /// a ready I run as one overlapped pair (Schedule::pairs), so that each one's transfers (and a
 /// mixture of experts' all-to-alls) hide behind the other's computation, under
 /// dualPipeVBound(P) (DualPipe's P+1 micro-batches). Where only the memory held for deferred
 /// weight gradients stops the forward, the oldest W runs first so that the pair can follow;
-/// a rank that defers `deferLimit` Ws (by default P) runs the oldest before another I.
+/// a rank that defers `deferLimit` Ws (by default P) runs the oldest before another I, and
+/// defers none before its last forward with Deferral::Cooldown.
 llvm::Expected<Schedule> scheduleDualPipeV(const ScheduleProblem &problem, const ActionTimes &times,
-                                           std::optional<int64_t> deferLimit = std::nullopt);
+                                           std::optional<int64_t> deferLimit = std::nullopt,
+                                           Deferral deferral = Deferral::Throughout);
 /// The bounds on (stage, micro-batch) pairs held per rank of ZB-V and DualPipeV.
 int64_t zeroBubbleVBound(int64_t ranks);
 int64_t dualPipeVBound(int64_t ranks);
@@ -196,12 +208,14 @@ int64_t ownDeferLimit(runtime::Schedule schedule, int64_t ranks);
 /// gradients when `splitBackward` (always for the zero-bubble schedules). Where weight
 /// gradients go is found by simulating `times` (null: the same per-sample cost for forward,
 /// input and weight gradient); `deferLimit`, the most weight gradients a rank defers (each
-/// scheduler's own rule without one). The compiler's schedule pass and the tuner's bounds
-/// build their schedules here, so that both refuse the same shapes.
+/// scheduler's own rule without one); `deferral`, when DualPipeV defers them. The compiler's
+/// schedule pass and the tuner's bounds build their schedules here, so that both refuse the
+/// same shapes and hold the same order.
 llvm::Expected<Schedule> runScheduler(runtime::Schedule schedule, const ScheduleProblem &problem,
                                       int64_t groupSize, bool splitBackward = false,
                                       const ActionTimes *times = nullptr,
-                                      std::optional<int64_t> deferLimit = std::nullopt);
+                                      std::optional<int64_t> deferLimit = std::nullopt,
+                                      Deferral deferral = Deferral::Throughout);
 
 } // namespace conduit::sched
 

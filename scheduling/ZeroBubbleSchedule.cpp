@@ -17,7 +17,8 @@
 // between F and I (or B), "held" between F and W (or B), which is in flight plus deferred Ws.
 // A limit on the deferred Ws themselves (`deferLimit`: P unless the caller says otherwise, see
 // Schedulers.h) bounds what they keep: with that many waiting the oldest runs before another
-// I, and with a limit of 0 each W runs right after its I.
+// I, and with a limit of 0 each W runs right after its I. DualPipeV may also defer none before
+// a rank's last forward, as DualPipe does (Deferral::Cooldown).
 //
 //===----------------------------------------------------------------------===//
 
@@ -169,13 +170,21 @@ public:
 llvm::Error scheduleError(const std::string &message) { return llvm::createStringError(message); }
 
 /// The V schedules: see the file comment. `pairs`: run a ready forward together with the ready
-/// I as one overlapped pair (DualPipeV); `deferLimit`: the most deferred Ws a rank keeps.
+/// I as one overlapped pair (DualPipeV); `deferLimit`: the most deferred Ws a rank keeps, from
+/// its last forward on with Deferral::Cooldown (none before).
 Schedule scheduleOnV(const ScheduleProblem &problem, const ActionTimes &times, int64_t cap,
-                     bool pairs, int64_t deferLimit) {
+                     bool pairs, int64_t limitAfterForwards, Deferral deferral) {
   ListBuilder b(problem, times);
   const int64_t stages = problem.numStages();
   std::vector<int64_t> nextForward(stages, 0), nextInput(stages, 0);
+  auto forwardsLeft = [&](int64_t r) {
+    const std::vector<int64_t> &local = problem.localStages(r);
+    return std::any_of(local.begin(), local.end(),
+                       [&](int64_t s) { return nextForward[s] < problem.numMicrobatches(s); });
+  };
   b.drive([&](int64_t r, double now, bool force) {
+    const int64_t deferLimit =
+        deferral == Deferral::Cooldown && forwardsLeft(r) ? 0 : limitAfterForwards;
     if (b.overLimit(r, deferLimit, false) && b.runWeight(r, now))
       return true;
     // The ready I of the oldest samples (the later stage among equals), and the ready
@@ -201,9 +210,9 @@ Schedule scheduleOnV(const ScheduleProblem &problem, const ActionTimes &times, i
         b.runWeight(r, now))
       return true;
     // DualPipe runs its steady state's backwards whole and defers weight gradients only in the
-    // cool-down, rank r at most r + 1 of them (DeepSeek's dualpipev.py, steps 6 to 8): with the
-    // limit (P unless the job says) deferred, the oldest W runs before another I, which would
-    // only hold more memory.
+    // cool-down, rank r at most r + 1 of them (DeepSeek's dualpipev.py, steps 6 to 8), which
+    // Deferral::Cooldown follows; either way, with the limit (P unless the job says) deferred,
+    // the oldest W runs before another I, which would only hold more memory.
     if (input >= 0 && b.overLimit(r, deferLimit, true) && b.runWeight(r, now))
       return true;
     if (input >= 0) {
@@ -314,19 +323,22 @@ llvm::Expected<Schedule> conduit::sched::scheduleZeroBubbleV(const ScheduleProbl
     return scheduleError(*v);
   return scheduleOnV(
       problem, times, zeroBubbleVBound(problem.numRanks()), false,
-      deferLimit.value_or(ownDeferLimit(runtime::Schedule::ZeroBubbleV, problem.numRanks())));
+      deferLimit.value_or(ownDeferLimit(runtime::Schedule::ZeroBubbleV, problem.numRanks())),
+      Deferral::Throughout);
 }
 
 llvm::Expected<Schedule> conduit::sched::scheduleDualPipeV(const ScheduleProblem &problem,
                                                            const ActionTimes &times,
-                                                           std::optional<int64_t> deferLimit) {
+                                                           std::optional<int64_t> deferLimit,
+                                                           Deferral deferral) {
   if (Violation v = problem.check())
     return scheduleError(*v);
   if (std::optional<std::string> v = checkVPlacement(problem, "dualpipev"))
     return scheduleError(*v);
   return scheduleOnV(
       problem, times, dualPipeVBound(problem.numRanks()), true,
-      deferLimit.value_or(ownDeferLimit(runtime::Schedule::DualPipeV, problem.numRanks())));
+      deferLimit.value_or(ownDeferLimit(runtime::Schedule::DualPipeV, problem.numRanks())),
+      deferral);
 }
 
 int64_t conduit::sched::zeroBubbleVBound(int64_t ranks) { return 2 * ranks; }

@@ -268,9 +268,11 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
       computeTimes->weight.emplace_back(par.microbatches, stage.computeWeightS);
     }
   }
-  llvm::Expected<sched::Schedule> order =
-      sched::runScheduler(par.schedule, problem, par.groupSize, par.splitBackward,
-                          computeTimes ? &*computeTimes : nullptr, par.maxDeferredWeightGradients);
+  // The compiler's order: the tuner compiles with the experts' all-to-alls overlapped.
+  llvm::Expected<sched::Schedule> order = sched::runScheduler(
+      par.schedule, problem, par.groupSize, par.splitBackward,
+      computeTimes ? &*computeTimes : nullptr, par.maxDeferredWeightGradients,
+      hasExperts(job) && par.expert > 1 ? sched::Deferral::Cooldown : sched::Deferral::Throughout);
   if (!order)
     return order.takeError();
   const bool pairs = llvm::any_of(order->pairs, [](const auto &p) { return !p.empty(); });

@@ -316,6 +316,41 @@ TEST(ExpertAllToAlls, CombinedOneFOneBShortensTheStep) {
             analyzeStep(apart->plan, apart->simulation).stepTimeS);
 }
 
+/// The input gradients, over the ranks, that precede their rank's last forward and are not
+/// followed by their own weight gradient.
+int64_t weightGradientsDeferredBeforeTheLastForward(const runtime::Plan &plan) {
+  int64_t deferred = 0;
+  for (const runtime::RankProgram &rank : plan.ranks) {
+    std::vector<const Instruction *> compute;
+    for (const Instruction &x : rank.instructions)
+      if (x.isCompute())
+        compute.push_back(&x);
+    size_t lastForward = 0;
+    for (size_t i = 0; i < compute.size(); ++i)
+      if (compute[i]->op == Op::Forward)
+        lastForward = i;
+    for (size_t i = 0; i < lastForward; ++i) {
+      const Instruction &x = *compute[i], &next = *compute[i + 1];
+      deferred +=
+          x.op == Op::BackwardInput && !(next.op == Op::BackwardWeight && next.stage == x.stage &&
+                                         next.microbatch == x.microbatch);
+    }
+  }
+  return deferred;
+}
+
+TEST(ExpertAllToAlls, DualPipeVKeepsBackwardsWholeWhereTheAllToAllsOverlap) {
+  // DualPipe's own order: the pairs carry whole backwards until a rank's last forward. Without
+  // the overlap there is nothing for them to hide, and the weight gradients wait where the
+  // rank would (Zero Bubble's rule).
+  std::vector<std::string> dualpipe = kPairingSchedules[0];
+  dualpipe.push_back("parallelism.microbatches=16");
+  std::optional<VerifiedPlan> paired = compile(dualpipe, true), apart = compile(dualpipe, false);
+  ASSERT_TRUE(paired && apart);
+  EXPECT_EQ(weightGradientsDeferredBeforeTheLastForward(paired->plan), 0);
+  EXPECT_GT(weightGradientsDeferredBeforeTheLastForward(apart->plan), 0);
+}
+
 TEST(ExpertAllToAlls, MemoryHoldsTheRoutedTokensAtTheStatedImbalance) {
   // A block with experts holds its routed tokens at the busiest rank's load: per sample, the
   // routed activations at the mean (2 x 512 tokens x 512 dispatched, 3 x 1024 x 1024 expert

@@ -248,6 +248,47 @@ TEST(ZeroBubble, DeferLimitBoundsTheWaitingWeightGradients) {
     }
 }
 
+/// Rank r's input gradients before its last forward whose weight gradient is not the rank's
+/// next action.
+int64_t deferredBeforeLastForward(const Schedule &schedule, int64_t r) {
+  const std::vector<Action> &list = schedule.ranks[r];
+  size_t lastForward = 0;
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i].kind == ActionKind::Forward)
+      lastForward = i;
+  int64_t deferred = 0;
+  for (size_t i = 0; i < lastForward; ++i)
+    deferred += list[i].kind == ActionKind::BackwardInput &&
+                !(list[i + 1] == Action{ActionKind::BackwardWeight, list[i].stage, list[i].mb});
+  return deferred;
+}
+
+TEST(ZeroBubble, DualPipeVCooldownDefersOnlyAfterTheLastForward) {
+  int64_t deferredByTheRule = 0;
+  for (int64_t p : {2, 4, 6})
+    for (int64_t m : {p, 2 * p, 3 * p}) {
+      ScheduleProblem v = equalProblem(p, 2, m, Placement::V);
+      // Unit costs, and a W cheaper than its I as in a block whose input gradient recomputes.
+      for (const ActionTimes &times : {unit(v), ActionTimes::perSample(v, 1, 1.3, 0.7)})
+        for (std::optional<int64_t> k : {std::optional<int64_t>(), std::optional<int64_t>(0),
+                                         std::optional<int64_t>(1), std::optional<int64_t>(p)}) {
+          SCOPED_TRACE("P=" + std::to_string(p) + " M=" + std::to_string(m) +
+                       " limit=" + (k ? std::to_string(*k) : "own"));
+          Schedule s = verified(v, scheduleDualPipeV(v, times, k, Deferral::Cooldown));
+          Schedule rule = verified(v, scheduleDualPipeV(v, times, k));
+          for (int64_t r = 0; r < p; ++r) {
+            EXPECT_EQ(deferredBeforeLastForward(s, r), 0) << "rank " << r;
+            // After it, the limit holds as under the rule, and so does DualPipe's memory.
+            EXPECT_LE(peakDeferred(s, r), k.value_or(p)) << "rank " << r;
+            EXPECT_LE(peakHeld(s, r), dualPipeVBound(p)) << "rank " << r;
+            deferredByTheRule += deferredBeforeLastForward(rule, r);
+          }
+        }
+    }
+  // The rule defers before the last forward: the two orders differ.
+  EXPECT_GT(deferredByTheRule, 0);
+}
+
 //===----------------------------------------------------------------------===//
 // Unequal micro-batches, costs, pairs, refusals
 //===----------------------------------------------------------------------===//
