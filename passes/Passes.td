@@ -158,7 +158,8 @@ def ConduitSchedule : Pass<"conduit-schedule", "::mlir::ModuleOp"> {
     For a mixture of experts with E > 1, the interleaved order (depth-first) pairs each
     steady-state forward with the backward of another micro-batch that follows it, as
     Megatron-Core's "combined 1F1B" does, so that the expert all-to-alls of each hide behind
-    the other's compute (`pipe.forward ... paired`). DualPipeV pairs by itself, and there
+    the other's compute (`pipe.forward ... paired`); a forward whose pair would wait on its
+    own output (sent at the pair's end) stays unpaired. DualPipeV pairs by itself, and there
     defers no weight gradient before a rank's last forward, as DeepSeek's DualPipe does: its
     pairs carry whole backwards, whose all-to-alls the forward hides, where deferring Ws
     would leave them to unpaired input gradients. Plain 1F1B stays unpaired: a pair sends

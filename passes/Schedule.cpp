@@ -76,7 +76,7 @@ struct Schedule : conduit::impl::ConduitScheduleBase<Schedule> {
     // not plain 1F1B; its pairs there: Mixtral-8x7B on 64 GPUs took 4.38 s a step instead of
     // 2.60 s.)
     if (hideAllToAlls && chosen == pipe::ScheduleKind::DepthFirst && problem.equalPartitions())
-      sched::pairForwardsWithBackwards(*schedule);
+      sched::pairForwardsWithBackwards(problem, *schedule);
     if (sched::Violation v = sched::verifySchedule(problem, *schedule))
       return model.emitOpError() << "internal error: the " << pipe::stringifyScheduleKind(chosen)
                                  << " schedule does not verify: " << *v;

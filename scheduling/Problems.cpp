@@ -166,19 +166,6 @@ bool Schedule::startsPair(int64_t r, size_t i) const {
   return std::binary_search(list.begin(), list.end(), static_cast<int32_t>(i));
 }
 
-void conduit::sched::pairForwardsWithBackwards(Schedule &schedule) {
-  schedule.pairs.assign(schedule.ranks.size(), {});
-  for (size_t r = 0; r < schedule.ranks.size(); ++r) {
-    const std::vector<Action> &list = schedule.ranks[r];
-    for (size_t i = 0; i + 1 < list.size(); ++i)
-      if (list[i].kind == ActionKind::Forward && producesInputGradient(list[i + 1].kind) &&
-          list[i + 1].mb != list[i].mb) {
-        schedule.pairs[r].push_back(static_cast<int32_t>(i));
-        ++i; // a pair's backward starts no pair
-      }
-  }
-}
-
 namespace {
 
 /// Flat index of (stage, micro-batch) pairs, for per-action bookkeeping.
@@ -316,8 +303,12 @@ Violation conduit::sched::verifyLocalOrder(const ScheduleProblem &problem,
   return std::nullopt;
 }
 
-Violation conduit::sched::verifyExecutable(const ScheduleProblem &problem,
-                                           const Schedule &schedule) {
+namespace {
+
+/// Runs every rank's list as far as its dependencies allow (a pair as one step that needs both
+/// actions' inputs and delivers both outputs at its end) and returns, per rank, the position
+/// it stops at: the list's size where it completes. Every action in range is assumed.
+std::vector<size_t> runAsFarAsPossible(const ScheduleProblem &problem, const Schedule &schedule) {
   ActionIndex index(problem);
   Seen done(index);
   // The one rank (if any) blocked on each action: F(s, i) is awaited only by the rank of
@@ -395,7 +386,14 @@ Violation conduit::sched::verifyExecutable(const ScheduleProblem &problem,
       next[r] += 2;
     }
   }
+  return next;
+}
 
+} // namespace
+
+Violation conduit::sched::verifyExecutable(const ScheduleProblem &problem,
+                                           const Schedule &schedule) {
+  const std::vector<size_t> next = runAsFarAsPossible(problem, schedule);
   std::string blocked;
   for (size_t r = 0; r < schedule.ranks.size(); ++r)
     if (next[r] < schedule.ranks[r].size())
@@ -405,6 +403,35 @@ Violation conduit::sched::verifyExecutable(const ScheduleProblem &problem,
   if (!blocked.empty())
     return "the schedule cannot complete; blocked: " + blocked;
   return std::nullopt;
+}
+
+void conduit::sched::pairForwardsWithBackwards(const ScheduleProblem &problem, Schedule &schedule) {
+  schedule.pairs.assign(schedule.ranks.size(), {});
+  for (size_t r = 0; r < schedule.ranks.size(); ++r) {
+    const std::vector<Action> &list = schedule.ranks[r];
+    for (size_t i = 0; i + 1 < list.size(); ++i)
+      if (list[i].kind == ActionKind::Forward && producesInputGradient(list[i + 1].kind) &&
+          list[i + 1].mb != list[i].mb) {
+        schedule.pairs[r].push_back(static_cast<int32_t>(i));
+        ++i; // a pair's backward starts no pair
+      }
+  }
+  // A pair sends its forward's output only when its backward is done. Where that backward
+  // waits, through the other ranks, on this very output (the last forwards of an interleaved
+  // order with M = P, say), the ranks stop at such pairs: run them unpaired, until nothing
+  // stops at a pair. Each round drops at least one pair.
+  for (bool dropped = true; dropped;) {
+    dropped = false;
+    const std::vector<size_t> next = runAsFarAsPossible(problem, schedule);
+    for (size_t r = 0; r < schedule.ranks.size(); ++r) {
+      std::vector<int32_t> &pairs = schedule.pairs[r];
+      auto at = std::lower_bound(pairs.begin(), pairs.end(), static_cast<int32_t>(next[r]));
+      if (at != pairs.end() && *at == static_cast<int32_t>(next[r])) {
+        pairs.erase(at);
+        dropped = true;
+      }
+    }
+  }
 }
 
 Violation conduit::sched::verifySchedule(const ScheduleProblem &problem, const Schedule &schedule) {

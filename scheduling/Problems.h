@@ -92,13 +92,6 @@ struct Schedule {
   bool startsPair(int64_t r, size_t i) const;
 };
 
-/// Pairs every forward that the backward or input gradient of another micro-batch follows on
-/// its rank, replacing the schedule's pairs: Megatron-Core's "combined 1F1B", which merges the
-/// steady state's forward of one micro-batch with the backward of another so that a mixture
-/// of experts' all-to-alls of each hide behind the other's computation. (A backward of the
-/// forward's own micro-batch depends on it and cannot overlap it.)
-void pairForwardsWithBackwards(Schedule &schedule);
-
 /// The stage graph of a step: S stages placed on P ranks, each cutting the replica's batch of
 /// B samples into its own micro-batches. With unequal partitions, micro-batch m of stage s
 /// depends on every micro-batch of stage s-1 whose samples overlap its own (forward) and on
@@ -152,6 +145,15 @@ Violation verifyLocalOrder(const ScheduleProblem &problem, const Schedule &sched
 Violation verifyExecutable(const ScheduleProblem &problem, const Schedule &schedule);
 /// All constraints.
 Violation verifySchedule(const ScheduleProblem &problem, const Schedule &schedule);
+
+/// Pairs every forward that the backward or input gradient of another micro-batch follows on
+/// its rank, replacing the schedule's pairs: Megatron-Core's "combined 1F1B", which merges the
+/// steady state's forward of one micro-batch with the backward of another so that a mixture
+/// of experts' all-to-alls of each hide behind the other's computation. (A backward of the
+/// forward's own micro-batch depends on it and cannot overlap it.) A pair whose backward
+/// waits, through other ranks, on the forward's output, which the pair sends only at its end,
+/// stays unpaired, so that a schedule `problem` can execute stays executable.
+void pairForwardsWithBackwards(const ScheduleProblem &problem, Schedule &schedule);
 
 /// "F s3 mb5", "B s3 mb5", "I s3 mb5", "W s3 mb5".
 std::string describe(const Action &action);

@@ -262,6 +262,11 @@ def cases(quick, tensor_product=False):
     out.append(("moe-ep2-breadth-first-gradients-p2-d2-v2",
                 {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "breadth-first",
                  "microbatches": 4, "sharding": "gradients", "expert": 2}))
+    # The combined 1F1B with M = P: the pairs whose backward waits on the forward's own
+    # output through the later ranks stay unpaired (the compiler had refused the order).
+    out.append(("moe-ep2-depth-first-full-p4-d2-v2-m4",
+                {"pipeline": 4, "data": 2, "stages_per_device": 2, "schedule": "depth-first",
+                 "microbatches": 4, "sharding": "full", "expert": 2}))
     # Reducing each run, the routed experts' segment over its expert-data group too.
     out.append(("moe-ep2-depth-first-full-p2-d2-v2-reduce-each-run",
                 {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "depth-first",
