@@ -170,10 +170,9 @@ BoundCalculator::stages(const Job &job) {
       layers.push_back({share.activationBytes, share.checkpointBytes, share.weightGradientBytes,
                         share.selectiveBytes});
     }
-    // A mixture of experts' activations (the routed tokens each expert rank receives) are
-    // not bounded here yet: none are counted, which only lowers the bound.
-    if (!(job.model.transformer && job.model.transformer->moe))
-      stage.activations = stageActivations(layers, par.checkpointing);
+    // A block with experts counts its routed tokens at the mean load, as the layer states
+    // them; the memory plan adds the busiest expert rank's surcharge (passes/PeakMemory.cpp).
+    stage.activations = stageActivations(layers, par.checkpointing);
     out.push_back(stage);
   }
   // The durations of a stage's forward and backward on one micro-batch, shared by every shape
@@ -584,13 +583,6 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
   }
   Bounds out;
   out.stepTimeS = step;
-  // A mixture of experts' per-rank memory (its routed experts' state and tokens) is not
-  // bounded rank by rank yet: its bound is the static state's mean over the pipeline
-  // (MemoryBound.h), which the brute-force tests check against the compiled peaks.
-  if (job.model.transformer && job.model.transformer->moe) {
-    out.peakMemoryBytes = staticMemoryBound(job, par);
-    return out;
-  }
   for (int64_t r = 0; r < par.pipeline; ++r) {
     if (!heldAtComputes.empty())
       rankActive[r] = std::max(rankActive[r], heldAtComputes[r]);

@@ -41,6 +41,8 @@ struct Compiled {
   int64_t peakMemoryBytes = 0;
   /// The schedule tier's step bound, timed (the tuner's last tier) and not, and P.
   double boundStepS = 0, untimedBoundStepS = 0;
+  /// The schedule tier's memory bound, and the static one (the job alone).
+  int64_t boundPeakBytes = 0, staticBoundBytes = 0;
   int64_t pipeline = 0;
   /// Its parallelism section, for messages.
   std::string parallelism;
@@ -118,6 +120,8 @@ std::vector<Compiled> bruteForce(const Json &root, const std::string &path,
       EXPECT_LE(bounds->stepTimeS, c.stepTimeS * (1 + 1e-9)) << "configuration " << i;
     }
     c.boundStepS = bounds->stepTimeS;
+    c.boundPeakBytes = bounds->peakMemoryBytes;
+    c.staticBoundBytes = calculator.staticMemoryBound(*job);
     c.pipeline = job->parallelism.pipeline;
     c.parallelism = writeJson(text["parallelism"], -1);
     out.push_back(c);
@@ -454,8 +458,10 @@ TEST(TuneSpace, ListingDropsOnlyWhatCannotCompileOrFit) {
 }
 
 TEST(TuneBruteForceExperts, SearchEqualsCompilingEverything) {
-  // A mixture of experts on 4 GPUs: the space holds E (the divisors of the 4 experts that
-  // divide D x T), and the search over it is the brute force's, E included.
+  // A mixture of experts on 4 GPUs, its whole space: E (the divisors of the 4 experts that
+  // divide D x T), every schedule and sharding. The search over it is the brute force's, and
+  // every compiled configuration is above its bounds, the memory bounds counting each rank's
+  // routed tokens at the mean load and its experts' state over the expert-data group.
   const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/moe-tiny.json";
   Json root = loadJob(path);
   TuneOptions options;
@@ -463,10 +469,12 @@ TEST(TuneBruteForceExperts, SearchEqualsCompilingEverything) {
   options.globalBatch = 8;
   options.top = 5;
   std::string error;
-  for (const char *spec : {"parallelism.tensor=1", "parallelism.schedule=1f1b,breadth-first",
-                           "parallelism.sharding=none,full"})
-    options.restrictions.push_back(*parseRestriction(spec, "--vary", error));
   std::vector<Compiled> all = bruteForce(root, path, options);
+  // The schedule tier bounds each rank, activations included, above the static mean.
+  const auto tighter = std::count_if(all.begin(), all.end(), [](const Compiled &c) {
+    return c.boundPeakBytes > c.staticBoundBytes;
+  });
+  EXPECT_EQ(tighter, static_cast<std::ptrdiff_t>(all.size()));
   llvm::Expected<TuneResult> result = tune(root, path, options);
   ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
   expectSame(*result, all, options.top, INT64_MAX);
