@@ -307,7 +307,7 @@ namespace {
 
 /// Runs every rank's list as far as its dependencies allow (a pair as one step that needs both
 /// actions' inputs and delivers both outputs at its end) and returns, per rank, the position
-/// it stops at: the list's size where it completes. Every action in range is assumed.
+/// it stops at: the list's size where it completes (an action out of range stops it too).
 std::vector<size_t> runAsFarAsPossible(const ScheduleProblem &problem, const Schedule &schedule) {
   ActionIndex index(problem);
   Seen done(index);
