@@ -20,11 +20,10 @@
 
 using namespace conduit;
 
-std::string InputError::str() const {
-  std::string text = file;
-  if (!keyPath.empty())
-    text += ": " + keyPath;
-  return text + ": " + message;
+std::string InputError::str() const { return file + ": " + withoutFile(); }
+
+std::string InputError::withoutFile() const {
+  return keyPath.empty() ? message : keyPath + ": " + message;
 }
 
 void Diagnostics::report(std::string keyPath, std::string message) {

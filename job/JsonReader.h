@@ -42,6 +42,8 @@ struct InputError {
 
   /// "FILE: KEY: MESSAGE", or "FILE: MESSAGE" without a key.
   std::string str() const;
+  /// The same without the file, for a caller that names it itself.
+  std::string withoutFile() const;
 };
 
 /// Collects at most one error: the first one wins, later reads become no-ops.

@@ -48,7 +48,7 @@ llvm::Expected<Job> conduit::parseModel(const Json &root, const std::string &pat
   Diagnostics diag(path);
   std::optional<Job> job = parseJobWithoutParallelism(root, path, diag);
   if (!job)
-    return llvm::createStringError(diag.getError()->str());
+    return llvm::createStringError(diag.getError()->withoutFile());
   return std::move(*job);
 }
 
@@ -230,7 +230,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
       const InputError &error = *diag.getError();
       if (llvm::none_of(builtinDimensions(),
                         [&](const Dimension &d) { return d.key == error.keyPath; }))
-        return llvm::createStringError(error.str());
+        return llvm::createStringError(error.withoutFile());
     }
   }
 

@@ -135,7 +135,7 @@ struct TuneResult {
 };
 
 /// The model, cluster and training of the job at `path` (job/JobFile.h's reader without the
-/// parallelism section), or the job-file error.
+/// parallelism section), or the job-file error (without the file, as tune()'s).
 llvm::Expected<Job> parseModel(const Json &root, const std::string &path);
 
 /// The space tune() searches for `model` (parseModel's job) under `options`. `root`, the job
@@ -159,7 +159,7 @@ ConfigurationList listSpace(const Job &model, const SpaceRequest &request,
 
 /// Runs the search on `root`, the job file's JSON read from `path`. Fails with a message that
 /// names the option or key to change when nothing can be ranked, and with an internal error
-/// when a bound or a re-check disagrees with the compiler.
+/// when a bound or a re-check disagrees with the compiler; the caller names the file.
 llvm::Expected<TuneResult> tune(const Json &root, const std::string &path,
                                 const TuneOptions &options);
 

@@ -192,14 +192,10 @@ int conduit::runTuner(int argc, char **argv) {
     tuneOptions.globalBatch = batch;
     llvm::Expected<TuneResult> result = tune(*root, options.input, tuneOptions);
     if (!result) {
-      // The job reader's errors name the file already.
-      const std::string file = options.input + ": ";
       std::string message = llvm::toString(result.takeError());
-      if (llvm::StringRef(message).starts_with(file))
-        message.erase(0, file.size());
       return console.fail(
-          file + (batches->size() > 1 ? "--global-batch " + std::to_string(batch) + ": " : "") +
-          message);
+          options.input + ": " +
+          (batches->size() > 1 ? "--global-batch " + std::to_string(batch) + ": " : "") + message);
     }
     results.push_back(std::move(*result));
   }
