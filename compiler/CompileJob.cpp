@@ -296,9 +296,9 @@ ModuleCompilation conduit::compileModule(const Job &job, mlir::MLIRContext &cont
       fits = 0;
     }
   }
-  if (!best.compilation.succeeded)
-    return best.show(context);
   ModuleCompilation result = best.show(context);
+  if (!result.succeeded)
+    return result;
   mlir::emitWarning(result.module->getLoc())
       << "parallelism.max_deferred_weight_gradients: " << runtime::scheduleName(par.schedule)
       << " defers at most " << fits << " weight gradient" << (fits == 1 ? "" : "s")
