@@ -5,11 +5,13 @@
 #include "analysis/ProfileReader.h"
 #include "runtime/plan/MemoryKinds.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 using namespace conduit;
 
@@ -60,11 +62,27 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
     }
   }
 
+  // A pipeline rank's data-parallel groups: one per tensor rank, its replicas.
+  std::vector<int64_t> replicas(in.data);
+  for (int64_t p = 0; p < in.pipeline; ++p) {
+    Ring slowest;
+    for (int64_t t = 0; t < in.tensor; ++t) {
+      for (int64_t d = 0; d < in.data; ++d)
+        replicas[d] = cost.globalRank(p, d, t);
+      slowest = t == 0 ? cost.ringOver(replicas) : Ring::slower(slowest, cost.ringOver(replicas));
+    }
+    cost.dataParallelRings.push_back(slowest);
+  }
+
   // A tensor group is the T consecutive global ranks of one (pipeline rank, replica).
-  if (in.tensor > 1)
-    for (int64_t first = 0; first < in.pipeline * in.data * in.tensor; first += in.tensor)
-      if (cost.linkBetween(first, first + in.tensor - 1) == Link::InterNode)
-        cost.tensorGroupLink = Link::InterNode;
+  if (in.tensor > 1) {
+    std::vector<int64_t> group(in.tensor);
+    for (int64_t first = 0; first < in.pipeline * in.data * in.tensor; first += in.tensor) {
+      std::iota(group.begin(), group.end(), first);
+      const Ring ring = cost.ringOver(group);
+      cost.tensorGroupRing = first == 0 ? ring : Ring::slower(cost.tensorGroupRing, ring);
+    }
+  }
 
   if (!cluster.profile.empty()) {
     const std::string &path = cluster.profile;
@@ -252,14 +270,33 @@ Link CostModel::linkBetween(int64_t a, int64_t b) const {
   return a / gpusPerNode == b / gpusPerNode ? Link::IntraNode : Link::InterNode;
 }
 
-Link CostModel::dataParallelLink(int64_t pipelineRank) const {
-  for (int64_t t = 0; t < tensor; ++t) {
-    int64_t first = globalRank(pipelineRank, 0, t);
-    for (int64_t d = 1; d < data; ++d)
-      if (linkBetween(first, globalRank(pipelineRank, d, t)) == Link::InterNode)
-        return Link::InterNode;
+Ring Ring::slower(Ring a, Ring b) {
+  if (a.link != b.link)
+    return a.link == Link::InterNode ? a : b;
+  return {a.link, std::min(a.adapters, b.adapters)};
+}
+
+Ring CostModel::ringOver(const std::vector<int64_t> &members) const {
+  std::vector<int64_t> nodes;
+  nodes.reserve(members.size());
+  for (int64_t member : members)
+    nodes.push_back(member / gpusPerNode);
+  llvm::sort(nodes);
+  // Count each node's members (a run of the sorted node numbers); the fewest set the pace.
+  Ring ring{nodes.front() == nodes.back() ? Link::IntraNode : Link::InterNode,
+            static_cast<int64_t>(nodes.size())};
+  for (size_t first = 0; first < nodes.size();) {
+    size_t end = first;
+    while (end < nodes.size() && nodes[end] == nodes[first])
+      ++end;
+    ring.adapters = std::min(ring.adapters, static_cast<int64_t>(end - first));
+    first = end;
   }
-  return Link::IntraNode;
+  return ring;
+}
+
+Ring CostModel::dataParallelRing(int64_t pipelineRank) const {
+  return dataParallelRings[pipelineRank];
 }
 
 Link CostModel::pipelineLink(int64_t fromRank, int64_t toRank) const {
@@ -276,6 +313,12 @@ double CostModel::bandwidth(Link link) const {
   return interBandwidth;
 }
 
+double CostModel::ringBandwidth(Ring ring) const {
+  if (ring.link == Link::IntraNode || ring.adapters <= 1)
+    return bandwidth(ring.link);
+  return std::min(static_cast<double>(ring.adapters) * interBandwidth, bandwidth(Link::IntraNode));
+}
+
 double CostModel::latency(Link link) const {
   return link == Link::IntraNode && measuredLatencyS ? *measuredLatencyS : latencyS;
 }
@@ -284,16 +327,16 @@ double CostModel::transferTime(int64_t bytes, Link link) const {
   return latency(link) + static_cast<double>(bytes) / bandwidth(link);
 }
 
-double CostModel::collectiveTime(Collective kind, int64_t bytes, int64_t members, Link link) const {
+double CostModel::collectiveTime(Collective kind, int64_t bytes, int64_t members, Ring ring) const {
   if (members <= 1)
     return 0;
   const double n = static_cast<double>(members);
   const double steps = kind == Collective::AllReduce ? 2 * (n - 1) : n - 1;
-  return steps * (latency(link) + static_cast<double>(bytes) / n / bandwidth(link));
+  return steps * (latency(ring.link) + static_cast<double>(bytes) / n / ringBandwidth(ring));
 }
 
 double CostModel::tensorCollectiveTime(Collective kind, int64_t bytes) const {
-  return collectiveTime(kind, bytes, tensor, tensorGroupLink);
+  return collectiveTime(kind, bytes, tensor, tensorGroupRing);
 }
 
 double CostModel::allToAllTime(int64_t bytes, int64_t members, Link link) const {

@@ -3,7 +3,8 @@
 // The single source of predicted durations: layer compute time from the roofline of each of a
 // transformer layer's products (analysis/Roofline.h), from FLOPs for other layers, or from a
 // measured profile; point-to-point time from latency and link bandwidth; and ring collective
-// time over a group's slowest link, for the data-parallel and the tensor-parallel groups.
+// time over a group's slowest link (over the network, with its members' adapters), for the
+// data-parallel and the tensor-parallel groups.
 // Formulas and sources are in docs/cost-model.md. Passes use it to partition and to place
 // collectives; the simulator uses it for every instruction.
 //
@@ -27,6 +28,18 @@ namespace conduit {
 
 /// Which of a node's links a transfer or collective uses.
 enum class Link { IntraNode, InterNode };
+
+/// Where a ring collective's members sit. Over the network, a ring leaves each of its nodes
+/// once per channel, and NCCL spreads the channels over the network adapters of the node's
+/// members, each its own (one adapter per GPU on the presets), joined by NVLink inside the
+/// node: the ring's bandwidth is then `adapters` times the network's, up to NVLink's, where
+/// `adapters` is the fewest members any of its nodes holds.
+struct Ring {
+  Link link = Link::IntraNode;
+  int64_t adapters = 1;
+  /// The slower of two rings: the one over the network, or over fewer adapters.
+  static Ring slower(Ring a, Ring b);
+};
 
 enum class Collective { AllGather, ReduceScatter, AllReduce };
 
@@ -119,23 +132,25 @@ public:
   int64_t globalRank(int64_t pipelineRank, int64_t replica, int64_t tensorRank = 0) const;
   /// The link between two global ranks.
   Link linkBetween(int64_t a, int64_t b) const;
-  /// The slowest link inside the data-parallel groups of a pipeline rank (one per tensor
-  /// rank: the replicas with the same pipeline and tensor rank).
-  Link dataParallelLink(int64_t pipelineRank) const;
+  /// The ring of these global ranks (at least one).
+  Ring ringOver(const std::vector<int64_t> &members) const;
+  /// The slowest of the data-parallel groups' rings of a pipeline rank (one per tensor rank:
+  /// the replicas with the same pipeline and tensor rank).
+  Ring dataParallelRing(int64_t pipelineRank) const;
   /// The slowest link between two pipeline ranks over all replicas and tensor ranks.
   Link pipelineLink(int64_t fromRank, int64_t toRank) const;
-  /// The slowest link inside a tensor group: intra-node when every group lies in one node
+  /// The slowest of the tensor groups' rings: intra-node when every group lies in one node
   /// (T divides gpus_per_node, or all ranks fit one node).
-  Link tensorLink() const { return tensorGroupLink; }
+  Ring tensorRing() const { return tensorGroupRing; }
 
   /// latency + bytes / bandwidth. Inside a node, a profile's measured transport replaces the
   /// cluster's latency and bandwidth when it has one (here and in the collectives below).
   double transferTime(int64_t bytes, Link link) const;
   /// Ring algorithm over `members` ranks: (n-1) steps of bytes/n each for all-gather (bytes =
   /// the gathered size) and reduce-scatter (bytes = the input size), twice that for all-reduce;
-  /// each step pays the latency.
-  double collectiveTime(Collective kind, int64_t bytes, int64_t members, Link link) const;
-  /// A collective of the tensor group on tensorLink(): `bytes` is the whole (unsharded)
+  /// each step pays the latency, at ringBandwidth.
+  double collectiveTime(Collective kind, int64_t bytes, int64_t members, Ring ring) const;
+  /// A collective of the tensor group on tensorRing(): `bytes` is the whole (unsharded)
   /// buffer; all-reduce 2(T-1) latencies + 2(T-1)/T · bytes / bandwidth, all-gather and
   /// reduce-scatter half that. 0 when T = 1.
   double tensorCollectiveTime(Collective kind, int64_t bytes) const;
@@ -145,6 +160,9 @@ public:
   double allToAllTime(int64_t bytes, int64_t members, Link link) const;
 
   double bandwidth(Link link) const;
+  /// A ring's bandwidth: its link's, times its adapters over the network up to the intra-node
+  /// bandwidth (the link's alone for one adapter).
+  double ringBandwidth(Ring ring) const;
   double latency(Link link) const;
   /// Whether the runtime a profile measured moves messages only inside its own calls to the
   /// transport, which it makes between computes (the CPU backend): a transfer then completes
@@ -198,7 +216,8 @@ private:
   int64_t gpusPerNode = 1;
   int64_t pipeline = 1, data = 1, tensor = 1;
   bool sequenceParallelOn = false;
-  Link tensorGroupLink = Link::IntraNode;
+  Ring tensorGroupRing;
+  std::vector<Ring> dataParallelRings; // [pipeline rank]
   bool pipelineInner = false;
   bool recompute = false;
 };

@@ -167,15 +167,19 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
         }
       }
     }
+  // A plan group's collective joins the replicas of each of its pipeline ranks, one ring per
+  // tensor rank.
   for (const runtime::Group &group : plan.groups) {
-    Link link = Link::IntraNode;
-    for (int32_t r : group.ranks)
-      if (cost.dataParallelLink(r) == Link::InterNode)
-        link = Link::InterNode;
-    for (size_t i = 1; i < group.ranks.size(); ++i)
-      if (cost.pipelineLink(group.ranks[0], group.ranks[i]) == Link::InterNode)
-        link = Link::InterNode;
-    costs.dpLink.push_back(link);
+    Ring slowest;
+    std::vector<int64_t> members;
+    for (int64_t t = 0; t < c.tensor; ++t) {
+      members.clear();
+      for (int32_t r : group.ranks)
+        for (int64_t d = 0; d < c.data; ++d)
+          members.push_back(cost.globalRank(r, d, t));
+      slowest = t == 0 ? cost.ringOver(members) : Ring::slower(slowest, cost.ringOver(members));
+    }
+    costs.dpRing.push_back(slowest);
     costs.groupMembers.push_back(static_cast<int64_t>(group.ranks.size()) * c.data);
   }
   if (plan.transformer && plan.transformer->isMoe() && c.expert > 1) {
@@ -190,15 +194,13 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
       costs.stageExpertParams.push_back(experts / c.expert);
     }
     for (const runtime::Group &group : plan.groups) {
-      Link link = Link::IntraNode;
+      Ring slowest;
       for (int64_t q = 0; q < c.expert; ++q) {
-        const std::vector<int64_t> members =
-            runtime::expertDataGroupRanks(c, group.ranks[0], q / c.tensor, q % c.tensor);
-        for (int64_t member : members)
-          if (cost.linkBetween(members[0], member) == Link::InterNode)
-            link = Link::InterNode;
+        const Ring ring = cost.ringOver(
+            runtime::expertDataGroupRanks(c, group.ranks[0], q / c.tensor, q % c.tensor));
+        slowest = q == 0 ? ring : Ring::slower(slowest, ring);
       }
-      costs.expertDataLink.push_back(link);
+      costs.expertDataRing.push_back(slowest);
     }
   }
   costs.p2pLink.assign(c.pipeline, std::vector<Link>(c.pipeline, Link::IntraNode));
@@ -545,11 +547,11 @@ double PlanCosts::of(const runtime::Plan &plan, int32_t rank, const Instruction 
                          stageExpertParams[inst.stage] *
                              (inst.op == Op::AllGather ? elementBytes : runtime::kGradientBytes));
     const double dense = cost->collectiveTime(collectiveOf(inst.op), inst.bytes - experts,
-                                              groupMembers[inst.group], dpLink[inst.group]);
+                                              groupMembers[inst.group], dpRing[inst.group]);
     if (experts == 0 || expertDataMembers <= 1)
       return dense;
     return dense + cost->collectiveTime(collectiveOf(inst.op), experts, expertDataMembers,
-                                        expertDataLink[inst.group]);
+                                        expertDataRing[inst.group]);
   }
   default:
     return 0;

@@ -134,14 +134,14 @@ private:
   std::vector<std::vector<double>> forward, backward, input, weight; // [stage][micro-batch]
   std::vector<double> optimizer;                                     // [stage]
   const CostModel *cost = nullptr;
-  std::vector<Link> dpLink;          // [group]
+  std::vector<Ring> dpRing;          // [group]
   std::vector<int64_t> groupMembers; // [group]: ranks x replicas
   /// Expert parallelism: a stage's routed experts on one rank (the part of its reductions and
-  /// gathers that runs over the expert-data group), that group's ranks, and the link of its
-  /// widest instance in each plan group.
+  /// gathers that runs over the expert-data group), that group's ranks, and the slowest ring
+  /// of its instances in each plan group.
   std::vector<int64_t> stageExpertParams; // [stage]
   int64_t expertDataMembers = 0, elementBytes = 2;
-  std::vector<Link> expertDataLink;       // [group]
+  std::vector<Ring> expertDataRing;       // [group]
   std::vector<std::vector<Link>> p2pLink; // [rank][peer]
 };
 

@@ -94,9 +94,9 @@ FailureOr<sched::StepTimeEvaluator> conduit::buildStepTimeEvaluator(pipe::ModelO
     costs.optimizer[s] = cost->replicaOptimizerStepTime(adam, params[s], data, sharded);
     if (data == 1)
       continue;
-    const Link link = cost->dataParallelLink(*stages[s].getRank());
+    const Ring ring = cost->dataParallelRing(*stages[s].getRank());
     auto collective = [&](Collective c, int64_t bytes) {
-      return cost->collectiveTime(c, bytes, data, link);
+      return cost->collectiveTime(c, bytes, data, ring);
     };
     if (sharding == pipe::Sharding::None) {
       costs.reduce[s] = collective(Collective::AllReduce, params[s] * kGradientBytes);

@@ -485,7 +485,7 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
     for (int64_t s = 0; s < numStages; ++s)
       shift =
           std::min(shift, cost.collectiveTime(Collective::AllGather, st[s].denseParams() * e,
-                                              par.data, cost.dataParallelLink(facts.rankOf[s])));
+                                              par.data, cost.dataParallelRing(facts.rankOf[s])));
   }
   std::vector<double> rankEnd(par.pipeline);
   for (int64_t r = 0; r < par.pipeline; ++r)
@@ -502,16 +502,16 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
     rankEnd[r] += optimizer;
     if (!dataParallel)
       continue;
-    const Link link = cost.dataParallelLink(r);
+    const Ring ring = cost.dataParallelRing(r);
     // Each stage's reduction starts after its last backward, its optimizer step after the
     // reduction, and (optimizer and gradient sharding) the parameter all-gather after that.
     double tail =
         cost.collectiveTime(sharding == runtime::Sharding::None ? Collective::AllReduce
                                                                 : Collective::ReduceScatter,
-                            params * runtime::kGradientBytes, par.data, link) +
+                            params * runtime::kGradientBytes, par.data, ring) +
         optimizer;
     if (sharding == runtime::Sharding::Optimizer || sharding == runtime::Sharding::Gradients)
-      tail += cost.collectiveTime(Collective::AllGather, params * e, par.data, link);
+      tail += cost.collectiveTime(Collective::AllGather, params * e, par.data, ring);
     step = std::max(step, shift + facts.lastBackwardEnd[s] + tail);
   }
   for (double end : rankEnd)
@@ -531,13 +531,13 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
     for (int64_t s = 0; s < numStages; ++s) {
       const int64_t r = facts.rankOf[s];
       const int64_t params = st[s].denseParams();
-      const Link link = cost.dataParallelLink(r);
+      const Ring ring = cost.dataParallelRing(r);
       const double optimizer = cost.replicaOptimizerStepTime(adam, params, par.data,
                                                              sharding != runtime::Sharding::None);
       const double reduce = cost.collectiveTime(
           sharding == runtime::Sharding::None ? Collective::AllReduce : Collective::ReduceScatter,
-          params * runtime::kGradientBytes, par.data, link);
-      const double gather = cost.collectiveTime(Collective::AllGather, params * e, par.data, link);
+          params * runtime::kGradientBytes, par.data, ring);
+      const double gather = cost.collectiveTime(Collective::AllGather, params * e, par.data, ring);
       minTail[r] = std::min(minTail[r], reduce + optimizer);
       minReduce[r] = std::min(minReduce[r], reduce);
       minOptimizer[r] = std::min(minOptimizer[r], optimizer);

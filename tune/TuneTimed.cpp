@@ -59,14 +59,14 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   // starts no earlier than the compute-only execution starts it, which times the transfers too
   // (below); the rest of their timing is left out, which only delays the plan.
   const size_t ranks = facts.schedule.ranks.size();
-  auto gatherTime = [&](int32_t stage, Link link) {
-    return cost.collectiveTime(Collective::AllGather, st[stage].denseParams() * e, par.data, link);
+  auto gatherTime = [&](int32_t stage, Ring ring) {
+    return cost.collectiveTime(Collective::AllGather, st[stage].denseParams() * e, par.data, ring);
   };
-  auto reductionTime = [&](const sched::Collective &c, Link link) {
+  auto reductionTime = [&](const sched::Collective &c, Ring ring) {
     return cost.collectiveTime(c.kind == sched::Collective::Kind::AllReduce
                                    ? Collective::AllReduce
                                    : Collective::ReduceScatter,
-                               st[c.stage].denseParams() * runtime::kGradientBytes, par.data, link);
+                               st[c.stage].denseParams() * runtime::kGradientBytes, par.data, ring);
   };
   auto optimizerTime = [&](int32_t stage) {
     return cost.replicaOptimizerStepTime(adam, st[stage].denseParams(), par.data,
@@ -86,7 +86,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
     std::vector<OverlapItem> items;
     sched::ActionTimes times = actionTimes(st, par.microbatches);
     for (size_t r = 0; slowed && r < ranks; ++r) {
-      const Link link = cost.dataParallelLink(static_cast<int64_t>(r));
+      const Ring ring = cost.dataParallelRing(static_cast<int64_t>(r));
       const sched::RankCollectives &placed = placement->ranks[r];
       const std::vector<sched::Action> &order = facts.schedule.ranks[r];
       std::vector<size_t> actionItem;
@@ -96,11 +96,11 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
           switch (c.kind) {
           case sched::Collective::Kind::Unshard:
           case sched::Collective::Kind::GatherParams:
-            items.push_back({OverlapItem::Kind::Gather, c.stage, gatherTime(c.stage, link)});
+            items.push_back({OverlapItem::Kind::Gather, c.stage, gatherTime(c.stage, ring)});
             break;
           case sched::Collective::Kind::ReduceScatter:
           case sched::Collective::Kind::AllReduce:
-            items.push_back({OverlapItem::Kind::Reduction, c.stage, reductionTime(c, link)});
+            items.push_back({OverlapItem::Kind::Reduction, c.stage, reductionTime(c, ring)});
             break;
           case sched::Collective::Kind::OptimizerStep:
             items.push_back({OverlapItem::Kind::OptimizerStep, c.stage, optimizerTime(c.stage)});
@@ -165,7 +165,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   if (residency)
     heldAtComputes.assign(ranks, 0);
   for (size_t r = 0; r < ranks; ++r) {
-    const Link link = cost.dataParallelLink(static_cast<int64_t>(r));
+    const Ring ring = cost.dataParallelRing(static_cast<int64_t>(r));
     std::fill(gathered.begin(), gathered.end(), 0);
     std::fill(reduced.begin(), reduced.end(), 0);
     std::fill(optimized.begin(), optimized.end(), 0);
@@ -194,7 +194,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
       case sched::Collective::Kind::GatherParams: {
         const double ready =
             c.kind == sched::Collective::Kind::Unshard ? reshard : optimized[c.stage];
-        comm = std::max(comm, ready) + gatherTime(c.stage, link);
+        comm = std::max(comm, ready) + gatherTime(c.stage, ring);
         gathered[c.stage] = comm;
         if (c.kind == sched::Collective::Kind::Unshard)
           resident += st[c.stage].denseParams() * e;
@@ -207,7 +207,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
         return;
       case sched::Collective::Kind::ReduceScatter:
       case sched::Collective::Kind::AllReduce:
-        comm = std::max({comm, lastBackward[c.stage], tied[c.stage]}) + reductionTime(c, link);
+        comm = std::max({comm, lastBackward[c.stage], tied[c.stage]}) + reductionTime(c, ring);
         reduced[c.stage] = comm;
         skipItem();
         lastReduction = comm;

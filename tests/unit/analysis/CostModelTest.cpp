@@ -553,24 +553,24 @@ TEST(CostModelTest, TensorRankIsInnermost) {
 }
 
 TEST(CostModelTest, TensorGroupsStayInANodeWhenTheyFit) {
-  EXPECT_EQ(ranks(4, 2, 8).tensorLink(), Link::IntraNode);
-  EXPECT_EQ(ranks(4, 2, 4).tensorLink(), Link::IntraNode);
-  EXPECT_EQ(ranks(1, 1, 16).tensorLink(), Link::InterNode); // T > gpus_per_node
-  EXPECT_EQ(ranks(3, 1, 3).tensorLink(), Link::InterNode);  // ranks 6, 7 | 8 straddle
-  EXPECT_EQ(ranks(1, 2, 3).tensorLink(), Link::IntraNode);  // six ranks: one node
+  EXPECT_EQ(ranks(4, 2, 8).tensorRing().link, Link::IntraNode);
+  EXPECT_EQ(ranks(4, 2, 4).tensorRing().link, Link::IntraNode);
+  EXPECT_EQ(ranks(1, 1, 16).tensorRing().link, Link::InterNode); // T > gpus_per_node
+  EXPECT_EQ(ranks(3, 1, 3).tensorRing().link, Link::InterNode);  // ranks 6, 7 | 8 straddle
+  EXPECT_EQ(ranks(1, 2, 3).tensorRing().link, Link::IntraNode);  // six ranks: one node
 }
 
 TEST(CostModelTest, DataAndPipelineLinksJoinTheSameTensorRank) {
   // D = 2, T = 4: replicas of tensor rank t are t and 4 + t, one node.
-  EXPECT_EQ(ranks(1, 2, 4).dataParallelLink(0), Link::IntraNode);
+  EXPECT_EQ(ranks(1, 2, 4).dataParallelRing(0).link, Link::IntraNode);
   // D = 4, T = 4: t, 4 + t, 8 + t, 12 + t span two nodes.
-  EXPECT_EQ(ranks(1, 4, 4).dataParallelLink(0), Link::InterNode);
+  EXPECT_EQ(ranks(1, 4, 4).dataParallelRing(0).link, Link::InterNode);
   // P = 2, T = 4: ranks 0..3 and 4..7, one node; T = 8: two.
   EXPECT_EQ(ranks(2, 1, 4).pipelineLink(0, 1), Link::IntraNode);
   EXPECT_EQ(ranks(2, 1, 8).pipelineLink(0, 1), Link::InterNode);
   // Pipeline-inner with D = 2, T = 2, P = 2: pipeline ranks of replica 1 are 4..5 and 6..7.
   EXPECT_EQ(ranks(2, 2, 2, true, 4).pipelineLink(0, 1), Link::IntraNode);
-  EXPECT_EQ(ranks(2, 2, 2, true, 4).dataParallelLink(0), Link::InterNode);
+  EXPECT_EQ(ranks(2, 2, 2, true, 4).dataParallelRing(0).link, Link::InterNode);
 }
 
 TEST(CostModelTest, TensorCollectivesAreRingsOnTheTensorLink) {
@@ -586,9 +586,36 @@ TEST(CostModelTest, TensorCollectivesAreRingsOnTheTensorLink) {
                 (n - 1) * 10e-6 + (n - 1) / n * bytes / 300e9, 1e-12);
   }
   EXPECT_EQ(ranks(1, 1, 1).tensorCollectiveTime(Collective::AllReduce, bytes), 0);
-  // Across nodes, the inter-node bandwidth sets the pace.
+  // Across nodes, the network sets the pace: eight members a node, eight adapters.
   EXPECT_NEAR(ranks(1, 1, 16).tensorCollectiveTime(Collective::AllGather, bytes),
-              15 * 10e-6 + 15.0 / 16 * bytes / 25e9, 1e-12);
+              15 * 10e-6 + 15.0 / 16 * bytes / (8 * 25e9), 1e-12);
+}
+
+TEST(CostModelTest, RingsOverTheNetworkUseTheAdaptersOfTheirMembers) {
+  // One member a node: one adapter, the network's bandwidth.
+  EXPECT_EQ(ranks(1, 4, 8).dataParallelRing(0).link, Link::InterNode);
+  EXPECT_EQ(ranks(1, 4, 8).dataParallelRing(0).adapters, 1);
+  EXPECT_EQ(ranks(1, 4, 8).ringBandwidth(ranks(1, 4, 8).dataParallelRing(0)), 25e9);
+  // D = 4, T = 4: t, 4 + t | 8 + t, 12 + t, two members (and adapters) a node.
+  EXPECT_EQ(ranks(1, 4, 4).dataParallelRing(0).adapters, 2);
+  EXPECT_EQ(ranks(1, 4, 4).ringBandwidth(ranks(1, 4, 4).dataParallelRing(0)), 2 * 25e9);
+  // Twelve replicas: eight on the first node, four on the second; the fewer set the pace.
+  EXPECT_EQ(ranks(1, 12, 1).dataParallelRing(0).adapters, 4);
+  // Sixteen adapters a node would outrun NVLink (300 GB/s), which then sets the pace.
+  CostModel wide = ranks(1, 32, 1, false, 16);
+  EXPECT_EQ(wide.dataParallelRing(0).adapters, 16);
+  EXPECT_EQ(wide.ringBandwidth(wide.dataParallelRing(0)), 300e9);
+  // Inside a node the adapters do not matter.
+  EXPECT_EQ(ranks(1, 8, 1).dataParallelRing(0).link, Link::IntraNode);
+  EXPECT_EQ(ranks(1, 8, 1).ringBandwidth(ranks(1, 8, 1).dataParallelRing(0)), 300e9);
+  // The collective prices its ring: 16 replicas, eight a node.
+  const int64_t bytes = int64_t(1) << 30;
+  CostModel two = ranks(1, 16, 1);
+  EXPECT_NEAR(two.collectiveTime(Collective::AllGather, bytes, 16, two.dataParallelRing(0)),
+              15 * 10e-6 + 15.0 / 16 * bytes / (8 * 25e9), 1e-12);
+  // The slower of two rings: over the network first, then over fewer adapters.
+  EXPECT_EQ(Ring::slower({Link::IntraNode, 8}, {Link::InterNode, 4}).link, Link::InterNode);
+  EXPECT_EQ(Ring::slower({Link::InterNode, 2}, {Link::InterNode, 4}).adapters, 2);
 }
 
 } // namespace

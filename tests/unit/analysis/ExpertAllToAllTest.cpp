@@ -12,6 +12,8 @@
 #include "analysis/Report.h"
 #include "tests/unit/CompileToModule.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <gtest/gtest.h>
 
 using namespace conduit;
@@ -180,33 +182,70 @@ TEST(ExpectedTokenNodes, CountsTheNodesATokensExpertsLieOn) {
   }
 }
 
+/// Checks each reduce-scatter's time in `v` against `expected(dense, experts)`: the bytes of
+/// its dense gradients and of its stage's routed experts on one rank (E of them, fp32).
+/// Returns how many it checked.
+int64_t checkReduceScatters(const VerifiedPlan &v, int64_t e,
+                            llvm::function_ref<double(double, double)> expected) {
+  int64_t checked = 0;
+  for (size_t r = 0; r < v.plan.ranks.size(); ++r) {
+    const std::vector<Instruction> &program = v.plan.ranks[r].instructions;
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (program[i].op != Op::ReduceScatter)
+        continue;
+      const runtime::Stage &stage = v.plan.stages[program[i].stage];
+      int64_t experts = 0;
+      for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
+        experts += v.plan.layers[l].expertParams / e * 4; // fp32 gradients
+      const runtime::InstructionTime &t = v.simulation.times[r][i];
+      EXPECT_NEAR(
+          t.end - t.start,
+          expected(static_cast<double>(program[i].bytes - experts), static_cast<double>(experts)),
+          1e-12)
+          << "stage " << stage.index;
+      ++checked;
+    }
+  }
+  return checked;
+}
+
 TEST(ExpertAllToAlls, ReductionsRunTheExpertsOverTheirExpertDataGroup) {
   // ZeRO-1, D = 4 in one node: a stage's reduce-scatter moves the dense gradients over the 4
   // replicas, then the routed experts' (a rank's E-th) over the 4 / E ranks holding the same
   // ones; with E = 4 those are one rank's, updated in place, and move nothing.
   auto ring = [](double bytes, double n) { return (n - 1) * (1e-5 + bytes / n / 4e11); };
   for (int64_t e : {2, 4}) {
+    SCOPED_TRACE("E " + std::to_string(e));
     std::optional<VerifiedPlan> v =
         compile({"parallelism.sharding=optimizer", "parallelism.expert=" + std::to_string(e)});
     ASSERT_TRUE(v);
-    int64_t checked = 0;
-    for (size_t r = 0; r < v->plan.ranks.size(); ++r) {
-      const std::vector<Instruction> &program = v->plan.ranks[r].instructions;
-      for (size_t i = 0; i < program.size(); ++i) {
-        if (program[i].op != Op::ReduceScatter)
-          continue;
-        const runtime::Stage &stage = v->plan.stages[program[i].stage];
-        int64_t experts = 0;
-        for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
-          experts += v->plan.layers[l].expertParams / e * 4; // fp32 gradients
-        const double dense = ring(static_cast<double>(program[i].bytes - experts), 4);
-        const double expected = dense + (e < 4 ? ring(static_cast<double>(experts), 4.0 / e) : 0);
-        const runtime::InstructionTime &t = v->simulation.times[r][i];
-        EXPECT_NEAR(t.end - t.start, expected, 1e-12) << "E " << e << ", stage " << stage.index;
-        ++checked;
-      }
-    }
-    EXPECT_EQ(checked, 2); // one per stage
+    EXPECT_EQ(checkReduceScatters(*v, e,
+                                  [&](double dense, double experts) {
+                                    return ring(dense, 4) + (e < 4 ? ring(experts, 4.0 / e) : 0);
+                                  }),
+              2); // one per stage
+  }
+}
+
+TEST(ExpertAllToAlls, ReductionsAcrossNodesRunAtTheirMembersAdapters) {
+  // Nodes of two GPUs: each pipeline rank's four replicas are two a node, so the dense ring
+  // runs at two adapters' bandwidth (2 x 50 GB/s); the expert-data group with E = 2 (ranks 0
+  // and 2, or 4 and 6) has one member a node, at one adapter's. In nodes of one GPU every ring
+  // has one adapter.
+  auto ring = [](double bytes, double n, double bandwidth) {
+    return (n - 1) * (1e-5 + bytes / n / bandwidth);
+  };
+  for (int64_t perNode : {1, 2}) {
+    SCOPED_TRACE(std::to_string(perNode) + " a node");
+    std::optional<VerifiedPlan> v =
+        compile({"parallelism.sharding=optimizer", "parallelism.expert=2",
+                 "cluster.gpus_per_node=" + std::to_string(perNode)});
+    ASSERT_TRUE(v);
+    EXPECT_EQ(checkReduceScatters(*v, 2,
+                                  [&](double dense, double experts) {
+                                    return ring(dense, 4, perNode * 5e10) + ring(experts, 2, 5e10);
+                                  }),
+              2);
   }
 }
 

@@ -163,7 +163,7 @@ TEST(MeasuredProfileTest, TransfersUseTheMeasuredTransportInsideANode) {
   EXPECT_DOUBLE_EQ(cost.latency(Link::IntraNode), 1e-4);
   EXPECT_DOUBLE_EQ(cost.bandwidth(Link::IntraNode), 2e8);
   // A ring of 4 inside the node: 3 steps of the measured latency and a quarter of the bytes.
-  EXPECT_DOUBLE_EQ(cost.collectiveTime(Collective::AllGather, 4000, 4, Link::IntraNode),
+  EXPECT_DOUBLE_EQ(cost.collectiveTime(Collective::AllGather, 4000, 4, Ring{}),
                    3 * (1e-4 + 1000 / 2e8));
   // Across nodes the cluster's figures stay: the profile measured two ranks of one node.
   EXPECT_DOUBLE_EQ(cost.transferTime(16384, Link::InterNode), 10e-6 + 16384 / 10e9);
