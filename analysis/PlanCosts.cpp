@@ -148,7 +148,9 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
   }
   // Pipelined with the GEMMs only with sequence parallelism and the overlap (Megatron-Core's
   // tp_comm_overlap); otherwise every tensor collective is exposed.
-  if (c.tensor > 1 && c.sequenceParallel && c.tensorCommOverlap)
+  if (c.tensor > 1 && c.sequenceParallel && c.tensorCommOverlap) {
+    runtime::TensorCollectiveCache issued(c, plan.layers,
+                                          plan.transformer ? &*plan.transformer : nullptr);
     for (const runtime::Stage &stage : plan.stages) {
       auto &fractions = costs.exposed.emplace_back();
       for (int64_t m = 0; m < stage.numMicrobatches(); ++m) {
@@ -159,14 +161,14 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
                                   costs.input[stage.index][m], costs.weight[stage.index][m]};
         for (int p = 0; p < 4; ++p) {
           double comm = 0;
-          for (const runtime::TensorCollective &x : runtime::tensorCollectives(
-                   c, plan.layers, stage.firstLayer, stage.endLayer, passes[p], samples,
-                   plan.transformer ? &*plan.transformer : nullptr))
+          for (const runtime::TensorCollective &x :
+               issued.of(stage.firstLayer, stage.endLayer, passes[p], samples))
             comm += cost.tensorCollectiveTime(collectiveOf(x.op), x.bytes);
           f[p] = comm > 0 ? std::max(0.0, comm - compute[p]) / comm : 0;
         }
       }
     }
+  }
   // A plan group's collective joins the replicas of each of its pipeline ranks, one ring per
   // tensor rank.
   for (const runtime::Group &group : plan.groups) {

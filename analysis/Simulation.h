@@ -235,6 +235,9 @@ private:
   std::vector<Instance> instances;
   std::vector<int64_t> instanceMembers;
   std::deque<std::pair<int32_t, int>> work;
+  /// What each compute issues (checkAllToAllsDone), per stage, pass and micro-batch size.
+  runtime::TensorCollectiveCache issued{plan.config, plan.layers,
+                                        plan.transformer ? &*plan.transformer : nullptr};
   SimulationResult result;
 };
 

@@ -338,9 +338,9 @@ void Simulation::checkAllToAllsDone(int32_t r, int s, int64_t i, bool end) {
   stream.allToAllsSeen = 0;
   stream.allToAlls.clear();
   const runtime::Stage &stage = plan.stages[x.stage];
-  for (const runtime::TensorCollective &call : runtime::tensorCollectives(
-           c, plan.layers, stage.firstLayer, stage.endLayer, x.op,
-           stage.samples[x.microbatch + 1] - stage.samples[x.microbatch], &*plan.transformer))
+  for (const runtime::TensorCollective &call :
+       issued.of(stage.firstLayer, stage.endLayer, x.op,
+                 stage.samples[x.microbatch + 1] - stage.samples[x.microbatch]))
     if (call.op == Op::ExpertDispatch || call.op == Op::ExpertCombine)
       stream.allToAlls.push_back(call);
 }

@@ -328,17 +328,18 @@ public:
   int32_t eventCount() const { return events; }
 
   /// The rank's instructions, in order (after analyze()).
-  std::vector<Instruction> emit(int32_t r, const TensorLayout &tensor, bool overlapAllToAlls) {
+  std::vector<Instruction> emit(int32_t r, TensorLayout &tensor, bool overlapAllToAlls) {
     gatherBatches();
     // One allocation of the final size: a plan's instructions are most of its bytes. The
     // collectives each compute issues are listed once, for the count and for the emission.
-    std::vector<std::vector<runtime::TensorCollective>> inner(tensor.active() ? ops.size() : 0);
+    std::vector<const std::vector<runtime::TensorCollective> *> inner(tensor.active() ? ops.size()
+                                                                                      : 0);
     size_t count = ops.size();
     for (size_t i = 0; i < ops.size(); ++i) {
       count += waitsBefore[i].size() + signalsAfter[i].size();
       if (!inner.empty() && isCompute(info[i].kind)) {
-        inner[i] = tensor.of(info[i].stage, info[i].mb, computeOp(info[i].kind));
-        count += inner[i].size();
+        inner[i] = &tensor.of(info[i].stage, info[i].mb, computeOp(info[i].kind));
+        count += inner[i]->size();
       }
     }
     std::vector<Instruction> out;
@@ -372,8 +373,8 @@ public:
       }
       if (!overlapAllToAlls)
         partner = {-1, -1};
-      if (!inner.empty())
-        appendInnerCollectives(out, out.back(), inner[i], r, partner);
+      if (!inner.empty() && inner[i])
+        appendInnerCollectives(out, out.back(), *inner[i], r, partner);
       for (int32_t e : signalsAfter[i])
         event(runtime::Op::Signal, e, stream);
     }
@@ -564,7 +565,7 @@ FailureOr<plan::ProgramOp> lowerModel(pipe::ModelOp model, bool overlapAllToAlls
   std::vector<std::vector<int64_t>> samples;
   std::vector<int64_t> rankOf;
   stageLayout(model, samples, rankOf);
-  const TensorLayout tensor(model);
+  TensorLayout tensor(model);
   std::vector<std::vector<Instruction>> kept;
   // About 100 bytes an op: the pages of every 4 MB of lowered ops go back to the system, not
   // those of every rank (each page given back costs a fault when it is used again).

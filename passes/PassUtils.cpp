@@ -219,16 +219,17 @@ TensorLayout::TensorLayout(pipe::ModelOp model) {
     else
       samples.emplace_back();
   }
+  issued.emplace(config, layers, transformer ? &*transformer : nullptr);
 }
 
-std::vector<runtime::TensorCollective> TensorLayout::of(int64_t stage, int64_t microbatch,
-                                                        runtime::Op op) const {
+const std::vector<runtime::TensorCollective> &TensorLayout::of(int64_t stage, int64_t microbatch,
+                                                               runtime::Op op) {
+  static const std::vector<runtime::TensorCollective> none;
   if (!active())
-    return {};
+    return none;
   const std::vector<int64_t> &bounds = samples[stage];
-  return runtime::tensorCollectives(
-      config, layers, stageLayers[stage].first, stageLayers[stage].second, op,
-      bounds[microbatch + 1] - bounds[microbatch], transformer ? &*transformer : nullptr);
+  return issued->of(stageLayers[stage].first, stageLayers[stage].second, op,
+                    bounds[microbatch + 1] - bounds[microbatch]);
 }
 
 std::vector<int64_t> conduit::rankStageParams(pipe::ModelOp model,

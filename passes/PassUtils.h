@@ -69,9 +69,10 @@ public:
   explicit TensorLayout(pipe::ModelOp model);
   /// The collectives compute `op` (Forward, Backward, BackwardInput, BackwardWeight) of
   /// (`stage`, `microbatch`) issues, expert all-to-alls included; empty without tensor or
-  /// expert parallelism.
-  std::vector<runtime::TensorCollective> of(int64_t stage, int64_t microbatch,
-                                            runtime::Op op) const;
+  /// expert parallelism. Each list is computed once per stage, pass and micro-batch size and
+  /// lives as long as the layout.
+  const std::vector<runtime::TensorCollective> &of(int64_t stage, int64_t microbatch,
+                                                   runtime::Op op);
   bool active() const { return config.tensor > 1 || transformer; }
 
 private:
@@ -81,6 +82,8 @@ private:
   std::vector<runtime::Layer> layers;
   std::vector<std::pair<int32_t, int32_t>> stageLayers; // [first, end) per stage
   std::vector<std::vector<int64_t>> samples;            // micro-batch boundaries per stage
+  /// Refers to the members above: a layout is neither copied nor moved.
+  std::optional<runtime::TensorCollectiveCache> issued;
 };
 
 /// Parameters of each stage that every rank of its tensor group holds (stageParams when T is

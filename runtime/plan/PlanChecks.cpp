@@ -279,14 +279,14 @@ private:
   public:
     /// Compute instruction `index` of rank `r`: what it issues. `pairedWith` is the (stage,
     /// micro-batch) of the paired forward it follows, if any (else -1, -1).
-    void expect(const Plan &plan, int32_t r, size_t index, std::pair<int32_t, int32_t> pairedWith) {
-      const std::vector<Instruction> &program = plan.ranks[r].instructions;
+    void expect(SemanticChecker &checker, int32_t r, size_t index,
+                std::pair<int32_t, int32_t> pairedWith) {
+      const std::vector<Instruction> &program = checker.plan.ranks[r].instructions;
       const Instruction &compute = program[index];
-      const Stage &stage = plan.stages[compute.stage];
-      expected = tensorCollectives(
-          plan.config, plan.layers, stage.firstLayer, stage.endLayer, compute.op,
-          stage.samples[compute.microbatch + 1] - stage.samples[compute.microbatch],
-          plan.transformer ? &*plan.transformer : nullptr);
+      const Stage &stage = checker.plan.stages[compute.stage];
+      expected = &checker.issued.of(stage.firstLayer, stage.endLayer, compute.op,
+                                    stage.samples[compute.microbatch + 1] -
+                                        stage.samples[compute.microbatch]);
       owner = index;
       next = 0;
       partner = pairedWith;
@@ -298,7 +298,7 @@ private:
             break;
           }
     }
-    bool pending() const { return next < expected.size(); }
+    bool pending() const { return next < list().size(); }
     /// Tensor collective `index` of rank `r`: the next the last compute issues.
     absl::Status take(SemanticChecker &checker, int32_t r, size_t index) {
       const Plan &plan = checker.plan;
@@ -316,18 +316,18 @@ private:
       if (!pending())
         return checker.badInstruction(
             r, index,
-            expected.empty() && next == 0
+            list().empty() && next == 0
                 ? absl::StrCat(allToAll ? "an expert all-to-all" : "a tensor collective",
                                " must directly follow the compute that issues it")
-                : absl::StrCat("the compute at instruction ", owner, " issues ", expected.size(),
+                : absl::StrCat("the compute at instruction ", owner, " issues ", list().size(),
                                " collectives, and this one is extra"));
       const Instruction &compute = plan.ranks[r].instructions[owner];
-      const TensorCollective &want = expected[next];
+      const TensorCollective &want = list()[next];
       if (i.op != want.op || i.bytes != want.bytes || i.stage != compute.stage ||
           i.microbatch != compute.microbatch || i.stream != compute.stream)
         return checker.badInstruction(
             r, index,
-            absl::StrCat("collective ", next + 1, " of ", expected.size(), " issued by ",
+            absl::StrCat("collective ", next + 1, " of ", list().size(), " issued by ",
                          describe(compute), " (instruction ", owner, ") is ", opName(want.op), " s",
                          compute.stage, " mb", compute.microbatch, " ", want.bytes,
                          " bytes for layer ", want.layer, " on stream ", int(compute.stream)));
@@ -360,9 +360,9 @@ private:
     /// Instruction `index` of rank `r` comes where the last compute's next collective should.
     absl::Status missing(SemanticChecker &checker, int32_t r, size_t index) {
       const Instruction &compute = checker.plan.ranks[r].instructions[owner];
-      const TensorCollective &want = expected[next];
+      const TensorCollective &want = list()[next];
       std::string what =
-          absl::StrCat(describe(compute), " (instruction ", owner, ") issues ", expected.size(),
+          absl::StrCat(describe(compute), " (instruction ", owner, ") issues ", list().size(),
                        " collectives and only ", next, " follow it; the next is ", opName(want.op),
                        " of ", want.bytes, " bytes for layer ", want.layer);
       if (index >= checker.plan.ranks[r].instructions.size())
@@ -371,7 +371,12 @@ private:
     }
 
   private:
-    std::vector<TensorCollective> expected;
+    /// The last compute's collectives (none before the first compute).
+    const std::vector<TensorCollective> &list() const {
+      static const std::vector<TensorCollective> none;
+      return expected ? *expected : none;
+    }
+    const std::vector<TensorCollective> *expected = nullptr;
     size_t owner = 0, next = 0;
     std::pair<int32_t, int32_t> partner{-1, -1}; ///< the compute paired with the owner
   };
@@ -445,7 +450,7 @@ private:
           return fail(misplaced);
         if (i.op == Op::BackwardInput)
           inputAt[{i.stage, i.microbatch}] = index;
-        calls.expect(plan, r, index, pairedWith);
+        calls.expect(*this, r, index, pairedWith);
         break;
       case Op::Send:
       case Op::Recv: {
@@ -625,6 +630,9 @@ private:
   }
 
   const Plan &plan;
+  /// What each compute issues, per stage, pass and micro-batch size (TensorCalls::expect).
+  TensorCollectiveCache issued{plan.config, plan.layers,
+                               plan.transformer ? &*plan.transformer : nullptr};
 };
 
 } // namespace

@@ -206,4 +206,12 @@ std::vector<TensorCollective> tensorCollectives(const Config &config,
   return out;
 }
 
+const std::vector<TensorCollective> &TensorCollectiveCache::of(int32_t first, int32_t end,
+                                                               Op compute, int64_t samples) {
+  auto [it, added] = known.try_emplace({first, end, compute, samples});
+  if (added)
+    it->second = tensorCollectives(*config, *layers, first, end, compute, samples, transformer);
+  return it->second;
+}
+
 } // namespace conduit::runtime

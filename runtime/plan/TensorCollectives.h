@@ -91,6 +91,8 @@
 #include "runtime/plan/Plan.h"
 
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <vector>
 
 namespace conduit::runtime {
@@ -140,6 +142,29 @@ std::vector<TensorCollective> tensorCollectives(const Config &config,
                                                 const std::vector<Layer> &layers, int32_t first,
                                                 int32_t end, Op compute, int64_t samples,
                                                 const Transformer *transformer = nullptr);
+
+/// tensorCollectives() of one plan's layers, remembered per (layers, pass, samples): the
+/// compiler's lowering, the plan checks, the simulator and the cost model ask once per compute,
+/// and the micro-batches of a stage mostly have one size. It refers to `config`, `layers` and
+/// `transformer`, which must outlive it.
+class TensorCollectiveCache {
+public:
+  TensorCollectiveCache(const Config &config, const std::vector<Layer> &layers,
+                        const Transformer *transformer)
+      : config(&config), layers(&layers), transformer(transformer) {}
+  TensorCollectiveCache(const TensorCollectiveCache &) = delete;
+  TensorCollectiveCache &operator=(const TensorCollectiveCache &) = delete;
+
+  /// tensorCollectives(config, layers, first, end, compute, samples, transformer); the
+  /// reference lives as long as the cache.
+  const std::vector<TensorCollective> &of(int32_t first, int32_t end, Op compute, int64_t samples);
+
+private:
+  const Config *config;
+  const std::vector<Layer> *layers;
+  const Transformer *transformer;
+  std::map<std::tuple<int32_t, int32_t, Op, int64_t>, std::vector<TensorCollective>> known;
+};
 
 } // namespace conduit::runtime
 

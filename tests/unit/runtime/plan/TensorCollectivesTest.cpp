@@ -218,6 +218,24 @@ TEST(ExpertAllToAlls, WithTensorParallelism) {
   EXPECT_EQ(of(expertConfig(2, 2), 1, 2, Op::Forward, 1, &t), "AR:1:256 AR:1:256");
 }
 
+TEST(TensorCollectiveCache, GivesWhatTensorCollectivesGivesOncePerKey) {
+  const std::vector<Layer> layers = chain();
+  const Transformer t = moe();
+  const Config c = expertConfig(2, 2, true, Checkpointing::Full);
+  TensorCollectiveCache cache(c, layers, &t);
+  const Op passes[] = {Op::Forward, Op::Backward, Op::BackwardInput, Op::BackwardWeight};
+  for (int round = 0; round < 2; ++round)
+    for (Op op : passes)
+      for (int64_t samples : {1, 3})
+        for (auto [first, end] : {std::pair{0, 4}, std::pair{1, 3}, std::pair{2, 4}}) {
+          const std::vector<TensorCollective> &got = cache.of(first, end, op, samples);
+          EXPECT_EQ(render(got), render(tensorCollectives(c, layers, first, end, op, samples, &t)))
+              << opName(op) << " of layers " << first << ".." << end << ", " << samples;
+          // The second round finds the first's list, not a new one.
+          EXPECT_EQ(&got, &cache.of(first, end, op, samples));
+        }
+}
+
 TEST(ExpertAllToAlls, ExpertGroupsFoldTheDataAndTensorRanks) {
   Config c;
   c.pipeline = 2;
