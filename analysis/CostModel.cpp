@@ -59,6 +59,13 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
                               : l == last ? TransformerLayer::Head
                                           : TransformerLayer::Block;
       cost.layers[l].work = transformerWork(x, kind, in.tensor, in.sequenceParallel, l - 1);
+      // A block's work depends on the shape and on whether it has experts only.
+      const Layer &previous = cost.layers[std::max<int64_t>(l - 1, 0)];
+      cost.layers[l].repeatsPrevious = kind == TransformerLayer::Block && l >= 2 &&
+                                       x.blockHasExperts(l - 1) == x.blockHasExperts(l - 2) &&
+                                       cost.layers[l].fwdFlops == previous.fwdFlops &&
+                                       cost.layers[l].bwdFlops == previous.bwdFlops &&
+                                       cost.layers[l].wgradFlops == previous.wgradFlops;
     }
   }
 
@@ -216,9 +223,12 @@ double CostModel::weightGradientTime(int64_t layer, int64_t samples) const {
 
 double CostModel::stageSum(int64_t first, int64_t end, int64_t samples,
                            double (CostModel::*time)(int64_t, int64_t) const) const {
-  double total = 0;
-  for (int64_t l = first; l < end; ++l)
-    total += (this->*time)(l, samples);
+  double total = 0, last = 0;
+  for (int64_t l = first; l < end; ++l) {
+    if (l == first || !repeatsPrevious(l))
+      last = (this->*time)(l, samples);
+    total += last;
+  }
   return total;
 }
 

@@ -79,6 +79,12 @@ public:
   static llvm::Expected<CostModel> build(const CostInputs &inputs);
 
   int64_t numLayers() const { return static_cast<int64_t>(layers.size()); }
+  /// Whether every time of layer `layer` equals layer `layer` − 1's, for any micro-batch: two
+  /// blocks of a transformer alike (both with routed experts or both without), priced
+  /// without a profile. Loops over layers reuse the previous layer's times there.
+  bool repeatsPrevious(int64_t layer) const {
+    return layers[layer].repeatsPrevious && profiles.empty();
+  }
 
   /// Time of one layer's forward / backward for a micro-batch of `samples` samples on one
   /// tensor-parallel rank, compute only (the tensor group's collectives are priced apart,
@@ -183,6 +189,7 @@ private:
     double fwdFlops, bwdFlops, wgradFlops;
     /// The layer's products and traffic on one tensor rank, for a transformer.
     std::optional<LayerWork> work;
+    bool repeatsPrevious = false; ///< the same work and FLOPs as the layer before it
   };
   /// The share of layer l's backward that computes weight gradients.
   double weightShare(int64_t layer) const;

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <tuple>
 
 using namespace conduit;
 using runtime::Instruction;
@@ -430,6 +432,16 @@ void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
                                 ? static_cast<double>(sms - kDispatchSms) / static_cast<double>(sms)
                             : cost->slowsBesideCollectives() ? 1 / (1 + kCollectiveOverlapSlowdown)
                                                              : 1.0;
+  // A compute's segments depend on its stage, pass and size only: each is cut once.
+  std::map<std::tuple<int32_t, Op, int64_t>, std::vector<double>> cutOf;
+  auto segmentsOf = [&](const Instruction &x) -> const std::vector<double> & {
+    const runtime::Stage &stage = plan.stages[x.stage];
+    auto [it, fresh] = cutOf.try_emplace(
+        {x.stage, x.op, stage.samples[x.microbatch + 1] - stage.samples[x.microbatch]});
+    if (fresh)
+      it->second = segments(plan, x);
+    return it->second;
+  };
   for (const runtime::RankProgram &program : plan.ranks) {
     const int32_t r = program.rank;
     const std::pair<int64_t, int64_t> peers = expertPeers(c, *cost, r);
@@ -470,7 +482,7 @@ void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
       double compute = 0, communication = 0;
       bool shaped = true;
       for (int h = 0; h < 2; ++h) {
-        cuts[h] = segments(plan, list[half[h]]);
+        cuts[h] = segmentsOf(list[half[h]]);
         for (int64_t k : issued[half[h]])
           comms[h].push_back(whole[k]);
         shaped = shaped && cuts[h].size() == comms[h].size() + 1;

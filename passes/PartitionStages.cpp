@@ -51,8 +51,10 @@ FailureOr<sched::Partition> choosePartition(pipe::ModelOp model) {
   sched::PartitionProblem problem;
   problem.numStages = stages;
   for (int64_t l = 0; l < layers; ++l)
-    problem.layerCosts.push_back(cost->forwardTime(l, par.getMicrobatchSize()) +
-                                 cost->backwardTime(l, par.getMicrobatchSize()));
+    problem.layerCosts.push_back(l > 0 && cost->repeatsPrevious(l)
+                                     ? problem.layerCosts.back()
+                                     : cost->forwardTime(l, par.getMicrobatchSize()) +
+                                           cost->backwardTime(l, par.getMicrobatchSize()));
   llvm::Expected<sched::Partition> partition = sched::partitionMinMax(problem);
   if (!partition)
     return model.emitOpError() << "cannot partition: " << llvm::toString(partition.takeError());

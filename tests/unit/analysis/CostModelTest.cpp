@@ -43,6 +43,20 @@ TransformerShape gpt52b() {
   return x;
 }
 
+/// The 52B shape with fused attention, a gated MLP and 64 experts of 2048 (4 a token) over
+/// 8 expert ranks, the first block dense.
+TransformerShape moe52b() {
+  TransformerShape x = gpt52b();
+  x.flashAttention = true;
+  x.gated = true;
+  x.numExperts = 64;
+  x.topK = 4;
+  x.expertFfnHiddenSize = 2048;
+  x.denseLayers = 1;
+  x.expert = 8;
+  return x;
+}
+
 /// Cost inputs for `shape`'s chain (FLOPs left at zero: the roofline must not read them).
 CostInputs transformerInputs(const TransformerShape &shape, int64_t tensor = 1,
                              bool sequenceParallel = false) {
@@ -304,19 +318,47 @@ TEST(CostModelTest, FlashAttentionIsOneFusedKernelPerPass) {
   EXPECT_DOUBLE_EQ(selective.backwardTime(1, 2), plain.backwardTime(1, 2));
 }
 
+// Alike blocks repeat the previous layer's times, which the stage sums reuse: the same sums
+// as adding every layer's own time.
+TEST(CostModelTest, AlikeBlocksRepeatThePreviousLayersTimes) {
+  TransformerShape x = moe52b();
+  x.numLayers = 6;
+  x.denseLayers = 2;
+  CostInputs in = transformerInputs(x, 2, true);
+  in.recompute = true;
+  CostModel cost = build(in);
+  // Layers: embedding, two dense blocks, four with experts, head.
+  const bool repeats[] = {false, false, true, false, true, true, true, false};
+  for (int64_t l = 0; l < cost.numLayers(); ++l)
+    EXPECT_EQ(cost.repeatsPrevious(l), repeats[l]) << "layer " << l;
+  for (int64_t samples : {1, 3})
+    for (auto [first, end] : {std::pair{0, 8}, std::pair{2, 6}, std::pair{3, 4}}) {
+      double forward = 0, backward = 0, input = 0, weight = 0;
+      for (int64_t l = first; l < end; ++l) {
+        forward += cost.forwardTime(l, samples);
+        backward += cost.backwardTime(l, samples);
+        input += cost.inputGradientTime(l, samples);
+        weight += cost.weightGradientTime(l, samples);
+      }
+      EXPECT_EQ(cost.stageForwardTime(first, end, samples), forward);
+      EXPECT_EQ(cost.stageBackwardTime(first, end, samples), backward);
+      EXPECT_EQ(cost.stageInputGradientTime(first, end, samples), input);
+      EXPECT_EQ(cost.stageWeightGradientTime(first, end, samples), weight);
+    }
+  // A layer list (no transformer) repeats nothing.
+  CostInputs list = in;
+  list.transformer.reset();
+  CostModel chain = build(list);
+  for (int64_t l = 0; l < chain.numLayers(); ++l)
+    EXPECT_FALSE(chain.repeatsPrevious(l));
+}
+
 // Megatron-Core's other recompute modules each repeat their own part of a block's forward
 // before its backward, priced as the forward prices it, and together their sum; a module
 // with nothing to repeat in a block (moe_act in a dense block, mla_up_proj without latent
 // attention) costs nothing there.
 TEST(CostModelTest, RecomputeModulesRepeatTheirPartOfTheForward) {
-  TransformerShape x = gpt52b();
-  x.flashAttention = true;
-  x.gated = true;
-  x.numExperts = 64;
-  x.topK = 4;
-  x.expertFfnHiddenSize = 2048;
-  x.denseLayers = 1;
-  x.expert = 8;
+  const TransformerShape x = moe52b();
   const Roofline roofline = Roofline::of(a100(), 2);
   auto repeated = [&](uint32_t modules, int64_t block) {
     TransformerShape y = x;
