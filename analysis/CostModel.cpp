@@ -60,12 +60,14 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
                                           : TransformerLayer::Block;
       cost.layers[l].work = transformerWork(x, kind, in.tensor, in.sequenceParallel, l - 1);
       // A block's work depends on the shape and on whether it has experts only.
-      const Layer &previous = cost.layers[std::max<int64_t>(l - 1, 0)];
-      cost.layers[l].repeatsPrevious = kind == TransformerLayer::Block && l >= 2 &&
-                                       x.blockHasExperts(l - 1) == x.blockHasExperts(l - 2) &&
-                                       cost.layers[l].fwdFlops == previous.fwdFlops &&
-                                       cost.layers[l].bwdFlops == previous.bwdFlops &&
-                                       cost.layers[l].wgradFlops == previous.wgradFlops;
+      if (kind == TransformerLayer::Block && l >= 2) {
+        Layer &layer = cost.layers[l];
+        const Layer &previous = cost.layers[l - 1];
+        layer.repeatsPrevious = x.blockHasExperts(l - 1) == x.blockHasExperts(l - 2) &&
+                                layer.fwdFlops == previous.fwdFlops &&
+                                layer.bwdFlops == previous.bwdFlops &&
+                                layer.wgradFlops == previous.wgradFlops;
+      }
     }
   }
 

@@ -135,15 +135,10 @@ BoundCalculator::stages(const Job &job) {
                                                  par.tensor, par.sequenceParallel, par.expert)];
   if (times.forward.empty())
     for (int64_t l = 0; l < (*cost)->numLayers(); ++l) {
-      const bool repeats = l > 0 && (*cost)->repeatsPrevious(l);
-      times.forward.push_back(repeats ? times.forward.back()
-                                      : (*cost)->forwardTime(l, par.microbatchSize));
-      times.backward.push_back(repeats ? times.backward.back()
-                                       : (*cost)->backwardTime(l, par.microbatchSize));
-      times.input.push_back(repeats ? times.input.back()
-                                    : (*cost)->inputGradientTime(l, par.microbatchSize));
-      times.weight.push_back(repeats ? times.weight.back()
-                                     : (*cost)->weightGradientTime(l, par.microbatchSize));
+      times.forward.push_back((*cost)->forwardTime(l, par.microbatchSize));
+      times.backward.push_back((*cost)->backwardTime(l, par.microbatchSize));
+      times.input.push_back((*cost)->inputGradientTime(l, par.microbatchSize));
+      times.weight.push_back((*cost)->weightGradientTime(l, par.microbatchSize));
     }
   auto sum = [](const std::vector<double> &perLayer, const Stage &stage) {
     double total = 0;
