@@ -180,6 +180,8 @@ public:
   /// PlanCosts.h): on a device whose kernels the preset describes, with computes priced by the
   /// model. A measured profile's times are what its own run measured.
   bool slowsBesideCollectives() const { return roofline.kernels.sms > 0 && profiles.empty(); }
+  /// GPUs per node (cluster.gpus_per_node).
+  int64_t nodeSize() const { return gpusPerNode; }
   int64_t dataParallelSize() const { return data; }
   int64_t tensorSize() const { return tensor; }
   bool sequenceParallel() const { return sequenceParallelOn; }

@@ -51,14 +51,27 @@ std::pair<int64_t, int64_t> expertPeers(const runtime::Config &c, const CostMode
   return busiest;
 }
 
-/// An all-to-all in which a rank sends `bytes`, 1/E to each member of its group (one share
-/// stays): the shares for its own node's members go over the node's links and those for
-/// other nodes over the network, at the same time, so it takes the longer of the two parts.
-/// Per node (DeepEP), a token crosses the network once for each other node its experts lie
-/// on, to the member with its own index there, which passes each copy on to the member
-/// holding the expert over the node's links; every member forwards as much as it receives.
-double expertAllToAllTime(const CostModel &cost, int64_t bytes, int64_t members,
-                          std::pair<int64_t, int64_t> peers, const runtime::Transformer &t) {
+/// log C(a, b), for 0 <= b <= a.
+double logChoose(int64_t a, int64_t b) {
+  return std::lgamma(double(a + 1)) - std::lgamma(double(b + 1)) - std::lgamma(double(a - b + 1));
+}
+
+/// Of `candidates` equally likely experts, the chance that `draws` distinct ones miss a set of
+/// `set` of them: the hypergeometric probability of no success.
+double missProbability(double candidates, double set, int64_t draws) {
+  double p = 1;
+  for (int64_t i = 0; i < draws && p > 0; ++i) {
+    const double d = static_cast<double>(i);
+    p *= std::max(0.0, (candidates - set - d) / (candidates - d));
+  }
+  return p;
+}
+
+} // namespace
+
+double conduit::expertAllToAllTime(const CostModel &cost, int64_t bytes, int64_t members,
+                                   std::pair<int64_t, int64_t> peers,
+                                   const runtime::Transformer &t) {
   const auto [away, near] = peers;
   auto part = [&](int64_t others, Link link) {
     // `others` members' shares, as an all-to-all among them and this rank.
@@ -86,23 +99,16 @@ double expertAllToAllTime(const CostModel &cost, int64_t bytes, int64_t members,
   return std::max(network, local);
 }
 
-/// log C(a, b), for 0 <= b <= a.
-double logChoose(int64_t a, int64_t b) {
-  return std::lgamma(double(a + 1)) - std::lgamma(double(b + 1)) - std::lgamma(double(a - b + 1));
+double conduit::fastestExpertAllToAll(const CostModel &cost, int64_t bytes, int64_t members,
+                                      const runtime::Transformer &t) {
+  if (members <= 1)
+    return 0;
+  double fastest = std::numeric_limits<double>::infinity();
+  for (int64_t near = 0; near < std::min(members, cost.nodeSize()); ++near)
+    fastest =
+        std::min(fastest, expertAllToAllTime(cost, bytes, members, {members - 1 - near, near}, t));
+  return fastest;
 }
-
-/// Of `candidates` equally likely experts, the chance that `draws` distinct ones miss a set of
-/// `set` of them: the hypergeometric probability of no success.
-double missProbability(double candidates, double set, int64_t draws) {
-  double p = 1;
-  for (int64_t i = 0; i < draws && p > 0; ++i) {
-    const double d = static_cast<double>(i);
-    p *= std::max(0.0, (candidates - set - d) / (candidates - d));
-  }
-  return p;
-}
-
-} // namespace
 
 double conduit::expectedTokenNodes(int64_t experts, int64_t topK, int64_t groups, int64_t groupTopK,
                                    int64_t nodes) {
@@ -165,7 +171,8 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
           double comm = 0;
           for (const runtime::TensorCollective &x :
                issued.of(stage.firstLayer, stage.endLayer, passes[p], samples))
-            comm += cost.tensorCollectiveTime(collectiveOf(x.op), x.bytes);
+            if (!x.isExpertAllToAll()) // priced apart (priceAllToAlls)
+              comm += cost.tensorCollectiveTime(collectiveOf(x.op), x.bytes);
           f[p] = comm > 0 ? std::max(0.0, comm - compute[p]) / comm : 0;
         }
       }

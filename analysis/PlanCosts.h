@@ -28,6 +28,7 @@
 #include "runtime/plan/Plan.h"
 
 #include <array>
+#include <utility>
 #include <vector>
 
 namespace conduit {
@@ -39,6 +40,22 @@ namespace conduit {
 /// count divides the other) the limit is left out, which counts more nodes.
 double expectedTokenNodes(int64_t experts, int64_t topK, int64_t groups, int64_t groupTopK,
                           int64_t nodes);
+
+/// An expert all-to-all in which a rank sends `bytes`, 1/`members` to each member of its group
+/// (one share stays), for a rank with `peers` (its group's members on other nodes, and in its
+/// own node): the shares for its node's members go over the node's links and those for other
+/// nodes over the network, at the same time, so it takes the longer of the two parts. Per node
+/// (Transformer::dispatch 1, DeepEP), a token crosses the network once for each other node its
+/// experts lie on, to the member with its own index there, which passes each copy on to the
+/// member holding the expert over the node's links; every member forwards as much as it
+/// receives.
+double expertAllToAllTime(const CostModel &cost, int64_t bytes, int64_t members,
+                          std::pair<int64_t, int64_t> peers, const runtime::Transformer &t);
+/// The least expertAllToAllTime of a rank of any group of `members` ranks, wherever they are
+/// placed: over every split of its other members between its own node (fewer than
+/// gpus_per_node) and the network. What conduit-tune's bounds charge before ranks are placed.
+double fastestExpertAllToAll(const CostModel &cost, int64_t bytes, int64_t members,
+                             const runtime::Transformer &t);
 
 /// The SMs per-node dispatch kernels take while they run: DeepSeek-V3's (arXiv 2412.19437,
 /// §3.2.2: 20 of H800's 132 "sufficient to fully utilize" IB and NVLink) and Megatron-Core's

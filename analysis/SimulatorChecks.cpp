@@ -341,7 +341,7 @@ void Simulation::checkAllToAllsDone(int32_t r, int s, int64_t i, bool end) {
   for (const runtime::TensorCollective &call :
        issued.of(stage.firstLayer, stage.endLayer, x.op,
                  stage.samples[x.microbatch + 1] - stage.samples[x.microbatch]))
-    if (call.op == Op::ExpertDispatch || call.op == Op::ExpertCombine)
+    if (call.isExpertAllToAll())
       stream.allToAlls.push_back(call);
 }
 

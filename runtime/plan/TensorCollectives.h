@@ -105,6 +105,7 @@ struct TensorCollective {
   Op op = Op::TensorAllReduce;
   int32_t layer = 0;
   int64_t bytes = 0;
+  bool isExpertAllToAll() const { return op == Op::ExpertDispatch || op == Op::ExpertCombine; }
 };
 
 /// Whether layer `layer` of the chain is a block with routed experts (`transformer` may be

@@ -271,6 +271,46 @@ TEST(ExpertAllToAlls, CountedPerRankAndPass) {
               (report.ranks[0].allToAllS + report.ranks[1].allToAllS) / 2, 1e-15);
 }
 
+TEST(ExpertAllToAlls, PipelinedTensorCollectivesLeaveThemOut) {
+  // T = 4 with sequence parallelism over slow links (1 GB/s), E = 4 over the same ranks: a
+  // compute's tensor collectives, pipelined with it, add what they take beyond it, and its
+  // all-to-alls (priced apart, after it) are not part of that.
+  std::optional<VerifiedPlan> v =
+      compile({"parallelism.data=1", "parallelism.tensor=4", "parallelism.sequence_parallel=true",
+               "cluster.intra_node_bandwidth=1e9"});
+  ASSERT_TRUE(v);
+  // An all-gather or reduce-scatter over the 4 ranks; an all-reduce is both.
+  auto ring = [](double bytes) { return 3 * (1e-5 + bytes / 4 / 1e9); };
+  int64_t checked = 0;
+  for (size_t r = 0; r < v->plan.ranks.size(); ++r) {
+    const std::vector<Instruction> &program = v->plan.ranks[r].instructions;
+    for (size_t i = 0; i < program.size(); ++i) {
+      if (!program[i].isCompute())
+        continue;
+      double comm = 0, added = 0;
+      bool allToAlls = false;
+      for (size_t k = i + 1; k < program.size() && !program[k].isCompute(); ++k) {
+        allToAlls = allToAlls || program[k].isExpertAllToAll();
+        const double bytes = static_cast<double>(program[k].bytes);
+        if (program[k].op == Op::TensorAllGather || program[k].op == Op::TensorReduceScatter)
+          comm += ring(bytes);
+        else if (program[k].op == Op::TensorAllReduce)
+          comm += 2 * ring(bytes);
+        else
+          continue;
+        added += v->simulation.times[r][k].end - v->simulation.times[r][k].start;
+      }
+      if (!allToAlls)
+        continue;
+      const runtime::InstructionTime &t = v->simulation.times[r][i];
+      ASSERT_GT(comm, t.end - t.start) << "rank " << r << " instruction " << i;
+      EXPECT_NEAR(added, comm - (t.end - t.start), 1e-12) << "rank " << r << " instruction " << i;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 /// The schedules that pair a forward with the backward of another micro-batch: DualPipeV by
 /// itself, interleaved 1F1B as Megatron-Core's combined 1F1B (passes/Schedule.cpp).
 class PairedSteps : public ::testing::TestWithParam<std::vector<std::string>> {};
