@@ -11,6 +11,7 @@
 
 #include "analysis/JobCosts.h"
 #include "analysis/MemoryBound.h"
+#include "analysis/PlanCosts.h"
 #include "analysis/TensorShare.h"
 #include "runtime/plan/TensorCollectives.h"
 #include "scheduling/Schedulers.h"
@@ -28,6 +29,25 @@ runtime::Sharding detail::effectiveSharding(const ParallelismSpec &p) {
 
 bool detail::hasExperts(const Job &job) {
   return job.model.transformer && job.model.transformer->moe;
+}
+
+runtime::Transformer detail::expertRouting(const Job &job) {
+  const TransformerSpec &t = *job.model.transformer;
+  const MoeSpec &m = *t.moe;
+  runtime::Transformer x;
+  x.numLayers = t.numLayers;
+  x.hiddenSize = t.hiddenSize;
+  x.seqLength = t.seqLength;
+  x.numExperts = m.numExperts;
+  x.topK = m.topK;
+  x.sharedExperts = m.sharedExperts;
+  x.denseLayers = m.denseLayers;
+  x.imbalance = moeImbalance(job).value;
+  x.routerGroups = m.routerGroups;
+  x.routerGroupTopK = m.routerGroupTopK;
+  x.dispatch = static_cast<uint8_t>(m.dispatch);
+  x.fp8Dispatch = m.fp8Dispatch;
+  return x;
 }
 
 TensorShare detail::shareOf(const LayerSpec &layer, const ParallelismSpec &par) {
@@ -78,14 +98,33 @@ double BoundCalculator::Stage::computeTime(sched::ActionKind kind) const {
   return byKind(kind, computeForwardS, computeBackwardS, computeInputS, computeWeightS);
 }
 
-sched::ActionTimes BoundCalculator::actionTimes(const std::vector<Stage> &st,
-                                                int64_t microbatches) {
+sched::ActionTimes BoundCalculator::actionTimes(const std::vector<Stage> &st, int64_t microbatches,
+                                                const sched::Schedule *allToAllsOf) {
   sched::ActionTimes times;
   for (const Stage &stage : st) {
     times.forward.emplace_back(microbatches, stage.forwardS);
     times.backward.emplace_back(microbatches, stage.backwardS);
     times.input.emplace_back(microbatches, stage.inputS);
     times.weight.emplace_back(microbatches, stage.weightS);
+  }
+  if (!allToAllsOf)
+    return times;
+  auto allToAll = [&](const sched::Action &a) {
+    return byKind(a.kind, st[a.stage].allToAllForwardS, st[a.stage].allToAllBackwardS,
+                  st[a.stage].allToAllInputS, 0.0);
+  };
+  for (size_t r = 0; r < allToAllsOf->ranks.size(); ++r) {
+    const std::vector<sched::Action> &actions = allToAllsOf->ranks[r];
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const sched::Action &a = actions[i];
+      if (!allToAllsOf->startsPair(static_cast<int64_t>(r), i)) {
+        times.at(a) += allToAll(a);
+        continue;
+      }
+      // A pair takes at least the longer of its two computes and its all-to-alls.
+      const sched::Action &b = actions[++i];
+      times.at(b) += std::max(0.0, allToAll(a) + allToAll(b) - times.of(a) - times.of(b));
+    }
   }
   return times;
 }
@@ -182,13 +221,19 @@ BoundCalculator::stages(const Job &job) {
   // parallelism and tensor_comm_overlap, pipelined with it (the longer of the two). A whole
   // backward issues what its input and weight gradients issue together, so its time bounds the two
   // halves' as well.
+  // A mixture of experts' blocks issue their own list (TensorCollectives.h), with the expert
+  // all-to-alls over E > 1 ranks.
+  const std::optional<runtime::Transformer> routing =
+      hasExperts(job) ? std::optional(expertRouting(job)) : std::nullopt;
   runtime::Config tensorConfig;
-  if (par.tensor > 1) {
+  if (par.tensor > 1 || par.expert > 1) {
     tensorConfig.tensor = static_cast<int32_t>(par.tensor);
     tensorConfig.sequenceParallel = par.sequenceParallel;
     tensorConfig.checkpointing = par.checkpointing;
     tensorConfig.recomputeModules = par.recomputeModules;
     tensorConfig.tokensPerSample = job.model.tokensPerSample;
+    tensorConfig.dtype = job.training.dtype;
+    tensorConfig.expert = static_cast<int32_t>(par.expert);
     if (tensorLayers.empty())
       for (const LayerSpec &layer : job.model.layers) {
         runtime::Layer l;
@@ -199,29 +244,48 @@ BoundCalculator::stages(const Job &job) {
       }
   }
   const int64_t b = par.microbatchSize;
-  // A mixture of experts' blocks issue collectives the dense list below does not describe
-  // (all-to-alls, paired to hide behind each other): none of them is counted, which only
-  // lowers the bound.
-  const bool experts = job.model.transformer && job.model.transformer->moe;
-  auto withCollectives = [&](const Stage &stage, runtime::Op pass, double compute) {
-    if (par.tensor <= 1 || experts)
-      return compute;
-    double comm = 0;
-    for (const runtime::TensorCollective &x :
-         runtime::tensorCollectives(tensorConfig, tensorLayers, static_cast<int32_t>(stage.first),
-                                    static_cast<int32_t>(stage.end), pass, b))
-      comm += (*cost)->tensorCollectiveTime(collectiveOf(x.op), x.bytes);
-    return par.sequenceParallel && par.tensorCommOverlap ? std::max(compute, comm) : compute + comm;
+  // What a pass of a stage issues: its tensor collectives' time, and its expert all-to-alls' at
+  // the fastest any placement of the expert group allows (fastestExpertAllToAll).
+  struct Issued {
+    double tensor = 0, allToAll = 0;
+  };
+  auto issued = [&](const Stage &stage, runtime::Op pass) {
+    Issued out;
+    if (par.tensor <= 1 && par.expert <= 1)
+      return out;
+    for (const runtime::TensorCollective &x : runtime::tensorCollectives(
+             tensorConfig, tensorLayers, static_cast<int32_t>(stage.first),
+             static_cast<int32_t>(stage.end), pass, b, routing ? &*routing : nullptr)) {
+      if (x.isExpertAllToAll())
+        out.allToAll += fastestExpertAllToAll(**cost, x.bytes, par.expert, *routing);
+      else
+        out.tensor += (*cost)->tensorCollectiveTime(collectiveOf(x.op), x.bytes);
+    }
+    return out;
+  };
+  // A compute and the tensor collectives it issues on the compute stream, as the simulator
+  // charges them (PlanCosts): all of the collectives after the compute, or, with sequence
+  // parallelism and tensor_comm_overlap, pipelined with it (the longer of the two).
+  auto withCollectives = [&](const Issued &x, double compute) {
+    return par.sequenceParallel && par.tensorCommOverlap ? std::max(compute, x.tensor)
+                                                         : compute + x.tensor;
   };
   for (Stage &stage : out) {
     stage.computeForwardS = sum(times.forward, stage);
     stage.computeBackwardS = sum(times.backward, stage);
     stage.computeInputS = sum(times.input, stage);
     stage.computeWeightS = sum(times.weight, stage);
-    stage.forwardS = withCollectives(stage, runtime::Op::Forward, stage.computeForwardS);
-    stage.backwardS = withCollectives(stage, runtime::Op::Backward, stage.computeBackwardS);
-    stage.inputS = withCollectives(stage, runtime::Op::BackwardInput, stage.computeInputS);
-    stage.weightS = withCollectives(stage, runtime::Op::BackwardWeight, stage.computeWeightS);
+    const Issued forward = issued(stage, runtime::Op::Forward),
+                 backward = issued(stage, runtime::Op::Backward),
+                 input = issued(stage, runtime::Op::BackwardInput),
+                 weight = issued(stage, runtime::Op::BackwardWeight);
+    stage.forwardS = withCollectives(forward, stage.computeForwardS);
+    stage.backwardS = withCollectives(backward, stage.computeBackwardS);
+    stage.inputS = withCollectives(input, stage.computeInputS);
+    stage.weightS = withCollectives(weight, stage.computeWeightS);
+    stage.allToAllForwardS = forward.allToAll;
+    stage.allToAllBackwardS = backward.allToAll;
+    stage.allToAllInputS = input.allToAll;
   }
   return &(partitions[key] = std::move(out));
 }
@@ -267,13 +331,25 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
       computeTimes->weight.emplace_back(par.microbatches, stage.computeWeightS);
     }
   }
-  // The compiler's order: the tuner compiles with the experts' all-to-alls overlapped.
-  llvm::Expected<sched::Schedule> order = sched::runScheduler(
-      par.schedule, problem, par.groupSize, par.splitBackward,
-      computeTimes ? &*computeTimes : nullptr, par.maxDeferredWeightGradients,
-      hasExperts(job) && par.expert > 1 ? sched::Deferral::Cooldown : sched::Deferral::Throughout);
+  // The compiler's order: the tuner compiles with the experts' all-to-alls overlapped, which
+  // also runs depth-first as combined 1F1B (passes/Schedule.cpp).
+  const bool allToAlls = hasExperts(job) && par.expert > 1;
+  llvm::Expected<sched::Schedule> order =
+      sched::runScheduler(par.schedule, problem, par.groupSize, par.splitBackward,
+                          computeTimes ? &*computeTimes : nullptr, par.maxDeferredWeightGradients,
+                          allToAlls ? sched::Deferral::Cooldown : sched::Deferral::Throughout);
   if (!order)
     return order.takeError();
+  const bool combined =
+      allToAlls && par.schedule == runtime::Schedule::DepthFirst && problem.equalPartitions();
+  // Combined 1F1B's pairs bound what the all-to-alls add (below; not with split backwards,
+  // whose order this one does not follow), but the order is timed unpaired: in the plan a
+  // pair's forward starts without waiting for its backward's input.
+  std::optional<sched::Schedule> combinedOrder;
+  if (combined && !par.splitBackward) {
+    combinedOrder = *order;
+    sched::pairForwardsWithBackwards(problem, *combinedOrder);
+  }
   const bool pairs = llvm::any_of(order->pairs, [](const auto &p) { return !p.empty(); });
 
   auto facts = std::make_unique<ScheduleFacts>();
@@ -347,8 +423,14 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   };
 
   if (!par.splitBackward || !pairs) {
+    // A compute's expert all-to-alls run on the compute stream after it, or hide in its
+    // paired step (PlanCosts.h); left out where the compiler pairs what this order does not.
+    const sched::Schedule *pairedAs = !allToAlls      ? nullptr
+                                      : !combined     ? &*order
+                                      : combinedOrder ? &*combinedOrder
+                                                      : nullptr;
     sched::Timeline timeline =
-        sched::simulateCompute(problem, *order, actionTimes(st, par.microbatches));
+        sched::simulateCompute(problem, *order, actionTimes(st, par.microbatches, pairedAs));
     for (int64_t r = 0; r < par.pipeline; ++r) {
       const std::vector<sched::Action> &actions = order->ranks[r];
       if (!actions.empty())

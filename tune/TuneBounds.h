@@ -63,6 +63,10 @@ namespace detail {
 runtime::Sharding effectiveSharding(const ParallelismSpec &p);
 /// Whether the job's model has routed experts.
 bool hasExperts(const Job &job);
+/// What a plan states of a mixture of experts' routing (runtime::Transformer): the fields the
+/// expert all-to-alls' list, sizes and times read, with the imbalance resolved as the compiler
+/// resolves it (moeImbalance). hasExperts(job) must hold.
+runtime::Transformer expertRouting(const Job &job);
 /// A layer as one rank of its tensor group holds it.
 TensorShare shareOf(const LayerSpec &layer, const ParallelismSpec &par);
 } // namespace detail
@@ -118,12 +122,20 @@ private:
     /// The same without the tensor collectives: the compute times the compiler schedules
     /// split backwards by (CostModel::stageMicrobatchTimes()).
     double computeForwardS = 0, computeBackwardS = 0, computeInputS = 0, computeWeightS = 0;
+    /// The expert all-to-alls the forward, whole backward and input gradient issue (a mixture
+    /// of experts over E > 1 ranks), at the fastest any placement of the expert group allows
+    /// (fastestExpertAllToAll): what each adds to the compute stream where no paired step
+    /// hides it. Not in the times above.
+    double allToAllForwardS = 0, allToAllBackwardS = 0, allToAllInputS = 0;
     /// One micro-batch's `kind` of action, with its tensor collectives and without.
     double time(sched::ActionKind kind) const;
     double computeTime(sched::ActionKind kind) const;
   };
-  /// Every stage's times, with their tensor collectives, for each of `microbatches`.
-  static sched::ActionTimes actionTimes(const std::vector<Stage> &st, int64_t microbatches);
+  /// Every stage's times, with their tensor collectives, for each of `microbatches`; and
+  /// with what the expert all-to-alls of order `allToAllsOf` add at the least: an unpaired
+  /// action's own, a pair's beyond its two computes.
+  static sched::ActionTimes actionTimes(const std::vector<Stage> &st, int64_t microbatches,
+                                        const sched::Schedule *allToAllsOf = nullptr);
   /// What a schedule's compute-only execution gives, per rank and stage.
   struct ScheduleFacts {
     std::vector<int64_t> rankOf;         ///< per stage
