@@ -216,12 +216,8 @@ BoundCalculator::stages(const Job &job) {
   }
   // The durations of a stage's forward and backward on one micro-batch, shared by every shape
   // with this partition (the compute does not depend on P or D, nor the tensor group's link on
-  // more than T). A compute and the tensor collectives it issues on the compute stream, as the
-  // simulator charges them (PlanCosts): all of the collectives after the compute, or, with sequence
-  // parallelism and tensor_comm_overlap, pipelined with it (the longer of the two). A whole
-  // backward issues what its input and weight gradients issue together, so its time bounds the two
-  // halves' as well.
-  // A mixture of experts' blocks issue their own list (TensorCollectives.h), with the expert
+  // more than T, nor the fastest all-to-all of its expert group on more than E). A mixture of
+  // experts' blocks issue their own list of collectives (TensorCollectives.h), with the expert
   // all-to-alls over E > 1 ranks.
   const std::optional<runtime::Transformer> routing =
       hasExperts(job) ? std::optional(expertRouting(job)) : std::nullopt;
@@ -265,7 +261,9 @@ BoundCalculator::stages(const Job &job) {
   };
   // A compute and the tensor collectives it issues on the compute stream, as the simulator
   // charges them (PlanCosts): all of the collectives after the compute, or, with sequence
-  // parallelism and tensor_comm_overlap, pipelined with it (the longer of the two).
+  // parallelism and tensor_comm_overlap, pipelined with it (the longer of the two). A whole
+  // backward issues what its input and weight gradients issue together, so its time bounds the
+  // two halves' as well.
   auto withCollectives = [&](const Issued &x, double compute) {
     return par.sequenceParallel && par.tensorCommOverlap ? std::max(compute, x.tensor)
                                                          : compute + x.tensor;
