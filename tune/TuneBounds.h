@@ -22,7 +22,10 @@
 //   the step from below; with one pipeline rank it is the compiled step. DualPipeV's
 //   overlapped pairs are not modelled: for them the tier keeps what holds for any order (each
 //   rank's total work after the pipeline's fill, the collectives that must follow it, and one
-//   micro-batch held).
+//   micro-batch held). A mixture of experts' computes carry their expert all-to-alls at the
+//   fastest their group's placement allows: whole where the order runs a compute alone, a
+//   pair's excess over its two computes in combined 1F1B (none in DualPipeV's split order);
+//   the timed tier does not run for them.
 //
 // Both tiers also bound each rank's collective stream for any order: its last compute
 // completes some stage's gradients, whose reduction and optimizer step follow it, and the
