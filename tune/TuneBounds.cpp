@@ -340,11 +340,10 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
     return order.takeError();
   const bool combined =
       allToAlls && par.schedule == runtime::Schedule::DepthFirst && problem.equalPartitions();
-  // Combined 1F1B's pairs bound what the all-to-alls add (below; not with split backwards,
-  // whose order this one does not follow), but the order is timed unpaired: in the plan a
-  // pair's forward starts without waiting for its backward's input.
+  // Combined 1F1B's pairs bound what the all-to-alls add (below), but the order is timed
+  // unpaired: in the plan a pair's forward starts without waiting for its backward's input.
   std::optional<sched::Schedule> combinedOrder;
-  if (combined && !par.splitBackward) {
+  if (combined) {
     combinedOrder = *order;
     sched::pairForwardsWithBackwards(problem, *combinedOrder);
   }
@@ -422,11 +421,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
 
   if (!par.splitBackward || !pairs) {
     // A compute's expert all-to-alls run on the compute stream after it, or hide in its
-    // paired step (PlanCosts.h); left out where the compiler pairs what this order does not.
-    const sched::Schedule *pairedAs = !allToAlls      ? nullptr
-                                      : !combined     ? &*order
-                                      : combinedOrder ? &*combinedOrder
-                                                      : nullptr;
+    // paired step (PlanCosts.h).
+    const sched::Schedule *pairedAs = !allToAlls ? nullptr : combined ? &*combinedOrder : &*order;
     sched::Timeline timeline =
         sched::simulateCompute(problem, *order, actionTimes(st, par.microbatches, pairedAs));
     for (int64_t r = 0; r < par.pipeline; ++r) {
