@@ -74,11 +74,11 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
   // A pipeline rank's data-parallel groups: one per tensor rank, its replicas.
   std::vector<int64_t> replicas(in.data);
   for (int64_t p = 0; p < in.pipeline; ++p) {
-    Ring slowest;
+    Ring slowest = Ring::fastest();
     for (int64_t t = 0; t < in.tensor; ++t) {
       for (int64_t d = 0; d < in.data; ++d)
         replicas[d] = cost.globalRank(p, d, t);
-      slowest = t == 0 ? cost.ringOver(replicas) : Ring::slower(slowest, cost.ringOver(replicas));
+      slowest = Ring::slower(slowest, cost.ringOver(replicas));
     }
     cost.dataParallelRings.push_back(slowest);
   }
@@ -86,10 +86,10 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
   // A tensor group is the T consecutive global ranks of one (pipeline rank, replica).
   if (in.tensor > 1) {
     std::vector<int64_t> group(in.tensor);
+    cost.tensorGroupRing = Ring::fastest();
     for (int64_t first = 0; first < in.pipeline * in.data * in.tensor; first += in.tensor) {
       std::iota(group.begin(), group.end(), first);
-      const Ring ring = cost.ringOver(group);
-      cost.tensorGroupRing = first == 0 ? ring : Ring::slower(cost.tensorGroupRing, ring);
+      cost.tensorGroupRing = Ring::slower(cost.tensorGroupRing, cost.ringOver(group));
     }
   }
 

@@ -20,6 +20,8 @@
 #include "llvm/Support/Error.h"
 
 #include <array>
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +41,9 @@ struct Ring {
   int64_t adapters = 1;
   /// The slower of two rings: the one over the network, or over fewer adapters.
   static Ring slower(Ring a, Ring b);
+  /// What no ring is slower than, to start the search for the slowest of several:
+  /// slower(fastest(), r) is r.
+  static Ring fastest() { return {Link::IntraNode, std::numeric_limits<int64_t>::max()}; }
 };
 
 enum class Collective { AllGather, ReduceScatter, AllReduce };

@@ -181,14 +181,14 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
   // A plan group's collective joins the replicas of each of its pipeline ranks, one ring per
   // tensor rank.
   for (const runtime::Group &group : plan.groups) {
-    Ring slowest;
+    Ring slowest = Ring::fastest();
     std::vector<int64_t> members;
     for (int64_t t = 0; t < c.tensor; ++t) {
       members.clear();
       for (int32_t r : group.ranks)
         for (int64_t d = 0; d < c.data; ++d)
           members.push_back(cost.globalRank(r, d, t));
-      slowest = t == 0 ? cost.ringOver(members) : Ring::slower(slowest, cost.ringOver(members));
+      slowest = Ring::slower(slowest, cost.ringOver(members));
     }
     costs.dpRing.push_back(slowest);
     costs.groupMembers.push_back(static_cast<int64_t>(group.ranks.size()) * c.data);
@@ -205,12 +205,10 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
       costs.stageExpertParams.push_back(experts / c.expert);
     }
     for (const runtime::Group &group : plan.groups) {
-      Ring slowest;
-      for (int64_t q = 0; q < c.expert; ++q) {
-        const Ring ring = cost.ringOver(
-            runtime::expertDataGroupRanks(c, group.ranks[0], q / c.tensor, q % c.tensor));
-        slowest = q == 0 ? ring : Ring::slower(slowest, ring);
-      }
+      Ring slowest = Ring::fastest();
+      for (int64_t q = 0; q < c.expert; ++q)
+        slowest = Ring::slower(slowest, cost.ringOver(runtime::expertDataGroupRanks(
+                                            c, group.ranks[0], q / c.tensor, q % c.tensor)));
       costs.expertDataRing.push_back(slowest);
     }
   }

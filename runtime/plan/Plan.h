@@ -67,6 +67,9 @@ enum class Op : uint8_t {
 };
 constexpr int kNumOps = 19;
 
+/// Whether `op` is an expert all-to-all (dispatch or combine).
+inline bool isExpertAllToAll(Op op) { return op == Op::ExpertDispatch || op == Op::ExpertCombine; }
+
 enum class Transfer : uint8_t { Activation, Gradient };
 
 /// Streams by convention; a plan may use others (below kMaxStreams).
@@ -111,7 +114,7 @@ struct Instruction {
   bool isTensorCollective() const {
     return op == Op::TensorAllReduce || op == Op::TensorAllGather || op == Op::TensorReduceScatter;
   }
-  bool isExpertAllToAll() const { return op == Op::ExpertDispatch || op == Op::ExpertCombine; }
+  bool isExpertAllToAll() const { return runtime::isExpertAllToAll(op); }
   /// Whether it is issued inside the compute instruction it follows (tensor collectives and
   /// expert all-to-alls).
   bool isInnerCollective() const { return isTensorCollective() || isExpertAllToAll(); }

@@ -105,7 +105,7 @@ struct TensorCollective {
   Op op = Op::TensorAllReduce;
   int32_t layer = 0;
   int64_t bytes = 0;
-  bool isExpertAllToAll() const { return op == Op::ExpertDispatch || op == Op::ExpertCombine; }
+  bool isExpertAllToAll() const { return runtime::isExpertAllToAll(op); }
 };
 
 /// Whether layer `layer` of the chain is a block with routed experts (`transformer` may be
