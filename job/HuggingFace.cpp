@@ -16,8 +16,9 @@
 using namespace conduit;
 
 absl::Span<const std::string_view> conduit::huggingFaceModelTypes() {
-  static constexpr std::string_view kTypes[] = {"gpt2",    "llama",     "mistral",   "qwen2",
-                                                "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3"};
+  static constexpr std::string_view kTypes[] = {"gpt2",      "llama",     "mistral",
+                                                "qwen2",     "qwen3",     "mixtral",
+                                                "qwen2_moe", "qwen3_moe", "deepseek_v3"};
   return kTypes;
 }
 
@@ -77,10 +78,15 @@ void readGpt2(ObjectReader &config, TransformerSpec &t) {
   t.normEps = eps.value_or(1e-5);
 }
 
-/// Llama, Mistral, Qwen2: rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention.
+/// Llama, Mistral, Qwen2, Qwen3: rotary positions, RMSNorm, SwiGLU MLP, grouped-query
+/// attention, and heads of their own width where head_dim is not hidden_size / num_heads
+/// (Mistral NeMo, Qwen3).
 void readLlamaFamily(ObjectReader &config, TransformerSpec &t, bool qkvBias) {
   if (!readShape(config, kLlamaKeys, t))
     return;
+  std::optional<int64_t> headDim;
+  if (const Json *v = config.value("head_dim"); v && !v->is_null())
+    headDim = config.integer("head_dim", 1, kMaxHidden);
   auto kvHeads = config.integer("num_key_value_heads", 1, kMaxHeads);
   auto ffn = config.integer("intermediate_size", 1, kMaxFfn);
   auto tie = config.boolean("tie_word_embeddings");
@@ -89,6 +95,8 @@ void readLlamaFamily(ObjectReader &config, TransformerSpec &t, bool qkvBias) {
   if (config.failed() || !config.require("intermediate_size"))
     return;
   t.numKvHeads = kvHeads.value_or(t.numHeads);
+  if (headDim && *headDim * t.numHeads != t.hiddenSize)
+    t.headDim = headDim;
   t.ffnHiddenSize = *ffn;
   t.mlp = MlpKind::SwiGLU;
   t.norm = NormKind::RMSNorm;
@@ -123,6 +131,17 @@ void readRouting(ObjectReader &config, MoeSpec &m, std::string_view auxKey, doub
   m.auxLossCoefficient = aux.value_or(auxDefault);
 }
 
+/// Qwen3's attention on Llama's decoder: RMSNorm on each head's queries and keys, no biases.
+void readQwen3(ObjectReader &config, TransformerSpec &t) {
+  readLlamaFamily(config, t, /*qkvBias=*/false);
+  if (config.failed() ||
+      !requireValue(config, "attention_bias", false,
+                    "Qwen3's attention biases sit on every projection, which the model here "
+                    "has only together with the MLP's (bias \"all\"); use a config without them"))
+    return;
+  t.qkNorm = true;
+}
+
 /// Mixtral: Mistral's decoder with num_local_experts SwiGLU experts of intermediate_size,
 /// top num_experts_per_tok by a softmax over the chosen experts' logits (a softmax over all of
 /// them, renormalised over the chosen).
@@ -145,7 +164,10 @@ void readMixtral(ObjectReader &config, TransformerSpec &t) {
 /// mlp_only_layers, and those decoder_sparse_step skips, keep the dense MLP: the model here
 /// has them only as leading blocks.
 void readQwenMoe(ObjectReader &config, TransformerSpec &t, bool qwen3) {
-  readLlamaFamily(config, t, /*qkvBias=*/!qwen3);
+  if (qwen3)
+    readQwen3(config, t);
+  else
+    readLlamaFamily(config, t, /*qkvBias=*/true);
   auto experts = config.integer("num_experts", 1, kMaxExperts);
   auto width = config.integer("moe_intermediate_size", 1, kMaxFfn);
   auto normalize = config.boolean("norm_topk_prob");
@@ -153,17 +175,8 @@ void readQwenMoe(ObjectReader &config, TransformerSpec &t, bool qwen3) {
   if (!qwen3)
     if (const Json *v = config.value("shared_expert_intermediate_size"); v && !v->is_null())
       shared = config.integer("shared_expert_intermediate_size", 0, kMaxFfn);
-  std::optional<int64_t> headDim;
-  if (qwen3)
-    if (const Json *v = config.value("head_dim"); v && !v->is_null())
-      headDim = config.integer("head_dim", 1, kMaxHidden);
   auto step = config.integer("decoder_sparse_step", 1, kMaxLayers);
   if (config.failed() || !config.require("num_experts") || !config.require("moe_intermediate_size"))
-    return;
-  if (qwen3 &&
-      !requireValue(config, "attention_bias", false,
-                    "Qwen3's attention biases sit on every projection, which the model here "
-                    "has only together with the MLP's (bias \"all\"); use a config without them"))
     return;
   if (step.value_or(1) != 1) {
     config.getDiagnostics().report(
@@ -203,10 +216,6 @@ void readQwenMoe(ObjectReader &config, TransformerSpec &t, bool qwen3) {
   }
   readRouting(config, m, "router_aux_loss_coef", 0.001);
   t.moe = m;
-  if (qwen3) {
-    t.headDim = headDim;
-    t.qkNorm = true;
-  }
 }
 
 /// DeepSeek-V3: multi-head latent attention, first_k_dense_replace dense blocks of
@@ -334,6 +343,8 @@ std::optional<TransformerSpec> conduit::parseHuggingFaceConfig(const Json &root,
     readGpt2(config, t);
   else if (name == "mixtral")
     readMixtral(config, t);
+  else if (name == "qwen3")
+    readQwen3(config, t);
   else if (name == "qwen2_moe" || name == "qwen3_moe")
     readQwenMoe(config, t, /*qwen3=*/name == "qwen3_moe");
   else if (name == "deepseek_v3")

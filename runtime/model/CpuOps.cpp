@@ -32,6 +32,13 @@ template <typename T> void CpuOps<T>::copy(int64_t n, const T *src, T *dst) {
   std::copy(src, src + n, dst);
 }
 
+template <typename T>
+void CpuOps<T>::copyRows(int64_t rows, int64_t n, const T *src, int64_t srcStride, T *dst,
+                         int64_t dstStride) {
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy(src + r * srcStride, src + r * srcStride + n, dst + r * dstStride);
+}
+
 template <typename T> void CpuOps<T>::add(int64_t n, const T *src, T *dst) {
   for (int64_t i = 0; i < n; ++i)
     dst[i] += src[i];

@@ -20,23 +20,22 @@ namespace conduit::model {
 
 namespace {
 
-/// The attention variants the layers do not implement, and a mixture of experts the layers or
-/// the backends cannot run, naming the key to change.
+/// The attention variants the layers do not implement (latent attention; q/k norms over a
+/// tensor group), and a mixture of experts the layers or the backends cannot run, naming the
+/// key to change.
 absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
   const runtime::Transformer &t = *plan.transformer;
   if (t.usesLatentAttention())
     return absl::FailedPreconditionError(
         "the model uses multi-head latent attention (model.latent_attention), which conduit-run "
         "does not train; the compiler plans and prices it");
-  if (t.headDim != 0 && t.headDim * t.numHeads != t.hiddenSize)
-    return absl::FailedPreconditionError(
-        absl::StrCat("the model's heads are ", t.headDim,
-                     " wide, not hidden_size / num_heads = ", t.hiddenSize / t.numHeads,
-                     "; conduit-run trains heads of that width only (model.head_dim)"));
-  if (t.qkNorm)
-    return absl::FailedPreconditionError(
-        "the model normalises each head's queries and keys (model.qk_norm), which conduit-run "
-        "does not train");
+  if (t.qkNorm && plan.config.tensor > 1)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the model normalises each head's queries and keys (model.qk_norm) and the plan splits "
+        "its heads over ",
+        plan.config.tensor,
+        " tensor-parallel ranks; conduit-run trains q/k norms without tensor parallelism only: "
+        "compile the job again with parallelism.tensor 1"));
   if (!t.isMoe()) {
     if (plan.config.expert > 1)
       return absl::InvalidArgumentError(
@@ -126,22 +125,23 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
       return absl::InvalidArgumentError(absl::StrCat("the model's ", k.key, " kind is ",
                                                      int(k.value), "; conduit-run knows 0 to ",
                                                      int(k.most)));
-  if (t.hiddenSize % t.numHeads != 0)
+  if (t.headDim == 0 && t.hiddenSize % t.numHeads != 0)
     return absl::InvalidArgumentError(absl::StrCat(
         "the hidden size ", t.hiddenSize, " is not a multiple of the head count ", t.numHeads,
-        "; compile the job again with model.hidden_size a multiple of model.num_heads"));
+        "; compile the job again with model.hidden_size a multiple of model.num_heads, or "
+        "model.head_dim set"));
   if (t.numKvHeads < 1 || t.numKvHeads > t.numHeads || t.numHeads % t.numKvHeads != 0)
     return absl::InvalidArgumentError(absl::StrCat(
         "the model's ", t.numKvHeads, " key/value heads do not divide its ", t.numHeads,
         " attention heads; compile the job again with model.num_kv_heads a divisor of "
         "model.num_heads"));
   const bool rotary = t.position == 1;
-  if (rotary && (t.hiddenSize / t.numHeads) % 2 != 0)
+  const int64_t headWidth = t.headDim > 0 ? t.headDim : t.hiddenSize / t.numHeads;
+  if (rotary && headWidth % 2 != 0)
     return absl::InvalidArgumentError(absl::StrCat(
-        "rotary positions rotate pairs of dimensions, but the head dimension hidden_size / "
-        "num_heads = ",
-        t.hiddenSize / t.numHeads,
-        " is odd; compile the job again with model.hidden_size / model.num_heads even"));
+        "rotary positions rotate pairs of dimensions, but the heads are ", headWidth,
+        " wide; compile the job again with an even model.head_dim (or model.hidden_size / "
+        "model.num_heads)"));
   if (rotary && !(std::isfinite(t.ropeTheta) && t.ropeTheta > 0))
     return absl::InvalidArgumentError(
         absl::StrCat("the model's rotary base is ", t.ropeTheta,
@@ -190,6 +190,8 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
   shape.hidden = t.hiddenSize;
   shape.heads = t.numHeads;
   shape.kvHeads = t.numKvHeads;
+  shape.headWidth = t.headDim;
+  shape.qkNorm = t.qkNorm;
   shape.ffn = t.ffnHiddenSize;
   shape.seq = t.seqLength;
   shape.vocab = t.vocabSize;
@@ -209,14 +211,17 @@ std::optional<int64_t> GptShape::activationElements(int64_t samples, int64_t blo
   using limits::checkedAdd;
   using limits::checkedMul;
   // What the block and the head keep (their own buffers and their units' `keep`), per
-  // sample, plus each layer's input and output. Per block row: 7h (x, the two norms' outputs,
-  // the attention output, the residual x2; the layer's input and output), the qkv projection,
-  // the MLP's first projection (twice as wide for SwiGLU) and its activation, and the norms' 4
-  // statistics (RMSNorm keeps 2; the bound counts 4).
+  // sample, plus each layer's input and output. Per block row: 6h (x, the two norms' outputs,
+  // the residual x2; the layer's input and output), the attention output (q wide), the qkv
+  // projection, with q/k norms their inputs and one statistic per head, the MLP's first
+  // projection (twice as wide for SwiGLU) and its activation, and the norms' 4 statistics
+  // (RMSNorm keeps 2; the bound counts 4).
+  const int64_t attentionRow =
+      qWidth() + qkvWidth() + (qkNorm ? qWidth() + kvWidth() + heads + numKvHeads() : 0);
   const std::optional<int64_t> row = checkedMul(seq, hidden),
                                attention = checkedMul(heads, seq, seq),
                                blockRows =
-                                   checkedMul(seq, 7 * hidden + qkvWidth() + upWidth() + ffn + 4),
+                                   checkedMul(seq, 6 * hidden + attentionRow + upWidth() + ffn + 4),
                                headRows = checkedMul(seq, 3 * hidden + 2 + 2 * vocab);
   if (!row || !attention || !blockRows || !headRows)
     return std::nullopt;
@@ -229,8 +234,8 @@ std::optional<int64_t> GptShape::activationElements(int64_t samples, int64_t blo
     const int64_t sharedUp = gated ? 2 * sharedFfn : sharedFfn;
     const std::optional<int64_t> assignment = checkedMul(topK, expertUp + expertFfn + 2 * hidden);
     const std::optional<int64_t> moeRows =
-        assignment ? checkedMul(seq, 7 * hidden + qkvWidth() + 4 + experts + sharedUp + sharedFfn +
-                                         *assignment)
+        assignment ? checkedMul(seq, 6 * hidden + attentionRow + 4 + experts + sharedUp +
+                                         sharedFfn + *assignment)
                    : std::nullopt;
     block = moeRows ? checkedAdd(std::max(*blockRows, *moeRows), *attention) : std::nullopt;
   }

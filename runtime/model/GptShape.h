@@ -23,7 +23,9 @@ namespace conduit::model {
 /// defaults are the GPT-style decoder.
 struct GptShape {
   int64_t blocks = 0, hidden = 0, heads = 0, ffn = 0, seq = 0, vocab = 0;
-  int64_t kvHeads = 0;                   ///< key/value heads, a divisor of heads; 0: as heads
+  int64_t kvHeads = 0;   ///< key/value heads, a divisor of heads; 0: as heads
+  int64_t headWidth = 0; ///< each head's width; 0: hidden / heads (Qwen3 and Mistral NeMo set it)
+  bool qkNorm = false;   ///< RMSNorm on each head's queries and keys, before rotary (Qwen3)
   bool qkvBias = true, otherBias = true; ///< bias "all": both; "qkv": the first; "none": neither
   bool gated = false;                    ///< SwiGLU MLP (W1 is [h × 2f]: gate, then up), else GELU
   bool rmsNorm = false;                  ///< RMSNorm (gain only), else LayerNorm (gain and bias)
@@ -83,11 +85,14 @@ struct GptShape {
   int64_t localQkvWidth() const { return (localHeads() + 2 * localKvHeads()) * headDim(); }
   int64_t localUpWidth() const { return gated ? 2 * localFfn() : localFfn(); }
 
-  int64_t headDim() const { return hidden / heads; }
+  int64_t headDim() const { return headWidth > 0 ? headWidth : hidden / heads; }
   int64_t numKvHeads() const { return kvHeads > 0 ? kvHeads : heads; }
+  /// The width of q per token, which is also the attention output's (the output projection's
+  /// input): hidden unless the heads have a width of their own.
+  int64_t qWidth() const { return heads * headDim(); }
   /// The width of k (and of v) per token, and of the fused [q | k | v] projection.
   int64_t kvWidth() const { return numKvHeads() * headDim(); }
-  int64_t qkvWidth() const { return hidden + 2 * kvWidth(); }
+  int64_t qkvWidth() const { return qWidth() + 2 * kvWidth(); }
   /// The width of the MLP's first projection: f, or gate and up (2f) for SwiGLU.
   int64_t upWidth() const { return gated ? 2 * ffn : ffn; }
   /// Parameters of one norm: gain, and bias for LayerNorm.

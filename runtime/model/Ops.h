@@ -96,6 +96,10 @@ public:
   // Element-wise and reductions.
   virtual void fill(int64_t n, T value, T *dst) = 0;
   virtual void copy(int64_t n, const T *src, T *dst) = 0;
+  /// `rows` rows of n elements from src, whose rows start srcStride apart, to dst, whose rows
+  /// start dstStride apart (a column block of one matrix into, or out of, another).
+  virtual void copyRows(int64_t rows, int64_t n, const T *src, int64_t srcStride, T *dst,
+                        int64_t dstStride) = 0;
   /// dst += src.
   virtual void add(int64_t n, const T *src, T *dst) = 0;
   /// dst += src, accumulating in double precision.
@@ -243,6 +247,8 @@ public:
   bool perSample() const override { return true; }
   void fill(int64_t n, T value, T *dst) override;
   void copy(int64_t n, const T *src, T *dst) override;
+  void copyRows(int64_t rows, int64_t n, const T *src, int64_t srcStride, T *dst,
+                int64_t dstStride) override;
   void add(int64_t n, const T *src, T *dst) override;
   void accumulate(int64_t n, const T *src, double *dst) override;
   void scaledAdd(int64_t n, T alpha, const T *src, T *dst) override;

@@ -32,6 +32,8 @@ enum class Param {
   Bqkv,
   Wo,
   Bo,
+  QNorm, ///< the q/k norms' gains (Qwen3)
+  KNorm,
   Norm2G,
   Norm2B,
   W1,
@@ -72,6 +74,8 @@ constexpr Module kBlock[] = {
     {Param::Wqkv, Param::Bqkv, Columns::K, "self_attn.k_proj", nullptr},
     {Param::Wqkv, Param::Bqkv, Columns::V, "self_attn.v_proj", nullptr},
     {Param::Wo, Param::Bo, Columns::All, "self_attn.o_proj", "attn.c_proj"},
+    {Param::QNorm, Param::None, Columns::All, "self_attn.q_norm", nullptr},
+    {Param::KNorm, Param::None, Columns::All, "self_attn.k_norm", nullptr},
     {Param::Norm2G, Param::Norm2B, Columns::All, "post_attention_layernorm", "ln_2"},
     {Param::W1, Param::B1, Columns::Gate, "mlp.gate_proj", nullptr},
     {Param::W1, Param::B1, Columns::Up, "mlp.up_proj", "mlp.c_fc"},
@@ -80,10 +84,22 @@ constexpr Module kHead[] = {
     {Param::NormG, Param::NormB, Columns::All, "model.norm", "transformer.ln_f"},
     {Param::Lm, Param::None, Columns::All, "lm_head", "lm_head"}};
 
-bool isLlama(const Transformer &t) { return t.norm == 1 || t.mlp == 1 || t.position == 1; }
-/// A mixture of experts takes Qwen2-MoE's names where its attention is Qwen2's (biases on q, k
-/// and v only) or it has shared experts, else Mixtral's.
-bool isQwenMoe(const Transformer &t) { return t.isMoe() && (t.bias == 1 || t.sharedExperts > 0); }
+/// Llama's names (and its family's: Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE) for a model
+/// with any of Llama's parts, or with heads GPT-2 does not have (their own width, q/k norms).
+bool isLlama(const Transformer &t) {
+  return t.norm == 1 || t.mlp == 1 || t.position == 1 || t.headDim != 0 || t.qkNorm;
+}
+/// Qwen3's attention: q/k norms.
+bool isQwen3(const Transformer &t) { return t.qkNorm; }
+/// A mixture of experts takes the Qwen MoE names where its attention is Qwen2's (biases on q, k
+/// and v only) or Qwen3's, or it has shared experts, else Mixtral's.
+bool isQwenMoe(const Transformer &t) {
+  return t.isMoe() && (t.bias == 1 || isQwen3(t) || t.sharedExperts > 0);
+}
+/// Each head's width.
+int64_t headWidth(const Transformer &t) {
+  return t.headDim > 0 ? t.headDim : t.hiddenSize / t.numHeads;
+}
 
 /// The parameters of a block's mixture of experts (runtime/model/layers/Moe.h): the router,
 /// the shared experts, the routed experts.
@@ -181,8 +197,8 @@ struct Span {
 /// Conduit's layout of a layer of kind `kind`: each array's span (offset -1: absent), and
 /// the layer's parameter count.
 std::map<Param, Span> layoutOf(LayerKind kind, const Transformer &t, bool experts, int64_t &total) {
-  const int64_t h = t.hiddenSize, hd = h / t.numHeads, kvd = t.numKvHeads * hd, f = t.ffnHiddenSize,
-                v = t.vocabSize;
+  const int64_t h = t.hiddenSize, hd = headWidth(t), q = t.numHeads * hd, kvd = t.numKvHeads * hd,
+                f = t.ffnHiddenSize, v = t.vocabSize;
   const bool layerNorm = t.norm == 0, swiglu = t.mlp == 1;
   const bool qkvBias = t.bias != 2, otherBias = t.bias == 0;
   std::map<Param, Span> spans;
@@ -201,10 +217,12 @@ std::map<Param, Span> layoutOf(LayerKind kind, const Transformer &t, bool expert
   case LayerKind::Block:
     take(Param::Norm1G, 1, h, true);
     take(Param::Norm1B, 1, h, true, layerNorm);
-    take(Param::Wqkv, h, h + 2 * kvd, false);
-    take(Param::Bqkv, 1, h + 2 * kvd, true, qkvBias);
-    take(Param::Wo, h, h, false);
+    take(Param::Wqkv, h, q + 2 * kvd, false);
+    take(Param::Bqkv, 1, q + 2 * kvd, true, qkvBias);
+    take(Param::Wo, q, h, false);
     take(Param::Bo, 1, h, true, otherBias);
+    take(Param::QNorm, 1, hd, true, t.qkNorm);
+    take(Param::KNorm, 1, hd, true, t.qkNorm);
     take(Param::Norm2G, 1, h, true);
     take(Param::Norm2B, 1, h, true, layerNorm);
     if (experts) {
@@ -232,17 +250,18 @@ std::map<Param, Span> layoutOf(LayerKind kind, const Transformer &t, bool expert
 
 /// Columns `c` of an array `cols` wide: [begin, end), or begin == end when it has none.
 std::pair<int64_t, int64_t> columnsOf(Columns c, const Transformer &t, int64_t cols) {
-  const int64_t h = t.hiddenSize, kvd = t.numKvHeads * (h / t.numHeads), f = t.ffnHiddenSize;
+  const int64_t q = t.numHeads * headWidth(t), kvd = t.numKvHeads * headWidth(t),
+                f = t.ffnHiddenSize;
   const bool swiglu = t.mlp == 1;
   switch (c) {
   case Columns::All:
     return {0, cols};
   case Columns::Q:
-    return {0, h};
+    return {0, q};
   case Columns::K:
-    return {h, h + kvd};
+    return {q, q + kvd};
   case Columns::V:
-    return {h + kvd, h + 2 * kvd};
+    return {q + kvd, q + 2 * kvd};
   case Columns::Gate:
     return swiglu ? std::make_pair(int64_t(0), f) : std::make_pair(int64_t(0), int64_t(0));
   case Columns::Up:
@@ -278,9 +297,12 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 } // namespace
 
 const char *hfArchitecture(const Plan &plan) {
-  if (plan.transformer && plan.transformer->isMoe())
-    return isQwenMoe(*plan.transformer) ? "qwen2_moe" : "mixtral";
-  return plan.transformer && isLlama(*plan.transformer) ? "llama" : "gpt2";
+  if (!plan.transformer)
+    return "gpt2";
+  const Transformer &t = *plan.transformer;
+  if (t.isMoe())
+    return !isQwenMoe(t) ? "mixtral" : isQwen3(t) ? "qwen3_moe" : "qwen2_moe";
+  return isQwen3(t) ? "qwen3" : isLlama(t) ? "llama" : "gpt2";
 }
 
 absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
@@ -367,15 +389,20 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
 
 std::string hfConfigJson(const Plan &plan) {
   const Transformer &t = *plan.transformer;
-  const bool llama = isLlama(t), qwen = llama && t.bias == 1;
+  const bool llama = isLlama(t), qwen3 = isQwen3(t), qwen = llama && (t.bias == 1 || qwen3);
+  // Each model_type's class, as Hugging Face names it.
+  const std::map<std::string, const char *> classes = {
+      {"gpt2", "GPT2LMHeadModel"},         {"llama", "LlamaForCausalLM"},
+      {"qwen2", "Qwen2ForCausalLM"},       {"qwen3", "Qwen3ForCausalLM"},
+      {"mixtral", "MixtralForCausalLM"},   {"qwen2_moe", "Qwen2MoeForCausalLM"},
+      {"qwen3_moe", "Qwen3MoeForCausalLM"}};
+  const std::string type = t.isMoe() || qwen3 ? hfArchitecture(plan)
+                           : qwen             ? "qwen2"
+                           : llama            ? "llama"
+                                              : "gpt2";
   nlohmann::ordered_json c;
-  c["architectures"] = {qwen ? "Qwen2ForCausalLM" : llama ? "LlamaForCausalLM" : "GPT2LMHeadModel"};
-  c["model_type"] = qwen ? "qwen2" : llama ? "llama" : "gpt2";
-  if (t.isMoe()) {
-    const bool qwenMoe = isQwenMoe(t);
-    c["architectures"] = {qwenMoe ? "Qwen2MoeForCausalLM" : "MixtralForCausalLM"};
-    c["model_type"] = qwenMoe ? "qwen2_moe" : "mixtral";
-  }
+  c["architectures"] = {classes.at(type)};
+  c["model_type"] = type;
   // What both configurations hold, each under its own name.
   const std::tuple<const char *, const char *, int64_t> sizes[] = {
       {"hidden_size", "n_embd", t.hiddenSize},
@@ -390,8 +417,13 @@ std::string hfConfigJson(const Plan &plan) {
   c["tie_word_embeddings"] = t.tieEmbeddings;
   if (llama) {
     c["num_key_value_heads"] = t.numKvHeads;
+    if (t.headDim != 0 || qwen3)
+      c["head_dim"] = headWidth(t);
     c["rope_theta"] = t.ropeTheta;
-    if (!qwen) {
+    if (qwen3) {
+      // Qwen3's attention_bias puts biases on q, k, v and o; its MLPs have none.
+      c["attention_bias"] = t.bias == 0;
+    } else if (!qwen) {
       c["attention_bias"] = t.bias == 0;
       c["mlp_bias"] = t.bias == 0;
     }
@@ -400,7 +432,8 @@ std::string hfConfigJson(const Plan &plan) {
       c["num_experts"] = t.numExperts;
       c["num_experts_per_tok"] = t.topK;
       c["moe_intermediate_size"] = t.expertFfnHiddenSize;
-      c["shared_expert_intermediate_size"] = t.sharedExperts > 0 ? t.sharedFfnHiddenSize : 0;
+      if (!qwen3)
+        c["shared_expert_intermediate_size"] = t.sharedExperts > 0 ? t.sharedFfnHiddenSize : 0;
       c["norm_topk_prob"] = t.normalizeTopK;
       c["decoder_sparse_step"] = 1;
       std::vector<int64_t> dense(t.denseLayers);

@@ -1,20 +1,22 @@
 //===- HfWeights.h - the model's parameters as Hugging Face tensors -*- C++ -*-===//
 //
 // Which Hugging Face tensor each of Conduit's parameters is, and in which layout: the names
-// and shapes of Llama (LlamaForCausalLM, or Qwen2ForCausalLM with biases on q, k and v only)
-// for models with RMSNorm, SwiGLU or rotary positions, and of GPT-2 (GPT2LMHeadModel)
-// otherwise, with the config.json that goes with them. One table per architecture maps
-// Conduit's per-layer parameter layout (below) to names; the functions here turn it into
-// tensors, copy values between the two layouts, check a file's tensors against a plan, and
-// write or read a model as safetensors (SafeTensors.h).
+// and shapes of Llama (LlamaForCausalLM; Qwen2ForCausalLM with biases on q, k and v only;
+// Qwen3ForCausalLM with q/k norms) for models with RMSNorm, SwiGLU, rotary positions, heads of
+// their own width or q/k norms, and of GPT-2 (GPT2LMHeadModel) otherwise, with the config.json
+// that goes with them; mixtures of experts take Mixtral's names or the Qwen MoE ones. One
+// table per architecture maps Conduit's per-layer parameter layout (below) to names; the
+// functions here turn it into tensors, copy values between the two layouts, check a file's
+// tensors against a plan, and write or read a model as safetensors (SafeTensors.h).
 //
-// Conduit's layout per layer, with hd = h / heads, kvd = kv_heads * hd and f = ffn; every
-// matrix row-major [in × out]:
+// Conduit's layout per layer, with hd the head width (h / heads unless the model sets it),
+// q = heads * hd, kvd = kv_heads * hd and f = ffn; every matrix row-major [in × out]:
 //   embedding: wte [V × h]; wpe [seq × h] (learned positions only)
-//   block:     norm1 gamma [h], beta [h] (LayerNorm); Wqkv [h × (h + 2 kvd)] (columns q, k, v);
-//              bqkv [h + 2 kvd] (bias all or qkv); Wo [h × h]; bo [h] (bias all); norm2 gamma,
-//              beta; W1 [h × f], or [h × 2f] for SwiGLU (columns gate, then up); b1 [f or 2f]
-//              (bias all); W2 [f × h]; b2 [h] (bias all)
+//   block:     norm1 gamma [h], beta [h] (LayerNorm); Wqkv [h × (q + 2 kvd)] (columns q, k, v);
+//              bqkv [q + 2 kvd] (bias all or qkv); Wo [q × h]; bo [h] (bias all); the q norm's
+//              gamma [hd] and the k norm's [hd] (q/k norms); norm2 gamma, beta; W1 [h × f], or
+//              [h × 2f] for SwiGLU (columns gate, then up); b1 [f or 2f] (bias all); W2
+//              [f × h]; b2 [h] (bias all)
 //   head:      norm gamma [h], beta [h] (LayerNorm); the LM matrix: [h × V] untied, [V × h]
 //              tied (the token table's layout, and its values)
 // PyTorch's Linear weights are [out × in]: Llama's projections are the transposes of these
@@ -55,8 +57,8 @@ struct HfTensor {
   int64_t elements() const { return rows * (colEnd - colBegin); }
 };
 
-/// "llama", "gpt2", "mixtral" or "qwen2_moe": the architecture whose names `plan`'s model
-/// takes.
+/// "llama", "qwen3", "gpt2", "mixtral", "qwen2_moe" or "qwen3_moe": the architecture whose
+/// names `plan`'s model takes (a Qwen2 model takes Llama's).
 const char *hfArchitecture(const Plan &plan);
 
 /// Every Hugging Face tensor of `plan`'s model, in layer order (the tied head's copy

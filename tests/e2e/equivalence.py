@@ -202,6 +202,13 @@ def cases(quick, tensor_product=False):
         out.append((f"hf-{config}-1f1b-full-p2-d2",
                     {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                      "sharding": "full"}))
+    # Qwen3's attention (heads 12 wide on a hidden size of 32, RMSNorm on each head's queries
+    # and keys) on the Llama-style model: dense, and with Qwen3-MoE's experts over E = 2.
+    out.append(("qwen3-1f1b-full-p2-d2", {"pipeline": 2, "data": 2, "schedule": "1f1b",
+                                          "microbatches": 4, "sharding": "full"}))
+    out.append(("qwen3-moe-ep2-dualpipev-full-p2-d2-v2",
+                {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "dualpipev",
+                 "microbatches": 4, "sharding": "full", "expert": 2}))
     # Tensor parallelism (T = 2): each schedule family, sharding none and full, sequence
     # parallelism off and on, (P, D) (1, 2), (2, 1) and (2, 2), GPT- and Llama-style. By default
     # nine plans in which every pair of values of any two of these factors occurs (a covering
@@ -399,6 +406,12 @@ def main():
         if name.startswith("llama-"):
             model = "llama"
             job = small_llama(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
+        elif name.startswith("qwen3-"):
+            model = "qwen3-moe" if name.startswith("qwen3-moe-") else "qwen3"
+            job = small_llama(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
+            job["model"].update(head_dim=12, qk_norm=True)
+            if model == "qwen3-moe":
+                job["model"]["moe"] = dict(MOE, imbalance=MOE_EXPERT_PARALLEL_IMBALANCE)
         elif name.startswith("moe-"):
             # moe-gpt-: the GPT model's GELU MLPs with biases, its experts alike.
             model = next(m for m in ("moe-shared", "moe-gpt", "moe")
@@ -458,7 +471,7 @@ def main():
                 sys.exit(f"the reference for {name} failed:\n{result.stderr}")
             references[key] = (losses(result.stdout), read_params(ref_dir),
                                aux_losses(result.stdout))
-            if model.startswith("moe") and sorted(references[key][2]) != list(range(1, STEPS + 1)):
+            if "moe" in model and sorted(references[key][2]) != list(range(1, STEPS + 1)):
                 sys.exit(f"the reference for {name} printed no aux_loss:\n{result.stdout}")
         ref_losses, ref_params, ref_aux = references[key]
 

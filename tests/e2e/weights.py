@@ -97,24 +97,30 @@ def round_trip(tools, name, parallelism):
                              os.path.join(dirs["whole"], "config.json")))
 
 
-def moe_round_trip(tools, expert):
+def moe_round_trip(tools, expert, qwen3=False):
     """A mixture of experts with a shared expert goes out with Qwen2-MoE's names (its shared
-    expert's gate zero, its down projection doubled) and comes back in bit for bit. With
-    expert parallelism (`expert` > 1) each rank holds its own experts: the file gathers them
-    from the expert group, and --init gives each rank its own."""
+    expert's gate zero, its down projection doubled) and comes back in bit for bit; with
+    `qwen3`, Qwen3-MoE's attention (heads of their own width, q/k norms) and no shared expert,
+    with Qwen3-MoE's names. With expert parallelism (`expert` > 1) each rank holds its own
+    experts: the file gathers them from the expert group, and --init gives each rank its own."""
     parallelism = {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                    "sharding": "full", "expert": expert}
     job = small_llama(parallelism, layers=4, optimizer="sgd")
     job["model"]["moe"] = {"num_experts": 4, "top_k": 2, "expert_ffn_hidden_size": 24,
-                           "aux_loss_coefficient": 0.01, "shared_experts": 1,
-                           "shared_ffn_hidden_size": 32, "dense_layers": 1}
-    plan = tools.compile(job, f"weights-moe-ep{expert}")
-    dirs = {k: os.path.join(tools.work, f"moe-ep{expert}-{k}") for k in ("whole", "four", "mpi")}
+                           "aux_loss_coefficient": 0.01, "dense_layers": 1}
+    if qwen3:
+        job["model"].update(head_dim=12, qk_norm=True)
+    else:
+        job["model"]["moe"].update(shared_experts=1, shared_ffn_hidden_size=32)
+    label = f"{'qwen3-' if qwen3 else ''}moe E={expert}"
+    plan = tools.compile(job, f"weights-{'qwen3-' if qwen3 else ''}moe-ep{expert}")
+    dirs = {k: os.path.join(tools.work, f"{'qwen3-' if qwen3 else ''}moe-ep{expert}-{k}")
+            for k in ("whole", "four", "mpi")}
     for d in dirs.values():
         shutil.rmtree(d, ignore_errors=True)
     whole = tools.run(plan, 4, "--steps=6", f"--save-params={dirs['whole']}")
     four = tools.run(plan, 4, "--steps=4", f"--save-params={dirs['four']}")
-    check(f"moe E={expert}: runs of 6 and of 4 steps",
+    check(f"{label}: runs of 6 and of 4 steps",
           whole.returncode == 0 and four.returncode == 0, whole.stderr + four.stderr)
     if whole.returncode or four.returncode:
         return
@@ -123,20 +129,29 @@ def moe_round_trip(tools, expert):
     with open(os.path.join(dirs["four"], "config.json")) as f:
         config = json.load(f)
     last = "model.layers.1.mlp.experts.3."
-    check(f"moe E={expert}: Qwen2-MoE's names, a zero shared-expert gate, and its config",
-          all(last + m + ".weight" in tensors for m in ("gate_proj", "up_proj", "down_proj"))
-          and "model.layers.1.mlp.gate.weight" in tensors
-          and "model.layers.0.mlp.gate_proj.weight" in tensors
-          and set(tensors["model.layers.2.mlp.shared_expert_gate.weight"]) == {0.0}
-          and config["architectures"] == ["Qwen2MoeForCausalLM"] and config["num_experts"] == 4
-          and config["mlp_only_layers"] == [0], f"{sorted(tensors)} {json.dumps(config)}")
-    check(f"moe E={expert}: the step lines carry aux_loss",
+    names = (all(last + m + ".weight" in tensors for m in ("gate_proj", "up_proj", "down_proj"))
+             and "model.layers.1.mlp.gate.weight" in tensors
+             and "model.layers.0.mlp.gate_proj.weight" in tensors
+             and config["num_experts"] == 4 and config["mlp_only_layers"] == [0])
+    if qwen3:
+        check(f"{label}: Qwen3-MoE's names, its q/k norms' gains, and its config",
+              names and len(tensors["model.layers.2.self_attn.q_norm.weight"]) == 12
+              and len(tensors["model.layers.2.self_attn.q_proj.weight"]) == 48 * 32
+              and not any("shared_expert" in n for n in tensors)
+              and config["architectures"] == ["Qwen3MoeForCausalLM"] and config["head_dim"] == 12,
+              f"{sorted(tensors)} {json.dumps(config)}")
+    else:
+        check(f"{label}: Qwen2-MoE's names, a zero shared-expert gate, and its config",
+              names and set(tensors["model.layers.2.mlp.shared_expert_gate.weight"]) == {0.0}
+              and config["architectures"] == ["Qwen2MoeForCausalLM"],
+              f"{sorted(tensors)} {json.dumps(config)}")
+    check(f"{label}: the step lines carry aux_loss",
           all(" aux_loss " in line for line in step_lines(whole.stdout)), whole.stdout)
     resumed = tools.run(plan, 4, "--steps=2", f"--init={saved}", f"--save-params={dirs['mpi']}")
-    check(f"moe E={expert}: a run from --init continues with bitwise the uninterrupted losses",
+    check(f"{label}: a run from --init continues with bitwise the uninterrupted losses",
           resumed.returncode == 0 and step_lines(resumed.stdout) == step_lines(whole.stdout)[4:],
           f"{resumed.stdout}{resumed.stderr}\nexpected {step_lines(whole.stdout)[4:]}")
-    check(f"moe E={expert}: and ends with bitwise its parameters",
+    check(f"{label}: and ends with bitwise its parameters",
           resumed.returncode == 0 and same_bytes(os.path.join(dirs["mpi"], "model.safetensors"),
                                                  os.path.join(dirs["whole"], "model.safetensors")))
 
@@ -225,6 +240,7 @@ def main():
         round_trip(tools, name, parallelism)
     for expert in (1, 2):
         moe_round_trip(tools, expert)
+    moe_round_trip(tools, 2, qwen3=True)
     refusals(tools)
     finish("parameters go out and in as safetensors, bit for bit")
 

@@ -134,6 +134,14 @@ void CudaOps::copy(int64_t n, const float *src, float *dst) {
         failure, cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, queue));
 }
 
+void CudaOps::copyRows(int64_t rows, int64_t n, const float *src, int64_t srcStride, float *dst,
+                       int64_t dstStride) {
+  if (rows > 0 && n > 0 && failure.ok())
+    CONDUIT_CUDA_NOTE(failure, cudaMemcpy2DAsync(dst, dstStride * sizeof(float), src,
+                                                 srcStride * sizeof(float), n * sizeof(float), rows,
+                                                 cudaMemcpyDeviceToDevice, queue));
+}
+
 void CudaOps::add(int64_t n, const float *src, float *dst) {
   if (failure.ok())
     CONDUIT_CUDA_NOTE(failure, cuda::add(n, src, dst, queue));

@@ -55,6 +55,8 @@ public:
   void synchronize() override;
   void fill(int64_t n, float value, float *dst) override;
   void copy(int64_t n, const float *src, float *dst) override;
+  void copyRows(int64_t rows, int64_t n, const float *src, int64_t srcStride, float *dst,
+                int64_t dstStride) override;
   void add(int64_t n, const float *src, float *dst) override;
   void accumulate(int64_t n, const float *src, double *dst) override;
   void addBias(int64_t rows, int64_t n, const float *bias, float *x) override;

@@ -11,17 +11,21 @@
 #include "runtime/model/layers/TensorSplit.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace conduit::model {
 
 namespace {
 // What the forward keeps, by index: for the input gradient only, the (rotated) qkv
-// projection and the probabilities (empty with selective checkpointing); for both halves,
-// the attention's output, Wo's input. The input gradient stashes what Projections says: the
-// output gradient over the whole sequence where the block does not keep it so (empty
-// otherwise), and Wqkv's output gradient (of the projection before its rotation).
-enum { Qkv, Probs, NumInputOnly };
+// projection, the probabilities (empty with selective checkpointing) and, with q/k norms, their
+// inputs (this rank's q heads of every token, then its k heads) and statistics (empty
+// without); for both halves, the attention's output, Wo's input. The input gradient stashes
+// what Projections says: the output gradient over the whole sequence where the block does not
+// keep it so (empty otherwise), and Wqkv's output gradient (of the projection before its
+// rotation and its norms); then, with q/k norms, their gains' gradients.
+enum { Qkv, Probs, QkNormIn, QkNormRstd, NumInputOnly };
 enum { Att = Projections::SavedOutIn, NumSaved };
+enum { StashQkGains = Projections::NumStashed };
 } // namespace
 
 template <typename T>
@@ -33,17 +37,18 @@ Attention<T>::Attention(const GptShape &s, bool recomputeAttention)
 template <typename T>
 void Attention<T>::slice(int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &runs) const {
   const GptShape w = s.whole();
-  const int64_t r = s.tensorRank, h = s.hidden, q = s.localHeads() * s.headDim(),
-                kv = s.localKvHeads() * s.headDim();
+  const int64_t r = s.tensorRank, wq = w.qWidth(), q = width(), kv = kvWidth();
   // Of each row of Wqkv: this rank's q heads, then its key and value heads.
   o.slice(Attention(w, recomputeAttention).o,
-          {{r * q, q}, {h + r * kv, kv}, {h + w.kvWidth() + r * kv, kv}}, wholeAt, localAt, runs);
+          {{r * q, q}, {wq + r * kv, kv}, {wq + w.kvWidth() + r * kv, kv}}, wholeAt, localAt, runs);
+  addRun(runs, wholeAt + Attention(w, recomputeAttention).o.total, localAt + o.total, normParams());
 }
 
 template <typename T> void Attention<T>::initialise(T *params, Random &random) const {
   std::fill(params, params + o.total, T(0));
   fillNormal(params + o.wIn, s.hidden * s.qkvWidth(), random);
-  fillNormal(params + o.wOut, s.hidden * s.hidden, random);
+  fillNormal(params + o.wOut, s.qWidth() * s.hidden, random);
+  std::fill(params + o.total, params + o.total + normParams(), T(1));
 }
 
 template <typename T>
@@ -52,6 +57,10 @@ void Attention<T>::keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache) cons
   startCache(cache, samples, NumInputOnly, NumSaved);
   cache.inputOnly[Qkv] = ops.allocate(rows * s.localQkvWidth());
   cache.inputOnly[Probs] = ops.allocate(recomputeAttention ? 0 : probsSize(samples));
+  if (s.qkNorm) {
+    cache.inputOnly[QkNormIn] = ops.allocate(rows * (width() + kvWidth()));
+    cache.inputOnly[QkNormRstd] = ops.allocate(rows * (s.localHeads() + s.localKvHeads()));
+  }
   cache.saved[Att] = ops.allocate(rows * width());
 }
 
@@ -61,6 +70,8 @@ void Attention<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residua
   const int64_t n = cache.samples;
   T *qkv = cache.inputOnly[Qkv].data(), *att = cache.saved[Att].data();
   columnParallel(ops, s, n, s.localQkvWidth(), x, p + o.wIn, o.inBias(p), qkv);
+  if (s.qkNorm)
+    normaliseQk(ops, p, n * s.seq, qkv, cache);
   if (s.rotary)
     ops.rotaryForward(n, s.seq, s.localHeads(), s.localKvHeads(), s.headDim(), s.ropeTheta, qkv);
   {
@@ -100,7 +111,63 @@ Buffer<T> Attention<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &ca
   datt.reset();
   if (s.rotary)
     ops.rotaryBackward(n, s.seq, s.localHeads(), s.localKvHeads(), s.headDim(), s.ropeTheta, dqkv);
+  if (s.qkNorm)
+    normaliseQkBackward(ops, p, n * s.seq, dqkv, cache);
   return o.backwardIn(ops, p, cache);
+}
+
+template <typename T>
+void Attention<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
+                                  T *dparams) const {
+  o.backwardWeight(ops, cache, x, dy, dparams);
+  if (s.qkNorm)
+    ops.add(normParams(), cache.stash[StashQkGains].data(), dparams + o.total);
+}
+
+// The query heads of every token are normalised as rows of width d with the query gain, then
+// the key heads with the key gain: each part is copied out of the qkv rows (its columns),
+// normalised, and copied back. The inputs stay in the cache, q part then k part, for the
+// backward.
+template <typename T>
+void Attention<T>::normaliseQk(Ops<T> &ops, const T *p, int64_t rows, T *qkv,
+                               LayerCache<T> &cache) const {
+  const int64_t d = s.headDim(), stride = s.localQkvWidth();
+  T *in = cache.inputOnly[QkNormIn].data(), *rstd = cache.inputOnly[QkNormRstd].data();
+  const T *gains = p + o.total;
+  Buffer<T> out = transient(ops, rows * std::max(width(), kvWidth()));
+  for (auto [column, heads] :
+       {std::pair{int64_t(0), s.localHeads()}, std::pair{width(), s.localKvHeads()}}) {
+    const int64_t part = heads * d;
+    ops.copyRows(rows, part, qkv + column, stride, in, part);
+    ops.rmsNormForward(rows * heads, d, in, gains, s.normEps, out.data(), rstd);
+    ops.copyRows(rows, part, out.data(), part, qkv + column, stride);
+    in += rows * part;
+    rstd += rows * heads;
+    gains += d;
+  }
+}
+
+template <typename T>
+void Attention<T>::normaliseQkBackward(Ops<T> &ops, const T *p, int64_t rows, T *dqkv,
+                                       LayerCache<T> &cache) const {
+  const int64_t d = s.headDim(), stride = s.localQkvWidth(), most = std::max(width(), kvWidth());
+  const T *in = cache.inputOnly[QkNormIn].data(), *rstd = cache.inputOnly[QkNormRstd].data();
+  const T *gains = p + o.total;
+  cache.stash.resize(StashQkGains + 1);
+  T *dgains = (cache.stash[StashQkGains] = ops.allocate(normParams())).data();
+  Buffer<T> dout = transient(ops, rows * most), din = transient(ops, rows * most);
+  for (auto [column, heads] :
+       {std::pair{int64_t(0), s.localHeads()}, std::pair{width(), s.localKvHeads()}}) {
+    const int64_t part = heads * d;
+    ops.copyRows(rows, part, dqkv + column, stride, dout.data(), part);
+    ops.rmsNormBackwardWeight(rows * heads, d, in, rstd, dout.data(), dgains);
+    ops.rmsNormBackwardInput(rows * heads, d, in, gains, rstd, dout.data(), din.data());
+    ops.copyRows(rows, part, din.data(), part, dqkv + column, stride);
+    in += rows * part;
+    rstd += rows * heads;
+    gains += d;
+    dgains += d;
+  }
 }
 
 template class Attention<float>;

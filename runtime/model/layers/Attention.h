@@ -1,16 +1,20 @@
 //===- Attention.h - causal self-attention, a block's first branch -*- C++ -*-===//
 //
-// x + Wo · Attention(Rotary(x · Wqkv + bqkv)) + bo: multi-head or grouped-query causal
-// self-attention, with rotary positions on q and k where the shape says. Parameters, in this
-// order: Wqkv [h × (h + 2·kvd)], bqkv [h + 2·kvd] (bias "all" or "qkv"), Wo [h × h], bo [h]
-// (bias "all"); kvd = kvHeads · headDim, and Wqkv's columns are the q heads, then the k heads,
-// then the v heads.
+// x + Wo · Attention(Rotary(QkNorm(x · Wqkv + bqkv))) + bo: multi-head or grouped-query causal
+// self-attention, with rotary positions on q and k where the shape says, and, where it says
+// (Qwen3), an RMSNorm over each head's query and each head's key before them (one gain for
+// every query head, one for every key head). Parameters, in this order: Wqkv [h × (q + 2·kvd)],
+// bqkv [q + 2·kvd] (bias "all" or "qkv"), Wo [q × h], bo [h] (bias "all"), then the query
+// norm's gain [d] and the key norm's [d] (q/k norms only); d is the head width, q = heads · d
+// (h unless the heads have a width of their own), kvd = kvHeads · d, and Wqkv's columns are the
+// q heads, then the k heads, then the v heads.
 //
 // Split over a tensor group, each rank holds its heads/T query heads and kv_heads/T key/value
 // heads: their columns of Wqkv and bqkv (column-parallel) and their rows of Wo (row-parallel);
-// bo is replicated and added once, after the group's sum. With selective checkpointing the
-// forward keeps no attention probabilities: the input gradient computes them again from the
-// kept (rotated) q, k and v with the same kernel.
+// bo is replicated and added once, after the group's sum. (q/k norms are trained with one
+// tensor rank only: their gains' gradients would need the group's sum.) With selective
+// checkpointing the forward keeps no attention probabilities: the input gradient computes them
+// again from the kept (rotated) q, k and v with the same kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,14 +29,26 @@ namespace conduit::model {
 template <typename T> class Attention final : public ProjectionBranch<T> {
 public:
   CONDUIT_PROJECTION_BRANCH_OVERRIDES(T)
+  int64_t numParams() const override { return o.total + normParams(); }
+  void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
+                      T *dparams) const override;
 
   /// With `recomputeAttention` (selective checkpointing) the forward does not keep the
   /// attention probabilities.
   Attention(const GptShape &s, bool recomputeAttention);
 
 private:
-  /// This rank's query heads' width (h without tensor parallelism).
+  /// This rank's query heads' width (q without tensor parallelism), and its key heads'.
   int64_t width() const { return s.localHeads() * s.headDim(); }
+  int64_t kvWidth() const { return s.localKvHeads() * s.headDim(); }
+  /// The q/k norms' gains (after the projections' parameters), or none.
+  int64_t normParams() const { return s.qkNorm ? 2 * s.headDim() : 0; }
+  /// The q/k norms over the qkv projection `qkv` of `rows` tokens, in place: keeps their inputs
+  /// and statistics in `cache`.
+  void normaliseQk(Ops<T> &ops, const T *p, int64_t rows, T *qkv, LayerCache<T> &cache) const;
+  /// Their backward, in place on the qkv gradient `dqkv`; stashes the gains' gradients.
+  void normaliseQkBackward(Ops<T> &ops, const T *p, int64_t rows, T *dqkv,
+                           LayerCache<T> &cache) const;
   int64_t probsSize(int64_t samples) const { return samples * s.localHeads() * s.seq * s.seq; }
   /// The attention probabilities the input gradient reads: the forward's or, recomputed from
   /// the kept q, k and v, the same bits in `scratch`.

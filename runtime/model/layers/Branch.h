@@ -72,12 +72,14 @@ public:
 /// A branch that is a column-parallel in-projection, then a row-parallel out-projection (the
 /// attention, the MLP), its parameters and cache slots as Projections says: what is the same in
 /// every such branch (its parameter count, its weight gradients) is written here once; a derived
-/// branch defines the rest, what lies between its two projections being its own.
+/// branch defines the rest, what lies between its two projections being its own. A branch with
+/// parameters of its own between them (the attention's q/k norms) keeps them after the
+/// projections' and adds them to these two.
 template <typename T> class ProjectionBranch : public Branch<T> {
 public:
-  int64_t numParams() const final { return o.total; }
+  int64_t numParams() const override { return o.total; }
   void backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
-                      T *dparams) const final {
+                      T *dparams) const override {
     o.backwardWeight(ops, cache, x, dy, dparams);
   }
 

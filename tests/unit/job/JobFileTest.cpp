@@ -266,6 +266,36 @@ std::optional<TransformerSpec> readEditedConfig(const std::string &dir,
   return t;
 }
 
+TEST(HuggingFace, HeadWidthsAndQwen3) {
+  std::string error;
+  // A Llama-family head_dim other than hidden_size / num_heads (Mistral NeMo's 128 of 5120 /
+  // 32) is the model's head width; the usual one is the default.
+  std::optional<TransformerSpec> t =
+      readEditedConfig("mistral-7b", [](Json &c) { c["head_dim"] = 96; }, &error);
+  ASSERT_TRUE(t) << error;
+  EXPECT_EQ(t->headDim, 96);
+  EXPECT_FALSE(t->qkNorm);
+  t = readEditedConfig("mistral-7b", [](Json &c) { c["head_dim"] = 128; }, &error);
+  ASSERT_TRUE(t) << error;
+  EXPECT_FALSE(t->headDim);
+  // Qwen3 (dense): Qwen3-MoE's attention, its head_dim and q/k norms, without the experts.
+  t = readEditedConfig("qwen3-30b-a3b", [](Json &c) { c["model_type"] = "qwen3"; }, &error);
+  ASSERT_TRUE(t) << error;
+  EXPECT_FALSE(t->moe);
+  EXPECT_EQ(t->headDim, 128);
+  EXPECT_TRUE(t->qkNorm);
+  EXPECT_EQ(t->bias, BiasKind::None);
+  EXPECT_EQ(t->ffnHiddenSize, 6144);
+  EXPECT_FALSE(readEditedConfig(
+      "qwen3-30b-a3b",
+      [](Json &c) {
+        c["model_type"] = "qwen3";
+        c["attention_bias"] = true;
+      },
+      &error));
+  EXPECT_NE(error.find("attention_bias: is true;"), std::string::npos) << error;
+}
+
 TEST(HuggingFace, MixturesOfExperts) {
   std::string error;
   auto read = [&](const std::string &dir) { return readEditedConfig(dir, [](Json &) {}, &error); };

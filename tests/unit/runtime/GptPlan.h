@@ -35,6 +35,8 @@ inline runtime::Plan planFor(const GptShape &s) {
   t.hiddenSize = s.hidden;
   t.numHeads = s.heads;
   t.numKvHeads = s.numKvHeads();
+  t.headDim = s.headWidth;
+  t.qkNorm = s.qkNorm;
   t.ffnHiddenSize = s.ffn;
   t.seqLength = s.seq;
   t.vocabSize = s.vocab;

@@ -48,6 +48,15 @@ GptShape llamaShape() {
   return s;
 }
 
+/// Qwen3's attention on the Llama shape: heads 6 wide (not hidden / heads = 4) and an RMSNorm
+/// on each head's queries and keys.
+GptShape qwen3Shape() {
+  GptShape s = llamaShape();
+  s.headWidth = 6;
+  s.qkNorm = true;
+  return s;
+}
+
 /// The tiny shape with one feature changed.
 GptShape tinyWith(const std::function<void(GptShape &)> &change) {
   GptShape s = tinyShape();
@@ -82,7 +91,9 @@ std::vector<LayerRange> splitCases() {
           {"tied head", tied, 3, 4},
           {"Llama block", llamaShape(), 1, 2},
           {"Llama head", llamaShape(), 3, 4},
-          {"Llama whole model", llamaShape(), 0, 4}};
+          {"Llama whole model", llamaShape(), 0, 4},
+          {"Qwen3 block", qwen3Shape(), 1, 2},
+          {"Qwen3 whole model", qwen3Shape(), 0, 4}};
 }
 
 TEST(Model, EmbeddingGradients) { checkGradients(tinyShape(), 0, 1); }
@@ -127,6 +138,69 @@ TEST(Model, LlamaGradients) {
   checkGradients(llamaShape(), 1, 2);
   checkGradients(llamaShape(), 3, 4);
   checkGradients(llamaShape(), 0, 4);
+}
+
+TEST(Model, Qwen3AttentionGradients) {
+  checkGradients(qwen3Shape(), 1, 2);
+  checkGradients(qwen3Shape(), 0, 4);
+  // Each feature alone: heads of their own width (wider and narrower than hidden / heads), and
+  // q/k norms on heads of the usual width, without rotary positions too.
+  for (int64_t width : {6, 2})
+    checkGradients(tinyWith([&](GptShape &s) { s.headWidth = width; }), 1, 2);
+  checkGradients(tinyWith([](GptShape &s) { s.qkNorm = true; }), 1, 2);
+  checkGradients(tinyWith([](GptShape &s) {
+                   s.qkNorm = s.rotary = true;
+                   s.kvHeads = 1;
+                 }),
+                 1, 2);
+}
+
+// The q/k norms make the attention blind to the scale of each head's query and key: a block's
+// output does not move when a query head's columns of Wqkv, or a key head's, are multiplied by
+// a constant (up to the norm's epsilon, tiny here). Without the norms it does.
+TEST(Model, QkNormsNormaliseEachHeadsQueriesAndKeys) {
+  for (bool qkNorm : {true, false}) {
+    SCOPED_TRACE(qkNorm);
+    GptShape s = qwen3Shape();
+    s.qkNorm = qkNorm;
+    s.normEps = 1e-12;
+    const runtime::Plan plan = planFor(s);
+    CpuOps<double> ops;
+    LayerChain<double> chain = *LayerChain<double>::build(plan, s, 1, 2, ops);
+    std::vector<double> params(chain.numParams());
+    chain.initialise(params.data(), 5);
+    Random random({4});
+    for (double &p : params) // larger than the initialisation: scores far from uniform
+      p += 0.5 * random.normal();
+    const int64_t samples = 1, width = s.seq * s.hidden;
+    std::vector<double> x(samples * width);
+    for (double &v : x)
+      v = random.normal();
+    const Batch batch = makeBatch(s, samples);
+    auto output = [&](const std::vector<double> &p) {
+      typename LayerChain<double>::Cache cache;
+      std::vector<double> y(samples * width);
+      chain.forward(p.data(), x.data(), batch.view, y.data(), cache);
+      return y;
+    };
+    // Block parameters: norm1's gain, then Wqkv [h × (q + 2 kvd)]. Scale query head 1 and key
+    // head 0.
+    const int64_t d = s.headDim(), qkv = s.qkvWidth(), first = s.hidden;
+    std::vector<double> scaled = params;
+    for (int64_t row = 0; row < s.hidden; ++row)
+      for (int64_t c = 0; c < d; ++c) {
+        scaled[first + row * qkv + d + c] *= 7;
+        scaled[first + row * qkv + s.qWidth() + c] *= 0.3;
+      }
+    const std::vector<double> before = output(params), after = output(scaled);
+    double largest = 0;
+    for (size_t i = 0; i < before.size(); ++i)
+      largest = std::max(largest, std::abs(after[i] - before[i]));
+    if (qkNorm)
+      EXPECT_LT(largest, 1e-9);
+    else
+      EXPECT_GT(largest, 1e-3);
+  }
 }
 
 TEST(Model, SplitBackwardGradients) {
@@ -584,6 +658,12 @@ TEST(Model, ParameterCountsFollowTheCompilersFormula) {
             weights + (lh + 2 * kvd) + lh + 2 * f + lh);
   EXPECT_EQ(makeLayer<float>(runtime::LayerKind::Embedding, l)->numParams(), l.vocab * lh);
   EXPECT_EQ(makeLayer<float>(runtime::LayerKind::Head, l)->numParams(), l.vocab * lh + lh);
+  // Qwen3: q = heads · d wide (Wqkv's q columns and Wo's rows), and the two norms' gains.
+  const GptShape q3 = qwen3Shape();
+  const int64_t q = q3.heads * q3.headWidth, qkvd = q3.kvHeads * q3.headWidth;
+  EXPECT_EQ(q3.qWidth(), q);
+  EXPECT_EQ(makeLayer<float>(runtime::LayerKind::Block, q3)->numParams(),
+            2 * lh * q + 2 * lh * qkvd + 3 * lh * f + 2 * lh + 2 * q3.headWidth);
 }
 
 TEST(Model, LlamaVariantsAreBuilt) {
@@ -625,7 +705,13 @@ TEST(Model, ShapesTheRuntimeCannotBuildAreRefusedNamingTheKey) {
          t.hiddenSize = 6;
          t.position = 1;
        },
-       "model.hidden_size / model.num_heads even"},
+       "even model.head_dim (or model.hidden_size / model.num_heads)"},
+      {[](runtime::Transformer &t) {
+         t.headDim = 3;
+         t.position = 1;
+       },
+       "even model.head_dim"},
+      {[](runtime::Transformer &t) { t.hiddenSize = 7; }, "model.head_dim set"},
       {[](runtime::Transformer &t) {
          t.position = 1;
          t.ropeTheta = 0;
@@ -648,10 +734,24 @@ TEST(Model, ShapesTheRuntimeCannotBuildAreRefusedNamingTheKey) {
     ASSERT_FALSE(shape.ok());
     EXPECT_NE(shape.status().message().find(c.key), std::string::npos) << shape.status().message();
   }
-  // With learned positions the head dimension may be odd.
+  // With learned positions the head dimension may be odd; with a head width of its own the
+  // hidden size need not be a multiple of the heads.
   runtime::Plan odd = plan;
   odd.transformer->hiddenSize = 6;
   EXPECT_TRUE(GptShape::fromPlan(odd).ok());
+  runtime::Plan ownWidth = plan;
+  ownWidth.transformer->hiddenSize = 7;
+  ownWidth.transformer->headDim = 4;
+  ownWidth.transformer->position = 1;
+  EXPECT_TRUE(GptShape::fromPlan(ownWidth).ok());
+  // q/k norms over a tensor group are refused, naming the key to change.
+  runtime::Plan split = planFor(qwen3Shape());
+  split.config.tensor = 2;
+  split.transformer->vocabSize = 12;
+  absl::StatusOr<GptShape> refused = GptShape::fromPlan(split);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("model.qk_norm"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("parallelism.tensor 1"), std::string::npos);
 
   runtime::Plan wrongCount = plan;
   wrongCount.layers[1].params += 1;

@@ -400,8 +400,12 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
       {[](runtime::Plan &p) { p.config.expert = 2; }, "parallelism.expert"}, // D = 1
       {[](runtime::Plan &p) { p.config.tensor = 2; }, "parallelism.tensor"},
       {[](runtime::Plan &p) { p.transformer->kvLoraRank = 16; }, "model.latent_attention"},
-      {[](runtime::Plan &p) { p.transformer->headDim = 8; }, "model.head_dim"},
-      {[](runtime::Plan &p) { p.transformer->qkNorm = true; }, "model.qk_norm"},
+      {[](runtime::Plan &p) {
+         p.transformer->qkNorm = true;
+         p.transformer->vocabSize = 12;
+         p.config.tensor = 2;
+       },
+       "model.qk_norm"},
   };
   for (const auto &c : cases) {
     SCOPED_TRACE(c.key);
@@ -411,8 +415,9 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
     ASSERT_FALSE(shape.ok());
     EXPECT_NE(shape.status().message().find(c.key), std::string::npos) << shape.status().message();
   }
-  // A head width equal to hidden / heads is the default one.
-  runtime::Plan same = plan;
-  same.transformer->headDim = plan.transformer->hiddenSize / plan.transformer->numHeads;
-  EXPECT_TRUE(GptShape::fromPlan(same).ok());
+  // Qwen3-MoE's attention: heads of their own width, q/k norms.
+  runtime::Plan qwen3 = plan;
+  qwen3.transformer->headDim = 8;
+  qwen3.transformer->qkNorm = true;
+  EXPECT_TRUE(GptShape::fromPlan(qwen3).ok());
 }

@@ -2,7 +2,8 @@
 //
 // One suite for every implementation of the model's math: each operation, and the forward
 // and backward of each layer kind (GPT-style, Llama-style: RMSNorm, SwiGLU, rotary positions,
-// grouped-query attention, tied head, no biases; and mixtures of experts, Mixtral-like and with
+// grouped-query attention, tied head, no biases; Qwen3-style: heads of their own width, q/k
+// norms; and mixtures of experts, Mixtral-like and with
 // a shared expert and a sigmoid router), on random inputs, against the CPU
 // implementation in double precision, and the split backward (input gradient, later weight
 // gradient) against the whole one on the implementation itself, bit for bit. Instantiated for the
@@ -142,6 +143,10 @@ TEST_P(OpsConformance, ElementWise) {
   ops->fill(n, 0.5f, filled.data());
   Buffer<float> copied = ops->allocate(rows * n);
   ops->copy(rows * n, dx.data(), copied.data());
+  // Columns [7, 7 + 11) of dx's rows into columns [3, 3 + 11) of rows 20 apart.
+  const int64_t width = 11, stride = 20;
+  Buffer<float> block = upload(std::vector<double>(rows * stride, -1.0));
+  ops->copyRows(rows, width, dx.data() + 7, n, block.data() + 3, stride);
 
   std::vector<double> ey = y, ex = x, esum = bias;
   oracle.add(rows * n, x.data(), ey.data());
@@ -152,6 +157,11 @@ TEST_P(OpsConformance, ElementWise) {
   expectClose(download(sum), esum, "sumRows");
   expectClose(download(filled), std::vector<double>(n, 0.5), "fill");
   expectClose(download(copied), ex, "copy");
+  std::vector<double> eblock(rows * stride, -1.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c)
+      eblock[r * stride + 3 + c] = ex[r * n + 7 + c];
+  expectClose(download(block), eblock, "copyRows");
 }
 
 TEST_P(OpsConformance, GemmInEveryLayout) {
@@ -370,6 +380,15 @@ GptShape llamaShape() {
   return s;
 }
 
+/// Qwen3-style: the Llama-style model with heads 12 wide (not 32 / 4) and an RMSNorm on each
+/// head's queries and keys.
+GptShape qwen3Shape() {
+  GptShape s = llamaShape();
+  s.headWidth = 12;
+  s.qkNorm = true;
+  return s;
+}
+
 /// Mixtral-like: the Llama-style model with 4 SwiGLU experts in its second block, each token
 /// taking the top 2 renormalised, and the auxiliary loss.
 GptShape mixtralShape() {
@@ -400,7 +419,8 @@ struct NamedShape {
 /// implementation computes in float32: from bf16 GEMM inputs the router's scores may choose
 /// other experts than the oracle's for a token, which no tolerance covers.
 std::vector<NamedShape> modelsFor(const Implementation &implementation) {
-  std::vector<NamedShape> out = {{"GPT-style", gptShape()}, {"Llama-style", llamaShape()}};
+  std::vector<NamedShape> out = {
+      {"GPT-style", gptShape()}, {"Llama-style", llamaShape()}, {"Qwen3-style", qwen3Shape()}};
   if (implementation.tolerance <= 1e-4) {
     out.push_back({"Mixtral-like experts", mixtralShape()});
     out.push_back({"shared expert, sigmoid router", sharedExpertShape()});

@@ -1,9 +1,10 @@
 //===- HfWeightsTest.cpp - Conduit's parameters as Hugging Face tensors ----===//
 //
-// The names, shapes and layouts of both architectures (GPT-2, and Llama with its Qwen2
-// variant), config.json, a model written and read back, and the refusals of a file that does
-// not hold exactly the model's tensors. Parameter counts are computed here from the layout
-// HfWeights.h documents, not from the model, so that the two are checked against each other.
+// The names, shapes and layouts of both architectures (GPT-2, and Llama with its Qwen2 and
+// Qwen3 variants, and their mixtures of experts), config.json, a model written and read back, and
+// the refusals of a file that does not hold exactly the model's tensors. Parameter counts are
+// computed here from the layout HfWeights.h documents, not from the model, so that the two are
+// checked against each other.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,8 +26,8 @@ namespace fs = std::filesystem;
 /// A plan of the transformer `t` with one layer per embedding, block and head, each with the
 /// parameter count of Conduit's layout.
 Plan planOf(const Transformer &t) {
-  const int64_t h = t.hiddenSize, kvd = t.numKvHeads * (h / t.numHeads), f = t.ffnHiddenSize,
-                v = t.vocabSize;
+  const int64_t h = t.hiddenSize, hd = t.headDim > 0 ? t.headDim : h / t.numHeads,
+                q = t.numHeads * hd, kvd = t.numKvHeads * hd, f = t.ffnHiddenSize, v = t.vocabSize;
   const int64_t norms = t.norm == 0 ? 2 : 1, qkvBias = t.bias != 2, other = t.bias == 0;
   const int64_t up = t.mlp == 1 ? 2 * f : f;
   Plan plan;
@@ -35,8 +36,9 @@ Plan planOf(const Transformer &t) {
       {"embedding", LayerKind::Embedding, v * h + (t.position == 0 ? t.seqLength * h : 0)});
   for (int64_t b = 0; b < t.numLayers; ++b)
     plan.layers.push_back({"block." + std::to_string(b), LayerKind::Block,
-                           2 * norms * h + h * (h + 2 * kvd) + qkvBias * (h + 2 * kvd) + h * h +
-                               other * h + h * up + other * up + f * h + other * h});
+                           2 * norms * h + h * (q + 2 * kvd) + qkvBias * (q + 2 * kvd) + q * h +
+                               other * h + (t.qkNorm ? 2 * hd : 0) + h * up + other * up + f * h +
+                               other * h});
   plan.layers.push_back({"head", LayerKind::Head, norms * h + v * h});
   return plan;
 }
@@ -63,6 +65,14 @@ Transformer llama() {
   t.tieEmbeddings = true;
   t.ropeTheta = 500000;
   t.normEps = 1e-6;
+  return t;
+}
+
+/// Qwen3's attention on the Llama model: heads 6 wide (not 8 / 2), q/k norms.
+Transformer qwen3() {
+  Transformer t = llama();
+  t.headDim = 6;
+  t.qkNorm = true;
   return t;
 }
 
@@ -180,8 +190,40 @@ TEST(HfWeightsTest, LlamaNamesShapesAndTransposes) {
   EXPECT_EQ(up.colEnd, 24);
 }
 
+TEST(HfWeightsTest, Qwen3NamesShapesAndConfig) {
+  const Plan plan = planOf(qwen3());
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  EXPECT_STREQ(hfArchitecture(plan), "qwen3");
+  const auto got = byName(*tensors);
+  // q is 2 heads of 6, k and v one head of 6; o maps the 12 back to the hidden 8.
+  const std::map<std::string, Shape> expected = {
+      {"model.layers.0.self_attn.q_proj.weight", {12, 8}},
+      {"model.layers.0.self_attn.k_proj.weight", {6, 8}},
+      {"model.layers.0.self_attn.v_proj.weight", {6, 8}},
+      {"model.layers.0.self_attn.o_proj.weight", {8, 12}},
+      {"model.layers.0.self_attn.q_norm.weight", {6}},
+      {"model.layers.0.self_attn.k_norm.weight", {6}}};
+  for (const auto &[name, shape] : expected) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_EQ(got.at(name).shape, shape) << name;
+  }
+  EXPECT_EQ(got.size(), 2 + 11 * 2u) << "the Llama tensors and two norms a block";
+  // The gains follow Wo [12 × 8] in the block: after norm1 [8], Wqkv [8 × 24].
+  EXPECT_EQ(got.at("model.layers.1.self_attn.q_norm.weight").offset, 8 + 8 * 24 + 12 * 8);
+  EXPECT_EQ(got.at("model.layers.1.self_attn.k_norm.weight").offset, 8 + 8 * 24 + 12 * 8 + 6);
+  EXPECT_EQ(got.at("model.layers.1.self_attn.v_proj.weight").colBegin, 18);
+
+  const auto config = nlohmann::json::parse(hfConfigJson(plan));
+  EXPECT_EQ(config["architectures"][0], "Qwen3ForCausalLM");
+  EXPECT_EQ(config["model_type"], "qwen3");
+  EXPECT_EQ(config["head_dim"], 6);
+  EXPECT_EQ(config["attention_bias"], false);
+  EXPECT_FALSE(config.contains("mlp_bias"));
+}
+
 TEST(HfWeightsTest, ExportThenImportRestoresEveryLayer) {
-  for (Transformer t : {gpt2(), llama()}) {
+  for (Transformer t : {gpt2(), llama(), qwen3()}) {
     t.bias = 0;
     t.tieEmbeddings = false;
     const Plan plan = planOf(t);
@@ -292,6 +334,26 @@ TEST(HfWeightsTest, QwenMoeNamesWithSharedExperts) {
   EXPECT_EQ(config["mlp_only_layers"], nlohmann::json::array({0}));
 }
 
+TEST(HfWeightsTest, Qwen3MoeNamesAndConfig) {
+  const Plan plan = moePlanOf(qwen3());
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  EXPECT_STREQ(hfArchitecture(plan), "qwen3_moe");
+  const auto got = byName(*tensors);
+  EXPECT_EQ(got.at("model.layers.1.self_attn.q_norm.weight").shape, (Shape{6}));
+  EXPECT_EQ(got.at("model.layers.1.mlp.gate.weight").shape, (Shape{4, 8}));
+  EXPECT_EQ(got.at("model.layers.1.mlp.experts.3.gate_proj.weight").shape, (Shape{6, 8}));
+  EXPECT_FALSE(got.count("model.layers.1.mlp.shared_expert_gate.weight"));
+  const auto config = nlohmann::json::parse(hfConfigJson(plan));
+  EXPECT_EQ(config["architectures"][0], "Qwen3MoeForCausalLM");
+  EXPECT_EQ(config["model_type"], "qwen3_moe");
+  EXPECT_EQ(config["head_dim"], 6);
+  EXPECT_EQ(config["num_experts"], 4);
+  EXPECT_EQ(config["moe_intermediate_size"], 6);
+  EXPECT_FALSE(config.contains("shared_expert_intermediate_size"));
+  EXPECT_EQ(config["mlp_only_layers"], nlohmann::json::array({0}));
+}
+
 TEST(HfWeightsTest, MoeBiasNames) {
   Transformer t = llama();
   t.bias = 0;
@@ -313,7 +375,7 @@ TEST(HfWeightsTest, MoeExportThenImportRestoresEveryLayer) {
   Transformer biased = gelu;
   biased.bias = 0;
   biased.router = 1;
-  for (const Transformer &t : {llama(), shared, gelu, biased}) {
+  for (const Transformer &t : {llama(), shared, gelu, biased, qwen3()}) {
     const Plan plan = moePlanOf(t);
     absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
     ASSERT_TRUE(tensors.ok()) << tensors.status();
