@@ -24,6 +24,7 @@ TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t 
   shape.flashAttention = fusedAttention(spec.attention);
   shape.flashAttention2 = spec.attention == AttentionKind::Flash2;
   shape.headDim = spec.headDim.value_or(0);
+  shape.qkNorm = spec.qkNorm;
   if (const std::optional<LatentAttentionSpec> &mla = spec.latentAttention) {
     shape.qLoraRank = mla->qLoraRank;
     shape.kvLoraRank = mla->kvLoraRank;

@@ -274,15 +274,18 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
 
   // Element-wise: two norms (read x, write y), two residual adds (read two, write one), the
   // activation (GELU: read one, write one; SwiGLU: read gate and up, write one), rotary
-  // positions on Q and K (read and write).
+  // positions on Q and K (read and write), and Q and K's own norms where the model has them
+  // (read and write).
   const double rotary = !x.rotary ? 0
                         : latent  ? 2 * s * (heads * rope + rope)
                                   : 2 * s * (q + c) / t;
-  work.forward.memoryBytes = e * (2 * 2 * hs + 2 * 3 * hs + mlpForward + rotary);
+  const double qkNorms = x.qkNorm && !latent ? s * (q + c) / t : 0;
+  work.forward.memoryBytes = e * (2 * 2 * hs + 2 * 3 * hs + mlpForward + rotary + 2 * qkNorms);
   // Their backwards: each norm reads x and dy and writes dx (its weights' gradient summed in
   // the same pass), each residual adds two gradients, the activation reads its inputs and dy
   // and writes their gradients.
-  work.inputGradient.memoryBytes = e * (2 * 3 * hs + 2 * 3 * hs + mlpBackward + rotary);
+  work.inputGradient.memoryBytes =
+      e * (2 * 3 * hs + 2 * 3 * hs + mlpBackward + rotary + 3 * qkNorms);
   const double elementwise = work.forward.memoryBytes; // before the FP8 casts
   if (x.fp8)
     for (const Linear &linear : linears)

@@ -48,6 +48,8 @@ struct TransformerShape {
   bool fp8CurrentScaling = false;
   /// Per-head width of queries, keys and values (Qwen3's head_dim); 0: hidden / heads.
   int64_t headDim = 0;
+  /// An RMSNorm over each head's queries and keys (Qwen3's q/k norms).
+  bool qkNorm = false;
   /// Multi-head latent attention (DeepSeek-V2/V3), kvLoraRank 0 without it: queries through a
   /// rank-qLoraRank latent (0: directly), keys and values through a rank-kvLoraRank latent,
   /// per head qkNopeHeadDim + qkRopeHeadDim wide for the scores and vHeadDim for the values.

@@ -163,13 +163,13 @@ struct Shape {
   }
 
   /// Elements kept for the backward: attention (Q/K/V input, Q, K, V, the softmax output
-  /// when eager, projection input), the two norm inputs, and the MLP (input and hidden
-  /// activations). A fused kernel keeps no s x s scores, only their softmax statistics
-  /// (flashStatisticsBytes).
+  /// when eager, projection input; with q/k norms their inputs, Q and K before them), the two
+  /// norm inputs, and the MLP (input and hidden activations). A fused kernel keeps no s x s
+  /// scores, only their softmax statistics (flashStatisticsBytes).
   double attentionActivationElements() const {
     const double scores = flash ? 0 : a * s * s;
     if (!mla)
-      return s * h + 2 * s * q + 2 * s * kvd + scores;
+      return s * h + 2 * s * q + 2 * s * kvd + (qkNorm ? s * (q + kvd) : 0) + scores;
     // Input, latents, Q, K (every head), V, the output projection's input.
     return s * h + latentElements() + 2 * s * a * qkHead() + 2 * s * a * vHead() + scores;
   }

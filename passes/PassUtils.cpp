@@ -188,14 +188,21 @@ TensorLayout::TensorLayout(pipe::ModelOp model) {
   config.tokensPerSample = model.getTokensPerSample();
   config.dtype = static_cast<runtime::DType>(model.getTraining().getDtype());
   config.expert = static_cast<int32_t>(par.getExpert());
-  if (pipe::TransformerAttr t = model.getArchitectureAttr())
-    if (pipe::MoeAttr moe = t.getMoe(); moe && (config.expert > 1 || config.tensor > 1)) {
-      // What the all-to-alls and the blocks with experts' tensor collectives depend on
-      // (TensorCollectives.h), whatever E: with T > 1 such a block gathers its routed output.
-      runtime::Transformer &x = transformer.emplace();
-      x.numLayers = t.getNumLayers();
-      x.hiddenSize = t.getHiddenSize();
-      x.seqLength = t.getSeqLength();
+  // What the all-to-alls, the blocks with experts' tensor collectives (whatever E: with T > 1
+  // such a block gathers its routed output) and the q/k norms' gains' all-reduce (T > 1)
+  // depend on (TensorCollectives.h).
+  pipe::TransformerAttr t = model.getArchitectureAttr();
+  pipe::MoeAttr moe = t ? t.getMoe() : pipe::MoeAttr();
+  if (t &&
+      ((moe && (config.expert > 1 || config.tensor > 1)) || (t.getQkNorm() && config.tensor > 1))) {
+    runtime::Transformer &x = transformer.emplace();
+    x.numLayers = t.getNumLayers();
+    x.hiddenSize = t.getHiddenSize();
+    x.numHeads = t.getNumHeads();
+    x.headDim = t.getHeadDim();
+    x.qkNorm = t.getQkNorm();
+    x.seqLength = t.getSeqLength();
+    if (moe) {
       x.numExperts = moe.getNumExperts();
       x.topK = moe.getTopK();
       x.sharedExperts = moe.getSharedExperts();
@@ -203,6 +210,7 @@ TensorLayout::TensorLayout(pipe::ModelOp model) {
       x.imbalance = moe.getImbalance();
       x.fp8Dispatch = moe.getFp8Dispatch();
     }
+  }
   if (!active())
     return;
   for (pipe::LayerOp layer : model.getLayers()) {

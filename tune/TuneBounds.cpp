@@ -31,13 +31,18 @@ bool detail::hasExperts(const Job &job) {
   return job.model.transformer && job.model.transformer->moe;
 }
 
-runtime::Transformer detail::expertRouting(const Job &job) {
+runtime::Transformer detail::collectiveShape(const Job &job) {
   const TransformerSpec &t = *job.model.transformer;
-  const MoeSpec &m = *t.moe;
   runtime::Transformer x;
   x.numLayers = t.numLayers;
   x.hiddenSize = t.hiddenSize;
+  x.numHeads = t.numHeads;
+  x.headDim = t.headDim.value_or(0);
+  x.qkNorm = t.qkNorm;
   x.seqLength = t.seqLength;
+  if (!t.moe)
+    return x;
+  const MoeSpec &m = *t.moe;
   x.numExperts = m.numExperts;
   x.topK = m.topK;
   x.sharedExperts = m.sharedExperts;
@@ -218,9 +223,9 @@ BoundCalculator::stages(const Job &job) {
   // with this partition (the compute does not depend on P or D, nor the tensor group's link on
   // more than T, nor the fastest all-to-all of its expert group on more than E). A mixture of
   // experts' blocks issue their own list of collectives (TensorCollectives.h), with the expert
-  // all-to-alls over E > 1 ranks.
+  // all-to-alls over E > 1 ranks, and q/k norms their gains' all-reduce.
   const std::optional<runtime::Transformer> routing =
-      hasExperts(job) ? std::optional(expertRouting(job)) : std::nullopt;
+      job.model.transformer ? std::optional(collectiveShape(job)) : std::nullopt;
   runtime::Config tensorConfig;
   if (par.tensor > 1 || par.expert > 1) {
     tensorConfig.tensor = static_cast<int32_t>(par.tensor);

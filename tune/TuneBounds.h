@@ -66,10 +66,12 @@ namespace detail {
 runtime::Sharding effectiveSharding(const ParallelismSpec &p);
 /// Whether the job's model has routed experts.
 bool hasExperts(const Job &job);
-/// What a plan states of a mixture of experts' routing (runtime::Transformer): the fields the
-/// expert all-to-alls' list, sizes and times read, with the imbalance resolved as the compiler
-/// resolves it (moeImbalance). hasExperts(job) must hold.
-runtime::Transformer expertRouting(const Job &job);
+/// What a plan states of the transformer that its compute's collectives depend on
+/// (runtime::Transformer): the q/k norms' gains (their size and whether they exist) and a
+/// mixture of experts' routing, the fields the expert all-to-alls' list, sizes and times read,
+/// with the imbalance resolved as the compiler resolves it (moeImbalance). The job's model must
+/// be a transformer.
+runtime::Transformer collectiveShape(const Job &job);
 /// A layer as one rank of its tensor group holds it.
 TensorShare shareOf(const LayerSpec &layer, const ParallelismSpec &par);
 } // namespace detail

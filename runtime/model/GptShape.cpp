@@ -20,22 +20,14 @@ namespace conduit::model {
 
 namespace {
 
-/// The attention variants the layers do not implement (latent attention; q/k norms over a
-/// tensor group), and a mixture of experts the layers or the backends cannot run, naming the
-/// key to change.
+/// The attention variants the layers do not implement (latent attention), and a mixture of
+/// experts the layers or the backends cannot run, naming the key to change.
 absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
   const runtime::Transformer &t = *plan.transformer;
   if (t.usesLatentAttention())
     return absl::FailedPreconditionError(
         "the model uses multi-head latent attention (model.latent_attention), which conduit-run "
         "does not train; the compiler plans and prices it");
-  if (t.qkNorm && plan.config.tensor > 1)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the model normalises each head's queries and keys (model.qk_norm) and the plan splits "
-        "its heads over ",
-        plan.config.tensor,
-        " tensor-parallel ranks; conduit-run trains q/k norms without tensor parallelism only: "
-        "compile the job again with parallelism.tensor 1"));
   if (!t.isMoe()) {
     if (plan.config.expert > 1)
       return absl::InvalidArgumentError(

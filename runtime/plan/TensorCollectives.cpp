@@ -85,6 +85,15 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
   auto normBytes = [&](int64_t norms, int64_t sampleBytes) {
     return config.tokensPerSample > 0 ? norms * 2 * (sampleBytes / config.tokensPerSample) : 0;
   };
+  // The q/k norms' gains (two of a head's width), at the activations' element bytes: each
+  // tensor rank normalises its own heads, so their gradients are summed over the group.
+  const bool qkNorms = config.tensor > 1 && transformer && transformer->qkNorm;
+  auto qkNormBytes = [&](int64_t sampleBytes) {
+    const int64_t h = transformer->hiddenSize,
+                  d = transformer->headDim > 0 ? transformer->headDim : h / transformer->numHeads;
+    return config.tokensPerSample > 0 && h > 0 ? 2 * d * (sampleBytes / config.tokensPerSample / h)
+                                               : 0;
+  };
   constexpr Op kReduce = Op::TensorAllReduce, kGather = Op::TensorAllGather,
                kScatter = Op::TensorReduceScatter;
   switch (l.kind) {
@@ -152,11 +161,15 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
           sublayer();
         routed(Op::ExpertCombine, Op::ExpertDispatch);
         sublayer(); // attention
-      } else if (pass == Op::BackwardWeight && tensor && sp) {
-        if (shared)
+      } else if (pass == Op::BackwardWeight && tensor) {
+        if (sp && shared)
           add(kGather, x);
-        add(kGather, x);
-        add(kReduce, normBytes(2, l.outputBytes));
+        if (sp)
+          add(kGather, x);
+        if (qkNorms)
+          add(kReduce, qkNormBytes(l.outputBytes));
+        if (sp)
+          add(kReduce, normBytes(2, l.outputBytes));
       }
       return;
     }
@@ -171,10 +184,15 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
     if (pass == Op::Forward || pass == Op::BackwardInput) {
       sublayer();
       sublayer();
-    } else if (pass == Op::BackwardWeight && sp) {
-      add(kGather, x);
-      add(kGather, x);
-      add(kReduce, normBytes(2, l.outputBytes));
+    } else if (pass == Op::BackwardWeight) {
+      if (sp) {
+        add(kGather, x); // the MLP's input
+        add(kGather, x); // the attention's
+      }
+      if (qkNorms)
+        add(kReduce, qkNormBytes(l.outputBytes));
+      if (sp)
+        add(kReduce, normBytes(2, l.outputBytes));
     }
     return;
   }

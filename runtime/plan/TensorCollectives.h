@@ -24,9 +24,10 @@
 //                       all-reduce x (attention's)       normed input, selective `mlp` only],
 //                                                        all-gather x, reduce-scatter x (MLP),
 //                                                        the same pair (attention)
-//              weight   -                                all-gather x (MLP's normed input,
-//                                                        again), all-gather x (attention's),
-//                                                        all-reduce n (the norms' gradients)
+//              weight   [all-reduce q: the q/k norms'    all-gather x (MLP's normed input,
+//                       gains, with qk_norm]             again), all-gather x (attention's),
+//                                                        [all-reduce q], all-reduce n (the
+//                                                        norms' gradients)
 //   head       forward  all-reduce ce three times        all-gather x, then the three
 //                       (row max, sum of exponentials,
 //                       target logit)
@@ -39,9 +40,13 @@
 // of it). With sequence parallelism each rank computes the norms on its shard of the sequence,
 // so their parameters' gradients cover that shard only and are summed over the group, once per
 // weight pass (Megatron-LM sums them once per step; per weight pass keeps each compute's
-// collectives a function of the compute alone). Every other replicated parameter's gradient is
-// computed whole on every rank: the row-parallel biases' and the position table's from their
-// gathered output gradients.
+// collectives a function of the compute alone). `q` is the bytes of the q/k norms' gains (a
+// transformer with qk_norm, Qwen3): two of a head's width at the activations' element bytes.
+// Each rank normalises its own heads with the gains every rank holds, so with or without
+// sequence parallelism their gradients are partial and summed over the group in each weight
+// pass (Megatron-LM sums them with the norms' once per step). Every other replicated parameter's
+// gradient is computed whole on every rank: the row-parallel biases' and the position table's from
+// their gathered output gradients.
 //
 // Mixture of experts (a transformer with `moe`, blocks from index dense_layers on, E > 1): the
 // block's MLP is a router, the routed experts and, optionally, shared experts. Its forward
@@ -53,11 +58,12 @@
 // pass runs the other way: the shared experts' collectives, expert_combine a (the outputs'
 // gradients to the experts), expert_dispatch a (the tokens' gradients back), the
 // tensor_all_gather x (without sequence parallelism), then the attention's. The weight pass
-// issues none of them (with sequence parallelism the MLP's gathered input again only when the
-// block has shared experts). `a` is the bytes of the routed tokens this rank sends, bounded
-// by the stated imbalance (Transformer::imbalance, the busiest rank's routed tokens over the
-// mean): ceil(tokens x top_k x imbalance) x hidden x element bytes, tokens = samples x seq / T
-// (rounded up); with Transformer::fp8Dispatch the first of each pair (the tokens, or their
+// issues no all-to-all: with sequence parallelism the shared experts' gathered input again
+// (when the block has them), then as a dense block the attention's gathered input, [the q/k
+// norms' gains] and the norms' gradients. `a` is the bytes of the routed tokens this rank
+// sends, bounded by the stated imbalance (Transformer::imbalance, the busiest rank's routed tokens
+// over the mean): ceil(tokens x top_k x imbalance) x hidden x element bytes, tokens = samples x seq
+// / T (rounded up); with Transformer::fp8Dispatch the first of each pair (the tokens, or their
 // output gradients, to the experts) moves ceil(tokens x top_k x imbalance) x (hidden + 4 x
 // ceil(hidden / 128)) bytes. With E = 1 the experts are all local and no all-to-all is issued.
 //

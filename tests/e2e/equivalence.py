@@ -206,6 +206,14 @@ def cases(quick, tensor_product=False):
     # and keys) on the Llama-style model: dense, and with Qwen3-MoE's experts over E = 2.
     out.append(("qwen3-1f1b-full-p2-d2", {"pipeline": 2, "data": 2, "schedule": "1f1b",
                                           "microbatches": 4, "sharding": "full"}))
+    # Over a tensor group (T = 2), with and without sequence parallelism: each rank normalises
+    # its own heads, and the group sums the gains' gradients.
+    out.append(("qwen3-tp2-1f1b-full-sp-p2-d1", {"pipeline": 2, "data": 1, "schedule": "1f1b",
+                                                 "microbatches": 4, "sharding": "full",
+                                                 "tensor": 2, "sequence_parallel": True}))
+    out.append(("qwen3-tp2-breadth-first-none-p1-d2-v2",
+                {"pipeline": 1, "data": 2, "stages_per_device": 2, "schedule": "breadth-first",
+                 "microbatches": 2, "sharding": "none", "tensor": 2}))
     out.append(("qwen3-moe-ep2-dualpipev-full-p2-d2-v2",
                 {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "dualpipev",
                  "microbatches": 4, "sharding": "full", "expert": 2}))

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The GPU checks of the CUDA backend, run by tests/gpu/run.sh on one H100/H200:
 
-1. the Ops conformance suite (every op, and the layers of a GPT-style and a Llama-style model:
-   RMSNorm, SwiGLU, rotary positions, grouped-query attention, tied head) and the
+1. the Ops conformance suite (every op, and the layers of a GPT-style, a Llama-style and a
+   Qwen3-style model: RMSNorm, SwiGLU, rotary positions, grouped-query attention, tied head,
+   heads of their own width, q/k norms) and the
    split-backward plans (input and weight gradients run apart, on two loopback ranks), whose
    CUDA instantiations must run (not skip) and pass;
 2. end-to-end equivalence on one GPU (--ranks-per-process): a P=4, D=2 breadth-first plan
@@ -102,10 +103,10 @@ def equivalence(args, summary):
          r"umpipe-1f1b-p4-d2|searched-1f1b-p4-d2|1f1b-full-checkpointing-p2-d2|"
          r"(depth-first|interleaved-zb)-full-p2-d2-v2-reduce-each-run)$"),
         ("Llama-style (tied embeddings, GQA, rotary, SwiGLU, RMSNorm), split backward, text, "
-         "fp32", "fp32", 1e-4, 1e-3,
+         "Qwen3's attention (heads of their own width, q/k norms), fp32", "fp32", 1e-4, 1e-3,
          r"^(llama-breadth-first-full-p2-d2-v2|llama-1f1b-none-p4-d1-v1|llama-zbv-full-p2-d2-v2|"
          r"zb-h1-full-p2-d2-v1|dualpipev-none-p2-d1-v2|hf-qwen2-0.5b-1f1b-full-p2-d2|"
-         r"data-text-breadth-first-full-p2-d2-v2)$"),
+         r"data-text-breadth-first-full-p2-d2-v2|qwen3-1f1b-full-p2-d2)$"),
         ("tensor parallelism T=2 (loopback tensor groups on one GPU), with and "
          "without sequence parallelism, GPT- and Llama-style, fp32", "fp32", 1e-4, 1e-3,
          r"^(tp2-1f1b-none-p2-d1-v1|tp2-breadth-first-full-sp-p2-d2-v2|"
@@ -117,7 +118,8 @@ def equivalence(args, summary):
          "fp32", 1e-4, 1e-3,
          r"^(moe-1f1b-full-p2-d2-v1|moe-dualpipev-none-p2-d2-v2|moe-ep2-1f1b-full-p2-d2-v1|"
          r"moe-ep4-1f1b-none-p1-d4-v1|moe-ep2-dualpipev-full-p2-d2-v2|"
-         r"moe-ep2-dualpipev-full-p2-d2-v2-no-overlap|moe-ep2-dualpipev-optimizer-p2-d2-v2)$"),
+         r"moe-ep2-dualpipev-full-p2-d2-v2-no-overlap|moe-ep2-dualpipev-optimizer-p2-d2-v2|"
+         r"qwen3-moe-ep2-dualpipev-full-p2-d2-v2)$"),
     ]
     for name, dtype, loss_tol, param_tol, only in runs:
         result = run([sys.executable, script, "--bin", args.bin,

@@ -120,8 +120,18 @@ template <typename T>
 void Attention<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
                                   T *dparams) const {
   o.backwardWeight(ops, cache, x, dy, dparams);
-  if (s.qkNorm)
-    ops.add(normParams(), cache.stash[StashQkGains].data(), dparams + o.total);
+  if (!s.qkNorm)
+    return;
+  const T *gains = cache.stash[StashQkGains].data();
+  if (s.tensorParallel()) {
+    // Each rank's part comes from its own heads: the group sums them.
+    Buffer<T> sum = transient(ops, normParams());
+    ops.copy(normParams(), gains, sum.data());
+    ops.tensorGroup()->allReduce(normParams(), sum.data());
+    ops.add(normParams(), sum.data(), dparams + o.total);
+  } else {
+    ops.add(normParams(), gains, dparams + o.total);
+  }
 }
 
 // The query heads of every token are normalised as rows of width d with the query gain, then

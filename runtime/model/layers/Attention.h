@@ -11,8 +11,8 @@
 //
 // Split over a tensor group, each rank holds its heads/T query heads and kv_heads/T key/value
 // heads: their columns of Wqkv and bqkv (column-parallel) and their rows of Wo (row-parallel);
-// bo is replicated and added once, after the group's sum. (q/k norms are trained with one
-// tensor rank only: their gains' gradients would need the group's sum.) With selective
+// bo is replicated and added once, after the group's sum; so are the q/k norms' gains, whose
+// gradients each rank computes from its own heads and the group sums. With selective
 // checkpointing the forward keeps no attention probabilities: the input gradient computes them
 // again from the kept (rotated) q, k and v with the same kernel.
 //

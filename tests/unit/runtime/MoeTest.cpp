@@ -400,12 +400,6 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
       {[](runtime::Plan &p) { p.config.expert = 2; }, "parallelism.expert"}, // D = 1
       {[](runtime::Plan &p) { p.config.tensor = 2; }, "parallelism.tensor"},
       {[](runtime::Plan &p) { p.transformer->kvLoraRank = 16; }, "model.latent_attention"},
-      {[](runtime::Plan &p) {
-         p.transformer->qkNorm = true;
-         p.transformer->vocabSize = 12;
-         p.config.tensor = 2;
-       },
-       "model.qk_norm"},
   };
   for (const auto &c : cases) {
     SCOPED_TRACE(c.key);

@@ -133,6 +133,15 @@ GptShape llamaShape() {
   return s;
 }
 
+/// Qwen3's attention on the Llama shape: heads 6 wide (not 16 / 4), q/k norms whose gains
+/// every rank holds.
+GptShape qwen3Shape() {
+  GptShape s = llamaShape();
+  s.headWidth = 6;
+  s.qkNorm = true;
+  return s;
+}
+
 /// What a chain computed: its output (or nothing after the head), loss, input gradient and
 /// parameter gradients.
 struct Result {
@@ -226,7 +235,7 @@ std::vector<Op> listed(const GptShape &whole, bool sequenceParallel, int64_t fir
   std::vector<Op> kinds;
   for (const runtime::TensorCollective &c :
        runtime::tensorCollectives(plan.config, plan.layers, static_cast<int32_t>(first),
-                                  static_cast<int32_t>(end), compute, 1))
+                                  static_cast<int32_t>(end), compute, 1, &*plan.transformer))
     kinds.push_back(c.op);
   return kinds;
 }
@@ -338,13 +347,14 @@ std::vector<Case> cases() {
   qkvBias.vocab = 12;
   GptShape swiglu = gptShape();
   swiglu.gated = true;
-  const GptShape llama = llamaShape();
+  const GptShape llama = llamaShape(), qwen3 = qwen3Shape();
   return {{"embedding", gptShape(), 0, 1}, {"block", gptShape(), 1, 2},
           {"head", gptShape(), 3, 4},      {"model", gptShape(), 0, 4},
           {"gqa_block", gqa, 1, 2},        {"qkv_bias_block", qkvBias, 1, 2},
           {"swiglu_block", swiglu, 1, 2},  {"llama_embedding", llama, 0, 1},
           {"llama_block", llama, 1, 2},    {"llama_head", llama, 3, 4},
-          {"llama_model", llama, 0, 4}};
+          {"llama_model", llama, 0, 4},    {"qwen3_block", qwen3, 1, 2},
+          {"qwen3_model", qwen3, 0, 4}};
 }
 
 class TensorParallel : public ::testing::TestWithParam<std::tuple<Case, bool, Backward>> {};
@@ -366,7 +376,7 @@ INSTANTIATE_TEST_SUITE_P(Layers, TensorParallel,
 // One rank is the unsplit model: its layers are the same code as the split ones, and issue no
 // collective even where the Ops has a group, computing the bits of a run without one.
 TEST(TensorParallel, OneRankIssuesNoCollectiveAndComputesTheUnsplitBits) {
-  for (const GptShape &whole : {gptShape(), llamaShape()}) {
+  for (const GptShape &whole : {gptShape(), llamaShape(), qwen3Shape()}) {
     for (const auto &[first, end] : {std::pair<int64_t, int64_t>{0, 4}, {1, 3}}) {
       runtime::Plan plan = planFor(whole);
       CpuOps<double> ops;
@@ -397,7 +407,7 @@ TEST(TensorParallel, OneRankIssuesNoCollectiveAndComputesTheUnsplitBits) {
 }
 
 TEST(TensorParallelSlices, EachRankStartsFromItsSliceOfTheUnsplitModel) {
-  for (const GptShape &whole : {gptShape(), llamaShape()}) {
+  for (const GptShape &whole : {gptShape(), llamaShape(), qwen3Shape()}) {
     const runtime::Plan plan = planFor(whole);
     for (size_t l = 0; l < plan.layers.size(); ++l) {
       const runtime::LayerKind kind = plan.layers[l].kind;
