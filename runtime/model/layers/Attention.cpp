@@ -37,11 +37,13 @@ Attention<T>::Attention(const GptShape &s, bool recomputeAttention)
 template <typename T>
 void Attention<T>::slice(int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &runs) const {
   const GptShape w = s.whole();
+  const Attention whole(w, recomputeAttention);
   const int64_t r = s.tensorRank, wq = w.qWidth(), q = width(), kv = kvWidth();
-  // Of each row of Wqkv: this rank's q heads, then its key and value heads.
-  o.slice(Attention(w, recomputeAttention).o,
-          {{r * q, q}, {wq + r * kv, kv}, {wq + w.kvWidth() + r * kv, kv}}, wholeAt, localAt, runs);
-  addRun(runs, wholeAt + Attention(w, recomputeAttention).o.total, localAt + o.total, normParams());
+  // Of each row of Wqkv: this rank's q heads, then its key and value heads; the q/k norms'
+  // gains whole on every rank.
+  o.slice(whole.o, {{r * q, q}, {wq + r * kv, kv}, {wq + w.kvWidth() + r * kv, kv}}, wholeAt,
+          localAt, runs);
+  addRun(runs, wholeAt + whole.o.total, localAt + o.total, normParams());
 }
 
 template <typename T> void Attention<T>::initialise(T *params, Random &random) const {
