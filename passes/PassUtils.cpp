@@ -209,6 +209,7 @@ TensorLayout::TensorLayout(pipe::ModelOp model) {
       x.denseLayers = moe.getDenseLayers();
       x.imbalance = moe.getImbalance();
       x.fp8Dispatch = moe.getFp8Dispatch();
+      x.auxLossCoefficient = moe.getAuxLossCoefficient();
     }
   }
   if (!active())

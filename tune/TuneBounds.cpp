@@ -52,6 +52,7 @@ runtime::Transformer detail::collectiveShape(const Job &job) {
   x.routerGroupTopK = m.routerGroupTopK;
   x.dispatch = static_cast<uint8_t>(m.dispatch);
   x.fp8Dispatch = m.fp8Dispatch;
+  x.auxLossCoefficient = m.auxLossCoefficient;
   return x;
 }
 

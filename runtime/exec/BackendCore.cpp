@@ -362,7 +362,9 @@ absl::Status BackendCore<Grad>::compute(const std::vector<int64_t> &indices) {
 }
 
 template <typename Grad> bool BackendCore<Grad>::overlapsPairs() const {
-  return plan && plan->config.expert > 1 && !measureLayers;
+  // With tensor parallelism both halves would issue the tensor group's collectives, on its one
+  // communicator: they run in turn.
+  return plan && plan->config.expert > 1 && plan->config.tensor <= 1 && !measureLayers;
 }
 
 template <typename Grad>
@@ -620,33 +622,44 @@ absl::StatusOr<std::vector<std::vector<float>>> BackendCore<Grad>::stageParamete
       ops().download(stage->full.data(), stage->n, whole.data());
     }
     if (shape->split()) {
-      // The whole layers from every part: the tensor group's, or the expert group's (each
-      // member's routed experts; the rest the same on every member).
-      const int64_t part = stage->n;
-      const int64_t members = shape->tensorParallel() ? shape->tensorSize : shape->expertSize;
-      model::Buffer<float> mine = ops().allocate(part * (shape->tensorParallel() ? 1 : members)),
-                           parts = ops().allocate(part * members);
+      // The whole layers from every part: the expert group's members' arrays (each member's
+      // routed experts), then those of every tensor rank's expert group (each tensor rank's
+      // part of the rest).
+      const int64_t part = stage->n, T = shape->tensorSize,
+                    E = shape->expertParallel() ? shape->expertSize : 1;
       StreamHandle stream = streamOf(kComputeStream);
-      if (shape->tensorParallel()) {
-        ops().upload(whole.data(), part, mine.data());
-        CONDUIT_RETURN_IF_ERROR(
-            transport->tensorAllGather(mine.data(), parts.data(), part, stream));
-      } else {
+      model::Buffer<float> group = ops().allocate(part * E);
+      if (E > 1) {
         // An all-gather as the expert group's all-to-all: the same part to every member.
-        for (int64_t m = 0; m < members; ++m)
+        model::Buffer<float> mine = ops().allocate(part * E);
+        for (int64_t m = 0; m < E; ++m)
           ops().upload(whole.data(), part, mine.data() + m * part);
-        const std::vector<int64_t> counts(members, part);
+        const std::vector<int64_t> counts(E, part);
         CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work,
                                  transport->expertAllToAll(ExpertPass::Forward, mine.data(), counts,
-                                                           parts.data(), counts, stream));
+                                                           group.data(), counts, stream));
         if (work)
           CONDUIT_RETURN_IF_ERROR(complete(std::move(work)));
+      } else {
+        ops().upload(whole.data(), part, group.data());
       }
+      model::Buffer<float> parts = ops().allocate(part * E * T);
+      if (T > 1)
+        CONDUIT_RETURN_IF_ERROR(
+            transport->tensorAllGather(group.data(), parts.data(), part * E, stream));
+      else
+        ops().copy(part * E, group.data(), parts.data());
       CONDUIT_RETURN_IF_ERROR(synchronizeAll());
-      std::vector<float> all(part * members);
+      std::vector<float> all(part * E * T);
       ops().download(parts.data(), all.size(), all.data());
+      // Tensor rank t's expert group holds the E consecutive (replica, tensor rank) indices
+      // around this replica's index for t (expertGroupRanks); member q of it sits at q.
+      std::vector<model::PartPlace> places;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t q = 0; q < E; ++q)
+          places.push_back({((where.replica * T + t) / E * E + q) % T, q});
       whole = model::wholeFromParts(*plan, *shape, stage->spec->firstLayer, stage->spec->endLayer,
-                                    ShardLayout::align(plan->config), all.data());
+                                    ShardLayout::align(plan->config), all.data(), places);
     }
     out.push_back(std::move(whole));
   }

@@ -60,7 +60,8 @@ public:
   absl::Status beginStep(int64_t step) override;
   absl::StatusOr<Ticket> start(const std::vector<int64_t> &indices) override;
   absl::StatusOr<bool> poll(Ticket ticket) override;
-  /// With expert parallelism, outside --profile (whose layer times must be their own).
+  /// With expert parallelism, outside --profile (whose layer times must be their own) and
+  /// without tensor parallelism.
   bool overlapsPairs() const override;
   absl::StatusOr<Ticket> startPaired(const std::vector<int64_t> &indices) override;
   void setPeerTimeout(double seconds) override { peerTimeoutS = seconds; }

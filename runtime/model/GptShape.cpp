@@ -77,11 +77,37 @@ absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
         "the plan divides ", t.numExperts, " experts over expert groups of ", e, " of its ", ranks,
         " data- and tensor-parallel ranks; compile the job again with "
         "parallelism.expert dividing both"));
-  if (plan.config.tensor > 1)
+  // The ranks holding the same experts (the expert-data group, D x T / E of them) sum their
+  // gradients in the data-parallel reductions: over that group with E > 1 (a segment of its
+  // own), over the replicas alone with E = 1, and not at all with one replica.
+  if (plan.config.tensor > 1 && e == 1)
     return absl::FailedPreconditionError(absl::StrCat(
-        "the plan splits a mixture of experts over ", plan.config.tensor,
-        " tensor-parallel ranks; conduit-run trains mixtures of experts without tensor "
-        "parallelism only: compile the job again with parallelism.tensor 1"));
+        "each tensor-parallel rank routes its own tokens through every expert, but with "
+        "parallelism.expert 1 the plan sums the experts' gradients over the replicas only, not "
+        "over the ",
+        plan.config.tensor,
+        " tensor ranks; compile the job again with parallelism.expert above 1 (dividing "
+        "parallelism.data x parallelism.tensor)"));
+  if (plan.config.data == 1 && ranks / e > 1)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "each routed expert is held by ", ranks / e,
+        " tensor-parallel ranks, whose gradients for it need summing, but with one replica "
+        "the plan reduces no gradients; compile the job again with parallelism.expert ",
+        plan.config.tensor, " (or parallelism.data above 1)"));
+  // With T > 1 each tensor rank routes its T-th of each sample's tokens.
+  if (plan.config.tensor > 1 && t.seqLength % plan.config.tensor != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "each of the plan's ", plan.config.tensor,
+        " tensor-parallel ranks routes its part of a sample's ", t.seqLength,
+        " tokens through the experts; compile the job again with parallelism.tensor dividing "
+        "model.seq_length"));
+  if (plan.config.tensor > 1 && t.capacityFactor > 0)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the experts' capacity (model.moe.capacity_factor ", t.capacityFactor,
+        ") applies to a sample's tokens, which the plan's ", plan.config.tensor,
+        " tensor-parallel ranks route in parts; conduit-run trains a capacity without tensor "
+        "parallelism only: compile the job again without model.moe.capacity_factor or with "
+        "parallelism.tensor 1"));
   return absl::OkStatus();
 }
 

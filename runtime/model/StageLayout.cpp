@@ -72,16 +72,16 @@ void StageLayout::intoWhole(const float *partParams, float *wholeParams) const {
 }
 
 std::vector<float> wholeFromParts(const runtime::Plan &plan, const GptShape &shape, int64_t first,
-                                  int64_t end, int64_t align, const float *parts) {
-  const bool tensor = shape.tensorParallel();
-  const int64_t members = tensor ? shape.tensorSize : shape.expertParallel() ? shape.expertSize : 1;
+                                  int64_t end, int64_t align, const float *parts,
+                                  const std::vector<PartPlace> &places) {
   std::vector<float> whole;
-  for (int64_t r = 0; r < members; ++r) {
+  for (size_t i = 0; i < places.size(); ++i) {
     GptShape member = shape;
-    (tensor ? member.tensorRank : member.expertRank) = r;
+    member.tensorRank = places[i].tensorRank;
+    member.expertRank = places[i].expertRank;
     const StageLayout layout = StageLayout::of(plan, member, first, end, align);
     whole.resize(layout.whole);
-    layout.intoWhole(parts + r * layout.size(), whole.data());
+    layout.intoWhole(parts + static_cast<int64_t>(i) * layout.size(), whole.data());
   }
   return whole;
 }

@@ -63,12 +63,18 @@ public:
   void intoWhole(const float *partParams, float *wholeParams) const;
 };
 
-/// The whole layers' parameters of layers [first, end) from the arrays of every rank of the
-/// group that splits them (the tensor group with tensor parallelism, else the expert group),
-/// `parts` holding member r's at r · size (StageLayout::of(..., align) for that member). Replicated
-/// parameters are taken from each (the members hold the same bits).
+/// Where a rank's array lies among the parts that split a model: its tensor rank and its place
+/// in its expert group.
+struct PartPlace {
+  int64_t tensorRank = 0, expertRank = 0;
+};
+/// The whole layers' parameters of layers [first, end) from the arrays of ranks that together
+/// hold every part (each tensor rank's, each expert place's), `parts` holding the i-th's at
+/// i · size (StageLayout::of(..., align) for `places[i]`). What several hold is taken from each
+/// (they hold the same bits).
 std::vector<float> wholeFromParts(const runtime::Plan &plan, const GptShape &shape, int64_t first,
-                                  int64_t end, int64_t align, const float *parts);
+                                  int64_t end, int64_t align, const float *parts,
+                                  const std::vector<PartPlace> &places);
 
 } // namespace conduit::model
 

@@ -139,8 +139,16 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
       }
     };
     if (transformer && layerHasExperts(transformer, layers, layer)) {
-      // Routed experts over the expert group; shared experts split as the dense MLP.
+      // Routed experts over the expert group; shared experts split as the dense MLP. With
+      // T > 1 each tensor rank routes the tokens of its T-th of each sample: the router's
+      // gradient, and with the auxiliary loss each sample's routing statistics (a count and a
+      // summed score per expert), are summed over the group.
       const bool shared = transformer->sharedExperts > 0;
+      const int64_t routerBytes =
+          config.tokensPerSample > 0
+              ? transformer->numExperts * (l.outputBytes / config.tokensPerSample)
+              : 0;
+      const bool auxStatistics = tensor && transformer->auxLossCoefficient > 0;
       // The first of each pair carries the tokens (forward) or their output gradients
       // (backward) to the experts.
       auto routed = [&](Op first, Op second) {
@@ -153,9 +161,11 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
       };
       if (pass == Op::Forward) {
         sublayer(); // attention
-        routed(Op::ExpertDispatch, Op::ExpertCombine);
         if (shared)
           sublayer();
+        if (auxStatistics)
+          add(kReduce, product(samples, 2 * transformer->numExperts, int64_t(sizeof(float))));
+        routed(Op::ExpertDispatch, Op::ExpertCombine);
       } else if (pass == Op::BackwardInput) {
         if (shared)
           sublayer();
@@ -164,6 +174,7 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
       } else if (pass == Op::BackwardWeight && tensor) {
         if (sp && shared)
           add(kGather, x);
+        add(kReduce, routerBytes);
         if (sp)
           add(kGather, x);
         if (qkNorms)

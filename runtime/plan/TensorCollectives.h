@@ -48,21 +48,26 @@
 // gradient is computed whole on every rank: the row-parallel biases' and the position table's from
 // their gathered output gradients.
 //
-// Mixture of experts (a transformer with `moe`, blocks from index dense_layers on, E > 1): the
-// block's MLP is a router, the routed experts and, optionally, shared experts. Its forward
-// issues, after the attention's collectives, expert_dispatch a (each routed token to its
-// expert's rank) and expert_combine a (the experts' outputs back); with T > 1 and without
-// sequence parallelism each tensor rank routes the contiguous T-th of the tokens it owns, and
-// a tensor_all_gather x puts the routed output back together; then, when the block has shared
-// experts, the dense MLP's collectives above (they are split as the dense MLP is). The input
-// pass runs the other way: the shared experts' collectives, expert_combine a (the outputs'
-// gradients to the experts), expert_dispatch a (the tokens' gradients back), the
-// tensor_all_gather x (without sequence parallelism), then the attention's. The weight pass
-// issues no all-to-all: with sequence parallelism the shared experts' gathered input again
-// (when the block has them), then as a dense block the attention's gathered input, [the q/k
-// norms' gains] and the norms' gradients. `a` is the bytes of the routed tokens this rank
-// sends, bounded by the stated imbalance (Transformer::imbalance, the busiest rank's routed tokens
-// over the mean): ceil(tokens x top_k x imbalance) x hidden x element bytes, tokens = samples x seq
+// Mixture of experts (a transformer with `moe`, blocks from index dense_layers on): the block's
+// MLP is a router, the routed experts and, optionally, shared experts, split as the dense MLP is.
+// With T > 1 each tensor rank routes the tokens of its T-th of each sample (its sequence shard
+// with sequence parallelism; without, it takes that T-th of the whole sequence it holds). Its
+// forward issues, after the attention's collectives, the shared experts' (the dense MLP's
+// above, when the block has them); with T > 1 and an auxiliary loss a tensor_all_reduce of
+// the samples' routing statistics (samples x 2 x experts floats: each expert's count and summed
+// score over the rank's tokens, which the per-sequence loss needs over the whole sequence);
+// with E > 1 expert_dispatch a (each routed token to its expert's rank) and expert_combine a
+// (the experts' outputs back); with T > 1 and without sequence parallelism a tensor_all_gather
+// x that puts the routed output back together. The input pass: the shared experts'
+// collectives, expert_combine a (the outputs' gradients to the experts), expert_dispatch a
+// (the tokens' gradients back), the tensor_all_gather x (without sequence parallelism), then
+// the attention's. The weight pass issues no all-to-all; with T > 1: with sequence parallelism
+// the shared experts' gathered input again (when the block has them), a tensor_all_reduce r of
+// the router's gradient (experts x hidden at the activations' element bytes: each rank's comes
+// from its own tokens), then as a dense block the attention's gathered input, [the q/k norms'
+// gains] and the norms' gradients. `a` is the bytes of the routed tokens this rank sends,
+// bounded by the stated imbalance (Transformer::imbalance, the busiest rank's routed tokens over
+// the mean): ceil(tokens x top_k x imbalance) x hidden x element bytes, tokens = samples x seq
 // / T (rounded up); with Transformer::fp8Dispatch the first of each pair (the tokens, or their
 // output gradients, to the experts) moves ceil(tokens x top_k x imbalance) x (hidden + 4 x
 // ceil(hidden / 128)) bytes. With E = 1 the experts are all local and no all-to-all is issued.

@@ -193,10 +193,13 @@ Moe<T>::Moe(const GptShape &s, bool recomputeActivation)
 
 template <typename T>
 void Moe<T>::slice(int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &runs) const {
-  // Every rank holds the router and the shared experts whole (GptShape::fromPlan refuses tensor
-  // parallelism with experts), and its own routed experts.
-  addRun(runs, wholeAt, localAt, expertsAt);
-  addRun(runs, wholeAt + expertsAt + s.firstLocalExpert() * perExpert, localAt + expertsAt,
+  // Every rank holds the router whole, its tensor rank's part of the shared experts (split as
+  // the dense MLP), and its own routed experts.
+  const Moe whole(s.whole());
+  addRun(runs, wholeAt, localAt, sharedAt);
+  if (shared)
+    shared->slice(wholeAt + sharedAt, localAt + sharedAt, runs);
+  addRun(runs, wholeAt + whole.expertsAt + s.firstLocalExpert() * perExpert, localAt + expertsAt,
          expertParams());
 }
 
@@ -213,7 +216,7 @@ template <typename T> void Moe<T>::initialise(T *params, Random &random) const {
 }
 
 template <typename T> void Moe<T>::keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache) const {
-  const int64_t rows = samples * s.seq;
+  const int64_t rows = samples * routedSeq();
   startCache(cache, samples, NumInputOnly, NumSaved);
   cache.parts.resize(shared ? 1 : 0);
   if (shared)
@@ -265,7 +268,17 @@ template <typename T> void Moe<T>::exchangeCounts(Ops<T> &ops, Routing &r) const
 template <typename T>
 void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *y,
                      LayerCache<T> &cache) const {
-  const int64_t n = cache.samples, rows = n * s.seq, h = s.hidden, N = s.experts, f = s.expertFfn;
+  const int64_t n = cache.samples, rows = n * routedSeq(), h = s.hidden, N = s.experts,
+                f = s.expertFfn;
+  // The shared experts add onto the residual (their tensor collectives come first); without
+  // them y starts as the residual.
+  if (shared)
+    shared->forward(ops, p + sharedAt, x, residual, y, cache.parts[0]);
+  else
+    ops.copy(n * s.localSeq() * h, residual, y);
+  // This rank's tokens.
+  Buffer<T> mine;
+  x = routedRows(ops, n, x, mine);
   // The router's scores and choice, on the host.
   std::vector<double> scores(rows * N);
   {
@@ -291,30 +304,40 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
   const Routing &r = *routing;
   cache.host = routing;
 
-  // The auxiliary loss, per sample: coefficient · N · Σ_e f_e · P_e.
+  // The auxiliary loss, per sample: coefficient · N · Σ_e f_e · P_e, from each sample's f
+  // (kept for the backward) and P over its whole sequence: with T > 1 the group sums its
+  // members' parts, and one of them counts the loss.
   if (s.auxLossCoefficient > 0) {
-    double aux = 0;
+    const int64_t seq = routedSeq();
+    std::vector<double> statistics(n * 2 * N, 0.0); // per sample: f, then P
     for (int64_t sample = 0; sample < n; ++sample) {
-      std::vector<double> fraction(N, 0.0), mean(N, 0.0);
-      for (int64_t t = sample * s.seq; t < (sample + 1) * s.seq; ++t) {
+      double *fraction = statistics.data() + sample * 2 * N, *mean = fraction + N;
+      for (int64_t t = sample * seq; t < (sample + 1) * seq; ++t) {
         for (int64_t j = 0; j < s.topK; ++j)
           fraction[r.expert[t * s.topK + j]] += 1.0 / static_cast<double>(s.seq * s.topK);
         for (int64_t e = 0; e < N; ++e)
           mean[e] += scores[t * N + e] / static_cast<double>(s.seq);
       }
+    }
+    if (s.tensorParallel()) {
+      Buffer<T> summed = transient(ops, n * 2 * N);
+      fromHost(ops, statistics, summed.data());
+      ops.tensorGroup()->allReduce(n * 2 * N, summed.data());
+      statistics = toHost(ops, summed.data(), n * 2 * N);
+    }
+    double aux = 0;
+    routing->fractions.resize(n * N);
+    for (int64_t sample = 0; sample < n; ++sample) {
+      const double *fraction = statistics.data() + sample * 2 * N, *mean = fraction + N;
+      std::copy(fraction, fraction + N, routing->fractions.begin() + sample * N);
       double sum = 0;
       for (int64_t e = 0; e < N; ++e)
         sum += fraction[e] * mean[e];
       aux += s.auxLossCoefficient * static_cast<double>(N) * sum;
     }
-    ops.addAuxLoss(aux);
+    if (s.tensorRank == 0)
+      ops.addAuxLoss(aux);
   }
-
-  // The shared experts add onto the residual; without them y starts as the residual.
-  if (shared)
-    shared->forward(ops, p + sharedAt, x, residual, y, cache.parts[0]);
-  else
-    ops.copy(rows * h, residual, y);
 
   // Dispatch: each expert's tokens with their weights, to the member of the expert group that
   // holds the expert; there each expert's MLP, segment by segment.
@@ -383,11 +406,16 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
       group->allToAll(ExpertExchange::Combine, out, Routing::times(r.receivedFrom, h),
                       combined.data(), Routing::times(r.sentTo, h));
   }
-  // Combine: each token adds its experts' weighted outputs, in slot order.
+  // Combine: each token adds its experts' weighted outputs, in slot order, onto y, or where
+  // the rank routes a part of the sequence it holds onto that part, gathered after.
+  Buffer<T> part = routesPart() ? transient(ops, rows * h) : Buffer<T>();
+  T *sum = routesPart() ? part.data() : y;
   for (int64_t t = 0; t < rows; ++t)
     for (int64_t j = 0; j < s.topK; ++j)
       if (const int32_t a = r.position[t * s.topK + j]; a >= 0)
-        ops.add(h, combined.data() + a * h, y + t * h);
+        ops.add(h, combined.data() + a * h, sum + t * h);
+  if (routesPart())
+    addGathered(ops, n, part.data(), y);
 }
 
 template <typename T> void Moe<T>::activate(Ops<T> &ops, const Routing &r, const T *u, T *g) const {
@@ -412,6 +440,26 @@ void Moe<T>::weightedActivations(Ops<T> &ops, const Routing &r, const T *u, T *g
 }
 
 template <typename T>
+const T *Moe<T>::routedRows(Ops<T> &ops, int64_t samples, const T *rows, Buffer<T> &part) const {
+  if (!routesPart())
+    return rows;
+  const int64_t width = routedSeq() * s.hidden;
+  part = transient(ops, samples * width);
+  ops.copyRows(samples, width, rows + s.tensorRank * width, s.seq * s.hidden, part.data(), width);
+  return part.data();
+}
+
+template <typename T>
+void Moe<T>::addGathered(Ops<T> &ops, int64_t samples, const T *part, T *whole) const {
+  // The group's parts in sample order, as sequence parallelism gathers its shards.
+  GptShape sharded = s;
+  sharded.sequenceParallel = true;
+  Buffer<T> gathered = transient(ops, samples * s.seq * s.hidden);
+  gatherSequence(ops, sharded, samples, s.hidden, part, gathered.data());
+  ops.add(samples * s.seq * s.hidden, gathered.data(), whole);
+}
+
+template <typename T>
 void Moe<T>::recompute(Ops<T> &ops, const T *, const T *, LayerCache<T> &cache) const {
   if (!recomputeActivation)
     return;
@@ -425,12 +473,17 @@ void Moe<T>::recompute(Ops<T> &ops, const T *, const T *, LayerCache<T> &cache) 
 template <typename T>
 Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, const T *dy,
                                 bool dyKept) const {
-  const int64_t rows = cache.samples * s.seq, h = s.hidden, N = s.experts, f = s.expertFfn,
-                k = s.topK;
+  const int64_t n = cache.samples, rows = n * routedSeq(), h = s.hidden, N = s.experts,
+                f = s.expertFfn, k = s.topK;
   const Routing &r = *std::static_pointer_cast<const Routing>(cache.host);
   const int64_t dispatched = std::max<int64_t>(r.dispatched(), 1);
   Buffer<T> dx = shared ? shared->backwardInput(ops, p + sharedAt, cache.parts[0], dy, dyKept)
-                        : ops.allocate(rows * h);
+                        : ops.allocate(n * s.localSeq() * h);
+  // This rank's tokens' output gradients, and where their input gradients add: dx, or where
+  // the rank routes a part of the sequence it holds that part, gathered after.
+  Buffer<T> mine, part = routesPart() ? transient(ops, rows * h) : Buffer<T>();
+  dy = routedRows(ops, n, dy, mine);
+  T *dxRouted = routesPart() ? part.data() : dx.data();
   std::vector<Buffer<T>> &stash = cache.stash;
   stash.clear();
   stash.resize(NumStashed);
@@ -514,11 +567,11 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
       group->allToAll(ExpertExchange::Dispatch, send.data(), Routing::times(r.receivedFrom, wide),
                       returned.data(), Routing::times(r.sentTo, wide));
       for (int64_t a = 0; a < r.dispatched(); ++a)
-        ops.add(h, returned.data() + a * wide, dx.data() + r.token[a] * h);
+        ops.add(h, returned.data() + a * wide, dxRouted + r.token[a] * h);
       dWeightDispatched = splitColumn<T>(ops, returned.data(), r.dispatched(), h, nullptr);
     } else {
       for (int64_t a = 0; a < r.dispatched(); ++a)
-        ops.add(h, dIn.data() + a * h, dx.data() + r.token[a] * h);
+        ops.add(h, dIn.data() + a * h, dxRouted + r.token[a] * h);
       dWeightDispatched.assign(dWeightTaken.begin(), dWeightTaken.begin() + r.dispatched());
     }
   }
@@ -551,14 +604,11 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
       }
     }
     if (s.auxLossCoefficient > 0)
-      for (int64_t sample = 0; sample < cache.samples; ++sample) {
+      for (int64_t sample = 0; sample < n; ++sample) {
         // d(mean over the global batch's samples of the loss)/d score: lossScale · seq per
-        // sample, times coefficient · N · f_e / seq.
-        std::vector<double> fraction(N, 0.0);
-        for (int64_t t = sample * s.seq; t < (sample + 1) * s.seq; ++t)
-          for (int64_t j = 0; j < k; ++j)
-            fraction[r.expert[t * k + j]] += 1.0 / static_cast<double>(s.seq * k);
-        for (int64_t t = sample * s.seq; t < (sample + 1) * s.seq; ++t)
+        // sample, times coefficient · N · f_e / seq, f_e over the sample's whole sequence.
+        const double *fraction = r.fractions.data() + sample * N;
+        for (int64_t t = sample * routedSeq(); t < (sample + 1) * routedSeq(); ++t)
           for (int64_t e = 0; e < N; ++e)
             dScores[t * N + e] +=
                 cache.lossScale * s.auxLossCoefficient * static_cast<double>(N) * fraction[e];
@@ -580,21 +630,36 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
     }
     fromHost(ops, dLogits, stash[DLogits].data());
   }
-  ops.gemm(false, true, rows, h, N, 1, stash[DLogits].data(), p + routerAt, 1, dx.data());
-  for (LayerCache<T> &part : cache.parts)
-    part.inputOnly.clear();
+  ops.gemm(false, true, rows, h, N, 1, stash[DLogits].data(), p + routerAt, 1, dxRouted);
+  if (routesPart())
+    addGathered(ops, n, dxRouted, dx.data());
+  for (LayerCache<T> &unit : cache.parts)
+    unit.inputOnly.clear();
   return dx;
 }
 
 template <typename T>
 void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x, const T *dy,
                             T *dp) const {
-  const int64_t rows = cache.samples * s.seq, h = s.hidden, N = s.experts, f = s.expertFfn;
+  const int64_t n = cache.samples, rows = n * routedSeq(), h = s.hidden, N = s.experts,
+                f = s.expertFfn;
   const Routing &r = *std::static_pointer_cast<const Routing>(cache.host);
   const std::vector<Buffer<T>> &stash = cache.stash;
-  ops.gemm(true, false, h, N, rows, 1, x, stash[DLogits].data(), 1, dp + routerAt);
   if (shared)
     shared->backwardWeight(ops, cache.parts[0], x, dy, dp + sharedAt);
+  // The router's, over this rank's tokens: with T > 1 the group sums its members'.
+  {
+    Buffer<T> mine;
+    const T *routed = routedRows(ops, n, x, mine);
+    if (s.tensorParallel()) {
+      Buffer<T> dRouter = transient(ops, h * N);
+      ops.gemm(true, false, h, N, rows, 1, routed, stash[DLogits].data(), 0, dRouter.data());
+      ops.tensorGroup()->allReduce(h * N, dRouter.data());
+      ops.add(h * N, dRouter.data(), dp + routerAt);
+    } else {
+      ops.gemm(true, false, h, N, rows, 1, routed, stash[DLogits].data(), 1, dp + routerAt);
+    }
+  }
   // The sigmoid router's bias takes no gradient (DeepSeek-V3 moves it by the load instead).
   // This rank's experts' weight gradients, over the tokens they took.
   const T *in = cache.saved[Dispatched].data(), *g = cache.saved[G].data(),

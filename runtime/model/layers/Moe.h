@@ -53,7 +53,16 @@
 // parameters (the branch's last, GptShape::localExperts of them; placeExperts says where they
 // lie when the chain keeps them apart, StageLayout.h), and their gradients are its group's
 // tokens' alone: the ranks holding the same experts (the expert-data group) reduce them.
-// Tensor parallelism with experts is refused (GptShape::fromPlan).
+//
+// Tensor parallelism (T > 1), as Megatron-Core runs experts beside it (the experts whole on
+// each rank, the expert group drawn from the (replica, tensor rank) pairs): each tensor rank
+// routes its T-th of each sample's tokens, its sequence shard with sequence parallelism, else
+// that part of the sequence it holds, whose routed outputs and input gradients the group then
+// gathers. The router is whole on every rank and its gradient, from each rank's tokens, is
+// summed over the group; so are each sample's auxiliary-loss statistics, and one rank counts
+// the loss. The shared experts are split as the dense MLP. A capacity is refused with T > 1
+// (it would cut a sample's tokens by parts). runtime/plan/TensorCollectives.h lists the
+// collectives in their order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -98,6 +107,9 @@ struct Routing {
   /// Per assignment this rank's experts take, in the order they run: its weight, as the
   /// dispatch carried it (rounded to the Ops's type).
   std::vector<double> takenWeight;
+  /// With the auxiliary loss, per sample of the piece and expert: f_e, the fraction of the
+  /// sample's assignments (over its whole sequence) that chose the expert.
+  std::vector<double> fractions;
 
   int64_t dispatched() const { return start.empty() ? 0 : start.back(); }
   int64_t taken() const {
@@ -159,6 +171,16 @@ public:
 
 private:
   int64_t up() const { return s.gated ? 2 * s.expertFfn : s.expertFfn; }
+  /// The tokens of a sample this rank routes: its T-th of the sequence with T > 1.
+  int64_t routedSeq() const { return s.seq / s.tensorSize; }
+  /// Whether the rank holds the whole sequence (tensor parallelism without sequence
+  /// parallelism) and routes a part of it.
+  bool routesPart() const { return s.tensorParallel() && !s.sequenceParallel; }
+  /// The rows of `rows` (a branch's tensor over the sequence the rank holds) that it routes:
+  /// `rows` itself, or its part copied into `part`.
+  const T *routedRows(Ops<T> &ops, int64_t samples, const T *rows, Buffer<T> &part) const;
+  /// whole += the tensor group's routed parts [samples × routedSeq × h] gathered in sample order.
+  void addGathered(Ops<T> &ops, int64_t samples, const T *part, T *whole) const;
   /// The expert group (null without expert parallelism).
   ExpertGroup<T> *groupOf(Ops<T> &ops) const {
     return s.expertSize > 1 ? ops.expertGroup() : nullptr;

@@ -398,7 +398,36 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
        "model.moe.shared_ffn_hidden_size"},
       {[](runtime::Plan &p) { p.config.expert = 3; }, "parallelism.expert"},
       {[](runtime::Plan &p) { p.config.expert = 2; }, "parallelism.expert"}, // D = 1
+      // Tensor parallelism splits the vocabulary (11 here) as for a dense model.
       {[](runtime::Plan &p) { p.config.tensor = 2; }, "parallelism.tensor"},
+      // With T > 1: experts on every tensor rank would be summed over the replicas only; one
+      // replica reduces nothing; a capacity would cut a sample by parts; each rank routes its
+      // T-th of a sample.
+      {[](runtime::Plan &p) {
+         p.transformer->vocabSize = 12;
+         p.config.tensor = 2;
+       },
+       "parallelism.expert above 1"},
+      {[](runtime::Plan &p) {
+         p.transformer->vocabSize = 12;
+         p.config.tensor = 4;
+         p.transformer->numHeads = p.transformer->numKvHeads = 4;
+         p.transformer->ffnHiddenSize = 16;
+         p.config.expert = 2;
+       },
+       "parallelism.expert 4 (or parallelism.data above 1)"},
+      {[](runtime::Plan &p) {
+         p.transformer->vocabSize = 12;
+         p.transformer->seqLength = 6;
+         p.transformer->capacityFactor = 1;
+         p.config.tensor = p.config.expert = 2;
+       },
+       "model.moe.capacity_factor"},
+      {[](runtime::Plan &p) {
+         p.transformer->vocabSize = 12;
+         p.config.tensor = p.config.expert = 2;
+       },
+       "model.seq_length"},
       {[](runtime::Plan &p) { p.transformer->kvLoraRank = 16; }, "model.latent_attention"},
   };
   for (const auto &c : cases) {
@@ -409,6 +438,12 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
     ASSERT_FALSE(shape.ok());
     EXPECT_NE(shape.status().message().find(c.key), std::string::npos) << shape.status().message();
   }
+  // Tensor parallelism with E = T on one replica, the sequence split evenly.
+  runtime::Plan tensor = plan;
+  tensor.transformer->vocabSize = 12;
+  tensor.transformer->seqLength = 6;
+  tensor.config.tensor = tensor.config.expert = 2;
+  EXPECT_TRUE(GptShape::fromPlan(tensor).ok()) << GptShape::fromPlan(tensor).status();
   // Qwen3-MoE's attention: heads of their own width, q/k norms.
   runtime::Plan qwen3 = plan;
   qwen3.transformer->headDim = 8;

@@ -96,7 +96,8 @@ TEST(StageLayout, EachExpertRankKeepsItsOwnExpertsApartAndTheMembersMakeTheWhole
     parts.insert(parts.end(), part.begin(), part.end());
   }
   // The members' arrays give back the whole stage, bit for bit.
-  const std::vector<float> back = wholeFromParts(plan, expertShape(2, 0), 1, 4, 4, parts.data());
+  const std::vector<float> back =
+      wholeFromParts(plan, expertShape(2, 0), 1, 4, 4, parts.data(), {{0, 0}, {0, 1}});
   ASSERT_EQ(static_cast<int64_t>(back.size()),
             plan.layers[1].params + plan.layers[2].params + plan.layers[3].params);
   EXPECT_TRUE(std::equal(back.begin(), back.end(), stage));

@@ -200,18 +200,31 @@ TEST(ExpertAllToAlls, WithTensorParallelism) {
   const Transformer t = moe(), shared = moe(1);
   // Each tensor rank routes its half of the tokens: 12 routed x 32 bytes. Without sequence
   // parallelism the routed output is gathered over the tensor group; shared experts are split
-  // as the dense MLP is, with its all-reduce.
+  // as the dense MLP is, with its all-reduce, before the routed tokens go.
   EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::Forward, 1, &t), "AR:2:256 D:2:384 C:2:384 AG:2:256");
   EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::Forward, 1, &shared),
-            "AR:2:256 D:2:384 C:2:384 AG:2:256 AR:2:256");
+            "AR:2:256 AR:2:256 D:2:384 C:2:384 AG:2:256");
   EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::BackwardInput, 1, &shared),
             "AR:2:256 C:2:384 D:2:384 AG:2:256 AR:2:256");
+  // The router's gradient (4 experts x 16 bf16 elements), from each rank's tokens, is summed.
+  EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::BackwardWeight, 1, &t), "AR:2:128");
   // With sequence parallelism each rank already holds its part of the sequence.
   EXPECT_EQ(of(expertConfig(2, 2, true), 2, 3, Op::Forward, 1, &t),
             "AG:2:256 RS:2:256 D:2:384 C:2:384");
-  EXPECT_EQ(of(expertConfig(2, 2, true), 2, 3, Op::BackwardWeight, 1, &t), "AG:2:256 AR:2:128");
+  EXPECT_EQ(of(expertConfig(2, 2, true), 2, 3, Op::BackwardWeight, 1, &t),
+            "AR:2:128 AG:2:256 AR:2:128");
   EXPECT_EQ(of(expertConfig(2, 2, true), 2, 3, Op::BackwardWeight, 1, &shared),
-            "AG:2:256 AG:2:256 AR:2:128");
+            "AG:2:256 AR:2:128 AG:2:256 AR:2:128");
+  // With an auxiliary loss each sample's routing statistics (2 x 4 floats) are summed before
+  // the dispatch, in a recomputed forward again.
+  Transformer aux = t;
+  aux.auxLossCoefficient = 0.01;
+  EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::Forward, 3, &aux),
+            "AR:2:768 AR:2:96 D:2:1152 C:2:1152 AG:2:768");
+  EXPECT_EQ(of(expertConfig(2, 2, false, Checkpointing::Full), 2, 3, Op::Backward, 1, &aux),
+            "AR:2:256 AR:2:32 D:2:384 C:2:384 AG:2:256 C:2:384 D:2:384 AG:2:256 AR:2:256 "
+            "AR:2:128");
+  EXPECT_EQ(of(expertConfig(2, 1), 2, 3, Op::Forward, 1, &aux), "D:2:768 C:2:768");
   // E = 1 with T = 2: the tensor ranks still split the tokens and gather the output.
   EXPECT_EQ(of(expertConfig(1, 2), 2, 3, Op::Forward, 1, &t), "AR:2:256 AG:2:256");
   // The dense block is unchanged.
