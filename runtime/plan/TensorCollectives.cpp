@@ -80,10 +80,14 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
   const Layer &l = layers[layer];
   const bool sp = config.sequenceParallel;
   auto add = [&](Op op, int64_t bytes) { out.push_back({op, layer, bytes}); };
+  // One token's bytes of activations whose sample takes `sampleBytes`.
+  auto tokenBytes = [&](int64_t sampleBytes) {
+    return config.tokensPerSample > 0 ? sampleBytes / config.tokensPerSample : 0;
+  };
   // The norms' gradients with sequence parallelism: a gain and a bias of one token's hidden
   // activations' bytes per norm.
   auto normBytes = [&](int64_t norms, int64_t sampleBytes) {
-    return config.tokensPerSample > 0 ? norms * 2 * (sampleBytes / config.tokensPerSample) : 0;
+    return norms * 2 * tokenBytes(sampleBytes);
   };
   // The q/k norms' gains (two of a head's width), at the activations' element bytes: each
   // tensor rank normalises its own heads, so their gradients are summed over the group.
@@ -91,8 +95,7 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
   auto qkNormBytes = [&](int64_t sampleBytes) {
     const int64_t h = transformer->hiddenSize,
                   d = transformer->headDim > 0 ? transformer->headDim : h / transformer->numHeads;
-    return config.tokensPerSample > 0 && h > 0 ? 2 * d * (sampleBytes / config.tokensPerSample / h)
-                                               : 0;
+    return h > 0 ? 2 * d * (tokenBytes(sampleBytes) / h) : 0;
   };
   constexpr Op kReduce = Op::TensorAllReduce, kGather = Op::TensorAllGather,
                kScatter = Op::TensorReduceScatter;
@@ -144,10 +147,7 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
       // gradient, and with the auxiliary loss each sample's routing statistics (a count and a
       // summed score per expert), are summed over the group.
       const bool shared = transformer->sharedExperts > 0;
-      const int64_t routerBytes =
-          config.tokensPerSample > 0
-              ? transformer->numExperts * (l.outputBytes / config.tokensPerSample)
-              : 0;
+      const int64_t routerBytes = transformer->numExperts * tokenBytes(l.outputBytes);
       const bool auxStatistics = tensor && transformer->auxLossCoefficient > 0;
       // The first of each pair carries the tokens (forward) or their output gradients
       // (backward) to the experts.

@@ -396,10 +396,8 @@ std::string hfConfigJson(const Plan &plan) {
       {"qwen2", "Qwen2ForCausalLM"},       {"qwen3", "Qwen3ForCausalLM"},
       {"mixtral", "MixtralForCausalLM"},   {"qwen2_moe", "Qwen2MoeForCausalLM"},
       {"qwen3_moe", "Qwen3MoeForCausalLM"}};
-  const std::string type = t.isMoe() || qwen3 ? hfArchitecture(plan)
-                           : qwen             ? "qwen2"
-                           : llama            ? "llama"
-                                              : "gpt2";
+  // hfArchitecture names a Qwen2 model by the Llama names it takes.
+  const std::string type = !t.isMoe() && qwen && !qwen3 ? "qwen2" : hfArchitecture(plan);
   nlohmann::ordered_json c;
   c["architectures"] = {classes.at(type)};
   c["model_type"] = type;

@@ -11,7 +11,6 @@
 #include "runtime/model/layers/TensorSplit.h"
 
 #include <algorithm>
-#include <utility>
 
 namespace conduit::model {
 
@@ -147,8 +146,7 @@ void Attention<T>::normaliseQk(Ops<T> &ops, const T *p, int64_t rows, T *qkv,
   T *in = cache.inputOnly[QkNormIn].data(), *rstd = cache.inputOnly[QkNormRstd].data();
   const T *gains = p + o.total;
   Buffer<T> out = transient(ops, rows * std::max(width(), kvWidth()));
-  for (auto [column, heads] :
-       {std::pair{int64_t(0), s.localHeads()}, std::pair{width(), s.localKvHeads()}}) {
+  for (auto [column, heads] : qkParts()) {
     const int64_t part = heads * d;
     ops.copyRows(rows, part, qkv + column, stride, in, part);
     ops.rmsNormForward(rows * heads, d, in, gains, s.normEps, out.data(), rstd);
@@ -168,8 +166,7 @@ void Attention<T>::normaliseQkBackward(Ops<T> &ops, const T *p, int64_t rows, T 
   cache.stash.resize(StashQkGains + 1);
   T *dgains = (cache.stash[StashQkGains] = ops.allocate(normParams())).data();
   Buffer<T> dout = transient(ops, rows * most), din = transient(ops, rows * most);
-  for (auto [column, heads] :
-       {std::pair{int64_t(0), s.localHeads()}, std::pair{width(), s.localKvHeads()}}) {
+  for (auto [column, heads] : qkParts()) {
     const int64_t part = heads * d;
     ops.copyRows(rows, part, dqkv + column, stride, dout.data(), part);
     ops.rmsNormBackwardWeight(rows * heads, d, in, rstd, dout.data(), dgains);

@@ -24,6 +24,9 @@
 #include "runtime/model/GptShape.h"
 #include "runtime/model/layers/Branch.h"
 
+#include <array>
+#include <utility>
+
 namespace conduit::model {
 
 template <typename T> class Attention final : public ProjectionBranch<T> {
@@ -43,6 +46,11 @@ private:
   int64_t kvWidth() const { return s.localKvHeads() * s.headDim(); }
   /// The q/k norms' gains (after the projections' parameters), or none.
   int64_t normParams() const { return s.qkNorm ? 2 * s.headDim() : 0; }
+  /// The columns of this rank's q heads in its qkv rows, then of its k heads: where each part
+  /// starts, and its heads.
+  std::array<std::pair<int64_t, int64_t>, 2> qkParts() const {
+    return {{{0, s.localHeads()}, {width(), s.localKvHeads()}}};
+  }
   /// The q/k norms over the qkv projection `qkv` of `rows` tokens, in place: keeps their inputs
   /// and statistics in `cache`.
   void normaliseQk(Ops<T> &ops, const T *p, int64_t rows, T *qkv, LayerCache<T> &cache) const;
