@@ -193,7 +193,7 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
     costs.dpRing.push_back(slowest);
     costs.groupMembers.push_back(static_cast<int64_t>(group.ranks.size()) * c.data);
   }
-  if (plan.transformer && plan.transformer->isMoe() && c.expert > 1) {
+  if (plan.expertsApart()) {
     // The routed experts' share of each stage's collectives goes over the expert-data group
     // (the D x T / E ranks holding the same experts, E apart), as conduit-run reduces it.
     costs.expertDataMembers = int64_t(c.data) * c.tensor / c.expert;

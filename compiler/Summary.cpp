@@ -97,8 +97,10 @@ std::string describeCompute(const Job &job) {
 }
 
 /// `deferLimit`: the most weight gradients a rank defers in the compiled schedule, where it is
-/// limited (by the job, or by the compiler so that the plan fits).
-std::string describeParallelism(const ParallelismSpec &p, std::optional<int64_t> deferLimit) {
+/// limited (by the job, or by the compiler so that the plan fits); `moe`: whether the model
+/// has routed experts.
+std::string describeParallelism(const ParallelismSpec &p, std::optional<int64_t> deferLimit,
+                                bool moe) {
   std::string text =
       "pipeline " + std::to_string(p.pipeline) + " x data " + std::to_string(p.data) +
       (p.tensor > 1
@@ -110,7 +112,9 @@ std::string describeParallelism(const ParallelismSpec &p, std::optional<int64_t>
       (p.expert > 1
            ? ", experts over groups of " + std::to_string(p.expert) + " (each expert's state on " +
                  std::to_string(p.data * p.tensor / p.expert) + " rank(s))"
-           : std::string()) +
+       : moe && p.tensor > 1 ? ", all experts on each rank (each expert's state on " +
+                                   std::to_string(p.data * p.tensor) + " rank(s))"
+                             : std::string()) +
       ", " + std::to_string(p.stagesPerDevice) + " stage(s) per device (" +
       std::to_string(p.numStages()) + " stages), " + std::string(enumName(p.schedule));
   if (isInterleaved(p.schedule))
@@ -269,7 +273,9 @@ void conduit::printSummary(const Job &job, mlir::ModuleOp module, const runtime:
     deferLimit = model.getParallelism().getDeferLimit();
   for (plan::ProgramOp program : module.getOps<plan::ProgramOp>())
     deferLimit = program.getParallelism().getDeferLimit();
-  row(os, "parallelism", describeParallelism(job.parallelism, deferLimit));
+  row(os, "parallelism",
+      describeParallelism(job.parallelism, deferLimit,
+                          job.model.transformer && job.model.transformer->moe));
   row(os, "cluster", describeCluster(job.cluster));
   row(os, "training", describeTraining(job.training));
   const int64_t samples = job.parallelism.microbatchSize;

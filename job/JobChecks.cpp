@@ -193,10 +193,10 @@ void JobParser::checkTensor(const Job &job) {
 
 void JobParser::checkExpert(const Job &job) {
   const ParallelismSpec &p = job.parallelism;
-  if (p.expert == 1)
+  const std::optional<TransformerSpec> &t = job.model.transformer;
+  if (p.expert == 1 && !(t && t->moe))
     return;
   const std::string e = std::to_string(p.expert);
-  const std::optional<TransformerSpec> &t = job.model.transformer;
   if (!t || !t->moe) {
     diag.report("parallelism.expert",
                 "divides a mixture of experts over " + e +
@@ -213,7 +213,7 @@ void JobParser::checkExpert(const Job &job) {
   }
   // Parallel folding: the expert groups are carved out of a pipeline rank's D x T ranks.
   const int64_t folded = p.data * p.tensor;
-  if (folded % p.expert != 0)
+  if (folded % p.expert != 0) {
     diag.report("parallelism.expert",
                 "expert groups of " + e +
                     " ranks are carved out of the data x tensor ranks of a "
@@ -222,6 +222,20 @@ void JobParser::checkExpert(const Job &job) {
                     std::to_string(folded) + "), and " + e +
                     " does not divide it; use a divisor of both " + std::to_string(folded) +
                     " and model.moe.num_experts (" + std::to_string(moe.numExperts) + ")");
+    return;
+  }
+  // Each tensor rank routes its own tokens, so the D x T / E ranks holding an expert sum its
+  // gradients in the data-parallel reductions, which one replica does not have.
+  if (p.data == 1 && p.expert < p.tensor)
+    diag.report("parallelism.expert",
+                "with one replica (parallelism.data 1) the plan reduces no gradients, and each "
+                "expert would be held by " +
+                    std::to_string(p.tensor / p.expert) +
+                    " tensor-parallel ranks, each routing its own tokens through it, whose "
+                    "gradients for it nothing sums; use parallelism.expert " +
+                    std::to_string(p.tensor) +
+                    " (every expert on one rank of the tensor group) or parallelism.data "
+                    "above 1");
 }
 
 void JobParser::checkRecompute(const Job &job) {

@@ -106,7 +106,9 @@ FailureOr<std::vector<RankMemory>> conduit::analyzeMemory(pipe::ModelOp model,
     std::vector<LayerBytes> stageLayers;
     for (int64_t l = stage.getFirstLayer(); l < stage.getEndLayer(); ++l) {
       const TensorShare share = tensorShare(par, layers[l]);
-      if (par.getExpert() > 1)
+      // The routed experts' state lies over their expert-data group where it is not the
+      // replicas (runtime::Plan::expertsApart).
+      if (par.getExpert() > 1 || par.getTensor() > 1)
         b.expertParams += share.expertParams;
       const bool experts = layers[l].getExpertParams().value_or(0) > 0;
       stageLayers.push_back({share.activationBytes + (experts ? surcharge : 0),

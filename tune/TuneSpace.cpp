@@ -108,6 +108,13 @@ constexpr llvm::StringLiteral kRecomputeModules = "parallelism.recompute_modules
 int64_t tensorOf(const Configuration &c) { return integerOf(c, kTensor, 1); }
 int64_t pipelineOf(const Configuration &c) { return integerOf(c, kPipeline, 1); }
 int64_t dataOf(const Configuration &c) { return integerOf(c, kData, 1); }
+/// Whether a mixture of experts may take expert degree `e` in `c`: it divides the D x T ranks
+/// its groups are carved from, and with one replica (no gradient reductions) it puts each
+/// expert on one rank of the tensor group.
+bool expertDegreeFits(const Configuration &c, int64_t e) {
+  const int64_t d = dataOf(c), t = tensorOf(c);
+  return e >= 1 && (d * t) % e == 0 && (d > 1 || e == t);
+}
 /// GPUs per tensor group's worth: what pipeline x data must make.
 int64_t groupsOf(const SpaceRequest &r, const Configuration &c) { return r.gpus / tensorOf(c); }
 /// The tensor sizes searched without a restriction.
@@ -248,8 +255,9 @@ std::vector<Dimension> makeBuiltins() {
                 std::to_string(r.numLayers) + " pipeline ranks for this model: D is one of " +
                 list + "); use a multiple of one of them";
        }});
-  // E: the expert groups are carved out of a pipeline rank's D x T ranks (the reader's rule):
-  // every divisor of the expert count that divides D x T.
+  // E: the expert groups are carved out of a pipeline rank's D x T ranks (the reader's rules):
+  // every divisor of the expert count that divides D x T, and with one replica, which reduces
+  // no gradients, one that puts each expert on one rank (E = T).
   table.push_back(
       {kExpert.str(), "E",
        [](const SpaceRequest &r, const Configuration &) {
@@ -260,19 +268,20 @@ std::vector<Dimension> makeBuiltins() {
        [](const SpaceRequest &r, const Configuration &c) {
          std::vector<int64_t> out;
          for (int64_t e : divisors(r.numExperts))
-           if ((dataOf(c) * tensorOf(c)) % e == 0)
+           if (expertDegreeFits(c, e))
              out.push_back(e);
          return integers(out);
        },
        [](const SpaceRequest &r, const Configuration &c, const Json &v) {
          return integerWhere(v, [&](int64_t e) {
-           return e >= 1 && (dataOf(c) * tensorOf(c)) % e == 0 &&
-                  (r.numExperts == 0 || r.numExperts % e == 0);
+           return r.numExperts == 0 ? e >= 1 && (dataOf(c) * tensorOf(c)) % e == 0
+                                    : r.numExperts % e == 0 && expertDegreeFits(c, e);
          });
        },
        [](const SpaceRequest &r) {
          return "no expert-parallel size divides both the " + std::to_string(r.numExperts) +
-                " experts (model.moe.num_experts) and data x tensor";
+                " experts (model.moe.num_experts) and data x tensor (and equals tensor with one "
+                "replica)";
        }});
   // b: divides the batch of a replica.
   table.push_back({kMicrobatchSize.str(), "b", always,

@@ -410,7 +410,7 @@ absl::StatusOr<std::unique_ptr<Work>> LoopbackTransport::post(Kind kind, int32_t
   const Config &c = plan.config;
   const int32_t groups = static_cast<int32_t>(plan.groups.size());
   // A plan group's expert-data subgroups follow the plan's groups (expertDataGroup).
-  const bool expertData = c.expert > 1 && group >= groups;
+  const bool expertData = plan.expertsApart() && group >= groups;
   const int32_t planGroup = expertData ? group - groups : group;
   if (planGroup < 0 || planGroup >= groups || plan.groups[planGroup].ranks[0] != where.pipelineRank)
     return absl::InternalError(absl::StrCat("rank ", rank, " is not a member of group ", group));
@@ -527,7 +527,7 @@ LoopbackHub::LoopbackHub(const Plan &plan, double timeoutS, std::unique_ptr<Loop
     for (int64_t k = 0; k < int64_t(c.pipeline) * c.data * c.tensor / c.expert * kExpertPasses; ++k)
       groups.emplace_back().issued.assign(c.expert, 0);
   expertDataSlots = static_cast<int64_t>(groups.size());
-  if (c.expert > 1)
+  if (plan.expertsApart())
     for (int64_t k = 0; k < int64_t(plan.groups.size()) * c.expert; ++k)
       groups.emplace_back().issued.assign(int64_t(c.data) * c.tensor / c.expert, 0);
 }

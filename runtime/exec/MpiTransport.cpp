@@ -67,9 +67,9 @@ absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(const Plan &p
     if (member)
       CONDUIT_MPI(MPI_Comm_set_errhandler(t->groups[g], MPI_ERRORS_RETURN));
   }
-  // With expert parallelism, each group's expert-data subgroups (expertDataGroup), numbered after
-  // the plan's groups: the members holding the same experts, by their position among them.
-  if (plan.config.expert > 1) {
+  // With the routed experts apart, each group's expert-data subgroups (expertDataGroup),
+  // numbered after the plan's groups: the members holding the same experts, by their position.
+  if (plan.expertsApart()) {
     const ExpertPlace data = expertDataPlaceOf(plan.config, where);
     for (size_t g = 0; g < plan.groups.size(); ++g) {
       const bool member = plan.groups[g].ranks[0] == where.pipelineRank;

@@ -38,10 +38,11 @@
 
 namespace conduit::runtime {
 
-/// With expert parallelism, the group that reduces and shards a stage's routed experts: the
-/// members of plan group `group` that hold the caller's experts (its expert-data group,
-/// expertDataPlaceOf in StageWork.h), positioned as there. Transports number these after the
-/// plan's groups; a transport without them refuses the number as an unknown group.
+/// With the routed experts apart (Plan::expertsApart), the group that reduces and shards a
+/// stage's routed experts: the members of plan group `group` that hold the caller's experts
+/// (its expert-data group, expertDataPlaceOf in StageWork.h), positioned as there. Transports
+/// number these after the plan's groups; a transport without them refuses the number as an
+/// unknown group.
 inline int32_t expertDataGroup(const Plan &plan, int32_t group) {
   return static_cast<int32_t>(plan.groups.size()) + group;
 }

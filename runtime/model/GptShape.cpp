@@ -78,16 +78,9 @@ absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
         " data- and tensor-parallel ranks; compile the job again with "
         "parallelism.expert dividing both"));
   // The ranks holding the same experts (the expert-data group, D x T / E of them) sum their
-  // gradients in the data-parallel reductions: over that group with E > 1 (a segment of its
-  // own), over the replicas alone with E = 1, and not at all with one replica.
-  if (plan.config.tensor > 1 && e == 1)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "each tensor-parallel rank routes its own tokens through every expert, but with "
-        "parallelism.expert 1 the plan sums the experts' gradients over the replicas only, not "
-        "over the ",
-        plan.config.tensor,
-        " tensor ranks; compile the job again with parallelism.expert above 1 (dividing "
-        "parallelism.data x parallelism.tensor)"));
+  // gradients in the data-parallel reductions: over that group with E > 1 or T > 1 (a segment
+  // of its own, Plan::expertsApart), over the replicas otherwise. With one replica the plan
+  // has no reductions.
   if (plan.config.data == 1 && ranks / e > 1)
     return absl::FailedPreconditionError(absl::StrCat(
         "each routed expert is held by ", ranks / e,

@@ -61,6 +61,8 @@ struct GptShape {
 
   bool tensorParallel() const { return tensorSize > 1; }
   bool expertParallel() const { return moe() && expertSize > 1; }
+  /// Whether the routed experts are a segment of their own (runtime::Plan::expertsApart).
+  bool expertsApart() const { return moe() && (expertParallel() || tensorParallel()); }
   /// Whether a rank holds only a part of some layers (tensor or expert parallelism).
   bool split() const { return tensorParallel() || expertParallel(); }
   int64_t localExperts() const { return experts / expertSize; }

@@ -26,7 +26,7 @@ StageLayout StageLayout::of(const runtime::Plan &plan, const GptShape &shape, in
     if (layer) {
       x.params = layer->numParams();
       x.runs = layer->slice();
-      x.experts = shape.expertParallel() ? layer->expertParams() : 0;
+      x.experts = shape.expertsApart() ? layer->expertParams() : 0;
     } else {
       x.params = spec.params;
       addRun(x.runs, 0, 0, spec.params);

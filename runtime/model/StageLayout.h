@@ -5,7 +5,8 @@
 // flat parameters, which the plan and the Hugging Face files lay out layer by layer. With
 // tensor parallelism it holds each layer's tensor-rank part (Layer::slice: where each run of
 // the part lies in the whole layer). With expert parallelism it holds, of each block with
-// experts, only the rank's routed experts (Layer::expertParams), and keeps them apart: every
+// experts, only the rank's routed experts (Layer::expertParams). With expert or tensor
+// parallelism (each tensor rank routes its own tokens through them) it keeps them apart: every
 // layer's other parameters come first, in layer order (the dense segment), then, from
 // `expertsAt`, the routed experts of each layer in layer order (the expert segment). The two
 // segments are reduced and sharded over different groups — the D replicas, and the ranks

@@ -358,6 +358,14 @@ struct Plan {
   std::vector<Stage> stages;
   std::vector<Group> groups;
   std::vector<RankProgram> ranks;
+
+  /// Whether a mixture of experts' routed experts are a segment of their own, reduced and
+  /// sharded over their expert-data group (the D x T / E ranks holding the same experts)
+  /// rather than over the replicas: whenever that group is not the replicas, that is with
+  /// expert or tensor parallelism (each tensor rank routes its own tokens).
+  bool expertsApart() const {
+    return transformer && transformer->isMoe() && (config.expert > 1 || config.tensor > 1);
+  }
 };
 
 /// How far the compute of one (stage, micro-batch) of a rank has come: a forward, then a

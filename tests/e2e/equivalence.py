@@ -288,10 +288,15 @@ def cases(quick, tensor_product=False):
                  "microbatches": 4, "sharding": "full", "expert": 2,
                  "gradient_reduction": "run"}))
     # Tensor parallelism (T = 2) beside the experts: each tensor rank routes its half of each
-    # sample's tokens (its sequence shard with sequence parallelism), E = 2 and 4 (the expert
-    # group drawn from replicas and tensor ranks); shared
-    # experts split as the dense MLP; DualPipeV's paired steps run their halves in turn.
+    # sample's tokens (its sequence shard with sequence parallelism), E = 1, 2 and 4 (the
+    # expert group drawn from replicas and tensor ranks; with E = 1 every rank holds every
+    # expert, whose gradients are summed over all D x T ranks); shared experts split as the
+    # dense MLP; DualPipeV's paired steps run their halves in turn.
     for name, par in [("moe-tp2-ep2-1f1b-full-p2-d1", {"pipeline": 2, "data": 1, "expert": 2}),
+                      ("moe-tp2-ep1-1f1b-full-p2-d2", {"pipeline": 2, "data": 2, "expert": 1}),
+                      ("moe-shared-tp2-ep1-1f1b-none-sp-p1-d2",
+                       {"pipeline": 1, "data": 2, "expert": 1, "sharding": "none",
+                        "sequence_parallel": True}),
                       ("moe-tp2-ep2-1f1b-optimizer-sp-p1-d2",
                        {"pipeline": 1, "data": 2, "expert": 2, "sharding": "optimizer",
                         "sequence_parallel": True}),

@@ -121,7 +121,7 @@ def equivalence(args, summary):
          r"moe-ep4-1f1b-none-p1-d4-v1|moe-ep2-dualpipev-full-p2-d2-v2|"
          r"moe-ep2-dualpipev-full-p2-d2-v2-no-overlap|moe-ep2-dualpipev-optimizer-p2-d2-v2|"
          r"qwen3-moe-ep2-dualpipev-full-p2-d2-v2|moe-tp2-ep2-1f1b-optimizer-sp-p1-d2|"
-         r"moe-shared-tp2-ep2-depth-first-full-sp-p2-d2-v2)$"),
+         r"moe-shared-tp2-ep2-depth-first-full-sp-p2-d2-v2|moe-tp2-ep1-1f1b-full-p2-d2)$"),
     ]
     for name, dtype, loss_tol, param_tol, only in runs:
         result = run([sys.executable, script, "--bin", args.bin,

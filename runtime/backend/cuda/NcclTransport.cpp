@@ -68,9 +68,9 @@ absl::StatusOr<std::unique_ptr<NcclTransport>> NcclTransport::create(const runti
     CONDUIT_CUDA(ncclCommSplit(t->world, member ? where.tensorRank : NCCL_SPLIT_NOCOLOR,
                                where.replica, &t->groups[g], nullptr));
   }
-  // With expert parallelism, each group's expert-data subgroups, numbered after the plan's
-  // groups: the members holding the same experts, by their position among them.
-  if (plan.config.expert > 1) {
+  // With the routed experts apart, each group's expert-data subgroups, numbered after the
+  // plan's groups: the members holding the same experts, by their position among them.
+  if (plan.expertsApart()) {
     const runtime::ExpertPlace data = runtime::expertDataPlaceOf(plan.config, where);
     for (size_t g = 0; g < plan.groups.size(); ++g) {
       const bool member = plan.groups[g].ranks[0] == where.pipelineRank;
@@ -79,6 +79,8 @@ absl::StatusOr<std::unique_ptr<NcclTransport>> NcclTransport::create(const runti
                                  member ? static_cast<int>(data.group) : NCCL_SPLIT_NOCOLOR,
                                  static_cast<int>(data.position), &comm, nullptr));
     }
+  }
+  if (plan.config.expert > 1) {
     // The expert group: E ranks of this pipeline rank, by position, once per pass.
     const runtime::ExpertPlace place = runtime::expertPlaceOf(plan.config, where);
     for (ncclComm_t &comm : t->experts)

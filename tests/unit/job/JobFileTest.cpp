@@ -647,6 +647,15 @@ TEST(JobFile, MixtureOfExpertsRefusals) {
          r["parallelism"]["expert"] = 4;
        },
        "parallelism.expert", "(2 x 1 = 2)"},
+      // One replica reduces no gradients: the tensor ranks routing their own tokens through
+      // the same experts could not sum them.
+      {[](Json &r) {
+         r["parallelism"]["tensor"] = 2;
+         r["parallelism"]["data"] = 1;
+       },
+       "parallelism.expert",
+       "with one replica (parallelism.data 1) the plan reduces no "
+       "gradients, and each expert would be held by 2 tensor-parallel"},
       {[](Json &r) {
          r["model"]["head_dim"] = 15;
          r["model"]["position"] = "rotary";

@@ -400,14 +400,13 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
       {[](runtime::Plan &p) { p.config.expert = 2; }, "parallelism.expert"}, // D = 1
       // Tensor parallelism splits the vocabulary (11 here) as for a dense model.
       {[](runtime::Plan &p) { p.config.tensor = 2; }, "parallelism.tensor"},
-      // With T > 1: experts on every tensor rank would be summed over the replicas only; one
-      // replica reduces nothing; a capacity would cut a sample by parts; each rank routes its
-      // T-th of a sample.
+      // With T > 1: one replica reduces nothing, so every expert must be on one tensor rank;
+      // a capacity would cut a sample by parts; each rank routes its T-th of a sample.
       {[](runtime::Plan &p) {
          p.transformer->vocabSize = 12;
          p.config.tensor = 2;
        },
-       "parallelism.expert above 1"},
+       "parallelism.expert 2 (or parallelism.data above 1)"},
       {[](runtime::Plan &p) {
          p.transformer->vocabSize = 12;
          p.config.tensor = 4;

@@ -493,9 +493,21 @@ TEST(TuneBruteForceExperts, SearchEqualsCompilingEverything) {
   ASSERT_TRUE(static_cast<bool>(model));
   SpaceRequest request = spaceRequest(*model, options, &root);
   std::set<int64_t> listed;
-  for (const Configuration &c : enumerateSpace(request, dimensionsFor(request), error))
-    listed.insert(integerOf(c, "parallelism.expert", 0));
+  int64_t oneReplica = 0;
+  const std::vector<Dimension> dimensions = dimensionsFor(request);
+  for (const Configuration &c : enumerateSpace(request, dimensions, error)) {
+    const int64_t e = integerOf(c, "parallelism.expert", 0);
+    listed.insert(e);
+    // One replica reduces no gradients: each expert on one rank of the tensor group, which the
+    // reader refuses otherwise.
+    if (integerOf(c, "parallelism.data", 1) == 1) {
+      ++oneReplica;
+      EXPECT_EQ(e, integerOf(c, "parallelism.tensor", 1))
+          << writeJson(applyConfiguration(root, dimensions, c)["parallelism"], -1);
+    }
+  }
   EXPECT_EQ(listed, (std::set<int64_t>{1, 2, 4}));
+  EXPECT_GT(oneReplica, 0);
 }
 
 TEST(TuneBounds, TransfersBetweenNodesTightenThePipelinedBound) {

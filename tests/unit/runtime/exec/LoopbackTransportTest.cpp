@@ -149,6 +149,7 @@ TEST(LoopbackTransport, ExpertDataSubgroupsHoldTheRanksWithTheSameExperts) {
   plan.config.pipeline = 1;
   plan.config.data = 4;
   plan.config.expert = 2;
+  plan.transformer.emplace().numExperts = 2; // the routed experts apart (Plan::expertsApart)
   plan.groups.emplace_back().ranks = {0};
   LoopbackHub hub(plan, 10, std::make_unique<HostLoopbackMemory>());
   std::vector<std::vector<float>> data(4), gathered(4);
