@@ -21,14 +21,15 @@
 
 namespace conduit::runtime {
 
-/// What one compute's layers issued, its first failure, and how its expert all-to-alls wait:
-/// in place, or parked on the compute's fiber when it is a half of a paired step.
+/// What one compute's layers issued, its first failure, and how its expert all-to-alls and
+/// tensor collectives wait: in place, or parked on the compute's fiber when it is a half of a
+/// paired step.
 template <typename Grad> struct BackendCore<Grad>::CallState {
   std::vector<Op> issued;
   absl::Status failure;
-  ExpertPass pass = ExpertPass::Forward;
+  GroupPass pass = GroupPass::Forward;
   Fiber *fiber = nullptr;  ///< the half's fiber
-  Work *waiting = nullptr; ///< the all-to-all it is parked at
+  Work *waiting = nullptr; ///< the collective it is parked at
 };
 
 template <typename Grad> struct BackendCore<Grad>::Half {
@@ -42,22 +43,31 @@ template <typename Grad>
 class BackendCore<Grad>::TensorCalls final : public model::TensorGroup<float>,
                                              public model::ExpertGroup<float> {
 public:
-  /// `others`: the other members of the expert group, as messages name them; `timeoutS`: how
-  /// long an all-to-all outside a paired step may wait for them.
+  /// `expertOthers`, `tensorOthers`: the other members of the expert and tensor groups, as
+  /// messages name them; `timeoutS`: how long a collective outside a paired step may wait for
+  /// them.
   TensorCalls(BackendCore &backend, Transport &transport, StreamHandle stream, ExpertPlace expert,
-              int64_t experts, std::string others, const double &timeoutS)
+              int64_t experts, std::string expertOthers, std::string tensorOthers,
+              const double &timeoutS)
       : backend(backend), transport(transport), stream(stream), expert(expert), experts(experts),
-        others(std::move(others)), timeoutS(timeoutS) {}
+        expertOthers(std::move(expertOthers)), tensorOthers(std::move(tensorOthers)),
+        timeoutS(timeoutS) {}
 
+  // Posted on the compute stream, then waited for as an all-to-all is (arrive): a half of a
+  // paired step parks, so that the other half computes meanwhile.
   void allReduce(int64_t n, float *data, model::Reduction op) override {
-    issue(Op::TensorAllReduce, [&] { return transport.tensorAllReduce(data, n, op, stream); });
+    issue(Op::TensorAllReduce,
+          [&] { return tensorCall(transport.tensorAllReduce(state->pass, data, n, op, stream)); });
   }
   void allGather(int64_t n, const float *shard, float *full) override {
-    issue(Op::TensorAllGather, [&] { return transport.tensorAllGather(shard, full, n, stream); });
+    issue(Op::TensorAllGather, [&] {
+      return tensorCall(transport.tensorAllGather(state->pass, shard, full, n, stream));
+    });
   }
   void reduceScatter(int64_t n, const float *full, float *shard) override {
-    issue(Op::TensorReduceScatter,
-          [&] { return transport.tensorReduceScatter(full, shard, n, stream); });
+    issue(Op::TensorReduceScatter, [&] {
+      return tensorCall(transport.tensorReduceScatter(state->pass, full, shard, n, stream));
+    });
   }
   int64_t size() const override { return experts; }
   int64_t position() const override { return expert.position; }
@@ -76,11 +86,11 @@ public:
                                transport.expertAllToAll(state->pass, send, sendCounts, recv,
                                                         recvCounts, side ? side : stream));
       if (!side)
-        return work ? arrive(*work) : absl::OkStatus();
+        return work ? arrive(*work, kAllToAll) : absl::OkStatus();
       CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> ran, backend.drained(side));
       work = joinWork(std::move(work), std::move(ran));
       if (work)
-        CONDUIT_RETURN_IF_ERROR(arrive(*work));
+        CONDUIT_RETURN_IF_ERROR(arrive(*work, kAllToAll));
       // After the transport's Work, which may have enqueued its copies on `side` since.
       return backend.order(side, stream);
     };
@@ -97,7 +107,7 @@ public:
   void use(CallState *calls) { state = calls ? calls : &own; }
   CallState *current() const { return state; }
   /// Starts a compute: its all-to-alls belong to `pass`.
-  void begin(ExpertPass pass) {
+  void begin(GroupPass pass) {
     state->issued.clear();
     state->failure = absl::OkStatus();
     state->pass = pass;
@@ -113,22 +123,33 @@ private:
       state->failure = call();
   }
 
-  /// Until `work` (an all-to-all) has arrived: parked, in a half of a paired step, so that
-  /// the other half computes meanwhile; else polled here.
-  absl::Status arrive(Work &work) {
+  /// Which group a collective waits for, as messages name it.
+  enum Group { kAllToAll, kTensor };
+
+  /// A posted tensor collective, until it has arrived (a null Work: ordered on the stream).
+  absl::Status tensorCall(absl::StatusOr<std::unique_ptr<Work>> posted) {
+    CONDUIT_RETURN_IF_ERROR(posted.status());
+    return *posted ? arrive(**posted, kTensor) : absl::OkStatus();
+  }
+
+  /// Until `work` has arrived: parked, in a half of a paired step, so that the other half
+  /// computes meanwhile; else polled here.
+  absl::Status arrive(Work &work, Group group) {
+    const char *what = group == kAllToAll ? "an expert all-to-all" : "a tensor collective";
     if (state->fiber) {
       state->waiting = &work;
       const bool resumed = state->fiber->park(); // the driver resumes it once `work` is done
       state->waiting = nullptr;
       if (!resumed)
-        return absl::CancelledError("the step was abandoned during an expert all-to-all");
+        return absl::CancelledError(absl::StrCat("the step was abandoned during ", what));
       return absl::OkStatus();
     }
     CONDUIT_ASSIGN_OR_RETURN(bool done, waitFor(work, timeoutS));
     if (!done)
       return absl::DeadlineExceededError(absl::StrCat(
-          "an expert all-to-all waited ", static_cast<int64_t>(timeoutS), " s for ranks ", others,
-          " of its expert group; a member may have failed or stalled"));
+          what, " waited ", static_cast<int64_t>(timeoutS), " s for ranks ",
+          group == kAllToAll ? expertOthers : tensorOthers, " of its ",
+          group == kAllToAll ? "expert" : "tensor", " group; a member may have failed or stalled"));
     return absl::OkStatus();
   }
 
@@ -137,7 +158,7 @@ private:
   StreamHandle stream;
   ExpertPlace expert;
   int64_t experts = 1;
-  std::string others;
+  std::string expertOthers, tensorOthers;
   const double &timeoutS;
   CallState own;
   CallState *state = &own;
@@ -184,13 +205,17 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
   CONDUIT_ASSIGN_OR_RETURN(transport, connect(p));
   model::Ops<float> &math = ops();
   if (shape->tensorParallel() || c.expert > 1) {
-    std::string others;
+    std::string expertOthers, tensorOthers;
     for (int64_t r : expertGroupRanks(c, where.pipelineRank, where.replica, where.tensorRank))
       if (r != rank)
-        absl::StrAppend(&others, others.empty() ? "" : ", ", r);
-    tensor = std::make_unique<TensorCalls>(*this, *transport, streamOf(kComputeStream),
-                                           expertPlaceOf(c, where), c.expert, std::move(others),
-                                           peerTimeoutS);
+        absl::StrAppend(&expertOthers, expertOthers.empty() ? "" : ", ", r);
+    for (int64_t t = 0; t < c.tensor; ++t)
+      if (t != where.tensorRank)
+        absl::StrAppend(&tensorOthers, tensorOthers.empty() ? "" : ", ",
+                        c.globalRank(where.pipelineRank, where.replica, t));
+    tensor = std::make_unique<TensorCalls>(
+        *this, *transport, streamOf(kComputeStream), expertPlaceOf(c, where), c.expert,
+        std::move(expertOthers), std::move(tensorOthers), peerTimeoutS);
     if (shape->tensorParallel())
       math.setTensorGroup(tensor.get());
     if (c.expert > 1)
@@ -321,7 +346,7 @@ template <typename Grad>
 absl::Status BackendCore<Grad>::compute(const std::vector<int64_t> &indices) {
   const Instruction &first = plan->ranks[where.pipelineRank].instructions[indices[0]];
   if (tensor && first.isCompute())
-    tensor->begin(first.op == Op::Forward ? ExpertPass::Forward : ExpertPass::Backward);
+    tensor->begin(first.op == Op::Forward ? GroupPass::Forward : GroupPass::Backward);
   // With --profile, a compute's time beyond its layers': the stage's own work around them.
   const double layersBefore = timer.recordedSeconds();
   const auto started = std::chrono::steady_clock::now();
@@ -362,9 +387,14 @@ absl::Status BackendCore<Grad>::compute(const std::vector<int64_t> &indices) {
 }
 
 template <typename Grad> bool BackendCore<Grad>::overlapsPairs() const {
-  // With tensor parallelism both halves would issue the tensor group's collectives, on its one
-  // communicator: they run in turn.
-  return plan && plan->config.expert > 1 && plan->config.tensor <= 1 && !measureLayers;
+  // With tensor parallelism both halves issue the tensor group's collectives: together where
+  // the transport matches each pass's apart and they are host requests, which a half parks at;
+  // on a device both halves' collectives would be ordered on the one compute stream, and they
+  // run in turn.
+  const bool tensorApart =
+      plan && (plan->config.tensor <= 1 ||
+               (transport && transport->tensorPassesApart() && !streamOf(kComputeStream)));
+  return plan && plan->config.expert > 1 && tensorApart && !measureLayers;
 }
 
 template <typename Grad>
@@ -636,7 +666,7 @@ absl::StatusOr<std::vector<std::vector<float>>> BackendCore<Grad>::stageParamete
           ops().upload(whole.data(), part, mine.data() + m * part);
         const std::vector<int64_t> counts(E, part);
         CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work,
-                                 transport->expertAllToAll(ExpertPass::Forward, mine.data(), counts,
+                                 transport->expertAllToAll(GroupPass::Forward, mine.data(), counts,
                                                            group.data(), counts, stream));
         if (work)
           CONDUIT_RETURN_IF_ERROR(complete(std::move(work)));
@@ -644,10 +674,13 @@ absl::StatusOr<std::vector<std::vector<float>>> BackendCore<Grad>::stageParamete
         ops().upload(whole.data(), part, group.data());
       }
       model::Buffer<float> parts = ops().allocate(part * E * T);
-      if (T > 1)
-        CONDUIT_RETURN_IF_ERROR(
-            transport->tensorAllGather(group.data(), parts.data(), part * E, stream));
-      else
+      if (T > 1) {
+        CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work,
+                                 transport->tensorAllGather(GroupPass::Forward, group.data(),
+                                                            parts.data(), part * E, stream));
+        if (work)
+          CONDUIT_RETURN_IF_ERROR(complete(std::move(work)));
+      } else
         ops().copy(part * E, group.data(), parts.data());
       CONDUIT_RETURN_IF_ERROR(synchronizeAll());
       std::vector<float> all(part * E * T);

@@ -111,7 +111,7 @@ protected:
   /// device, a stream of their own per pass, so that they run while the other half's kernels
   /// run on the compute stream; null (hosts): the compute stream, whose transport requests are
   /// in flight while the other half computes anyway.
-  virtual StreamHandle expertStream(ExpertPass pass) { return nullptr; }
+  virtual StreamHandle expertStream(GroupPass pass) { return nullptr; }
   /// Orders what is enqueued on `later` from now on after what is enqueued on `earlier` so far.
   virtual absl::Status order(StreamHandle earlier, StreamHandle later) { return absl::OkStatus(); }
   /// Work that completes once what is enqueued on `stream` so far has run (null: nothing is).

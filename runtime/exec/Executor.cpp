@@ -279,12 +279,20 @@ absl::Status Executor::stalled(double waitedS) const {
     const Instruction &x = program[i];
     absl::StrAppend(&message, "; stream ", s, " waits at instruction ", i, " (", describe(x), ")");
     if (x.isCompute() && stream.busy) {
-      // A half of a paired step, parked at an all-to-all of its expert group.
+      // A half of a paired step, parked at an all-to-all of its expert group or a collective
+      // of its tensor group.
       std::string members;
       for (int64_t r : expertGroupRanks(c, rank, replica, tensor))
         if (r != c.globalRank(rank, replica, tensor))
           absl::StrAppend(&members, members.empty() ? "" : ", ", r);
       absl::StrAppend(&message, " at an expert all-to-all, for ranks ", members);
+      if (c.tensor > 1) {
+        members.clear();
+        for (int32_t t = 0; t < c.tensor; ++t)
+          if (t != tensor)
+            absl::StrAppend(&members, members.empty() ? "" : ", ", c.globalRank(rank, replica, t));
+        absl::StrAppend(&message, ", or a tensor collective, for ranks ", members);
+      }
     } else if (x.isTransfer() || x.op == Op::TieGrads)
       absl::StrAppend(&message, " for rank ", c.globalRank(x.peer, replica, tensor),
                       " (pipeline rank ", x.peer, ")");

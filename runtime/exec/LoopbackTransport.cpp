@@ -167,20 +167,24 @@ public:
                                                   int64_t count, StreamHandle stream) override {
     return post(Kind::AllReduce, group, type, data, data, count, stream);
   }
-  absl::Status tensorAllReduce(float *data, int64_t count, model::Reduction op,
-                               StreamHandle stream) override {
-    return tensorCall(op == model::Reduction::Sum ? Kind::AllReduce : Kind::AllReduceMax, data,
-                      data, count, stream);
+  absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(GroupPass pass, float *data, int64_t count,
+                                                        model::Reduction op,
+                                                        StreamHandle stream) override {
+    return tensorCall(pass, op == model::Reduction::Sum ? Kind::AllReduce : Kind::AllReduceMax,
+                      data, data, count, stream);
   }
-  absl::Status tensorAllGather(const float *shard, float *full, int64_t count,
-                               StreamHandle stream) override {
-    return tensorCall(Kind::AllGather, shard, full, count, stream);
+  absl::StatusOr<std::unique_ptr<Work>> tensorAllGather(GroupPass pass, const float *shard,
+                                                        float *full, int64_t count,
+                                                        StreamHandle stream) override {
+    return tensorCall(pass, Kind::AllGather, shard, full, count, stream);
   }
-  absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
-                                   StreamHandle stream) override {
-    return tensorCall(Kind::ReduceScatter, full, shard, count, stream);
+  absl::StatusOr<std::unique_ptr<Work>> tensorReduceScatter(GroupPass pass, const float *full,
+                                                            float *shard, int64_t count,
+                                                            StreamHandle stream) override {
+    return tensorCall(pass, Kind::ReduceScatter, full, shard, count, stream);
   }
-  absl::StatusOr<std::unique_ptr<Work>> expertAllToAll(ExpertPass pass, const float *send,
+  bool tensorPassesApart() const override { return true; }
+  absl::StatusOr<std::unique_ptr<Work>> expertAllToAll(GroupPass pass, const float *send,
                                                        const std::vector<int64_t> &sendCounts,
                                                        float *recv, const std::vector<int64_t> &,
                                                        StreamHandle stream) override;
@@ -198,9 +202,10 @@ private:
   absl::StatusOr<std::unique_ptr<Work>> postTo(int64_t slot, int position, int members, Kind kind,
                                                Element type, const void *input, void *output,
                                                int64_t count, StreamHandle stream);
-  /// A collective of this rank's tensor group, waited for (the layers' calls return once done).
-  absl::Status tensorCall(Kind kind, const void *input, void *output, int64_t count,
-                          StreamHandle stream);
+  /// Posts a collective of this rank's tensor group for `pass`.
+  absl::StatusOr<std::unique_ptr<Work>> tensorCall(GroupPass pass, Kind kind, const void *input,
+                                                   void *output, int64_t count,
+                                                   StreamHandle stream);
 
   LoopbackHub &hub;
   int64_t rank;
@@ -444,29 +449,23 @@ LoopbackTransport::postTo(int64_t slot, int position, int members, Kind kind, El
   return std::make_unique<Member>(hub, slot, sequence, call, position, stream);
 }
 
-absl::Status LoopbackTransport::tensorCall(Kind kind, const void *input, void *output,
-                                           int64_t count, StreamHandle stream) {
-  std::unique_ptr<Work> work;
-  {
-    std::lock_guard<std::mutex> lock(hub.mutex);
-    if (hub.aborted)
-      return abortedError();
-    const Config &c = hub.plan.config;
-    const int64_t slot = int64_t(hub.plan.groups.size()) * c.tensor +
-                         int64_t(where.pipelineRank) * c.data + where.replica;
-    CONDUIT_ASSIGN_OR_RETURN(work, postTo(slot, where.tensorRank, c.tensor, kind, Element::Float32,
-                                          input, output, count, stream));
-  }
-  // The other members are threads of this process, on their way to the same call.
-  CONDUIT_ASSIGN_OR_RETURN(bool done, waitFor(*work, hub.timeoutS));
-  if (!done)
-    return absl::DeadlineExceededError(absl::StrCat("rank ", rank, " waited ", hub.timeoutS,
-                                                    " s for its tensor group's ", kindName(kind)));
-  return absl::OkStatus();
+absl::StatusOr<std::unique_ptr<Work>> LoopbackTransport::tensorCall(GroupPass pass, Kind kind,
+                                                                    const void *input, void *output,
+                                                                    int64_t count,
+                                                                    StreamHandle stream) {
+  std::lock_guard<std::mutex> lock(hub.mutex);
+  if (hub.aborted)
+    return abortedError();
+  const Config &c = hub.plan.config;
+  const int64_t group = int64_t(where.pipelineRank) * c.data + where.replica;
+  const int64_t slot =
+      int64_t(hub.plan.groups.size()) * c.tensor + group * kGroupPasses + static_cast<int>(pass);
+  return postTo(slot, where.tensorRank, c.tensor, kind, Element::Float32, input, output, count,
+                stream);
 }
 
 absl::StatusOr<std::unique_ptr<Work>>
-LoopbackTransport::expertAllToAll(ExpertPass pass, const float *send,
+LoopbackTransport::expertAllToAll(GroupPass pass, const float *send,
                                   const std::vector<int64_t> &sendCounts, float *recv,
                                   const std::vector<int64_t> &, StreamHandle stream) {
   std::lock_guard<std::mutex> lock(hub.mutex);
@@ -475,7 +474,7 @@ LoopbackTransport::expertAllToAll(ExpertPass pass, const float *send,
   const Config &c = hub.plan.config;
   // The expert groups' slots follow the tensor groups', one per group and pass.
   const ExpertPlace place = expertPlaceOf(c, where);
-  const int64_t slot = hub.expertSlots + place.group * kExpertPasses + static_cast<int>(pass);
+  const int64_t slot = hub.expertSlots + place.group * kGroupPasses + static_cast<int>(pass);
   const int position = static_cast<int>(place.position);
   CONDUIT_ASSIGN_OR_RETURN(
       std::unique_ptr<Work> work,
@@ -520,11 +519,11 @@ LoopbackHub::LoopbackHub(const Plan &plan, double timeoutS, std::unique_ptr<Loop
   for (GroupState &g : groups)
     g.issued.assign(c.data, 0);
   if (c.tensor > 1)
-    for (int64_t k = 0; k < int64_t(c.pipeline) * c.data; ++k)
+    for (int64_t k = 0; k < int64_t(c.pipeline) * c.data * kGroupPasses; ++k)
       groups.emplace_back().issued.assign(c.tensor, 0);
   expertSlots = static_cast<int64_t>(groups.size());
   if (c.expert > 1)
-    for (int64_t k = 0; k < int64_t(c.pipeline) * c.data * c.tensor / c.expert * kExpertPasses; ++k)
+    for (int64_t k = 0; k < int64_t(c.pipeline) * c.data * c.tensor / c.expert * kGroupPasses; ++k)
       groups.emplace_back().issued.assign(c.expert, 0);
   expertDataSlots = static_cast<int64_t>(groups.size());
   if (plan.expertsApart())

@@ -116,8 +116,8 @@ private:
   };
   std::map<std::pair<int64_t, int64_t>, Channel> channels;
   /// Collectives, per plan group and tensor rank (group · T + tensor rank), then per tensor
-  /// group (after those, by pipeline rank · D + replica): calls by sequence number, and each
-  /// member's next number.
+  /// group and pass (after those, by (pipeline rank · D + replica) · passes + pass): calls by
+  /// sequence number, and each member's next number.
   struct GroupState {
     std::vector<int64_t> issued;
     std::map<int64_t, std::shared_ptr<Collective>> calls;

@@ -38,6 +38,8 @@ public:
   /// What a non-blocking collective reads until it completes (an all-to-all-v's counts and
   /// displacements).
   std::vector<int> arrays;
+  /// What it writes before `finish` reads it (every member's data of a tensor all-reduce).
+  std::vector<float> received;
 };
 
 MPI_Datatype mpiType(Element type) { return type == Element::Float32 ? MPI_FLOAT : MPI_DOUBLE; }
@@ -90,19 +92,22 @@ absl::StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(const Plan &p
       CONDUIT_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
     }
   }
-  // The tensor group: the ranks of this pipeline rank and replica, by tensor rank.
+  // The tensor group: the ranks of this pipeline rank and replica, by tensor rank, once per
+  // pass.
   t->tensorSize = plan.config.tensor;
-  if (t->tensorSize > 1) {
-    CONDUIT_MPI(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(world.rank / t->tensorSize),
-                               where.tensorRank, &t->tensor));
-    CONDUIT_MPI(MPI_Comm_set_errhandler(t->tensor, MPI_ERRORS_RETURN));
-  }
+  if (t->tensorSize > 1)
+    for (MPI_Comm &comm : t->tensors) {
+      CONDUIT_MPI(MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(world.rank / t->tensorSize),
+                                 where.tensorRank, &comm));
+      CONDUIT_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    }
   return t;
 }
 
 MpiTransport::~MpiTransport() {
-  if (tensor != MPI_COMM_NULL)
-    MPI_Comm_free(&tensor);
+  for (MPI_Comm &comm : tensors)
+    if (comm != MPI_COMM_NULL)
+      MPI_Comm_free(&comm);
   for (MPI_Comm &comm : experts)
     if (comm != MPI_COMM_NULL)
       MPI_Comm_free(&comm);
@@ -191,46 +196,67 @@ MpiTransport::allReduce(int32_t group, Element type, void *data, int64_t count, 
   });
 }
 
-absl::Status MpiTransport::tensorAllReduce(float *data, int64_t count, model::Reduction op,
-                                           StreamHandle) {
+absl::StatusOr<std::unique_ptr<Work>> MpiTransport::tensorAllReduce(GroupPass pass, float *data,
+                                                                    int64_t count,
+                                                                    model::Reduction op,
+                                                                    StreamHandle) {
+  // Every member's data, then reduced in member order (the same bits on every member).
   CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
-  gathered.resize(static_cast<size_t>(count) * tensorSize);
-  CONDUIT_MPI(MPI_Allgather(data, n, MPI_FLOAT, gathered.data(), n, MPI_FLOAT, tensor));
-  for (int64_t i = 0; i < count; ++i) {
-    double v = gathered[i];
-    for (int r = 1; r < tensorSize; ++r) {
-      const double x = gathered[r * count + i];
-      v = op == model::Reduction::Sum ? v + x : std::max(v, x);
+  auto work = std::make_unique<MpiWork>();
+  std::vector<float> &all = work->received;
+  all.resize(static_cast<size_t>(count) * tensorSize);
+  CONDUIT_MPI(MPI_Iallgather(data, n, MPI_FLOAT, all.data(), n, MPI_FLOAT,
+                             tensors[static_cast<int>(pass)],
+                             &work->requests.emplace_back(MPI_REQUEST_NULL)));
+  work->finish = [&all, data, count, op, members = tensorSize] {
+    for (int64_t i = 0; i < count; ++i) {
+      double v = all[i];
+      for (int r = 1; r < members; ++r) {
+        const double x = all[r * count + i];
+        v = op == model::Reduction::Sum ? v + x : std::max(v, x);
+      }
+      data[i] = static_cast<float>(v);
     }
-    data[i] = static_cast<float>(v);
-  }
-  return absl::OkStatus();
+  };
+  return work;
 }
 
-absl::Status MpiTransport::tensorAllGather(const float *shard, float *full, int64_t count,
-                                           StreamHandle) {
+absl::StatusOr<std::unique_ptr<Work>> MpiTransport::tensorAllGather(GroupPass pass,
+                                                                    const float *shard, float *full,
+                                                                    int64_t count, StreamHandle) {
   CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
-  CONDUIT_MPI(MPI_Allgather(shard, n, MPI_FLOAT, full, n, MPI_FLOAT, tensor));
-  return absl::OkStatus();
+  auto work = std::make_unique<MpiWork>();
+  CONDUIT_MPI(MPI_Iallgather(shard, n, MPI_FLOAT, full, n, MPI_FLOAT,
+                             tensors[static_cast<int>(pass)],
+                             &work->requests.emplace_back(MPI_REQUEST_NULL)));
+  return work;
 }
 
-absl::Status MpiTransport::tensorReduceScatter(const float *full, float *shard, int64_t count,
-                                               StreamHandle) {
+absl::StatusOr<std::unique_ptr<Work>> MpiTransport::tensorReduceScatter(GroupPass pass,
+                                                                        const float *full,
+                                                                        float *shard, int64_t count,
+                                                                        StreamHandle) {
   // Member r receives every member's r-th part, then sums them in member order.
   CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
-  gathered.resize(static_cast<size_t>(count) * tensorSize);
-  CONDUIT_MPI(MPI_Alltoall(full, n, MPI_FLOAT, gathered.data(), n, MPI_FLOAT, tensor));
-  for (int64_t i = 0; i < count; ++i) {
-    double v = 0;
-    for (int r = 0; r < tensorSize; ++r)
-      v += gathered[r * count + i];
-    shard[i] = static_cast<float>(v);
-  }
-  return absl::OkStatus();
+  auto work = std::make_unique<MpiWork>();
+  std::vector<float> &parts = work->received;
+  parts.resize(static_cast<size_t>(count) * tensorSize);
+  CONDUIT_MPI(MPI_Ialltoall(full, n, MPI_FLOAT, parts.data(), n, MPI_FLOAT,
+                            tensors[static_cast<int>(pass)],
+                            &work->requests.emplace_back(MPI_REQUEST_NULL)));
+  work->finish = [&parts, shard, count, members = tensorSize] {
+    for (int64_t i = 0; i < count; ++i) {
+      double v = 0;
+      for (int r = 0; r < members; ++r)
+        v += parts[r * count + i];
+      shard[i] = static_cast<float>(v);
+    }
+  };
+  return work;
 }
 
 absl::StatusOr<std::unique_ptr<Work>>
-MpiTransport::expertAllToAll(ExpertPass pass, const float *send,
+MpiTransport::expertAllToAll(GroupPass pass, const float *send,
                              const std::vector<int64_t> &sendCounts, float *recv,
                              const std::vector<int64_t> &recvCounts, StreamHandle) {
   MPI_Comm comm = experts[static_cast<int>(pass)];

@@ -40,14 +40,18 @@ public:
                                                       StreamHandle stream) override;
   absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
                                                   int64_t count, StreamHandle stream) override;
-  absl::Status tensorAllReduce(float *data, int64_t count, model::Reduction op,
-                               StreamHandle stream) override;
-  absl::Status tensorAllGather(const float *shard, float *full, int64_t count,
-                               StreamHandle stream) override;
-  absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
-                                   StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(GroupPass pass, float *data, int64_t count,
+                                                        model::Reduction op,
+                                                        StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> tensorAllGather(GroupPass pass, const float *shard,
+                                                        float *full, int64_t count,
+                                                        StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> tensorReduceScatter(GroupPass pass, const float *full,
+                                                            float *shard, int64_t count,
+                                                            StreamHandle stream) override;
+  bool tensorPassesApart() const override { return true; }
   absl::StatusOr<std::unique_ptr<Work>>
-  expertAllToAll(ExpertPass pass, const float *send, const std::vector<int64_t> &sendCounts,
+  expertAllToAll(GroupPass pass, const float *send, const std::vector<int64_t> &sendCounts,
                  float *recv, const std::vector<int64_t> &recvCounts, StreamHandle stream) override;
   absl::StatusOr<double> sumOverRanks(double value) override { return sumOverWorld(value); }
   /// MPI has no way to cancel collectives; the caller ends the job (MPI_Abort).
@@ -65,11 +69,11 @@ private:
   /// Per plan group, then per plan group's expert-data subgroup (expertDataGroup);
   /// MPI_COMM_NULL where not a member.
   std::vector<MPI_Comm> groups;
-  MPI_Comm tensor = MPI_COMM_NULL; ///< this rank's tensor group (T > 1)
+  /// This rank's tensor group (T > 1), by tensor rank, once per pass.
+  std::array<MPI_Comm, kGroupPasses> tensors{MPI_COMM_NULL, MPI_COMM_NULL};
   int tensorSize = 1;
   /// This rank's expert group (E > 1), by position, once per pass.
-  std::array<MPI_Comm, kExpertPasses> experts{MPI_COMM_NULL, MPI_COMM_NULL};
-  std::vector<float> gathered; ///< every member's data of a tensor all-reduce or reduce-scatter
+  std::array<MPI_Comm, kGroupPasses> experts{MPI_COMM_NULL, MPI_COMM_NULL};
 };
 
 } // namespace conduit::runtime

@@ -93,10 +93,12 @@ inline std::unique_ptr<Work> joinWork(std::unique_ptr<Work> first, std::unique_p
   return std::make_unique<Joint>(std::move(first), std::move(second));
 }
 
-/// Which computes an expert all-to-all belongs to: forwards, or backwards (whole or input
-/// gradient). Each pass's all-to-alls are matched on their own (Transport::expertAllToAll).
-enum class ExpertPass : uint8_t { Forward, Backward };
-constexpr int kExpertPasses = 2;
+/// Which computes a collective inside a compute belongs to (an expert all-to-all, a tensor
+/// collective): forwards, or backwards (whole, input or weight gradient). Each pass's are
+/// matched on their own (Transport::expertAllToAll, Transport::tensorAllReduce), so that the
+/// two halves of a paired step, a forward and a backward, may interleave theirs.
+enum class GroupPass : uint8_t { Forward, Backward };
+constexpr int kGroupPasses = 2;
 
 /// One side of a point-to-point transfer of `count` floats.
 struct PeerTransfer {
@@ -125,20 +127,31 @@ public:
   /// data = Σ over members of their data, in place.
   virtual absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
                                                           int64_t count, StreamHandle stream) = 0;
-  /// The tensor group's collectives of float data (model::TensorGroup's meaning). A transport
-  /// without tensor groups refuses them.
-  virtual absl::Status tensorAllReduce(float *data, int64_t count, model::Reduction op,
-                                       StreamHandle stream) {
+  /// Posts a collective of the tensor group on float data (model::TensorGroup's meaning). The
+  /// Work completes once the output holds the result and the input may change; a null Work
+  /// means it is ordered on `stream` (device transports), with nothing for the host to wait
+  /// for. Members match each pass's collectives in the order they post them: the two passes
+  /// apart where tensorPassesApart(), else in one order. A transport without tensor groups
+  /// refuses them.
+  virtual absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(GroupPass pass, float *data,
+                                                                int64_t count, model::Reduction op,
+                                                                StreamHandle stream) {
     return absl::UnimplementedError("this transport has no tensor groups");
   }
-  virtual absl::Status tensorAllGather(const float *shard, float *full, int64_t count,
-                                       StreamHandle stream) {
+  virtual absl::StatusOr<std::unique_ptr<Work>> tensorAllGather(GroupPass pass, const float *shard,
+                                                                float *full, int64_t count,
+                                                                StreamHandle stream) {
     return absl::UnimplementedError("this transport has no tensor groups");
   }
-  virtual absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
-                                           StreamHandle stream) {
+  virtual absl::StatusOr<std::unique_ptr<Work>> tensorReduceScatter(GroupPass pass,
+                                                                    const float *full, float *shard,
+                                                                    int64_t count,
+                                                                    StreamHandle stream) {
     return absl::UnimplementedError("this transport has no tensor groups");
   }
+  /// Whether each pass's tensor collectives are matched apart (above), so that a paired step's
+  /// halves may interleave theirs; where not, such halves run in turn.
+  virtual bool tensorPassesApart() const { return false; }
   /// Posts the expert group's all-to-all-v of float data (model::ExpertGroup's meaning: counts
   /// per member, in elements). The Work completes once `recv` holds the data and `send` may
   /// change; a null Work means the data movement is ordered on `stream` (device transports),
@@ -147,7 +160,7 @@ public:
   /// rank may interleave a paired forward's and backward's all-to-alls in any order. A
   /// transport without expert groups refuses it.
   virtual absl::StatusOr<std::unique_ptr<Work>>
-  expertAllToAll(ExpertPass pass, const float *send, const std::vector<int64_t> &sendCounts,
+  expertAllToAll(GroupPass pass, const float *send, const std::vector<int64_t> &sendCounts,
                  float *recv, const std::vector<int64_t> &recvCounts, StreamHandle stream) {
     return absl::UnimplementedError("this transport has no expert groups");
   }

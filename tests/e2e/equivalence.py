@@ -291,7 +291,8 @@ def cases(quick, tensor_product=False):
     # sample's tokens (its sequence shard with sequence parallelism), E = 1, 2 and 4 (the
     # expert group drawn from replicas and tensor ranks; with E = 1 every rank holds every
     # expert, whose gradients are summed over all D x T ranks); shared experts split as the
-    # dense MLP; DualPipeV's paired steps run their halves in turn.
+    # dense MLP; paired steps run their halves together, each pass's tensor collectives
+    # matched apart.
     for name, par in [("moe-tp2-ep2-1f1b-full-p2-d1", {"pipeline": 2, "data": 1, "expert": 2}),
                       ("moe-tp2-ep1-1f1b-full-p2-d2", {"pipeline": 2, "data": 2, "expert": 1}),
                       ("moe-shared-tp2-ep1-1f1b-none-sp-p1-d2",
@@ -519,8 +520,7 @@ def main():
             # arrived when the forward yields: on a loaded machine a short run may see none.
             # One more run tells a runtime that never pairs from a slow minute.
             if (result.returncode == 0 and parallelism.get("expert", 1) > 1 and
-                    parallelism.get("tensor", 1) == 1 and hides_all_to_alls(tools, plan) and
-                    overlapped_halves(trace) == 0):
+                    hides_all_to_alls(tools, plan) and overlapped_halves(trace) == 0):
                 print(f"   {name}: no paired step ran its halves together; running it again")
                 result = tools.run(plan, processes, f"--steps={STEPS}",
                                    f"--save-params={out_dir}", f"--trace={trace}")
@@ -565,11 +565,11 @@ def main():
                 if load:
                     memory_where += f"; routed tokens {load.group(1)}x, plan bound {load.group(2)}x"
                 # Where the plan hides a paired step's all-to-alls behind its other half (an
-                # all-to-all naming a compute), the halves run together; else one by one. With
-                # tensor parallelism they run in turn: both would issue the tensor group's
-                # collectives.
+                # all-to-all naming a compute), the halves run together, with tensor
+                # parallelism too (each pass's tensor collectives matched apart); else one by
+                # one.
                 hides = hides_all_to_alls(tools, plan)
-                together = hides and parallelism.get("tensor", 1) == 1
+                together = hides
                 overlapped = overlapped_halves(trace)
                 good = good and (overlapped > 0) == together
                 # conduit-run says so too: every rank's paired steps, and how many overlapped.

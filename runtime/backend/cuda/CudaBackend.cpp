@@ -170,7 +170,7 @@ absl::Status CudaBackend::wait(int stream, int32_t event) {
   return absl::OkStatus();
 }
 
-runtime::StreamHandle CudaBackend::expertStream(runtime::ExpertPass pass) {
+runtime::StreamHandle CudaBackend::expertStream(runtime::GroupPass pass) {
   return expertStreams[static_cast<int>(pass)];
 }
 

@@ -60,7 +60,7 @@ private:
   absl::Status zeroGradients(float *grads, int64_t n, runtime::StreamHandle stream) override;
   absl::Status applyOptimizer(int64_t step, int64_t n, float *params, float *state,
                               const float *grads) override;
-  runtime::StreamHandle expertStream(runtime::ExpertPass pass) override;
+  runtime::StreamHandle expertStream(runtime::GroupPass pass) override;
   absl::Status order(runtime::StreamHandle earlier, runtime::StreamHandle later) override;
   absl::StatusOr<std::unique_ptr<runtime::Work>> drained(runtime::StreamHandle stream) override;
   absl::Status synchronizeAll() override;
@@ -77,7 +77,7 @@ private:
   /// With expert parallelism, the streams of a paired step's all-to-alls, one per pass (the
   /// transport matches each pass's on a communicator of its own, so a member that pairs and
   /// one that does not still meet), and the event that orders one stream after another.
-  std::array<cudaStream_t, runtime::kExpertPasses> expertStreams{};
+  std::array<cudaStream_t, runtime::kGroupPasses> expertStreams{};
   cudaEvent_t fence = nullptr;
   std::unique_ptr<CudaOps> math;
 };

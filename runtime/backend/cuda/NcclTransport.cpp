@@ -193,33 +193,38 @@ absl::Status NcclTransport::commStatus(ncclComm_t comm, const char *what) {
   return absl::OkStatus();
 }
 
-absl::Status NcclTransport::tensorAllReduce(float *data, int64_t count, model::Reduction op,
-                                            StreamHandle stream) {
+absl::StatusOr<std::unique_ptr<Work>> NcclTransport::tensorAllReduce(runtime::GroupPass,
+                                                                     float *data, int64_t count,
+                                                                     model::Reduction op,
+                                                                     StreamHandle stream) {
   CONDUIT_RETURN_IF_ERROR(commStatus(tensor, "tensor group"));
   CONDUIT_CUDA(ncclAllReduce(data, data, count, ncclFloat,
                              op == model::Reduction::Sum ? ncclSum : ncclMax, tensor,
                              static_cast<cudaStream_t>(stream)));
-  return absl::OkStatus();
+  return nullptr;
 }
 
-absl::Status NcclTransport::tensorAllGather(const float *shard, float *full, int64_t count,
-                                            StreamHandle stream) {
+absl::StatusOr<std::unique_ptr<Work>> NcclTransport::tensorAllGather(runtime::GroupPass,
+                                                                     const float *shard,
+                                                                     float *full, int64_t count,
+                                                                     StreamHandle stream) {
   CONDUIT_RETURN_IF_ERROR(commStatus(tensor, "tensor group"));
   CONDUIT_CUDA(
       ncclAllGather(shard, full, count, ncclFloat, tensor, static_cast<cudaStream_t>(stream)));
-  return absl::OkStatus();
-}
-
-absl::Status NcclTransport::tensorReduceScatter(const float *full, float *shard, int64_t count,
-                                                StreamHandle stream) {
-  CONDUIT_RETURN_IF_ERROR(commStatus(tensor, "tensor group"));
-  CONDUIT_CUDA(ncclReduceScatter(full, shard, count, ncclFloat, ncclSum, tensor,
-                                 static_cast<cudaStream_t>(stream)));
-  return absl::OkStatus();
+  return nullptr;
 }
 
 absl::StatusOr<std::unique_ptr<Work>>
-NcclTransport::expertAllToAll(runtime::ExpertPass pass, const float *send,
+NcclTransport::tensorReduceScatter(runtime::GroupPass, const float *full, float *shard,
+                                   int64_t count, StreamHandle stream) {
+  CONDUIT_RETURN_IF_ERROR(commStatus(tensor, "tensor group"));
+  CONDUIT_CUDA(ncclReduceScatter(full, shard, count, ncclFloat, ncclSum, tensor,
+                                 static_cast<cudaStream_t>(stream)));
+  return nullptr;
+}
+
+absl::StatusOr<std::unique_ptr<Work>>
+NcclTransport::expertAllToAll(runtime::GroupPass pass, const float *send,
                               const std::vector<int64_t> &sendCounts, float *recv,
                               const std::vector<int64_t> &recvCounts, StreamHandle handle) {
   ncclComm_t comm = experts[static_cast<int>(pass)];

@@ -53,20 +53,24 @@ public:
                                                       StreamHandle stream) override;
   absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
                                                   int64_t count, StreamHandle stream) override;
-  absl::Status tensorAllReduce(float *data, int64_t count, model::Reduction op,
-                               StreamHandle stream) override;
-  absl::Status tensorAllGather(const float *shard, float *full, int64_t count,
-                               StreamHandle stream) override;
-  absl::Status tensorReduceScatter(const float *full, float *shard, int64_t count,
-                                   StreamHandle stream) override;
+  /// Enqueued on `stream` (null Work), every pass on the one tensor communicator: a paired
+  /// step's halves run in turn with tensor parallelism (tensorPassesApart is false).
+  absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(runtime::GroupPass pass, float *data,
+                                                        int64_t count, model::Reduction op,
+                                                        StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> tensorAllGather(runtime::GroupPass pass, const float *shard,
+                                                        float *full, int64_t count,
+                                                        StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>> tensorReduceScatter(runtime::GroupPass pass,
+                                                            const float *full, float *shard,
+                                                            int64_t count,
+                                                            StreamHandle stream) override;
   /// Enqueued on `stream` (null Work), on the communicator of `pass`: a member whose paired
   /// step posts a forward's and a backward's all-to-alls on two streams, interleaved, meets one
   /// that posts them one after the other.
-  absl::StatusOr<std::unique_ptr<Work>> expertAllToAll(runtime::ExpertPass pass, const float *send,
-                                                       const std::vector<int64_t> &sendCounts,
-                                                       float *recv,
-                                                       const std::vector<int64_t> &recvCounts,
-                                                       StreamHandle stream) override;
+  absl::StatusOr<std::unique_ptr<Work>>
+  expertAllToAll(runtime::GroupPass pass, const float *send, const std::vector<int64_t> &sendCounts,
+                 float *recv, const std::vector<int64_t> &recvCounts, StreamHandle stream) override;
   /// Over MPI: a host value, once a step.
   absl::StatusOr<double> sumOverRanks(double value) override {
     return runtime::sumOverWorld(value);
@@ -85,7 +89,7 @@ private:
   std::vector<ncclComm_t> groups;
   ncclComm_t tensor = nullptr; ///< this rank's tensor group (T > 1)
   /// This rank's expert group (E > 1), by position: one communicator per pass.
-  std::array<ncclComm_t, runtime::kExpertPasses> experts{};
+  std::array<ncclComm_t, runtime::kGroupPasses> experts{};
   /// The asynchronous error of `comm` (the tensor or the expert group), if any; `what` names
   /// the group when it does not exist.
   static absl::Status commStatus(ncclComm_t comm, const char *what);

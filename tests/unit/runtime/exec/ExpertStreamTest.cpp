@@ -45,7 +45,7 @@ public:
 
   std::vector<Call> calls;
   /// The pretend stream of each pass.
-  static StreamHandle sideOf(ExpertPass pass) { return &streams[static_cast<int>(pass)]; }
+  static StreamHandle sideOf(GroupPass pass) { return &streams[static_cast<int>(pass)]; }
 
 private:
   absl::StatusOr<std::unique_ptr<Transport>> connect(const Plan &) override {
@@ -61,7 +61,7 @@ private:
     conduit::model::optimizerStep(optimizer, step, n, params, state, grads);
     return absl::OkStatus();
   }
-  StreamHandle expertStream(ExpertPass pass) override { return sideOf(pass); }
+  StreamHandle expertStream(GroupPass pass) override { return sideOf(pass); }
   absl::Status order(StreamHandle earlier, StreamHandle later) override {
     calls.push_back({Call::Order, earlier, later});
     return absl::OkStatus();
@@ -71,7 +71,7 @@ private:
     return std::unique_ptr<Work>();
   }
 
-  static inline char streams[kExpertPasses];
+  static inline char streams[kGroupPasses];
   LoopbackHub &hub;
   conduit::model::CpuOps<float> math;
 };
@@ -148,7 +148,7 @@ TEST(ExpertStreams, APairedHalfPostsItsAllToAllsOnItsPassStreamAndJoinsItBack) {
     // Per pretend stream: order(compute, side), drained(side), order(side, compute), again and
     // again (the other half's calls may come between, on its own stream). A host backend's
     // compute stream is null.
-    for (ExpertPass pass : {ExpertPass::Forward, ExpertPass::Backward}) {
+    for (GroupPass pass : {GroupPass::Forward, GroupPass::Backward}) {
       const StreamHandle side = SideStreamBackend::sideOf(pass);
       std::vector<SideStreamBackend::Call> mine;
       for (const SideStreamBackend::Call &call : sided[r].calls)
@@ -176,8 +176,8 @@ TEST(ExpertStreams, APairedHalfPostsItsAllToAllsOnItsPassStreamAndJoinsItBack) {
     EXPECT_EQ(onSides, static_cast<int64_t>(sided[r].calls.size()));
   }
   // Both passes' halves posted on their streams somewhere.
-  EXPECT_GT(triples[SideStreamBackend::sideOf(ExpertPass::Forward)], 0);
-  EXPECT_GT(triples[SideStreamBackend::sideOf(ExpertPass::Backward)], 0);
+  EXPECT_GT(triples[SideStreamBackend::sideOf(GroupPass::Forward)], 0);
+  EXPECT_GT(triples[SideStreamBackend::sideOf(GroupPass::Backward)], 0);
 }
 
 } // namespace

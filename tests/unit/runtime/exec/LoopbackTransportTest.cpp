@@ -3,8 +3,8 @@
 // The loopback hub in host memory, with one thread per rank of a 2 x 2 plan (pipeline ranks 0
 // and 1, two replicas each): transfers match in order per pair whatever the order ranks post
 // them, collectives sum float and double in member order (a reduce-scatter also in place, and
-// over an expert-data subgroup), the loss sum covers every rank, and an abort fails what is
-// pending at once.
+// over an expert-data subgroup), a tensor group's collectives meet per pass, the loss sum
+// covers every rank, and an abort fails what is pending at once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -178,6 +178,48 @@ TEST(LoopbackTransport, ExpertDataSubgroupsHoldTheRanksWithTheSameExperts) {
 
 // Expert groups of 2 among a pipeline rank's 4 replicas (positions by replica): each member
 // sends a different count to each member, and receives the others' parts in member order.
+TEST(LoopbackTransport, TensorCollectivesMatchPerPass) {
+  // One tensor group of two. Each member posts a forward's and a backward's all-reduce without
+  // waiting, in opposite orders (the halves of a paired step interleaving theirs as their
+  // arrivals allow): each pass's meet, and nothing of one pass is summed with the other's.
+  Plan plan;
+  plan.config.tensor = 2;
+  plan.groups.emplace_back().ranks = {0};
+  LoopbackHub hub(plan, 10, std::make_unique<HostLoopbackMemory>());
+  ASSERT_TRUE(hub.transport(0)->tensorPassesApart());
+  std::vector<float> forward(2), backward(2);
+  onEveryRank(plan, [&](int64_t rank) {
+    std::unique_ptr<Transport> t = hub.transport(rank);
+    forward[rank] = float(rank + 1);
+    backward[rank] = float(10 * (rank + 1));
+    auto post = [&](GroupPass pass) {
+      float *data = pass == GroupPass::Forward ? &forward[rank] : &backward[rank];
+      return t->tensorAllReduce(pass, data, 1, conduit::model::Reduction::Sum, nullptr);
+    };
+    const GroupPass first = rank == 0 ? GroupPass::Forward : GroupPass::Backward;
+    const GroupPass second = rank == 0 ? GroupPass::Backward : GroupPass::Forward;
+    absl::StatusOr<std::unique_ptr<Work>> a = post(first), b = post(second);
+    ASSERT_TRUE(a.ok() && b.ok());
+    // Polled in turn, as the executor polls its parked halves: a member computes its result
+    // of a call when it tests it.
+    bool aDone = false, bDone = false;
+    const auto start = std::chrono::steady_clock::now();
+    while (!(aDone && bDone) &&
+           std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+      for (auto [work, done] : {std::pair(&*a, &aDone), std::pair(&*b, &bDone)})
+        if (!*done) {
+          absl::StatusOr<bool> tested = (*work)->test();
+          ASSERT_TRUE(tested.ok()) << tested.status();
+          *done = *tested;
+        }
+      std::this_thread::yield();
+    }
+    EXPECT_TRUE(aDone && bDone);
+  });
+  EXPECT_EQ(forward, (std::vector<float>{3, 3}));
+  EXPECT_EQ(backward, (std::vector<float>{30, 30}));
+}
+
 TEST(LoopbackTransport, ExpertAllToAllMovesEachMembersPart) {
   Plan plan;
   plan.config.pipeline = 1;
@@ -206,17 +248,17 @@ TEST(LoopbackTransport, ExpertAllToAllMovesEachMembersPart) {
     std::vector<float> negated(send.size()), back(total);
     for (size_t j = 0; j < send.size(); ++j)
       negated[j] = -send[j];
-    auto post = [&](ExpertPass pass) {
-      return pass == ExpertPass::Forward ? t->expertAllToAll(pass, send.data(), sendCounts,
-                                                             got[rank].data(), recvCounts, nullptr)
-                                         : t->expertAllToAll(pass, negated.data(), sendCounts,
-                                                             back.data(), recvCounts, nullptr);
+    auto post = [&](GroupPass pass) {
+      return pass == GroupPass::Forward ? t->expertAllToAll(pass, send.data(), sendCounts,
+                                                            got[rank].data(), recvCounts, nullptr)
+                                        : t->expertAllToAll(pass, negated.data(), sendCounts,
+                                                            back.data(), recvCounts, nullptr);
     };
     const bool backwardFirst = rank % 2 == 1;
     absl::StatusOr<std::unique_ptr<Work>> first =
-        post(backwardFirst ? ExpertPass::Backward : ExpertPass::Forward);
+        post(backwardFirst ? GroupPass::Backward : GroupPass::Forward);
     absl::StatusOr<std::unique_ptr<Work>> second =
-        post(backwardFirst ? ExpertPass::Forward : ExpertPass::Backward);
+        post(backwardFirst ? GroupPass::Forward : GroupPass::Backward);
     ASSERT_TRUE(first.ok() && second.ok());
     // Polled together, as a rank polls the two halves of a paired step.
     const auto start = std::chrono::steady_clock::now();
