@@ -106,7 +106,7 @@ public:
   /// The compute whose calls these are from now on (null: the backend's own).
   void use(CallState *calls) { state = calls ? calls : &own; }
   CallState *current() const { return state; }
-  /// Starts a compute: its all-to-alls belong to `pass`.
+  /// Starts a compute: its all-to-alls and tensor collectives belong to `pass`.
   void begin(GroupPass pass) {
     state->issued.clear();
     state->failure = absl::OkStatus();

@@ -38,7 +38,8 @@ public:
   /// What a non-blocking collective reads until it completes (an all-to-all-v's counts and
   /// displacements).
   std::vector<int> arrays;
-  /// What it writes before `finish` reads it (every member's data of a tensor all-reduce).
+  /// What it writes before `finish` reads it (every member's data of a tensor all-reduce or
+  /// reduce-scatter).
   std::vector<float> received;
 };
 
