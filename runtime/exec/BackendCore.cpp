@@ -46,27 +46,30 @@ public:
   /// `expertOthers`, `tensorOthers`: the other members of the expert and tensor groups, as
   /// messages name them; `timeoutS`: how long a collective outside a paired step may wait for
   /// them.
+  /// `post`: whether the tensor collectives are posted (posts()).
   TensorCalls(BackendCore &backend, Transport &transport, StreamHandle stream, ExpertPlace expert,
-              int64_t experts, std::string expertOthers, std::string tensorOthers,
+              int64_t experts, std::string expertOthers, std::string tensorOthers, bool post,
               const double &timeoutS)
       : backend(backend), transport(transport), stream(stream), expert(expert), experts(experts),
-        expertOthers(std::move(expertOthers)), tensorOthers(std::move(tensorOthers)),
+        expertOthers(std::move(expertOthers)), tensorOthers(std::move(tensorOthers)), post(post),
         timeoutS(timeoutS) {}
 
-  // Posted on the compute stream, then waited for as an all-to-all is (arrive): a half of a
+  // On the compute stream; where posted, waited for as an all-to-all is (arrive): a half of a
   // paired step parks, so that the other half computes meanwhile.
   void allReduce(int64_t n, float *data, model::Reduction op) override {
-    issue(Op::TensorAllReduce,
-          [&] { return tensorCall(transport.tensorAllReduce(state->pass, data, n, op, stream)); });
+    issue(Op::TensorAllReduce, [&] {
+      return tensorCall(transport.tensorAllReduce(state->pass, posts(), data, n, op, stream));
+    });
   }
   void allGather(int64_t n, const float *shard, float *full) override {
     issue(Op::TensorAllGather, [&] {
-      return tensorCall(transport.tensorAllGather(state->pass, shard, full, n, stream));
+      return tensorCall(transport.tensorAllGather(state->pass, posts(), shard, full, n, stream));
     });
   }
   void reduceScatter(int64_t n, const float *full, float *shard) override {
     issue(Op::TensorReduceScatter, [&] {
-      return tensorCall(transport.tensorReduceScatter(state->pass, full, shard, n, stream));
+      return tensorCall(
+          transport.tensorReduceScatter(state->pass, posts(), full, shard, n, stream));
     });
   }
   int64_t size() const override { return experts; }
@@ -123,6 +126,13 @@ private:
       state->failure = call();
   }
 
+  /// Whether the tensor collectives are posted: in a run that pairs steps, whose halves park
+  /// at them. Elsewhere they run to their end in the call (MPI's blocking collectives, faster).
+  /// Per run, not per compute: whether a paired step's second half runs as a half depends on
+  /// when its input arrives, which differs between members, and MPI matches a non-blocking
+  /// collective only with non-blocking ones.
+  bool posts() const { return post; }
+
   /// Which group a collective waits for, as messages name it.
   enum Group { kAllToAll, kTensor };
 
@@ -159,6 +169,7 @@ private:
   ExpertPlace expert;
   int64_t experts = 1;
   std::string expertOthers, tensorOthers;
+  bool post = false;
   const double &timeoutS;
   CallState own;
   CallState *state = &own;
@@ -213,9 +224,15 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
       if (t != where.tensorRank)
         absl::StrAppend(&tensorOthers, tensorOthers.empty() ? "" : ", ",
                         c.globalRank(where.pipelineRank, where.replica, t));
+    // The program of this pipeline rank, which every member of the tensor group runs.
+    const std::vector<Instruction> &program = p.ranks[where.pipelineRank].instructions;
+    const bool pairs =
+        overlapsPairs() && std::any_of(program.begin(), program.end(), [](const Instruction &x) {
+          return x.flags == Instruction::kPaired;
+        });
     tensor = std::make_unique<TensorCalls>(
         *this, *transport, streamOf(kComputeStream), expertPlaceOf(c, where), c.expert,
-        std::move(expertOthers), std::move(tensorOthers), peerTimeoutS);
+        std::move(expertOthers), std::move(tensorOthers), pairs, peerTimeoutS);
     if (shape->tensorParallel())
       math.setTensorGroup(tensor.get());
     if (c.expert > 1)
@@ -676,8 +693,9 @@ absl::StatusOr<std::vector<std::vector<float>>> BackendCore<Grad>::stageParamete
       model::Buffer<float> parts = ops().allocate(part * E * T);
       if (T > 1) {
         CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work,
-                                 transport->tensorAllGather(GroupPass::Forward, group.data(),
-                                                            parts.data(), part * E, stream));
+                                 transport->tensorAllGather(GroupPass::Forward, /*post=*/false,
+                                                            group.data(), parts.data(), part * E,
+                                                            stream));
         if (work)
           CONDUIT_RETURN_IF_ERROR(complete(std::move(work)));
       } else

@@ -167,18 +167,18 @@ public:
                                                   int64_t count, StreamHandle stream) override {
     return post(Kind::AllReduce, group, type, data, data, count, stream);
   }
-  absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(GroupPass pass, float *data, int64_t count,
-                                                        model::Reduction op,
+  absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(GroupPass pass, bool, float *data,
+                                                        int64_t count, model::Reduction op,
                                                         StreamHandle stream) override {
     return tensorCall(pass, op == model::Reduction::Sum ? Kind::AllReduce : Kind::AllReduceMax,
                       data, data, count, stream);
   }
-  absl::StatusOr<std::unique_ptr<Work>> tensorAllGather(GroupPass pass, const float *shard,
+  absl::StatusOr<std::unique_ptr<Work>> tensorAllGather(GroupPass pass, bool, const float *shard,
                                                         float *full, int64_t count,
                                                         StreamHandle stream) override {
     return tensorCall(pass, Kind::AllGather, shard, full, count, stream);
   }
-  absl::StatusOr<std::unique_ptr<Work>> tensorReduceScatter(GroupPass pass, const float *full,
+  absl::StatusOr<std::unique_ptr<Work>> tensorReduceScatter(GroupPass pass, bool, const float *full,
                                                             float *shard, int64_t count,
                                                             StreamHandle stream) override {
     return tensorCall(pass, Kind::ReduceScatter, full, shard, count, stream);

@@ -45,6 +45,26 @@ public:
 
 MPI_Datatype mpiType(Element type) { return type == Element::Float32 ? MPI_FLOAT : MPI_DOUBLE; }
 
+/// out[i] = the members' parts[r · count + i] reduced by `op` in member order, in double.
+void reduceInMemberOrder(const std::vector<float> &parts, int64_t count, int members,
+                         model::Reduction op, float *out) {
+  for (int64_t i = 0; i < count; ++i) {
+    double v = parts[i];
+    for (int r = 1; r < members; ++r) {
+      const double x = parts[r * count + i];
+      v = op == model::Reduction::Sum ? v + x : std::max(v, x);
+    }
+    out[i] = static_cast<float>(v);
+  }
+}
+
+/// A work whose collective already ran (a blocking call), finished now: nothing to wait for.
+std::unique_ptr<Work> finished(std::unique_ptr<MpiWork> work) {
+  if (work->finish)
+    std::exchange(work->finish, nullptr)();
+  return nullptr;
+}
+
 absl::StatusOr<int> mpiCount(int64_t count) {
   if (count < 0 || count > INT_MAX)
     return absl::OutOfRangeError(absl::StrCat(count, " elements do not fit one MPI call"));
@@ -197,8 +217,8 @@ MpiTransport::allReduce(int32_t group, Element type, void *data, int64_t count, 
   });
 }
 
-absl::StatusOr<std::unique_ptr<Work>> MpiTransport::tensorAllReduce(GroupPass pass, float *data,
-                                                                    int64_t count,
+absl::StatusOr<std::unique_ptr<Work>> MpiTransport::tensorAllReduce(GroupPass pass, bool post,
+                                                                    float *data, int64_t count,
                                                                     model::Reduction op,
                                                                     StreamHandle) {
   // Every member's data, then reduced in member order (the same bits on every member).
@@ -206,34 +226,35 @@ absl::StatusOr<std::unique_ptr<Work>> MpiTransport::tensorAllReduce(GroupPass pa
   auto work = std::make_unique<MpiWork>();
   std::vector<float> &all = work->received;
   all.resize(static_cast<size_t>(count) * tensorSize);
-  CONDUIT_MPI(MPI_Iallgather(data, n, MPI_FLOAT, all.data(), n, MPI_FLOAT,
-                             tensors[static_cast<int>(pass)],
-                             &work->requests.emplace_back(MPI_REQUEST_NULL)));
   work->finish = [&all, data, count, op, members = tensorSize] {
-    for (int64_t i = 0; i < count; ++i) {
-      double v = all[i];
-      for (int r = 1; r < members; ++r) {
-        const double x = all[r * count + i];
-        v = op == model::Reduction::Sum ? v + x : std::max(v, x);
-      }
-      data[i] = static_cast<float>(v);
-    }
+    reduceInMemberOrder(all, count, members, op, data);
   };
+  MPI_Comm comm = tensors[static_cast<int>(pass)];
+  if (!post) {
+    CONDUIT_MPI(MPI_Allgather(data, n, MPI_FLOAT, all.data(), n, MPI_FLOAT, comm));
+    return finished(std::move(work));
+  }
+  CONDUIT_MPI(MPI_Iallgather(data, n, MPI_FLOAT, all.data(), n, MPI_FLOAT, comm,
+                             &work->requests.emplace_back(MPI_REQUEST_NULL)));
   return work;
 }
 
-absl::StatusOr<std::unique_ptr<Work>> MpiTransport::tensorAllGather(GroupPass pass,
+absl::StatusOr<std::unique_ptr<Work>> MpiTransport::tensorAllGather(GroupPass pass, bool post,
                                                                     const float *shard, float *full,
                                                                     int64_t count, StreamHandle) {
   CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
+  MPI_Comm comm = tensors[static_cast<int>(pass)];
+  if (!post) {
+    CONDUIT_MPI(MPI_Allgather(shard, n, MPI_FLOAT, full, n, MPI_FLOAT, comm));
+    return nullptr;
+  }
   auto work = std::make_unique<MpiWork>();
-  CONDUIT_MPI(MPI_Iallgather(shard, n, MPI_FLOAT, full, n, MPI_FLOAT,
-                             tensors[static_cast<int>(pass)],
+  CONDUIT_MPI(MPI_Iallgather(shard, n, MPI_FLOAT, full, n, MPI_FLOAT, comm,
                              &work->requests.emplace_back(MPI_REQUEST_NULL)));
   return work;
 }
 
-absl::StatusOr<std::unique_ptr<Work>> MpiTransport::tensorReduceScatter(GroupPass pass,
+absl::StatusOr<std::unique_ptr<Work>> MpiTransport::tensorReduceScatter(GroupPass pass, bool post,
                                                                         const float *full,
                                                                         float *shard, int64_t count,
                                                                         StreamHandle) {
@@ -242,17 +263,16 @@ absl::StatusOr<std::unique_ptr<Work>> MpiTransport::tensorReduceScatter(GroupPas
   auto work = std::make_unique<MpiWork>();
   std::vector<float> &parts = work->received;
   parts.resize(static_cast<size_t>(count) * tensorSize);
-  CONDUIT_MPI(MPI_Ialltoall(full, n, MPI_FLOAT, parts.data(), n, MPI_FLOAT,
-                            tensors[static_cast<int>(pass)],
-                            &work->requests.emplace_back(MPI_REQUEST_NULL)));
   work->finish = [&parts, shard, count, members = tensorSize] {
-    for (int64_t i = 0; i < count; ++i) {
-      double v = 0;
-      for (int r = 0; r < members; ++r)
-        v += parts[r * count + i];
-      shard[i] = static_cast<float>(v);
-    }
+    reduceInMemberOrder(parts, count, members, model::Reduction::Sum, shard);
   };
+  MPI_Comm comm = tensors[static_cast<int>(pass)];
+  if (!post) {
+    CONDUIT_MPI(MPI_Alltoall(full, n, MPI_FLOAT, parts.data(), n, MPI_FLOAT, comm));
+    return finished(std::move(work));
+  }
+  CONDUIT_MPI(MPI_Ialltoall(full, n, MPI_FLOAT, parts.data(), n, MPI_FLOAT, comm,
+                            &work->requests.emplace_back(MPI_REQUEST_NULL)));
   return work;
 }
 

@@ -40,14 +40,16 @@ public:
                                                       StreamHandle stream) override;
   absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
                                                   int64_t count, StreamHandle stream) override;
-  absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(GroupPass pass, float *data, int64_t count,
-                                                        model::Reduction op,
+  absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(GroupPass pass, bool post, float *data,
+                                                        int64_t count, model::Reduction op,
                                                         StreamHandle stream) override;
-  absl::StatusOr<std::unique_ptr<Work>> tensorAllGather(GroupPass pass, const float *shard,
-                                                        float *full, int64_t count,
+  absl::StatusOr<std::unique_ptr<Work>> tensorAllGather(GroupPass pass, bool post,
+                                                        const float *shard, float *full,
+                                                        int64_t count,
                                                         StreamHandle stream) override;
-  absl::StatusOr<std::unique_ptr<Work>> tensorReduceScatter(GroupPass pass, const float *full,
-                                                            float *shard, int64_t count,
+  absl::StatusOr<std::unique_ptr<Work>> tensorReduceScatter(GroupPass pass, bool post,
+                                                            const float *full, float *shard,
+                                                            int64_t count,
                                                             StreamHandle stream) override;
   bool tensorPassesApart() const override { return true; }
   absl::StatusOr<std::unique_ptr<Work>>

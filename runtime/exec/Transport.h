@@ -127,23 +127,27 @@ public:
   /// data = Σ over members of their data, in place.
   virtual absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
                                                           int64_t count, StreamHandle stream) = 0;
-  /// Posts a collective of the tensor group on float data (model::TensorGroup's meaning). The
-  /// Work completes once the output holds the result and the input may change; a null Work
-  /// means it is ordered on `stream` (device transports), with nothing for the host to wait
-  /// for. Members match each pass's collectives in the order they post them: the two passes
-  /// apart where tensorPassesApart(), else in one order. A transport without tensor groups
-  /// refuses them.
-  virtual absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(GroupPass pass, float *data,
-                                                                int64_t count, model::Reduction op,
+  /// A collective of the tensor group on float data (model::TensorGroup's meaning), of a
+  /// compute of `pass`. The Work completes once the output holds the result and the input may
+  /// change; a null Work means it is done, or ordered on `stream` (device transports), with
+  /// nothing for the host to wait for. Without `post` a host transport may run it to its end
+  /// before returning (MPI's blocking collectives, faster than non-blocking ones polled to
+  /// theirs); every member calls each collective with the same `post`. Members match each
+  /// pass's collectives in the order they call them: the two passes apart where
+  /// tensorPassesApart(), else in one order. A transport without tensor groups refuses them.
+  virtual absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(GroupPass pass, bool post,
+                                                                float *data, int64_t count,
+                                                                model::Reduction op,
                                                                 StreamHandle stream) {
     return absl::UnimplementedError("this transport has no tensor groups");
   }
-  virtual absl::StatusOr<std::unique_ptr<Work>> tensorAllGather(GroupPass pass, const float *shard,
-                                                                float *full, int64_t count,
+  virtual absl::StatusOr<std::unique_ptr<Work>> tensorAllGather(GroupPass pass, bool post,
+                                                                const float *shard, float *full,
+                                                                int64_t count,
                                                                 StreamHandle stream) {
     return absl::UnimplementedError("this transport has no tensor groups");
   }
-  virtual absl::StatusOr<std::unique_ptr<Work>> tensorReduceScatter(GroupPass pass,
+  virtual absl::StatusOr<std::unique_ptr<Work>> tensorReduceScatter(GroupPass pass, bool post,
                                                                     const float *full, float *shard,
                                                                     int64_t count,
                                                                     StreamHandle stream) {

@@ -193,7 +193,7 @@ absl::Status NcclTransport::commStatus(ncclComm_t comm, const char *what) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Work>> NcclTransport::tensorAllReduce(runtime::GroupPass,
+absl::StatusOr<std::unique_ptr<Work>> NcclTransport::tensorAllReduce(runtime::GroupPass, bool,
                                                                      float *data, int64_t count,
                                                                      model::Reduction op,
                                                                      StreamHandle stream) {
@@ -204,7 +204,7 @@ absl::StatusOr<std::unique_ptr<Work>> NcclTransport::tensorAllReduce(runtime::Gr
   return nullptr;
 }
 
-absl::StatusOr<std::unique_ptr<Work>> NcclTransport::tensorAllGather(runtime::GroupPass,
+absl::StatusOr<std::unique_ptr<Work>> NcclTransport::tensorAllGather(runtime::GroupPass, bool,
                                                                      const float *shard,
                                                                      float *full, int64_t count,
                                                                      StreamHandle stream) {
@@ -215,7 +215,7 @@ absl::StatusOr<std::unique_ptr<Work>> NcclTransport::tensorAllGather(runtime::Gr
 }
 
 absl::StatusOr<std::unique_ptr<Work>>
-NcclTransport::tensorReduceScatter(runtime::GroupPass, const float *full, float *shard,
+NcclTransport::tensorReduceScatter(runtime::GroupPass, bool, const float *full, float *shard,
                                    int64_t count, StreamHandle stream) {
   CONDUIT_RETURN_IF_ERROR(commStatus(tensor, "tensor group"));
   CONDUIT_CUDA(ncclReduceScatter(full, shard, count, ncclFloat, ncclSum, tensor,

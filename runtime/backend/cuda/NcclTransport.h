@@ -55,13 +55,15 @@ public:
                                                   int64_t count, StreamHandle stream) override;
   /// Enqueued on `stream` (null Work), every pass on the one tensor communicator: a paired
   /// step's halves run in turn with tensor parallelism (tensorPassesApart is false).
-  absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(runtime::GroupPass pass, float *data,
-                                                        int64_t count, model::Reduction op,
+  absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(runtime::GroupPass pass, bool post,
+                                                        float *data, int64_t count,
+                                                        model::Reduction op,
                                                         StreamHandle stream) override;
-  absl::StatusOr<std::unique_ptr<Work>> tensorAllGather(runtime::GroupPass pass, const float *shard,
-                                                        float *full, int64_t count,
+  absl::StatusOr<std::unique_ptr<Work>> tensorAllGather(runtime::GroupPass pass, bool post,
+                                                        const float *shard, float *full,
+                                                        int64_t count,
                                                         StreamHandle stream) override;
-  absl::StatusOr<std::unique_ptr<Work>> tensorReduceScatter(runtime::GroupPass pass,
+  absl::StatusOr<std::unique_ptr<Work>> tensorReduceScatter(runtime::GroupPass pass, bool post,
                                                             const float *full, float *shard,
                                                             int64_t count,
                                                             StreamHandle stream) override;

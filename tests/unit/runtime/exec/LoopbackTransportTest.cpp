@@ -194,7 +194,8 @@ TEST(LoopbackTransport, TensorCollectivesMatchPerPass) {
     backward[rank] = float(10 * (rank + 1));
     auto post = [&](GroupPass pass) {
       float *data = pass == GroupPass::Forward ? &forward[rank] : &backward[rank];
-      return t->tensorAllReduce(pass, data, 1, conduit::model::Reduction::Sum, nullptr);
+      return t->tensorAllReduce(pass, /*post=*/true, data, 1, conduit::model::Reduction::Sum,
+                                nullptr);
     };
     const GroupPass first = rank == 0 ? GroupPass::Forward : GroupPass::Backward;
     const GroupPass second = rank == 0 ? GroupPass::Backward : GroupPass::Forward;
