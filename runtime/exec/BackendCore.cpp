@@ -54,22 +54,27 @@ public:
         expertOthers(std::move(expertOthers)), tensorOthers(std::move(tensorOthers)), post(post),
         timeoutS(timeoutS) {}
 
-  // On the compute stream; where posted, waited for as an all-to-all is (arrive): a half of a
-  // paired step parks, so that the other half computes meanwhile.
+  // Where posted, waited for as an all-to-all is (collective()): a half of a paired step
+  // parks, so that the other half computes meanwhile.
   void allReduce(int64_t n, float *data, model::Reduction op) override {
     issue(Op::TensorAllReduce, [&] {
-      return tensorCall(transport.tensorAllReduce(state->pass, posts(), data, n, op, stream));
+      return collective(kTensor, [&](StreamHandle on) {
+        return transport.tensorAllReduce(state->pass, posts(), data, n, op, on);
+      });
     });
   }
   void allGather(int64_t n, const float *shard, float *full) override {
     issue(Op::TensorAllGather, [&] {
-      return tensorCall(transport.tensorAllGather(state->pass, posts(), shard, full, n, stream));
+      return collective(kTensor, [&](StreamHandle on) {
+        return transport.tensorAllGather(state->pass, posts(), shard, full, n, on);
+      });
     });
   }
   void reduceScatter(int64_t n, const float *full, float *shard) override {
     issue(Op::TensorReduceScatter, [&] {
-      return tensorCall(
-          transport.tensorReduceScatter(state->pass, posts(), full, shard, n, stream));
+      return collective(kTensor, [&](StreamHandle on) {
+        return transport.tensorReduceScatter(state->pass, posts(), full, shard, n, on);
+      });
     });
   }
   int64_t size() const override { return experts; }
@@ -78,24 +83,9 @@ public:
                 const std::vector<int64_t> &sendCounts, float *recv,
                 const std::vector<int64_t> &recvCounts) override {
     auto call = [&]() -> absl::Status {
-      // A half of a paired step on a device posts on its pass's stream, after what the compute
-      // stream holds (the send buffer's writes), parks until that stream has run it, and then
-      // orders the compute stream after it: the other half's kernels, enqueued meanwhile, run
-      // beside the all-to-all.
-      const StreamHandle side = state->fiber ? backend.expertStream(state->pass) : nullptr;
-      if (side)
-        CONDUIT_RETURN_IF_ERROR(backend.order(stream, side));
-      CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work,
-                               transport.expertAllToAll(state->pass, send, sendCounts, recv,
-                                                        recvCounts, side ? side : stream));
-      if (!side)
-        return work ? arrive(*work, kAllToAll) : absl::OkStatus();
-      CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> ran, backend.drained(side));
-      work = joinWork(std::move(work), std::move(ran));
-      if (work)
-        CONDUIT_RETURN_IF_ERROR(arrive(*work, kAllToAll));
-      // After the transport's Work, which may have enqueued its copies on `side` since.
-      return backend.order(side, stream);
+      return collective(kAllToAll, [&](StreamHandle on) {
+        return transport.expertAllToAll(state->pass, send, sendCounts, recv, recvCounts, on);
+      });
     };
     // The counts belong to the dispatch that follows them: the plan lists that one.
     if (what == model::ExpertExchange::Counts) {
@@ -136,10 +126,24 @@ private:
   /// Which group a collective waits for, as messages name it.
   enum Group { kAllToAll, kTensor };
 
-  /// A posted tensor collective, until it has arrived (a null Work: ordered on the stream).
-  absl::Status tensorCall(absl::StatusOr<std::unique_ptr<Work>> posted) {
-    CONDUIT_RETURN_IF_ERROR(posted.status());
-    return *posted ? arrive(**posted, kTensor) : absl::OkStatus();
+  /// A collective of `group` that `post(stream)` posts, until it has arrived. A half of a
+  /// paired step on a device posts on its pass's stream, after what the compute stream holds
+  /// (the input's writes), parks until that stream has run it, and then orders the compute
+  /// stream after it: the other half's kernels, enqueued meanwhile, run beside the collective.
+  /// Elsewhere it is posted on the compute stream.
+  template <typename Post> absl::Status collective(Group group, Post post) {
+    const StreamHandle side = state->fiber ? backend.passStream(state->pass) : nullptr;
+    if (side)
+      CONDUIT_RETURN_IF_ERROR(backend.order(stream, side));
+    CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> work, post(side ? side : stream));
+    if (!side)
+      return work ? arrive(*work, group) : absl::OkStatus();
+    CONDUIT_ASSIGN_OR_RETURN(std::unique_ptr<Work> ran, backend.drained(side));
+    work = joinWork(std::move(work), std::move(ran));
+    if (work)
+      CONDUIT_RETURN_IF_ERROR(arrive(*work, group));
+    // After the transport's Work, which may have enqueued its copies on `side` since.
+    return backend.order(side, stream);
   }
 
   /// Until `work` has arrived: parked, in a half of a paired step, so that the other half
@@ -405,12 +409,9 @@ absl::Status BackendCore<Grad>::compute(const std::vector<int64_t> &indices) {
 
 template <typename Grad> bool BackendCore<Grad>::overlapsPairs() const {
   // With tensor parallelism both halves issue the tensor group's collectives: together where
-  // the transport matches each pass's apart and they are host requests, which a half parks at;
-  // on a device both halves' collectives would be ordered on the one compute stream, and they
-  // run in turn.
+  // the transport matches each pass's apart, else in turn.
   const bool tensorApart =
-      plan && (plan->config.tensor <= 1 ||
-               (transport && transport->tensorPassesApart() && !streamOf(kComputeStream)));
+      plan && (plan->config.tensor <= 1 || (transport && transport->tensorPassesApart()));
   return plan && plan->config.expert > 1 && tensorApart && !measureLayers;
 }
 

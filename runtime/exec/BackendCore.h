@@ -107,11 +107,11 @@ protected:
   /// the optimizer's stateWidth() × n floats.
   virtual absl::Status applyOptimizer(int64_t step, int64_t n, float *params, float *state,
                                       const Grad *grads) = 0;
-  /// Where a half of a paired step posts the expert all-to-alls of `pass` (startPaired): on a
-  /// device, a stream of their own per pass, so that they run while the other half's kernels
-  /// run on the compute stream; null (hosts): the compute stream, whose transport requests are
-  /// in flight while the other half computes anyway.
-  virtual StreamHandle expertStream(GroupPass pass) { return nullptr; }
+  /// Where a half of a paired step posts the expert all-to-alls and tensor collectives of
+  /// `pass` (startPaired): on a device, a stream of their own per pass, so that they run while
+  /// the other half's kernels run on the compute stream; null (hosts): the compute stream,
+  /// whose transport requests are in flight while the other half computes anyway.
+  virtual StreamHandle passStream(GroupPass pass) { return nullptr; }
   /// Orders what is enqueued on `later` from now on after what is enqueued on `earlier` so far.
   virtual absl::Status order(StreamHandle earlier, StreamHandle later) { return absl::OkStatus(); }
   /// Work that completes once what is enqueued on `stream` so far has run (null: nothing is).

@@ -240,8 +240,8 @@ std::string pairedStepsLine(const PairedSteps &p, bool overlaps) {
   std::string line =
       absl::StrCat("paired steps: ", p.together, " of ", p.hiding, " ran their halves together");
   if (!overlaps)
-    return absl::StrCat(line, ": this run computes them in turn (--profile, or a backend "
-                              "without the overlap, such as CUDA with tensor parallelism)");
+    return absl::StrCat(line, ": this run computes them in turn (--profile, or a transport "
+                              "without a tensor group per pass)");
   absl::StrAppend(&line, ", each computing while the other's all-to-alls were in flight");
   if (p.together < p.hiding)
     absl::StrAppend(&line, "; the other ", p.hiding - p.together,

@@ -44,7 +44,7 @@ std::vector<cudaStream_t> CudaBackend::allStreams() const {
   for (cudaStream_t s : streams)
     if (s)
       all.push_back(s);
-  for (cudaStream_t s : expertStreams)
+  for (cudaStream_t s : passStreams)
     if (s)
       all.push_back(s);
   return all;
@@ -104,7 +104,7 @@ absl::StatusOr<std::unique_ptr<runtime::Transport>> CudaBackend::connect(const r
   for (cudaEvent_t &e : events)
     CONDUIT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   if (p.config.expert > 1) {
-    for (cudaStream_t &s : expertStreams)
+    for (cudaStream_t &s : passStreams)
       CONDUIT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     CONDUIT_CUDA(cudaEventCreateWithFlags(&fence, cudaEventDisableTiming));
   }
@@ -170,8 +170,8 @@ absl::Status CudaBackend::wait(int stream, int32_t event) {
   return absl::OkStatus();
 }
 
-runtime::StreamHandle CudaBackend::expertStream(runtime::GroupPass pass) {
-  return expertStreams[static_cast<int>(pass)];
+runtime::StreamHandle CudaBackend::passStream(runtime::GroupPass pass) {
+  return passStreams[static_cast<int>(pass)];
 }
 
 absl::Status CudaBackend::order(runtime::StreamHandle earlier, runtime::StreamHandle later) {

@@ -60,7 +60,7 @@ private:
   absl::Status zeroGradients(float *grads, int64_t n, runtime::StreamHandle stream) override;
   absl::Status applyOptimizer(int64_t step, int64_t n, float *params, float *state,
                               const float *grads) override;
-  runtime::StreamHandle expertStream(runtime::GroupPass pass) override;
+  runtime::StreamHandle passStream(runtime::GroupPass pass) override;
   absl::Status order(runtime::StreamHandle earlier, runtime::StreamHandle later) override;
   absl::StatusOr<std::unique_ptr<runtime::Work>> drained(runtime::StreamHandle stream) override;
   absl::Status synchronizeAll() override;
@@ -74,10 +74,11 @@ private:
   runtime::TransportFactory makeTransport;
   std::vector<cudaStream_t> streams; ///< by plan stream
   std::vector<cudaEvent_t> events;   ///< by plan event
-  /// With expert parallelism, the streams of a paired step's all-to-alls, one per pass (the
-  /// transport matches each pass's on a communicator of its own, so a member that pairs and
-  /// one that does not still meet), and the event that orders one stream after another.
-  std::array<cudaStream_t, runtime::kGroupPasses> expertStreams{};
+  /// With expert parallelism, the streams of a paired step's all-to-alls and tensor
+  /// collectives, one per pass (the transport matches each pass's on communicators of their
+  /// own, so a member that pairs and one that does not still meet), and the event that orders
+  /// one stream after another.
+  std::array<cudaStream_t, runtime::kGroupPasses> passStreams{};
   cudaEvent_t fence = nullptr;
   std::unique_ptr<CudaOps> math;
 };

@@ -87,10 +87,12 @@ absl::StatusOr<std::unique_ptr<NcclTransport>> NcclTransport::create(const runti
       CONDUIT_CUDA(ncclCommSplit(t->world, static_cast<int>(place.group),
                                  static_cast<int>(place.position), &comm, nullptr));
   }
-  // The tensor group: the ranks of this pipeline rank and replica, by tensor rank.
+  // The tensor group: the ranks of this pipeline rank and replica, by tensor rank, once per
+  // pass.
   if (plan.config.tensor > 1)
-    CONDUIT_CUDA(ncclCommSplit(t->world, static_cast<int>(mpi.rank / plan.config.tensor),
-                               where.tensorRank, &t->tensor, nullptr));
+    for (ncclComm_t &comm : t->tensors)
+      CONDUIT_CUDA(ncclCommSplit(t->world, static_cast<int>(mpi.rank / plan.config.tensor),
+                                 where.tensorRank, &comm, nullptr));
   return t;
 }
 
@@ -101,7 +103,7 @@ NcclTransport::~NcclTransport() {
   for (ncclComm_t c : groups)
     if (c)
       CONDUIT_CUDA_NOTE(ignored, ncclCommDestroy(c));
-  for (ncclComm_t c : {tensor, experts[0], experts[1]})
+  for (ncclComm_t c : {tensors[0], tensors[1], experts[0], experts[1]})
     if (c)
       CONDUIT_CUDA_NOTE(ignored, ncclCommDestroy(c));
   if (world)
@@ -116,7 +118,7 @@ void NcclTransport::abort() {
   for (ncclComm_t c : groups)
     if (c)
       CONDUIT_CUDA_NOTE(ignored, ncclCommAbort(c));
-  for (ncclComm_t c : {tensor, experts[0], experts[1]})
+  for (ncclComm_t c : {tensors[0], tensors[1], experts[0], experts[1]})
     if (c)
       CONDUIT_CUDA_NOTE(ignored, ncclCommAbort(c));
   if (world)
@@ -193,32 +195,35 @@ absl::Status NcclTransport::commStatus(ncclComm_t comm, const char *what) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Work>> NcclTransport::tensorAllReduce(runtime::GroupPass, bool,
+absl::StatusOr<std::unique_ptr<Work>> NcclTransport::tensorAllReduce(runtime::GroupPass pass, bool,
                                                                      float *data, int64_t count,
                                                                      model::Reduction op,
                                                                      StreamHandle stream) {
-  CONDUIT_RETURN_IF_ERROR(commStatus(tensor, "tensor group"));
+  ncclComm_t comm = tensors[static_cast<int>(pass)];
+  CONDUIT_RETURN_IF_ERROR(commStatus(comm, "tensor group"));
   CONDUIT_CUDA(ncclAllReduce(data, data, count, ncclFloat,
-                             op == model::Reduction::Sum ? ncclSum : ncclMax, tensor,
+                             op == model::Reduction::Sum ? ncclSum : ncclMax, comm,
                              static_cast<cudaStream_t>(stream)));
   return nullptr;
 }
 
-absl::StatusOr<std::unique_ptr<Work>> NcclTransport::tensorAllGather(runtime::GroupPass, bool,
+absl::StatusOr<std::unique_ptr<Work>> NcclTransport::tensorAllGather(runtime::GroupPass pass, bool,
                                                                      const float *shard,
                                                                      float *full, int64_t count,
                                                                      StreamHandle stream) {
-  CONDUIT_RETURN_IF_ERROR(commStatus(tensor, "tensor group"));
+  ncclComm_t comm = tensors[static_cast<int>(pass)];
+  CONDUIT_RETURN_IF_ERROR(commStatus(comm, "tensor group"));
   CONDUIT_CUDA(
-      ncclAllGather(shard, full, count, ncclFloat, tensor, static_cast<cudaStream_t>(stream)));
+      ncclAllGather(shard, full, count, ncclFloat, comm, static_cast<cudaStream_t>(stream)));
   return nullptr;
 }
 
 absl::StatusOr<std::unique_ptr<Work>>
-NcclTransport::tensorReduceScatter(runtime::GroupPass, bool, const float *full, float *shard,
+NcclTransport::tensorReduceScatter(runtime::GroupPass pass, bool, const float *full, float *shard,
                                    int64_t count, StreamHandle stream) {
-  CONDUIT_RETURN_IF_ERROR(commStatus(tensor, "tensor group"));
-  CONDUIT_CUDA(ncclReduceScatter(full, shard, count, ncclFloat, ncclSum, tensor,
+  ncclComm_t comm = tensors[static_cast<int>(pass)];
+  CONDUIT_RETURN_IF_ERROR(commStatus(comm, "tensor group"));
+  CONDUIT_CUDA(ncclReduceScatter(full, shard, count, ncclFloat, ncclSum, comm,
                                  static_cast<cudaStream_t>(stream)));
   return nullptr;
 }

@@ -53,8 +53,8 @@ public:
                                                       StreamHandle stream) override;
   absl::StatusOr<std::unique_ptr<Work>> allReduce(int32_t group, Element type, void *data,
                                                   int64_t count, StreamHandle stream) override;
-  /// Enqueued on `stream` (null Work), every pass on the one tensor communicator: a paired
-  /// step's halves run in turn with tensor parallelism (tensorPassesApart is false).
+  /// Enqueued on `stream` (null Work), on the tensor communicator of `pass`, as the expert
+  /// all-to-alls below; `post` changes nothing.
   absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(runtime::GroupPass pass, bool post,
                                                         float *data, int64_t count,
                                                         model::Reduction op,
@@ -67,6 +67,7 @@ public:
                                                             const float *full, float *shard,
                                                             int64_t count,
                                                             StreamHandle stream) override;
+  bool tensorPassesApart() const override { return true; }
   /// Enqueued on `stream` (null Work), on the communicator of `pass`: a member whose paired
   /// step posts a forward's and a backward's all-to-alls on two streams, interleaved, meets one
   /// that posts them one after the other.
@@ -89,7 +90,8 @@ private:
   /// Per plan group, then per plan group's expert-data subgroup (expertDataGroup); null where
   /// this rank is not a member.
   std::vector<ncclComm_t> groups;
-  ncclComm_t tensor = nullptr; ///< this rank's tensor group (T > 1)
+  /// This rank's tensor group (T > 1), by tensor rank: one communicator per pass.
+  std::array<ncclComm_t, runtime::kGroupPasses> tensors{};
   /// This rank's expert group (E > 1), by position: one communicator per pass.
   std::array<ncclComm_t, runtime::kGroupPasses> experts{};
   /// The asynchronous error of `comm` (the tensor or the expert group), if any; `what` names
