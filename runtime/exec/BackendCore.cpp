@@ -44,15 +44,14 @@ class BackendCore<Grad>::TensorCalls final : public model::TensorGroup<float>,
                                              public model::ExpertGroup<float> {
 public:
   /// `expertOthers`, `tensorOthers`: the other members of the expert and tensor groups, as
-  /// messages name them; `timeoutS`: how long a collective outside a paired step may wait for
-  /// them.
-  /// `post`: whether the tensor collectives are posted (posts()).
+  /// messages name them; `postTensor`: whether the tensor collectives are posted (posts());
+  /// `timeoutS`: how long a collective outside a paired step may wait for them.
   TensorCalls(BackendCore &backend, Transport &transport, StreamHandle stream, ExpertPlace expert,
-              int64_t experts, std::string expertOthers, std::string tensorOthers, bool post,
+              int64_t experts, std::string expertOthers, std::string tensorOthers, bool postTensor,
               const double &timeoutS)
       : backend(backend), transport(transport), stream(stream), expert(expert), experts(experts),
-        expertOthers(std::move(expertOthers)), tensorOthers(std::move(tensorOthers)), post(post),
-        timeoutS(timeoutS) {}
+        expertOthers(std::move(expertOthers)), tensorOthers(std::move(tensorOthers)),
+        postTensor(postTensor), timeoutS(timeoutS) {}
 
   // Where posted, waited for as an all-to-all is (collective()): a half of a paired step
   // parks, so that the other half computes meanwhile.
@@ -121,7 +120,7 @@ private:
   /// Per run, not per compute: whether a paired step's second half runs as a half depends on
   /// when its input arrives, which differs between members, and MPI matches a non-blocking
   /// collective only with non-blocking ones.
-  bool posts() const { return post; }
+  bool posts() const { return postTensor; }
 
   /// Which group a collective waits for, as messages name it.
   enum Group { kAllToAll, kTensor };
@@ -173,7 +172,7 @@ private:
   ExpertPlace expert;
   int64_t experts = 1;
   std::string expertOthers, tensorOthers;
-  bool post = false;
+  bool postTensor = false;
   const double &timeoutS;
   CallState own;
   CallState *state = &own;
