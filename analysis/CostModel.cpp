@@ -145,8 +145,14 @@ double CostModel::optimizerStepTime(bool adam, int64_t params) const {
 }
 
 double CostModel::replicaOptimizerStepTime(bool adam, int64_t params, int64_t replicas,
-                                           bool sharded) const {
-  return optimizerStepTime(adam, sharded ? llvm::divideCeilSigned(params, replicas) : params);
+                                           bool sharded, int64_t experts,
+                                           int64_t expertReplicas) const {
+  if (!sharded)
+    return optimizerStepTime(adam, params);
+  experts = std::clamp<int64_t>(experts, 0, params);
+  return optimizerStepTime(
+      adam, llvm::divideCeilSigned(params - experts, replicas) +
+                llvm::divideCeilSigned(experts, std::max<int64_t>(expertReplicas, 1)));
 }
 
 double CostModel::analyticTime(int64_t layer, Pass pass, int64_t samples) const {

@@ -130,8 +130,11 @@ public:
   /// states one.
   double optimizerStepTime(bool adam, int64_t params) const;
   /// One replica's optimizer step over `params` parameters: its ⌈params / replicas⌉ share
-  /// when the sharding divides the optimizer state over the replicas, else all of them.
-  double replicaOptimizerStepTime(bool adam, int64_t params, int64_t replicas, bool sharded) const;
+  /// when the sharding divides the optimizer state over the replicas, else all of them. Of
+  /// them, `experts` (routed experts apart, runtime::Plan::expertsApart) are divided over
+  /// their `expertReplicas` (the expert-data group) instead.
+  double replicaOptimizerStepTime(bool adam, int64_t params, int64_t replicas, bool sharded,
+                                  int64_t experts = 0, int64_t expertReplicas = 1) const;
   /// The bytes one optimizer update moves per parameter: the fp32 gradient read, Adam's two
   /// moments (of momentBytes each) read and written, the fp32 master (or fp32 parameter) read
   /// and written, and with 16-bit parameters the working copy written.

@@ -143,6 +143,8 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
   costs.cost = &cost;
   costs.progressBetweenComputes = cost.progressBetweenComputes();
   const runtime::Config &c = plan.config;
+  // The routed experts apart are sharded over their expert-data group, not the replicas.
+  const int64_t expertData = int64_t(c.data) * c.tensor / std::max<int32_t>(c.expert, 1);
   for (const runtime::Stage &stage : plan.stages) {
     CostModel::MicrobatchTimes times =
         cost.stageMicrobatchTimes(stage.firstLayer, stage.endLayer, stage.samples);
@@ -150,9 +152,13 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
     costs.backward.push_back(std::move(times.backward));
     costs.input.push_back(std::move(times.input));
     costs.weight.push_back(std::move(times.weight));
-    costs.optimizer.push_back(cost.replicaOptimizerStepTime(c.optimizer == runtime::Optimizer::Adam,
-                                                            rankParams[stage.index], c.data,
-                                                            c.sharding != runtime::Sharding::None));
+    int64_t experts = 0;
+    if (plan.expertsApart())
+      for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
+        experts += plan.layers[l].expertParams / std::max<int32_t>(c.expert, 1);
+    costs.optimizer.push_back(cost.replicaOptimizerStepTime(
+        c.optimizer == runtime::Optimizer::Adam, rankParams[stage.index], c.data,
+        c.sharding != runtime::Sharding::None, experts, expertData));
   }
   // Pipelined with the GEMMs only with sequence parallelism and the overlap (Megatron-Core's
   // tp_comm_overlap); otherwise every tensor collective is exposed.
