@@ -143,8 +143,13 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
   costs.cost = &cost;
   costs.progressBetweenComputes = cost.progressBetweenComputes();
   const runtime::Config &c = plan.config;
-  // The routed experts apart are sharded over their expert-data group, not the replicas.
-  const int64_t expertData = int64_t(c.data) * c.tensor / std::max<int32_t>(c.expert, 1);
+  // The routed experts apart are reduced and sharded over their expert-data group (the
+  // D x T / E ranks holding the same experts, E apart), as conduit-run does, not the replicas.
+  const bool expertsApart = plan.expertsApart();
+  if (expertsApart) {
+    costs.expertDataMembers = int64_t(c.data) * c.tensor / c.expert;
+    costs.elementBytes = c.elementBytes();
+  }
   for (const runtime::Stage &stage : plan.stages) {
     CostModel::MicrobatchTimes times =
         cost.stageMicrobatchTimes(stage.firstLayer, stage.endLayer, stage.samples);
@@ -152,13 +157,17 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
     costs.backward.push_back(std::move(times.backward));
     costs.input.push_back(std::move(times.input));
     costs.weight.push_back(std::move(times.weight));
+    // A rank's routed experts of the stage.
     int64_t experts = 0;
-    if (plan.expertsApart())
+    if (expertsApart) {
       for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
-        experts += plan.layers[l].expertParams / std::max<int32_t>(c.expert, 1);
+        experts += plan.layers[l].expertParams;
+      experts /= c.expert;
+      costs.stageExpertParams.push_back(experts);
+    }
     costs.optimizer.push_back(cost.replicaOptimizerStepTime(
         c.optimizer == runtime::Optimizer::Adam, rankParams[stage.index], c.data,
-        c.sharding != runtime::Sharding::None, experts, expertData));
+        c.sharding != runtime::Sharding::None, experts, costs.expertDataMembers));
   }
   // Pipelined with the GEMMs only with sequence parallelism and the overlap (Megatron-Core's
   // tp_comm_overlap); otherwise every tensor collective is exposed.
@@ -199,17 +208,8 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
     costs.dpRing.push_back(slowest);
     costs.groupMembers.push_back(static_cast<int64_t>(group.ranks.size()) * c.data);
   }
-  if (plan.expertsApart()) {
-    // The routed experts' share of each stage's collectives goes over the expert-data group
-    // (the D x T / E ranks holding the same experts, E apart), as conduit-run reduces it.
-    costs.expertDataMembers = int64_t(c.data) * c.tensor / c.expert;
-    costs.elementBytes = c.elementBytes();
-    for (const runtime::Stage &stage : plan.stages) {
-      int64_t experts = 0;
-      for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
-        experts += plan.layers[l].expertParams;
-      costs.stageExpertParams.push_back(experts / c.expert);
-    }
+  if (expertsApart) {
+    // The routed experts' share of each stage's collectives goes over their expert-data group.
     for (const runtime::Group &group : plan.groups) {
       Ring slowest = Ring::fastest();
       for (int64_t q = 0; q < c.expert; ++q)

@@ -219,14 +219,10 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
   CONDUIT_ASSIGN_OR_RETURN(transport, connect(p));
   model::Ops<float> &math = ops();
   if (shape->tensorParallel() || c.expert > 1) {
-    std::string expertOthers, tensorOthers;
-    for (int64_t r : expertGroupRanks(c, where.pipelineRank, where.replica, where.tensorRank))
-      if (r != rank)
-        absl::StrAppend(&expertOthers, expertOthers.empty() ? "" : ", ", r);
-    for (int64_t t = 0; t < c.tensor; ++t)
-      if (t != where.tensorRank)
-        absl::StrAppend(&tensorOthers, tensorOthers.empty() ? "" : ", ",
-                        c.globalRank(where.pipelineRank, where.replica, t));
+    std::string expertOthers =
+        otherRanks(expertGroupRanks(c, where.pipelineRank, where.replica, where.tensorRank), rank);
+    std::string tensorOthers =
+        otherRanks(tensorGroupRanks(c, where.pipelineRank, where.replica), rank);
     // The program of this pipeline rank, which every member of the tensor group runs.
     const std::vector<Instruction> &program = p.ranks[where.pipelineRank].instructions;
     const bool pairs =
@@ -407,11 +403,9 @@ absl::Status BackendCore<Grad>::compute(const std::vector<int64_t> &indices) {
 }
 
 template <typename Grad> bool BackendCore<Grad>::overlapsPairs() const {
-  // With tensor parallelism both halves issue the tensor group's collectives: together where
-  // the transport matches each pass's apart, else in turn.
-  const bool tensorApart =
-      plan && (plan->config.tensor <= 1 || (transport && transport->tensorPassesApart()));
-  return plan && plan->config.expert > 1 && tensorApart && !measureLayers;
+  // The transports match each pass's all-to-alls and tensor collectives apart, so the halves
+  // may interleave theirs.
+  return plan && plan->config.expert > 1 && !measureLayers;
 }
 
 template <typename Grad>

@@ -41,6 +41,14 @@ absl::StatusOr<bool> waitFor(Work &work, double timeoutS) {
   }
 }
 
+std::string otherRanks(const std::vector<int64_t> &group, int64_t self) {
+  std::string out;
+  for (int64_t r : group)
+    if (r != self)
+      absl::StrAppend(&out, out.empty() ? "" : ", ", r);
+  return out;
+}
+
 double Executor::now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - options.origin).count();
 }
@@ -281,18 +289,12 @@ absl::Status Executor::stalled(double waitedS) const {
     if (x.isCompute() && stream.busy) {
       // A half of a paired step, parked at an all-to-all of its expert group or a collective
       // of its tensor group.
-      std::string members;
-      for (int64_t r : expertGroupRanks(c, rank, replica, tensor))
-        if (r != c.globalRank(rank, replica, tensor))
-          absl::StrAppend(&members, members.empty() ? "" : ", ", r);
-      absl::StrAppend(&message, " at an expert all-to-all, for ranks ", members);
-      if (c.tensor > 1) {
-        members.clear();
-        for (int32_t t = 0; t < c.tensor; ++t)
-          if (t != tensor)
-            absl::StrAppend(&members, members.empty() ? "" : ", ", c.globalRank(rank, replica, t));
-        absl::StrAppend(&message, ", or a tensor collective, for ranks ", members);
-      }
+      const int64_t self = c.globalRank(rank, replica, tensor);
+      absl::StrAppend(&message, " at an expert all-to-all, for ranks ",
+                      otherRanks(expertGroupRanks(c, rank, replica, tensor), self));
+      if (c.tensor > 1)
+        absl::StrAppend(&message, ", or a tensor collective, for ranks ",
+                        otherRanks(tensorGroupRanks(c, rank, replica), self));
     } else if (x.isTransfer() || x.op == Op::TieGrads)
       absl::StrAppend(&message, " for rank ", c.globalRank(x.peer, replica, tensor),
                       " (pipeline rank ", x.peer, ")");

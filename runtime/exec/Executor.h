@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
 
 namespace conduit::runtime {
 
@@ -36,6 +37,8 @@ void idleWait(int round);
 /// waiting between polls as idleWait does: how a compute waits for a collective it issues
 /// inside itself.
 absl::StatusOr<bool> waitFor(Work &work, double timeoutS);
+/// The members of `group` other than `self`, as messages list them: "1, 3".
+std::string otherRanks(const std::vector<int64_t> &group, int64_t self);
 
 /// The paired steps of the steps run so far: those whose plan hides an expert all-to-all
 /// behind the other half (Executor::Partner), and of those, the ones whose two halves ran

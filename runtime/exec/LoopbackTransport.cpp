@@ -183,7 +183,6 @@ public:
                                                             StreamHandle stream) override {
     return tensorCall(pass, Kind::ReduceScatter, full, shard, count, stream);
   }
-  bool tensorPassesApart() const override { return true; }
   absl::StatusOr<std::unique_ptr<Work>> expertAllToAll(GroupPass pass, const float *send,
                                                        const std::vector<int64_t> &sendCounts,
                                                        float *recv, const std::vector<int64_t> &,

@@ -51,7 +51,6 @@ public:
                                                             const float *full, float *shard,
                                                             int64_t count,
                                                             StreamHandle stream) override;
-  bool tensorPassesApart() const override { return true; }
   absl::StatusOr<std::unique_ptr<Work>>
   expertAllToAll(GroupPass pass, const float *send, const std::vector<int64_t> &sendCounts,
                  float *recv, const std::vector<int64_t> &recvCounts, StreamHandle stream) override;

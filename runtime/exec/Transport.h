@@ -133,8 +133,8 @@ public:
   /// nothing for the host to wait for. Without `post` a host transport may run it to its end
   /// before returning (MPI's blocking collectives, faster than non-blocking ones polled to
   /// theirs); every member calls each collective with the same `post`. Members match each
-  /// pass's collectives in the order they call them: the two passes apart where
-  /// tensorPassesApart(), else in one order. A transport without tensor groups refuses them.
+  /// pass's collectives in the order they call them, the two passes apart, so that a paired
+  /// step's halves may interleave theirs. A transport without tensor groups refuses them.
   virtual absl::StatusOr<std::unique_ptr<Work>> tensorAllReduce(GroupPass pass, bool post,
                                                                 float *data, int64_t count,
                                                                 model::Reduction op,
@@ -153,9 +153,6 @@ public:
                                                                     StreamHandle stream) {
     return absl::UnimplementedError("this transport has no tensor groups");
   }
-  /// Whether each pass's tensor collectives are matched apart (above), so that a paired step's
-  /// halves may interleave theirs; where not, such halves run in turn.
-  virtual bool tensorPassesApart() const { return false; }
   /// Posts the expert group's all-to-all-v of float data (model::ExpertGroup's meaning: counts
   /// per member, in elements). The Work completes once `recv` holds the data and `send` may
   /// change; a null Work means the data movement is ordered on `stream` (device transports),

@@ -51,6 +51,13 @@ int64_t expertAllToAllBytes(const Config &config, const Transformer &transformer
   return product(static_cast<int64_t>(routed), h, config.elementBytes());
 }
 
+std::vector<int64_t> tensorGroupRanks(const Config &config, int64_t pipelineRank, int64_t replica) {
+  std::vector<int64_t> ranks;
+  for (int64_t t = 0; t < std::max<int32_t>(config.tensor, 1); ++t)
+    ranks.push_back(config.globalRank(pipelineRank, replica, t));
+  return ranks;
+}
+
 std::vector<int64_t> expertGroupRanks(const Config &config, int64_t pipelineRank, int64_t replica,
                                       int64_t tensorRank) {
   const int64_t t = std::max<int32_t>(config.tensor, 1), e = std::max<int32_t>(config.expert, 1);

@@ -134,6 +134,8 @@ int64_t expertAllToAllBytes(const Config &config, const Transformer &transformer
 /// consecutive indices (Megatron-Core's parallel folding). Ascending by index.
 std::vector<int64_t> expertGroupRanks(const Config &config, int64_t pipelineRank, int64_t replica,
                                       int64_t tensorRank);
+/// Global ranks of the tensor group of (pipeline rank, replica), by tensor rank.
+std::vector<int64_t> tensorGroupRanks(const Config &config, int64_t pipelineRank, int64_t replica);
 /// Global ranks of its expert-data group: the D x T / E ranks of its pipeline rank whose index
 /// has the same remainder mod E, which hold the same experts.
 std::vector<int64_t> expertDataGroupRanks(const Config &config, int64_t pipelineRank,

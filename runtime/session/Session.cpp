@@ -240,8 +240,7 @@ std::string pairedStepsLine(const PairedSteps &p, bool overlaps) {
   std::string line =
       absl::StrCat("paired steps: ", p.together, " of ", p.hiding, " ran their halves together");
   if (!overlaps)
-    return absl::StrCat(line, ": this run computes them in turn (--profile, or a transport "
-                              "without a tensor group per pass)");
+    return absl::StrCat(line, ": this run computes them in turn (--profile)");
   absl::StrAppend(&line, ", each computing while the other's all-to-alls were in flight");
   if (p.together < p.hiding)
     absl::StrAppend(&line, "; the other ", p.hiding - p.together,

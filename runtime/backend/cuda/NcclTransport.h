@@ -67,7 +67,6 @@ public:
                                                             const float *full, float *shard,
                                                             int64_t count,
                                                             StreamHandle stream) override;
-  bool tensorPassesApart() const override { return true; }
   /// Enqueued on `stream` (null Work), on the communicator of `pass`: a member whose paired
   /// step posts a forward's and a backward's all-to-alls on two streams, interleaved, meets one
   /// that posts them one after the other.

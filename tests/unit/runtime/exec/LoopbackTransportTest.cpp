@@ -186,7 +186,6 @@ TEST(LoopbackTransport, TensorCollectivesMatchPerPass) {
   plan.config.tensor = 2;
   plan.groups.emplace_back().ranks = {0};
   LoopbackHub hub(plan, 10, std::make_unique<HostLoopbackMemory>());
-  ASSERT_TRUE(hub.transport(0)->tensorPassesApart());
   std::vector<float> forward(2), backward(2);
   onEveryRank(plan, [&](int64_t rank) {
     std::unique_ptr<Transport> t = hub.transport(rank);
