@@ -210,13 +210,8 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
   }
   if (expertsApart) {
     // The routed experts' share of each stage's collectives goes over their expert-data group.
-    for (const runtime::Group &group : plan.groups) {
-      Ring slowest = Ring::fastest();
-      for (int64_t q = 0; q < c.expert; ++q)
-        slowest = Ring::slower(slowest, cost.ringOver(runtime::expertDataGroupRanks(
-                                            c, group.ranks[0], q / c.tensor, q % c.tensor)));
-      costs.expertDataRing.push_back(slowest);
-    }
+    for (const runtime::Group &group : plan.groups)
+      costs.expertDataRing.push_back(conduit::expertDataRing(cost, c, group.ranks[0]));
   }
   costs.p2pLink.assign(c.pipeline, std::vector<Link>(c.pipeline, Link::IntraNode));
   for (int32_t a = 0; a < c.pipeline; ++a)
@@ -227,6 +222,18 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
   if (plan.transformer && plan.transformer->isMoe() && c.expert > 1)
     costs.priceAllToAlls(plan);
   return costs;
+}
+
+Ring conduit::expertDataRing(const CostModel &cost, const runtime::Config &config,
+                             int64_t pipelineRank) {
+  // A group is the ranks whose index (replica x T + tensor rank) has one remainder mod E; the
+  // first E indices, those of replica q / T and tensor rank q % T, meet each remainder once.
+  Ring slowest = Ring::fastest();
+  for (int64_t q = 0; q < config.expert; ++q)
+    slowest =
+        Ring::slower(slowest, cost.ringOver(runtime::expertDataGroupRanks(
+                                  config, pipelineRank, q / config.tensor, q % config.tensor)));
+  return slowest;
 }
 
 std::vector<double> conduit::collectiveOverlapSurcharges(const std::vector<OverlapItem> &items,

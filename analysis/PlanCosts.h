@@ -57,6 +57,11 @@ double expertAllToAllTime(const CostModel &cost, int64_t bytes, int64_t members,
 double fastestExpertAllToAll(const CostModel &cost, int64_t bytes, int64_t members,
                              const runtime::Transformer &t);
 
+/// The slowest ring among the expert-data groups of pipeline rank `pipelineRank`
+/// (runtime::expertDataGroupRanks, one per remainder mod E): where the routed experts'
+/// reductions and gathers run when they are apart (runtime::Plan::expertsApart).
+Ring expertDataRing(const CostModel &cost, const runtime::Config &config, int64_t pipelineRank);
+
 /// The SMs per-node dispatch kernels take while they run: DeepSeek-V3's (arXiv 2412.19437,
 /// §3.2.2: 20 of H800's 132 "sufficient to fully utilize" IB and NVLink) and Megatron-Core's
 /// default for DeepEP (`moe_deepep_num_sms`).

@@ -104,6 +104,10 @@ double BoundCalculator::Stage::computeTime(sched::ActionKind kind) const {
   return byKind(kind, computeForwardS, computeBackwardS, computeInputS, computeWeightS);
 }
 
+double BoundCalculator::Stage::allToAllTime(sched::ActionKind kind) const {
+  return byKind(kind, allToAllForwardS, allToAllBackwardS, allToAllInputS, 0.0);
+}
+
 sched::ActionTimes BoundCalculator::actionTimes(const std::vector<Stage> &st, int64_t microbatches,
                                                 const sched::Schedule *allToAllsOf) {
   sched::ActionTimes times;
@@ -115,10 +119,7 @@ sched::ActionTimes BoundCalculator::actionTimes(const std::vector<Stage> &st, in
   }
   if (!allToAllsOf)
     return times;
-  auto allToAll = [&](const sched::Action &a) {
-    return byKind(a.kind, st[a.stage].allToAllForwardS, st[a.stage].allToAllBackwardS,
-                  st[a.stage].allToAllInputS, 0.0);
-  };
+  auto allToAll = [&](const sched::Action &a) { return st[a.stage].allToAllTime(a.kind); };
   for (size_t r = 0; r < allToAllsOf->ranks.size(); ++r) {
     const std::vector<sched::Action> &actions = allToAllsOf->ranks[r];
     for (size_t i = 0; i < actions.size(); ++i) {
@@ -133,6 +134,65 @@ sched::ActionTimes BoundCalculator::actionTimes(const std::vector<Stage> &st, in
     }
   }
   return times;
+}
+
+BoundCalculator::DataParallelWork::DataParallelWork(const Job &job, const CostModel &cost,
+                                                    const std::vector<Stage> &st,
+                                                    const ExpertData &experts)
+    : cost(cost), st(st), experts(experts), replicas(job.parallelism.data),
+      elementBytes(job.training.elementBytes()),
+      adam(job.training.optimizer == runtime::Optimizer::Adam),
+      sharded(effectiveSharding(job.parallelism) != runtime::Sharding::None),
+      reductionKind(sharded ? Collective::ReduceScatter : Collective::AllReduce) {}
+
+int64_t BoundCalculator::DataParallelWork::replicated(int64_t s) const {
+  return st[s].params - apart(s);
+}
+
+double BoundCalculator::DataParallelWork::both(Collective kind, int64_t s, int64_t r,
+                                               int64_t bytesPerParam) const {
+  double t =
+      cost.collectiveTime(kind, replicated(s) * bytesPerParam, replicas, cost.dataParallelRing(r));
+  // Nothing moves over an expert-data group of one rank (the experts whole on it).
+  if (apart(s) > 0 && experts.members > 1)
+    t += cost.collectiveTime(kind, apart(s) * bytesPerParam, experts.members, experts.rings[r]);
+  return t;
+}
+
+double BoundCalculator::DataParallelWork::reduction(int64_t s, int64_t r, Collective kind) const {
+  return both(kind, s, r, runtime::kGradientBytes);
+}
+
+double BoundCalculator::DataParallelWork::gather(int64_t s, int64_t r) const {
+  return both(Collective::AllGather, s, r, elementBytes);
+}
+
+double BoundCalculator::DataParallelWork::optimizerStep(int64_t s) const {
+  return cost.replicaOptimizerStepTime(adam, st[s].params, replicas, sharded, apart(s),
+                                       experts.members);
+}
+
+const BoundCalculator::ExpertData &BoundCalculator::expertData(const Job &job,
+                                                               const CostModel &cost) {
+  const ParallelismSpec &par = job.parallelism;
+  static const ExpertData kTogether;
+  if (!hasExperts(job) || (par.expert <= 1 && par.tensor <= 1))
+    return kTogether;
+  const bool pipelineInner = par.rankOrder == RankOrder::PipelineInner;
+  ExpertData &out =
+      expertGroups[std::make_tuple(par.pipeline, par.data, pipelineInner, par.tensor, par.expert)];
+  if (out.members > 0)
+    return out;
+  runtime::Config config;
+  config.pipeline = static_cast<int32_t>(par.pipeline);
+  config.data = static_cast<int32_t>(par.data);
+  config.pipelineInner = pipelineInner;
+  config.tensor = static_cast<int32_t>(par.tensor);
+  config.expert = static_cast<int32_t>(par.expert);
+  out.members = par.data * par.tensor / par.expert;
+  for (int64_t r = 0; r < par.pipeline; ++r)
+    out.rings.push_back(expertDataRing(cost, config, r));
+  return out;
 }
 
 int64_t BoundCalculator::staticMemoryBound(const Job &job, const ParallelismSpec &par) {
@@ -357,6 +417,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
 
   auto facts = std::make_unique<ScheduleFacts>();
   facts->rankOf = *rankOf;
+  if (combined)
+    facts->planPairs = combinedOrder->pairs;
   facts->computeEnd.assign(par.pipeline, 0);
   facts->lastBackwardEnd.assign(numStages, 0);
   facts->forwardHeld.assign(numStages, 0);
@@ -494,6 +556,7 @@ void BoundCalculator::useContext(const std::string &jobContext) {
     partitions.clear();
     schedules.clear();
     quick.clear();
+    expertGroups.clear();
     context = jobContext;
   }
 }
@@ -556,18 +619,15 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
   const ParallelismSpec &par = job.parallelism;
   const runtime::Sharding sharding = effectiveSharding(par);
   const bool dataParallel = par.data > 1;
-  const bool adam = job.training.optimizer == runtime::Optimizer::Adam;
-  const int64_t e = job.training.elementBytes();
   const int64_t numStages = par.numStages();
+  const DataParallelWork work(job, cost, st, expertData(job, cost));
 
   // Full sharding: no rank computes before the parameters of a stage of its are gathered.
   double shift = 0;
   if (dataParallel && sharding == runtime::Sharding::Full) {
     shift = std::numeric_limits<double>::infinity();
     for (int64_t s = 0; s < numStages; ++s)
-      shift =
-          std::min(shift, cost.collectiveTime(Collective::AllGather, st[s].denseParams() * e,
-                                              par.data, cost.dataParallelRing(facts.rankOf[s])));
+      shift = std::min(shift, work.gather(s, facts.rankOf[s]));
   }
   std::vector<double> rankEnd(par.pipeline);
   for (int64_t r = 0; r < par.pipeline; ++r)
@@ -575,51 +635,35 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
   double step = 0;
   for (int64_t s = 0; s < numStages; ++s) {
     const int64_t r = facts.rankOf[s];
-    // Of the data-parallel work, only the dense parameters' is counted: the routed experts'
-    // is over another group (the expert-data ranks), which only adds to it.
-    const int64_t params = st[s].denseParams();
-    const double optimizer =
-        cost.replicaOptimizerStepTime(adam, params, par.data, sharding != runtime::Sharding::None);
+    const double optimizer = work.optimizerStep(s);
     // The optimizer steps run on the compute stream after the rank's last compute.
     rankEnd[r] += optimizer;
     if (!dataParallel)
       continue;
-    const Ring ring = cost.dataParallelRing(r);
     // Each stage's reduction starts after its last backward, its optimizer step after the
     // reduction, and (optimizer and gradient sharding) the parameter all-gather after that.
-    double tail =
-        cost.collectiveTime(sharding == runtime::Sharding::None ? Collective::AllReduce
-                                                                : Collective::ReduceScatter,
-                            params * runtime::kGradientBytes, par.data, ring) +
-        optimizer;
-    if (sharding == runtime::Sharding::Optimizer || sharding == runtime::Sharding::Gradients)
-      tail += cost.collectiveTime(Collective::AllGather, params * e, par.data, ring);
+    double tail = work.reduction(s, r) + optimizer;
+    if (gathersUpdated(sharding))
+      tail += work.gather(s, r);
     step = std::max(step, shift + facts.lastBackwardEnd[s] + tail);
   }
   for (double end : rankEnd)
     step = std::max(step, end);
-  // What holds for any order of a dense model's ranks (the routed experts' collectives go over
-  // other groups, left out as above). A rank's collectives run one at a time on its collective
-  // stream, in program order. Its last compute completes the gradients of some stage, whose
-  // reduction and then optimizer step follow it. The all-gathers of updated parameters come
-  // after every reduction, each after its own optimizer step; and the last reduction comes
-  // after every earlier collective: at least one parameter all-gather per stage with full
-  // sharding, and every other stage's reduction.
-  if (dataParallel && !hasExperts(job)) {
+  // What holds for any order of a rank's stages. A rank's collectives run one at a time on its
+  // collective stream, in program order. Its last compute completes the gradients of some
+  // stage, whose reduction and then optimizer step follow it. The all-gathers of updated
+  // parameters come after every reduction, each after its own optimizer step; and the last
+  // reduction comes after every earlier collective: at least one parameter all-gather per
+  // stage with full sharding, and every other stage's reduction.
+  if (dataParallel) {
     const double inf = std::numeric_limits<double>::infinity();
     std::vector<double> minTail(par.pipeline, inf), minReduce(par.pipeline, inf),
         minOptimizer(par.pipeline, inf), updatedGathers(par.pipeline, 0),
         collectives(par.pipeline, 0);
     for (int64_t s = 0; s < numStages; ++s) {
       const int64_t r = facts.rankOf[s];
-      const int64_t params = st[s].denseParams();
-      const Ring ring = cost.dataParallelRing(r);
-      const double optimizer = cost.replicaOptimizerStepTime(adam, params, par.data,
-                                                             sharding != runtime::Sharding::None);
-      const double reduce = cost.collectiveTime(
-          sharding == runtime::Sharding::None ? Collective::AllReduce : Collective::ReduceScatter,
-          params * runtime::kGradientBytes, par.data, ring);
-      const double gather = cost.collectiveTime(Collective::AllGather, params * e, par.data, ring);
+      const double optimizer = work.optimizerStep(s), reduce = work.reduction(s, r),
+                   gather = work.gather(s, r);
       minTail[r] = std::min(minTail[r], reduce + optimizer);
       minReduce[r] = std::min(minReduce[r], reduce);
       minOptimizer[r] = std::min(minOptimizer[r], optimizer);
@@ -642,14 +686,15 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
   // the activations and of the gathered parameters together.
   std::vector<int64_t> heldAtComputes;
   if (timed)
-    step = std::max(step, streamsEnd(job, cost, st, facts, heldAtComputes));
+    step = std::max(step, streamsEnd(job, cost, st, work, facts, heldAtComputes));
 
   std::vector<int64_t> rankStatic(par.pipeline, 0), rankActive(par.pipeline, 0);
   for (int64_t s = 0; s < numStages; ++s) {
     const int64_t r = facts.rankOf[s];
     rankStatic[r] += staticStateBytes(job, par, st[s].params, st[s].expertParams);
-    const int64_t gathered =
-        dataParallel && sharding == runtime::Sharding::Full ? st[s].denseParams() * e : 0;
+    const int64_t gathered = dataParallel && sharding == runtime::Sharding::Full
+                                 ? st[s].denseParams() * job.training.elementBytes()
+                                 : 0;
     if (dataParallel && runtime::shardsGradients(sharding) &&
         par.gradientReduction == runtime::GradientReduction::Run)
       // Reduced after each run: a backward holds its own stage's full buffer, at least.

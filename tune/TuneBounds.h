@@ -25,7 +25,10 @@
 //   micro-batch held). A mixture of experts' computes carry their expert all-to-alls at the
 //   fastest their group's placement allows: whole where the order runs a compute alone, a
 //   pair's excess over its two computes in combined 1F1B (none in DualPipeV's split order);
-//   the timed tier does not run for them.
+//   the timed tier runs every order but DualPipeV's, a pair's excess on the compute stream
+//   between its halves. The routed experts apart
+//   (runtime::Plan::expertsApart) are reduced, gathered and updated over their expert-data
+//   group, after the dense parameters' over the replicas, as the plan prices them.
 //
 // Both tiers also bound each rank's collective stream for any order: its last compute
 // completes some stage's gradients, whose reduction and optimizer step follow it, and the
@@ -132,9 +135,11 @@ private:
     /// (fastestExpertAllToAll): what each adds to the compute stream where no paired step
     /// hides it. Not in the times above.
     double allToAllForwardS = 0, allToAllBackwardS = 0, allToAllInputS = 0;
-    /// One micro-batch's `kind` of action, with its tensor collectives and without.
+    /// One micro-batch's `kind` of action, with its tensor collectives and without; and its
+    /// expert all-to-alls.
     double time(sched::ActionKind kind) const;
     double computeTime(sched::ActionKind kind) const;
+    double allToAllTime(sched::ActionKind kind) const;
   };
   /// Every stage's times, with their tensor collectives, for each of `microbatches`; and
   /// with what the expert all-to-alls of order `allToAllsOf` add at the least: an unpaired
@@ -159,9 +164,52 @@ private:
     /// Where the order is known: per rank, per action, the activation bytes the rank holds
     /// while the action runs (the level forwardHeld and backwardHeld are the most of).
     std::vector<std::vector<int64_t>> activationsAt;
+    /// Where the compiler pairs the order's steps to hide their expert all-to-alls (combined
+    /// 1F1B): its pairs (Schedule::pairs); the schedule above is the order unpaired.
+    std::vector<std::vector<int32_t>> planPairs;
+  };
+
+  /// The routed experts' data-parallel group as the plan prices it (PlanCosts): where the
+  /// experts are apart (runtime::Plan::expertsApart), its D x T / E members and each pipeline
+  /// rank's slowest ring; no members otherwise.
+  struct ExpertData {
+    int64_t members = 0;
+    std::vector<Ring> rings; ///< per pipeline rank
+  };
+  /// What a stage's data-parallel work takes, as the simulator prices the plan's (PlanCosts):
+  /// the dense parameters' collectives over the D replicas and the routed experts' apart over
+  /// their expert-data group, one after the other; the optimizer step of the rank's share of
+  /// both.
+  class DataParallelWork {
+  public:
+    DataParallelWork(const Job &job, const CostModel &cost, const std::vector<Stage> &st,
+                     const ExpertData &experts);
+    /// Stage `s`'s gradient reduction on pipeline rank `r`: an all-reduce without sharding,
+    /// else a reduce-scatter.
+    double reduction(int64_t s, int64_t r) const { return reduction(s, r, reductionKind); }
+    double reduction(int64_t s, int64_t r, Collective kind) const;
+    /// The all-gather of stage `s`'s parameters on pipeline rank `r`.
+    double gather(int64_t s, int64_t r) const;
+    double optimizerStep(int64_t s) const;
+
+  private:
+    /// Stage `s`'s parameters reduced and gathered over the replicas, and those over the
+    /// expert-data group.
+    int64_t replicated(int64_t s) const;
+    int64_t apart(int64_t s) const { return experts.members > 0 ? st[s].expertParams : 0; }
+    double both(Collective kind, int64_t s, int64_t r, int64_t bytesPerParam) const;
+
+    const CostModel &cost;
+    const std::vector<Stage> &st;
+    const ExpertData &experts;
+    int64_t replicas, elementBytes;
+    bool adam, sharded;
+    Collective reductionKind;
   };
 
   llvm::Expected<const CostModel *> costModel(const Job &job);
+  /// The expert-data group of `job`'s shape, priced on `cost` (the job's cost model).
+  const ExpertData &expertData(const Job &job, const CostModel &cost);
   llvm::Expected<const std::vector<Stage> *> stages(const Job &job);
   llvm::Expected<const ScheduleFacts *> schedule(const Job &job);
   /// The bounds that `facts` (a schedule's, or quickBounds()' without one) give.
@@ -174,7 +222,8 @@ private:
   /// `heldAtComputes` gets, per rank, the most bytes of activations and gathered parameters
   /// it holds at one of its computes (the gathers and reshards in place); else it is emptied.
   double streamsEnd(const Job &job, const CostModel &cost, const std::vector<Stage> &st,
-                    const ScheduleFacts &facts, std::vector<int64_t> &heldAtComputes) const;
+                    const DataParallelWork &work, const ScheduleFacts &facts,
+                    std::vector<int64_t> &heldAtComputes) const;
   /// Drops the caches when the context changes.
   void useContext(const std::string &context);
 
@@ -188,6 +237,8 @@ private:
   std::map<std::tuple<int, int64_t, int64_t, bool, int64_t, bool, int64_t, int64_t>,
            std::unique_ptr<CostModel>>
       costModels;
+  /// By P, D, the rank order, T and E.
+  std::map<std::tuple<int64_t, int64_t, bool, int64_t, int64_t>, ExpertData> expertGroups;
   /// The model's layers as the tensor collectives' list reads them (tensorCollectives()).
   std::vector<runtime::Layer> tensorLayers;
   /// By micro-batch size, checkpointing, T, sequence parallelism and E.

@@ -19,14 +19,48 @@ using namespace conduit;
 using namespace conduit::detail;
 
 double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
-                                   const std::vector<Stage> &st, const ScheduleFacts &facts,
+                                   const std::vector<Stage> &st, const DataParallelWork &work,
+                                   const ScheduleFacts &facts,
                                    std::vector<int64_t> &heldAtComputes) const {
   heldAtComputes.clear();
   const ParallelismSpec &par = job.parallelism;
   const bool dataParallel = par.data > 1, delayed = par.pipeline > 1;
   const bool reduceEachRun = par.gradientReduction == runtime::GradientReduction::Run;
-  if (facts.schedule.ranks.empty() || hasExperts(job) || !(dataParallel || delayed))
+  if (facts.schedule.ranks.empty() || !(dataParallel || delayed))
     return 0;
+  const size_t ranks = facts.schedule.ranks.size();
+  // The compute stream's time after each action for its expert all-to-alls, at the fastest
+  // their group's placement allows. After an unpaired compute, its own: what waits for the
+  // compute waits for them (`delaysDependents`). In a pair of the plan (combined 1F1B), what
+  // they take beyond the two halves (as actionTimes() charges a pair, less the halves'
+  // surcharges beside collectives, which the plan's pair counts in its halves; below), between
+  // the halves: it delays the second half's end, and neither half's dependents beyond what the
+  // plan's pair does (the plan charges each half's all-to-alls after it, and sends the first
+  // half's output when the second is done).
+  const bool allToAlls = hasExperts(job) && par.expert > 1;
+  std::vector<std::vector<double>> allToAllAfter(ranks);
+  std::vector<std::vector<uint8_t>> delaysDependents(ranks);
+  for (size_t r = 0; allToAlls && r < ranks; ++r) {
+    const std::vector<sched::Action> &order = facts.schedule.ranks[r];
+    static const std::vector<int32_t> kNone;
+    const std::vector<int32_t> &pairs = r < facts.planPairs.size() ? facts.planPairs[r] : kNone;
+    allToAllAfter[r].assign(order.size(), 0);
+    delaysDependents[r].assign(order.size(), 1);
+    auto next = pairs.begin();
+    for (size_t i = 0; i < order.size(); ++i) {
+      const sched::Action &a = order[i];
+      if (next == pairs.end() || *next != static_cast<int32_t>(i)) {
+        allToAllAfter[r][i] = st[a.stage].allToAllTime(a.kind);
+        continue;
+      }
+      const sched::Action &b = order[i + 1];
+      allToAllAfter[r][i] = st[a.stage].allToAllTime(a.kind) + st[b.stage].allToAllTime(b.kind) -
+                            st[a.stage].time(a.kind) - st[b.stage].time(b.kind);
+      delaysDependents[r][i] = delaysDependents[r][i + 1] = 0;
+      ++next;
+      ++i;
+    }
+  }
   // The collectives the compiler places for this order (conduit-place-collectives' call).
   std::optional<sched::CollectivePlacement> placement;
   if (dataParallel) {
@@ -46,7 +80,6 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
     placement = std::move(*placed);
   }
   const runtime::Sharding sharding = effectiveSharding(par);
-  const bool adam = job.training.optimizer == runtime::Optimizer::Adam;
   const int64_t e = job.training.elementBytes();
   const size_t numStages = st.size();
   // Each rank's compute stream and collective stream run its instructions in program order,
@@ -58,19 +91,10 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   // reduction, and an all-gather of updated parameters for its optimizer step. Every compute
   // starts no earlier than the compute-only execution starts it, which times the transfers too
   // (below); the rest of their timing is left out, which only delays the plan.
-  const size_t ranks = facts.schedule.ranks.size();
-  auto gatherTime = [&](int32_t stage, Ring ring) {
-    return cost.collectiveTime(Collective::AllGather, st[stage].denseParams() * e, par.data, ring);
-  };
-  auto reductionTime = [&](const sched::Collective &c, Ring ring) {
-    return cost.collectiveTime(c.kind == sched::Collective::Kind::AllReduce
-                                   ? Collective::AllReduce
-                                   : Collective::ReduceScatter,
-                               st[c.stage].denseParams() * runtime::kGradientBytes, par.data, ring);
-  };
-  auto optimizerTime = [&](int32_t stage) {
-    return cost.replicaOptimizerStepTime(adam, st[stage].denseParams(), par.data,
-                                         sharding != runtime::Sharding::None);
+  auto reductionTime = [&](const sched::Collective &c, int64_t rank) {
+    return work.reduction(c.stage, rank,
+                          c.kind == sched::Collective::Kind::AllReduce ? Collective::AllReduce
+                                                                       : Collective::ReduceScatter);
   };
   // The order timed as the compiler's simulator times it, as far as that can be known before
   // compiling (what is left out only delays the plan): what each compute and optimizer step
@@ -82,11 +106,16 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   const std::vector<std::vector<double>> *earliest = &facts.earliestStart;
   sched::Timeline timedRun;
   const bool slowed = placement && cost.slowsBesideCollectives();
-  if (slowed || delayed) {
+  // The order's earliest starts with pairs (facts.earliestStart charges a pair's all-to-alls
+  // to its second half, which would delay what waits for it) come from this run too.
+  if (slowed || delayed || !facts.planPairs.empty()) {
     std::vector<OverlapItem> items;
     sched::ActionTimes times = actionTimes(st, par.microbatches);
+    for (size_t r = 0; allToAlls && r < ranks; ++r)
+      for (size_t i = 0; i < facts.schedule.ranks[r].size(); ++i)
+        if (delaysDependents[r][i])
+          times.at(facts.schedule.ranks[r][i]) += allToAllAfter[r][i];
     for (size_t r = 0; slowed && r < ranks; ++r) {
-      const Ring ring = cost.dataParallelRing(static_cast<int64_t>(r));
       const sched::RankCollectives &placed = placement->ranks[r];
       const std::vector<sched::Action> &order = facts.schedule.ranks[r];
       std::vector<size_t> actionItem;
@@ -96,14 +125,15 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
           switch (c.kind) {
           case sched::Collective::Kind::Unshard:
           case sched::Collective::Kind::GatherParams:
-            items.push_back({OverlapItem::Kind::Gather, c.stage, gatherTime(c.stage, ring)});
+            items.push_back({OverlapItem::Kind::Gather, c.stage, work.gather(c.stage, r)});
             break;
           case sched::Collective::Kind::ReduceScatter:
           case sched::Collective::Kind::AllReduce:
-            items.push_back({OverlapItem::Kind::Reduction, c.stage, reductionTime(c, ring)});
+            items.push_back({OverlapItem::Kind::Reduction, c.stage, reductionTime(c, r)});
             break;
           case sched::Collective::Kind::OptimizerStep:
-            items.push_back({OverlapItem::Kind::OptimizerStep, c.stage, optimizerTime(c.stage)});
+            items.push_back(
+                {OverlapItem::Kind::OptimizerStep, c.stage, work.optimizerStep(c.stage)});
             break;
           default:
             break;
@@ -118,8 +148,12 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
       }
       add(placed.atEnd);
       surcharges[r] = collectiveOverlapSurcharges(items, numStages, kCollectiveOverlapSlowdown);
-      for (size_t i = 0; i < order.size(); ++i)
+      for (size_t i = 0; i < order.size(); ++i) {
         times.at(order[i]) += surcharges[r][actionItem[i]];
+        // A pair's all-to-alls hide behind its halves slowed.
+        if (allToAlls && !delaysDependents[r][i] && i + 1 < order.size())
+          allToAllAfter[r][i] -= surcharges[r][actionItem[i]] + surcharges[r][actionItem[i + 1]];
+      }
     }
     // The plan sends a stage's output (its last layer's, as one rank of the tensor group holds
     // it) to the next stage's rank after the forward, and the input gradient back.
@@ -155,7 +189,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
       if (!timedRun.finish[r].empty())
         rankEnd[r] = timedRun.finish[r].back();
     for (size_t s = 0; s < numStages; ++s)
-      rankEnd[facts.rankOf[s]] += optimizerTime(static_cast<int32_t>(s));
+      rankEnd[facts.rankOf[s]] += work.optimizerStep(static_cast<int64_t>(s));
     return *std::max_element(rankEnd.begin(), rankEnd.end());
   }
   double end = 0;
@@ -165,7 +199,6 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   if (residency)
     heldAtComputes.assign(ranks, 0);
   for (size_t r = 0; r < ranks; ++r) {
-    const Ring ring = cost.dataParallelRing(static_cast<int64_t>(r));
     std::fill(gathered.begin(), gathered.end(), 0);
     std::fill(reduced.begin(), reduced.end(), 0);
     std::fill(optimized.begin(), optimized.end(), 0);
@@ -182,6 +215,8 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
         ++item;
     };
     double compute = 0, comm = 0, reshard = 0;
+    // What a pair's all-to-alls add on the compute stream before its second half.
+    double pairGap = 0;
     // The gathered parameters' bytes resident (full sharding), from each all-gather's issue to
     // its reshard, as the memory plan counts them.
     int64_t resident = 0;
@@ -194,7 +229,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
       case sched::Collective::Kind::GatherParams: {
         const double ready =
             c.kind == sched::Collective::Kind::Unshard ? reshard : optimized[c.stage];
-        comm = std::max(comm, ready) + gatherTime(c.stage, ring);
+        comm = std::max(comm, ready) + work.gather(c.stage, r);
         gathered[c.stage] = comm;
         if (c.kind == sched::Collective::Kind::Unshard)
           resident += st[c.stage].denseParams() * e;
@@ -207,13 +242,13 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
         return;
       case sched::Collective::Kind::ReduceScatter:
       case sched::Collective::Kind::AllReduce:
-        comm = std::max({comm, lastBackward[c.stage], tied[c.stage]}) + reductionTime(c, ring);
+        comm = std::max({comm, lastBackward[c.stage], tied[c.stage]}) + reductionTime(c, r);
         reduced[c.stage] = comm;
         skipItem();
         lastReduction = comm;
         return;
       case sched::Collective::Kind::OptimizerStep:
-        compute = std::max(compute, reduced[c.stage]) + optimizerTime(c.stage) + surchargeOf();
+        compute = std::max(compute, reduced[c.stage]) + work.optimizerStep(c.stage) + surchargeOf();
         optimized[c.stage] = compute;
         return;
       case sched::Collective::Kind::TieGradients: {
@@ -236,14 +271,20 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
       if (residency)
         heldAtComputes[r] = std::max(heldAtComputes[r], facts.activationsAt[r][i] + resident);
       const double duration = stage.time(a.kind);
-      double start = std::max({compute, (*earliest)[r][i], gathered[a.stage]});
+      double start = std::max({compute + pairGap, (*earliest)[r][i], gathered[a.stage]});
+      pairGap = 0;
       if (reduceEachRun && a.kind != sched::ActionKind::Forward) {
         start = std::max({start, reduced[a.stage], reductionBeforeGradient});
         reductionBeforeGradient = lastReduction;
       }
       compute = start + duration + surchargeOf();
-      // A whole backward or a weight gradient completes the stage's gradients (the last one
-      // its reduction waits for).
+      // Its all-to-alls follow it on the compute stream, before what is issued after it; a
+      // pair's delay only its second half (above). A whole backward or a weight gradient
+      // completes the stage's gradients (the last one its reduction waits for).
+      if (allToAlls && delaysDependents[r][i])
+        compute += allToAllAfter[r][i];
+      else if (allToAlls)
+        pairGap = std::max(0.0, allToAllAfter[r][i]);
       if (a.kind == sched::ActionKind::Backward || a.kind == sched::ActionKind::BackwardWeight)
         lastBackward[a.stage] = compute;
       for (const sched::Collective &c : placed.after[i])
