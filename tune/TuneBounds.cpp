@@ -13,6 +13,7 @@
 #include "analysis/MemoryBound.h"
 #include "analysis/PlanCosts.h"
 #include "analysis/TensorShare.h"
+#include "job/TransformerCosts.h"
 #include "runtime/plan/TensorCollectives.h"
 #include "scheduling/Schedulers.h"
 
@@ -262,6 +263,15 @@ BoundCalculator::stages(const Job &job) {
   std::vector<Stage> out;
   out.reserve(partition->numStages());
   std::vector<LayerBytes> layers;
+  // A block with experts holds its routed tokens at the busiest expert rank's load, as the
+  // memory plan counts them (passes/PeakMemory.cpp): beyond the mean its layer states,
+  // (imbalance - 1) times the mean, of its T-th of the tokens, per sample.
+  int64_t routedSurcharge = 0;
+  if (const double imbalance = hasExperts(job) ? moeImbalance(job).value : 1; imbalance > 1)
+    routedSurcharge =
+        static_cast<int64_t>(static_cast<double>(moeRoutedActivationBytes(
+                                 *job.model.transformer, job.training.elementBytes())) *
+                             (imbalance - 1) / static_cast<double>(par.tensor));
   for (int64_t s = 0; s < partition->numStages(); ++s) {
     Stage stage;
     stage.first = partition->bounds[s];
@@ -272,11 +282,10 @@ BoundCalculator::stages(const Job &job) {
       const TensorShare share = shareOf(job.model.layers[l], par);
       stage.params += share.params;
       stage.expertParams += share.expertParams;
-      layers.push_back({share.activationBytes, share.checkpointBytes, share.weightGradientBytes,
-                        share.selectiveBytes});
+      const int64_t surcharge = job.model.layers[l].expertParams > 0 ? routedSurcharge : 0;
+      layers.push_back({share.activationBytes + surcharge, share.checkpointBytes,
+                        share.weightGradientBytes, share.selectiveBytes});
     }
-    // A block with experts counts its routed tokens at the mean load, as the layer states
-    // them; the memory plan adds the busiest expert rank's surcharge (passes/PeakMemory.cpp).
     stage.activations = stageActivations(layers, par.checkpointing);
     out.push_back(stage);
   }

@@ -470,7 +470,8 @@ TEST(TuneBruteForceExperts, SearchEqualsCompilingEverything) {
   // A mixture of experts on 4 GPUs, its whole space: E (the divisors of the 4 experts that
   // divide D x T), every schedule and sharding. The search over it is the brute force's, and
   // every compiled configuration is above its bounds, the memory bounds counting each rank's
-  // routed tokens at the mean load and its experts' state over the expert-data group.
+  // routed tokens at the busiest expert rank's load and its experts' state over the
+  // expert-data group.
   const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/moe-tiny.json";
   Json root = loadJob(path);
   TuneOptions options;
