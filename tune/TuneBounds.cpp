@@ -538,22 +538,14 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   for (int64_t r = 0; r < par.pipeline; ++r)
     for (int64_t s = 0; s < lowest[r]; ++s)
       facts->computeEnd[r] += forward[s];
-  if (par.placement == Placement::Loop) {
-    // Splitting moves only the weight gradients: forwards and input gradients keep the order
-    // of the schedule built without durations.
-    walkActivations();
-    facts->activationsAt.clear();
-  } else {
-    // The list schedules of the V placement order their forwards by durations too: at least
-    // one micro-batch of one stage is held.
-    for (int64_t s = 0; s < numStages; ++s) {
-      facts->forwardHeld[s] = facts->forwardHeldWithGradients[s] =
-          std::max(working(st[s]), stored(st[s]));
-      facts->backwardHeld[s] = working(st[s]);
-      facts->backwardHeldWithGradients[s] =
-          working(st[s]) + st[s].denseParams() * runtime::kGradientBytes;
-    }
-  }
+  // Splitting moves only the weight gradients: with the loop placement, forwards and input
+  // gradients keep the order of the schedule built without durations. The list schedules of
+  // the V placement order their forwards by durations too, the compute times above, which are
+  // the compiler's (as for zbv, whose order the timed tier runs). Either way the order's
+  // activations bound what the plan holds, paired or not (a pair's halves hold at least what
+  // either holds alone).
+  walkActivations();
+  facts->activationsAt.clear();
   return (schedules[key] = std::move(facts)).get();
 }
 
