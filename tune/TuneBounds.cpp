@@ -461,15 +461,17 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
             firstBackward[actions[i].stage] = static_cast<int64_t>(i);
           lastBackward[actions[i].stage] = static_cast<int64_t>(i);
         }
-      int64_t activations = 0, gradients = 0;
+      // With split backwards, the weight gradient's inputs an input gradient keeps until its
+      // weight gradient (what the memory plan counts at each compute but a weight gradient).
+      int64_t activations = 0, gradients = 0, weightInputs = 0;
       std::vector<int64_t> &at = facts->activationsAt[r];
       at.reserve(actions.size());
       for (size_t i = 0; i < actions.size(); ++i) {
         const sched::Action &a = actions[i];
         const Stage &stage = st[a.stage];
         if (a.kind == sched::ActionKind::Forward) {
-          const int64_t level =
-              std::max(activations + forwardWorking(stage), activations + stored(stage));
+          const int64_t level = weightInputs + std::max(activations + forwardWorking(stage),
+                                                        activations + stored(stage));
           at.push_back(level);
           facts->forwardHeld[a.stage] = std::max(facts->forwardHeld[a.stage], level);
           facts->forwardHeldWithGradients[a.stage] =
@@ -480,12 +482,19 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
         }
         if (firstBackward[a.stage] == static_cast<int64_t>(i))
           gradients += stage.denseParams() * runtime::kGradientBytes;
+        const int64_t ownWeightInputs = stage.activations.weightGradient * b;
         int64_t level = activations;
+        if (a.kind == sched::ActionKind::BackwardWeight)
+          weightInputs -= ownWeightInputs;
+        else
+          level += weightInputs;
         if (held[a.stage][a.mb]) {
           level += working(stage);
           activations -= stored(stage);
           held[a.stage][a.mb] = 0;
         }
+        if (a.kind == sched::ActionKind::BackwardInput)
+          weightInputs += ownWeightInputs;
         at.push_back(level);
         facts->backwardHeld[a.stage] = std::max(facts->backwardHeld[a.stage], level);
         facts->backwardHeldWithGradients[a.stage] =
