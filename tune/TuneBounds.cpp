@@ -434,6 +434,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   facts->backwardHeld.assign(numStages, 0);
   facts->forwardHeldWithGradients.assign(numStages, 0);
   facts->backwardHeldWithGradients.assign(numStages, 0);
+  facts->forwardHeldWithAllGradients.assign(numStages, 0);
+  facts->backwardHeldWithAllGradients.assign(numStages, 0);
   // What the memory plan counts (StageActivations): a micro-batch's stored activations, what
   // a forward holds of its own while it runs, and what a backward holds beyond them (an input
   // gradient holds no less).
@@ -446,9 +448,9 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   // The activations each rank holds along its order: a forward stores its micro-batch's, and
   // the first backward part of that micro-batch frees them, at the earliest. With sharded
   // gradients, a stage's full gradient buffer lives at least from its first to its last
-  // backward (weight gradients, where split, may only extend that). Only the dense
-  // parameters' buffers and gathers are counted: the routed experts' are sharded over their
-  // expert-data group, which may hold them whole (static state) instead.
+  // backward (weight gradients, where split, may only extend that): the dense parameters',
+  // and with them the routed experts' unless their expert-data group is one rank, which holds
+  // them whole (static state) instead; the order does not know D, so both are kept.
   auto walkActivations = [&] {
     facts->activationsAt.assign(par.pipeline, {});
     std::vector<std::vector<uint8_t>> held(numStages, std::vector<uint8_t>(par.microbatches, 0));
@@ -463,7 +465,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
         }
       // With split backwards, the weight gradient's inputs an input gradient keeps until its
       // weight gradient (what the memory plan counts at each compute but a weight gradient).
-      int64_t activations = 0, gradients = 0, weightInputs = 0;
+      // The full gradient buffers live: the dense parameters', and all of them.
+      int64_t activations = 0, gradients = 0, allGradients = 0, weightInputs = 0;
       std::vector<int64_t> &at = facts->activationsAt[r];
       at.reserve(actions.size());
       for (size_t i = 0; i < actions.size(); ++i) {
@@ -476,12 +479,16 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
           facts->forwardHeld[a.stage] = std::max(facts->forwardHeld[a.stage], level);
           facts->forwardHeldWithGradients[a.stage] =
               std::max(facts->forwardHeldWithGradients[a.stage], level + gradients);
+          facts->forwardHeldWithAllGradients[a.stage] =
+              std::max(facts->forwardHeldWithAllGradients[a.stage], level + allGradients);
           activations += stored(stage);
           held[a.stage][a.mb] = 1;
           continue;
         }
-        if (firstBackward[a.stage] == static_cast<int64_t>(i))
+        if (firstBackward[a.stage] == static_cast<int64_t>(i)) {
           gradients += stage.denseParams() * runtime::kGradientBytes;
+          allGradients += stage.params * runtime::kGradientBytes;
+        }
         const int64_t ownWeightInputs = stage.activations.weightGradient * b;
         int64_t level = activations;
         if (a.kind == sched::ActionKind::BackwardWeight)
@@ -499,8 +506,12 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
         facts->backwardHeld[a.stage] = std::max(facts->backwardHeld[a.stage], level);
         facts->backwardHeldWithGradients[a.stage] =
             std::max(facts->backwardHeldWithGradients[a.stage], level + gradients);
-        if (lastBackward[a.stage] == static_cast<int64_t>(i))
+        facts->backwardHeldWithAllGradients[a.stage] =
+            std::max(facts->backwardHeldWithAllGradients[a.stage], level + allGradients);
+        if (lastBackward[a.stage] == static_cast<int64_t>(i)) {
           gradients -= stage.denseParams() * runtime::kGradientBytes;
+          allGradients -= stage.params * runtime::kGradientBytes;
+        }
       }
     }
   };
@@ -612,6 +623,8 @@ llvm::Expected<Bounds> BoundCalculator::quickBounds(const Job &job, const std::s
   facts.backwardHeld.assign(numStages, 0);
   facts.forwardHeldWithGradients.assign(numStages, 0);
   facts.backwardHeldWithGradients.assign(numStages, 0);
+  facts.forwardHeldWithAllGradients.assign(numStages, 0);
+  facts.backwardHeldWithAllGradients.assign(numStages, 0);
   llvm::Expected<Bounds> out = boundsFrom(job, facts);
   if (out)
     quick.emplace(key, *out);
@@ -703,14 +716,17 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
     const int64_t r = facts.rankOf[s];
     rankStatic[r] += staticStateBytes(job, par, st[s].params, st[s].expertParams);
     const int64_t gathered = dataParallel && sharding == runtime::Sharding::Full
-                                 ? st[s].denseParams() * job.training.elementBytes()
+                                 ? work.allocated(s) * job.training.elementBytes()
                                  : 0;
     if (dataParallel && runtime::shardsGradients(sharding) &&
         par.gradientReduction == runtime::GradientReduction::Run)
       // Reduced after each run: a backward holds its own stage's full buffer, at least.
       rankActive[r] = std::max(
           {rankActive[r], facts.forwardHeld[s] + gathered,
-           facts.backwardHeld[s] + st[s].denseParams() * runtime::kGradientBytes + gathered});
+           facts.backwardHeld[s] + work.allocated(s) * runtime::kGradientBytes + gathered});
+    else if (dataParallel && runtime::shardsGradients(sharding) && work.expertBuffers())
+      rankActive[r] = std::max({rankActive[r], facts.forwardHeldWithAllGradients[s] + gathered,
+                                facts.backwardHeldWithAllGradients[s] + gathered});
     else if (dataParallel && runtime::shardsGradients(sharding))
       rankActive[r] = std::max({rankActive[r], facts.forwardHeldWithGradients[s] + gathered,
                                 facts.backwardHeldWithGradients[s] + gathered});

@@ -156,6 +156,9 @@ private:
     /// sharding keep live between a stage's first and last backward.
     std::vector<int64_t> forwardHeld, backwardHeld;
     std::vector<int64_t> forwardHeldWithGradients, backwardHeldWithGradients;
+    /// The same with the routed experts' gradient buffers too, which a step allocates unless
+    /// their expert-data group is one rank (DataParallelWork::allocated()).
+    std::vector<int64_t> forwardHeldWithAllGradients, backwardHeldWithAllGradients;
     /// Where the compiler's order is known and runs one action at a time (no overlapped
     /// pairs): the schedule (each rank's order), and when each action starts at the earliest
     /// (the compute-only start). Empty otherwise.
@@ -191,6 +194,15 @@ private:
     /// The all-gather of stage `s`'s parameters on pipeline rank `r`.
     double gather(int64_t s, int64_t r) const;
     double optimizerStep(int64_t s) const;
+    /// Of stage `s`'s parameters, those whose gathered copy (full sharding) and whole
+    /// gradients (gradient and full sharding) a step allocates and frees: all but the routed
+    /// experts of an expert-data group of one rank, kept whole all step (as the memory plan
+    /// counts them).
+    int64_t allocated(int64_t s) const {
+      return experts.members == 1 ? st[s].denseParams() : st[s].params;
+    }
+    /// Whether the routed experts' buffers are among those allocated.
+    bool expertBuffers() const { return experts.members != 1; }
 
   private:
     /// Stage `s`'s parameters reduced and gathered over the replicas, and those over the

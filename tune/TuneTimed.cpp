@@ -232,13 +232,13 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
         comm = std::max(comm, ready) + work.gather(c.stage, r);
         gathered[c.stage] = comm;
         if (c.kind == sched::Collective::Kind::Unshard)
-          resident += st[c.stage].denseParams() * e;
+          resident += work.allocated(c.stage) * e;
         skipItem();
         return;
       }
       case sched::Collective::Kind::Reshard:
         reshard = compute;
-        resident -= st[c.stage].denseParams() * e;
+        resident -= work.allocated(c.stage) * e;
         return;
       case sched::Collective::Kind::ReduceScatter:
       case sched::Collective::Kind::AllReduce:
