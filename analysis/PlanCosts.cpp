@@ -32,25 +32,6 @@ Collective collectiveOf(Op op) {
   }
 }
 
-/// The busiest member of the expert groups of pipeline rank `pipelineRank`: its peers in its
-/// own node and on other nodes, the most of these first.
-std::pair<int64_t, int64_t> expertPeers(const runtime::Config &c, const CostModel &cost,
-                                        int32_t pipelineRank) {
-  std::pair<int64_t, int64_t> busiest{0, 0}; // (other nodes, same node)
-  // Each group once: E consecutive (replica, tensor rank) indices.
-  for (int64_t i = 0; i < int64_t(c.data) * c.tensor; i += std::max<int32_t>(c.expert, 1)) {
-    const std::vector<int64_t> group =
-        runtime::expertGroupRanks(c, pipelineRank, i / c.tensor, i % c.tensor);
-    for (int64_t member : group) {
-      int64_t away = 0;
-      for (int64_t peer : group)
-        away += cost.linkBetween(member, peer) == Link::InterNode;
-      busiest = std::max(busiest, {away, static_cast<int64_t>(group.size()) - 1 - away});
-    }
-  }
-  return busiest;
-}
-
 /// log C(a, b), for 0 <= b <= a.
 double logChoose(int64_t a, int64_t b) {
   return std::lgamma(double(a + 1)) - std::lgamma(double(b + 1)) - std::lgamma(double(a - b + 1));
@@ -224,6 +205,23 @@ PlanCosts PlanCosts::fromCostModel(const runtime::Plan &plan, const CostModel &c
   return costs;
 }
 
+std::pair<int64_t, int64_t> conduit::expertPeers(const runtime::Config &c, const CostModel &cost,
+                                                 int64_t pipelineRank) {
+  std::pair<int64_t, int64_t> busiest{0, 0}; // (other nodes, same node)
+  // Each group once: E consecutive (replica, tensor rank) indices.
+  for (int64_t i = 0; i < int64_t(c.data) * c.tensor; i += std::max<int32_t>(c.expert, 1)) {
+    const std::vector<int64_t> group =
+        runtime::expertGroupRanks(c, pipelineRank, i / c.tensor, i % c.tensor);
+    for (int64_t member : group) {
+      int64_t away = 0;
+      for (int64_t peer : group)
+        away += cost.linkBetween(member, peer) == Link::InterNode;
+      busiest = std::max(busiest, {away, static_cast<int64_t>(group.size()) - 1 - away});
+    }
+  }
+  return busiest;
+}
+
 Ring conduit::expertDataRing(const CostModel &cost, const runtime::Config &config,
                              int64_t pipelineRank) {
   // A group is the ranks whose index (replica x T + tensor rank) has one remainder mod E; the
@@ -324,8 +322,6 @@ void PlanCosts::priceOverlaps(const runtime::Plan &plan) {
     }
   }
 }
-
-namespace {} // namespace
 
 double conduit::pairedStepTime(const std::vector<double> *compute[2],
                                const std::vector<double> *comm[2], double sharedRate) {

@@ -57,6 +57,11 @@ double expertAllToAllTime(const CostModel &cost, int64_t bytes, int64_t members,
 double fastestExpertAllToAll(const CostModel &cost, int64_t bytes, int64_t members,
                              const runtime::Transformer &t);
 
+/// The busiest member of the expert groups of pipeline rank `pipelineRank`: its peers on
+/// other nodes and in its own node, the most of the former first (what expertAllToAllTime
+/// prices that rank's all-to-alls with).
+std::pair<int64_t, int64_t> expertPeers(const runtime::Config &config, const CostModel &cost,
+                                        int64_t pipelineRank);
 /// The slowest ring among the expert-data groups of pipeline rank `pipelineRank`
 /// (runtime::expertDataGroupRanks, one per remainder mod E): where the routed experts'
 /// reductions and gathers run when they are apart (runtime::Plan::expertsApart).

@@ -109,6 +109,21 @@ double BoundCalculator::Stage::allToAllTime(sched::ActionKind kind) const {
   return byKind(kind, allToAllForwardS, allToAllBackwardS, allToAllInputS, 0.0);
 }
 
+const BoundCalculator::Stage::AllToAllSizes &
+BoundCalculator::Stage::allToAllBytes(sched::ActionKind kind) const {
+  static const AllToAllSizes kNone;
+  switch (kind) {
+  case sched::ActionKind::Forward:
+    return allToAllForwardBytes;
+  case sched::ActionKind::Backward:
+    return allToAllBackwardBytes;
+  case sched::ActionKind::BackwardInput:
+    return allToAllInputBytes;
+  default:
+    return kNone;
+  }
+}
+
 sched::ActionTimes BoundCalculator::actionTimes(const std::vector<Stage> &st, int64_t microbatches,
                                                 const sched::Schedule *allToAllsOf) {
   sched::ActionTimes times;
@@ -191,8 +206,11 @@ const BoundCalculator::ExpertData &BoundCalculator::expertData(const Job &job,
   config.tensor = static_cast<int32_t>(par.tensor);
   config.expert = static_cast<int32_t>(par.expert);
   out.members = par.data * par.tensor / par.expert;
-  for (int64_t r = 0; r < par.pipeline; ++r)
+  for (int64_t r = 0; r < par.pipeline; ++r) {
     out.rings.push_back(expertDataRing(cost, config, r));
+    if (par.expert > 1)
+      out.allToAllPeers.push_back(expertPeers(config, cost, r));
+  }
   return out;
 }
 
@@ -319,6 +337,7 @@ BoundCalculator::stages(const Job &job) {
   // the fastest any placement of the expert group allows (fastestExpertAllToAll).
   struct Issued {
     double tensor = 0, allToAll = 0;
+    Stage::AllToAllSizes allToAllBytes;
   };
   auto issued = [&](const Stage &stage, runtime::Op pass) {
     Issued out;
@@ -327,9 +346,15 @@ BoundCalculator::stages(const Job &job) {
     for (const runtime::TensorCollective &x : runtime::tensorCollectives(
              tensorConfig, tensorLayers, static_cast<int32_t>(stage.first),
              static_cast<int32_t>(stage.end), pass, b, routing ? &*routing : nullptr)) {
-      if (x.isExpertAllToAll())
+      if (x.isExpertAllToAll()) {
         out.allToAll += fastestExpertAllToAll(**cost, x.bytes, par.expert, *routing);
-      else
+        auto size =
+            llvm::find_if(out.allToAllBytes, [&](const auto &p) { return p.first == x.bytes; });
+        if (size == out.allToAllBytes.end())
+          out.allToAllBytes.push_back({x.bytes, 1});
+        else
+          ++size->second;
+      } else
         out.tensor += (*cost)->tensorCollectiveTime(collectiveOf(x.op), x.bytes);
     }
     return out;
@@ -359,6 +384,9 @@ BoundCalculator::stages(const Job &job) {
     stage.allToAllForwardS = forward.allToAll;
     stage.allToAllBackwardS = backward.allToAll;
     stage.allToAllInputS = input.allToAll;
+    stage.allToAllForwardBytes = forward.allToAllBytes;
+    stage.allToAllBackwardBytes = backward.allToAllBytes;
+    stage.allToAllInputBytes = input.allToAllBytes;
   }
   return &(partitions[key] = std::move(out));
 }

@@ -135,6 +135,11 @@ private:
     /// (fastestExpertAllToAll): what each adds to the compute stream where no paired step
     /// hides it. Not in the times above.
     double allToAllForwardS = 0, allToAllBackwardS = 0, allToAllInputS = 0;
+    /// Those all-to-alls as (bytes, how many), each size once, for pricing them where the
+    /// ranks are placed.
+    using AllToAllSizes = std::vector<std::pair<int64_t, int64_t>>;
+    AllToAllSizes allToAllForwardBytes, allToAllBackwardBytes, allToAllInputBytes;
+    const AllToAllSizes &allToAllBytes(sched::ActionKind kind) const;
     /// One micro-batch's `kind` of action, with its tensor collectives and without; and its
     /// expert all-to-alls.
     double time(sched::ActionKind kind) const;
@@ -178,6 +183,9 @@ private:
   struct ExpertData {
     int64_t members = 0;
     std::vector<Ring> rings; ///< per pipeline rank
+    /// With E > 1, per pipeline rank, the busiest member of its expert groups' peers on other
+    /// nodes and in its own (expertPeers), which its all-to-alls are priced with.
+    std::vector<std::pair<int64_t, int64_t>> allToAllPeers;
   };
   /// What a stage's data-parallel work takes, as the simulator prices the plan's (PlanCosts):
   /// the dense parameters' collectives over the D replicas and the routed experts' apart over
@@ -203,6 +211,7 @@ private:
     }
     /// Whether the routed experts' buffers are among those allocated.
     bool expertBuffers() const { return experts.members != 1; }
+    const ExpertData &expertGroups() const { return experts; }
 
   private:
     /// Stage `s`'s parameters reduced and gathered over the replicas, and those over the

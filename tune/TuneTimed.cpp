@@ -29,8 +29,10 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   if (facts.schedule.ranks.empty() || !(dataParallel || delayed))
     return 0;
   const size_t ranks = facts.schedule.ranks.size();
-  // The compute stream's time after each action for its expert all-to-alls, at the fastest
-  // their group's placement allows. After an unpaired compute, its own: what waits for the
+  // The compute stream's time after each action for its expert all-to-alls, priced as the
+  // plan prices them, with the peers of its rank's busiest expert-group member (the schedule
+  // tier's order, cached across placements, took the fastest any placement allows). After an
+  // unpaired compute, its own: what waits for the
   // compute waits for them (`delaysDependents`). In a pair of the plan (combined 1F1B), what
   // they take beyond the two halves (as actionTimes() charges a pair, less the halves'
   // surcharges beside collectives, which the plan's pair counts in its halves; below), between
@@ -40,8 +42,25 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   const bool allToAlls = hasExperts(job) && par.expert > 1;
   std::vector<std::vector<double>> allToAllAfter(ranks);
   std::vector<std::vector<uint8_t>> delaysDependents(ranks);
+  const runtime::Transformer routing = allToAlls ? collectiveShape(job) : runtime::Transformer();
+  // One rank's all-to-alls' times, by their bytes (a few sizes).
+  std::vector<std::pair<int64_t, double>> priced;
   for (size_t r = 0; allToAlls && r < ranks; ++r) {
     const std::vector<sched::Action> &order = facts.schedule.ranks[r];
+    const std::pair<int64_t, int64_t> peers = work.expertGroups().allToAllPeers[r];
+    priced.clear();
+    auto allToAllTime = [&](const sched::Action &a) {
+      double total = 0;
+      for (auto [bytes, count] : st[a.stage].allToAllBytes(a.kind)) {
+        auto it = llvm::find_if(priced, [&](const auto &p) { return p.first == bytes; });
+        if (it == priced.end()) {
+          priced.push_back({bytes, expertAllToAllTime(cost, bytes, par.expert, peers, routing)});
+          it = std::prev(priced.end());
+        }
+        total += static_cast<double>(count) * it->second;
+      }
+      return total;
+    };
     static const std::vector<int32_t> kNone;
     const std::vector<int32_t> &pairs = r < facts.planPairs.size() ? facts.planPairs[r] : kNone;
     allToAllAfter[r].assign(order.size(), 0);
@@ -50,12 +69,12 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
     for (size_t i = 0; i < order.size(); ++i) {
       const sched::Action &a = order[i];
       if (next == pairs.end() || *next != static_cast<int32_t>(i)) {
-        allToAllAfter[r][i] = st[a.stage].allToAllTime(a.kind);
+        allToAllAfter[r][i] = allToAllTime(a);
         continue;
       }
       const sched::Action &b = order[i + 1];
-      allToAllAfter[r][i] = st[a.stage].allToAllTime(a.kind) + st[b.stage].allToAllTime(b.kind) -
-                            st[a.stage].time(a.kind) - st[b.stage].time(b.kind);
+      allToAllAfter[r][i] =
+          allToAllTime(a) + allToAllTime(b) - st[a.stage].time(a.kind) - st[b.stage].time(b.kind);
       delaysDependents[r][i] = delaysDependents[r][i + 1] = 0;
       ++next;
       ++i;
