@@ -80,9 +80,10 @@ Collective collectiveOf(runtime::Op op) {
   }
 }
 
-/// Of a stage's four times (forward, whole backward, input and weight gradient), `kind`'s.
-double byKind(sched::ActionKind kind, double forward, double backward, double input,
-              double weight) {
+/// Of a stage's four figures (forward, whole backward, input and weight gradient), `kind`'s.
+template <typename T>
+const T &byKind(sched::ActionKind kind, const T &forward, const T &backward, const T &input,
+                const T &weight) {
   switch (kind) {
   case sched::ActionKind::Backward:
     return backward;
@@ -106,22 +107,14 @@ double BoundCalculator::Stage::computeTime(sched::ActionKind kind) const {
 }
 
 double BoundCalculator::Stage::allToAllTime(sched::ActionKind kind) const {
-  return byKind(kind, allToAllForwardS, allToAllBackwardS, allToAllInputS, 0.0);
+  static const double kNone = 0;
+  return byKind(kind, allToAllForwardS, allToAllBackwardS, allToAllInputS, kNone);
 }
 
 const BoundCalculator::Stage::AllToAllSizes &
 BoundCalculator::Stage::allToAllBytes(sched::ActionKind kind) const {
   static const AllToAllSizes kNone;
-  switch (kind) {
-  case sched::ActionKind::Forward:
-    return allToAllForwardBytes;
-  case sched::ActionKind::Backward:
-    return allToAllBackwardBytes;
-  case sched::ActionKind::BackwardInput:
-    return allToAllInputBytes;
-  default:
-    return kNone;
-  }
+  return byKind(kind, allToAllForwardBytes, allToAllBackwardBytes, allToAllInputBytes, kNone);
 }
 
 sched::ActionTimes BoundCalculator::actionTimes(const std::vector<Stage> &st, int64_t microbatches,
