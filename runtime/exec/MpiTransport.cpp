@@ -45,17 +45,25 @@ public:
 
 MPI_Datatype mpiType(Element type) { return type == Element::Float32 ? MPI_FLOAT : MPI_DOUBLE; }
 
-/// out[i] = the members' parts[r · count + i] reduced by `op` in member order, in double.
-void reduceInMemberOrder(const std::vector<float> &parts, int64_t count, int members,
-                         model::Reduction op, float *out) {
-  for (int64_t i = 0; i < count; ++i) {
-    double v = parts[i];
-    for (int r = 1; r < members; ++r) {
-      const double x = parts[r * count + i];
-      v = op == model::Reduction::Sum ? v + x : std::max(v, x);
+/// The work of a collective that writes the `members` members' `count` elements each into
+/// its `received` (member r's at r · count), which it reduces by `op` in member order, in
+/// double, into `out` once done: the same bits on every member.
+std::unique_ptr<MpiWork> reducedInMemberOrder(int64_t count, int members, model::Reduction op,
+                                              float *out) {
+  auto work = std::make_unique<MpiWork>();
+  std::vector<float> &parts = work->received;
+  parts.resize(static_cast<size_t>(count) * members);
+  work->finish = [&parts, count, members, op, out] {
+    for (int64_t i = 0; i < count; ++i) {
+      double v = parts[i];
+      for (int r = 1; r < members; ++r) {
+        const double x = parts[r * count + i];
+        v = op == model::Reduction::Sum ? v + x : std::max(v, x);
+      }
+      out[i] = static_cast<float>(v);
     }
-    out[i] = static_cast<float>(v);
-  }
+  };
+  return work;
 }
 
 /// A work whose collective already ran (a blocking call), finished now: nothing to wait for.
@@ -221,14 +229,10 @@ absl::StatusOr<std::unique_ptr<Work>> MpiTransport::tensorAllReduce(GroupPass pa
                                                                     float *data, int64_t count,
                                                                     model::Reduction op,
                                                                     StreamHandle) {
-  // Every member's data, then reduced in member order (the same bits on every member).
+  // Every member's data, then reduced in member order.
   CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
-  auto work = std::make_unique<MpiWork>();
+  std::unique_ptr<MpiWork> work = reducedInMemberOrder(count, tensorSize, op, data);
   std::vector<float> &all = work->received;
-  all.resize(static_cast<size_t>(count) * tensorSize);
-  work->finish = [&all, data, count, op, members = tensorSize] {
-    reduceInMemberOrder(all, count, members, op, data);
-  };
   MPI_Comm comm = tensors[static_cast<int>(pass)];
   if (!post) {
     CONDUIT_MPI(MPI_Allgather(data, n, MPI_FLOAT, all.data(), n, MPI_FLOAT, comm));
@@ -260,12 +264,9 @@ absl::StatusOr<std::unique_ptr<Work>> MpiTransport::tensorReduceScatter(GroupPas
                                                                         StreamHandle) {
   // Member r receives every member's r-th part, then sums them in member order.
   CONDUIT_ASSIGN_OR_RETURN(int n, mpiCount(count));
-  auto work = std::make_unique<MpiWork>();
+  std::unique_ptr<MpiWork> work =
+      reducedInMemberOrder(count, tensorSize, model::Reduction::Sum, shard);
   std::vector<float> &parts = work->received;
-  parts.resize(static_cast<size_t>(count) * tensorSize);
-  work->finish = [&parts, shard, count, members = tensorSize] {
-    reduceInMemberOrder(parts, count, members, model::Reduction::Sum, shard);
-  };
   MPI_Comm comm = tensors[static_cast<int>(pass)];
   if (!post) {
     CONDUIT_MPI(MPI_Alltoall(full, n, MPI_FLOAT, parts.data(), n, MPI_FLOAT, comm));
