@@ -32,13 +32,12 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   // The compute stream's time after each action for its expert all-to-alls, priced as the
   // plan prices them, with the peers of its rank's busiest expert-group member (the schedule
   // tier's order, cached across placements, took the fastest any placement allows). After an
-  // unpaired compute, its own: what waits for the
-  // compute waits for them (`delaysDependents`). In a pair of the plan (combined 1F1B), what
-  // they take beyond the two halves (as actionTimes() charges a pair, less the halves'
-  // surcharges beside collectives, which the plan's pair counts in its halves; below), between
-  // the halves: it delays the second half's end, and neither half's dependents beyond what the
-  // plan's pair does (the plan charges each half's all-to-alls after it, and sends the first
-  // half's output when the second is done).
+  // unpaired compute, its own: what waits for the compute waits for them
+  // (`delaysDependents`). In a pair of the plan (combined 1F1B), what they take beyond the two
+  // halves (as actionTimes() charges a pair, less the halves' surcharges beside collectives,
+  // which the plan's pair counts in its halves; below), between the halves: it delays the
+  // second half's end, and neither half's dependents beyond what the plan's pair does (the
+  // plan charges each half's share after it).
   const bool allToAlls = hasExperts(job) && par.expert > 1;
   std::vector<std::vector<double>> allToAllAfter(ranks);
   std::vector<std::vector<uint8_t>> delaysDependents(ranks);
