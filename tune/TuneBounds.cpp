@@ -576,6 +576,20 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
     lowest[r] = std::min(lowest[r], s);
     facts->computeEnd[r] += static_cast<double>(par.microbatches) * (forward[s] + st[s].backwardS);
   }
+  // The tuner compiles this very order (it does not defer fewer to fit), pairs included: each
+  // compute it runs alone carries its all-to-alls whole, and a pair lasts at least as long as
+  // either its computes or its all-to-alls, which share one link (pairedStepTime()). A
+  // micro-batch's first forward is its rank's first compute, alone, and its output leaves
+  // after its combine.
+  if (allToAlls) {
+    const sched::ActionTimes bare = actionTimes(st, par.microbatches, nullptr);
+    const sched::ActionTimes paired = actionTimes(st, par.microbatches, &*order);
+    for (int64_t r = 0; r < par.pipeline; ++r)
+      for (const sched::Action &a : order->ranks[r])
+        facts->computeEnd[r] += paired.of(a) - bare.of(a);
+    for (int64_t s = 0; s < numStages; ++s)
+      forward[s] += st[s].allToAllTime(sched::ActionKind::Forward);
+  }
   for (int64_t r = 0; r < par.pipeline; ++r)
     for (int64_t s = 0; s < lowest[r]; ++s)
       facts->computeEnd[r] += forward[s];

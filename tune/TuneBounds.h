@@ -20,13 +20,13 @@
 //   gather count at every compute. What is left out (the transfers' order and sharing of
 //   links) only delays instructions in the compiled plan, so the end of those streams bounds
 //   the step from below; with one pipeline rank it is the compiled step. DualPipeV's
-//   overlapped pairs are not modelled: for them the tier keeps what holds for any order (each
-//   rank's total work after the pipeline's fill and the collectives that must follow it), and
-//   the activations held along the order. A mixture of experts' computes carry their expert
-//   all-to-alls at the fastest their group's placement allows: whole where the order runs a compute
-//   alone, a pair's excess over its two computes in combined 1F1B (none in DualPipeV's split
-//   order); the timed tier runs every order but DualPipeV's, a pair's excess on the compute stream
-//   between its halves. The routed experts apart
+//   overlapped pairs are not timed: for them the tier keeps each rank's total work after the
+//   pipeline's fill and the collectives that must follow it, and the activations held along
+//   the order. A mixture of experts' computes carry their expert all-to-alls at the fastest
+//   their group's placement allows: whole where the order runs a compute alone, a pair's
+//   excess over its two computes in combined 1F1B and in DualPipeV (whose order and pairs the
+//   tuner compiles as built here); the timed tier runs every order but DualPipeV's, a pair's
+//   excess on the compute stream between its halves. The routed experts apart
 //   (runtime::Plan::expertsApart) are reduced, gathered and updated over their expert-data
 //   group, after the dense parameters' over the replicas, as the plan prices them.
 //
