@@ -323,8 +323,8 @@ void PlanCosts::priceOverlaps(const runtime::Plan &plan) {
   }
 }
 
-double conduit::pairedStepTime(const std::vector<double> *compute[2],
-                               const std::vector<double> *comm[2], double sharedRate) {
+double conduit::pairedStepTime(const std::vector<double> *const compute[2],
+                               const std::vector<double> *const comm[2], double sharedRate) {
   constexpr double kNever = std::numeric_limits<double>::infinity();
   size_t next[2] = {0, 0};  // item 2k: segment k; item 2k+1: all-to-all k
   double ready[2] = {0, 0}; // when the chain's next item may start
@@ -377,10 +377,18 @@ double conduit::pairedStepTime(const std::vector<double> *compute[2],
   }
 }
 
-std::vector<double> PlanCosts::segments(const runtime::Plan &plan, const Instruction &inst) const {
-  const runtime::Transformer &t = *plan.transformer;
-  const runtime::Stage &stage = plan.stages[inst.stage];
-  const int64_t samples = stage.samples[inst.microbatch + 1] - stage.samples[inst.microbatch];
+double conduit::pairedComputeRate(const CostModel &cost, const runtime::Transformer &t) {
+  const int64_t sms = cost.deviceSms();
+  if (t.dispatch == 1 && sms > kDispatchSms)
+    return static_cast<double>(sms - kDispatchSms) / static_cast<double>(sms);
+  return cost.slowsBesideCollectives() ? 1 / (1 + kCollectiveOverlapSlowdown) : 1.0;
+}
+
+std::vector<double> conduit::computeSegments(const runtime::Transformer &t,
+                                             const std::vector<runtime::Layer> &layers,
+                                             int32_t first, int32_t end, Op op,
+                                             llvm::function_ref<double(int32_t)> time,
+                                             llvm::function_ref<double(int32_t)> recomputed) {
   std::vector<double> cut{0};
   auto work = [&](double time) { cut.back() += time; };
   auto allToAll = [&] { cut.push_back(0); };
@@ -390,7 +398,7 @@ std::vector<double> PlanCosts::segments(const runtime::Plan &plan, const Instruc
       static_cast<double>(t.topK) * (t.mlp == 1 ? 3 : 2) * 2 * static_cast<double>(t.hiddenSize) *
       static_cast<double>(t.expertFfnHiddenSize) * static_cast<double>(t.seqLength);
   auto routed = [&](int32_t l) {
-    const double total = plan.layers[l].fwdFlops;
+    const double total = layers[l].fwdFlops;
     return total > 0 ? std::clamp(expertFlops / total, 0.0, 1.0) : 0.0;
   };
   auto forward = [&](int32_t l, double time) {
@@ -400,26 +408,24 @@ std::vector<double> PlanCosts::segments(const runtime::Plan &plan, const Instruc
     work(q * time);       // the routed experts
     allToAll();           // combine
   };
-  const bool recomputed = plan.config.checkpointing == runtime::Checkpointing::Full;
-  for (int32_t k = 0; k < stage.endLayer - stage.firstLayer; ++k) {
-    const int32_t l = inst.op == Op::Forward ? stage.firstLayer + k : stage.endLayer - 1 - k;
-    const bool experts = runtime::layerHasExperts(&t, plan.layers, l);
-    switch (inst.op) {
+  for (int32_t k = 0; k < end - first; ++k) {
+    const int32_t l = op == Op::Forward ? first + k : end - 1 - k;
+    const bool experts = runtime::layerHasExperts(&t, layers, l);
+    switch (op) {
     case Op::Forward:
       if (experts)
-        forward(l, cost->forwardTime(l, samples));
+        forward(l, time(l));
       else
-        work(cost->forwardTime(l, samples));
+        work(time(l));
       break;
     case Op::Backward:
     case Op::BackwardInput: {
-      const double whole = inst.op == Op::Backward ? cost->backwardTime(l, samples)
-                                                   : cost->inputGradientTime(l, samples);
+      const double whole = time(l);
       if (!experts) {
         work(whole);
         break;
       }
-      const double again = recomputed ? cost->recomputeTime(l, samples) : 0;
+      const double again = recomputed ? recomputed(l) : 0;
       if (recomputed)
         forward(l, again);
       const double q = routed(l);
@@ -430,30 +436,67 @@ std::vector<double> PlanCosts::segments(const runtime::Plan &plan, const Instruc
       break;
     }
     default:
-      work(cost->weightGradientTime(l, samples));
+      work(time(l));
       break;
     }
   }
   return cut;
 }
 
+std::optional<double> conduit::pairExposedAllToAll(const std::vector<double> *const cuts[2],
+                                                   const double own[2],
+                                                   const std::vector<double> *const comms[2],
+                                                   double sharedRate) {
+  std::vector<double> scaled[2];
+  double compute = 0, communication = 0;
+  for (int h = 0; h < 2; ++h) {
+    const std::vector<double> &cut = *cuts[h], &comm = *comms[h];
+    if (cut.size() != comm.size() + 1)
+      return std::nullopt;
+    // The segments add up to the compute's own duration.
+    const double sum = std::accumulate(cut.begin(), cut.end(), 0.0);
+    for (double segment : cut)
+      scaled[h].push_back(sum > 0 ? segment * own[h] / sum
+                                  : own[h] / static_cast<double>(cut.size()));
+    compute += own[h];
+    communication += std::accumulate(comm.begin(), comm.end(), 0.0);
+  }
+  if (!(communication > 0))
+    return std::nullopt;
+  const std::vector<double> *computeOf[2] = {&scaled[0], &scaled[1]};
+  return std::max(0.0, pairedStepTime(computeOf, comms, sharedRate) - compute);
+}
+
 void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
   const runtime::Config &c = plan.config;
   // Per-node dispatch kernels (DeepEP) run on SMs of their own, taken from the computation
   // they overlap; NCCL's all-to-all slows it as its other collectives do.
-  const int64_t sms = cost->deviceSms();
-  const double sharedRate = plan.transformer->dispatch == 1 && sms > kDispatchSms
-                                ? static_cast<double>(sms - kDispatchSms) / static_cast<double>(sms)
-                            : cost->slowsBesideCollectives() ? 1 / (1 + kCollectiveOverlapSlowdown)
-                                                             : 1.0;
+  const double sharedRate = pairedComputeRate(*cost, *plan.transformer);
+  const bool recomputed = c.checkpointing == runtime::Checkpointing::Full;
   // A compute's segments depend on its stage, pass and size only: each is cut once.
   std::map<std::tuple<int32_t, Op, int64_t>, std::vector<double>> cutOf;
   auto segmentsOf = [&](const Instruction &x) -> const std::vector<double> & {
     const runtime::Stage &stage = plan.stages[x.stage];
-    auto [it, fresh] = cutOf.try_emplace(
-        {x.stage, x.op, stage.samples[x.microbatch + 1] - stage.samples[x.microbatch]});
-    if (fresh)
-      it->second = segments(plan, x);
+    const int64_t samples = stage.samples[x.microbatch + 1] - stage.samples[x.microbatch];
+    auto [it, fresh] = cutOf.try_emplace({x.stage, x.op, samples});
+    if (fresh) {
+      auto time = [&](int32_t l) {
+        switch (x.op) {
+        case Op::Forward:
+          return cost->forwardTime(l, samples);
+        case Op::Backward:
+          return cost->backwardTime(l, samples);
+        case Op::BackwardInput:
+          return cost->inputGradientTime(l, samples);
+        default:
+          return cost->weightGradientTime(l, samples);
+        }
+      };
+      auto again = [&](int32_t l) { return cost->recomputeTime(l, samples); };
+      it->second =
+          computeSegments(*plan.transformer, plan.layers, stage.firstLayer, stage.endLayer, x.op,
+                          time, recomputed ? llvm::function_ref<double(int32_t)>(again) : nullptr);
+    }
     return it->second;
   };
   for (const runtime::RankProgram &program : plan.ranks) {
@@ -493,29 +536,23 @@ void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
       if (!hidden)
         continue;
       std::vector<double> cuts[2], comms[2];
-      double compute = 0, communication = 0;
-      bool shaped = true;
+      double own[2], communication = 0;
       for (int h = 0; h < 2; ++h) {
         cuts[h] = segmentsOf(list[half[h]]);
+        own[h] = of(plan, r, list[half[h]]);
         for (int64_t k : issued[half[h]])
           comms[h].push_back(whole[k]);
-        shaped = shaped && cuts[h].size() == comms[h].size() + 1;
-        // The segments add up to the compute's own duration.
-        const double own = of(plan, r, list[half[h]]);
-        const double sum = std::accumulate(cuts[h].begin(), cuts[h].end(), 0.0);
-        for (double &segment : cuts[h])
-          segment = sum > 0 ? segment * own / sum : own / static_cast<double>(cuts[h].size());
-        compute += own;
         communication += std::accumulate(comms[h].begin(), comms[h].end(), 0.0);
       }
-      if (!shaped || !(communication > 0))
-        continue; // not the list TensorCollectives.h gives: priced whole
-      const std::vector<double> *computeOf[2] = {&cuts[0], &cuts[1]};
+      // Otherwise not the list TensorCollectives.h gives: priced whole.
+      const std::vector<double> *cutOf[2] = {&cuts[0], &cuts[1]};
       const std::vector<double> *commOf[2] = {&comms[0], &comms[1]};
-      const double exposed = std::max(0.0, pairedStepTime(computeOf, commOf, sharedRate) - compute);
+      const std::optional<double> exposed = pairExposedAllToAll(cutOf, own, commOf, sharedRate);
+      if (!exposed)
+        continue;
       for (size_t h : half)
         for (int64_t k : issued[h])
-          added[k] = exposed * whole[k] / communication;
+          added[k] = *exposed * whole[k] / communication;
     }
   }
 }

@@ -27,7 +27,10 @@
 #include "analysis/CostModel.h"
 #include "runtime/plan/Plan.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <array>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -78,8 +81,32 @@ constexpr int64_t kDispatchSms = 20;
 /// where both can). A segment computes at `sharedRate` of its speed while an all-to-all is
 /// in flight (the SMs the all-to-all's kernels take: kDispatchSms for per-node dispatch,
 /// kCollectiveOverlapSlowdown for NCCL's), else at full speed.
-double pairedStepTime(const std::vector<double> *compute[2], const std::vector<double> *comm[2],
-                      double sharedRate);
+double pairedStepTime(const std::vector<double> *const compute[2],
+                      const std::vector<double> *const comm[2], double sharedRate);
+/// The rate at which a paired step's computation runs while one of its all-to-alls is in
+/// flight (pairedStepTime's `sharedRate`): per-node dispatch kernels (Transformer::dispatch 1)
+/// take kDispatchSms of the device's SMs, NCCL's all-to-all slows it as its other collectives
+/// do (CostModel::slowsBesideCollectives), and elsewhere nothing.
+double pairedComputeRate(const CostModel &cost, const runtime::Transformer &t);
+/// The compute segments between the expert all-to-alls of one pass `op` through layers
+/// [first, end) (one more than its all-to-alls; the file comment says where they cut), from
+/// each layer's time in that pass (`time(layer)`, CostModel's for the micro-batch) and, with
+/// full checkpointing, the forward its backward recomputes (`recomputed(layer)`, null
+/// without); `layers` are the plan's (their kinds and forward FLOPs).
+std::vector<double> computeSegments(const runtime::Transformer &t,
+                                    const std::vector<runtime::Layer> &layers, int32_t first,
+                                    int32_t end, runtime::Op op,
+                                    llvm::function_ref<double(int32_t)> time,
+                                    llvm::function_ref<double(int32_t)> recomputed);
+/// The all-to-all time a paired step leaves exposed beyond its two halves' computes: each half
+/// `h` computes `own[h]` seconds cut as `cuts[h]` (scaled to add up to it) and issues the
+/// all-to-alls `comms[h]` between its cuts, at `sharedRate` (pairedStepTime). Null where the
+/// halves are not cut as their all-to-alls require (the step is then priced whole) or issue
+/// none.
+std::optional<double> pairExposedAllToAll(const std::vector<double> *const cuts[2],
+                                          const double own[2],
+                                          const std::vector<double> *const comms[2],
+                                          double sharedRate);
 
 /// How much longer a computation runs while a NCCL collective runs beside it on the same GPU:
 /// the average compute slowdown Lee et al. measured on A100 and H100 for GPT and Llama
@@ -148,8 +175,6 @@ public:
 private:
   /// Fills allToAllAdded and allToAllWhole (expert parallelism only).
   void priceAllToAlls(const runtime::Plan &plan);
-  /// The compute segments between the all-to-alls of compute `inst` (one more than them).
-  std::vector<double> segments(const runtime::Plan &plan, const runtime::Instruction &inst) const;
   /// Adds to each compute's and optimizer step's duration what it loses to the data-parallel
   /// collectives beside it (collectiveOverlapSurcharges; CostModel::slowsBesideCollectives):
   /// CPUs, unit costs, hand-built clusters and measured profiles run at full speed.

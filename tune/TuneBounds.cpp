@@ -41,11 +41,13 @@ runtime::Transformer detail::collectiveShape(const Job &job) {
   x.headDim = t.headDim.value_or(0);
   x.qkNorm = t.qkNorm;
   x.seqLength = t.seqLength;
+  x.mlp = static_cast<uint8_t>(t.mlp);
   if (!t.moe)
     return x;
   const MoeSpec &m = *t.moe;
   x.numExperts = m.numExperts;
   x.topK = m.topK;
+  x.expertFfnHiddenSize = m.expertFfnHiddenSize;
   x.sharedExperts = m.sharedExperts;
   x.denseLayers = m.denseLayers;
   x.imbalance = moeImbalance(job).value;
@@ -111,10 +113,14 @@ double BoundCalculator::Stage::allToAllTime(sched::ActionKind kind) const {
   return byKind(kind, allToAllForwardS, allToAllBackwardS, allToAllInputS, kNone);
 }
 
-const BoundCalculator::Stage::AllToAllSizes &
-BoundCalculator::Stage::allToAllBytes(sched::ActionKind kind) const {
-  static const AllToAllSizes kNone;
+const std::vector<int64_t> &BoundCalculator::Stage::allToAllBytes(sched::ActionKind kind) const {
+  static const std::vector<int64_t> kNone;
   return byKind(kind, allToAllForwardBytes, allToAllBackwardBytes, allToAllInputBytes, kNone);
+}
+
+const std::vector<double> &BoundCalculator::Stage::cuts(sched::ActionKind kind) const {
+  static const std::vector<double> kWhole{1};
+  return byKind(kind, forwardCuts, backwardCuts, inputCuts, kWhole);
 }
 
 sched::ActionTimes BoundCalculator::actionTimes(const std::vector<Stage> &st, int64_t microbatches,
@@ -256,6 +262,8 @@ BoundCalculator::stages(const Job &job) {
       times.backward.push_back((*cost)->backwardTime(l, par.microbatchSize));
       times.input.push_back((*cost)->inputGradientTime(l, par.microbatchSize));
       times.weight.push_back((*cost)->weightGradientTime(l, par.microbatchSize));
+      if (par.checkpointing == runtime::Checkpointing::Full)
+        times.recompute.push_back((*cost)->recomputeTime(l, par.microbatchSize));
     }
   auto sum = [](const std::vector<double> &perLayer, const Stage &stage) {
     double total = 0;
@@ -322,6 +330,7 @@ BoundCalculator::stages(const Job &job) {
         l.kind = layer.kind;
         l.checkpointBytes = layer.checkpointBytes;
         l.outputBytes = layer.outputBytes;
+        l.fwdFlops = layer.fwdFlops;
         tensorLayers.push_back(l);
       }
   }
@@ -330,7 +339,7 @@ BoundCalculator::stages(const Job &job) {
   // the fastest any placement of the expert group allows (fastestExpertAllToAll).
   struct Issued {
     double tensor = 0, allToAll = 0;
-    Stage::AllToAllSizes allToAllBytes;
+    std::vector<int64_t> allToAllBytes;
   };
   auto issued = [&](const Stage &stage, runtime::Op pass) {
     Issued out;
@@ -341,12 +350,7 @@ BoundCalculator::stages(const Job &job) {
              static_cast<int32_t>(stage.end), pass, b, routing ? &*routing : nullptr)) {
       if (x.isExpertAllToAll()) {
         out.allToAll += fastestExpertAllToAll(**cost, x.bytes, par.expert, *routing);
-        auto size =
-            llvm::find_if(out.allToAllBytes, [&](const auto &p) { return p.first == x.bytes; });
-        if (size == out.allToAllBytes.end())
-          out.allToAllBytes.push_back({x.bytes, 1});
-        else
-          ++size->second;
+        out.allToAllBytes.push_back(x.bytes);
       } else
         out.tensor += (*cost)->tensorCollectiveTime(collectiveOf(x.op), x.bytes);
     }
@@ -380,6 +384,25 @@ BoundCalculator::stages(const Job &job) {
     stage.allToAllForwardBytes = forward.allToAllBytes;
     stage.allToAllBackwardBytes = backward.allToAllBytes;
     stage.allToAllInputBytes = input.allToAllBytes;
+    // How a paired step cuts each pass between its all-to-alls, as the plan's pricing does.
+    if (par.expert > 1 && routing) {
+      auto again = [&](int32_t l) { return times.recompute[l]; };
+      auto cut = [&](runtime::Op pass, const std::vector<double> &perLayer) {
+        return computeSegments(
+            *routing, tensorLayers, static_cast<int32_t>(stage.first),
+            static_cast<int32_t>(stage.end), pass, [&](int32_t l) { return perLayer[l]; },
+            times.recompute.empty() ? nullptr : llvm::function_ref<double(int32_t)>(again));
+      };
+      stage.forwardCuts = cut(runtime::Op::Forward, times.forward);
+      stage.backwardCuts = cut(runtime::Op::Backward, times.backward);
+      stage.inputCuts = cut(runtime::Op::BackwardInput, times.input);
+    }
+    // Searches hold thousands of partitions.
+    for (auto *held : {&stage.forwardCuts, &stage.backwardCuts, &stage.inputCuts})
+      held->shrink_to_fit();
+    for (auto *held :
+         {&stage.allToAllForwardBytes, &stage.allToAllBackwardBytes, &stage.allToAllInputBytes})
+      held->shrink_to_fit();
   }
   return &(partitions[key] = std::move(out));
 }

@@ -25,8 +25,11 @@
 //   the order. A mixture of experts' computes carry their expert all-to-alls at the fastest
 //   their group's placement allows: whole where the order runs a compute alone, a pair's
 //   excess over its two computes in combined 1F1B and in DualPipeV (whose order and pairs the
-//   tuner compiles as built here); the timed tier runs every order but DualPipeV's, a pair's
-//   excess on the compute stream between its halves. The routed experts apart
+//   tuner compiles as built here). The timed tier runs every order but DualPipeV's with each
+//   all-to-all priced where the configuration places its group, and times combined 1F1B's
+//   pairs as the plan does: what a pair's chunks leave exposed (pairExposedAllToAll, from the
+//   same segments and halves slowed beside collectives), each half's share after it. The
+//   routed experts apart
 //   (runtime::Plan::expertsApart) are reduced, gathered and updated over their expert-data
 //   group, after the dense parameters' over the replicas, as the plan prices them.
 //
@@ -135,11 +138,15 @@ private:
     /// (fastestExpertAllToAll): what each adds to the compute stream where no paired step
     /// hides it. Not in the times above.
     double allToAllForwardS = 0, allToAllBackwardS = 0, allToAllInputS = 0;
-    /// Those all-to-alls as (bytes, how many), each size once, for pricing them where the
-    /// ranks are placed.
-    using AllToAllSizes = std::vector<std::pair<int64_t, int64_t>>;
-    AllToAllSizes allToAllForwardBytes, allToAllBackwardBytes, allToAllInputBytes;
-    const AllToAllSizes &allToAllBytes(sched::ActionKind kind) const;
+    /// Those all-to-alls' bytes in the order they run, for pricing them where the ranks are
+    /// placed.
+    std::vector<int64_t> allToAllForwardBytes, allToAllBackwardBytes, allToAllInputBytes;
+    const std::vector<int64_t> &allToAllBytes(sched::ActionKind kind) const;
+    /// With E > 1, the compute segments between those all-to-alls (computeSegments in
+    /// analysis/PlanCosts.h), which time a paired step as the plan does; a weight gradient,
+    /// which issues none, is one segment.
+    std::vector<double> forwardCuts, backwardCuts, inputCuts;
+    const std::vector<double> &cuts(sched::ActionKind kind) const;
     /// One micro-batch's `kind` of action, with its tensor collectives and without; and its
     /// expert all-to-alls.
     double time(sched::ActionKind kind) const;
@@ -251,6 +258,8 @@ private:
   /// Each layer's forward, whole backward, input and weight gradient on one micro-batch.
   struct LayerTimes {
     std::vector<double> forward, backward, input, weight;
+    /// With full checkpointing, the forward a backward recomputes (in `backward` and `input`).
+    std::vector<double> recompute;
   };
 
   /// The context the caches below hold results for.

@@ -13,7 +13,9 @@
 #include "scheduling/Schedulers.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
+#include <tuple>
 
 using namespace conduit;
 using namespace conduit::detail;
@@ -29,56 +31,6 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   if (facts.schedule.ranks.empty() || !(dataParallel || delayed))
     return 0;
   const size_t ranks = facts.schedule.ranks.size();
-  // The compute stream's time after each action for its expert all-to-alls, priced as the
-  // plan prices them, with the peers of its rank's busiest expert-group member (the schedule
-  // tier's order, cached across placements, took the fastest any placement allows). After an
-  // unpaired compute, its own: what waits for the compute waits for them
-  // (`delaysDependents`). In a pair of the plan (combined 1F1B), what they take beyond the two
-  // halves (as actionTimes() charges a pair, less the halves' surcharges beside collectives,
-  // which the plan's pair counts in its halves; below), between the halves: it delays the
-  // second half's end, and neither half's dependents beyond what the plan's pair does (the
-  // plan charges each half's share after it).
-  const bool allToAlls = hasExperts(job) && par.expert > 1;
-  std::vector<std::vector<double>> allToAllAfter(ranks);
-  std::vector<std::vector<uint8_t>> delaysDependents(ranks);
-  const runtime::Transformer routing = allToAlls ? collectiveShape(job) : runtime::Transformer();
-  // One rank's all-to-alls' times, by their bytes (a few sizes).
-  std::vector<std::pair<int64_t, double>> priced;
-  for (size_t r = 0; allToAlls && r < ranks; ++r) {
-    const std::vector<sched::Action> &order = facts.schedule.ranks[r];
-    const std::pair<int64_t, int64_t> peers = work.expertGroups().allToAllPeers[r];
-    priced.clear();
-    auto allToAllTime = [&](const sched::Action &a) {
-      double total = 0;
-      for (auto [bytes, count] : st[a.stage].allToAllBytes(a.kind)) {
-        auto it = llvm::find_if(priced, [&](const auto &p) { return p.first == bytes; });
-        if (it == priced.end()) {
-          priced.push_back({bytes, expertAllToAllTime(cost, bytes, par.expert, peers, routing)});
-          it = std::prev(priced.end());
-        }
-        total += static_cast<double>(count) * it->second;
-      }
-      return total;
-    };
-    static const std::vector<int32_t> kNone;
-    const std::vector<int32_t> &pairs = r < facts.planPairs.size() ? facts.planPairs[r] : kNone;
-    allToAllAfter[r].assign(order.size(), 0);
-    delaysDependents[r].assign(order.size(), 1);
-    auto next = pairs.begin();
-    for (size_t i = 0; i < order.size(); ++i) {
-      const sched::Action &a = order[i];
-      if (next == pairs.end() || *next != static_cast<int32_t>(i)) {
-        allToAllAfter[r][i] = allToAllTime(a);
-        continue;
-      }
-      const sched::Action &b = order[i + 1];
-      allToAllAfter[r][i] =
-          allToAllTime(a) + allToAllTime(b) - st[a.stage].time(a.kind) - st[b.stage].time(b.kind);
-      delaysDependents[r][i] = delaysDependents[r][i + 1] = 0;
-      ++next;
-      ++i;
-    }
-  }
   // The collectives the compiler places for this order (conduit-place-collectives' call).
   std::optional<sched::CollectivePlacement> placement;
   if (dataParallel) {
@@ -120,59 +72,120 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   // items in the same order, the plan's, where conduit-place-collectives writes each list as
   // this walks it (per rank, in item order, and per action); and each result reaching another
   // rank's stage no sooner than its transfer, alone on its link, takes.
-  std::vector<std::vector<double>> surcharges(ranks);
+  std::vector<std::vector<double>> surcharges(ranks), actionSurcharge(ranks);
+  const bool slowed = placement && cost.slowsBesideCollectives();
+  std::vector<OverlapItem> items;
+  for (size_t r = 0; slowed && r < ranks; ++r) {
+    const sched::RankCollectives &placed = placement->ranks[r];
+    const std::vector<sched::Action> &order = facts.schedule.ranks[r];
+    std::vector<size_t> actionItem;
+    items.clear();
+    auto add = [&](const std::vector<sched::Collective> &list) {
+      for (const sched::Collective &c : list)
+        switch (c.kind) {
+        case sched::Collective::Kind::Unshard:
+        case sched::Collective::Kind::GatherParams:
+          items.push_back({OverlapItem::Kind::Gather, c.stage, work.gather(c.stage, r)});
+          break;
+        case sched::Collective::Kind::ReduceScatter:
+        case sched::Collective::Kind::AllReduce:
+          items.push_back({OverlapItem::Kind::Reduction, c.stage, reductionTime(c, r)});
+          break;
+        case sched::Collective::Kind::OptimizerStep:
+          items.push_back({OverlapItem::Kind::OptimizerStep, c.stage, work.optimizerStep(c.stage)});
+          break;
+        default:
+          break;
+        }
+    };
+    add(placed.atStart);
+    for (size_t i = 0; i < order.size(); ++i) {
+      actionItem.push_back(items.size());
+      items.push_back({OverlapItem::Kind::Compute, static_cast<int32_t>(order[i].stage),
+                       st[order[i].stage].computeTime(order[i].kind)});
+      add(placed.after[i]);
+    }
+    add(placed.atEnd);
+    surcharges[r] = collectiveOverlapSurcharges(items, numStages, kCollectiveOverlapSlowdown);
+    for (size_t i = 0; i < order.size(); ++i)
+      actionSurcharge[r].push_back(surcharges[r][actionItem[i]]);
+  }
+  // The compute stream's time after each action for its expert all-to-alls, priced as the
+  // plan prices them, with the peers of its rank's busiest expert-group member (the schedule
+  // tier's order, cached across placements, took the fastest any placement allows): after an
+  // unpaired compute, its own; in a pair of the plan (combined 1F1B), each half's share of
+  // what the pair leaves exposed, timed from the same segments, all-to-alls and rate as the
+  // plan's (PlanCosts). Either way what waits for the compute waits for them.
+  const bool allToAlls = hasExperts(job) && par.expert > 1;
+  std::vector<std::vector<double>> allToAllAfter(ranks);
+  const runtime::Transformer routing = allToAlls ? collectiveShape(job) : runtime::Transformer();
+  const double sharedRate = allToAlls ? pairedComputeRate(cost, routing) : 1.0;
+  // One rank's all-to-alls' times, by their bytes (a few sizes).
+  std::vector<std::pair<int64_t, double>> priced;
+  std::vector<double> comms[2];
+  // One rank's pairs' exposed all-to-all time, by their passes and their halves' durations.
+  using PairKey =
+      std::tuple<int32_t, sched::ActionKind, int32_t, sched::ActionKind, double, double>;
+  std::vector<std::pair<PairKey, std::optional<double>>> exposures;
+  for (size_t r = 0; allToAlls && r < ranks; ++r) {
+    const std::vector<sched::Action> &order = facts.schedule.ranks[r];
+    const std::pair<int64_t, int64_t> peers = work.expertGroups().allToAllPeers[r];
+    priced.clear();
+    exposures.clear();
+    auto price = [&](const sched::Action &a, std::vector<double> &out) {
+      out.clear();
+      for (int64_t bytes : st[a.stage].allToAllBytes(a.kind)) {
+        auto it = llvm::find_if(priced, [&](const auto &p) { return p.first == bytes; });
+        if (it == priced.end()) {
+          priced.push_back({bytes, expertAllToAllTime(cost, bytes, par.expert, peers, routing)});
+          it = std::prev(priced.end());
+        }
+        out.push_back(it->second);
+      }
+      return std::accumulate(out.begin(), out.end(), 0.0);
+    };
+    static const std::vector<int32_t> kNone;
+    const std::vector<int32_t> &pairs = r < facts.planPairs.size() ? facts.planPairs[r] : kNone;
+    allToAllAfter[r].assign(order.size(), 0);
+    auto next = pairs.begin();
+    for (size_t i = 0; i < order.size(); ++i) {
+      const sched::Action &a = order[i];
+      if (next == pairs.end() || *next != static_cast<int32_t>(i)) {
+        allToAllAfter[r][i] = price(a, comms[0]);
+        continue;
+      }
+      const sched::Action &b = order[i + 1];
+      const double whole[2] = {price(a, comms[0]), price(b, comms[1])};
+      // Each half as slowed beside the collectives, as the plan times a pair.
+      const double own[2] = {st[a.stage].computeTime(a.kind) + (slowed ? actionSurcharge[r][i] : 0),
+                             st[b.stage].computeTime(b.kind) +
+                                 (slowed ? actionSurcharge[r][i + 1] : 0)};
+      // The steady state repeats a few pairs of passes.
+      const PairKey key{a.stage, a.kind, b.stage, b.kind, own[0], own[1]};
+      auto known = llvm::find_if(exposures, [&](const auto &p) { return p.first == key; });
+      if (known == exposures.end()) {
+        const std::vector<double> *cuts[2] = {&st[a.stage].cuts(a.kind), &st[b.stage].cuts(b.kind)};
+        const std::vector<double> *commOf[2] = {&comms[0], &comms[1]};
+        exposures.push_back({key, pairExposedAllToAll(cuts, own, commOf, sharedRate)});
+        known = std::prev(exposures.end());
+      }
+      const std::optional<double> &exposed = known->second;
+      for (int h = 0; h < 2; ++h)
+        allToAllAfter[r][i + h] = exposed ? *exposed * whole[h] / (whole[0] + whole[1]) : whole[h];
+      ++next;
+      ++i;
+    }
+  }
   const std::vector<std::vector<double>> *earliest = &facts.earliestStart;
   sched::Timeline timedRun;
-  const bool slowed = placement && cost.slowsBesideCollectives();
   // The order's earliest starts with pairs (facts.earliestStart charges a pair's all-to-alls
   // to its second half, which would delay what waits for it) come from this run too.
   if (slowed || delayed || !facts.planPairs.empty()) {
-    std::vector<OverlapItem> items;
     sched::ActionTimes times = actionTimes(st, par.microbatches);
-    for (size_t r = 0; allToAlls && r < ranks; ++r)
+    for (size_t r = 0; r < ranks; ++r)
       for (size_t i = 0; i < facts.schedule.ranks[r].size(); ++i)
-        if (delaysDependents[r][i])
-          times.at(facts.schedule.ranks[r][i]) += allToAllAfter[r][i];
-    for (size_t r = 0; slowed && r < ranks; ++r) {
-      const sched::RankCollectives &placed = placement->ranks[r];
-      const std::vector<sched::Action> &order = facts.schedule.ranks[r];
-      std::vector<size_t> actionItem;
-      items.clear();
-      auto add = [&](const std::vector<sched::Collective> &list) {
-        for (const sched::Collective &c : list)
-          switch (c.kind) {
-          case sched::Collective::Kind::Unshard:
-          case sched::Collective::Kind::GatherParams:
-            items.push_back({OverlapItem::Kind::Gather, c.stage, work.gather(c.stage, r)});
-            break;
-          case sched::Collective::Kind::ReduceScatter:
-          case sched::Collective::Kind::AllReduce:
-            items.push_back({OverlapItem::Kind::Reduction, c.stage, reductionTime(c, r)});
-            break;
-          case sched::Collective::Kind::OptimizerStep:
-            items.push_back(
-                {OverlapItem::Kind::OptimizerStep, c.stage, work.optimizerStep(c.stage)});
-            break;
-          default:
-            break;
-          }
-      };
-      add(placed.atStart);
-      for (size_t i = 0; i < order.size(); ++i) {
-        actionItem.push_back(items.size());
-        items.push_back({OverlapItem::Kind::Compute, static_cast<int32_t>(order[i].stage),
-                         st[order[i].stage].computeTime(order[i].kind)});
-        add(placed.after[i]);
-      }
-      add(placed.atEnd);
-      surcharges[r] = collectiveOverlapSurcharges(items, numStages, kCollectiveOverlapSlowdown);
-      for (size_t i = 0; i < order.size(); ++i) {
-        times.at(order[i]) += surcharges[r][actionItem[i]];
-        // A pair's all-to-alls hide behind its halves slowed.
-        if (allToAlls && !delaysDependents[r][i] && i + 1 < order.size())
-          allToAllAfter[r][i] -= surcharges[r][actionItem[i]] + surcharges[r][actionItem[i + 1]];
-      }
-    }
+        times.at(facts.schedule.ranks[r][i]) +=
+            (allToAlls ? allToAllAfter[r][i] : 0) + (slowed ? actionSurcharge[r][i] : 0);
     // The plan sends a stage's output (its last layer's, as one rank of the tensor group holds
     // it) to the next stage's rank after the forward, and the input gradient back.
     sched::TransferDelays delays;
@@ -233,8 +246,6 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
         ++item;
     };
     double compute = 0, comm = 0, reshard = 0;
-    // What a pair's all-to-alls add on the compute stream before its second half.
-    double pairGap = 0;
     // The gathered parameters' bytes resident (full sharding), from each all-gather's issue to
     // its reshard, as the memory plan counts them.
     int64_t resident = 0;
@@ -289,20 +300,17 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
       if (residency)
         heldAtComputes[r] = std::max(heldAtComputes[r], facts.activationsAt[r][i] + resident);
       const double duration = stage.time(a.kind);
-      double start = std::max({compute + pairGap, (*earliest)[r][i], gathered[a.stage]});
-      pairGap = 0;
+      double start = std::max({compute, (*earliest)[r][i], gathered[a.stage]});
       if (reduceEachRun && a.kind != sched::ActionKind::Forward) {
         start = std::max({start, reduced[a.stage], reductionBeforeGradient});
         reductionBeforeGradient = lastReduction;
       }
       compute = start + duration + surchargeOf();
-      // Its all-to-alls follow it on the compute stream, before what is issued after it; a
-      // pair's delay only its second half (above). A whole backward or a weight gradient
-      // completes the stage's gradients (the last one its reduction waits for).
-      if (allToAlls && delaysDependents[r][i])
+      // Its all-to-alls follow it on the compute stream, before what is issued after it. A
+      // whole backward or a weight gradient completes the stage's gradients (the last one its
+      // reduction waits for).
+      if (allToAlls)
         compute += allToAllAfter[r][i];
-      else if (allToAlls)
-        pairGap = std::max(0.0, allToAllAfter[r][i]);
       if (a.kind == sched::ActionKind::Backward || a.kind == sched::ActionKind::BackwardWeight)
         lastBackward[a.stage] = compute;
       for (const sched::Collective &c : placed.after[i])
