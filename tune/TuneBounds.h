@@ -252,6 +252,13 @@ private:
   double streamsEnd(const Job &job, const CostModel &cost, const std::vector<Stage> &st,
                     const DataParallelWork &work, const ScheduleFacts &facts,
                     std::vector<int64_t> &heldAtComputes) const;
+  /// For streamsEnd(), with E > 1: per rank and action of `facts`' order, what its expert
+  /// all-to-alls add to the compute stream after it, as the plan prices them (each action's
+  /// surcharge beside collectives in `surcharge`, empty where nothing slows them).
+  std::vector<std::vector<double>>
+  allToAllsAfter(const Job &job, const CostModel &cost, const std::vector<Stage> &st,
+                 const DataParallelWork &work, const ScheduleFacts &facts,
+                 const std::vector<std::vector<double>> &surcharge) const;
   /// Drops the caches when the context changes.
   void useContext(const std::string &context);
 

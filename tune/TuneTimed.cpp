@@ -72,8 +72,9 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   // items in the same order, the plan's, where conduit-place-collectives writes each list as
   // this walks it (per rank, in item order, and per action); and each result reaching another
   // rank's stage no sooner than its transfer, alone on its link, takes.
-  std::vector<std::vector<double>> surcharges(ranks), actionSurcharge(ranks);
   const bool slowed = placement && cost.slowsBesideCollectives();
+  // Per item of the rank's program, and per action of its order (empty where nothing slows).
+  std::vector<std::vector<double>> surcharges(ranks), actionSurcharge(slowed ? ranks : 0);
   std::vector<OverlapItem> items;
   for (size_t r = 0; slowed && r < ranks; ++r) {
     const sched::RankCollectives &placed = placement->ranks[r];
@@ -110,72 +111,9 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
     for (size_t i = 0; i < order.size(); ++i)
       actionSurcharge[r].push_back(surcharges[r][actionItem[i]]);
   }
-  // The compute stream's time after each action for its expert all-to-alls, priced as the
-  // plan prices them, with the peers of its rank's busiest expert-group member (the schedule
-  // tier's order, cached across placements, took the fastest any placement allows): after an
-  // unpaired compute, its own; in a pair of the plan (combined 1F1B), each half's share of
-  // what the pair leaves exposed, timed from the same segments, all-to-alls and rate as the
-  // plan's (PlanCosts). Either way what waits for the compute waits for them.
   const bool allToAlls = hasExperts(job) && par.expert > 1;
-  std::vector<std::vector<double>> allToAllAfter(ranks);
-  const runtime::Transformer routing = allToAlls ? collectiveShape(job) : runtime::Transformer();
-  const double sharedRate = allToAlls ? pairedComputeRate(cost, routing) : 1.0;
-  // One rank's all-to-alls' times, by their bytes (a few sizes).
-  std::vector<std::pair<int64_t, double>> priced;
-  std::vector<double> comms[2];
-  // One rank's pairs' exposed all-to-all time, by their passes and their halves' durations.
-  using PairKey =
-      std::tuple<int32_t, sched::ActionKind, int32_t, sched::ActionKind, double, double>;
-  std::vector<std::pair<PairKey, std::optional<double>>> exposures;
-  for (size_t r = 0; allToAlls && r < ranks; ++r) {
-    const std::vector<sched::Action> &order = facts.schedule.ranks[r];
-    const std::pair<int64_t, int64_t> peers = work.expertGroups().allToAllPeers[r];
-    priced.clear();
-    exposures.clear();
-    auto price = [&](const sched::Action &a, std::vector<double> &out) {
-      out.clear();
-      for (int64_t bytes : st[a.stage].allToAllBytes(a.kind)) {
-        auto it = llvm::find_if(priced, [&](const auto &p) { return p.first == bytes; });
-        if (it == priced.end()) {
-          priced.push_back({bytes, expertAllToAllTime(cost, bytes, par.expert, peers, routing)});
-          it = std::prev(priced.end());
-        }
-        out.push_back(it->second);
-      }
-      return std::accumulate(out.begin(), out.end(), 0.0);
-    };
-    static const std::vector<int32_t> kNone;
-    const std::vector<int32_t> &pairs = r < facts.planPairs.size() ? facts.planPairs[r] : kNone;
-    allToAllAfter[r].assign(order.size(), 0);
-    auto next = pairs.begin();
-    for (size_t i = 0; i < order.size(); ++i) {
-      const sched::Action &a = order[i];
-      if (next == pairs.end() || *next != static_cast<int32_t>(i)) {
-        allToAllAfter[r][i] = price(a, comms[0]);
-        continue;
-      }
-      const sched::Action &b = order[i + 1];
-      const double whole[2] = {price(a, comms[0]), price(b, comms[1])};
-      // Each half as slowed beside the collectives, as the plan times a pair.
-      const double own[2] = {st[a.stage].computeTime(a.kind) + (slowed ? actionSurcharge[r][i] : 0),
-                             st[b.stage].computeTime(b.kind) +
-                                 (slowed ? actionSurcharge[r][i + 1] : 0)};
-      // The steady state repeats a few pairs of passes.
-      const PairKey key{a.stage, a.kind, b.stage, b.kind, own[0], own[1]};
-      auto known = llvm::find_if(exposures, [&](const auto &p) { return p.first == key; });
-      if (known == exposures.end()) {
-        const std::vector<double> *cuts[2] = {&st[a.stage].cuts(a.kind), &st[b.stage].cuts(b.kind)};
-        const std::vector<double> *commOf[2] = {&comms[0], &comms[1]};
-        exposures.push_back({key, pairExposedAllToAll(cuts, own, commOf, sharedRate)});
-        known = std::prev(exposures.end());
-      }
-      const std::optional<double> &exposed = known->second;
-      for (int h = 0; h < 2; ++h)
-        allToAllAfter[r][i + h] = exposed ? *exposed * whole[h] / (whole[0] + whole[1]) : whole[h];
-      ++next;
-      ++i;
-    }
-  }
+  const std::vector<std::vector<double>> allToAllAfter =
+      allToAllsAfter(job, cost, st, work, facts, actionSurcharge);
   const std::vector<std::vector<double>> *earliest = &facts.earliestStart;
   sched::Timeline timedRun;
   // The order's earliest starts with pairs (facts.earliestStart charges a pair's all-to-alls
@@ -321,4 +259,81 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
     end = std::max({end, compute, comm});
   }
   return end;
+}
+
+std::vector<std::vector<double>>
+BoundCalculator::allToAllsAfter(const Job &job, const CostModel &cost, const std::vector<Stage> &st,
+                                const DataParallelWork &work, const ScheduleFacts &facts,
+                                const std::vector<std::vector<double>> &surcharge) const {
+  const int64_t expert = job.parallelism.expert;
+  const size_t ranks = facts.schedule.ranks.size();
+  std::vector<std::vector<double>> after(ranks);
+  if (!hasExperts(job) || expert <= 1)
+    return after;
+  // Priced with the peers of each rank's busiest expert-group member (the schedule tier's
+  // order, cached across placements, took the fastest any placement allows): after an unpaired
+  // compute, its own all-to-alls; in a pair of the plan (combined 1F1B), each half's share of
+  // what the pair leaves exposed, timed from the same segments, all-to-alls and rate as the
+  // plan's (PlanCosts). Either way what waits for the compute waits for them.
+  const runtime::Transformer routing = collectiveShape(job);
+  const double sharedRate = pairedComputeRate(cost, routing);
+  // One rank's all-to-alls' times, by their bytes (a few sizes).
+  std::vector<std::pair<int64_t, double>> priced;
+  std::vector<double> comms[2];
+  // One rank's pairs' exposed all-to-all time, by their passes and their halves' durations:
+  // the steady state repeats a few pairs of passes.
+  using PairKey =
+      std::tuple<int32_t, sched::ActionKind, int32_t, sched::ActionKind, double, double>;
+  std::vector<std::pair<PairKey, std::optional<double>>> exposures;
+  for (size_t r = 0; r < ranks; ++r) {
+    const std::vector<sched::Action> &order = facts.schedule.ranks[r];
+    const std::pair<int64_t, int64_t> peers = work.expertGroups().allToAllPeers[r];
+    priced.clear();
+    exposures.clear();
+    auto price = [&](const sched::Action &a, std::vector<double> &out) {
+      out.clear();
+      for (int64_t bytes : st[a.stage].allToAllBytes(a.kind)) {
+        auto it = llvm::find_if(priced, [&](const auto &p) { return p.first == bytes; });
+        if (it == priced.end()) {
+          priced.push_back({bytes, expertAllToAllTime(cost, bytes, expert, peers, routing)});
+          it = std::prev(priced.end());
+        }
+        out.push_back(it->second);
+      }
+      return std::accumulate(out.begin(), out.end(), 0.0);
+    };
+    // Each half of a pair as slowed beside the collectives, as the plan times a pair.
+    auto own = [&](size_t i) {
+      const sched::Action &a = order[i];
+      return st[a.stage].computeTime(a.kind) + (surcharge.empty() ? 0 : surcharge[r][i]);
+    };
+    static const std::vector<int32_t> kNone;
+    const std::vector<int32_t> &pairs = r < facts.planPairs.size() ? facts.planPairs[r] : kNone;
+    after[r].assign(order.size(), 0);
+    auto next = pairs.begin();
+    for (size_t i = 0; i < order.size(); ++i) {
+      const sched::Action &a = order[i];
+      if (next == pairs.end() || *next != static_cast<int32_t>(i)) {
+        after[r][i] = price(a, comms[0]);
+        continue;
+      }
+      const sched::Action &b = order[i + 1];
+      const double whole[2] = {price(a, comms[0]), price(b, comms[1])};
+      const double halves[2] = {own(i), own(i + 1)};
+      const PairKey key{a.stage, a.kind, b.stage, b.kind, halves[0], halves[1]};
+      auto known = llvm::find_if(exposures, [&](const auto &p) { return p.first == key; });
+      if (known == exposures.end()) {
+        const std::vector<double> *cuts[2] = {&st[a.stage].cuts(a.kind), &st[b.stage].cuts(b.kind)};
+        const std::vector<double> *commOf[2] = {&comms[0], &comms[1]};
+        exposures.push_back({key, pairExposedAllToAll(cuts, halves, commOf, sharedRate)});
+        known = std::prev(exposures.end());
+      }
+      const std::optional<double> &exposed = known->second;
+      for (int h = 0; h < 2; ++h)
+        after[r][i + h] = exposed ? *exposed * whole[h] / (whole[0] + whole[1]) : whole[h];
+      ++next;
+      ++i;
+    }
+  }
+  return after;
 }
