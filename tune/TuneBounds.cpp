@@ -624,6 +624,12 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
   // either holds alone).
   walkActivations();
   facts->activationsAt.clear();
+  // The timed tier runs this order as the plan does, a pair's halves one after the other, each
+  // waiting for its own inputs, with what the pair leaves of its all-to-alls after each
+  // (streamsEnd).
+  facts->planPairs = order->pairs;
+  facts->schedule = std::move(*order);
+  facts->schedule.pairs.clear();
   return (schedules[key] = std::move(facts)).get();
 }
 

@@ -19,17 +19,17 @@
 //   waiting for what it waits for in the plan, and, with full sharding, the parameters those
 //   gather count at every compute. What is left out (the transfers' order and sharing of
 //   links) only delays instructions in the compiled plan, so the end of those streams bounds
-//   the step from below; with one pipeline rank it is the compiled step. DualPipeV's
-//   overlapped pairs are not timed: for them the tier keeps each rank's total work after the
-//   pipeline's fill and the collectives that must follow it, and the activations held along
-//   the order. A mixture of experts' computes carry their expert all-to-alls at the fastest
-//   their group's placement allows: whole where the order runs a compute alone, a pair's
-//   excess over its two computes in combined 1F1B and in DualPipeV (whose order and pairs the
-//   tuner compiles as built here). The timed tier runs every order but DualPipeV's with each
-//   all-to-all priced where the configuration places its group, and times combined 1F1B's
-//   pairs as the plan does: what a pair's chunks leave exposed (pairExposedAllToAll, from the
-//   same segments and halves slowed beside collectives), each half's share after it. The
-//   routed experts apart
+//   the step from below; with one pipeline rank it is the compiled step. An order with
+//   overlapped pairs (DualPipeV's, and combined 1F1B's) runs as the plan runs it, a pair's
+//   halves one after the other, each waiting for its own inputs; the untimed tier keeps, for
+//   DualPipeV, each rank's total work after the pipeline's fill and the collectives that must
+//   follow it (the tuner compiles the order built here: it does not defer fewer weight
+//   gradients to fit). A mixture of experts' computes carry their expert all-to-alls: in the
+//   untimed tier at the fastest their group's placement allows, whole where the order runs a
+//   compute alone and a pair's excess over its two computes; in the timed tier priced where
+//   the configuration places the group, and for a pair what its chunks leave exposed
+//   (pairExposedAllToAll, from the same segments and halves slowed beside collectives as the
+//   plan's), each half's share after it. The routed experts apart
 //   (runtime::Plan::expertsApart) are reduced, gathered and updated over their expert-data
 //   group, after the dense parameters' over the replicas, as the plan prices them.
 //

@@ -231,8 +231,8 @@ TEST_P(TuneBruteForce, OnOnePipelineRankTheStepBoundIsTheCompiledStep) {
   // With one pipeline rank nothing is sent between ranks, and the schedule tier models all
   // the rest: the compute, the tensor collectives it issues, and the data-parallel collectives
   // and optimizer steps on their streams. Its bound is then the compiled step (to a few
-  // nanoseconds), so that the search compiles little more than what can enter the ranking.
-  // DualPipeV's overlapped pairs are the exception: their bound holds for any order.
+  // nanoseconds), so that the search compiles little more than what can enter the ranking:
+  // DualPipeV's overlapped pairs as well, whose halves the plan runs one after the other.
   const Case &c = GetParam();
   const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/" + c.job;
   TuneOptions options;
@@ -240,7 +240,7 @@ TEST_P(TuneBruteForce, OnOnePipelineRankTheStepBoundIsTheCompiledStep) {
   options.globalBatch = c.batch;
   int64_t checked = 0;
   for (const Compiled &x : bruteForce(loadJob(path), path, options))
-    if (x.fits && x.pipeline == 1 && x.family != "dualpipev") {
+    if (x.fits && x.pipeline == 1) {
       EXPECT_NEAR(x.boundStepS, x.stepTimeS, 1e-5 * x.stepTimeS) << x.parallelism;
       ++checked;
     }
@@ -485,13 +485,13 @@ TEST(TuneBruteForceExperts, SearchEqualsCompilingEverything) {
     return c.boundPeakBytes > c.staticBoundBytes;
   });
   EXPECT_EQ(tighter, static_cast<std::ptrdiff_t>(all.size()));
-  // On one pipeline rank, but for DualPipeV, the step bound is the compiled step: the routed
-  // experts' reductions, gathers and optimizer step over their expert-data group included (E
-  // below D x T, or E = 1 beside a tensor group), and combined 1F1B's paired steps (depth-first
-  // with E > 1) timed as the plan times them.
+  // On one pipeline rank the step bound is the compiled step: the routed experts' reductions,
+  // gathers and optimizer step over their expert-data group included (E below D x T, or E = 1
+  // beside a tensor group), and the paired steps of combined 1F1B (depth-first with E > 1) and
+  // DualPipeV timed as the plan times them.
   int64_t onOneRank = 0, expertData = 0, paired = 0;
   for (const Compiled &c : all)
-    if (c.fits && c.pipeline == 1 && c.family != "dualpipev") {
+    if (c.fits && c.pipeline == 1) {
       ++onOneRank;
       expertData += c.expert < c.data * c.tensor && (c.expert > 1 || c.tensor > 1);
       paired += c.family == "depth-first" && c.expert > 1;
@@ -558,15 +558,16 @@ TEST(TuneBounds, TransfersBetweenNodesTightenThePipelinedBound) {
 TEST(TuneBounds, ExpertAllToAllsAcrossNodes) {
   // moe-tiny on 8 GPUs, two a node, without sharding or a tensor group: its expert groups lie
   // in one node or span several, and so do its expert-data groups. An unpaired compute's
-  // all-to-alls follow it on the compute stream; a paired step of combined 1F1B (depth-first,
-  // E > 1) leaves exposed what its chunks do not hide, each half's share after it; the timed
+  // all-to-alls follow it on the compute stream; a paired step (combined 1F1B, depth-first
+  // with E > 1, and DualPipeV) leaves exposed what its chunks do not hide, each half's share
+  // after it; the timed
   // tier prices both where the configuration places the group, as the plan does, and runs the
   // routed experts' reductions over their expert-data group beside the dense ones'. On one
   // pipeline rank that is what the compiled plan spends: the bound is the compiled step, as a
-  // dense model's is. DualPipeV's pairs are not timed, but the tier counts their all-to-alls:
-  // a compute the order runs alone carries its own, a pair lasts at least as long as the two
-  // halves' (one link); without them, its pipelined configurations' bounds were a third of
-  // their steps here. bruteForce() checks that every bound stays below the compiled step.
+  // dense model's is, DualPipeV's pairs included. On two pipeline ranks, what the timed tier
+  // leaves out (the transfers' order and sharing of links) keeps DualPipeV's bounds within a
+  // few percent of its steps; before its all-to-alls were counted they were as low as a third.
+  // bruteForce() checks that every bound stays below the compiled step.
   const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/moe-tiny.json";
   Json root = loadJob(path);
   root["cluster"]["gpus_per_node"] = 2;
@@ -580,9 +581,9 @@ TEST(TuneBounds, ExpertAllToAllsAcrossNodes) {
   for (const Compiled &c : bruteForce(root, path, options)) {
     if (c.fits && c.expert > 1 && c.family == "dualpipev") {
       ++dualPipeV;
-      EXPECT_GT(c.boundStepS, 0.6 * c.stepTimeS) << c.parallelism;
+      EXPECT_GT(c.boundStepS, 0.95 * c.stepTimeS) << c.parallelism;
     }
-    if (c.fits && c.expert > 1 && c.pipeline == 1 && c.family != "dualpipev") {
+    if (c.fits && c.expert > 1 && c.pipeline == 1) {
       ++onOneRank;
       paired += c.family == "depth-first";
       ASSERT_GT(c.exposedAllToAllS, 0) << c.parallelism;
