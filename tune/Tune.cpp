@@ -263,6 +263,36 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
       baseSection["parallelism"] = Json::object();
   }
 
+  // Reads a configuration's parallelism section into a job whose model, cluster and training
+  // are read: from what the reader made of the last configuration it accepted where only the
+  // leaf keys differ (`derived`, where the caller has it already), else through the reader.
+  struct LastAccepted {
+    std::optional<Configuration> config;
+    ParallelismSpec shape;
+  };
+  auto readParallelism = [&](Job &job, const Configuration &config, LastAccepted &last,
+                             std::optional<ParallelismSpec> derived, std::string &error) {
+    if (!derived && last.config && sameShape(config, *last.config))
+      derived = withLeaves(last.shape, config);
+    if (derived) {
+      job.parallelism = std::move(*derived);
+      return true;
+    }
+    Json section = baseSection;
+    for (const Assignment &a : config)
+      if (llvm::StringRef(a.key).starts_with("parallelism."))
+        setParallelismKey(section, a);
+    Diagnostics diag(path);
+    if (!parseParallelismFor(job, section["parallelism"], diag)) {
+      last.config.reset();
+      error = diag.getError()->str();
+      return false;
+    }
+    last.config = config;
+    last.shape = job.parallelism;
+    return true;
+  };
+
   // Bounds, with no IR: each thread takes a contiguous share, so that configurations sharing
   // a shape (neighbours in the enumeration) share its schedule.
   std::vector<std::vector<Candidate>> shares(threads);
@@ -277,9 +307,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
         bool contextRead = false;
         std::string readContext, contextError;
         std::optional<Job> contextJob;
-        // The last configuration the reader accepted, and what it made of it.
-        std::optional<Configuration> accepted;
-        ParallelismSpec acceptedShape;
+        LastAccepted accepted;
         StaticBounds staticBounds;
         // The memory lower bounds of MemoryBound.h by what they read of the parallelism
         // section (P, D, T, sequence parallelism, E, sharding, checkpointing, schedule and
@@ -321,12 +349,12 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
             contextError = contextJob ? std::string() : diag.getError()->str();
             readContext = context;
             contextRead = true;
-            accepted.reset();
+            accepted.config.reset();
             memoryBounds.clear();
           }
           std::optional<ParallelismSpec> derived;
-          if (contextJob && accepted && sameShape(config, *accepted))
-            derived = withLeaves(acceptedShape, config);
+          if (contextJob && accepted.config && sameShape(config, *accepted.config))
+            derived = withLeaves(accepted.shape, config);
           if (context.empty()) {
             // The model, cluster and training are the starting job's: the static memory bound
             // needs no parse of this configuration.
@@ -338,26 +366,9 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
               continue;
             }
           }
-          bool valid = false;
           std::string error = contextError;
-          if (derived) {
-            contextJob->parallelism = std::move(*derived);
-            valid = true;
-          } else if (contextJob) {
-            Json section = baseSection;
-            for (const Assignment &a : config)
-              if (llvm::StringRef(a.key).starts_with("parallelism."))
-                setParallelismKey(section, a);
-            Diagnostics diag(path);
-            valid = parseParallelismFor(*contextJob, section["parallelism"], diag);
-            if (valid) {
-              accepted = config;
-              acceptedShape = contextJob->parallelism;
-            } else {
-              accepted.reset();
-              error = diag.getError()->str();
-            }
-          }
+          const bool valid = contextJob && readParallelism(*contextJob, config, accepted,
+                                                           std::move(derived), error);
           if (!valid) {
             ++shareCounts[t].invalid;
             if (shareInvalid[t].empty())
@@ -450,6 +461,7 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
     bool contextRead = false;
     std::string context, contextError;
     std::optional<Job> job;
+    LastAccepted accepted;
   };
   std::vector<Reader> readers(threads);
   auto scheduleBounds = [&](Reader &reader, const Configuration &config, bool timed,
@@ -462,20 +474,14 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
       reader.contextError = reader.job ? std::string() : diag.getError()->str();
       reader.context = context;
       reader.contextRead = true;
+      reader.accepted.config.reset();
     }
     if (!reader.job) {
       error = reader.contextError;
       return std::nullopt;
     }
-    Json section = baseSection;
-    for (const Assignment &a : config)
-      if (llvm::StringRef(a.key).starts_with("parallelism."))
-        setParallelismKey(section, a);
-    Diagnostics diag(path);
-    if (!parseParallelismFor(*reader.job, section["parallelism"], diag)) {
-      error = diag.getError()->str();
+    if (!readParallelism(*reader.job, config, reader.accepted, std::nullopt, error))
       return std::nullopt;
-    }
     llvm::Expected<Bounds> bounds = reader.calculator.bounds(*reader.job, context, timed);
     if (!bounds) {
       error = llvm::toString(bounds.takeError());
