@@ -544,7 +544,8 @@ void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
           comms[h].push_back(whole[k]);
         communication += std::accumulate(comms[h].begin(), comms[h].end(), 0.0);
       }
-      // Otherwise not the list TensorCollectives.h gives: priced whole.
+      // Null where the halves are not cut as TensorCollectives.h lists their all-to-alls:
+      // those are priced whole.
       const std::vector<double> *cutOf[2] = {&cuts[0], &cuts[1]};
       const std::vector<double> *commOf[2] = {&comms[0], &comms[1]};
       const std::optional<double> exposed = pairExposedAllToAll(cutOf, own, commOf, sharedRate);

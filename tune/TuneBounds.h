@@ -171,16 +171,17 @@ private:
     /// The same with the routed experts' gradient buffers too, which a step allocates unless
     /// their expert-data group is one rank (DataParallelWork::allocated()).
     std::vector<int64_t> forwardHeldWithAllGradients, backwardHeldWithAllGradients;
-    /// Where the compiler's order is known and runs one action at a time (no overlapped
-    /// pairs): the schedule (each rank's order), and when each action starts at the earliest
-    /// (the compute-only start). Empty otherwise.
+    /// Where the compiler's order is known: the schedule (each rank's order, without pairs),
+    /// and where it runs one action at a time, when each action starts at the earliest (the
+    /// compute-only start). Empty otherwise.
     sched::Schedule schedule;
     std::vector<std::vector<double>> earliestStart;
-    /// Where the order is known: per rank, per action, the activation bytes the rank holds
-    /// while the action runs (the level forwardHeld and backwardHeld are the most of).
+    /// Where the order is known and unpaired: per rank, per action, the activation bytes the
+    /// rank holds while the action runs (the level forwardHeld and backwardHeld are the most
+    /// of).
     std::vector<std::vector<int64_t>> activationsAt;
-    /// Where the compiler pairs the order's steps to hide their expert all-to-alls (combined
-    /// 1F1B): its pairs (Schedule::pairs); the schedule above is the order unpaired.
+    /// Where the compiler pairs the order's steps (DualPipeV; combined 1F1B, to hide expert
+    /// all-to-alls): its pairs (Schedule::pairs), which the plan runs one half after the other.
     std::vector<std::vector<int32_t>> planPairs;
   };
 
