@@ -709,6 +709,40 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
   const int64_t numStages = par.numStages();
   const DataParallelWork work(job, cost, st, expertData(job, cost));
 
+  // Each rank's static state and the most it holds beside it while it computes.
+  std::vector<int64_t> rankStatic(par.pipeline, 0), rankActive(par.pipeline, 0);
+  for (int64_t s = 0; s < numStages; ++s) {
+    const int64_t r = facts.rankOf[s];
+    rankStatic[r] += staticStateBytes(job, par, st[s].params, st[s].expertParams);
+    const int64_t gathered = dataParallel && sharding == runtime::Sharding::Full
+                                 ? work.allocated(s) * job.training.elementBytes()
+                                 : 0;
+    if (dataParallel && runtime::shardsGradients(sharding) &&
+        par.gradientReduction == runtime::GradientReduction::Run)
+      // Reduced after each run: a backward holds its own stage's full buffer, at least.
+      rankActive[r] = std::max(
+          {rankActive[r], facts.forwardHeld[s] + gathered,
+           facts.backwardHeld[s] + work.allocated(s) * runtime::kGradientBytes + gathered});
+    else if (dataParallel && runtime::shardsGradients(sharding) && work.expertBuffers())
+      rankActive[r] = std::max({rankActive[r], facts.forwardHeldWithAllGradients[s] + gathered,
+                                facts.backwardHeldWithAllGradients[s] + gathered});
+    else if (dataParallel && runtime::shardsGradients(sharding))
+      rankActive[r] = std::max({rankActive[r], facts.forwardHeldWithGradients[s] + gathered,
+                                facts.backwardHeldWithGradients[s] + gathered});
+    else
+      rankActive[r] = std::max(
+          {rankActive[r], facts.forwardHeld[s] + gathered, facts.backwardHeld[s] + gathered});
+  }
+  // Untimed, a configuration whose memory bound exceeds the device is refused on it alone: its
+  // step bound is left at 0, which bounds every step.
+  if (!timed && job.cluster.memoryBytes > 0) {
+    Bounds refused;
+    for (int64_t r = 0; r < par.pipeline; ++r)
+      refused.peakMemoryBytes = std::max(refused.peakMemoryBytes, rankStatic[r] + rankActive[r]);
+    if (refused.peakMemoryBytes > job.cluster.memoryBytes)
+      return refused;
+  }
+
   // Full sharding: no rank computes before the parameters of a stage of its are gathered.
   double shift = 0;
   if (dataParallel && sharding == runtime::Sharding::Full) {
@@ -775,29 +809,6 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
   if (timed)
     step = std::max(step, streamsEnd(job, cost, st, work, facts, heldAtComputes));
 
-  std::vector<int64_t> rankStatic(par.pipeline, 0), rankActive(par.pipeline, 0);
-  for (int64_t s = 0; s < numStages; ++s) {
-    const int64_t r = facts.rankOf[s];
-    rankStatic[r] += staticStateBytes(job, par, st[s].params, st[s].expertParams);
-    const int64_t gathered = dataParallel && sharding == runtime::Sharding::Full
-                                 ? work.allocated(s) * job.training.elementBytes()
-                                 : 0;
-    if (dataParallel && runtime::shardsGradients(sharding) &&
-        par.gradientReduction == runtime::GradientReduction::Run)
-      // Reduced after each run: a backward holds its own stage's full buffer, at least.
-      rankActive[r] = std::max(
-          {rankActive[r], facts.forwardHeld[s] + gathered,
-           facts.backwardHeld[s] + work.allocated(s) * runtime::kGradientBytes + gathered});
-    else if (dataParallel && runtime::shardsGradients(sharding) && work.expertBuffers())
-      rankActive[r] = std::max({rankActive[r], facts.forwardHeldWithAllGradients[s] + gathered,
-                                facts.backwardHeldWithAllGradients[s] + gathered});
-    else if (dataParallel && runtime::shardsGradients(sharding))
-      rankActive[r] = std::max({rankActive[r], facts.forwardHeldWithGradients[s] + gathered,
-                                facts.backwardHeldWithGradients[s] + gathered});
-    else
-      rankActive[r] = std::max(
-          {rankActive[r], facts.forwardHeld[s] + gathered, facts.backwardHeld[s] + gathered});
-  }
   Bounds out;
   out.stepTimeS = step;
   for (int64_t r = 0; r < par.pipeline; ++r) {

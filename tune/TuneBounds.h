@@ -111,7 +111,8 @@ public:
   /// values of dimensions outside `parallelism`): results are reused only within one context.
   /// `timed`: the order is run as the compiler's simulator times it, as far as that is known
   /// before compiling (streamsEnd()); without, the compute-only execution of the order alone
-  /// and what holds for any order, a cheaper and lower bound.
+  /// and what holds for any order, a cheaper and lower bound. Untimed, a configuration whose
+  /// memory bound exceeds the device gets a step bound of 0: it is refused on memory alone.
   llvm::Expected<Bounds> bounds(const Job &job, const std::string &context, bool timed = true);
   /// The bounds without the schedule tier (no schedule built, only the partition): each rank's
   /// compute one action at a time, the optimizer and data-parallel steps after it, and the
