@@ -658,11 +658,16 @@ llvm::Expected<Bounds> BoundCalculator::bounds(const Job &job, const std::string
 llvm::Expected<Bounds> BoundCalculator::quickBounds(const Job &job, const std::string &jobContext) {
   useContext(jobContext);
   const ParallelismSpec &par = job.parallelism;
+  // Where the compiler may pair a rank's computes (DualPipeV, and depth-first run as combined
+  // 1F1B), a pair hides its all-to-alls behind its computes.
+  const bool allToAlls = hasExperts(job) && par.expert > 1;
+  const bool mayPair = allToAlls && (par.schedule == runtime::Schedule::DualPipeV ||
+                                     par.schedule == runtime::Schedule::DepthFirst);
   const auto key =
       std::make_tuple(par.pipeline, par.numStages(), par.microbatches, par.microbatchSize,
                       par.tensor, par.sequenceParallel, par.expert, par.data, checkpointingKey(par),
                       static_cast<int>(effectiveSharding(par)), static_cast<int>(par.rankOrder),
-                      static_cast<int>(par.placement));
+                      static_cast<int>(par.placement), par.splitBackward, mayPair);
   if (auto it = quick.find(key); it != quick.end())
     return it->second;
   llvm::Expected<const std::vector<Stage> *> stageList = stages(job);
@@ -682,6 +687,23 @@ llvm::Expected<Bounds> BoundCalculator::quickBounds(const Job &job, const std::s
   for (int64_t s = 0; s < numStages; ++s)
     facts.computeEnd[facts.rankOf[s]] += static_cast<double>(par.microbatches) *
                                          ((**stageList)[s].forwardS + (**stageList)[s].backwardS);
+  // A mixture of experts' all-to-alls, at the fastest any placement allows: each follows its
+  // compute on the compute stream where the compute runs alone, and a pair lasts at least as
+  // long as its all-to-alls, which share one link. So a rank that may pair its computes takes
+  // at least the longer of its computes and its all-to-alls, one that does not both.
+  if (allToAlls) {
+    std::vector<double> allToAll(par.pipeline, 0);
+    for (int64_t s = 0; s < numStages; ++s) {
+      const Stage &stage = (**stageList)[s];
+      allToAll[facts.rankOf[s]] +=
+          static_cast<double>(par.microbatches) *
+          (stage.allToAllForwardS +
+           (par.splitBackward ? stage.allToAllInputS : stage.allToAllBackwardS));
+    }
+    for (int64_t r = 0; r < par.pipeline; ++r)
+      facts.computeEnd[r] =
+          mayPair ? std::max(facts.computeEnd[r], allToAll[r]) : facts.computeEnd[r] + allToAll[r];
+  }
   facts.lastBackwardEnd.assign(numStages, 0);
   facts.forwardHeld.assign(numStages, 0);
   facts.backwardHeld.assign(numStages, 0);

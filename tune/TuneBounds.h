@@ -289,10 +289,11 @@ private:
            std::unique_ptr<ScheduleFacts>>
       schedules;
   /// quickBounds() by what it reads of the parallelism section: the shape, the micro-batches,
-  /// checkpointing, sharding, rank order and placement (not the schedule, its group size, the
-  /// split of backwards nor the FSDP window, which configurations differ in most).
+  /// checkpointing, sharding, rank order, placement, the split of backwards and whether the
+  /// schedule may pair computes (not the schedule itself, its group size nor the FSDP window,
+  /// which configurations differ in most).
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, int64_t, int64_t, int, int,
-                      int, int>,
+                      int, int, bool, bool>,
            Bounds>
       quick;
 };
