@@ -7,9 +7,10 @@
 // * the static tier: parameters, gradients and optimizer state of the fullest rank plus one
 //   micro-batch's activations, with no schedule built. It refuses most configurations that
 //   cannot fit.
-// * the schedule tier: the partition and the schedule the compiler would build (the same
-//   scheduling library calls, split backwards placed from the same compute times), executed
-//   with compute only: every action as early as its rank and its dependencies allow.
+// * the schedule tier (TuneSchedule.cpp): the partition and the schedule the compiler would
+//   build (the same scheduling library calls, split backwards placed from the same compute
+//   times), executed with compute only: every action as early as its rank and its
+//   dependencies allow.
 //   Activations held along the rank's order bound its memory from below. Timed
 //   (TuneTimed.cpp), the tier runs that order again as the compiler's simulator times it, as
 //   far as is known before compiling: the computes slowed beside the data-parallel

@@ -116,8 +116,9 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
       allToAllsAfter(job, cost, st, work, facts, actionSurcharge);
   const std::vector<std::vector<double>> *earliest = &facts.earliestStart;
   sched::Timeline timedRun;
-  // The order's earliest starts with pairs (facts.earliestStart charges a pair's all-to-alls
-  // to its second half, which would delay what waits for it) come from this run too.
+  // The order's earliest starts with pairs come from this run too: combined 1F1B's
+  // facts.earliestStart charges a pair's all-to-alls to its second half, which would delay what
+  // waits for it, and DualPipeV's order has none.
   if (slowed || delayed || !facts.planPairs.empty()) {
     sched::ActionTimes times = actionTimes(st, par.microbatches);
     for (size_t r = 0; r < ranks; ++r)
