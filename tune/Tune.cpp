@@ -269,11 +269,15 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
   struct LastAccepted {
     std::optional<Configuration> config;
     ParallelismSpec shape;
+    /// What the reader makes of `c` where it differs from `config` only in the leaf keys.
+    std::optional<ParallelismSpec> leavesOf(const Configuration &c) const {
+      return config && sameShape(c, *config) ? withLeaves(shape, c) : std::nullopt;
+    }
   };
   auto readParallelism = [&](Job &job, const Configuration &config, LastAccepted &last,
                              std::optional<ParallelismSpec> derived, std::string &error) {
-    if (!derived && last.config && sameShape(config, *last.config))
-      derived = withLeaves(last.shape, config);
+    if (!derived)
+      derived = last.leavesOf(config);
     if (derived) {
       job.parallelism = std::move(*derived);
       return true;
@@ -352,9 +356,8 @@ llvm::Expected<TuneResult> conduit::tune(const Json &file, const std::string &pa
             accepted.config.reset();
             memoryBounds.clear();
           }
-          std::optional<ParallelismSpec> derived;
-          if (contextJob && accepted.config && sameShape(config, *accepted.config))
-            derived = withLeaves(accepted.shape, config);
+          std::optional<ParallelismSpec> derived =
+              contextJob ? accepted.leavesOf(config) : std::nullopt;
           if (context.empty()) {
             // The model, cluster and training are the starting job's: the static memory bound
             // needs no parse of this configuration.
