@@ -121,6 +121,14 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
       // weight gradient (what the memory plan counts at each compute but a weight gradient).
       // The full gradient buffers live: the dense parameters', and all of them.
       int64_t activations = 0, gradients = 0, allGradients = 0, weightInputs = 0;
+      // The most a stage's compute holds: its level, with the dense gradient buffers, and with
+      // all of them.
+      auto hold = [&](std::vector<int64_t> &alone, std::vector<int64_t> &withGradients,
+                      std::vector<int64_t> &withAll, int32_t s, int64_t level) {
+        alone[s] = std::max(alone[s], level);
+        withGradients[s] = std::max(withGradients[s], level + gradients);
+        withAll[s] = std::max(withAll[s], level + allGradients);
+      };
       std::vector<int64_t> &at = facts->activationsAt[r];
       at.reserve(actions.size());
       for (size_t i = 0; i < actions.size(); ++i) {
@@ -130,11 +138,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
           const int64_t level = weightInputs + std::max(activations + forwardWorking(stage),
                                                         activations + stored(stage));
           at.push_back(level);
-          facts->forwardHeld[a.stage] = std::max(facts->forwardHeld[a.stage], level);
-          facts->forwardHeldWithGradients[a.stage] =
-              std::max(facts->forwardHeldWithGradients[a.stage], level + gradients);
-          facts->forwardHeldWithAllGradients[a.stage] =
-              std::max(facts->forwardHeldWithAllGradients[a.stage], level + allGradients);
+          hold(facts->forwardHeld, facts->forwardHeldWithGradients,
+               facts->forwardHeldWithAllGradients, a.stage, level);
           activations += stored(stage);
           held[a.stage][a.mb] = 1;
           continue;
@@ -157,11 +162,8 @@ llvm::Expected<const BoundCalculator::ScheduleFacts *> BoundCalculator::schedule
         if (a.kind == sched::ActionKind::BackwardInput)
           weightInputs += ownWeightInputs;
         at.push_back(level);
-        facts->backwardHeld[a.stage] = std::max(facts->backwardHeld[a.stage], level);
-        facts->backwardHeldWithGradients[a.stage] =
-            std::max(facts->backwardHeldWithGradients[a.stage], level + gradients);
-        facts->backwardHeldWithAllGradients[a.stage] =
-            std::max(facts->backwardHeldWithAllGradients[a.stage], level + allGradients);
+        hold(facts->backwardHeld, facts->backwardHeldWithGradients,
+             facts->backwardHeldWithAllGradients, a.stage, level);
         if (lastBackward[a.stage] == static_cast<int64_t>(i)) {
           gradients -= stage.denseParams() * runtime::kGradientBytes;
           allGradients -= stage.params * runtime::kGradientBytes;
