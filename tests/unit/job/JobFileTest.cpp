@@ -78,8 +78,8 @@ TEST(JobFile, ClusterFiguresAreOverridable) {
   job = parse(withKey("cluster", "inter_node_bandwidth", "1e12"));
   ASSERT_TRUE(job);
   EXPECT_DOUBLE_EQ(job->cluster.interNodeBandwidth, 1e12);
-  EXPECT_DOUBLE_EQ(job->cluster.intraNodeBandwidth, 450e9); // the preset's
-  EXPECT_DOUBLE_EQ(job->cluster.memoryBandwidth, 3.35e12);  // the preset's
+  EXPECT_DOUBLE_EQ(job->cluster.intraNodeBandwidth, 18 * 20.6e9); // the preset's
+  EXPECT_DOUBLE_EQ(job->cluster.memoryBandwidth, 3.35e12);        // the preset's
   job = parse(withKey("cluster", "memory_bandwidth", "1.5e12"));
   ASSERT_TRUE(job);
   EXPECT_DOUBLE_EQ(job->cluster.memoryBandwidth, 1.5e12);
