@@ -55,7 +55,8 @@ std::string conduit::formatRate(double value, const char *unit) {
 
 std::string conduit::formatSeconds(double seconds) {
   double magnitude = std::fabs(seconds);
-  if (magnitude == 0)
+  // What would print as 0.00 ns is a difference of sums that cancelled, not a duration.
+  if (magnitude < 0.005e-9)
     return "0 s";
   if (magnitude < 1e-6)
     return threeDigits(seconds * 1e9) + " ns";

@@ -18,7 +18,7 @@ std::string formatCount(double value);
 std::string formatBytes(double bytes);
 /// Decimal units with a suffix: formatRate(3.12e14, "FLOP/s") -> "312 TFLOP/s".
 std::string formatRate(double value, const char *unit);
-/// Seconds in the most readable unit: "12.3 ms", "4.56 s".
+/// Seconds in the most readable unit: "12.3 ms", "4.56 s"; "0 s" for what rounds to nothing.
 std::string formatSeconds(double seconds);
 
 } // namespace conduit
