@@ -1,12 +1,14 @@
 //===- Cluster.cpp - the cluster presets ----------------------------------===//
 //
-// NVIDIA datasheets (dense BF16 tensor-core peak; HBM bandwidth; one NIC per GPU, per
-// direction); NVLink per GPU per direction as NCCL moves it: its links at the rate NCCL's
-// topology assumes for them once the packets' protocol overhead is paid (20 GB/s for each of an
-// A100's 12 links of 25, 20.6 for each of a Hopper GPU's 18 of 25), about 80% of the line rate
-// (NVIDIA/nccl issues #1054 and #1397, NVIDIA/nccl-tests issues #149 and #212); the efficiency is the measured largest-GEMM ceiling, and the device kernels
-// come from published kernel measurements and documentation, all cited in docs/cost-model.md;
-// the defaults for latency and launch overhead are discussed there too.
+// NVIDIA datasheets: the dense BF16 tensor-core peak and the HBM bandwidth. The links at what
+// NCCL moves over them, about 80% of NVLink's line rate once its packets' protocol overhead is
+// paid (20 GB/s for each of an A100's 12 links of 25, 20.6 for each of a Hopper GPU's 18:
+// NVIDIA/nccl issues #1054 and #1397, NVIDIA/nccl-tests issues #149 and #212) and one network
+// adapter per GPU near its line rate (24 GB/s of a 200 Gb/s HDR adapter, 48 of a 400 Gb/s NDR
+// one: NVIDIA/nccl-tests issues #119, #267 and #290). The efficiency is the measured
+// largest-GEMM ceiling, and the device kernels come from published kernel measurements and
+// documentation, all cited in docs/cost-model.md; the defaults for latency and launch overhead
+// are discussed there too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,12 +74,12 @@ DeviceKernels h100Kernels() {
 }
 
 const Cluster kPresets[] = {
-    {"a100-80gb", 312e12, 267.9 / 312, 2.039e12, int64_t(80) << 30, 8, 12 * 20e9, 25e9, 10e-6, 0.0, "",
-     a100Kernels()},
-    {"h100-80gb", 989e12, 667.0 / 989, 3.35e12, int64_t(80) << 30, 8, 18 * 20.6e9, 50e9, 10e-6, 0.0, "",
-     h100Kernels()},
-    {"h200-141gb", 989e12, 667.0 / 989, 4.8e12, int64_t(141) << 30, 8, 18 * 20.6e9, 50e9, 10e-6, 0.0, "",
-     h100Kernels()},
+    {"a100-80gb", 312e12, 267.9 / 312, 2.039e12, int64_t(80) << 30, 8, 12 * 20e9, 24e9, 10e-6, 0.0,
+     "", a100Kernels()},
+    {"h100-80gb", 989e12, 667.0 / 989, 3.35e12, int64_t(80) << 30, 8, 18 * 20.6e9, 48e9, 10e-6, 0.0,
+     "", h100Kernels()},
+    {"h200-141gb", 989e12, 667.0 / 989, 4.8e12, int64_t(141) << 30, 8, 18 * 20.6e9, 48e9, 10e-6,
+     0.0, "", h100Kernels()},
 };
 
 } // namespace

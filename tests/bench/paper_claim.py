@@ -31,7 +31,7 @@ FULL = ["--fix", "parallelism.activation_checkpointing=full"]
 ASSUMPTIONS = [
     ("GEMM efficiency ceiling", "0.859 → 0.687", ["--fix", "cluster.efficiency=0.687"], []),
     ("NVLink bandwidth", "240 → 120 GB/s", ["--fix", "cluster.intra_node_bandwidth=120e9"], []),
-    ("network bandwidth", "25 → 12.5 GB/s", ["--fix", "cluster.inter_node_bandwidth=12.5e9"], []),
+    ("network bandwidth", "24 → 12 GB/s", ["--fix", "cluster.inter_node_bandwidth=12e9"], []),
     ("device memory", "80 → 141 GiB", ["--fix", "cluster.memory_bytes=151397597184"], []),
     ("tensor collectives exposed", "sequence parallelism off, both families", NO_SP, []),
     ("checkpointing mode", "full recomputation, both families", FULL, []),
