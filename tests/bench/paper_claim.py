@@ -27,7 +27,8 @@ T1 = ["--fix", "parallelism.tensor=1"]
 NO_SP = ["--fix", "parallelism.sequence_parallel=false"]
 FULL = ["--fix", "parallelism.activation_checkpointing=full"]
 
-# (assumption, what changed, flags for both searches, flags for the Megatron-LM search only)
+# (assumption, what changed, flags for both searches, flags for the Megatron-LM search only);
+# the "changed" figures are the a100-80gb preset's (job/Cluster.cpp), to follow it if it moves.
 ASSUMPTIONS = [
     ("GEMM efficiency ceiling", "0.859 → 0.687", ["--fix", "cluster.efficiency=0.687"], []),
     ("NVLink bandwidth", "240 → 120 GB/s", ["--fix", "cluster.intra_node_bandwidth=120e9"], []),
