@@ -4,13 +4,17 @@ breadth-first with full sharding and of Megatron-LM (1F1B or interleaved 1F1B, i
 optimizer, T = 4 or 8) for the 52B GPT on 64 A100s, one conduit-tune search per family over the
 batches per GPU, and the gain of the one over the other again under each changed assumption.
 
-  tests/bench/paper_claim.py --tuner build/bin/conduit-tune [--no-assumptions]
+  tests/bench/paper_claim.py --tuner build/bin/conduit-tune [--no-assumptions | --check]
+
+`--check` runs only the searches behind the page's conclusions and fails (exit 1) where one
+no longer holds, so that a change to the cost model that overturns them cannot pass unnoticed.
 """
 
 import argparse
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -86,14 +90,44 @@ def best_of(result, schedule=None):
     return next((b for b in result["best_per_schedule"] if b["schedule"] == schedule), None)
 
 
+def gain_values(bfs, megatron):
+    """Breadth-first's gain over Megatron-LM per batch, in percent (None where either found
+    nothing that fits)."""
+    return [None if b.get("best") is None or m.get("best") is None else
+            (b["best"]["tokens_per_s"] / m["best"]["tokens_per_s"] - 1) * 100
+            for b, m in zip(bfs, megatron)]
+
+
 def gains(bfs, megatron):
-    words = []
-    for b, m in zip(bfs, megatron):
-        if b.get("best") is None or m.get("best") is None:
-            words.append("—")
-        else:
-            words.append(f"{(b['best']['tokens_per_s'] / m['best']['tokens_per_s'] - 1) * 100:+.1f}%")
-    return words
+    return ["—" if g is None else f"{g:+.1f}%" for g in gain_values(bfs, megatron)]
+
+
+def check(tuner, job):
+    """The conclusions docs/results.md draws from the tables, each against the searches."""
+    bfs = search(tuner, job, BREADTH_FIRST)[0]
+    today = gain_values(bfs, search(tuner, job, MEGATRON)[0])
+    of_2021 = gain_values(bfs, search(tuner, job, MEGATRON + FULL + NO_SP)[0])
+    claims = [
+        ("breadth-first leads Megatron-LM at one sample per GPU", today[0] is not None and
+         today[0] > 0),
+        ("and loses to it from four samples per GPU on, where it must recompute",
+         all(g is not None and g < 0 for g in today[2:])),
+        ("against Megatron-LM as run in 2021 it gains the paper's order of magnitude (+30% or "
+         "more) at one and two samples per GPU",
+         all(g is not None and g >= 30 for g in of_2021[:2])),
+    ]
+    print("gains today: " + ", ".join("—" if g is None else f"{g:+.1f}%" for g in today))
+    print("gains against Megatron-LM of 2021: " +
+          ", ".join("—" if g is None else f"{g:+.1f}%" for g in of_2021))
+    failed = [claim for claim, holds in claims if not holds]
+    for claim in failed:
+        print(f"no longer holds: {claim}")
+    if failed:
+        print("docs/results.md, \"Against the paper's claim\", says otherwise: rerun this script "
+              "without --check and revise the page")
+        return 1
+    print("ok")
+    return 0
 
 
 def main():
@@ -103,7 +137,11 @@ def main():
     parser.add_argument("--job", default=os.path.join(here, "../../testdata/jobs/gpt-52b-bfs.json"))
     parser.add_argument("--no-assumptions", action="store_true",
                         help="only the first table")
+    parser.add_argument("--check", action="store_true",
+                        help="only test the page's conclusions (exit 1 where one fails)")
     args = parser.parse_args()
+    if args.check:
+        sys.exit(check(args.tuner, args.job))
 
     bfs, bfs_s = search(args.tuner, args.job, BREADTH_FIRST)
     bfs1, bfs1_s = search(args.tuner, args.job, BREADTH_FIRST + T1)
