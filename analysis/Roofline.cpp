@@ -165,20 +165,25 @@ void addScaling(LayerWork &work, const Linear &linear, double perElement) {
   work.inputGradient.castBytes += perElement * linear.s * linear.n;
 }
 
+/// A product of the mixture-of-experts layer: its forward, input-gradient and weight-gradient
+/// GEMMs in the block's passes and in the layer's own (LayerWork::expertsForward, ...).
+void addExpertsGemms(LayerWork &work, const Gemm &forward, const Gemm &input, const Gemm &weight) {
+  for (auto [all, experts, gemm] :
+       {std::tuple{&work.forward, &work.expertsForward, forward},
+        std::tuple{&work.inputGradient, &work.expertsInputGradient, input},
+        std::tuple{&work.weightGradient, &work.expertsWeightGradient, weight}}) {
+    all->gemms.push_back(gemm);
+    experts->gemms.push_back(gemm);
+  }
+}
+
 /// Grouped products: `batch` experts' products of `rows` rows each (per sample), one kernel
 /// whose tiles of all experts fill the waves together (each expert's rows padded to whole
 /// tiles: the grouped GEMM's loss to small or uneven groups).
 void addGrouped(LayerWork &work, double rows, double k, double n, double batch, bool fp8) {
-  const Gemm forward{rows, n, k, batch, Grows::Rows, false, fp8};
-  const Gemm input{rows, k, n, batch, Grows::Rows, false, fp8};
-  const Gemm weight{k, n, rows, batch, Grows::Inner, true, fp8};
-  for (auto [all, routed, gemm] :
-       {std::tuple{&work.forward, &work.routedForward, forward},
-        std::tuple{&work.inputGradient, &work.routedInputGradient, input},
-        std::tuple{&work.weightGradient, &work.routedWeightGradient, weight}}) {
-    all->gemms.push_back(gemm);
-    routed->gemms.push_back(gemm);
-  }
+  addExpertsGemms(work, {rows, n, k, batch, Grows::Rows, false, fp8},
+                  {rows, k, n, batch, Grows::Rows, false, fp8},
+                  {k, n, rows, batch, Grows::Inner, true, fp8});
 }
 
 LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, bool experts) {
@@ -246,7 +251,8 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
       linears.push_back({s, h, x.gated ? 2 * fs : fs, x.fp8});
       linears.push_back({s, fs, h, x.fp8});
     }
-    linears.push_back({tokens, h, n, false});
+    const Linear router{tokens, h, n, false};
+    linears.push_back(router);
     // The busiest rank's experts: N / E of them, each with imbalance x top-k x E x tokens / N
     // rows per sample (its share of the expert group's routed tokens).
     const double ranks = static_cast<double>(std::max<int64_t>(x.expert, 1));
@@ -256,10 +262,18 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
     const double fe = static_cast<double>(x.expertFfnHiddenSize);
     // Activations of the shared and the routed experts; the routed tokens permuted before the
     // dispatch and back after the combine (read and write, twice); the router's softmax.
-    mlpForward =
-        (x.gated ? 3 : 2) * (s * fs + routedTokens * fe) + 4 * routedTokens * h + 2 * tokens * n;
-    mlpBackward =
-        (x.gated ? 5 : 3) * (s * fs + routedTokens * fe) + 4 * routedTokens * h + 3 * tokens * n;
+    const double routedForward =
+        (x.gated ? 3 : 2) * routedTokens * fe + 4 * routedTokens * h + 2 * tokens * n;
+    const double routedBackward =
+        (x.gated ? 5 : 3) * routedTokens * fe + 4 * routedTokens * h + 3 * tokens * n;
+    mlpForward = (x.gated ? 3 : 2) * s * fs + routedForward;
+    mlpBackward = (x.gated ? 5 : 3) * s * fs + routedBackward;
+    // The router is among the block's linears (below); the layer's own passes have it too.
+    work.expertsForward.gemms.push_back(router.forward());
+    work.expertsInputGradient.gemms.push_back(router.inputGradient());
+    work.expertsWeightGradient.gemms.push_back(router.weightGradient());
+    work.expertsForward.memoryBytes = e * routedForward;
+    work.expertsInputGradient.memoryBytes = e * routedBackward;
     // moe_act: the routed experts' activation again (it reads its inputs, writes its output).
     if (recomputes(runtime::kRecomputeMoeActivation))
       work.recomputed.memoryBytes += e * (x.gated ? 3 : 2) * routedTokens * fe;

@@ -132,9 +132,11 @@ struct Work {
 /// attention's up projections; a fused attention kernel keeps nothing it could repeat.
 struct LayerWork {
   Work forward, attentionCore, recomputed, inputGradient, weightGradient;
-  /// Of forward, inputGradient and weightGradient: the routed experts' grouped GEMMs (a block
-  /// with experts), what the busiest expert rank computes for the tokens routed to it.
-  Work routedForward, routedInputGradient, routedWeightGradient;
+  /// Of forward, inputGradient and weightGradient, a block with experts' mixture-of-experts
+  /// layer without its shared experts: the router's product and softmax, and the busiest
+  /// expert rank's grouped GEMMs, activation and permutation of the tokens routed to it.
+  /// tests/bench/moe_layer_check.py holds them against measured MoE layers.
+  Work expertsForward, expertsInputGradient, expertsWeightGradient;
 };
 
 enum class TransformerLayer { Embedding, Block, Head };
@@ -148,7 +150,7 @@ enum class TransformerLayer { Embedding, Block, Head };
 /// key/value heads, FFN width and vocabulary for the shapes to be exact. A block with experts
 /// (`block`, 0-based, from shape.denseLayers on) routes this rank's T-th of the tokens: the
 /// router (kept whole on every rank), the shared experts split as the dense MLP, and the
-/// routed experts as one grouped GEMM per projection (LayerWork::routed).
+/// routed experts as one grouped GEMM per projection (LayerWork::expertsForward, ...).
 LayerWork transformerWork(const TransformerShape &shape, TransformerLayer layer, int64_t tensor,
                           bool sequenceParallel, int64_t block = 0);
 

@@ -9,6 +9,7 @@
 
 #include "analysis/CostModel.h"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 using namespace conduit;
@@ -351,6 +352,44 @@ TEST(CostModelTest, AlikeBlocksRepeatThePreviousLayersTimes) {
   CostModel chain = build(list);
   for (int64_t l = 0; l < chain.numLayers(); ++l)
     EXPECT_FALSE(chain.repeatsPrevious(l));
+}
+
+// A block with experts states its mixture-of-experts layer apart (what moe_layer_check.py
+// prices against measured layers): the router and the routed experts' grouped GEMMs, each
+// also among the block's, the routed tokens' activation and permutation and the router's
+// softmax; the shared part of the block (attention, norms) is not in it, and a dense block
+// has none.
+TEST(CostModelTest, TheExpertsLayerIsItsPartOfTheBlock) {
+  const TransformerShape x = moe52b();
+  const double t = 2, tokens = x.seqLength / t, h = x.hiddenSize, fe = x.expertFfnHiddenSize;
+  const double n = x.numExperts, k = x.topK;
+  const LayerWork dense = transformerWork(x, TransformerLayer::Block, 2, true, 0);
+  for (const Work *w :
+       {&dense.expertsForward, &dense.expertsInputGradient, &dense.expertsWeightGradient}) {
+    EXPECT_TRUE(w->gemms.empty());
+    EXPECT_DOUBLE_EQ(w->memoryBytes, 0);
+  }
+  const LayerWork moe = transformerWork(x, TransformerLayer::Block, 2, true, 1);
+  // Router: tokens x N x h; up and gate, down: K routed copies of the tokens (imbalance 1).
+  const double flops = 2 * tokens * h * n + 2 * k * tokens * h * 3 * fe;
+  EXPECT_DOUBLE_EQ(moe.expertsForward.flops(), flops);
+  EXPECT_DOUBLE_EQ(moe.expertsInputGradient.flops(), flops);
+  EXPECT_DOUBLE_EQ(moe.expertsWeightGradient.flops(), flops);
+  EXPECT_DOUBLE_EQ(moe.expertsForward.memoryBytes,
+                   2 * (3 * k * tokens * fe + 4 * k * tokens * h + 2 * tokens * n));
+  EXPECT_DOUBLE_EQ(moe.expertsInputGradient.memoryBytes,
+                   2 * (5 * k * tokens * fe + 4 * k * tokens * h + 3 * tokens * n));
+  for (auto [part, whole] : {std::pair{&moe.expertsForward, &moe.forward},
+                             std::pair{&moe.expertsInputGradient, &moe.inputGradient},
+                             std::pair{&moe.expertsWeightGradient, &moe.weightGradient}}) {
+    for (const Gemm &g : part->gemms)
+      EXPECT_TRUE(std::any_of(whole->gemms.begin(), whole->gemms.end(), [&](const Gemm &b) {
+        return b.m == g.m && b.n == g.n && b.k == g.k && b.batch == g.batch;
+      }));
+    EXPECT_LT(part->flops(), whole->flops()); // the attention's products are not in it
+  }
+  EXPECT_LT(moe.expertsForward.memoryBytes, moe.forward.memoryBytes);
+  EXPECT_LT(moe.expertsInputGradient.memoryBytes, moe.inputGradient.memoryBytes);
 }
 
 // Megatron-Core's other recompute modules each repeat their own part of a block's forward
