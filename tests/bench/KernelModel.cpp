@@ -1,7 +1,8 @@
 //===- KernelModel.cpp - the cost model's time of single kernels ---------===//
 //
 // Prints the time the cost model gives one kernel on a cluster preset, for holding it against
-// measurements (tests/bench/kernel_model_check.py, with what tests/gpu/kernels.py measured).
+// measurements (tests/bench/kernel_model_check.py, with what tests/gpu/kernels.py measured;
+// tests/bench/moe_layer_check.py, with published measurements of whole MoE layers).
 // Reads one kernel a line from standard input and writes its predicted seconds a line:
 //
 //   gemm M N K BATCH FP8          C[M×N] = A[M×K]·B[K×N], BATCH of them; FP8 0 or 1; BF16
@@ -10,6 +11,12 @@
 //                                 causal fused attention of SAMPLES samples; BACKWARD, FLASH2
 //                                 0 or 1
 //   bytes B                       an element-wise pass reading and writing B bytes
+//   moe TOKENS HIDDEN FFN EXPERTS TOP_K BACKWARD
+//                                 a mixture-of-experts layer of SwiGLU experts FFN wide on one
+//                                 rank holding all EXPERTS (router, grouped GEMMs, activation,
+//                                 permutation; no shared experts), TOKENS routed to TOP_K each:
+//                                 its forward, or with BACKWARD 1 its input and weight
+//                                 gradients
 //
 //   build/bin/kernel_model PRESET < kernels.txt
 //
@@ -62,6 +69,22 @@ int main(int argc, char **argv) {
         a.backward = backward != 0;
         a.flash2 = flash2 != 0;
         seconds = roofline.time(a, samples);
+      }
+    } else if (kind == "moe") {
+      TransformerShape shape;
+      shape.numLayers = shape.numHeads = shape.numKvHeads = shape.vocabSize = 1;
+      shape.gated = true;
+      int backward = 0;
+      if (in >> shape.seqLength >> shape.hiddenSize >> shape.expertFfnHiddenSize >>
+              shape.numExperts >> shape.topK >> backward &&
+          shape.seqLength > 0 && shape.hiddenSize > 0 && shape.expertFfnHiddenSize > 0 &&
+          shape.topK > 0 && shape.topK <= shape.numExperts) {
+        shape.ffnHiddenSize = shape.expertFfnHiddenSize;
+        const LayerWork work = transformerWork(shape, TransformerLayer::Block, /*tensor=*/1,
+                                               /*sequenceParallel=*/false);
+        seconds = backward ? roofline.time(work.expertsInputGradient, 1) +
+                                 roofline.time(work.expertsWeightGradient, 1)
+                           : roofline.time(work.expertsForward, 1);
       }
     } else if (kind == "bytes") {
       double bytes = 0;
