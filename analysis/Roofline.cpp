@@ -132,14 +132,25 @@ Roofline Roofline::of(const Cluster &cluster, int64_t elementBytes) {
 
 namespace {
 
+/// Megatron-LM's MoE layer on an H100 against the cost model's grouped kernels, the
+/// least-squares fit to the Megatron-LM bars of SonicMoE's Figure 14 (arXiv 2512.14080;
+/// testdata/measured/sonicmoe-h100-moe-layers.json, `tests/bench/moe_layer_check.py --fit
+/// megatron`): its router and grouped GEMMs take kMegatronExpertSlowdown times the model's
+/// time, and its forward and backward read and write each routed token's hidden + expert-FFN
+/// elements kMegatronExpertPasses more times (the unfused permutation, activation, weighting
+/// and their gradients). Within 13% of each of the twelve layers' measured passes.
+constexpr double kMegatronExpertSlowdown = 1.37;
+constexpr double kMegatronExpertPasses[2] = {7.8, 16.4}; // forward, backward
+
 /// A token GEMM of the forward, Y[s x n] = X[s x k] · W[k x n], and its two gradients.
 /// In FP8, its three GEMMs take FP8 operands.
 struct Linear {
   double s, k, n;
   bool fp8 = false;
-  Gemm forward() const { return {s, n, k, 1, Grows::Rows, false, fp8}; }
-  Gemm inputGradient() const { return {s, k, n, 1, Grows::Rows, false, fp8}; }
-  Gemm weightGradient() const { return {k, n, s, 1, Grows::Inner, true, fp8}; }
+  double slowdown = 1; ///< Gemm::slowdown
+  Gemm forward() const { return {s, n, k, 1, Grows::Rows, false, fp8, slowdown}; }
+  Gemm inputGradient() const { return {s, k, n, 1, Grows::Rows, false, fp8, slowdown}; }
+  Gemm weightGradient() const { return {k, n, s, 1, Grows::Inner, true, fp8, slowdown}; }
 };
 
 void addLinear(LayerWork &work, const Linear &linear) {
@@ -180,10 +191,11 @@ void addExpertsGemms(LayerWork &work, const Gemm &forward, const Gemm &input, co
 /// Grouped products: `batch` experts' products of `rows` rows each (per sample), one kernel
 /// whose tiles of all experts fill the waves together (each expert's rows padded to whole
 /// tiles: the grouped GEMM's loss to small or uneven groups).
-void addGrouped(LayerWork &work, double rows, double k, double n, double batch, bool fp8) {
-  addExpertsGemms(work, {rows, n, k, batch, Grows::Rows, false, fp8},
-                  {rows, k, n, batch, Grows::Rows, false, fp8},
-                  {k, n, rows, batch, Grows::Inner, true, fp8});
+void addGrouped(LayerWork &work, double rows, double k, double n, double batch, bool fp8,
+                double slowdown) {
+  addExpertsGemms(work, {rows, n, k, batch, Grows::Rows, false, fp8, slowdown},
+                  {rows, k, n, batch, Grows::Rows, false, fp8, slowdown},
+                  {k, n, rows, batch, Grows::Inner, true, fp8, slowdown});
 }
 
 LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, bool experts) {
@@ -236,6 +248,10 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   // The MLP's element-wise elements of the forward and of the backward (the activation's).
   double mlpForward = (x.gated ? 3 : 2) * s * f, mlpBackward = (x.gated ? 5 : 3) * s * f;
   double routedRows = 0, localExperts = 0;
+  // Megatron-LM's MoE layer: slower products, more passes over the routed tokens (all of the
+  // backward's with the input gradient).
+  const bool megatron = experts && x.megatronExperts;
+  const double expertSlowdown = megatron ? kMegatronExpertSlowdown : 1;
   if (!experts) {
     linears.push_back({s, h, up, x.fp8});   // MLP up (and gate), column-parallel
     linears.push_back({s, f, h, x.fp8});    // MLP down, row-parallel
@@ -251,7 +267,7 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
       linears.push_back({s, h, x.gated ? 2 * fs : fs, x.fp8});
       linears.push_back({s, fs, h, x.fp8});
     }
-    const Linear router{tokens, h, n, false};
+    const Linear router{tokens, h, n, false, expertSlowdown};
     linears.push_back(router);
     // The busiest rank's experts: N / E of them, each with imbalance x top-k x E x tokens / N
     // rows per sample (its share of the expert group's routed tokens).
@@ -262,10 +278,12 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
     const double fe = static_cast<double>(x.expertFfnHiddenSize);
     // Activations of the shared and the routed experts; the routed tokens permuted before the
     // dispatch and back after the combine (read and write, twice); the router's softmax.
-    const double routedForward =
-        (x.gated ? 3 : 2) * routedTokens * fe + 4 * routedTokens * h + 2 * tokens * n;
-    const double routedBackward =
-        (x.gated ? 5 : 3) * routedTokens * fe + 4 * routedTokens * h + 3 * tokens * n;
+    const double forwardPasses = megatron ? kMegatronExpertPasses[0] : 0;
+    const double backwardPasses = megatron ? kMegatronExpertPasses[1] : 0;
+    const double routedForward = (x.gated ? 3 : 2) * routedTokens * fe + 4 * routedTokens * h +
+                                 2 * tokens * n + forwardPasses * routedTokens * (h + fe);
+    const double routedBackward = (x.gated ? 5 : 3) * routedTokens * fe + 4 * routedTokens * h +
+                                  3 * tokens * n + backwardPasses * routedTokens * (h + fe);
     mlpForward = (x.gated ? 3 : 2) * s * fs + routedForward;
     mlpBackward = (x.gated ? 5 : 3) * s * fs + routedBackward;
     // The router is among the block's linears (below); the layer's own passes have it too.
@@ -282,8 +300,9 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
     addLinear(work, linear);
   if (experts) {
     const double fe = static_cast<double>(x.expertFfnHiddenSize);
-    addGrouped(work, routedRows, h, x.gated ? 2 * fe : fe, localExperts, x.fp8); // up (and gate)
-    addGrouped(work, routedRows, fe, h, localExperts, x.fp8);                    // down
+    addGrouped(work, routedRows, h, x.gated ? 2 * fe : fe, localExperts, x.fp8,
+               expertSlowdown);                                               // up (and gate)
+    addGrouped(work, routedRows, fe, h, localExperts, x.fp8, expertSlowdown); // down
   }
 
   // Element-wise: two norms (read x, write y), two residual adds (read two, write one), the
@@ -399,7 +418,7 @@ double Roofline::computeTime(const Gemm &g) const {
 
 double Roofline::time(const Gemm &gemm, int64_t samples) const {
   const Gemm g = gemm.forSamples(samples);
-  return std::max(computeTime(g), g.bytes(elementBytes) / memoryBandwidth);
+  return g.slowdown * std::max(computeTime(g), g.bytes(elementBytes) / memoryBandwidth);
 }
 
 double Roofline::time(const FusedAttention &a, int64_t samples) const {

@@ -62,6 +62,10 @@ struct TransformerShape {
   int64_t numExperts = 0, topK = 0, expertFfnHiddenSize = 0, sharedFfnHiddenSize = 0,
           denseLayers = 0, expert = 1;
   double imbalance = 1;
+  /// The router and routed experts priced as Megatron-LM's MoE layer runs them
+  /// (ExpertKernels::Megatron: slower products, more passes over the routed tokens) rather
+  /// than as grouped GEMM kernels.
+  bool megatronExperts = false;
 
   /// With selective checkpointing, what a block's backward recomputes first
   /// (runtime::RecomputeModule bits; LayerWork::recomputed); 0 without it.
@@ -88,6 +92,9 @@ struct Gemm {
   bool accumulates = false;
   /// A and B are FP8 (one byte each) and the product runs at the FP8 rate.
   bool fp8 = false;
+  /// The kernel's time over the GEMM model's: 1 for the library's GEMMs, more for a
+  /// framework's kernels measured slower (TransformerShape::megatronExperts).
+  double slowdown = 1;
 
   /// The product for `samples` samples.
   Gemm forSamples(int64_t samples) const;

@@ -59,6 +59,8 @@ std::string describeModel(const Job &job) {
                 std::to_string(moe->sharedFfnHiddenSize) + ")";
       if (moe->denseLayers > 0)
         text += ", first " + std::to_string(moe->denseLayers) + " block(s) dense";
+      if (moe->kernels == ExpertKernels::Megatron)
+        text += ", priced as Megatron-LM's MoE layer";
       if (job.parallelism.expert > 1) {
         const MoeImbalance imbalance = moeImbalance(job);
         const char *source = imbalance.source == MoeImbalance::Source::Stated ? "stated"

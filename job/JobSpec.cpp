@@ -37,6 +37,7 @@ constexpr std::array<std::string_view, 3> kBiases = {"all", "qkv", "none"};
 constexpr std::array<std::string_view, 3> kAttentions = {"flash", "eager", "flash2"};
 constexpr std::array<std::string_view, 2> kRouters = {"softmax", "sigmoid"};
 constexpr std::array<std::string_view, 2> kDispatches = {"per_expert", "per_node"};
+constexpr std::array<std::string_view, 2> kExpertKernels = {"grouped", "megatron"};
 constexpr std::array<std::string_view, 2> kFp8SavedInputs = {"fp8", "bf16"};
 constexpr std::array<std::string_view, 2> kMasterWeights = {"separate", "parameters"};
 constexpr std::array<std::string_view, 2> kFp8Scalings = {"delayed", "current"};
@@ -59,6 +60,7 @@ static_assert(endsAt(kBiases, BiasKind::None));
 static_assert(endsAt(kAttentions, AttentionKind::Flash2));
 static_assert(endsAt(kRouters, RouterKind::Sigmoid));
 static_assert(endsAt(kDispatches, DispatchKind::PerNode));
+static_assert(endsAt(kExpertKernels, ExpertKernels::Megatron));
 static_assert(endsAt(kFp8SavedInputs, Fp8SavedInputs::BF16));
 static_assert(endsAt(kMasterWeights, MasterWeights::Parameters));
 static_assert(endsAt(kFp8Scalings, Fp8Scaling::Current));
@@ -105,6 +107,7 @@ template <> absl::Span<const std::string_view> enumNames<BiasKind>() { return kB
 template <> absl::Span<const std::string_view> enumNames<AttentionKind>() { return kAttentions; }
 template <> absl::Span<const std::string_view> enumNames<RouterKind>() { return kRouters; }
 template <> absl::Span<const std::string_view> enumNames<DispatchKind>() { return kDispatches; }
+template <> absl::Span<const std::string_view> enumNames<ExpertKernels>() { return kExpertKernels; }
 template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>() {
   return kFp8SavedInputs;
 }

@@ -59,6 +59,13 @@ enum class RouterKind : uint8_t { Softmax, Sigmoid };
 /// experts lie on, fanned out over the node's links there (DeepEP's kernels, DeepSeek-V3's
 /// IB-then-NVLink forwarding). The same tokens reach the same experts either way.
 enum class DispatchKind : uint8_t { PerExpert, PerNode };
+/// Whose kernels compute the routed experts: one grouped GEMM per projection over a rank's
+/// experts, with the tokens' permutation and activation at the memory bandwidth (CUTLASS's
+/// and DeepGEMM's grouped kernels; the cost model's tiles and waves), or Megatron-LM's MoE
+/// layer, priced as measured on an H100 (slower products and more passes over the routed
+/// tokens; docs/cost-model.md, Mixture of experts). The same experts compute the same
+/// values either way.
+enum class ExpertKernels : uint8_t { Grouped, Megatron };
 /// How an FP8 run keeps its linear layers' inputs for their weight gradients: cast, one byte
 /// an element (Transformer Engine, so Megatron-Core and NeMo, and DeepSeek-V3), or in the
 /// training data type (torchao's float8 training, as torchtitan runs it).
@@ -95,6 +102,7 @@ template <> absl::Span<const std::string_view> enumNames<BiasKind>();
 template <> absl::Span<const std::string_view> enumNames<AttentionKind>();
 template <> absl::Span<const std::string_view> enumNames<RouterKind>();
 template <> absl::Span<const std::string_view> enumNames<DispatchKind>();
+template <> absl::Span<const std::string_view> enumNames<ExpertKernels>();
 template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>();
 template <> absl::Span<const std::string_view> enumNames<MasterWeights>();
 template <> absl::Span<const std::string_view> enumNames<Fp8Scaling>();
@@ -170,6 +178,7 @@ struct MoeSpec {
   /// The tokens travel to the experts in FP8 (the forward's dispatch and the backward's
   /// output gradients), one byte an element and a scale per 128, as DeepSeek-V3 sends them.
   bool fp8Dispatch = false;
+  ExpertKernels kernels = ExpertKernels::Grouped;
 };
 
 /// Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values through low-rank

@@ -218,6 +218,8 @@ void JobParser::readMoe(ObjectReader &section, TransformerSpec &t) {
     m.dispatch = *dispatch;
   if (auto fp8 = section.boolean("fp8_dispatch"))
     m.fp8Dispatch = *fp8;
+  if (auto kernels = readEnum<ExpertKernels>(section, "kernels"))
+    m.kernels = *kernels;
   section.rejectUnknownKeys();
   if (m.sharedExperts == 0 && m.sharedFfnHiddenSize > 0 && sharedFfn)
     diag.report(section.keyPath("shared_ffn_hidden_size"),

@@ -73,6 +73,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
       shape.denseLayers = moe.getDenseLayers();
       shape.imbalance = moe.getImbalance();
       shape.expert = par.getExpert();
+      shape.megatronExperts = moe.getKernels() == pipe::ExpertKernels::Megatron;
     }
   }
   return in;

@@ -250,7 +250,7 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
                               bool normalizeTopK, F64 auxLossCoefficient, int64_t sharedExperts,
                               int64_t sharedFfnHiddenSize, int64_t denseLayers, F64 capacityFactor,
                               F64 imbalance, int64_t routerGroups, int64_t routerGroupTopK,
-                              DispatchKind dispatch, bool fp8Dispatch) {
+                              DispatchKind dispatch, bool fp8Dispatch, ExpertKernels) {
   auto finite = [](double v) { return std::isfinite(v); };
   if (failed(check(emitError, numExperts >= 1, "num_experts", "positive", numExperts)) ||
       failed(check(emitError, topK >= 1 && topK <= numExperts, "top_k", "between 1 and num_experts",

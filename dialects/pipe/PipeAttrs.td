@@ -131,6 +131,11 @@ def Pipe_DispatchKind : Pipe_Enum<"DispatchKind", "how the expert all-to-alls mo
   I32EnumCase<"PerNode", 1, "per_node">
 ]>;
 
+def Pipe_ExpertKernels : Pipe_Enum<"ExpertKernels", "whose kernels compute the routed experts", [
+  I32EnumCase<"Grouped", 0, "grouped">,
+  I32EnumCase<"Megatron", 1, "megatron">
+]>;
+
 def Pipe_Optimizer : Pipe_Enum<"Optimizer", "optimizer", [
   I32EnumCase<"Adam", 0, "adam">,
   I32EnumCase<"SGD", 1, "sgd">
@@ -462,7 +467,9 @@ def Pipe_MoeAttr : Pipe_Attr<"Moe", "moe"> {
     unlimited). `dispatch` says how the all-to-alls move a token: `per_expert`, a copy for
     each chosen expert, or `per_node`, one copy over the network for each node its experts
     lie on, fanned out inside the node (DeepEP). `fp8_dispatch` sends the tokens to the
-    experts in FP8 (with `training.dtype` fp8).
+    experts in FP8 (with `training.dtype` fp8). `kernels` says whose kernels the experts are
+    priced as: `grouped`, one grouped GEMM per projection (CUTLASS, DeepGEMM), or
+    `megatron`, Megatron-LM's MoE layer as measured; it changes no value and no instruction.
 
     ```mlir
     #pipe.moe<num_experts = 8, top_k = 2, expert_ffn_hidden_size = 14336,
@@ -484,7 +491,8 @@ def Pipe_MoeAttr : Pipe_Attr<"Moe", "moe"> {
     DefaultValuedParameter<"int64_t", "1">:$router_groups,
     DefaultValuedParameter<"int64_t", "1">:$router_group_top_k,
     Pipe_DefaultEnumParam<Pipe_DispatchKind, "PerExpert">:$dispatch,
-    DefaultValuedParameter<"bool", "false">:$fp8_dispatch
+    DefaultValuedParameter<"bool", "false">:$fp8_dispatch,
+    Pipe_DefaultEnumParam<Pipe_ExpertKernels, "Grouped">:$kernels
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

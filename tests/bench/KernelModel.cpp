@@ -11,12 +11,15 @@
 //                                 causal fused attention of SAMPLES samples; BACKWARD, FLASH2
 //                                 0 or 1
 //   bytes B                       an element-wise pass reading and writing B bytes
-//   moe TOKENS HIDDEN FFN EXPERTS TOP_K BACKWARD
+//   moe TOKENS HIDDEN FFN EXPERTS TOP_K BACKWARD [KERNELS]
 //                                 a mixture-of-experts layer of SwiGLU experts FFN wide on one
 //                                 rank holding all EXPERTS (router, grouped GEMMs, activation,
 //                                 permutation; no shared experts), TOKENS routed to TOP_K each:
 //                                 its forward, or with BACKWARD 1 its input and weight
-//                                 gradients
+//                                 gradients; KERNELS grouped (the default) or megatron, as the
+//                                 job's model.moe.kernels
+//   moe-gemms TOKENS HIDDEN FFN EXPERTS TOP_K BACKWARD
+//                                 the grouped layer's products alone (router and grouped GEMMs)
 //
 //   build/bin/kernel_model PRESET < kernels.txt
 //
@@ -70,7 +73,7 @@ int main(int argc, char **argv) {
         a.flash2 = flash2 != 0;
         seconds = roofline.time(a, samples);
       }
-    } else if (kind == "moe") {
+    } else if (kind == "moe" || kind == "moe-gemms") {
       TransformerShape shape;
       shape.numLayers = shape.numHeads = shape.numKvHeads = shape.vocabSize = 1;
       shape.gated = true;
@@ -80,11 +83,22 @@ int main(int argc, char **argv) {
           shape.seqLength > 0 && shape.hiddenSize > 0 && shape.expertFfnHiddenSize > 0 &&
           shape.topK > 0 && shape.topK <= shape.numExperts) {
         shape.ffnHiddenSize = shape.expertFfnHiddenSize;
+        std::string kernels = "grouped";
+        in >> kernels;
+        if (kernels != "grouped" && (kernels != "megatron" || kind != "moe")) {
+          std::fprintf(stderr, "kernel_model: line %d: no kernels named '%s'\n", number,
+                       kernels.c_str());
+          return 1;
+        }
+        shape.megatronExperts = kernels == "megatron";
         const LayerWork work = transformerWork(shape, TransformerLayer::Block, /*tensor=*/1,
                                                /*sequenceParallel=*/false);
-        seconds = backward ? roofline.time(work.expertsInputGradient, 1) +
-                                 roofline.time(work.expertsWeightGradient, 1)
-                           : roofline.time(work.expertsForward, 1);
+        // moe-gemms: the products alone, without the element-wise passes.
+        const auto time = [&](const Work &w) {
+          return kind == "moe" ? roofline.time(w, 1) : roofline.gemmTime(w, 1);
+        };
+        seconds = backward ? time(work.expertsInputGradient) + time(work.expertsWeightGradient)
+                           : time(work.expertsForward);
       }
     } else if (kind == "bytes") {
       double bytes = 0;

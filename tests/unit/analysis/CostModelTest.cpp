@@ -392,6 +392,46 @@ TEST(CostModelTest, TheExpertsLayerIsItsPartOfTheBlock) {
   EXPECT_LT(moe.expertsInputGradient.memoryBytes, moe.inputGradient.memoryBytes);
 }
 
+// Priced as Megatron-LM's MoE layer (model.moe.kernels "megatron"), the experts' products
+// take 1.37 times as long and each pass reads and writes the routed tokens' hidden + expert
+// elements more times (7.8 forward, 16.4 backward, with the input gradient): the layer's own
+// passes and the block's change by the same time, and a dense block not at all.
+TEST(CostModelTest, MegatronExpertsPriceItsMeasuredLayer) {
+  const TransformerShape grouped = moe52b();
+  TransformerShape megatron = grouped;
+  megatron.megatronExperts = true;
+  const Roofline roofline = Roofline::of(a100(), 2);
+  const LayerWork a = transformerWork(grouped, TransformerLayer::Block, 2, true, 1);
+  const LayerWork b = transformerWork(megatron, TransformerLayer::Block, 2, true, 1);
+  const double tokens = grouped.seqLength / 2.0, h = grouped.hiddenSize;
+  const double routed = grouped.topK * tokens * (h + grouped.expertFfnHiddenSize);
+  for (int samples : {1, 3}) {
+    const double extra[3] = {0.37 * roofline.gemmTime(a.expertsForward, samples) +
+                                 2 * 7.8 * routed * samples / a100().memoryBandwidth,
+                             0.37 * roofline.gemmTime(a.expertsInputGradient, samples) +
+                                 2 * 16.4 * routed * samples / a100().memoryBandwidth,
+                             0.37 * roofline.gemmTime(a.expertsWeightGradient, samples)};
+    const Work *pairs[3][4] = {
+        {&a.expertsForward, &b.expertsForward, &a.forward, &b.forward},
+        {&a.expertsInputGradient, &b.expertsInputGradient, &a.inputGradient, &b.inputGradient},
+        {&a.expertsWeightGradient, &b.expertsWeightGradient, &a.weightGradient, &b.weightGradient}};
+    for (int pass = 0; pass < 3; ++pass) {
+      auto [layerA, layerB, blockA, blockB] = pairs[pass];
+      EXPECT_NEAR(roofline.time(*layerB, samples) - roofline.time(*layerA, samples), extra[pass],
+                  1e-9 * extra[pass])
+          << "pass " << pass;
+      EXPECT_NEAR(roofline.time(*blockB, samples) - roofline.time(*blockA, samples), extra[pass],
+                  1e-9 * extra[pass])
+          << "pass " << pass;
+    }
+  }
+  // The attention and a dense block are the same either way.
+  EXPECT_DOUBLE_EQ(roofline.time(b.attentionCore, 2), roofline.time(a.attentionCore, 2));
+  EXPECT_DOUBLE_EQ(
+      roofline.time(transformerWork(megatron, TransformerLayer::Block, 2, true, 0).forward, 2),
+      roofline.time(transformerWork(grouped, TransformerLayer::Block, 2, true, 0).forward, 2));
+}
+
 // Megatron-Core's other recompute modules each repeat their own part of a block's forward
 // before its backward, priced as the forward prices it, and together their sum; a module
 // with nothing to repeat in a block (moe_act in a dense block, mla_up_proj without latent

@@ -506,6 +506,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
         moe["router_groups"] = 2;
         moe["router_group_top_k"] = 1;
         moe["dispatch"] = "per_node";
+        moe["kernels"] = "megatron";
         root["parallelism"]["expert"] = 2;
         root["model"]["head_dim"] = 32;
         root["model"]["qk_norm"] = true;
@@ -529,6 +530,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   EXPECT_EQ(t.moe->routerGroups, 2);
   EXPECT_EQ(t.moe->routerGroupTopK, 1);
   EXPECT_EQ(t.moe->dispatch, DispatchKind::PerNode);
+  EXPECT_EQ(t.moe->kernels, ExpertKernels::Megatron);
   EXPECT_EQ(t.headDim, 32);
   EXPECT_TRUE(t.qkNorm);
   EXPECT_EQ(job->parallelism.expert, 2);
@@ -552,6 +554,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   EXPECT_EQ(d.routerGroupTopK, 1);
   EXPECT_EQ(d.dispatch, DispatchKind::PerExpert);
   EXPECT_FALSE(d.fp8Dispatch);
+  EXPECT_EQ(d.kernels, ExpertKernels::Grouped);
   EXPECT_EQ(job->parallelism.expert, 1);
   // router_groups alone allows every group.
   job = parseMoe([](Json &root) { root["model"]["moe"]["router_groups"] = 2; }, &error);
@@ -636,6 +639,8 @@ TEST(JobFile, MixtureOfExpertsRefusals) {
        "\"per_expert\", \"per_node\""},
       {[](Json &r) { r["model"]["moe"]["fp8_dispatch"] = true; }, "model.moe.fp8_dispatch",
        "applies to training.dtype \"fp8\""},
+      {[](Json &r) { r["model"]["moe"]["kernels"] = "deepgemm"; }, "model.moe.kernels",
+       "\"grouped\", \"megatron\""},
       {[](Json &r) { r["model"]["moe"]["experts"] = 4; }, "model.moe.experts", ""},
       {[](Json &r) { r["model"]["moe"].erase("top_k"); }, "model.moe.top_k", ""},
       {[](Json &r) { r["parallelism"]["expert"] = 3; }, "parallelism.expert",
