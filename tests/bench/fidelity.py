@@ -97,6 +97,8 @@ def configuration(run):
     moe = model.get("moe", {})
     if moe.get("dispatch") == "per_node":
         parts.append("fp8 per-node dispatch" if moe.get("fp8_dispatch") else "per-node dispatch")
+    if moe.get("kernels") == "megatron":
+        parts.append("Megatron experts")
     parts.append(f"s {model['seq_length']}")
     if par.get("sharding", "none") != "none":
         parts.append(f"shard {par['sharding']}"
