@@ -248,6 +248,9 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   // The MLP's element-wise elements of the forward and of the backward (the activation's).
   double mlpForward = (x.gated ? 3 : 2) * s * f, mlpBackward = (x.gated ? 5 : 3) * s * f;
   double routedRows = 0, localExperts = 0;
+  // The routed experts' grouped products, as token GEMMs of this rank's routed tokens (for
+  // their FP8 casts).
+  std::vector<Linear> groupedLinears;
   // Megatron-LM's MoE layer: slower products, more passes over the routed tokens (all of the
   // backward's with the input gradient).
   const bool megatron = experts && x.megatronExperts;
@@ -303,6 +306,9 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
     addGrouped(work, routedRows, h, x.gated ? 2 * fe : fe, localExperts, x.fp8,
                expertSlowdown);                                               // up (and gate)
     addGrouped(work, routedRows, fe, h, localExperts, x.fp8, expertSlowdown); // down
+    const double routedTokens = routedRows * localExperts;
+    groupedLinears = {{routedTokens, h, x.gated ? 2 * fe : fe, x.fp8},
+                      {routedTokens, fe, h, x.fp8}};
   }
 
   // Element-wise: two norms (read x, write y), two residual adds (read two, write one), the
@@ -320,9 +326,19 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   work.inputGradient.memoryBytes =
       e * (2 * 3 * hs + 2 * 3 * hs + mlpBackward + rotary + 3 * qkNorms);
   const double elementwise = work.forward.memoryBytes; // before the FP8 casts
-  if (x.fp8)
-    for (const Linear &linear : linears)
+  // FP8 casts: every FP8 linear's (the router stays in the element type), the routed
+  // experts' too (each expert's tokens cast before its grouped product, their output
+  // gradients before its backward), which the layer's own passes count as well.
+  for (const Linear &linear : linears)
+    if (linear.fp8)
       addScaling(work, linear, castBytesPerElement(x, e));
+  for (const Linear &linear : groupedLinears)
+    if (linear.fp8) {
+      const double before[2] = {work.forward.castBytes, work.inputGradient.castBytes};
+      addScaling(work, linear, castBytesPerElement(x, e));
+      work.expertsForward.castBytes += work.forward.castBytes - before[0];
+      work.expertsInputGradient.castBytes += work.inputGradient.castBytes - before[1];
+    }
   // The recomputed linears' forward GEMMs (and FP8 casts), the dense MLP's activation, the
   // latent attention's rotary part, and the two norms (layernorm).
   for (const Linear &linear : recomputedLinears) {

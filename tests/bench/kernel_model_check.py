@@ -23,14 +23,15 @@ import sys
 LAUNCH_BOUND_S = 40e-6
 
 
-def predictions(model, preset, lines):
+def predictions(model, preset, lines, tool="kernel_model_check"):
+    """kernel_model's seconds for each of `lines`; `tool` names the caller in errors."""
     try:
         result = subprocess.run([model, preset], input="\n".join(lines) + "\n",
                                 capture_output=True, text=True)
     except OSError as error:
-        sys.exit(f"kernel_model_check: {model}: {error}")
+        sys.exit(f"{tool}: {model}: {error}")
     if result.returncode != 0:
-        sys.exit(f"kernel_model_check: kernel_model failed: {result.stderr.strip()}")
+        sys.exit(f"{tool}: kernel_model failed: {result.stderr.strip()}")
     return [float(x) for x in result.stdout.split()]
 
 

@@ -21,8 +21,9 @@ gather and aggregation, `megatron` against Megatron-LM.
 import argparse
 import json
 import statistics
-import subprocess
 import sys
+
+import kernel_model_check
 
 # The measured stack each of the model's kernels (model.moe.kernels) stands for.
 PRICES = {"grouped": "deepgemm++", "megatron": "megatron"}
@@ -30,14 +31,7 @@ PASSES = (("forward", 0, 6), ("backward", 1, 12))
 
 
 def run_model(model, preset, lines):
-    try:
-        result = subprocess.run([model, preset], input="\n".join(lines) + "\n",
-                                capture_output=True, text=True)
-    except OSError as error:
-        sys.exit(f"moe_layer_check: {model}: {error}")
-    if result.returncode != 0:
-        sys.exit(f"moe_layer_check: kernel_model failed: {result.stderr.strip()}")
-    return [float(x) for x in result.stdout.split()]
+    return kernel_model_check.predictions(model, preset, lines, tool="moe_layer_check")
 
 
 def predictions(model, preset, layers, kernels):

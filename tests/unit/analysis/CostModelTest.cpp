@@ -432,6 +432,27 @@ TEST(CostModelTest, MegatronExpertsPriceItsMeasuredLayer) {
       roofline.time(transformerWork(grouped, TransformerLayer::Block, 2, true, 0).forward, 2));
 }
 
+// In FP8 the routed experts' tokens are cast before their grouped products and their output
+// gradients before the backward's (per element: read e bytes, write the operand and its
+// transpose), counted in the block's passes and the layer's own; the router stays in the
+// element type and casts nothing.
+TEST(CostModelTest, Fp8CastsTheRoutedTokensNotTheRoutersInput) {
+  TransformerShape x = moe52b();
+  x.fp8 = true;
+  const LayerWork w = transformerWork(x, TransformerLayer::Block, 2, true, 1);
+  const double tokens = x.seqLength / 2.0, h = x.hiddenSize, fe = x.expertFfnHiddenSize;
+  const double routed = x.topK * tokens, perElement = 2 + 2;
+  // Up and gate read h, down reads fe; their output gradients are 2 fe and h wide.
+  EXPECT_DOUBLE_EQ(w.expertsForward.castBytes, perElement * routed * (h + fe));
+  EXPECT_DOUBLE_EQ(w.expertsInputGradient.castBytes, perElement * routed * (2 * fe + h));
+  // Besides, the block casts its attention's two linears (QKV, h wide in, 3h/2 out on each of
+  // the two tensor ranks; the output, h/2 in, h out) and nothing for the router.
+  EXPECT_DOUBLE_EQ(w.forward.castBytes - w.expertsForward.castBytes,
+                   perElement * x.seqLength * (h + h / 2));
+  EXPECT_DOUBLE_EQ(w.inputGradient.castBytes - w.expertsInputGradient.castBytes,
+                   perElement * x.seqLength * (3 * h / 2 + h));
+}
+
 // Megatron-Core's other recompute modules each repeat their own part of a block's forward
 // before its backward, priced as the forward prices it, and together their sum; a module
 // with nothing to repeat in a block (moe_act in a dense block, mla_up_proj without latent
