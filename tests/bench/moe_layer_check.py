@@ -69,7 +69,7 @@ def fit(measured, model, preset, stack):
         lines += [f"moe {shape} 0", f"moe-gemms {shape} 0", f"moe {shape} 1",
                   f"moe-gemms {shape} 1", f"bytes {routed_bytes}"]
     seconds = run_model(model, preset, lines)
-    rows, targets, parts = [], [], []
+    rows, targets = [], []
     for i, x in enumerate(layers):
         total_f, gemm_f, total_b, gemm_b, routed = seconds[5 * i:5 * i + 5]
         for (name, _, per_token_expert), total, gemm in zip(PASSES, (total_f, total_b),
