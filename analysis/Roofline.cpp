@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <tuple>
 
 using namespace conduit;
@@ -171,9 +172,9 @@ double castBytesPerElement(const TransformerShape &x, double e) {
 /// backward its output gradient dY (s x n). Weights are cast once per step, which this leaves
 /// out; Transformer Engine fuses some delayed-scaling casts into the norms, so this is an
 /// upper bound there.
-void addScaling(LayerWork &work, const Linear &linear, double perElement) {
-  work.forward.castBytes += perElement * linear.s * linear.k;
-  work.inputGradient.castBytes += perElement * linear.s * linear.n;
+void addScaling(Work &forward, Work &inputGradient, const Linear &linear, double perElement) {
+  forward.castBytes += perElement * linear.s * linear.k;
+  inputGradient.castBytes += perElement * linear.s * linear.n;
 }
 
 /// A product of the mixture-of-experts layer: its forward, input-gradient and weight-gradient
@@ -247,10 +248,9 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   }
   // The MLP's element-wise elements of the forward and of the backward (the activation's).
   double mlpForward = (x.gated ? 3 : 2) * s * f, mlpBackward = (x.gated ? 5 : 3) * s * f;
-  double routedRows = 0, localExperts = 0;
-  // The routed experts' grouped products, as token GEMMs of this rank's routed tokens (for
-  // their FP8 casts).
-  std::vector<Linear> groupedLinears;
+  double routedRows = 0, localExperts = 0, routedTokens = 0;
+  // The router, whole on every rank and never cast to FP8 (a block with experts).
+  std::optional<Linear> router;
   // Megatron-LM's MoE layer: slower products, more passes over the routed tokens (all of the
   // backward's with the input gradient).
   const bool megatron = experts && x.megatronExperts;
@@ -270,14 +270,13 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
       linears.push_back({s, h, x.gated ? 2 * fs : fs, x.fp8});
       linears.push_back({s, fs, h, x.fp8});
     }
-    const Linear router{tokens, h, n, false, expertSlowdown};
-    linears.push_back(router);
+    router = Linear{tokens, h, n, false, expertSlowdown};
     // The busiest rank's experts: N / E of them, each with imbalance x top-k x E x tokens / N
     // rows per sample (its share of the expert group's routed tokens).
     const double ranks = static_cast<double>(std::max<int64_t>(x.expert, 1));
     localExperts = n / ranks;
     routedRows = std::max(1.0, x.imbalance) * static_cast<double>(x.topK) * ranks * tokens / n;
-    const double routedTokens = routedRows * localExperts;
+    routedTokens = routedRows * localExperts;
     const double fe = static_cast<double>(x.expertFfnHiddenSize);
     // Activations of the shared and the routed experts; the routed tokens permuted before the
     // dispatch and back after the combine (read and write, twice); the router's softmax.
@@ -289,10 +288,6 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
                                   3 * tokens * n + backwardPasses * routedTokens * (h + fe);
     mlpForward = (x.gated ? 3 : 2) * s * fs + routedForward;
     mlpBackward = (x.gated ? 5 : 3) * s * fs + routedBackward;
-    // The router is among the block's linears (below); the layer's own passes have it too.
-    work.expertsForward.gemms.push_back(router.forward());
-    work.expertsInputGradient.gemms.push_back(router.inputGradient());
-    work.expertsWeightGradient.gemms.push_back(router.weightGradient());
     work.expertsForward.memoryBytes = e * routedForward;
     work.expertsInputGradient.memoryBytes = e * routedBackward;
     // moe_act: the routed experts' activation again (it reads its inputs, writes its output).
@@ -301,12 +296,15 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   }
   for (const Linear &linear : linears)
     addLinear(work, linear);
+  // The routed experts' grouped products, as token GEMMs of this rank's routed tokens (for
+  // their FP8 casts).
+  std::vector<Linear> groupedLinears;
   if (experts) {
+    addExpertsGemms(work, router->forward(), router->inputGradient(), router->weightGradient());
     const double fe = static_cast<double>(x.expertFfnHiddenSize);
     addGrouped(work, routedRows, h, x.gated ? 2 * fe : fe, localExperts, x.fp8,
                expertSlowdown);                                               // up (and gate)
     addGrouped(work, routedRows, fe, h, localExperts, x.fp8, expertSlowdown); // down
-    const double routedTokens = routedRows * localExperts;
     groupedLinears = {{routedTokens, h, x.gated ? 2 * fe : fe, x.fp8},
                       {routedTokens, fe, h, x.fp8}};
   }
@@ -326,19 +324,18 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   work.inputGradient.memoryBytes =
       e * (2 * 3 * hs + 2 * 3 * hs + mlpBackward + rotary + 3 * qkNorms);
   const double elementwise = work.forward.memoryBytes; // before the FP8 casts
-  // FP8 casts: every FP8 linear's (the router stays in the element type), the routed
-  // experts' too (each expert's tokens cast before its grouped product, their output
-  // gradients before its backward), which the layer's own passes count as well.
-  for (const Linear &linear : linears)
-    if (linear.fp8)
-      addScaling(work, linear, castBytesPerElement(x, e));
-  for (const Linear &linear : groupedLinears)
-    if (linear.fp8) {
-      const double before[2] = {work.forward.castBytes, work.inputGradient.castBytes};
-      addScaling(work, linear, castBytesPerElement(x, e));
-      work.expertsForward.castBytes += work.forward.castBytes - before[0];
-      work.expertsInputGradient.castBytes += work.inputGradient.castBytes - before[1];
+  // FP8 casts: every linear's, and the routed experts' (each expert's tokens cast before its
+  // grouped product, their output gradients before its backward), which the layer's own
+  // passes count as well. The router is not among them.
+  if (x.fp8) {
+    const double perElement = castBytesPerElement(x, e);
+    for (const Linear &linear : linears)
+      addScaling(work.forward, work.inputGradient, linear, perElement);
+    for (const Linear &linear : groupedLinears) {
+      addScaling(work.forward, work.inputGradient, linear, perElement);
+      addScaling(work.expertsForward, work.expertsInputGradient, linear, perElement);
     }
+  }
   // The recomputed linears' forward GEMMs (and FP8 casts), the dense MLP's activation, the
   // latent attention's rotary part, and the two norms (layernorm).
   for (const Linear &linear : recomputedLinears) {
