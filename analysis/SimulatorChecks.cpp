@@ -23,9 +23,16 @@ std::string Simulation::at(int32_t r, int64_t i) const {
 }
 
 void Simulation::checkParameters(int32_t r, int s, int64_t i, int32_t stage) {
-  if (plan.config.sharding != runtime::Sharding::Full || plan.config.data == 1)
+  if (plan.config.sharding == runtime::Sharding::None || plan.config.data == 1)
     return;
-  int64_t by = state[r].flow.gatheredBy[stage];
+  const Dataflow &flow = state[r].flow;
+  const bool full = plan.config.sharding == runtime::Sharding::Full;
+  // Full sharding: the residency's all-gather. Optimizer and gradient sharding: the step's
+  // all-gather of the shards the previous step updated, where it opens the step; where the
+  // plan gathers after the optimizer step instead (the step before's), the all-gather checks.
+  int64_t by = full ? flow.gatheredBy[stage] : flow.paramsGathered[stage];
+  if (!full && by < 0)
+    return;
   if (by < 0) {
     fail(r, i,
          "computes on stage " + std::to_string(stage) + " while its parameters are not gathered");
@@ -275,11 +282,18 @@ void Simulation::checkCollective(int32_t r, int s, int64_t i) {
                         std::to_string(c.fsdpWindow) + " allows");
       ++flow.gatheredCount;
     } else {
-      int64_t step = flow.steppedBy[x.stage];
-      if (step < 0 || !knows(r, s, step))
+      // The updated shards: before the stage's first compute (the previous step's update,
+      // as the compiler places it), or after its optimizer step (this step's, for the next).
+      if (flow.paramsGathered[x.stage] >= 0)
+        return fail(
+            r, i, "gathers the parameters of stage " + std::to_string(x.stage) + " a second time");
+      const std::vector<int64_t> &forwards = flow.forward[x.stage];
+      const int64_t step = flow.steppedBy[x.stage];
+      if (std::any_of(forwards.begin(), forwards.end(), [](int64_t f) { return f >= 0; }) &&
+          (step < 0 || !knows(r, s, step)))
         return fail(r, i,
-                    "may gather the parameters of stage " + std::to_string(x.stage) +
-                        " before the optimizer updated them");
+                    "gathers the parameters of stage " + std::to_string(x.stage) +
+                        " after it computed with them and before the optimizer updated them");
       flow.paramsGathered[x.stage] = i;
     }
     break;

@@ -162,7 +162,7 @@ public:
     // Producers and receives by (stage, micro-batch, direction); stage bookkeeping.
     std::vector<int64_t> producer(index.size(), -1), lastRecv(index.size(), -1);
     std::vector<int64_t> gatheredBy(numStages, -1), lastBackward(numStages, -1),
-        reduction(numStages, -1), optimizerStep(numStages, -1), tiedBy(numStages, -1);
+        reduction(numStages, -1), tiedBy(numStages, -1);
     int64_t lastReshard = -1;
     // Reducing each run: the last reduction, and the last before the previous gradient.
     int64_t lastReduction = -1, reductionBeforeGradient = -1;
@@ -252,7 +252,6 @@ public:
           return failure();
         if (dataParallel == 1 && tiedBy[x.stage] >= 0)
           deps[numDeps++] = tiedBy[x.stage];
-        optimizerStep[x.stage] = i;
         break;
       case Kind::TieGrads:
         // After the backwards of both copies this rank holds; the reductions and optimizer
@@ -267,8 +266,8 @@ public:
         }
         break;
       case Kind::GatherParams:
-        if (failed(need(optimizerStep[x.stage], "the stage's optimizer step")))
-          return failure();
+        // The shards the previous step updated: the stage's computes wait for it.
+        gatheredBy[x.stage] = i;
         break;
       }
 

@@ -84,7 +84,6 @@ FailureOr<sched::StepTimeEvaluator> conduit::buildStepTimeEvaluator(pipe::ModelO
   costs.startGather.assign(numStages, 0);
   costs.reduce.assign(numStages, 0);
   costs.optimizer.assign(numStages, 0);
-  costs.gatherAfter.assign(numStages, 0);
   const pipe::Sharding sharding = par.getSharding();
   const bool sharded = data > 1 && sharding != pipe::Sharding::None;
   const int64_t elementBytes = model.getTraining().getElementBytes();
@@ -103,10 +102,7 @@ FailureOr<sched::StepTimeEvaluator> conduit::buildStepTimeEvaluator(pipe::ModelO
       continue;
     }
     costs.reduce[s] = collective(Collective::ReduceScatter, params[s] * kGradientBytes);
-    if (sharding == pipe::Sharding::Full)
-      costs.startGather[s] = collective(Collective::AllGather, params[s] * elementBytes);
-    else
-      costs.gatherAfter[s] = collective(Collective::AllGather, params[s] * elementBytes);
+    costs.startGather[s] = collective(Collective::AllGather, params[s] * elementBytes);
   }
   return sched::StepTimeEvaluator(numStages, batch, kind, std::move(costs));
 }

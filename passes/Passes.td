@@ -245,8 +245,10 @@ def ConduitPlaceCollectives : Pass<"conduit-place-collectives", "::mlir::ModuleO
       stages aside) instead, each added into
       the shard, so that no stage's whole gradients wait across another stage's compute; the
       stages holding tied embeddings keep one.
-    * `gradients`, `optimizer`: a `pipe.gather_params` (all-gather of the updated shards) after
-      each optimizer step.
+    * `gradients`, `optimizer`: a `pipe.gather_params` per stage before the rank's first
+      compute, in the order of the stages' first computes (all-gather of the shards the
+      previous step's optimizer updated), so that each overlaps the computes before its
+      stage's first.
 
     Every stage gets one `pipe.optimizer_step` at the end of its rank's compute, in the order
     its reductions finish. With D = 1 there are no collectives, only the optimizer steps.
@@ -369,8 +371,9 @@ def ConduitVerifyPlan : Pass<"conduit-verify-plan", "::mlir::ModuleOp"> {
     * gradients reduced once per stage after its last backward (with `gradient_reduction =
       "run"`, each reduction after the backwards it covers, no backward or weight gradient
       writing the gradients while a reduction reads them, and none left unreduced), one
-      optimizer step after that, updated parameters gathered after it (optimizer and
-      gradient sharding);
+      optimizer step after that; with optimizer and gradient sharding each stage's parameters
+      gathered once, before its first compute (the previous step's update) or after its
+      optimizer step, and every compute after that gather;
     * the simulation terminates; otherwise every blocked stream is named with its
       instruction and what it waits for.
 

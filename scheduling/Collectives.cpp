@@ -30,6 +30,12 @@ bool gradientsSharded(Sharding sharding) {
   return sharding == Sharding::Gradients || sharding == Sharding::Full;
 }
 
+/// Whether the parameters stay whole on every replica while the optimizer updates a shard of
+/// them, so that the updated shards are gathered once a step.
+bool gathersUpdated(Sharding sharding) {
+  return sharding == Sharding::Optimizer || sharding == Sharding::Gradients;
+}
+
 std::string str(int64_t value) { return std::to_string(value); }
 
 /// Calls `visit(collective, done)` for every collective of `rank` in issue order, `done` being
@@ -188,13 +194,17 @@ RankCollectives placeRank(const CollectiveProblem &problem, int32_t r) {
   }
 
   // Optimizer steps at the end, in the order the reductions finish.
-  const bool gatherUpdated = dataParallel && (problem.sharding == Sharding::Optimizer ||
-                                              problem.sharding == Sharding::Gradients);
-  for (int32_t stage : reductionOrder) {
+  for (int32_t stage : reductionOrder)
     out.atEnd.push_back({Kind::OptimizerStep, stage});
-    if (gatherUpdated)
-      out.atEnd.push_back({Kind::GatherParams, stage});
-  }
+
+  // Optimizer and gradient sharding: the parameters the previous step updated are gathered
+  // before the rank's first instruction, in the order of their stages' first computes, so that
+  // each overlaps the computes before its stage's first.
+  if (dataParallel && gathersUpdated(problem.sharding))
+    for (const Run &run : runs)
+      if (std::none_of(out.atStart.begin(), out.atStart.end(),
+                       [&](const Collective &c) { return c.stage == run.stage; }))
+        out.atStart.push_back({Kind::GatherParams, run.stage});
   return out;
 }
 
@@ -421,11 +431,15 @@ static Violation reductions(const CollectiveProblem &problem,
 static Violation optimizerSteps(const CollectiveProblem &problem,
                                 const CollectivePlacement &placement) {
   const int64_t numStages = static_cast<int64_t>(problem.stageRank.size());
-  const bool gatherUpdated = problem.replicas > 1 && (problem.sharding == Sharding::Optimizer ||
-                                                      problem.sharding == Sharding::Gradients);
+  const bool gatherUpdated = problem.replicas > 1 && gathersUpdated(problem.sharding);
   for (size_t r = 0; r < problem.orders.size(); ++r) {
     const std::string rank = "rank " + str(static_cast<int64_t>(r));
-    const size_t computes = problem.orders[r].size();
+    const std::vector<Action> &order = problem.orders[r];
+    const size_t computes = order.size();
+    // Per stage, the number of the rank's computes before its first.
+    std::vector<size_t> firstCompute(numStages, computes);
+    for (size_t i = computes; i-- > 0;)
+      firstCompute[order[i].stage] = i;
     std::vector<int64_t> reduced(numStages, 0), stepped(numStages, 0), gathered(numStages, 0);
     if (Violation v = forEachCollective(
             placement.ranks[r], [&](const Collective &c, size_t done) -> Violation {
@@ -443,8 +457,10 @@ static Violation optimizerSteps(const CollectiveProblem &problem,
               } else if (c.kind == Kind::GatherParams) {
                 if (!gatherUpdated)
                   return rank + " issues " + describe(c) + " but the sharding keeps no shard";
-                if (!stepped[c.stage])
-                  return rank + " issues " + describe(c) + " before the stage's optimizer step";
+                if (done > firstCompute[c.stage])
+                  return rank + " issues " + describe(c) + " after " +
+                         describe(order[firstCompute[c.stage]]) +
+                         ", which computes with the parameters it gathers";
                 if (++gathered[c.stage] > 1)
                   return rank + " gathers the updated parameters of stage " + str(c.stage) +
                          " twice";
@@ -492,8 +508,7 @@ static Violation ties(const CollectiveProblem &problem, const CollectivePlacemen
                   return rank + " issues " + describe(c) + " before its last compute";
                 if (++ties > 1)
                   return rank + " issues " + describe(c) + " twice";
-              } else if ((isReduction(c.kind) || c.kind == Kind::OptimizerStep ||
-                          c.kind == Kind::GatherParams) &&
+              } else if ((isReduction(c.kind) || c.kind == Kind::OptimizerStep) &&
                          tiedStage(c.stage) && !ties) {
                 return rank + " issues " + describe(c) + " before the tied gradients are added";
               }

@@ -56,7 +56,8 @@ struct Collective {
     ReduceScatter, ///< the stage's gradients, once complete (sharded state)
     AllReduce,     ///< the same without sharding
     OptimizerStep, ///< on the shard, or on the whole stage without sharding
-    GatherParams,  ///< all-gather the updated parameters (optimizer and gradient sharding)
+    GatherParams,  ///< all-gather the parameters the previous step updated (optimizer and
+                   ///< gradient sharding)
     TieGradients,  ///< add the other tied copy's gradient to this one's
   };
   Kind kind;
@@ -105,8 +106,13 @@ struct CollectivePlacement {
 ///   run's gradients leave before another stage's backward, input or weight gradient (the
 ///   tied stages, whose copies are added at the end, keep one reduction).
 /// * the optimizer steps after the rank's last instruction, in the order the reductions
-///   finish; with optimizer or gradient sharding each followed by the all-gather of the
-///   updated parameters.
+///   finish.
+/// * optimizer or gradient sharding (D > 1): the all-gather of each stage's parameters, as
+///   the previous step's optimizer step left its shards, before the rank's first instruction,
+///   in the order of the stages' first computes: each overlaps the computes before its stage's
+///   first, where gathered after the optimizer steps they would all follow the rank's last
+///   compute (Megatron-LM's `--overlap-param-gather` gathers them during the next forward too).
+///   The first step gathers the shards of the initial parameters.
 /// * tied embeddings: each rank holding the first or the last stage ends its instructions
 ///   with one tie (with the other copy's rank, or in place when it holds both), and those
 ///   stages' reductions move after it, before the optimizer steps.
@@ -132,8 +138,8 @@ Violation verifyResidencies(const CollectiveProblem &problem, const CollectivePl
 /// rank's compute.
 Violation verifyReductions(const CollectiveProblem &problem, const CollectivePlacement &placement);
 /// One optimizer step per stage, after the rank's last compute and after the stage's
-/// reduction; with optimizer or gradient sharding and D > 1 one all-gather of the updated
-/// parameters after it, and none otherwise.
+/// reduction; with optimizer or gradient sharding and D > 1 one all-gather of the stage's
+/// parameters before its first compute, and none otherwise.
 Violation verifyOptimizerSteps(const CollectiveProblem &problem,
                                const CollectivePlacement &placement);
 /// With tied embeddings, one tie on each rank holding the first or last stage, after its last

@@ -301,8 +301,6 @@ double StepTimeEvaluator::simulate(const ScheduleProblem &problem, const Schedul
       optimizerStart = std::max(optimizerStart, reduced);
       const double updated = optimizerStart + costs.optimizer[s];
       rankEnd = std::max({rankEnd, reduced, updated});
-      if (costs.gatherAfter[s] > 0)
-        rankEnd = std::max(rankEnd, std::max(reduced, updated) + costs.gatherAfter[s]);
     } else {
       rankEnd = std::max(rankEnd, optimizerStart + costs.optimizer[s]);
     }

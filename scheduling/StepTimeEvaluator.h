@@ -30,11 +30,11 @@ struct PipelineCosts {
   /// Bytes per sample leaving stage s; its input gradient has the same size.
   std::vector<int64_t> outputBytes;
   TransferTime transfer;
-  /// Per stage, seconds of: the all-gather before its first compute (full sharding), the
-  /// gradient reduction after its last backward (reduce-scatter or all-reduce), the optimizer
-  /// step, and the all-gather of updated parameters after it (optimizer and gradient sharding).
-  /// Zero where the plan has none.
-  std::vector<double> startGather, reduce, optimizer, gatherAfter;
+  /// Per stage, seconds of: the all-gather before its first compute (sharded: full sharding's,
+  /// or the gather of the parameters the previous step updated), the gradient reduction after
+  /// its last backward (reduce-scatter or all-reduce) and the optimizer step. Zero where the
+  /// plan has none.
+  std::vector<double> startGather, reduce, optimizer;
   /// Whether the plan has data-parallel collectives at all (D > 1).
   bool dataParallel = false;
 };

@@ -66,11 +66,6 @@ TensorShare detail::shareOf(const LayerSpec &layer, const ParallelismSpec &par) 
 
 namespace {
 
-/// Optimizer and gradient sharding all-gather the updated parameters after the step.
-bool gathersUpdated(runtime::Sharding s) {
-  return s == runtime::Sharding::Optimizer || s == runtime::Sharding::Gradients;
-}
-
 Collective collectiveOf(runtime::Op op) {
   switch (op) {
   case runtime::Op::TensorAllGather:
@@ -539,9 +534,10 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
       return refused;
   }
 
-  // Full sharding: no rank computes before the parameters of a stage of its are gathered.
+  // Sharded: no rank computes before the parameters of a stage of its are gathered (full
+  // sharding's residency, or the step's gather of the shards the previous step updated).
   double shift = 0;
-  if (dataParallel && sharding == runtime::Sharding::Full) {
+  if (dataParallel && sharding != runtime::Sharding::None) {
     shift = std::numeric_limits<double>::infinity();
     for (int64_t s = 0; s < numStages; ++s)
       shift = std::min(shift, work.gather(s, facts.rankOf[s]));
@@ -558,44 +554,32 @@ llvm::Expected<Bounds> BoundCalculator::boundsFrom(const Job &job, const Schedul
     if (!dataParallel)
       continue;
     // Each stage's reduction starts after its last backward, its optimizer step after the
-    // reduction, and (optimizer and gradient sharding) the parameter all-gather after that.
-    double tail = work.reduction(s, r) + optimizer;
-    if (gathersUpdated(sharding))
-      tail += work.gather(s, r);
-    step = std::max(step, shift + facts.lastBackwardEnd[s] + tail);
+    // reduction.
+    step = std::max(step, shift + facts.lastBackwardEnd[s] + work.reduction(s, r) + optimizer);
   }
   for (double end : rankEnd)
     step = std::max(step, end);
   // What holds for any order of a rank's stages. A rank's collectives run one at a time on its
   // collective stream, in program order. Its last compute completes the gradients of some
-  // stage, whose reduction and then optimizer step follow it. The all-gathers of updated
-  // parameters come after every reduction, each after its own optimizer step; and the last
-  // reduction comes after every earlier collective: at least one parameter all-gather per
-  // stage with full sharding, and every other stage's reduction.
+  // stage, whose reduction and then optimizer step follow it; and the last reduction comes
+  // after every earlier collective: at least one parameter all-gather per stage when sharded
+  // (full sharding's residencies, or the gathers of updated parameters that open the step),
+  // and every other stage's reduction.
   if (dataParallel) {
     const double inf = std::numeric_limits<double>::infinity();
-    std::vector<double> minTail(par.pipeline, inf), minReduce(par.pipeline, inf),
-        minOptimizer(par.pipeline, inf), updatedGathers(par.pipeline, 0),
+    std::vector<double> minTail(par.pipeline, inf), minOptimizer(par.pipeline, inf),
         collectives(par.pipeline, 0);
     for (int64_t s = 0; s < numStages; ++s) {
       const int64_t r = facts.rankOf[s];
-      const double optimizer = work.optimizerStep(s), reduce = work.reduction(s, r),
-                   gather = work.gather(s, r);
+      const double optimizer = work.optimizerStep(s), reduce = work.reduction(s, r);
       minTail[r] = std::min(minTail[r], reduce + optimizer);
-      minReduce[r] = std::min(minReduce[r], reduce);
       minOptimizer[r] = std::min(minOptimizer[r], optimizer);
-      if (gathersUpdated(sharding))
-        updatedGathers[r] += gather;
-      collectives[r] += reduce + (sharding == runtime::Sharding::Full ? gather : 0);
+      collectives[r] += reduce + (sharding != runtime::Sharding::None ? work.gather(s, r) : 0);
     }
     for (int64_t r = 0; r < par.pipeline; ++r) {
       if (minTail[r] == inf)
         continue;
-      const double computeEnd = shift + facts.computeEnd[r];
-      step = std::max(step, computeEnd + minTail[r]);
-      if (gathersUpdated(sharding))
-        step = std::max(step,
-                        computeEnd + std::max(minReduce[r], minOptimizer[r]) + updatedGathers[r]);
+      step = std::max(step, shift + facts.computeEnd[r] + minTail[r]);
       step = std::max(step, collectives[r] + minOptimizer[r]);
     }
   }

@@ -57,8 +57,8 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   // dependencies): a compute waits for its stage's all-gather (reducing each run, a backward,
   // input or weight gradient also for its stage's previous reduction and for the reduction
   // issued before the previous one of them), an all-gather for the reshard before it, a reduction
-  // for its stage's last backward (and a tied stage's for the tie), an optimizer step for its
-  // reduction, and an all-gather of updated parameters for its optimizer step. Every compute
+  // for its stage's last backward (and a tied stage's for the tie), and an optimizer step for its
+  // reduction; the all-gathers of updated parameters open the step. Every compute
   // starts no earlier than the compute-only execution starts it, which times the transfers too
   // (below); the rest of their timing is left out, which only delays the plan.
   auto reductionTime = [&](const sched::Collective &c, int64_t rank) {
@@ -163,15 +163,14 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
     return *std::max_element(rankEnd.begin(), rankEnd.end());
   }
   double end = 0;
-  std::vector<double> gathered(numStages), reduced(numStages), optimized(numStages),
-      lastBackward(numStages), tied(numStages);
+  std::vector<double> gathered(numStages), reduced(numStages), lastBackward(numStages),
+      tied(numStages);
   const bool residency = sharding == runtime::Sharding::Full && !facts.activationsAt.empty();
   if (residency)
     heldAtComputes.assign(ranks, 0);
   for (size_t r = 0; r < ranks; ++r) {
     std::fill(gathered.begin(), gathered.end(), 0);
     std::fill(reduced.begin(), reduced.end(), 0);
-    std::fill(optimized.begin(), optimized.end(), 0);
     std::fill(lastBackward.begin(), lastBackward.end(), 0);
     std::fill(tied.begin(), tied.end(), 0);
     const sched::RankCollectives &placed = placement->ranks[r];
@@ -195,8 +194,9 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
       switch (c.kind) {
       case sched::Collective::Kind::Unshard:
       case sched::Collective::Kind::GatherParams: {
-        const double ready =
-            c.kind == sched::Collective::Kind::Unshard ? reshard : optimized[c.stage];
+        // A parameter all-gather after the reshard before it; the gather of the updated
+        // shards (the previous step's) opens the step.
+        const double ready = c.kind == sched::Collective::Kind::Unshard ? reshard : 0.0;
         comm = std::max(comm, ready) + work.gather(c.stage, r);
         gathered[c.stage] = comm;
         if (c.kind == sched::Collective::Kind::Unshard)
@@ -217,7 +217,6 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
         return;
       case sched::Collective::Kind::OptimizerStep:
         compute = std::max(compute, reduced[c.stage]) + work.optimizerStep(c.stage) + surchargeOf();
-        optimized[c.stage] = compute;
         return;
       case sched::Collective::Kind::TieGradients: {
         // After the backwards of both copies this rank holds (its transfer and the other

@@ -35,8 +35,7 @@ StepTimeEvaluator makeEvaluator(PipelineSchedule schedule, int64_t batch) {
     costs.outputBytes.push_back(8 << 20);
   }
   costs.transfer = [](int64_t bytes, int32_t, int32_t) { return 1e-5 + bytes / 25e9; };
-  costs.startGather = costs.reduce = costs.optimizer = costs.gatherAfter =
-      std::vector<double>(kStages, 0.0);
+  costs.startGather = costs.reduce = costs.optimizer = std::vector<double>(kStages, 0.0);
   return StepTimeEvaluator(kStages, batch, schedule, std::move(costs));
 }
 

@@ -240,26 +240,27 @@ pipe.model @tiny_none phase communicating attributes {cluster = #pipe.cluster<pr
 
 // -----
 
-// Optimizer sharding: reduce-scatter, then the updated parameters are gathered again.
+// Optimizer sharding: the parameters the previous step updated are gathered before the first
+// compute, and the gradients reduce-scattered for the optimizer step on the shard.
 // CHECK-LABEL: pipe.model
 // CHECK: pipe.rank 0 {
-// CHECK: pipe.forward stage 0 mb 0
+// CHECK-NEXT: pipe.gather_params stage 0 bytes 400
+// CHECK-NEXT: pipe.forward stage 0 mb 0
 // CHECK: pipe.forward stage 0 mb 1
 // CHECK: pipe.backward stage 0 mb 1
 // CHECK: pipe.backward stage 0 mb 0
 // CHECK: pipe.reduce_grad stage 0 bytes 400 reduce_scatter
-// CHECK: pipe.optimizer_step stage 0
-// CHECK: pipe.gather_params stage 0 bytes 400
-// CHECK: }
+// CHECK-NEXT: pipe.optimizer_step stage 0
+// CHECK-NEXT: }
 // CHECK: pipe.rank 1 {
+// CHECK-NEXT: pipe.gather_params stage 1 bytes 400
 // CHECK: pipe.forward stage 1 mb 0
 // CHECK: pipe.forward stage 1 mb 1
 // CHECK: pipe.backward stage 1 mb 1
 // CHECK: pipe.backward stage 1 mb 0
 // CHECK: pipe.reduce_grad stage 1 bytes 400 reduce_scatter
 // CHECK: pipe.optimizer_step stage 1
-// CHECK: pipe.gather_params stage 1 bytes 400
-// CHECK: }
+// CHECK-NEXT: }
 // CHECK-NOT: pipe.unshard
 
 pipe.model @tiny_optimizer phase communicating attributes {cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 1.0, efficiency = 1.0, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 300000000000.0, inter_node_bandwidth = 25000000000.0, latency_s = 0.0, launch_overhead_s = 0.0, profile = "">, parallelism = #pipe.parallelism<pipeline = 2, data = 2, stages_per_device = 1, schedule = "gpipe", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "optimizer", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">, source = "tiny_optimizer.json", training = #pipe.training<dtype = "fp32", optimizer = "adam", seed = 1234, learning_rate = 0.001>} {

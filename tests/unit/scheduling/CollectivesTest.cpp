@@ -186,10 +186,12 @@ TEST(Collectives, EveryShardingMode) {
                 dp && (sharding == Sharding::Optimizer || sharding == Sharding::Gradients) ? 2 : 0);
       EXPECT_EQ(rank.count(Kind::Unshard), dp && sharding == Sharding::Full ? 2 : 0);
       if (dp && sharding == Sharding::Gradients) {
-        EXPECT_EQ(rank.atEnd, (std::vector<Collective>{{Kind::OptimizerStep, 3},
-                                                       {Kind::GatherParams, 3},
-                                                       {Kind::OptimizerStep, 1},
-                                                       {Kind::GatherParams, 1}}));
+        // The previous step's update, gathered before the rank's first compute in the order of
+        // the stages' first computes (rank 1 holds stages 1 and 3).
+        EXPECT_EQ(rank.atStart,
+                  (std::vector<Collective>{{Kind::GatherParams, 1}, {Kind::GatherParams, 3}}));
+        EXPECT_EQ(rank.atEnd,
+                  (std::vector<Collective>{{Kind::OptimizerStep, 3}, {Kind::OptimizerStep, 1}}));
       }
     }
   }
@@ -395,6 +397,37 @@ TEST(Collectives, VerifyRefusesWrongPlacements) {
   std::rotate(bad.ranks[0].atEnd.begin(), bad.ranks[0].atEnd.begin() + 1,
               bad.ranks[0].atEnd.begin() + 2);
   refused(bad, "rank 0 issues reduce_scatter s0 before the tied gradients are added");
+}
+
+TEST(Collectives, VerifyRefusesUpdatedParametersGatheredAfterTheirUse) {
+  ScheduleProblem stages = equalProblem(2, 3, 2);
+  CollectiveProblem problem =
+      collectiveProblem(stages, llvm::cantFail(scheduleBreadthFirst(stages)), Sharding::Optimizer);
+  const CollectivePlacement good = place(problem);
+  // Rank 0 holds stages 0, 2, 4 and runs F0 F0 F2 F2 F4 F4 B4 B4 B2 B2 B0 B0.
+  EXPECT_EQ(good.ranks[0].atStart,
+            (std::vector<Collective>{
+                {Kind::GatherParams, 0}, {Kind::GatherParams, 2}, {Kind::GatherParams, 4}}));
+  auto refused = [&](const CollectivePlacement &bad, const std::string &text) {
+    Violation v = verifyCollectives(problem, bad);
+    ASSERT_TRUE(v.has_value()) << text;
+    EXPECT_NE(v->find(text), std::string::npos) << *v;
+  };
+  CollectivePlacement bad = good;
+  bad.ranks[0].atStart.pop_back();
+  bad.ranks[0].after[4].push_back({Kind::GatherParams, 4});
+  refused(bad, "rank 0 issues gather_params s4 after F s4 mb0, which computes with the "
+               "parameters it gathers");
+  bad = good;
+  bad.ranks[0].atStart.pop_back();
+  bad.ranks[0].atEnd.push_back({Kind::GatherParams, 4});
+  refused(bad, "rank 0 issues gather_params s4 after F s4 mb0");
+  bad = good;
+  bad.ranks[0].atStart.push_back({Kind::GatherParams, 2});
+  refused(bad, "rank 0 gathers the updated parameters of stage 2 twice");
+  bad = good;
+  bad.ranks[0].atStart.erase(bad.ranks[0].atStart.begin());
+  refused(bad, "rank 0 never gathers the updated parameters of stage 0");
 }
 
 TEST(Collectives, VerifyRefusesReductionsThatMissARun) {
