@@ -302,11 +302,10 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   if (experts) {
     addExpertsGemms(work, router->forward(), router->inputGradient(), router->weightGradient());
     const double fe = static_cast<double>(x.expertFfnHiddenSize);
-    addGrouped(work, routedRows, h, x.gated ? 2 * fe : fe, localExperts, x.fp8,
-               expertSlowdown);                                               // up (and gate)
-    addGrouped(work, routedRows, fe, h, localExperts, x.fp8, expertSlowdown); // down
-    groupedLinears = {{routedTokens, h, x.gated ? 2 * fe : fe, x.fp8},
-                      {routedTokens, fe, h, x.fp8}};
+    groupedLinears = {{routedTokens, h, x.gated ? 2 * fe : fe, x.fp8}, // up (and gate)
+                      {routedTokens, fe, h, x.fp8}};                   // down
+    for (const Linear &linear : groupedLinears)
+      addGrouped(work, routedRows, linear.k, linear.n, localExperts, x.fp8, expertSlowdown);
   }
 
   // Element-wise: two norms (read x, write y), two residual adds (read two, write one), the

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 using namespace conduit::sched;
 
@@ -200,11 +201,12 @@ RankCollectives placeRank(const CollectiveProblem &problem, int32_t r) {
   // Optimizer and gradient sharding: the parameters the previous step updated are gathered
   // before the rank's first instruction, in the order of their stages' first computes, so that
   // each overlaps the computes before its stage's first.
-  if (dataParallel && gathersUpdated(problem.sharding))
+  if (dataParallel && gathersUpdated(problem.sharding)) {
+    std::vector<uint8_t> gathered(problem.stageRank.size(), 0);
     for (const Run &run : runs)
-      if (std::none_of(out.atStart.begin(), out.atStart.end(),
-                       [&](const Collective &c) { return c.stage == run.stage; }))
+      if (!std::exchange(gathered[run.stage], 1))
         out.atStart.push_back({Kind::GatherParams, run.stage});
+  }
   return out;
 }
 
