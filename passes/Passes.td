@@ -162,7 +162,10 @@ def ConduitSchedule : Pass<"conduit-schedule", "::mlir::ModuleOp"> {
     own output (sent at the pair's end) stays unpaired. DualPipeV pairs by itself, and there
     defers no weight gradient before a rank's last forward, as DeepSeek's DualPipe does: its
     pairs carry whole backwards, whose all-to-alls the forward hides, where deferring Ws
-    would leave them to unpaired input gradients. Plain 1F1B stays unpaired: a pair sends
+    would leave them to unpaired input gradients. Where every stage cuts the batch alike
+    into M >= 2P micro-batches, its order is then DualPipe's own eight steps, a fixed pattern
+    that does not depend on the predicted times (the order PyTorch's ScheduleDualPipeV
+    writes). Plain 1F1B stays unpaired: a pair sends
     when both halves are done, and the next rank waits for each forward's output.
     `overlap-all-to-alls=false` keeps the interleaved order unpaired and DualPipeV deferring
     throughout, as for a dense model.
@@ -174,7 +177,8 @@ def ConduitSchedule : Pass<"conduit-schedule", "::mlir::ModuleOp"> {
            "Depth-first group size N (default: the model's)">,
     Option<"overlapAllToAlls", "overlap-all-to-alls", "bool", /*default=*/"true",
            "Order a mixture of experts with E > 1 for the all-to-alls' overlap: the "
-           "interleaved order paired, DualPipeV's backwards whole until a rank's last forward">
+           "interleaved order paired, DualPipeV in DualPipe's own order (backwards whole "
+           "until a rank's last forward)">
   ];
   let dependentDialects = ["::conduit::pipe::PipeDialect"];
 }

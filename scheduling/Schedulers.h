@@ -177,7 +177,10 @@ enum class Deferral {
   Throughout,
   /// Only after the rank's last forward: until then each W runs right after its I, so the
   /// steady state's pairs carry whole backwards, as DeepSeek's dualpipev.py runs them (its
-  /// steps 6 to 8 defer). The compiler's choice where the pairs hide experts' all-to-alls;
+  /// steps 6 to 8 defer). Where every stage cuts the batch alike into M >= 2P micro-batches
+  /// the order is DualPipe's own eight steps, a fixed pattern that does not depend on the
+  /// times (the one PyTorch's ScheduleDualPipeV writes); elsewhere the list rule with this
+  /// deferral. The compiler's choice where the pairs hide experts' all-to-alls;
   /// docs/passes.md has the measurements behind it.
   Cooldown,
 };

@@ -18,7 +18,9 @@
 // A limit on the deferred Ws themselves (`deferLimit`: P unless the caller says otherwise, see
 // Schedulers.h) bounds what they keep: with that many waiting the oldest runs before another
 // I, and with a limit of 0 each W runs right after its I. DualPipeV may also defer none before
-// a rank's last forward, as DualPipe does (Deferral::Cooldown).
+// a rank's last forward, as DualPipe does (Deferral::Cooldown): then, where every stage cuts
+// the batch alike into at least 2P micro-batches, it is DualPipe's own fixed order rather
+// than a list (dualPipeOrder below).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +29,7 @@
 #include <algorithm>
 #include <deque>
 #include <limits>
+#include <optional>
 
 using namespace conduit::sched;
 
@@ -232,6 +235,97 @@ Schedule scheduleOnV(const ScheduleProblem &problem, const ActionTimes &times, i
   return std::move(b.schedule);
 }
 
+/// DeepSeek's own DualPipeV order (the eight steps of DualPipe's `dualpipev.py`, which
+/// PyTorch's ScheduleDualPipeV writes too), where every stage cuts the batch into the same M
+/// micro-batches and M >= 2P; nullopt elsewhere. It is a fixed pattern, independent of the
+/// actions' times. Rank r, holding stages a = r and b = 2P-1-r, runs:
+///   1. 2(P-r-1) forwards of a;
+///   2. r+1 times: F a, F b;
+///   3. P-r-1 times: I b and its W, F b;
+///   4. M-2P+r+1 times: the pair (F a, B b), then the pair (F b, B a), except that the last
+///      rank runs its first F a and B b apart;
+///   5. P-r-1 times: B b, the pair (F b, B a);
+///   6. r+1 times: B b, B a; from the middle step on (on an even rank, from its B a) as input
+///      gradients whose Ws wait;
+///   7. P-r-1 times: the oldest W, I a;
+///   8. the Ws that wait, oldest first.
+/// Every B is whole (an input gradient and its W at once), so no W is deferred before the
+/// rank's last forward and rank r defers at most r+1 after it. With `limit` Ws waiting, an
+/// input gradient runs the oldest first; with a limit of 0 the backwards of steps 6 and 7 are
+/// whole too.
+std::optional<Schedule> dualPipeOrder(const ScheduleProblem &problem, int64_t limit) {
+  const int64_t p = problem.numRanks(), m = problem.numMicrobatches(0);
+  if (!problem.equalPartitions() || m < 2 * p)
+    return std::nullopt;
+  Schedule schedule;
+  schedule.ranks.resize(p);
+  schedule.pairs.resize(p);
+  for (int64_t r = 0; r < p; ++r) {
+    std::vector<Action> &list = schedule.ranks[r];
+    const int32_t stage[2] = {static_cast<int32_t>(r), static_cast<int32_t>(2 * p - 1 - r)};
+    int32_t forwards[2] = {0, 0}, backwards[2] = {0, 0};
+    std::deque<Action> waiting;
+    auto forward = [&](int c) { list.push_back({ActionKind::Forward, stage[c], forwards[c]++}); };
+    auto oldestWeight = [&] {
+      list.push_back(waiting.front());
+      waiting.pop_front();
+    };
+    // A whole backward, or with `split` an input gradient whose W waits.
+    auto backward = [&](int c, bool split) {
+      Action a{ActionKind::Backward, stage[c], backwards[c]++};
+      if (split && limit > 0) {
+        if (static_cast<int64_t>(waiting.size()) >= limit)
+          oldestWeight();
+        a.kind = ActionKind::BackwardInput;
+        waiting.push_back({ActionKind::BackwardWeight, a.stage, a.mb});
+      }
+      list.push_back(a);
+    };
+    auto pair = [&](int f, int b) {
+      schedule.pairs[r].push_back(static_cast<int32_t>(list.size()));
+      forward(f);
+      backward(b, false);
+    };
+    for (int64_t i = 0; i < 2 * (p - r - 1); ++i)
+      forward(0);
+    for (int64_t i = 0; i <= r; ++i) {
+      forward(0);
+      forward(1);
+    }
+    for (int64_t i = 0; i < p - r - 1; ++i) {
+      list.push_back({ActionKind::BackwardInput, stage[1], backwards[1]});
+      list.push_back({ActionKind::BackwardWeight, stage[1], backwards[1]++});
+      forward(1);
+    }
+    for (int64_t i = 0; i < m - 2 * p + r + 1; ++i) {
+      if (i == 0 && r == p - 1) {
+        forward(0);
+        backward(1, false);
+      } else {
+        pair(0, 1);
+      }
+      pair(1, 0);
+    }
+    for (int64_t i = 0; i < p - r - 1; ++i) {
+      backward(1, false);
+      pair(1, 0);
+    }
+    const int64_t half = (r + 1) / 2;
+    for (int64_t i = 0; i <= r; ++i) {
+      backward(1, i > half || (i == half && r % 2 == 1));
+      backward(0, i >= half);
+    }
+    for (int64_t i = 0; i < p - r - 1; ++i) {
+      if (!waiting.empty())
+        oldestWeight();
+      backward(0, true);
+    }
+    while (!waiting.empty())
+      oldestWeight();
+  }
+  return schedule;
+}
+
 /// Checks the V placement: 2P stages, rank r holding stages r and 2P-1-r.
 std::optional<std::string> checkVPlacement(const ScheduleProblem &problem,
                                            const std::string &name) {
@@ -335,10 +429,12 @@ llvm::Expected<Schedule> conduit::sched::scheduleDualPipeV(const ScheduleProblem
     return scheduleError(*v);
   if (std::optional<std::string> v = checkVPlacement(problem, "dualpipev"))
     return scheduleError(*v);
-  return scheduleOnV(
-      problem, times, dualPipeVBound(problem.numRanks()), true,
-      deferLimit.value_or(ownDeferLimit(runtime::Schedule::DualPipeV, problem.numRanks())),
-      deferral);
+  const int64_t limit =
+      deferLimit.value_or(ownDeferLimit(runtime::Schedule::DualPipeV, problem.numRanks()));
+  if (deferral == Deferral::Cooldown)
+    if (std::optional<Schedule> own = dualPipeOrder(problem, limit))
+      return std::move(*own);
+  return scheduleOnV(problem, times, dualPipeVBound(problem.numRanks()), true, limit, deferral);
 }
 
 int64_t conduit::sched::zeroBubbleVBound(int64_t ranks) { return 2 * ranks; }

@@ -9,11 +9,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "scheduling/Schedulers.h"
+#include "scheduling/TorchCsvReader.h"
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <functional>
 #include <random>
+#include <sstream>
 
 using namespace conduit::sched;
 
@@ -287,6 +290,73 @@ TEST(ZeroBubble, DualPipeVCooldownDefersOnlyAfterTheLastForward) {
     }
   // The rule defers before the last forward: the two orders differ.
   EXPECT_GT(deferredByTheRule, 0);
+}
+
+/// Rank r's order, one action a word, pairs bracketed: what a failure prints.
+std::string orderOf(const Schedule &schedule, int64_t r) {
+  std::string text;
+  for (size_t i = 0; i < schedule.ranks[r].size(); ++i)
+    text += (schedule.startsPair(r, i) ? " (" : " ") + describe(schedule.ranks[r][i]);
+  return text;
+}
+
+TEST(ZeroBubble, DualPipeVCooldownIsDualPipesOwnOrder) {
+  // PyTorch's own DualPipeV order for 4 ranks and 10 micro-batches (its test artifact, which it
+  // generates from DeepSeek's dualpipev.py): the same actions in the same order, whole
+  // backwards, split ones and pairs alike, whatever the actions' times.
+  std::ifstream in(CONDUIT_TESTDATA "/pytorch/dualpipev_4rank_10mb.csv");
+  std::stringstream text;
+  text << in.rdbuf();
+  llvm::Expected<conduit::ImportedSchedule> theirs = conduit::readTorchCsv(text.str(), 8);
+  ASSERT_TRUE(static_cast<bool>(theirs)) << llvm::toString(theirs.takeError());
+  ScheduleProblem v = equalProblem(4, 2, 10, Placement::V);
+  for (const ActionTimes &times : {unit(v), ActionTimes::perSample(v, 1, 3, 0.2)}) {
+    Schedule ours = verified(v, scheduleDualPipeV(v, times, std::nullopt, Deferral::Cooldown));
+    for (int64_t r = 0; r < 4; ++r)
+      EXPECT_EQ(orderOf(ours, r), orderOf(theirs->schedule, r)) << "rank " << r;
+  }
+}
+
+TEST(ZeroBubble, DualPipesOwnOrderHoldsItsBounds) {
+  for (int64_t p = 1; p <= 8; ++p)
+    for (int64_t m : {2 * p, 2 * p + 1, 3 * p, 4 * p + 3}) {
+      ScheduleProblem v = equalProblem(p, 2, m, Placement::V);
+      for (std::optional<int64_t> k :
+           {std::optional<int64_t>(), std::optional<int64_t>(0), std::optional<int64_t>(1)}) {
+        SCOPED_TRACE("P=" + std::to_string(p) + " M=" + std::to_string(m) +
+                     " limit=" + (k ? std::to_string(*k) : "own"));
+        Schedule s = verified(v, scheduleDualPipeV(v, unit(v), k, Deferral::Cooldown));
+        int64_t pairs = 0;
+        for (int64_t r = 0; r < p; ++r) {
+          // DualPipe's memory: 2P stage micro-batches before the first backward, one more
+          // while a pair's forward runs before its backward (under dualPipeVBound, P+1 of the
+          // whole model's). Rank r defers r+1 Ws (at most the limit), none before its last
+          // forward.
+          EXPECT_EQ(peakHeld(s, r), 2 * p + 1) << "rank " << r;
+          EXPECT_LT(peakHeld(s, r), dualPipeVBound(p)) << "rank " << r;
+          // Ws waiting, counted from their I (one that runs right after its I does not wait).
+          int64_t waiting = 0, most = 0;
+          const std::vector<Action> &list = s.ranks[r];
+          auto right = [&](size_t i) { // whether i is an I and i+1 its W
+            return list[i].kind == ActionKind::BackwardInput && i + 1 < list.size() &&
+                   list[i + 1] == Action{ActionKind::BackwardWeight, list[i].stage, list[i].mb};
+          };
+          for (size_t i = 0; i < list.size(); ++i)
+            if (list[i].kind == ActionKind::BackwardInput && !right(i))
+              most = std::max(most, ++waiting);
+            else if (list[i].kind == ActionKind::BackwardWeight && !(i > 0 && right(i - 1)))
+              --waiting;
+          EXPECT_LE(most, std::min(r + 1, k.value_or(p))) << "rank " << r;
+          if (!k && r > 0) // (rank 0's one is its last I, whose W is the next action)
+            EXPECT_EQ(most, r + 1) << "rank " << r;
+          EXPECT_EQ(deferredBeforeLastForward(s, r), 0) << "rank " << r;
+          pairs += static_cast<int64_t>(s.pairs[r].size());
+        }
+        // Steps 4 and 5 pair 2(M-2P+r+1) + P-r-1 forwards with backwards on rank r, but for
+        // the last rank's first step, which runs apart.
+        EXPECT_EQ(pairs, p * (2 * m - 3 * p + 1) + p * (p - 1) / 2 - 1);
+      }
+    }
 }
 
 //===----------------------------------------------------------------------===//
