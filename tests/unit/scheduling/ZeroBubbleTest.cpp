@@ -382,6 +382,8 @@ TEST(ZeroBubble, UnequalMicrobatchesVerify) {
       if (placement == Placement::V) {
         verified(problem, scheduleZeroBubbleV(problem, times));
         verified(problem, scheduleDualPipeV(problem, times));
+        // DualPipe's own order needs stages cut alike: the list with its deferral runs here.
+        verified(problem, scheduleDualPipeV(problem, times, std::nullopt, Deferral::Cooldown));
       }
     }
   }
