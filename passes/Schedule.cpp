@@ -83,17 +83,9 @@ struct Schedule : conduit::impl::ConduitScheduleBase<Schedule> {
 
     // DualPipe's own order needs every stage to cut the batch alike into 2P micro-batches or
     // more (DeepSeek's dualpipev.py refuses fewer); elsewhere the list rule stands in.
-    if (hideAllToAlls && chosen == pipe::ScheduleKind::DualPipeV) {
-      const int64_t ranks = par.getPipeline(), microbatches = problem.numMicrobatches(0);
-      if (!problem.equalPartitions())
-        model.emitWarning() << "dualpipev runs DualPipe's own order only where every stage cuts "
-                               "the batch alike; with parallelism.microbatch_partitions it "
-                               "runs the list rule instead";
-      else if (microbatches < 2 * ranks)
-        model.emitWarning() << "dualpipev runs DualPipe's own order only with at least 2P = "
-                            << 2 * ranks << " micro-batches; with " << microbatches
-                            << " it runs the list rule instead (parallelism.microbatches)";
-    }
+    if (hideAllToAlls && chosen == pipe::ScheduleKind::DualPipeV)
+      if (std::optional<std::string> why = sched::withoutDualPipeOrder(problem))
+        model.emitWarning() << *why;
 
     if (chosen == pipe::ScheduleKind::BreadthFirst) {
       int64_t fewest = problem.numMicrobatches(0);

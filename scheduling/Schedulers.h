@@ -197,6 +197,10 @@ llvm::Expected<Schedule> scheduleDualPipeV(const ScheduleProblem &problem, const
 /// The bounds on (stage, micro-batch) pairs held per rank of ZB-V and DualPipeV.
 int64_t zeroBubbleVBound(int64_t ranks);
 int64_t dualPipeVBound(int64_t ranks);
+/// Why DualPipeV cannot run DualPipe's own order on `problem` (Deferral::Cooldown then runs the
+/// list rule), a sentence naming the job key to change; nullopt where it can: every stage cuts
+/// the batch alike into at least 2P micro-batches.
+std::optional<std::string> withoutDualPipeOrder(const ScheduleProblem &problem);
 /// The most weight gradients a rank of a split `schedule` on `ranks` pipeline ranks defers by
 /// the schedule's own rule, where the caller gives no limit: P (enough to fill a fill or
 /// drain of P-1 steps), ZB-V as many as its held bound allows.

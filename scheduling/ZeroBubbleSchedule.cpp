@@ -254,9 +254,9 @@ Schedule scheduleOnV(const ScheduleProblem &problem, const ActionTimes &times, i
 /// input gradient runs the oldest first; with a limit of 0 the backwards of steps 6 and 7 are
 /// whole too.
 std::optional<Schedule> dualPipeOrder(const ScheduleProblem &problem, int64_t limit) {
-  const int64_t p = problem.numRanks(), m = problem.numMicrobatches(0);
-  if (!problem.equalPartitions() || m < 2 * p)
+  if (withoutDualPipeOrder(problem))
     return std::nullopt;
+  const int64_t p = problem.numRanks(), m = problem.numMicrobatches(0);
   Schedule schedule;
   schedule.ranks.resize(p);
   schedule.pairs.resize(p);
@@ -435,6 +435,19 @@ llvm::Expected<Schedule> conduit::sched::scheduleDualPipeV(const ScheduleProblem
     if (std::optional<Schedule> own = dualPipeOrder(problem, limit))
       return std::move(*own);
   return scheduleOnV(problem, times, dualPipeVBound(problem.numRanks()), true, limit, deferral);
+}
+
+std::optional<std::string> conduit::sched::withoutDualPipeOrder(const ScheduleProblem &problem) {
+  if (!problem.equalPartitions())
+    return std::string("dualpipev runs DualPipe's own order only where every stage cuts the "
+                       "batch alike; with parallelism.microbatch_partitions it runs the list "
+                       "rule instead");
+  const int64_t twice = 2 * problem.numRanks(), m = problem.numMicrobatches(0);
+  if (m < twice)
+    return "dualpipev runs DualPipe's own order only with at least 2P = " + std::to_string(twice) +
+           " micro-batches; with " + std::to_string(m) +
+           " it runs the list rule instead (parallelism.microbatches)";
+  return std::nullopt;
 }
 
 int64_t conduit::sched::zeroBubbleVBound(int64_t ranks) { return 2 * ranks; }
