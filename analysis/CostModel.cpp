@@ -32,14 +32,15 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
   cost.tensor = in.tensor;
   cost.sequenceParallelOn = in.sequenceParallel;
   cost.pipelineInner = in.pipelineInner;
-  cost.recompute = in.recompute;
   if (in.tensor < 1)
     return llvm::createStringError("parallelism.tensor must be at least 1, not " +
                                    std::to_string(in.tensor));
-  for (size_t l = 0; l < in.fwdFlops.size(); ++l)
+  for (size_t l = 0; l < in.fwdFlops.size(); ++l) {
+    const runtime::LayerKind kind = l < in.kinds.size() ? in.kinds[l] : runtime::LayerKind::Custom;
     cost.layers.push_back({in.fwdFlops[l], in.bwdFlops[l],
                            l < in.bwdWeightFlops.size() ? in.bwdWeightFlops[l] : in.bwdFlops[l] / 2,
-                           std::nullopt});
+                           std::nullopt, false, runtime::recomputesWhole(in.checkpointing, kind)});
+  }
 
   if (const std::optional<TransformerShape> &shape = in.transformer) {
     if (!(cluster.memoryBandwidth > 0))
@@ -181,7 +182,7 @@ double CostModel::forwardTime(int64_t layer, int64_t samples) const {
 }
 
 double CostModel::recomputeTime(int64_t layer, int64_t samples) const {
-  if (recompute)
+  if (layers[layer].recomputedWhole)
     return forwardTime(layer, samples);
   return selectiveRecomputeTime(layer, samples);
 }

@@ -16,6 +16,7 @@
 #include "analysis/ProfileReader.h"
 #include "analysis/Roofline.h"
 #include "job/Cluster.h"
+#include "runtime/plan/Plan.h"
 
 #include "llvm/Support/Error.h"
 
@@ -58,19 +59,21 @@ struct CostInputs {
   int64_t tensor = 1;
   bool sequenceParallel = false;
   bool pipelineInner = false;
-  /// Activation checkpointing: the backward repeats the whole forward (full), or what
+  /// Activation checkpointing: the backward repeats the whole forward of the layers the mode
+  /// recomputes whole (full, blocks: runtime::recomputesWhole of each layer's kind), or what
   /// `recomputeModules` names of each block (selective: runtime::RecomputeModule bits; 0
   /// without selective checkpointing).
-  bool recompute = false;
+  runtime::Checkpointing checkpointing = runtime::Checkpointing::None;
   uint32_t recomputeModules = 0;
   /// Bytes of a parameter in the training dtype (the working copy the optimizer writes back
   /// beside its fp32 master; 4 when the parameters are the master).
   int64_t parameterBytes = 4;
   /// Bytes of each of Adam's two moments (4, or 2 with training.adam_moments "bf16").
   int64_t momentBytes = 4;
-  /// Per layer: name (to match a profile), forward and backward FLOPs per sample, and the
-  /// weight-gradient part of the backward (empty: half).
+  /// Per layer: name (to match a profile), forward and backward FLOPs per sample, the
+  /// weight-gradient part of the backward (empty: half), and its kind (empty: custom).
   std::vector<std::string> names;
+  std::vector<runtime::LayerKind> kinds;
   std::vector<double> fwdFlops, bwdFlops, bwdWeightFlops;
   /// The transformer the layers came from (the chain embedding, blocks, head): each layer is
   /// then priced product by product on the roofline, on one of T ranks. Without it, a layer
@@ -96,8 +99,9 @@ public:
   /// tensorCollectiveTime). The backward includes recomputeTime.
   double forwardTime(int64_t layer, int64_t samples) const;
   double backwardTime(int64_t layer, int64_t samples) const;
-  /// What a checkpointed layer's backward recomputes before it: the whole forward with full
-  /// checkpointing, selectiveRecomputeTime with selective, nothing without.
+  /// What a checkpointed layer's backward recomputes before it: the whole forward where the
+  /// mode recomputes the layer whole (CostInputs::checkpointing), else selectiveRecomputeTime
+  /// (nothing without selective checkpointing).
   double recomputeTime(int64_t layer, int64_t samples) const;
   /// What a selective recomputation repeats of a block (CostInputs::recomputeModules;
   /// LayerWork::recomputed): from its roofline, or with a profile by the roofline's ratio to
@@ -200,6 +204,7 @@ private:
     /// The layer's products and traffic on one tensor rank, for a transformer.
     std::optional<LayerWork> work;
     bool repeatsPrevious = false; ///< the same work and FLOPs as the layer before it
+    bool recomputedWhole = false; ///< runtime::recomputesWhole under the job's checkpointing
   };
   /// The share of layer l's backward that computes weight gradients.
   double weightShare(int64_t layer) const;
@@ -236,7 +241,6 @@ private:
   Ring tensorGroupRing;
   std::vector<Ring> dataParallelRings; // [pipeline rank]
   bool pipelineInner = false;
-  bool recompute = false;
 };
 
 } // namespace conduit

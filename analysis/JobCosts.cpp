@@ -62,6 +62,7 @@ CostInputs conduit::jobCostInputs(const Job &job) {
   }
   for (const LayerSpec &layer : job.model.layers) {
     in.names.push_back(layer.name);
+    in.kinds.push_back(layer.kind);
     in.fwdFlops.push_back(layer.fwdFlops);
     in.bwdFlops.push_back(layer.bwdFlops);
     in.bwdWeightFlops.push_back(layer.bwdWeightFlops);

@@ -54,7 +54,7 @@ MemoryBound conduit::memoryLowerBound(const Job &job, const ParallelismSpec &par
     params += share.params;
     expertParams += share.expertParams;
     layers.push_back({share.activationBytes, share.checkpointBytes, share.weightGradientBytes,
-                      share.selectiveBytes});
+                      share.selectiveBytes, layer.kind});
   }
   // The static state of the whole model over the pipeline ranks: the fullest holds at least
   // the mean, and splitting the parameters into stages only rounds the shards up.

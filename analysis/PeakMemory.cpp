@@ -278,22 +278,29 @@ StageActivations conduit::stageActivations(llvm::ArrayRef<LayerBytes> layers,
     a.backwardWorking = a.inputWorking = a.forwardWorking;
     return a;
   }
-  // Forward: layer i beside the inputs kept so far and its output, the next layer's input.
+  // Recomputed whole: a layer keeps its input and its activations are working memory while
+  // it runs, in the forward and again in the backward. Others keep their activations.
+  auto whole = [&](size_t i) { return runtime::recomputesWhole(mode, layers[i].kind); };
+  auto keeps = [&](size_t i) { return whole(i) ? layers[i].checkpoint : layers[i].activation; };
+  auto working = [&](size_t i) { return whole(i) ? layers[i].activation : 0; };
+  // Forward: layer i beside what was kept so far and its output, the next layer's input.
   for (size_t i = 0; i < layers.size(); ++i) {
-    a.stored += layers[i].checkpoint;
+    a.stored += keeps(i);
     const int64_t kept = a.stored + (i + 1 < layers.size() ? layers[i + 1].checkpoint : 0);
-    if (kept + layers[i].activation > a.forwardKept + a.forwardWorking) {
+    if (kept + working(i) > a.forwardKept + a.forwardWorking) {
       a.forwardKept = kept;
-      a.forwardWorking = layers[i].activation;
+      a.forwardWorking = working(i);
     }
   }
-  // Backward, from the last layer: the inputs of the layers done are released and, in an input
+  // Backward, from the last layer: what the layers done kept is released and, in an input
   // gradient, what their weight gradients need is held.
   int64_t released = 0, held = 0;
   for (size_t k = layers.size(); k-- > 0;) {
-    a.backwardWorking = std::max(a.backwardWorking, layers[k].activation - released);
-    a.inputWorking = std::max(a.inputWorking, layers[k].activation - released + held);
-    released += layers[k].checkpoint;
+    if (whole(k)) {
+      a.backwardWorking = std::max(a.backwardWorking, working(k) - released);
+      a.inputWorking = std::max(a.inputWorking, working(k) - released + held);
+    }
+    released += keeps(k);
     held += layers[k].weightGradient;
   }
   return a;

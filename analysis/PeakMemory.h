@@ -40,6 +40,8 @@ using runtime::memoryKindName;
 struct LayerBytes {
   int64_t activation = 0, checkpoint = 0, weightGradient = 0;
   int64_t selective = 0; ///< of `activation`, what selective checkpointing recomputes
+  /// Which layers checkpointing recomputes whole (runtime::recomputesWhole).
+  runtime::LayerKind kind = runtime::LayerKind::Custom;
 };
 
 /// What a micro-batch of a stage holds, per sample, under a checkpointing mode. `stored` lives
@@ -54,7 +56,8 @@ struct LayerBytes {
 /// still kept (the later ones released with their layers) and, in an input gradient, what the
 /// weight gradients of the later layers need is already held. A forward likewise holds one
 /// layer's activations at a time, beside the inputs kept so far and its output (the next
-/// layer's input).
+/// layer's input). With `blocks` the embedding and the head keep their activations from the
+/// forward to the backward instead, as without checkpointing, and the others are as above.
 ///
 /// Selective checkpointing (Korthikanti et al., arXiv 2205.05198) stores the activations less
 /// the blocks' attention cores; a forward, a backward and an input gradient each compute one

@@ -472,7 +472,7 @@ void PlanCosts::priceAllToAlls(const runtime::Plan &plan) {
   // Per-node dispatch kernels (DeepEP) run on SMs of their own, taken from the computation
   // they overlap; NCCL's all-to-all slows it as its other collectives do.
   const double sharedRate = pairedComputeRate(*cost, *plan.transformer);
-  const bool recomputed = c.checkpointing == runtime::Checkpointing::Full;
+  const bool recomputed = runtime::recomputesWhole(c.checkpointing);
   // A compute's segments depend on its stage, pass and size only: each is cut once.
   std::map<std::tuple<int32_t, Op, int64_t>, std::vector<double>> cutOf;
   auto segmentsOf = [&](const Instruction &x) -> const std::vector<double> & {

@@ -22,7 +22,7 @@ constexpr bool endsAt(const std::array<std::string_view, N> &, Enum last) {
 constexpr std::array<std::string_view, 4> kLayerKinds = {"embedding", "block", "head", "custom"};
 constexpr std::array<std::string_view, 4> kShardings = {"none", "optimizer", "gradients", "full"};
 constexpr std::array<std::string_view, 2> kGradientReductions = {"step", "run"};
-constexpr std::array<std::string_view, 3> kCheckpointings = {"none", "full", "selective"};
+constexpr std::array<std::string_view, 4> kCheckpointings = {"none", "full", "selective", "blocks"};
 constexpr std::array<std::string_view, 4> kDTypes = {"bf16", "fp16", "fp32", "fp8"};
 constexpr std::array<std::string_view, 2> kOptimizers = {"adam", "sgd"};
 constexpr std::array<std::string_view, 2> kAdamMoments = {"fp32", "bf16"};
@@ -45,7 +45,7 @@ constexpr std::array<std::string_view, 2> kFp8Scalings = {"delayed", "current"};
 static_assert(endsAt(kLayerKinds, runtime::LayerKind::Custom));
 static_assert(endsAt(kShardings, runtime::Sharding::Full));
 static_assert(endsAt(kGradientReductions, runtime::GradientReduction::Run));
-static_assert(endsAt(kCheckpointings, runtime::Checkpointing::Selective));
+static_assert(endsAt(kCheckpointings, runtime::Checkpointing::Blocks));
 static_assert(endsAt(kDTypes, runtime::DType::FP8));
 static_assert(endsAt(kOptimizers, runtime::Optimizer::SGD));
 static_assert(endsAt(kAdamMoments, runtime::AdamMoments::BF16));

@@ -34,7 +34,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
   in.tensor = par.getTensor();
   in.sequenceParallel = par.getSequenceParallel();
   in.pipelineInner = par.getRankOrder() == pipe::RankOrder::PipelineInner;
-  in.recompute = par.getCheckpointing() == pipe::Checkpointing::Full;
+  in.checkpointing = static_cast<runtime::Checkpointing>(par.getCheckpointing());
   in.recomputeModules = par.getCheckpointing() == pipe::Checkpointing::Selective
                             ? static_cast<uint32_t>(par.getRecomputeModules())
                             : 0;
@@ -82,6 +82,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
 template <typename Layers> llvm::Expected<CostModel> buildWithLayers(CostInputs in, Layers layers) {
   for (auto layer : layers) {
     in.names.push_back(layer.getName().str());
+    in.kinds.push_back(static_cast<runtime::LayerKind>(layer.getKind()));
     in.fwdFlops.push_back(layer.getFwdFlops());
     in.bwdFlops.push_back(layer.getBwdFlops());
     in.bwdWeightFlops.push_back(layer.getBwdWeightFlops());

@@ -112,8 +112,8 @@ FailureOr<std::vector<RankMemory>> conduit::analyzeMemory(pipe::ModelOp model,
         b.expertParams += share.expertParams;
       const bool experts = layers[l].getExpertParams().value_or(0) > 0;
       stageLayers.push_back({share.activationBytes + (experts ? surcharge : 0),
-                             share.checkpointBytes, share.weightGradientBytes,
-                             share.selectiveBytes});
+                             share.checkpointBytes, share.weightGradientBytes, share.selectiveBytes,
+                             static_cast<runtime::LayerKind>(layers[l].getKind())});
     }
     b.activations = stageActivations(stageLayers, mode);
     b.outputBytes = tensorShare(par, layers[stage.getEndLayer() - 1]).outputBytes;

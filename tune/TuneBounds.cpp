@@ -227,7 +227,7 @@ llvm::Expected<const CostModel *> BoundCalculator::costModel(const Job &job) {
     in.tensor = par.tensor;
     in.sequenceParallel = par.sequenceParallel;
     in.pipelineInner = pipelineInner;
-    in.recompute = par.checkpointing == runtime::Checkpointing::Full;
+    in.checkpointing = par.checkpointing;
     in.recomputeModules = par.selectiveModules();
     llvm::Expected<CostModel> built = CostModel::build(in);
     if (!built)
@@ -257,7 +257,7 @@ BoundCalculator::stages(const Job &job) {
       times.backward.push_back((*cost)->backwardTime(l, par.microbatchSize));
       times.input.push_back((*cost)->inputGradientTime(l, par.microbatchSize));
       times.weight.push_back((*cost)->weightGradientTime(l, par.microbatchSize));
-      if (par.checkpointing == runtime::Checkpointing::Full)
+      if (runtime::recomputesWhole(par.checkpointing))
         times.recompute.push_back((*cost)->recomputeTime(l, par.microbatchSize));
     }
   auto sum = [](const std::vector<double> &perLayer, const Stage &stage) {
@@ -298,7 +298,7 @@ BoundCalculator::stages(const Job &job) {
       stage.expertParams += share.expertParams;
       const int64_t surcharge = job.model.layers[l].expertParams > 0 ? routedSurcharge : 0;
       layers.push_back({share.activationBytes + surcharge, share.checkpointBytes,
-                        share.weightGradientBytes, share.selectiveBytes});
+                        share.weightGradientBytes, share.selectiveBytes, job.model.layers[l].kind});
     }
     stage.activations = stageActivations(layers, par.checkpointing);
     out.push_back(stage);

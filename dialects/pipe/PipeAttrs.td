@@ -71,7 +71,8 @@ def Pipe_GradientReduction : Pipe_Enum<"GradientReduction", "when sharded gradie
 def Pipe_Checkpointing : Pipe_Enum<"Checkpointing", "activation checkpointing mode", [
   I32EnumCase<"None", 0, "none">,
   I32EnumCase<"Full", 1, "full">,
-  I32EnumCase<"Selective", 2, "selective">
+  I32EnumCase<"Selective", 2, "selective">,
+  I32EnumCase<"Blocks", 3, "blocks">
 ]>;
 
 // What selective checkpointing recomputes (the job's parallelism.recompute_modules); the bits

@@ -68,7 +68,6 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
   chain.shape = shape;
   chain.firstLayer = first;
   chain.ops = &ops;
-  chain.keepInputs = checkpointing == Checkpointing::Full;
   for (int64_t l = first; l < end; ++l) {
     const runtime::Layer &spec = plan.layers[l];
     std::unique_ptr<Layer<T>> layer =
@@ -100,6 +99,8 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
     chain.layers.push_back(std::move(layer));
     chain.names.push_back(spec.name);
     chain.kinds.push_back(spec.kind);
+    if (runtime::recomputesWhole(checkpointing))
+      chain.recomputed.push_back(runtime::recomputesWhole(checkpointing, spec.kind));
   }
   // Where each layer's parameters lie; with expert parallelism its routed experts apart.
   chain.layout = StageLayout::of(plan, shape, first, end, align);
@@ -175,10 +176,12 @@ void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T 
   cache.layers.resize(layers.size());
   cache.samples = batch.samples;
   cache.inputs.clear();
-  if (keepInputs) {
-    // What the recomputation needs: each layer's input, kept from here on, and the tokens.
+  auto recomputes = [&](size_t i) { return !recomputed.empty() && recomputed[i]; };
+  if (!recomputed.empty()) {
+    // What the recomputation needs: each recomputed layer's input, kept from here on, and the
+    // tokens.
     cache.inputs.resize(layers.size());
-    if (x) {
+    if (x && recomputes(0)) {
       cache.inputs[0] = ops->allocate(activation);
       ops->copy(activation, x, cache.inputs[0].data());
     }
@@ -188,8 +191,8 @@ void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T 
     cache.lossScale = batch.lossScale;
   }
   // Between two layers, the output of one is the input of the next, which keeps its own copy
-  // of it: it is released once the next layer's forward has run (or, with full
-  // checkpointing, kept as that layer's input, while the layer's cache goes).
+  // of it: it is released once the next layer's forward has run (or, where the next layer is
+  // recomputed, kept as its input). A recomputed layer's cache goes after its forward.
   Buffer<T> input, output;
   const T *in = x;
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -203,22 +206,21 @@ void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T 
       ops->synchronize();
     const auto start = std::chrono::steady_clock::now();
     {
-      std::optional<MemoryScope> recomputed; // the cache lives only while the layer runs
-      if (keepInputs)
-        recomputed.emplace(ops->memory(), MemoryUse::Working);
+      std::optional<MemoryScope> working; // a recomputed layer's cache lives while it runs
+      if (recomputes(i))
+        working.emplace(ops->memory(), MemoryUse::Working);
       layers[i]->forward(*ops, params + offset(i), in, batch, out, cache.layers[i]);
     }
     if (seconds) {
       ops->synchronize();
       seconds->push_back(secondsSince(start));
     }
-    if (keepInputs) {
+    if (recomputes(i))
       cache.layers[i] = LayerCache<T>();
-      if (!last)
-        cache.inputs[i + 1] = std::move(output);
-    } else {
+    if (!last && recomputes(i + 1))
+      cache.inputs[i + 1] = std::move(output);
+    else
       input = std::move(output);
-    }
     in = out;
   }
 }
@@ -252,14 +254,14 @@ void LayerChain<T>::inputPass(const T *params, Cache &cache, const T *dy, T *dx,
     if (seconds)
       ops->synchronize();
     const auto start = std::chrono::steady_clock::now();
-    if (keepInputs)
+    if (!recomputed.empty() && recomputed[k])
       recompute(k, params, cache);
     layers[k]->backwardInput(*ops, params + offset(k), cache.layers[k], upstream, down);
     if (dparams) {
       layers[k]->backwardWeight(*ops, cache.layers[k], dparams + offset(k));
       cache.layers[k] = LayerCache<T>();
     }
-    if (keepInputs)
+    if (!cache.inputs.empty())
       cache.inputs[k].reset();
     if (seconds) {
       ops->synchronize();

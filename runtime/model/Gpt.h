@@ -162,12 +162,12 @@ public:
 private:
   /// Input gradients from the last layer to the first; with `dparams`, each layer's weight
   /// gradient right after its input gradient, releasing its cache (the whole backward holds
-  /// one layer's stash at a time). With full checkpointing each layer's forward runs again
-  /// first, from its kept input, and the input is released after its backward.
+  /// one layer's stash at a time). A layer that checkpointing recomputes whole runs its
+  /// forward again first, from its kept input, and the input is released after its backward.
   void inputPass(const T *params, Cache &cache, const T *dy, T *dx, T *dparams,
                  std::vector<double> *seconds) const;
-  /// Full checkpointing: layer `k`'s forward again, into its cache, as working memory; the
-  /// loss it computes was counted by the first forward.
+  /// Layer `k`'s forward again (recomputed[k]), into its cache, as working memory; the loss it
+  /// computes was counted by the first forward.
   void recompute(size_t k, const T *params, Cache &cache) const;
   /// Adds a piece's gradients (the chain's whole layout) to `grads`, the expert range to
   /// apartDoubleGrads where it is set.
@@ -181,7 +181,9 @@ private:
   std::vector<runtime::LayerKind> kinds;
   StageLayout layout;
   bool head = false, embedding = false;
-  bool keepInputs = false;            ///< full checkpointing
+  /// Per layer: whether checkpointing recomputes it whole (runtime::recomputesWhole), keeping
+  /// only its input from the forward; empty when no layer is.
+  std::vector<bool> recomputed;
   double *apartDoubleGrads = nullptr; ///< placeExpertsApart's doubleGrads
 };
 

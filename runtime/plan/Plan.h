@@ -194,8 +194,21 @@ enum class Optimizer : uint8_t { Adam, SGD };
 enum class AdamMoments : uint8_t { FP32, BF16 };
 /// Activation checkpointing: none; full (each layer's input kept, the layer recomputed in the
 /// backward); selective (the parts RecomputeModule names recomputed, Megatron-LM's
-/// "selective": by default the attention core).
-enum class Checkpointing : uint8_t { None, Full, Selective };
+/// "selective": by default the attention core); blocks (full for every layer but the
+/// embedding and the head, which keep their activations: what Megatron-LM, torchtitan and
+/// Composer recompute under their "full").
+enum class Checkpointing : uint8_t { None, Full, Selective, Blocks };
+/// Whether checkpointing mode `mode` recomputes a layer of kind `kind` whole in the backward
+/// (from its kept input), rather than keeping its activations or some of them.
+constexpr bool recomputesWhole(Checkpointing mode, LayerKind kind) {
+  return mode == Checkpointing::Full ||
+         (mode == Checkpointing::Blocks && kind != LayerKind::Embedding && kind != LayerKind::Head);
+}
+/// Whether mode `mode` recomputes any layer whole.
+constexpr bool recomputesWhole(Checkpointing mode) {
+  return mode == Checkpointing::Full || mode == Checkpointing::Blocks;
+}
+
 /// What selective checkpointing recomputes in the backward instead of keeping, as bits
 /// (parallelism.recompute_modules; Megatron-Core's recompute_modules of the same names):
 /// the attention core's softmax probabilities; the two norms' outputs; a dense block's MLP;

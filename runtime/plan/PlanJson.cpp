@@ -19,7 +19,7 @@ template <typename T> void list(std::ostream &os, const std::vector<T> &values) 
 }
 
 const char *checkpointingName(Checkpointing c) {
-  static const char *const kNames[] = {"none", "full", "selective"};
+  static const char *const kNames[] = {"none", "full", "selective", "blocks"};
   return kNames[static_cast<int>(c)];
 }
 

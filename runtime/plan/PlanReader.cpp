@@ -319,7 +319,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
   config.sequenceParallel = c->sequence_parallel();
   config.tensorCommOverlap = c->tensor_comm_overlap();
   if (c->schedule() >= kNumSchedules || c->sharding() > 3 || c->dtype() > 3 || c->optimizer() > 1 ||
-      c->checkpointing() > 2 || c->rank_order() > 1 || c->data_kind() > 2 ||
+      c->checkpointing() > 3 || c->rank_order() > 1 || c->data_kind() > 2 ||
       c->gradient_reduction() > 1 || (c->recompute_modules() & ~uint32_t(kRecomputeAll)) != 0 ||
       c->adam_moments() > 1)
     return corrupt("the configuration holds an unknown enum value");

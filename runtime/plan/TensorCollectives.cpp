@@ -229,10 +229,9 @@ std::vector<TensorCollective> tensorCollectives(const Config &config,
       appendLayerCollectives(config, layers, l, Op::Forward, samples, out, transformer);
     return out;
   }
-  const bool recomputed = config.checkpointing == Checkpointing::Full;
   for (int32_t l = end - 1; l >= first; --l) {
     if (compute != Op::BackwardWeight) {
-      if (recomputed)
+      if (recomputesWhole(config.checkpointing, layers[l].kind))
         appendLayerCollectives(config, layers, l, Op::Forward, samples, out, transformer);
       appendLayerCollectives(config, layers, l, Op::BackwardInput, samples, out, transformer);
     }

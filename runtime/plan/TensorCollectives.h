@@ -83,11 +83,12 @@
 // Custom layers of a layer list are priced as blocks. A compute instruction issues, for its
 // stage's layers [first, end):
 //   forward          each layer's forward collectives, first to last;
-//   backward         per layer from last to first: the forward's again when checkpointing is
-//                    "full" (the layer is recomputed from its saved input), then the input
-//                    pass's, then the weight pass's;
-//   backward_input   per layer from last to first: the recomputed forward's ("full"), then the
-//                    input pass's;
+//   backward         per layer from last to first: the forward's again when the layer is
+//                    recomputed from its saved input (checkpointing "full", or "blocks" for
+//                    a layer other than the embedding and the head), then the input pass's,
+//                    then the weight pass's;
+//   backward_input   per layer from last to first: the recomputed forward's (as above), then
+//                    the input pass's;
 //   backward_weight  per layer from last to first: the weight pass's.
 // Selective checkpointing's recomputations need no collective (the attention core, the norms
 // on their rows, the routed experts' activations on their tokens), except a dense block's MLP

@@ -325,6 +325,20 @@ def cases(quick, tensor_product=False):
     out.append(("moe-1f1b-full-checkpointing-p2-d2",
                 {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                  "sharding": "full", "activation_checkpointing": "full"}))
+    # Checkpointing "blocks" (the blocks recomputed, the embedding and the head kept): whole and
+    # split backwards, the head's activations held over every micro-batch (breadth-first),
+    # tensor parallelism whose head collectives are not repeated, experts.
+    for name, par in [("1f1b-blocks-checkpointing-p2-d2",
+                       {"data": 2, "schedule": "1f1b"}),
+                      ("llama-breadth-first-split-blocks-checkpointing-p2-d2-v2",
+                       {"data": 2, "stages_per_device": 2, "schedule": "breadth-first",
+                        "split_backward": True}),
+                      ("tp2-1f1b-blocks-checkpointing-sp-p2-d1",
+                       {"data": 1, "schedule": "1f1b", "tensor": 2, "sequence_parallel": True}),
+                      ("moe-ep2-1f1b-blocks-checkpointing-p2-d2",
+                       {"data": 2, "schedule": "1f1b", "expert": 2})]:
+        out.append((name, dict(par, pipeline=2, microbatches=4, sharding="full",
+                               activation_checkpointing="blocks")))
     out.append(("moe-shared-breadth-first-split-full-p2-d2-v2",
                 {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "breadth-first",
                  "microbatches": 4, "sharding": "full", "split_backward": True}))

@@ -68,6 +68,9 @@ CostInputs transformerInputs(const TransformerShape &shape, int64_t tensor = 1,
   in.transformer = shape;
   for (int64_t l = 0; l < shape.numLayers + 2; ++l) {
     in.names.push_back("layer" + std::to_string(l));
+    in.kinds.push_back(l == 0                     ? runtime::LayerKind::Embedding
+                       : l == shape.numLayers + 1 ? runtime::LayerKind::Head
+                                                  : runtime::LayerKind::Block);
     in.fwdFlops.push_back(0);
     in.bwdFlops.push_back(0);
     in.bwdWeightFlops.push_back(0);
@@ -212,7 +215,7 @@ TEST(CostModelTest, BackwardIsTheSumOfItsHalves) {
 TEST(CostModelTest, RecomputationIsItsOwnTerm) {
   CostInputs in = transformerInputs(gpt52b());
   CostModel plain = build(in);
-  in.recompute = true;
+  in.checkpointing = runtime::Checkpointing::Full;
   CostModel recomputed = build(in);
   for (int64_t l : {0, 1, 65}) {
     EXPECT_DOUBLE_EQ(plain.recomputeTime(l, 2), 0);
@@ -224,7 +227,7 @@ TEST(CostModelTest, RecomputationIsItsOwnTerm) {
     EXPECT_DOUBLE_EQ(recomputed.weightGradientTime(l, 2), plain.weightGradientTime(l, 2));
   }
   // The attention core is part of a block's forward (4·s²·h of its FLOPs, and the softmax).
-  in.recompute = false;
+  in.checkpointing = runtime::Checkpointing::None;
   in.recomputeModules = runtime::kRecomputeCoreAttention;
   CostModel selective = build(in);
   const double core = selective.selectiveRecomputeTime(1, 2);
@@ -233,6 +236,30 @@ TEST(CostModelTest, RecomputationIsItsOwnTerm) {
   EXPECT_DOUBLE_EQ(selective.selectiveRecomputeTime(0, 2), 0);
   EXPECT_DOUBLE_EQ(selective.selectiveRecomputeTime(65, 2), 0);
   EXPECT_DOUBLE_EQ(plain.selectiveRecomputeTime(1, 2), 0);
+}
+
+// `blocks` recomputes the blocks as `full` does, and neither the embedding nor the head.
+TEST(CostModelTest, BlocksCheckpointingRecomputesTheBlocksOnly) {
+  CostInputs in = transformerInputs(gpt52b());
+  in.checkpointing = runtime::Checkpointing::Full;
+  CostModel full = build(in);
+  in.checkpointing = runtime::Checkpointing::Blocks;
+  CostModel blocks = build(in);
+  for (int64_t l : {1, 2, 64}) {
+    EXPECT_GT(blocks.recomputeTime(l, 2), 0);
+    EXPECT_DOUBLE_EQ(blocks.recomputeTime(l, 2), full.recomputeTime(l, 2));
+    EXPECT_DOUBLE_EQ(blocks.backwardTime(l, 2), full.backwardTime(l, 2));
+  }
+  for (int64_t l : {0, 65}) {
+    EXPECT_GT(full.recomputeTime(l, 2), 0);
+    EXPECT_DOUBLE_EQ(blocks.recomputeTime(l, 2), 0);
+    EXPECT_NEAR(blocks.backwardTime(l, 2), full.backwardTime(l, 2) - full.forwardTime(l, 2), 1e-15);
+    EXPECT_NEAR(blocks.inputGradientTime(l, 2),
+                full.inputGradientTime(l, 2) - full.forwardTime(l, 2), 1e-15);
+  }
+  // Layers of a list without kinds are custom, recomputed as full's.
+  in.kinds.clear();
+  EXPECT_DOUBLE_EQ(build(in).recomputeTime(65, 2), full.recomputeTime(65, 2));
 }
 
 // Selective checkpointing repeats a block's attention core in its backward (or input
@@ -326,7 +353,7 @@ TEST(CostModelTest, AlikeBlocksRepeatThePreviousLayersTimes) {
   x.numLayers = 6;
   x.denseLayers = 2;
   CostInputs in = transformerInputs(x, 2, true);
-  in.recompute = true;
+  in.checkpointing = runtime::Checkpointing::Full;
   CostModel cost = build(in);
   // Layers: embedding, two dense blocks, four with experts, head.
   const bool repeats[] = {false, false, true, false, true, true, true, false};

@@ -52,6 +52,35 @@ TEST(StageActivations, FullCheckpointingRecomputesOneLayerAtATime) {
   EXPECT_EQ(a.weightGradient, 10 + 3 * 50 + 40);
 }
 
+// `blocks`: the blocks as under full checkpointing; the embedding and the head keep their
+// activations, as without checkpointing.
+TEST(StageActivations, BlocksCheckpointingKeepsTheEmbeddingAndTheHead) {
+  std::vector<LayerBytes> layers = smallStage();
+  layers.front().kind = runtime::LayerKind::Embedding;
+  for (size_t i = 1; i + 1 < layers.size(); ++i)
+    layers[i].kind = runtime::LayerKind::Block;
+  layers.back().kind = runtime::LayerKind::Head;
+  StageActivations a = stageActivations(layers, Checkpointing::Blocks);
+  EXPECT_EQ(a.stored, 4 + 3 * 10 + 60); // the embedding's and head's activations, the inputs
+  // The forward of the last block: the embedding's activations, two blocks' inputs, its own
+  // and its output kept; its activations working.
+  EXPECT_EQ(a.forwardKept, 4 + 3 * 10 + 10);
+  EXPECT_EQ(a.forwardWorking, 100);
+  // The backward of the last block: its activations, the head's released already.
+  EXPECT_EQ(a.backwardWorking, 100 - 60);
+  // The input gradient of the first block: two blocks' inputs and the head's activations
+  // released, what two blocks' and the head's weight gradients need held.
+  EXPECT_EQ(a.inputWorking, 100 - 20 - 60 + 2 * 50 + 40);
+  EXPECT_EQ(a.weightGradient, 10 + 3 * 50 + 40);
+  // Full checkpointing recomputes every kind alike.
+  const StageActivations full = stageActivations(layers, Checkpointing::Full),
+                         custom = stageActivations(smallStage(), Checkpointing::Full);
+  EXPECT_EQ(full.stored, custom.stored);
+  EXPECT_EQ(full.forwardKept + full.forwardWorking, custom.forwardKept + custom.forwardWorking);
+  EXPECT_EQ(full.backwardWorking, custom.backwardWorking);
+  EXPECT_EQ(full.inputWorking, custom.inputWorking);
+}
+
 TEST(StageActivations, SelectiveCheckpointingRecomputesTheAttentionCores) {
   StageActivations a = stageActivations(smallStage(), Checkpointing::Selective);
   EXPECT_EQ(a.stored, 4 + 3 * (100 - 30) + 60);

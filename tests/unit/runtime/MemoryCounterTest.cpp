@@ -176,7 +176,9 @@ TEST(MemoryCounterTest, AForwardKeepsItsCachesAndTheBackwardReleasesAll) {
 // With full checkpointing a forward keeps each layer's input and no cache (the embedding's
 // tokens stay on the host), and its backward holds one layer's recomputed cache at a time:
 // less than the caches a forward keeps without it. Selective checkpointing keeps those caches
-// less the blocks' attention probabilities. Either way the backward releases everything.
+// less the blocks' attention probabilities. `blocks` keeps the blocks' inputs as full does and
+// the head's cache as none does. Every way the backward releases everything and computes the
+// same gradients.
 TEST(MemoryCounterTest, CheckpointingKeepsLayerInputsOrAllButTheProbabilities) {
   GptShape shape = tinyShape();
   shape.blocks = 4;
@@ -190,6 +192,7 @@ TEST(MemoryCounterTest, CheckpointingKeepsLayerInputsOrAllButTheProbabilities) {
   const Tokens batch{tokens.data(), targets.data(), samples, 1.0};
   struct Measured {
     int64_t kept = 0, backwardPeak = 0;
+    std::vector<double> grads;
   };
   auto measure = [&](Checkpointing mode) {
     CpuOps<float> ops;
@@ -209,15 +212,23 @@ TEST(MemoryCounterTest, CheckpointingKeepsLayerInputsOrAllButTheProbabilities) {
     chain.backwardSamples(params.data(), caches, nullptr, grads.data(), nullptr);
     m.backwardPeak = ops.memory().peak().countedBytes;
     EXPECT_EQ(ops.memory().liveBytes(), 0);
+    m.grads = std::move(grads);
     return m;
   };
   const Measured none = measure(Checkpointing::None), full = measure(Checkpointing::Full),
-                 selective = measure(Checkpointing::Selective);
+                 selective = measure(Checkpointing::Selective),
+                 blocks = measure(Checkpointing::Blocks);
+  for (const Measured *m : {&full, &selective, &blocks})
+    EXPECT_EQ(m->grads, none.grads);
   const int64_t row = shape.seq * shape.hidden * static_cast<int64_t>(sizeof(float));
   EXPECT_EQ(full.kept, samples * (shape.blocks + 1) * row);
   EXPECT_LT(full.backwardPeak, none.kept);
   const int64_t probs = shape.heads * shape.seq * shape.seq * static_cast<int64_t>(sizeof(float));
   EXPECT_EQ(selective.kept, none.kept - samples * shape.blocks * probs);
+  // The head's cache in place of its input: more than full keeps, less than none.
+  EXPECT_GT(blocks.kept, full.kept);
+  EXPECT_LT(blocks.kept, none.kept);
+  EXPECT_LT(blocks.backwardPeak, none.kept);
 }
 
 } // namespace

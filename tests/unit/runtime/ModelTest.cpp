@@ -482,14 +482,16 @@ TYPED_TEST(SplitBackward, LayersGiveTheBitsOfBackwardInAnyOrder) {
   }
 }
 
-// A recomputing chain (full checkpointing: every layer again from its kept input; selective:
-// each block's attention probabilities again) computes the bits of the chain that keeps
-// everything, in a whole backward and in I and W, and counts the loss once.
+// A recomputing chain (full checkpointing: every layer again from its kept input; blocks: the
+// blocks so, the embedding and the head kept; selective: each block's attention probabilities
+// again) computes the bits of the chain that keeps everything, in a whole backward and in I
+// and W, and counts the loss once.
 TYPED_TEST(SplitBackward, RecomputationGivesTheBitsOfTheUninterruptedForward) {
   using T = TypeParam;
   for (const LayerRange &range : splitCases())
-    for (Checkpointing mode : {Checkpointing::Full, Checkpointing::Selective}) {
-      SCOPED_TRACE(range.name + (mode == Checkpointing::Full ? " full" : " selective"));
+    for (Checkpointing mode :
+         {Checkpointing::Full, Checkpointing::Blocks, Checkpointing::Selective}) {
+      SCOPED_TRACE(range.name + " checkpointing " + std::to_string(static_cast<int>(mode)));
       Microbatches<T> kept(range, 2, 2), recomputed(range, 2, 2, mode);
       ASSERT_EQ(kept.params, recomputed.params);
       auto run = [](Microbatches<T> &m, int64_t mb, bool split) {

@@ -124,6 +124,16 @@ TEST(TensorCollectives, FullRecomputationRepeatsEachLayersForward) {
   EXPECT_EQ(of(selective, 0, 2, Op::Backward), of(config(2, false), 0, 2, Op::Backward));
 }
 
+// `blocks` repeats the blocks' forwards as `full` does, not the embedding's or the head's.
+TEST(TensorCollectives, BlocksRecomputationRepeatsTheBlocksForwards) {
+  const Config c = config(2, false, Checkpointing::Blocks);
+  EXPECT_EQ(of(c, 0, 4, Op::Backward),
+            "AR:3:256 AR:2:256 AR:2:256 AR:2:256 AR:2:256 AR:1:256 AR:1:256 AR:1:256 AR:1:256");
+  EXPECT_EQ(of(c, 1, 3, Op::BackwardInput),
+            of(config(2, false, Checkpointing::Full), 1, 3, Op::BackwardInput));
+  EXPECT_EQ(of(c, 3, 4, Op::Backward), of(config(2, false), 3, 4, Op::Backward));
+}
+
 TEST(TensorCollectives, SequenceParallelismGathersAndScatters) {
   const Config c = config(4, true);
   EXPECT_EQ(of(c, 0, 2, Op::Forward), "RS:0:256 AG:1:256 RS:1:256 AG:1:256 RS:1:256");
