@@ -123,6 +123,7 @@ uint64_t requiredFeatures(const Plan &plan) {
          (c.gradientReduction == GradientReduction::Run ? kFeatureGradientReductionRun : 0) |
          (c.recomputeModules != kRecomputeCoreAttention ? kFeatureRecomputeModules : 0) |
          (c.adamMoments == AdamMoments::BF16 ? kFeatureBf16Moments : 0) |
+         (c.checkpointing == Checkpointing::Blocks ? kFeatureBlocksCheckpointing : 0) |
          (plan.transformer && plan.transformer->groupLimited() ? kFeatureGroupLimitedRouting : 0);
 }
 

@@ -34,8 +34,11 @@ constexpr uint64_t kFeatureBf16Moments = uint64_t(1) << 2;
 /// Group-limited routing (Transformer::routerGroupTopK below routerGroups): an older reader
 /// would route over every group.
 constexpr uint64_t kFeatureGroupLimitedRouting = uint64_t(1) << 3;
+/// config.checkpointing 3 (blocks): an older reader takes the value for a corrupt file.
+constexpr uint64_t kFeatureBlocksCheckpointing = uint64_t(1) << 4;
 constexpr uint64_t kKnownFeatures = kFeatureGradientReductionRun | kFeatureRecomputeModules |
-                                    kFeatureBf16Moments | kFeatureGroupLimitedRouting;
+                                    kFeatureBf16Moments | kFeatureGroupLimitedRouting |
+                                    kFeatureBlocksCheckpointing;
 
 enum class Op : uint8_t {
   Forward,

@@ -192,6 +192,18 @@ TEST(PlanFile, Bf16AdamMomentsRoundTripWithAFeatureBit) {
             "(config.optimizer \"adam\"): SGD keeps no moments");
 }
 
+TEST(PlanFile, BlocksCheckpointingRoundTripsWithAFeatureBit) {
+  Plan plan = twoRankPlan();
+  plan.config.checkpointing = Checkpointing::Blocks;
+  const std::string bytes = writePlan(plan);
+  absl::StatusOr<Plan> read = readPlan(bytes.data(), bytes.size());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->config.checkpointing, Checkpointing::Blocks);
+  // A reader without the mode would take it for a corrupt file, not say what it lacks.
+  EXPECT_EQ(read->features, kFeatureBlocksCheckpointing);
+  EXPECT_NE(dump(*read).find("\"checkpointing\": \"blocks\""), std::string::npos);
+}
+
 /// The model fields of format 5 on a plan of four layers: two blocks, the second with experts.
 Plan moePlan() {
   Plan plan = twoRankPlan();
@@ -374,9 +386,9 @@ TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
                   "conduit-compile.");
   }
   plan = twoRankPlan();
-  plan.features = 0x10;
+  plan.features = 0x20;
   EXPECT_EQ(readBack(writePlan(plan)).message(),
-            "the plan file uses features this runtime does not know (bits 0x10). Recompile the "
+            "the plan file uses features this runtime does not know (bits 0x20). Recompile the "
             "job with a matching conduit-compile.");
 }
 
