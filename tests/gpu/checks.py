@@ -100,7 +100,7 @@ def equivalence(args, summary):
          "fp32", 1e-4, 1e-3,
          r"^(gpipe-full-p2-d2-v1|1f1b-none-p4-d2-v1|depth-first-full-p2-d2-v2|"
          r"breadth-first-full-p4-d2-v2|breadth-first-(optimizer|gradients)-p2-d2-v2|"
-         r"umpipe-1f1b-p4-d2|searched-1f1b-p4-d2|1f1b-full-checkpointing-p2-d2|"
+         r"umpipe-1f1b-p4-d2|searched-1f1b-p4-d2|1f1b-(full|blocks)-checkpointing-p2-d2|"
          r"(depth-first|interleaved-zb)-full-p2-d2-v2-reduce-each-run)$"),
         ("Llama-style (tied embeddings, GQA, rotary, SwiGLU, RMSNorm), split backward, text, "
          "Qwen3's attention (heads of their own width, q/k norms), fp32", "fp32", 1e-4, 1e-3,
