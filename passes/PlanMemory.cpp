@@ -122,11 +122,15 @@ struct PlanMemory : conduit::impl::ConduitPlanMemoryBase<PlanMemory> {
       return true;
     };
     // Checkpointing that recomputes more than the job's, the cheaper first: selective repeats
-    // the attention cores, full the whole forward. The first that fits is suggested.
+    // the attention cores, blocks the blocks' forwards, full the head's too. The first that
+    // fits is suggested.
+    const pipe::Checkpointing current = par.getCheckpointing();
     std::vector<pipe::Checkpointing> recomputeMore;
-    if (par.getCheckpointing() == pipe::Checkpointing::None && !flash)
+    if (current == pipe::Checkpointing::None && !flash)
       recomputeMore.push_back(pipe::Checkpointing::Selective);
-    if (par.getCheckpointing() != pipe::Checkpointing::Full)
+    if (current == pipe::Checkpointing::None || current == pipe::Checkpointing::Selective)
+      recomputeMore.push_back(pipe::Checkpointing::Blocks);
+    if (current != pipe::Checkpointing::Full)
       recomputeMore.push_back(pipe::Checkpointing::Full);
     auto tryCheckpointing = [&](double scale, const std::string &change) {
       for (pipe::Checkpointing mode : recomputeMore)
