@@ -384,9 +384,6 @@ std::vector<Dimension> makeBuiltins() {
   table.push_back({"parallelism.activation_checkpointing", "ckpt", always,
                    [](const SpaceRequest &r, const Configuration &) {
                      std::vector<Json> modes = choicesOf<runtime::Checkpointing>();
-                     // `blocks` is full recomputation less the embedding's and the head's,
-                     // which a job states where its framework runs it; not searched.
-                     llvm::erase(modes, Json(enumName(runtime::Checkpointing::Blocks)));
                      if (!r.selectiveCheckpointing)
                        llvm::erase(modes, Json(enumName(runtime::Checkpointing::Selective)));
                      return modes;

@@ -807,15 +807,19 @@ TEST(TuneSpace, SelectiveCheckpointingOnlyWhereItRecomputesSomething) {
   TuneOptions options;
   options.gpus = 4;
   options.globalBatch = 8;
-  EXPECT_EQ(modes({"flash"}, options, "core_attn"), (std::set<std::string>{"none", "full"}));
+  EXPECT_EQ(modes({"flash"}, options, "core_attn"),
+            (std::set<std::string>{"none", "full", "blocks"}));
   EXPECT_EQ(modes({"flash"}, options, "layernorm"),
-            (std::set<std::string>{"none", "full", "selective"}));
-  EXPECT_EQ(modes({"flash"}, options), (std::set<std::string>{"none", "full", "selective"}));
-  EXPECT_EQ(modes({"eager"}, options), (std::set<std::string>{"none", "full", "selective"}));
+            (std::set<std::string>{"none", "full", "blocks", "selective"}));
+  EXPECT_EQ(modes({"flash"}, options),
+            (std::set<std::string>{"none", "full", "blocks", "selective"}));
+  EXPECT_EQ(modes({"eager"}, options),
+            (std::set<std::string>{"none", "full", "blocks", "selective"}));
   // Varying the attention brings it back, and a restriction that names it is obeyed.
   std::string error;
   options.restrictions = {*parseRestriction("model.attention=flash,eager", "--vary", error)};
-  EXPECT_EQ(modes({"flash"}, options), (std::set<std::string>{"none", "full", "selective"}));
+  EXPECT_EQ(modes({"flash"}, options),
+            (std::set<std::string>{"none", "full", "blocks", "selective"}));
   options.restrictions = {
       *parseRestriction("parallelism.activation_checkpointing=selective", "--fix", error)};
   EXPECT_EQ(modes({"flash"}, options), (std::set<std::string>{"selective"}));
