@@ -8,6 +8,7 @@
 #include "job/TransformerCosts.h"
 #include "passes/CostModelBuilder.h"
 #include "passes/PlanExport.h"
+#include "scheduling/Schedulers.h"
 #include "llvm/Support/Format.h"
 
 #include <cstdio>
@@ -227,6 +228,30 @@ std::string describeAllToAlls(const runtime::Plan &plan) {
   return text;
 }
 
+/// How dualpipev ordered a plan whose all-to-alls hide in paired steps: " in DualPipe's own
+/// order" where sched::withoutDualPipeOrder allows it, else " by the list rule" (the schedule
+/// pass warned why); nothing for other plans.
+std::string dualPipeOrder(const runtime::Plan &plan) {
+  if (plan.config.schedule != runtime::Schedule::DualPipeV)
+    return "";
+  const bool paired = llvm::any_of(plan.ranks, [](const runtime::RankProgram &rank) {
+    return llvm::any_of(rank.instructions, [](const runtime::Instruction &inst) {
+      return inst.isExpertAllToAll() && inst.peerStage >= 0;
+    });
+  });
+  if (!paired)
+    return "";
+  std::vector<int64_t> ranks;
+  std::vector<std::vector<int64_t>> boundaries;
+  for (const runtime::Stage &stage : plan.stages) {
+    ranks.push_back(stage.rank);
+    boundaries.push_back(stage.samples);
+  }
+  const sched::ScheduleProblem problem(plan.config.pipeline, std::move(ranks),
+                                       std::move(boundaries));
+  return sched::withoutDualPipeOrder(problem) ? " by the list rule" : " in DualPipe's own order";
+}
+
 /// "per rank and step: 14 all-gathers, 8 reduce-scatters" (a range where ranks differ).
 std::string describeCollectives(const runtime::Plan &plan) {
   const std::string allToAlls = describeAllToAlls(plan);
@@ -306,8 +331,8 @@ void conduit::printSummary(const Job &job, mlir::ModuleOp module, const runtime:
     for (const runtime::RankProgram &rank : instructions.ranks)
       count += static_cast<int64_t>(rank.instructions.size());
     row(os, "plan",
-        stringifyScheduleKind(program.getParallelism().getSchedule()).str() + ", " +
-            std::to_string(count) + " instructions on " +
+        stringifyScheduleKind(program.getParallelism().getSchedule()).str() +
+            dualPipeOrder(instructions) + ", " + std::to_string(count) + " instructions on " +
             std::to_string(program.getParallelism().getPipeline()) + " ranks" +
             (plan ? ", verified" : ", not yet verified"));
     row(os, "collectives", describeCollectives(instructions));
