@@ -17,10 +17,10 @@
 // reduction, which reads the whole gradients they would add to, and for the reduction issued
 // before the previous one of them (which bounds the whole gradients alive); an optimizer step
 // for its reduction; a parameter all-gather for its optimizer step; a tie_grads (on the
-// point-to-point stream) for the backwards of its stages, whose reductions (or, with D = 1,
-// optimizer steps) wait for it. A dependency already
-// implied by an earlier wait on the same stream (tracked like a vector clock of the three
-// streams) needs no new event.
+// point-to-point stream) for the backwards of its stages and the release of their gathered
+// parameters after them, and their reductions (or, with D = 1, optimizer steps) for it. A
+// dependency already implied by an earlier wait on the same stream (tracked like a vector clock of
+// the three streams) needs no new event.
 //
 // The memory plan counts the same receive slots (receiveSlotBytes, PeakMemory.h).
 //
@@ -162,7 +162,7 @@ public:
     // Producers and receives by (stage, micro-batch, direction); stage bookkeeping.
     std::vector<int64_t> producer(index.size(), -1), lastRecv(index.size(), -1);
     std::vector<int64_t> gatheredBy(numStages, -1), lastBackward(numStages, -1),
-        reduction(numStages, -1), tiedBy(numStages, -1);
+        reduction(numStages, -1), tiedBy(numStages, -1), reshardOf(numStages, -1);
     int64_t lastReshard = -1;
     // Reducing each run: the last reduction, and the last before the previous gradient.
     int64_t lastReduction = -1, reductionBeforeGradient = -1;
@@ -172,7 +172,7 @@ public:
 
     for (int64_t i = 0; i < n; ++i) {
       const OpInfo &x = info[i];
-      int64_t deps[4];
+      int64_t deps[6];
       int numDeps = 0;
       auto need = [&](int64_t dep, const char *what) -> LogicalResult {
         if (dep < 0)
@@ -238,6 +238,7 @@ public:
         break;
       case Kind::Reshard:
         lastReshard = i;
+        reshardOf[x.stage] = i;
         break;
       case Kind::ReduceGrad:
         if (failed(need(lastBackward[x.stage], "the stage's backwards")))
@@ -253,18 +254,27 @@ public:
         if (dataParallel == 1 && tiedBy[x.stage] >= 0)
           deps[numDeps++] = tiedBy[x.stage];
         break;
-      case Kind::TieGrads:
+      case Kind::TieGrads: {
         // After the backwards of both copies this rank holds; the reductions and optimizer
-        // steps of those stages come after it.
+        // steps of those stages come after it. And after the release of their gathered
+        // parameters where it follows the backwards: the other copy's gradient then arrives in
+        // a buffer allocated after them, as the memory plan counts it, not beside them.
         if (failed(need(lastBackward[x.stage], "the stage's backwards")))
           return failure();
+        auto afterRelease = [&](int32_t stage) {
+          if (reshardOf[stage] > lastBackward[stage])
+            deps[numDeps++] = reshardOf[stage];
+        };
+        afterRelease(x.stage);
         tiedBy[x.stage] = i;
         if (x.peerStage != x.stage && x.peerStage < numStages && lastBackward[x.peerStage] >= 0 &&
             index(x.peerStage, 0, 0) >= 0) {
           deps[numDeps++] = lastBackward[x.peerStage];
+          afterRelease(x.peerStage);
           tiedBy[x.peerStage] = i;
         }
         break;
+      }
       case Kind::GatherParams:
         // The shards the previous step updated: the stage's computes wait for it.
         gatheredBy[x.stage] = i;

@@ -339,6 +339,14 @@ def cases(quick, tensor_product=False):
                        {"data": 2, "schedule": "1f1b", "expert": 2})]:
         out.append((name, dict(par, pipeline=2, microbatches=4, sharding="full",
                                activation_checkpointing="blocks")))
+    # A vocabulary of 4,096 with tied embeddings: the head's logits kept over the micro-batches
+    # (breadth-first, blocks) or recomputed (full), and the other copy's gradient received
+    # after the stage's gathered parameters are released, as the memory plan counts them.
+    for mode in ["none", "blocks", "full"]:
+        out.append((f"wide-vocab-breadth-first-split-{mode}-checkpointing-p2-d2-v2",
+                    {"pipeline": 2, "data": 2, "stages_per_device": 2,
+                     "schedule": "breadth-first", "split_backward": True, "microbatches": 4,
+                     "sharding": "full", "activation_checkpointing": mode}))
     out.append(("moe-shared-breadth-first-split-full-p2-d2-v2",
                 {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "breadth-first",
                  "microbatches": 4, "sharding": "full", "split_backward": True}))
@@ -476,6 +484,12 @@ def main():
                 model = "moe-groups"
                 job["model"]["moe"].update(router_groups=2, router_group_top_k=1,
                                            dispatch="per_node", imbalance=2.0)
+        elif name.startswith("wide-vocab-"):
+            # The Llama-style model (tied embeddings) with a vocabulary wide enough that the
+            # head's logits and the tied gradients' exchange weigh in each rank's memory.
+            model = "wide-vocab"
+            job = small_llama(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
+            job["model"]["vocab_size"] = 4096
         else:
             job = small_gpt(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
         if name.startswith("data-"):
