@@ -67,6 +67,7 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
   int64_t total = 0; // the layers' parameters, checked against the limits as they are added
   chain.shape = shape;
   chain.firstLayer = first;
+  chain.checkpointing = checkpointing;
   chain.ops = &ops;
   for (int64_t l = first; l < end; ++l) {
     const runtime::Layer &spec = plan.layers[l];
@@ -99,8 +100,6 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
     chain.layers.push_back(std::move(layer));
     chain.names.push_back(spec.name);
     chain.kinds.push_back(spec.kind);
-    if (runtime::recomputesWhole(checkpointing))
-      chain.recomputed.push_back(runtime::recomputesWhole(checkpointing, spec.kind));
   }
   // Where each layer's parameters lie; with expert parallelism its routed experts apart.
   chain.layout = StageLayout::of(plan, shape, first, end, align);
@@ -176,8 +175,7 @@ void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T 
   cache.layers.resize(layers.size());
   cache.samples = batch.samples;
   cache.inputs.clear();
-  auto recomputes = [&](size_t i) { return !recomputed.empty() && recomputed[i]; };
-  if (!recomputed.empty()) {
+  if (runtime::recomputesWhole(checkpointing)) {
     // What the recomputation needs: each recomputed layer's input, kept from here on, and the
     // tokens.
     cache.inputs.resize(layers.size());
@@ -254,7 +252,7 @@ void LayerChain<T>::inputPass(const T *params, Cache &cache, const T *dy, T *dx,
     if (seconds)
       ops->synchronize();
     const auto start = std::chrono::steady_clock::now();
-    if (!recomputed.empty() && recomputed[k])
+    if (recomputes(k))
       recompute(k, params, cache);
     layers[k]->backwardInput(*ops, params + offset(k), cache.layers[k], upstream, down);
     if (dparams) {

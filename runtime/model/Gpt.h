@@ -166,7 +166,10 @@ private:
   /// forward again first, from its kept input, and the input is released after its backward.
   void inputPass(const T *params, Cache &cache, const T *dy, T *dx, T *dparams,
                  std::vector<double> *seconds) const;
-  /// Layer `k`'s forward again (recomputed[k]), into its cache, as working memory; the loss it
+  /// Whether checkpointing recomputes layer `k` whole (runtime::recomputesWhole), keeping only
+  /// its input from the forward.
+  bool recomputes(size_t k) const { return runtime::recomputesWhole(checkpointing, kinds[k]); }
+  /// Layer `k`'s forward again (recomputes(k)), into its cache, as working memory; the loss it
   /// computes was counted by the first forward.
   void recompute(size_t k, const T *params, Cache &cache) const;
   /// Adds a piece's gradients (the chain's whole layout) to `grads`, the expert range to
@@ -181,9 +184,7 @@ private:
   std::vector<runtime::LayerKind> kinds;
   StageLayout layout;
   bool head = false, embedding = false;
-  /// Per layer: whether checkpointing recomputes it whole (runtime::recomputesWhole), keeping
-  /// only its input from the forward; empty when no layer is.
-  std::vector<bool> recomputed;
+  Checkpointing checkpointing = Checkpointing::None;
   double *apartDoubleGrads = nullptr; ///< placeExpertsApart's doubleGrads
 };
 
