@@ -87,7 +87,7 @@ void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHe
                        int64_t headDim, const T *qkv, const T *probs, const T *dout, T *dqkv);
 
 /// Sum over rows of the cross-entropy of `logits` [rows × vocab] against `targets`.
-/// `dlogits` (if not null) receives scale · (softmax − onehot).
+/// `dlogits` (if not null) receives scale · (softmax − onehot); it may be `logits`.
 template <typename T>
 double crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets, T scale,
                     T *dlogits);

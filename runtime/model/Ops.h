@@ -181,7 +181,7 @@ public:
   virtual void embeddingBackward(int64_t samples, int64_t seq, int64_t hidden,
                                  const int32_t *tokens, const T *dy, T *dwte, T *dwpe) = 0;
   /// Adds the summed cross-entropy of `logits` against `targets` (host) to the loss, and
-  /// writes scale · (softmax − onehot) to dlogits.
+  /// writes scale · (softmax − onehot) to dlogits, which may be `logits` (in place).
   virtual void crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t *targets,
                             T scale, T *dlogits) = 0;
   /// The vocabulary-parallel cross-entropy (Megatron-LM's), in three parts around the tensor
@@ -189,7 +189,8 @@ public:
   /// (host) the target's column here or −1 where another rank holds it. First each row's
   /// largest logit; then, against the group's maxima, the sum of exponentials and the target's
   /// logit (0 where −1); last, from the group's sums, scale · (softmax − onehot) into dlogits,
-  /// and the rows' loss added to the loss when `countLoss` (one rank of the group counts it).
+  /// and the rows' loss added to the loss when `countLoss` (one rank of the group counts it);
+  /// dlogits may be `logits`.
   virtual void rowMax(int64_t rows, int64_t vocab, const T *logits, T *max) = 0;
   virtual void crossEntropyPartials(int64_t rows, int64_t vocab, const T *logits,
                                     const int32_t *targets, const T *max, T *sums, T *picked) = 0;

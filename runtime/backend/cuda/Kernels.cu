@@ -335,10 +335,12 @@ __global__ void crossEntropyKernel(int64_t vocab, const float *logits, const int
   float s = 0;
   for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
     s += expf(z[v] - best);
-  const float logSum = best + logf(blockSum(s));
+  // Read before blockSum's barrier: dlogits may be logits, written in place below.
   const int32_t target = targets[r];
+  const float picked = z[target];
+  const float logSum = best + logf(blockSum(s));
   if (threadIdx.x == 0)
-    loss[r] = logSum - z[target];
+    loss[r] = logSum - picked;
   if (!dlogits)
     return;
   float *dz = dlogits + r * vocab;

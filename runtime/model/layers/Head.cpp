@@ -14,7 +14,8 @@ namespace conduit::model {
 
 namespace {
 // What the forward keeps, by index: the input x, the normed z (the LM head's input), and the
-// logits' gradient, which the forward computes with the loss.
+// logits' gradient, which the forward computes with the loss in the logits' own buffer: the
+// logits are never held beside their gradient.
 enum { X, Z, DLogits, NumSaved };
 
 /// Adds the cross-entropy of the rows of `logits` (this rank's vocabulary columns) against
@@ -83,11 +84,10 @@ void Head<T>::forward(Ops<T> &ops, const T *p, const T *x, const Tokens &batch, 
   v[DLogits] = ops.allocate(rows * vocab);
   ops.copy(local, x, v[X].data());
   norm.forward(ops, p, x, v[Z].data(), cache.parts[0]);
-  Buffer<T> logits = transient(ops, rows * vocab);
+  T *logits = v[DLogits].data();
   columnParallel(ops, s, n, vocab, v[Z].data(), p + s.normParams(),
-                 /*b=*/static_cast<const T *>(nullptr), logits.data(), /*transposed=*/s.tied);
-  crossEntropy(ops, s, rows, logits.data(), batch.targets, static_cast<T>(batch.lossScale),
-               v[DLogits].data());
+                 /*b=*/static_cast<const T *>(nullptr), logits, /*transposed=*/s.tied);
+  crossEntropy(ops, s, rows, logits, batch.targets, static_cast<T>(batch.lossScale), logits);
 }
 
 /// The gradient starts at the loss (the forward's logits gradient): dy is not read.

@@ -357,6 +357,23 @@ TEST_P(OpsConformance, CrossEntropyAndItsLoss) {
   EXPECT_NEAR(loss, expected, GetParam().tolerance * std::abs(expected));
   expectClose(download(dlogits), edlogits, "logit gradient");
   EXPECT_EQ(ops->takeLoss(), 0.0) << "takeLoss starts the sum again";
+
+  // In place, as the head computes it (the logits' buffer becomes their gradient), and in the
+  // vocabulary-parallel parts on a group of one: the same gradient and loss.
+  Buffer<float> inPlace = upload(logits), parts = upload(logits);
+  ops->crossEntropy(rows, vocab, inPlace.data(), targets.data(), 0.25f, inPlace.data());
+  const double inPlaceLoss = ops->takeLoss();
+  Buffer<float> max = ops->allocate(rows), sums = ops->allocate(rows), picked = ops->allocate(rows);
+  ops->rowMax(rows, vocab, parts.data(), max.data());
+  ops->crossEntropyPartials(rows, vocab, parts.data(), targets.data(), max.data(), sums.data(),
+                            picked.data());
+  ops->crossEntropyFromPartials(rows, vocab, parts.data(), targets.data(), max.data(), sums.data(),
+                                picked.data(), 0.25f, /*countLoss=*/true, parts.data());
+  const double partsLoss = ops->takeLoss();
+  EXPECT_NEAR(inPlaceLoss, expected, GetParam().tolerance * std::abs(expected));
+  EXPECT_NEAR(partsLoss, expected, GetParam().tolerance * std::abs(expected));
+  expectClose(download(inPlace), edlogits, "logit gradient, in place");
+  expectClose(download(parts), edlogits, "logit gradient, in parts in place");
 }
 
 GptShape gptShape() {
