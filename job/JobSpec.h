@@ -159,6 +159,11 @@ struct MoeSpec {
   bool normalizeTopK = false;
   /// The load-balancing loss's weight (Switch Transformer's); 0: none.
   double auxLossCoefficient = 0;
+  /// The sigmoid router's bias moved by the load after each step (DeepSeek-V3's
+  /// auxiliary-loss-free balancing, its update speed γ): each expert's bias rises by this
+  /// much when the step's batch gave it fewer than the mean of the experts' assignments and
+  /// falls by it when more; 0: the bias stays as it is.
+  double biasUpdateRate = 0;
   /// Always-active experts beside the routed ones, and their (total) hidden size.
   int64_t sharedExperts = 0;
   int64_t sharedFfnHiddenSize = 0;

@@ -191,6 +191,8 @@ void JobParser::readMoe(ObjectReader &section, TransformerSpec &t) {
     m.normalizeTopK = *normalize;
   if (auto aux = section.number("aux_loss_coefficient", 0, 1e3))
     m.auxLossCoefficient = *aux;
+  if (auto rate = section.number("bias_update_rate", 0, 1))
+    m.biasUpdateRate = *rate;
   std::optional<int64_t> shared = section.integer("shared_experts", 0, limits::kMaxExperts);
   if (shared)
     m.sharedExperts = *shared;
@@ -227,6 +229,10 @@ void JobParser::readMoe(ObjectReader &section, TransformerSpec &t) {
                 "shared_experts, or remove shared_ffn_hidden_size");
   if (m.sharedExperts == 0)
     m.sharedFfnHiddenSize = 0;
+  if (m.biasUpdateRate > 0 && m.router != RouterKind::Sigmoid)
+    diag.report(section.keyPath("bias_update_rate"),
+                "moves the sigmoid router's per-expert bias by the load, and the softmax router "
+                "has no bias; set moe.router to \"sigmoid\", or remove bias_update_rate");
   t.moe = m;
 }
 

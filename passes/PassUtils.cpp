@@ -210,6 +210,7 @@ TensorLayout::TensorLayout(pipe::ModelOp model) {
       x.imbalance = moe.getImbalance();
       x.fp8Dispatch = moe.getFp8Dispatch();
       x.auxLossCoefficient = moe.getAuxLossCoefficient();
+      x.biasUpdateRate = moe.getBiasUpdateRate();
     }
   }
   if (!active())

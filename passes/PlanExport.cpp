@@ -123,6 +123,7 @@ runtime::Transformer exportTransformer(pipe::TransformerAttr t) {
     x.routerGroupTopK = moe.getRouterGroupTopK();
     x.dispatch = static_cast<uint8_t>(moe.getDispatch());
     x.fp8Dispatch = moe.getFp8Dispatch();
+    x.biasUpdateRate = moe.getBiasUpdateRate();
   }
   return x;
 }

@@ -250,7 +250,8 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
                               bool normalizeTopK, F64 auxLossCoefficient, int64_t sharedExperts,
                               int64_t sharedFfnHiddenSize, int64_t denseLayers, F64 capacityFactor,
                               F64 imbalance, int64_t routerGroups, int64_t routerGroupTopK,
-                              DispatchKind dispatch, bool fp8Dispatch, ExpertKernels) {
+                              DispatchKind dispatch, bool fp8Dispatch, ExpertKernels,
+                              F64 biasUpdateRate) {
   auto finite = [](double v) { return std::isfinite(v); };
   if (failed(check(emitError, numExperts >= 1, "num_experts", "positive", numExperts)) ||
       failed(check(emitError, topK >= 1 && topK <= numExperts, "top_k", "between 1 and num_experts",
@@ -273,8 +274,13 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
       failed(check(emitError, routerGroupTopK >= 1 && routerGroupTopK <= routerGroups,
                    "router_group_top_k", "between 1 and router_groups", routerGroupTopK)) ||
       failed(check(emitError, topK <= routerGroupTopK * (numExperts / routerGroups), "top_k",
-                   "at most the experts of router_group_top_k groups", topK)))
+                   "at most the experts of router_group_top_k groups", topK)) ||
+      failed(check(emitError, finite(biasUpdateRate) && biasUpdateRate >= 0, "bias_update_rate",
+                   "non-negative", biasUpdateRate)))
     return failure();
+  if (biasUpdateRate > 0 && router != RouterKind::Sigmoid)
+    return emitError() << "bias_update_rate moves the sigmoid router's bias, and the router is "
+                          "softmax";
   if ((sharedExperts > 0) != (sharedFfnHiddenSize > 0))
     return emitError() << "shared_experts " << sharedExperts << " and shared_ffn_hidden_size "
                        << sharedFfnHiddenSize << ": both are 0 or both positive";

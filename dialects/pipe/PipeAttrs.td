@@ -459,7 +459,9 @@ def Pipe_MoeAttr : Pipe_Attr<"Moe", "moe"> {
     `mlp` kind), of which a router (`softmax` over the experts, or `sigmoid` per expert with a
     per-expert bias) picks `top_k` per token, their weights renormalised when
     `normalize_top_k`, plus `shared_experts` always-active experts of total hidden size
-    `shared_ffn_hidden_size`. `aux_loss_coefficient` weighs the load-balancing loss,
+    `shared_ffn_hidden_size`. `aux_loss_coefficient` weighs the load-balancing loss;
+    `bias_update_rate` moves the sigmoid router's bias by each step's load instead
+    (DeepSeek-V3's auxiliary-loss-free balancing; 0: the bias stays);
     `capacity_factor` bounds each expert's tokens (0: dropless), and `imbalance` is the bound
     on the busiest expert rank's routed tokens over the mean the plan is priced and sized
     with (resolved by the import: the job's value or its documented default).
@@ -493,7 +495,8 @@ def Pipe_MoeAttr : Pipe_Attr<"Moe", "moe"> {
     DefaultValuedParameter<"int64_t", "1">:$router_group_top_k,
     Pipe_DefaultEnumParam<Pipe_DispatchKind, "PerExpert">:$dispatch,
     DefaultValuedParameter<"bool", "false">:$fp8_dispatch,
-    Pipe_DefaultEnumParam<Pipe_ExpertKernels, "Grouped">:$kernels
+    Pipe_DefaultEnumParam<Pipe_ExpertKernels, "Grouped">:$kernels,
+    Pipe_DefaultF64Param<"0.0">:$bias_update_rate
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace conduit::runtime {
@@ -238,6 +239,19 @@ absl::Status BackendCore<Grad>::optimizerStep(Stage &stage, const Instruction &i
   const auto start = std::chrono::steady_clock::now();
   absl::Status status = absl::OkStatus();
   stage.forEachUpdated(sharded, [&](float *params, Grad *grads, int64_t at, int64_t count) {
+    // The routers' biases among these move by their counts first (the step's choices of each
+    // expert against the mean of the experts' assignments), leaving the update rule nothing.
+    const std::vector<int64_t> &biases = stage.balancedBiases;
+    std::vector<int64_t> offsets;
+    for (auto i = std::lower_bound(biases.begin(), biases.end(), at);
+         i != biases.end() && *i < at + count; ++i)
+      offsets.push_back(*i - at);
+    if (status.ok() && !offsets.empty()) {
+      const Transformer &x = *plan->transformer;
+      const double mean = plan->config.stepTokens(x.seqLength) * static_cast<double>(x.topK) /
+                          static_cast<double>(x.numExperts);
+      status = balanceBiases(params, grads, offsets, x.biasUpdateRate, mean);
+    }
     if (status.ok())
       status = applyOptimizer(t, count, params,
                               stage.optimizer.data() + optimizer.stateWidth() * at, grads);

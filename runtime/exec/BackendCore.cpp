@@ -257,6 +257,11 @@ template <typename Grad> absl::Status BackendCore<Grad>::initialise(const Plan &
                                                c.checkpointing, ShardLayout::align(c)));
     static_cast<ShardLayout &>(*stage) =
         ShardLayout::of(stage->chain.parameterLayout(), c, sharded, where);
+    for (int64_t bias : stage->chain.loadBalancedBiases())
+      for (int64_t e = 0; e < shape->experts; ++e)
+        if (const int64_t i = stage->updatedIndex(bias + e, sharded); i >= 0)
+          stage->balancedBiases.push_back(i);
+    std::sort(stage->balancedBiases.begin(), stage->balancedBiases.end());
     // Every replica initialises its part of the stage as the others do, then keeps its shards.
     {
       MemoryScope parameters(math.memory(), MemoryUse::Parameters);

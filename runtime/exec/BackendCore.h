@@ -43,6 +43,8 @@
 #include "runtime/exec/Transport.h"
 #include "runtime/model/Optimizer.h"
 
+#include "absl/types/span.h"
+
 #include <array>
 #include <functional>
 #include <map>
@@ -107,6 +109,14 @@ protected:
   /// the optimizer's stateWidth() × n floats.
   virtual absl::Status applyOptimizer(int64_t step, int64_t n, float *params, float *state,
                                       const Grad *grads) = 0;
+  /// Before applyOptimizer on the same `params` and `grads`: moves each router bias at
+  /// `offsets` (ascending) by the count of choices its gradient holds, against `mean`
+  /// (model::balanceBias), and zeroes that count. A backend that cannot refuses plans with
+  /// Transformer::biasUpdateRate in its validate.
+  virtual absl::Status balanceBiases(float *params, Grad *grads, absl::Span<const int64_t> offsets,
+                                     double rate, double mean) {
+    return absl::UnimplementedError("this backend does not move router biases by the load");
+  }
   /// Where a half of a paired step posts the expert all-to-alls and tensor collectives of
   /// `pass` (startPaired): on a device, a stream of their own per pass, so that they run while
   /// the other half's kernels run on the compute stream; null (hosts): the compute stream,

@@ -49,6 +49,9 @@ template <typename Grad> struct BackendCore<Grad>::Stage : ShardLayout {
   /// place in `grad`).
   model::Buffer<Grad> gradShard;
   int64_t optimizerSteps = 0;
+  /// Where the routers' biases that the load moves lie among what this replica updates
+  /// (ShardLayout::updatedIndex), ascending: their gradients hold counts of choices.
+  std::vector<int64_t> balancedBiases;
   int32_t group = -1; ///< the plan group of this stage's replicas
   // What a step keeps, per micro-batch.
   std::vector<model::Buffer<float>> outputs, inputGrads;

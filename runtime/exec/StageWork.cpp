@@ -186,6 +186,20 @@ ShardLayout ShardLayout::of(const model::StageLayout &layout, const Config &c, b
   return s;
 }
 
+int64_t ShardLayout::updatedIndex(int64_t at, bool sharded) const {
+  if (!sharded)
+    return at;
+  for (const ShardSegment *g : {&dense, &experts}) {
+    if (at < g->at || at >= g->at + g->n)
+      continue;
+    if (g->inPlace)
+      return g->shardAt + (at - g->at);
+    const int64_t from = g->at + g->shardOffset;
+    return at >= from && at < from + g->shardLen ? g->shardAt + (at - from) : -1;
+  }
+  return -1;
+}
+
 absl::StatusOr<model::StageLayout> rankStageLayout(const Plan &plan, int32_t stage,
                                                    const RankPosition &where) {
   CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(plan));

@@ -92,6 +92,10 @@ struct ShardLayout {
         f(*g, from, count);
     }
   }
+  /// Where element `at` of the array lies among what this rank updates (the order of
+  /// BackendCore's Stage::forEachUpdated, its optimizer state and a checkpoint), or -1 where
+  /// another rank of its segment's group updates it.
+  int64_t updatedIndex(int64_t at, bool sharded) const;
   /// What this rank updates of its array `array` (n elements): `updatedLen` values.
   std::vector<float> shardsOf(const std::vector<float> &array) const {
     std::vector<float> kept(updatedLen, 0.0f);

@@ -109,6 +109,14 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
   return chain;
 }
 
+template <typename T> std::vector<int64_t> LayerChain<T>::loadBalancedBiases() const {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (const int64_t bias = layers[i]->loadBalancedBias(); bias >= 0)
+      out.push_back(layout.layerAt[i] + bias);
+  return out;
+}
+
 template <typename T>
 void LayerChain<T>::placeExpertsApart(const T *params, T *grads, double *doubleGrads) {
   if (layout.experts == 0)

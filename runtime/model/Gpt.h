@@ -82,6 +82,9 @@ public:
 
   /// The elements of the chain's flat parameters (StageLayout::size).
   int64_t numParams() const { return layout.size(); }
+  /// Where the routers' biases that the load moves (Layer::loadBalancedBias) start in the
+  /// chain's flat parameters, GptShape::experts elements each, in chain order.
+  std::vector<int64_t> loadBalancedBiases() const;
   const StageLayout &parameterLayout() const { return layout; }
   bool hasHead() const { return head; }
   bool hasEmbedding() const { return embedding; }

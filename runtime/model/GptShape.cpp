@@ -55,6 +55,11 @@ absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
       {"model.moe.aux_loss_coefficient",
        !(std::isfinite(t.auxLossCoefficient) && t.auxLossCoefficient >= 0),
        absl::StrCat("an auxiliary-loss coefficient of ", t.auxLossCoefficient)},
+      {"model.moe.bias_update_rate",
+       !(std::isfinite(t.biasUpdateRate) && t.biasUpdateRate >= 0) ||
+           (t.biasUpdateRate > 0 && t.router != 1),
+       absl::StrCat("a bias update rate of ", t.biasUpdateRate, " with the ",
+                    t.router == 1 ? "sigmoid" : "softmax", " router")},
       {"model.moe.capacity_factor", !(std::isfinite(t.capacityFactor) && t.capacityFactor >= 0),
        absl::StrCat("a capacity factor of ", t.capacityFactor)},
       {"model.moe.dense_layers", t.denseLayers < 0 || t.denseLayers > t.numLayers,
@@ -190,6 +195,7 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
     shape.sigmoidRouter = t.router == 1;
     shape.normalizeTopK = t.normalizeTopK;
     shape.auxLossCoefficient = t.auxLossCoefficient;
+    shape.biasUpdateRate = t.biasUpdateRate;
     shape.capacityFactor = t.capacityFactor;
     shape.routerGroups = t.routerGroups;
     shape.routerGroupTopK = t.routerGroupTopK;

@@ -48,6 +48,10 @@ struct GptShape {
   int64_t expertSize = 1, expertRank = 0;
   bool sigmoidRouter = false, normalizeTopK = false;
   double auxLossCoefficient = 0, capacityFactor = 0;
+  /// The sigmoid router's bias moved by the load (runtime::Transformer::biasUpdateRate); 0:
+  /// it stays. Above 0 the router's backward adds each expert's count of choices to the bias's
+  /// gradient.
+  double biasUpdateRate = 0;
   /// Group-limited routing: each token's experts from the routerGroupTopK best of
   /// routerGroups consecutive groups (1 and 1: unlimited).
   int64_t routerGroups = 1, routerGroupTopK = 1;

@@ -56,6 +56,12 @@ OptimizerConfig OptimizerConfig::fromPlan(const runtime::Config &config) {
   return c;
 }
 
+void conduit::model::balanceBias(double rate, double mean, float &bias, double &count) {
+  const double direction = count < mean ? 1.0 : count > mean ? -1.0 : 0.0;
+  bias = static_cast<float>(bias + rate * direction);
+  count = 0;
+}
+
 void conduit::model::optimizerStep(const OptimizerConfig &c, int64_t step, int64_t n, float *params,
                                    float *state, const double *grads) {
   if (c.kind == runtime::Optimizer::SGD) {

@@ -38,6 +38,14 @@ struct OptimizerConfig {
 void optimizerStep(const OptimizerConfig &config, int64_t step, int64_t n, float *params,
                    float *state, const double *grads);
 
+/// DeepSeek-V3's auxiliary-loss-free balancing (arXiv 2412.19437, §2.1.2), for one expert's
+/// router bias whose gradient slot holds the step's count of choices of the expert, summed
+/// over every rank that routed a token: the bias rises by `rate` where the count is below
+/// `mean` (the step's assignments over the experts), falls by it where above, and stays where
+/// equal. The slot is zeroed, so that the update rule the optimizer applies after it (no
+/// gradient, no moments) leaves the bias where this put it.
+void balanceBias(double rate, double mean, float &bias, double &count);
+
 } // namespace conduit::model
 
 #endif // CONDUIT_RUNTIME_MODEL_OPTIMIZER_H

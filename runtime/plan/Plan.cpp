@@ -124,7 +124,8 @@ uint64_t requiredFeatures(const Plan &plan) {
          (c.recomputeModules != kRecomputeCoreAttention ? kFeatureRecomputeModules : 0) |
          (c.adamMoments == AdamMoments::BF16 ? kFeatureBf16Moments : 0) |
          (c.checkpointing == Checkpointing::Blocks ? kFeatureBlocksCheckpointing : 0) |
-         (plan.transformer && plan.transformer->groupLimited() ? kFeatureGroupLimitedRouting : 0);
+         (plan.transformer && plan.transformer->groupLimited() ? kFeatureGroupLimitedRouting : 0) |
+         (plan.transformer && plan.transformer->balancesBias() ? kFeatureExpertBiasUpdate : 0);
 }
 
 } // namespace conduit::runtime

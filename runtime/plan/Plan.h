@@ -36,9 +36,12 @@ constexpr uint64_t kFeatureBf16Moments = uint64_t(1) << 2;
 constexpr uint64_t kFeatureGroupLimitedRouting = uint64_t(1) << 3;
 /// config.checkpointing 3 (blocks): an older reader takes the value for a corrupt file.
 constexpr uint64_t kFeatureBlocksCheckpointing = uint64_t(1) << 4;
+/// transformer.bias_update_rate above 0: the router's bias moves by the load after each
+/// step; an older reader would leave it where it is.
+constexpr uint64_t kFeatureExpertBiasUpdate = uint64_t(1) << 5;
 constexpr uint64_t kKnownFeatures = kFeatureGradientReductionRun | kFeatureRecomputeModules |
                                     kFeatureBf16Moments | kFeatureGroupLimitedRouting |
-                                    kFeatureBlocksCheckpointing;
+                                    kFeatureBlocksCheckpointing | kFeatureExpertBiasUpdate;
 
 enum class Op : uint8_t {
   Forward,
@@ -282,8 +285,13 @@ struct Transformer {
   int64_t routerGroups = 1, routerGroupTopK = 1;
   uint8_t dispatch = 0;     // 0 a copy per chosen expert, 1 a network copy per node (DeepEP)
   bool fp8Dispatch = false; ///< tokens to the experts in FP8 (a byte an element, a scale per 128)
+  /// The sigmoid router's bias moved by each step's load (DeepSeek-V3's γ); 0: it stays. The
+  /// step's choices of each expert travel in the bias's gradient (summed as gradients are) and
+  /// the optimizer moves the bias by their sign against the mean instead of by Adam.
+  double biasUpdateRate = 0;
 
   bool groupLimited() const { return routerGroupTopK < routerGroups; }
+  bool balancesBias() const { return biasUpdateRate > 0; }
 
   bool isMoe() const { return numExperts > 0; }
   bool usesLatentAttention() const { return kvLoraRank > 0; }

@@ -166,7 +166,8 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
          << ", \"router_groups\": " << t->routerGroups
          << ", \"router_group_top_k\": " << t->routerGroupTopK << ", \"dispatch\": \""
          << (t->dispatch ? "per_node" : "per_expert")
-         << "\", \"fp8_dispatch\": " << (t->fp8Dispatch ? "true" : "false") << "}";
+         << "\", \"fp8_dispatch\": " << (t->fp8Dispatch ? "true" : "false")
+         << ", \"bias_update_rate\": " << t->biasUpdateRate << "}";
     os << "},\n";
   }
   os << "  \"layers\": [";

@@ -156,7 +156,8 @@ absl::Status checkExpertFields(const Plan &plan) {
         {"transformer.dense_layers", double(t->denseLayers)},
         {"transformer.capacity_factor", t->capacityFactor},
         {"transformer.dispatch", double(t->dispatch)},
-        {"transformer.fp8_dispatch", t->fp8Dispatch ? 1.0 : 0.0}};
+        {"transformer.fp8_dispatch", t->fp8Dispatch ? 1.0 : 0.0},
+        {"transformer.bias_update_rate", t->biasUpdateRate}};
     for (auto [field, value] : fields)
       if (value != 0)
         return invalid(
@@ -190,6 +191,10 @@ absl::Status checkExpertFields(const Plan &plan) {
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.router_groups", t->routerGroups, 1, t->numExperts));
   CONDUIT_RETURN_IF_ERROR(
       inRange("transformer.router_group_top_k", t->routerGroupTopK, 1, t->routerGroups));
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.bias_update_rate", t->biasUpdateRate, 0.0, 1.0));
+  if (t->balancesBias() && t->router != 1)
+    return invalid(absl::StrCat("transformer.bias_update_rate is ", t->biasUpdateRate,
+                                " and the router (softmax) has no bias"));
   if (t->numExperts % t->routerGroups != 0)
     return invalid(absl::StrCat("transformer.router_groups ", t->routerGroups,
                                 " does not divide transformer.num_experts ", t->numExperts));
@@ -367,6 +372,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
     x.routerGroupTopK = t->router_group_top_k();
     x.dispatch = t->dispatch();
     x.fp8Dispatch = t->fp8_dispatch();
+    x.biasUpdateRate = t->bias_update_rate();
   }
   for (const fb::Layer *l : *p->layers()) {
     if (l->kind() > 3)

@@ -378,6 +378,19 @@ def cases(quick, tensor_product=False):
     out.append(("moe-ep2-groups-1f1b-full-p2-d2",
                 {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                  "sharding": "full", "expert": 2}))
+    # The sigmoid router's bias moved by the load (moe.bias_update_rate): each expert's count
+    # of choices summed over every rank that routed a token (the replicas, the expert group's
+    # members, the tensor ranks' parts of a sample), against the mean, on sharded and
+    # replicated optimizer state.
+    for name, par in [("moe-shared-balanced-1f1b-none-p2-d2", {"sharding": "none"}),
+                      ("moe-shared-balanced-ep2-dualpipev-optimizer-p2-d2-v2",
+                       {"sharding": "optimizer", "expert": 2, "schedule": "dualpipev",
+                        "stages_per_device": 2}),
+                      ("moe-shared-balanced-tp2-ep2-depth-first-full-sp-p2-d2-v2",
+                       {"sharding": "full", "expert": 2, "tensor": 2, "schedule": "depth-first",
+                        "stages_per_device": 2, "sequence_parallel": True})]:
+        out.append((name, dict({"pipeline": 2, "data": 2, "schedule": "1f1b",
+                                "microbatches": 4}, **par)))
     if quick:
         out = [c for c in out if c[0] in ("breadth-first-full-p2-d2-v2", "1f1b-none-p2-d1-v1",
                                           "tp2-1f1b-full-sp-p2-d1-v1")]
@@ -478,6 +491,11 @@ def main():
                 model += "-dropless"
             if parallelism.get("expert", 1) > 1:
                 job["model"]["moe"]["imbalance"] = MOE_EXPERT_PARALLEL_IMBALANCE
+            if "-balanced-" in name:
+                # DeepSeek-V3's rate: the untrained router's near-even choices change within
+                # the run's steps.
+                model += "-balanced"
+                job["model"]["moe"]["bias_update_rate"] = 0.001
             if "-groups-" in name:
                 # Each token's experts in one group, one group a rank: the busiest rank may
                 # take every token. The routing differs, and so does the reference.

@@ -54,6 +54,14 @@ absl::Status CpuBackend::zeroGradients(double *grads, int64_t n, StreamHandle) {
   return absl::OkStatus();
 }
 
+absl::Status CpuBackend::balanceBiases(float *params, double *grads,
+                                       absl::Span<const int64_t> offsets, double rate,
+                                       double mean) {
+  for (int64_t i : offsets)
+    model::balanceBias(rate, mean, params[i], grads[i]);
+  return absl::OkStatus();
+}
+
 absl::Status CpuBackend::applyOptimizer(int64_t step, int64_t n, float *params, float *state,
                                         const double *grads) {
   model::optimizerStep(optimizer, step, n, params, state, grads);

@@ -37,6 +37,8 @@ private:
   absl::Status zeroGradients(double *grads, int64_t n, StreamHandle stream) override;
   absl::Status applyOptimizer(int64_t step, int64_t n, float *params, float *state,
                               const double *grads) override;
+  absl::Status balanceBiases(float *params, double *grads, absl::Span<const int64_t> offsets,
+                             double rate, double mean) override;
 
   int64_t worldSize;
   TransportFactory makeTransport;

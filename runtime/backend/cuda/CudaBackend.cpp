@@ -74,6 +74,11 @@ absl::Status CudaBackend::validate(const runtime::Plan &p) {
         "the plan keeps Adam's moments in bf16 (training.adam_moments), which the CUDA "
         "backend's optimizer does not: compile it without the key (fp32 moments), or run it on "
         "the CPU backend");
+  if (p.transformer && p.transformer->balancesBias())
+    return absl::FailedPreconditionError(
+        "the plan moves the router's bias by the load (model.moe.bias_update_rate), which the "
+        "CUDA backend's optimizer does not yet: compile it with bias_update_rate 0, or run it "
+        "on the CPU backend");
   for (const runtime::RankProgram &program : p.ranks)
     for (const Instruction &inst : program.instructions) {
       const bool compute = inst.isCompute() || inst.op == Op::OptimizerStep || inst.op == Op::Free;

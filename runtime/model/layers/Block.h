@@ -44,6 +44,10 @@ public:
   void placeExpertsApart(const T *params, T *grads) override {
     mlp->placeExpertsApart(params, grads);
   }
+  int64_t loadBalancedBias() const override {
+    const int64_t bias = mlp->loadBalancedBias();
+    return bias < 0 ? -1 : at[FeedForward] + bias;
+  }
 
 private:
   /// The units, in the order of their parameters and of the cache's parts.

@@ -45,6 +45,8 @@ public:
   virtual int64_t expertParams() const { return 0; }
   virtual void placeExperts(int64_t at) {}
   virtual void placeExpertsApart(const T *params, T *grads) {}
+  /// Layer::loadBalancedBias, relative to the branch's own parameters.
+  virtual int64_t loadBalancedBias() const { return -1; }
 
   /// Allocates what forward keeps for `samples` samples, into `cache` (saved and input-only).
   /// The block allocates all its units' before any of them computes.

@@ -119,6 +119,11 @@ public:
   /// their parameters at `params` and, unless null, their gradients at `grads`, in the layer's
   /// local order; null `params` (or `grads`) keeps the offset from the pointer given.
   virtual void placeExpertsApart(const T *params, T *grads) {}
+  /// Where a router's bias that the load moves (GptShape::biasUpdateRate) starts among the
+  /// layer's parameters, GptShape::experts of them, or -1: its backward adds each expert's
+  /// count of choices to that bias's gradient, and the optimizer moves it by them
+  /// (model::balanceBias) instead of by its update rule.
+  virtual int64_t loadBalancedBias() const { return -1; }
   /// Forward over batch.samples sequences: x (null for the embedding) to y (null for the
   /// head, which adds its loss to the Ops's loss).
   virtual void forward(Ops<T> &ops, const T *params, const T *x, const Tokens &batch, T *y,

@@ -647,20 +647,37 @@ void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
   const std::vector<Buffer<T>> &stash = cache.stash;
   if (shared)
     shared->backwardWeight(ops, cache.parts[0], x, dy, dp + sharedAt);
-  // The router's, over this rank's tokens: with T > 1 the group sums its members'.
+  // The router's, over this rank's tokens, and where its bias moves by the load each expert's
+  // count of their choices in the bias's place (it follows the router's weights): with T > 1
+  // the group sums its members', in one all-reduce.
   {
     Buffer<T> mine;
     const T *routed = routedRows(ops, n, x, mine);
+    const bool counts = loadBalancedBias() >= 0;
+    std::vector<double> chosen;
+    if (counts) {
+      chosen.assign(N, 0.0);
+      for (int32_t e : r.expert)
+        chosen[e] += 1;
+    }
     if (s.tensorParallel()) {
-      Buffer<T> dRouter = transient(ops, h * N);
+      const int64_t width = h * N + (counts ? N : 0);
+      Buffer<T> dRouter = transient(ops, width);
       ops.gemm(true, false, h, N, rows, 1, routed, stash[DLogits].data(), 0, dRouter.data());
-      ops.tensorGroup()->allReduce(h * N, dRouter.data());
-      ops.add(h * N, dRouter.data(), dp + routerAt);
+      if (counts)
+        fromHost(ops, chosen, dRouter.data() + h * N);
+      ops.tensorGroup()->allReduce(width, dRouter.data());
+      ops.add(width, dRouter.data(), dp + routerAt);
     } else {
       ops.gemm(true, false, h, N, rows, 1, routed, stash[DLogits].data(), 1, dp + routerAt);
+      if (counts) {
+        Buffer<T> summed = transient(ops, N);
+        fromHost(ops, chosen, summed.data());
+        ops.add(N, summed.data(), dp + biasAt);
+      }
     }
   }
-  // The sigmoid router's bias takes no gradient (DeepSeek-V3 moves it by the load instead).
+  // Otherwise the sigmoid router's bias takes no gradient.
   // This rank's experts' weight gradients, over the tokens they took.
   const T *in = cache.saved[Dispatched].data(), *g = cache.saved[G].data(),
           *dOut = stash[DOut].data(), *dUp = stash[DUp].data();

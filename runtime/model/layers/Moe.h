@@ -24,8 +24,12 @@
 // layer is dropless.
 //
 // The sigmoid router's per-expert bias (DeepSeek-V3's auxiliary-loss-free balancing) is added
-// to the scores for the choice only. It is a parameter without gradient: it starts at zero
-// (or as --init reads it) and this runtime does not move it by the load as DeepSeek-V3 does.
+// to the scores for the choice only. No gradient reaches it: it starts at zero (or as --init
+// reads it) and stays, or, with biasUpdateRate above 0, moves by the load as DeepSeek-V3 moves
+// it. Then the weight gradient adds each expert's count of this rank's choices (the router's,
+// before any capacity drops one) where the bias's gradient lies, the gradients' reduction sums
+// them over every rank that routed a token of the step, and the optimizer moves the bias by
+// them (model::balanceBias, Layer::loadBalancedBias).
 //
 // Parameters, in this order: the router Wr [h × N] and, for the sigmoid router, its bias [N];
 // the shared experts (if any) as an MLP of width fs (layers/Mlp.h: W1s [h × up(fs)], b1s,
@@ -164,6 +168,7 @@ public:
   /// The rank's routed experts' parameters: the last of the branch's in local order.
   int64_t expertParams() const override { return s.localExperts() * perExpert; }
   void placeExperts(int64_t at) override { placed = at; }
+  int64_t loadBalancedBias() const override { return s.biasUpdateRate > 0 ? biasAt : -1; }
   void placeExpertsApart(const T *params, T *grads) override {
     apartParams = params;
     apartGrads = grads;

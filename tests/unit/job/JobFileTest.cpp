@@ -500,6 +500,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
         moe["router"] = "sigmoid";
         moe["normalize_top_k"] = true;
         moe["aux_loss_coefficient"] = 0.001;
+        moe["bias_update_rate"] = 0.001;
         moe["shared_experts"] = 2;
         moe["capacity_factor"] = 1.25;
         moe["imbalance"] = 1.5;
@@ -521,6 +522,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   EXPECT_EQ(t.moe->router, RouterKind::Sigmoid);
   EXPECT_TRUE(t.moe->normalizeTopK);
   EXPECT_DOUBLE_EQ(t.moe->auxLossCoefficient, 0.001);
+  EXPECT_DOUBLE_EQ(t.moe->biasUpdateRate, 0.001);
   // Shared experts without a width: each as wide as a routed one (DeepSeek's convention).
   EXPECT_EQ(t.moe->sharedExperts, 2);
   EXPECT_EQ(t.moe->sharedFfnHiddenSize, 64);
@@ -546,6 +548,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   EXPECT_EQ(d.router, RouterKind::Softmax);
   EXPECT_FALSE(d.normalizeTopK);
   EXPECT_EQ(d.auxLossCoefficient, 0);
+  EXPECT_EQ(d.biasUpdateRate, 0);
   EXPECT_EQ(d.sharedExperts, 0);
   EXPECT_EQ(d.sharedFfnHiddenSize, 0);
   EXPECT_FALSE(d.capacityFactor);
@@ -626,6 +629,13 @@ TEST(JobFile, MixtureOfExpertsRefusals) {
       {[](Json &r) { r["model"]["moe"]["capacity_factor"] = 0; }, "model.moe.capacity_factor", ""},
       {[](Json &r) { r["model"]["moe"]["capacity_factor"] = -1; }, "model.moe.capacity_factor", ""},
       {[](Json &r) { r["model"]["moe"]["router"] = "topk"; }, "model.moe.router", "softmax"},
+      {[](Json &r) { r["model"]["moe"]["bias_update_rate"] = 0.001; }, "model.moe.bias_update_rate",
+       "set moe.router to \"sigmoid\""},
+      {[](Json &r) {
+         r["model"]["moe"]["router"] = "sigmoid";
+         r["model"]["moe"]["bias_update_rate"] = -0.001;
+       },
+       "model.moe.bias_update_rate", ""},
       {[](Json &r) { r["model"]["moe"]["router_groups"] = 3; }, "model.moe.router_groups",
        "3 groups do not divide the 4 experts"},
       {[](Json &r) { r["model"]["moe"]["router_group_top_k"] = 2; }, "model.moe.router_group_top_k",

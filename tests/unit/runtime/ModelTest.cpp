@@ -809,6 +809,21 @@ TEST(Optimizer, AdamFollowsItsFormula) {
   EXPECT_NEAR(params[0], 0.8 - 0.05, 1e-6);
 }
 
+// DeepSeek-V3's rule: a bias rises by the rate below the mean, falls above it, stays at it;
+// the count is consumed, so that Adam after it (no gradient, no moments) moves nothing.
+TEST(Optimizer, BalanceBiasMovesBySignAgainstTheMean) {
+  std::vector<float> bias = {0.5f, 0.5f, 0.5f};
+  std::vector<double> counts = {3, 5, 4};
+  for (size_t e = 0; e < bias.size(); ++e)
+    balanceBias(0.25, 4.0, bias[e], counts[e]);
+  EXPECT_EQ(bias, (std::vector<float>{0.75f, 0.25f, 0.5f}));
+  EXPECT_EQ(counts, (std::vector<double>{0, 0, 0}));
+  OptimizerConfig config;
+  std::vector<float> state(2 * bias.size(), 0.0f), before = bias;
+  optimizerStep(config, 1, 3, bias.data(), state.data(), counts.data());
+  EXPECT_EQ(bias, before);
+}
+
 // With bf16 moments the state is half as wide, the moments are stored rounded to bf16 (here
 // g = 0.3 and g² = 0.09, neither a bf16 value), and the update uses the unrounded fp32 ones.
 TEST(Optimizer, Bf16MomentsAreStoredRoundedInHalfTheState) {

@@ -252,6 +252,53 @@ TEST(Moe, SigmoidRouterBiasSteersTheChoiceOnly) {
   for (int64_t e = 0; e < s.experts; ++e)
     EXPECT_EQ(dparams[router + s.hidden * s.experts + e], 0.0);
 }
+TEST(Moe, LoadBalancedBiasGradientHoldsEachExpertsChoices) {
+  // Moved by the load, the bias's gradient slot takes each expert's count of the micro-batch's
+  // choices (a capacity's drops included: the router chose them), and the chain says where it
+  // lies; the router's own gradient is as without it.
+  for (double capacity : {0.0, 0.5}) {
+    GptShape s = moeShape([&](GptShape &s) {
+      s.sigmoidRouter = true;
+      s.capacityFactor = capacity;
+    });
+    runtime::Plan plan = planFor(s);
+    CpuOps<double> ops;
+    LayerChain<double> still = *LayerChain<double>::build(plan, s, 2, 3, ops);
+    s.biasUpdateRate = 0.001;
+    LayerChain<double> moved = *LayerChain<double>::build(plan, s, 2, 3, ops);
+    const int64_t router = moved.numParams() - Moe<double>(s).numParams();
+    const int64_t bias = router + s.hidden * s.experts;
+    EXPECT_TRUE(still.loadBalancedBiases().empty());
+    ASSERT_EQ(moved.loadBalancedBiases(), std::vector<int64_t>{bias});
+    std::vector<double> params(moved.numParams());
+    moved.initialise(params.data(), 3);
+    std::vector<double> x(2 * s.seq * s.hidden), y(x.size()), dx(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = std::sin(0.37 * static_cast<double>(i));
+    Batch batch = makeBatch(s, 2, 1.0);
+    std::vector<std::vector<double>> grads;
+    std::vector<int64_t> counts(s.experts, 0);
+    for (LayerChain<double> *chain : {&still, &moved}) {
+      typename LayerChain<double>::Cache cache;
+      chain->forward(params.data(), x.data(), batch.view, y.data(), cache);
+      const Routing &r = *std::static_pointer_cast<const Routing>(cache.layers[0].parts[3].host);
+      std::fill(counts.begin(), counts.end(), 0);
+      for (int32_t e : r.expert)
+        ++counts[e];
+      grads.emplace_back(params.size(), 0.0);
+      chain->backward(params.data(), cache, y.data(), grads.back().data(), dx.data());
+    }
+    int64_t total = 0;
+    for (int64_t e = 0; e < s.experts; ++e) {
+      EXPECT_EQ(grads[0][bias + e], 0.0);
+      EXPECT_EQ(grads[1][bias + e], static_cast<double>(counts[e])) << "expert " << e;
+      total += counts[e];
+    }
+    EXPECT_EQ(total, 2 * s.seq * s.topK);
+    for (int64_t i = 0; i < bias; ++i)
+      ASSERT_EQ(grads[0][i], grads[1][i]) << "parameter " << i;
+  }
+}
 TEST(Moe, CapacityGradients) {
   // 5 tokens x 2 choices over 4 experts: capacity ceil(0.5 · 10 / 4) = 2 per sample drops some.
   checkGradients(moeShape([](GptShape &s) { s.capacityFactor = 0.5; }), 2, 3);
@@ -390,6 +437,8 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
       {[](runtime::Plan &p) { p.transformer->router = 2; }, "model.moe.router"},
       {[](runtime::Plan &p) { p.transformer->auxLossCoefficient = -1; },
        "model.moe.aux_loss_coefficient"},
+      {[](runtime::Plan &p) { p.transformer->biasUpdateRate = 0.001; },
+       "model.moe.bias_update_rate"},
       {[](runtime::Plan &p) { p.transformer->capacityFactor = NAN; }, "model.moe.capacity_factor"},
       {[](runtime::Plan &p) {
          p.transformer->sharedExperts = 1;

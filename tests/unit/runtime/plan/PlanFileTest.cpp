@@ -266,6 +266,13 @@ TEST(PlanFile, ModelFieldsRoundTrip) {
   // An older reader would route over both groups: the plan says it needs this one.
   EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting);
   EXPECT_EQ(p->layers()->Get(2)->expert_params(), 150);
+  EXPECT_EQ(t->bias_update_rate(), 0.0);
+  // A bias moved by the load: a reader that ignored the field would keep the bias still.
+  plan.transformer->biasUpdateRate = 1e-3;
+  bytes = writePlan(plan);
+  p = conduit::planfile::GetPlan(bytes.data());
+  EXPECT_EQ(p->transformer()->bias_update_rate(), 1e-3);
+  EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting | kFeatureExpertBiasUpdate);
   // A dense plan carries the defaults: no experts, expert 1, imbalance 1.
   Plan dense = twoRankPlan();
   std::string denseBytes = writePlan(dense);
@@ -292,6 +299,12 @@ TEST(PlanFile, ModelFieldsAreChecked) {
       {[](Plan &p) { p.transformer->topK = 3; }, "transformer.top_k 3 is more than the 2"},
       {[](Plan &p) { p.transformer->fp8Dispatch = true; },
        "transformer.fp8_dispatch needs config.dtype fp8"},
+      {[](Plan &p) { p.transformer->biasUpdateRate = -1; }, "transformer.bias_update_rate is -1"},
+      {[](Plan &p) {
+         p.transformer->router = 0;
+         p.transformer->biasUpdateRate = 0.01;
+       },
+       "transformer.bias_update_rate is 0.01 and the router (softmax) has no bias"},
       {[](Plan &p) {
          p.transformer->numExperts = 0;
          p.transformer->topK = 0;
@@ -386,9 +399,9 @@ TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
                   "conduit-compile.");
   }
   plan = twoRankPlan();
-  plan.features = 0x20;
+  plan.features = 0x40;
   EXPECT_EQ(readBack(writePlan(plan)).message(),
-            "the plan file uses features this runtime does not know (bits 0x20). Recompile the "
+            "the plan file uses features this runtime does not know (bits 0x40). Recompile the "
             "job with a matching conduit-compile.");
 }
 

@@ -235,6 +235,12 @@ TEST(ExpertAllToAlls, WithTensorParallelism) {
             "AR:2:256 AR:2:32 D:2:384 C:2:384 AG:2:256 C:2:384 D:2:384 AG:2:256 AR:2:256 "
             "AR:2:128");
   EXPECT_EQ(of(expertConfig(2, 1), 2, 3, Op::Forward, 1, &aux), "D:2:768 C:2:768");
+  // With the bias moved by the load, each expert's count of choices rides on the router's
+  // gradient: 4 x (16 + 1) bf16 elements.
+  Transformer balanced = t;
+  balanced.router = 1;
+  balanced.biasUpdateRate = 0.001;
+  EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::BackwardWeight, 1, &balanced), "AR:2:136");
   // E = 1 with T = 2: the tensor ranks still split the tokens and gather the output.
   EXPECT_EQ(of(expertConfig(1, 2), 2, 3, Op::Forward, 1, &t), "AR:2:256 AG:2:256");
   // The dense block is unchanged.
