@@ -54,6 +54,11 @@ std::string describeModel(const Job &job) {
       if (moe->routerGroupTopK < moe->routerGroups)
         text += ", from the best " + std::to_string(moe->routerGroupTopK) + " of " +
                 std::to_string(moe->routerGroups) + " groups";
+      if (moe->biasUpdateRate > 0) {
+        char rate[32];
+        std::snprintf(rate, sizeof rate, "%g", moe->biasUpdateRate);
+        text += ", its bias moved by the load at " + std::string(rate) + " a step";
+      }
       text += "), ffn " + std::to_string(moe->expertFfnHiddenSize);
       if (moe->sharedExperts > 0)
         text += ", " + std::to_string(moe->sharedExperts) + " shared (ffn " +
