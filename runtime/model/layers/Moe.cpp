@@ -647,9 +647,9 @@ void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
   const std::vector<Buffer<T>> &stash = cache.stash;
   if (shared)
     shared->backwardWeight(ops, cache.parts[0], x, dy, dp + sharedAt);
-  // The router's, over this rank's tokens, and where its bias moves by the load each expert's
-  // count of their choices in the bias's place (it follows the router's weights): with T > 1
-  // the group sums its members', in one all-reduce.
+  // The router's, over this rank's tokens; where the load moves its bias, each expert's count
+  // of those tokens' choices in the bias's slot, right after the router's weights. With T > 1
+  // the group sums its members' in one all-reduce.
   {
     Buffer<T> mine;
     const T *routed = routedRows(ops, n, x, mine);
