@@ -111,8 +111,7 @@ protected:
                                       const Grad *grads) = 0;
   /// Before applyOptimizer on the same `params` and `grads`: moves each router bias at
   /// `offsets` (ascending) by the count of choices its gradient holds, against `mean`
-  /// (model::balanceBias), and zeroes that count. A backend that cannot refuses plans with
-  /// Transformer::biasUpdateRate in its validate.
+  /// (model::balanceBias), and zeroes that count.
   virtual absl::Status balanceBiases(float *params, Grad *grads, absl::Span<const int64_t> offsets,
                                      double rate, double mean) {
     return absl::UnimplementedError("this backend does not move router biases by the load");

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 
 #include <cmath>
+#include <vector>
 
 namespace conduit::cuda {
 
@@ -74,11 +75,6 @@ absl::Status CudaBackend::validate(const runtime::Plan &p) {
         "the plan keeps Adam's moments in bf16 (training.adam_moments), which the CUDA "
         "backend's optimizer does not: compile it without the key (fp32 moments), or run it on "
         "the CPU backend");
-  if (p.transformer && p.transformer->balancesBias())
-    return absl::FailedPreconditionError(
-        "the plan moves the router's bias by the load (model.moe.bias_update_rate), which the "
-        "CUDA backend's optimizer does not yet: compile it with bias_update_rate 0, or run it "
-        "on the CPU backend");
   for (const runtime::RankProgram &program : p.ranks)
     for (const Instruction &inst : program.instructions) {
       const bool compute = inst.isCompute() || inst.op == Op::OptimizerStep || inst.op == Op::Free;
@@ -157,6 +153,37 @@ absl::Status CudaBackend::applyOptimizer(int64_t t, int64_t n, float *params, fl
                           static_cast<float>(1 - std::pow(o.beta1, static_cast<double>(t))),
                           static_cast<float>(1 - std::pow(o.beta2, static_cast<double>(t))), params,
                           state, grads, stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::balanceBiases(float *params, float *grads,
+                                        absl::Span<const int64_t> offsets, double rate,
+                                        double mean) {
+  // Each run of consecutive offsets (a block's experts) comes to the host after what the
+  // compute stream did before, moves by model::balanceBias, the rule of the CPU backend and the
+  // reference, bit for bit, and goes back before the optimizer's kernel reads it: a few
+  // small copies per block with experts and step.
+  cudaStream_t stream = math->stream();
+  for (size_t first = 0; first < offsets.size();) {
+    size_t end = first + 1;
+    while (end < offsets.size() && offsets[end] == offsets[end - 1] + 1)
+      ++end;
+    const int64_t at = offsets[first], n = static_cast<int64_t>(end - first);
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    std::vector<float> bias(n), count(n);
+    CONDUIT_CUDA(cudaMemcpyAsync(bias.data(), params + at, bytes, cudaMemcpyDeviceToHost, stream));
+    CONDUIT_CUDA(cudaMemcpyAsync(count.data(), grads + at, bytes, cudaMemcpyDeviceToHost, stream));
+    CONDUIT_CUDA(cudaStreamSynchronize(stream));
+    for (int64_t i = 0; i < n; ++i) {
+      double c = count[i];
+      model::balanceBias(rate, mean, bias[i], c);
+      count[i] = static_cast<float>(c);
+    }
+    CONDUIT_CUDA(cudaMemcpyAsync(params + at, bias.data(), bytes, cudaMemcpyHostToDevice, stream));
+    CONDUIT_CUDA(cudaMemcpyAsync(grads + at, count.data(), bytes, cudaMemcpyHostToDevice, stream));
+    CONDUIT_CUDA(cudaStreamSynchronize(stream)); // the host copies go out of scope
+    first = end;
   }
   return absl::OkStatus();
 }

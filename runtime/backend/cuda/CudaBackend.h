@@ -60,6 +60,8 @@ private:
   absl::Status zeroGradients(float *grads, int64_t n, runtime::StreamHandle stream) override;
   absl::Status applyOptimizer(int64_t step, int64_t n, float *params, float *state,
                               const float *grads) override;
+  absl::Status balanceBiases(float *params, float *grads, absl::Span<const int64_t> offsets,
+                             double rate, double mean) override;
   runtime::StreamHandle passStream(runtime::GroupPass pass) override;
   absl::Status order(runtime::StreamHandle earlier, runtime::StreamHandle later) override;
   absl::StatusOr<std::unique_ptr<runtime::Work>> drained(runtime::StreamHandle stream) override;
