@@ -248,9 +248,9 @@ absl::Status BackendCore<Grad>::optimizerStep(Stage &stage, const Instruction &i
       offsets.push_back(*i - at);
     if (status.ok() && !offsets.empty()) {
       const Transformer &x = *plan->transformer;
-      const double mean = plan->config.stepTokens(x.seqLength) * static_cast<double>(x.topK) /
-                          static_cast<double>(x.numExperts);
-      status = balanceBiases(params, grads, offsets, x.biasUpdateRate, mean);
+      status = balanceBiases(
+          params, grads, offsets, x.biasUpdateRate,
+          model::evenLoad(plan->config.stepTokens(x.seqLength), x.topK, x.numExperts));
     }
     if (status.ok())
       status = applyOptimizer(t, count, params,

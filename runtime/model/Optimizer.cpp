@@ -62,6 +62,10 @@ void conduit::model::balanceBias(double rate, double mean, float &bias, double &
   count = 0;
 }
 
+double conduit::model::evenLoad(double tokens, int64_t topK, int64_t experts) {
+  return tokens * static_cast<double>(topK) / static_cast<double>(experts);
+}
+
 void conduit::model::optimizerStep(const OptimizerConfig &c, int64_t step, int64_t n, float *params,
                                    float *state, const double *grads) {
   if (c.kind == runtime::Optimizer::SGD) {

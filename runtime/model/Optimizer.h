@@ -45,6 +45,9 @@ void optimizerStep(const OptimizerConfig &config, int64_t step, int64_t n, float
 /// equal. The slot is zeroed, so that the update rule the optimizer applies after it (no
 /// gradient, no moments) leaves the bias where this put it.
 void balanceBias(double rate, double mean, float &bias, double &count);
+/// balanceBias's mean: each expert's count of a step's `tokens` routed to `topK` of
+/// `experts`, were the load even.
+double evenLoad(double tokens, int64_t topK, int64_t experts);
 
 } // namespace conduit::model
 
