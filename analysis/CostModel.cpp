@@ -19,7 +19,7 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
   CostModel cost;
   const Cluster &cluster = in.cluster;
   cost.flopRate = cluster.peakFlops * cluster.efficiency;
-  cost.memoryBandwidth = cluster.memoryBandwidth;
+  cost.memoryBandwidth = cluster.memoryBandwidth * cluster.kernels.streamShare();
   cost.parameterBytes = in.parameterBytes;
   cost.momentBytes = in.momentBytes;
   cost.launchOverheadS = cluster.launchOverheadS;

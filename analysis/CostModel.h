@@ -229,7 +229,9 @@ private:
   double analyticTime(int64_t layer, Pass pass, int64_t samples) const;
 
   double flopRate = 1;
-  double memoryBandwidth = 0; ///< 0: not stated, the optimizer priced by its FLOPs alone
+  /// The element-wise kernels' bytes/s (DeviceKernels::streamShare of the memory bandwidth),
+  /// at which the optimizer step streams its state; 0: not stated, the step priced by its FLOPs.
+  double memoryBandwidth = 0;
   int64_t parameterBytes = 4, momentBytes = 4;
   Roofline roofline;
   double launchOverheadS = 0;

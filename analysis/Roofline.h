@@ -124,8 +124,8 @@ struct Work {
   std::vector<Gemm> gemms;
   FusedAttention attention;
   double memoryBytes = 0; ///< element-wise bytes read and written per sample
-  /// FP8 scaling's bytes read and written per sample (the casts and their amax passes), at the
-  /// cast kernels' share of the memory bandwidth (DeviceKernels::castEfficiency).
+  /// Of no other kernel, FP8 scaling's bytes read and written per sample (the casts and their
+  /// amax passes). Both kinds run at the element-wise kernels' rate (Roofline::streamBandwidth).
   double castBytes = 0;
 
   /// The FLOPs of its products and of its fused attention (as executed: causal halved).
@@ -185,6 +185,9 @@ struct Roofline {
   double time(const FusedAttention &attention, int64_t samples) const;
   /// The products', the fused attention's and the element-wise bytes' times.
   double time(const Work &work, int64_t samples) const;
+  /// The bytes/s an element-wise kernel streams: the memory bandwidth times the device's
+  /// DeviceKernels::streamEfficiency (all of it without the device's kernels).
+  double streamBandwidth() const;
   /// The products' and the fused attention's times alone.
   double gemmTime(const Work &work, int64_t samples) const;
 

@@ -27,7 +27,9 @@ namespace {
 // to 256.5; Azure's AI benchmarking guide, ND A100 v4 results, GEMM CuBLASLt table, FP16,
 // whose tensor-core rate is BF16's on A100). (S. Bekman's search over shapes found 267.9 at
 // 6912 x 16384 x 2048, and 271.2 at 1024 x 10240 x 5120 with the cache cleared: the best of
-// many shapes, as the search's Hopper figure was.) No FP8.
+// many shapes, as the search's Hopper figure was.) No FP8. Element-wise kernels: BabelStream
+// 5.0's CUDA triad on an A100-SXM4-80GB, 1,724.8 GB/s of 2,039 (0.846; the UK Research and
+// Innovation benchmark suite's BabelStream README, Tursa; Azure's guide measured 1.70 TB/s).
 // FlashAttention-2, causal, head dimension 128, at 16k tokens: 148 TFLOP/s forward and 186
 // backward (Dao, arXiv 2307.08691, figures 5 and 6).
 DeviceKernels a100Kernels() {
@@ -38,6 +40,7 @@ DeviceKernels a100Kernels() {
   k.attentionForward = 148.0 / 312, k.attentionBackward = 186.0 / 312;
   k.flash2Forward = k.attentionForward, k.flash2Backward = k.attentionBackward;
   k.attentionSeqLength = 16384;
+  k.streamEfficiency = 1724.8e9 / 2.039e12;
   return k;
 }
 
@@ -69,8 +72,9 @@ DeviceKernels h100Kernels() {
   // the pre-quantized kernels' 16.785, 2.193 ms to cast 1,495 M inputs (read 2, write 2: both
   // layouts) and 988 M weights (read 2, write 1), 8.94 GB: 0.850 of the 4.8 TB/s. Current
   // scaling, which reads each once more for its amax, then predicts 3.41 ms where it measured
-  // 3.500 (-2.6%). docs/cost-model.md.
-  k.castEfficiency = 0.850;
+  // 3.500 (-2.6%). docs/cost-model.md. Every element-wise kernel is priced at that share
+  // (BabelStream's triad in Azure's guide: 2.97 TB/s on H100, 0.887; 4.15 on H200, 0.865).
+  k.streamEfficiency = 0.850;
   k.attentionForward = 616.0 / 989, k.attentionBackward = 561.0 / 989;
   k.flash2Forward = 335.0 / 989, k.flash2Backward = 322.0 / 989;
   k.attentionSeqLength = 16384;

@@ -39,8 +39,11 @@ struct DeviceKernels {
   /// largest FP8 GEMMs reach.
   double fp8PeakFlops = 0;
   double fp8Efficiency = 0;
-  /// The fraction of the memory bandwidth the FP8 cast kernels reach (0: all of it).
-  double castEfficiency = 0;
+  /// The fraction of the memory bandwidth the element-wise kernels reach (0: all of it): norms,
+  /// activations, residuals, the routed tokens' permutation, FP8's casts, the optimizer step.
+  double streamEfficiency = 0;
+  /// streamEfficiency, or all of the bandwidth where it is not known.
+  double streamShare() const { return streamEfficiency > 0 ? streamEfficiency : 1.0; }
   /// The fused attention kernel's (FlashAttention-2 on A100, FlashAttention-3 on H100)
   /// fraction of the BF16 peak, forward and backward (whose FLOPs count as 2.5 forwards, as
   /// the papers count them), causal, head dimension 128, measured at `attentionSeqLength`.

@@ -10,7 +10,8 @@
 //   attention HEADS SEQ DIM BACKWARD FLASH2 SAMPLES
 //                                 causal fused attention of SAMPLES samples; BACKWARD, FLASH2
 //                                 0 or 1
-//   bytes B                       an element-wise pass reading and writing B bytes
+//   bytes B                       an element-wise pass reading and writing B bytes, at the
+//                                 preset's element-wise kernels' share of the bandwidth
 //   moe TOKENS HIDDEN FFN EXPERTS TOP_K BACKWARD [KERNELS]
 //                                 a mixture-of-experts layer of SwiGLU experts FFN wide on one
 //                                 rank holding all EXPERTS (router, grouped GEMMs, activation,
@@ -103,7 +104,7 @@ int main(int argc, char **argv) {
     } else if (kind == "bytes") {
       double bytes = 0;
       if (in >> bytes && bytes >= 0)
-        seconds = bytes / roofline.memoryBandwidth;
+        seconds = bytes / roofline.streamBandwidth();
     }
     if (seconds < 0) {
       std::fprintf(stderr, "kernel_model: line %d: not a kernel: %s\n", number, line.c_str());

@@ -421,8 +421,9 @@ TEST(CostModelTest, TheExpertsLayerIsItsPartOfTheBlock) {
 
 // Priced as Megatron-LM's MoE layer (model.moe.kernels "megatron"), the experts' products
 // take 1.37 times as long and each pass reads and writes the routed tokens' hidden + expert
-// elements more times (7.8 forward, 16.4 backward, with the input gradient): the layer's own
-// passes and the block's change by the same time, and a dense block not at all.
+// elements more times (6.1 forward, 13.3 backward, with the input gradient), at the
+// element-wise kernels' rate: the layer's own passes and the block's change by the same time,
+// and a dense block not at all.
 TEST(CostModelTest, MegatronExpertsPriceItsMeasuredLayer) {
   const TransformerShape grouped = moe52b();
   TransformerShape megatron = grouped;
@@ -434,9 +435,9 @@ TEST(CostModelTest, MegatronExpertsPriceItsMeasuredLayer) {
   const double routed = grouped.topK * tokens * (h + grouped.expertFfnHiddenSize);
   for (int samples : {1, 3}) {
     const double extra[3] = {0.37 * roofline.gemmTime(a.expertsForward, samples) +
-                                 2 * 7.8 * routed * samples / a100().memoryBandwidth,
+                                 2 * 6.1 * routed * samples / roofline.streamBandwidth(),
                              0.37 * roofline.gemmTime(a.expertsInputGradient, samples) +
-                                 2 * 16.4 * routed * samples / a100().memoryBandwidth,
+                                 2 * 13.3 * routed * samples / roofline.streamBandwidth(),
                              0.37 * roofline.gemmTime(a.expertsWeightGradient, samples)};
     const Work *pairs[3][4] = {
         {&a.expertsForward, &b.expertsForward, &a.forward, &b.forward},
@@ -496,7 +497,7 @@ TEST(CostModelTest, RecomputeModulesRepeatTheirPartOfTheForward) {
   // layernorm: the two norms, each reading and writing the sequence's T-th part.
   // 2 samples x 2 bytes x (2 norms x 2 elements) x s h / T.
   EXPECT_DOUBLE_EQ(repeated(runtime::kRecomputeLayerNorm, 0),
-                   2 * 2 * 4 * (s * h / 2) / a100().memoryBandwidth);
+                   2 * 2 * 4 * (s * h / 2) / roofline.streamBandwidth());
   // mlp: the dense block's MLP forward (its products and its activation), a sizeable part of
   // the block's forward; nothing in a block with experts.
   const double forward =
@@ -671,9 +672,35 @@ TEST(CostModelTest, TheOptimizerStepIsPricedByItsBytes) {
   EXPECT_DOUBLE_EQ(build(in).optimizerStepTime(false, n), 12.0 * n / 2.039e12);
   // The bytes, not the 10 FLOP a parameter, bound it: over 200 times the FLOPs' time here.
   EXPECT_GT(build(in).optimizerStepTime(true, n), 200 * 10.0 * n / (312e12 * 0.5));
+  // On a preset's device it streams at the element-wise kernels' share of the bandwidth
+  // (A100: BabelStream's 1,724.8 GB/s).
+  in.cluster.kernels = presetKernels("a100-80gb");
+  EXPECT_DOUBLE_EQ(build(in).optimizerStepTime(false, n), 12.0 * n / 1724.8e9);
   // A cluster without a memory bandwidth prices the FLOPs alone, as a unit-cost job wants.
   in.cluster.memoryBandwidth = 0;
   EXPECT_DOUBLE_EQ(build(in).optimizerStepTime(true, n), 10.0 * n / (312e12 * 0.5));
+}
+
+// Every element-wise pass (norms, activations, residuals, the routed tokens' permutation, FP8's
+// casts) runs at the fraction of the memory bandwidth the device's stream kernels measure
+// (A100: BabelStream's triad, 0.846; Hopper: Transformer Engine's casts, 0.850).
+TEST(CostModelTest, ElementWisePassesStreamAtTheDevicesMeasuredShare) {
+  const double shares[] = {0.846, 0.850, 0.850};
+  for (size_t i = 0; i < 3; ++i) {
+    const Cluster &preset = clusterPresets()[i];
+    const Roofline r = Roofline::of(preset, 2);
+    EXPECT_NEAR(preset.kernels.streamEfficiency, shares[i], 0.0005) << preset.preset;
+    const double stream = preset.memoryBandwidth * preset.kernels.streamEfficiency;
+    EXPECT_DOUBLE_EQ(r.streamBandwidth(), stream) << preset.preset;
+    Work norms;
+    norms.memoryBytes = 1e9;
+    norms.castBytes = 2e9;
+    EXPECT_DOUBLE_EQ(r.time(norms, 2), 2 * 3e9 / stream) << preset.preset;
+  }
+  // Without the device's kernels, all of the bandwidth.
+  Cluster plain = clusterPresets()[0];
+  plain.kernels = DeviceKernels();
+  EXPECT_DOUBLE_EQ(Roofline::of(plain, 2).streamBandwidth(), plain.memoryBandwidth);
 }
 
 TEST(CostModelTest, TransformerInputsAreChecked) {
