@@ -124,8 +124,9 @@ struct Work {
   std::vector<Gemm> gemms;
   FusedAttention attention;
   double memoryBytes = 0; ///< element-wise bytes read and written per sample
-  /// Of no other kernel, FP8 scaling's bytes read and written per sample (the casts and their
-  /// amax passes). Both kinds run at the element-wise kernels' rate (Roofline::streamBandwidth).
+  /// FP8 scaling's bytes read and written per sample (the casts and their amax passes), kept
+  /// apart from memoryBytes; both run at the element-wise kernels' rate
+  /// (Roofline::streamBandwidth).
   double castBytes = 0;
 
   /// The FLOPs of its products and of its fused attention (as executed: causal halved).
