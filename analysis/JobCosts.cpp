@@ -23,6 +23,7 @@ TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t 
   shape.elementBytes = elementBytes;
   shape.flashAttention = fusedAttention(spec.attention);
   shape.flashAttention2 = spec.attention == AttentionKind::Flash2;
+  shape.flashAttentionTriton = spec.attention == AttentionKind::FlashTriton;
   shape.headDim = spec.headDim.value_or(0);
   shape.qkNorm = spec.qkNorm;
   if (const std::optional<LatentAttentionSpec> &mla = spec.latentAttention) {

@@ -40,6 +40,9 @@ struct TransformerShape {
   /// That kernel is of FlashAttention-2's generation, at the device's FlashAttention-2 speed
   /// (DeviceKernels::flash2Forward) rather than its best fused kernel's.
   bool flashAttention2 = false;
+  /// That kernel is FlashAttention in Triton (model.attention "flash_triton"): FlashAttention-2's
+  /// speed over what FlashAttention-2 measured against it (FusedAttention::triton).
+  bool flashAttentionTriton = false;
   /// The blocks' linear layers run in FP8 (Transformer Engine's recipe: inputs cast with their
   /// scales, outputs in the element type, weight gradients accumulated in fp32).
   bool fp8 = false;
@@ -112,6 +115,9 @@ struct FusedAttention {
   double heads = 0, seqLength = 0, headDim = 0;
   bool backward = false;
   bool flash2 = false; ///< FlashAttention-2's generation (TransformerShape::flashAttention2)
+  /// FlashAttention in Triton (TransformerShape::flashAttentionTriton): FlashAttention-2's rate
+  /// divided by FlashAttention-2's measured speed-up over it, 1.4 forward and 2 backward.
+  bool triton = false;
 
   /// The FLOPs it executes for `samples` samples: 4·s²·d per head, halved by causality,
   /// times 2.5 for the backward.

@@ -34,7 +34,8 @@ constexpr std::array<std::string_view, 2> kMlps = {"gelu", "swiglu"};
 constexpr std::array<std::string_view, 2> kNorms = {"layernorm", "rmsnorm"};
 constexpr std::array<std::string_view, 2> kPositions = {"learned", "rotary"};
 constexpr std::array<std::string_view, 3> kBiases = {"all", "qkv", "none"};
-constexpr std::array<std::string_view, 3> kAttentions = {"flash", "eager", "flash2"};
+constexpr std::array<std::string_view, 4> kAttentions = {"flash", "eager", "flash2",
+                                                         "flash_triton"};
 constexpr std::array<std::string_view, 2> kRouters = {"softmax", "sigmoid"};
 constexpr std::array<std::string_view, 2> kDispatches = {"per_expert", "per_node"};
 constexpr std::array<std::string_view, 2> kExpertKernels = {"grouped", "megatron"};
@@ -57,7 +58,7 @@ static_assert(endsAt(kMlps, MlpKind::SwiGLU));
 static_assert(endsAt(kNorms, NormKind::RMSNorm));
 static_assert(endsAt(kPositions, PositionKind::Rotary));
 static_assert(endsAt(kBiases, BiasKind::None));
-static_assert(endsAt(kAttentions, AttentionKind::Flash2));
+static_assert(endsAt(kAttentions, AttentionKind::FlashTriton));
 static_assert(endsAt(kRouters, RouterKind::Sigmoid));
 static_assert(endsAt(kDispatches, DispatchKind::PerNode));
 static_assert(endsAt(kExpertKernels, ExpertKernels::Megatron));

@@ -47,7 +47,7 @@ enum class BiasKind : uint8_t { All, QKV, None };
 /// backward recomputes them), eagerly (the scores materialised and kept for the backward), or
 /// one fused kernel of FlashAttention-2's generation (what PyTorch's SDPA and the 2023 stacks
 /// ran on Hopper: the same memory as `Flash`, the device's FlashAttention-2 speed).
-enum class AttentionKind : uint8_t { Flash, Eager, Flash2 };
+enum class AttentionKind : uint8_t { Flash, Eager, Flash2, FlashTriton };
 /// Whether attention is one fused kernel (keeps no s x s scores).
 constexpr bool fusedAttention(AttentionKind k) { return k != AttentionKind::Eager; }
 /// How a mixture of experts scores its experts: softmax over the experts (Mixtral, Qwen), or

@@ -54,6 +54,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
     shape.elementBytes = training.getElementBytes();
     shape.flashAttention = architecture.getAttention() != pipe::AttentionKind::Eager;
     shape.flashAttention2 = architecture.getAttention() == pipe::AttentionKind::Flash2;
+    shape.flashAttentionTriton = architecture.getAttention() == pipe::AttentionKind::FlashTriton;
     shape.fp8 = training.getDtype() == pipe::DType::FP8;
     shape.fp8CurrentScaling = training.getFp8Scaling() == pipe::Fp8Scaling::Current;
     shape.headDim = architecture.getHeadDim();

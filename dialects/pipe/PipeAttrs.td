@@ -119,7 +119,8 @@ def Pipe_AdamMoments : Pipe_Enum<"AdamMoments", "how Adam stores its two moments
 def Pipe_AttentionKind : Pipe_Enum<"AttentionKind", "attention kernel", [
   I32EnumCase<"Flash", 0, "flash">,
   I32EnumCase<"Eager", 1, "eager">,
-  I32EnumCase<"Flash2", 2, "flash2">
+  I32EnumCase<"Flash2", 2, "flash2">,
+  I32EnumCase<"FlashTriton", 3, "flash_triton">
 ]>;
 
 def Pipe_RouterKind : Pipe_Enum<"RouterKind", "how a mixture of experts scores its experts", [

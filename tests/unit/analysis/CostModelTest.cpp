@@ -337,6 +337,19 @@ TEST(CostModelTest, FlashAttentionIsOneFusedKernelPerPass) {
   LayerWork w2 = transformerWork(x2, TransformerLayer::Block, 1, false);
   EXPECT_TRUE(w2.attentionCore.attention.flash2 && w2.inputGradient.attention.flash2);
   EXPECT_DOUBLE_EQ(w2.attentionCore.flops(), 2 * s * s * h); // the same FLOPs, slower
+  // FlashAttention in Triton: FlashAttention-2's rate over FlashAttention-2's measured speed-up
+  // against it (1.4 forward, 2 backward), on either device; the same FLOPs.
+  FusedAttention forwardTriton{132, 16384, 128, false, false, true},
+      backwardTriton{132, 16384, 128, true, false, true};
+  for (const Roofline &device : {r, a100}) {
+    EXPECT_DOUBLE_EQ(device.time(forwardTriton, 3), 1.4 * device.time(forward2, 3));
+    EXPECT_DOUBLE_EQ(device.time(backwardTriton, 3), 2.0 * device.time(backward2, 3));
+  }
+  TransformerShape xTriton = x;
+  xTriton.flashAttentionTriton = true;
+  LayerWork wTriton = transformerWork(xTriton, TransformerLayer::Block, 1, false);
+  EXPECT_TRUE(wTriton.attentionCore.attention.triton && wTriton.inputGradient.attention.triton);
+  EXPECT_DOUBLE_EQ(wTriton.attentionCore.flops(), 2 * s * s * h);
 
   CostInputs in = transformerInputs(x);
   CostModel plain = build(in);

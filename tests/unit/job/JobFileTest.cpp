@@ -114,12 +114,17 @@ TEST(JobFile, AttentionKernelAndFp8) {
   std::string error;
   EXPECT_FALSE(parse(withKey("model", "attention", R"("fused")"), &error));
   EXPECT_EQ(error, "job.json: model.attention: unknown value \"fused\"; expected one of "
-                   "\"flash\", \"eager\", \"flash2\"");
+                   "\"flash\", \"eager\", \"flash2\", \"flash_triton\"");
   // FlashAttention-2's generation keeps what flash keeps.
   std::optional<Job> flash2 = parse(withKey("model", "attention", R"("flash2")"));
   ASSERT_TRUE(flash2);
   EXPECT_EQ(flash2->model.transformer->attention, AttentionKind::Flash2);
   EXPECT_EQ(flash2->model.layers[1].activationBytes, flash->model.layers[1].activationBytes);
+  // So does FlashAttention in Triton.
+  std::optional<Job> triton = parse(withKey("model", "attention", R"("flash_triton")"));
+  ASSERT_TRUE(triton);
+  EXPECT_EQ(triton->model.transformer->attention, AttentionKind::FlashTriton);
+  EXPECT_EQ(triton->model.layers[1].activationBytes, flash->model.layers[1].activationBytes);
   // FP8 keeps bf16 parameters and activations, and needs FP8 tensor cores.
   std::optional<Job> fp8 = parse(withKey("training", "dtype", R"("fp8")"));
   ASSERT_TRUE(fp8);
