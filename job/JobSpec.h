@@ -44,9 +44,11 @@ enum class NormKind : uint8_t { LayerNorm, RMSNorm };
 enum class PositionKind : uint8_t { Learned, Rotary };
 enum class BiasKind : uint8_t { All, QKV, None };
 /// How attention runs: one fused kernel (FlashAttention-style: no s x s scores kept, the
-/// backward recomputes them), eagerly (the scores materialised and kept for the backward), or
+/// backward recomputes them), eagerly (the scores materialised and kept for the backward),
 /// one fused kernel of FlashAttention-2's generation (what PyTorch's SDPA and the 2023 stacks
-/// ran on Hopper: the same memory as `Flash`, the device's FlashAttention-2 speed).
+/// ran on Hopper: the same memory as `Flash`, the device's FlashAttention-2 speed), or
+/// FlashAttention in Triton (llm-foundry's 2023 `attn_impl: triton`: the same memory, slower
+/// than FlashAttention-2 by what FlashAttention-2's paper measured).
 enum class AttentionKind : uint8_t { Flash, Eager, Flash2, FlashTriton };
 /// Whether attention is one fused kernel (keeps no s x s scores).
 constexpr bool fusedAttention(AttentionKind k) { return k != AttentionKind::Eager; }
