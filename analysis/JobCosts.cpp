@@ -21,9 +21,7 @@ TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t 
   shape.gated = spec.mlp == MlpKind::SwiGLU;
   shape.rotary = spec.position == PositionKind::Rotary;
   shape.elementBytes = elementBytes;
-  shape.flashAttention = fusedAttention(spec.attention);
-  shape.flashAttention2 = spec.attention == AttentionKind::Flash2;
-  shape.flashAttentionTriton = spec.attention == AttentionKind::FlashTriton;
+  shape.attention = spec.attention;
   shape.headDim = spec.headDim.value_or(0);
   shape.qkNorm = spec.qkNorm;
   if (const std::optional<LatentAttentionSpec> &mla = spec.latentAttention) {

@@ -352,14 +352,12 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   if (recomputes(runtime::kRecomputeOp))
     work.recomputed.memoryBytes += elementwise;
 
-  if (x.flashAttention) {
+  if (fusedAttention(x.attention)) {
     // One fused kernel per pass over this rank's heads: the scores stay on chip, the forward
     // keeps the softmax statistics only, the backward recomputes the scores. Latent
     // attention's two widths count as their mean (the FLOPs are 2 s^2 (qk + v) per head).
-    work.attentionCore.attention = {
-        heads, s, (qk + dv) / 2, false, x.flashAttention2, x.flashAttentionTriton};
-    work.inputGradient.attention = {
-        heads, s, (qk + dv) / 2, true, x.flashAttention2, x.flashAttentionTriton};
+    work.attentionCore.attention = {heads, s, (qk + dv) / 2, false, x.attention};
+    work.inputGradient.attention = {heads, s, (qk + dv) / 2, true, x.attention};
     return work;
   }
 
@@ -439,10 +437,11 @@ double Roofline::time(const FusedAttention &a, int64_t samples) const {
   if (a.heads <= 0)
     return 0;
   const double flops = a.flops(samples);
-  const bool flash2 = (a.flash2 || a.triton) && kernels.flash2Forward > 0;
+  const bool triton = a.kernel == AttentionKind::FlashTriton;
+  const bool flash2 = (a.kernel == AttentionKind::Flash2 || triton) && kernels.flash2Forward > 0;
   // FlashAttention-2 runs 1.3-1.5 times as fast as FlashAttention in Triton forward and about
   // twice as fast backward (Dao, arXiv 2307.08691, section 4.1, A100): the midpoints.
-  const double tritonSlowdown = !a.triton ? 1.0 : a.backward ? 2.0 : 1.4;
+  const double tritonSlowdown = !triton ? 1.0 : a.backward ? 2.0 : 1.4;
   const double efficiency =
       (flash2 ? (a.backward ? kernels.flash2Backward : kernels.flash2Forward)
               : (a.backward ? kernels.attentionBackward : kernels.attentionForward)) /

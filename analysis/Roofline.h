@@ -19,6 +19,7 @@
 #define CONDUIT_ANALYSIS_ROOFLINE_H
 
 #include "job/Cluster.h"
+#include "job/JobSpec.h"
 #include "runtime/plan/Plan.h"
 
 #include <cstdint>
@@ -34,15 +35,10 @@ struct TransformerShape {
   bool gated = false;       ///< SwiGLU MLP (gate and up projections), else GELU
   bool rotary = false;      ///< rotary positions on Q and K, else learned positions
   int64_t elementBytes = 2; ///< parameters and activations
-  /// The attention core is one fused kernel (FlashAttention-style: no s x s scores kept, the
-  /// backward recomputes them, causal blocks above the diagonal skipped); else eager.
-  bool flashAttention = false;
-  /// That kernel is of FlashAttention-2's generation, at the device's FlashAttention-2 speed
-  /// (DeviceKernels::flash2Forward) rather than its best fused kernel's.
-  bool flashAttention2 = false;
-  /// That kernel is FlashAttention in Triton (model.attention "flash_triton"): FlashAttention-2's
-  /// speed over what FlashAttention-2 measured against it (FusedAttention::triton).
-  bool flashAttentionTriton = false;
+  /// The attention kernel (model.attention): eager, or one fused kernel (FlashAttention-style:
+  /// no s x s scores kept, the backward recomputes them, causal blocks above the diagonal
+  /// skipped) priced as FusedAttention::kernel says.
+  AttentionKind attention = AttentionKind::Eager;
   /// The blocks' linear layers run in FP8 (Transformer Engine's recipe: inputs cast with their
   /// scales, outputs in the element type, weight gradients accumulated in fp32).
   bool fp8 = false;
@@ -114,10 +110,10 @@ struct Gemm {
 struct FusedAttention {
   double heads = 0, seqLength = 0, headDim = 0;
   bool backward = false;
-  bool flash2 = false; ///< FlashAttention-2's generation (TransformerShape::flashAttention2)
-  /// FlashAttention in Triton (TransformerShape::flashAttentionTriton): FlashAttention-2's rate
-  /// divided by FlashAttention-2's measured speed-up over it, 1.4 forward and 2 backward.
-  bool triton = false;
+  /// Which fused kernel: the device's best (Flash), FlashAttention-2's generation (Flash2, at
+  /// DeviceKernels::flash2Forward), or FlashAttention in Triton (FlashTriton: FlashAttention-2's
+  /// rate divided by FlashAttention-2's measured speed-up over it, 1.4 forward and 2 backward).
+  AttentionKind kernel = AttentionKind::Flash;
 
   /// The FLOPs it executes for `samples` samples: 4·s²·d per head, halved by causality,
   /// times 2.5 for the backward.

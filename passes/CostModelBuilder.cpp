@@ -4,6 +4,11 @@
 
 using namespace conduit;
 
+// The dialect numbers the attention kinds as the job model does (TransformerShape::attention).
+static_assert(static_cast<int>(pipe::AttentionKind::FlashTriton) ==
+                  static_cast<int>(AttentionKind::FlashTriton),
+              "pipe::AttentionKind and AttentionKind must agree");
+
 Cluster conduit::clusterFromAttr(pipe::ClusterAttr cluster) {
   Cluster c;
   c.preset = cluster.getPreset().str();
@@ -52,9 +57,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
     shape.gated = architecture.getMlp() == pipe::MlpKind::SwiGLU;
     shape.rotary = architecture.getPosition() == pipe::PositionKind::Rotary;
     shape.elementBytes = training.getElementBytes();
-    shape.flashAttention = architecture.getAttention() != pipe::AttentionKind::Eager;
-    shape.flashAttention2 = architecture.getAttention() == pipe::AttentionKind::Flash2;
-    shape.flashAttentionTriton = architecture.getAttention() == pipe::AttentionKind::FlashTriton;
+    shape.attention = static_cast<AttentionKind>(architecture.getAttention());
     shape.fp8 = training.getDtype() == pipe::DType::FP8;
     shape.fp8CurrentScaling = training.getFp8Scaling() == pipe::Fp8Scaling::Current;
     shape.headDim = architecture.getHeadDim();

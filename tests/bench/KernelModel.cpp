@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
       if (in >> a.heads >> a.seqLength >> a.headDim >> backward >> flash2 >> samples &&
           samples > 0) {
         a.backward = backward != 0;
-        a.flash2 = flash2 != 0;
+        a.kernel = flash2 != 0 ? AttentionKind::Flash2 : AttentionKind::Flash;
         seconds = roofline.time(a, samples);
       }
     } else if (kind == "moe" || kind == "moe-gemms") {

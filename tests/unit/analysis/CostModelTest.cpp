@@ -48,7 +48,7 @@ TransformerShape gpt52b() {
 /// 8 expert ranks, the first block dense.
 TransformerShape moe52b() {
   TransformerShape x = gpt52b();
-  x.flashAttention = true;
+  x.attention = AttentionKind::Flash;
   x.gated = true;
   x.numExperts = 64;
   x.topK = 4;
@@ -290,7 +290,7 @@ TEST(CostModelTest, SelectiveRecomputationRepeatsTheAttentionCore) {
 // nothing.
 TEST(CostModelTest, FlashAttentionIsOneFusedKernelPerPass) {
   TransformerShape x = gpt52b();
-  x.flashAttention = true;
+  x.attention = AttentionKind::Flash;
   const double s = x.seqLength, h = x.hiddenSize;
   for (int64_t t : {1, 8}) {
     LayerWork w = transformerWork(x, TransformerLayer::Block, t, false);
@@ -327,28 +327,31 @@ TEST(CostModelTest, FlashAttentionIsOneFusedKernelPerPass) {
   // FlashAttention-2 on the same device: its own measured fraction (FlashAttention-3's paper:
   // 335 and 322 TFLOP/s where FlashAttention-3 runs 616 and 561); on A100, where it is the
   // best kernel, the same time as flash.
-  FusedAttention forward2{132, 16384, 128, false, true}, backward2{132, 16384, 128, true, true};
+  FusedAttention forward2{132, 16384, 128, false, AttentionKind::Flash2},
+      backward2{132, 16384, 128, true, AttentionKind::Flash2};
   EXPECT_NEAR(forward2.flops() / r.time(forward2, 1), 335e12, 1e3);
   EXPECT_NEAR(backward2.flops() / r.time(backward2, 1), 322e12, 1e3);
   Roofline a100 = Roofline::of(clusterPresets()[0], 2);
   EXPECT_DOUBLE_EQ(a100.time(forward2, 3), a100.time(forward, 3));
   TransformerShape x2 = x;
-  x2.flashAttention2 = true;
+  x2.attention = AttentionKind::Flash2;
   LayerWork w2 = transformerWork(x2, TransformerLayer::Block, 1, false);
-  EXPECT_TRUE(w2.attentionCore.attention.flash2 && w2.inputGradient.attention.flash2);
+  EXPECT_EQ(w2.attentionCore.attention.kernel, AttentionKind::Flash2);
+  EXPECT_EQ(w2.inputGradient.attention.kernel, AttentionKind::Flash2);
   EXPECT_DOUBLE_EQ(w2.attentionCore.flops(), 2 * s * s * h); // the same FLOPs, slower
   // FlashAttention in Triton: FlashAttention-2's rate over FlashAttention-2's measured speed-up
   // against it (1.4 forward, 2 backward), on either device; the same FLOPs.
-  FusedAttention forwardTriton{132, 16384, 128, false, false, true},
-      backwardTriton{132, 16384, 128, true, false, true};
+  FusedAttention forwardTriton{132, 16384, 128, false, AttentionKind::FlashTriton},
+      backwardTriton{132, 16384, 128, true, AttentionKind::FlashTriton};
   for (const Roofline &device : {r, a100}) {
     EXPECT_DOUBLE_EQ(device.time(forwardTriton, 3), 1.4 * device.time(forward2, 3));
     EXPECT_DOUBLE_EQ(device.time(backwardTriton, 3), 2.0 * device.time(backward2, 3));
   }
   TransformerShape xTriton = x;
-  xTriton.flashAttentionTriton = true;
+  xTriton.attention = AttentionKind::FlashTriton;
   LayerWork wTriton = transformerWork(xTriton, TransformerLayer::Block, 1, false);
-  EXPECT_TRUE(wTriton.attentionCore.attention.triton && wTriton.inputGradient.attention.triton);
+  EXPECT_EQ(wTriton.attentionCore.attention.kernel, AttentionKind::FlashTriton);
+  EXPECT_EQ(wTriton.inputGradient.attention.kernel, AttentionKind::FlashTriton);
   EXPECT_DOUBLE_EQ(wTriton.attentionCore.flops(), 2 * s * s * h);
 
   CostInputs in = transformerInputs(x);
@@ -571,7 +574,7 @@ TEST(CostModelTest, RecomputeModulesRepeatTheirPartOfTheForward) {
 // their own; the attention stays in the element type.
 TEST(CostModelTest, Fp8LinearLayersRunAtTheFp8RatePlusTheirCasts) {
   TransformerShape x = gpt52b();
-  x.flashAttention = true;
+  x.attention = AttentionKind::Flash;
   TransformerShape fp8 = x;
   fp8.fp8 = true;
   LayerWork bf = transformerWork(x, TransformerLayer::Block, 1, false);
@@ -605,7 +608,7 @@ TEST(CostModelTest, Fp8LinearLayersRunAtTheFp8RatePlusTheirCasts) {
 // is predicted within 3%.
 TEST(CostModelTest, Fp8CastsAtTheirMeasuredBandwidthAndCurrentScalingsAmaxPass) {
   TransformerShape x = gpt52b();
-  x.flashAttention = true;
+  x.attention = AttentionKind::Flash;
   x.fp8 = true;
   TransformerShape current = x;
   current.fp8CurrentScaling = true;

@@ -42,7 +42,7 @@ TEST(JobCosts, TheRooflinesProductsHaveTheLayersFlops) {
     // backward 2.5 times that where the layer counts twice the forward.
     spec.attention = AttentionKind::Flash;
     TransformerShape flash = transformerShape(spec, 2);
-    EXPECT_TRUE(flash.flashAttention);
+    EXPECT_TRUE(fusedAttention(flash.attention));
     LayerWork work = transformerWork(flash, TransformerLayer::Block, 1, false);
     const LayerSpec &block = (*layers)[1];
     const double attention = 4.0 * spec.seqLength * spec.seqLength * spec.hiddenSize;
