@@ -106,10 +106,10 @@ double Reference::step(int64_t step) {
   }
   // The routers' biases that the load moves, by the step's counts of choices in their
   // gradients (as a plan's optimizer moves them).
+  const double mean = model::evenLoad(total, shape.topK, shape.experts);
   for (int64_t bias : chain.loadBalancedBiases())
     for (int64_t e = 0; e < shape.experts; ++e)
-      model::balanceBias(shape.biasUpdateRate, model::evenLoad(total, shape.topK, shape.experts),
-                         params[bias + e], grad[bias + e]);
+      model::balanceBias(shape.biasUpdateRate, mean, params[bias + e], grad[bias + e]);
   model::optimizerStep(optimizer, ++optimizerSteps, static_cast<int64_t>(params.size()),
                        params.data(), state.data(), grad.data());
   std::fill(grad.begin(), grad.end(), 0.0);
