@@ -22,6 +22,8 @@ TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t 
   shape.rotary = spec.position == PositionKind::Rotary;
   shape.elementBytes = elementBytes;
   shape.attention = spec.attention;
+  shape.elementwise = spec.elementwise;
+  shape.rmsNorm = spec.norm == NormKind::RMSNorm;
   shape.headDim = spec.headDim.value_or(0);
   shape.qkNorm = spec.qkNorm;
   if (const std::optional<LatentAttentionSpec> &mla = spec.latentAttention) {

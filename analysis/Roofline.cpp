@@ -8,7 +8,8 @@
 // once (what a fused kernel does); their backwards read the input and the output gradient and
 // write the input gradient. Eager attention materialises the s x s scores, as the activation
 // model of Korthikanti et al. assumes; flash attention is one fused kernel per pass. A
-// product's compute follows the library's tiles and waves (Roofline::computeTime).
+// product's compute follows the library's tiles and waves (Roofline::computeTime). PyTorch's
+// eager mode adds the traffic of its op-by-op kernels (EagerBytes).
 //
 //===----------------------------------------------------------------------===//
 
@@ -158,6 +159,52 @@ void addLinear(LayerWork &work, const Linear &linear) {
   work.forward.gemms.push_back(linear.forward());
   work.inputGradient.gemms.push_back(linear.inputGradient());
   work.weightGradient.gemms.push_back(linear.weightGradient());
+}
+
+/// PyTorch's eager mode (ElementwiseKind): the bytes per element that its kernels read and
+/// write beyond the fused kernels' (which read each input and write each output once), op by
+/// op as the reference Llama code runs them. A cast between the element type and fp32 reads e
+/// and writes 4 bytes (none in fp32). All zero for fused element-wise operations.
+struct EagerBytes {
+  /// An RMSNorm in fp32 tensor ops, per normed element. Forward: cast up, square, mean
+  /// (reads), scale, cast down, weight (7 passes for the fused kernel's one). Backward,
+  /// autograd's 13 passes: the weight's product and gradient and its sum over the tokens, the
+  /// two casts, the scale's two products and sum, the mean's expansion, the square's three
+  /// passes and the sum of x's two gradients (the fused kernel's: read x and dy, write dx).
+  double normForward = 0, normBackward = 0;
+  /// Rotary positions on one element of Q or K, each way: cast up, a complex product with the
+  /// angles, cast down (the fused kernel reads and writes e).
+  double rotary = 0;
+  /// SwiGLU per element of the hidden width: SiLU and the product two kernels (forward 2e
+  /// more), and their gradients three (backward 4e more).
+  double swigluForward = 0, swigluBackward = 0;
+  /// The loss per logit: the logits cast to fp32 and a log-softmax that writes its output
+  /// (forward), the negative log-likelihood's zero-filled gradient, the log-softmax's gradient
+  /// and the cast back (backward), against the fused loss's (e + 4) bytes each way.
+  double lossForward = 0, lossBackward = 0;
+  /// Whether grouped keys and values are repeated to every query head (a copy forward, a sum
+  /// backward), and the gradients of a norm's output that feeds separate projections summed
+  /// by autograd, one add per extra consumer: Llama's wq, wk and wv (the rotary models';
+  /// GPT-2's code projects Q, K and V in one product) and SwiGLU's w1 and w3.
+  bool repeatsKeyValues = false, sumsFanOut = false;
+};
+
+EagerBytes eagerBytes(const TransformerShape &x, double e) {
+  EagerBytes b;
+  if (x.elementwise == ElementwiseKind::Fused)
+    return b;
+  const double cast = e < 4 ? e + 4 : 0;
+  if (x.rmsNorm && x.elementwise == ElementwiseKind::Eager) {
+    b.normForward = 2 * cast + 20;          // square 8, mean 4, scale 8; the weight 2e as fused
+    b.normBackward = 3 * e + 2 * cast + 68; // 6e + 2 casts + 68 fp32 bytes, less fused 3e
+  }
+  b.rotary = 2 * cast + 8 - 2 * e;
+  b.swigluForward = 2 * e;
+  b.swigluBackward = 4 * e;
+  b.lossForward = cast + 8 - (e + 4);
+  b.lossBackward = 12 + cast - e;
+  b.repeatsKeyValues = b.sumsFanOut = true;
+  return b;
 }
 
 /// FP8's scaling, per element cast: read e bytes and write one byte twice (the operand and
@@ -322,6 +369,25 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   // and writes their gradients.
   work.inputGradient.memoryBytes =
       e * (2 * 3 * hs + 2 * 3 * hs + mlpBackward + rotary + 3 * qkNorms);
+  // Eager: the two norms' and the q/k norms' extra passes, rotary's through fp32, the dense
+  // MLP's (or the shared experts') SwiGLU as two kernels, grouped keys and values repeated
+  // (read c, write q per key or value element, forward; summed back, backward), and the
+  // backward's sums of the attention norm's output gradients (Llama's wq, wk, wv: two adds)
+  // and of the MLP norm's (w1, w3: one). A block with experts leaves its routed experts as
+  // they are.
+  const EagerBytes eager = eagerBytes(x, e);
+  const double eagerMlp = !x.gated  ? 0
+                          : experts ? static_cast<double>(x.sharedFfnHiddenSize) / t
+                                    : f;
+  const double repeated =
+      eager.repeatsKeyValues && !latent && x.numKvHeads < x.numHeads ? 2 * e * s * (q + c) / t : 0;
+  const double fanOut =
+      eager.sumsFanOut ? (x.rotary && !latent ? 2 : 0) + (eagerMlp > 0 ? 1 : 0) : 0;
+  work.forward.memoryBytes += (2 * hs + qkNorms) * eager.normForward + rotary / 2 * eager.rotary +
+                              eagerMlp * s * eager.swigluForward + repeated;
+  work.inputGradient.memoryBytes +=
+      (2 * hs + qkNorms) * eager.normBackward + rotary / 2 * eager.rotary +
+      eagerMlp * s * eager.swigluBackward + repeated + fanOut * 3 * e * hs;
   const double elementwise = work.forward.memoryBytes; // before the FP8 casts
   // FP8 casts: every linear's, and the routed experts' (each expert's tokens cast before its
   // grouped product, their output gradients before its backward), which the layer's own
@@ -347,7 +413,7 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   if (latent && recomputes(runtime::kRecomputeLatentUpProjection))
     work.recomputed.memoryBytes += e * rotary;
   if (recomputes(runtime::kRecomputeLayerNorm))
-    work.recomputed.memoryBytes += e * 2 * 2 * hs;
+    work.recomputed.memoryBytes += (e * 2 + eager.normForward) * 2 * hs;
   // op: every element-wise pass of the forward again (norms, residuals, rotary, activation).
   if (recomputes(runtime::kRecomputeOp))
     work.recomputed.memoryBytes += elementwise;
@@ -408,6 +474,11 @@ LayerWork conduit::transformerWork(const TransformerShape &x, TransformerLayer l
     addLinear(work, {s, h, v});
     work.forward.memoryBytes = e * 2 * hs + (e + 4) * s * v;
     work.inputGradient.memoryBytes = e * 3 * hs + (4 + e) * s * v;
+    // Eager: the final norm's extra passes and the fp32 loss's (EagerBytes).
+    if (const EagerBytes eager = eagerBytes(x, e); x.elementwise != ElementwiseKind::Fused) {
+      work.forward.memoryBytes += hs * eager.normForward + s * v * eager.lossForward;
+      work.inputGradient.memoryBytes += hs * eager.normBackward + s * v * eager.lossBackward;
+    }
     return work;
   }
   return work;

@@ -39,6 +39,10 @@ struct TransformerShape {
   /// no s x s scores kept, the backward recomputes them, causal blocks above the diagonal
   /// skipped) priced as FusedAttention::kernel says.
   AttentionKind attention = AttentionKind::Eager;
+  /// How the element-wise operations run (model.elementwise): fused kernels, or PyTorch's
+  /// eager mode op by op, whose extra traffic EagerBytes counts.
+  ElementwiseKind elementwise = ElementwiseKind::Fused;
+  bool rmsNorm = false; ///< the norms are RMSNorms, else LayerNorms
   /// The blocks' linear layers run in FP8 (Transformer Engine's recipe: inputs cast with their
   /// scales, outputs in the element type, weight gradients accumulated in fp32).
   bool fp8 = false;

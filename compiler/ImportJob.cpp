@@ -65,8 +65,9 @@ pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &
       ctx, t.numLayers, t.hiddenSize, t.numHeads, t.numKvHeads, t.ffnHiddenSize, t.seqLength,
       t.vocabSize, toDialect<pipe::MlpKind>(t.mlp), toDialect<pipe::NormKind>(t.norm),
       toDialect<pipe::PositionKind>(t.position), t.tieEmbeddings, toDialect<pipe::BiasKind>(t.bias),
-      t.ropeTheta, t.normEps, toDialect<pipe::AttentionKind>(t.attention), t.headDim.value_or(0),
-      t.qkNorm, latent, buildMoe(ctx, t, imbalance));
+      t.ropeTheta, t.normEps, toDialect<pipe::AttentionKind>(t.attention),
+      toDialect<pipe::ElementwiseKind>(t.elementwise), t.headDim.value_or(0), t.qkNorm, latent,
+      buildMoe(ctx, t, imbalance));
 }
 
 /// A symbol name from the job name: letters, digits and '_' only.

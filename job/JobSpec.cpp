@@ -36,6 +36,8 @@ constexpr std::array<std::string_view, 2> kPositions = {"learned", "rotary"};
 constexpr std::array<std::string_view, 3> kBiases = {"all", "qkv", "none"};
 constexpr std::array<std::string_view, 4> kAttentions = {"flash", "eager", "flash2",
                                                          "flash_triton"};
+constexpr std::array<std::string_view, 3> kElementwiseKinds = {"fused", "eager",
+                                                               "eager_fused_norm"};
 constexpr std::array<std::string_view, 2> kRouters = {"softmax", "sigmoid"};
 constexpr std::array<std::string_view, 2> kDispatches = {"per_expert", "per_node"};
 constexpr std::array<std::string_view, 2> kExpertKernels = {"grouped", "megatron"};
@@ -59,6 +61,7 @@ static_assert(endsAt(kNorms, NormKind::RMSNorm));
 static_assert(endsAt(kPositions, PositionKind::Rotary));
 static_assert(endsAt(kBiases, BiasKind::None));
 static_assert(endsAt(kAttentions, AttentionKind::FlashTriton));
+static_assert(endsAt(kElementwiseKinds, ElementwiseKind::EagerFusedNorm));
 static_assert(endsAt(kRouters, RouterKind::Sigmoid));
 static_assert(endsAt(kDispatches, DispatchKind::PerNode));
 static_assert(endsAt(kExpertKernels, ExpertKernels::Megatron));
@@ -106,6 +109,9 @@ template <> absl::Span<const std::string_view> enumNames<NormKind>() { return kN
 template <> absl::Span<const std::string_view> enumNames<PositionKind>() { return kPositions; }
 template <> absl::Span<const std::string_view> enumNames<BiasKind>() { return kBiases; }
 template <> absl::Span<const std::string_view> enumNames<AttentionKind>() { return kAttentions; }
+template <> absl::Span<const std::string_view> enumNames<ElementwiseKind>() {
+  return kElementwiseKinds;
+}
 template <> absl::Span<const std::string_view> enumNames<RouterKind>() { return kRouters; }
 template <> absl::Span<const std::string_view> enumNames<DispatchKind>() { return kDispatches; }
 template <> absl::Span<const std::string_view> enumNames<ExpertKernels>() { return kExpertKernels; }

@@ -52,6 +52,14 @@ enum class BiasKind : uint8_t { All, QKV, None };
 enum class AttentionKind : uint8_t { Flash, Eager, Flash2, FlashTriton };
 /// Whether attention is one fused kernel (keeps no s x s scores).
 constexpr bool fusedAttention(AttentionKind k) { return k != AttentionKind::Eager; }
+/// How the element-wise operations around the products run: each norm, activation, rotary
+/// embedding and residual one kernel (Transformer Engine, Apex, torch.compile), or PyTorch's
+/// eager mode running the reference Llama code op by op (an RMSNorm of fp32 tensor ops,
+/// rotary positions through fp32 complex numbers, SiLU and its product two kernels, grouped
+/// keys and values repeated to every head, fp32 logits before the loss; LayerNorm and GELU,
+/// native kernels, unchanged), or that with the RMSNorm one kernel (torchtitan's
+/// `fused_rmsnorm`).
+enum class ElementwiseKind : uint8_t { Fused, Eager, EagerFusedNorm };
 /// How a mixture of experts scores its experts: softmax over the experts (Mixtral, Qwen), or
 /// a sigmoid per expert with a per-expert bias steering the choice (DeepSeek-V3's
 /// auxiliary-loss-free balancing), in the order of the plan's code (runtime::Transformer).
@@ -102,6 +110,7 @@ template <> absl::Span<const std::string_view> enumNames<NormKind>();
 template <> absl::Span<const std::string_view> enumNames<PositionKind>();
 template <> absl::Span<const std::string_view> enumNames<BiasKind>();
 template <> absl::Span<const std::string_view> enumNames<AttentionKind>();
+template <> absl::Span<const std::string_view> enumNames<ElementwiseKind>();
 template <> absl::Span<const std::string_view> enumNames<RouterKind>();
 template <> absl::Span<const std::string_view> enumNames<DispatchKind>();
 template <> absl::Span<const std::string_view> enumNames<ExpertKernels>();
@@ -215,6 +224,7 @@ struct TransformerSpec {
   double ropeTheta = 10000; ///< rotary base (Hugging Face's rope_theta)
   double normEps = 1e-5;    ///< the norms' epsilon
   AttentionKind attention = AttentionKind::Flash;
+  ElementwiseKind elementwise = ElementwiseKind::Fused;
   /// Per-head width; unset: hiddenSize / numHeads (Qwen3 sets head_dim explicitly).
   std::optional<int64_t> headDim;
   /// RMSNorm on each head's queries and keys (Qwen3).

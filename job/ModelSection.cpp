@@ -132,6 +132,8 @@ void JobParser::readShape(ObjectReader &section, TransformerSpec &t) {
     t.normEps = *eps;
   if (auto attention = readEnum<AttentionKind>(section, "attention"))
     t.attention = *attention;
+  if (auto elementwise = readEnum<ElementwiseKind>(section, "elementwise"))
+    t.elementwise = *elementwise;
   if (auto headDim = section.integer("head_dim", 1, limits::kMaxHidden))
     t.headDim = *headDim;
   if (auto qkNorm = section.boolean("qk_norm"))

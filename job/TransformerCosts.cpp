@@ -33,8 +33,10 @@ struct Shape {
         d(t.headDim ? double(*t.headDim) : double(t.hiddenSize / t.numHeads)), q(a * d),
         kvd(d * t.numKvHeads), f(t.ffnHiddenSize), v(t.vocabSize), gated(t.mlp == MlpKind::SwiGLU),
         layerNorm(t.norm == NormKind::LayerNorm), learned(t.position == PositionKind::Learned),
-        bias(t.bias), flash(fusedAttention(t.attention)), qkNorm(t.qkNorm), mla(t.latentAttention),
-        moe(t.moe) {}
+        bias(t.bias), flash(fusedAttention(t.attention)), qkNorm(t.qkNorm),
+        eager(t.elementwise != ElementwiseKind::Fused),
+        eagerNorm(t.elementwise == ElementwiseKind::Eager && t.norm == NormKind::RMSNorm),
+        mla(t.latentAttention), moe(t.moe) {}
   double s, h, a;
   double d;   ///< per-head width of queries, keys and values (without latent attention)
   double q;   ///< query width a x d
@@ -43,10 +45,29 @@ struct Shape {
   bool gated, layerNorm, learned;
   BiasKind bias;
   bool flash, qkNorm;
+  bool eager;     ///< PyTorch's eager element-wise kernels (model.elementwise)
+  bool eagerNorm; ///< and its RMSNorm in fp32 tensor ops
   std::optional<LatentAttentionSpec> mla;
   std::optional<MoeSpec> moe;
 
   double normParams() const { return layerNorm ? 2 * h : h; }
+
+  /// What PyTorch's eager mode keeps beyond fused kernels, in bytes: an RMSNorm in fp32 ops
+  /// keeps its input cast to fp32 and its unweighted output (in the element type) where the
+  /// fused kernel keeps the input, 4 bytes an element more.
+  double eagerNormBytes(double elements) const { return eagerNorm ? 4 * elements : 0; }
+  /// In a block: the norms' (the two, and q/k norms), SiLU's output beside its input in a dense
+  /// SwiGLU MLP or the shared experts (one hidden activation more; routed experts as priced),
+  /// and the keys and values repeated to every query head for the attention core.
+  double eagerBlockBytes(int64_t b, double e) const {
+    if (!eager)
+      return 0;
+    return eagerNormBytes(2 * s * h + (qkNorm && !mla ? s * (q + kvd) : 0)) +
+           e * (s * eagerSwigluWidth(b) + (!mla && kvd < q ? 2 * s * (q - kvd) : 0));
+  }
+  double eagerSwigluWidth(int64_t b) const {
+    return !eager || !gated ? 0 : hasExperts(b) ? sharedWidth() : f;
+  }
   /// GEMMs of an MLP of width `width` (up, gate when SwiGLU, down).
   double mlpWeights(double width) const { return (gated ? 3 : 2) * h * width; }
   double mlpBiases(double width) const {
@@ -139,7 +160,8 @@ struct Shape {
   double blockReplicatedActivationBytes(int64_t b, double e, double i) const {
     // Of them, the QKV (or down projections') input, a dense MLP's input and the normalised
     // latents are linear layers' inputs (blockLinearInputElements).
-    double whole = e * 4 * s * h - (e - i) * s * h * (hasExperts(b) ? 1 : 2);
+    double whole =
+        e * 4 * s * h - (e - i) * s * h * (hasExperts(b) ? 1 : 2) + eagerNormBytes(2 * s * h);
     if (mla)
       whole += e * latentElements() - (e - i) * normalisedLatentElements();
     return whole;
@@ -210,7 +232,7 @@ struct Shape {
   /// The block's kept activations, in bytes: e per element, i per linear layer's input.
   double blockActivationBytes(int64_t b, double e, double i) const {
     return e * blockActivationElements(b) - (e - i) * blockLinearInputElements(b) +
-           flashStatisticsBytes() + routingBytes(b);
+           flashStatisticsBytes() + routingBytes(b) + eagerBlockBytes(b, e);
   }
   /// The routing of each token: top_k expert indices (int32) and weights (fp32).
   double routingBytes(int64_t b) const { return hasExperts(b) ? 8 * s * double(moe->topK) : 0; }
@@ -224,14 +246,16 @@ struct Shape {
   /// op-level policy, dense blocks without latent attention) all but what it saves: the
   /// block's input, the fused attention's output, and the outputs of every second matrix
   /// product in torchtitan's order (wq, wk, wv, wo, then w1, w3, w2 for SwiGLU or up, down for
-  /// GELU): wq, wv, w1 (up) and, for SwiGLU, w2.
+  /// GELU): wq, wv, w1 (up) and, for SwiGLU, w2. PyTorch's eager mode adds what it keeps
+  /// (eagerBlockBytes) to layernorm's (the fp32 copies) and mlp's (SiLU's output).
   /// In bytes: e per element, i per linear layer's input (blockLinearInputElements).
   std::array<double, runtime::kRecomputeModuleNames.size()> blockModuleBytes(int64_t b, double e,
                                                                              double i) const {
     std::array<double, runtime::kRecomputeModuleNames.size()> out{};
     out[0] = flash ? 0 : e * a * s * s;
-    out[1] = i * s * h + (hasExperts(b) ? e : i) * s * h;
-    out[2] = hasExperts(b) ? 0 : e * (gated ? 2 : 1) * s * f + i * s * f;
+    out[1] = i * s * h + (hasExperts(b) ? e : i) * s * h + eagerNormBytes(2 * s * h);
+    out[2] =
+        hasExperts(b) ? 0 : e * (gated ? 2 : 1) * s * f + i * s * f + e * s * eagerSwigluWidth(b);
     out[3] = hasExperts(b) ? i * double(moe->topK) * s * expertWidth() : 0;
     out[4] = mla ? e * s * a * (2 * qkHead() + vHead()) : 0;
     if (!hasExperts(b) && !mla) {
@@ -516,10 +540,11 @@ absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
 
   // Head: final norm, LM head, cross-entropy; keeps fp32 logits for the loss gradient.
   double headFwd = 2 * x.s * x.h * x.v;
-  if (absl::Status err =
-          addLayer(layers, "head", runtime::LayerKind::Head, x.normParams() + x.v * x.h, headFwd,
-                   2 * headFwd, headFwd, 2 * e * x.s * x.h + 4 * x.s * x.v, e * x.s * x.h, 4,
-                   3 * e * x.s * x.h + 4 * x.s * x.v, x.normParams(), 2 * e * x.s * x.h);
+  if (absl::Status err = addLayer(layers, "head", runtime::LayerKind::Head,
+                                  x.normParams() + x.v * x.h, headFwd, 2 * headFwd, headFwd,
+                                  2 * e * x.s * x.h + 4 * x.s * x.v + x.eagerNormBytes(x.s * x.h),
+                                  e * x.s * x.h, 4, 3 * e * x.s * x.h + 4 * x.s * x.v,
+                                  x.normParams(), 2 * e * x.s * x.h + x.eagerNormBytes(x.s * x.h));
       !err.ok())
     return err;
   return layers;

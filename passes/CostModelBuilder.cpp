@@ -8,6 +8,9 @@ using namespace conduit;
 static_assert(static_cast<int>(pipe::AttentionKind::FlashTriton) ==
                   static_cast<int>(AttentionKind::FlashTriton),
               "pipe::AttentionKind and AttentionKind must agree");
+static_assert(static_cast<int>(pipe::ElementwiseKind::EagerFusedNorm) ==
+                  static_cast<int>(ElementwiseKind::EagerFusedNorm),
+              "pipe::ElementwiseKind and ElementwiseKind must agree");
 
 Cluster conduit::clusterFromAttr(pipe::ClusterAttr cluster) {
   Cluster c;
@@ -58,6 +61,8 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
     shape.rotary = architecture.getPosition() == pipe::PositionKind::Rotary;
     shape.elementBytes = training.getElementBytes();
     shape.attention = static_cast<AttentionKind>(architecture.getAttention());
+    shape.elementwise = static_cast<ElementwiseKind>(architecture.getElementwise());
+    shape.rmsNorm = architecture.getNorm() == pipe::NormKind::RMSNorm;
     shape.fp8 = training.getDtype() == pipe::DType::FP8;
     shape.fp8CurrentScaling = training.getFp8Scaling() == pipe::Fp8Scaling::Current;
     shape.headDim = architecture.getHeadDim();

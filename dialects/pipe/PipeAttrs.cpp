@@ -216,7 +216,7 @@ LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       int64_t vocabSize, MlpKind mlp, NormKind norm,
                                       PositionKind position, bool tieEmbeddings, BiasKind bias,
                                       F64 ropeTheta, F64 normEps, AttentionKind attention,
-                                      int64_t headDim, bool qkNorm,
+                                      ElementwiseKind elementwise, int64_t headDim, bool qkNorm,
                                       LatentAttentionAttr latentAttention, MoeAttr moe) {
   if (failed(check(emitError, numLayers >= 1, "num_layers", "positive", numLayers)) ||
       failed(check(emitError, hiddenSize >= 1, "hidden_size", "positive", hiddenSize)) ||

@@ -123,6 +123,12 @@ def Pipe_AttentionKind : Pipe_Enum<"AttentionKind", "attention kernel", [
   I32EnumCase<"FlashTriton", 3, "flash_triton">
 ]>;
 
+def Pipe_ElementwiseKind : Pipe_Enum<"ElementwiseKind", "how the element-wise operations run", [
+  I32EnumCase<"Fused", 0, "fused">,
+  I32EnumCase<"Eager", 1, "eager">,
+  I32EnumCase<"EagerFusedNorm", 2, "eager_fused_norm">
+]>;
+
 def Pipe_RouterKind : Pipe_Enum<"RouterKind", "how a mixture of experts scores its experts", [
   I32EnumCase<"Softmax", 0, "softmax">,
   I32EnumCase<"Sigmoid", 1, "sigmoid">
@@ -537,7 +543,10 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     says which linear layers carry a bias: all (GPT), only Q/K/V (Qwen) or none (Llama).
     `rope_theta` is the rotary base and `norm_eps` the norms' epsilon (printed when not
     10000 and 1e-5). `attention` is the kernel the cost model prices: `flash` (fused, no
-    s x s scores kept; the default, not printed) or `eager`. `head_dim` is an explicit
+    s x s scores kept; the default, not printed), `eager`, `flash2` or `flash_triton`;
+    `elementwise` how the cost model runs the norms, activations, rotary positions and loss:
+    `fused` (one kernel each; the default, not printed), `eager` (PyTorch's eager mode, op by
+    op) or `eager_fused_norm` (eager with the RMSNorm one kernel). `head_dim` is an explicit
     per-head width (0, not printed: hidden_size / num_heads; Qwen3 sets it), `qk_norm` an
     RMSNorm on each head's queries and keys (Qwen3); `latent_attention` (#pipe.latent_attention)
     replaces the attention's projections, and `moe` (#pipe.moe) the MLP of the blocks after
@@ -566,6 +575,7 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     Pipe_DefaultF64Param<"10000.0">:$rope_theta,
     Pipe_DefaultF64Param<"1e-5">:$norm_eps,
     Pipe_DefaultEnumParam<Pipe_AttentionKind, "Flash">:$attention,
+    Pipe_DefaultEnumParam<Pipe_ElementwiseKind, "Fused">:$elementwise,
     DefaultValuedParameter<"int64_t", "0">:$head_dim,
     DefaultValuedParameter<"bool", "false">:$qk_norm,
     OptionalParameter<"LatentAttentionAttr">:$latent_attention,

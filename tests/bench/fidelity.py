@@ -4,7 +4,8 @@
 Each run of fidelity_runs.json (beside this script) is a published measurement with its
 source: the model (a transformer's keys, or `path` to a Hugging Face config committed in the
 repository, relative to this folder), the parallel configuration, the device (`device` names
-one written as a preset with overrides), the data type, the attention kernel, for a mixture
+one written as a preset with overrides), the data type, the attention kernel, how the element-wise operations ran (printed when
+eager), for a mixture
 of experts whether the run hid its expert all-to-alls behind compute (`overlap_all_to_alls`:
 false compiles with --overlap-all-to-alls=false), and the published throughput (tokens/s per GPU, or the iteration time from which it
 follows) and peak memory where the source gives one. This script writes each as a job,
@@ -121,6 +122,9 @@ def configuration(run):
         notes.append(f"{job['training']['fp8_saved_inputs']} saved inputs")
     parts.append(dtype + (f" ({', '.join(notes)})" if notes else ""))
     parts.append(model.get("attention", "flash"))
+    elementwise = model.get("elementwise", "fused")
+    if elementwise != "fused":
+        parts.append("eager ops" if elementwise == "eager" else "eager ops, fused norm")
     return ", ".join(parts)
 
 

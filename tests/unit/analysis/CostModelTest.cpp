@@ -362,6 +362,86 @@ TEST(CostModelTest, FlashAttentionIsOneFusedKernelPerPass) {
   EXPECT_DOUBLE_EQ(selective.backwardTime(1, 2), plain.backwardTime(1, 2));
 }
 
+// PyTorch's eager mode runs the reference Llama code op by op: its kernels move more bytes than
+// the fused ones by the counts of docs/cost-model.md, with the same products. A GPT-2 block
+// (LayerNorm and GELU, native kernels; learned positions; one QKV product) moves the same.
+TEST(CostModelTest, EagerElementwiseAddsItsKernelsTraffic) {
+  TransformerShape x; // Llama 3 8B's shape
+  x.numLayers = 2;
+  x.seqLength = 8192;
+  x.hiddenSize = 4096;
+  x.numHeads = 32;
+  x.numKvHeads = 8;
+  x.ffnHiddenSize = 14336;
+  x.vocabSize = 128256;
+  x.gated = x.rotary = x.rmsNorm = true;
+  x.attention = AttentionKind::Flash;
+  const double s = x.seqLength, h = x.hiddenSize, q = h, c = 1024, f = x.ffnHiddenSize,
+               v = x.vocabSize;
+  auto work = [&](TransformerShape shape, ElementwiseKind kind, TransformerLayer layer) {
+    shape.elementwise = kind;
+    return transformerWork(shape, layer, 1, false);
+  };
+  const LayerWork fused = work(x, ElementwiseKind::Fused, TransformerLayer::Block),
+                  eager = work(x, ElementwiseKind::Eager, TransformerLayer::Block),
+                  fusedNorm = work(x, ElementwiseKind::EagerFusedNorm, TransformerLayer::Block);
+  // Rotary through fp32 (cast up 6, complex product 8, cast down 6, for the fused 4), SwiGLU's
+  // two kernels (2e forward, 4e backward), keys and values repeated from 1,024 to 4,096 wide,
+  // and in the backward three sums of a norm output's gradients (wq, wk, wv; w1, w3).
+  const double rotary = 16 * s * (q + c), repeated = 2 * 2 * s * (q + c);
+  EXPECT_DOUBLE_EQ(fusedNorm.forward.memoryBytes - fused.forward.memoryBytes,
+                   rotary + 4 * s * f + repeated);
+  EXPECT_DOUBLE_EQ(fusedNorm.inputGradient.memoryBytes - fused.inputGradient.memoryBytes,
+                   rotary + 8 * s * f + repeated + 3 * 6 * s * h);
+  // The RMSNorms in fp32 ops: 36 bytes forward for the fused 4, 92 backward for 6.
+  EXPECT_DOUBLE_EQ(eager.forward.memoryBytes - fusedNorm.forward.memoryBytes, 2 * 32 * s * h);
+  EXPECT_DOUBLE_EQ(eager.inputGradient.memoryBytes - fusedNorm.inputGradient.memoryBytes,
+                   2 * 86 * s * h);
+  EXPECT_DOUBLE_EQ(eager.forward.flops(), fused.forward.flops());
+  EXPECT_DOUBLE_EQ(eager.inputGradient.flops(), fused.inputGradient.flops());
+  // The head: the final norm, and the loss on fp32 logits (a log-softmax written forward; a
+  // zero-filled gradient, the log-softmax's gradient and the cast back backward).
+  const LayerWork fusedHead = work(x, ElementwiseKind::Fused, TransformerLayer::Head),
+                  eagerHead = work(x, ElementwiseKind::Eager, TransformerLayer::Head);
+  EXPECT_DOUBLE_EQ(eagerHead.forward.memoryBytes - fusedHead.forward.memoryBytes,
+                   32 * s * h + 8 * s * v);
+  EXPECT_DOUBLE_EQ(eagerHead.inputGradient.memoryBytes - fusedHead.inputGradient.memoryBytes,
+                   86 * s * h + 16 * s * v);
+  // torchtitan's op-level checkpointing repeats the eager forward's passes.
+  TransformerShape op = x;
+  op.recomputeModules = runtime::kRecomputeOp;
+  EXPECT_DOUBLE_EQ(
+      work(op, ElementwiseKind::Eager, TransformerLayer::Block).recomputed.memoryBytes -
+          work(op, ElementwiseKind::Fused, TransformerLayer::Block).recomputed.memoryBytes,
+      eager.forward.memoryBytes - fused.forward.memoryBytes);
+  // In fp32 there is nothing to cast: rotary moves what the fused kernel does.
+  TransformerShape fp32 = x;
+  fp32.elementBytes = 4;
+  EXPECT_DOUBLE_EQ(
+      work(fp32, ElementwiseKind::EagerFusedNorm, TransformerLayer::Block).forward.memoryBytes -
+          work(fp32, ElementwiseKind::Fused, TransformerLayer::Block).forward.memoryBytes,
+      4 * 2 * s * f + 2 * 4 * s * (q + c));
+  // GPT-2's block is unchanged; its loss is not.
+  TransformerShape gpt = gpt52b();
+  gpt.attention = AttentionKind::Flash;
+  EXPECT_DOUBLE_EQ(work(gpt, ElementwiseKind::Eager, TransformerLayer::Block).forward.memoryBytes,
+                   work(gpt, ElementwiseKind::Fused, TransformerLayer::Block).forward.memoryBytes);
+  EXPECT_DOUBLE_EQ(
+      work(gpt, ElementwiseKind::Eager, TransformerLayer::Block).inputGradient.memoryBytes,
+      work(gpt, ElementwiseKind::Fused, TransformerLayer::Block).inputGradient.memoryBytes);
+  EXPECT_DOUBLE_EQ(
+      work(gpt, ElementwiseKind::Eager, TransformerLayer::Head).forward.memoryBytes -
+          work(gpt, ElementwiseKind::Fused, TransformerLayer::Head).forward.memoryBytes,
+      8 * gpt.seqLength * gpt.vocabSize);
+  // And the time: slower by those bytes at the device's streaming rate.
+  CostInputs in = transformerInputs(x);
+  CostModel fusedCost = build(in);
+  in.transformer->elementwise = ElementwiseKind::Eager;
+  CostModel eagerCost = build(in);
+  EXPECT_GT(eagerCost.forwardTime(1, 1), fusedCost.forwardTime(1, 1));
+  EXPECT_GT(eagerCost.backwardTime(1, 1), fusedCost.backwardTime(1, 1));
+}
+
 // Alike blocks repeat the previous layer's times, which the stage sums reuse: the same sums
 // as adding every layer's own time.
 TEST(CostModelTest, AlikeBlocksRepeatThePreviousLayersTimes) {

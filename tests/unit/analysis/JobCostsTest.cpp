@@ -53,4 +53,17 @@ TEST(JobCosts, TheRooflinesProductsHaveTheLayersFlops) {
   }
 }
 
+// How the element-wise operations ran and which norm the model has reach the shape the tuner
+// prices, as they reach the compiler's from the IR (passes/CostModelBuilder.cpp).
+TEST(JobCosts, TheShapeSaysHowElementwiseOperationsRan) {
+  TransformerSpec spec = gpt(2, 768, 12, 1024, 50257);
+  EXPECT_EQ(transformerShape(spec, 2).elementwise, ElementwiseKind::Fused);
+  EXPECT_FALSE(transformerShape(spec, 2).rmsNorm);
+  spec.norm = NormKind::RMSNorm;
+  spec.elementwise = ElementwiseKind::EagerFusedNorm;
+  const TransformerShape shape = transformerShape(spec, 2);
+  EXPECT_EQ(shape.elementwise, ElementwiseKind::EagerFusedNorm);
+  EXPECT_TRUE(shape.rmsNorm);
+}
+
 } // namespace

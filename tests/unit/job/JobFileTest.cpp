@@ -125,6 +125,44 @@ TEST(JobFile, AttentionKernelAndFp8) {
   ASSERT_TRUE(triton);
   EXPECT_EQ(triton->model.transformer->attention, AttentionKind::FlashTriton);
   EXPECT_EQ(triton->model.layers[1].activationBytes, flash->model.layers[1].activationBytes);
+  // Element-wise operations fused unless the model says how PyTorch's eager mode ran them:
+  // the same FLOPs; for GPT-2 (LayerNorm, GELU, all heads) the same bytes kept.
+  EXPECT_EQ(flash->model.transformer->elementwise, ElementwiseKind::Fused);
+  for (auto [name, kind] : {std::pair{"eager", ElementwiseKind::Eager},
+                            std::pair{"eager_fused_norm", ElementwiseKind::EagerFusedNorm}}) {
+    std::optional<Job> eagerOps =
+        parse(withKey("model", "elementwise", "\"" + std::string(name) + "\""));
+    ASSERT_TRUE(eagerOps);
+    EXPECT_EQ(eagerOps->model.transformer->elementwise, kind);
+    EXPECT_EQ(eagerOps->model.layers[1].activationBytes, flash->model.layers[1].activationBytes);
+    EXPECT_EQ(eagerOps->model.layers[1].fwdFlops, flash->model.layers[1].fwdFlops);
+  }
+  // Llama's keeps more: an eager RMSNorm its input in fp32 (4 bytes an element more, two a
+  // block and the head's), SiLU's output beside its input, keys and values repeated to every
+  // query head.
+  Json llama = Json::parse(kMinimal);
+  for (auto [key, value] :
+       {std::pair{"norm", Json("rmsnorm")}, std::pair{"mlp", Json("swiglu")},
+        std::pair{"position", Json("rotary")}, std::pair{"num_kv_heads", Json(2)}})
+    llama["model"][key] = value;
+  std::optional<Job> fusedLlama = parse(writeJson(llama));
+  llama["model"]["elementwise"] = "eager_fused_norm";
+  std::optional<Job> fusedNorm = parse(writeJson(llama));
+  llama["model"]["elementwise"] = "eager";
+  std::optional<Job> eagerLlama = parse(writeJson(llama));
+  ASSERT_TRUE(fusedLlama && fusedNorm && eagerLlama);
+  const TransformerSpec &t = *fusedLlama->model.transformer;
+  const int64_t s = t.seqLength, h = t.hiddenSize, f = t.ffnHiddenSize,
+                kv = h / t.numHeads * t.numKvHeads;
+  const std::vector<LayerSpec> &a = fusedLlama->model.layers, &b = fusedNorm->model.layers,
+                               &c = eagerLlama->model.layers;
+  EXPECT_EQ(b[1].activationBytes - a[1].activationBytes, 2 * s * f + 2 * 2 * s * (h - kv));
+  EXPECT_EQ(c[1].activationBytes - b[1].activationBytes, 4 * 2 * s * h);
+  EXPECT_EQ(c.back().activationBytes - a.back().activationBytes, 4 * s * h);
+  EXPECT_EQ(c[1].fwdFlops, a[1].fwdFlops);
+  EXPECT_FALSE(parse(withKey("model", "elementwise", R"("compiled")"), &error));
+  EXPECT_EQ(error, "job.json: model.elementwise: unknown value \"compiled\"; expected one of "
+                   "\"fused\", \"eager\", \"eager_fused_norm\"");
   // FP8 keeps bf16 parameters and activations, and needs FP8 tensor cores.
   std::optional<Job> fp8 = parse(withKey("training", "dtype", R"("fp8")"));
   ASSERT_TRUE(fp8);
