@@ -166,8 +166,8 @@ void addLinear(LayerWork &work, const Linear &linear) {
 /// op as the reference Llama code runs them. A cast between the element type and fp32 reads e
 /// and writes 4 bytes (none in fp32). All zero for fused element-wise operations.
 struct EagerBytes {
-  /// An RMSNorm in fp32 tensor ops, per normed element. Forward: cast up, square, mean
-  /// (reads), scale, cast down, weight (7 passes for the fused kernel's one). Backward,
+  /// An RMSNorm in fp32 tensor ops, per normed element. Forward: cast up, square, mean (a
+  /// read), scale, cast down, weight (for the fused kernel's one pass). Backward,
   /// autograd's 13 passes: the weight's product and gradient and its sum over the tokens, the
   /// two casts, the scale's two products and sum, the mean's expansion, the square's three
   /// passes and the sum of x's two gradients (the fused kernel's: read x and dy, write dx).
@@ -474,11 +474,10 @@ LayerWork conduit::transformerWork(const TransformerShape &x, TransformerLayer l
     addLinear(work, {s, h, v});
     work.forward.memoryBytes = e * 2 * hs + (e + 4) * s * v;
     work.inputGradient.memoryBytes = e * 3 * hs + (4 + e) * s * v;
-    // Eager: the final norm's extra passes and the fp32 loss's (EagerBytes).
-    if (const EagerBytes eager = eagerBytes(x, e); x.elementwise != ElementwiseKind::Fused) {
-      work.forward.memoryBytes += hs * eager.normForward + s * v * eager.lossForward;
-      work.inputGradient.memoryBytes += hs * eager.normBackward + s * v * eager.lossBackward;
-    }
+    // Eager: the final norm's extra passes and the fp32 loss's (EagerBytes; none fused).
+    const EagerBytes eager = eagerBytes(x, e);
+    work.forward.memoryBytes += hs * eager.normForward + s * v * eager.lossForward;
+    work.inputGradient.memoryBytes += hs * eager.normBackward + s * v * eager.lossBackward;
     return work;
   }
   return work;
