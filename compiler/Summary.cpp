@@ -48,6 +48,10 @@ std::string describeModel(const Job &job) {
     if (const std::optional<LatentAttentionSpec> &mla = t->latentAttention)
       text += ", latent attention (kv rank " + std::to_string(mla->kvLoraRank) + ", q rank " +
               std::to_string(mla->qLoraRank) + ")";
+    if (t->elementwise != ElementwiseKind::Fused)
+      text += t->elementwise == ElementwiseKind::Eager
+                  ? ", element-wise operations in PyTorch's eager mode"
+                  : ", element-wise operations in PyTorch's eager mode but the fused RMSNorm";
     if (const std::optional<MoeSpec> &moe = t->moe) {
       text += "; experts: " + std::to_string(moe->numExperts) + " routed, top " +
               std::to_string(moe->topK) + " (" + std::string(enumName(moe->router));
