@@ -46,19 +46,22 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
     if (!(cluster.memoryBandwidth > 0))
       return llvm::createStringError(
           "cluster.memory_bandwidth must be positive (bytes/s) to price a transformer's layers");
-    if (static_cast<int64_t>(cost.layers.size()) != shape->numLayers + 2)
+    const int64_t blocks = shape->numLayers + shape->mtpLayers;
+    if (static_cast<int64_t>(cost.layers.size()) != blocks + 2)
       return llvm::createStringError(
-          "the transformer has " + std::to_string(shape->numLayers) + " blocks, so its chain has " +
-          std::to_string(shape->numLayers + 2) + " layers, but the model has " +
+          "the transformer has " + std::to_string(blocks) +
+          " blocks and multi-token prediction modules, so its chain has " +
+          std::to_string(blocks + 2) + " layers, but the model has " +
           std::to_string(cost.layers.size()));
     cost.roofline = Roofline::of(cluster, shape->elementBytes);
     TransformerShape x = *shape;
     x.recomputeModules = in.recomputeModules;
-    const int64_t last = x.numLayers + 1;
+    const int64_t last = blocks + 1;
     for (int64_t l = 0; l <= last; ++l) {
-      TransformerLayer kind = l == 0      ? TransformerLayer::Embedding
-                              : l == last ? TransformerLayer::Head
-                                          : TransformerLayer::Block;
+      TransformerLayer kind = l == 0            ? TransformerLayer::Embedding
+                              : l == last       ? TransformerLayer::Head
+                              : l > x.numLayers ? TransformerLayer::Mtp
+                                                : TransformerLayer::Block;
       cost.layers[l].work = transformerWork(x, kind, in.tensor, in.sequenceParallel, l - 1);
       // A block's work depends on the shape and on whether it has experts only.
       if (kind == TransformerLayer::Block && l >= 2) {

@@ -26,6 +26,7 @@ TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t 
   shape.rmsNorm = spec.norm == NormKind::RMSNorm;
   shape.headDim = spec.headDim.value_or(0);
   shape.qkNorm = spec.qkNorm;
+  shape.mtpLayers = spec.mtpLayers;
   if (const std::optional<LatentAttentionSpec> &mla = spec.latentAttention) {
     shape.qLoraRank = mla->qLoraRank;
     shape.kvLoraRank = mla->kvLoraRank;

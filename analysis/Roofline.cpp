@@ -459,6 +459,26 @@ LayerWork conduit::transformerWork(const TransformerShape &x, TransformerLayer l
   switch (layer) {
   case TransformerLayer::Block:
     return blockWork(x, t, sequenceParallel, x.blockHasExperts(block));
+  case TransformerLayer::Mtp: {
+    // Block `block` and, around it: the embedding rows of the tokens one ahead read (their
+    // gradient accumulated into the shared table), the norms of the two inputs and their
+    // concatenation, the projection 2h -> h (column-parallel), and the shared head's work.
+    work = blockWork(x, t, sequenceParallel, x.blockHasExperts(block));
+    addLinear(work, {s, 2 * h, h / t, x.fp8});
+    const EagerBytes eager = eagerBytes(x, e);
+    work.forward.memoryBytes += e * s * h + (e * 2 * 2 + 2 * eager.normForward) * hs + e * 4 * hs;
+    work.inputGradient.memoryBytes += (e * 2 * 3 + 2 * eager.normBackward) * hs + e * 4 * hs;
+    work.weightGradient.memoryBytes += e * s * h + 8 * s * h / t;
+    const LayerWork head = transformerWork(x, TransformerLayer::Head, tensor, sequenceParallel);
+    for (auto [into, from] : {std::pair{&work.forward, &head.forward},
+                              std::pair{&work.inputGradient, &head.inputGradient},
+                              std::pair{&work.weightGradient, &head.weightGradient}}) {
+      into->gemms.insert(into->gemms.end(), from->gemms.begin(), from->gemms.end());
+      into->memoryBytes += from->memoryBytes;
+      into->castBytes += from->castBytes;
+    }
+    return work;
+  }
   case TransformerLayer::Embedding:
     // Vocabulary-parallel lookup: each rank reads the rows in its part of the vocabulary (a
     // T-th of the tokens, on average) and writes the whole output, zeros elsewhere, for the

@@ -53,6 +53,8 @@ struct TransformerShape {
   int64_t headDim = 0;
   /// An RMSNorm over each head's queries and keys (Qwen3's q/k norms).
   bool qkNorm = false;
+  /// Multi-token prediction modules after the blocks (DeepSeek-V3), blocks numLayers on.
+  int64_t mtpLayers = 0;
   /// Multi-head latent attention (DeepSeek-V2/V3), kvLoraRank 0 without it: queries through a
   /// rank-qLoraRank latent (0: directly), keys and values through a rank-kvLoraRank latent,
   /// per head qkNopeHeadDim + qkRopeHeadDim wide for the scores and vHeadDim for the values.
@@ -153,7 +155,9 @@ struct LayerWork {
   Work expertsForward, expertsInputGradient, expertsWeightGradient;
 };
 
-enum class TransformerLayer { Embedding, Block, Head };
+/// A multi-token prediction module (TransformerShape::mtpLayers) is a block with, around it,
+/// its inputs' norms and projection and the shared head's work.
+enum class TransformerLayer { Embedding, Block, Head, Mtp };
 
 /// The work of `layer` on one of `tensor` ranks, partitioned as Megatron-LM partitions it
 /// (Shoeybi et al., arXiv 1909.08053): the QKV and MLP up/gate projections split their

@@ -66,8 +66,8 @@ pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &
       t.vocabSize, toDialect<pipe::MlpKind>(t.mlp), toDialect<pipe::NormKind>(t.norm),
       toDialect<pipe::PositionKind>(t.position), t.tieEmbeddings, toDialect<pipe::BiasKind>(t.bias),
       t.ropeTheta, t.normEps, toDialect<pipe::AttentionKind>(t.attention),
-      toDialect<pipe::ElementwiseKind>(t.elementwise), t.headDim.value_or(0), t.qkNorm, latent,
-      buildMoe(ctx, t, imbalance));
+      toDialect<pipe::ElementwiseKind>(t.elementwise), t.headDim.value_or(0), t.qkNorm, t.mtpLayers,
+      latent, buildMoe(ctx, t, imbalance));
 }
 
 /// A symbol name from the job name: letters, digits and '_' only.

@@ -34,8 +34,10 @@ std::string describeModel(const Job &job) {
   const ModelSpec &m = job.model;
   std::string text = m.kind + ", " + std::to_string(m.layers.size()) + " layers";
   if (const std::optional<TransformerSpec> &t = m.transformer) {
-    text += " (embedding, " + std::to_string(t->numLayers) + " blocks, head): hidden " +
-            std::to_string(t->hiddenSize) + ", " + std::to_string(t->numHeads) + " heads";
+    text += " (embedding, " + std::to_string(t->numLayers) + " blocks, " +
+            (t->mtpLayers > 0 ? std::to_string(t->mtpLayers) + " multi-token prediction, " : "") +
+            "head): hidden " + std::to_string(t->hiddenSize) + ", " + std::to_string(t->numHeads) +
+            " heads";
     if (t->numKvHeads != t->numHeads)
       text += " (" + std::to_string(t->numKvHeads) + " key/value)";
     if (t->headDim && *t->headDim * t->numHeads != t->hiddenSize)

@@ -229,6 +229,11 @@ struct TransformerSpec {
   std::optional<int64_t> headDim;
   /// RMSNorm on each head's queries and keys (Qwen3).
   bool qkNorm = false;
+  /// Multi-token prediction modules after the blocks (DeepSeek-V3's depth D, its
+  /// num_nextn_predict_layers; Megatron-Core's --mtp-num-layers): module k predicts the token
+  /// k + 2 ahead from the previous depth's hidden state and the embedding of the token k + 1
+  /// ahead, through a projection, a block of the model's kind and the shared output head.
+  int64_t mtpLayers = 0;
   std::optional<LatentAttentionSpec> latentAttention;
   std::optional<MoeSpec> moe;
 };

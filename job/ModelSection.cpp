@@ -29,7 +29,7 @@ void JobParser::parseModel(ObjectReader &section, ModelSpec &m, const TrainingSp
   m.kind = std::string(kModelKinds[*kind]);
   if (m.kind == "layers") {
     // The transformer's variants describe a shape; a layer list states its costs itself.
-    for (std::string_view key : {"moe", "latent_attention", "head_dim", "qk_norm"})
+    for (std::string_view key : {"moe", "latent_attention", "head_dim", "qk_norm", "mtp_layers"})
       if (section.value(key)) {
         diag.report(section.keyPath(key),
                     "applies to a transformer (model.kind \"transformer\" or \"hf\"); a layer "
@@ -132,6 +132,8 @@ void JobParser::readShape(ObjectReader &section, TransformerSpec &t) {
     t.normEps = *eps;
   if (auto attention = readEnum<AttentionKind>(section, "attention"))
     t.attention = *attention;
+  if (auto mtp = section.integer("mtp_layers", 0, limits::kMaxMtpLayers))
+    t.mtpLayers = *mtp;
   if (auto elementwise = readEnum<ElementwiseKind>(section, "elementwise"))
     t.elementwise = *elementwise;
   if (auto headDim = section.integer("head_dim", 1, limits::kMaxHidden))

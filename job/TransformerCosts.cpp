@@ -52,6 +52,20 @@ struct Shape {
 
   double normParams() const { return layerNorm ? 2 * h : h; }
 
+  /// A multi-token prediction module (TransformerSpec::mtpLayers) is block numLayers + k of
+  /// the model's kind and, around it: the two norms of its inputs (the previous depth's hidden
+  /// state and the embedding of the token k + 1 ahead, read from the main model's table), the
+  /// projection of their concatenation (2h -> h), the shared head's own norm, and the main
+  /// model's output head with a loss of its own. The embedding and head weights are the main
+  /// model's, counted there.
+  double mtpExtraParams() const { return 2 * h * h + 3 * normParams(); }
+  double mtpExtraForwardFlops() const { return 2 * s * 2 * h * h + 2 * s * h * v; }
+  /// Kept: the two norms' inputs, the projection's input (2h), the head's norm input and its
+  /// normalised output, and the fp32 logits for the loss's gradient.
+  double mtpExtraActivationBytes(double e) const {
+    return e * 6 * s * h + 4 * s * v + eagerNormBytes(3 * s * h);
+  }
+
   /// What PyTorch's eager mode keeps beyond fused kernels, in bytes: an RMSNorm in fp32 ops
   /// keeps its input cast to fp32 and its unweighted output (in the element type) where the
   /// fused kernel keeps the input, 4 bytes an element more.
@@ -511,7 +525,7 @@ absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
   const double e = static_cast<double>(elementBytes);
   const double i = static_cast<double>(savedInputBytes > 0 ? savedInputBytes : elementBytes);
   std::vector<LayerSpec> layers;
-  layers.reserve(spec.numLayers + 2);
+  layers.reserve(spec.numLayers + spec.mtpLayers + 2);
 
   // Embedding: token (and learned position) tables; keeps the token ids (int32). Its backward
   // is all weight gradient (the rows of the table).
@@ -522,13 +536,24 @@ absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
       !err.ok())
     return err;
 
-  for (int64_t b = 0; b < spec.numLayers; ++b) {
-    const double fwd = x.blockForwardFlops(b);
-    if (absl::Status err = addLayer(layers, "block." + std::to_string(b), runtime::LayerKind::Block,
-                                    x.blockParams(b), fwd, 2 * fwd, x.blockWeightFlops(b),
-                                    x.blockActivationBytes(b, e, i), e * x.s * x.h, e * x.s * x.h,
-                                    x.blockWeightGradientBytes(b, e, i), x.blockReplicatedParams(b),
-                                    x.blockReplicatedActivationBytes(b, e, i));
+  // The blocks, then the multi-token prediction modules (Shape::mtpExtraParams): module k
+  // takes the main hidden state (and, from the second on, the previous module's) and passes
+  // the main one on to the head with its own.
+  const int64_t mtp = spec.mtpLayers;
+  for (int64_t b = 0; b < spec.numLayers + mtp; ++b) {
+    const int64_t k = b - spec.numLayers; // the module's depth, or negative for a block
+    const double fwd = x.blockForwardFlops(b) + (k >= 0 ? x.mtpExtraForwardFlops() : 0);
+    const double sh = e * x.s * x.h;
+    const std::string name = k < 0 ? "block." + std::to_string(b) : "mtp." + std::to_string(k);
+    if (absl::Status err =
+            addLayer(layers, name, runtime::LayerKind::Block,
+                     x.blockParams(b) + (k >= 0 ? x.mtpExtraParams() : 0), fwd, 2 * fwd,
+                     x.blockWeightFlops(b) + (k >= 0 ? x.mtpExtraForwardFlops() : 0),
+                     x.blockActivationBytes(b, e, i) + (k >= 0 ? x.mtpExtraActivationBytes(e) : 0),
+                     k > 0 ? 2 * sh : sh, k >= 0 && k + 1 < mtp ? 2 * sh : sh,
+                     x.blockWeightGradientBytes(b, e, i) + (k >= 0 ? 4 * sh + e * x.s * x.v : 0),
+                     x.blockReplicatedParams(b) + (k >= 0 ? 3 * x.normParams() : 0),
+                     x.blockReplicatedActivationBytes(b, e, i) + (k >= 0 ? 4 * sh : 0));
         !err.ok())
       return err;
     const auto modules = x.blockModuleBytes(b, e, i);
@@ -562,16 +587,16 @@ double endParams(const TransformerSpec &spec, const Shape &x) {
 
 int64_t conduit::transformerParameters(const TransformerSpec &spec) {
   const Shape x(spec);
-  double total = endParams(spec, x);
-  for (int64_t i = 0; i < spec.numLayers; ++i)
+  double total = endParams(spec, x) + double(spec.mtpLayers) * x.mtpExtraParams();
+  for (int64_t i = 0; i < spec.numLayers + spec.mtpLayers; ++i)
     total += x.blockParams(i);
   return static_cast<int64_t>(total);
 }
 
 int64_t conduit::transformerActiveParameters(const TransformerSpec &spec) {
   const Shape x(spec);
-  double total = endParams(spec, x);
-  for (int64_t i = 0; i < spec.numLayers; ++i) {
+  double total = endParams(spec, x) + double(spec.mtpLayers) * x.mtpExtraParams();
+  for (int64_t i = 0; i < spec.numLayers + spec.mtpLayers; ++i) {
     total += x.blockParams(i);
     if (x.hasExperts(i))
       total -= x.routedParams() * (1 - double(spec.moe->topK) / double(spec.moe->numExperts));

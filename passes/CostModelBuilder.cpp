@@ -67,6 +67,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
     shape.fp8CurrentScaling = training.getFp8Scaling() == pipe::Fp8Scaling::Current;
     shape.headDim = architecture.getHeadDim();
     shape.qkNorm = architecture.getQkNorm();
+    shape.mtpLayers = architecture.getMtpLayers();
     if (pipe::LatentAttentionAttr mla = architecture.getLatentAttention()) {
       shape.qLoraRank = mla.getQLoraRank();
       shape.kvLoraRank = mla.getKvLoraRank();

@@ -201,6 +201,7 @@ TensorLayout::TensorLayout(pipe::ModelOp model) {
     x.numHeads = t.getNumHeads();
     x.headDim = t.getHeadDim();
     x.qkNorm = t.getQkNorm();
+    x.mtpLayers = t.getMtpLayers();
     x.seqLength = t.getSeqLength();
     if (moe) {
       x.numExperts = moe.getNumExperts();

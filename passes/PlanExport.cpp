@@ -100,6 +100,7 @@ runtime::Transformer exportTransformer(pipe::TransformerAttr t) {
   x.normEps = t.getNormEps();
   x.headDim = t.getHeadDim();
   x.qkNorm = t.getQkNorm();
+  x.mtpLayers = t.getMtpLayers();
   if (pipe::LatentAttentionAttr mla = t.getLatentAttention()) {
     x.qLoraRank = mla.getQLoraRank();
     x.kvLoraRank = mla.getKvLoraRank();

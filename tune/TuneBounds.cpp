@@ -40,6 +40,7 @@ runtime::Transformer detail::collectiveShape(const Job &job) {
   x.numHeads = t.numHeads;
   x.headDim = t.headDim.value_or(0);
   x.qkNorm = t.qkNorm;
+  x.mtpLayers = t.mtpLayers;
   x.seqLength = t.seqLength;
   x.mlp = static_cast<uint8_t>(t.mlp);
   if (!t.moe)

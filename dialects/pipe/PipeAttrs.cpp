@@ -217,7 +217,8 @@ LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       PositionKind position, bool tieEmbeddings, BiasKind bias,
                                       F64 ropeTheta, F64 normEps, AttentionKind attention,
                                       ElementwiseKind elementwise, int64_t headDim, bool qkNorm,
-                                      LatentAttentionAttr latentAttention, MoeAttr moe) {
+                                      int64_t mtpLayers, LatentAttentionAttr latentAttention,
+                                      MoeAttr moe) {
   if (failed(check(emitError, numLayers >= 1, "num_layers", "positive", numLayers)) ||
       failed(check(emitError, hiddenSize >= 1, "hidden_size", "positive", hiddenSize)) ||
       failed(check(emitError, numHeads >= 1, "num_heads", "positive", numHeads)) ||
@@ -229,7 +230,8 @@ LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                    ropeTheta)) ||
       failed(check(emitError, std::isfinite(normEps) && normEps > 0 && normEps < 1, "norm_eps",
                    "between 0 and 1", normEps)) ||
-      failed(check(emitError, headDim >= 0, "head_dim", "non-negative", headDim)))
+      failed(check(emitError, headDim >= 0, "head_dim", "non-negative", headDim)) ||
+      failed(check(emitError, mtpLayers >= 0, "mtp_layers", "non-negative", mtpLayers)))
     return failure();
   if (latentAttention && headDim != 0)
     return emitError() << "head_dim is set with latent_attention, whose head widths are its own";

@@ -548,7 +548,9 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     `fused` (one kernel each; the default, not printed), `eager` (PyTorch's eager mode, op by
     op) or `eager_fused_norm` (eager with the RMSNorm one kernel). `head_dim` is an explicit
     per-head width (0, not printed: hidden_size / num_heads; Qwen3 sets it), `qk_norm` an
-    RMSNorm on each head's queries and keys (Qwen3); `latent_attention` (#pipe.latent_attention)
+    RMSNorm on each head's queries and keys (Qwen3); `mtp_layers` the multi-token
+    prediction modules after the blocks (DeepSeek-V3's depth; 0, not printed: none), whose
+    layers follow the blocks in the chain, before `head`; `latent_attention` (#pipe.latent_attention)
     replaces the attention's projections, and `moe` (#pipe.moe) the MLP of the blocks after
     its `dense_layers`.
 
@@ -578,6 +580,7 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     Pipe_DefaultEnumParam<Pipe_ElementwiseKind, "Fused">:$elementwise,
     DefaultValuedParameter<"int64_t", "0">:$head_dim,
     DefaultValuedParameter<"bool", "false">:$qk_norm,
+    DefaultValuedParameter<"int64_t", "0">:$mtp_layers,
     OptionalParameter<"LatentAttentionAttr">:$latent_attention,
     OptionalParameter<"MoeAttr">:$moe
   );

@@ -20,14 +20,20 @@ namespace conduit::model {
 
 namespace {
 
-/// The attention variants the layers do not implement (latent attention), and a mixture of
-/// experts the layers or the backends cannot run, naming the key to change.
+/// The attention variants the layers do not implement (latent attention), multi-token
+/// prediction, and a mixture of experts the layers or the backends cannot run, naming the key
+/// to change.
 absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
   const runtime::Transformer &t = *plan.transformer;
   if (t.usesLatentAttention())
     return absl::FailedPreconditionError(
         "the model uses multi-head latent attention (model.latent_attention), which conduit-run "
         "does not train; the compiler plans and prices it");
+  if (t.mtpLayers > 0)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the model has ", t.mtpLayers,
+        " multi-token prediction module(s) (model.mtp_layers), which conduit-run does not train; "
+        "the compiler plans and prices them"));
   if (!t.isMoe()) {
     if (plan.config.expert > 1)
       return absl::InvalidArgumentError(

@@ -31,6 +31,8 @@ constexpr int64_t kMaxVocab = 1 << 24;
 /// Routed (or shared) experts of a mixture-of-experts block. A model near these bounds is
 /// refused by its cost figures (a layer's figures stay below 2^53).
 constexpr int64_t kMaxExperts = 1 << 16;
+/// Multi-token prediction modules after the blocks (DeepSeek-V3 trains one).
+constexpr int64_t kMaxMtpLayers = 16;
 
 // The parallel configuration.
 

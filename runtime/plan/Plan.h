@@ -39,9 +39,13 @@ constexpr uint64_t kFeatureBlocksCheckpointing = uint64_t(1) << 4;
 /// transformer.bias_update_rate above 0: the router's bias moves by the load after each
 /// step; an older reader would leave it where it is.
 constexpr uint64_t kFeatureExpertBiasUpdate = uint64_t(1) << 5;
+/// transformer.mtp_layers above 0: the chain holds multi-token prediction modules after the
+/// blocks; an older reader would take them for blocks.
+constexpr uint64_t kFeatureMtp = uint64_t(1) << 6;
 constexpr uint64_t kKnownFeatures = kFeatureGradientReductionRun | kFeatureRecomputeModules |
                                     kFeatureBf16Moments | kFeatureGroupLimitedRouting |
-                                    kFeatureBlocksCheckpointing | kFeatureExpertBiasUpdate;
+                                    kFeatureBlocksCheckpointing | kFeatureExpertBiasUpdate |
+                                    kFeatureMtp;
 
 enum class Op : uint8_t {
   Forward,
@@ -269,6 +273,9 @@ struct Transformer {
   /// Per-head width of queries, keys and values; 0: hiddenSize / numHeads. Qwen3 sets it.
   int64_t headDim = 0;
   bool qkNorm = false; ///< RMSNorm on each head's queries and keys (Qwen3)
+  /// Multi-token prediction modules after the blocks (DeepSeek-V3): the chain's blocks are
+  /// numLayers of the model and then these, before the head.
+  int64_t mtpLayers = 0;
   /// Multi-head latent attention (DeepSeek-V2/V3); all 0 without it.
   int64_t qLoraRank = 0, kvLoraRank = 0, qkNopeHeadDim = 0, qkRopeHeadDim = 0, vHeadDim = 0;
   /// Mixture of experts; numExperts 0: every block has a dense MLP.

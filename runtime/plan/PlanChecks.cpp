@@ -174,10 +174,10 @@ private:
                               "; the transformer's samples are transformer.seq_length ",
                               t.seqLength, " tokens"));
     const int64_t layers = static_cast<int64_t>(plan.layers.size());
-    if (layers != t.numLayers + 2)
-      return bad(absl::StrCat("transformer.num_layers is ", t.numLayers, "; the plan's chain has ",
-                              layers, " layers, which is ", layers - 2,
-                              " blocks between an embedding and a head"));
+    if (layers != t.numLayers + t.mtpLayers + 2)
+      return bad(absl::StrCat("transformer.num_layers is ", t.numLayers, " and mtp_layers ",
+                              t.mtpLayers, "; the plan's chain has ", layers, " layers, which is ",
+                              layers - 2, " blocks between an embedding and a head"));
     for (int64_t l = 0; l < layers; ++l) {
       const LayerKind expected = l == 0            ? LayerKind::Embedding
                                  : l == layers - 1 ? LayerKind::Head

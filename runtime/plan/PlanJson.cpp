@@ -147,6 +147,8 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
       os << ", \"head_dim\": " << t->headDim;
     if (t->qkNorm)
       os << ", \"qk_norm\": true";
+    if (t->mtpLayers > 0)
+      os << ", \"mtp_layers\": " << t->mtpLayers;
     if (t->usesLatentAttention())
       os << ", \"latent_attention\": {\"q_lora_rank\": " << t->qLoraRank
          << ", \"kv_lora_rank\": " << t->kvLoraRank

@@ -185,6 +185,8 @@ absl::Status checkExpertFields(const Plan &plan) {
                                 " and transformer.shared_ffn_hidden_size ", t->sharedFfnHiddenSize,
                                 "; both are 0 or both above 0"));
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.dense_layers", t->denseLayers, 0, t->numLayers));
+  CONDUIT_RETURN_IF_ERROR(
+      inRange("transformer.mtp_layers", t->mtpLayers, 0, limits::kMaxMtpLayers));
   const double experts = static_cast<double>(t->numExperts);
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.capacity_factor", t->capacityFactor, 0.0, experts));
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.imbalance", t->imbalance, 1.0, experts));
@@ -373,6 +375,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
     x.dispatch = t->dispatch();
     x.fp8Dispatch = t->fp8_dispatch();
     x.biasUpdateRate = t->bias_update_rate();
+    x.mtpLayers = t->mtp_layers();
   }
   for (const fb::Layer *l : *p->layers()) {
     if (l->kind() > 3)

@@ -126,7 +126,8 @@ flatbuffers::DetachedBuffer buildPlan(const Plan &plan,
         t->qkNopeHeadDim, t->qkRopeHeadDim, t->vHeadDim, t->numExperts, t->topK,
         t->expertFfnHiddenSize, t->router, t->normalizeTopK, t->auxLossCoefficient,
         t->sharedExperts, t->sharedFfnHiddenSize, t->denseLayers, t->capacityFactor, t->imbalance,
-        t->routerGroups, t->routerGroupTopK, t->dispatch, t->fp8Dispatch, t->biasUpdateRate);
+        t->routerGroups, t->routerGroupTopK, t->dispatch, t->fp8Dispatch, t->biasUpdateRate,
+        t->mtpLayers);
   const uint64_t features = requiredFeatures(plan);
   auto root = fb::CreatePlan(fbb, plan.formatVersion, features, fbb.CreateString(plan.name),
                              fbb.CreateString(plan.source), configOffset, transformer,

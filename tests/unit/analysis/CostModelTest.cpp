@@ -66,11 +66,12 @@ CostInputs transformerInputs(const TransformerShape &shape, int64_t tensor = 1,
   in.tensor = tensor;
   in.sequenceParallel = sequenceParallel;
   in.transformer = shape;
-  for (int64_t l = 0; l < shape.numLayers + 2; ++l) {
+  const int64_t last = shape.numLayers + shape.mtpLayers + 1;
+  for (int64_t l = 0; l <= last; ++l) {
     in.names.push_back("layer" + std::to_string(l));
-    in.kinds.push_back(l == 0                     ? runtime::LayerKind::Embedding
-                       : l == shape.numLayers + 1 ? runtime::LayerKind::Head
-                                                  : runtime::LayerKind::Block);
+    in.kinds.push_back(l == 0      ? runtime::LayerKind::Embedding
+                       : l == last ? runtime::LayerKind::Head
+                                   : runtime::LayerKind::Block);
     in.fwdFlops.push_back(0);
     in.bwdFlops.push_back(0);
     in.bwdWeightFlops.push_back(0);
@@ -360,6 +361,34 @@ TEST(CostModelTest, FlashAttentionIsOneFusedKernelPerPass) {
   CostModel selective = build(in);
   EXPECT_DOUBLE_EQ(selective.recomputeTime(1, 2), 0);
   EXPECT_DOUBLE_EQ(selective.backwardTime(1, 2), plain.backwardTime(1, 2));
+}
+
+// A multi-token prediction module is priced as a block of the model's kind (experts and
+// all) with the projection of its inputs and the shared head's products, and the chain must
+// hold it between the blocks and the head.
+TEST(CostModelTest, AMultiTokenPredictionModuleIsABlockWithTheHeadsWork) {
+  TransformerShape x = moe52b();
+  x.numLayers = 4;
+  x.mtpLayers = 1;
+  const double s = x.seqLength, h = x.hiddenSize;
+  const LayerWork mtp = transformerWork(x, TransformerLayer::Mtp, 1, false, 4),
+                  block = transformerWork(x, TransformerLayer::Block, 1, false, 4),
+                  head = transformerWork(x, TransformerLayer::Head, 1, false);
+  EXPECT_DOUBLE_EQ(mtp.forward.flops(),
+                   block.forward.flops() + head.forward.flops() + 2 * s * 2 * h * h);
+  EXPECT_DOUBLE_EQ(mtp.weightGradient.flops(),
+                   block.weightGradient.flops() + head.weightGradient.flops() + 2 * s * 2 * h * h);
+  EXPECT_DOUBLE_EQ(mtp.expertsForward.flops(), block.expertsForward.flops());
+  EXPECT_GT(mtp.forward.memoryBytes, block.forward.memoryBytes + head.forward.memoryBytes);
+  CostInputs in = transformerInputs(x);
+  ASSERT_EQ(in.fwdFlops.size(), 7u); // embedding, 4 blocks, the module, head
+  llvm::Expected<CostModel> cost = CostModel::build(in);
+  ASSERT_TRUE(static_cast<bool>(cost)) << llvm::toString(cost.takeError());
+  EXPECT_GT(cost->forwardTime(5, 1), cost->forwardTime(4, 1));
+  in.transformer->mtpLayers = 0;
+  llvm::Expected<CostModel> wrong = CostModel::build(in);
+  ASSERT_FALSE(static_cast<bool>(wrong));
+  EXPECT_NE(llvm::toString(wrong.takeError()).find("so its chain has 6 layers"), std::string::npos);
 }
 
 // PyTorch's eager mode runs the reference Llama code op by op: its kernels move more bytes than

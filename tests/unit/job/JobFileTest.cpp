@@ -102,6 +102,39 @@ TEST(JobFile, DataTypeSetsActivationBytes) {
   EXPECT_EQ(fp32->model.layers[1].outputBytes, 2 * bf16->model.layers[1].outputBytes);
 }
 
+// Multi-token prediction modules follow the blocks: a block of the model's kind with its two
+// inputs' norms, the projection 2h -> h, the shared head's norm, and the shared head's product
+// and loss (its weights the main model's).
+TEST(JobFile, MultiTokenPredictionModulesFollowTheBlocks) {
+  std::optional<Job> plain = parse(kMinimal);
+  std::optional<Job> mtp = parse(withKey("model", "mtp_layers", "2"));
+  ASSERT_TRUE(plain && mtp);
+  const std::vector<LayerSpec> &a = plain->model.layers, &b = mtp->model.layers;
+  ASSERT_EQ(b.size(), a.size() + 2);
+  EXPECT_EQ(b[5].name, "mtp.0");
+  EXPECT_EQ(b[6].name, "mtp.1");
+  EXPECT_EQ(b[7].name, "head");
+  EXPECT_EQ(b[5].kind, runtime::LayerKind::Block);
+  const int64_t h = 64, s = 32, v = 128;
+  EXPECT_EQ(b[5].params, a[4].params + 2 * h * h + 3 * 2 * h); // LayerNorms: gain and bias
+  EXPECT_DOUBLE_EQ(b[5].fwdFlops, a[4].fwdFlops + 2.0 * s * 2 * h * h + 2.0 * s * h * v);
+  EXPECT_DOUBLE_EQ(b[5].bwdFlops, 2 * b[5].fwdFlops);
+  // The first takes the main hidden state, passes it on with its own; the last passes the
+  // main one alone to the head.
+  EXPECT_EQ(b[5].checkpointBytes, a[4].checkpointBytes);
+  EXPECT_EQ(b[5].outputBytes, 2 * a[4].outputBytes);
+  EXPECT_EQ(b[6].checkpointBytes, 2 * a[4].checkpointBytes);
+  EXPECT_EQ(b[6].outputBytes, a[4].outputBytes);
+  EXPECT_EQ(mtp->model.transformer->mtpLayers, 2);
+  std::string error;
+  EXPECT_FALSE(parse(withKey("model", "mtp_layers", "17"), &error));
+  EXPECT_NE(error.find("model.mtp_layers"), std::string::npos) << error;
+  Json layers = Json::parse(kMinimal);
+  layers["model"] = Json::parse(R"({"kind": "layers", "mtp_layers": 1, "layers": []})");
+  EXPECT_FALSE(parse(writeJson(layers), &error));
+  EXPECT_NE(error.find("model.mtp_layers: applies to a transformer"), std::string::npos) << error;
+}
+
 TEST(JobFile, AttentionKernelAndFp8) {
   // Flash attention unless the model says eager; either keeps the model FLOPs.
   std::optional<Job> flash = parse(kMinimal);

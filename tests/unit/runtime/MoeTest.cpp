@@ -477,6 +477,7 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
        },
        "model.seq_length"},
       {[](runtime::Plan &p) { p.transformer->kvLoraRank = 16; }, "model.latent_attention"},
+      {[](runtime::Plan &p) { p.transformer->mtpLayers = 1; }, "model.mtp_layers"},
   };
   for (const auto &c : cases) {
     SCOPED_TRACE(c.key);

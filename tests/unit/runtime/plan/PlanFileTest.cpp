@@ -273,6 +273,14 @@ TEST(PlanFile, ModelFieldsRoundTrip) {
   p = conduit::planfile::GetPlan(bytes.data());
   EXPECT_EQ(p->transformer()->bias_update_rate(), 1e-3);
   EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting | kFeatureExpertBiasUpdate);
+  // Multi-token prediction modules: a reader that ignored the field would take them for
+  // blocks.
+  EXPECT_EQ(p->transformer()->mtp_layers(), 0);
+  plan.transformer->mtpLayers = 1;
+  bytes = writePlan(plan);
+  p = conduit::planfile::GetPlan(bytes.data());
+  EXPECT_EQ(p->transformer()->mtp_layers(), 1);
+  EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting | kFeatureExpertBiasUpdate | kFeatureMtp);
   // A dense plan carries the defaults: no experts, expert 1, imbalance 1.
   Plan dense = twoRankPlan();
   std::string denseBytes = writePlan(dense);
@@ -324,6 +332,8 @@ TEST(PlanFile, ModelFieldsAreChecked) {
       {[](Plan &p) { p.transformer->expertFfnHiddenSize = 0; },
        "transformer.expert_ffn_hidden_size is 0"},
       {[](Plan &p) { p.transformer->headDim = 3; }, "transformer.head_dim is 3"},
+      {[](Plan &p) { p.transformer->mtpLayers = -1; }, "transformer.mtp_layers is -1"},
+      {[](Plan &p) { p.transformer->mtpLayers = 17; }, "transformer.mtp_layers is 17"},
       {[](Plan &p) { p.transformer->qkRopeHeadDim = 4; },
        "transformer.qk_rope_head_dim is 4 without latent attention"},
       {[](Plan &p) { p.config.expert = 3; }, "config.expert is 3; it must divide"},
@@ -399,9 +409,9 @@ TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
                   "conduit-compile.");
   }
   plan = twoRankPlan();
-  plan.features = 0x40;
+  plan.features = 0x80;
   EXPECT_EQ(readBack(writePlan(plan)).message(),
-            "the plan file uses features this runtime does not know (bits 0x40). Recompile the "
+            "the plan file uses features this runtime does not know (bits 0x80). Recompile the "
             "job with a matching conduit-compile.");
 }
 
