@@ -462,9 +462,13 @@ LayerWork conduit::transformerWork(const TransformerShape &x, TransformerLayer l
   case TransformerLayer::Mtp: {
     // Block `block` and, around it: the embedding rows of the tokens one ahead read (their
     // gradient accumulated into the shared table), the norms of the two inputs and their
-    // concatenation, the projection 2h -> h (column-parallel), and the shared head's work.
+    // concatenation, the projection 2h -> h (column-parallel; in FP8 with its casts, as the
+    // block's linears), and the shared head's work.
     work = blockWork(x, t, sequenceParallel, x.blockHasExperts(block));
-    addLinear(work, {s, 2 * h, h / t, x.fp8});
+    const Linear projection{s, 2 * h, h / t, x.fp8};
+    addLinear(work, projection);
+    if (x.fp8)
+      addScaling(work.forward, work.inputGradient, projection, castBytesPerElement(x, e));
     const EagerBytes eager = eagerBytes(x, e);
     work.forward.memoryBytes += e * s * h + (e * 2 * 2 + 2 * eager.normForward) * hs + e * 4 * hs;
     work.inputGradient.memoryBytes += (e * 2 * 3 + 2 * eager.normBackward) * hs + e * 4 * hs;
