@@ -182,11 +182,6 @@ struct EagerBytes {
   /// (forward), the negative log-likelihood's zero-filled gradient, the log-softmax's gradient
   /// and the cast back (backward), against the fused loss's (e + 4) bytes each way.
   double lossForward = 0, lossBackward = 0;
-  /// Whether grouped keys and values are repeated to every query head (a copy forward, a sum
-  /// backward), and the gradients of a norm's output that feeds separate projections summed
-  /// by autograd, one add per extra consumer: Llama's wq, wk and wv (the rotary models';
-  /// GPT-2's code projects Q, K and V in one product) and SwiGLU's w1 and w3.
-  bool repeatsKeyValues = false, sumsFanOut = false;
 };
 
 EagerBytes eagerBytes(const TransformerShape &x, double e) {
@@ -203,7 +198,6 @@ EagerBytes eagerBytes(const TransformerShape &x, double e) {
   b.swigluBackward = 4 * e;
   b.lossForward = cast + 8 - (e + 4);
   b.lossBackward = 12 + cast - e;
-  b.repeatsKeyValues = b.sumsFanOut = true;
   return b;
 }
 
@@ -372,17 +366,18 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
   // Eager: the two norms' and the q/k norms' extra passes, rotary's through fp32, the dense
   // MLP's (or the shared experts') SwiGLU as two kernels, grouped keys and values repeated
   // (read c, write q per key or value element, forward; summed back, backward), and the
-  // backward's sums of the attention norm's output gradients (Llama's wq, wk, wv: two adds)
-  // and of the MLP norm's (w1, w3: one). A block with experts leaves its routed experts as
-  // they are.
+  // backward's sums of a norm output's gradients where it feeds separate products, one add
+  // per extra consumer: Llama's wq, wk and wv (two; the rotary models', as GPT-2's code
+  // projects Q, K and V in one product) and SwiGLU's w1 and w3 (one). A block with experts
+  // leaves its routed experts as they are.
   const EagerBytes eager = eagerBytes(x, e);
+  const bool opByOp = x.elementwise != ElementwiseKind::Fused;
   const double eagerMlp = !x.gated  ? 0
                           : experts ? static_cast<double>(x.sharedFfnHiddenSize) / t
                                     : f;
   const double repeated =
-      eager.repeatsKeyValues && !latent && x.numKvHeads < x.numHeads ? 2 * e * s * (q + c) / t : 0;
-  const double fanOut =
-      eager.sumsFanOut ? (x.rotary && !latent ? 2 : 0) + (eagerMlp > 0 ? 1 : 0) : 0;
+      opByOp && !latent && x.numKvHeads < x.numHeads ? 2 * e * s * (q + c) / t : 0;
+  const double fanOut = opByOp ? (x.rotary && !latent ? 2 : 0) + (eagerMlp > 0 ? 1 : 0) : 0;
   work.forward.memoryBytes += (2 * hs + qkNorms) * eager.normForward + rotary / 2 * eager.rotary +
                               eagerMlp * s * eager.swigluForward + repeated;
   work.inputGradient.memoryBytes +=

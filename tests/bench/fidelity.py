@@ -4,8 +4,8 @@
 Each run of fidelity_runs.json (beside this script) is a published measurement with its
 source: the model (a transformer's keys, or `path` to a Hugging Face config committed in the
 repository, relative to this folder), the parallel configuration, the device (`device` names
-one written as a preset with overrides), the data type, the attention kernel, how the element-wise operations ran (printed when
-eager), for a mixture
+one written as a preset with overrides), the data type, the attention kernel, how the
+element-wise operations ran (printed when eager), for a mixture
 of experts whether the run hid its expert all-to-alls behind compute (`overlap_all_to_alls`:
 false compiles with --overlap-all-to-alls=false), and the published throughput (tokens/s per GPU, or the iteration time from which it
 follows) and peak memory where the source gives one. This script writes each as a job,
