@@ -30,6 +30,13 @@ enum class Param {
   Norm1B,
   Wqkv,
   Bqkv,
+  Wdq,    ///< latent attention (DeepSeek-V3): the query latent's down projection, its norm's gain,
+  QaNorm, ///< its up projection, or the queries' projection without a latent; the key/value
+  Wuq,    ///< latent's down projection (with the shared rotary key), its norm's gain and its
+  Wq,     ///< up projection
+  Wdkv,
+  KvaNorm,
+  Wukv,
   Wo,
   Bo,
   QNorm, ///< the q/k norms' gains (Qwen3)
@@ -73,6 +80,13 @@ constexpr Module kBlock[] = {
     {Param::Wqkv, Param::Bqkv, Columns::Q, "self_attn.q_proj", "attn.c_attn"},
     {Param::Wqkv, Param::Bqkv, Columns::K, "self_attn.k_proj", nullptr},
     {Param::Wqkv, Param::Bqkv, Columns::V, "self_attn.v_proj", nullptr},
+    {Param::Wdq, Param::None, Columns::All, "self_attn.q_a_proj", nullptr},
+    {Param::QaNorm, Param::None, Columns::All, "self_attn.q_a_layernorm", nullptr},
+    {Param::Wuq, Param::None, Columns::All, "self_attn.q_b_proj", nullptr},
+    {Param::Wq, Param::None, Columns::All, "self_attn.q_proj", nullptr},
+    {Param::Wdkv, Param::None, Columns::All, "self_attn.kv_a_proj_with_mqa", nullptr},
+    {Param::KvaNorm, Param::None, Columns::All, "self_attn.kv_a_layernorm", nullptr},
+    {Param::Wukv, Param::None, Columns::All, "self_attn.kv_b_proj", nullptr},
     {Param::Wo, Param::Bo, Columns::All, "self_attn.o_proj", "attn.c_proj"},
     {Param::QNorm, Param::None, Columns::All, "self_attn.q_norm", nullptr},
     {Param::KNorm, Param::None, Columns::All, "self_attn.k_norm", nullptr},
@@ -84,17 +98,21 @@ constexpr Module kHead[] = {
     {Param::NormG, Param::NormB, Columns::All, "model.norm", "transformer.ln_f"},
     {Param::Lm, Param::None, Columns::All, "lm_head", "lm_head"}};
 
-/// Llama's names (and its family's: Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE) for a model
-/// with any of Llama's parts, or with heads GPT-2 does not have (their own width, q/k norms).
+/// Llama's names (and its family's: Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3)
+/// for a model with any of Llama's parts, or with heads GPT-2 does not have (their own width,
+/// q/k norms, latent attention).
 bool isLlama(const Transformer &t) {
-  return t.norm == 1 || t.mlp == 1 || t.position == 1 || t.headDim != 0 || t.qkNorm;
+  return t.norm == 1 || t.mlp == 1 || t.position == 1 || t.headDim != 0 || t.qkNorm ||
+         t.usesLatentAttention();
 }
+/// DeepSeek-V3's names and config: latent attention.
+bool isDeepSeek(const Transformer &t) { return t.usesLatentAttention(); }
 /// Qwen3's attention: q/k norms.
 bool isQwen3(const Transformer &t) { return t.qkNorm; }
 /// A mixture of experts takes the Qwen MoE names where its attention is Qwen2's (biases on q, k
 /// and v only) or Qwen3's, or it has shared experts, else Mixtral's.
 bool isQwenMoe(const Transformer &t) {
-  return t.isMoe() && (t.bias == 1 || isQwen3(t) || t.sharedExperts > 0);
+  return t.isMoe() && !isDeepSeek(t) && (t.bias == 1 || isQwen3(t) || t.sharedExperts > 0);
 }
 /// Each head's width.
 int64_t headWidth(const Transformer &t) {
@@ -117,10 +135,12 @@ int64_t moeParams(const Transformer &t) {
 /// mlp.experts.M.gate_proj, up_proj, down_proj, and mlp.shared_expert.* with
 /// mlp.shared_expert_gate: Conduit's shared experts have no gate, so that tensor is zero (a
 /// factor sigmoid(0) = 1/2) and shared_expert.down_proj holds twice Conduit's W2, which
-/// computes exactly Conduit's sum.
+/// computes exactly Conduit's sum. DeepSeek-V3: the Qwen names for the router and the routed
+/// experts, and mlp.shared_experts.* as they are (no gate).
 void moeTensors(const Transformer &t, const std::string &prefix, int64_t layer, int64_t at,
                 std::vector<HfTensor> &out) {
-  const bool qwen = isQwenMoe(t), swiglu = t.mlp == 1, biases = t.bias == 0;
+  const bool deepSeek = isDeepSeek(t), qwen = isQwenMoe(t) || deepSeek, swiglu = t.mlp == 1,
+             biases = t.bias == 0;
   const int64_t h = t.hiddenSize;
   // Columns [begin, end) of the rows × cols matrix at `at` (a vector: rows 1, not transposed).
   auto add = [&](const std::string &name, int64_t rows, int64_t cols, int64_t begin, int64_t end,
@@ -167,7 +187,9 @@ void moeTensors(const Transformer &t, const std::string &prefix, int64_t layer, 
       at += h;
     }
   };
-  if (t.sharedExperts > 0) {
+  if (t.sharedExperts > 0 && deepSeek) {
+    mlp("mlp.shared_experts.", t.sharedFfnHiddenSize, "gate_proj", "up_proj", "down_proj", 1);
+  } else if (t.sharedExperts > 0) {
     mlp("mlp.shared_expert.", t.sharedFfnHiddenSize, "gate_proj", "up_proj", "down_proj", 2);
     HfTensor gate;
     gate.name = prefix + "mlp.shared_expert_gate.weight";
@@ -217,9 +239,23 @@ std::map<Param, Span> layoutOf(LayerKind kind, const Transformer &t, bool expert
   case LayerKind::Block:
     take(Param::Norm1G, 1, h, true);
     take(Param::Norm1B, 1, h, true, layerNorm);
-    take(Param::Wqkv, h, q + 2 * kvd, false);
-    take(Param::Bqkv, 1, q + 2 * kvd, true, qkvBias);
-    take(Param::Wo, q, h, false);
+    if (t.usesLatentAttention()) {
+      // runtime/model/layers/LatentAttention.h: its output projection is H·dv × h.
+      const int64_t rq = t.qLoraRank, rkv = t.kvLoraRank,
+                    qk = t.numHeads * (t.qkNopeHeadDim + t.qkRopeHeadDim);
+      take(Param::Wdq, h, rq, false, rq > 0);
+      take(Param::QaNorm, 1, rq, true, rq > 0);
+      take(Param::Wuq, rq, qk, false, rq > 0);
+      take(Param::Wq, h, qk, false, rq == 0);
+      take(Param::Wdkv, h, rkv + t.qkRopeHeadDim, false);
+      take(Param::KvaNorm, 1, rkv, true);
+      take(Param::Wukv, rkv, t.numHeads * (t.qkNopeHeadDim + t.vHeadDim), false);
+      take(Param::Wo, t.numHeads * t.vHeadDim, h, false);
+    } else {
+      take(Param::Wqkv, h, q + 2 * kvd, false);
+      take(Param::Bqkv, 1, q + 2 * kvd, true, qkvBias);
+      take(Param::Wo, q, h, false);
+    }
     take(Param::Bo, 1, h, true, otherBias);
     take(Param::QNorm, 1, hd, true, t.qkNorm);
     take(Param::KNorm, 1, hd, true, t.qkNorm);
@@ -300,6 +336,8 @@ const char *hfArchitecture(const Plan &plan) {
   if (!plan.transformer)
     return "gpt2";
   const Transformer &t = *plan.transformer;
+  if (isDeepSeek(t))
+    return "deepseek_v3";
   if (t.isMoe())
     return !isQwenMoe(t) ? "mixtral" : isQwen3(t) ? "qwen3_moe" : "qwen2_moe";
   return isQwen3(t) ? "qwen3" : isLlama(t) ? "llama" : "gpt2";
@@ -387,15 +425,55 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
   return out;
 }
 
+namespace {
+/// DeepSeek-V3's keys: the latent attention's widths, with rotary positions in Llama's
+/// convention (rope_interleave false: Hugging Face's DeepseekV3Attention then rotates halves,
+/// as runtime/model/Kernels.h does), and its mixture of experts: the routed experts, the shared
+/// ones as a multiple of their width, the leading dense blocks (all of them without experts),
+/// the routing (sigmoid scores limited to groups, or softmax) with unit scaling and the
+/// auxiliary loss's coefficient. The output projection's bias (bias "all") is Conduit's only:
+/// attention_bias would add biases to the down projections too.
+void deepSeekConfig(const Transformer &t, nlohmann::ordered_json &c) {
+  c["attention_bias"] = false;
+  c.erase("mlp_bias");
+  if (t.qLoraRank > 0)
+    c["q_lora_rank"] = t.qLoraRank;
+  else
+    c["q_lora_rank"] = nullptr;
+  c["kv_lora_rank"] = t.kvLoraRank;
+  c["qk_nope_head_dim"] = t.qkNopeHeadDim;
+  c["qk_rope_head_dim"] = t.qkRopeHeadDim;
+  c["v_head_dim"] = t.vHeadDim;
+  c["rope_interleave"] = false;
+  if (!t.isMoe()) {
+    c["first_k_dense_replace"] = t.numLayers;
+    return;
+  }
+  c["n_routed_experts"] = t.numExperts;
+  c["num_experts_per_tok"] = t.topK;
+  c["moe_intermediate_size"] = t.expertFfnHiddenSize;
+  c["n_shared_experts"] = t.sharedExperts > 0 ? t.sharedFfnHiddenSize / t.expertFfnHiddenSize : 0;
+  c["first_k_dense_replace"] = t.denseLayers;
+  c["norm_topk_prob"] = t.normalizeTopK;
+  c["n_group"] = t.routerGroups;
+  c["topk_group"] = t.routerGroupTopK;
+  c["routed_scaling_factor"] = 1.0;
+  // DeepSeek's pairs: sigmoid scores chosen with the per-expert bias, or softmax greedily.
+  c["scoring_func"] = t.router == 1 ? "sigmoid" : "softmax";
+  c["topk_method"] = t.router == 1 ? "noaux_tc" : "greedy";
+  c["aux_loss_alpha"] = t.auxLossCoefficient;
+}
+} // namespace
+
 std::string hfConfigJson(const Plan &plan) {
   const Transformer &t = *plan.transformer;
   const bool llama = isLlama(t), qwen3 = isQwen3(t), qwen = llama && (t.bias == 1 || qwen3);
   // Each model_type's class, as Hugging Face names it.
   const std::map<std::string, const char *> classes = {
-      {"gpt2", "GPT2LMHeadModel"},         {"llama", "LlamaForCausalLM"},
-      {"qwen2", "Qwen2ForCausalLM"},       {"qwen3", "Qwen3ForCausalLM"},
-      {"mixtral", "MixtralForCausalLM"},   {"qwen2_moe", "Qwen2MoeForCausalLM"},
-      {"qwen3_moe", "Qwen3MoeForCausalLM"}};
+      {"gpt2", "GPT2LMHeadModel"},          {"llama", "LlamaForCausalLM"},
+      {"qwen2", "Qwen2ForCausalLM"},        {"qwen3", "Qwen3ForCausalLM"},
+      {"mixtral", "MixtralForCausalLM"},    {"qwen2_moe", "Qwen2MoeForCausalLM"},
+      {"qwen3_moe", "Qwen3MoeForCausalLM"}, {"deepseek_v3", "DeepseekV3ForCausalLM"}};
   // hfArchitecture names a Qwen2 model by the Llama names it takes.
   const std::string type = !t.isMoe() && qwen && !qwen3 ? "qwen2" : hfArchitecture(plan);
   nlohmann::ordered_json c;
@@ -426,7 +504,9 @@ std::string hfConfigJson(const Plan &plan) {
       c["mlp_bias"] = t.bias == 0;
     }
     c["hidden_act"] = t.mlp == 1 ? "silu" : "gelu_pytorch_tanh";
-    if (t.isMoe() && isQwenMoe(t)) {
+    if (isDeepSeek(t)) {
+      deepSeekConfig(t, c);
+    } else if (t.isMoe() && isQwenMoe(t)) {
       c["num_experts"] = t.numExperts;
       c["num_experts_per_tok"] = t.topK;
       c["moe_intermediate_size"] = t.expertFfnHiddenSize;
@@ -444,7 +524,7 @@ std::string hfConfigJson(const Plan &plan) {
       c["num_local_experts"] = t.numExperts;
       c["num_experts_per_tok"] = t.topK;
     }
-    if (t.isMoe()) {
+    if (t.isMoe() && !isDeepSeek(t)) {
       c["router_aux_loss_coef"] = t.auxLossCoefficient;
       c["output_router_logits"] = t.auxLossCoefficient > 0;
     }

@@ -3,8 +3,9 @@
 // Which Hugging Face tensor each of Conduit's parameters is, and in which layout: the names
 // and shapes of Llama (LlamaForCausalLM; Qwen2ForCausalLM with biases on q, k and v only;
 // Qwen3ForCausalLM with q/k norms) for models with RMSNorm, SwiGLU, rotary positions, heads of
-// their own width or q/k norms, and of GPT-2 (GPT2LMHeadModel) otherwise, with the config.json
-// that goes with them; mixtures of experts take Mixtral's names or the Qwen MoE ones. One
+// their own width or q/k norms, of DeepSeek-V3 (DeepseekV3ForCausalLM) for models with latent
+// attention, and of GPT-2 (GPT2LMHeadModel) otherwise, with the config.json that goes with
+// them; mixtures of experts take Mixtral's names, the Qwen MoE ones or DeepSeek-V3's. One
 // table per architecture maps Conduit's per-layer parameter layout (below) to names; the
 // functions here turn it into tensors, copy values between the two layouts, check a file's
 // tensors against a plan, and write or read a model as safetensors (SafeTensors.h).
@@ -16,11 +17,17 @@
 //              bqkv [q + 2 kvd] (bias all or qkv); Wo [q × h]; bo [h] (bias all); the q norm's
 //              gamma [hd] and the k norm's [hd] (q/k norms); norm2 gamma, beta; W1 [h × f], or
 //              [h × 2f] for SwiGLU (columns gate, then up); b1 [f or 2f] (bias all); W2
-//              [f × h]; b2 [h] (bias all)
+//              [f × h]; b2 [h] (bias all). With latent attention, in place of Wqkv to the k
+//              norm (layers/LatentAttention.h): Wdq [h × rq], its gain [rq], Wuq [rq × H(dn +
+//              dr)] (or Wq [h × H(dn + dr)]), Wdkv [h × (rkv + dr)], its gain [rkv], Wukv [rkv ×
+//              H(dn + dv)], Wo [H·dv × h], bo [h] (bias all; Conduit's only)
 //   head:      norm gamma [h], beta [h] (LayerNorm); the LM matrix: [h × V] untied, [V × h]
 //              tied (the token table's layout, and its values)
 // PyTorch's Linear weights are [out × in]: Llama's projections are the transposes of these
-// matrices. GPT-2's Conv1D weights are [in × out], Conduit's layout as it is.
+// matrices. DeepSeek-V3's config says rope_interleave false, which makes Hugging Face's model
+// rotate halves as Conduit does, so its weights are Conduit's as they are; its router scores
+// by sigmoid with scaling factor 1, so a softmax-routed model's file loads in Conduit only. GPT-2's
+// Conv1D weights are [in × out], Conduit's layout as it is.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,8 +64,8 @@ struct HfTensor {
   int64_t elements() const { return rows * (colEnd - colBegin); }
 };
 
-/// "llama", "qwen3", "gpt2", "mixtral", "qwen2_moe" or "qwen3_moe": the architecture whose
-/// names `plan`'s model takes (a Qwen2 model takes Llama's).
+/// "llama", "qwen3", "gpt2", "mixtral", "qwen2_moe", "qwen3_moe" or "deepseek_v3": the architecture
+/// whose names `plan`'s model takes (a Qwen2 model takes Llama's).
 const char *hfArchitecture(const Plan &plan);
 
 /// Every Hugging Face tensor of `plan`'s model, in layer order (the tied head's copy

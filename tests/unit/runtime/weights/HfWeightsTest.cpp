@@ -30,15 +30,23 @@ Plan planOf(const Transformer &t) {
                 q = t.numHeads * hd, kvd = t.numKvHeads * hd, f = t.ffnHiddenSize, v = t.vocabSize;
   const int64_t norms = t.norm == 0 ? 2 : 1, qkvBias = t.bias != 2, other = t.bias == 0;
   const int64_t up = t.mlp == 1 ? 2 * f : f;
+  // The attention's matrices and its biases but the output projection's, its q/k norms; with
+  // latent attention the down projections, the latents' gains, the up projections and Wo.
+  const int64_t heads = t.numHeads, qk = heads * (t.qkNopeHeadDim + t.qkRopeHeadDim),
+                rq = t.qLoraRank, rkv = t.kvLoraRank;
+  const int64_t attention =
+      t.usesLatentAttention()
+          ? (rq > 0 ? h * rq + rq + rq * qk : h * qk) + h * (rkv + t.qkRopeHeadDim) + rkv +
+                rkv * heads * (t.qkNopeHeadDim + t.vHeadDim) + heads * t.vHeadDim * h
+          : h * (q + 2 * kvd) + qkvBias * (q + 2 * kvd) + q * h + (t.qkNorm ? 2 * hd : 0);
   Plan plan;
   plan.transformer = t;
   plan.layers.push_back(
       {"embedding", LayerKind::Embedding, v * h + (t.position == 0 ? t.seqLength * h : 0)});
   for (int64_t b = 0; b < t.numLayers; ++b)
-    plan.layers.push_back({"block." + std::to_string(b), LayerKind::Block,
-                           2 * norms * h + h * (q + 2 * kvd) + qkvBias * (q + 2 * kvd) + q * h +
-                               other * h + (t.qkNorm ? 2 * hd : 0) + h * up + other * up + f * h +
-                               other * h});
+    plan.layers.push_back(
+        {"block." + std::to_string(b), LayerKind::Block,
+         2 * norms * h + attention + other * h + h * up + other * up + f * h + other * h});
   plan.layers.push_back({"head", LayerKind::Head, norms * h + v * h});
   return plan;
 }
@@ -73,6 +81,20 @@ Transformer qwen3() {
   Transformer t = llama();
   t.headDim = 6;
   t.qkNorm = true;
+  return t;
+}
+
+/// DeepSeek-V3's attention on the Llama model: a query latent of rank 5, a key/value latent of
+/// rank 3, heads 4 + 2 wide for queries and keys and 3 for values; a key and a value per head.
+Transformer deepSeek() {
+  Transformer t = llama();
+  t.numKvHeads = t.numHeads;
+  t.tieEmbeddings = false;
+  t.qLoraRank = 5;
+  t.kvLoraRank = 3;
+  t.qkNopeHeadDim = 4;
+  t.qkRopeHeadDim = 2;
+  t.vHeadDim = 3;
   return t;
 }
 
@@ -223,7 +245,9 @@ TEST(HfWeightsTest, Qwen3NamesShapesAndConfig) {
 }
 
 TEST(HfWeightsTest, ExportThenImportRestoresEveryLayer) {
-  for (Transformer t : {gpt2(), llama(), qwen3()}) {
+  Transformer directQueries = deepSeek();
+  directQueries.qLoraRank = 0;
+  for (Transformer t : {gpt2(), llama(), qwen3(), deepSeek(), directQueries}) {
     t.bias = 0;
     t.tieEmbeddings = false;
     const Plan plan = planOf(t);
@@ -375,7 +399,11 @@ TEST(HfWeightsTest, MoeExportThenImportRestoresEveryLayer) {
   Transformer biased = gelu;
   biased.bias = 0;
   biased.router = 1;
-  for (const Transformer &t : {llama(), shared, gelu, biased, qwen3()}) {
+  Transformer deepSeekShared = deepSeek();
+  deepSeekShared.sharedExperts = 1;
+  deepSeekShared.sharedFfnHiddenSize = 12;
+  deepSeekShared.router = 1;
+  for (const Transformer &t : {llama(), shared, gelu, biased, qwen3(), deepSeekShared}) {
     const Plan plan = moePlanOf(t);
     absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
     ASSERT_TRUE(tensors.ok()) << tensors.status();
@@ -393,6 +421,83 @@ TEST(HfWeightsTest, MoeExportThenImportRestoresEveryLayer) {
     EXPECT_EQ(back, params) << hfArchitecture(plan);
     EXPECT_EQ(covered, plan.layers[2].params) << "every parameter in exactly one tensor";
   }
+}
+
+TEST(HfWeightsTest, DeepSeekV3NamesShapesAndConfig) {
+  const Plan plan = planOf(deepSeek());
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  EXPECT_STREQ(hfArchitecture(plan), "deepseek_v3");
+  const auto got = byName(*tensors);
+  // nn.Linear's [out × in]: 2 heads of 4 + 2 query/key columns and 4 + 3 key/value ones.
+  const std::string a = "model.layers.1.self_attn.";
+  EXPECT_EQ(got.at(a + "q_a_proj.weight").shape, (Shape{5, 8}));
+  EXPECT_EQ(got.at(a + "q_a_layernorm.weight").shape, (Shape{5}));
+  EXPECT_EQ(got.at(a + "q_b_proj.weight").shape, (Shape{12, 5}));
+  EXPECT_EQ(got.at(a + "kv_a_proj_with_mqa.weight").shape, (Shape{5, 8}));
+  EXPECT_EQ(got.at(a + "kv_a_layernorm.weight").shape, (Shape{3}));
+  EXPECT_EQ(got.at(a + "kv_b_proj.weight").shape, (Shape{14, 3}));
+  EXPECT_EQ(got.at(a + "o_proj.weight").shape, (Shape{8, 6}));
+  EXPECT_TRUE(got.at(a + "kv_b_proj.weight").transpose);
+  for (const char *absent : {"q_proj", "k_proj", "v_proj"})
+    EXPECT_FALSE(got.count(a + absent + ".weight")) << absent;
+  EXPECT_TRUE(got.count("model.layers.1.mlp.gate_proj.weight"));
+  auto config = nlohmann::json::parse(hfConfigJson(plan));
+  EXPECT_EQ(config["architectures"][0], "DeepseekV3ForCausalLM");
+  EXPECT_EQ(config["model_type"], "deepseek_v3");
+  EXPECT_EQ(config["q_lora_rank"], 5);
+  EXPECT_EQ(config["kv_lora_rank"], 3);
+  EXPECT_EQ(config["qk_nope_head_dim"], 4);
+  EXPECT_EQ(config["qk_rope_head_dim"], 2);
+  EXPECT_EQ(config["v_head_dim"], 3);
+  EXPECT_EQ(config["rope_interleave"], false);
+  EXPECT_EQ(config["num_key_value_heads"], 2);
+  EXPECT_EQ(config["first_k_dense_replace"], 2) << "no block has experts";
+  EXPECT_EQ(config["attention_bias"], false);
+  EXPECT_FALSE(config.contains("mlp_bias"));
+
+  // Queries projected directly: q_proj, and q_lora_rank null.
+  Transformer direct = deepSeek();
+  direct.qLoraRank = 0;
+  const auto directNames = byName(*hfTensors(planOf(direct)));
+  EXPECT_EQ(directNames.at(a + "q_proj.weight").shape, (Shape{12, 8}));
+  EXPECT_FALSE(directNames.count(a + "q_a_proj.weight"));
+  EXPECT_TRUE(nlohmann::json::parse(hfConfigJson(planOf(direct)))["q_lora_rank"].is_null());
+}
+
+TEST(HfWeightsTest, DeepSeekV3MoeNamesAndConfig) {
+  Transformer t = deepSeek();
+  t.sharedExperts = 1;
+  t.sharedFfnHiddenSize = 12;
+  t.router = 1;
+  const Plan plan = moePlanOf(t);
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  const auto got = byName(*tensors);
+  const std::string m = "model.layers.1.mlp.";
+  EXPECT_EQ(got.at(m + "gate.weight").shape, (Shape{4, 8}));
+  EXPECT_EQ(got.at(m + "gate.e_score_correction_bias").shape, (Shape{4}));
+  EXPECT_EQ(got.at(m + "experts.3.gate_proj.weight").shape, (Shape{6, 8}));
+  EXPECT_EQ(got.at(m + "experts.3.down_proj.weight").shape, (Shape{8, 6}));
+  // DeepSeek's shared experts: no gate, so their down projection is Conduit's as it is.
+  EXPECT_EQ(got.at(m + "shared_experts.up_proj.weight").shape, (Shape{12, 8}));
+  EXPECT_EQ(got.at(m + "shared_experts.down_proj.weight").scale, 1.0f);
+  EXPECT_FALSE(got.count(m + "shared_expert_gate.weight"));
+  EXPECT_FALSE(got.count(m + "shared_expert.up_proj.weight"));
+  auto config = nlohmann::json::parse(hfConfigJson(plan));
+  EXPECT_EQ(config["model_type"], "deepseek_v3");
+  EXPECT_EQ(config["n_routed_experts"], 4);
+  EXPECT_EQ(config["num_experts_per_tok"], 2);
+  EXPECT_EQ(config["moe_intermediate_size"], 6);
+  EXPECT_EQ(config["n_shared_experts"], 2);
+  EXPECT_EQ(config["first_k_dense_replace"], 1);
+  EXPECT_EQ(config["norm_topk_prob"], true);
+  EXPECT_EQ(config["n_group"], 1);
+  EXPECT_EQ(config["topk_group"], 1);
+  EXPECT_EQ(config["routed_scaling_factor"], 1.0);
+  EXPECT_EQ(config["scoring_func"], "sigmoid");
+  EXPECT_EQ(config["topk_method"], "noaux_tc");
+  EXPECT_FALSE(config.contains("router_aux_loss_coef"));
 }
 
 TEST(HfWeightsTest, ConfigJson) {
