@@ -44,9 +44,9 @@ bool isSharded(const Config &c) { return c.data > 1 && c.sharding != Sharding::N
 absl::Status validateModel(const Plan &p, const char *backend) {
   CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(p));
   // Selective checkpointing recomputes the attention core, the norms' outputs, the dense MLPs'
-  // and the routed experts' hidden activations here.
-  constexpr uint32_t kTrained =
-      kRecomputeCoreAttention | kRecomputeLayerNorm | kRecomputeMlp | kRecomputeMoeActivation;
+  // and the routed experts' hidden activations, and latent attention's heads, here.
+  constexpr uint32_t kTrained = kRecomputeCoreAttention | kRecomputeLayerNorm | kRecomputeMlp |
+                                kRecomputeMoeActivation | kRecomputeLatentUpProjection;
   const bool selective = p.config.checkpointing == Checkpointing::Selective;
   if (selective && (p.config.recomputeModules & ~kTrained) != 0)
     return absl::FailedPreconditionError(absl::StrCat(

@@ -20,15 +20,43 @@ namespace conduit::model {
 
 namespace {
 
-/// The attention variants the layers do not implement (latent attention), multi-token
-/// prediction, and a mixture of experts the layers or the backends cannot run, naming the key
+/// Latent attention the layer (layers/LatentAttention.h) does not implement: split over a
+/// tensor group, value heads wider than the query/key heads, or with q/k norms; naming the key
 /// to change.
+absl::Status refuseLatentAttentionTheLayerLacks(const runtime::Plan &plan) {
+  const runtime::Transformer &t = *plan.transformer;
+  if (plan.config.tensor > 1)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the model uses multi-head latent attention (model.latent_attention), which conduit-run "
+        "trains without tensor parallelism only; compile the job again with parallelism.tensor "
+        "1 (the plan has ",
+        plan.config.tensor, ")"));
+  if (t.numKvHeads != t.numHeads || t.qkNorm || t.headDim != 0)
+    return absl::InvalidArgumentError(
+        "latent attention has a key and a value per query head, its own head widths and no q/k "
+        "norms; compile the job again without model.num_kv_heads, model.head_dim and "
+        "model.qk_norm");
+  if (t.qkNopeHeadDim < 0 || t.qkRopeHeadDim < 0 || t.vHeadDim < 1 || t.qLoraRank < 0 ||
+      t.qkNopeHeadDim + t.qkRopeHeadDim < 1 || (t.position == 1 && t.qkRopeHeadDim % 2 != 0))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "latent attention's heads are ", t.qkNopeHeadDim, " + ", t.qkRopeHeadDim,
+        " wide for queries and keys and ", t.vHeadDim,
+        " for values; compile the job again with model.latent_attention's head widths in range"));
+  if (t.vHeadDim > t.qkNopeHeadDim + t.qkRopeHeadDim)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "latent attention's value heads (", t.vHeadDim,
+        " wide) are wider than its query/key heads (", t.qkNopeHeadDim + t.qkRopeHeadDim,
+        "), which conduit-run does not train; compile the job again with "
+        "model.latent_attention.v_head_dim at most qk_nope_head_dim + qk_rope_head_dim"));
+  return absl::OkStatus();
+}
+
+/// Multi-token prediction and a mixture of experts the layers or the backends cannot run,
+/// naming the key to change.
 absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
   const runtime::Transformer &t = *plan.transformer;
   if (t.usesLatentAttention())
-    return absl::FailedPreconditionError(
-        "the model uses multi-head latent attention (model.latent_attention), which conduit-run "
-        "does not train; the compiler plans and prices it");
+    CONDUIT_RETURN_IF_ERROR(refuseLatentAttentionTheLayerLacks(plan));
   if (t.mtpLayers > 0)
     return absl::FailedPreconditionError(absl::StrCat(
         "the model has ", t.mtpLayers,
@@ -147,7 +175,9 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
       return absl::InvalidArgumentError(absl::StrCat("the model's ", k.key, " kind is ",
                                                      int(k.value), "; conduit-run knows 0 to ",
                                                      int(k.most)));
-  if (t.headDim == 0 && t.hiddenSize % t.numHeads != 0)
+  // Latent attention's heads have widths of their own (refuseLatentAttentionTheLayerLacks).
+  const bool latent = t.usesLatentAttention();
+  if (!latent && t.headDim == 0 && t.hiddenSize % t.numHeads != 0)
     return absl::InvalidArgumentError(absl::StrCat(
         "the hidden size ", t.hiddenSize, " is not a multiple of the head count ", t.numHeads,
         "; compile the job again with model.hidden_size a multiple of model.num_heads, or "
@@ -159,7 +189,7 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
         "model.num_heads"));
   const bool rotary = t.position == 1;
   const int64_t headWidth = t.headDim > 0 ? t.headDim : t.hiddenSize / t.numHeads;
-  if (rotary && headWidth % 2 != 0)
+  if (!latent && rotary && headWidth % 2 != 0)
     return absl::InvalidArgumentError(absl::StrCat(
         "rotary positions rotate pairs of dimensions, but the heads are ", headWidth,
         " wide; compile the job again with an even model.head_dim (or model.hidden_size / "
@@ -226,6 +256,13 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
   shape.tied = t.tieEmbeddings;
   shape.ropeTheta = t.ropeTheta;
   shape.normEps = t.normEps;
+  if (t.usesLatentAttention()) {
+    shape.qLora = t.qLoraRank;
+    shape.kvLora = t.kvLoraRank;
+    shape.qkNope = t.qkNopeHeadDim;
+    shape.qkRope = t.qkRopeHeadDim;
+    shape.vHead = t.vHeadDim;
+  }
   return shape;
 }
 
@@ -239,8 +276,11 @@ std::optional<int64_t> GptShape::activationElements(int64_t samples, int64_t blo
   // projection, with q/k norms their inputs and one statistic per head, the MLP's first
   // projection (twice as wide for SwiGLU) and its activation, and the norms' 4 statistics
   // (RMSNorm keeps 2; the bound counts 4).
+  // Latent attention keeps its q, k and v heads qkHead() wide (v zero-padded), its output, the
+  // two latents before and after their norms and their statistics.
   const int64_t attentionRow =
-      qWidth() + qkvWidth() + (qkNorm ? qWidth() + kvWidth() + heads + numKvHeads() : 0);
+      latent() ? 3 * heads * qkHead() + heads * vHead + 2 * qLora + 2 * kvLora + 2
+               : qWidth() + qkvWidth() + (qkNorm ? qWidth() + kvWidth() + heads + numKvHeads() : 0);
   const std::optional<int64_t> row = checkedMul(seq, hidden),
                                attention = checkedMul(heads, seq, seq),
                                blockRows =

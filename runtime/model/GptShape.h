@@ -55,8 +55,16 @@ struct GptShape {
   /// Group-limited routing: each token's experts from the routerGroupTopK best of
   /// routerGroups consecutive groups (1 and 1: unlimited).
   int64_t routerGroups = 1, routerGroupTopK = 1;
+  /// Multi-head latent attention (layers/LatentAttention.h; DeepSeek-V2/V3): the query
+  /// latent's rank (0: queries projected directly), the key/value latent's (0: no latent
+  /// attention), and each head's query/key width without and with rotary positions and its
+  /// value width.
+  int64_t qLora = 0, kvLora = 0, qkNope = 0, qkRope = 0, vHead = 0;
 
   bool moe() const { return experts > 0; }
+  bool latent() const { return kvLora > 0; }
+  /// Latent attention's query/key width per head.
+  int64_t qkHead() const { return qkNope + qkRope; }
   /// Whether the layer at global index `layer` of the chain is a block with experts (the
   /// embedding is layer 0, block b is layer b + 1).
   bool layerHasExperts(int64_t layer) const {

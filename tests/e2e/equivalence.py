@@ -391,6 +391,21 @@ def cases(quick, tensor_product=False):
                         "stages_per_device": 2, "sequence_parallel": True})]:
         out.append((name, dict({"pipeline": 2, "data": 2, "schedule": "1f1b",
                                 "microbatches": 4}, **par)))
+    # DeepSeek-V3's multi-head latent attention on the Llama-style model (latent ranks 16 and
+    # 12, heads 8 + 4 wide for queries and keys and 8 for values): split backward and its pairs,
+    # the attention core, the norms and the heads (from the latents) recomputed, the latents
+    # through sharded data parallelism, and with DeepSeek-style experts (sigmoid router, a
+    # shared expert) over E = 2.
+    for name, par in [("mla-1f1b-full-p2-d2", {"sharding": "full"}),
+                      ("mla-dualpipev-optimizer-p2-d2-v2",
+                       {"sharding": "optimizer", "schedule": "dualpipev", "stages_per_device": 2}),
+                      ("mla-breadth-first-selective-checkpointing-p2-d2-v2",
+                       {"sharding": "full", "schedule": "breadth-first", "stages_per_device": 2,
+                        "activation_checkpointing": "selective",
+                        "recompute_modules": ["core_attn", "layernorm", "mla_up_proj"]}),
+                      ("mla-moe-ep2-1f1b-full-p2-d2", {"sharding": "full", "expert": 2})]:
+        out.append((name, dict({"pipeline": 2, "data": 2, "schedule": "1f1b",
+                                "microbatches": 4}, **par)))
     if quick:
         out = [c for c in out if c[0] in ("breadth-first-full-p2-d2-v2", "1f1b-none-p2-d1-v1",
                                           "tp2-1f1b-full-sp-p2-d1-v1")]
@@ -410,6 +425,8 @@ MOE_SHARED = dict(MOE, router="sigmoid", shared_experts=1, shared_ffn_hidden_siz
 # model (1.15x at E = 2); the cases state a bound near what they measure, as a job written from
 # a profile would.
 MOE_EXPERT_PARALLEL_IMBALANCE = 1.5
+LATENT_ATTENTION = {"q_lora_rank": 16, "kv_lora_rank": 12, "qk_nope_head_dim": 8,
+                    "qk_rope_head_dim": 4, "v_head_dim": 8}
 
 
 def layer_of(tensor):
@@ -477,6 +494,13 @@ def main():
             job["model"].update(head_dim=12, qk_norm=True)
             if model == "qwen3-moe":
                 job["model"]["moe"] = dict(MOE, imbalance=MOE_EXPERT_PARALLEL_IMBALANCE)
+        elif name.startswith("mla-"):
+            model = "mla-moe" if name.startswith("mla-moe-") else "mla"
+            job = small_llama(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
+            job["model"].update(num_kv_heads=4, latent_attention=LATENT_ATTENTION)
+            if model == "mla-moe":
+                job["model"]["moe"] = dict(MOE_SHARED, imbalance=MOE_EXPERT_PARALLEL_IMBALANCE)
+                del job["model"]["moe"]["capacity_factor"]
         elif name.startswith("moe-"):
             # moe-gpt-: the GPT model's GELU MLPs with biases, its experts alike.
             model = next(m for m in ("moe-shared", "moe-gpt", "moe")

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Parameters out and in as Hugging Face safetensors: --save-params writes model.safetensors
-(GPT-2's names, contiguous F32 data) and config.json; a run started with --init from the file
-written after step 4 continues with bitwise the losses and final parameters of an uninterrupted
-run (with SGD, which keeps no optimizer state: the file holds parameters only), under mpirun,
-as rank threads and in the reference, for sharded and replicated plans; files that do not hold
-exactly the model's tensors are refused with exit code 1 and a message naming the tensor.
+(GPT-2's names, the Qwen MoE ones, DeepSeek-V3's; contiguous F32 data) and config.json; a run
+started with --init from the file written after step 4 continues with bitwise the losses and
+final parameters of an uninterrupted run (with SGD, which keeps no optimizer state: the file
+holds parameters only), under mpirun, as rank threads and in the reference, for sharded and
+replicated plans; files that do not hold exactly the model's tensors are refused with exit code
+1 and a message naming the tensor.
 
 Usage: weights.py --bin BUILD/bin --work DIR
 """
@@ -156,6 +157,72 @@ def moe_round_trip(tools, expert, qwen3=False):
                                                  os.path.join(dirs["whole"], "model.safetensors")))
 
 
+def deepseek_round_trip(tools):
+    """DeepSeek-V3's shape (latent attention, a dense first block, sigmoid-routed experts with a
+    shared one, over expert groups of 2) goes out with DeepSeek-V3's names and config and comes
+    back in bit for bit; and the config.json written, read by conduit-compile as a Hugging Face
+    config, plans the same model: the file starts that plan's run, which continues with bitwise
+    the uninterrupted losses."""
+    parallelism = {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
+                   "sharding": "full", "expert": 2}
+    job = small_llama(parallelism, layers=4, optimizer="sgd")
+    job["model"].update(num_kv_heads=4, latent_attention={
+        "q_lora_rank": 16, "kv_lora_rank": 12, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4,
+        "v_head_dim": 8})
+    job["model"]["moe"] = {"num_experts": 4, "top_k": 2, "expert_ffn_hidden_size": 24,
+                           "router": "sigmoid", "normalize_top_k": True, "shared_experts": 1,
+                           "shared_ffn_hidden_size": 24, "aux_loss_coefficient": 0.01,
+                           "dense_layers": 1, "imbalance": 1.5}
+    label = "DeepSeek-V3 shape E=2"
+    plan = tools.compile(job, "weights-deepseek")
+    dirs = {k: os.path.join(tools.work, f"deepseek-{k}") for k in ("whole", "four", "mpi", "hf")}
+    for d in dirs.values():
+        shutil.rmtree(d, ignore_errors=True)
+    whole = tools.run(plan, 4, "--steps=6", f"--save-params={dirs['whole']}")
+    four = tools.run(plan, 4, "--steps=4", f"--save-params={dirs['four']}")
+    check(f"{label}: runs of 6 and of 4 steps",
+          whole.returncode == 0 and four.returncode == 0, whole.stderr + four.stderr)
+    if whole.returncode or four.returncode:
+        return
+    saved = os.path.join(dirs["four"], "model.safetensors")
+    tensors, _ = read_safetensors(saved)
+    config_path = os.path.join(dirs["four"], "config.json")
+    with open(config_path) as f:
+        config = json.load(f)
+    attention = "model.layers.2.self_attn."
+    shapes = {"q_a_proj": 16 * 32, "q_a_layernorm": 16, "q_b_proj": 4 * 12 * 16,
+              "kv_a_proj_with_mqa": (12 + 4) * 32, "kv_a_layernorm": 12,
+              "kv_b_proj": 4 * 16 * 12, "o_proj": 32 * 4 * 8}
+    experts = "model.layers.1.mlp."
+    check(f"{label}: DeepSeek-V3's names and config",
+          all(len(tensors.get(attention + m + ".weight", [])) == n for m, n in shapes.items())
+          and experts + "gate.e_score_correction_bias" in tensors
+          and experts + "shared_experts.down_proj.weight" in tensors
+          and experts + "experts.3.up_proj.weight" in tensors
+          and "model.layers.0.mlp.gate_proj.weight" in tensors
+          and not any("q_proj" in n or "shared_expert." in n for n in tensors)
+          and config["architectures"] == ["DeepseekV3ForCausalLM"]
+          and config["rope_interleave"] is False and config["n_shared_experts"] == 1
+          and config["first_k_dense_replace"] == 1 and config["scoring_func"] == "sigmoid",
+          f"{sorted(tensors)} {json.dumps(config)}")
+    resumed = tools.run(plan, 4, "--steps=2", f"--init={saved}", f"--save-params={dirs['mpi']}")
+    check(f"{label}: a run from --init continues with bitwise the uninterrupted losses",
+          resumed.returncode == 0 and step_lines(resumed.stdout) == step_lines(whole.stdout)[4:],
+          f"{resumed.stdout}{resumed.stderr}\nexpected {step_lines(whole.stdout)[4:]}")
+    check(f"{label}: and ends with bitwise its parameters",
+          resumed.returncode == 0 and same_bytes(os.path.join(dirs["mpi"], "model.safetensors"),
+                                                 os.path.join(dirs["whole"], "model.safetensors")))
+    # The written config as a Hugging Face model of a job: the same layers, the same math.
+    hf_job = dict(job, model={"kind": "hf", "path": config_path, "attention": "eager",
+                              "moe": {"imbalance": 1.5}})
+    hf_plan = tools.compile(hf_job, "weights-deepseek-hf")
+    from_hf = tools.run(hf_plan, 4, "--steps=2", f"--init={saved}",
+                        f"--save-params={dirs['hf']}")
+    check(f"{label}: its config.json, compiled, plans the model the file continues bitwise",
+          from_hf.returncode == 0 and step_lines(from_hf.stdout) == step_lines(whole.stdout)[4:],
+          f"{from_hf.stdout}{from_hf.stderr}\nexpected {step_lines(whole.stdout)[4:]}")
+
+
 def refusals(tools):
     parallelism = PARALLELISM["full"]
     plan = tools.compile(small_gpt(parallelism, layers=LAYERS, optimizer="sgd"), "weights-bad")
@@ -241,6 +308,7 @@ def main():
     for expert in (1, 2):
         moe_round_trip(tools, expert)
     moe_round_trip(tools, 2, qwen3=True)
+    deepseek_round_trip(tools)
     refusals(tools)
     finish("parameters go out and in as safetensors, bit for bit")
 

@@ -103,10 +103,12 @@ def equivalence(args, summary):
          r"umpipe-1f1b-p4-d2|searched-1f1b-p4-d2|1f1b-(full|blocks)-checkpointing-p2-d2|"
          r"(depth-first|interleaved-zb)-full-p2-d2-v2-reduce-each-run)$"),
         ("Llama-style (tied embeddings, GQA, rotary, SwiGLU, RMSNorm), split backward, text, "
-         "Qwen3's attention (heads of their own width, q/k norms), fp32", "fp32", 1e-4, 1e-3,
+         "Qwen3's attention (heads of their own width, q/k norms), DeepSeek-V3's latent "
+         "attention (its heads recomputed too), fp32", "fp32", 1e-4, 1e-3,
          r"^(llama-breadth-first-full-p2-d2-v2|llama-1f1b-none-p4-d1-v1|llama-zbv-full-p2-d2-v2|"
          r"zb-h1-full-p2-d2-v1|dualpipev-none-p2-d1-v2|hf-qwen2-0.5b-1f1b-full-p2-d2|"
-         r"data-text-breadth-first-full-p2-d2-v2|qwen3-1f1b-full-p2-d2)$"),
+         r"data-text-breadth-first-full-p2-d2-v2|qwen3-1f1b-full-p2-d2|mla-1f1b-full-p2-d2|"
+         r"mla-breadth-first-selective-checkpointing-p2-d2-v2)$"),
         ("tensor parallelism T=2 (loopback tensor groups on one GPU), with and "
          "without sequence parallelism, GPT- and Llama-style, fp32", "fp32", 1e-4, 1e-3,
          r"^(tp2-1f1b-none-p2-d1-v1|tp2-breadth-first-full-sp-p2-d2-v2|"

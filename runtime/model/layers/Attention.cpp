@@ -84,20 +84,6 @@ void Attention<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residua
 }
 
 template <typename T>
-const T *Attention<T>::probabilities(Ops<T> &ops, const LayerCache<T> &cache,
-                                     Buffer<T> &scratch) const {
-  if (!recomputeAttention)
-    return cache.inputOnly[Probs].data();
-  const int64_t n = cache.samples;
-  scratch = transient(ops, probsSize(n));
-  // The attention's output again, not needed.
-  Buffer<T> out = transient(ops, n * s.seq * width());
-  ops.attentionForward(n, s.seq, s.localHeads(), s.localKvHeads(), s.headDim(),
-                       cache.inputOnly[Qkv].data(), scratch.data(), out.data());
-  return scratch.data();
-}
-
-template <typename T>
 Buffer<T> Attention<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, const T *dy,
                                       bool dyKept) const {
   const int64_t n = cache.samples;
@@ -106,7 +92,10 @@ Buffer<T> Attention<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &ca
   {
     Buffer<T> probs;
     ops.attentionBackward(n, s.seq, s.localHeads(), s.localKvHeads(), s.headDim(),
-                          cache.inputOnly[Qkv].data(), probabilities(ops, cache, probs),
+                          cache.inputOnly[Qkv].data(),
+                          attentionProbabilities(ops, n, s.seq, s.localHeads(), s.localKvHeads(),
+                                                 s.headDim(), cache.inputOnly[Qkv].data(),
+                                                 cache.inputOnly[Probs], recomputeAttention, probs),
                           datt.data(), dqkv);
   }
   datt.reset();

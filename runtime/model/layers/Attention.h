@@ -29,6 +29,22 @@
 
 namespace conduit::model {
 
+/// The attention probabilities an input gradient reads over `samples` sequences: `kept`, the
+/// forward's, unless `recompute` (selective checkpointing of the attention core); then computed
+/// again from the kept (rotated) `qkv` with the forward's kernel, the same bits, into `scratch`.
+template <typename T>
+const T *attentionProbabilities(Ops<T> &ops, int64_t samples, int64_t seq, int64_t heads,
+                                int64_t kvHeads, int64_t headDim, const T *qkv,
+                                const Buffer<T> &kept, bool recompute, Buffer<T> &scratch) {
+  if (!recompute)
+    return kept.data();
+  scratch = transient(ops, samples * heads * seq * seq);
+  // The attention's output again, not needed.
+  Buffer<T> out = transient(ops, samples * seq * heads * headDim);
+  ops.attentionForward(samples, seq, heads, kvHeads, headDim, qkv, scratch.data(), out.data());
+  return scratch.data();
+}
+
 template <typename T> class Attention final : public ProjectionBranch<T> {
 public:
   CONDUIT_PROJECTION_BRANCH_OVERRIDES(T)
@@ -51,16 +67,13 @@ private:
   std::array<std::pair<int64_t, int64_t>, 2> qkParts() const {
     return {{{0, s.localHeads()}, {width(), s.localKvHeads()}}};
   }
+  int64_t probsSize(int64_t samples) const { return samples * s.localHeads() * s.seq * s.seq; }
   /// The q/k norms over the qkv projection `qkv` of `rows` tokens, in place: keeps their inputs
   /// and statistics in `cache`.
   void normaliseQk(Ops<T> &ops, const T *p, int64_t rows, T *qkv, LayerCache<T> &cache) const;
   /// Their backward, in place on the qkv gradient `dqkv`; stashes the gains' gradients.
   void normaliseQkBackward(Ops<T> &ops, const T *p, int64_t rows, T *dqkv,
                            LayerCache<T> &cache) const;
-  int64_t probsSize(int64_t samples) const { return samples * s.localHeads() * s.seq * s.seq; }
-  /// The attention probabilities the input gradient reads: the forward's or, recomputed from
-  /// the kept q, k and v, the same bits in `scratch`.
-  const T *probabilities(Ops<T> &ops, const LayerCache<T> &cache, Buffer<T> &scratch) const;
 
   GptShape s;
   using ProjectionBranch<T>::o; ///< Wqkv, bqkv, Wo, bo

@@ -8,6 +8,7 @@
 #include "runtime/model/layers/Block.h"
 
 #include "runtime/model/layers/Attention.h"
+#include "runtime/model/layers/LatentAttention.h"
 #include "runtime/model/layers/Mlp.h"
 #include "runtime/model/layers/Moe.h"
 #include "runtime/model/layers/TensorSplit.h"
@@ -29,7 +30,11 @@ template <typename T>
 Block<T>::Block(const GptShape &s, uint32_t recomputed, bool experts)
     : s(s), experts(experts), recomputeNorms(recomputed & runtime::kRecomputeLayerNorm), norm1(s),
       norm2(s),
-      attention(std::make_unique<Attention<T>>(s, recomputed & runtime::kRecomputeCoreAttention)) {
+      attention(s.latent() ? std::unique_ptr<Branch<T>>(std::make_unique<LatentAttention<T>>(
+                                 s, recomputed & runtime::kRecomputeCoreAttention,
+                                 recomputed & runtime::kRecomputeLatentUpProjection))
+                           : std::make_unique<Attention<T>>(
+                                 s, recomputed & runtime::kRecomputeCoreAttention)) {
   // The block's MLP: dense, or a mixture of experts.
   if (experts)
     mlp = std::make_unique<Moe<T>>(s, recomputed & runtime::kRecomputeMoeActivation);
@@ -130,6 +135,7 @@ void Block<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, cons
   norm2.backwardInput(ops, p + at[Norm2], v[X2].data(), c[Norm2], g[DH2].data(), g[DX2].data());
   ops.add(local, dy, g[DX2].data());
   // x2 = x + Attention(Norm1(x)); the block keeps dx2 until its weight gradient.
+  attention->recompute(ops, p + at[Attend], v[H1].data(), c[Attend]);
   g[DH1] = attention->backwardInput(ops, p + at[Attend], c[Attend], g[DX2].data(),
                                     /*dyKept=*/true);
   norm1.backwardInput(ops, p + at[Norm1], v[X].data(), c[Norm1], g[DH1].data(), dx);

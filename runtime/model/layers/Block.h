@@ -4,7 +4,8 @@
 // four units, each owning a contiguous slice of the block's parameters in this order — norm1
 // (layers/Norm.h), the attention (layers/Attention.h), norm2, the MLP (layers/Mlp.h). The
 // attention and the MLP are residual branches (layers/Branch.h); in a block with experts the
-// MLP is a mixture of experts (layers/Moe.h), another Branch, chosen where the block builds it.
+// MLP is a mixture of experts (layers/Moe.h), and in a model with latent attention the
+// attention is layers/LatentAttention.h, other Branches, chosen where the block builds them.
 //
 // The block keeps the tensors between its units (its input x, the normed activations, the
 // residual stream x2) and, between its input and weight gradients, the gradients that pass
@@ -34,8 +35,9 @@ public:
   /// output: they are working memory in the forward, and its input gradient computes them
   /// again from the kept inputs. With the MLP (a dense block's) or the routed experts'
   /// activation (a block with experts), that branch recomputes its hidden activations
-  /// (Branch::recompute) before its input gradient. With `experts` the MLP is a mixture of
-  /// experts (layers/Moe.h).
+  /// (Branch::recompute) before its input gradient; with latent attention's up projections,
+  /// the attention recomputes its heads from the kept latents. With `experts` the MLP is a mixture
+  /// of experts (layers/Moe.h).
   Block(const GptShape &s, uint32_t recomputed, bool experts = false);
 
   CONDUIT_LAYER_OVERRIDES(T)

@@ -55,9 +55,10 @@ public:
   virtual void forward(Ops<T> &ops, const T *params, const T *x, const T *residual, T *y,
                        LayerCache<T> &cache) const = 0;
   /// Selective checkpointing's recomputation of what the branch's forward dropped (the
-  /// recompute modules `mlp` and `moe_act`): called by the block before backwardInput, with the
-  /// forward's input x, it computes those tensors again with the forward's kernels (the same
-  /// bits) and keeps them in `cache` as the forward would have. Nothing by default.
+  /// recompute modules `mlp`, `moe_act` and `mla_up_proj`): called by the block before
+  /// backwardInput, with the forward's input x, it computes those tensors again with the forward's
+  /// kernels (the same bits) and keeps them in `cache` as the forward would have. Nothing by
+  /// default.
   virtual void recompute(Ops<T> &ops, const T *params, const T *x, LayerCache<T> &cache) const {}
   /// The input gradient of f from the output gradient dy, in a buffer allocated here once the
   /// branch's own working memory is released. `dyKept` says whether the caller keeps dy as it

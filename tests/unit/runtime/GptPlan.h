@@ -57,6 +57,11 @@ inline runtime::Plan planFor(const GptShape &s) {
   t.sharedFfnHiddenSize = s.sharedFfn;
   t.denseLayers = s.denseBlocks;
   t.capacityFactor = s.capacityFactor;
+  t.qLoraRank = s.qLora;
+  t.kvLoraRank = s.kvLora;
+  t.qkNopeHeadDim = s.qkNope;
+  t.qkRopeHeadDim = s.qkRope;
+  t.vHeadDim = s.vHead;
   plan.transformer = t;
   auto add = [&](const std::string &name, runtime::LayerKind kind) {
     runtime::Layer layer;

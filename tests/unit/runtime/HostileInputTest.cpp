@@ -115,14 +115,14 @@ TEST(HostilePlan, RecomputeModulesTheRuntimeDoesNotRecomputeAreRefused) {
   EXPECT_TRUE(validateModel(plan, "CPU").ok());
   plan.config.recomputeModules = kRecomputeCoreAttention | kRecomputeLayerNorm | kRecomputeMlp;
   EXPECT_TRUE(validateModel(plan, "CPU").ok());
-  plan.config.recomputeModules = kRecomputeLayerNorm | kRecomputeLatentUpProjection;
+  plan.config.recomputeModules = kRecomputeLayerNorm | kRecomputeOp;
   EXPECT_TRUE(readBack(plan).ok()) << readBack(plan).message();
   absl::Status status = validateModel(plan, "CPU");
   EXPECT_EQ(std::string(status.message()),
-            "parallelism.recompute_modules is [\"layernorm\", \"mla_up_proj\"]: the plan drops "
+            "parallelism.recompute_modules is [\"layernorm\", \"op\"]: the plan drops "
             "activations that the CPU backend keeps (it recomputes \"core_attn\", "
-            "\"layernorm\", \"mlp\", \"moe_act\" only); compile the job with those to train "
-            "it");
+            "\"layernorm\", \"mlp\", \"moe_act\", \"mla_up_proj\" only); compile the job "
+            "with those to train it");
   plan = runnablePlan();
   plan.config.checkpointing = Checkpointing::Selective;
   plan.config.recomputeModules = kRecomputeMlp;

@@ -57,6 +57,20 @@ GptShape qwen3Shape() {
   return s;
 }
 
+/// DeepSeek-V3's attention on the Llama shape (multi-head): a query latent of rank 6, a
+/// key/value latent of rank 5, heads 4 + 2 wide for queries and keys (the rotary part 2) and 3
+/// for values, so that the values are padded in the kernel.
+GptShape latentShape() {
+  GptShape s = llamaShape();
+  s.kvHeads = 0;
+  s.qLora = 6;
+  s.kvLora = 5;
+  s.qkNope = 4;
+  s.qkRope = 2;
+  s.vHead = 3;
+  return s;
+}
+
 /// The tiny shape with one feature changed.
 GptShape tinyWith(const std::function<void(GptShape &)> &change) {
   GptShape s = tinyShape();
@@ -93,7 +107,9 @@ std::vector<LayerRange> splitCases() {
           {"Llama head", llamaShape(), 3, 4},
           {"Llama whole model", llamaShape(), 0, 4},
           {"Qwen3 block", qwen3Shape(), 1, 2},
-          {"Qwen3 whole model", qwen3Shape(), 0, 4}};
+          {"Qwen3 whole model", qwen3Shape(), 0, 4},
+          {"latent-attention block", latentShape(), 1, 2},
+          {"latent-attention whole model", latentShape(), 0, 4}};
 }
 
 TEST(Model, EmbeddingGradients) { checkGradients(tinyShape(), 0, 1); }
@@ -153,6 +169,127 @@ TEST(Model, Qwen3AttentionGradients) {
                    s.kvHeads = 1;
                  }),
                  1, 2);
+}
+
+TEST(Model, LatentAttentionGradients) {
+  checkGradients(latentShape(), 1, 2);
+  checkGradients(latentShape(), 0, 4);
+  // Each variant alone: queries projected directly (no query latent); values as wide as the
+  // queries and keys (no padding); no rotary part; learned positions (the rope part as
+  // projected); GPT-2's biases and LayerNorm around it (the output projection's bias).
+  for (auto change : std::vector<std::function<void(GptShape &)>>{
+           [](GptShape &s) { s.qLora = 0; }, [](GptShape &s) { s.vHead = 6; },
+           [](GptShape &s) {
+             s.qkRope = 0;
+             s.qkNope = 5;
+           },
+           [](GptShape &s) { s.rotary = false; },
+           [](GptShape &s) {
+             s.qkvBias = s.otherBias = true;
+             s.rmsNorm = s.gated = false;
+           }}) {
+    GptShape s = latentShape();
+    change(s);
+    checkGradients(s, 1, 2);
+  }
+}
+
+// Latent attention is multi-head attention whose keys and values are read out of a latent:
+// with no latent norms in the way (gains that cancel the norms cannot be set, so the check is
+// on the heads), its block equals the one the assembled q, k and v give. Here: the rotary key
+// part is one for every head, so changing the shared key's columns of Wdkv moves every head's
+// scores, while changing one head's nope columns of Wukv moves that head's only.
+TEST(Model, LatentAttentionSharesItsRotaryKeyOverTheHeads) {
+  const GptShape s = latentShape();
+  const int64_t h = s.hidden, heads = s.heads, dn = s.qkNope, dv = s.vHead, kvl = s.kvLora;
+  auto block = makeLayer<double>(runtime::LayerKind::Block, s);
+  std::vector<double> params(block->numParams());
+  block->initialise(params.data(), 7, 1);
+  CpuOps<double> ops;
+  Random random({3, 4});
+  std::vector<double> x(s.seq * h);
+  for (double &v : x)
+    v = random.normal();
+  Tokens batch;
+  batch.samples = 1;
+  auto output = [&](const std::vector<double> &p) {
+    LayerCache<double> cache;
+    std::vector<double> y(x.size());
+    block->forward(ops, p.data(), x.data(), batch, y.data(), cache);
+    return y;
+  };
+  // The block's parameters: norm1 (h), then the attention's Wdq, gain, Wuq, Wdkv, gain, Wukv.
+  const int64_t wDkv = h + h * s.qLora + s.qLora + s.qLora * heads * s.qkHead();
+  const int64_t wUkv = wDkv + h * (kvl + s.qkRope) + kvl;
+  const std::vector<double> base = output(params);
+  auto moved = [&](const std::vector<double> &p) {
+    const std::vector<double> y = output(p);
+    double most = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+      most = std::max(most, std::abs(y[i] - base[i]));
+    return most;
+  };
+  // Zeroing the value columns of every head but head 1 and the output projection's rows of the
+  // others leaves head 1 the only contribution; the shared key's columns move it, another
+  // head's nope key columns do not.
+  std::vector<double> oneHead = params;
+  for (int64_t r = 0; r < kvl; ++r)
+    for (int64_t hd = 0; hd < heads; ++hd)
+      if (hd != 1)
+        for (int64_t c = 0; c < dv; ++c)
+          oneHead[wUkv + r * heads * (dn + dv) + hd * (dn + dv) + dn + c] = 0;
+  const std::vector<double> single = output(oneHead);
+  std::vector<double> sharedKey = oneHead, otherNope = oneHead;
+  for (int64_t r = 0; r < h; ++r)
+    sharedKey[wDkv + r * (kvl + s.qkRope) + kvl] *= 3;
+  for (int64_t r = 0; r < kvl; ++r)
+    otherNope[wUkv + r * heads * (dn + dv) + 2 * (dn + dv)] *= 3;
+  auto differs = [&](const std::vector<double> &p) {
+    const std::vector<double> y = output(p);
+    double most = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+      most = std::max(most, std::abs(y[i] - single[i]));
+    return most;
+  };
+  EXPECT_GT(moved(oneHead), 1e-6) << "the other heads contributed";
+  EXPECT_GT(differs(sharedKey), 1e-9) << "head 1 reads the shared rotary key";
+  EXPECT_EQ(differs(otherNope), 0) << "head 1 does not read head 2's keys";
+}
+
+// Selective checkpointing of latent attention's up projections (mla_up_proj) computes q, k and
+// v again from the kept latents: the same bits as keeping them, beside the norms recomputed and
+// with or without the attention core, and the forward keeps each block's assembled heads less.
+TEST(Model, LatentHeadsRecomputedGiveTheBitsOfKeptOnes) {
+  const GptShape s = latentShape();
+  const int64_t samples = 2, rows = samples * s.seq;
+  for (uint32_t core : {0u, uint32_t(runtime::kRecomputeCoreAttention)}) {
+    SCOPED_TRACE(core);
+    std::vector<double> dparams[2];
+    double loss[2];
+    int64_t kept[2];
+    for (int recompute : {0, 1}) {
+      runtime::Plan plan = planFor(s);
+      plan.config.recomputeModules = core | runtime::kRecomputeLayerNorm |
+                                     (recompute ? runtime::kRecomputeLatentUpProjection : 0u);
+      CpuOps<double> ops;
+      auto chain = *LayerChain<double>::build(plan, s, 0, 4, ops, Checkpointing::Selective);
+      std::vector<double> params(chain.numParams());
+      chain.initialise(params.data(), 5);
+      Batch batch = makeBatch(s, samples, 1.0 / rows);
+      typename LayerChain<double>::Cache cache;
+      chain.forward(params.data(), nullptr, batch.view, nullptr, cache);
+      kept[recompute] = 0;
+      for (const LayerCache<double> &layer : cache.layers)
+        kept[recompute] += layer.savedElements();
+      dparams[recompute].assign(params.size(), 0.0);
+      chain.backward(params.data(), cache, nullptr, dparams[recompute].data(), nullptr);
+      loss[recompute] = ops.takeLoss();
+    }
+    EXPECT_EQ(loss[1], loss[0]);
+    EXPECT_EQ(dparams[1], dparams[0]);
+    // Two blocks' q, k and v, each head dn + dr wide.
+    EXPECT_EQ(kept[0] - kept[1], 2 * rows * 3 * s.heads * s.qkHead());
+  }
 }
 
 // The q/k norms make the attention blind to the scale of each head's query and key: a block's
@@ -621,7 +758,7 @@ TEST(Model, SplitBackwardKeepsOnlyWhatWeightGradientsNeed) {
 // The bound the memory checks use covers what a forward keeps: every layer's cache (each layer
 // keeps its own input; the chain keeps none).
 TEST(Model, ActivationElementsBoundWhatTheForwardKeeps) {
-  for (const GptShape &s : {tinyShape(), llamaShape()}) {
+  for (const GptShape &s : {tinyShape(), llamaShape(), latentShape()}) {
     const int64_t samples = 3;
     Microbatches<float> m({"blocks and head", s, 1, 4}, 1, samples);
     LayerChain<float>::Cache cache;
@@ -666,6 +803,20 @@ TEST(Model, ParameterCountsFollowTheCompilersFormula) {
   EXPECT_EQ(q3.qWidth(), q);
   EXPECT_EQ(makeLayer<float>(runtime::LayerKind::Block, q3)->numParams(),
             2 * lh * q + 2 * lh * qkvd + 3 * lh * f + 2 * lh + 2 * q3.headWidth);
+  // Latent attention (attentionWeights and attentionOtherParams there): h·rq + rq·H(dn + dr)
+  // for the queries (h·H(dn + dr) without a query latent), h(rkv + dr) + rkv·H(dn + dv) for the
+  // keys and values, H·dv·h out, and the two latents' gains.
+  GptShape mla = latentShape();
+  const int64_t heads = mla.heads, qk = mla.qkHead(), dv = mla.vHead, rq = mla.qLora,
+                rkv = mla.kvLora;
+  const int64_t keysValues =
+      lh * (rkv + mla.qkRope) + rkv * heads * (mla.qkNope + dv) + heads * dv * lh + rkv;
+  const int64_t rest = 3 * lh * f + 2 * lh;
+  EXPECT_EQ(makeLayer<float>(runtime::LayerKind::Block, mla)->numParams(),
+            lh * rq + rq * heads * qk + rq + keysValues + rest);
+  mla.qLora = 0;
+  EXPECT_EQ(makeLayer<float>(runtime::LayerKind::Block, mla)->numParams(),
+            lh * heads * qk + keysValues + rest);
 }
 
 TEST(Model, LlamaVariantsAreBuilt) {
@@ -727,6 +878,26 @@ TEST(Model, ShapesTheRuntimeCannotBuildAreRefusedNamingTheKey) {
       {[](runtime::Transformer &t) { t.normEps = 0; }, "model.norm_eps"},
       {[](runtime::Transformer &t) { t.normEps = NAN; }, "model.norm_eps"},
       {[](runtime::Transformer &t) { t.mlp = 2; }, "mlp kind"},
+      // Latent attention the layer does not implement.
+      {[](runtime::Transformer &t) {
+         t.kvLoraRank = 4;
+         t.qkNopeHeadDim = t.vHeadDim = 4;
+         t.numKvHeads = 1;
+       },
+       "model.num_kv_heads"},
+      {[](runtime::Transformer &t) {
+         t.kvLoraRank = 4;
+         t.qkNopeHeadDim = 2;
+         t.vHeadDim = 4;
+       },
+       "model.latent_attention.v_head_dim at most qk_nope_head_dim + qk_rope_head_dim"},
+      {[](runtime::Transformer &t) {
+         t.kvLoraRank = 4;
+         t.qkNopeHeadDim = t.vHeadDim = 4;
+         t.qkRopeHeadDim = 3;
+         t.position = 1;
+       },
+       "model.latent_attention's head widths in range"},
   };
   for (const auto &c : cases) {
     SCOPED_TRACE(c.key);
@@ -746,6 +917,18 @@ TEST(Model, ShapesTheRuntimeCannotBuildAreRefusedNamingTheKey) {
   ownWidth.transformer->headDim = 4;
   ownWidth.transformer->position = 1;
   EXPECT_TRUE(GptShape::fromPlan(ownWidth).ok());
+
+  // Latent attention's heads have widths of their own: hidden / heads need not be whole or
+  // even; split over a tensor group it is refused.
+  runtime::Plan latent = planFor(latentShape());
+  latent.transformer->hiddenSize = 18; // 4 heads
+  EXPECT_TRUE(GptShape::fromPlan(latent).ok()) << GptShape::fromPlan(latent).status();
+  latent.config.tensor = 2;
+  latent.transformer->vocabSize = 12;
+  absl::StatusOr<GptShape> split = GptShape::fromPlan(latent);
+  ASSERT_FALSE(split.ok());
+  EXPECT_NE(split.status().message().find("parallelism.tensor 1"), std::string::npos)
+      << split.status().message();
 
   runtime::Plan wrongCount = plan;
   wrongCount.layers[1].params += 1;

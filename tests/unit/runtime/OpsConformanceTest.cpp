@@ -406,6 +406,19 @@ GptShape qwen3Shape() {
   return s;
 }
 
+/// DeepSeek-V3's latent attention on the Llama-style model: latents of rank 16 (queries) and 12
+/// (keys and values), heads 8 + 4 wide for queries and keys and 8 for values (padded).
+GptShape latentShape() {
+  GptShape s = llamaShape();
+  s.kvHeads = 0;
+  s.qLora = 16;
+  s.kvLora = 12;
+  s.qkNope = 8;
+  s.qkRope = 4;
+  s.vHead = 8;
+  return s;
+}
+
 /// Mixtral-like: the Llama-style model with 4 SwiGLU experts in its second block, each token
 /// taking the top 2 renormalised, and the auxiliary loss.
 GptShape mixtralShape() {
@@ -436,8 +449,10 @@ struct NamedShape {
 /// implementation computes in float32: from bf16 GEMM inputs the router's scores may choose
 /// other experts than the oracle's for a token, which no tolerance covers.
 std::vector<NamedShape> modelsFor(const Implementation &implementation) {
-  std::vector<NamedShape> out = {
-      {"GPT-style", gptShape()}, {"Llama-style", llamaShape()}, {"Qwen3-style", qwen3Shape()}};
+  std::vector<NamedShape> out = {{"GPT-style", gptShape()},
+                                 {"Llama-style", llamaShape()},
+                                 {"Qwen3-style", qwen3Shape()},
+                                 {"DeepSeek-style latent attention", latentShape()}};
   if (implementation.tolerance <= 1e-4) {
     out.push_back({"Mixtral-like experts", mixtralShape()});
     out.push_back({"shared expert, sigmoid router", sharedExpertShape()});

@@ -1,0 +1,309 @@
+//===- LatentAttention.cpp - multi-head latent attention -------------------===//
+//
+// The two latents and their norms, the heads assembled for the attention kernel, the output
+// projection; their input and weight gradients.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/model/layers/LatentAttention.h"
+
+#include "runtime/model/layers/Attention.h"
+#include "runtime/model/layers/Initialise.h"
+#include "runtime/model/layers/TensorSplit.h"
+
+#include <algorithm>
+
+namespace conduit::model {
+
+namespace {
+// What the forward keeps, by index: for the input gradient only, the kernel's q, k and v
+// (rotated, values padded; empty when recomputed), the probabilities (empty with selective
+// checkpointing), each latent before its norm with the norm's statistics (the query latent's
+// empty without one) and the shared rotary key before its rotation; for both halves, the normalised
+// latents (the up projections' inputs) and the attention's output (Wo's input). The input gradient
+// stashes the output gradient where the block does not keep it (empty otherwise), the output
+// gradients of the up projections (q, kv) and of the down projections (the key/value one's; the
+// query one's where there is a query latent), and the two gains' gradients.
+enum { Qkv, Probs, QRaw, QRstd, KvRaw, KvRstd, KRope, NumInputOnly };
+enum { QLatent, KvLatent, Att, NumSaved };
+enum { StashDy, StashDq, StashDkv, StashDdown, StashDqRaw, StashDgQ, StashDgKv, NumStashed };
+} // namespace
+
+template <typename T>
+LatentAttention<T>::LatentAttention(const GptShape &s, bool recomputeAttention, bool recomputeHeads)
+    : s(s), recomputeAttention(recomputeAttention), recomputeHeads(recomputeHeads) {
+  auto take = [&](int64_t n, bool present = true) {
+    const int64_t here = present ? total : -1;
+    total += present ? n : 0;
+    return here;
+  };
+  const int64_t h = s.hidden;
+  wDq = take(h * s.qLora, s.qLora > 0);
+  gQ = take(s.qLora, s.qLora > 0);
+  wUq = take(s.qLora * qWidth(), s.qLora > 0);
+  wQ = take(h * qWidth(), s.qLora == 0);
+  wDkv = take(h * downWidth());
+  gKv = take(s.kvLora);
+  wUkv = take(s.kvLora * kvWidth());
+  wO = take(s.heads * s.vHead * h);
+  bO = take(h, s.otherBias);
+}
+
+template <typename T>
+void LatentAttention<T>::slice(int64_t wholeAt, int64_t localAt,
+                               std::vector<ParameterRun> &runs) const {
+  // Never split (GptShape::fromPlan): the rank's parameters are the whole branch's.
+  addRun(runs, wholeAt, localAt, total);
+}
+
+template <typename T> void LatentAttention<T>::initialise(T *params, Random &random) const {
+  std::fill(params, params + total, T(0));
+  const int64_t h = s.hidden;
+  if (s.qLora > 0) {
+    fillNormal(params + wDq, h * s.qLora, random);
+    std::fill(params + gQ, params + gQ + s.qLora, T(1));
+    fillNormal(params + wUq, s.qLora * qWidth(), random);
+  } else {
+    fillNormal(params + wQ, h * qWidth(), random);
+  }
+  fillNormal(params + wDkv, h * downWidth(), random);
+  std::fill(params + gKv, params + gKv + s.kvLora, T(1));
+  fillNormal(params + wUkv, s.kvLora * kvWidth(), random);
+  fillNormal(params + wO, s.heads * s.vHead * h, random);
+}
+
+template <typename T>
+void LatentAttention<T>::keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache) const {
+  const int64_t rows = samples * s.seq;
+  startCache(cache, samples, NumInputOnly, NumSaved);
+  if (!recomputeHeads) // else recompute() allocates them before the input gradient
+    cache.inputOnly[Qkv] = ops.allocate(rows * 3 * qWidth());
+  cache.inputOnly[Probs] = ops.allocate(recomputeAttention ? 0 : probsSize(samples));
+  if (s.qLora > 0) {
+    cache.inputOnly[QRaw] = ops.allocate(rows * s.qLora);
+    cache.inputOnly[QRstd] = ops.allocate(rows);
+    cache.saved[QLatent] = ops.allocate(rows * s.qLora);
+  }
+  cache.inputOnly[KvRaw] = ops.allocate(rows * s.kvLora);
+  cache.inputOnly[KvRstd] = ops.allocate(rows);
+  cache.inputOnly[KRope] = ops.allocate(rows * s.qkRope);
+  cache.saved[KvLatent] = ops.allocate(rows * s.kvLora);
+  cache.saved[Att] = ops.allocate(rows * s.heads * s.vHead);
+}
+
+// The kernel's rows are [q heads | k heads | v heads], each head d wide: a query head is the
+// head's nope part of q and its rotated rope part; a key head the head's nope part of kv and
+// the shared rotated key; a value head the head's value part of kv, then zeros.
+template <typename T>
+void LatentAttention<T>::assemble(Ops<T> &ops, int64_t rows, const T *q, const T *kv, const T *rope,
+                                  T *qkv) const {
+  const int64_t heads = s.heads, dn = s.qkNope, dr = s.qkRope, dv = s.vHead, w = d(),
+                stride = 3 * qWidth(), kvHead = dn + dv;
+  ops.fill(rows * stride, T(0), qkv);
+  for (int64_t hd = 0; hd < heads; ++hd) {
+    T *qh = qkv + hd * w, *kh = qh + qWidth(), *vh = kh + qWidth();
+    ops.copyRows(rows, dn, q + hd * w, qWidth(), qh, stride);
+    ops.copyRows(rows, dr, rope + hd * dr, ropeWidth(), qh + dn, stride);
+    ops.copyRows(rows, dn, kv + hd * kvHead, kvWidth(), kh, stride);
+    ops.copyRows(rows, dr, rope + heads * dr, ropeWidth(), kh + dn, stride);
+    ops.copyRows(rows, dv, kv + hd * kvHead + dn, kvWidth(), vh, stride);
+  }
+}
+
+// The inverse: the nope and value parts go to dq and dkv; the rope parts to drope, the
+// queries' per head and the shared key's summed over the heads in head order.
+template <typename T>
+void LatentAttention<T>::disassemble(Ops<T> &ops, int64_t rows, const T *dqkv, T *dq, T *dkv,
+                                     T *drope) const {
+  const int64_t heads = s.heads, dn = s.qkNope, dr = s.qkRope, dv = s.vHead, w = d(),
+                stride = 3 * qWidth(), kvHead = dn + dv;
+  Buffer<T> dk = transient(ops, rows * dr), part = transient(ops, rows * dr);
+  ops.fill(rows * ropeWidth(), T(0), drope);
+  for (int64_t hd = 0; hd < heads; ++hd) {
+    const T *qh = dqkv + hd * w, *kh = qh + qWidth(), *vh = kh + qWidth();
+    ops.copyRows(rows, dn, qh, stride, dq + hd * w, qWidth());
+    ops.copyRows(rows, dr, qh + dn, stride, drope + hd * dr, ropeWidth());
+    ops.copyRows(rows, dn, kh, stride, dkv + hd * kvHead, kvWidth());
+    ops.copyRows(rows, dv, vh, stride, dkv + hd * kvHead + dn, kvWidth());
+    ops.copyRows(rows, dr, kh + dn, stride, hd == 0 ? dk.data() : part.data(), dr);
+    if (hd > 0)
+      ops.add(rows * dr, part.data(), dk.data());
+  }
+  ops.copyRows(rows, dr, dk.data(), dr, drope + heads * dr, ropeWidth());
+}
+
+template <typename T>
+void LatentAttention<T>::latents(Ops<T> &ops, const T *p, const T *x, LayerCache<T> &cache) const {
+  const int64_t rows = cache.samples * s.seq, h = s.hidden;
+  std::vector<Buffer<T>> &in = cache.inputOnly, &kept = cache.saved;
+  if (s.qLora > 0) {
+    ops.gemm(false, false, rows, s.qLora, h, 1, x, p + wDq, 0, in[QRaw].data());
+    ops.rmsNormForward(rows, s.qLora, in[QRaw].data(), p + gQ, s.normEps, kept[QLatent].data(),
+                       in[QRstd].data());
+  }
+  Buffer<T> down = transient(ops, rows * downWidth());
+  ops.gemm(false, false, rows, downWidth(), h, 1, x, p + wDkv, 0, down.data());
+  ops.copyRows(rows, s.kvLora, down.data(), downWidth(), in[KvRaw].data(), s.kvLora);
+  ops.copyRows(rows, s.qkRope, down.data() + s.kvLora, downWidth(), in[KRope].data(), s.qkRope);
+  ops.rmsNormForward(rows, s.kvLora, in[KvRaw].data(), p + gKv, s.normEps, kept[KvLatent].data(),
+                     in[KvRstd].data());
+}
+
+template <typename T>
+void LatentAttention<T>::queriesKeysValues(Ops<T> &ops, const T *p, const T *x,
+                                           const LayerCache<T> &cache, T *qkv) const {
+  const int64_t n = cache.samples, rows = n * s.seq, heads = s.heads, dr = s.qkRope;
+  const std::vector<Buffer<T>> &in = cache.inputOnly, &kept = cache.saved;
+  Buffer<T> q = transient(ops, rows * qWidth());
+  if (s.qLora > 0)
+    ops.gemm(false, false, rows, qWidth(), s.qLora, 1, kept[QLatent].data(), p + wUq, 0, q.data());
+  else
+    ops.gemm(false, false, rows, qWidth(), s.hidden, 1, x, p + wQ, 0, q.data());
+  Buffer<T> kv = transient(ops, rows * kvWidth());
+  ops.gemm(false, false, rows, kvWidth(), s.kvLora, 1, kept[KvLatent].data(), p + wUkv, 0,
+           kv.data());
+  // The rope parts, rotated together: the query heads' and the shared key.
+  Buffer<T> rope = transient(ops, rows * ropeWidth());
+  ops.fill(rows * ropeWidth(), T(0), rope.data());
+  for (int64_t hd = 0; hd < heads; ++hd)
+    ops.copyRows(rows, dr, q.data() + hd * d() + s.qkNope, qWidth(), rope.data() + hd * dr,
+                 ropeWidth());
+  ops.copyRows(rows, dr, in[KRope].data(), dr, rope.data() + heads * dr, ropeWidth());
+  if (s.rotary && dr > 0)
+    ops.rotaryForward(n, s.seq, heads, 1, dr, s.ropeTheta, rope.data());
+  assemble(ops, rows, q.data(), kv.data(), rope.data(), qkv);
+}
+
+template <typename T>
+void LatentAttention<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *y,
+                                 LayerCache<T> &cache) const {
+  const int64_t n = cache.samples, rows = n * s.seq, heads = s.heads;
+  std::vector<Buffer<T>> &in = cache.inputOnly, &kept = cache.saved;
+  latents(ops, p, x, cache);
+  // Recomputed, q, k and v are working memory until the attention has read them.
+  Buffer<T> working = recomputeHeads ? transient(ops, rows * 3 * qWidth()) : Buffer<T>();
+  T *qkv = recomputeHeads ? working.data() : in[Qkv].data();
+  queriesKeysValues(ops, p, x, cache, qkv);
+  {
+    Buffer<T> probs = recomputeAttention ? transient(ops, probsSize(n)) : Buffer<T>();
+    Buffer<T> out = transient(ops, rows * qWidth());
+    ops.attentionForward(n, s.seq, heads, heads, d(), qkv,
+                         recomputeAttention ? probs.data() : in[Probs].data(), out.data());
+    // Each head's output without the values' padding.
+    ops.copyRows(rows * heads, s.vHead, out.data(), d(), kept[Att].data(), s.vHead);
+  }
+  working.reset();
+  rowParallel(ops, s, n, heads * s.vHead, kept[Att].data(), p + wO, bO >= 0 ? p + bO : nullptr,
+              residual, y);
+}
+
+template <typename T>
+void LatentAttention<T>::recompute(Ops<T> &ops, const T *p, const T *x,
+                                   LayerCache<T> &cache) const {
+  if (!recomputeHeads)
+    return;
+  // The forward's kernels on the kept latents: the same bits, kept until the input gradient
+  // is done, as the forward's would have been.
+  cache.inputOnly[Qkv] = ops.allocate(cache.samples * s.seq * 3 * qWidth());
+  queriesKeysValues(ops, p, x, cache, cache.inputOnly[Qkv].data());
+}
+
+template <typename T>
+Buffer<T> LatentAttention<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache,
+                                            const T *dy, bool dyKept) const {
+  const int64_t n = cache.samples, rows = n * s.seq, h = s.hidden, heads = s.heads, dr = s.qkRope,
+                values = heads * s.vHead;
+  const std::vector<Buffer<T>> &in = cache.inputOnly;
+  std::vector<Buffer<T>> &g = cache.stash;
+  g.clear();
+  g.resize(NumStashed);
+  g[StashDy] = outputGradient(ops, s, n, dy, dyKept);
+  const T *whole = g[StashDy].empty() ? dy : g[StashDy].data();
+  g[StashDq] = ops.allocate(rows * qWidth());
+  g[StashDkv] = ops.allocate(rows * kvWidth());
+  g[StashDdown] = ops.allocate(rows * downWidth());
+  T *dq = g[StashDq].data(), *dkv = g[StashDkv].data(), *ddown = g[StashDdown].data();
+  {
+    Buffer<T> dqkv = transient(ops, rows * 3 * qWidth());
+    {
+      // Wo's input gradient, padded as the kernel's output was.
+      Buffer<T> datt = transient(ops, rows * qWidth());
+      {
+        Buffer<T> dout = transient(ops, rows * values);
+        ops.gemm(false, true, rows, values, h, 1, whole, p + wO, 0, dout.data());
+        ops.fill(rows * qWidth(), T(0), datt.data());
+        ops.copyRows(rows * heads, s.vHead, dout.data(), s.vHead, datt.data(), d());
+      }
+      Buffer<T> probs;
+      ops.attentionBackward(n, s.seq, heads, heads, d(), in[Qkv].data(),
+                            attentionProbabilities(ops, n, s.seq, heads, heads, d(), in[Qkv].data(),
+                                                   in[Probs], recomputeAttention, probs),
+                            datt.data(), dqkv.data());
+    }
+    Buffer<T> drope = transient(ops, rows * ropeWidth());
+    disassemble(ops, rows, dqkv.data(), dq, dkv, drope.data());
+    dqkv.reset();
+    if (s.rotary && dr > 0)
+      ops.rotaryBackward(n, s.seq, heads, 1, dr, s.ropeTheta, drope.data());
+    for (int64_t hd = 0; hd < heads; ++hd)
+      ops.copyRows(rows, dr, drope.data() + hd * dr, ropeWidth(), dq + hd * d() + s.qkNope,
+                   qWidth());
+    ops.copyRows(rows, dr, drope.data() + heads * dr, ropeWidth(), ddown + s.kvLora, downWidth());
+  }
+  // Through a latent's up projection and norm: its gain's gradient stashed, the gradient of
+  // its input (`raw`, rank wide) into `dRaw`, `dRawStride` apart.
+  auto throughLatent = [&](int64_t rank, const T *dUp, int64_t upWidth, int64_t wUp, int64_t gain,
+                           int raw, int rstd, int stashGain, T *dRaw, int64_t dRawStride) {
+    Buffer<T> dLatent = transient(ops, rows * rank), dIn = transient(ops, rows * rank);
+    ops.gemm(false, true, rows, rank, upWidth, 1, dUp, p + wUp, 0, dLatent.data());
+    g[stashGain] = ops.allocate(rank);
+    ops.fill(rank, T(0), g[stashGain].data());
+    ops.rmsNormBackwardWeight(rows, rank, in[raw].data(), in[rstd].data(), dLatent.data(),
+                              g[stashGain].data());
+    ops.rmsNormBackwardInput(rows, rank, in[raw].data(), p + gain, in[rstd].data(), dLatent.data(),
+                             dIn.data());
+    ops.copyRows(rows, rank, dIn.data(), rank, dRaw, dRawStride);
+  };
+  throughLatent(s.kvLora, dkv, kvWidth(), wUkv, gKv, KvRaw, KvRstd, StashDgKv, ddown, downWidth());
+  Buffer<T> dx = ops.allocate(rows * h);
+  ops.gemm(false, true, rows, h, downWidth(), 1, ddown, p + wDkv, 0, dx.data());
+  if (s.qLora > 0) {
+    g[StashDqRaw] = ops.allocate(rows * s.qLora);
+    throughLatent(s.qLora, dq, qWidth(), wUq, gQ, QRaw, QRstd, StashDgQ, g[StashDqRaw].data(),
+                  s.qLora);
+    ops.gemm(false, true, rows, h, s.qLora, 1, g[StashDqRaw].data(), p + wDq, 1, dx.data());
+  } else {
+    ops.gemm(false, true, rows, h, qWidth(), 1, dq, p + wQ, 1, dx.data());
+  }
+  return dx;
+}
+
+template <typename T>
+void LatentAttention<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
+                                        const T *dy, T *dp) const {
+  const int64_t rows = cache.samples * s.seq, h = s.hidden;
+  const std::vector<Buffer<T>> &g = cache.stash, &kept = cache.saved;
+  const T *whole = g[StashDy].empty() ? dy : g[StashDy].data();
+  weightGradient(ops, rows, s.heads * s.vHead, h, kept[Att].data(), whole, dp + wO,
+                 bO >= 0 ? dp + bO : nullptr);
+  weightGradient(ops, rows, s.kvLora, kvWidth(), kept[KvLatent].data(), g[StashDkv].data(),
+                 dp + wUkv, static_cast<T *>(nullptr));
+  ops.add(s.kvLora, g[StashDgKv].data(), dp + gKv);
+  weightGradient(ops, rows, h, downWidth(), x, g[StashDdown].data(), dp + wDkv,
+                 static_cast<T *>(nullptr));
+  if (s.qLora > 0) {
+    weightGradient(ops, rows, s.qLora, qWidth(), kept[QLatent].data(), g[StashDq].data(), dp + wUq,
+                   static_cast<T *>(nullptr));
+    ops.add(s.qLora, g[StashDgQ].data(), dp + gQ);
+    weightGradient(ops, rows, h, s.qLora, x, g[StashDqRaw].data(), dp + wDq,
+                   static_cast<T *>(nullptr));
+  } else {
+    weightGradient(ops, rows, h, qWidth(), x, g[StashDq].data(), dp + wQ,
+                   static_cast<T *>(nullptr));
+  }
+}
+
+template class LatentAttention<float>;
+template class LatentAttention<double>;
+
+} // namespace conduit::model
