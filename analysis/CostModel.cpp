@@ -22,6 +22,7 @@ llvm::Expected<CostModel> CostModel::build(const CostInputs &in) {
   cost.memoryBandwidth = cluster.memoryBandwidth * cluster.kernels.streamShare();
   cost.parameterBytes = in.parameterBytes;
   cost.momentBytes = in.momentBytes;
+  cost.optimizerKernels = in.optimizerKernels;
   cost.launchOverheadS = cluster.launchOverheadS;
   cost.latencyS = cluster.latencyS;
   cost.intraBandwidth = cluster.intraNodeBandwidth;
@@ -129,10 +130,24 @@ namespace {
 double optimizerFlopsPerParam(bool adam) { return adam ? 10 : 2; }
 } // namespace
 
-int64_t CostModel::optimizerBytesPerParam(bool adam, int64_t parameterBytes, int64_t momentBytes) {
-  const int64_t moments = adam ? 2 * 2 * momentBytes : 0;
-  const int64_t master = 2 * 4 + (parameterBytes == 4 ? 0 : parameterBytes);
-  return runtime::kGradientBytes + moments + master;
+int64_t CostModel::optimizerBytesPerParam(bool adam, int64_t parameterBytes, int64_t momentBytes,
+                                          OptimizerKernels kernels) {
+  const int64_t g = runtime::kGradientBytes, m = momentBytes, p = 4;
+  // The working copy of 16-bit parameters: written beside the master in a fused kernel, a cast
+  // reading the master again otherwise.
+  const int64_t copy = parameterBytes == 4                  ? 0
+                       : kernels == OptimizerKernels::Fused ? parameterBytes
+                                                            : p + parameterBytes;
+  if (!adam || kernels == OptimizerKernels::Fused) // SGD's one operation: p -= lr * g
+    return g + (adam ? 2 * 2 * m : 0) + 2 * p + copy;
+  // Adam as PyTorch's multi-tensor AdamW runs it (torch/optim/adamw.py, _multi_tensor_adamw),
+  // a temporary t of the parameters' type: m.lerp_(g) (m, g in; m out), v.mul_ (v; v),
+  // v.addcmul_(g, g) (v, g; v), t = v.sqrt() (v; t), t.div_ (t; t), t.add_(eps) (t; t),
+  // p.addcdiv_(m, t) (p, m, t; p): 8m + 40 bytes. One tensor at a time (Composer's
+  // DecoupledAdamW) the first moment takes m.mul_ then m.add_(g): 2m more.
+  const int64_t foreach =
+      (2 * m + g) + 2 * m + (2 * m + g) + (m + p) + 2 * p + 2 * p + (2 * p + m + p);
+  return foreach + (kernels == OptimizerKernels::PerTensor ? 2 * m : 0) + copy;
 }
 
 double CostModel::optimizerStepTime(bool adam, int64_t params) const {
@@ -143,8 +158,8 @@ double CostModel::optimizerStepTime(bool adam, int64_t params) const {
   const double compute = n * optimizerFlopsPerParam(adam) / flopRate;
   if (!(memoryBandwidth > 0))
     return compute;
-  const double bytes =
-      n * static_cast<double>(optimizerBytesPerParam(adam, parameterBytes, momentBytes));
+  const double bytes = n * static_cast<double>(optimizerBytesPerParam(
+                               adam, parameterBytes, momentBytes, optimizerKernels));
   return std::max(compute, bytes / memoryBandwidth);
 }
 

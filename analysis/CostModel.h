@@ -16,6 +16,7 @@
 #include "analysis/ProfileReader.h"
 #include "analysis/Roofline.h"
 #include "job/Cluster.h"
+#include "job/JobSpec.h"
 #include "runtime/plan/Plan.h"
 
 #include "llvm/Support/Error.h"
@@ -70,6 +71,8 @@ struct CostInputs {
   int64_t parameterBytes = 4;
   /// Bytes of each of Adam's two moments (4, or 2 with training.adam_moments "bf16").
   int64_t momentBytes = 4;
+  /// How the optimizer's update runs (training.optimizer_kernels).
+  OptimizerKernels optimizerKernels = OptimizerKernels::Fused;
   /// Per layer: name (to match a profile), forward and backward FLOPs per sample, the
   /// weight-gradient part of the backward (empty: half), and its kind (empty: custom).
   std::vector<std::string> names;
@@ -139,10 +142,14 @@ public:
   /// their `expertReplicas` (the expert-data group) instead.
   double replicaOptimizerStepTime(bool adam, int64_t params, int64_t replicas, bool sharded,
                                   int64_t experts = 0, int64_t expertReplicas = 1) const;
-  /// The bytes one optimizer update moves per parameter: the fp32 gradient read, Adam's two
-  /// moments (of momentBytes each) read and written, the fp32 master (or fp32 parameter) read
-  /// and written, and with 16-bit parameters the working copy written.
-  static int64_t optimizerBytesPerParam(bool adam, int64_t parameterBytes, int64_t momentBytes = 4);
+  /// The bytes one optimizer update moves per parameter. Fused, one kernel streams each array
+  /// once: the fp32 gradient read, Adam's two moments (of momentBytes each) read and written,
+  /// the fp32 master (or fp32 parameter) read and written, and with 16-bit parameters the
+  /// working copy written. Run as separate operations (foreach, per tensor), each reads its
+  /// operands and writes its result (optimizerPasses), and the working copy is a cast of its
+  /// own that reads the master again.
+  static int64_t optimizerBytesPerParam(bool adam, int64_t parameterBytes, int64_t momentBytes = 4,
+                                        OptimizerKernels kernels = OptimizerKernels::Fused);
 
   /// Global rank of (pipeline rank, data-parallel replica, tensor rank): the position of
   /// (pipeline rank, replica) per the rank order, times T, plus the tensor rank (T is
@@ -233,6 +240,7 @@ private:
   /// at which the optimizer step streams its state; 0: not stated, the step priced by its FLOPs.
   double memoryBandwidth = 0;
   int64_t parameterBytes = 4, momentBytes = 4;
+  OptimizerKernels optimizerKernels = OptimizerKernels::Fused;
   Roofline roofline;
   double launchOverheadS = 0;
   double latencyS = 0;

@@ -51,6 +51,7 @@ CostInputs conduit::jobCostInputs(const Job &job) {
   in.cluster = job.cluster;
   in.parameterBytes = job.training.storedParameterBytes();
   in.momentBytes = job.training.momentBytes();
+  in.optimizerKernels = job.training.optimizerKernels.value_or(OptimizerKernels::Fused);
   if (job.model.transformer) {
     in.transformer = transformerShape(*job.model.transformer, job.training.elementBytes());
     in.transformer->fp8 = job.training.dtype == runtime::DType::FP8;

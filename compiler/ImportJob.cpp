@@ -39,7 +39,8 @@ pipe::TrainingAttr buildTraining(MLIRContext *ctx, const TrainingSpec &t) {
       toDialect<pipe::TokenType>(t.dataDtype),
       toDialect<pipe::MasterWeights>(t.masterWeights.value_or(MasterWeights::Separate)),
       toDialect<pipe::Fp8Scaling>(t.fp8Scaling.value_or(Fp8Scaling::Delayed)),
-      toDialect<pipe::AdamMoments>(t.adamMoments.value_or(runtime::AdamMoments::FP32)));
+      toDialect<pipe::AdamMoments>(t.adamMoments.value_or(runtime::AdamMoments::FP32)),
+      toDialect<pipe::OptimizerKernels>(t.optimizerKernels.value_or(OptimizerKernels::Fused)));
 }
 
 /// The job's mixture of experts, with the imbalance resolved (moeImbalance, analysis/JobCosts.h).

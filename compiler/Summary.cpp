@@ -173,6 +173,9 @@ std::string describeTraining(const TrainingSpec &t) {
   return std::string(enumName(t.dtype)) + ", " + std::string(enumName(t.optimizer)) +
          (t.masterWeights == MasterWeights::Parameters ? " on fp32 parameter shards" : "") +
          (t.adamMoments == runtime::AdamMoments::BF16 ? " with bf16 moments" : "") +
+         (t.optimizerKernels == OptimizerKernels::Foreach ? ", its update a kernel per operation"
+          : t.optimizerKernels == OptimizerKernels::PerTensor ? ", its update one tensor at a time"
+                                                              : "") +
          ", learning rate " + lr + ", seed " + std::to_string(t.seed);
 }
 

@@ -135,6 +135,7 @@ void JobParser::parseTraining(ObjectReader &section, TrainingSpec &t) {
   t.masterWeights = readEnum<MasterWeights>(section, "master_weights");
   t.adamMoments = readEnum<runtime::AdamMoments>(section, "adam_moments");
   t.fp8Scaling = readEnum<Fp8Scaling>(section, "fp8_scaling");
+  t.optimizerKernels = readEnum<OptimizerKernels>(section, "optimizer_kernels");
   section.rejectUnknownKeys();
 }
 

@@ -44,6 +44,7 @@ constexpr std::array<std::string_view, 2> kExpertKernels = {"grouped", "megatron
 constexpr std::array<std::string_view, 2> kFp8SavedInputs = {"fp8", "bf16"};
 constexpr std::array<std::string_view, 2> kMasterWeights = {"separate", "parameters"};
 constexpr std::array<std::string_view, 2> kFp8Scalings = {"delayed", "current"};
+constexpr std::array<std::string_view, 3> kOptimizerKernels = {"fused", "foreach", "per_tensor"};
 
 static_assert(endsAt(kLayerKinds, runtime::LayerKind::Custom));
 static_assert(endsAt(kShardings, runtime::Sharding::Full));
@@ -68,6 +69,7 @@ static_assert(endsAt(kExpertKernels, ExpertKernels::Megatron));
 static_assert(endsAt(kFp8SavedInputs, Fp8SavedInputs::BF16));
 static_assert(endsAt(kMasterWeights, MasterWeights::Parameters));
 static_assert(endsAt(kFp8Scalings, Fp8Scaling::Current));
+static_assert(endsAt(kOptimizerKernels, OptimizerKernels::PerTensor));
 
 } // namespace
 
@@ -120,5 +122,8 @@ template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>() {
 }
 template <> absl::Span<const std::string_view> enumNames<MasterWeights>() { return kMasterWeights; }
 template <> absl::Span<const std::string_view> enumNames<Fp8Scaling>() { return kFp8Scalings; }
+template <> absl::Span<const std::string_view> enumNames<OptimizerKernels>() {
+  return kOptimizerKernels;
+}
 
 } // namespace conduit

@@ -88,6 +88,11 @@ enum class Fp8Scaling : uint8_t { Delayed, Current };
 /// beside the 16-bit parameters (Megatron-Core, DeepSpeed), or in the parameters themselves,
 /// fp32 shards cast to the training data type for each use (PyTorch FSDP's mixed precision).
 enum class MasterWeights : uint8_t { Separate, Parameters };
+/// How the optimizer's update runs: one kernel streaming each tensor's state once (Apex's and
+/// Transformer Engine's FusedAdam, PyTorch's `fused=True`), a kernel per operation over all
+/// tensors (PyTorch's `foreach` path, its default on GPUs), or the operations one tensor at a
+/// time (a Python loop of eager operations, as Composer's DecoupledAdamW). Prices the step only.
+enum class OptimizerKernels : uint8_t { Fused, Foreach, PerTensor };
 
 /// The spellings of an enum's values in the job file, in the enum's order: "gpipe", "1f1b", ...
 /// for runtime::Schedule. Defined for every enum of the job model.
@@ -117,6 +122,7 @@ template <> absl::Span<const std::string_view> enumNames<ExpertKernels>();
 template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>();
 template <> absl::Span<const std::string_view> enumNames<MasterWeights>();
 template <> absl::Span<const std::string_view> enumNames<Fp8Scaling>();
+template <> absl::Span<const std::string_view> enumNames<OptimizerKernels>();
 
 /// The spelling of `value` in the job file.
 template <typename Enum> std::string_view enumName(Enum value) {
@@ -321,6 +327,8 @@ struct TrainingSpec {
   std::optional<MasterWeights> masterWeights;
   /// `adam_moments`, with Adam only (unset: FP32).
   std::optional<runtime::AdamMoments> adamMoments;
+  /// `optimizer_kernels` (unset: Fused).
+  std::optional<OptimizerKernels> optimizerKernels;
 
   int64_t elementBytes() const { return dtype == runtime::DType::FP32 ? 4 : 2; }
   /// Bytes of each of Adam's two moments.

@@ -48,6 +48,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
                             : 0;
   in.parameterBytes = training.getStoredParameterBytes();
   in.momentBytes = training.getMomentBytes();
+  in.optimizerKernels = static_cast<OptimizerKernels>(training.getOptimizerKernels());
   if (architecture) {
     TransformerShape &shape = in.transformer.emplace();
     shape.numLayers = architecture.getNumLayers();

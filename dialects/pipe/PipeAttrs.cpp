@@ -182,7 +182,7 @@ LogicalResult TrainingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    Optimizer optimizer, int64_t seed, F64 learningRate,
                                    DataKind data, StringRef dataPath, TokenType dataDtype,
                                    MasterWeights masterWeights, Fp8Scaling fp8Scaling,
-                                   AdamMoments adamMoments) {
+                                   AdamMoments adamMoments, OptimizerKernels optimizerKernels) {
   if (failed(check(emitError, seed >= 0, "seed", "non-negative", seed)) ||
       failed(check(emitError, std::isfinite(learningRate) && learningRate > 0, "learning_rate",
                    "positive", learningRate)))

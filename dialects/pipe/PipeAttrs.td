@@ -111,6 +111,12 @@ def Pipe_Fp8Scaling : Pipe_Enum<"Fp8Scaling", "how FP8 casts find their scales",
   I32EnumCase<"Current", 1, "current">
 ]>;
 
+def Pipe_OptimizerKernels : Pipe_Enum<"OptimizerKernels", "how the optimizer's update runs", [
+  I32EnumCase<"Fused", 0, "fused">,
+  I32EnumCase<"Foreach", 1, "foreach">,
+  I32EnumCase<"PerTensor", 2, "per_tensor">
+]>;
+
 def Pipe_AdamMoments : Pipe_Enum<"AdamMoments", "how Adam stores its two moments", [
   I32EnumCase<"FP32", 0, "fp32">,
   I32EnumCase<"BF16", 1, "bf16">
@@ -424,8 +430,11 @@ def Pipe_TrainingAttr : Pipe_Attr<"Training", "training"> {
     16-bit parameters; `parameters`: fp32 parameter shards cast for each use, full sharding
     only), with `fp8` how the casts find their scales (`fp8_scaling`, printed unless
     `delayed`: from an amax history, in the cast; `current`: an amax pass of its own first),
-    and how Adam stores its moments (`adam_moments`, printed unless `fp32`; `bf16`: rounded to
-    bf16 after each update, Adam only).
+    how Adam stores its moments (`adam_moments`, printed unless `fp32`; `bf16`: rounded to
+    bf16 after each update, Adam only), and how the update runs (`optimizer_kernels`, printed
+    unless `fused`: one kernel streaming every tensor once; `foreach`: a kernel per operation
+    over all tensors, PyTorch's multi-tensor path; `per_tensor`: the operations one tensor at a
+    time), which prices the optimizer step and changes nothing it computes.
 
     ```mlir
     #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-03>
@@ -443,7 +452,8 @@ def Pipe_TrainingAttr : Pipe_Attr<"Training", "training"> {
     Pipe_DefaultEnumParam<Pipe_TokenType, "UInt16">:$data_dtype,
     Pipe_DefaultEnumParam<Pipe_MasterWeights, "Separate">:$master_weights,
     Pipe_DefaultEnumParam<Pipe_Fp8Scaling, "Delayed">:$fp8_scaling,
-    Pipe_DefaultEnumParam<Pipe_AdamMoments, "FP32">:$adam_moments
+    Pipe_DefaultEnumParam<Pipe_AdamMoments, "FP32">:$adam_moments,
+    Pipe_DefaultEnumParam<Pipe_OptimizerKernels, "Fused">:$optimizer_kernels
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -108,6 +108,9 @@ def configuration(run):
                         if job["training"].get("master_weights") == "parameters" else "")
                      + (", bf16 Adam moments"
                         if job["training"].get("adam_moments") == "bf16" else ""))
+    kernels = job["training"].get("optimizer_kernels", "fused")
+    if kernels != "fused":
+        parts.append("Adam " + ("foreach" if kernels == "foreach" else "per tensor"))
     if par.get("activation_checkpointing", "none") != "none":
         modules = par.get("recompute_modules")
         parts.append(f"ckpt {par['activation_checkpointing']}" +

@@ -797,6 +797,22 @@ TEST(CostModelTest, TheOptimizerStepIsPricedByItsBytes) {
   EXPECT_DOUBLE_EQ(build(in).optimizerStepTime(false, n), 12.0 * n / 2.039e12);
   // The bytes, not the 10 FLOP a parameter, bound it: over 200 times the FLOPs' time here.
   EXPECT_GT(build(in).optimizerStepTime(true, n), 200 * 10.0 * n / (312e12 * 0.5));
+  // Run as separate operations, each reads its operands and writes its result. PyTorch's
+  // multi-tensor AdamW on fp32 parameters: lerp (12), mul (8), addcmul (12), sqrt (8), div (8),
+  // add (8), addcdiv (16): 72 bytes, 8 per moment byte and 40. One tensor at a time the first
+  // moment's mul and add are two operations: 80. A separate bf16 working copy is a cast of its
+  // own (the master read again, the copy written): 6 more. SGD's update is one operation
+  // either way; only its working copy moves.
+  using K = OptimizerKernels;
+  EXPECT_EQ(CostModel::optimizerBytesPerParam(true, 4, 4, K::Foreach), 72);
+  EXPECT_EQ(CostModel::optimizerBytesPerParam(true, 4, 4, K::PerTensor), 80);
+  EXPECT_EQ(CostModel::optimizerBytesPerParam(true, 2, 4, K::Foreach), 78);
+  EXPECT_EQ(CostModel::optimizerBytesPerParam(true, 4, 2, K::Foreach), 56);
+  EXPECT_EQ(CostModel::optimizerBytesPerParam(false, 4, 4, K::PerTensor), 12);
+  EXPECT_EQ(CostModel::optimizerBytesPerParam(false, 2, 4, K::Foreach), 18);
+  in.optimizerKernels = K::PerTensor;
+  EXPECT_DOUBLE_EQ(build(in).optimizerStepTime(true, n), 80.0 * n / 2.039e12);
+  in.optimizerKernels = K::Fused;
   // On a preset's device it streams at the element-wise kernels' share of the bandwidth
   // (A100: BabelStream's 1,724.8 GB/s).
   in.cluster.kernels = presetKernels("a100-80gb");

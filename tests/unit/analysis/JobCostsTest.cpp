@@ -66,4 +66,16 @@ TEST(JobCosts, TheShapeSaysHowElementwiseOperationsRan) {
   EXPECT_TRUE(shape.rmsNorm);
 }
 
+// How the optimizer's update runs reaches the tuner's cost inputs as it reaches the
+// compiler's (passes/CostModelBuilder.cpp); CostModelTest prices each kind.
+TEST(JobCosts, TheOptimizersKernelsReachTheCostInputs) {
+  Job job;
+  job.model.transformer = gpt(2, 768, 12, 1024, 50257);
+  EXPECT_EQ(jobCostInputs(job).optimizerKernels, OptimizerKernels::Fused);
+  for (OptimizerKernels kernels : {OptimizerKernels::Foreach, OptimizerKernels::PerTensor}) {
+    job.training.optimizerKernels = kernels;
+    EXPECT_EQ(jobCostInputs(job).optimizerKernels, kernels);
+  }
+}
+
 } // namespace
