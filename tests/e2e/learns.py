@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""The demo job learns: 50 steps on 4 CPU ranks at least halve the loss, and every step's loss
-equals the single-process reference's.
+"""A job learns: 50 steps on its CPU ranks at least halve the loss, and every step's loss
+equals the single-process reference's (the demo job, and the DeepSeek-V3-shaped tiny job:
+latent attention, group-limited sigmoid routing with its bias moved by the load, a shared
+expert, DualPipeV over expert groups of 2).
 
 Usage: learns.py --bin BUILD/bin --work DIR --job testdata/jobs/demo.json
 """
 
+import os
 import sys
 
 from common import Tools, arguments, losses
@@ -19,8 +22,9 @@ def main():
     tools = Tools(args.bin, args.work, args.compiler_bin)
     import json
     job = json.load(open(args.job))
-    plan = tools.compile(job, "demo")
-    processes = job["parallelism"]["pipeline"] * job["parallelism"].get("data", 1)
+    plan = tools.compile(job, os.path.splitext(os.path.basename(args.job))[0])
+    par = job["parallelism"]
+    processes = par["pipeline"] * par.get("data", 1) * par.get("tensor", 1)
     run = tools.run(plan, processes, f"--steps={STEPS}")
     reference = tools.reference(plan, f"--steps={STEPS}")
     if run.returncode or reference.returncode:

@@ -98,6 +98,34 @@ def round_trip(tools, name, parallelism):
                              os.path.join(dirs["whole"], "config.json")))
 
 
+def six_and_four(tools, plan, label, prefix, extra=()):
+    """Runs `plan` on 4 ranks for 6 steps and for 4, each saving its parameters; returns the
+    folders ("whole", "four", and "mpi" and `extra` for later runs) and the 6-step run, or None
+    when a run failed."""
+    dirs = {k: os.path.join(tools.work, f"{prefix}-{k}") for k in ("whole", "four", "mpi", *extra)}
+    for d in dirs.values():
+        shutil.rmtree(d, ignore_errors=True)
+    whole = tools.run(plan, 4, "--steps=6", f"--save-params={dirs['whole']}")
+    four = tools.run(plan, 4, "--steps=4", f"--save-params={dirs['four']}")
+    check(f"{label}: runs of 6 and of 4 steps",
+          whole.returncode == 0 and four.returncode == 0, whole.stderr + four.stderr)
+    if whole.returncode or four.returncode:
+        return None
+    return dirs, whole
+
+
+def continues_from(tools, plan, label, saved, dirs, whole):
+    """A run of `plan` from --init=`saved` (written after step 4) continues with bitwise the
+    6-step run's losses and ends with bitwise its parameters."""
+    resumed = tools.run(plan, 4, "--steps=2", f"--init={saved}", f"--save-params={dirs['mpi']}")
+    check(f"{label}: a run from --init continues with bitwise the uninterrupted losses",
+          resumed.returncode == 0 and step_lines(resumed.stdout) == step_lines(whole.stdout)[4:],
+          f"{resumed.stdout}{resumed.stderr}\nexpected {step_lines(whole.stdout)[4:]}")
+    check(f"{label}: and ends with bitwise its parameters",
+          resumed.returncode == 0 and same_bytes(os.path.join(dirs["mpi"], "model.safetensors"),
+                                                 os.path.join(dirs["whole"], "model.safetensors")))
+
+
 def moe_round_trip(tools, expert, qwen3=False):
     """A mixture of experts with a shared expert goes out with Qwen2-MoE's names (its shared
     expert's gate zero, its down projection doubled) and comes back in bit for bit; with
@@ -114,17 +142,12 @@ def moe_round_trip(tools, expert, qwen3=False):
     else:
         job["model"]["moe"].update(shared_experts=1, shared_ffn_hidden_size=32)
     label = f"{'qwen3-' if qwen3 else ''}moe E={expert}"
-    plan = tools.compile(job, f"weights-{'qwen3-' if qwen3 else ''}moe-ep{expert}")
-    dirs = {k: os.path.join(tools.work, f"{'qwen3-' if qwen3 else ''}moe-ep{expert}-{k}")
-            for k in ("whole", "four", "mpi")}
-    for d in dirs.values():
-        shutil.rmtree(d, ignore_errors=True)
-    whole = tools.run(plan, 4, "--steps=6", f"--save-params={dirs['whole']}")
-    four = tools.run(plan, 4, "--steps=4", f"--save-params={dirs['four']}")
-    check(f"{label}: runs of 6 and of 4 steps",
-          whole.returncode == 0 and four.returncode == 0, whole.stderr + four.stderr)
-    if whole.returncode or four.returncode:
+    prefix = f"{'qwen3-' if qwen3 else ''}moe-ep{expert}"
+    plan = tools.compile(job, f"weights-{prefix}")
+    runs = six_and_four(tools, plan, label, prefix)
+    if not runs:
         return
+    dirs, whole = runs
     saved = os.path.join(dirs["four"], "model.safetensors")
     tensors, _ = read_safetensors(saved)
     with open(os.path.join(dirs["four"], "config.json")) as f:
@@ -148,13 +171,7 @@ def moe_round_trip(tools, expert, qwen3=False):
               f"{sorted(tensors)} {json.dumps(config)}")
     check(f"{label}: the step lines carry aux_loss",
           all(" aux_loss " in line for line in step_lines(whole.stdout)), whole.stdout)
-    resumed = tools.run(plan, 4, "--steps=2", f"--init={saved}", f"--save-params={dirs['mpi']}")
-    check(f"{label}: a run from --init continues with bitwise the uninterrupted losses",
-          resumed.returncode == 0 and step_lines(resumed.stdout) == step_lines(whole.stdout)[4:],
-          f"{resumed.stdout}{resumed.stderr}\nexpected {step_lines(whole.stdout)[4:]}")
-    check(f"{label}: and ends with bitwise its parameters",
-          resumed.returncode == 0 and same_bytes(os.path.join(dirs["mpi"], "model.safetensors"),
-                                                 os.path.join(dirs["whole"], "model.safetensors")))
+    continues_from(tools, plan, label, saved, dirs, whole)
 
 
 def deepseek_round_trip(tools):
@@ -175,15 +192,10 @@ def deepseek_round_trip(tools):
                            "dense_layers": 1, "imbalance": 1.5}
     label = "DeepSeek-V3 shape E=2"
     plan = tools.compile(job, "weights-deepseek")
-    dirs = {k: os.path.join(tools.work, f"deepseek-{k}") for k in ("whole", "four", "mpi", "hf")}
-    for d in dirs.values():
-        shutil.rmtree(d, ignore_errors=True)
-    whole = tools.run(plan, 4, "--steps=6", f"--save-params={dirs['whole']}")
-    four = tools.run(plan, 4, "--steps=4", f"--save-params={dirs['four']}")
-    check(f"{label}: runs of 6 and of 4 steps",
-          whole.returncode == 0 and four.returncode == 0, whole.stderr + four.stderr)
-    if whole.returncode or four.returncode:
+    runs = six_and_four(tools, plan, label, "deepseek", extra=("hf",))
+    if not runs:
         return
+    dirs, whole = runs
     saved = os.path.join(dirs["four"], "model.safetensors")
     tensors, _ = read_safetensors(saved)
     config_path = os.path.join(dirs["four"], "config.json")
@@ -205,13 +217,7 @@ def deepseek_round_trip(tools):
           and config["rope_interleave"] is False and config["n_shared_experts"] == 1
           and config["first_k_dense_replace"] == 1 and config["scoring_func"] == "sigmoid",
           f"{sorted(tensors)} {json.dumps(config)}")
-    resumed = tools.run(plan, 4, "--steps=2", f"--init={saved}", f"--save-params={dirs['mpi']}")
-    check(f"{label}: a run from --init continues with bitwise the uninterrupted losses",
-          resumed.returncode == 0 and step_lines(resumed.stdout) == step_lines(whole.stdout)[4:],
-          f"{resumed.stdout}{resumed.stderr}\nexpected {step_lines(whole.stdout)[4:]}")
-    check(f"{label}: and ends with bitwise its parameters",
-          resumed.returncode == 0 and same_bytes(os.path.join(dirs["mpi"], "model.safetensors"),
-                                                 os.path.join(dirs["whole"], "model.safetensors")))
+    continues_from(tools, plan, label, saved, dirs, whole)
     # The written config as a Hugging Face model of a job: the same layers, the same math.
     hf_job = dict(job, model={"kind": "hf", "path": config_path, "attention": "eager",
                               "moe": {"imbalance": 1.5}})

@@ -194,11 +194,10 @@ TEST(Model, LatentAttentionGradients) {
   }
 }
 
-// Latent attention is multi-head attention whose keys and values are read out of a latent:
-// with no latent norms in the way (gains that cancel the norms cannot be set, so the check is
-// on the heads), its block equals the one the assembled q, k and v give. Here: the rotary key
-// part is one for every head, so changing the shared key's columns of Wdkv moves every head's
-// scores, while changing one head's nope columns of Wukv moves that head's only.
+// Latent attention's rotary key is one for every head, its nope keys and values each head's
+// own: with every value but head 1's zeroed, head 1 is the attention's only contribution, and
+// scaling the shared key's columns of Wdkv moves the block's output where scaling head 2's
+// first nope key column of Wukv leaves it exactly as it was.
 TEST(Model, LatentAttentionSharesItsRotaryKeyOverTheHeads) {
   const GptShape s = latentShape();
   const int64_t h = s.hidden, heads = s.heads, dn = s.qkNope, dv = s.vHead, kvl = s.kvLora;
@@ -221,17 +220,13 @@ TEST(Model, LatentAttentionSharesItsRotaryKeyOverTheHeads) {
   // The block's parameters: norm1 (h), then the attention's Wdq, gain, Wuq, Wdkv, gain, Wukv.
   const int64_t wDkv = h + h * s.qLora + s.qLora + s.qLora * heads * s.qkHead();
   const int64_t wUkv = wDkv + h * (kvl + s.qkRope) + kvl;
-  const std::vector<double> base = output(params);
-  auto moved = [&](const std::vector<double> &p) {
+  auto distance = [&](const std::vector<double> &p, const std::vector<double> &from) {
     const std::vector<double> y = output(p);
     double most = 0;
     for (size_t i = 0; i < y.size(); ++i)
-      most = std::max(most, std::abs(y[i] - base[i]));
+      most = std::max(most, std::abs(y[i] - from[i]));
     return most;
   };
-  // Zeroing the value columns of every head but head 1 and the output projection's rows of the
-  // others leaves head 1 the only contribution; the shared key's columns move it, another
-  // head's nope key columns do not.
   std::vector<double> oneHead = params;
   for (int64_t r = 0; r < kvl; ++r)
     for (int64_t hd = 0; hd < heads; ++hd)
@@ -244,16 +239,9 @@ TEST(Model, LatentAttentionSharesItsRotaryKeyOverTheHeads) {
     sharedKey[wDkv + r * (kvl + s.qkRope) + kvl] *= 3;
   for (int64_t r = 0; r < kvl; ++r)
     otherNope[wUkv + r * heads * (dn + dv) + 2 * (dn + dv)] *= 3;
-  auto differs = [&](const std::vector<double> &p) {
-    const std::vector<double> y = output(p);
-    double most = 0;
-    for (size_t i = 0; i < y.size(); ++i)
-      most = std::max(most, std::abs(y[i] - single[i]));
-    return most;
-  };
-  EXPECT_GT(moved(oneHead), 1e-6) << "the other heads contributed";
-  EXPECT_GT(differs(sharedKey), 1e-9) << "head 1 reads the shared rotary key";
-  EXPECT_EQ(differs(otherNope), 0) << "head 1 does not read head 2's keys";
+  EXPECT_GT(distance(oneHead, output(params)), 1e-6) << "the other heads contributed";
+  EXPECT_GT(distance(sharedKey, single), 1e-9) << "head 1 reads the shared rotary key";
+  EXPECT_EQ(distance(otherNope, single), 0) << "head 1 does not read head 2's keys";
 }
 
 // Selective checkpointing of latent attention's up projections (mla_up_proj) computes q, k and
