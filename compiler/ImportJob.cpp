@@ -61,7 +61,7 @@ pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &
   pipe::LatentAttentionAttr latent;
   if (const std::optional<LatentAttentionSpec> &a = t.latentAttention)
     latent = pipe::LatentAttentionAttr::get(ctx, a->qLoraRank, a->kvLoraRank, a->qkNopeHeadDim,
-                                            a->qkRopeHeadDim, a->vHeadDim);
+                                            a->qkRopeHeadDim, a->vHeadDim, a->ropeInterleave);
   return pipe::TransformerAttr::get(
       ctx, t.numLayers, t.hiddenSize, t.numHeads, t.numKvHeads, t.ffnHiddenSize, t.seqLength,
       t.vocabSize, toDialect<pipe::MlpKind>(t.mlp), toDialect<pipe::NormKind>(t.norm),

@@ -263,6 +263,8 @@ void readDeepSeekV3(ObjectReader &config, TransformerSpec &t) {
   a.qkNopeHeadDim = *nope;
   a.qkRopeHeadDim = *rope;
   a.vHeadDim = *v;
+  // Hugging Face's DeepseekV3Config defaults to interleaved rotary pairs, DeepSeek's layout.
+  a.ropeInterleave = config.boolean("rope_interleave").value_or(true);
   t.latentAttention = a;
   MoeSpec m;
   m.numExperts = *experts;

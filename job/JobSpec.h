@@ -211,6 +211,9 @@ struct LatentAttentionSpec {
   int64_t qkNopeHeadDim = 0;
   int64_t qkRopeHeadDim = 0;
   int64_t vHeadDim = 0;
+  /// Hugging Face's weights pair rotary dimensions 2i and 2i + 1 (DeepSeek's releases,
+  /// rope_interleave true) rather than i and i + d/2: how weights are read and written.
+  bool ropeInterleave = false;
 };
 
 /// The shape of a decoder-only transformer (see #pipe.transformer).

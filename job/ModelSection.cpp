@@ -171,6 +171,8 @@ void JobParser::readLatentAttention(ObjectReader &section, TransformerSpec &t) {
   for (const auto &d : dims)
     if (auto value = section.integer(d.key, d.least, limits::kMaxHidden))
       a.*d.field = *value;
+  if (auto interleave = section.boolean("rope_interleave"))
+    a.ropeInterleave = *interleave;
   section.rejectUnknownKeys();
   t.latentAttention = a;
 }

@@ -107,6 +107,7 @@ runtime::Transformer exportTransformer(pipe::TransformerAttr t) {
     x.qkNopeHeadDim = mla.getQkNopeHeadDim();
     x.qkRopeHeadDim = mla.getQkRopeHeadDim();
     x.vHeadDim = mla.getVHeadDim();
+    x.ropeInterleave = mla.getRopeInterleave();
   }
   if (pipe::MoeAttr moe = t.getMoe()) {
     x.numExperts = moe.getNumExperts();

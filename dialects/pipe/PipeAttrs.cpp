@@ -292,7 +292,7 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
 LogicalResult LatentAttentionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                           int64_t qLoraRank, int64_t kvLoraRank,
                                           int64_t qkNopeHeadDim, int64_t qkRopeHeadDim,
-                                          int64_t vHeadDim) {
+                                          int64_t vHeadDim, bool ropeInterleave) {
   if (failed(check(emitError, qLoraRank >= 0, "q_lora_rank", "non-negative", qLoraRank)) ||
       failed(check(emitError, kvLoraRank >= 1, "kv_lora_rank", "positive", kvLoraRank)) ||
       failed(check(emitError, qkNopeHeadDim >= 0, "qk_nope_head_dim", "non-negative",

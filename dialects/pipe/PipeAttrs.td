@@ -525,7 +525,10 @@ def Pipe_LatentAttentionAttr : Pipe_Attr<"LatentAttention", "latent_attention"> 
     Queries through a rank-`q_lora_rank` projection (0: projected directly), keys and values
     through a shared rank-`kv_lora_rank` latent; each query and key head has
     `qk_nope_head_dim` dimensions without positions and `qk_rope_head_dim` rotary ones, each
-    value head `v_head_dim`. Named as DeepSeek's config.json names them.
+    value head `v_head_dim`. Named as DeepSeek's config.json names them. `rope_interleave`
+    (printed when true) says the model's Hugging Face weights pair rotary dimensions 2i and
+    2i + 1, as DeepSeek's releases do; it changes how weights are read and written, not what
+    is planned.
 
     ```mlir
     #pipe.latent_attention<q_lora_rank = 1536, kv_lora_rank = 512, qk_nope_head_dim = 128,
@@ -537,7 +540,8 @@ def Pipe_LatentAttentionAttr : Pipe_Attr<"LatentAttention", "latent_attention"> 
     "int64_t":$kv_lora_rank,
     "int64_t":$qk_nope_head_dim,
     "int64_t":$qk_rope_head_dim,
-    "int64_t":$v_head_dim
+    "int64_t":$v_head_dim,
+    DefaultValuedParameter<"bool", "false">:$rope_interleave
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

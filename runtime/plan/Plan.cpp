@@ -126,7 +126,8 @@ uint64_t requiredFeatures(const Plan &plan) {
          (c.checkpointing == Checkpointing::Blocks ? kFeatureBlocksCheckpointing : 0) |
          (plan.transformer && plan.transformer->groupLimited() ? kFeatureGroupLimitedRouting : 0) |
          (plan.transformer && plan.transformer->balancesBias() ? kFeatureExpertBiasUpdate : 0) |
-         (plan.transformer && plan.transformer->mtpLayers > 0 ? kFeatureMtp : 0);
+         (plan.transformer && plan.transformer->mtpLayers > 0 ? kFeatureMtp : 0) |
+         (plan.transformer && plan.transformer->ropeInterleave ? kFeatureRopeInterleave : 0);
 }
 
 } // namespace conduit::runtime

@@ -42,10 +42,13 @@ constexpr uint64_t kFeatureExpertBiasUpdate = uint64_t(1) << 5;
 /// transformer.mtp_layers above 0: the chain holds multi-token prediction modules after the
 /// blocks; an older reader would take them for blocks.
 constexpr uint64_t kFeatureMtp = uint64_t(1) << 6;
+/// transformer.rope_interleave: latent attention's Hugging Face weights hold their rotary
+/// parts in interleaved pairs; an older reader would read and write them as halves.
+constexpr uint64_t kFeatureRopeInterleave = uint64_t(1) << 7;
 constexpr uint64_t kKnownFeatures = kFeatureGradientReductionRun | kFeatureRecomputeModules |
                                     kFeatureBf16Moments | kFeatureGroupLimitedRouting |
                                     kFeatureBlocksCheckpointing | kFeatureExpertBiasUpdate |
-                                    kFeatureMtp;
+                                    kFeatureMtp | kFeatureRopeInterleave;
 
 enum class Op : uint8_t {
   Forward,
@@ -278,6 +281,10 @@ struct Transformer {
   int64_t mtpLayers = 0;
   /// Multi-head latent attention (DeepSeek-V2/V3); all 0 without it.
   int64_t qLoraRank = 0, kvLoraRank = 0, qkNopeHeadDim = 0, qkRopeHeadDim = 0, vHeadDim = 0;
+  /// Latent attention's weights in Hugging Face's interleaved rotary layout (DeepSeek's
+  /// releases, rope_interleave true): runtime/weights/HfWeights.h permutes their rotary columns
+  /// between it and the halves the runtime rotates. What trains is the same.
+  bool ropeInterleave = false;
   /// Mixture of experts; numExperts 0: every block has a dense MLP.
   int64_t numExperts = 0, topK = 0, expertFfnHiddenSize = 0;
   uint8_t router = 0; // 0 softmax, 1 sigmoid (with a per-expert bias)

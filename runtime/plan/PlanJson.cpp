@@ -154,7 +154,7 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
          << ", \"kv_lora_rank\": " << t->kvLoraRank
          << ", \"qk_nope_head_dim\": " << t->qkNopeHeadDim
          << ", \"qk_rope_head_dim\": " << t->qkRopeHeadDim << ", \"v_head_dim\": " << t->vHeadDim
-         << "}";
+         << (t->ropeInterleave ? ", \"rope_interleave\": true" : "") << "}";
     if (t->isMoe())
       os << ", \"moe\": {\"num_experts\": " << t->numExperts << ", \"top_k\": " << t->topK
          << ", \"expert_ffn_hidden_size\": " << t->expertFfnHiddenSize << ", \"router\": \""

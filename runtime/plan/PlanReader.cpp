@@ -105,7 +105,8 @@ absl::Status checkAttentionFields(const Transformer &t) {
         {"transformer.q_lora_rank", t.qLoraRank},
         {"transformer.qk_nope_head_dim", t.qkNopeHeadDim},
         {"transformer.qk_rope_head_dim", t.qkRopeHeadDim},
-        {"transformer.v_head_dim", t.vHeadDim}};
+        {"transformer.v_head_dim", t.vHeadDim},
+        {"transformer.rope_interleave", t.ropeInterleave}};
     for (auto [field, value] : latent)
       if (value != 0)
         return invalid(absl::StrCat(field, " is ", value,
@@ -376,6 +377,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
     x.fp8Dispatch = t->fp8_dispatch();
     x.biasUpdateRate = t->bias_update_rate();
     x.mtpLayers = t->mtp_layers();
+    x.ropeInterleave = t->rope_interleave();
   }
   for (const fb::Layer *l : *p->layers()) {
     if (l->kind() > 3)

@@ -127,7 +127,7 @@ flatbuffers::DetachedBuffer buildPlan(const Plan &plan,
         t->expertFfnHiddenSize, t->router, t->normalizeTopK, t->auxLossCoefficient,
         t->sharedExperts, t->sharedFfnHiddenSize, t->denseLayers, t->capacityFactor, t->imbalance,
         t->routerGroups, t->routerGroupTopK, t->dispatch, t->fp8Dispatch, t->biasUpdateRate,
-        t->mtpLayers);
+        t->mtpLayers, t->ropeInterleave);
   const uint64_t features = requiredFeatures(plan);
   auto root = fb::CreatePlan(fbb, plan.formatVersion, features, fbb.CreateString(plan.name),
                              fbb.CreateString(plan.source), configOffset, transformer,

@@ -409,6 +409,19 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
         }
         if (param == Param::Wte)
           tokenTable = tensor.name;
+        if (t.ropeInterleave && t.qkRopeHeadDim > 0) {
+          // DeepSeek's layout: each query head's rotary part, and the shared rotary key after
+          // the key/value latent, in interleaved pairs.
+          if (param == Param::Wuq || param == Param::Wq) {
+            tensor.ropePeriod = t.qkNopeHeadDim + t.qkRopeHeadDim;
+            tensor.ropeAt = t.qkNopeHeadDim;
+            tensor.ropeWidth = t.qkRopeHeadDim;
+          } else if (param == Param::Wdkv) {
+            tensor.ropePeriod = s.cols;
+            tensor.ropeAt = t.kvLoraRank;
+            tensor.ropeWidth = t.qkRopeHeadDim;
+          }
+        }
         if (s.vector)
           tensor.shape = {end - begin};
         else if (tensor.transpose)
@@ -426,9 +439,10 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
 }
 
 namespace {
-/// DeepSeek-V3's keys: the latent attention's widths, with rotary positions in Llama's
-/// convention (rope_interleave false: Hugging Face's DeepseekV3Attention then rotates halves,
-/// as runtime/model/Kernels.h does), and its mixture of experts: the routed experts, the shared
+/// DeepSeek-V3's keys: the latent attention's widths and the plan's rotary layout
+/// (rope_interleave: false, Hugging Face's DeepseekV3Attention rotates halves as
+/// runtime/model/Kernels.h does; true, interleaved pairs, the columns permuted to match), and
+/// its mixture of experts: the routed experts, the shared
 /// ones as a multiple of their width, the leading dense blocks (all of them without experts),
 /// the routing (sigmoid scores limited to groups, or softmax) with unit scaling and the
 /// auxiliary loss's coefficient. The output projection's bias (bias "all") is Conduit's only:
@@ -444,7 +458,7 @@ void deepSeekConfig(const Transformer &t, nlohmann::ordered_json &c) {
   c["qk_nope_head_dim"] = t.qkNopeHeadDim;
   c["qk_rope_head_dim"] = t.qkRopeHeadDim;
   c["v_head_dim"] = t.vHeadDim;
-  c["rope_interleave"] = false;
+  c["rope_interleave"] = t.ropeInterleave;
   if (!t.isMoe()) {
     c["first_k_dense_replace"] = t.numLayers;
     return;
@@ -536,6 +550,17 @@ std::string hfConfigJson(const Plan &plan) {
   return c.dump(2) + "\n";
 }
 
+int64_t HfTensor::conduitColumn(int64_t c) const {
+  if (ropeWidth == 0)
+    return colBegin + c;
+  const int64_t period = c / ropePeriod, i = c % ropePeriod - ropeAt;
+  if (i < 0 || i >= ropeWidth)
+    return colBegin + c;
+  // Pair (2j, 2j + 1) of Hugging Face's is pair (j, j + ropeWidth/2) of Conduit's.
+  const int64_t half = i % 2 == 0 ? i / 2 : ropeWidth / 2 + i / 2;
+  return colBegin + period * ropePeriod + ropeAt + half;
+}
+
 void exportHfTensor(const HfTensor &t, const float *layerParams, float *out) {
   if (t.zero) {
     std::fill(out, out + t.elements(), 0.0f);
@@ -545,7 +570,7 @@ void exportHfTensor(const HfTensor &t, const float *layerParams, float *out) {
   const int64_t width = t.colEnd - t.colBegin;
   for (int64_t r = 0; r < t.rows; ++r)
     for (int64_t c = 0; c < width; ++c) {
-      const float value = t.scale * m[r * t.cols + t.colBegin + c];
+      const float value = t.scale * m[r * t.cols + t.conduitColumn(c)];
       if (t.transpose)
         out[c * t.rows + r] = value;
       else
@@ -560,7 +585,7 @@ void importHfTensor(const HfTensor &t, const float *values, float *layerParams) 
   const int64_t width = t.colEnd - t.colBegin;
   for (int64_t r = 0; r < t.rows; ++r)
     for (int64_t c = 0; c < width; ++c)
-      m[r * t.cols + t.colBegin + c] =
+      m[r * t.cols + t.conduitColumn(c)] =
           (t.transpose ? values[c * t.rows + r] : values[r * width + c]) / t.scale;
 }
 

@@ -24,10 +24,13 @@
 //   head:      norm gamma [h], beta [h] (LayerNorm); the LM matrix: [h × V] untied, [V × h]
 //              tied (the token table's layout, and its values)
 // PyTorch's Linear weights are [out × in]: Llama's projections are the transposes of these
-// matrices. DeepSeek-V3's config says rope_interleave false, which makes Hugging Face's model
-// rotate halves as Conduit does, so its weights are Conduit's as they are; its router scores
-// by sigmoid with scaling factor 1, so a softmax-routed model's file loads in Conduit only. GPT-2's
-// Conv1D weights are [in × out], Conduit's layout as it is.
+// matrices. DeepSeek-V3's config says the plan's rope_interleave: false makes Hugging Face's
+// model rotate halves as Conduit does, so the weights are Conduit's as they are; true (the
+// layout of DeepSeek's releases, which a config read from them plans) pairs dimensions 2i and
+// 2i + 1, and the rotary columns of q_b_proj (or q_proj) and kv_a_proj_with_mqa are permuted
+// between the two (HfTensor::conduitColumn). Its router scores by sigmoid with scaling factor
+// 1, so a softmax-routed model's file loads in Conduit only. GPT-2's Conv1D weights are
+// [in × out], Conduit's layout as it is.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,8 +63,15 @@ struct HfTensor {
   /// A tensor Conduit has no parameter for (a Qwen2-MoE shared_expert_gate): written as zeros,
   /// and read only when it is zero.
   bool zero = false;
+  /// Rotary columns in interleaved pairs (latent attention with rope_interleave): in every
+  /// `ropePeriod` columns from colBegin, the `ropeWidth` from `ropeAt` are Conduit's halves
+  /// (i and i + ropeWidth/2 rotate together) and Hugging Face's pairs (2i and 2i + 1).
+  /// ropeWidth 0: the columns as they are.
+  int64_t ropePeriod = 0, ropeAt = 0, ropeWidth = 0;
 
   int64_t elements() const { return rows * (colEnd - colBegin); }
+  /// The column of Conduit's matrix that Hugging Face's column `c` (from 0) holds.
+  int64_t conduitColumn(int64_t c) const;
 };
 
 /// "llama", "qwen3", "gpt2", "mixtral", "qwen2_moe", "qwen3_moe" or "deepseek_v3": the architecture

@@ -174,25 +174,27 @@ def moe_round_trip(tools, expert, qwen3=False):
     continues_from(tools, plan, label, saved, dirs, whole)
 
 
-def deepseek_round_trip(tools):
+def deepseek_round_trip(tools, interleave):
     """DeepSeek-V3's shape (latent attention, a dense first block, sigmoid-routed experts with a
     shared one, over expert groups of 2) goes out with DeepSeek-V3's names and config and comes
     back in bit for bit; and the config.json written, read by conduit-compile as a Hugging Face
     config, plans the same model: the file starts that plan's run, which continues with bitwise
-    the uninterrupted losses."""
+    the uninterrupted losses. With `interleave`, in DeepSeek's released layout (the rotary
+    columns in interleaved pairs, rope_interleave true), which the config carries back."""
     parallelism = {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                    "sharding": "full", "expert": 2}
     job = small_llama(parallelism, layers=4, optimizer="sgd")
     job["model"].update(num_kv_heads=4, latent_attention={
         "q_lora_rank": 16, "kv_lora_rank": 12, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4,
-        "v_head_dim": 8})
+        "v_head_dim": 8, "rope_interleave": interleave})
     job["model"]["moe"] = {"num_experts": 4, "top_k": 2, "expert_ffn_hidden_size": 24,
                            "router": "sigmoid", "normalize_top_k": True, "shared_experts": 1,
                            "shared_ffn_hidden_size": 24, "aux_loss_coefficient": 0.01,
                            "dense_layers": 1, "imbalance": 1.5}
-    label = "DeepSeek-V3 shape E=2"
-    plan = tools.compile(job, "weights-deepseek")
-    runs = six_and_four(tools, plan, label, "deepseek", extra=("hf",))
+    label = "DeepSeek-V3 shape E=2" + (", interleaved rotary" if interleave else "")
+    prefix = "deepseek" + ("-interleaved" if interleave else "")
+    plan = tools.compile(job, f"weights-{prefix}")
+    runs = six_and_four(tools, plan, label, prefix, extra=("hf",))
     if not runs:
         return
     dirs, whole = runs
@@ -214,19 +216,29 @@ def deepseek_round_trip(tools):
           and "model.layers.0.mlp.gate_proj.weight" in tensors
           and not any("q_proj" in n or "shared_expert." in n for n in tensors)
           and config["architectures"] == ["DeepseekV3ForCausalLM"]
-          and config["rope_interleave"] is False and config["n_shared_experts"] == 1
+          and config["rope_interleave"] is interleave and config["n_shared_experts"] == 1
           and config["first_k_dense_replace"] == 1 and config["scoring_func"] == "sigmoid",
           f"{sorted(tensors)} {json.dumps(config)}")
     continues_from(tools, plan, label, saved, dirs, whole)
     # The written config as a Hugging Face model of a job: the same layers, the same math.
     hf_job = dict(job, model={"kind": "hf", "path": config_path, "attention": "eager",
                               "moe": {"imbalance": 1.5}})
-    hf_plan = tools.compile(hf_job, "weights-deepseek-hf")
+    hf_plan = tools.compile(hf_job, f"weights-{prefix}-hf")
     from_hf = tools.run(hf_plan, 4, "--steps=2", f"--init={saved}",
                         f"--save-params={dirs['hf']}")
     check(f"{label}: its config.json, compiled, plans the model the file continues bitwise",
           from_hf.returncode == 0 and step_lines(from_hf.stdout) == step_lines(whole.stdout)[4:],
           f"{from_hf.stdout}{from_hf.stderr}\nexpected {step_lines(whole.stdout)[4:]}")
+    if interleave:
+        # Read as halves, the same file is another model: the layout is applied, not ignored.
+        halves_job = dict(hf_job, model=dict(hf_job["model"],
+                                             latent_attention={"rope_interleave": False}))
+        halves = tools.run(tools.compile(halves_job, f"weights-{prefix}-as-halves"), 4,
+                           "--steps=2", f"--init={saved}")
+        check(f"{label}: read as halves, the file trains another model",
+              halves.returncode == 0
+              and step_lines(halves.stdout) != step_lines(whole.stdout)[4:],
+              f"{halves.stdout}{halves.stderr}")
 
 
 def refusals(tools):
@@ -314,7 +326,8 @@ def main():
     for expert in (1, 2):
         moe_round_trip(tools, expert)
     moe_round_trip(tools, 2, qwen3=True)
-    deepseek_round_trip(tools)
+    for interleave in (False, True):
+        deepseek_round_trip(tools, interleave)
     refusals(tools)
     finish("parameters go out and in as safetensors, bit for bit")
 

@@ -416,6 +416,8 @@ TEST(HuggingFace, MixturesOfExperts) {
   EXPECT_EQ(t->latentAttention->qkNopeHeadDim, 128);
   EXPECT_EQ(t->latentAttention->qkRopeHeadDim, 64);
   EXPECT_EQ(t->latentAttention->vHeadDim, 128);
+  // DeepSeek's released weights pair rotary dimensions 2i and 2i + 1: Hugging Face's default.
+  EXPECT_TRUE(t->latentAttention->ropeInterleave);
   EXPECT_EQ(t->moe->numExperts, 256);
   EXPECT_EQ(t->moe->topK, 8);
   EXPECT_EQ(t->moe->expertFfnHiddenSize, 2048);
@@ -440,11 +442,13 @@ TEST(HuggingFace, MixturesOfExperts) {
         c["scoring_func"] = "softmax";
         c["topk_method"] = "greedy";
         c["q_lora_rank"] = nullptr;
+        c["rope_interleave"] = false;
       },
       &error);
   ASSERT_TRUE(t) << error;
   EXPECT_EQ(t->moe->router, RouterKind::Softmax);
   EXPECT_EQ(t->latentAttention->qLoraRank, 0);
+  EXPECT_FALSE(t->latentAttention->ropeInterleave);
   EXPECT_EQ(t->moe->routerGroups, 1); // greedy routes over every expert
   EXPECT_EQ(t->moe->routerGroupTopK, 1);
   // Without topk_group every group is allowed.
@@ -676,6 +680,12 @@ TEST(JobFile, LatentAttentionKeys) {
   EXPECT_EQ(a.qkNopeHeadDim, 16);
   EXPECT_EQ(a.qkRopeHeadDim, 8);
   EXPECT_EQ(a.vHeadDim, 16);
+  EXPECT_FALSE(a.ropeInterleave); // the halves the runtime rotates, unless the job says
+  root["model"]["latent_attention"]["rope_interleave"] = true;
+  job = parse(writeJson(root), &error);
+  ASSERT_TRUE(job) << error;
+  EXPECT_TRUE(job->model.transformer->latentAttention->ropeInterleave);
+  root["model"]["latent_attention"].erase("rope_interleave");
   // q_lora_rank may be left out (queries projected directly); the others are required.
   root["model"]["latent_attention"].erase("q_lora_rank");
   job = parse(writeJson(root), &error);

@@ -281,6 +281,20 @@ TEST(PlanFile, ModelFieldsRoundTrip) {
   p = conduit::planfile::GetPlan(bytes.data());
   EXPECT_EQ(p->transformer()->mtp_layers(), 1);
   EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting | kFeatureExpertBiasUpdate | kFeatureMtp);
+  // Latent attention's weights in DeepSeek's interleaved layout: a reader that ignored the
+  // field would read and write their rotary columns as halves.
+  plan.transformer->mtpLayers = 0;
+  plan.transformer->headDim = 0;
+  plan.transformer->qkNorm = false;
+  plan.transformer->kvLoraRank = 8;
+  plan.transformer->qkNopeHeadDim = plan.transformer->vHeadDim = 4;
+  plan.transformer->qkRopeHeadDim = 2;
+  plan.transformer->ropeInterleave = true;
+  bytes = writePlan(plan);
+  p = conduit::planfile::GetPlan(bytes.data());
+  EXPECT_TRUE(p->transformer()->rope_interleave());
+  EXPECT_EQ(p->features(),
+            kFeatureGroupLimitedRouting | kFeatureExpertBiasUpdate | kFeatureRopeInterleave);
   // A dense plan carries the defaults: no experts, expert 1, imbalance 1.
   Plan dense = twoRankPlan();
   std::string denseBytes = writePlan(dense);
@@ -336,6 +350,8 @@ TEST(PlanFile, ModelFieldsAreChecked) {
       {[](Plan &p) { p.transformer->mtpLayers = 17; }, "transformer.mtp_layers is 17"},
       {[](Plan &p) { p.transformer->qkRopeHeadDim = 4; },
        "transformer.qk_rope_head_dim is 4 without latent attention"},
+      {[](Plan &p) { p.transformer->ropeInterleave = true; },
+       "transformer.rope_interleave is 1 without latent attention"},
       {[](Plan &p) { p.config.expert = 3; }, "config.expert is 3; it must divide"},
       {[](Plan &p) { p.config.expert = 0; }, "config.expert is 0"},
       {[](Plan &p) { p.layers[1].expertParams = 5; }, "layer 'block.0' has expert_params 5"},
@@ -409,9 +425,9 @@ TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
                   "conduit-compile.");
   }
   plan = twoRankPlan();
-  plan.features = 0x80;
+  plan.features = 0x100;
   EXPECT_EQ(readBack(writePlan(plan)).message(),
-            "the plan file uses features this runtime does not know (bits 0x80). Recompile the "
+            "the plan file uses features this runtime does not know (bits 0x100). Recompile the "
             "job with a matching conduit-compile.");
 }
 

@@ -465,6 +465,51 @@ TEST(HfWeightsTest, DeepSeekV3NamesShapesAndConfig) {
   EXPECT_TRUE(nlohmann::json::parse(hfConfigJson(planOf(direct)))["q_lora_rank"].is_null());
 }
 
+// DeepSeek's released layout (rope_interleave true): Hugging Face pairs each rotary part's
+// dimensions 2i and 2i + 1 where Conduit rotates i with i + dr/2, so q_b_proj's rows of each
+// head's rotary part (and kv_a_proj_with_mqa's of the shared key) are Conduit's columns in the
+// order 0, dr/2, 1, dr/2 + 1, ...; the nope parts, the latents and the rest are as they are.
+TEST(HfWeightsTest, DeepSeekV3InterleavedRotaryColumns) {
+  Transformer t = deepSeek(); // 2 heads of 4 nope + 2 rope; key/value latent 3, shared key 2
+  t.qkRopeHeadDim = 4;        // so that the order differs from the halves': 0, 2, 1, 3
+  t.ropeInterleave = true;
+  const Plan plan = planOf(t);
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  const auto got = byName(*tensors);
+  const HfTensor &qb = got.at("model.layers.1.self_attn.q_b_proj.weight");
+  const std::vector<int64_t> headOrder = {0, 1, 2, 3, 4, 6, 5, 7};
+  for (int64_t c = 0; c < 16; ++c)
+    EXPECT_EQ(qb.conduitColumn(c), (c / 8) * 8 + headOrder[c % 8]) << c;
+  const HfTensor &kva = got.at("model.layers.1.self_attn.kv_a_proj_with_mqa.weight");
+  const std::vector<int64_t> keyOrder = {0, 1, 2, 3, 5, 4, 6};
+  for (int64_t c = 0; c < 7; ++c)
+    EXPECT_EQ(kva.conduitColumn(c), keyOrder[c]) << c;
+  EXPECT_EQ(got.at("model.layers.1.self_attn.kv_b_proj.weight").ropeWidth, 0);
+  EXPECT_EQ(nlohmann::json::parse(hfConfigJson(plan))["rope_interleave"], true);
+  // Written and read back, every parameter where it was; and without a query latent, q_proj
+  // takes the query heads' order.
+  Transformer direct = t;
+  direct.qLoraRank = 0;
+  for (const Transformer &x : {t, direct}) {
+    const Plan p = planOf(x);
+    const std::vector<HfTensor> all = *hfTensors(p);
+    std::vector<float> params(p.layers[1].params), back(params.size(), -1.0f);
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i] = static_cast<float>(i);
+    for (const HfTensor &h : all)
+      if (h.layer == 1) {
+        std::vector<float> values(h.elements());
+        exportHfTensor(h, params.data(), values.data());
+        importHfTensor(h, values.data(), back.data());
+      }
+    EXPECT_EQ(back, params);
+  }
+  const HfTensor &q =
+      byName(*hfTensors(planOf(direct))).at("model.layers.1.self_attn.q_proj.weight");
+  EXPECT_EQ(q.conduitColumn(5), 6);
+}
+
 TEST(HfWeightsTest, DeepSeekV3MoeNamesAndConfig) {
   Transformer t = deepSeek();
   t.sharedExperts = 1;
