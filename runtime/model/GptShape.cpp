@@ -277,9 +277,9 @@ std::optional<int64_t> GptShape::activationElements(int64_t samples, int64_t blo
   // projection (twice as wide for SwiGLU) and its activation, and the norms' 4 statistics
   // (RMSNorm keeps 2; the bound counts 4).
   // Latent attention keeps its q, k and v heads qkHead() wide (v zero-padded), its output, the
-  // two latents before and after their norms and their statistics.
+  // two latents before and after their norms with their statistics, and the shared rotary key.
   const int64_t attentionRow =
-      latent() ? 3 * heads * qkHead() + heads * vHead + 2 * qLora + 2 * kvLora + 2
+      latent() ? 3 * heads * qkHead() + heads * vHead + 2 * qLora + 2 * kvLora + 2 + qkRope
                : qWidth() + qkvWidth() + (qkNorm ? qWidth() + kvWidth() + heads + numKvHeads() : 0);
   const std::optional<int64_t> row = checkedMul(seq, hidden),
                                attention = checkedMul(heads, seq, seq),

@@ -284,22 +284,20 @@ void LatentAttention<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache,
   const int64_t rows = cache.samples * s.seq, h = s.hidden;
   const std::vector<Buffer<T>> &g = cache.stash, &kept = cache.saved;
   const T *whole = g[StashDy].empty() ? dy : g[StashDy].data();
+  T *const noBias = nullptr;
   weightGradient(ops, rows, s.heads * s.vHead, h, kept[Att].data(), whole, dp + wO,
-                 bO >= 0 ? dp + bO : nullptr);
+                 bO >= 0 ? dp + bO : noBias);
   weightGradient(ops, rows, s.kvLora, kvWidth(), kept[KvLatent].data(), g[StashDkv].data(),
-                 dp + wUkv, static_cast<T *>(nullptr));
+                 dp + wUkv, noBias);
   ops.add(s.kvLora, g[StashDgKv].data(), dp + gKv);
-  weightGradient(ops, rows, h, downWidth(), x, g[StashDdown].data(), dp + wDkv,
-                 static_cast<T *>(nullptr));
+  weightGradient(ops, rows, h, downWidth(), x, g[StashDdown].data(), dp + wDkv, noBias);
   if (s.qLora > 0) {
     weightGradient(ops, rows, s.qLora, qWidth(), kept[QLatent].data(), g[StashDq].data(), dp + wUq,
-                   static_cast<T *>(nullptr));
+                   noBias);
     ops.add(s.qLora, g[StashDgQ].data(), dp + gQ);
-    weightGradient(ops, rows, h, s.qLora, x, g[StashDqRaw].data(), dp + wDq,
-                   static_cast<T *>(nullptr));
+    weightGradient(ops, rows, h, s.qLora, x, g[StashDqRaw].data(), dp + wDq, noBias);
   } else {
-    weightGradient(ops, rows, h, qWidth(), x, g[StashDq].data(), dp + wQ,
-                   static_cast<T *>(nullptr));
+    weightGradient(ops, rows, h, qWidth(), x, g[StashDq].data(), dp + wQ, noBias);
   }
 }
 
