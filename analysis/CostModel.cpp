@@ -141,12 +141,12 @@ int64_t CostModel::optimizerBytesPerParam(bool adam, int64_t parameterBytes, int
   if (!adam || kernels == OptimizerKernels::Fused) // SGD's one operation: p -= lr * g
     return g + (adam ? 2 * 2 * m : 0) + 2 * p + copy;
   // Adam as PyTorch's multi-tensor AdamW runs it (torch/optim/adamw.py, _multi_tensor_adamw),
-  // a temporary t of the parameters' type: m.lerp_(g) (m, g in; m out), v.mul_ (v; v),
+  // a temporary t of the second moment's type: m.lerp_(g) (m, g in; m out), v.mul_ (v; v),
   // v.addcmul_(g, g) (v, g; v), t = v.sqrt() (v; t), t.div_ (t; t), t.add_(eps) (t; t),
-  // p.addcdiv_(m, t) (p, m, t; p): 8m + 40 bytes. One tensor at a time (Composer's
+  // p.addcdiv_(m, t) (p, m, t; p): 14m + 16 bytes. One tensor at a time (Composer's
   // DecoupledAdamW) the first moment takes m.mul_ then m.add_(g): 2m more.
   const int64_t foreach =
-      (2 * m + g) + 2 * m + (2 * m + g) + (m + p) + 2 * p + 2 * p + (2 * p + m + p);
+      (2 * m + g) + 2 * m + (2 * m + g) + 2 * m + 2 * m + 2 * m + (2 * p + 2 * m);
   return foreach + (kernels == OptimizerKernels::PerTensor ? 2 * m : 0) + copy;
 }
 

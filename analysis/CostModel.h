@@ -146,7 +146,7 @@ public:
   /// once: the fp32 gradient read, Adam's two moments (of momentBytes each) read and written,
   /// the fp32 master (or fp32 parameter) read and written, and with 16-bit parameters the
   /// working copy written. Run as separate operations (foreach, per tensor), each reads its
-  /// operands and writes its result (optimizerPasses), and the working copy is a cast of its
+  /// operands and writes its result, and the working copy is a cast of its
   /// own that reads the master again.
   static int64_t optimizerBytesPerParam(bool adam, int64_t parameterBytes, int64_t momentBytes = 4,
                                         OptimizerKernels kernels = OptimizerKernels::Fused);

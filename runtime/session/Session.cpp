@@ -339,6 +339,14 @@ struct Ending {
   bool shared = false; ///< every rank fails the same way: rank 0 alone reports it
 };
 
+/// With --save-params, whether the model has Hugging Face names: asked before training, so that
+/// a run does not end refusing to write what it trained.
+absl::Status checkSaveParams(const Plan &plan, const SessionOptions &options) {
+  if (options.saveParams.empty())
+    return absl::OkStatus();
+  return hfTensors(plan).status();
+}
+
 /// The run loop of one rank: build, resume, step, checkpoint, write the outputs.
 Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFactory &backends,
                Rank &rank, const std::function<bool()> &stopped) {
@@ -350,6 +358,8 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   rank.backend = std::move(*made);
   Backend &backend = *rank.backend;
   if (absl::Status s = backend.validate(plan); !s.ok())
+    return {kExitInvalidInput, within(options.plan, s), false, true};
+  if (absl::Status s = checkSaveParams(plan, options); !s.ok())
     return {kExitInvalidInput, within(options.plan, s), false, true};
   // Other ranks may be waiting for this one in a collective set-up (NCCL's, say).
   if (absl::Status s = backend.initialise(plan); !s.ok())
@@ -610,6 +620,10 @@ SessionResult runReference(const Plan &plan, const SessionOptions &options, cons
   absl::StatusOr<Reference> reference = Reference::create(plan);
   if (!reference.ok()) {
     report(0, 1, within(options.plan, reference.status()));
+    return {kExitInvalidInput};
+  }
+  if (absl::Status s = checkSaveParams(plan, options); !s.ok()) {
+    report(0, 1, within(options.plan, s));
     return {kExitInvalidInput};
   }
   int64_t first = 1;

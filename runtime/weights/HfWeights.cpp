@@ -348,6 +348,14 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
     return absl::FailedPreconditionError(
         "the plan's model is a layer list, not a transformer: it has no Hugging Face names");
   const Transformer &t = *plan.transformer;
+  if (isDeepSeek(t) && t.isMoe() && t.sharedExperts > 0 &&
+      t.sharedFfnHiddenSize % t.expertFfnHiddenSize != 0)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the shared experts are ", t.sharedFfnHiddenSize, " wide and the routed experts ",
+        t.expertFfnHiddenSize,
+        ": DeepSeek-V3's names say the shared width as n_shared_experts "
+        "routed experts' widths; compile the job again with model.moe.shared_ffn_hidden_size a "
+        "multiple of model.moe.expert_ffn_hidden_size to write or read Hugging Face files"));
   const bool llama = isLlama(t);
   std::vector<HfTensor> out;
   std::string tokenTable;
@@ -409,9 +417,10 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
         }
         if (param == Param::Wte)
           tokenTable = tensor.name;
-        if (t.ropeInterleave && t.qkRopeHeadDim > 0) {
+        if (t.ropeInterleave && t.position == 1 && t.qkRopeHeadDim > 0) {
           // DeepSeek's layout: each query head's rotary part, and the shared rotary key after
-          // the key/value latent, in interleaved pairs.
+          // the key/value latent, in interleaved pairs (of an even width, with rotary positions:
+          // GptShape; without them nothing is rotated and the columns stay as they are).
           if (param == Param::Wuq || param == Param::Wq) {
             tensor.ropePeriod = t.qkNopeHeadDim + t.qkRopeHeadDim;
             tensor.ropeAt = t.qkNopeHeadDim;

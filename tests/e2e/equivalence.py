@@ -499,7 +499,9 @@ def main():
             job = small_llama(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
             job["model"].update(num_kv_heads=4, latent_attention=LATENT_ATTENTION)
             if model == "mla-moe":
-                job["model"]["moe"] = dict(MOE_SHARED, imbalance=MOE_EXPERT_PARALLEL_IMBALANCE)
+                # DeepSeek-V3's names say the shared width in routed experts' widths: two.
+                job["model"]["moe"] = dict(MOE_SHARED, imbalance=MOE_EXPERT_PARALLEL_IMBALANCE,
+                                           shared_ffn_hidden_size=48)
                 del job["model"]["moe"]["capacity_factor"]
         elif name.startswith("moe-"):
             # moe-gpt-: the GPT model's GELU MLPs with biases, its experts alike.

@@ -185,7 +185,7 @@ def deepseek_round_trip(tools, interleave):
                    "sharding": "full", "expert": 2}
     job = small_llama(parallelism, layers=4, optimizer="sgd")
     job["model"].update(num_kv_heads=4, latent_attention={
-        "q_lora_rank": 16, "kv_lora_rank": 12, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4,
+        "q_lora_rank": 16, "kv_lora_rank": 12, "qk_nope_head_dim": 8, "qk_rope_head_dim": 6,
         "v_head_dim": 8, "rope_interleave": interleave})
     job["model"]["moe"] = {"num_experts": 4, "top_k": 2, "expert_ffn_hidden_size": 24,
                            "router": "sigmoid", "normalize_top_k": True, "shared_experts": 1,
@@ -204,8 +204,8 @@ def deepseek_round_trip(tools, interleave):
     with open(config_path) as f:
         config = json.load(f)
     attention = "model.layers.2.self_attn."
-    shapes = {"q_a_proj": 16 * 32, "q_a_layernorm": 16, "q_b_proj": 4 * 12 * 16,
-              "kv_a_proj_with_mqa": (12 + 4) * 32, "kv_a_layernorm": 12,
+    shapes = {"q_a_proj": 16 * 32, "q_a_layernorm": 16, "q_b_proj": 4 * 14 * 16,
+              "kv_a_proj_with_mqa": (12 + 6) * 32, "kv_a_layernorm": 12,
               "kv_b_proj": 4 * 16 * 12, "o_proj": 32 * 4 * 8}
     experts = "model.layers.1.mlp."
     check(f"{label}: DeepSeek-V3's names and config",

@@ -16,6 +16,10 @@
 namespace conduit::model {
 
 namespace {
+// The latents' RMSNorms take DeepSeek's epsilon whatever the model's (Hugging Face's
+// DeepseekV3RMSNorm default for q_a_layernorm and kv_a_layernorm; rms_norm_eps is the blocks').
+constexpr double kLatentNormEps = 1e-6;
+
 // What the forward keeps, by index: for the input gradient only, the kernel's q, k and v
 // (rotated, values padded; empty when recomputed), the probabilities (empty with selective
 // checkpointing), each latent before its norm with the norm's statistics (the query latent's
@@ -138,15 +142,15 @@ void LatentAttention<T>::latents(Ops<T> &ops, const T *p, const T *x, LayerCache
   std::vector<Buffer<T>> &in = cache.inputOnly, &kept = cache.saved;
   if (s.qLora > 0) {
     ops.gemm(false, false, rows, s.qLora, h, 1, x, p + wDq, 0, in[QRaw].data());
-    ops.rmsNormForward(rows, s.qLora, in[QRaw].data(), p + gQ, s.normEps, kept[QLatent].data(),
+    ops.rmsNormForward(rows, s.qLora, in[QRaw].data(), p + gQ, kLatentNormEps, kept[QLatent].data(),
                        in[QRstd].data());
   }
   Buffer<T> down = transient(ops, rows * downWidth());
   ops.gemm(false, false, rows, downWidth(), h, 1, x, p + wDkv, 0, down.data());
   ops.copyRows(rows, s.kvLora, down.data(), downWidth(), in[KvRaw].data(), s.kvLora);
   ops.copyRows(rows, s.qkRope, down.data() + s.kvLora, downWidth(), in[KRope].data(), s.qkRope);
-  ops.rmsNormForward(rows, s.kvLora, in[KvRaw].data(), p + gKv, s.normEps, kept[KvLatent].data(),
-                     in[KvRstd].data());
+  ops.rmsNormForward(rows, s.kvLora, in[KvRaw].data(), p + gKv, kLatentNormEps,
+                     kept[KvLatent].data(), in[KvRstd].data());
 }
 
 template <typename T>
@@ -265,16 +269,19 @@ Buffer<T> LatentAttention<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<
     ops.copyRows(rows, rank, dIn.data(), rank, dRaw, dRawStride);
   };
   throughLatent(s.kvLora, dkv, kvWidth(), wUkv, gKv, KvRaw, KvRstd, StashDgKv, ddown, downWidth());
-  Buffer<T> dx = ops.allocate(rows * h);
-  ops.gemm(false, true, rows, h, downWidth(), 1, ddown, p + wDkv, 0, dx.data());
   if (s.qLora > 0) {
     g[StashDqRaw] = ops.allocate(rows * s.qLora);
     throughLatent(s.qLora, dq, qWidth(), wUq, gQ, QRaw, QRstd, StashDgQ, g[StashDqRaw].data(),
                   s.qLora);
-    ops.gemm(false, true, rows, h, s.qLora, 1, g[StashDqRaw].data(), p + wDq, 1, dx.data());
-  } else {
-    ops.gemm(false, true, rows, h, qWidth(), 1, dq, p + wQ, 1, dx.data());
   }
+  // The input gradient once the working memory is released: through both down projections (or
+  // the queries' direct one).
+  Buffer<T> dx = ops.allocate(rows * h);
+  ops.gemm(false, true, rows, h, downWidth(), 1, ddown, p + wDkv, 0, dx.data());
+  if (s.qLora > 0)
+    ops.gemm(false, true, rows, h, s.qLora, 1, g[StashDqRaw].data(), p + wDq, 1, dx.data());
+  else
+    ops.gemm(false, true, rows, h, qWidth(), 1, dq, p + wQ, 1, dx.data());
   return dx;
 }
 

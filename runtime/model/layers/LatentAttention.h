@@ -14,7 +14,8 @@
 // Parameters, in this order: Wdq [h × rq], the query latent's gain [rq], Wuq [rq × H(dn + dr)]
 // (or Wq [h × H(dn + dr)] without a query latent); Wdkv [h × (rkv + dr)], the key/value latent's
 // gain [rkv], Wukv [rkv × H(dn + dv)] (each head's k nope columns, then its v columns); Wo
-// [H·dv × h]; bo [h] (bias "all"). Every matrix is row-major [in × out].
+// [H·dv × h]; bo [h] (bias "all"). Every matrix is row-major [in × out]. The two latents' norms
+// take DeepSeek's epsilon, 1e-6, whatever the model's (its rms_norm_eps is the blocks').
 //
 // The attention core is the kernel multi-head attention runs, on heads dn + dr wide: each value
 // is zero-padded to that width (the runtime refuses values wider than the queries) and the
@@ -80,9 +81,6 @@ private:
   /// gradient summed over the heads into the rope gradient's key part).
   void assemble(Ops<T> &ops, int64_t rows, const T *q, const T *kv, const T *rope, T *qkv) const;
   void disassemble(Ops<T> &ops, int64_t rows, const T *dqkv, T *dq, T *dkv, T *drope) const;
-  /// The attention probabilities the input gradient reads: the forward's or, recomputed from
-  /// the kept q, k and v, the same bits in `scratch`.
-  const T *probabilities(Ops<T> &ops, const LayerCache<T> &cache, Buffer<T> &scratch) const;
 
   GptShape s;
   bool recomputeAttention = false, recomputeHeads = false;

@@ -471,20 +471,29 @@ TEST(HfWeightsTest, DeepSeekV3NamesShapesAndConfig) {
 // order 0, dr/2, 1, dr/2 + 1, ...; the nope parts, the latents and the rest are as they are.
 TEST(HfWeightsTest, DeepSeekV3InterleavedRotaryColumns) {
   Transformer t = deepSeek(); // 2 heads of 4 nope + 2 rope; key/value latent 3, shared key 2
-  t.qkRopeHeadDim = 4;        // so that the order differs from the halves': 0, 2, 1, 3
+  t.qkRopeHeadDim = 6;        // so that the order is not its own inverse: 0, 3, 1, 4, 2, 5
   t.ropeInterleave = true;
   const Plan plan = planOf(t);
   absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
   ASSERT_TRUE(tensors.ok()) << tensors.status();
   const auto got = byName(*tensors);
   const HfTensor &qb = got.at("model.layers.1.self_attn.q_b_proj.weight");
-  const std::vector<int64_t> headOrder = {0, 1, 2, 3, 4, 6, 5, 7};
-  for (int64_t c = 0; c < 16; ++c)
-    EXPECT_EQ(qb.conduitColumn(c), (c / 8) * 8 + headOrder[c % 8]) << c;
+  const std::vector<int64_t> headOrder = {0, 1, 2, 3, 4, 7, 5, 8, 6, 9};
+  for (int64_t c = 0; c < 20; ++c)
+    EXPECT_EQ(qb.conduitColumn(c), (c / 10) * 10 + headOrder[c % 10]) << c;
   const HfTensor &kva = got.at("model.layers.1.self_attn.kv_a_proj_with_mqa.weight");
-  const std::vector<int64_t> keyOrder = {0, 1, 2, 3, 5, 4, 6};
-  for (int64_t c = 0; c < 7; ++c)
+  const std::vector<int64_t> keyOrder = {0, 1, 2, 3, 6, 4, 7, 5, 8};
+  for (int64_t c = 0; c < 9; ++c)
     EXPECT_EQ(kva.conduitColumn(c), keyOrder[c]) << c;
+  // Exported, Hugging Face's column 2i + 1 of a head's rotary part is Conduit's i + dr/2: in
+  // the first head, Conduit's column 4 + 3 is q_b_proj's row 4 + 1 (nn.Linear is [out, in]).
+  std::vector<float> layer(plan.layers[1].params);
+  for (size_t i = 0; i < layer.size(); ++i)
+    layer[i] = static_cast<float>(i);
+  std::vector<float> rows(qb.elements());
+  exportHfTensor(qb, layer.data(), rows.data());
+  EXPECT_EQ(rows[5 * qb.rows + 0], layer[qb.offset + 0 * qb.cols + 7]);
+  EXPECT_EQ(rows[6 * qb.rows + 2], layer[qb.offset + 2 * qb.cols + 5]);
   EXPECT_EQ(got.at("model.layers.1.self_attn.kv_b_proj.weight").ropeWidth, 0);
   EXPECT_EQ(nlohmann::json::parse(hfConfigJson(plan))["rope_interleave"], true);
   // Written and read back, every parameter where it was; and without a query latent, q_proj
@@ -505,9 +514,17 @@ TEST(HfWeightsTest, DeepSeekV3InterleavedRotaryColumns) {
       }
     EXPECT_EQ(back, params);
   }
-  const HfTensor &q =
-      byName(*hfTensors(planOf(direct))).at("model.layers.1.self_attn.q_proj.weight");
-  EXPECT_EQ(q.conduitColumn(5), 6);
+  const auto directNames = byName(*hfTensors(planOf(direct)));
+  const HfTensor &q = directNames.at("model.layers.1.self_attn.q_proj.weight");
+  for (int64_t c = 0; c < 20; ++c)
+    EXPECT_EQ(q.conduitColumn(c), (c / 10) * 10 + headOrder[c % 10]) << c;
+  // Without rotary positions nothing is rotated: the columns stay as they are.
+  Transformer learned = t;
+  learned.position = 0;
+  const auto learnedNames = byName(*hfTensors(planOf(learned)));
+  const HfTensor &plain = learnedNames.at("model.layers.1.self_attn.q_b_proj.weight");
+  for (int64_t c = 0; c < 20; ++c)
+    EXPECT_EQ(plain.conduitColumn(c), c) << c;
 }
 
 TEST(HfWeightsTest, DeepSeekV3MoeNamesAndConfig) {
@@ -543,6 +560,14 @@ TEST(HfWeightsTest, DeepSeekV3MoeNamesAndConfig) {
   EXPECT_EQ(config["scoring_func"], "sigmoid");
   EXPECT_EQ(config["topk_method"], "noaux_tc");
   EXPECT_FALSE(config.contains("router_aux_loss_coef"));
+  // DeepSeek-V3's config says the shared width as a count of routed experts' widths: another
+  // width has no file, refused naming the key.
+  t.sharedFfnHiddenSize = 10;
+  absl::StatusOr<std::vector<HfTensor>> odd = hfTensors(moePlanOf(t));
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("model.moe.shared_ffn_hidden_size a multiple of"),
+            std::string::npos)
+      << odd.status();
 }
 
 TEST(HfWeightsTest, ConfigJson) {
