@@ -49,7 +49,8 @@ std::string describeModel(const Job &job) {
             std::string(enumName(t->norm)) + "/" + std::string(enumName(t->position));
     if (const std::optional<LatentAttentionSpec> &mla = t->latentAttention)
       text += ", latent attention (kv rank " + std::to_string(mla->kvLoraRank) + ", q rank " +
-              std::to_string(mla->qLoraRank) + ")";
+              std::to_string(mla->qLoraRank) +
+              (mla->ropeInterleave ? ", its weights' rotary pairs interleaved" : "") + ")";
     if (t->elementwise != ElementwiseKind::Fused)
       text += t->elementwise == ElementwiseKind::Eager
                   ? ", element-wise operations in PyTorch's eager mode"
