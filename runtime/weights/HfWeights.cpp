@@ -30,10 +30,14 @@ enum class Param {
   Norm1B,
   Wqkv,
   Bqkv,
-  Wdq,    ///< latent attention (DeepSeek-V3): the query latent's down projection, its norm's gain,
-  QaNorm, ///< its up projection, or the queries' projection without a latent; the key/value
-  Wuq,    ///< latent's down projection (with the shared rotary key), its norm's gain and its
-  Wq,     ///< up projection
+  /// Latent attention (DeepSeek-V3), in place of Wqkv and Bqkv: the query latent's down
+  /// projection, its norm's gain and its up projection, or the queries' projection without a
+  /// latent; the key/value latent's down projection (with the shared rotary key), its norm's
+  /// gain and its up projection.
+  Wdq,
+  QaNorm,
+  Wuq,
+  Wq,
   Wdkv,
   KvaNorm,
   Wukv,
