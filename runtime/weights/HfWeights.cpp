@@ -458,11 +458,8 @@ namespace {
 /// its mixture of experts: the routed experts, the shared
 /// ones as a multiple of their width, the leading dense blocks (all of them without experts),
 /// the routing (sigmoid scores limited to groups, or softmax) with unit scaling and the
-/// auxiliary loss's coefficient. The output projection's bias (bias "all") is Conduit's only:
-/// attention_bias would add biases to the down projections too.
+/// auxiliary loss's coefficient.
 void deepSeekConfig(const Transformer &t, nlohmann::ordered_json &c) {
-  c["attention_bias"] = false;
-  c.erase("mlp_bias");
   if (t.qLoraRank > 0)
     c["q_lora_rank"] = t.qLoraRank;
   else
@@ -523,7 +520,11 @@ std::string hfConfigJson(const Plan &plan) {
     if (t.headDim != 0 || qwen3)
       c["head_dim"] = headWidth(t);
     c["rope_theta"] = t.ropeTheta;
-    if (qwen3) {
+    if (isDeepSeek(t)) {
+      // DeepSeek-V3's attention_bias would put biases on the down projections too: its output
+      // projection's (bias "all") is Conduit's only, and its MLPs have none.
+      c["attention_bias"] = false;
+    } else if (qwen3) {
       // Qwen3's attention_bias puts biases on q, k, v and o; its MLPs have none.
       c["attention_bias"] = t.bias == 0;
     } else if (!qwen) {
