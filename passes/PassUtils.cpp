@@ -189,12 +189,13 @@ TensorLayout::TensorLayout(pipe::ModelOp model) {
   config.dtype = static_cast<runtime::DType>(model.getTraining().getDtype());
   config.expert = static_cast<int32_t>(par.getExpert());
   // What the all-to-alls, the blocks with experts' tensor collectives (whatever E: with T > 1
-  // such a block gathers its routed output) and the q/k norms' gains' all-reduce (T > 1)
-  // depend on (TensorCollectives.h).
+  // such a block gathers its routed output), the q/k norms' gains' all-reduce and latent
+  // attention's (T > 1) depend on (TensorCollectives.h).
   pipe::TransformerAttr t = model.getArchitectureAttr();
   pipe::MoeAttr moe = t ? t.getMoe() : pipe::MoeAttr();
-  if (t &&
-      ((moe && (config.expert > 1 || config.tensor > 1)) || (t.getQkNorm() && config.tensor > 1))) {
+  pipe::LatentAttentionAttr mla = t ? t.getLatentAttention() : pipe::LatentAttentionAttr();
+  if (t && ((moe && (config.expert > 1 || config.tensor > 1)) ||
+            ((t.getQkNorm() || mla) && config.tensor > 1))) {
     runtime::Transformer &x = transformer.emplace();
     x.numLayers = t.getNumLayers();
     x.hiddenSize = t.getHiddenSize();
@@ -203,6 +204,13 @@ TensorLayout::TensorLayout(pipe::ModelOp model) {
     x.qkNorm = t.getQkNorm();
     x.mtpLayers = t.getMtpLayers();
     x.seqLength = t.getSeqLength();
+    if (mla) {
+      x.qLoraRank = mla.getQLoraRank();
+      x.kvLoraRank = mla.getKvLoraRank();
+      x.qkNopeHeadDim = mla.getQkNopeHeadDim();
+      x.qkRopeHeadDim = mla.getQkRopeHeadDim();
+      x.vHeadDim = mla.getVHeadDim();
+    }
     if (moe) {
       x.numExperts = moe.getNumExperts();
       x.topK = moe.getTopK();

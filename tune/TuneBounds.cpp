@@ -43,6 +43,13 @@ runtime::Transformer detail::collectiveShape(const Job &job) {
   x.mtpLayers = t.mtpLayers;
   x.seqLength = t.seqLength;
   x.mlp = static_cast<uint8_t>(t.mlp);
+  if (const std::optional<LatentAttentionSpec> &mla = t.latentAttention) {
+    x.qLoraRank = mla->qLoraRank;
+    x.kvLoraRank = mla->kvLoraRank;
+    x.qkNopeHeadDim = mla->qkNopeHeadDim;
+    x.qkRopeHeadDim = mla->qkRopeHeadDim;
+    x.vHeadDim = mla->vHeadDim;
+  }
   if (!t.moe)
     return x;
   const MoeSpec &m = *t.moe;
@@ -309,7 +316,8 @@ BoundCalculator::stages(const Job &job) {
   // with this partition (the compute does not depend on P or D, nor the tensor group's link on
   // more than T, nor the fastest all-to-all of its expert group on more than E). A mixture of
   // experts' blocks issue their own list of collectives (TensorCollectives.h), with the expert
-  // all-to-alls over E > 1 ranks, and q/k norms their gains' all-reduce.
+  // all-to-alls over E > 1 ranks, q/k norms their gains' all-reduce, and latent attention its
+  // replicated parameters'.
   const std::optional<runtime::Transformer> routing =
       job.model.transformer ? std::optional(collectiveShape(job)) : std::nullopt;
   runtime::Config tensorConfig;

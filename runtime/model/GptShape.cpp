@@ -20,17 +20,10 @@ namespace conduit::model {
 
 namespace {
 
-/// Latent attention the layer (layers/LatentAttention.h) does not implement: split over a
-/// tensor group, value heads wider than the query/key heads, or with q/k norms; naming the key
-/// to change.
+/// Latent attention the layer (layers/LatentAttention.h) does not implement: value heads wider
+/// than the query/key heads, or with q/k norms; naming the key to change.
 absl::Status refuseLatentAttentionTheLayerLacks(const runtime::Plan &plan) {
   const runtime::Transformer &t = *plan.transformer;
-  if (plan.config.tensor > 1)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the model uses multi-head latent attention (model.latent_attention), which conduit-run "
-        "trains without tensor parallelism only; compile the job again with parallelism.tensor "
-        "1 (the plan has ",
-        plan.config.tensor, ")"));
   if (t.numKvHeads != t.numHeads || t.qkNorm || t.headDim != 0)
     return absl::InvalidArgumentError(
         "latent attention has a key and a value per query head, its own head widths and no q/k "

@@ -87,6 +87,8 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
   const Layer &l = layers[layer];
   const bool sp = config.sequenceParallel;
   auto add = [&](Op op, int64_t bytes) { out.push_back({op, layer, bytes}); };
+  constexpr Op kReduce = Op::TensorAllReduce, kGather = Op::TensorAllGather,
+               kScatter = Op::TensorReduceScatter;
   // One token's bytes of activations whose sample takes `sampleBytes`.
   auto tokenBytes = [&](int64_t sampleBytes) {
     return config.tokensPerSample > 0 ? sampleBytes / config.tokensPerSample : 0;
@@ -104,8 +106,28 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
                   d = transformer->headDim > 0 ? transformer->headDim : h / transformer->numHeads;
     return h > 0 ? 2 * d * (tokenBytes(sampleBytes) / h) : 0;
   };
-  constexpr Op kReduce = Op::TensorAllReduce, kGather = Op::TensorAllGather,
-               kScatter = Op::TensorReduceScatter;
+  // Latent attention's replicated parameters (the down projections and the latents' gains), at
+  // the activations' element bytes: each tensor rank's gradients come from its own heads, so
+  // they are summed over the group. With sequence parallelism and without a query latent, the
+  // recomputed heads (`mla_up_proj`) project the whole sequence's input again: gathered again.
+  const bool latent = config.tensor > 1 && transformer && transformer->usesLatentAttention();
+  auto latentBytes = [&](int64_t sampleBytes) {
+    const Transformer &t = *transformer;
+    const int64_t h = t.hiddenSize, ql = t.qLoraRank, kvl = t.kvLoraRank;
+    const int64_t elements = (ql > 0 ? h * ql + ql : 0) + h * (kvl + t.qkRopeHeadDim) + kvl;
+    return h > 0 ? product(elements, tokenBytes(sampleBytes) / h) : 0;
+  };
+  const bool latentRegathers = latent && sp && transformer->qLoraRank == 0 &&
+                               config.checkpointing == Checkpointing::Selective &&
+                               (config.recomputeModules & kRecomputeLatentUpProjection) != 0;
+  // What a block's attention adds to its weight pass after its gathered input: the q/k norms'
+  // gains, or latent attention's replicated parameters.
+  auto attentionSums = [&](int64_t sampleBytes) {
+    if (qkNorms)
+      add(kReduce, qkNormBytes(sampleBytes));
+    if (latent)
+      add(kReduce, latentBytes(sampleBytes));
+  };
   switch (l.kind) {
   case LayerKind::Embedding: {
     const int64_t x = product(samples, l.outputBytes);
@@ -180,6 +202,8 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
         if (shared)
           sublayer();
         routed(Op::ExpertCombine, Op::ExpertDispatch);
+        if (latentRegathers)
+          add(kGather, x);
         sublayer(); // attention
       } else if (pass == Op::BackwardWeight && tensor) {
         if (sp && shared)
@@ -187,8 +211,7 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
         add(kReduce, routerBytes);
         if (sp)
           add(kGather, x);
-        if (qkNorms)
-          add(kReduce, qkNormBytes(l.outputBytes));
+        attentionSums(l.outputBytes);
         if (sp)
           add(kReduce, normBytes(2, l.outputBytes));
       }
@@ -202,16 +225,20 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
                            (config.recomputeModules & kRecomputeMlp) != 0;
     if (pass == Op::BackwardInput && regathers)
       add(kGather, x);
-    if (pass == Op::Forward || pass == Op::BackwardInput) {
+    if (pass == Op::Forward) {
       sublayer();
       sublayer();
+    } else if (pass == Op::BackwardInput) {
+      sublayer(); // MLP
+      if (latentRegathers)
+        add(kGather, x);
+      sublayer(); // attention
     } else if (pass == Op::BackwardWeight) {
       if (sp) {
         add(kGather, x); // the MLP's input
         add(kGather, x); // the attention's
       }
-      if (qkNorms)
-        add(kReduce, qkNormBytes(l.outputBytes));
+      attentionSums(l.outputBytes);
       if (sp)
         add(kReduce, normBytes(2, l.outputBytes));
     }

@@ -23,11 +23,14 @@
 //              input    all-reduce x (MLP input grad),   [all-gather x: the recomputed MLP's
 //                       all-reduce x (attention's)       normed input, selective `mlp` only],
 //                                                        all-gather x, reduce-scatter x (MLP),
-//                                                        the same pair (attention)
+//                                                        [all-gather x: the recomputed latent
+//                                                        heads' input, see below], the same
+//                                                        pair (attention)
 //              weight   [all-reduce q: the q/k norms'    all-gather x (MLP's normed input,
 //                       gains, with qk_norm]             again), all-gather x (attention's),
-//                                                        [all-reduce q], all-reduce n (the
-//                                                        norms' gradients)
+//                       [all-reduce m: latent            [all-reduce q], [all-reduce m],
+//                       attention's replicated           all-reduce n (the norms' gradients)
+//                       parameters]
 //   head       forward  all-reduce ce three times        all-gather x, then the three
 //                       (row max, sum of exponentials,
 //                       target logit)
@@ -44,7 +47,17 @@
 // transformer with qk_norm, Qwen3): two of a head's width at the activations' element bytes.
 // Each rank normalises its own heads with the gains every rank holds, so with or without
 // sequence parallelism their gradients are partial and summed over the group in each weight
-// pass (Megatron-LM sums them with the norms' once per step). Every other replicated parameter's
+// pass (Megatron-LM sums them with the norms' once per step). Multi-head latent attention
+// (DeepSeek-V2/V3) splits its heads as attention does (the up projections column-parallel, the
+// output projection row-parallel) and keeps its down projections and the latents' norms whole on
+// every rank, each rank computing them on the whole sequence: their gradients come from the
+// rank's own heads and are summed over the group in each weight pass, `m` the bytes of those
+// parameters at the activations' element bytes (h x (q_lora + kv_lora + rope) + q_lora + kv_lora
+// elements; without a query latent h x (kv_lora + rope) + kv_lora), as Megatron-Core sums its
+// duplicated down projections' once per step. Its input pass issues the attention's pair as
+// above; with sequence parallelism, no query latent and the heads recomputed (selective
+// `mla_up_proj`), the recomputation projects the queries from the whole sequence's normed input
+// and gathers it again first (the input row's second bracket). Every other replicated parameter's
 // gradient is computed whole on every rank: the row-parallel biases' and the position table's from
 // their gathered output gradients.
 //

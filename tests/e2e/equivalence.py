@@ -395,7 +395,10 @@ def cases(quick, tensor_product=False):
     # 12, heads 8 + 4 wide for queries and keys and 8 for values): split backward and its pairs,
     # the attention core, the norms and the heads (from the latents) recomputed, the latents
     # through sharded data parallelism, and with DeepSeek-style experts (sigmoid router, a
-    # shared expert) over E = 2.
+    # shared expert) over E = 2. Over a tensor group (T = 2) its heads are split and the down
+    # projections' gradients summed: with sequence parallelism and split backwards; without a
+    # query latent (mla-direct-, DeepSeek-V2-Lite's queries), whose recomputed heads gather
+    # their input again; with the experts folded over the tensor ranks in DualPipeV's pairs.
     for name, par in [("mla-1f1b-full-p2-d2", {"sharding": "full"}),
                       ("mla-dualpipev-optimizer-p2-d2-v2",
                        {"sharding": "optimizer", "schedule": "dualpipev", "stages_per_device": 2}),
@@ -403,7 +406,17 @@ def cases(quick, tensor_product=False):
                        {"sharding": "full", "schedule": "breadth-first", "stages_per_device": 2,
                         "activation_checkpointing": "selective",
                         "recompute_modules": ["core_attn", "layernorm", "mla_up_proj"]}),
-                      ("mla-moe-ep2-1f1b-full-p2-d2", {"sharding": "full", "expert": 2})]:
+                      ("mla-moe-ep2-1f1b-full-p2-d2", {"sharding": "full", "expert": 2}),
+                      ("mla-tp2-zb-h1-none-sp-p2-d1",
+                       {"data": 1, "sharding": "none", "schedule": "zb-h1", "tensor": 2,
+                        "sequence_parallel": True}),
+                      ("mla-direct-tp2-1f1b-selective-checkpointing-sp-p2-d1",
+                       {"data": 1, "sharding": "none", "tensor": 2, "sequence_parallel": True,
+                        "activation_checkpointing": "selective",
+                        "recompute_modules": ["core_attn", "mla_up_proj"]}),
+                      ("mla-moe-tp2-ep2-dualpipev-optimizer-p2-d1-v2",
+                       {"data": 1, "sharding": "optimizer", "schedule": "dualpipev",
+                        "stages_per_device": 2, "tensor": 2, "expert": 2})]:
         out.append((name, dict({"pipeline": 2, "data": 2, "schedule": "1f1b",
                                 "microbatches": 4}, **par)))
     if quick:
@@ -495,9 +508,11 @@ def main():
             if model == "qwen3-moe":
                 job["model"]["moe"] = dict(MOE, imbalance=MOE_EXPERT_PARALLEL_IMBALANCE)
         elif name.startswith("mla-"):
-            model = "mla-moe" if name.startswith("mla-moe-") else "mla"
+            model = next(m for m in ("mla-moe", "mla-direct", "mla") if name.startswith(m + "-"))
             job = small_llama(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
-            job["model"].update(num_kv_heads=4, latent_attention=LATENT_ATTENTION)
+            job["model"].update(num_kv_heads=4, latent_attention=dict(LATENT_ATTENTION))
+            if model == "mla-direct":
+                job["model"]["latent_attention"]["q_lora_rank"] = 0
             if model == "mla-moe":
                 # DeepSeek-V3's names say the shared width in routed experts' widths: two.
                 job["model"]["moe"] = dict(MOE_SHARED, imbalance=MOE_EXPERT_PARALLEL_IMBALANCE,

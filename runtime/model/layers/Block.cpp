@@ -151,7 +151,7 @@ void Block<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dp) co
   const std::vector<LayerCache<T>> &c = cache.parts;
   const std::vector<Buffer<T>> &g = cache.stash;
   const int64_t norm = s.normParams();
-  ShardedGradients<T> norms(ops, s, 2 * norm);
+  PartialGradients<T> norms(ops, s.sequenceParallel, 2 * norm);
   mlp->backwardWeight(ops, c[FeedForward], v[H2].data(), /*dy: not kept*/ nullptr,
                       dp + at[FeedForward]);
   norm2.backwardWeight(ops, v[X2].data(), c[Norm2], g[DH2].data(), norms.at(dp + at[Norm2], norm));

@@ -117,7 +117,7 @@ void Head<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dp) con
       weightGradient(ops, rows, h, vocab, z, v[DLogits].data(), dp + s.normParams(),
                      /*db=*/static_cast<T *>(nullptr));
   }
-  ShardedGradients<T> norms(ops, s, s.normParams());
+  PartialGradients<T> norms(ops, s.sequenceParallel, s.normParams());
   norm.backwardWeight(ops, v[X].data(), cache.parts[0], cache.stash[0].data(),
                       norms.at(dp, s.normParams()));
   norms.reduce();

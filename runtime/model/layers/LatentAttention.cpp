@@ -1,7 +1,7 @@
 //===- LatentAttention.cpp - multi-head latent attention -------------------===//
 //
 // The two latents and their norms, the heads assembled for the attention kernel, the output
-// projection; their input and weight gradients.
+// projection; their input and weight gradients; this rank's heads of them over a tensor group.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,15 +49,43 @@ LatentAttention<T>::LatentAttention(const GptShape &s, bool recomputeAttention, 
   wDkv = take(h * downWidth());
   gKv = take(s.kvLora);
   wUkv = take(s.kvLora * kvWidth());
-  wO = take(s.heads * s.vHead * h);
+  wO = take(heads() * s.vHead * h);
   bO = take(h, s.otherBias);
 }
 
 template <typename T>
 void LatentAttention<T>::slice(int64_t wholeAt, int64_t localAt,
                                std::vector<ParameterRun> &runs) const {
-  // Never split (GptShape::fromPlan): the rank's parameters are the whole branch's.
-  addRun(runs, wholeAt, localAt, total);
+  if (!s.tensorParallel()) {
+    addRun(runs, wholeAt, localAt, total);
+    return;
+  }
+  const LatentAttention whole(s.whole(), false, false);
+  const int64_t h = s.hidden, r = s.tensorRank;
+  auto replicated = [&](int64_t wholeParam, int64_t localParam, int64_t n) {
+    if (localParam >= 0)
+      addRun(runs, wholeAt + wholeParam, localAt + localParam, n);
+  };
+  // Column-parallel by heads: this rank's `width` columns of each of `rows` rows.
+  auto byHeads = [&](int64_t wholeParam, int64_t localParam, int64_t rows, int64_t wholeWidth,
+                     int64_t width) {
+    if (localParam < 0)
+      return;
+    for (int64_t i = 0; i < rows; ++i)
+      addRun(runs, wholeAt + wholeParam + i * wholeWidth + r * width,
+             localAt + localParam + i * width, width);
+  };
+  replicated(whole.wDq, wDq, h * s.qLora);
+  replicated(whole.gQ, gQ, s.qLora);
+  byHeads(whole.wUq, wUq, s.qLora, whole.qWidth(), qWidth());
+  byHeads(whole.wQ, wQ, h, whole.qWidth(), qWidth());
+  replicated(whole.wDkv, wDkv, h * downWidth());
+  replicated(whole.gKv, gKv, s.kvLora);
+  byHeads(whole.wUkv, wUkv, s.kvLora, whole.kvWidth(), kvWidth());
+  // Row-parallel: this rank's heads' rows of Wo.
+  const int64_t out = heads() * s.vHead * h;
+  addRun(runs, wholeAt + whole.wO + r * out, localAt + wO, out);
+  replicated(whole.bO, bO, h);
 }
 
 template <typename T> void LatentAttention<T>::initialise(T *params, Random &random) const {
@@ -73,7 +101,7 @@ template <typename T> void LatentAttention<T>::initialise(T *params, Random &ran
   fillNormal(params + wDkv, h * downWidth(), random);
   std::fill(params + gKv, params + gKv + s.kvLora, T(1));
   fillNormal(params + wUkv, s.kvLora * kvWidth(), random);
-  fillNormal(params + wO, s.heads * s.vHead * h, random);
+  fillNormal(params + wO, heads() * s.vHead * h, random);
 }
 
 template <typename T>
@@ -92,7 +120,7 @@ void LatentAttention<T>::keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache
   cache.inputOnly[KvRstd] = ops.allocate(rows);
   cache.inputOnly[KRope] = ops.allocate(rows * s.qkRope);
   cache.saved[KvLatent] = ops.allocate(rows * s.kvLora);
-  cache.saved[Att] = ops.allocate(rows * s.heads * s.vHead);
+  cache.saved[Att] = ops.allocate(rows * heads() * s.vHead);
 }
 
 // The kernel's rows are [q heads | k heads | v heads], each head d wide: a query head is the
@@ -101,7 +129,7 @@ void LatentAttention<T>::keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache
 template <typename T>
 void LatentAttention<T>::assemble(Ops<T> &ops, int64_t rows, const T *q, const T *kv, const T *rope,
                                   T *qkv) const {
-  const int64_t heads = s.heads, dn = s.qkNope, dr = s.qkRope, dv = s.vHead, w = d(),
+  const int64_t heads = this->heads(), dn = s.qkNope, dr = s.qkRope, dv = s.vHead, w = d(),
                 stride = 3 * qWidth(), kvHead = dn + dv;
   ops.fill(rows * stride, T(0), qkv);
   for (int64_t hd = 0; hd < heads; ++hd) {
@@ -119,7 +147,7 @@ void LatentAttention<T>::assemble(Ops<T> &ops, int64_t rows, const T *q, const T
 template <typename T>
 void LatentAttention<T>::disassemble(Ops<T> &ops, int64_t rows, const T *dqkv, T *dq, T *dkv,
                                      T *drope) const {
-  const int64_t heads = s.heads, dn = s.qkNope, dr = s.qkRope, dv = s.vHead, w = d(),
+  const int64_t heads = this->heads(), dn = s.qkNope, dr = s.qkRope, dv = s.vHead, w = d(),
                 stride = 3 * qWidth(), kvHead = dn + dv;
   Buffer<T> dk = transient(ops, rows * dr), part = transient(ops, rows * dr);
   ops.fill(rows * ropeWidth(), T(0), drope);
@@ -156,7 +184,7 @@ void LatentAttention<T>::latents(Ops<T> &ops, const T *p, const T *x, LayerCache
 template <typename T>
 void LatentAttention<T>::queriesKeysValues(Ops<T> &ops, const T *p, const T *x,
                                            const LayerCache<T> &cache, T *qkv) const {
-  const int64_t n = cache.samples, rows = n * s.seq, heads = s.heads, dr = s.qkRope;
+  const int64_t n = cache.samples, rows = n * s.seq, heads = this->heads(), dr = s.qkRope;
   const std::vector<Buffer<T>> &in = cache.inputOnly, &kept = cache.saved;
   Buffer<T> q = transient(ops, rows * qWidth());
   if (s.qLora > 0)
@@ -181,13 +209,17 @@ void LatentAttention<T>::queriesKeysValues(Ops<T> &ops, const T *p, const T *x,
 template <typename T>
 void LatentAttention<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *y,
                                  LayerCache<T> &cache) const {
-  const int64_t n = cache.samples, rows = n * s.seq, heads = s.heads;
+  const int64_t n = cache.samples, rows = n * s.seq, heads = this->heads();
   std::vector<Buffer<T>> &in = cache.inputOnly, &kept = cache.saved;
-  latents(ops, p, x, cache);
   // Recomputed, q, k and v are working memory until the attention has read them.
   Buffer<T> working = recomputeHeads ? transient(ops, rows * 3 * qWidth()) : Buffer<T>();
   T *qkv = recomputeHeads ? working.data() : in[Qkv].data();
-  queriesKeysValues(ops, p, x, cache, qkv);
+  {
+    Buffer<T> gathered;
+    const T *whole = wholeSequence(ops, s, n, x, gathered);
+    latents(ops, p, whole, cache);
+    queriesKeysValues(ops, p, whole, cache, qkv);
+  }
   {
     Buffer<T> probs = recomputeAttention ? transient(ops, probsSize(n)) : Buffer<T>();
     Buffer<T> out = transient(ops, rows * qWidth());
@@ -209,14 +241,17 @@ void LatentAttention<T>::recompute(Ops<T> &ops, const T *p, const T *x,
   // The forward's kernels on the kept latents: the same bits, kept until the input gradient
   // is done, as the forward's would have been.
   cache.inputOnly[Qkv] = ops.allocate(cache.samples * s.seq * 3 * qWidth());
-  queriesKeysValues(ops, p, x, cache, cache.inputOnly[Qkv].data());
+  // Without a query latent the queries come from the whole sequence's input.
+  Buffer<T> gathered;
+  const T *whole = s.qLora > 0 ? x : wholeSequence(ops, s, cache.samples, x, gathered);
+  queriesKeysValues(ops, p, whole, cache, cache.inputOnly[Qkv].data());
 }
 
 template <typename T>
 Buffer<T> LatentAttention<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache,
                                             const T *dy, bool dyKept) const {
-  const int64_t n = cache.samples, rows = n * s.seq, h = s.hidden, heads = s.heads, dr = s.qkRope,
-                values = heads * s.vHead;
+  const int64_t n = cache.samples, rows = n * s.seq, h = s.hidden, heads = this->heads(),
+                dr = s.qkRope, values = heads * s.vHead;
   const std::vector<Buffer<T>> &in = cache.inputOnly;
   std::vector<Buffer<T>> &g = cache.stash;
   g.clear();
@@ -275,37 +310,49 @@ Buffer<T> LatentAttention<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<
                   s.qLora);
   }
   // The input gradient once the working memory is released: through both down projections (or
-  // the queries' direct one).
-  Buffer<T> dx = ops.allocate(rows * h);
-  ops.gemm(false, true, rows, h, downWidth(), 1, ddown, p + wDkv, 0, dx.data());
+  // the queries' direct one); over a tensor group the sum of the ranks' parts (their heads'),
+  // this rank's rows of it.
+  Buffer<T> dx = ops.allocate(n * s.localSeq() * h);
+  Buffer<T> partial = s.sequenceParallel ? transient(ops, rows * h) : Buffer<T>();
+  T *sum = s.sequenceParallel ? partial.data() : dx.data();
+  ops.gemm(false, true, rows, h, downWidth(), 1, ddown, p + wDkv, 0, sum);
   if (s.qLora > 0)
-    ops.gemm(false, true, rows, h, s.qLora, 1, g[StashDqRaw].data(), p + wDq, 1, dx.data());
+    ops.gemm(false, true, rows, h, s.qLora, 1, g[StashDqRaw].data(), p + wDq, 1, sum);
   else
-    ops.gemm(false, true, rows, h, qWidth(), 1, dq, p + wQ, 1, dx.data());
+    ops.gemm(false, true, rows, h, qWidth(), 1, dq, p + wQ, 1, sum);
+  reduceRows(ops, s, n, sum, dx.data());
   return dx;
 }
 
 template <typename T>
 void LatentAttention<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
                                         const T *dy, T *dp) const {
-  const int64_t rows = cache.samples * s.seq, h = s.hidden;
+  const int64_t n = cache.samples, rows = n * s.seq, h = s.hidden;
   const std::vector<Buffer<T>> &g = cache.stash, &kept = cache.saved;
   const T *whole = g[StashDy].empty() ? dy : g[StashDy].data();
   T *const noBias = nullptr;
-  weightGradient(ops, rows, s.heads * s.vHead, h, kept[Att].data(), whole, dp + wO,
+  weightGradient(ops, rows, heads() * s.vHead, h, kept[Att].data(), whole, dp + wO,
                  bO >= 0 ? dp + bO : noBias);
   weightGradient(ops, rows, s.kvLora, kvWidth(), kept[KvLatent].data(), g[StashDkv].data(),
                  dp + wUkv, noBias);
-  ops.add(s.kvLora, g[StashDgKv].data(), dp + gKv);
-  weightGradient(ops, rows, h, downWidth(), x, g[StashDdown].data(), dp + wDkv, noBias);
+  // The down projections read the whole sequence's input; their gradients and the gains' are
+  // this rank's heads' part over a tensor group.
+  Buffer<T> gathered;
+  const T *input = wholeSequence(ops, s, n, x, gathered);
+  PartialGradients<T> replicated(ops, s.tensorParallel(), replicatedParams());
+  ops.add(s.kvLora, g[StashDgKv].data(), replicated.at(dp + gKv, s.kvLora));
+  weightGradient(ops, rows, h, downWidth(), input, g[StashDdown].data(),
+                 replicated.at(dp + wDkv, h * downWidth()), noBias);
   if (s.qLora > 0) {
     weightGradient(ops, rows, s.qLora, qWidth(), kept[QLatent].data(), g[StashDq].data(), dp + wUq,
                    noBias);
-    ops.add(s.qLora, g[StashDgQ].data(), dp + gQ);
-    weightGradient(ops, rows, h, s.qLora, x, g[StashDqRaw].data(), dp + wDq, noBias);
+    ops.add(s.qLora, g[StashDgQ].data(), replicated.at(dp + gQ, s.qLora));
+    weightGradient(ops, rows, h, s.qLora, input, g[StashDqRaw].data(),
+                   replicated.at(dp + wDq, h * s.qLora), noBias);
   } else {
-    weightGradient(ops, rows, h, qWidth(), x, g[StashDq].data(), dp + wQ, noBias);
+    weightGradient(ops, rows, h, qWidth(), input, g[StashDq].data(), dp + wQ, noBias);
   }
+  replicated.reduce();
 }
 
 template class LatentAttention<float>;

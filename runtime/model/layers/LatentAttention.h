@@ -25,8 +25,14 @@
 // the norms' statistics, the shared rotary key and the output projection's input. Selective
 // checkpointing of the up projections (`mla_up_proj`) drops q, k and v: recompute() computes
 // them again from the latents before the input gradient. Without rotary positions (learned
-// ones) the rope parts stay as projected. Not split over a tensor group: GptShape::fromPlan
-// refuses latent attention with tensor parallelism.
+// ones) the rope parts stay as projected.
+//
+// Over a tensor group of T ranks (Megatron-Core's split) each rank holds H/T of the heads: its
+// columns of Wuq (or Wq) and Wukv, its rows of Wo, whose partial products the group sums. The
+// down projections, the latents' gains and bo are whole on every rank, which computes the
+// latents on the whole sequence (gathered first with sequence parallelism); their gradients,
+// partial by heads, are summed over the group in each weight pass (bo's is whole already). The
+// input gradient is partial by heads too, summed as a column-parallel projection's is.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,20 +65,26 @@ public:
                       T *dparams) const override;
 
 private:
-  /// Each head's query/key width (the core's head width), and the widths of q and of the
-  /// expanded key/value latent per token.
+  /// This rank's heads, each head's query/key width (the core's head width), and the widths
+  /// of q and of the expanded key/value latent per token on this rank.
+  int64_t heads() const { return s.localHeads(); }
   int64_t d() const { return s.qkHead(); }
-  int64_t qWidth() const { return s.heads * d(); }
-  int64_t kvWidth() const { return s.heads * (s.qkNope + s.vHead); }
+  int64_t qWidth() const { return heads() * d(); }
+  int64_t kvWidth() const { return heads() * (s.qkNope + s.vHead); }
   /// The kv down projection's output per token: the latent and the shared rotary key.
   int64_t downWidth() const { return s.kvLora + s.qkRope; }
-  /// The rotary parts laid out as the rotary kernel takes them (H query heads, one key head and
-  /// an unused value head, each dr wide), per token.
-  int64_t ropeWidth() const { return (s.heads + 2) * s.qkRope; }
-  int64_t probsSize(int64_t samples) const { return samples * s.heads * s.seq * s.seq; }
-  /// The latents of the forward's input x, normalised, and the shared rotary key, into the
-  /// cache; then the kernel's q, k and v from them (and from x without a query latent) into
-  /// qkv, which the forward and recompute() share.
+  /// The parameters whole on every rank of a tensor group: the down projections and the
+  /// latents' gains (bo aside: its gradient is whole on every rank).
+  int64_t replicatedParams() const {
+    return (s.qLora > 0 ? s.hidden * s.qLora + s.qLora : 0) + s.hidden * downWidth() + s.kvLora;
+  }
+  /// The rotary parts laid out as the rotary kernel takes them (the rank's query heads, one key
+  /// head and an unused value head, each dr wide), per token.
+  int64_t ropeWidth() const { return (heads() + 2) * s.qkRope; }
+  int64_t probsSize(int64_t samples) const { return samples * heads() * s.seq * s.seq; }
+  /// The latents of the forward's input x (the whole sequence's), normalised, and the shared
+  /// rotary key, into the cache; then the kernel's q, k and v from them (and from x without a
+  /// query latent) into qkv, which the forward and recompute() share.
   void latents(Ops<T> &ops, const T *p, const T *x, LayerCache<T> &cache) const;
   void queriesKeysValues(Ops<T> &ops, const T *p, const T *x, const LayerCache<T> &cache,
                          T *qkv) const;

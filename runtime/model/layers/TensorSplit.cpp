@@ -216,22 +216,22 @@ std::vector<int32_t> localTokens(const GptShape &s, const int32_t *tokens, int64
 }
 
 template <typename T>
-ShardedGradients<T>::ShardedGradients(Ops<T> &ops, const GptShape &s, int64_t n)
-    : ops(ops), sharded(s.sequenceParallel) {
-  if (sharded)
+PartialGradients<T>::PartialGradients(Ops<T> &ops, bool partial, int64_t n)
+    : ops(ops), partial(partial) {
+  if (partial)
     buffer = transient(ops, n);
 }
 
-template <typename T> T *ShardedGradients<T>::at(T *dp, int64_t n) {
-  if (!sharded)
+template <typename T> T *PartialGradients<T>::at(T *dp, int64_t n) {
+  if (!partial)
     return dp;
   targets.emplace_back(dp, n);
   used += n;
   return buffer.data() + used - n;
 }
 
-template <typename T> void ShardedGradients<T>::reduce() {
-  if (!sharded)
+template <typename T> void PartialGradients<T>::reduce() {
+  if (!partial)
     return;
   group(ops).allReduce(used, buffer.data());
   int64_t at = 0;
@@ -261,7 +261,7 @@ template <typename T> void ShardedGradients<T>::reduce() {
   template Buffer<T> Projections::backwardIn<T>(Ops<T> &, const T *, const LayerCache<T> &) const; \
   template void Projections::backwardWeight<T>(Ops<T> &, const LayerCache<T> &, const T *,         \
                                                const T *, T *) const;                              \
-  template class ShardedGradients<T>;
+  template class PartialGradients<T>;
 CONDUIT_TENSOR_SPLIT(float)
 CONDUIT_TENSOR_SPLIT(double)
 #undef CONDUIT_TENSOR_SPLIT

@@ -128,14 +128,15 @@ private:
 /// (with one rank, the ids themselves).
 std::vector<int32_t> localTokens(const GptShape &s, const int32_t *tokens, int64_t n);
 
-/// The gradients of replicated parameters that each rank computes over its own shard of the
-/// sequence (the norms' with sequence parallelism): collected in one buffer of working memory
-/// and summed over the group with one all-reduce. Without sequence parallelism they are
-/// whole on every rank and go straight to where they belong.
-template <typename T> class ShardedGradients {
+/// The gradients of replicated parameters of which each rank of the tensor group computes a
+/// part (`partial`): the norms' over its own shard of the sequence (sequence parallelism),
+/// latent attention's down projections' and latents' gains from its own heads. Collected in
+/// one buffer of working memory and summed over the group with one all-reduce; where they are
+/// whole on every rank they go straight to where they belong.
+template <typename T> class PartialGradients {
 public:
   /// Room for `n` elements of such gradients.
-  ShardedGradients(Ops<T> &ops, const GptShape &s, int64_t n);
+  PartialGradients(Ops<T> &ops, bool partial, int64_t n);
   /// Where to accumulate the `n` gradients that belong at `dp`: dp itself, or the buffer's
   /// next n elements.
   T *at(T *dp, int64_t n);
@@ -145,7 +146,7 @@ public:
 
 private:
   Ops<T> &ops;
-  bool sharded = false;
+  bool partial = false;
   Buffer<T> buffer;
   int64_t used = 0;
   std::vector<std::pair<T *, int64_t>> targets;

@@ -907,15 +907,20 @@ TEST(Model, ShapesTheRuntimeCannotBuildAreRefusedNamingTheKey) {
   EXPECT_TRUE(GptShape::fromPlan(ownWidth).ok());
 
   // Latent attention's heads have widths of their own: hidden / heads need not be whole or
-  // even; split over a tensor group it is refused.
+  // even; a tensor group splits its heads, which must divide.
   runtime::Plan latent = planFor(latentShape());
   latent.transformer->hiddenSize = 18; // 4 heads
   EXPECT_TRUE(GptShape::fromPlan(latent).ok()) << GptShape::fromPlan(latent).status();
   latent.config.tensor = 2;
   latent.transformer->vocabSize = 12;
   absl::StatusOr<GptShape> split = GptShape::fromPlan(latent);
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_EQ(split->localHeads(), 2);
+  latent.config.tensor = 3;
+  split = GptShape::fromPlan(latent);
   ASSERT_FALSE(split.ok());
-  EXPECT_NE(split.status().message().find("parallelism.tensor 1"), std::string::npos)
+  EXPECT_NE(split.status().message().find("splits model.num_heads (4) over 3 ranks"),
+            std::string::npos)
       << split.status().message();
 
   runtime::Plan wrongCount = plan;

@@ -476,14 +476,6 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
          p.config.tensor = p.config.expert = 2;
        },
        "model.seq_length"},
-      {[](runtime::Plan &p) {
-         p.transformer->vocabSize = 12;
-         p.config.tensor = p.config.expert = 2;
-         p.transformer->kvLoraRank = 16;
-         p.transformer->qkNopeHeadDim = p.transformer->vHeadDim = 4;
-         p.transformer->qkRopeHeadDim = 2;
-       },
-       "parallelism.tensor 1"},
       {[](runtime::Plan &p) { p.transformer->mtpLayers = 1; }, "model.mtp_layers"},
   };
   for (const auto &c : cases) {
@@ -505,10 +497,15 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
   qwen3.transformer->headDim = 8;
   qwen3.transformer->qkNorm = true;
   EXPECT_TRUE(GptShape::fromPlan(qwen3).ok());
-  // DeepSeek-V3's attention: latent attention without tensor parallelism.
+  // DeepSeek-V3's attention: latent attention, alone and split over the tensor group that
+  // the experts fold into.
   runtime::Plan latent = plan;
   latent.transformer->kvLoraRank = 16;
   latent.transformer->qkNopeHeadDim = latent.transformer->vHeadDim = 4;
   latent.transformer->qkRopeHeadDim = 2;
+  EXPECT_TRUE(GptShape::fromPlan(latent).ok()) << GptShape::fromPlan(latent).status();
+  latent.transformer->vocabSize = 12;
+  latent.transformer->seqLength = 6;
+  latent.config.tensor = latent.config.expert = 2;
   EXPECT_TRUE(GptShape::fromPlan(latent).ok()) << GptShape::fromPlan(latent).status();
 }

@@ -2,7 +2,8 @@
 //
 // A tensor group of two ranks simulated in one process, one thread per rank, whose
 // collectives combine the two ranks' buffers: each layer kind and variant (GPT-style, Llama's
-// RMSNorm, SwiGLU, rotary positions, grouped-query attention and tied head), with and without
+// RMSNorm, SwiGLU, rotary positions, grouped-query attention and tied head, Qwen3's q/k norms,
+// DeepSeek's latent attention with and without a query latent), with and without
 // sequence parallelism, whole and split backward, in double precision, gives the unsplit
 // layers' outputs, loss, input gradients and parameter gradients; each rank starts from its
 // slice of the unsplit model's initial parameters; the layers issue exactly the collectives
@@ -142,6 +143,30 @@ GptShape qwen3Shape() {
   return s;
 }
 
+/// DeepSeek's attention on the Llama shape: 4 heads split 2 and 2, each 4 + 2 wide for queries
+/// and keys and 3 for values, through a query latent of rank 6 and a key/value latent of rank 5
+/// that every rank holds.
+GptShape latentShape() {
+  GptShape s = llamaShape();
+  s.kvHeads = 0;
+  s.qLora = 6;
+  s.kvLora = 5;
+  s.qkNope = 4;
+  s.qkRope = 2;
+  s.vHead = 3;
+  return s;
+}
+
+/// Without a query latent (DeepSeek-V2-Lite), with the output projection's bias and learned
+/// positions.
+GptShape latentDirectShape() {
+  GptShape s = latentShape();
+  s.qLora = 0;
+  s.otherBias = true;
+  s.rotary = false;
+  return s;
+}
+
 /// What a chain computed: its output (or nothing after the head), loss, input gradient and
 /// parameter gradients.
 struct Result {
@@ -157,11 +182,13 @@ enum class Backward { Whole, Split };
 /// parallelism the rank takes its shard of them.
 Result run(const GptShape &shape, int64_t first, int64_t end, const std::vector<double> &params,
            const std::vector<double> &x, const std::vector<double> &dy, int64_t samples,
-           Backward backward, TensorGroup<double> *group) {
+           Backward backward, TensorGroup<double> *group, uint32_t recomputed = 0) {
   runtime::Plan plan = planFor(shape.whole());
+  plan.config.recomputeModules = recomputed;
   CpuOps<double> ops;
   ops.setTensorGroup(group);
-  LayerChain<double> chain = *LayerChain<double>::build(plan, shape, first, end, ops);
+  LayerChain<double> chain = *LayerChain<double>::build(
+      plan, shape, first, end, ops, recomputed ? Checkpointing::Selective : Checkpointing::None);
   // This rank's slice of the whole parameters.
   std::vector<double> local(chain.numParams());
   int64_t wholeAt = 0;
@@ -228,10 +255,14 @@ Result run(const GptShape &shape, int64_t first, int64_t end, const std::vector<
 
 /// The collective kinds TensorCollectives.h lists for `compute` on layers [first, end).
 std::vector<Op> listed(const GptShape &whole, bool sequenceParallel, int64_t first, int64_t end,
-                       Op compute) {
+                       Op compute, uint32_t recomputed = 0) {
   runtime::Plan plan = planFor(whole);
   plan.config.tensor = kRanks;
   plan.config.sequenceParallel = sequenceParallel;
+  if (recomputed) {
+    plan.config.checkpointing = Checkpointing::Selective;
+    plan.config.recomputeModules = recomputed;
+  }
   std::vector<Op> kinds;
   for (const runtime::TensorCollective &c :
        runtime::tensorCollectives(plan.config, plan.layers, static_cast<int32_t>(first),
@@ -248,8 +279,9 @@ void expectClose(const std::vector<double> &got, const std::vector<double> &want
 }
 
 /// Layers [first, end) of `whole` split over two ranks give the unsplit layers' results.
+/// With `recomputed`, selective checkpointing of those modules (the reference keeps everything).
 void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequenceParallel,
-                Backward backward = Backward::Whole) {
+                Backward backward = Backward::Whole, uint32_t recomputed = 0) {
   runtime::Plan plan = planFor(whole);
   CpuOps<double> ops;
   LayerChain<double> reference = *LayerChain<double>::build(plan, whole, first, end, ops);
@@ -277,7 +309,7 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
       shape.tensorRank = r;
       shape.sequenceParallel = sequenceParallel;
       Member member(meeting, r, kRanks);
-      got[r] = run(shape, first, end, params, x, dy, samples, backward, &member);
+      got[r] = run(shape, first, end, params, x, dy, samples, backward, &member, recomputed);
     });
   for (std::thread &t : threads)
     t.join();
@@ -320,12 +352,15 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
 
   // The collectives, in TensorCollectives.h's order.
   for (int r = 0; r < kRanks; ++r) {
-    EXPECT_EQ(got[r].forwardCalls, listed(whole, sequenceParallel, first, end, Op::Forward));
+    EXPECT_EQ(got[r].forwardCalls,
+              listed(whole, sequenceParallel, first, end, Op::Forward, recomputed));
     if (backward == Backward::Whole)
-      EXPECT_EQ(got[r].backwardCalls, listed(whole, sequenceParallel, first, end, Op::Backward));
+      EXPECT_EQ(got[r].backwardCalls,
+                listed(whole, sequenceParallel, first, end, Op::Backward, recomputed));
     else {
-      std::vector<Op> both = listed(whole, sequenceParallel, first, end, Op::BackwardInput);
-      for (Op op : listed(whole, sequenceParallel, first, end, Op::BackwardWeight))
+      std::vector<Op> both =
+          listed(whole, sequenceParallel, first, end, Op::BackwardInput, recomputed);
+      for (Op op : listed(whole, sequenceParallel, first, end, Op::BackwardWeight, recomputed))
         both.push_back(op);
       EXPECT_EQ(got[r].backwardCalls, both);
     }
@@ -336,6 +371,7 @@ struct Case {
   std::string name;
   GptShape shape;
   int64_t first, end;
+  uint32_t recomputed = 0; ///< selective checkpointing's modules
 };
 
 std::vector<Case> cases() {
@@ -347,21 +383,36 @@ std::vector<Case> cases() {
   qkvBias.vocab = 12;
   GptShape swiglu = gptShape();
   swiglu.gated = true;
-  const GptShape llama = llamaShape(), qwen3 = qwen3Shape();
-  return {{"embedding", gptShape(), 0, 1}, {"block", gptShape(), 1, 2},
-          {"head", gptShape(), 3, 4},      {"model", gptShape(), 0, 4},
-          {"gqa_block", gqa, 1, 2},        {"qkv_bias_block", qkvBias, 1, 2},
-          {"swiglu_block", swiglu, 1, 2},  {"llama_embedding", llama, 0, 1},
-          {"llama_block", llama, 1, 2},    {"llama_head", llama, 3, 4},
-          {"llama_model", llama, 0, 4},    {"qwen3_block", qwen3, 1, 2},
-          {"qwen3_model", qwen3, 0, 4}};
+  const GptShape llama = llamaShape(), qwen3 = qwen3Shape(), latent = latentShape(),
+                 direct = latentDirectShape();
+  // The latent heads and the attention core recomputed: without a query latent the queries
+  // are projected again from the gathered input.
+  const uint32_t heads = runtime::kRecomputeLatentUpProjection | runtime::kRecomputeCoreAttention;
+  return {{"embedding", gptShape(), 0, 1},
+          {"block", gptShape(), 1, 2},
+          {"head", gptShape(), 3, 4},
+          {"model", gptShape(), 0, 4},
+          {"gqa_block", gqa, 1, 2},
+          {"qkv_bias_block", qkvBias, 1, 2},
+          {"swiglu_block", swiglu, 1, 2},
+          {"llama_embedding", llama, 0, 1},
+          {"llama_block", llama, 1, 2},
+          {"llama_head", llama, 3, 4},
+          {"llama_model", llama, 0, 4},
+          {"qwen3_block", qwen3, 1, 2},
+          {"qwen3_model", qwen3, 0, 4},
+          {"latent_block", latent, 1, 2},
+          {"latent_model", latent, 0, 4},
+          {"latent_direct_block", direct, 1, 2},
+          {"latent_block_recomputed", latent, 1, 3, heads},
+          {"latent_direct_block_recomputed", direct, 1, 3, heads}};
 }
 
 class TensorParallel : public ::testing::TestWithParam<std::tuple<Case, bool, Backward>> {};
 
 TEST_P(TensorParallel, TwoRanksGiveTheUnsplitLayers) {
   const auto &[c, sequenceParallel, backward] = GetParam();
-  checkSplit(c.shape, c.first, c.end, sequenceParallel, backward);
+  checkSplit(c.shape, c.first, c.end, sequenceParallel, backward, c.recomputed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, TensorParallel,
@@ -376,7 +427,8 @@ INSTANTIATE_TEST_SUITE_P(Layers, TensorParallel,
 // One rank is the unsplit model: its layers are the same code as the split ones, and issue no
 // collective even where the Ops has a group, computing the bits of a run without one.
 TEST(TensorParallel, OneRankIssuesNoCollectiveAndComputesTheUnsplitBits) {
-  for (const GptShape &whole : {gptShape(), llamaShape(), qwen3Shape()}) {
+  for (const GptShape &whole :
+       {gptShape(), llamaShape(), qwen3Shape(), latentShape(), latentDirectShape()}) {
     for (const auto &[first, end] : {std::pair<int64_t, int64_t>{0, 4}, {1, 3}}) {
       runtime::Plan plan = planFor(whole);
       CpuOps<double> ops;
@@ -407,7 +459,8 @@ TEST(TensorParallel, OneRankIssuesNoCollectiveAndComputesTheUnsplitBits) {
 }
 
 TEST(TensorParallelSlices, EachRankStartsFromItsSliceOfTheUnsplitModel) {
-  for (const GptShape &whole : {gptShape(), llamaShape(), qwen3Shape()}) {
+  for (const GptShape &whole :
+       {gptShape(), llamaShape(), qwen3Shape(), latentShape(), latentDirectShape()}) {
     const runtime::Plan plan = planFor(whole);
     for (size_t l = 0; l < plan.layers.size(); ++l) {
       const runtime::LayerKind kind = plan.layers[l].kind;

@@ -179,6 +179,81 @@ TEST(TensorCollectives, ARecomputedMlpGathersItsInputAgainUnderSequenceParalleli
   EXPECT_EQ(of(full, 0, 4, Op::Backward), of(fullPlain, 0, 4, Op::Backward));
 }
 
+/// The chain's transformer with DeepSeek's latent attention: 2 heads, each 4 + 2 wide for
+/// queries and keys and 3 for values, a query latent of rank 6 (0: queries projected directly)
+/// and a key/value latent of rank 5.
+Transformer latent(int64_t qLoraRank = 6) {
+  Transformer t;
+  t.numLayers = 2;
+  t.hiddenSize = kHidden;
+  t.numHeads = t.numKvHeads = 2;
+  t.ffnHiddenSize = 32;
+  t.seqLength = kTokens;
+  t.vocabSize = 32;
+  t.qLoraRank = qLoraRank;
+  t.kvLoraRank = 5;
+  t.qkNopeHeadDim = 4;
+  t.qkRopeHeadDim = 2;
+  t.vHeadDim = 3;
+  return t;
+}
+
+// Latent attention splits its heads as attention does; its down projections and the latents'
+// gains are whole on every rank, and their gradients, partial by heads, are summed in each
+// weight pass: 16 x (6 + 5 + 2) + 6 + 5 = 219 bf16 elements, 438 bytes, whatever the
+// micro-batch.
+TEST(TensorCollectives, LatentAttentionSumsItsReplicatedParametersGradients) {
+  const Transformer t = latent(), direct = latent(0);
+  const Config c = config(2, false), sp = config(2, true);
+  EXPECT_EQ(of(c, 1, 2, Op::Forward, 1, &t), of(c, 1, 2, Op::Forward));
+  EXPECT_EQ(of(c, 1, 2, Op::BackwardInput, 1, &t), "AR:1:256 AR:1:256");
+  EXPECT_EQ(of(c, 1, 2, Op::BackwardWeight, 1, &t), "AR:1:438");
+  EXPECT_EQ(of(c, 1, 2, Op::BackwardWeight, 3, &t), "AR:1:438");
+  EXPECT_EQ(of(sp, 1, 2, Op::BackwardWeight, 1, &t), "AG:1:256 AG:1:256 AR:1:438 AR:1:128");
+  // Without a query latent the queries' projection is split by heads: 16 x (5 + 2) + 5 = 117
+  // elements.
+  EXPECT_EQ(of(c, 1, 2, Op::BackwardWeight, 1, &direct), "AR:1:234");
+  // The embedding and the head are unchanged; one rank issues nothing.
+  EXPECT_EQ(of(c, 0, 1, Op::Backward, 1, &t), of(c, 0, 1, Op::Backward));
+  EXPECT_EQ(of(c, 3, 4, Op::Backward, 1, &t), of(c, 3, 4, Op::Backward));
+  EXPECT_EQ(of(config(1, false), 0, 4, Op::Backward, 1, &t), "");
+  // In a block with experts, after the router's gradient.
+  Transformer experts = moe();
+  experts.qLoraRank = t.qLoraRank;
+  experts.kvLoraRank = t.kvLoraRank;
+  experts.qkNopeHeadDim = t.qkNopeHeadDim;
+  experts.qkRopeHeadDim = t.qkRopeHeadDim;
+  experts.vHeadDim = t.vHeadDim;
+  EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::BackwardWeight, 1, &experts), "AR:2:128 AR:2:438");
+}
+
+// Recomputed heads (selective `mla_up_proj`) without a query latent project the queries from
+// the whole sequence's normed input again: under sequence parallelism it is gathered again,
+// between the MLP's pair and the attention's. With a query latent they come from the kept
+// latents, and without sequence parallelism every rank has the input whole.
+TEST(TensorCollectives, RecomputedLatentHeadsWithoutAQueryLatentGatherTheirInputAgain) {
+  const Transformer t = latent(), direct = latent(0);
+  Config c = config(2, true, Checkpointing::Selective);
+  c.recomputeModules = kRecomputeLatentUpProjection;
+  EXPECT_EQ(of(c, 1, 2, Op::BackwardInput, 1, &direct),
+            "AG:1:256 RS:1:256 AG:1:256 AG:1:256 RS:1:256");
+  EXPECT_EQ(of(c, 1, 2, Op::BackwardInput, 1, &t), of(config(2, true), 1, 2, Op::BackwardInput));
+  EXPECT_EQ(of(c, 1, 2, Op::Forward, 1, &direct), of(config(2, true), 1, 2, Op::Forward));
+  Config noSp = config(2, false, Checkpointing::Selective);
+  noSp.recomputeModules = kRecomputeLatentUpProjection;
+  EXPECT_EQ(of(noSp, 1, 2, Op::BackwardInput, 1, &direct), "AR:1:256 AR:1:256");
+  // In a block with experts, after the routed tokens' gradients.
+  Transformer experts = moe();
+  experts.kvLoraRank = direct.kvLoraRank;
+  experts.qkNopeHeadDim = direct.qkNopeHeadDim;
+  experts.qkRopeHeadDim = direct.qkRopeHeadDim;
+  experts.vHeadDim = direct.vHeadDim;
+  Config expertSp = expertConfig(2, 2, true, Checkpointing::Selective);
+  expertSp.recomputeModules = kRecomputeLatentUpProjection;
+  EXPECT_EQ(of(expertSp, 2, 3, Op::BackwardInput, 1, &experts),
+            "C:2:384 D:2:384 AG:2:256 AG:2:256 RS:2:256");
+}
+
 TEST(ExpertAllToAlls, DispatchAndCombineAroundTheExperts) {
   const Transformer t = moe();
   // ceil(8 tokens x top-2 x 1.5) routed tokens of 16 bf16 elements: 24 x 32 bytes.
