@@ -272,15 +272,17 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
     if (recomputes(runtime::kRecomputeOp))
       recomputedLinears.insert(recomputedLinears.end(), {{s, h, c / t, x.fp8}, linears.back()});
   } else {
-    // The down projections to the latents (whole on every rank), the up projections per head
-    // (column-parallel), the output (row-parallel).
+    // The down projections to the latents (whole on every rank, on the whole sequence, or on
+    // the rank's rows with sequence parallelism and a query latent), the up projections per
+    // head (column-parallel), the output (row-parallel).
     const double ql = static_cast<double>(x.qLoraRank), kvl = static_cast<double>(x.kvLoraRank);
+    const double down = sequenceParallel && ql > 0 ? s / t : s;
     const Linear queryUp{s, ql > 0 ? ql : h, heads * qk, x.fp8};
     const Linear keyValueUp{s, kvl, heads * (qk - rope + dv), x.fp8};
     if (ql > 0)
-      linears.push_back({s, h, ql, x.fp8});
+      linears.push_back({down, h, ql, x.fp8});
     linears.push_back(queryUp);
-    linears.push_back({s, h, kvl + rope, x.fp8});
+    linears.push_back({down, h, kvl + rope, x.fp8});
     linears.push_back(keyValueUp);
     linears.push_back({s, heads * dv, h, x.fp8});
     // mla_up_proj: the per-head queries, keys and values again from the latents.

@@ -106,19 +106,28 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
                   d = transformer->headDim > 0 ? transformer->headDim : h / transformer->numHeads;
     return h > 0 ? 2 * d * (tokenBytes(sampleBytes) / h) : 0;
   };
-  // Latent attention's replicated parameters (the down projections and the latents' gains), at
-  // the activations' element bytes: each tensor rank's gradients come from its own heads, so
-  // they are summed over the group. With sequence parallelism and without a query latent, the
-  // recomputed heads (`mla_up_proj`) project the whole sequence's input again: gathered again.
+  // Latent attention over a tensor group. Its replicated parameters (the down projections and
+  // the latents' gains), at the activations' element bytes: each tensor rank's gradients come
+  // from its own heads, so they are summed over the group. With sequence parallelism and a query
+  // latent each rank computes the latents of its rows, and the group gathers them (`l`: the
+  // normalised latents and the rotary key of every token) where the attention gathers its
+  // input, and reduce-scatters their gradients where the attention reduce-scatters its input's;
+  // the weight pass gathers the normalised latents again (`u`). The recomputed heads
+  // (`mla_up_proj`) with sequence parallelism gather again what the forward gathered.
   const bool latent = config.tensor > 1 && transformer && transformer->usesLatentAttention();
+  const bool latentShards = latent && sp && transformer->qLoraRank > 0;
   auto latentBytes = [&](int64_t sampleBytes) {
     const Transformer &t = *transformer;
     const int64_t h = t.hiddenSize, ql = t.qLoraRank, kvl = t.kvLoraRank;
     const int64_t elements = (ql > 0 ? h * ql + ql : 0) + h * (kvl + t.qkRopeHeadDim) + kvl;
     return h > 0 ? product(elements, tokenBytes(sampleBytes) / h) : 0;
   };
-  const bool latentRegathers = latent && sp && transformer->qLoraRank == 0 &&
-                               config.checkpointing == Checkpointing::Selective &&
+  // The rows of `width` elements a token, of the micro-batch's whole sequence.
+  auto latentRowBytes = [&](int64_t sampleBytes, int64_t width) {
+    const int64_t h = transformer->hiddenSize;
+    return h > 0 ? product(samples, config.tokensPerSample, width, tokenBytes(sampleBytes) / h) : 0;
+  };
+  const bool latentRegathers = latent && sp && config.checkpointing == Checkpointing::Selective &&
                                (config.recomputeModules & kRecomputeLatentUpProjection) != 0;
   // What a block's attention adds to its weight pass after its gathered input: the q/k norms'
   // gains, or latent attention's replicated parameters.
@@ -170,6 +179,32 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
         add(kReduce, x);
       }
     };
+    // The attention's: a sublayer's, but latent attention on each rank's rows gathers its
+    // latents in the forward and reduce-scatters their gradients in the input pass, whose
+    // recomputed heads gather first what the forward gathered.
+    const Transformer *t = transformer;
+    const int64_t latentRows =
+        latentShards
+            ? latentRowBytes(l.outputBytes, t->qLoraRank + t->kvLoraRank + t->qkRopeHeadDim)
+            : 0;
+    auto attention = [&](Op attentionPass) {
+      if (attentionPass == Op::BackwardInput && latentRegathers)
+        add(kGather, latentShards ? latentRows : x);
+      if (!latentShards) {
+        sublayer();
+      } else if (attentionPass == Op::Forward) {
+        add(kGather, latentRows);
+        add(kScatter, x);
+      } else {
+        add(kGather, x);
+        add(kScatter, latentRows);
+      }
+    };
+    // What the attention's weight pass gathers again with sequence parallelism: its input, or
+    // latent attention's normalised latents.
+    auto attentionInput = [&] {
+      add(kGather, latentShards ? latentRowBytes(l.outputBytes, t->qLoraRank + t->kvLoraRank) : x);
+    };
     if (transformer && layerHasExperts(transformer, layers, layer)) {
       // Routed experts over the expert group; shared experts split as the dense MLP. With
       // T > 1 each tensor rank routes the tokens of its T-th of each sample: the router's
@@ -192,7 +227,7 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
           add(kGather, x); // each tensor rank routed its T-th of the tokens
       };
       if (pass == Op::Forward) {
-        sublayer(); // attention
+        attention(pass);
         if (shared)
           sublayer();
         if (auxStatistics)
@@ -202,15 +237,13 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
         if (shared)
           sublayer();
         routed(Op::ExpertCombine, Op::ExpertDispatch);
-        if (latentRegathers)
-          add(kGather, x);
-        sublayer(); // attention
+        attention(pass);
       } else if (pass == Op::BackwardWeight && tensor) {
         if (sp && shared)
           add(kGather, x);
         add(kReduce, routerBytes);
         if (sp)
-          add(kGather, x);
+          attentionInput();
         attentionSums(l.outputBytes);
         if (sp)
           add(kReduce, normBytes(2, l.outputBytes));
@@ -226,17 +259,15 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
     if (pass == Op::BackwardInput && regathers)
       add(kGather, x);
     if (pass == Op::Forward) {
-      sublayer();
-      sublayer();
+      attention(pass);
+      sublayer(); // MLP
     } else if (pass == Op::BackwardInput) {
       sublayer(); // MLP
-      if (latentRegathers)
-        add(kGather, x);
-      sublayer(); // attention
+      attention(pass);
     } else if (pass == Op::BackwardWeight) {
       if (sp) {
         add(kGather, x); // the MLP's input
-        add(kGather, x); // the attention's
+        attentionInput();
       }
       attentionSums(l.outputBytes);
       if (sp)

@@ -23,9 +23,9 @@
 //              input    all-reduce x (MLP input grad),   [all-gather x: the recomputed MLP's
 //                       all-reduce x (attention's)       normed input, selective `mlp` only],
 //                                                        all-gather x, reduce-scatter x (MLP),
-//                                                        [all-gather x: the recomputed latent
-//                                                        heads' input, see below], the same
-//                                                        pair (attention)
+//                                                        [all-gather x or l: the recomputed
+//                                                        latent heads' input, see below], the
+//                                                        same pair (attention)
 //              weight   [all-reduce q: the q/k norms'    all-gather x (MLP's normed input,
 //                       gains, with qk_norm]             again), all-gather x (attention's),
 //                       [all-reduce m: latent            [all-reduce q], [all-reduce m],
@@ -50,16 +50,22 @@
 // pass (Megatron-LM sums them with the norms' once per step). Multi-head latent attention
 // (DeepSeek-V2/V3) splits its heads as attention does (the up projections column-parallel, the
 // output projection row-parallel) and keeps its down projections and the latents' norms whole on
-// every rank, each rank computing them on the whole sequence: their gradients come from the
-// rank's own heads and are summed over the group in each weight pass, `m` the bytes of those
-// parameters at the activations' element bytes (h x (q_lora + kv_lora + rope) + q_lora + kv_lora
-// elements; without a query latent h x (kv_lora + rope) + kv_lora), as Megatron-Core sums its
-// duplicated down projections' once per step. Its input pass issues the attention's pair as
-// above; with sequence parallelism, no query latent and the heads recomputed (selective
-// `mla_up_proj`), the recomputation projects the queries from the whole sequence's normed input
-// and gathers it again first (the input row's second bracket). Every other replicated parameter's
-// gradient is computed whole on every rank: the row-parallel biases' and the position table's from
-// their gathered output gradients.
+// every rank: their gradients come from the rank's own heads (and rows) and are summed over the
+// group in each weight pass, `m` the bytes of those parameters at the activations' element bytes
+// (h x (q_lora + kv_lora + rope) + q_lora + kv_lora elements; without a query latent
+// h x (kv_lora + rope) + kv_lora), where Megatron-Core sums its duplicated down projections'
+// once per step. Without sequence parallelism each rank computes the latents on the whole
+// sequence and the block's table holds as it is. With sequence parallelism and a query latent
+// (Megatron-Core's split) each rank computes the latents of its own rows: the attention's pair
+// becomes all-gather l, reduce-scatter x in the forward and all-gather x, reduce-scatter l in
+// the input pass (`l` the normalised latents and the rotary key of every token, samples x seq x
+// (q_lora + kv_lora + rope) elements, or their gradients), and its weight pass gathers `u`
+// (the normalised latents, q_lora + kv_lora a token) in place of its input. Without a query
+// latent the queries' projection reads the whole sequence's input: the attention's own pair.
+// With sequence parallelism and the heads recomputed (selective `mla_up_proj`) the
+// recomputation gathers again what the forward gathered, l or x (the input row's second
+// bracket). Every other replicated parameter's gradient is computed whole on every rank: the
+// row-parallel biases' and the position table's from their gathered output gradients.
 //
 // Mixture of experts (a transformer with `moe`, blocks from index dense_layers on): the block's
 // MLP is a router, the routed experts and, optionally, shared experts, split as the dense MLP is.

@@ -24,10 +24,11 @@ constexpr double kLatentNormEps = 1e-6;
 // (rotated, values padded; empty when recomputed), the probabilities (empty with selective
 // checkpointing), each latent before its norm with the norm's statistics (the query latent's
 // empty without one) and the shared rotary key before its rotation; for both halves, the normalised
-// latents (the up projections' inputs) and the attention's output (Wo's input). The input gradient
-// stashes the output gradient where the block does not keep it (empty otherwise), the output
-// gradients of the up projections (q, kv) and of the down projections (the key/value one's; the
-// query one's where there is a query latent), and the two gains' gradients.
+// latents (the up projections' inputs) and the attention's output (Wo's input); the latents, their
+// statistics and the rotary key on the rows they are computed on (latentRows()). The input
+// gradient stashes the output gradient where the block does not keep it (empty otherwise), the
+// output gradients of the up projections (q, kv) and of the down projections (the key/value
+// one's; the query one's where there is a query latent), and the two gains' gradients.
 enum { Qkv, Probs, QRaw, QRstd, KvRaw, KvRstd, KRope, NumInputOnly };
 enum { QLatent, KvLatent, Att, NumSaved };
 enum { StashDy, StashDq, StashDkv, StashDdown, StashDqRaw, StashDgQ, StashDgKv, NumStashed };
@@ -106,21 +107,55 @@ template <typename T> void LatentAttention<T>::initialise(T *params, Random &ran
 
 template <typename T>
 void LatentAttention<T>::keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache) const {
-  const int64_t rows = samples * s.seq;
+  const int64_t rows = samples * s.seq, latent = latentRows(samples);
   startCache(cache, samples, NumInputOnly, NumSaved);
   if (!recomputeHeads) // else recompute() allocates them before the input gradient
     cache.inputOnly[Qkv] = ops.allocate(rows * 3 * qWidth());
   cache.inputOnly[Probs] = ops.allocate(recomputeAttention ? 0 : probsSize(samples));
   if (s.qLora > 0) {
-    cache.inputOnly[QRaw] = ops.allocate(rows * s.qLora);
-    cache.inputOnly[QRstd] = ops.allocate(rows);
-    cache.saved[QLatent] = ops.allocate(rows * s.qLora);
+    cache.inputOnly[QRaw] = ops.allocate(latent * s.qLora);
+    cache.inputOnly[QRstd] = ops.allocate(latent);
+    cache.saved[QLatent] = ops.allocate(latent * s.qLora);
   }
-  cache.inputOnly[KvRaw] = ops.allocate(rows * s.kvLora);
-  cache.inputOnly[KvRstd] = ops.allocate(rows);
-  cache.inputOnly[KRope] = ops.allocate(rows * s.qkRope);
-  cache.saved[KvLatent] = ops.allocate(rows * s.kvLora);
+  cache.inputOnly[KvRaw] = ops.allocate(latent * s.kvLora);
+  cache.inputOnly[KvRstd] = ops.allocate(latent);
+  cache.inputOnly[KRope] = ops.allocate(latent * s.qkRope);
+  cache.saved[KvLatent] = ops.allocate(latent * s.kvLora);
   cache.saved[Att] = ops.allocate(rows * heads() * s.vHead);
+}
+
+template <typename T>
+typename LatentAttention<T>::WholeLatents
+LatentAttention<T>::wholeLatents(Ops<T> &ops, const LayerCache<T> &cache, bool withRope) const {
+  const std::vector<Buffer<T>> &in = cache.inputOnly, &kept = cache.saved;
+  WholeLatents whole;
+  if (!shardedLatents()) {
+    whole.q = s.qLora > 0 ? kept[QLatent].data() : nullptr;
+    whole.kv = kept[KvLatent].data();
+    whole.rope = withRope ? in[KRope].data() : nullptr;
+    return whole;
+  }
+  // One gather of the rows [q latent | kv latent | rotary key], then each part apart.
+  const T *parts[3] = {kept[QLatent].data(), kept[KvLatent].data(),
+                       withRope ? in[KRope].data() : nullptr};
+  const int64_t widths[3] = {s.qLora, s.kvLora, withRope ? s.qkRope : 0};
+  const int64_t n = cache.samples, local = latentRows(n), rows = n * s.seq,
+                width = widths[0] + widths[1] + widths[2];
+  Buffer<T> all = transient(ops, rows * width);
+  {
+    Buffer<T> mine = transient(ops, local * width);
+    for (int64_t i = 0, at = 0; i < 3; at += widths[i++])
+      ops.copyRows(local, widths[i], parts[i], widths[i], mine.data() + at, width);
+    gatherSequence(ops, s, n, width, mine.data(), all.data());
+  }
+  for (int64_t i = 0, at = 0; i < 3; at += widths[i++]) {
+    whole.gathered[i] = transient(ops, rows * widths[i]);
+    ops.copyRows(rows, widths[i], all.data() + at, width, whole.gathered[i].data(), widths[i]);
+  }
+  whole.q = whole.gathered[0].data();
+  whole.kv = whole.gathered[1].data();
+  whole.rope = withRope ? whole.gathered[2].data() : nullptr;
+  return whole;
 }
 
 // The kernel's rows are [q heads | k heads | v heads], each head d wide: a query head is the
@@ -166,7 +201,7 @@ void LatentAttention<T>::disassemble(Ops<T> &ops, int64_t rows, const T *dqkv, T
 
 template <typename T>
 void LatentAttention<T>::latents(Ops<T> &ops, const T *p, const T *x, LayerCache<T> &cache) const {
-  const int64_t rows = cache.samples * s.seq, h = s.hidden;
+  const int64_t rows = latentRows(cache.samples), h = s.hidden;
   std::vector<Buffer<T>> &in = cache.inputOnly, &kept = cache.saved;
   if (s.qLora > 0) {
     ops.gemm(false, false, rows, s.qLora, h, 1, x, p + wDq, 0, in[QRaw].data());
@@ -183,24 +218,22 @@ void LatentAttention<T>::latents(Ops<T> &ops, const T *p, const T *x, LayerCache
 
 template <typename T>
 void LatentAttention<T>::queriesKeysValues(Ops<T> &ops, const T *p, const T *x,
-                                           const LayerCache<T> &cache, T *qkv) const {
-  const int64_t n = cache.samples, rows = n * s.seq, heads = this->heads(), dr = s.qkRope;
-  const std::vector<Buffer<T>> &in = cache.inputOnly, &kept = cache.saved;
+                                           const WholeLatents &latent, int64_t n, T *qkv) const {
+  const int64_t rows = n * s.seq, heads = this->heads(), dr = s.qkRope;
   Buffer<T> q = transient(ops, rows * qWidth());
   if (s.qLora > 0)
-    ops.gemm(false, false, rows, qWidth(), s.qLora, 1, kept[QLatent].data(), p + wUq, 0, q.data());
+    ops.gemm(false, false, rows, qWidth(), s.qLora, 1, latent.q, p + wUq, 0, q.data());
   else
     ops.gemm(false, false, rows, qWidth(), s.hidden, 1, x, p + wQ, 0, q.data());
   Buffer<T> kv = transient(ops, rows * kvWidth());
-  ops.gemm(false, false, rows, kvWidth(), s.kvLora, 1, kept[KvLatent].data(), p + wUkv, 0,
-           kv.data());
+  ops.gemm(false, false, rows, kvWidth(), s.kvLora, 1, latent.kv, p + wUkv, 0, kv.data());
   // The rope parts, rotated together: the query heads' and the shared key.
   Buffer<T> rope = transient(ops, rows * ropeWidth());
   ops.fill(rows * ropeWidth(), T(0), rope.data());
   for (int64_t hd = 0; hd < heads; ++hd)
     ops.copyRows(rows, dr, q.data() + hd * d() + s.qkNope, qWidth(), rope.data() + hd * dr,
                  ropeWidth());
-  ops.copyRows(rows, dr, in[KRope].data(), dr, rope.data() + heads * dr, ropeWidth());
+  ops.copyRows(rows, dr, latent.rope, dr, rope.data() + heads * dr, ropeWidth());
   if (s.rotary && dr > 0)
     ops.rotaryForward(n, s.seq, heads, 1, dr, s.ropeTheta, rope.data());
   assemble(ops, rows, q.data(), kv.data(), rope.data(), qkv);
@@ -215,10 +248,11 @@ void LatentAttention<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *r
   Buffer<T> working = recomputeHeads ? transient(ops, rows * 3 * qWidth()) : Buffer<T>();
   T *qkv = recomputeHeads ? working.data() : in[Qkv].data();
   {
+    // The latents of this rank's rows, gathered; or of the whole sequence, the input gathered.
     Buffer<T> gathered;
-    const T *whole = wholeSequence(ops, s, n, x, gathered);
-    latents(ops, p, whole, cache);
-    queriesKeysValues(ops, p, whole, cache, qkv);
+    const T *input = shardedLatents() ? x : wholeSequence(ops, s, n, x, gathered);
+    latents(ops, p, input, cache);
+    queriesKeysValues(ops, p, input, wholeLatents(ops, cache, /*withRope=*/true), n, qkv);
   }
   {
     Buffer<T> probs = recomputeAttention ? transient(ops, probsSize(n)) : Buffer<T>();
@@ -243,15 +277,16 @@ void LatentAttention<T>::recompute(Ops<T> &ops, const T *p, const T *x,
   cache.inputOnly[Qkv] = ops.allocate(cache.samples * s.seq * 3 * qWidth());
   // Without a query latent the queries come from the whole sequence's input.
   Buffer<T> gathered;
-  const T *whole = s.qLora > 0 ? x : wholeSequence(ops, s, cache.samples, x, gathered);
-  queriesKeysValues(ops, p, whole, cache, cache.inputOnly[Qkv].data());
+  const T *whole = s.qLora > 0 ? nullptr : wholeSequence(ops, s, cache.samples, x, gathered);
+  queriesKeysValues(ops, p, whole, wholeLatents(ops, cache, /*withRope=*/true), cache.samples,
+                    cache.inputOnly[Qkv].data());
 }
 
 template <typename T>
 Buffer<T> LatentAttention<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache,
                                             const T *dy, bool dyKept) const {
-  const int64_t n = cache.samples, rows = n * s.seq, h = s.hidden, heads = this->heads(),
-                dr = s.qkRope, values = heads * s.vHead;
+  const int64_t n = cache.samples, rows = n * s.seq, latent = latentRows(n), h = s.hidden,
+                heads = this->heads(), dr = s.qkRope, values = heads * s.vHead;
   const std::vector<Buffer<T>> &in = cache.inputOnly;
   std::vector<Buffer<T>> &g = cache.stash;
   g.clear();
@@ -260,8 +295,9 @@ Buffer<T> LatentAttention<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<
   const T *whole = g[StashDy].empty() ? dy : g[StashDy].data();
   g[StashDq] = ops.allocate(rows * qWidth());
   g[StashDkv] = ops.allocate(rows * kvWidth());
-  g[StashDdown] = ops.allocate(rows * downWidth());
-  T *dq = g[StashDq].data(), *dkv = g[StashDkv].data(), *ddown = g[StashDdown].data();
+  T *dq = g[StashDq].data(), *dkv = g[StashDkv].data();
+  // The shared rotary key's gradient, summed over this rank's heads.
+  Buffer<T> dKey = transient(ops, rows * dr);
   {
     Buffer<T> dqkv = transient(ops, rows * 3 * qWidth());
     {
@@ -287,67 +323,97 @@ Buffer<T> LatentAttention<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<
     for (int64_t hd = 0; hd < heads; ++hd)
       ops.copyRows(rows, dr, drope.data() + hd * dr, ropeWidth(), dq + hd * d() + s.qkNope,
                    qWidth());
-    ops.copyRows(rows, dr, drope.data() + heads * dr, ropeWidth(), ddown + s.kvLora, downWidth());
+    ops.copyRows(rows, dr, drope.data() + heads * dr, ropeWidth(), dKey.data(), dr);
   }
-  // Through a latent's up projection and norm: its gain's gradient stashed, the gradient of
-  // its input (`raw`, rank wide) into `dRaw`, `dRawStride` apart.
-  auto throughLatent = [&](int64_t rank, const T *dUp, int64_t upWidth, int64_t wUp, int64_t gain,
-                           int raw, int rstd, int stashGain, T *dRaw, int64_t dRawStride) {
-    Buffer<T> dLatent = transient(ops, rows * rank), dIn = transient(ops, rows * rank);
-    ops.gemm(false, true, rows, rank, upWidth, 1, dUp, p + wUp, 0, dLatent.data());
+  // The normalised latents' gradients through the up projections: over a tensor group, this
+  // rank's heads' part. With the latents on each rank's rows, one reduce-scatter of the rows
+  // [q latent | kv latent | rotary key] sums them and leaves the rank its rows.
+  Buffer<T> dQLatent = s.qLora > 0 ? transient(ops, rows * s.qLora) : Buffer<T>();
+  Buffer<T> dKvLatent = transient(ops, rows * s.kvLora);
+  if (s.qLora > 0)
+    ops.gemm(false, true, rows, s.qLora, qWidth(), 1, dq, p + wUq, 0, dQLatent.data());
+  ops.gemm(false, true, rows, s.kvLora, kvWidth(), 1, dkv, p + wUkv, 0, dKvLatent.data());
+  if (shardedLatents()) {
+    Buffer<T> *parts[3] = {&dQLatent, &dKvLatent, &dKey};
+    const int64_t widths[3] = {s.qLora, s.kvLora, dr}, width = widths[0] + widths[1] + widths[2];
+    Buffer<T> mine = transient(ops, latent * width);
+    {
+      Buffer<T> all = transient(ops, rows * width);
+      for (int64_t i = 0, at = 0; i < 3; at += widths[i++])
+        ops.copyRows(rows, widths[i], parts[i]->data(), widths[i], all.data() + at, width);
+      reduceScatterSequence(ops, s, n, width, all.data(), mine.data());
+    }
+    for (int64_t i = 0, at = 0; i < 3; at += widths[i++]) {
+      *parts[i] = transient(ops, latent * widths[i]);
+      ops.copyRows(latent, widths[i], mine.data() + at, width, parts[i]->data(), widths[i]);
+    }
+  }
+  // Through each latent's norm, on the rows the latents were computed on: its gain's gradient
+  // stashed, the gradient of its input (`raw`, rank wide) into `dRaw`, `dRawStride` apart.
+  auto throughNorm = [&](int64_t rank, const T *dLatent, int64_t gain, int raw, int rstd,
+                         int stashGain, T *dRaw, int64_t dRawStride) {
+    Buffer<T> dIn = transient(ops, latent * rank);
     g[stashGain] = ops.allocate(rank);
     ops.fill(rank, T(0), g[stashGain].data());
-    ops.rmsNormBackwardWeight(rows, rank, in[raw].data(), in[rstd].data(), dLatent.data(),
+    ops.rmsNormBackwardWeight(latent, rank, in[raw].data(), in[rstd].data(), dLatent,
                               g[stashGain].data());
-    ops.rmsNormBackwardInput(rows, rank, in[raw].data(), p + gain, in[rstd].data(), dLatent.data(),
+    ops.rmsNormBackwardInput(latent, rank, in[raw].data(), p + gain, in[rstd].data(), dLatent,
                              dIn.data());
-    ops.copyRows(rows, rank, dIn.data(), rank, dRaw, dRawStride);
+    ops.copyRows(latent, rank, dIn.data(), rank, dRaw, dRawStride);
   };
-  throughLatent(s.kvLora, dkv, kvWidth(), wUkv, gKv, KvRaw, KvRstd, StashDgKv, ddown, downWidth());
+  g[StashDdown] = ops.allocate(latent * downWidth());
+  T *ddown = g[StashDdown].data();
+  ops.copyRows(latent, dr, dKey.data(), dr, ddown + s.kvLora, downWidth());
+  throughNorm(s.kvLora, dKvLatent.data(), gKv, KvRaw, KvRstd, StashDgKv, ddown, downWidth());
   if (s.qLora > 0) {
-    g[StashDqRaw] = ops.allocate(rows * s.qLora);
-    throughLatent(s.qLora, dq, qWidth(), wUq, gQ, QRaw, QRstd, StashDgQ, g[StashDqRaw].data(),
-                  s.qLora);
+    g[StashDqRaw] = ops.allocate(latent * s.qLora);
+    throughNorm(s.qLora, dQLatent.data(), gQ, QRaw, QRstd, StashDgQ, g[StashDqRaw].data(), s.qLora);
   }
+  dKey.reset();
+  dQLatent.reset();
+  dKvLatent.reset();
   // The input gradient once the working memory is released: through both down projections (or
-  // the queries' direct one); over a tensor group the sum of the ranks' parts (their heads'),
-  // this rank's rows of it.
+  // the queries' direct one). On the rank's own rows it is whole; else, over a tensor group,
+  // the sum of the ranks' parts (their heads'), this rank's rows of it.
   Buffer<T> dx = ops.allocate(n * s.localSeq() * h);
-  Buffer<T> partial = s.sequenceParallel ? transient(ops, rows * h) : Buffer<T>();
-  T *sum = s.sequenceParallel ? partial.data() : dx.data();
-  ops.gemm(false, true, rows, h, downWidth(), 1, ddown, p + wDkv, 0, sum);
+  const bool partial = !shardedLatents() && s.sequenceParallel;
+  Buffer<T> sum = partial ? transient(ops, rows * h) : Buffer<T>();
+  T *out = partial ? sum.data() : dx.data();
+  ops.gemm(false, true, latent, h, downWidth(), 1, ddown, p + wDkv, 0, out);
   if (s.qLora > 0)
-    ops.gemm(false, true, rows, h, s.qLora, 1, g[StashDqRaw].data(), p + wDq, 1, sum);
+    ops.gemm(false, true, latent, h, s.qLora, 1, g[StashDqRaw].data(), p + wDq, 1, out);
   else
-    ops.gemm(false, true, rows, h, qWidth(), 1, dq, p + wQ, 1, sum);
-  reduceRows(ops, s, n, sum, dx.data());
+    ops.gemm(false, true, rows, h, qWidth(), 1, dq, p + wQ, 1, out);
+  if (!shardedLatents())
+    reduceRows(ops, s, n, out, dx.data());
   return dx;
 }
 
 template <typename T>
 void LatentAttention<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
                                         const T *dy, T *dp) const {
-  const int64_t n = cache.samples, rows = n * s.seq, h = s.hidden;
+  const int64_t n = cache.samples, rows = n * s.seq, latent = latentRows(n), h = s.hidden;
   const std::vector<Buffer<T>> &g = cache.stash, &kept = cache.saved;
   const T *whole = g[StashDy].empty() ? dy : g[StashDy].data();
   T *const noBias = nullptr;
   weightGradient(ops, rows, heads() * s.vHead, h, kept[Att].data(), whole, dp + wO,
                  bO >= 0 ? dp + bO : noBias);
-  weightGradient(ops, rows, s.kvLora, kvWidth(), kept[KvLatent].data(), g[StashDkv].data(),
-                 dp + wUkv, noBias);
-  // The down projections read the whole sequence's input; their gradients and the gains' are
-  // this rank's heads' part over a tensor group.
+  // The up projections read the whole sequence's normalised latents (gathered again when each
+  // rank keeps its rows'); the down projections the input of the rows the latents were
+  // computed on (without a query latent the whole sequence's, gathered again with sequence
+  // parallelism). Their gradients and the gains' are this rank's part over a tensor group.
+  const WholeLatents up = wholeLatents(ops, cache, /*withRope=*/false);
+  weightGradient(ops, rows, s.kvLora, kvWidth(), up.kv, g[StashDkv].data(), dp + wUkv, noBias);
   Buffer<T> gathered;
-  const T *input = wholeSequence(ops, s, n, x, gathered);
+  const T *input = shardedLatents() ? x : wholeSequence(ops, s, n, x, gathered);
   PartialGradients<T> replicated(ops, s.tensorParallel(), replicatedParams());
   ops.add(s.kvLora, g[StashDgKv].data(), replicated.at(dp + gKv, s.kvLora));
-  weightGradient(ops, rows, h, downWidth(), input, g[StashDdown].data(),
+  weightGradient(ops, latent, h, downWidth(), input, g[StashDdown].data(),
                  replicated.at(dp + wDkv, h * downWidth()), noBias);
   if (s.qLora > 0) {
-    weightGradient(ops, rows, s.qLora, qWidth(), kept[QLatent].data(), g[StashDq].data(), dp + wUq,
-                   noBias);
+    weightGradient(ops, rows, s.qLora, qWidth(), up.q, g[StashDq].data(), dp + wUq, noBias);
     ops.add(s.qLora, g[StashDgQ].data(), replicated.at(dp + gQ, s.qLora));
-    weightGradient(ops, rows, h, s.qLora, input, g[StashDqRaw].data(),
+    weightGradient(ops, latent, h, s.qLora, input, g[StashDqRaw].data(),
                    replicated.at(dp + wDq, h * s.qLora), noBias);
   } else {
     weightGradient(ops, rows, h, qWidth(), input, g[StashDq].data(), dp + wQ, noBias);

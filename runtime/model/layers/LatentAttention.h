@@ -29,10 +29,18 @@
 //
 // Over a tensor group of T ranks (Megatron-Core's split) each rank holds H/T of the heads: its
 // columns of Wuq (or Wq) and Wukv, its rows of Wo, whose partial products the group sums. The
-// down projections, the latents' gains and bo are whole on every rank, which computes the
-// latents on the whole sequence (gathered first with sequence parallelism); their gradients,
-// partial by heads, are summed over the group in each weight pass (bo's is whole already). The
-// input gradient is partial by heads too, summed as a column-parallel projection's is.
+// down projections, the latents' gains and bo are whole on every rank; their gradients, partial
+// by heads (and by rows), are summed over the group in each weight pass (bo's is whole already).
+// Without sequence parallelism each rank computes the latents on the whole sequence and its
+// input gradient, partial by heads, is summed as a column-parallel projection's is. With
+// sequence parallelism and a query latent, as Megatron-Core does, each rank computes the
+// latents and their norms on its own rows and the group gathers them (the normalised latents and
+// the rotary key: rq + rkv + dr a token, where the attention gathers its input, h a token); the
+// latents' gradients are reduce-scattered back to the rows, and the input gradient of the rank's
+// rows follows without another sum. The forward keeps the latents of the rank's rows only: the
+// weight gradient gathers the normalised ones again, as a column-parallel projection gathers its
+// input. Without a query latent the queries' projection reads the whole sequence's input, which
+// the rank gathers as the attention does and computes the latents from.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,6 +81,19 @@ private:
   int64_t kvWidth() const { return heads() * (s.qkNope + s.vHead); }
   /// The kv down projection's output per token: the latent and the shared rotary key.
   int64_t downWidth() const { return s.kvLora + s.qkRope; }
+  /// Whether each rank computes the latents of its own rows only (sequence parallelism with a
+  /// query latent), and the rows of `samples` samples it computes them on.
+  bool shardedLatents() const { return s.sequenceParallel && s.qLora > 0; }
+  int64_t latentRows(int64_t samples) const {
+    return samples * (shardedLatents() ? s.localSeq() : s.seq);
+  }
+  /// The normalised latents (and, `withRope`, the shared rotary key) of every row of the
+  /// sequence: the kept ones, or gathered from every rank's rows (one all-gather).
+  struct WholeLatents {
+    const T *q = nullptr, *kv = nullptr, *rope = nullptr;
+    Buffer<T> gathered[3];
+  };
+  WholeLatents wholeLatents(Ops<T> &ops, const LayerCache<T> &cache, bool withRope) const;
   /// The parameters whole on every rank of a tensor group: the down projections and the
   /// latents' gains (bo aside: its gradient is whole on every rank).
   int64_t replicatedParams() const {
@@ -82,12 +103,13 @@ private:
   /// head and an unused value head, each dr wide), per token.
   int64_t ropeWidth() const { return (heads() + 2) * s.qkRope; }
   int64_t probsSize(int64_t samples) const { return samples * heads() * s.seq * s.seq; }
-  /// The latents of the forward's input x (the whole sequence's), normalised, and the shared
-  /// rotary key, into the cache; then the kernel's q, k and v from them (and from x without a
-  /// query latent) into qkv, which the forward and recompute() share.
+  /// The latents of the forward's input x (its latentRows()), normalised, and the shared
+  /// rotary key, into the cache; then the kernel's q, k and v from the whole sequence's latents
+  /// (and from x, the whole sequence's, without a query latent) into qkv, which the forward and
+  /// recompute() share.
   void latents(Ops<T> &ops, const T *p, const T *x, LayerCache<T> &cache) const;
-  void queriesKeysValues(Ops<T> &ops, const T *p, const T *x, const LayerCache<T> &cache,
-                         T *qkv) const;
+  void queriesKeysValues(Ops<T> &ops, const T *p, const T *x, const WholeLatents &latent,
+                         int64_t samples, T *qkv) const;
   /// The kernel's q, k and v heads from q, the expanded latent kv and the rotated rope parts,
   /// into qkv (zero-padded values), and the inverse for their gradients (the shared key's
   /// gradient summed over the heads into the rope gradient's key part).

@@ -679,6 +679,34 @@ TEST(CostModelTest, RecomputeModulesRepeatTheirPartOfTheForward) {
                    plain.backwardTime(2, 2) + repeated(in.recomputeModules, 1));
 }
 
+// Latent attention over a tensor group keeps its down projections whole on every rank, which
+// projects the whole sequence; with sequence parallelism and a query latent each rank projects
+// its own rows (the group gathers the latents instead), without a query latent the whole
+// sequence still (the queries' projection reads it).
+TEST(CostModelTest, LatentDownProjectionsTakeTheRanksRowsWithSequenceParallelism) {
+  TransformerShape x = moe52b();
+  x.kvLoraRank = 512;
+  x.qkNopeHeadDim = 128;
+  x.qkRopeHeadDim = 64;
+  x.vHeadDim = 128;
+  const double s = x.seqLength, h = x.hiddenSize;
+  // The rows of the forward's GEMM from h to `width` columns.
+  auto rows = [&](int64_t qLora, bool sequenceParallel, double width) {
+    TransformerShape y = x;
+    y.qLoraRank = qLora;
+    const LayerWork w = transformerWork(y, TransformerLayer::Block, 2, sequenceParallel, 0);
+    for (const Gemm &g : w.forward.gemms)
+      if (g.k == h && g.n == width)
+        return g.m;
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(rows(1536, false, 1536), s);
+  EXPECT_DOUBLE_EQ(rows(1536, false, 512 + 64), s);
+  EXPECT_DOUBLE_EQ(rows(1536, true, 1536), s / 2);
+  EXPECT_DOUBLE_EQ(rows(1536, true, 512 + 64), s / 2);
+  EXPECT_DOUBLE_EQ(rows(0, true, 512 + 64), s);
+}
+
 // FP8 linear layers: one-byte operands at the FP8 rate, and the casts to FP8 as traffic of
 // their own; the attention stays in the element type.
 TEST(CostModelTest, Fp8LinearLayersRunAtTheFp8RatePlusTheirCasts) {

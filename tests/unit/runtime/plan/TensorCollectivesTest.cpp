@@ -209,10 +209,12 @@ TEST(TensorCollectives, LatentAttentionSumsItsReplicatedParametersGradients) {
   EXPECT_EQ(of(c, 1, 2, Op::BackwardInput, 1, &t), "AR:1:256 AR:1:256");
   EXPECT_EQ(of(c, 1, 2, Op::BackwardWeight, 1, &t), "AR:1:438");
   EXPECT_EQ(of(c, 1, 2, Op::BackwardWeight, 3, &t), "AR:1:438");
-  EXPECT_EQ(of(sp, 1, 2, Op::BackwardWeight, 1, &t), "AG:1:256 AG:1:256 AR:1:438 AR:1:128");
   // Without a query latent the queries' projection is split by heads: 16 x (5 + 2) + 5 = 117
-  // elements.
+  // elements. With sequence parallelism such a block gathers its input as attention does.
   EXPECT_EQ(of(c, 1, 2, Op::BackwardWeight, 1, &direct), "AR:1:234");
+  EXPECT_EQ(of(sp, 1, 2, Op::Forward, 1, &direct), of(sp, 1, 2, Op::Forward));
+  EXPECT_EQ(of(sp, 1, 2, Op::BackwardInput, 1, &direct), of(sp, 1, 2, Op::BackwardInput));
+  EXPECT_EQ(of(sp, 1, 2, Op::BackwardWeight, 1, &direct), "AG:1:256 AG:1:256 AR:1:234 AR:1:128");
   // The embedding and the head are unchanged; one rank issues nothing.
   EXPECT_EQ(of(c, 0, 1, Op::Backward, 1, &t), of(c, 0, 1, Op::Backward));
   EXPECT_EQ(of(c, 3, 4, Op::Backward, 1, &t), of(c, 3, 4, Op::Backward));
@@ -227,17 +229,44 @@ TEST(TensorCollectives, LatentAttentionSumsItsReplicatedParametersGradients) {
   EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::BackwardWeight, 1, &experts), "AR:2:128 AR:2:438");
 }
 
-// Recomputed heads (selective `mla_up_proj`) without a query latent project the queries from
-// the whole sequence's normed input again: under sequence parallelism it is gathered again,
-// between the MLP's pair and the attention's. With a query latent they come from the kept
-// latents, and without sequence parallelism every rank has the input whole.
-TEST(TensorCollectives, RecomputedLatentHeadsWithoutAQueryLatentGatherTheirInputAgain) {
+// With sequence parallelism and a query latent each rank computes the latents of its own rows:
+// the attention gathers the normalised latents and the rotary key (8 tokens x (6 + 5 + 2) bf16
+// elements, 208 bytes) where it would gather its input, reduce-scatters their gradients where it
+// would reduce-scatter its input's, and its weight pass gathers the normalised latents again
+// (8 x (6 + 5), 176 bytes).
+TEST(TensorCollectives, LatentAttentionOnEachRanksRowsGathersItsLatents) {
+  const Transformer t = latent();
+  const Config sp = config(2, true);
+  EXPECT_EQ(of(sp, 1, 2, Op::Forward, 1, &t), "AG:1:208 RS:1:256 AG:1:256 RS:1:256");
+  EXPECT_EQ(of(sp, 1, 2, Op::BackwardInput, 1, &t), "AG:1:256 RS:1:256 AG:1:256 RS:1:208");
+  EXPECT_EQ(of(sp, 1, 2, Op::BackwardWeight, 1, &t), "AG:1:256 AG:1:176 AR:1:438 AR:1:128");
+  EXPECT_EQ(of(sp, 1, 2, Op::Forward, 3, &t), "AG:1:624 RS:1:768 AG:1:768 RS:1:768");
+  // In a block with experts, around the experts as the attention's pair.
+  Transformer experts = moe();
+  experts.qLoraRank = t.qLoraRank;
+  experts.kvLoraRank = t.kvLoraRank;
+  experts.qkNopeHeadDim = t.qkNopeHeadDim;
+  experts.qkRopeHeadDim = t.qkRopeHeadDim;
+  experts.vHeadDim = t.vHeadDim;
+  const Config expertSp = expertConfig(2, 2, true);
+  EXPECT_EQ(of(expertSp, 2, 3, Op::Forward, 1, &experts), "AG:2:208 RS:2:256 D:2:384 C:2:384");
+  EXPECT_EQ(of(expertSp, 2, 3, Op::BackwardInput, 1, &experts),
+            "C:2:384 D:2:384 AG:2:256 RS:2:208");
+  EXPECT_EQ(of(expertSp, 2, 3, Op::BackwardWeight, 1, &experts),
+            "AR:2:128 AG:2:176 AR:2:438 AR:2:128");
+}
+
+// Recomputed heads (selective `mla_up_proj`) under sequence parallelism gather again what the
+// forward gathered, between the MLP's pair and the attention's: without a query latent the
+// normed input (the queries' projection reads the whole sequence's), with one the latents of
+// every rank's rows. Without sequence parallelism every rank has them whole.
+TEST(TensorCollectives, RecomputedLatentHeadsGatherAgainWhatTheForwardGathered) {
   const Transformer t = latent(), direct = latent(0);
   Config c = config(2, true, Checkpointing::Selective);
   c.recomputeModules = kRecomputeLatentUpProjection;
   EXPECT_EQ(of(c, 1, 2, Op::BackwardInput, 1, &direct),
             "AG:1:256 RS:1:256 AG:1:256 AG:1:256 RS:1:256");
-  EXPECT_EQ(of(c, 1, 2, Op::BackwardInput, 1, &t), of(config(2, true), 1, 2, Op::BackwardInput));
+  EXPECT_EQ(of(c, 1, 2, Op::BackwardInput, 1, &t), "AG:1:256 RS:1:256 AG:1:208 AG:1:256 RS:1:208");
   EXPECT_EQ(of(c, 1, 2, Op::Forward, 1, &direct), of(config(2, true), 1, 2, Op::Forward));
   Config noSp = config(2, false, Checkpointing::Selective);
   noSp.recomputeModules = kRecomputeLatentUpProjection;
