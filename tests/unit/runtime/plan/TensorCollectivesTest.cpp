@@ -65,9 +65,8 @@ std::string of(const Config &c, int32_t first, int32_t end, Op op, int64_t sampl
   return render(tensorCollectives(c, chain(), first, end, op, samples, moe));
 }
 
-/// The chain's transformer with experts in its second block (the first stays dense): 4
-/// experts, 2 per token, the busiest rank's routed tokens bounded at 1.5 x the mean.
-Transformer moe(int64_t sharedExperts = 0) {
+/// The chain's transformer: two blocks of two heads.
+Transformer dense() {
   Transformer t;
   t.numLayers = 2;
   t.hiddenSize = kHidden;
@@ -75,6 +74,13 @@ Transformer moe(int64_t sharedExperts = 0) {
   t.ffnHiddenSize = 32;
   t.seqLength = kTokens;
   t.vocabSize = 32;
+  return t;
+}
+
+/// The chain's transformer with experts in its second block (the first stays dense): 4
+/// experts, 2 per token, the busiest rank's routed tokens bounded at 1.5 x the mean.
+Transformer moe(int64_t sharedExperts = 0) {
+  Transformer t = dense();
   t.numExperts = 4;
   t.topK = 2;
   t.expertFfnHiddenSize = 8;
@@ -179,17 +185,10 @@ TEST(TensorCollectives, ARecomputedMlpGathersItsInputAgainUnderSequenceParalleli
   EXPECT_EQ(of(full, 0, 4, Op::Backward), of(fullPlain, 0, 4, Op::Backward));
 }
 
-/// The chain's transformer with DeepSeek's latent attention: 2 heads, each 4 + 2 wide for
-/// queries and keys and 3 for values, a query latent of rank 6 (0: queries projected directly)
-/// and a key/value latent of rank 5.
-Transformer latent(int64_t qLoraRank = 6) {
-  Transformer t;
-  t.numLayers = 2;
-  t.hiddenSize = kHidden;
-  t.numHeads = t.numKvHeads = 2;
-  t.ffnHiddenSize = 32;
-  t.seqLength = kTokens;
-  t.vocabSize = 32;
+/// `t` with DeepSeek's latent attention: its 2 heads each 4 + 2 wide for queries and keys and
+/// 3 for values, a query latent of rank 6 (0: queries projected directly) and a key/value
+/// latent of rank 5.
+Transformer latent(int64_t qLoraRank = 6, Transformer t = dense()) {
   t.qLoraRank = qLoraRank;
   t.kvLoraRank = 5;
   t.qkNopeHeadDim = 4;
@@ -220,12 +219,7 @@ TEST(TensorCollectives, LatentAttentionSumsItsReplicatedParametersGradients) {
   EXPECT_EQ(of(c, 3, 4, Op::Backward, 1, &t), of(c, 3, 4, Op::Backward));
   EXPECT_EQ(of(config(1, false), 0, 4, Op::Backward, 1, &t), "");
   // In a block with experts, after the router's gradient.
-  Transformer experts = moe();
-  experts.qLoraRank = t.qLoraRank;
-  experts.kvLoraRank = t.kvLoraRank;
-  experts.qkNopeHeadDim = t.qkNopeHeadDim;
-  experts.qkRopeHeadDim = t.qkRopeHeadDim;
-  experts.vHeadDim = t.vHeadDim;
+  const Transformer experts = latent(6, moe());
   EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::BackwardWeight, 1, &experts), "AR:2:128 AR:2:438");
 }
 
@@ -242,12 +236,7 @@ TEST(TensorCollectives, LatentAttentionOnEachRanksRowsGathersItsLatents) {
   EXPECT_EQ(of(sp, 1, 2, Op::BackwardWeight, 1, &t), "AG:1:256 AG:1:176 AR:1:438 AR:1:128");
   EXPECT_EQ(of(sp, 1, 2, Op::Forward, 3, &t), "AG:1:624 RS:1:768 AG:1:768 RS:1:768");
   // In a block with experts, around the experts as the attention's pair.
-  Transformer experts = moe();
-  experts.qLoraRank = t.qLoraRank;
-  experts.kvLoraRank = t.kvLoraRank;
-  experts.qkNopeHeadDim = t.qkNopeHeadDim;
-  experts.qkRopeHeadDim = t.qkRopeHeadDim;
-  experts.vHeadDim = t.vHeadDim;
+  const Transformer experts = latent(6, moe());
   const Config expertSp = expertConfig(2, 2, true);
   EXPECT_EQ(of(expertSp, 2, 3, Op::Forward, 1, &experts), "AG:2:208 RS:2:256 D:2:384 C:2:384");
   EXPECT_EQ(of(expertSp, 2, 3, Op::BackwardInput, 1, &experts),
@@ -272,11 +261,7 @@ TEST(TensorCollectives, RecomputedLatentHeadsGatherAgainWhatTheForwardGathered) 
   noSp.recomputeModules = kRecomputeLatentUpProjection;
   EXPECT_EQ(of(noSp, 1, 2, Op::BackwardInput, 1, &direct), "AR:1:256 AR:1:256");
   // In a block with experts, after the routed tokens' gradients.
-  Transformer experts = moe();
-  experts.kvLoraRank = direct.kvLoraRank;
-  experts.qkNopeHeadDim = direct.qkNopeHeadDim;
-  experts.qkRopeHeadDim = direct.qkRopeHeadDim;
-  experts.vHeadDim = direct.vHeadDim;
+  const Transformer experts = latent(0, moe());
   Config expertSp = expertConfig(2, 2, true, Checkpointing::Selective);
   expertSp.recomputeModules = kRecomputeLatentUpProjection;
   EXPECT_EQ(of(expertSp, 2, 3, Op::BackwardInput, 1, &experts),
