@@ -83,13 +83,14 @@
 // the attention's. The weight pass issues no all-to-all; with T > 1: with sequence parallelism
 // the shared experts' gathered input again (when the block has them), a tensor_all_reduce r of
 // the router's gradient (experts x hidden at the activations' element bytes: each rank's comes
-// from its own tokens), then as a dense block the attention's gathered input, [the q/k norms'
-// gains] and the norms' gradients. `a` is the bytes of the routed tokens this rank sends,
-// bounded by the stated imbalance (Transformer::imbalance, the busiest rank's routed tokens over
-// the mean): ceil(tokens x top_k x imbalance) x hidden x element bytes, tokens = samples x seq
-// / T (rounded up); with Transformer::fp8Dispatch the first of each pair (the tokens, or their
-// output gradients, to the experts) moves ceil(tokens x top_k x imbalance) x (hidden + 4 x
-// ceil(hidden / 128)) bytes. With E = 1 the experts are all local and no all-to-all is issued.
+// from its own tokens), then as a dense block the attention's gathered input (or latent
+// attention's `u`), [the q/k norms' gains or latent attention's `m`] and the norms' gradients. `a`
+// is the bytes of the routed tokens this rank sends, bounded by the stated imbalance
+// (Transformer::imbalance, the busiest rank's routed tokens over the mean): ceil(tokens x top_k x
+// imbalance) x hidden x element bytes, tokens = samples x seq / T (rounded up); with
+// Transformer::fp8Dispatch the first of each pair (the tokens, or their output gradients, to the
+// experts) moves ceil(tokens x top_k x imbalance) x (hidden + 4 x ceil(hidden / 128)) bytes. With E
+// = 1 the experts are all local and no all-to-all is issued.
 //
 // An expert all-to-all's `group` is the plan group of its pipeline rank (the one its
 // data-parallel collectives name); the ranks it exchanges with are the expert group of the
@@ -110,9 +111,11 @@
 //                    the input pass's;
 //   backward_weight  per layer from last to first: the weight pass's.
 // Selective checkpointing's recomputations need no collective (the attention core, the norms
-// on their rows, the routed experts' activations on their tokens), except a dense block's MLP
-// under sequence parallelism (`mlp`), whose first projection reads the whole sequence: its
-// input pass starts by gathering the normed input again (the table's bracket).
+// on their rows, the routed experts' activations on their tokens), except under sequence
+// parallelism a dense block's MLP (`mlp`), whose first projection reads the whole sequence: its
+// input pass starts by gathering the normed input again (the table's first bracket); and
+// latent attention's heads (`mla_up_proj`), which gather again what the forward gathered before
+// the attention's input pass (the second).
 //
 //===----------------------------------------------------------------------===//
 
