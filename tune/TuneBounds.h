@@ -249,7 +249,9 @@ private:
   /// data-parallel collective streams run together (the collectives the compiler places for
   /// the order), the computes beside the collectives slowed as the compiler prices them
   /// (collectiveOverlapSurcharges in analysis/PlanCosts.h), and a result reaching another
-  /// pipeline rank no sooner than its transfer takes (0 when not known). With full sharding,
+  /// pipeline rank no sooner than its transfer takes (0 when not known); 0 when there is nothing
+  /// to time beyond the compute-only order (one replica, one pipeline rank, no pairs). With full
+  /// sharding,
   /// `heldAtComputes` gets, per rank, the most bytes of activations and gathered parameters
   /// it holds at one of its computes (the gathers and reshards in place); else it is emptied.
   double streamsEnd(const Job &job, const CostModel &cost, const std::vector<Stage> &st,

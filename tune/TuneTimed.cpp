@@ -28,7 +28,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
   const ParallelismSpec &par = job.parallelism;
   const bool dataParallel = par.data > 1, delayed = par.pipeline > 1;
   const bool reduceEachRun = par.gradientReduction == runtime::GradientReduction::Run;
-  if (facts.schedule.ranks.empty() || !(dataParallel || delayed))
+  if (facts.schedule.ranks.empty() || !(dataParallel || delayed || !facts.planPairs.empty()))
     return 0;
   const size_t ranks = facts.schedule.ranks.size();
   // The collectives the compiler places for this order (conduit-place-collectives' call).
