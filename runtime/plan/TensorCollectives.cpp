@@ -183,21 +183,21 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
     // latents in the forward and reduce-scatters their gradients in the input pass, whose
     // recomputed heads gather first what the forward gathered.
     const Transformer *t = transformer;
-    const int64_t latentRows =
+    const int64_t latents =
         latentShards
             ? latentRowBytes(l.outputBytes, t->qLoraRank + t->kvLoraRank + t->qkRopeHeadDim)
             : 0;
     auto attention = [&](Op attentionPass) {
       if (attentionPass == Op::BackwardInput && latentRegathers)
-        add(kGather, latentShards ? latentRows : x);
+        add(kGather, latentShards ? latents : x);
       if (!latentShards) {
         sublayer();
       } else if (attentionPass == Op::Forward) {
-        add(kGather, latentRows);
+        add(kGather, latents);
         add(kScatter, x);
       } else {
         add(kGather, x);
-        add(kScatter, latentRows);
+        add(kScatter, latents);
       }
     };
     // What the attention's weight pass gathers again with sequence parallelism: its input, or

@@ -24,8 +24,8 @@
 // computes them again with the same kernel), both latents before and after their norms with
 // the norms' statistics, the shared rotary key and the output projection's input. Selective
 // checkpointing of the up projections (`mla_up_proj`) drops q, k and v: recompute() computes
-// them again from the latents before the input gradient. Without rotary positions (learned
-// ones) the rope parts stay as projected.
+// them again from the latents before the input gradient (gathering again what the forward
+// gathered, below). Without rotary positions (learned ones) the rope parts stay as projected.
 //
 // Over a tensor group of T ranks (Megatron-Core's split) each rank holds H/T of the heads: its
 // columns of Wuq (or Wq) and Wukv, its rows of Wo, whose partial products the group sums. The
