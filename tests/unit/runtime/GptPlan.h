@@ -28,6 +28,18 @@ inline GptShape tinyShape(bool qkvBias = true, bool otherBias = true) {
   return s;
 }
 
+/// `s` with DeepSeek's multi-head latent attention: a query latent of rank 6, a key/value
+/// latent of rank 5, each head 4 + 2 wide for queries and keys and 3 for values.
+inline GptShape withLatentAttention(GptShape s) {
+  s.kvHeads = 0;
+  s.qLora = 6;
+  s.kvLora = 5;
+  s.qkNope = 4;
+  s.qkRope = 2;
+  s.vHead = 3;
+  return s;
+}
+
 inline runtime::Plan planFor(const GptShape &s) {
   runtime::Plan plan;
   runtime::Transformer t;

@@ -60,16 +60,7 @@ GptShape qwen3Shape() {
 /// DeepSeek-V3's attention on the Llama shape (multi-head): a query latent of rank 6, a
 /// key/value latent of rank 5, heads 4 + 2 wide for queries and keys (the rotary part 2) and 3
 /// for values, so that the values are padded in the kernel.
-GptShape latentShape() {
-  GptShape s = llamaShape();
-  s.kvHeads = 0;
-  s.qLora = 6;
-  s.kvLora = 5;
-  s.qkNope = 4;
-  s.qkRope = 2;
-  s.vHead = 3;
-  return s;
-}
+GptShape latentShape() { return withLatentAttention(llamaShape()); }
 
 /// The tiny shape with one feature changed.
 GptShape tinyWith(const std::function<void(GptShape &)> &change) {

@@ -143,19 +143,9 @@ GptShape qwen3Shape() {
   return s;
 }
 
-/// DeepSeek's attention on the Llama shape: 4 heads split 2 and 2, each 4 + 2 wide for queries
-/// and keys and 3 for values, through a query latent of rank 6 and a key/value latent of rank 5
-/// that every rank holds.
-GptShape latentShape() {
-  GptShape s = llamaShape();
-  s.kvHeads = 0;
-  s.qLora = 6;
-  s.kvLora = 5;
-  s.qkNope = 4;
-  s.qkRope = 2;
-  s.vHead = 3;
-  return s;
-}
+/// DeepSeek's attention on the Llama shape: its 4 heads split 2 and 2, the latents' down
+/// projections on every rank.
+GptShape latentShape() { return withLatentAttention(llamaShape()); }
 
 /// Without a query latent (DeepSeek-V2-Lite), with the output projection's bias and learned
 /// positions.
