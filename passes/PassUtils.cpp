@@ -1,6 +1,7 @@
 //===- PassUtils.cpp - what Conduit's passes share ------------------------===//
 
 #include "passes/PassUtils.h"
+#include "passes/PlanExport.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -188,40 +189,11 @@ TensorLayout::TensorLayout(pipe::ModelOp model) {
   config.tokensPerSample = model.getTokensPerSample();
   config.dtype = static_cast<runtime::DType>(model.getTraining().getDtype());
   config.expert = static_cast<int32_t>(par.getExpert());
-  // What the all-to-alls, the blocks with experts' tensor collectives (whatever E: with T > 1
-  // such a block gathers its routed output), the q/k norms' gains' all-reduce and latent
-  // attention's (T > 1) depend on (TensorCollectives.h).
+  // What the collectives read of the transformer (TensorCollectives.h): with T > 1 its blocks'
+  // variants, with E > 1 its experts.
   pipe::TransformerAttr t = model.getArchitectureAttr();
-  pipe::MoeAttr moe = t ? t.getMoe() : pipe::MoeAttr();
-  pipe::LatentAttentionAttr mla = t ? t.getLatentAttention() : pipe::LatentAttentionAttr();
-  if (t && ((moe && (config.expert > 1 || config.tensor > 1)) ||
-            ((t.getQkNorm() || mla) && config.tensor > 1))) {
-    runtime::Transformer &x = transformer.emplace();
-    x.numLayers = t.getNumLayers();
-    x.hiddenSize = t.getHiddenSize();
-    x.numHeads = t.getNumHeads();
-    x.headDim = t.getHeadDim();
-    x.qkNorm = t.getQkNorm();
-    x.mtpLayers = t.getMtpLayers();
-    x.seqLength = t.getSeqLength();
-    if (mla) {
-      x.qLoraRank = mla.getQLoraRank();
-      x.kvLoraRank = mla.getKvLoraRank();
-      x.qkNopeHeadDim = mla.getQkNopeHeadDim();
-      x.qkRopeHeadDim = mla.getQkRopeHeadDim();
-      x.vHeadDim = mla.getVHeadDim();
-    }
-    if (moe) {
-      x.numExperts = moe.getNumExperts();
-      x.topK = moe.getTopK();
-      x.sharedExperts = moe.getSharedExperts();
-      x.denseLayers = moe.getDenseLayers();
-      x.imbalance = moe.getImbalance();
-      x.fp8Dispatch = moe.getFp8Dispatch();
-      x.auxLossCoefficient = moe.getAuxLossCoefficient();
-      x.biasUpdateRate = moe.getBiasUpdateRate();
-    }
-  }
+  if (t && (config.tensor > 1 || (t.getMoe() && config.expert > 1)))
+    transformer = exportTransformer(t);
   if (!active())
     return;
   for (pipe::LayerOp layer : model.getLayers()) {

@@ -77,9 +77,8 @@ public:
 
 private:
   runtime::Config config;
-  /// What the compute's collectives read of the transformer (TensorCollectives.h): its mixture
-  /// of experts with E > 1 or T > 1, its q/k norms or latent attention with T > 1; absent
-  /// otherwise.
+  /// The transformer whose collectives the computes issue (TensorCollectives.h), with T > 1 or
+  /// experts over E > 1; absent otherwise.
   std::optional<runtime::Transformer> transformer;
   std::vector<runtime::Layer> layers;
   std::vector<std::pair<int32_t, int32_t>> stageLayers; // [first, end) per stage

@@ -82,54 +82,6 @@ runtime::Config exportConfig(plan::ProgramOp program) {
   return c;
 }
 
-runtime::Transformer exportTransformer(pipe::TransformerAttr t) {
-  runtime::Transformer x;
-  x.numLayers = t.getNumLayers();
-  x.hiddenSize = t.getHiddenSize();
-  x.numHeads = t.getNumHeads();
-  x.numKvHeads = t.getNumKvHeads();
-  x.ffnHiddenSize = t.getFfnHiddenSize();
-  x.seqLength = t.getSeqLength();
-  x.vocabSize = t.getVocabSize();
-  x.mlp = static_cast<uint8_t>(t.getMlp());
-  x.norm = static_cast<uint8_t>(t.getNorm());
-  x.position = static_cast<uint8_t>(t.getPosition());
-  x.tieEmbeddings = t.getTieEmbeddings();
-  x.bias = static_cast<uint8_t>(t.getBias());
-  x.ropeTheta = t.getRopeTheta();
-  x.normEps = t.getNormEps();
-  x.headDim = t.getHeadDim();
-  x.qkNorm = t.getQkNorm();
-  x.mtpLayers = t.getMtpLayers();
-  if (pipe::LatentAttentionAttr mla = t.getLatentAttention()) {
-    x.qLoraRank = mla.getQLoraRank();
-    x.kvLoraRank = mla.getKvLoraRank();
-    x.qkNopeHeadDim = mla.getQkNopeHeadDim();
-    x.qkRopeHeadDim = mla.getQkRopeHeadDim();
-    x.vHeadDim = mla.getVHeadDim();
-    x.ropeInterleave = mla.getRopeInterleave();
-  }
-  if (pipe::MoeAttr moe = t.getMoe()) {
-    x.numExperts = moe.getNumExperts();
-    x.topK = moe.getTopK();
-    x.expertFfnHiddenSize = moe.getExpertFfnHiddenSize();
-    x.router = static_cast<uint8_t>(moe.getRouter());
-    x.normalizeTopK = moe.getNormalizeTopK();
-    x.auxLossCoefficient = moe.getAuxLossCoefficient();
-    x.sharedExperts = moe.getSharedExperts();
-    x.sharedFfnHiddenSize = moe.getSharedFfnHiddenSize();
-    x.denseLayers = moe.getDenseLayers();
-    x.capacityFactor = moe.getCapacityFactor();
-    x.imbalance = moe.getImbalance();
-    x.routerGroups = moe.getRouterGroups();
-    x.routerGroupTopK = moe.getRouterGroupTopK();
-    x.dispatch = static_cast<uint8_t>(moe.getDispatch());
-    x.fp8Dispatch = moe.getFp8Dispatch();
-    x.biasUpdateRate = moe.getBiasUpdateRate();
-  }
-  return x;
-}
-
 Instruction exportInstruction(Operation &op) {
   Instruction i;
   llvm::TypeSwitch<Operation *>(&op)
@@ -214,6 +166,54 @@ Instruction exportInstruction(Operation &op) {
 }
 
 } // namespace
+
+runtime::Transformer conduit::exportTransformer(pipe::TransformerAttr t) {
+  runtime::Transformer x;
+  x.numLayers = t.getNumLayers();
+  x.hiddenSize = t.getHiddenSize();
+  x.numHeads = t.getNumHeads();
+  x.numKvHeads = t.getNumKvHeads();
+  x.ffnHiddenSize = t.getFfnHiddenSize();
+  x.seqLength = t.getSeqLength();
+  x.vocabSize = t.getVocabSize();
+  x.mlp = static_cast<uint8_t>(t.getMlp());
+  x.norm = static_cast<uint8_t>(t.getNorm());
+  x.position = static_cast<uint8_t>(t.getPosition());
+  x.tieEmbeddings = t.getTieEmbeddings();
+  x.bias = static_cast<uint8_t>(t.getBias());
+  x.ropeTheta = t.getRopeTheta();
+  x.normEps = t.getNormEps();
+  x.headDim = t.getHeadDim();
+  x.qkNorm = t.getQkNorm();
+  x.mtpLayers = t.getMtpLayers();
+  if (pipe::LatentAttentionAttr mla = t.getLatentAttention()) {
+    x.qLoraRank = mla.getQLoraRank();
+    x.kvLoraRank = mla.getKvLoraRank();
+    x.qkNopeHeadDim = mla.getQkNopeHeadDim();
+    x.qkRopeHeadDim = mla.getQkRopeHeadDim();
+    x.vHeadDim = mla.getVHeadDim();
+    x.ropeInterleave = mla.getRopeInterleave();
+  }
+  if (pipe::MoeAttr moe = t.getMoe()) {
+    x.numExperts = moe.getNumExperts();
+    x.topK = moe.getTopK();
+    x.expertFfnHiddenSize = moe.getExpertFfnHiddenSize();
+    x.router = static_cast<uint8_t>(moe.getRouter());
+    x.normalizeTopK = moe.getNormalizeTopK();
+    x.auxLossCoefficient = moe.getAuxLossCoefficient();
+    x.sharedExperts = moe.getSharedExperts();
+    x.sharedFfnHiddenSize = moe.getSharedFfnHiddenSize();
+    x.denseLayers = moe.getDenseLayers();
+    x.capacityFactor = moe.getCapacityFactor();
+    x.imbalance = moe.getImbalance();
+    x.routerGroups = moe.getRouterGroups();
+    x.routerGroupTopK = moe.getRouterGroupTopK();
+    x.dispatch = static_cast<uint8_t>(moe.getDispatch());
+    x.fp8Dispatch = moe.getFp8Dispatch();
+    x.biasUpdateRate = moe.getBiasUpdateRate();
+  }
+  return x;
+}
 
 runtime::Plan conduit::exportPlan(plan::ProgramOp program) {
   runtime::Plan out;

@@ -11,11 +11,15 @@
 #ifndef CONDUIT_PASSES_PLANEXPORT_H
 #define CONDUIT_PASSES_PLANEXPORT_H
 
+#include "dialects/pipe/PipeOps.h"
 #include "dialects/plan/PlanOps.h"
 #include "mlir/IR/Builders.h"
 #include "runtime/plan/Plan.h"
 
 namespace conduit {
+
+/// The plan file's transformer section of `t`.
+runtime::Transformer exportTransformer(pipe::TransformerAttr t);
 
 /// The plan of `program`: its header, and each plan.rank's ops as instructions.
 runtime::Plan exportPlan(plan::ProgramOp program);
