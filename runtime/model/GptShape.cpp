@@ -249,7 +249,7 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
   shape.tied = t.tieEmbeddings;
   shape.ropeTheta = t.ropeTheta;
   shape.normEps = t.normEps;
-  if (t.usesLatentAttention()) {
+  if (latent) {
     shape.qLora = t.qLoraRank;
     shape.kvLora = t.kvLoraRank;
     shape.qkNope = t.qkNopeHeadDim;

@@ -113,10 +113,11 @@ bool isLlama(const Transformer &t) {
 bool isDeepSeek(const Transformer &t) { return t.usesLatentAttention(); }
 /// Qwen3's attention: q/k norms.
 bool isQwen3(const Transformer &t) { return t.qkNorm; }
-/// A mixture of experts takes the Qwen MoE names where its attention is Qwen2's (biases on q, k
-/// and v only) or Qwen3's, or it has shared experts, else Mixtral's.
+/// A mixture of experts takes the Qwen MoE names for its router and routed experts where its
+/// attention is DeepSeek-V3's, Qwen2's (biases on q, k and v only) or Qwen3's, or it has shared
+/// experts, else Mixtral's.
 bool isQwenMoe(const Transformer &t) {
-  return t.isMoe() && !isDeepSeek(t) && (t.bias == 1 || isQwen3(t) || t.sharedExperts > 0);
+  return t.isMoe() && (isDeepSeek(t) || t.bias == 1 || isQwen3(t) || t.sharedExperts > 0);
 }
 /// Each head's width.
 int64_t headWidth(const Transformer &t) {
@@ -143,7 +144,7 @@ int64_t moeParams(const Transformer &t) {
 /// experts, and mlp.shared_experts.* as they are (no gate).
 void moeTensors(const Transformer &t, const std::string &prefix, int64_t layer, int64_t at,
                 std::vector<HfTensor> &out) {
-  const bool deepSeek = isDeepSeek(t), qwen = isQwenMoe(t) || deepSeek, swiglu = t.mlp == 1,
+  const bool deepSeek = isDeepSeek(t), qwen = isQwenMoe(t), swiglu = t.mlp == 1,
              biases = t.bias == 0;
   const int64_t h = t.hiddenSize;
   // Columns [begin, end) of the rows × cols matrix at `at` (a vector: rows 1, not transposed).
@@ -254,12 +255,11 @@ std::map<Param, Span> layoutOf(LayerKind kind, const Transformer &t, bool expert
       take(Param::Wdkv, h, rkv + t.qkRopeHeadDim, false);
       take(Param::KvaNorm, 1, rkv, true);
       take(Param::Wukv, rkv, t.numHeads * (t.qkNopeHeadDim + t.vHeadDim), false);
-      take(Param::Wo, t.numHeads * t.vHeadDim, h, false);
     } else {
       take(Param::Wqkv, h, q + 2 * kvd, false);
       take(Param::Bqkv, 1, q + 2 * kvd, true, qkvBias);
-      take(Param::Wo, q, h, false);
     }
+    take(Param::Wo, t.usesLatentAttention() ? t.numHeads * t.vHeadDim : q, h, false);
     take(Param::Bo, 1, h, true, otherBias);
     take(Param::QNorm, 1, hd, true, t.qkNorm);
     take(Param::KNorm, 1, hd, true, t.qkNorm);
@@ -491,7 +491,8 @@ void deepSeekConfig(const Transformer &t, nlohmann::ordered_json &c) {
 
 std::string hfConfigJson(const Plan &plan) {
   const Transformer &t = *plan.transformer;
-  const bool llama = isLlama(t), qwen3 = isQwen3(t), qwen = llama && (t.bias == 1 || qwen3);
+  const bool llama = isLlama(t), qwen3 = isQwen3(t),
+             qwen = llama && !isDeepSeek(t) && (t.bias == 1 || qwen3);
   // Each model_type's class, as Hugging Face names it.
   const std::map<std::string, const char *> classes = {
       {"gpt2", "GPT2LMHeadModel"},          {"llama", "LlamaForCausalLM"},
@@ -575,6 +576,16 @@ int64_t HfTensor::conduitColumn(int64_t c) const {
   return colBegin + period * ropePeriod + ropeAt + half;
 }
 
+namespace {
+/// HfTensor::conduitColumn of each of the tensor's columns.
+std::vector<int64_t> conduitColumns(const HfTensor &t) {
+  std::vector<int64_t> columns(t.colEnd - t.colBegin);
+  for (int64_t c = 0; c < static_cast<int64_t>(columns.size()); ++c)
+    columns[c] = t.conduitColumn(c);
+  return columns;
+}
+} // namespace
+
 void exportHfTensor(const HfTensor &t, const float *layerParams, float *out) {
   if (t.zero) {
     std::fill(out, out + t.elements(), 0.0f);
@@ -582,9 +593,10 @@ void exportHfTensor(const HfTensor &t, const float *layerParams, float *out) {
   }
   const float *m = layerParams + t.offset;
   const int64_t width = t.colEnd - t.colBegin;
+  const std::vector<int64_t> column = conduitColumns(t);
   for (int64_t r = 0; r < t.rows; ++r)
     for (int64_t c = 0; c < width; ++c) {
-      const float value = t.scale * m[r * t.cols + t.conduitColumn(c)];
+      const float value = t.scale * m[r * t.cols + column[c]];
       if (t.transpose)
         out[c * t.rows + r] = value;
       else
@@ -597,9 +609,10 @@ void importHfTensor(const HfTensor &t, const float *values, float *layerParams) 
     return;
   float *m = layerParams + t.offset;
   const int64_t width = t.colEnd - t.colBegin;
+  const std::vector<int64_t> column = conduitColumns(t);
   for (int64_t r = 0; r < t.rows; ++r)
     for (int64_t c = 0; c < width; ++c)
-      m[r * t.cols + t.conduitColumn(c)] =
+      m[r * t.cols + column[c]] =
           (t.transpose ? values[c * t.rows + r] : values[r * width + c]) / t.scale;
 }
 

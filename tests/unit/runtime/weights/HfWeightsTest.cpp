@@ -445,6 +445,10 @@ TEST(HfWeightsTest, DeepSeekV3NamesShapesAndConfig) {
   auto config = nlohmann::json::parse(hfConfigJson(plan));
   EXPECT_EQ(config["architectures"][0], "DeepseekV3ForCausalLM");
   EXPECT_EQ(config["model_type"], "deepseek_v3");
+  // Biases on q, k and v alone (Qwen2's) leave it DeepSeek's: it has no q, k or v projection.
+  Transformer qkvBias = deepSeek();
+  qkvBias.bias = 1;
+  EXPECT_EQ(nlohmann::json::parse(hfConfigJson(planOf(qkvBias)))["model_type"], "deepseek_v3");
   EXPECT_EQ(config["q_lora_rank"], 5);
   EXPECT_EQ(config["kv_lora_rank"], 3);
   EXPECT_EQ(config["qk_nope_head_dim"], 4);
