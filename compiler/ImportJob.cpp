@@ -53,7 +53,7 @@ pipe::MoeAttr buildMoe(MLIRContext *ctx, const TransformerSpec &t, double imbala
       m.normalizeTopK, m.auxLossCoefficient, m.sharedExperts, m.sharedFfnHiddenSize, m.denseLayers,
       m.capacityFactor.value_or(0), imbalance, m.routerGroups, m.routerGroupTopK,
       toDialect<pipe::DispatchKind>(m.dispatch), m.fp8Dispatch,
-      toDialect<pipe::ExpertKernels>(m.kernels), m.biasUpdateRate);
+      toDialect<pipe::ExpertKernels>(m.kernels), m.biasUpdateRate, m.routedScalingFactor);
 }
 
 pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &t,
@@ -62,13 +62,18 @@ pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &
   if (const std::optional<LatentAttentionSpec> &a = t.latentAttention)
     latent = pipe::LatentAttentionAttr::get(ctx, a->qLoraRank, a->kvLoraRank, a->qkNopeHeadDim,
                                             a->qkRopeHeadDim, a->vHeadDim, a->ropeInterleave);
+  pipe::RopeScalingAttr rope;
+  if (const runtime::RopeScaling &r = t.ropeScaling; r.scaled())
+    rope = pipe::RopeScalingAttr::get(
+        ctx, toDialect<pipe::RopeType>(r.type), r.factor, r.originalPositions, r.lowFreqFactor,
+        r.highFreqFactor, r.betaFast, r.betaSlow, r.truncate, r.attentionFactor, r.mscaleAllDim);
   return pipe::TransformerAttr::get(
       ctx, t.numLayers, t.hiddenSize, t.numHeads, t.numKvHeads, t.ffnHiddenSize, t.seqLength,
       t.vocabSize, toDialect<pipe::MlpKind>(t.mlp), toDialect<pipe::NormKind>(t.norm),
       toDialect<pipe::PositionKind>(t.position), t.tieEmbeddings, toDialect<pipe::BiasKind>(t.bias),
       t.ropeTheta, t.normEps, toDialect<pipe::AttentionKind>(t.attention),
       toDialect<pipe::ElementwiseKind>(t.elementwise), t.headDim.value_or(0), t.qkNorm, t.mtpLayers,
-      latent, buildMoe(ctx, t, imbalance));
+      latent, buildMoe(ctx, t, imbalance), rope);
 }
 
 /// A symbol name from the job name: letters, digits and '_' only.

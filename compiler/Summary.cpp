@@ -47,6 +47,14 @@ std::string describeModel(const Job &job) {
     text += ", ffn " + std::to_string(t->ffnHiddenSize) + ", seq " + std::to_string(t->seqLength) +
             ", vocab " + std::to_string(t->vocabSize) + ", " + std::string(enumName(t->mlp)) + "/" +
             std::string(enumName(t->norm)) + "/" + std::string(enumName(t->position));
+    if (const runtime::RopeScaling &rope = t->ropeScaling; rope.scaled()) {
+      char factor[32];
+      std::snprintf(factor, sizeof factor, "%g", rope.factor);
+      text += " extended by " + std::string(enumName(rope.type)) + " (factor " + factor;
+      if (rope.type != runtime::RopeType::Linear)
+        text += " over " + std::to_string(rope.originalPositions) + " positions";
+      text += ")";
+    }
     if (const std::optional<LatentAttentionSpec> &mla = t->latentAttention)
       text += ", latent attention (kv rank " + std::to_string(mla->kvLoraRank) + ", q rank " +
               std::to_string(mla->qLoraRank) +
@@ -65,6 +73,11 @@ std::string describeModel(const Job &job) {
         char rate[32];
         std::snprintf(rate, sizeof rate, "%g", moe->biasUpdateRate);
         text += ", its bias moved by the load at " + std::string(rate) + " a step";
+      }
+      if (moe->routedScalingFactor != 1) {
+        char scale[32];
+        std::snprintf(scale, sizeof scale, "%g", moe->routedScalingFactor);
+        text += ", weights x" + std::string(scale);
       }
       text += "), ffn " + std::to_string(moe->expertFfnHiddenSize);
       if (moe->sharedExperts > 0)

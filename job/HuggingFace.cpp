@@ -13,6 +13,8 @@
 
 #include "job/TransformerCosts.h"
 
+#include "absl/strings/str_cat.h"
+
 using namespace conduit;
 
 absl::Span<const std::string_view> conduit::huggingFaceModelTypes() {
@@ -106,6 +108,43 @@ void readLlamaFamily(ObjectReader &config, TransformerSpec &t, bool qkvBias) {
   // The transformers library's defaults when a config leaves them out.
   t.ropeTheta = theta.value_or(10000.0);
   t.normEps = eps.value_or(1e-6);
+  // The context extension: rope_scaling, or (the library's newer name) rope_parameters, which
+  // also carries the base.
+  for (std::string_view key : {"rope_scaling", "rope_parameters"}) {
+    const Json *rope = config.value(key);
+    if (!rope || rope->is_null())
+      continue;
+    const Json *object = config.object(key);
+    if (!object)
+      return;
+    ObjectReader reader(*object, config.keyPath(key), config.getDiagnostics());
+    if (key == "rope_parameters")
+      if (auto base = reader.number("rope_theta", 1, 1e12, /*minExclusive=*/true))
+        t.ropeTheta = *base;
+    std::optional<runtime::RopeScaling> scaling = readRopeScaling(reader, t.seqLength);
+    if (!scaling)
+      return;
+    t.ropeScaling = *scaling;
+    break;
+  }
+}
+
+/// The transformers library's rule for yarn's magnitude on cos and sin where the config does
+/// not state attention_factor: mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both
+/// are given and not 0, else mscale(factor, 1).
+double yarnAttentionFactor(double factor, std::optional<double> mscale,
+                           std::optional<double> mscaleAllDim) {
+  if (mscale.value_or(0) != 0 && mscaleAllDim.value_or(0) != 0)
+    return runtime::yarnMscale(factor, *mscale) / runtime::yarnMscale(factor, *mscaleAllDim);
+  return runtime::yarnMscale(factor, 1);
+}
+
+/// `key`'s number where present and not null (Hugging Face writes null for "unset").
+std::optional<double> optionalNumber(ObjectReader &section, std::string_view key, double min,
+                                     double max, bool minExclusive = false) {
+  if (const Json *v = section.value(key); !v || v->is_null())
+    return std::nullopt;
+  return section.number(key, min, max, minExclusive);
 }
 
 /// A key whose value, when present and not null, must be `expected` (a JSON value): what the
@@ -241,6 +280,7 @@ void readDeepSeekV3(ObjectReader &config, TransformerSpec &t) {
   auto normalize = config.boolean("norm_topk_prob");
   auto groups = config.integer("n_group", 1, kMaxExperts);
   auto groupTopK = config.integer("topk_group", 1, kMaxExperts);
+  auto routedScaling = config.number("routed_scaling_factor", 0, 1e3, /*minExclusive=*/true);
   constexpr std::string_view kScoring[] = {"softmax", "sigmoid"};
   std::optional<size_t> scoring = config.choice("scoring_func", kScoring);
   constexpr std::string_view kTopK[] = {"noaux_tc", "greedy"};
@@ -273,6 +313,8 @@ void readDeepSeekV3(ObjectReader &config, TransformerSpec &t) {
   m.sharedFfnHiddenSize = m.sharedExperts * m.expertFfnHiddenSize;
   m.denseLayers = dense.value_or(0);
   m.normalizeTopK = normalize.value_or(false);
+  // DeepseekV3Config's default, DeepSeek-V3's value.
+  m.routedScalingFactor = routedScaling.value_or(2.5);
   // DeepSeek's defaults: sigmoid scores chosen with the per-expert bias (noaux_tc).
   const bool sigmoid = scoring.value_or(1) == 1;
   m.router = sigmoid ? RouterKind::Sigmoid : RouterKind::Softmax;
@@ -317,6 +359,79 @@ std::string_view familyKey(std::string_view type, std::string_view jobKey) {
 }
 
 } // namespace
+
+std::optional<runtime::RopeScaling> conduit::readRopeScaling(ObjectReader &section,
+                                                             int64_t positions) {
+  using runtime::RopeType;
+  // Older configs (and DeepSeek's) name the type `type`; the library saves both.
+  const std::string_view typeKey =
+      section.value("rope_type") || !section.value("type") ? "rope_type" : "type";
+  if (!section.require(typeKey))
+    return std::nullopt;
+  std::optional<size_t> type = section.choice(typeKey, runtime::kRopeTypeNames);
+  if (!type)
+    return std::nullopt;
+  if (typeKey == "rope_type" && section.value("type")) {
+    std::optional<size_t> other = section.choice("type", runtime::kRopeTypeNames);
+    if (!other)
+      return std::nullopt;
+    if (*other != *type) {
+      section.getDiagnostics().report(section.keyPath("type"),
+                                      "names another type than rope_type; give one of them");
+      return std::nullopt;
+    }
+  }
+  runtime::RopeScaling r;
+  r.type = static_cast<RopeType>(*type);
+  if (r.type == RopeType::Default)
+    return r;
+  if (!section.require("factor"))
+    return std::nullopt;
+  r.factor = section.number("factor", 1, 1e6).value_or(1);
+  if (r.type == RopeType::Llama3)
+    for (std::string_view key :
+         {"original_max_position_embeddings", "low_freq_factor", "high_freq_factor"})
+      if (!section.require(key))
+        return std::nullopt;
+  if (r.type != RopeType::Linear) {
+    std::optional<int64_t> original;
+    if (const Json *v = section.value("original_max_position_embeddings"); v && !v->is_null())
+      original = section.integer("original_max_position_embeddings", 1, kMaxSeqLength);
+    r.originalPositions = original.value_or(positions);
+  }
+  if (r.type == RopeType::Llama3) {
+    r.lowFreqFactor = section.number("low_freq_factor", 1e-6, 1e6).value_or(1);
+    r.highFreqFactor = section.number("high_freq_factor", 1e-6, 1e6).value_or(4);
+    if (!section.failed() && !(r.highFreqFactor > r.lowFreqFactor)) {
+      section.getDiagnostics().report(
+          section.keyPath("high_freq_factor"),
+          "is not above low_freq_factor; wavelengths between original_max_position_embeddings / "
+          "high_freq_factor and / low_freq_factor are blended, so it must exceed it");
+      return std::nullopt;
+    }
+  }
+  if (r.type == RopeType::Yarn) {
+    r.betaFast = optionalNumber(section, "beta_fast", 1e-6, 1e6).value_or(32);
+    r.betaSlow = optionalNumber(section, "beta_slow", 1e-6, 1e6).value_or(1);
+    if (auto truncate = section.boolean("truncate"))
+      r.truncate = *truncate;
+    std::optional<double> mscale = optionalNumber(section, "mscale", 0, 1e3);
+    std::optional<double> mscaleAllDim = optionalNumber(section, "mscale_all_dim", 0, 1e3);
+    r.mscaleAllDim = mscaleAllDim.value_or(0);
+    r.attentionFactor = optionalNumber(section, "attention_factor", 1e-3, 1e3)
+                            .value_or(yarnAttentionFactor(r.factor, mscale, mscaleAllDim));
+    if (!section.failed() && !(r.attentionFactor >= 1e-3 && r.attentionFactor <= 1e3)) {
+      section.getDiagnostics().report(
+          section.keyPath("mscale"),
+          absl::StrCat("with mscale_all_dim gives cos and sin a magnitude of ", r.attentionFactor,
+                       "; it must lie between 0.001 and 1000 (or state attention_factor)"));
+      return std::nullopt;
+    }
+  }
+  if (section.failed())
+    return std::nullopt;
+  return r;
+}
 
 std::optional<TransformerSpec> conduit::readHuggingFaceConfig(std::string_view path,
                                                               Diagnostics &diag) {

@@ -29,6 +29,14 @@ std::optional<TransformerSpec> readHuggingFaceConfig(std::string_view path, Diag
 /// The same for a config already parsed (`diag` names its file).
 std::optional<TransformerSpec> parseHuggingFaceConfig(const Json &root, Diagnostics &diag);
 
+/// Reads a rotary context extension under Hugging Face's `rope_scaling` keys (a config's, or
+/// the job's model.rope_scaling): `rope_type` (older configs: `type`) `default`, `linear`,
+/// `llama3` or `yarn`, and what that type reads. yarn's original context defaults to
+/// `positions` (the model's maximum positions, as the transformers library takes it) and its
+/// magnitude on cos and sin to the library's rule from `mscale` and `mscale_all_dim`. Returns
+/// nothing after a problem, reported naming the key.
+std::optional<runtime::RopeScaling> readRopeScaling(ObjectReader &section, int64_t positions);
+
 } // namespace conduit
 
 #endif // CONDUIT_JOB_HUGGINGFACE_H

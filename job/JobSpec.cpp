@@ -64,6 +64,7 @@ static_assert(endsAt(kBiases, BiasKind::None));
 static_assert(endsAt(kAttentions, AttentionKind::FlashTriton));
 static_assert(endsAt(kElementwiseKinds, ElementwiseKind::EagerFusedNorm));
 static_assert(endsAt(kRouters, RouterKind::Sigmoid));
+static_assert(endsAt(runtime::kRopeTypeNames, runtime::RopeType::Yarn));
 static_assert(endsAt(kDispatches, DispatchKind::PerNode));
 static_assert(endsAt(kExpertKernels, ExpertKernels::Megatron));
 static_assert(endsAt(kFp8SavedInputs, Fp8SavedInputs::BF16));
@@ -115,6 +116,9 @@ template <> absl::Span<const std::string_view> enumNames<ElementwiseKind>() {
   return kElementwiseKinds;
 }
 template <> absl::Span<const std::string_view> enumNames<RouterKind>() { return kRouters; }
+template <> absl::Span<const std::string_view> enumNames<runtime::RopeType>() {
+  return runtime::kRopeTypeNames;
+}
 template <> absl::Span<const std::string_view> enumNames<DispatchKind>() { return kDispatches; }
 template <> absl::Span<const std::string_view> enumNames<ExpertKernels>() { return kExpertKernels; }
 template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>() {

@@ -117,6 +117,7 @@ template <> absl::Span<const std::string_view> enumNames<BiasKind>();
 template <> absl::Span<const std::string_view> enumNames<AttentionKind>();
 template <> absl::Span<const std::string_view> enumNames<ElementwiseKind>();
 template <> absl::Span<const std::string_view> enumNames<RouterKind>();
+template <> absl::Span<const std::string_view> enumNames<runtime::RopeType>();
 template <> absl::Span<const std::string_view> enumNames<DispatchKind>();
 template <> absl::Span<const std::string_view> enumNames<ExpertKernels>();
 template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>();
@@ -201,6 +202,9 @@ struct MoeSpec {
   /// output gradients), one byte an element and a scale per 128, as DeepSeek-V3 sends them.
   bool fp8Dispatch = false;
   ExpertKernels kernels = ExpertKernels::Grouped;
+  /// The routed experts' weights multiplied by this after the router chose (and normalised)
+  /// them; DeepSeek-V3's routed_scaling_factor (2.5).
+  double routedScalingFactor = 1;
 };
 
 /// Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values through low-rank
@@ -231,7 +235,9 @@ struct TransformerSpec {
   bool tieEmbeddings = false;
   BiasKind bias = BiasKind::All;
   double ropeTheta = 10000; ///< rotary base (Hugging Face's rope_theta)
-  double normEps = 1e-5;    ///< the norms' epsilon
+  /// The rotary context extension (Hugging Face's rope_scaling); type Default: none.
+  runtime::RopeScaling ropeScaling;
+  double normEps = 1e-5; ///< the norms' epsilon
   AttentionKind attention = AttentionKind::Flash;
   ElementwiseKind elementwise = ElementwiseKind::Fused;
   /// Per-head width; unset: hiddenSize / numHeads (Qwen3 sets head_dim explicitly).

@@ -29,7 +29,8 @@ void JobParser::parseModel(ObjectReader &section, ModelSpec &m, const TrainingSp
   m.kind = std::string(kModelKinds[*kind]);
   if (m.kind == "layers") {
     // The transformer's variants describe a shape; a layer list states its costs itself.
-    for (std::string_view key : {"moe", "latent_attention", "head_dim", "qk_norm", "mtp_layers"})
+    for (std::string_view key :
+         {"moe", "latent_attention", "head_dim", "qk_norm", "mtp_layers", "rope_scaling"})
       if (section.value(key)) {
         diag.report(section.keyPath(key),
                     "applies to a transformer (model.kind \"transformer\" or \"hf\"); a layer "
@@ -140,6 +141,14 @@ void JobParser::readShape(ObjectReader &section, TransformerSpec &t) {
     t.headDim = *headDim;
   if (auto qkNorm = section.boolean("qk_norm"))
     t.qkNorm = *qkNorm;
+  if (const Json *rope = section.object("rope_scaling")) {
+    // In place of the config's: the job states the whole extension.
+    ObjectReader reader(*rope, section.keyPath("rope_scaling"), diag);
+    if (std::optional<runtime::RopeScaling> scaling = readRopeScaling(reader, t.seqLength)) {
+      reader.rejectUnknownKeys();
+      t.ropeScaling = *scaling;
+    }
+  }
   if (const Json *latent = section.object("latent_attention")) {
     ObjectReader reader(*latent, section.keyPath("latent_attention"), diag);
     readLatentAttention(reader, t);
@@ -228,6 +237,8 @@ void JobParser::readMoe(ObjectReader &section, TransformerSpec &t) {
     m.fp8Dispatch = *fp8;
   if (auto kernels = readEnum<ExpertKernels>(section, "kernels"))
     m.kernels = *kernels;
+  if (auto scaling = section.number("routed_scaling_factor", 0, 1e3, /*minExclusive=*/true))
+    m.routedScalingFactor = *scaling;
   section.rejectUnknownKeys();
   if (m.sharedExperts == 0 && m.sharedFfnHiddenSize > 0 && sharedFfn)
     diag.report(section.keyPath("shared_ffn_hidden_size"),

@@ -412,6 +412,10 @@ std::optional<ShapeProblem> conduit::checkTransformerShape(const TransformerSpec
                                          std::to_string(t.hiddenSize / t.numHeads) +
                                          " dimensions; choose a hidden_size and num_heads whose "
                                          "quotient is even"};
+  if (t.ropeScaling.scaled() && !rotary)
+    return ShapeProblem{"rope_scaling", "extends rotary positions' context, and the positions are "
+                                        "learned; remove rope_scaling, or set position "
+                                        "\"rotary\""};
   if (t.numKvHeads > t.numHeads || t.numHeads % t.numKvHeads != 0)
     return ShapeProblem{"num_kv_heads",
                         std::to_string(t.numKvHeads) + " key/value heads do not divide the " +

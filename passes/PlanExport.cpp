@@ -211,6 +211,20 @@ runtime::Transformer conduit::exportTransformer(pipe::TransformerAttr t) {
     x.dispatch = static_cast<uint8_t>(moe.getDispatch());
     x.fp8Dispatch = moe.getFp8Dispatch();
     x.biasUpdateRate = moe.getBiasUpdateRate();
+    x.routedScalingFactor = moe.getRoutedScalingFactor();
+  }
+  if (pipe::RopeScalingAttr rope = t.getRopeScaling()) {
+    runtime::RopeScaling &r = x.ropeScaling;
+    r.type = static_cast<runtime::RopeType>(rope.getRopeType());
+    r.factor = rope.getFactor();
+    r.originalPositions = rope.getOriginalMaxPositionEmbeddings();
+    r.lowFreqFactor = rope.getLowFreqFactor();
+    r.highFreqFactor = rope.getHighFreqFactor();
+    r.betaFast = rope.getBetaFast();
+    r.betaSlow = rope.getBetaSlow();
+    r.truncate = rope.getTruncate();
+    r.attentionFactor = rope.getAttentionFactor();
+    r.mscaleAllDim = rope.getMscaleAllDim();
   }
   return x;
 }

@@ -218,7 +218,7 @@ LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       F64 ropeTheta, F64 normEps, AttentionKind attention,
                                       ElementwiseKind elementwise, int64_t headDim, bool qkNorm,
                                       int64_t mtpLayers, LatentAttentionAttr latentAttention,
-                                      MoeAttr moe) {
+                                      MoeAttr moe, RopeScalingAttr ropeScaling) {
   if (failed(check(emitError, numLayers >= 1, "num_layers", "positive", numLayers)) ||
       failed(check(emitError, hiddenSize >= 1, "hidden_size", "positive", hiddenSize)) ||
       failed(check(emitError, numHeads >= 1, "num_heads", "positive", numHeads)) ||
@@ -233,6 +233,9 @@ LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
       failed(check(emitError, headDim >= 0, "head_dim", "non-negative", headDim)) ||
       failed(check(emitError, mtpLayers >= 0, "mtp_layers", "non-negative", mtpLayers)))
     return failure();
+  if (ropeScaling && position != PositionKind::Rotary)
+    return emitError() << "rope_scaling extends rotary positions, and the positions are "
+                       << stringifyEnum(position);
   if (latentAttention && headDim != 0)
     return emitError() << "head_dim is set with latent_attention, whose head widths are its own";
   if (moe && moe.getDenseLayers() > numLayers)
@@ -253,7 +256,7 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
                               int64_t sharedFfnHiddenSize, int64_t denseLayers, F64 capacityFactor,
                               F64 imbalance, int64_t routerGroups, int64_t routerGroupTopK,
                               DispatchKind dispatch, bool fp8Dispatch, ExpertKernels,
-                              F64 biasUpdateRate) {
+                              F64 biasUpdateRate, F64 routedScalingFactor) {
   auto finite = [](double v) { return std::isfinite(v); };
   if (failed(check(emitError, numExperts >= 1, "num_experts", "positive", numExperts)) ||
       failed(check(emitError, topK >= 1 && topK <= numExperts, "top_k", "between 1 and num_experts",
@@ -278,7 +281,9 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
       failed(check(emitError, topK <= routerGroupTopK * (numExperts / routerGroups), "top_k",
                    "at most the experts of router_group_top_k groups", topK)) ||
       failed(check(emitError, finite(biasUpdateRate) && biasUpdateRate >= 0, "bias_update_rate",
-                   "non-negative", biasUpdateRate)))
+                   "non-negative", biasUpdateRate)) ||
+      failed(check(emitError, finite(routedScalingFactor) && routedScalingFactor > 0,
+                   "routed_scaling_factor", "positive", routedScalingFactor)))
     return failure();
   if (biasUpdateRate > 0 && router != RouterKind::Sigmoid)
     return emitError() << "bias_update_rate moves the sigmoid router's bias, and the router is "
@@ -286,6 +291,50 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
   if ((sharedExperts > 0) != (sharedFfnHiddenSize > 0))
     return emitError() << "shared_experts " << sharedExperts << " and shared_ffn_hidden_size "
                        << sharedFfnHiddenSize << ": both are 0 or both positive";
+  return success();
+}
+
+LogicalResult RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                      RopeType ropeType, F64 factor,
+                                      int64_t originalMaxPositionEmbeddings, F64 lowFreqFactor,
+                                      F64 highFreqFactor, F64 betaFast, F64 betaSlow, bool truncate,
+                                      F64 attentionFactor, F64 mscaleAllDim) {
+  auto finite = [](double v) { return std::isfinite(v); };
+  const bool bands = ropeType == RopeType::Llama3 || ropeType == RopeType::Yarn;
+  if (failed(check(emitError, ropeType != RopeType::Default, "rope_type",
+                   "an extension (no rope_scaling: none)", stringifyEnum(ropeType))) ||
+      failed(check(emitError, finite(factor) && factor >= 1, "factor", "at least 1", factor)) ||
+      failed(check(emitError, !bands || originalMaxPositionEmbeddings >= 1,
+                   "original_max_position_embeddings", "positive for llama3 and yarn",
+                   originalMaxPositionEmbeddings)) ||
+      failed(check(emitError, finite(lowFreqFactor) && lowFreqFactor > 0, "low_freq_factor",
+                   "positive", lowFreqFactor)) ||
+      failed(check(emitError, finite(highFreqFactor) && highFreqFactor > lowFreqFactor,
+                   "high_freq_factor", "above low_freq_factor", highFreqFactor)) ||
+      failed(
+          check(emitError, finite(betaFast) && betaFast > 0, "beta_fast", "positive", betaFast)) ||
+      failed(
+          check(emitError, finite(betaSlow) && betaSlow > 0, "beta_slow", "positive", betaSlow)) ||
+      failed(check(emitError, finite(attentionFactor) && attentionFactor > 0, "attention_factor",
+                   "positive", attentionFactor)) ||
+      failed(check(emitError, finite(mscaleAllDim) && mscaleAllDim >= 0, "mscale_all_dim",
+                   "non-negative", mscaleAllDim)))
+    return failure();
+  // What another type reads stays at its default (and is not printed).
+  const bool llama3 = ropeType == RopeType::Llama3, yarn = ropeType == RopeType::Yarn;
+  const std::pair<StringRef, bool> unread[] = {
+      {"original_max_position_embeddings", !bands && originalMaxPositionEmbeddings != 0},
+      {"low_freq_factor", !llama3 && lowFreqFactor != 1},
+      {"high_freq_factor", !llama3 && highFreqFactor != 4},
+      {"beta_fast", !yarn && betaFast != 32},
+      {"beta_slow", !yarn && betaSlow != 1},
+      {"truncate", !yarn && !truncate},
+      {"attention_factor", !yarn && attentionFactor != 1},
+      {"mscale_all_dim", !yarn && mscaleAllDim != 0}};
+  for (const auto &[name, set] : unread)
+    if (set)
+      return emitError() << name << " is set and rope_type " << stringifyEnum(ropeType)
+                         << " does not read it";
   return success();
 }
 

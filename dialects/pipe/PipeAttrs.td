@@ -140,6 +140,13 @@ def Pipe_RouterKind : Pipe_Enum<"RouterKind", "how a mixture of experts scores i
   I32EnumCase<"Sigmoid", 1, "sigmoid">
 ]>;
 
+def Pipe_RopeType : Pipe_Enum<"RopeType", "a rotary context extension", [
+  I32EnumCase<"Default", 0, "default">,
+  I32EnumCase<"Linear", 1, "linear">,
+  I32EnumCase<"Llama3", 2, "llama3">,
+  I32EnumCase<"Yarn", 3, "yarn">
+]>;
+
 def Pipe_DispatchKind : Pipe_Enum<"DispatchKind", "how the expert all-to-alls move a routed token", [
   I32EnumCase<"PerExpert", 0, "per_expert">,
   I32EnumCase<"PerNode", 1, "per_node">
@@ -484,7 +491,8 @@ def Pipe_MoeAttr : Pipe_Attr<"Moe", "moe"> {
     with (resolved by the import: the job's value or its documented default).
     `router_groups` cuts the experts into that many consecutive groups, of which each token
     may use the `router_group_top_k` best (DeepSeek-V3's node-limited routing; 1 and 1:
-    unlimited). `dispatch` says how the all-to-alls move a token: `per_expert`, a copy for
+    unlimited). `routed_scaling_factor` multiplies the routed experts' weights after the
+    router chose and normalised them (DeepSeek-V3's 2.5; 1, not printed: none). `dispatch` says how the all-to-alls move a token: `per_expert`, a copy for
     each chosen expert, or `per_node`, one copy over the network for each node its experts
     lie on, fanned out inside the node (DeepEP). `fp8_dispatch` sends the tokens to the
     experts in FP8 (with `training.dtype` fp8). `kernels` says whose kernels the experts are
@@ -513,7 +521,8 @@ def Pipe_MoeAttr : Pipe_Attr<"Moe", "moe"> {
     Pipe_DefaultEnumParam<Pipe_DispatchKind, "PerExpert">:$dispatch,
     DefaultValuedParameter<"bool", "false">:$fp8_dispatch,
     Pipe_DefaultEnumParam<Pipe_ExpertKernels, "Grouped">:$kernels,
-    Pipe_DefaultF64Param<"0.0">:$bias_update_rate
+    Pipe_DefaultF64Param<"0.0">:$bias_update_rate,
+    Pipe_DefaultF64Param<"1.0">:$routed_scaling_factor
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -547,6 +556,40 @@ def Pipe_LatentAttentionAttr : Pipe_Attr<"LatentAttention", "latent_attention"> 
   let genVerifyDecl = 1;
 }
 
+def Pipe_RopeScalingAttr : Pipe_Attr<"RopeScaling", "rope_scaling"> {
+  let summary = "a rotary context extension (Hugging Face's rope_scaling)";
+  let description = [{
+    How the rotary frequencies are changed to extend the context `factor` times
+    (runtime/plan/Rotary.h): `linear` interpolates every position; `llama3` (Llama 3.1)
+    interpolates wavelengths above `original_max_position_embeddings / low_freq_factor`, keeps
+    those below `/ high_freq_factor` and blends between; `yarn` ramps from kept to interpolated
+    dimensions between those turning `beta_fast` and `beta_slow` times within the original
+    context (ends rounded outwards unless `truncate` is false), multiplies cos and sin by
+    `attention_factor`, and with `mscale_all_dim` (DeepSeek) multiplies latent attention's
+    softmax scale by (0.1 · mscale_all_dim · ln factor + 1)². Named as Hugging Face's configs
+    name them. It changes what the runtime computes, not what the compiler plans.
+
+    ```mlir
+    #pipe.rope_scaling<rope_type = "yarn", factor = 40.0,
+                       original_max_position_embeddings = 4096, mscale_all_dim = 1.0>
+    ```
+  }];
+  let parameters = (ins
+    Pipe_EnumParam<Pipe_RopeType>:$rope_type,
+    Pipe_DefaultF64Param<"1.0">:$factor,
+    DefaultValuedParameter<"int64_t", "0">:$original_max_position_embeddings,
+    Pipe_DefaultF64Param<"1.0">:$low_freq_factor,
+    Pipe_DefaultF64Param<"4.0">:$high_freq_factor,
+    Pipe_DefaultF64Param<"32.0">:$beta_fast,
+    Pipe_DefaultF64Param<"1.0">:$beta_slow,
+    DefaultValuedParameter<"bool", "true">:$truncate,
+    Pipe_DefaultF64Param<"1.0">:$attention_factor,
+    Pipe_DefaultF64Param<"0.0">:$mscale_all_dim
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
   let summary = "architecture of a decoder-only transformer";
   let description = [{
@@ -566,7 +609,8 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     prediction modules after the blocks (DeepSeek-V3's depth; 0, not printed: none), whose
     layers follow the blocks in the chain, before `head`; `latent_attention` (#pipe.latent_attention)
     replaces the attention's projections, and `moe` (#pipe.moe) the MLP of the blocks after
-    its `dense_layers`.
+    its `dense_layers`; `rope_scaling` (#pipe.rope_scaling) extends the rotary positions'
+    context.
 
     ```mlir
     #pipe.transformer<num_layers = 12, hidden_size = 768, num_heads = 12, num_kv_heads = 12,
@@ -596,7 +640,8 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     DefaultValuedParameter<"bool", "false">:$qk_norm,
     DefaultValuedParameter<"int64_t", "0">:$mtp_layers,
     OptionalParameter<"LatentAttentionAttr">:$latent_attention,
-    OptionalParameter<"MoeAttr">:$moe
+    OptionalParameter<"MoeAttr">:$moe,
+    OptionalParameter<"RopeScalingAttr">:$rope_scaling
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

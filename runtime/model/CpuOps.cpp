@@ -135,14 +135,14 @@ void CpuOps<T>::swigluBackward(int64_t rows, int64_t f, const T *gateUp, const T
 
 template <typename T>
 void CpuOps<T>::rotaryForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
-                              int64_t headDim, double theta, T *qkv) {
-  model::rotary(samples, seq, heads, kvHeads, headDim, theta, /*inverse=*/false, qkv);
+                              int64_t headDim, const runtime::RotaryPositions &rope, T *qkv) {
+  model::rotary(samples, seq, heads, kvHeads, headDim, rope, /*inverse=*/false, qkv);
 }
 
 template <typename T>
 void CpuOps<T>::rotaryBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
-                               int64_t headDim, double theta, T *dqkv) {
-  model::rotary(samples, seq, heads, kvHeads, headDim, theta, /*inverse=*/true, dqkv);
+                               int64_t headDim, const runtime::RotaryPositions &rope, T *dqkv) {
+  model::rotary(samples, seq, heads, kvHeads, headDim, rope, /*inverse=*/true, dqkv);
 }
 
 template <typename T>

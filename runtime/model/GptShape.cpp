@@ -225,6 +225,7 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
     shape.normalizeTopK = t.normalizeTopK;
     shape.auxLossCoefficient = t.auxLossCoefficient;
     shape.biasUpdateRate = t.biasUpdateRate;
+    shape.routedScaling = t.routedScalingFactor;
     shape.capacityFactor = t.capacityFactor;
     shape.routerGroups = t.routerGroups;
     shape.routerGroupTopK = t.routerGroupTopK;
@@ -248,6 +249,7 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
   shape.rotary = rotary;
   shape.tied = t.tieEmbeddings;
   shape.ropeTheta = t.ropeTheta;
+  shape.ropeScaling = t.ropeScaling;
   shape.normEps = t.normEps;
   if (latent) {
     shape.qLora = t.qLoraRank;

@@ -32,7 +32,9 @@ struct GptShape {
   bool rotary = false;      ///< rotary positions on q and k, else a learned position table
   bool tied = false;        ///< the LM head has the token table's layout [vocab × h]
   double ropeTheta = 10000; ///< the rotary base
-  double normEps = 1e-5;    ///< the norms' epsilon
+  /// The rotary context extension (Hugging Face's rope_scaling); type Default: none.
+  runtime::RopeScaling ropeScaling;
+  double normEps = 1e-5; ///< the norms' epsilon
   /// Tensor parallelism: the group's size T, this rank's place in it, and whether the
   /// activations between layers are split along the sequence.
   int64_t tensorSize = 1, tensorRank = 0;
@@ -48,6 +50,9 @@ struct GptShape {
   int64_t expertSize = 1, expertRank = 0;
   bool sigmoidRouter = false, normalizeTopK = false;
   double auxLossCoefficient = 0, capacityFactor = 0;
+  /// The routed experts' weights times this after the router chose and normalised them
+  /// (DeepSeek-V3's routed_scaling_factor).
+  double routedScaling = 1;
   /// The sigmoid router's bias moved by the load (runtime::Transformer::biasUpdateRate); 0:
   /// it stays. Above 0 the router's backward adds each expert's count of choices to the bias's
   /// gradient.
@@ -62,6 +67,7 @@ struct GptShape {
   int64_t qLora = 0, kvLora = 0, qkNope = 0, qkRope = 0, vHead = 0;
 
   bool moe() const { return experts > 0; }
+  runtime::RotaryPositions rotaryPositions() const { return {ropeTheta, ropeScaling}; }
   bool latent() const { return kvLora > 0; }
   /// Latent attention's query/key width per head.
   int64_t qkHead() const { return qkNope + qkRope; }

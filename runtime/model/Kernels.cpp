@@ -188,17 +188,17 @@ void swigluBackward(int64_t rows, int64_t f, const T *gateUp, const T *dout, T *
 
 template <typename T>
 void rotary(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads, int64_t headDim,
-            double theta, bool inverse, T *qkv) {
+            const runtime::RotaryPositions &rope, bool inverse, T *qkv) {
   const int64_t half = headDim / 2, stride = (heads + 2 * kvHeads) * headDim;
+  const double magnitude = rope.scaling.attentionFactor;
   std::vector<double> inverseFrequency(half), cosines(half), sines(half);
   for (int64_t i = 0; i < half; ++i)
-    inverseFrequency[i] =
-        std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(headDim));
+    inverseFrequency[i] = runtime::rotaryInverseFrequency(rope, i, headDim);
   for (int64_t t = 0; t < seq; ++t) {
     for (int64_t i = 0; i < half; ++i) {
       const double angle = static_cast<double>(t) * inverseFrequency[i];
-      cosines[i] = std::cos(angle);
-      sines[i] = inverse ? -std::sin(angle) : std::sin(angle);
+      cosines[i] = magnitude * std::cos(angle);
+      sines[i] = magnitude * (inverse ? -std::sin(angle) : std::sin(angle));
     }
     for (int64_t n = 0; n < samples; ++n) {
       T *row = qkv + (n * seq + t) * stride;
@@ -339,7 +339,8 @@ double crossEntropy(int64_t rows, int64_t vocab, const T *logits, const int32_t 
   template void geluBackward<T>(int64_t, const T *, const T *, T *);                               \
   template void swigluForward<T>(int64_t, int64_t, const T *, T *);                                \
   template void swigluBackward<T>(int64_t, int64_t, const T *, const T *, T *);                    \
-  template void rotary<T>(int64_t, int64_t, int64_t, int64_t, int64_t, double, bool, T *);         \
+  template void rotary<T>(int64_t, int64_t, int64_t, int64_t, int64_t,                             \
+                          const runtime::RotaryPositions &, bool, T *);                            \
   template void attentionForward<T>(int64_t, int64_t, int64_t, int64_t, int64_t, const T *, T *,   \
                                     T *);                                                          \
   template void attentionBackward<T>(int64_t, int64_t, int64_t, int64_t, int64_t, const T *,       \

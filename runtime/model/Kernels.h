@@ -10,6 +10,8 @@
 #ifndef CONDUIT_RUNTIME_MODEL_KERNELS_H
 #define CONDUIT_RUNTIME_MODEL_KERNELS_H
 
+#include "runtime/plan/Rotary.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -64,12 +66,14 @@ void swigluBackward(int64_t rows, int64_t f, const T *gateUp, const T *dout, T *
 /// Rotary position embedding (Su et al., arXiv:2104.09864) in Hugging Face Llama's convention
 /// (`rotate_half` in modeling_llama.py), in place on the q and k heads of `qkv` (the layout of
 /// attentionForward; v is left alone). For a head of even width d, dimensions i and i + d/2
-/// (i < d/2) form a pair rotated by the angle t · theta^(−2i/d) at position t:
-/// x[i] ← x[i] cos − x[i + d/2] sin, x[i + d/2] ← x[i + d/2] cos + x[i] sin. `inverse`
-/// rotates by the negative angle: the backward, applied to a gradient. Angles in double.
+/// (i < d/2) form a pair rotated by the angle t · f_i at position t, f_i the inverse frequency
+/// (theta^(−2i/d) without a context extension; runtime/plan/Rotary.h), and scaled by the
+/// extension's magnitude m (1 but for yarn): x[i] ← m (x[i] cos − x[i + d/2] sin),
+/// x[i + d/2] ← m (x[i + d/2] cos + x[i] sin). `inverse` rotates by the negative angle, with the
+/// same m: the backward, applied to a gradient. Angles in double.
 template <typename T>
 void rotary(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads, int64_t headDim,
-            double theta, bool inverse, T *qkv);
+            const runtime::RotaryPositions &rope, bool inverse, T *qkv);
 
 /// Causal self-attention core for `samples` sequences of `seq` tokens, with `heads` query
 /// heads sharing `kvHeads` key/value heads (a divisor of heads): query head i reads kv-head

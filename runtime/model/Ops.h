@@ -15,6 +15,7 @@
 
 #include "runtime/model/MemoryCounter.h"
 #include "runtime/model/TensorGroup.h"
+#include "runtime/plan/Rotary.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -161,10 +162,10 @@ public:
   /// Rotary position embedding, in place, on the q and k heads of the qkv rows of `samples`
   /// sequences (the layout of attentionForward); see Kernels.h for the convention.
   virtual void rotaryForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
-                             int64_t headDim, double theta, T *qkv) = 0;
+                             int64_t headDim, const runtime::RotaryPositions &rope, T *qkv) = 0;
   /// The inverse rotation, in place, on the q and k parts of a qkv gradient.
   virtual void rotaryBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
-                              int64_t headDim, double theta, T *dqkv) = 0;
+                              int64_t headDim, const runtime::RotaryPositions &rope, T *dqkv) = 0;
   /// Causal multi-head (grouped-query where kvHeads < heads) attention core; see Kernels.h for
   /// the layout.
   virtual void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
@@ -275,9 +276,9 @@ public:
   void swigluForward(int64_t rows, int64_t f, const T *gateUp, T *out) override;
   void swigluBackward(int64_t rows, int64_t f, const T *gateUp, const T *dout, T *dGateUp) override;
   void rotaryForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads, int64_t headDim,
-                     double theta, T *qkv) override;
+                     const runtime::RotaryPositions &rope, T *qkv) override;
   void rotaryBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads, int64_t headDim,
-                      double theta, T *dqkv) override;
+                      const runtime::RotaryPositions &rope, T *dqkv) override;
   void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
                         int64_t headDim, const T *qkv, T *probs, T *out) override;
   void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,

@@ -127,7 +127,10 @@ uint64_t requiredFeatures(const Plan &plan) {
          (plan.transformer && plan.transformer->groupLimited() ? kFeatureGroupLimitedRouting : 0) |
          (plan.transformer && plan.transformer->balancesBias() ? kFeatureExpertBiasUpdate : 0) |
          (plan.transformer && plan.transformer->mtpLayers > 0 ? kFeatureMtp : 0) |
-         (plan.transformer && plan.transformer->ropeInterleave ? kFeatureRopeInterleave : 0);
+         (plan.transformer && plan.transformer->ropeInterleave ? kFeatureRopeInterleave : 0) |
+         (plan.transformer && plan.transformer->ropeScaling.scaled() ? kFeatureRopeScaling : 0) |
+         (plan.transformer && plan.transformer->routedScalingFactor != 1 ? kFeatureRoutedScaling
+                                                                         : 0);
 }
 
 } // namespace conduit::runtime

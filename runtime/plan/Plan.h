@@ -9,6 +9,8 @@
 #ifndef CONDUIT_RUNTIME_PLAN_PLAN_H
 #define CONDUIT_RUNTIME_PLAN_PLAN_H
 
+#include "runtime/plan/Rotary.h"
+
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -45,10 +47,16 @@ constexpr uint64_t kFeatureMtp = uint64_t(1) << 6;
 /// transformer.rope_interleave: latent attention's Hugging Face weights hold their rotary
 /// parts in interleaved pairs; an older reader would read and write them as halves.
 constexpr uint64_t kFeatureRopeInterleave = uint64_t(1) << 7;
-constexpr uint64_t kKnownFeatures = kFeatureGradientReductionRun | kFeatureRecomputeModules |
-                                    kFeatureBf16Moments | kFeatureGroupLimitedRouting |
-                                    kFeatureBlocksCheckpointing | kFeatureExpertBiasUpdate |
-                                    kFeatureMtp | kFeatureRopeInterleave;
+/// transformer.rope_scaling other than default: the rotary frequencies (and with yarn their
+/// magnitude) are those of a context extension; an older reader would rotate by the base's.
+constexpr uint64_t kFeatureRopeScaling = uint64_t(1) << 8;
+/// transformer.routed_scaling_factor other than 1: the routed experts' weights are scaled;
+/// an older reader would weigh them as the router gives them.
+constexpr uint64_t kFeatureRoutedScaling = uint64_t(1) << 9;
+constexpr uint64_t kKnownFeatures =
+    kFeatureGradientReductionRun | kFeatureRecomputeModules | kFeatureBf16Moments |
+    kFeatureGroupLimitedRouting | kFeatureBlocksCheckpointing | kFeatureExpertBiasUpdate |
+    kFeatureMtp | kFeatureRopeInterleave | kFeatureRopeScaling | kFeatureRoutedScaling;
 
 enum class Op : uint8_t {
   Forward,
@@ -272,7 +280,9 @@ struct Transformer {
   bool tieEmbeddings = false;
   uint8_t bias = 0;         // 0 all, 1 qkv, 2 none
   double ropeTheta = 10000; ///< rotary base (Hugging Face's rope_theta)
-  double normEps = 1e-5;    ///< the norms' epsilon (layer_norm_epsilon / rms_norm_eps)
+  /// The rotary context extension (Hugging Face's rope_scaling); type Default: none.
+  RopeScaling ropeScaling;
+  double normEps = 1e-5; ///< the norms' epsilon (layer_norm_epsilon / rms_norm_eps)
   /// Per-head width of queries, keys and values; 0: hiddenSize / numHeads. Qwen3 sets it.
   int64_t headDim = 0;
   bool qkNorm = false; ///< RMSNorm on each head's queries and keys (Qwen3)
@@ -303,6 +313,9 @@ struct Transformer {
   /// step's choices of each expert travel in the bias's gradient (summed as gradients are) and
   /// the optimizer moves the bias by their sign against the mean instead of by Adam.
   double biasUpdateRate = 0;
+  /// The routed experts' weights multiplied by this after the router chose and normalised
+  /// them (DeepSeek-V3's routed_scaling_factor, 2.5); the shared experts' are not.
+  double routedScalingFactor = 1;
 
   bool groupLimited() const { return routerGroupTopK < routerGroups; }
   bool balancesBias() const { return biasUpdateRate > 0; }

@@ -149,6 +149,21 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
       os << ", \"qk_norm\": true";
     if (t->mtpLayers > 0)
       os << ", \"mtp_layers\": " << t->mtpLayers;
+    if (const RopeScaling &r = t->ropeScaling; r.scaled()) {
+      os << ", \"rope_scaling\": {\"rope_type\": \"" << kRopeTypeNames[size_t(r.type)]
+         << "\", \"factor\": " << r.factor;
+      if (r.type != RopeType::Linear)
+        os << ", \"original_max_position_embeddings\": " << r.originalPositions;
+      if (r.type == RopeType::Llama3)
+        os << ", \"low_freq_factor\": " << r.lowFreqFactor
+           << ", \"high_freq_factor\": " << r.highFreqFactor;
+      if (r.type == RopeType::Yarn)
+        os << ", \"beta_fast\": " << r.betaFast << ", \"beta_slow\": " << r.betaSlow
+           << ", \"truncate\": " << (r.truncate ? "true" : "false")
+           << ", \"attention_factor\": " << r.attentionFactor
+           << ", \"mscale_all_dim\": " << r.mscaleAllDim;
+      os << "}";
+    }
     if (t->usesLatentAttention())
       os << ", \"latent_attention\": {\"q_lora_rank\": " << t->qLoraRank
          << ", \"kv_lora_rank\": " << t->kvLoraRank
@@ -169,7 +184,8 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
          << ", \"router_group_top_k\": " << t->routerGroupTopK << ", \"dispatch\": \""
          << (t->dispatch ? "per_node" : "per_expert")
          << "\", \"fp8_dispatch\": " << (t->fp8Dispatch ? "true" : "false")
-         << ", \"bias_update_rate\": " << t->biasUpdateRate << "}";
+         << ", \"bias_update_rate\": " << t->biasUpdateRate
+         << ", \"routed_scaling_factor\": " << t->routedScalingFactor << "}";
     os << "},\n";
   }
   os << "  \"layers\": [";

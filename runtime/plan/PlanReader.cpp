@@ -126,6 +126,58 @@ absl::Status checkAttentionFields(const Transformer &t) {
   return absl::OkStatus();
 }
 
+/// The rotary context extension: what its type reads, in the ranges the job reader allows,
+/// and every field its type does not read at its default; none of it without rotary positions.
+absl::Status checkRotaryFields(const Transformer &t) {
+  const RopeScaling &r = t.ropeScaling, none;
+  const bool bands = r.type == RopeType::Llama3 || r.type == RopeType::Yarn;
+  const struct {
+    const char *field;
+    bool read, atDefault;
+  } unread[] = {
+      {"rope_factor", r.scaled(), r.factor == none.factor},
+      {"rope_original_positions", bands, r.originalPositions == none.originalPositions},
+      {"rope_low_freq_factor", r.type == RopeType::Llama3, r.lowFreqFactor == none.lowFreqFactor},
+      {"rope_high_freq_factor", r.type == RopeType::Llama3,
+       r.highFreqFactor == none.highFreqFactor},
+      {"rope_beta_fast", r.type == RopeType::Yarn, r.betaFast == none.betaFast},
+      {"rope_beta_slow", r.type == RopeType::Yarn, r.betaSlow == none.betaSlow},
+      {"rope_no_truncate", r.type == RopeType::Yarn, r.truncate == none.truncate},
+      {"rope_attention_factor", r.type == RopeType::Yarn,
+       r.attentionFactor == none.attentionFactor},
+      {"rope_mscale_all_dim", r.type == RopeType::Yarn, r.mscaleAllDim == none.mscaleAllDim}};
+  for (const auto &u : unread)
+    if (!u.read && !u.atDefault)
+      return invalid(absl::StrCat("transformer.", u.field, " is set and transformer.rope_type ",
+                                  static_cast<int>(r.type), " does not read it"));
+  if (!r.scaled())
+    return absl::OkStatus();
+  if (t.position != 1)
+    return invalid("transformer.rope_type is set and the positions are learned, not rotary");
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.rope_factor", r.factor, 1.0, 1e6));
+  CONDUIT_RETURN_IF_ERROR(
+      inRange("transformer.rope_attention_factor", r.attentionFactor, 1e-3, 1e3));
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.rope_mscale_all_dim", r.mscaleAllDim, 0.0, 1e3));
+  if (r.type == RopeType::Linear)
+    return absl::OkStatus();
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.rope_original_positions", r.originalPositions, 1,
+                                  limits::kMaxSeqLength));
+  if (r.type == RopeType::Llama3) {
+    CONDUIT_RETURN_IF_ERROR(
+        inRange("transformer.rope_low_freq_factor", r.lowFreqFactor, 1e-6, 1e6));
+    CONDUIT_RETURN_IF_ERROR(
+        inRange("transformer.rope_high_freq_factor", r.highFreqFactor, 1e-6, 1e6));
+    if (!(r.highFreqFactor > r.lowFreqFactor))
+      return invalid(absl::StrCat("transformer.rope_high_freq_factor is ", r.highFreqFactor,
+                                  "; it must exceed transformer.rope_low_freq_factor (",
+                                  r.lowFreqFactor, ")"));
+    return absl::OkStatus();
+  }
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.rope_beta_fast", r.betaFast, 1e-6, 1e6));
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.rope_beta_slow", r.betaSlow, 1e-6, 1e6));
+  return absl::OkStatus();
+}
+
 /// The mixture of experts and the expert-parallel degree.
 absl::Status checkExpertFields(const Plan &plan) {
   using namespace limits;
@@ -166,7 +218,8 @@ absl::Status checkExpertFields(const Plan &plan) {
     const std::pair<const char *, double> ones[] = {
         {"transformer.imbalance", t->imbalance},
         {"transformer.router_groups", double(t->routerGroups)},
-        {"transformer.router_group_top_k", double(t->routerGroupTopK)}};
+        {"transformer.router_group_top_k", double(t->routerGroupTopK)},
+        {"transformer.routed_scaling_factor", t->routedScalingFactor}};
     for (auto [field, value] : ones)
       if (value != 1)
         return invalid(absl::StrCat(field, " is ", value,
@@ -195,6 +248,11 @@ absl::Status checkExpertFields(const Plan &plan) {
   CONDUIT_RETURN_IF_ERROR(
       inRange("transformer.router_group_top_k", t->routerGroupTopK, 1, t->routerGroups));
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.bias_update_rate", t->biasUpdateRate, 0.0, 1.0));
+  if (!(t->routedScalingFactor > 0))
+    return invalid(absl::StrCat("transformer.routed_scaling_factor is ", t->routedScalingFactor,
+                                "; it must be above 0"));
+  CONDUIT_RETURN_IF_ERROR(
+      inRange("transformer.routed_scaling_factor", t->routedScalingFactor, 0.0, 1e3));
   if (t->balancesBias() && t->router != 1)
     return invalid(absl::StrCat("transformer.bias_update_rate is ", t->biasUpdateRate,
                                 " and the router (softmax) has no bias"));
@@ -230,8 +288,10 @@ absl::Status checkExpertFields(const Plan &plan) {
 } // namespace
 
 absl::Status checkModelFields(const Plan &plan) {
-  if (plan.transformer)
+  if (plan.transformer) {
     CONDUIT_RETURN_IF_ERROR(checkAttentionFields(*plan.transformer));
+    CONDUIT_RETURN_IF_ERROR(checkRotaryFields(*plan.transformer));
+  }
   return checkExpertFields(plan);
 }
 
@@ -336,7 +396,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
 
   if (const fb::Transformer *t = p->transformer()) {
     if (t->mlp() > 1 || t->norm() > 1 || t->position() > 1 || t->bias() > 2 || t->router() > 1 ||
-        t->dispatch() > 1)
+        t->dispatch() > 1 || t->rope_type() > static_cast<uint8_t>(RopeType::Yarn))
       return corrupt("the transformer holds an unknown enum value");
     Transformer &x = plan.transformer.emplace();
     x.numLayers = t->num_layers();
@@ -378,6 +438,18 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
     x.biasUpdateRate = t->bias_update_rate();
     x.mtpLayers = t->mtp_layers();
     x.ropeInterleave = t->rope_interleave();
+    RopeScaling &rope = x.ropeScaling;
+    rope.type = static_cast<RopeType>(t->rope_type());
+    rope.factor = t->rope_factor();
+    rope.originalPositions = t->rope_original_positions();
+    rope.lowFreqFactor = t->rope_low_freq_factor();
+    rope.highFreqFactor = t->rope_high_freq_factor();
+    rope.betaFast = t->rope_beta_fast();
+    rope.betaSlow = t->rope_beta_slow();
+    rope.truncate = !t->rope_no_truncate();
+    rope.attentionFactor = t->rope_attention_factor();
+    rope.mscaleAllDim = t->rope_mscale_all_dim();
+    x.routedScalingFactor = t->routed_scaling_factor();
   }
   for (const fb::Layer *l : *p->layers()) {
     if (l->kind() > 3)

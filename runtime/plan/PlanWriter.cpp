@@ -127,7 +127,11 @@ flatbuffers::DetachedBuffer buildPlan(const Plan &plan,
         t->expertFfnHiddenSize, t->router, t->normalizeTopK, t->auxLossCoefficient,
         t->sharedExperts, t->sharedFfnHiddenSize, t->denseLayers, t->capacityFactor, t->imbalance,
         t->routerGroups, t->routerGroupTopK, t->dispatch, t->fp8Dispatch, t->biasUpdateRate,
-        t->mtpLayers, t->ropeInterleave);
+        t->mtpLayers, t->ropeInterleave, static_cast<uint8_t>(t->ropeScaling.type),
+        t->ropeScaling.factor, t->ropeScaling.originalPositions, t->ropeScaling.lowFreqFactor,
+        t->ropeScaling.highFreqFactor, t->ropeScaling.betaFast, t->ropeScaling.betaSlow,
+        !t->ropeScaling.truncate, t->ropeScaling.attentionFactor, t->ropeScaling.mscaleAllDim,
+        t->routedScalingFactor);
   const uint64_t features = requiredFeatures(plan);
   auto root = fb::CreatePlan(fbb, plan.formatVersion, features, fbb.CreateString(plan.name),
                              fbb.CreateString(plan.source), configOffset, transformer,

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -360,6 +361,12 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
         ": DeepSeek-V3's names say the shared width as n_shared_experts "
         "routed experts' widths; compile the job again with model.moe.shared_ffn_hidden_size a "
         "multiple of model.moe.expert_ffn_hidden_size to write or read Hugging Face files"));
+  if (t.isMoe() && t.routedScalingFactor != 1 && !isDeepSeek(t))
+    return absl::FailedPreconditionError(
+        absl::StrCat("the routed experts' weights are scaled by ", t.routedScalingFactor,
+                     ", which among the Hugging Face families here only DeepSeek-V3's config says "
+                     "(routed_scaling_factor, with latent attention); compile the job again with "
+                     "model.moe.routed_scaling_factor 1 to write or read Hugging Face files"));
   const bool llama = isLlama(t);
   std::vector<HfTensor> out;
   std::string tokenTable;
@@ -452,13 +459,37 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
 }
 
 namespace {
+/// The rotary context extension under Hugging Face's rope_scaling keys, yarn's magnitude stated
+/// (attention_factor) rather than left to the library's rule.
+nlohmann::ordered_json ropeScalingConfig(const RopeScaling &r) {
+  nlohmann::ordered_json c;
+  c["rope_type"] = std::string(kRopeTypeNames[static_cast<size_t>(r.type)]);
+  c["factor"] = r.factor;
+  if (r.type == RopeType::Linear)
+    return c;
+  c["original_max_position_embeddings"] = r.originalPositions;
+  if (r.type == RopeType::Llama3) {
+    c["low_freq_factor"] = r.lowFreqFactor;
+    c["high_freq_factor"] = r.highFreqFactor;
+    return c;
+  }
+  c["beta_fast"] = r.betaFast;
+  c["beta_slow"] = r.betaSlow;
+  c["attention_factor"] = r.attentionFactor;
+  if (r.mscaleAllDim != 0)
+    c["mscale_all_dim"] = r.mscaleAllDim;
+  if (!r.truncate)
+    c["truncate"] = false;
+  return c;
+}
+
 /// DeepSeek-V3's keys: the latent attention's widths and the plan's rotary layout
 /// (rope_interleave: false, Hugging Face's DeepseekV3Attention rotates halves as
 /// runtime/model/Kernels.h does; true, interleaved pairs, the columns permuted to match), and
 /// its mixture of experts: the routed experts, the shared
 /// ones as a multiple of their width, the leading dense blocks (all of them without experts),
-/// the routing (sigmoid scores limited to groups, or softmax) with unit scaling and the
-/// auxiliary loss's coefficient.
+/// the routing (sigmoid scores limited to groups, or softmax) with the routed experts' scaling
+/// and the auxiliary loss's coefficient.
 void deepSeekConfig(const Transformer &t, nlohmann::ordered_json &c) {
   if (t.qLoraRank > 0)
     c["q_lora_rank"] = t.qLoraRank;
@@ -481,7 +512,7 @@ void deepSeekConfig(const Transformer &t, nlohmann::ordered_json &c) {
   c["norm_topk_prob"] = t.normalizeTopK;
   c["n_group"] = t.routerGroups;
   c["topk_group"] = t.routerGroupTopK;
-  c["routed_scaling_factor"] = 1.0;
+  c["routed_scaling_factor"] = t.routedScalingFactor;
   // DeepSeek's pairs: sigmoid scores chosen with the per-expert bias, or softmax greedily.
   c["scoring_func"] = t.router == 1 ? "sigmoid" : "softmax";
   c["topk_method"] = t.router == 1 ? "noaux_tc" : "greedy";
@@ -521,6 +552,15 @@ std::string hfConfigJson(const Plan &plan) {
     if (t.headDim != 0 || qwen3)
       c["head_dim"] = headWidth(t);
     c["rope_theta"] = t.ropeTheta;
+    if (const RopeScaling &r = t.ropeScaling; r.scaled()) {
+      c["rope_scaling"] = ropeScalingConfig(r);
+      // A yarn model's positions are its extended context, as DeepSeek's and Qwen's configs
+      // say them: versions of the transformers library (4.5x) take yarn's factor as
+      // max_position_embeddings / original_max_position_embeddings.
+      if (r.type == RopeType::Yarn)
+        c["max_position_embeddings"] =
+            std::llround(static_cast<double>(r.originalPositions) * r.factor);
+    }
     if (isDeepSeek(t)) {
       // DeepSeek-V3's attention_bias would put biases on the down projections too: its output
       // projection's (bias "all") is Conduit's only, and its MLPs have none.

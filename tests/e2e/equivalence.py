@@ -416,7 +416,12 @@ def cases(quick, tensor_product=False):
                         "recompute_modules": ["core_attn", "mla_up_proj"]}),
                       ("mla-moe-tp2-ep2-dualpipev-optimizer-p2-d1-v2",
                        {"data": 1, "sharding": "optimizer", "schedule": "dualpipev",
-                        "stages_per_device": 2, "tensor": 2, "expert": 2})]:
+                        "stages_per_device": 2, "tensor": 2, "expert": 2}),
+                      # DeepSeek-V3's own function (mla-yarn-): yarn rotary positions with the
+                      # softmax factor on the split heads' queries, routed weights times 2.5.
+                      ("mla-yarn-tp2-ep2-1f1b-full-sp-p2-d2",
+                       {"sharding": "full", "tensor": 2, "expert": 2,
+                        "sequence_parallel": True})]:
         out.append((name, dict({"pipeline": 2, "data": 2, "schedule": "1f1b",
                                 "microbatches": 4}, **par)))
     if quick:
@@ -508,7 +513,8 @@ def main():
             if model == "qwen3-moe":
                 job["model"]["moe"] = dict(MOE, imbalance=MOE_EXPERT_PARALLEL_IMBALANCE)
         elif name.startswith("mla-"):
-            model = next(m for m in ("mla-moe", "mla-direct", "mla") if name.startswith(m + "-"))
+            model = next(m for m in ("mla-moe", "mla-direct", "mla-yarn", "mla")
+                         if name.startswith(m + "-"))
             job = small_llama(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
             job["model"].update(num_kv_heads=4, latent_attention=dict(LATENT_ATTENTION))
             if model == "mla-direct":
@@ -517,6 +523,13 @@ def main():
                 # DeepSeek-V3's names say the shared width in routed experts' widths: two.
                 job["model"]["moe"] = dict(MOE_SHARED, imbalance=MOE_EXPERT_PARALLEL_IMBALANCE,
                                            shared_ffn_hidden_size=48)
+                del job["model"]["moe"]["capacity_factor"]
+            if model == "mla-yarn":
+                job["model"]["rope_scaling"] = {"rope_type": "yarn", "factor": 4,
+                                                "original_max_position_embeddings": 8,
+                                                "mscale": 1, "mscale_all_dim": 1}
+                job["model"]["moe"] = dict(MOE_SHARED, imbalance=MOE_EXPERT_PARALLEL_IMBALANCE,
+                                           shared_ffn_hidden_size=48, routed_scaling_factor=2.5)
                 del job["model"]["moe"]["capacity_factor"]
         elif name.startswith("moe-"):
             # moe-gpt-: the GPT model's GELU MLPs with biases, its experts alike.

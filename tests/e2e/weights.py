@@ -180,7 +180,9 @@ def deepseek_round_trip(tools, interleave):
     back in bit for bit; and the config.json written, read by conduit-compile as a Hugging Face
     config, plans the same model: the file starts that plan's run, which continues with bitwise
     the uninterrupted losses. With `interleave`, in DeepSeek's released layout (the rotary
-    columns in interleaved pairs, rope_interleave true), which the config carries back."""
+    columns in interleaved pairs, rope_interleave true) and with DeepSeek-V3's own function (yarn
+    rotary positions with its softmax factor, the routed experts' weights times 2.5), which the
+    config carries back."""
     parallelism = {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                    "sharding": "full", "expert": 2}
     job = small_llama(parallelism, layers=4, optimizer="sgd")
@@ -191,7 +193,13 @@ def deepseek_round_trip(tools, interleave):
                            "router": "sigmoid", "normalize_top_k": True, "shared_experts": 1,
                            "shared_ffn_hidden_size": 24, "aux_loss_coefficient": 0.01,
                            "dense_layers": 1, "imbalance": 1.5}
-    label = "DeepSeek-V3 shape E=2" + (", interleaved rotary" if interleave else "")
+    if interleave:
+        job["model"]["rope_scaling"] = {"rope_type": "yarn", "factor": 4,
+                                        "original_max_position_embeddings": 8, "mscale": 1,
+                                        "mscale_all_dim": 1}
+        job["model"]["moe"]["routed_scaling_factor"] = 2.5
+    label = "DeepSeek-V3 shape E=2" + (", interleaved rotary, yarn, routed x2.5" if interleave
+                                       else "")
     prefix = "deepseek" + ("-interleaved" if interleave else "")
     plan = tools.compile(job, f"weights-{prefix}")
     runs = six_and_four(tools, plan, label, prefix, extra=("hf",))
@@ -217,11 +225,19 @@ def deepseek_round_trip(tools, interleave):
           and not any("q_proj" in n or "shared_expert." in n for n in tensors)
           and config["architectures"] == ["DeepseekV3ForCausalLM"]
           and config["rope_interleave"] is interleave and config["n_shared_experts"] == 1
-          and config["first_k_dense_replace"] == 1 and config["scoring_func"] == "sigmoid",
+          and config["first_k_dense_replace"] == 1 and config["scoring_func"] == "sigmoid"
+          and config["routed_scaling_factor"] == (2.5 if interleave else 1.0)
+          and ("rope_scaling" in config) == interleave
+          and (not interleave or config["rope_scaling"]["rope_type"] == "yarn"
+               and config["rope_scaling"]["mscale_all_dim"] == 1
+               and config["max_position_embeddings"] == 32),
           f"{sorted(tensors)} {json.dumps(config)}")
     continues_from(tools, plan, label, saved, dirs, whole)
     # The written config as a Hugging Face model of a job: the same layers, the same math.
+    # A yarn model's config states its extended context as its positions: the job trains the
+    # sequence it trained.
     hf_job = dict(job, model={"kind": "hf", "path": config_path, "attention": "eager",
+                              "seq_length": job["model"]["seq_length"],
                               "moe": {"imbalance": 1.5}})
     hf_plan = tools.compile(hf_job, f"weights-{prefix}-hf")
     from_hf = tools.run(hf_plan, 4, "--steps=2", f"--init={saved}",
@@ -239,6 +255,17 @@ def deepseek_round_trip(tools, interleave):
               halves.returncode == 0
               and step_lines(halves.stdout) != step_lines(whole.stdout)[4:],
               f"{halves.stdout}{halves.stderr}")
+        # So does each of DeepSeek's scalings left out: they are computed, not read past.
+        for what, change in (("without its rope scaling", {"rope_scaling": {"rope_type": "default"}}),
+                             ("with unit routed scaling",
+                              {"moe": {"imbalance": 1.5, "routed_scaling_factor": 1}})):
+            other_job = dict(hf_job, model=dict(hf_job["model"], **change))
+            other = tools.run(tools.compile(other_job, f"weights-{prefix}-{what.split()[-2]}"), 4,
+                              "--steps=2", f"--init={saved}")
+            check(f"{label}: {what}, the file trains another model",
+                  other.returncode == 0
+                  and step_lines(other.stdout) != step_lines(whole.stdout)[4:],
+                  f"{other.stdout}{other.stderr}")
 
 
 def refusals(tools):

@@ -111,10 +111,12 @@ def equivalence(args, summary):
          r"mla-breadth-first-selective-checkpointing-p2-d2-v2)$"),
         ("tensor parallelism T=2 (loopback tensor groups on one GPU), with and "
          "without sequence parallelism, GPT- and Llama-style, DeepSeek-V3's latent attention "
-         "split by heads, fp32", "fp32", 1e-4, 1e-3,
+         "split by heads (with its yarn positions and routed scaling too), fp32", "fp32", 1e-4,
+         1e-3,
          r"^(tp2-1f1b-none-p2-d1-v1|tp2-breadth-first-full-sp-p2-d2-v2|"
          r"llama-tp2-1f1b-full-p1-d2-v1|llama-tp2-zb-h1-none-sp-p2-d1-v1|"
-         r"tp2-1f1b-full-checkpointing-sp-p2-d1|mla-tp2-zb-h1-none-sp-p2-d1)$"),
+         r"tp2-1f1b-full-checkpointing-sp-p2-d1|mla-tp2-zb-h1-none-sp-p2-d1|"
+         r"mla-yarn-tp2-ep2-1f1b-full-sp-p2-d2)$"),
         ("mixtures of experts (Mixtral-like, dropless): every expert on every rank, and expert "
          "groups of E=2 and 4 exchanging tokens through the loopback all-to-all, DualPipeV's "
          "paired steps with and without the overlap, ZeRO-1 with each rank's experts its own, "

@@ -261,19 +261,19 @@ void CudaOps::swigluBackward(int64_t rows, int64_t f, const float *gateUp, const
 
 // The q heads and then the k heads are consecutive in a qkv row: heads + kvHeads vectors.
 void CudaOps::rotaryForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
-                            int64_t headDim, double theta, float *qkv) {
+                            int64_t headDim, const runtime::RotaryPositions &rope, float *qkv) {
   if (failure.ok())
     CONDUIT_CUDA_NOTE(failure,
                       cuda::rotary(samples * seq, seq, heads + kvHeads, headDim,
-                                   (heads + 2 * kvHeads) * headDim, theta, 1.0, qkv, queue));
+                                   (heads + 2 * kvHeads) * headDim, rope, 1.0, qkv, queue));
 }
 
 void CudaOps::rotaryBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
-                             int64_t headDim, double theta, float *dqkv) {
+                             int64_t headDim, const runtime::RotaryPositions &rope, float *dqkv) {
   if (failure.ok())
     CONDUIT_CUDA_NOTE(failure,
                       cuda::rotary(samples * seq, seq, heads + kvHeads, headDim,
-                                   (heads + 2 * kvHeads) * headDim, theta, -1.0, dqkv, queue));
+                                   (heads + 2 * kvHeads) * headDim, rope, -1.0, dqkv, queue));
 }
 
 // Per sample, heads form the batch of the GEMMs. Query head i of token t sits at column i · d

@@ -83,9 +83,9 @@ public:
   void swigluBackward(int64_t rows, int64_t f, const float *gateUp, const float *dout,
                       float *dGateUp) override;
   void rotaryForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads, int64_t headDim,
-                     double theta, float *qkv) override;
+                     const runtime::RotaryPositions &rope, float *qkv) override;
   void rotaryBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads, int64_t headDim,
-                      double theta, float *dqkv) override;
+                      const runtime::RotaryPositions &rope, float *dqkv) override;
   void attentionForward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,
                         int64_t headDim, const float *qkv, float *probs, float *out) override;
   void attentionBackward(int64_t samples, int64_t seq, int64_t heads, int64_t kvHeads,

@@ -139,15 +139,17 @@ __global__ void swigluBackwardKernel(int64_t n, int64_t f, const float *gateUp, 
 
 /// One thread per rotated pair: n = rows · vectors · headDim / 2.
 __global__ void rotaryKernel(int64_t n, int64_t seq, int64_t vectors, int64_t headDim,
-                             int64_t stride, double theta, double sign, float *x) {
+                             int64_t stride, runtime::RotaryPositions rope, double sign, float *x) {
   const int64_t half = headDim / 2;
+  const double magnitude = rope.scaling.attentionFactor;
   CONDUIT_GRID_STRIDE(k, n) {
     const int64_t r = k / (vectors * half), vector = k / half % vectors, i = k % half;
-    const double angle = static_cast<double>(r % seq) *
-                         pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(headDim));
+    const double angle =
+        static_cast<double>(r % seq) * runtime::rotaryInverseFrequency(rope, i, headDim);
     double sine, cosine;
     sincos(angle, &sine, &cosine);
-    const float c = static_cast<float>(cosine), s = static_cast<float>(sign * sine);
+    const float c = static_cast<float>(magnitude * cosine),
+                s = static_cast<float>(magnitude * sign * sine);
     float *pair = x + r * stride + vector * headDim + i;
     const float a = pair[0], b = pair[half];
     pair[0] = a * c - b * s;
@@ -590,11 +592,12 @@ cudaError_t swigluBackward(int64_t rows, int64_t f, const float *gateUp, const f
 }
 
 cudaError_t rotary(int64_t rows, int64_t seq, int64_t vectors, int64_t headDim, int64_t stride,
-                   double theta, double sign, float *x, cudaStream_t stream) {
+                   const runtime::RotaryPositions &rope, double sign, float *x,
+                   cudaStream_t stream) {
   const int64_t n = rows * vectors * (headDim / 2);
   if (n == 0)
     return cudaSuccess;
-  rotaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(n, seq, vectors, headDim, stride, theta, sign,
+  rotaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(n, seq, vectors, headDim, stride, rope, sign,
                                                       x);
   return cudaGetLastError();
 }

@@ -15,6 +15,8 @@
 #ifndef CONDUIT_RUNTIME_BACKEND_CUDA_KERNELS_H
 #define CONDUIT_RUNTIME_BACKEND_CUDA_KERNELS_H
 
+#include "runtime/plan/Rotary.h"
+
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -71,10 +73,11 @@ cudaError_t swigluBackward(int64_t rows, int64_t f, const float *gateUp, const f
                            float *dGateUp, cudaStream_t stream);
 
 /// In place: rotates the first `vectors` head vectors (headDim wide, even) of each of `rows`
-/// rows, `stride` apart, by the rotary angles of position r mod seq (model::rotary's
-/// convention, angles in double); `sign` −1 rotates back.
+/// rows, `stride` apart, by the rotary angles of position r mod seq, scaled by the extension's
+/// magnitude (model::rotary's convention, angles in double); `sign` −1 rotates back.
 cudaError_t rotary(int64_t rows, int64_t seq, int64_t vectors, int64_t headDim, int64_t stride,
-                   double theta, double sign, float *x, cudaStream_t stream);
+                   const runtime::RotaryPositions &rope, double sign, float *x,
+                   cudaStream_t stream);
 
 /// In place on `rows` rows of `seq` scores (row i of each seq × seq block may attend to
 /// columns 0..i): the causal softmax.

@@ -74,7 +74,8 @@ void Attention<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residua
   if (s.qkNorm)
     normaliseQk(ops, p, n * s.seq, qkv, cache);
   if (s.rotary)
-    ops.rotaryForward(n, s.seq, s.localHeads(), s.localKvHeads(), s.headDim(), s.ropeTheta, qkv);
+    ops.rotaryForward(n, s.seq, s.localHeads(), s.localKvHeads(), s.headDim(), s.rotaryPositions(),
+                      qkv);
   {
     Buffer<T> probs = recomputeAttention ? transient(ops, probsSize(n)) : Buffer<T>();
     ops.attentionForward(n, s.seq, s.localHeads(), s.localKvHeads(), s.headDim(), qkv,
@@ -100,7 +101,8 @@ Buffer<T> Attention<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &ca
   }
   datt.reset();
   if (s.rotary)
-    ops.rotaryBackward(n, s.seq, s.localHeads(), s.localKvHeads(), s.headDim(), s.ropeTheta, dqkv);
+    ops.rotaryBackward(n, s.seq, s.localHeads(), s.localKvHeads(), s.headDim(), s.rotaryPositions(),
+                       dqkv);
   if (s.qkNorm)
     normaliseQkBackward(ops, p, n * s.seq, dqkv, cache);
   return o.backwardIn(ops, p, cache);

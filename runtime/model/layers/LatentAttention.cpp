@@ -221,10 +221,13 @@ void LatentAttention<T>::queriesKeysValues(Ops<T> &ops, const T *p, const T *x,
                                            const WholeLatents &latent, int64_t n, T *qkv) const {
   const int64_t rows = n * s.seq, heads = this->heads(), dr = s.qkRope;
   Buffer<T> q = transient(ops, rows * qWidth());
+  // The queries carry the softmax scale's extension factor (Hugging Face's DeepseekV3Attention
+  // multiplies its scaling by it): the scores are q · k / sqrt(dn + dr) times the factor.
+  const T factor = static_cast<T>(s.ropeScaling.latentSoftmaxFactor());
   if (s.qLora > 0)
-    ops.gemm(false, false, rows, qWidth(), s.qLora, 1, latent.q, p + wUq, 0, q.data());
+    ops.gemm(false, false, rows, qWidth(), s.qLora, factor, latent.q, p + wUq, 0, q.data());
   else
-    ops.gemm(false, false, rows, qWidth(), s.hidden, 1, x, p + wQ, 0, q.data());
+    ops.gemm(false, false, rows, qWidth(), s.hidden, factor, x, p + wQ, 0, q.data());
   Buffer<T> kv = transient(ops, rows * kvWidth());
   ops.gemm(false, false, rows, kvWidth(), s.kvLora, 1, latent.kv, p + wUkv, 0, kv.data());
   // The rope parts, rotated together: the query heads' and the shared key.
@@ -235,7 +238,7 @@ void LatentAttention<T>::queriesKeysValues(Ops<T> &ops, const T *p, const T *x,
                  ropeWidth());
   ops.copyRows(rows, dr, latent.rope, dr, rope.data() + heads * dr, ropeWidth());
   if (s.rotary && dr > 0)
-    ops.rotaryForward(n, s.seq, heads, 1, dr, s.ropeTheta, rope.data());
+    ops.rotaryForward(n, s.seq, heads, 1, dr, s.rotaryPositions(), rope.data());
   assemble(ops, rows, q.data(), kv.data(), rope.data(), qkv);
 }
 
@@ -319,11 +322,16 @@ Buffer<T> LatentAttention<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<
     disassemble(ops, rows, dqkv.data(), dq, dkv, drope.data());
     dqkv.reset();
     if (s.rotary && dr > 0)
-      ops.rotaryBackward(n, s.seq, heads, 1, dr, s.ropeTheta, drope.data());
+      ops.rotaryBackward(n, s.seq, heads, 1, dr, s.rotaryPositions(), drope.data());
     for (int64_t hd = 0; hd < heads; ++hd)
       ops.copyRows(rows, dr, drope.data() + hd * dr, ropeWidth(), dq + hd * d() + s.qkNope,
                    qWidth());
     ops.copyRows(rows, dr, drope.data() + heads * dr, ropeWidth(), dKey.data(), dr);
+    // The queries' extension factor (queriesKeysValues), on their gradient.
+    if (const double factor = s.ropeScaling.latentSoftmaxFactor(); factor != 1) {
+      const std::vector<T> factors(rows, static_cast<T>(factor));
+      ops.scaleRows(rows, qWidth(), factors.data(), dq);
+    }
   }
   // The normalised latents' gradients through the up projections: over a tensor group, this
   // rank's heads' part. With the latents on each rank's rows, one reduce-scatter of the rows

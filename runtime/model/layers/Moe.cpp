@@ -301,6 +301,10 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
   auto routing = std::make_shared<Routing>(Routing::choose(scores.data(), rows, N, s.topK, bias,
                                                            s.normalizeTopK, capacity,
                                                            {s.routerGroups, s.routerGroupTopK}));
+  // DeepSeek-V3's routed_scaling_factor: on the chosen (and normalised) weights.
+  if (s.routedScaling != 1)
+    for (double &w : routing->weight)
+      w *= s.routedScaling;
   const Routing &r = *routing;
   cache.host = routing;
 
@@ -589,18 +593,20 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
     for (int64_t t = 0; t < rows; ++t) {
       const double *ps = scores.data() + t * N;
       double *ds = dScores.data() + t * N;
+      // With the routed scaling γ the weights are w_j = γ · s_j (/ S over the chosen when
+      // normalised). Normalised: dL/ds_i = (γ dw_i − Σ_j dw_j · w_j) / S; else γ dw_i.
+      const double gamma = s.routedScaling;
       if (s.normalizeTopK) {
-        // w_j = s_j / S over the chosen: dL/ds_i = (dw_i − Σ_j dw_j · w_j) / S.
         double sum = 0, weighted = 0;
         for (int64_t j = 0; j < k; ++j) {
           sum += ps[r.expert[t * k + j]];
           weighted += dWeight[t * k + j] * r.weight[t * k + j];
         }
         for (int64_t j = 0; j < k; ++j)
-          ds[r.expert[t * k + j]] += (dWeight[t * k + j] - weighted) / sum;
+          ds[r.expert[t * k + j]] += (gamma * dWeight[t * k + j] - weighted) / sum;
       } else {
         for (int64_t j = 0; j < k; ++j)
-          ds[r.expert[t * k + j]] += dWeight[t * k + j];
+          ds[r.expert[t * k + j]] += gamma * dWeight[t * k + j];
       }
     }
     if (s.auxLossCoefficient > 0)

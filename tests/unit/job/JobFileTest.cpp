@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 
 using namespace conduit;
@@ -694,6 +695,141 @@ TEST(JobFile, LatentAttentionKeys) {
   root["model"]["latent_attention"].erase("v_head_dim");
   EXPECT_FALSE(parse(writeJson(root), &error));
   EXPECT_NE(error.find("model.latent_attention.v_head_dim"), std::string::npos) << error;
+}
+
+TEST(HuggingFace, RotaryExtensionsAndRoutedScaling) {
+  std::string error;
+  // DeepSeek-V3's own: yarn, factor 40 over 4096 positions, mscale = mscale_all_dim = 1 (so the
+  // rotation's magnitude is 1 and the softmax factor (0.1 ln 40 + 1)²), routed experts × 2.5.
+  std::optional<TransformerSpec> t = readEditedConfig("deepseek-v3", [](Json &) {}, &error);
+  ASSERT_TRUE(t && t->moe) << error;
+  const runtime::RopeScaling &yarn = t->ropeScaling;
+  EXPECT_EQ(yarn.type, runtime::RopeType::Yarn);
+  EXPECT_EQ(yarn.factor, 40);
+  EXPECT_EQ(yarn.originalPositions, 4096);
+  EXPECT_EQ(yarn.betaFast, 32);
+  EXPECT_EQ(yarn.betaSlow, 1);
+  EXPECT_TRUE(yarn.truncate);
+  EXPECT_DOUBLE_EQ(yarn.attentionFactor, 1);
+  EXPECT_EQ(yarn.mscaleAllDim, 1);
+  EXPECT_NEAR(yarn.latentSoftmaxFactor(), 1.873854, 1e-6);
+  EXPECT_EQ(t->moe->routedScalingFactor, 2.5);
+  // DeepseekV3Config's default scaling is DeepSeek-V3's 2.5 too.
+  t = readEditedConfig("deepseek-v3", [](Json &c) { c.erase("routed_scaling_factor"); }, &error);
+  ASSERT_TRUE(t) << error;
+  EXPECT_EQ(t->moe->routedScalingFactor, 2.5);
+  // yarn without mscale: the magnitude is the library's 0.1 ln factor + 1 (Qwen's yarn, factor
+  // 4 over 32768 positions); the original context defaults to the config's positions.
+  t = readEditedConfig(
+      "qwen3-30b-a3b",
+      [](Json &c) { c["rope_scaling"] = Json::parse(R"({"rope_type": "yarn", "factor": 4.0})"); },
+      &error);
+  ASSERT_TRUE(t) << error;
+  EXPECT_DOUBLE_EQ(t->ropeScaling.attentionFactor, 0.1 * std::log(4.0) + 1);
+  EXPECT_EQ(t->ropeScaling.originalPositions, t->seqLength);
+  EXPECT_EQ(t->ropeScaling.mscaleAllDim, 0);
+  EXPECT_EQ(t->ropeScaling.latentSoftmaxFactor(), 1);
+  // Llama 3.1's rope_scaling, on Llama 2's config.
+  t = readEditedConfig(
+      "llama-2-7b",
+      [](Json &c) {
+        c["rope_theta"] = 500000.0;
+        c["rope_scaling"] = Json::parse(R"({"factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
+            "rope_type": "llama3"})");
+      },
+      &error);
+  ASSERT_TRUE(t) << error;
+  EXPECT_EQ(t->ropeScaling.type, runtime::RopeType::Llama3);
+  EXPECT_EQ(t->ropeScaling.factor, 8);
+  EXPECT_EQ(t->ropeScaling.lowFreqFactor, 1);
+  EXPECT_EQ(t->ropeScaling.highFreqFactor, 4);
+  EXPECT_EQ(t->ropeScaling.originalPositions, 8192);
+  EXPECT_EQ(t->ropeScaling.attentionFactor, 1);
+  // The library's newer rope_parameters, with the base inside; "default" extends nothing.
+  t = readEditedConfig(
+      "llama-2-7b",
+      [](Json &c) {
+        c.erase("rope_theta");
+        c["rope_parameters"] = Json::parse(R"({"rope_type": "default", "rope_theta": 500000})");
+      },
+      &error);
+  ASSERT_TRUE(t) << error;
+  EXPECT_EQ(t->ropeTheta, 500000);
+  EXPECT_FALSE(t->ropeScaling.scaled());
+  // Mixtral has no routed scaling: 1.
+  t = readEditedConfig("mixtral-8x7b", [](Json &) {}, &error);
+  ASSERT_TRUE(t && t->moe) << error;
+  EXPECT_EQ(t->moe->routedScalingFactor, 1);
+  EXPECT_FALSE(t->ropeScaling.scaled());
+}
+
+TEST(HuggingFace, RotaryExtensionsRefused) {
+  const struct {
+    const char *scaling;
+    const char *says;
+  } cases[] = {
+      {R"({"rope_type": "dynamic", "factor": 2.0})",
+       "rope_scaling.rope_type: unknown value \"dynamic\""},
+      {R"({"type": "longrope", "factor": 2.0})", "rope_scaling.type: unknown value \"longrope\""},
+      {R"({"rope_type": "linear"})", "rope_scaling.factor"},
+      {R"({"rope_type": "linear", "factor": 0.5})", "rope_scaling.factor"},
+      {R"({"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0,
+           "original_max_position_embeddings": 8192})",
+       "rope_scaling.low_freq_factor"},
+      {R"({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 4.0,
+           "original_max_position_embeddings": 8192})",
+       "rope_scaling.high_freq_factor: is not above low_freq_factor"},
+      {R"({"rope_type": "yarn", "factor": 4.0, "beta_fast": 0})", "rope_scaling.beta_fast"},
+      {R"("yarn")", "rope_scaling"},
+      {R"({"rope_type": "yarn", "type": "linear", "factor": 4.0})",
+       "rope_scaling.type: names another type than rope_type"},
+      {R"({"rope_type": "yarn", "factor": 1e6, "mscale": 1000, "mscale_all_dim": 0.001})",
+       "rope_scaling.mscale: with mscale_all_dim gives cos and sin a magnitude of"},
+  };
+  for (const auto &c : cases) {
+    std::string error;
+    EXPECT_FALSE(readEditedConfig(
+        "llama-2-7b", [&](Json &config) { config["rope_scaling"] = Json::parse(c.scaling); },
+        &error))
+        << c.says;
+    EXPECT_NE(error.find(c.says), std::string::npos) << error;
+  }
+}
+
+TEST(JobFile, RotaryExtensionAndRoutedScalingKeys) {
+  std::string error;
+  Json root = Json::parse(kMinimal);
+  root["model"]["position"] = "rotary";
+  root["model"]["rope_scaling"] =
+      Json::parse(R"({"rope_type": "yarn", "factor": 4, "mscale_all_dim": 1})");
+  std::optional<Job> job = parse(writeJson(root), &error);
+  ASSERT_TRUE(job) << error;
+  const runtime::RopeScaling &r = job->model.transformer->ropeScaling;
+  EXPECT_EQ(r.type, runtime::RopeType::Yarn);
+  EXPECT_EQ(r.originalPositions, 32); // model.seq_length
+  EXPECT_DOUBLE_EQ(r.attentionFactor, 0.1 * std::log(4.0) + 1);
+  EXPECT_EQ(r.mscaleAllDim, 1);
+  // Both names of the type, as the library saves them, when they agree.
+  root["model"]["rope_scaling"]["type"] = "yarn";
+  ASSERT_TRUE(parse(writeJson(root), &error)) << error;
+  root["model"]["rope_scaling"].erase("type");
+  // A key the extension does not have is refused, as everywhere in the job file.
+  root["model"]["rope_scaling"]["mscale_al_dim"] = 1;
+  EXPECT_FALSE(parse(writeJson(root), &error));
+  EXPECT_NE(error.find("model.rope_scaling.mscale_al_dim"), std::string::npos) << error;
+  // Learned positions have nothing to extend.
+  root["model"]["rope_scaling"].erase("mscale_al_dim");
+  root["model"]["position"] = "learned";
+  EXPECT_FALSE(parse(writeJson(root), &error));
+  EXPECT_NE(error.find("model.rope_scaling: extends rotary positions"), std::string::npos) << error;
+  // The routed experts' scaling, above 0.
+  job = parseMoe([](Json &root) { root["model"]["moe"]["routed_scaling_factor"] = 2.5; }, &error);
+  ASSERT_TRUE(job) << error;
+  EXPECT_EQ(job->model.transformer->moe->routedScalingFactor, 2.5);
+  EXPECT_FALSE(
+      parseMoe([](Json &root) { root["model"]["moe"]["routed_scaling_factor"] = 0; }, &error));
+  EXPECT_NE(error.find("model.moe.routed_scaling_factor"), std::string::npos) << error;
 }
 
 TEST(JobFile, MixtureOfExpertsRefusals) {

@@ -58,6 +58,8 @@ inline runtime::Plan planFor(const GptShape &s) {
   t.position = s.rotary ? 1 : 0;
   t.tieEmbeddings = s.tied;
   t.ropeTheta = s.ropeTheta;
+  t.ropeScaling = s.ropeScaling;
+  t.routedScalingFactor = s.routedScaling;
   t.normEps = s.normEps;
   t.numExperts = s.experts;
   t.topK = s.topK;

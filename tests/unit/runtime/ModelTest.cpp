@@ -185,6 +185,75 @@ TEST(Model, LatentAttentionGradients) {
   }
 }
 
+namespace {
+/// The shape's rotary positions extended as `type` with the given magnitude and (yarn)
+/// mscale_all_dim, over an original context a third of the sequence.
+GptShape extended(GptShape s, runtime::RopeType type, double magnitude = 1,
+                  double mscaleAllDim = 0) {
+  s.ropeScaling.type = type;
+  s.ropeScaling.factor = 3;
+  s.ropeScaling.originalPositions = std::max<int64_t>(1, s.seq / 3);
+  s.ropeScaling.attentionFactor = magnitude;
+  s.ropeScaling.mscaleAllDim = mscaleAllDim;
+  return s;
+}
+} // namespace
+
+TEST(Model, RotaryExtensionGradients) {
+  checkGradients(extended(llamaShape(), runtime::RopeType::Llama3), 1, 2);
+  checkGradients(extended(llamaShape(), runtime::RopeType::Yarn, 1.2), 1, 2);
+  checkGradients(extended(latentShape(), runtime::RopeType::Yarn, 1.2, 0.7), 1, 2);
+  GptShape direct = extended(latentShape(), runtime::RopeType::Yarn, 1, 1);
+  direct.qLora = 0;
+  checkGradients(direct, 1, 2);
+}
+
+// DeepSeek's softmax factor (yarn's mscale_all_dim on latent attention) scales every score:
+// the block computes what it computes without the factor with Wuq (or Wq) times the factor.
+TEST(Model, LatentSoftmaxFactorScalesTheQueries) {
+  for (int64_t qLora : {6, 0}) {
+    SCOPED_TRACE(qLora);
+    GptShape with = extended(latentShape(), runtime::RopeType::Yarn, 1, 1);
+    with.qLora = qLora;
+    GptShape without = with;
+    without.ropeScaling.mscaleAllDim = 0;
+    const double factor = with.ropeScaling.latentSoftmaxFactor();
+    ASSERT_GT(factor, 1.01);
+    auto block = makeLayer<double>(runtime::LayerKind::Block, with);
+    std::vector<double> params(block->numParams());
+    block->initialise(params.data(), 7, 1);
+    // The block's parameters: norm1 (h), then Wdq [h × rq], its gain, Wuq [rq × H(dn + dr)];
+    // without a query latent, Wq [h × H(dn + dr)].
+    const int64_t h = with.hidden, q = with.heads * with.qkHead();
+    const int64_t first = qLora > 0 ? h + h * qLora + qLora : h,
+                  count = (qLora > 0 ? qLora : h) * q;
+    std::vector<double> scaled = params;
+    for (int64_t i = first; i < first + count; ++i)
+      scaled[i] *= factor;
+    CpuOps<double> ops;
+    std::vector<double> x(with.seq * h);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = std::cos(0.3 * static_cast<double>(i));
+    Tokens batch;
+    batch.samples = 1;
+    auto output = [&](const GptShape &s, const std::vector<double> &p) {
+      auto layer = makeLayer<double>(runtime::LayerKind::Block, s);
+      LayerCache<double> cache;
+      std::vector<double> y(x.size());
+      layer->forward(ops, p.data(), x.data(), batch, y.data(), cache);
+      return y;
+    };
+    const std::vector<double> a = output(with, params), b = output(without, scaled),
+                              unscaled = output(without, params);
+    double apart = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_NEAR(a[i], b[i], 1e-12) << i;
+      apart = std::max(apart, std::abs(a[i] - unscaled[i]));
+    }
+    EXPECT_GT(apart, 1e-8) << "the factor changed nothing";
+  }
+}
+
 // Latent attention's rotary key is one for every head, its nope keys and values each head's
 // own: with every value but head 1's zeroed, head 1 is the attention's only contribution, and
 // scaling the shared key's columns of Wdkv moves the block's output where scaling head 2's
@@ -336,7 +405,7 @@ TEST(Model, RotaryFollowsHuggingFaceRotateHalf) {
     qkv[i] = 1.0 + static_cast<double>(i % width);
   std::vector<double> rotated = qkv;
   CpuOps<double> ops;
-  ops.rotaryForward(1, seq, heads, kvHeads, d, theta, rotated.data());
+  ops.rotaryForward(1, seq, heads, kvHeads, d, {theta, {}}, rotated.data());
   for (int64_t t = 0; t < seq; ++t)
     for (int64_t head = 0; head < heads + 2 * kvHeads; ++head) {
       const double *x = qkv.data() + t * width + head * d;
@@ -350,7 +419,7 @@ TEST(Model, RotaryFollowsHuggingFaceRotateHalf) {
             << "t " << t << " head " << head << " i " << i;
       }
     }
-  ops.rotaryBackward(1, seq, heads, kvHeads, d, theta, rotated.data());
+  ops.rotaryBackward(1, seq, heads, kvHeads, d, {theta, {}}, rotated.data());
   for (size_t i = 0; i < qkv.size(); ++i)
     EXPECT_NEAR(rotated[i], qkv[i], 1e-12) << i;
 }

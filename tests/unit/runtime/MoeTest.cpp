@@ -212,6 +212,53 @@ TEST(Moe, GroupLimitedRoutingGradients) {
                  }),
                  2, 3);
 }
+TEST(Moe, RoutedScalingGradients) {
+  checkGradients(moeShape([](GptShape &s) { s.routedScaling = 2.5; }), 2, 3);
+  checkGradients(moeShape([](GptShape &s) {
+                   s.routedScaling = 2.5;
+                   s.normalizeTopK = true;
+                   s.sigmoidRouter = true;
+                   s.sharedFfn = 4;
+                 }),
+                 2, 3);
+}
+TEST(Moe, RoutedScalingMultipliesTheRoutedExperts) {
+  // DeepSeek-V3's routed_scaling_factor γ: the same experts, their weights times γ, so the
+  // block's output is affine in γ (the shared expert's part stays): y(4) = y(1) + 2 (y(2.5) −
+  // y(1)).
+  std::vector<std::vector<double>> outputs;
+  std::vector<Routing> routings;
+  for (double gamma : {1.0, 2.5, 4.0}) {
+    const GptShape s = moeShape([&](GptShape &s) {
+      s.routedScaling = gamma;
+      s.normalizeTopK = true;
+      s.sigmoidRouter = true;
+      s.sharedFfn = 4;
+    });
+    runtime::Plan plan = planFor(s);
+    CpuOps<double> ops;
+    LayerChain<double> chain = *LayerChain<double>::build(plan, s, 2, 3, ops);
+    std::vector<double> params(chain.numParams());
+    chain.initialise(params.data(), 3);
+    std::vector<double> x(s.seq * s.hidden), y(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = std::sin(0.7 * static_cast<double>(i));
+    Batch batch = makeBatch(s, 1, 1.0);
+    typename LayerChain<double>::Cache cache;
+    chain.forward(params.data(), x.data(), batch.view, y.data(), cache);
+    routings.push_back(*std::static_pointer_cast<const Routing>(cache.layers[0].parts[3].host));
+    outputs.push_back(y);
+  }
+  EXPECT_EQ(routings[1].expert, routings[0].expert);
+  for (size_t a = 0; a < routings[0].weight.size(); ++a)
+    EXPECT_DOUBLE_EQ(routings[1].weight[a], 2.5 * routings[0].weight[a]) << a;
+  double moved = 0;
+  for (size_t i = 0; i < outputs[0].size(); ++i) {
+    EXPECT_NEAR(outputs[2][i], outputs[0][i] + 2 * (outputs[1][i] - outputs[0][i]), 1e-12) << i;
+    moved = std::max(moved, std::abs(outputs[1][i] - outputs[0][i]));
+  }
+  EXPECT_GT(moved, 1e-6);
+}
 TEST(Moe, AuxiliaryLossGradients) {
   checkGradients(moeShape([](GptShape &s) { s.auxLossCoefficient = 0.5; }), 2, 3);
 }

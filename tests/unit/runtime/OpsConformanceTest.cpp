@@ -265,17 +265,30 @@ TEST_P(OpsConformance, Swiglu) {
 }
 
 TEST_P(OpsConformance, Rotary) {
-  // Positions up to 40: angles well past 2π for the low dimensions.
-  const int64_t samples = 2, seq = 41, heads = 4, kvHeads = 2, headDim = 6;
+  // Positions up to 40: angles well past 2π for the low dimensions. Heads 16 wide, so that
+  // the context extensions below keep, blend and interpolate some of their 8 pairs each.
+  const int64_t samples = 2, seq = 41, heads = 4, kvHeads = 2, headDim = 16;
   const int64_t n = samples * seq * (heads + 2 * kvHeads) * headDim;
-  for (double theta : {10000.0, 500000.0}) {
-    SCOPED_TRACE(theta);
+  runtime::RotaryPositions llama3{500000, {}}, yarn{10000, {}};
+  llama3.scaling.type = runtime::RopeType::Llama3;
+  llama3.scaling.factor = 8;
+  llama3.scaling.originalPositions = 8192;
+  yarn.scaling.type = runtime::RopeType::Yarn;
+  yarn.scaling.factor = 40;
+  yarn.scaling.originalPositions = 64;
+  yarn.scaling.attentionFactor = 1.25;
+  const std::pair<const char *, runtime::RotaryPositions> cases[] = {{"theta 10000", {10000, {}}},
+                                                                     {"theta 500000", {500000, {}}},
+                                                                     {"llama3", llama3},
+                                                                     {"yarn", yarn}};
+  for (const auto &[name, rope] : cases) {
+    SCOPED_TRACE(name);
     std::vector<double> qkv = random(n), grad = random(n);
     Buffer<float> dqkv = upload(qkv), dgrad = upload(grad);
-    ops->rotaryForward(samples, seq, heads, kvHeads, headDim, theta, dqkv.data());
-    ops->rotaryBackward(samples, seq, heads, kvHeads, headDim, theta, dgrad.data());
-    oracle.rotaryForward(samples, seq, heads, kvHeads, headDim, theta, qkv.data());
-    oracle.rotaryBackward(samples, seq, heads, kvHeads, headDim, theta, grad.data());
+    ops->rotaryForward(samples, seq, heads, kvHeads, headDim, rope, dqkv.data());
+    ops->rotaryBackward(samples, seq, heads, kvHeads, headDim, rope, dgrad.data());
+    oracle.rotaryForward(samples, seq, heads, kvHeads, headDim, rope, qkv.data());
+    oracle.rotaryBackward(samples, seq, heads, kvHeads, headDim, rope, grad.data());
     expectClose(download(dqkv), qkv, "forward");
     expectClose(download(dgrad), grad, "backward");
   }

@@ -295,6 +295,37 @@ TEST(PlanFile, ModelFieldsRoundTrip) {
   EXPECT_TRUE(p->transformer()->rope_interleave());
   EXPECT_EQ(p->features(),
             kFeatureGroupLimitedRouting | kFeatureExpertBiasUpdate | kFeatureRopeInterleave);
+  // A rotary context extension and the routed experts' scaling: a reader that ignored them
+  // would rotate by the base's frequencies and weigh the experts as the router gives them.
+  EXPECT_EQ(p->transformer()->rope_type(), 0);
+  EXPECT_EQ(p->transformer()->routed_scaling_factor(), 1.0);
+  plan.transformer->ropeInterleave = false;
+  plan.transformer->biasUpdateRate = 0;
+  RopeScaling &rope = plan.transformer->ropeScaling;
+  rope.type = RopeType::Yarn;
+  rope.factor = 40;
+  rope.originalPositions = 4096;
+  rope.betaFast = 16;
+  rope.betaSlow = 2;
+  rope.truncate = false;
+  rope.attentionFactor = 1.5;
+  rope.mscaleAllDim = 0.7;
+  plan.transformer->routedScalingFactor = 2.5;
+  ASSERT_TRUE(checkModelFields(plan).ok()) << checkModelFields(plan);
+  bytes = writePlan(plan);
+  p = conduit::planfile::GetPlan(bytes.data());
+  t = p->transformer();
+  EXPECT_EQ(t->rope_type(), 3);
+  EXPECT_EQ(t->rope_factor(), 40);
+  EXPECT_EQ(t->rope_original_positions(), 4096);
+  EXPECT_EQ(t->rope_beta_fast(), 16);
+  EXPECT_EQ(t->rope_beta_slow(), 2);
+  EXPECT_TRUE(t->rope_no_truncate());
+  EXPECT_EQ(t->rope_attention_factor(), 1.5);
+  EXPECT_EQ(t->rope_mscale_all_dim(), 0.7);
+  EXPECT_EQ(t->routed_scaling_factor(), 2.5);
+  EXPECT_EQ(p->features(),
+            kFeatureGroupLimitedRouting | kFeatureRopeScaling | kFeatureRoutedScaling);
   // A dense plan carries the defaults: no experts, expert 1, imbalance 1.
   Plan dense = twoRankPlan();
   std::string denseBytes = writePlan(dense);
@@ -352,6 +383,46 @@ TEST(PlanFile, ModelFieldsAreChecked) {
        "transformer.qk_rope_head_dim is 4 without latent attention"},
       {[](Plan &p) { p.transformer->ropeInterleave = true; },
        "transformer.rope_interleave is 1 without latent attention"},
+      {[](Plan &p) { p.transformer->routedScalingFactor = 0; },
+       "transformer.routed_scaling_factor is 0"},
+      {[](Plan &p) {
+         p.transformer->ropeScaling.type = RopeType::Linear;
+         p.transformer->ropeScaling.factor = 0.5;
+       },
+       "transformer.rope_factor is 0.5"},
+      {[](Plan &p) { p.transformer->ropeScaling.factor = 2; },
+       "transformer.rope_factor is set and transformer.rope_type 0 does not read it"},
+      {[](Plan &p) {
+         p.transformer->ropeScaling.type = RopeType::Llama3;
+         p.transformer->ropeScaling.factor = 8;
+         p.transformer->ropeScaling.originalPositions = 8192;
+         p.transformer->ropeScaling.attentionFactor = 1.5;
+       },
+       "transformer.rope_attention_factor is set and transformer.rope_type 2 does not read it"},
+      {[](Plan &p) {
+         p.transformer->ropeScaling.type = RopeType::Linear;
+         p.transformer->ropeScaling.factor = 2;
+         p.transformer->ropeScaling.mscaleAllDim = 1;
+       },
+       "transformer.rope_mscale_all_dim is set and transformer.rope_type 1 does not read it"},
+      {[](Plan &p) {
+         p.transformer->ropeScaling.type = RopeType::Linear;
+         p.transformer->ropeScaling.factor = 2;
+         p.transformer->position = 0;
+       },
+       "transformer.rope_type is set and the positions are learned"},
+      {[](Plan &p) {
+         p.transformer->ropeScaling.type = RopeType::Llama3;
+         p.transformer->ropeScaling.factor = 8;
+         p.transformer->ropeScaling.originalPositions = 8192;
+         p.transformer->ropeScaling.lowFreqFactor = 4;
+       },
+       "transformer.rope_high_freq_factor is 4; it must exceed"},
+      {[](Plan &p) {
+         p.transformer->ropeScaling.type = RopeType::Yarn;
+         p.transformer->ropeScaling.factor = 8;
+       },
+       "transformer.rope_original_positions is 0"},
       {[](Plan &p) { p.config.expert = 3; }, "config.expert is 3; it must divide"},
       {[](Plan &p) { p.config.expert = 0; }, "config.expert is 0"},
       {[](Plan &p) { p.layers[1].expertParams = 5; }, "layer 'block.0' has expert_params 5"},
@@ -425,9 +496,9 @@ TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
                   "conduit-compile.");
   }
   plan = twoRankPlan();
-  plan.features = 0x100;
+  plan.features = 0x400;
   EXPECT_EQ(readBack(writePlan(plan)).message(),
-            "the plan file uses features this runtime does not know (bits 0x100). Recompile the "
+            "the plan file uses features this runtime does not know (bits 0x400). Recompile the "
             "job with a matching conduit-compile.");
 }
 

@@ -328,6 +328,13 @@ TEST(HfWeightsTest, MixtralNamesAndShapes) {
   EXPECT_EQ(config["num_local_experts"], 4);
   EXPECT_EQ(config["num_experts_per_tok"], 2);
   EXPECT_EQ(config["intermediate_size"], 6);
+  // Mixtral's config has no routed scaling: a plan that scales is refused naming the key.
+  Transformer scaled = llama();
+  scaled.routedScalingFactor = 2.5;
+  absl::StatusOr<std::vector<HfTensor>> refused = hfTensors(moePlanOf(scaled));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("model.moe.routed_scaling_factor 1"), std::string::npos)
+      << refused.status();
 }
 
 TEST(HfWeightsTest, QwenMoeNamesWithSharedExperts) {
@@ -603,6 +610,28 @@ TEST(HfWeightsTest, ConfigJson) {
   EXPECT_EQ(config["layer_norm_epsilon"], 1e-5);
   EXPECT_EQ(config["activation_function"], "gelu_new");
   EXPECT_EQ(config["tie_word_embeddings"], false);
+  EXPECT_FALSE(config.contains("rope_scaling"));
+
+  // A context extension under Hugging Face's rope_scaling keys: llama3's four, yarn's with its
+  // magnitude stated.
+  Transformer extended = llama();
+  extended.ropeScaling.type = RopeType::Llama3;
+  extended.ropeScaling.factor = 8;
+  extended.ropeScaling.originalPositions = 8192;
+  config = nlohmann::json::parse(hfConfigJson(planOf(extended)));
+  EXPECT_EQ(config["rope_scaling"], nlohmann::json::parse(R"({"rope_type": "llama3", "factor": 8.0,
+                "original_max_position_embeddings": 8192, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0})"));
+  extended.ropeScaling.type = RopeType::Yarn;
+  extended.ropeScaling.attentionFactor = 1.25;
+  extended.ropeScaling.truncate = false;
+  config = nlohmann::json::parse(hfConfigJson(planOf(extended)));
+  EXPECT_EQ(config["rope_scaling"], nlohmann::json::parse(R"({"rope_type": "yarn", "factor": 8.0,
+                "original_max_position_embeddings": 8192, "beta_fast": 32.0, "beta_slow": 1.0,
+                "attention_factor": 1.25, "truncate": false})"));
+  // Its positions are the extended context (the transformers library's 4.5x versions take the
+  // factor as their ratio to the original's).
+  EXPECT_EQ(config["max_position_embeddings"], 8 * 8192);
 }
 
 TEST(HfWeightsTest, RefusesALayerOfAnotherLayout) {
