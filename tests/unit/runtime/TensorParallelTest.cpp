@@ -147,6 +147,18 @@ GptShape qwen3Shape() {
 /// projections on every rank.
 GptShape latentShape() { return withLatentAttention(llamaShape()); }
 
+/// DeepSeek-V3's own rotary positions on it: yarn over a third of the sequence, with a magnitude
+/// on the rotation and the softmax factor on the split heads' queries.
+GptShape latentYarnShape() {
+  GptShape s = latentShape();
+  s.ropeScaling.type = runtime::RopeType::Yarn;
+  s.ropeScaling.factor = 3;
+  s.ropeScaling.originalPositions = std::max<int64_t>(1, s.seq / 3);
+  s.ropeScaling.attentionFactor = 1.2;
+  s.ropeScaling.mscaleAllDim = 1;
+  return s;
+}
+
 /// Without a query latent (DeepSeek-V2-Lite), with the output projection's bias and learned
 /// positions.
 GptShape latentDirectShape() {
@@ -394,6 +406,7 @@ std::vector<Case> cases() {
           {"latent_block", latent, 1, 2},
           {"latent_model", latent, 0, 4},
           {"latent_direct_block", direct, 1, 2},
+          {"latent_yarn_block", latentYarnShape(), 1, 2},
           {"latent_block_recomputed", latent, 1, 3, heads},
           {"latent_direct_block_recomputed", direct, 1, 3, heads}};
 }
