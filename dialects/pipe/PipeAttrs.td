@@ -492,9 +492,10 @@ def Pipe_MoeAttr : Pipe_Attr<"Moe", "moe"> {
     `router_groups` cuts the experts into that many consecutive groups, of which each token
     may use the `router_group_top_k` best (DeepSeek-V3's node-limited routing; 1 and 1:
     unlimited). `routed_scaling_factor` multiplies the routed experts' weights after the
-    router chose and normalised them (DeepSeek-V3's 2.5; 1, not printed: none). `dispatch` says how the all-to-alls move a token: `per_expert`, a copy for
-    each chosen expert, or `per_node`, one copy over the network for each node its experts
-    lie on, fanned out inside the node (DeepEP). `fp8_dispatch` sends the tokens to the
+    router chose and normalised them (DeepSeek-V3's 2.5; 1, not printed: none). `dispatch`
+    says how the all-to-alls move a token: `per_expert`, a copy for each chosen expert, or
+    `per_node`, one copy over the network for each node its experts lie on, fanned out inside
+    the node (DeepEP). `fp8_dispatch` sends the tokens to the
     experts in FP8 (with `training.dtype` fp8). `kernels` says whose kernels the experts are
     priced as: `grouped`, one grouped GEMM per projection (CUTLASS, DeepGEMM), or
     `megatron`, Megatron-LM's MoE layer as measured; it changes no value and no instruction.
