@@ -30,6 +30,13 @@ void row(llvm::raw_ostream &os, llvm::StringRef label, const std::string &text) 
   os << "  " << llvm::left_justify(label, 12) << " " << text << "\n";
 }
 
+/// A factor or rate as printf's %g writes it (0.001, 2.5, 40).
+std::string shortest(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
 std::string describeModel(const Job &job) {
   const ModelSpec &m = job.model;
   std::string text = m.kind + ", " + std::to_string(m.layers.size()) + " layers";
@@ -48,9 +55,8 @@ std::string describeModel(const Job &job) {
             ", vocab " + std::to_string(t->vocabSize) + ", " + std::string(enumName(t->mlp)) + "/" +
             std::string(enumName(t->norm)) + "/" + std::string(enumName(t->position));
     if (const runtime::RopeScaling &rope = t->ropeScaling; rope.scaled()) {
-      char factor[32];
-      std::snprintf(factor, sizeof factor, "%g", rope.factor);
-      text += " extended by " + std::string(enumName(rope.type)) + " (factor " + factor;
+      text +=
+          " extended by " + std::string(enumName(rope.type)) + " (factor " + shortest(rope.factor);
       if (rope.type != runtime::RopeType::Linear)
         text += " over " + std::to_string(rope.originalPositions) + " positions";
       text += ")";
@@ -69,16 +75,10 @@ std::string describeModel(const Job &job) {
       if (moe->routerGroupTopK < moe->routerGroups)
         text += ", from the best " + std::to_string(moe->routerGroupTopK) + " of " +
                 std::to_string(moe->routerGroups) + " groups";
-      if (moe->biasUpdateRate > 0) {
-        char rate[32];
-        std::snprintf(rate, sizeof rate, "%g", moe->biasUpdateRate);
-        text += ", its bias moved by the load at " + std::string(rate) + " a step";
-      }
-      if (moe->routedScalingFactor != 1) {
-        char scale[32];
-        std::snprintf(scale, sizeof scale, "%g", moe->routedScalingFactor);
-        text += ", weights x" + std::string(scale);
-      }
+      if (moe->biasUpdateRate > 0)
+        text += ", its bias moved by the load at " + shortest(moe->biasUpdateRate) + " a step";
+      if (moe->routedScalingFactor != 1)
+        text += ", weights x" + shortest(moe->routedScalingFactor);
       text += "), ffn " + std::to_string(moe->expertFfnHiddenSize);
       if (moe->sharedExperts > 0)
         text += ", " + std::to_string(moe->sharedExperts) + " shared (ffn " +
