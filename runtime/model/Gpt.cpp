@@ -244,8 +244,20 @@ template <typename T> void LayerChain<T>::recompute(size_t k, const T *params, C
 }
 
 template <typename T>
+void LayerChain<T>::weightOf(size_t k, Cache &cache, T *dparams, double *grads) const {
+  LayerCache<T> &layer = cache.layers[k];
+  if (grads && layout.experts > 0 && layers[k]->expertParams() > 0) {
+    // Where accumulate() adds the layer's experts' range of the piece's gradients.
+    const int64_t at = layout.layerExpertsAt[k];
+    layer.reachExperts(apartDoubleGrads ? apartDoubleGrads + (at - layout.expertsAt) : grads + at);
+  }
+  layers[k]->backwardWeight(*ops, layer, dparams + offset(k));
+  layer = LayerCache<T>();
+}
+
+template <typename T>
 void LayerChain<T>::inputPass(const T *params, Cache &cache, const T *dy, T *dx, T *dparams,
-                              std::vector<double> *seconds) const {
+                              double *grads, std::vector<double> *seconds) const {
   if (seconds)
     seconds->assign(layers.size(), 0);
   Buffer<T> grad, next;
@@ -263,10 +275,8 @@ void LayerChain<T>::inputPass(const T *params, Cache &cache, const T *dy, T *dx,
     if (recomputes(k))
       recompute(k, params, cache);
     layers[k]->backwardInput(*ops, params + offset(k), cache.layers[k], upstream, down);
-    if (dparams) {
-      layers[k]->backwardWeight(*ops, cache.layers[k], dparams + offset(k));
-      cache.layers[k] = LayerCache<T>();
-    }
+    if (dparams)
+      weightOf(k, cache, dparams, grads);
     if (!cache.inputs.empty())
       cache.inputs[k].reset();
     if (seconds) {
@@ -283,26 +293,31 @@ void LayerChain<T>::inputPass(const T *params, Cache &cache, const T *dy, T *dx,
 template <typename T>
 void LayerChain<T>::backward(const T *params, Cache &cache, const T *dy, T *dparams, T *dx,
                              std::vector<double> *seconds) const {
-  inputPass(params, cache, dy, dx, dparams, seconds);
+  inputPass(params, cache, dy, dx, dparams, /*grads=*/nullptr, seconds);
   cache.layers.clear();
 }
 
 template <typename T>
 void LayerChain<T>::backwardInput(const T *params, Cache &cache, const T *dy, T *dx,
                                   std::vector<double> *seconds) const {
-  inputPass(params, cache, dy, dx, /*dparams=*/nullptr, seconds);
+  inputPass(params, cache, dy, dx, /*dparams=*/nullptr, /*grads=*/nullptr, seconds);
 }
 
 template <typename T>
 void LayerChain<T>::backwardWeight(Cache &cache, T *dparams, std::vector<double> *seconds) const {
+  weightPass(cache, dparams, /*grads=*/nullptr, seconds);
+}
+
+template <typename T>
+void LayerChain<T>::weightPass(Cache &cache, T *dparams, double *grads,
+                               std::vector<double> *seconds) const {
   if (seconds)
     seconds->assign(layers.size(), 0);
   for (size_t k = layers.size(); k-- > 0;) {
     if (seconds)
       ops->synchronize();
     const auto start = std::chrono::steady_clock::now();
-    layers[k]->backwardWeight(*ops, cache.layers[k], dparams + offset(k));
-    cache.layers[k] = LayerCache<T>();
+    weightOf(k, cache, dparams, grads);
     if (seconds) {
       ops->synchronize();
       (*seconds)[k] = secondsSince(start);
@@ -341,8 +356,9 @@ void LayerChain<T>::backwardSamples(const T *params, std::vector<Cache> &caches,
   for (Cache &cache : caches) {
     const int64_t samples = cache.samples;
     ops->fill(numParams(), T(0), dparams.data());
-    backward(params, cache, dy ? dy + at * row : nullptr, dparams.data(),
-             dx ? dx + at * row : nullptr, seconds ? &one : nullptr);
+    inputPass(params, cache, dy ? dy + at * row : nullptr, dx ? dx + at * row : nullptr,
+              dparams.data(), grads, seconds ? &one : nullptr);
+    cache.layers.clear();
     accumulate(dparams.data(), grads);
     addSeconds(one, seconds);
     at += samples;
@@ -370,7 +386,7 @@ void LayerChain<T>::backwardWeightSamples(std::vector<Cache> &caches, double *gr
   std::vector<double> one;
   for (Cache &cache : caches) {
     ops->fill(numParams(), T(0), dparams.data());
-    backwardWeight(cache, dparams.data(), seconds ? &one : nullptr);
+    weightPass(cache, dparams.data(), grads, seconds ? &one : nullptr);
     accumulate(dparams.data(), grads);
     addSeconds(one, seconds);
   }

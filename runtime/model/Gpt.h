@@ -167,8 +167,16 @@ private:
   /// gradient right after its input gradient, releasing its cache (the whole backward holds
   /// one layer's stash at a time). A layer that checkpointing recomputes whole runs its
   /// forward again first, from its kept input, and the input is released after its backward.
-  void inputPass(const T *params, Cache &cache, const T *dy, T *dx, T *dparams,
+  /// `grads`, if given, are the double accumulators the piece's gradients are added to
+  /// (weightOf).
+  void inputPass(const T *params, Cache &cache, const T *dy, T *dx, T *dparams, double *grads,
                  std::vector<double> *seconds) const;
+  /// backwardWeight, with `grads` as inputPass's.
+  void weightPass(Cache &cache, T *dparams, double *grads, std::vector<double> *seconds) const;
+  /// Layer `k`'s weight gradient into dparams, releasing its cache. With `grads`, where the
+  /// piece's gradients are added afterwards, a layer with routed experts under expert
+  /// parallelism adds those there itself (LayerCache::expertAccumulators).
+  void weightOf(size_t k, Cache &cache, T *dparams, double *grads) const;
   /// Whether checkpointing recomputes layer `k` whole (runtime::recomputesWhole), keeping only
   /// its input from the forward.
   bool recomputes(size_t k) const { return runtime::recomputesWhole(checkpointing, kinds[k]); }

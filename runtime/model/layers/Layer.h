@@ -70,6 +70,18 @@ template <typename T> struct LayerCache {
   std::shared_ptr<const void> host;
   /// The caches of the units a layer is built from, in the layer's order.
   std::vector<LayerCache> parts;
+  /// Where a chain that adds each piece's parameter gradients to double accumulators keeps
+  /// the layer's routed experts' (null otherwise). An expert's owner in an expert group holds
+  /// the tokens of every member's piece: it adds each member's part of its weight gradients
+  /// there on its own, as the reference adds each sample's (layers/Moe.h). Set by the chain
+  /// on the layer's cache and its parts before the weight gradient.
+  double *expertAccumulators = nullptr;
+
+  void reachExperts(double *accumulators) {
+    expertAccumulators = accumulators;
+    for (LayerCache &part : parts)
+      part.reachExperts(accumulators);
+  }
 
   /// Elements kept by the forward (saved and input-only) and by the input gradient (stash),
   /// the parts' included.

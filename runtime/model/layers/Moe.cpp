@@ -684,7 +684,11 @@ void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
     }
   }
   // Otherwise the sigmoid router's bias takes no gradient.
-  // This rank's experts' weight gradients, over the tokens they took.
+  // This rank's experts' weight gradients, over the tokens they took. Where the chain adds the
+  // piece's gradients to double accumulators, each segment's (one member's tokens, the
+  // GEMMs the reference runs for that member's sample) is added there on its own and the
+  // piece's range cleared: an expert's sums over its group's members are then the reference's
+  // sums over samples, in double, not a float sum of the members'.
   const T *in = cache.saved[Dispatched].data(), *g = cache.saved[G].data(),
           *dOut = stash[DOut].data(), *dUp = stash[DUp].data();
   for (const Routing::Segment &seg : r.segments) {
@@ -697,6 +701,10 @@ void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
     if (s.otherBias)
       for (int64_t a = first; a < first + count; ++a)
         ops.scaledAdd(h, static_cast<T>(r.takenWeight[a]), dOut + a * h, dw + b2At);
+    if (double *sums = cache.expertAccumulators) {
+      ops.accumulate(perExpert, dw, sums + (seg.expert - s.firstLocalExpert()) * perExpert);
+      ops.fill(perExpert, T(0), dw);
+    }
   }
 }
 

@@ -56,7 +56,10 @@
 // weight's gradient as one element more (the dispatch's). A member holds only its own experts'
 // parameters (the branch's last, GptShape::localExperts of them; placeExperts says where they
 // lie when the chain keeps them apart, StageLayout.h), and their gradients are its group's
-// tokens' alone: the ranks holding the same experts (the expert-data group) reduce them.
+// tokens' alone: the ranks holding the same experts (the expert-data group) reduce them. Where
+// the chain accumulates in double (LayerCache::expertAccumulators), each segment's weight
+// gradients are added there on their own, so that an expert's sum over the members' samples is
+// the reference's sum over samples.
 //
 // Tensor parallelism (T > 1), as Megatron-Core runs experts beside it (the experts whole on
 // each rank, the expert group drawn from the (replica, tensor rank) pairs): each tensor rank

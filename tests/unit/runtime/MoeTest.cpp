@@ -5,7 +5,8 @@
 // central finite differences in double precision (softmax and sigmoid routers, SwiGLU and
 // GELU experts, shared experts, renormalised weights, capacity drops, the auxiliary loss;
 // whole and split backward), dense leading blocks, per-sample processing independent of the
-// batch cut, and the plans the runtime refuses naming the key.
+// batch cut, an expert group's gradients equal to the whole model's bit for bit, and the plans
+// the runtime refuses naming the key.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,12 +14,16 @@
 #include "runtime/data/Data.h"
 #include "runtime/model/Gpt.h"
 #include "runtime/model/Random.h"
+#include "runtime/model/StageLayout.h"
 #include "tests/unit/runtime/GradientCheck.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
+#include <thread>
 
 using namespace conduit;
 using namespace conduit::model;
@@ -394,6 +399,145 @@ TEST(Moe, PerSampleProcessingDoesNotDependOnTheCut) {
   EXPECT_EQ(auxWhole, ops.takeAuxLoss());
   EXPECT_GT(auxWhole, 0);
   EXPECT_EQ(whole, split);
+}
+
+/// An expert group of members simulated as threads of one process: an all-to-all waits for
+/// every member's send buffer, each member copies its parts of them, and no one leaves before
+/// all are done reading.
+class ThreadedExpertGroup {
+public:
+  explicit ThreadedExpertGroup(int64_t size) : size(size), sends(size), counts(size) {}
+
+  class Member final : public ExpertGroup<float> {
+  public:
+    Member(ThreadedExpertGroup &group, int64_t position) : group(group), at(position) {}
+    int64_t size() const override { return group.size; }
+    int64_t position() const override { return at; }
+    void allToAll(ExpertExchange, const float *send, const std::vector<int64_t> &sendCounts,
+                  float *recv, const std::vector<int64_t> &recvCounts) override {
+      group.sends[at] = send;
+      group.counts[at] = &sendCounts;
+      group.barrier();
+      for (int64_t m = 0; m < group.size; ++m) {
+        const std::vector<int64_t> &theirs = *group.counts[m];
+        int64_t from = 0;
+        for (int64_t j = 0; j < at; ++j)
+          from += theirs[j];
+        EXPECT_EQ(theirs[at], recvCounts[m]) << "member " << at << " from " << m;
+        std::copy(group.sends[m] + from, group.sends[m] + from + recvCounts[m], recv);
+        recv += recvCounts[m];
+      }
+      group.barrier();
+    }
+
+  private:
+    ThreadedExpertGroup &group;
+    const int64_t at;
+  };
+
+private:
+  void barrier() {
+    std::unique_lock<std::mutex> lock(mutex);
+    const int64_t generation = generations;
+    if (++arrived == size) {
+      arrived = 0;
+      ++generations;
+      changed.notify_all();
+      return;
+    }
+    changed.wait(lock, [&] { return generations != generation; });
+  }
+
+  const int64_t size;
+  std::vector<const float *> sends;
+  std::vector<const std::vector<int64_t> *> counts;
+  std::mutex mutex;
+  std::condition_variable changed;
+  int64_t arrived = 0, generations = 0;
+};
+
+// Expert parallelism on the CPU: two members of an expert group, each with two samples of its
+// own, hold between them the parameter gradients the whole model computes for the four samples,
+// to the bit. An expert's owner adds each member's tokens' part to its double accumulators on
+// its own, as the reference adds each sample's; a float sum of the members' parts first would
+// round. The dense parameters' gradients of the two members add up to the reference's.
+TEST(Moe, AnExpertGroupComputesTheReferencesGradientsBitForBit) {
+  const GptShape s = moeShape([](GptShape &s) {
+    s.sharedFfn = 4;
+    s.normalizeTopK = true;
+    s.auxLossCoefficient = 0.01;
+  });
+  const runtime::Plan plan = planFor(s);
+  const int64_t layers = 4, samples = 2, members = 2;
+  const double lossScale = 1.0 / static_cast<double>(members * samples * s.seq);
+  Batch batch = makeBatch(s, members * samples, lossScale);
+  for (bool split : {false, true}) {
+    SCOPED_TRACE(split ? "split backward" : "whole backward");
+    auto backward = [&](LayerChain<float> &chain, const float *params,
+                        std::vector<LayerChain<float>::Cache> &caches, double *grads) {
+      if (!split) {
+        chain.backwardSamples(params, caches, nullptr, grads, nullptr);
+        return;
+      }
+      chain.backwardInputSamples(params, caches, nullptr, nullptr);
+      chain.backwardWeightSamples(caches, grads);
+    };
+    // The reference: every expert, the four samples.
+    CpuOps<float> ops;
+    auto whole = *LayerChain<float>::build(plan, s, 0, layers, ops);
+    std::vector<float> params(whole.numParams());
+    whole.initialise(params.data(), 7);
+    std::vector<double> expected(params.size(), 0.0);
+    std::vector<LayerChain<float>::Cache> caches;
+    whole.forwardSamples(params.data(), nullptr, batch.view, nullptr, caches);
+    backward(whole, params.data(), caches, expected.data());
+
+    ThreadedExpertGroup group(members);
+    std::vector<StageLayout> layouts;
+    std::vector<std::vector<double>> got(members);
+    std::vector<std::thread> threads;
+    for (int64_t q = 0; q < members; ++q) {
+      GptShape member = s;
+      member.expertSize = members;
+      member.expertRank = q;
+      layouts.push_back(StageLayout::of(plan, member, 0, layers, 1));
+      ASSERT_GT(layouts[q].experts, 0);
+      threads.emplace_back([&, member, q] {
+        CpuOps<float> mine;
+        ThreadedExpertGroup::Member place(group, q);
+        mine.setExpertGroup(&place);
+        auto chain = *LayerChain<float>::build(plan, member, 0, layers, mine);
+        const std::vector<float> part = layouts[q].part(params.data());
+        got[q].assign(part.size(), 0.0);
+        Tokens own = batch.view;
+        own.tokens += q * samples * s.seq;
+        own.targets += q * samples * s.seq;
+        own.samples = samples;
+        std::vector<LayerChain<float>::Cache> pieces;
+        chain.forwardSamples(part.data(), nullptr, own, nullptr, pieces);
+        backward(chain, part.data(), pieces, got[q].data());
+      });
+    }
+    for (std::thread &t : threads)
+      t.join();
+    // Each member's runs against the reference's gradients: its experts' alone, the dense ones
+    // summed over the members.
+    int64_t experts = 0, dense = 0;
+    for (int64_t q = 0; q < members; ++q)
+      for (const ParameterRun &run : layouts[q].runs)
+        for (int64_t i = 0; i < run.length; ++i) {
+          const int64_t local = run.local + i, at = run.whole + i;
+          if (local >= layouts[q].expertsAt) {
+            ASSERT_EQ(got[q][local], expected[at]) << "member " << q << ", expert element " << at;
+            ++experts;
+          } else if (q == 0) {
+            ASSERT_EQ(got[0][local] + got[1][local], expected[at]) << "element " << at;
+            ++dense;
+          }
+        }
+    EXPECT_EQ(experts + dense, static_cast<int64_t>(expected.size()));
+    EXPECT_GT(experts, 0);
+  }
 }
 
 TEST(Moe, RecomputedForwardCountsTheAuxiliaryLossOnce) {
