@@ -39,6 +39,7 @@ TransformerShape conduit::transformerShape(const TransformerSpec &spec, int64_t 
     shape.topK = moe->topK;
     shape.expertFfnHiddenSize = moe->expertFfnHiddenSize;
     shape.sharedFfnHiddenSize = moe->sharedFfnHiddenSize;
+    shape.sharedExpertGate = moe->sharedExpertGate;
     shape.denseLayers = moe->denseLayers;
     shape.imbalance = moe->imbalance.value_or(1);
     shape.megatronExperts = moe->kernels == ExpertKernels::Megatron;

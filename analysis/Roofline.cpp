@@ -313,7 +313,10 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
       linears.push_back({s, h, x.gated ? 2 * fs : fs, x.fp8});
       linears.push_back({s, fs, h, x.fp8});
     }
-    router = Linear{tokens, h, n, false, expertSlowdown};
+    // A shared experts' gate is one column more of the router's product (priced on the routed
+    // tokens, as its weight gradient is computed).
+    const double gate = x.sharedExpertGate ? 1 : 0;
+    router = Linear{tokens, h, n + gate, false, expertSlowdown};
     // The busiest rank's experts: N / E of them, each with imbalance x top-k x E x tokens / N
     // rows per sample (its share of the expert group's routed tokens).
     const double ranks = static_cast<double>(std::max<int64_t>(x.expert, 1));
@@ -329,8 +332,10 @@ LayerWork blockWork(const TransformerShape &x, double t, bool sequenceParallel, 
                                  2 * tokens * n + forwardPasses * routedTokens * (h + fe);
     const double routedBackward = (x.gated ? 5 : 3) * routedTokens * fe + 4 * routedTokens * h +
                                   3 * tokens * n + backwardPasses * routedTokens * (h + fe);
-    mlpForward = (x.gated ? 3 : 2) * s * fs + routedForward;
-    mlpBackward = (x.gated ? 5 : 3) * s * fs + routedBackward;
+    // The gate scales the shared experts' output (read, write); its backward reads that output
+    // and the output gradient for the gate's gradient, and scales the output gradient.
+    mlpForward = (x.gated ? 3 : 2) * s * fs + 2 * gate * s * h + routedForward;
+    mlpBackward = (x.gated ? 5 : 3) * s * fs + 4 * gate * s * h + routedBackward;
     work.expertsForward.memoryBytes = e * routedForward;
     work.expertsInputGradient.memoryBytes = e * routedBackward;
     // moe_act: the routed experts' activation again (it reads its inputs, writes its output).

@@ -61,11 +61,13 @@ struct TransformerShape {
   int64_t qLoraRank = 0, kvLoraRank = 0, qkNopeHeadDim = 0, qkRopeHeadDim = 0, vHeadDim = 0;
   /// Mixture of experts (numExperts 0: none): the blocks from index denseLayers on replace the
   /// MLP by a router over numExperts experts, topK of them per token, each an MLP of
-  /// expertFfnHiddenSize, beside shared experts of total width sharedFfnHiddenSize. The routed
+  /// expertFfnHiddenSize, beside shared experts of total width sharedFfnHiddenSize (with
+  /// sharedExpertGate, their output gated per token by a product with the input). The routed
   /// experts are divided over `expert` ranks (E), and `imbalance` bounds the busiest rank's
   /// routed tokens over the mean.
   int64_t numExperts = 0, topK = 0, expertFfnHiddenSize = 0, sharedFfnHiddenSize = 0,
           denseLayers = 0, expert = 1;
+  bool sharedExpertGate = false;
   double imbalance = 1;
   /// The router and routed experts priced as Megatron-LM's MoE layer runs them
   /// (ExpertKernels::Megatron: slower products, more passes over the routed tokens) rather

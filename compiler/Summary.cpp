@@ -82,7 +82,8 @@ std::string describeModel(const Job &job) {
       text += "), ffn " + std::to_string(moe->expertFfnHiddenSize);
       if (moe->sharedExperts > 0)
         text += ", " + std::to_string(moe->sharedExperts) + " shared (ffn " +
-                std::to_string(moe->sharedFfnHiddenSize) + ")";
+                std::to_string(moe->sharedFfnHiddenSize) +
+                (moe->sharedExpertGate ? ", gated" : "") + ")";
       if (moe->denseLayers > 0)
         text += ", first " + std::to_string(moe->denseLayers) + " block(s) dense";
       if (moe->kernels == ExpertKernels::Megatron)

@@ -252,6 +252,7 @@ void readQwenMoe(ObjectReader &config, TransformerSpec &t, bool qwen3) {
   if (shared.value_or(0) > 0) {
     m.sharedExperts = 1;
     m.sharedFfnHiddenSize = *shared;
+    m.sharedExpertGate = true; // Qwen2MoeSparseMoeBlock always gates its shared expert
   }
   readRouting(config, m, "router_aux_loss_coef", 0.001);
   t.moe = m;

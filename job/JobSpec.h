@@ -185,6 +185,9 @@ struct MoeSpec {
   /// Always-active experts beside the routed ones, and their (total) hidden size.
   int64_t sharedExperts = 0;
   int64_t sharedFfnHiddenSize = 0;
+  /// The shared experts' output multiplied per token by sigmoid(x · w), w a learned vector of
+  /// the hidden size (Qwen2-MoE's shared_expert_gate).
+  bool sharedExpertGate = false;
   /// Leading blocks that keep the dense MLP (ffn_hidden_size).
   int64_t denseLayers = 0;
   /// Tokens an expert takes per micro-batch, as a multiple of the balanced share; unset:

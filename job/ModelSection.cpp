@@ -217,6 +217,9 @@ void JobParser::readMoe(ObjectReader &section, TransformerSpec &t) {
   else if (shared)
     // DeepSeek's convention: each shared expert as wide as a routed one.
     m.sharedFfnHiddenSize = m.sharedExperts * m.expertFfnHiddenSize;
+  std::optional<bool> gate = section.boolean("shared_expert_gate");
+  if (gate)
+    m.sharedExpertGate = *gate;
   if (auto dense = section.integer("dense_layers", 0, limits::kMaxLayers))
     m.denseLayers = *dense;
   if (section.value("capacity_factor"))
@@ -244,8 +247,14 @@ void JobParser::readMoe(ObjectReader &section, TransformerSpec &t) {
     diag.report(section.keyPath("shared_ffn_hidden_size"),
                 "sizes the shared experts, and there are none (moe.shared_experts is 0); set "
                 "shared_experts, or remove shared_ffn_hidden_size");
-  if (m.sharedExperts == 0)
+  if (m.sharedExperts == 0 && m.sharedExpertGate && gate)
+    diag.report(section.keyPath("shared_expert_gate"),
+                "gates the shared experts, and there are none (moe.shared_experts is 0); set "
+                "shared_experts, or remove shared_expert_gate");
+  if (m.sharedExperts == 0) {
     m.sharedFfnHiddenSize = 0;
+    m.sharedExpertGate = false;
+  }
   if (m.biasUpdateRate > 0 && m.router != RouterKind::Sigmoid)
     diag.report(section.keyPath("bias_update_rate"),
                 "moves the sigmoid router's per-expert bias by the load, and the softmax router "

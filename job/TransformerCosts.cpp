@@ -132,6 +132,8 @@ struct Shape {
     return h * double(moe->numExperts) + (moe->router == RouterKind::Sigmoid ? moe->numExperts : 0);
   }
   double sharedWidth() const { return double(moe->sharedFfnHiddenSize); }
+  /// The shared experts' gate (Qwen2-MoE's): a vector of h, one product per token.
+  double gateParams() const { return moe->sharedExpertGate ? h : 0; }
   double expertWidth() const { return double(moe->expertFfnHiddenSize); }
   double routedParams() const {
     return double(moe->numExperts) * (mlpWeights(expertWidth()) + mlpBiases(expertWidth()));
@@ -141,14 +143,14 @@ struct Shape {
       return mlpWeights(f) + mlpBiases(f);
     const double shared =
         sharedWidth() > 0 ? mlpWeights(sharedWidth()) + mlpBiases(sharedWidth()) : 0;
-    return routerParams() + shared + routedParams();
+    return routerParams() + shared + gateParams() + routedParams();
   }
   /// The MLP's weight GEMMs one token passes through (the router, the shared experts and its
   /// top_k experts): its active parameters.
   double mlpActiveWeights(int64_t b) const {
     if (!hasExperts(b))
       return mlpWeights(f);
-    return h * double(moe->numExperts) + mlpWeights(sharedWidth()) +
+    return h * double(moe->numExperts) + mlpWeights(sharedWidth()) + gateParams() +
            double(moe->topK) * mlpWeights(expertWidth());
   }
 
@@ -159,13 +161,15 @@ struct Shape {
 
   /// What a tensor-parallel group keeps whole in a block: the two norms, the biases added
   /// after the row-parallel reductions (attention output, MLP down projection), latent
-  /// attention's down projections, and the router. Routed experts are divided over the expert
-  /// group instead (LayerSpec::expertParams), and shared experts split as a dense MLP.
+  /// attention's down projections, the router and the shared experts' gate. Routed experts are
+  /// divided over the expert group instead (LayerSpec::expertParams), and shared experts split
+  /// as a dense MLP.
   double blockReplicatedParams(int64_t b) const {
     double whole = 2 * normParams() + (bias == BiasKind::All ? 2 * h : 0) + (qkNorm ? 2 * d : 0) +
                    attentionReplicatedParams();
     if (hasExperts(b))
-      whole += routerParams() - (sharedWidth() > 0 ? 0 : (bias == BiasKind::All ? h : 0));
+      whole +=
+          routerParams() + gateParams() - (sharedWidth() > 0 ? 0 : (bias == BiasKind::All ? h : 0));
     return whole;
   }
   /// Without sequence parallelism every rank keeps the norms' inputs and the inputs of the
@@ -217,9 +221,10 @@ struct Shape {
     if (!hasExperts(b))
       return s * h + (gated ? 3 : 2) * s * f;
     // The input, the router's logits and probabilities, the shared experts' hidden
-    // activations, and the routed part (moeRoutedElements).
+    // activations (with a gate, their output and the gate's values too), and the routed part
+    // (moeRoutedElements).
     return s * h + 2 * s * double(moe->numExperts) + (gated ? 3 : 2) * s * sharedWidth() +
-           moeRoutedElements();
+           (gateParams() > 0 ? s * h + s : 0) + moeRoutedElements();
   }
   /// The routed tokens' activations at the mean load: top_k copies of each token dispatched
   /// and each expert's hidden activations for them (its first projection's output and its
@@ -303,7 +308,8 @@ struct Shape {
     if (!hasExperts(b))
       ffn = mlp(f, s);
     else
-      ffn = s * (h + double(moe->numExperts)) + (sharedWidth() > 0 ? mlp(sharedWidth(), s) : 0) +
+      ffn = s * (h + double(moe->numExperts) + (gateParams() > 0 ? 1 : 0)) +
+            (sharedWidth() > 0 ? mlp(sharedWidth(), s) : 0) +
             mlp(expertWidth(), double(moe->topK) * s);
     return attention + ffn + 2 * (2 * s * h);
   }

@@ -81,6 +81,7 @@ CostInputs commonInputs(pipe::ClusterAttr cluster, pipe::ParallelismAttr par,
       shape.topK = moe.getTopK();
       shape.expertFfnHiddenSize = moe.getExpertFfnHiddenSize();
       shape.sharedFfnHiddenSize = moe.getSharedFfnHiddenSize();
+      shape.sharedExpertGate = moe.getSharedExpertGate();
       shape.denseLayers = moe.getDenseLayers();
       shape.imbalance = moe.getImbalance();
       shape.expert = par.getExpert();

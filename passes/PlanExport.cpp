@@ -203,6 +203,7 @@ runtime::Transformer conduit::exportTransformer(pipe::TransformerAttr t) {
     x.auxLossCoefficient = moe.getAuxLossCoefficient();
     x.sharedExperts = moe.getSharedExperts();
     x.sharedFfnHiddenSize = moe.getSharedFfnHiddenSize();
+    x.sharedExpertGate = moe.getSharedExpertGate();
     x.denseLayers = moe.getDenseLayers();
     x.capacityFactor = moe.getCapacityFactor();
     x.imbalance = moe.getImbalance();

@@ -256,7 +256,7 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
                               int64_t sharedFfnHiddenSize, int64_t denseLayers, F64 capacityFactor,
                               F64 imbalance, int64_t routerGroups, int64_t routerGroupTopK,
                               DispatchKind dispatch, bool fp8Dispatch, ExpertKernels,
-                              F64 biasUpdateRate, F64 routedScalingFactor) {
+                              F64 biasUpdateRate, F64 routedScalingFactor, bool sharedExpertGate) {
   auto finite = [](double v) { return std::isfinite(v); };
   if (failed(check(emitError, numExperts >= 1, "num_experts", "positive", numExperts)) ||
       failed(check(emitError, topK >= 1 && topK <= numExperts, "top_k", "between 1 and num_experts",
@@ -291,6 +291,8 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
   if ((sharedExperts > 0) != (sharedFfnHiddenSize > 0))
     return emitError() << "shared_experts " << sharedExperts << " and shared_ffn_hidden_size "
                        << sharedFfnHiddenSize << ": both are 0 or both positive";
+  if (sharedExpertGate && sharedExperts == 0)
+    return emitError() << "shared_expert_gate gates the shared experts, and there are none";
   return success();
 }
 

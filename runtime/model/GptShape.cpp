@@ -78,6 +78,8 @@ absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
        t.sharedExperts < 0 || (t.sharedExperts > 0 && (t.sharedFfnHiddenSize < 1 ||
                                                        t.sharedFfnHiddenSize > limits::kMaxFfn)),
        absl::StrCat(t.sharedExperts, " shared experts of width ", t.sharedFfnHiddenSize)},
+      {"model.moe.shared_expert_gate", t.sharedExpertGate && t.sharedExperts == 0,
+       "a gate on shared experts there are none of"},
       {"model.moe.router", t.router > 1, absl::StrCat("router kind ", int(t.router))},
       {"model.moe.aux_loss_coefficient",
        !(std::isfinite(t.auxLossCoefficient) && t.auxLossCoefficient >= 0),
@@ -220,6 +222,7 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
     shape.topK = t.topK;
     shape.expertFfn = t.expertFfnHiddenSize;
     shape.sharedFfn = t.sharedExperts > 0 ? t.sharedFfnHiddenSize : 0;
+    shape.sharedGate = shape.sharedFfn > 0 && t.sharedExpertGate;
     shape.denseBlocks = t.denseLayers;
     shape.sigmoidRouter = t.router == 1;
     shape.normalizeTopK = t.normalizeTopK;
@@ -287,13 +290,14 @@ std::optional<int64_t> GptShape::activationElements(int64_t samples, int64_t blo
   if (block && moe()) {
     // A block with experts keeps, in place of the dense MLP's two tensors, per token: the
     // router's scores, each of its k assignments' input, first projection, activation and
-    // output, and the shared experts' first projection and activation. A bound for every block.
+    // output, and the shared experts' first projection and activation (with a gate, their
+    // output too). A bound for every block.
     const int64_t expertUp = gated ? 2 * expertFfn : expertFfn;
     const int64_t sharedUp = gated ? 2 * sharedFfn : sharedFfn;
     const std::optional<int64_t> assignment = checkedMul(topK, expertUp + expertFfn + 2 * hidden);
     const std::optional<int64_t> moeRows =
         assignment ? checkedMul(seq, 6 * hidden + attentionRow + 4 + experts + sharedUp +
-                                         sharedFfn + *assignment)
+                                         sharedFfn + (sharedGate ? hidden : 0) + *assignment)
                    : std::nullopt;
     block = moeRows ? checkedAdd(std::max(*blockRows, *moeRows), *attention) : std::nullopt;
   }

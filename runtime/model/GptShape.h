@@ -44,6 +44,9 @@ struct GptShape {
   /// router (sigmoid, else softmax), renormalised top-k weights, the auxiliary loss's
   /// coefficient and the capacity factor (0: dropless). experts 0: every block is dense.
   int64_t experts = 0, topK = 0, expertFfn = 0, sharedFfn = 0, denseBlocks = 0;
+  /// The shared experts' output multiplied per token by sigmoid(x · wg) (Qwen2-MoE's
+  /// shared_expert_gate; only with shared experts).
+  bool sharedGate = false;
   /// Expert parallelism: the members of an expert group, each computing and holding
   /// experts/expertSize of the experts (for the group's tokens), and this rank's place in it:
   /// it holds experts [expertRank · localExperts(), (expertRank + 1) · localExperts()).

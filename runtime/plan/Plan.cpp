@@ -130,7 +130,8 @@ uint64_t requiredFeatures(const Plan &plan) {
          (plan.transformer && plan.transformer->ropeInterleave ? kFeatureRopeInterleave : 0) |
          (plan.transformer && plan.transformer->ropeScaling.scaled() ? kFeatureRopeScaling : 0) |
          (plan.transformer && plan.transformer->routedScalingFactor != 1 ? kFeatureRoutedScaling
-                                                                         : 0);
+                                                                         : 0) |
+         (plan.transformer && plan.transformer->sharedExpertGate ? kFeatureSharedExpertGate : 0);
 }
 
 } // namespace conduit::runtime

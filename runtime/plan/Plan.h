@@ -53,10 +53,14 @@ constexpr uint64_t kFeatureRopeScaling = uint64_t(1) << 8;
 /// transformer.routed_scaling_factor other than 1: the routed experts' weights are scaled;
 /// an older reader would weigh them as the router gives them.
 constexpr uint64_t kFeatureRoutedScaling = uint64_t(1) << 9;
-constexpr uint64_t kKnownFeatures =
-    kFeatureGradientReductionRun | kFeatureRecomputeModules | kFeatureBf16Moments |
-    kFeatureGroupLimitedRouting | kFeatureBlocksCheckpointing | kFeatureExpertBiasUpdate |
-    kFeatureMtp | kFeatureRopeInterleave | kFeatureRopeScaling | kFeatureRoutedScaling;
+/// transformer.shared_expert_gate: the shared experts' output is gated per token by
+/// parameters of its own; an older reader would count the block's parameters short.
+constexpr uint64_t kFeatureSharedExpertGate = uint64_t(1) << 10;
+constexpr uint64_t kKnownFeatures = kFeatureGradientReductionRun | kFeatureRecomputeModules |
+                                    kFeatureBf16Moments | kFeatureGroupLimitedRouting |
+                                    kFeatureBlocksCheckpointing | kFeatureExpertBiasUpdate |
+                                    kFeatureMtp | kFeatureRopeInterleave | kFeatureRopeScaling |
+                                    kFeatureRoutedScaling | kFeatureSharedExpertGate;
 
 enum class Op : uint8_t {
   Forward,
@@ -301,6 +305,9 @@ struct Transformer {
   bool normalizeTopK = false;
   double auxLossCoefficient = 0;
   int64_t sharedExperts = 0, sharedFfnHiddenSize = 0;
+  /// The shared experts' output multiplied per token by sigmoid(x · w), w hiddenSize
+  /// parameters after the shared experts' (Qwen2-MoE's shared_expert_gate).
+  bool sharedExpertGate = false;
   int64_t denseLayers = 0;   ///< leading blocks that keep a dense MLP
   double capacityFactor = 0; ///< 0: dropless
   double imbalance = 1;      ///< bound on the busiest expert rank's routed tokens / the mean

@@ -178,6 +178,7 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
          << ", \"aux_loss_coefficient\": " << t->auxLossCoefficient
          << ", \"shared_experts\": " << t->sharedExperts
          << ", \"shared_ffn_hidden_size\": " << t->sharedFfnHiddenSize
+         << (t->sharedExpertGate ? ", \"shared_expert_gate\": true" : "")
          << ", \"dense_layers\": " << t->denseLayers
          << ", \"capacity_factor\": " << t->capacityFactor << ", \"imbalance\": " << t->imbalance
          << ", \"router_groups\": " << t->routerGroups

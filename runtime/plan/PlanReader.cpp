@@ -206,6 +206,7 @@ absl::Status checkExpertFields(const Plan &plan) {
         {"transformer.aux_loss_coefficient", t->auxLossCoefficient},
         {"transformer.shared_experts", double(t->sharedExperts)},
         {"transformer.shared_ffn_hidden_size", double(t->sharedFfnHiddenSize)},
+        {"transformer.shared_expert_gate", t->sharedExpertGate ? 1.0 : 0.0},
         {"transformer.dense_layers", double(t->denseLayers)},
         {"transformer.capacity_factor", t->capacityFactor},
         {"transformer.dispatch", double(t->dispatch)},
@@ -238,6 +239,9 @@ absl::Status checkExpertFields(const Plan &plan) {
     return invalid(absl::StrCat("transformer.shared_experts is ", t->sharedExperts,
                                 " and transformer.shared_ffn_hidden_size ", t->sharedFfnHiddenSize,
                                 "; both are 0 or both above 0"));
+  if (t->sharedExpertGate && t->sharedExperts == 0)
+    return invalid("transformer.shared_expert_gate is true and there are no shared experts "
+                   "(transformer.shared_experts 0)");
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.dense_layers", t->denseLayers, 0, t->numLayers));
   CONDUIT_RETURN_IF_ERROR(
       inRange("transformer.mtp_layers", t->mtpLayers, 0, limits::kMaxMtpLayers));
@@ -428,6 +432,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
     x.auxLossCoefficient = t->aux_loss_coefficient();
     x.sharedExperts = t->shared_experts();
     x.sharedFfnHiddenSize = t->shared_ffn_hidden_size();
+    x.sharedExpertGate = t->shared_expert_gate();
     x.denseLayers = t->dense_layers();
     x.capacityFactor = t->capacity_factor();
     x.imbalance = t->imbalance();

@@ -208,13 +208,15 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
     if (transformer && layerHasExperts(transformer, layers, layer)) {
       // Routed experts over the expert group; shared experts split as the dense MLP. With
       // T > 1 each tensor rank routes the tokens of its T-th of each sample: the router's
-      // gradient (with a bias moved by the load, and the choices' counts after it), and with
+      // gradient (with a bias moved by the load, and the choices' counts after it; with a
+      // shared experts' gate, its gradient from the same tokens after them), and with
       // the auxiliary loss each sample's routing statistics (a count and a summed score per
       // expert), are summed over the group.
       const bool shared = transformer->sharedExperts > 0;
       const int64_t routerBytes =
-          transformer->numExperts *
-          (tokenBytes(l.outputBytes) + (transformer->balancesBias() ? config.elementBytes() : 0));
+          transformer->numExperts * (tokenBytes(l.outputBytes) +
+                                     (transformer->balancesBias() ? config.elementBytes() : 0)) +
+          (transformer->sharedExpertGate ? tokenBytes(l.outputBytes) : 0);
       const bool auxStatistics = tensor && transformer->auxLossCoefficient > 0;
       // The first of each pair carries the tokens (forward) or their output gradients
       // (backward) to the experts.

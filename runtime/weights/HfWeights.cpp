@@ -126,20 +126,20 @@ int64_t headWidth(const Transformer &t) {
 }
 
 /// The parameters of a block's mixture of experts (runtime/model/layers/Moe.h): the router,
-/// the shared experts, the routed experts.
+/// the shared experts and their gate, the routed experts.
 int64_t moeParams(const Transformer &t) {
   const int64_t h = t.hiddenSize, gate = t.mlp == 1 ? 2 : 1, biases = t.bias == 0;
   const int64_t shared = t.sharedExperts > 0 ? t.sharedFfnHiddenSize : 0;
   auto mlp = [&](int64_t f) { return f > 0 ? (gate + 1) * h * f + biases * (gate * f + h) : 0; };
   return h * t.numExperts + (t.router == 1 ? t.numExperts : 0) + mlp(shared) +
-         t.numExperts * mlp(t.expertFfnHiddenSize);
+         (t.sharedExpertGate ? h : 0) + t.numExperts * mlp(t.expertFfnHiddenSize);
 }
 
 /// The Hugging Face tensors of block `block`'s mixture of experts (global layer `layer`, its
 /// parameters from `at` in the layer), appended to `out`. Mixtral: block_sparse_moe.gate and
 /// block_sparse_moe.experts.M.w1 (gate), w3 (up), w2 (down). Qwen2-MoE: mlp.gate,
 /// mlp.experts.M.gate_proj, up_proj, down_proj, and mlp.shared_expert.* with
-/// mlp.shared_expert_gate: Conduit's shared experts have no gate, so that tensor is zero (a
+/// mlp.shared_expert_gate: the gate's vector where the model has one, else that tensor is zero (a
 /// factor sigmoid(0) = 1/2) and shared_expert.down_proj holds twice Conduit's W2, which
 /// computes exactly Conduit's sum. DeepSeek-V3: the Qwen names for the router and the routed
 /// experts, and mlp.shared_experts.* as they are (no gate).
@@ -195,6 +195,10 @@ void moeTensors(const Transformer &t, const std::string &prefix, int64_t layer, 
   };
   if (t.sharedExperts > 0 && deepSeek) {
     mlp("mlp.shared_experts.", t.sharedFfnHiddenSize, "gate_proj", "up_proj", "down_proj", 1);
+  } else if (t.sharedExperts > 0 && t.sharedExpertGate) {
+    mlp("mlp.shared_expert.", t.sharedFfnHiddenSize, "gate_proj", "up_proj", "down_proj", 1);
+    add("mlp.shared_expert_gate.weight", h, 1, 0, 1); // nn.Linear(h, 1): [1 × h]
+    at += h;
   } else if (t.sharedExperts > 0) {
     mlp("mlp.shared_expert.", t.sharedFfnHiddenSize, "gate_proj", "up_proj", "down_proj", 2);
     HfTensor gate;
@@ -361,6 +365,11 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
         ": DeepSeek-V3's names say the shared width as n_shared_experts "
         "routed experts' widths; compile the job again with model.moe.shared_ffn_hidden_size a "
         "multiple of model.moe.expert_ffn_hidden_size to write or read Hugging Face files"));
+  if (t.isMoe() && t.sharedExpertGate && isDeepSeek(t))
+    return absl::FailedPreconditionError(
+        "the shared experts are gated, which DeepSeek-V3's names cannot say (its shared experts "
+        "have no gate; Qwen2-MoE's have one); compile the job again with "
+        "model.moe.shared_expert_gate false to write or read Hugging Face files");
   if (t.isMoe() && t.routedScalingFactor != 1 && !isDeepSeek(t))
     return absl::FailedPreconditionError(
         absl::StrCat("the routed experts' weights are scaled by ", t.routedScalingFactor,
@@ -713,8 +722,9 @@ absl::StatusOr<std::vector<float>> readHfLayers(HfModelFile &model, const Plan &
     if (t.zero && std::any_of(values.begin(), values.end(), [](float v) { return v != 0; }))
       return absl::InvalidArgumentError(absl::StrCat(
           model.file.path(), ": tensor \"", t.name,
-          "\" is not zero; conduit-run's shared experts have no gate, so it reads only the "
-          "zero gate (a factor of 1/2) it writes"));
+          "\" is not zero; the plan's shared experts have no gate, so it reads only the zero "
+          "gate (a factor of 1/2) it writes; compile the job with model.moe.shared_expert_gate "
+          "true (as the Hugging Face config's import does) to read this gate"));
     importHfTensor(t, values.data(), params.data() + offsets[t.layer - first]);
   }
   return params;

@@ -309,6 +309,20 @@ def cases(quick, tensor_product=False):
                         "schedule": "depth-first", "sequence_parallel": True})]:
         out.append((name, dict({"schedule": "1f1b", "sharding": "full"}, tensor=2,
                                microbatches=2 * par["pipeline"], **par)))
+    # Qwen2-MoE's gated shared expert: over an expert group (E = 2), and beside tensor
+    # parallelism, where each rank gates the rows it holds and the group sums the gate's
+    # gradient with the router's (the whole sequence without sequence parallelism, each rank's
+    # shard with it).
+    for name, par in [("moe-gated-ep2-dualpipev-full-p2-d2-v2",
+                       {"pipeline": 2, "data": 2, "expert": 2, "stages_per_device": 2,
+                        "schedule": "dualpipev"}),
+                      ("moe-gated-tp2-ep1-1f1b-none-p1-d2",
+                       {"pipeline": 1, "data": 2, "tensor": 2, "sharding": "none"}),
+                      ("moe-gated-tp2-ep2-1f1b-full-sp-p2-d1",
+                       {"pipeline": 2, "data": 1, "tensor": 2, "expert": 2,
+                        "sequence_parallel": True})]:
+        out.append((name, dict({"schedule": "1f1b", "sharding": "full"},
+                               microbatches=2 * par["pipeline"], **par)))
     # DualPipeV compiled without the overlap: its all-to-alls name no compute to hide behind,
     # and the run computes the same bits.
     out.append(("moe-ep2-dualpipev-full-p2-d2-v2-no-overlap",
@@ -437,6 +451,8 @@ MOE = {"num_experts": 4, "top_k": 2, "expert_ffn_hidden_size": 24, "normalize_to
        "aux_loss_coefficient": 0.01, "dense_layers": 1}
 MOE_SHARED = dict(MOE, router="sigmoid", shared_experts=1, shared_ffn_hidden_size=32,
                   capacity_factor=1.0)
+# Qwen2-MoE's block: a shared expert whose output a learned gate weighs per token.
+MOE_GATED = dict(MOE, shared_experts=1, shared_ffn_hidden_size=32, shared_expert_gate=True)
 # With expert parallelism the plan bounds the busiest expert rank's routed tokens by
 # moe.imbalance. This untrained router over 4 experts sends that rank 1.47x to 1.75x its
 # balanced share (each case prints it), far above the default bound for a trained, balanced
@@ -533,11 +549,12 @@ def main():
                 del job["model"]["moe"]["capacity_factor"]
         elif name.startswith("moe-"):
             # moe-gpt-: the GPT model's GELU MLPs with biases, its experts alike.
-            model = next(m for m in ("moe-shared", "moe-gpt", "moe")
+            model = next(m for m in ("moe-shared", "moe-gated", "moe-gpt", "moe")
                          if name.startswith(m + "-"))
             small = small_gpt if model == "moe-gpt" else small_llama
             job = small(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
-            job["model"]["moe"] = dict(MOE_SHARED if model == "moe-shared" else MOE)
+            job["model"]["moe"] = dict({"moe-shared": MOE_SHARED,
+                                        "moe-gated": MOE_GATED}.get(model, MOE))
             if parallelism.get("tensor", 1) > 1 and "capacity_factor" in job["model"]["moe"]:
                 # A capacity cuts a sample's tokens, which the tensor ranks route in parts:
                 # conduit-run refuses it with T > 1. Dropless, the model is another.

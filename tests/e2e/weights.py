@@ -126,12 +126,14 @@ def continues_from(tools, plan, label, saved, dirs, whole):
                                                  os.path.join(dirs["whole"], "model.safetensors")))
 
 
-def moe_round_trip(tools, expert, qwen3=False):
+def moe_round_trip(tools, expert, qwen3=False, gated=False):
     """A mixture of experts with a shared expert goes out with Qwen2-MoE's names (its shared
     expert's gate zero, its down projection doubled) and comes back in bit for bit; with
     `qwen3`, Qwen3-MoE's attention (heads of their own width, q/k norms) and no shared expert,
-    with Qwen3-MoE's names. With expert parallelism (`expert` > 1) each rank holds its own
-    experts: the file gathers them from the expert group, and --init gives each rank its own."""
+    with Qwen3-MoE's names; with `gated`, Qwen2-MoE itself (q, k and v biases, the shared
+    expert's own gate), whose config.json, compiled, plans the model the file continues
+    bitwise. With expert parallelism (`expert` > 1) each rank holds its own experts: the file
+    gathers them from the expert group, and --init gives each rank its own."""
     parallelism = {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                    "sharding": "full", "expert": expert}
     job = small_llama(parallelism, layers=4, optimizer="sgd")
@@ -141,10 +143,14 @@ def moe_round_trip(tools, expert, qwen3=False):
         job["model"].update(head_dim=12, qk_norm=True)
     else:
         job["model"]["moe"].update(shared_experts=1, shared_ffn_hidden_size=32)
-    label = f"{'qwen3-' if qwen3 else ''}moe E={expert}"
-    prefix = f"{'qwen3-' if qwen3 else ''}moe-ep{expert}"
+    if gated:
+        job["model"]["bias"] = "qkv"
+        job["model"]["moe"]["shared_expert_gate"] = True
+    kind = "qwen3-moe" if qwen3 else "moe-gated" if gated else "moe"
+    label = f"{kind} E={expert}"
+    prefix = f"{kind}-ep{expert}"
     plan = tools.compile(job, f"weights-{prefix}")
-    runs = six_and_four(tools, plan, label, prefix)
+    runs = six_and_four(tools, plan, label, prefix, extra=("hf",) if gated else ())
     if not runs:
         return
     dirs, whole = runs
@@ -165,13 +171,28 @@ def moe_round_trip(tools, expert, qwen3=False):
               and config["architectures"] == ["Qwen3MoeForCausalLM"] and config["head_dim"] == 12,
               f"{sorted(tensors)} {json.dumps(config)}")
     else:
-        check(f"{label}: Qwen2-MoE's names, a zero shared-expert gate, and its config",
-              names and set(tensors["model.layers.2.mlp.shared_expert_gate.weight"]) == {0.0}
+        gate = tensors["model.layers.2.mlp.shared_expert_gate.weight"]
+        check(f"{label}: Qwen2-MoE's names, " + ("the shared expert's gate" if gated
+                                                  else "a zero shared-expert gate")
+              + ", and its config",
+              names and len(gate) == 32 and (set(gate) != {0.0}) == gated
               and config["architectures"] == ["Qwen2MoeForCausalLM"],
               f"{sorted(tensors)} {json.dumps(config)}")
     check(f"{label}: the step lines carry aux_loss",
           all(" aux_loss " in line for line in step_lines(whole.stdout)), whole.stdout)
     continues_from(tools, plan, label, saved, dirs, whole)
+    if gated:
+        # Qwen2-MoE's config gates its shared expert: the written config, compiled, is the
+        # job's model, and the file continues it bitwise.
+        hf_job = dict(job, model={"kind": "hf", "path": os.path.join(dirs["four"], "config.json"),
+                                  "attention": "eager", "seq_length": job["model"]["seq_length"]})
+        hf_plan = tools.compile(hf_job, f"weights-{prefix}-hf")
+        from_hf = tools.run(hf_plan, 4, "--steps=2", f"--init={saved}",
+                            f"--save-params={dirs['hf']}")
+        check(f"{label}: its config.json, compiled, plans the model the file continues bitwise",
+              from_hf.returncode == 0
+              and step_lines(from_hf.stdout) == step_lines(whole.stdout)[4:],
+              f"{from_hf.stdout}{from_hf.stderr}\nexpected {step_lines(whole.stdout)[4:]}")
 
 
 def deepseek_round_trip(tools, interleave):
@@ -347,6 +368,7 @@ def main():
     for expert in (1, 2):
         moe_round_trip(tools, expert)
     moe_round_trip(tools, 2, qwen3=True)
+    moe_round_trip(tools, 2, gated=True)
     for interleave in (False, True):
         deepseek_round_trip(tools, interleave)
     refusals(tools)

@@ -120,14 +120,16 @@ def equivalence(args, summary):
         ("mixtures of experts (Mixtral-like, dropless): every expert on every rank, and expert "
          "groups of E=2 and 4 exchanging tokens through the loopback all-to-all, DualPipeV's "
          "paired steps with and without the overlap, ZeRO-1 with each rank's experts its own, "
-         "tensor parallelism beside the experts, the router's bias moved by the load, fp32",
+         "tensor parallelism beside the experts, the router's bias moved by the load, "
+         "Qwen2-MoE's gated shared expert, fp32",
          "fp32", 1e-4, 1e-3,
          r"^(moe-1f1b-full-p2-d2-v1|moe-dualpipev-none-p2-d2-v2|moe-ep2-1f1b-full-p2-d2-v1|"
          r"moe-ep4-1f1b-none-p1-d4-v1|moe-ep2-dualpipev-full-p2-d2-v2|"
          r"moe-ep2-dualpipev-full-p2-d2-v2-no-overlap|moe-ep2-dualpipev-optimizer-p2-d2-v2|"
          r"qwen3-moe-ep2-dualpipev-full-p2-d2-v2|moe-tp2-ep2-1f1b-optimizer-sp-p1-d2|"
          r"moe-shared-tp2-ep2-depth-first-full-sp-p2-d2-v2|moe-tp2-ep1-1f1b-full-p2-d2|"
-         r"moe-shared-balanced-tp2-ep2-depth-first-full-sp-p2-d2-v2)$"),
+         r"moe-shared-balanced-tp2-ep2-depth-first-full-sp-p2-d2-v2|"
+         r"moe-gated-ep2-dualpipev-full-p2-d2-v2|moe-gated-tp2-ep2-1f1b-full-sp-p2-d1)$"),
     ]
     for name, dtype, loss_tol, param_tol, only in runs:
         result = run([sys.executable, script, "--bin", args.bin,

@@ -114,14 +114,15 @@ Routing Routing::choose(const double *scores, int64_t rows, int64_t experts, int
 
 namespace {
 // What the forward keeps, by index: for the input gradient only, the experts' first
-// projections U, in the order they run; for both halves, the router's scores, the dispatched
-// tokens (W1's input) and the experts' weighted activations G (W2's input), in the order they
-// run. The input gradient stashes the router logits' gradient, the experts' output gradients
-// (W2's output gradient: the tokens') and their first projections' output gradients, in the
-// order they run.
-enum { U, NumInputOnly };
+// projections U, in the order they run, and with a gate the shared experts' output before it;
+// for both halves, the router's scores, the dispatched tokens (W1's input) and the experts'
+// weighted activations G (W2's input), in the order they run. The input gradient stashes the
+// router logits' gradient, the experts' output gradients (W2's output gradient: the tokens')
+// and their first projections' output gradients, in the order they run, and with a gate the
+// gate logits' gradient over the routed rows and the shared experts' (gated) output gradient.
+enum { U, SharedOut, NumInputOnly };
 enum { Scores, Dispatched, G, NumSaved };
-enum { DLogits, DOut, DUp, NumStashed };
+enum { DLogits, DOut, DUp, DGate, DShared, NumStashed };
 
 /// The shape of the shared experts: an MLP of their width, without biases.
 GptShape sharedShape(const GptShape &s) {
@@ -181,7 +182,8 @@ Moe<T>::Moe(const GptShape &s, bool recomputeActivation)
   sharedAt = h * s.experts + (s.sigmoidRouter ? s.experts : 0);
   if (s.sharedFfn > 0)
     shared = std::make_unique<Mlp<T>>(sharedShape(s));
-  expertsAt = sharedAt + (shared ? shared->numParams() : 0);
+  gateAt = sharedAt + (shared ? shared->numParams() : 0);
+  expertsAt = gateAt + (gated() ? h : 0);
   // Each expert: W1 [h × up], b1 [up], W2 [fe × h], b2 [h] (biases with bias "all").
   b1At = h * up();
   w2At = b1At + (s.otherBias ? up() : 0);
@@ -199,6 +201,8 @@ void Moe<T>::slice(int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &
   addRun(runs, wholeAt, localAt, sharedAt);
   if (shared)
     shared->slice(wholeAt + sharedAt, localAt + sharedAt, runs);
+  if (gated())
+    addRun(runs, wholeAt + whole.gateAt, localAt + gateAt, s.hidden);
   addRun(runs, wholeAt + whole.expertsAt + s.firstLocalExpert() * perExpert, localAt + expertsAt,
          expertParams());
 }
@@ -208,6 +212,8 @@ template <typename T> void Moe<T>::initialise(T *params, Random &random) const {
   fillNormal(params + routerAt, s.hidden * s.experts, random);
   if (shared)
     shared->initialise(params + sharedAt, random);
+  if (gated())
+    fillNormal(params + gateAt, s.hidden, random);
   for (int64_t e = 0; e < s.localExperts(); ++e) { // all of them: on the whole shape
     T *expert = params + expertsAt + e * perExpert;
     fillNormal(expert, s.hidden * up(), random);
@@ -221,6 +227,8 @@ template <typename T> void Moe<T>::keep(Ops<T> &ops, int64_t samples, LayerCache
   cache.parts.resize(shared ? 1 : 0);
   if (shared)
     shared->keep(ops, samples, cache.parts[0]);
+  if (gated())
+    cache.inputOnly[SharedOut] = ops.allocate(samples * s.localSeq() * s.hidden);
   cache.saved[Scores] = ops.allocate(rows * s.experts);
   // This rank's experts' inputs, first projections and activations are allocated by the
   // forward, which learns how many tokens its experts take (with an expert group, from the
@@ -271,8 +279,11 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
   const int64_t n = cache.samples, rows = n * routedSeq(), h = s.hidden, N = s.experts,
                 f = s.expertFfn;
   // The shared experts add onto the residual (their tensor collectives come first); without
-  // them y starts as the residual.
-  if (shared)
+  // them y starts as the residual. A gate weighs their output per token first.
+  std::vector<double> gates;
+  if (gated())
+    gates = gatedShared(ops, p, x, residual, y, cache);
+  else if (shared)
     shared->forward(ops, p + sharedAt, x, residual, y, cache.parts[0]);
   else
     ops.copy(n * s.localSeq() * h, residual, y);
@@ -305,6 +316,7 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
   if (s.routedScaling != 1)
     for (double &w : routing->weight)
       w *= s.routedScaling;
+  routing->gates = std::move(gates);
   const Routing &r = *routing;
   cache.host = routing;
 
@@ -444,6 +456,35 @@ void Moe<T>::weightedActivations(Ops<T> &ops, const Routing &r, const T *u, T *g
 }
 
 template <typename T>
+std::vector<double> Moe<T>::gatedShared(Ops<T> &ops, const T *p, const T *x, const T *residual,
+                                        T *y, LayerCache<T> &cache) const {
+  const int64_t rows = cache.samples * s.localSeq(), h = s.hidden;
+  // The shared experts' output alone (onto zeros), kept for the gate's gradient.
+  T *out = cache.inputOnly[SharedOut].data();
+  {
+    Buffer<T> zeros = transient(ops, rows * h);
+    ops.fill(rows * h, T(0), zeros.data());
+    shared->forward(ops, p + sharedAt, x, zeros.data(), out, cache.parts[0]);
+  }
+  // sigmoid(x · wg) per row, on the host, as the router's scores.
+  std::vector<double> gates(rows);
+  {
+    Buffer<T> logits = transient(ops, std::max<int64_t>(rows, 1));
+    ops.gemm(false, false, rows, 1, h, 1, x, p + gateAt, 0, logits.data());
+    const std::vector<double> host = toHost(ops, logits.data(), rows);
+    for (int64_t i = 0; i < rows; ++i)
+      gates[i] = 1.0 / (1.0 + std::exp(-host[i]));
+  }
+  Buffer<T> weighted = transient(ops, rows * h);
+  ops.copy(rows * h, out, weighted.data());
+  const std::vector<T> factors(gates.begin(), gates.end());
+  ops.scaleRows(rows, h, factors.data(), weighted.data());
+  ops.copy(rows * h, residual, y);
+  ops.add(rows * h, weighted.data(), y);
+  return gates;
+}
+
+template <typename T>
 const T *Moe<T>::routedRows(Ops<T> &ops, int64_t samples, const T *rows, Buffer<T> &part) const {
   if (!routesPart())
     return rows;
@@ -475,22 +516,70 @@ void Moe<T>::recompute(Ops<T> &ops, const T *, const T *, LayerCache<T> &cache) 
 }
 
 template <typename T>
+std::vector<double> Moe<T>::gateBackward(Ops<T> &ops, LayerCache<T> &cache, const T *dy) const {
+  const int64_t n = cache.samples, rows = n * s.localSeq(), h = s.hidden;
+  const std::vector<double> &gates = std::static_pointer_cast<const Routing>(cache.host)->gates;
+  // The shared experts' output gradient: the gate times the block's.
+  cache.stash[DShared] = ops.allocate(rows * h);
+  ops.copy(rows * h, dy, cache.stash[DShared].data());
+  const std::vector<T> factors(gates.begin(), gates.end());
+  ops.scaleRows(rows, h, factors.data(), cache.stash[DShared].data());
+  // The gate logits' gradient: <dy, shared output> g (1 - g) per row, on the host.
+  const std::vector<double> d = toHost(ops, dy, rows * h),
+                            out = toHost(ops, cache.inputOnly[SharedOut].data(), rows * h);
+  std::vector<double> dLogits(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    double dot = 0;
+    for (int64_t c = 0; c < h; ++c)
+      dot += d[i * h + c] * out[i * h + c];
+    dLogits[i] = dot * gates[i] * (1.0 - gates[i]);
+  }
+  // The weight gradient's part: the rows the rank routes (every rank holds the whole sequence
+  // without sequence parallelism and the tensor group sums the parts, as the router's).
+  std::vector<double> routed;
+  if (routesPart()) {
+    const int64_t part = routedSeq();
+    for (int64_t sample = 0; sample < n; ++sample) {
+      const auto first = dLogits.begin() + sample * s.seq + s.tensorRank * part;
+      routed.insert(routed.end(), first, first + part);
+    }
+  } else {
+    routed = dLogits;
+  }
+  cache.stash[DGate] = ops.allocate(std::max<int64_t>(n * routedSeq(), 1));
+  fromHost(ops, routed, cache.stash[DGate].data());
+  return dLogits;
+}
+
+template <typename T>
 Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, const T *dy,
                                 bool dyKept) const {
   const int64_t n = cache.samples, rows = n * routedSeq(), h = s.hidden, N = s.experts,
                 f = s.expertFfn, k = s.topK;
   const Routing &r = *std::static_pointer_cast<const Routing>(cache.host);
   const int64_t dispatched = std::max<int64_t>(r.dispatched(), 1);
-  Buffer<T> dx = shared ? shared->backwardInput(ops, p + sharedAt, cache.parts[0], dy, dyKept)
-                        : ops.allocate(n * s.localSeq() * h);
+  std::vector<Buffer<T>> &stash = cache.stash;
+  stash.clear();
+  stash.resize(NumStashed);
+  // With a gate the shared experts take the gated output gradient, kept here for their weight
+  // gradient, and the gate's logits their gradient (its input gradient added below).
+  std::vector<double> dGate;
+  if (gated())
+    dGate = gateBackward(ops, cache, dy);
+  Buffer<T> dx =
+      shared ? shared->backwardInput(ops, p + sharedAt, cache.parts[0],
+                                     gated() ? stash[DShared].data() : dy, gated() || dyKept)
+             : ops.allocate(n * s.localSeq() * h);
+  if (gated()) {
+    Buffer<T> logits = transient(ops, std::max<int64_t>(n * s.localSeq(), 1));
+    fromHost(ops, dGate, logits.data());
+    ops.gemm(false, true, n * s.localSeq(), h, 1, 1, logits.data(), p + gateAt, 1, dx.data());
+  }
   // This rank's tokens' output gradients, and where their input gradients add: dx, or where
   // the rank routes a part of the sequence it holds that part, gathered after.
   Buffer<T> mine, part = routesPart() ? transient(ops, rows * h) : Buffer<T>();
   dy = routedRows(ops, n, dy, mine);
   T *dxRouted = routesPart() ? part.data() : dx.data();
-  std::vector<Buffer<T>> &stash = cache.stash;
-  stash.clear();
-  stash.resize(NumStashed);
   stash[DLogits] = ops.allocate(rows * N);
 
   // Each expert's backward: its output gradient is the token's, sent to the member that holds
@@ -652,10 +741,11 @@ void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
   const Routing &r = *std::static_pointer_cast<const Routing>(cache.host);
   const std::vector<Buffer<T>> &stash = cache.stash;
   if (shared)
-    shared->backwardWeight(ops, cache.parts[0], x, dy, dp + sharedAt);
+    shared->backwardWeight(ops, cache.parts[0], x, gated() ? stash[DShared].data() : dy,
+                           dp + sharedAt);
   // The router's, over this rank's tokens; where the load moves its bias, each expert's count
-  // of those tokens' choices in the bias's slot, right after the router's weights. With T > 1
-  // the group sums its members' in one all-reduce.
+  // of those tokens' choices in the bias's slot, right after the router's weights; the gate's
+  // over the same tokens. With T > 1 the group sums its members' in one all-reduce.
   {
     Buffer<T> mine;
     const T *routed = routedRows(ops, n, x, mine);
@@ -667,13 +757,18 @@ void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
         chosen[e] += 1;
     }
     if (s.tensorParallel()) {
-      const int64_t width = h * N + (counts ? N : 0);
+      const int64_t routerWidth = h * N + (counts ? N : 0), width = routerWidth + (gated() ? h : 0);
       Buffer<T> dRouter = transient(ops, width);
       ops.gemm(true, false, h, N, rows, 1, routed, stash[DLogits].data(), 0, dRouter.data());
       if (counts)
         fromHost(ops, chosen, dRouter.data() + h * N);
+      if (gated())
+        ops.gemm(true, false, h, 1, rows, 1, routed, stash[DGate].data(), 0,
+                 dRouter.data() + routerWidth);
       ops.tensorGroup()->allReduce(width, dRouter.data());
-      ops.add(width, dRouter.data(), dp + routerAt);
+      ops.add(routerWidth, dRouter.data(), dp + routerAt);
+      if (gated())
+        ops.add(h, dRouter.data() + routerWidth, dp + gateAt);
     } else {
       ops.gemm(true, false, h, N, rows, 1, routed, stash[DLogits].data(), 1, dp + routerAt);
       if (counts) {
@@ -681,6 +776,8 @@ void Moe<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, const T *x,
         fromHost(ops, chosen, summed.data());
         ops.add(N, summed.data(), dp + biasAt);
       }
+      if (gated())
+        ops.gemm(true, false, h, 1, rows, 1, routed, stash[DGate].data(), 1, dp + gateAt);
     }
   }
   // Otherwise the sigmoid router's bias takes no gradient.

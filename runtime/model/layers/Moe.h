@@ -31,12 +31,17 @@
 // them over every rank that routed a token of the step, and the optimizer moves the bias by
 // them (model::balanceBias, Layer::loadBalancedBias).
 //
+// The shared experts' output may be gated per token (Qwen2-MoE's shared_expert_gate): Shared(x)
+// times sigmoid(x · wg), wg a vector of h. The gate is whole on every tensor rank and computed on
+// the rows the rank holds; its weight gradient, from the rows the rank routes, is summed over the
+// tensor group with the router's.
+//
 // Parameters, in this order: the router Wr [h × N] and, for the sigmoid router, its bias [N];
 // the shared experts (if any) as an MLP of width fs (layers/Mlp.h: W1s [h × up(fs)], b1s,
-// W2s [fs × h], b2s); then for each expert e in order (each of the rank's, with expert
-// parallelism) W1e [h × up(fe)] (for SwiGLU columns 0 to fe the gate, fe to 2fe the up
-// projection), b1e [up(fe)], W2e [fe × h], b2e [h]. up(f) is 2f for SwiGLU, f for GELU; the
-// biases only with bias "all", as the dense MLP's.
+// W2s [fs × h], b2s), and their gate wg [h × 1] (if gated); then for each expert e in order (each
+// of the rank's, with expert parallelism) W1e [h × up(fe)] (for SwiGLU columns 0 to fe the gate, fe
+// to 2fe the up projection), b1e [up(fe)], W2e [fe × h], b2e [h]. up(f) is 2f for SwiGLU, f for
+// GELU; the biases only with bias "all", as the dense MLP's.
 //
 // The weights are applied where Megatron-Core's grouped experts apply them (a weighted SwiGLU):
 // to each assignment's activation, before the expert's second projection, so that an expert's
@@ -117,6 +122,9 @@ struct Routing {
   /// With the auxiliary loss, per sample of the piece and expert: f_e, the fraction of the
   /// sample's assignments (over its whole sequence) that chose the expert.
   std::vector<double> fractions;
+  /// With a gate on the shared experts, per row the rank holds (not only those it routes):
+  /// sigmoid(x · wg).
+  std::vector<double> gates;
 
   int64_t dispatched() const { return start.empty() ? 0 : start.back(); }
   int64_t taken() const {
@@ -179,6 +187,7 @@ public:
 
 private:
   int64_t up() const { return s.gated ? 2 * s.expertFfn : s.expertFfn; }
+  bool gated() const { return shared && s.sharedGate; }
   /// The tokens of a sample this rank routes: its T-th of the sequence with T > 1.
   int64_t routedSeq() const { return s.seq / s.tensorSize; }
   /// Whether the rank holds the whole sequence (tensor parallelism without sequence
@@ -203,13 +212,21 @@ private:
   void weigh(Ops<T> &ops, const Routing &r, int64_t width, T *x) const;
   /// The experts' weighted activations into g: the forward's, and the recomputation's.
   void weightedActivations(Ops<T> &ops, const Routing &r, const T *u, T *g) const;
+  /// y = residual + gate · Shared(x) over the rows the rank holds, keeping Shared(x); returns
+  /// the gates.
+  std::vector<double> gatedShared(Ops<T> &ops, const T *params, const T *x, const T *residual, T *y,
+                                  LayerCache<T> &cache) const;
+  /// The gate's backward from the block's output gradient dy: stashes the shared experts'
+  /// output gradient (DShared) and the gate logits' gradient over the rows the rank routes
+  /// (DGate); returns that gradient over every row the rank holds.
+  std::vector<double> gateBackward(Ops<T> &ops, LayerCache<T> &cache, const T *dy) const;
 
   GptShape s;
   bool recomputeActivation = false;
   std::unique_ptr<Branch<T>> shared; ///< null without shared experts
-  /// Where the router's weights and bias (-1: none), the shared experts and the experts
-  /// start; within an expert, where b1, W2 and b2 start.
-  int64_t routerAt = 0, biasAt = -1, sharedAt = 0, expertsAt = 0;
+  /// Where the router's weights and bias (-1: none), the shared experts, their gate and the
+  /// experts start; within an expert, where b1, W2 and b2 start.
+  int64_t routerAt = 0, biasAt = -1, sharedAt = 0, gateAt = 0, expertsAt = 0;
   int64_t b1At = 0, w2At = 0, b2At = 0, perExpert = 0, total = 0;
   /// Where this rank's first routed expert lies relative to the branch's parameters (the chain
   /// may keep the experts apart: placeExperts); expertsAt unless placed elsewhere.

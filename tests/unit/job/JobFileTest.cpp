@@ -397,6 +397,7 @@ TEST(HuggingFace, MixturesOfExperts) {
   EXPECT_FALSE(t->moe->normalizeTopK);
   EXPECT_EQ(t->moe->sharedExperts, 1);
   EXPECT_EQ(t->moe->sharedFfnHiddenSize, 5632);
+  EXPECT_TRUE(t->moe->sharedExpertGate); // Qwen2-MoE always gates its shared expert
   EXPECT_DOUBLE_EQ(t->moe->auxLossCoefficient, 0.001);
   // Qwen3-30B-A3B: head_dim 128 (wider than 2048 / 32), q/k norms, 128 experts of 768, top 8.
   t = read("qwen3-30b-a3b");
@@ -424,6 +425,7 @@ TEST(HuggingFace, MixturesOfExperts) {
   EXPECT_EQ(t->moe->expertFfnHiddenSize, 2048);
   EXPECT_EQ(t->moe->sharedExperts, 1);
   EXPECT_EQ(t->moe->sharedFfnHiddenSize, 2048);
+  EXPECT_FALSE(t->moe->sharedExpertGate);
   EXPECT_EQ(t->moe->denseLayers, 3);
   EXPECT_EQ(t->moe->router, RouterKind::Sigmoid);
   EXPECT_TRUE(t->moe->normalizeTopK);
@@ -583,6 +585,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
         moe["aux_loss_coefficient"] = 0.001;
         moe["bias_update_rate"] = 0.001;
         moe["shared_experts"] = 2;
+        moe["shared_expert_gate"] = true;
         moe["capacity_factor"] = 1.25;
         moe["imbalance"] = 1.5;
         moe["router_groups"] = 2;
@@ -607,6 +610,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   // Shared experts without a width: each as wide as a routed one (DeepSeek's convention).
   EXPECT_EQ(t.moe->sharedExperts, 2);
   EXPECT_EQ(t.moe->sharedFfnHiddenSize, 64);
+  EXPECT_TRUE(t.moe->sharedExpertGate);
   EXPECT_EQ(t.moe->denseLayers, 1);
   EXPECT_EQ(t.moe->capacityFactor, 1.25);
   EXPECT_EQ(t.moe->imbalance, 1.5);
@@ -632,6 +636,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   EXPECT_EQ(d.biasUpdateRate, 0);
   EXPECT_EQ(d.sharedExperts, 0);
   EXPECT_EQ(d.sharedFfnHiddenSize, 0);
+  EXPECT_FALSE(d.sharedExpertGate);
   EXPECT_FALSE(d.capacityFactor);
   EXPECT_FALSE(d.imbalance);
   EXPECT_EQ(d.routerGroups, 1);
@@ -845,6 +850,10 @@ TEST(JobFile, MixtureOfExpertsRefusals) {
        "no block with experts"},
       {[](Json &r) { r["model"]["moe"]["shared_ffn_hidden_size"] = 64; },
        "model.moe.shared_ffn_hidden_size", "there are none"},
+      {[](Json &r) { r["model"]["moe"]["shared_expert_gate"] = true; },
+       "model.moe.shared_expert_gate", "there are none"},
+      {[](Json &r) { r["model"]["moe"]["shared_expert_gate"] = 1; }, "model.moe.shared_expert_gate",
+       ""},
       {[](Json &r) { r["model"]["moe"]["imbalance"] = 0.9; }, "model.moe.imbalance", ""},
       {[](Json &r) { r["model"]["moe"]["imbalance"] = 5; }, "model.moe.imbalance",
        "at most the expert count"},

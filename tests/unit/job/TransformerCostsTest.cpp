@@ -219,6 +219,27 @@ TEST(TransformerCosts, MoeBlockByHand) {
   EXPECT_EQ(transformerActiveParameters(smallMoe()), 256 + 8 + 592 + 960 - 288);
 }
 
+TEST(TransformerCosts, SharedExpertGateByHand) {
+  TransformerSpec t = smallMoe();
+  t.moe->sharedExpertGate = true;
+  absl::StatusOr<std::vector<LayerSpec>> gated = expandTransformer(t, 2),
+                                         plain = expandTransformer(smallMoe(), 2);
+  ASSERT_TRUE(gated.ok() && plain.ok()) << gated.status() << plain.status();
+  const LayerSpec &g = (*gated)[2], &p = (*plain)[2];
+  // The gate: a vector of h = 8, whole on every tensor rank, not a routed expert's.
+  EXPECT_EQ(g.params, p.params + 8);
+  EXPECT_EQ(g.replicatedParams.value_or(0), p.replicatedParams.value_or(0) + 8);
+  EXPECT_EQ(g.expertParams, p.expertParams);
+  // One product of 8 per token: 2 s h FLOPs more forward, twice that backward.
+  EXPECT_DOUBLE_EQ(g.fwdFlops, p.fwdFlops + 2.0 * 4 * 8);
+  EXPECT_DOUBLE_EQ(g.bwdFlops, p.bwdFlops + 4.0 * 4 * 8);
+  // Kept: the shared expert's output (s h) and the gate's values (s), in bf16.
+  EXPECT_EQ(g.activationBytes, p.activationBytes + 2 * (32 + 4));
+  // The dense block does not change.
+  EXPECT_EQ((*gated)[1].params, (*plain)[1].params);
+  EXPECT_EQ(transformerParameters(t), transformerParameters(smallMoe()) + 8);
+}
+
 TEST(TransformerCosts, LatentAttentionByHand) {
   TransformerSpec t = llamaStyle(1, 8, 2, 2, 16, 4, 16);
   t.latentAttention = LatentAttentionSpec{4, 4, 2, 2, 2};
@@ -258,6 +279,21 @@ TEST(TransformerCosts, Mixtral8x7B) {
   t.moe = moe(8, 2, 14336);
   EXPECT_NEAR(double(transformerParameters(t)), 46.7e9, 0.01 * 46.7e9);
   EXPECT_NEAR(double(transformerActiveParameters(t)), 12.9e9, 0.01 * 12.9e9);
+}
+
+TEST(TransformerCosts, Qwen1_5MoeA2_7B) {
+  // Qwen team, "Qwen1.5-MoE: Matching 7B Model Performance with 1/3 Activated Parameters"
+  // (qwenlm.github.io, 2024): 14.3 B parameters, 2.7 B activated. Every block has 60 experts of
+  // 1408 (top 4) and a shared expert of 5632 with its gate; Q, K and V have biases.
+  TransformerSpec t = llamaStyle(24, 2048, 16, 16, 5632, 8192, 151936);
+  t.bias = BiasKind::QKV;
+  t.tieEmbeddings = false;
+  t.moe = moe(60, 4, 1408);
+  t.moe->sharedExperts = 1;
+  t.moe->sharedFfnHiddenSize = 5632;
+  t.moe->sharedExpertGate = true;
+  EXPECT_NEAR(double(transformerParameters(t)), 14.3e9, 0.01 * 14.3e9);
+  EXPECT_NEAR(double(transformerActiveParameters(t)), 2.7e9, 0.01 * 2.7e9);
 }
 
 TEST(TransformerCosts, Qwen3_30B_A3B) {

@@ -69,6 +69,7 @@ inline runtime::Plan planFor(const GptShape &s) {
   t.auxLossCoefficient = s.auxLossCoefficient;
   t.sharedExperts = s.sharedFfn > 0 ? 1 : 0;
   t.sharedFfnHiddenSize = s.sharedFfn;
+  t.sharedExpertGate = s.sharedGate;
   t.denseLayers = s.denseBlocks;
   t.capacityFactor = s.capacityFactor;
   t.qLoraRank = s.qLora;

@@ -202,6 +202,14 @@ TEST(Moe, RenormalisedTopKGradients) {
 TEST(Moe, SharedExpertGradients) {
   checkGradients(moeShape([](GptShape &s) { s.sharedFfn = 10; }), 2, 3);
 }
+TEST(Moe, SharedExpertGateGradients) {
+  auto gated = [](GptShape &s) {
+    s.sharedFfn = 10;
+    s.sharedGate = true;
+  };
+  checkGradients(moeShape(gated), 2, 3);
+  checkGradients(moeShape(gated), 1, 3, /*split=*/true);
+}
 TEST(Moe, GeluExpertGradients) {
   checkGradients(moeShape([](GptShape &s) {
                    s.gated = false;

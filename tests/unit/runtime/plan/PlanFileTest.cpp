@@ -311,6 +311,7 @@ TEST(PlanFile, ModelFieldsRoundTrip) {
   rope.attentionFactor = 1.5;
   rope.mscaleAllDim = 0.7;
   plan.transformer->routedScalingFactor = 2.5;
+  plan.transformer->sharedExpertGate = true; // a reader that ignored it would count short
   ASSERT_TRUE(checkModelFields(plan).ok()) << checkModelFields(plan);
   bytes = writePlan(plan);
   p = conduit::planfile::GetPlan(bytes.data());
@@ -324,8 +325,9 @@ TEST(PlanFile, ModelFieldsRoundTrip) {
   EXPECT_EQ(t->rope_attention_factor(), 1.5);
   EXPECT_EQ(t->rope_mscale_all_dim(), 0.7);
   EXPECT_EQ(t->routed_scaling_factor(), 2.5);
-  EXPECT_EQ(p->features(),
-            kFeatureGroupLimitedRouting | kFeatureRopeScaling | kFeatureRoutedScaling);
+  EXPECT_TRUE(t->shared_expert_gate());
+  EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting | kFeatureRopeScaling |
+                               kFeatureRoutedScaling | kFeatureSharedExpertGate);
   // A dense plan carries the defaults: no experts, expert 1, imbalance 1.
   Plan dense = twoRankPlan();
   std::string denseBytes = writePlan(dense);
@@ -385,6 +387,11 @@ TEST(PlanFile, ModelFieldsAreChecked) {
        "transformer.rope_interleave is 1 without latent attention"},
       {[](Plan &p) { p.transformer->routedScalingFactor = 0; },
        "transformer.routed_scaling_factor is 0"},
+      {[](Plan &p) {
+         p.transformer->sharedExperts = p.transformer->sharedFfnHiddenSize = 0;
+         p.transformer->sharedExpertGate = true;
+       },
+       "transformer.shared_expert_gate is true and there are no shared experts"},
       {[](Plan &p) {
          p.transformer->ropeScaling.type = RopeType::Linear;
          p.transformer->ropeScaling.factor = 0.5;
@@ -496,9 +503,9 @@ TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
                   "conduit-compile.");
   }
   plan = twoRankPlan();
-  plan.features = 0x400;
+  plan.features = 0x800;
   EXPECT_EQ(readBack(writePlan(plan)).message(),
-            "the plan file uses features this runtime does not know (bits 0x400). Recompile the "
+            "the plan file uses features this runtime does not know (bits 0x800). Recompile the "
             "job with a matching conduit-compile.");
 }
 

@@ -330,6 +330,12 @@ TEST(ExpertAllToAlls, WithTensorParallelism) {
   balanced.router = 1;
   balanced.biasUpdateRate = 0.001;
   EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::BackwardWeight, 1, &balanced), "AR:2:136");
+  // A gate on the shared experts: its gradient (16 bf16 elements) rides on the router's too.
+  Transformer gated = shared;
+  gated.sharedExpertGate = true;
+  EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::BackwardWeight, 1, &gated), "AR:2:160");
+  EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::Forward, 1, &gated),
+            of(expertConfig(2, 2), 2, 3, Op::Forward, 1, &shared));
   // E = 1 with T = 2: the tensor ranks still split the tokens and gather the output.
   EXPECT_EQ(of(expertConfig(1, 2), 2, 3, Op::Forward, 1, &t), "AR:2:256 AG:2:256");
   // The dense block is unchanged.

@@ -295,7 +295,8 @@ Plan moePlanOf(Transformer t) {
   const int64_t up = t.mlp == 1 ? 2 : 1, shared = t.sharedExperts > 0 ? t.sharedFfnHiddenSize : 0;
   // An MLP of width w: W1, W2 and, with bias "all", b1 and b2.
   auto mlp = [&](int64_t w) { return w > 0 ? (up + 1) * h * w + other * (up * w + h) : 0; };
-  plan.layers[2].params += -mlp(f) + h * 4 + (t.router == 1 ? 4 : 0) + mlp(shared) + 4 * mlp(6);
+  plan.layers[2].params += -mlp(f) + h * 4 + (t.router == 1 ? 4 : 0) + mlp(shared) +
+                           (t.sharedExpertGate ? h : 0) + 4 * mlp(6);
   return plan;
 }
 
@@ -363,6 +364,38 @@ TEST(HfWeightsTest, QwenMoeNamesWithSharedExperts) {
   EXPECT_EQ(config["intermediate_size"], 12);
   EXPECT_EQ(config["norm_topk_prob"], true);
   EXPECT_EQ(config["mlp_only_layers"], nlohmann::json::array({0}));
+}
+
+// Qwen2-MoE's gate on the shared expert, where the model has one: the gate's own vector (after
+// the shared expert's parameters, before the routed experts'), and the shared expert's down
+// projection as it is.
+TEST(HfWeightsTest, QwenMoeSharedExpertGate) {
+  Transformer t = llama();
+  t.sharedExperts = 1;
+  t.sharedFfnHiddenSize = 10;
+  t.sharedExpertGate = true;
+  const Plan plan = moePlanOf(t);
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  EXPECT_STREQ(hfArchitecture(plan), "qwen2_moe");
+  const auto got = byName(*tensors);
+  const HfTensor &gate = got.at("model.layers.1.mlp.shared_expert_gate.weight");
+  EXPECT_FALSE(gate.zero);
+  EXPECT_EQ(gate.shape, (Shape{1, 8}));
+  const HfTensor &down = got.at("model.layers.1.mlp.shared_expert.down_proj.weight");
+  EXPECT_EQ(down.scale, 1.0f);
+  EXPECT_EQ(gate.offset, down.offset + 10 * 8);
+  EXPECT_EQ(got.at("model.layers.1.mlp.experts.0.gate_proj.weight").offset, gate.offset + 8);
+  // DeepSeek-V3's shared experts have no gate: its names cannot say one.
+  Transformer deepSeekGated = deepSeek();
+  deepSeekGated.sharedExperts = 1;
+  deepSeekGated.sharedFfnHiddenSize = 12;
+  deepSeekGated.sharedExpertGate = true;
+  absl::StatusOr<std::vector<HfTensor>> refused = hfTensors(moePlanOf(deepSeekGated));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("model.moe.shared_expert_gate false"),
+            std::string::npos)
+      << refused.status();
 }
 
 TEST(HfWeightsTest, Qwen3MoeNamesAndConfig) {
