@@ -32,6 +32,7 @@
 #include <limits>
 
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -180,9 +181,34 @@ absl::StatusOr<Options> parseArguments(int argc, char **argv) {
   return o;
 }
 
+#ifndef CONDUIT_RUN_HAS_CUDA
+/// conduit-run links no CUDA library (runtime/CMakeLists.txt): a run with --backend=cuda
+/// becomes conduit-run-cuda from this binary's folder, with the same arguments, before MPI
+/// starts. Returns only where there is none (the session then says this build has no CUDA
+/// backend) or it cannot be run.
+void becomeCudaRunner(char **argv) {
+  char self[4096];
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (length <= 0)
+    return;
+  std::string path(self, static_cast<size_t>(length));
+  path = path.substr(0, path.rfind('/') + 1) + "conduit-run-cuda";
+  if (access(path.c_str(), X_OK) != 0)
+    return;
+  execv(path.c_str(), argv);
+  std::fprintf(stderr, "conduit-run: error: cannot run %s for --backend=cuda\n", path.c_str());
+  std::exit(kExitFailure);
+}
+#endif
+
 } // namespace
 
 int main(int argc, char **argv) {
+#ifndef CONDUIT_RUN_HAS_CUDA
+  if (absl::StatusOr<Options> early = parseArguments(argc, argv);
+      early.ok() && early->session.backend == "cuda" && !early->dump)
+    becomeCudaRunner(argv);
+#endif
   // One BLAS thread per process: processes already fill the cores, and results must not
   // depend on the thread count.
   openblas_set_num_threads(1);

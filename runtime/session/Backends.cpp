@@ -40,7 +40,8 @@ TransportFactory transportOf(std::shared_ptr<LoopbackHub> hub, int64_t rank) {
 
 absl::Status noCuda() {
   return absl::UnimplementedError(
-      "this conduit-run was built without the CUDA backend; use --backend=cpu");
+      "this build has no CUDA backend (no conduit-run-cuda beside conduit-run: it is built "
+      "where nvcc and NCCL are found); use --backend=cpu");
 }
 
 } // namespace

@@ -1,9 +1,10 @@
 //===- Backends.h - the backends this build has -----------------*- C++ -*-===//
 //
-// The one place that knows which backends were built: the CPU backend always, the CUDA
-// backend where nvcc and NCCL were found. The session asks for a factory of its ranks'
-// backends, either one backend per MPI process or every rank of a plan as a thread of this
-// process (loopback: on the CPU, or on one GPU), and never names a backend class itself.
+// The one place that knows which backends a binary has: the CPU backend always, the CUDA
+// backend in conduit-run-cuda, built where nvcc and NCCL were found (conduit-run itself links
+// no CUDA library and becomes conduit-run-cuda for --backend=cuda). The session asks for a factory
+// of its ranks' backends, either one backend per MPI process or every rank of a plan as a thread of
+// this process (loopback: on the CPU, or on one GPU), and never names a backend class itself.
 //
 //===----------------------------------------------------------------------===//
 
