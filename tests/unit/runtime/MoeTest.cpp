@@ -16,13 +16,12 @@
 #include "runtime/model/Random.h"
 #include "runtime/model/StageLayout.h"
 #include "tests/unit/runtime/GradientCheck.h"
+#include "tests/unit/runtime/Meeting.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 
 using namespace conduit;
@@ -409,59 +408,34 @@ TEST(Moe, PerSampleProcessingDoesNotDependOnTheCut) {
   EXPECT_EQ(whole, split);
 }
 
-/// An expert group of members simulated as threads of one process: an all-to-all waits for
-/// every member's send buffer, each member copies its parts of them, and no one leaves before
-/// all are done reading.
-class ThreadedExpertGroup {
+/// An expert group of members simulated as threads of one process: an all-to-all meets every
+/// member's send buffer and counts, and each member copies its parts of them.
+class ThreadedExpertGroup final : public ExpertGroup<float> {
 public:
-  explicit ThreadedExpertGroup(int64_t size) : size(size), sends(size), counts(size) {}
-
-  class Member final : public ExpertGroup<float> {
-  public:
-    Member(ThreadedExpertGroup &group, int64_t position) : group(group), at(position) {}
-    int64_t size() const override { return group.size; }
-    int64_t position() const override { return at; }
-    void allToAll(ExpertExchange, const float *send, const std::vector<int64_t> &sendCounts,
-                  float *recv, const std::vector<int64_t> &recvCounts) override {
-      group.sends[at] = send;
-      group.counts[at] = &sendCounts;
-      group.barrier();
-      for (int64_t m = 0; m < group.size; ++m) {
-        const std::vector<int64_t> &theirs = *group.counts[m];
+  /// A member's send buffer and its counts to each member.
+  using Sent = std::pair<const float *, const std::vector<int64_t> *>;
+  ThreadedExpertGroup(Meeting<Sent> &meeting, int64_t size, int64_t position)
+      : meeting(meeting), members(size), at(position) {}
+  int64_t size() const override { return members; }
+  int64_t position() const override { return at; }
+  void allToAll(ExpertExchange, const float *send, const std::vector<int64_t> &sendCounts,
+                float *recv, const std::vector<int64_t> &recvCounts) override {
+    meeting.meet(static_cast<int>(at), {send, &sendCounts}, [&](const std::vector<Sent> &all) {
+      float *to = recv;
+      for (int64_t m = 0; m < members; ++m) {
+        const std::vector<int64_t> &theirs = *all[m].second;
         int64_t from = 0;
         for (int64_t j = 0; j < at; ++j)
           from += theirs[j];
         EXPECT_EQ(theirs[at], recvCounts[m]) << "member " << at << " from " << m;
-        std::copy(group.sends[m] + from, group.sends[m] + from + recvCounts[m], recv);
-        recv += recvCounts[m];
+        to = std::copy(all[m].first + from, all[m].first + from + recvCounts[m], to);
       }
-      group.barrier();
-    }
-
-  private:
-    ThreadedExpertGroup &group;
-    const int64_t at;
-  };
-
-private:
-  void barrier() {
-    std::unique_lock<std::mutex> lock(mutex);
-    const int64_t generation = generations;
-    if (++arrived == size) {
-      arrived = 0;
-      ++generations;
-      changed.notify_all();
-      return;
-    }
-    changed.wait(lock, [&] { return generations != generation; });
+    });
   }
 
-  const int64_t size;
-  std::vector<const float *> sends;
-  std::vector<const std::vector<int64_t> *> counts;
-  std::mutex mutex;
-  std::condition_variable changed;
-  int64_t arrived = 0, generations = 0;
+private:
+  Meeting<Sent> &meeting;
+  const int64_t members, at;
 };
 
 // Expert parallelism on the CPU: two members of an expert group, each with two samples of its
@@ -500,7 +474,7 @@ TEST(Moe, AnExpertGroupComputesTheReferencesGradientsBitForBit) {
     whole.forwardSamples(params.data(), nullptr, batch.view, nullptr, caches);
     backward(whole, params.data(), caches, expected.data());
 
-    ThreadedExpertGroup group(members);
+    Meeting<ThreadedExpertGroup::Sent> meeting(members);
     std::vector<StageLayout> layouts;
     std::vector<std::vector<double>> got(members);
     std::vector<std::thread> threads;
@@ -512,7 +486,7 @@ TEST(Moe, AnExpertGroupComputesTheReferencesGradientsBitForBit) {
       ASSERT_GT(layouts[q].experts, 0);
       threads.emplace_back([&, member, q] {
         CpuOps<float> mine;
-        ThreadedExpertGroup::Member place(group, q);
+        ThreadedExpertGroup place(meeting, members, q);
         mine.setExpertGroup(&place);
         auto chain = *LayerChain<float>::build(plan, member, 0, layers, mine);
         const std::vector<float> part = layouts[q].part(params.data());

@@ -17,14 +17,13 @@
 #include "runtime/model/Random.h"
 #include "runtime/plan/TensorCollectives.h"
 #include "tests/unit/runtime/GptPlan.h"
+#include "tests/unit/runtime/Meeting.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -34,50 +33,17 @@ using runtime::Op;
 
 namespace {
 
-/// Where the members of a simulated group meet: each posts its input, every member computes
-/// its own result from all inputs, and no one leaves before all are done reading.
-class Meeting {
-public:
-  using Inputs = std::vector<const double *>;
-  explicit Meeting(int size) : size(size), inputs(size) {}
-
-  void meet(int rank, const double *input, const std::function<void(const Inputs &)> &compute) {
-    inputs[rank] = input;
-    barrier();
-    compute(inputs);
-    barrier();
-  }
-
-private:
-  void barrier() {
-    std::unique_lock<std::mutex> lock(mutex);
-    const int64_t generation = generations;
-    if (++arrived == size) {
-      arrived = 0;
-      ++generations;
-      changed.notify_all();
-      return;
-    }
-    changed.wait(lock, [&] { return generations != generation; });
-  }
-
-  const int size;
-  Inputs inputs;
-  std::mutex mutex;
-  std::condition_variable changed;
-  int arrived = 0;
-  int64_t generations = 0;
-};
+using TensorMeeting = model::Meeting<const double *>;
 
 /// One member's collectives, which it records in the order issued.
 class Member final : public TensorGroup<double> {
 public:
-  Member(Meeting &meeting, int rank, int size) : meeting(meeting), rank(rank), size(size) {}
+  Member(TensorMeeting &meeting, int rank, int size) : meeting(meeting), rank(rank), size(size) {}
 
   void allReduce(int64_t n, double *data, Reduction op) override {
     issued.push_back(Op::TensorAllReduce);
     std::vector<double> mine(data, data + n);
-    meeting.meet(rank, mine.data(), [&](const Meeting::Inputs &in) {
+    meeting.meet(rank, mine.data(), [&](const TensorMeeting::Inputs &in) {
       for (int64_t i = 0; i < n; ++i) {
         double v = in[0][i];
         for (int r = 1; r < size; ++r)
@@ -88,14 +54,14 @@ public:
   }
   void allGather(int64_t n, const double *shard, double *full) override {
     issued.push_back(Op::TensorAllGather);
-    meeting.meet(rank, shard, [&](const Meeting::Inputs &in) {
+    meeting.meet(rank, shard, [&](const TensorMeeting::Inputs &in) {
       for (int r = 0; r < size; ++r)
         std::copy(in[r], in[r] + n, full + r * n);
     });
   }
   void reduceScatter(int64_t n, const double *full, double *shard) override {
     issued.push_back(Op::TensorReduceScatter);
-    meeting.meet(rank, full, [&](const Meeting::Inputs &in) {
+    meeting.meet(rank, full, [&](const TensorMeeting::Inputs &in) {
       for (int64_t i = 0; i < n; ++i) {
         double v = 0;
         for (int r = 0; r < size; ++r)
@@ -108,7 +74,7 @@ public:
   std::vector<Op> issued;
 
 private:
-  Meeting &meeting;
+  TensorMeeting &meeting;
   const int rank, size;
 };
 
@@ -301,7 +267,7 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
     d = random.normal();
   const Result want = run(whole, first, end, params, x, dy, samples, Backward::Whole, nullptr);
 
-  Meeting meeting(kRanks);
+  TensorMeeting meeting(kRanks);
   std::vector<Result> got(kRanks);
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r)
@@ -447,7 +413,7 @@ TEST(TensorParallel, OneRankIssuesNoCollectiveAndComputesTheUnsplitBits) {
       for (double &d : dy)
         d = random.normal();
       const Result alone = run(whole, first, end, params, x, dy, samples, Backward::Whole, nullptr);
-      Meeting meeting(1);
+      TensorMeeting meeting(1);
       Member member(meeting, 0, 1);
       const Result grouped =
           run(whole, first, end, params, x, dy, samples, Backward::Split, &member);
