@@ -173,8 +173,9 @@ struct Shape {
     return whole;
   }
   /// Without sequence parallelism every rank keeps the norms' inputs and the inputs of the
-  /// column-parallel GEMMs (QKV, MLP up) whole: Korthikanti et al.'s replicated terms, and
-  /// latent attention's latents (computed whole on every rank).
+  /// column-parallel GEMMs (QKV, MLP up) whole: Korthikanti et al.'s replicated terms, latent
+  /// attention's latents (computed whole on every rank), and a shared experts' gate's output
+  /// and values (every rank gates the whole sequence).
   double blockReplicatedActivationBytes(int64_t b, double e, double i) const {
     // Of them, the QKV (or down projections') input, a dense MLP's input and the normalised
     // latents are linear layers' inputs (blockLinearInputElements).
@@ -182,6 +183,8 @@ struct Shape {
         e * 4 * s * h - (e - i) * s * h * (hasExperts(b) ? 1 : 2) + eagerNormBytes(2 * s * h);
     if (mla)
       whole += e * latentElements() - (e - i) * normalisedLatentElements();
+    if (hasExperts(b) && gateParams() > 0)
+      whole += e * (s * h + s);
     return whole;
   }
 

@@ -57,6 +57,7 @@ runtime::Transformer detail::collectiveShape(const Job &job) {
   x.topK = m.topK;
   x.expertFfnHiddenSize = m.expertFfnHiddenSize;
   x.sharedExperts = m.sharedExperts;
+  x.sharedExpertGate = m.sharedExpertGate;
   x.denseLayers = m.denseLayers;
   x.imbalance = moeImbalance(job).value;
   x.routerGroups = m.routerGroups;

@@ -650,10 +650,11 @@ def main():
         if result.returncode != 0:
             failures.append(f"{name}: exit {result.returncode}\n{result.stdout}{result.stderr}")
             continue
-        # Expert parallelism sums an expert's weight gradient over its group's tokens in float
-        # on one rank, where the reference adds each sample's in double: the losses keep the
-        # reference's bits, the parameters are compared per layer, as with tensor parallelism.
-        split = "tensor" in parallelism or parallelism.get("expert", 1) > 1
+        # Tensor parallelism splits a sample's products over ranks, which the reference runs
+        # whole: the parameters are compared per layer. Otherwise element by element (expert
+        # groups included: an owner adds each member's sample to the double accumulators on its
+        # own, as the reference adds each sample's).
+        split = "tensor" in parallelism
         param_error = relative_error if args.backend == "cpu" and not split else normwise_error
         got = losses(result.stdout)
         loss_error = max(abs(got.get(s, float("nan")) - l) / abs(l) for s, l in ref_losses.items())

@@ -570,6 +570,8 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
       shared ? shared->backwardInput(ops, p + sharedAt, cache.parts[0],
                                      gated() ? stash[DShared].data() : dy, gated() || dyKept)
              : ops.allocate(n * s.localSeq() * h);
+  if (gated() && s.sequenceParallel)
+    stash[DShared].reset(); // the shared experts kept the gathered output gradient instead
   if (gated()) {
     Buffer<T> logits = transient(ops, std::max<int64_t>(n * s.localSeq(), 1));
     fromHost(ops, dGate, logits.data());

@@ -233,8 +233,11 @@ TEST(TransformerCosts, SharedExpertGateByHand) {
   // One product of 8 per token: 2 s h FLOPs more forward, twice that backward.
   EXPECT_DOUBLE_EQ(g.fwdFlops, p.fwdFlops + 2.0 * 4 * 8);
   EXPECT_DOUBLE_EQ(g.bwdFlops, p.bwdFlops + 4.0 * 4 * 8);
-  // Kept: the shared expert's output (s h) and the gate's values (s), in bf16.
+  // Kept: the shared expert's output (s h) and the gate's values (s), in bf16; without
+  // sequence parallelism every tensor rank keeps them whole.
   EXPECT_EQ(g.activationBytes, p.activationBytes + 2 * (32 + 4));
+  EXPECT_EQ(g.replicatedActivationBytes.value_or(0),
+            p.replicatedActivationBytes.value_or(0) + 2 * (32 + 4));
   // The dense block does not change.
   EXPECT_EQ((*gated)[1].params, (*plain)[1].params);
   EXPECT_EQ(transformerParameters(t), transformerParameters(smallMoe()) + 8);
