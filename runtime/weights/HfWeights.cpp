@@ -1,6 +1,7 @@
 //===- HfWeights.cpp - the model's parameters as Hugging Face tensors ------===//
 
 #include "runtime/weights/HfWeights.h"
+#include "runtime/weights/HfFamily.h"
 
 #include "runtime/plan/Limits.h"
 
@@ -102,28 +103,6 @@ constexpr Module kBlock[] = {
 constexpr Module kHead[] = {
     {Param::NormG, Param::NormB, Columns::All, "model.norm", "transformer.ln_f"},
     {Param::Lm, Param::None, Columns::All, "lm_head", "lm_head"}};
-
-/// Llama's names (and its family's: Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3)
-/// for a model with any of Llama's parts, or with heads GPT-2 does not have (their own width,
-/// q/k norms, latent attention).
-bool isLlama(const Transformer &t) {
-  return t.norm == 1 || t.mlp == 1 || t.position == 1 || t.headDim != 0 || t.qkNorm ||
-         t.usesLatentAttention();
-}
-/// DeepSeek-V3's names and config: latent attention.
-bool isDeepSeek(const Transformer &t) { return t.usesLatentAttention(); }
-/// Qwen3's attention: q/k norms.
-bool isQwen3(const Transformer &t) { return t.qkNorm; }
-/// A mixture of experts takes the Qwen MoE names for its router and routed experts where its
-/// attention is DeepSeek-V3's, Qwen2's (biases on q, k and v only) or Qwen3's, or it has shared
-/// experts, else Mixtral's.
-bool isQwenMoe(const Transformer &t) {
-  return t.isMoe() && (isDeepSeek(t) || t.bias == 1 || isQwen3(t) || t.sharedExperts > 0);
-}
-/// Each head's width.
-int64_t headWidth(const Transformer &t) {
-  return t.headDim > 0 ? t.headDim : t.hiddenSize / t.numHeads;
-}
 
 /// The parameters of a block's mixture of experts (runtime/model/layers/Moe.h): the router,
 /// the shared experts and their gate, the routed experts.
@@ -465,153 +444,6 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
   if (t.tieEmbeddings && tokenTable.empty())
     return absl::FailedPreconditionError("the model ties its embeddings but has no embedding");
   return out;
-}
-
-namespace {
-/// The rotary context extension under Hugging Face's rope_scaling keys, yarn's magnitude stated
-/// (attention_factor) rather than left to the library's rule.
-nlohmann::ordered_json ropeScalingConfig(const RopeScaling &r) {
-  nlohmann::ordered_json c;
-  c["rope_type"] = std::string(kRopeTypeNames[static_cast<size_t>(r.type)]);
-  c["factor"] = r.factor;
-  if (r.type == RopeType::Linear)
-    return c;
-  c["original_max_position_embeddings"] = r.originalPositions;
-  if (r.type == RopeType::Llama3) {
-    c["low_freq_factor"] = r.lowFreqFactor;
-    c["high_freq_factor"] = r.highFreqFactor;
-    return c;
-  }
-  c["beta_fast"] = r.betaFast;
-  c["beta_slow"] = r.betaSlow;
-  c["attention_factor"] = r.attentionFactor;
-  if (r.mscaleAllDim != 0)
-    c["mscale_all_dim"] = r.mscaleAllDim;
-  if (!r.truncate)
-    c["truncate"] = false;
-  return c;
-}
-
-/// DeepSeek-V3's keys: the latent attention's widths and the plan's rotary layout
-/// (rope_interleave: false, Hugging Face's DeepseekV3Attention rotates halves as
-/// runtime/model/Kernels.h does; true, interleaved pairs, the columns permuted to match), and
-/// its mixture of experts: the routed experts, the shared
-/// ones as a multiple of their width, the leading dense blocks (all of them without experts),
-/// the routing (sigmoid scores limited to groups, or softmax) with the routed experts' scaling
-/// and the auxiliary loss's coefficient.
-void deepSeekConfig(const Transformer &t, nlohmann::ordered_json &c) {
-  if (t.qLoraRank > 0)
-    c["q_lora_rank"] = t.qLoraRank;
-  else
-    c["q_lora_rank"] = nullptr;
-  c["kv_lora_rank"] = t.kvLoraRank;
-  c["qk_nope_head_dim"] = t.qkNopeHeadDim;
-  c["qk_rope_head_dim"] = t.qkRopeHeadDim;
-  c["v_head_dim"] = t.vHeadDim;
-  c["rope_interleave"] = t.ropeInterleave;
-  if (!t.isMoe()) {
-    c["first_k_dense_replace"] = t.numLayers;
-    return;
-  }
-  c["n_routed_experts"] = t.numExperts;
-  c["num_experts_per_tok"] = t.topK;
-  c["moe_intermediate_size"] = t.expertFfnHiddenSize;
-  c["n_shared_experts"] = t.sharedExperts > 0 ? t.sharedFfnHiddenSize / t.expertFfnHiddenSize : 0;
-  c["first_k_dense_replace"] = t.denseLayers;
-  c["norm_topk_prob"] = t.normalizeTopK;
-  c["n_group"] = t.routerGroups;
-  c["topk_group"] = t.routerGroupTopK;
-  c["routed_scaling_factor"] = t.routedScalingFactor;
-  // DeepSeek's pairs: sigmoid scores chosen with the per-expert bias, or softmax greedily.
-  c["scoring_func"] = t.router == 1 ? "sigmoid" : "softmax";
-  c["topk_method"] = t.router == 1 ? "noaux_tc" : "greedy";
-  c["aux_loss_alpha"] = t.auxLossCoefficient;
-}
-} // namespace
-
-std::string hfConfigJson(const Plan &plan) {
-  const Transformer &t = *plan.transformer;
-  const bool llama = isLlama(t), qwen3 = isQwen3(t),
-             qwen = llama && !isDeepSeek(t) && (t.bias == 1 || qwen3);
-  // Each model_type's class, as Hugging Face names it.
-  const std::map<std::string, const char *> classes = {
-      {"gpt2", "GPT2LMHeadModel"},          {"llama", "LlamaForCausalLM"},
-      {"qwen2", "Qwen2ForCausalLM"},        {"qwen3", "Qwen3ForCausalLM"},
-      {"mixtral", "MixtralForCausalLM"},    {"qwen2_moe", "Qwen2MoeForCausalLM"},
-      {"qwen3_moe", "Qwen3MoeForCausalLM"}, {"deepseek_v3", "DeepseekV3ForCausalLM"}};
-  // hfArchitecture names a Qwen2 model by the Llama names it takes.
-  const std::string type = !t.isMoe() && qwen && !qwen3 ? "qwen2" : hfArchitecture(plan);
-  nlohmann::ordered_json c;
-  c["architectures"] = {classes.at(type)};
-  c["model_type"] = type;
-  // What both configurations hold, each under its own name.
-  const std::tuple<const char *, const char *, int64_t> sizes[] = {
-      {"hidden_size", "n_embd", t.hiddenSize},
-      {"intermediate_size", "n_inner", t.ffnHiddenSize},
-      {"num_attention_heads", "n_head", t.numHeads},
-      {"num_hidden_layers", "n_layer", t.numLayers},
-      {"max_position_embeddings", "n_positions", t.seqLength},
-      {"vocab_size", "vocab_size", t.vocabSize}};
-  for (const auto &[llamaName, gpt2Name, value] : sizes)
-    c[llama ? llamaName : gpt2Name] = value;
-  c[llama ? "rms_norm_eps" : "layer_norm_epsilon"] = t.normEps;
-  c["tie_word_embeddings"] = t.tieEmbeddings;
-  if (llama) {
-    c["num_key_value_heads"] = t.numKvHeads;
-    if (t.headDim != 0 || qwen3)
-      c["head_dim"] = headWidth(t);
-    c["rope_theta"] = t.ropeTheta;
-    if (const RopeScaling &r = t.ropeScaling; r.scaled()) {
-      c["rope_scaling"] = ropeScalingConfig(r);
-      // A yarn model's positions are its extended context, as DeepSeek's and Qwen's configs
-      // say them: versions of the transformers library (4.5x) take yarn's factor as
-      // max_position_embeddings / original_max_position_embeddings.
-      if (r.type == RopeType::Yarn)
-        c["max_position_embeddings"] =
-            std::llround(static_cast<double>(r.originalPositions) * r.factor);
-    }
-    if (isDeepSeek(t)) {
-      // DeepSeek-V3's attention_bias would put biases on the down projections too: its output
-      // projection's (bias "all") is Conduit's only, and its MLPs have none.
-      c["attention_bias"] = false;
-    } else if (qwen3) {
-      // Qwen3's attention_bias puts biases on q, k, v and o; its MLPs have none.
-      c["attention_bias"] = t.bias == 0;
-    } else if (!qwen) {
-      c["attention_bias"] = t.bias == 0;
-      c["mlp_bias"] = t.bias == 0;
-    }
-    c["hidden_act"] = t.mlp == 1 ? "silu" : "gelu_pytorch_tanh";
-    if (isDeepSeek(t)) {
-      deepSeekConfig(t, c);
-    } else if (t.isMoe() && isQwenMoe(t)) {
-      c["num_experts"] = t.numExperts;
-      c["num_experts_per_tok"] = t.topK;
-      c["moe_intermediate_size"] = t.expertFfnHiddenSize;
-      if (!qwen3)
-        c["shared_expert_intermediate_size"] = t.sharedExperts > 0 ? t.sharedFfnHiddenSize : 0;
-      c["norm_topk_prob"] = t.normalizeTopK;
-      c["decoder_sparse_step"] = 1;
-      std::vector<int64_t> dense(t.denseLayers);
-      for (int64_t b = 0; b < t.denseLayers; ++b)
-        dense[b] = b;
-      c["mlp_only_layers"] = dense;
-    } else if (t.isMoe()) {
-      // Mixtral's intermediate_size is its experts' width.
-      c["intermediate_size"] = t.expertFfnHiddenSize;
-      c["num_local_experts"] = t.numExperts;
-      c["num_experts_per_tok"] = t.topK;
-    }
-    if (t.isMoe() && !isDeepSeek(t)) {
-      c["router_aux_loss_coef"] = t.auxLossCoefficient;
-      c["output_router_logits"] = t.auxLossCoefficient > 0;
-    }
-  } else {
-    // runtime/model/Kernels.cpp computes GELU with the tanh approximation.
-    c["activation_function"] = "gelu_new";
-  }
-  c["torch_dtype"] = "float32";
-  return c.dump(2) + "\n";
 }
 
 int64_t HfTensor::conduitColumn(int64_t c) const {
