@@ -6,21 +6,19 @@
 // norms; and mixtures of experts, Mixtral-like and with
 // a shared expert and a sigmoid router), on random inputs, against the CPU
 // implementation in double precision, and the split backward (input gradient, later weight
-// gradient) against the whole one on the implementation itself, bit for bit. Instantiated for the
-// CPU (float) and, where the CUDA backend is built, for CUDA at float32 and at bf16 GEMM precision;
-// the CUDA instantiations skip themselves on machines without a usable GPU. The tolerance is per
+// gradient) against the whole one on the implementation itself, bit for bit. Instantiated for
+// the implementations the binary names (OpsConformance.h): the CPU (float) in runtime_tests;
+// CUDA at float32 and at bf16 GEMM precision in runtime_cuda_tests, where the CUDA backend is
+// built, skipping themselves on machines without a usable GPU. The tolerance is per
 // implementation: float32 rounding, or bf16 inputs to the GEMMs.
 //
 //===----------------------------------------------------------------------===//
 
+#include "tests/unit/runtime/OpsConformance.h"
+
 #include "runtime/model/Gpt.h"
 #include "runtime/model/Random.h"
 #include "tests/unit/runtime/GptPlan.h"
-
-#if CONDUIT_HAVE_CUDA
-#include "runtime/backend/cuda/CudaBackend.h"
-#include "runtime/backend/cuda/CudaOps.h"
-#endif
 
 #include <gtest/gtest.h>
 
@@ -29,50 +27,9 @@
 
 using namespace conduit;
 using namespace conduit::model;
+using namespace conduit::model::testing;
 
 namespace {
-
-/// An implementation under test, and how close to the double-precision oracle it must come
-/// (largest error relative to the largest reference magnitude).
-struct Implementation {
-  std::string name;
-  /// The Ops, or null with `skip` saying why.
-  std::function<std::unique_ptr<Ops<float>>(std::string &skip)> make;
-  double tolerance;
-};
-
-/// Test names and ctest show the implementation's name.
-void PrintTo(const Implementation &implementation, std::ostream *out) {
-  *out << implementation.name;
-}
-
-#if CONDUIT_HAVE_CUDA
-std::unique_ptr<Ops<float>> cudaOps(runtime::DType precision, std::string &skip) {
-  absl::StatusOr<int> devices = cuda::CudaBackend::deviceCount();
-  if (!devices.ok()) {
-    skip = std::string(devices.status().message());
-    return nullptr;
-  }
-  absl::StatusOr<std::unique_ptr<cuda::CudaOps>> ops = cuda::CudaOps::create(precision);
-  if (!ops.ok()) {
-    skip = std::string(ops.status().message());
-    return nullptr;
-  }
-  return std::move(*ops);
-}
-#endif
-
-std::vector<Implementation> implementations() {
-  std::vector<Implementation> out;
-  out.push_back({"cpu", [](std::string &) { return std::make_unique<CpuOps<float>>(); }, 2e-5});
-#if CONDUIT_HAVE_CUDA
-  out.push_back(
-      {"cuda_fp32", [](std::string &skip) { return cudaOps(runtime::DType::FP32, skip); }, 1e-4});
-  out.push_back(
-      {"cuda_bf16", [](std::string &skip) { return cudaOps(runtime::DType::BF16, skip); }, 5e-2});
-#endif
-  return out;
-}
 
 class OpsConformance : public ::testing::TestWithParam<Implementation> {
 protected:
@@ -83,14 +40,12 @@ protected:
       GTEST_SKIP() << GetParam().name << ": " << skip;
   }
 
-#if CONDUIT_HAVE_CUDA
   void TearDown() override {
-    // CudaOps keep their first failure instead of returning it.
-    if (auto *device = dynamic_cast<cuda::CudaOps *>(ops.get())) {
-      EXPECT_TRUE(device->status().ok()) << device->status().message();
+    if (ops && GetParam().keptFailure) {
+      const std::string failure = GetParam().keptFailure(*ops);
+      EXPECT_TRUE(failure.empty()) << failure;
     }
   }
-#endif
 
   /// Random values in the oracle's precision, rounded to float so both sides see the same.
   std::vector<double> random(int64_t n, double scale = 1.0) {
@@ -586,7 +541,8 @@ TEST_P(OpsConformance, SplitBackwardGivesTheBitsOfBackward) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Implementations, OpsConformance, ::testing::ValuesIn(implementations()),
+INSTANTIATE_TEST_SUITE_P(Implementations, OpsConformance,
+                         ::testing::ValuesIn(implementationsUnderTest()),
                          [](const ::testing::TestParamInfo<Implementation> &info) {
                            return info.param.name;
                          });

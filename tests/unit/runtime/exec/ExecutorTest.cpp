@@ -6,29 +6,21 @@
 // back as Status, and the instruction hook (fault injection) sees every instruction once per
 // step and can end the step.
 //
-// Then split backward on the real backends, every rank a thread meeting in a loopback hub: a
-// two-stage plan whose backwards run as input gradients (I) and deferred weight gradients (W)
-// trains exactly as the same plan with whole backwards, also across a snapshot and restore,
-// and is profiled and traced by half; I and W out of order are refused with a message, not a
-// crash or a hang. The CUDA instantiation skips itself without a usable GPU.
+// Then plans on the CPU backend, every rank a thread meeting in a loopback hub
+// (exec/PlanRuns.h): a mixture of experts trains as the reference does; a plan with split
+// backwards is profiled and traced by half; I and W out of order are refused with a message,
+// not a crash or a hang; gradients reduced after each run of backwards add up to one reduction
+// per step. SplitBackwardPlanTest.cpp runs the split plans on each backend under test.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/exec/Executor.h"
 
-#include "runtime/backend/cpu/CpuBackend.h"
-#include "runtime/exec/LoopbackTransport.h"
-#include "runtime/exec/StageWork.h"
 #include "runtime/plan/PlanChecks.h"
 #include "runtime/session/Profile.h"
 #include "runtime/session/Reference.h"
-#include "tests/unit/runtime/GptPlan.h"
+#include "tests/unit/runtime/exec/PlanRuns.h"
 #include "tests/unit/runtime/exec/ScriptedBackend.h"
-
-#if CONDUIT_HAVE_CUDA
-#include "runtime/backend/cuda/CudaBackend.h"
-#include "runtime/backend/cuda/CudaLoopbackMemory.h"
-#endif
 
 #include <gtest/gtest.h>
 
@@ -211,286 +203,10 @@ TEST(Executor, AnInstructionHookErrorEndsTheStepBeforeThatInstruction) {
   EXPECT_EQ(backend.completed, std::vector<int64_t>({0})); // instruction 1 never started
 }
 
-//===----------------------------------------------------------------------===//
-// Split backward on the real backends
-//===----------------------------------------------------------------------===//
-
-model::GptShape tinyShape() {
-  model::GptShape s;
-  s.blocks = 2;
-  s.hidden = 8;
-  s.heads = 2;
-  s.ffn = 16;
-  s.seq = 4;
-  s.vocab = 16;
-  return s;
-}
-
-constexpr int64_t kSamples = 2; ///< per micro-batch
-
-Instruction onStage(Op op, int32_t stage, int32_t mb = -1, int32_t slot = -1) {
-  Instruction i;
-  i.op = op;
-  i.stream = kComputeStream;
-  i.stage = stage;
-  i.microbatch = mb;
-  i.slot = slot;
-  return i;
-}
-
-/// A send or receive of micro-batch `mb` between stage 0 (rank 0) and stage 1 (rank 1), on
-/// the compute stream (the programs below are sequential), in transfer batch `batch`.
-Instruction between(Op op, Transfer kind, int32_t rank, int32_t mb, int32_t batch = -1) {
-  Instruction i;
-  i.op = op;
-  i.kind = kind;
-  i.stream = kComputeStream;
-  i.stage = rank;
-  i.microbatch = mb;
-  i.peer = 1 - rank;
-  i.peerStage = 1 - rank;
-  i.peerMicrobatch = mb;
-  i.begin = mb * kSamples;
-  i.end = (mb + 1) * kSamples;
-  i.bytes = kSamples * tinyShape().seq * tinyShape().hidden * int64_t(sizeof(float));
-  i.batch = batch;
-  if (op == Op::Recv)
-    i.slot = 0;
-  return i;
-}
-
-/// The tiny GPT in fp32, stage r on rank r with layers [stages[r].first, stages[r].second),
-/// `microbatches` micro-batches of kSamples samples; the rank programs are left empty.
-Plan tinyPlan(const std::vector<std::pair<int32_t, int32_t>> &stages, int64_t microbatches) {
-  Plan plan = model::planFor(tinyShape());
-  plan.name = "split";
-  Config &c = plan.config;
-  c.pipeline = static_cast<int32_t>(stages.size());
-  c.microbatches = microbatches;
-  c.microbatchSize = kSamples;
-  c.tokensPerSample = tinyShape().seq;
-  c.dtype = DType::FP32;
-  c.seed = 5;
-  c.learningRate = 1e-2;
-  std::vector<int64_t> cuts;
-  for (int64_t mb = 0; mb <= microbatches; ++mb)
-    cuts.push_back(mb * kSamples);
-  for (size_t r = 0; r < stages.size(); ++r) {
-    Stage stage{static_cast<int32_t>(r),
-                static_cast<int32_t>(r),
-                stages[r].first,
-                stages[r].second,
-                0,
-                cuts};
-    for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
-      stage.params += plan.layers[l].params;
-    plan.stages.push_back(stage);
-    plan.groups.push_back({{static_cast<int32_t>(r)}});
-    plan.ranks.push_back({static_cast<int32_t>(r), 0, {}, {}});
-  }
-  return plan;
-}
-
-/// Two stages on two ranks, three micro-batches, 1F1B. With `split`, each backward is an I
-/// where the backward was, and its W comes later: W0 after the next forward, the others at
-/// the end in `lastWeights` order. Rank 0 reads every output gradient from one receive slot,
-/// which the next receive overwrites before the deferred W runs.
-Plan pipelinePlan(bool split, const std::vector<int32_t> &lastWeights = {1, 2}) {
-  Plan plan = tinyPlan({{0, 2}, {2, 4}}, 3);
-  const int64_t slot = between(Op::Recv, Transfer::Activation, 0, 0).bytes;
-  const Op backward = split ? Op::BackwardInput : Op::Backward;
-  auto weights = [&](std::vector<Instruction> &program, int32_t stage, std::vector<int32_t> mbs) {
-    if (split)
-      for (int32_t mb : mbs)
-        program.push_back(onStage(Op::BackwardWeight, stage, mb));
-  };
-  auto act = [](Op op, int32_t rank, int32_t mb, int32_t batch = -1) {
-    return between(op, Transfer::Activation, rank, mb, batch);
-  };
-  auto grad = [](Op op, int32_t rank, int32_t mb, int32_t batch = -1) {
-    return between(op, Transfer::Gradient, rank, mb, batch);
-  };
-  std::vector<Instruction> &r0 = plan.ranks[0].instructions;
-  plan.ranks[0].slots = {slot};
-  r0 = {onStage(Op::Forward, 0, 0), act(Op::Send, 0, 0),     onStage(Op::Forward, 0, 1),
-        act(Op::Send, 0, 1, 0),     grad(Op::Recv, 0, 0, 0), onStage(backward, 0, 0, 0),
-        onStage(Op::Forward, 0, 2), act(Op::Send, 0, 2, 1),  grad(Op::Recv, 0, 1, 1)};
-  weights(r0, 0, {0});
-  r0.push_back(onStage(backward, 0, 1, 0));
-  r0.push_back(grad(Op::Recv, 0, 2));
-  r0.push_back(onStage(backward, 0, 2, 0));
-  weights(r0, 0, lastWeights);
-  r0.push_back(onStage(Op::OptimizerStep, 0));
-
-  std::vector<Instruction> &r1 = plan.ranks[1].instructions;
-  plan.ranks[1].slots = {slot};
-  r1 = {act(Op::Recv, 1, 0),     onStage(Op::Forward, 1, 0, 0), onStage(backward, 1, 0),
-        grad(Op::Send, 1, 0, 0), act(Op::Recv, 1, 1, 0),        onStage(Op::Forward, 1, 1, 0)};
-  weights(r1, 1, {0});
-  r1.push_back(onStage(backward, 1, 1));
-  r1.push_back(grad(Op::Send, 1, 1, 1));
-  r1.push_back(act(Op::Recv, 1, 2, 1));
-  r1.push_back(onStage(Op::Forward, 1, 2, 0));
-  r1.push_back(onStage(backward, 1, 2));
-  r1.push_back(grad(Op::Send, 1, 2));
-  weights(r1, 1, lastWeights);
-  r1.push_back(onStage(Op::OptimizerStep, 1));
-  return plan;
-}
-
-/// What one rank's run produced.
-struct RankRun {
-  absl::Status status;
-  std::vector<double> losses;
-  std::vector<std::optional<double>> auxLosses;
-  std::vector<std::vector<float>> params;
-  std::vector<StageState> state;
-  std::vector<LayerTiming> timings;
-  std::vector<TraceEvent> events;
-};
-
-/// Makes the backend of global rank `rank` of `ranks`, meeting the others in `hub`.
-using MakeBackend = std::function<std::unique_ptr<Backend>(int64_t rank, int64_t ranks,
-                                                           bool measure, LoopbackHub &hub)>;
-/// A backend the split-backward tests run on, and whether this machine can run it.
-struct BackendKind {
-  std::string name;
-  std::function<std::unique_ptr<LoopbackMemory>()> memory;
-  MakeBackend make;
-  /// Empty where the backend can run here; else why not.
-  std::function<std::string()> unavailable;
-};
-
-void PrintTo(const BackendKind &kind, std::ostream *out) { *out << kind.name; }
-
-std::vector<BackendKind> backendKinds() {
-  std::vector<BackendKind> out;
-  out.push_back(
-      {"cpu", [] { return std::make_unique<HostLoopbackMemory>(); },
-       [](int64_t rank, int64_t ranks, bool measure, LoopbackHub &hub) -> std::unique_ptr<Backend> {
-         return std::make_unique<CpuBackend>(
-             rank, ranks, measure, [&hub, rank](const Plan &) { return hub.transport(rank); });
-       },
-       [] { return std::string(); }});
-#if CONDUIT_HAVE_CUDA
-  out.push_back(
-      {"cuda", [] { return std::make_unique<cuda::CudaLoopbackMemory>(); },
-       [](int64_t rank, int64_t ranks, bool measure, LoopbackHub &hub) -> std::unique_ptr<Backend> {
-         return std::make_unique<cuda::CudaBackend>(
-             rank, ranks, /*device=*/0, measure,
-             [&hub, rank](const Plan &) { return hub.transport(rank); });
-       },
-       [] {
-         absl::StatusOr<int> devices = cuda::CudaBackend::deviceCount();
-         return devices.ok() ? std::string() : std::string(devices.status().message());
-       }});
-#endif
-  return out;
-}
-
-/// Runs steps [first, first + steps) of `plan` with every rank a thread on `kind`, after
-/// restoring `resume` (per rank) when given.
-std::vector<RankRun> train(const BackendKind &kind, const Plan &plan, int64_t first, int64_t steps,
-                           const std::vector<std::vector<StageState>> *resume = {},
-                           bool measure = false) {
-  const int64_t ranks = plan.config.worldSize();
-  LoopbackHub hub(plan, /*timeoutS=*/30, kind.memory());
-  std::vector<RankRun> runs(ranks);
-  std::vector<std::thread> threads;
-  for (int64_t rank = 0; rank < ranks; ++rank)
-    threads.emplace_back([&, rank] {
-      RankRun &run = runs[rank];
-      std::unique_ptr<Backend> backend = kind.make(rank, ranks, measure, hub);
-      run.status = [&]() -> absl::Status {
-        CONDUIT_RETURN_IF_ERROR(backend->validate(plan));
-        CONDUIT_RETURN_IF_ERROR(backend->initialise(plan));
-        if (resume)
-          CONDUIT_RETURN_IF_ERROR(backend->restore((*resume)[rank]));
-        ExecutorOptions options;
-        options.peerTimeoutS = 30;
-        options.record = true;
-        const RankPosition where = RankPosition::of(plan.config, rank);
-        Executor executor(plan, where.pipelineRank, where.replica, *backend, options);
-        for (int64_t step = first; step < first + steps; ++step) {
-          CONDUIT_ASSIGN_OR_RETURN(StepOutcome outcome, executor.runStep(step));
-          run.losses.push_back(outcome.loss);
-          run.auxLosses.push_back(outcome.auxLoss);
-        }
-        CONDUIT_ASSIGN_OR_RETURN(run.params, backend->stageParameters());
-        CONDUIT_ASSIGN_OR_RETURN(run.state, backend->snapshot());
-        run.timings = backend->layerTimings();
-        run.events = executor.events();
-        return absl::OkStatus();
-      }();
-      if (!run.status.ok())
-        backend->abort(); // the other ranks' next call fails instead of waiting
-    });
-  for (std::thread &t : threads)
-    t.join();
-  return runs;
-}
-
-class SplitBackwardPlan : public ::testing::TestWithParam<BackendKind> {
-protected:
-  void SetUp() override {
-    if (std::string why = GetParam().unavailable(); !why.empty())
-      GTEST_SKIP() << GetParam().name << ": " << why;
-  }
-};
-
-// The CPU backend adds each sample's weight gradients to double accumulators, so W may run in
-// any order; a device accumulates in float, whose sums follow their order, so there the W run
-// in micro-batch order, as the whole backwards do. Either way the bits are the same.
-std::vector<int32_t> lastWeights(const BackendKind &kind) {
-  return kind.name == "cpu" ? std::vector<int32_t>{2, 1} : std::vector<int32_t>{1, 2};
-}
-
-TEST_P(SplitBackwardPlan, TrainsAsWholeBackwardsDo) {
-  const Plan whole = pipelinePlan(false), split = pipelinePlan(true, lastWeights(GetParam()));
-  ASSERT_TRUE(checkPlanSemantics(whole).ok()) << checkPlanSemantics(whole);
-  ASSERT_TRUE(checkPlanSemantics(split).ok()) << checkPlanSemantics(split);
-  std::vector<RankRun> expected = train(GetParam(), whole, 1, 3);
-  std::vector<RankRun> got = train(GetParam(), split, 1, 3);
-  for (size_t r = 0; r < got.size(); ++r) {
-    SCOPED_TRACE("rank " + std::to_string(r));
-    ASSERT_TRUE(expected[r].status.ok()) << expected[r].status;
-    ASSERT_TRUE(got[r].status.ok()) << got[r].status;
-    ASSERT_EQ(got[r].losses.size(), 3u);
-    EXPECT_EQ(got[r].losses, expected[r].losses);
-    EXPECT_EQ(got[r].params, expected[r].params);
-    EXPECT_EQ(got[r].state[0].optimizer, expected[r].state[0].optimizer);
-  }
-  EXPECT_LT(got[0].losses.back(), got[0].losses.front()) << "the plan trains";
-}
-
-/// pipelinePlan's two stages with a mixture of experts in the second block (the second
-/// stage's first layer): 4 GELU experts, 2 per token, renormalised, a shared expert and the
-/// auxiliary loss. `lastWeights` as pipelinePlan's.
-Plan moePlan(bool split, const std::vector<int32_t> &lastWeights = {2, 1}) {
-  Plan plan = pipelinePlan(split, lastWeights);
-  model::GptShape s = tinyShape();
-  s.experts = 4;
-  s.topK = 2;
-  s.expertFfn = 6;
-  s.sharedFfn = 4;
-  s.denseBlocks = 1;
-  s.normalizeTopK = true;
-  s.auxLossCoefficient = 0.01;
-  const Plan moe = model::planFor(s);
-  plan.transformer = moe.transformer;
-  plan.layers = moe.layers;
-  for (Stage &stage : plan.stages) {
-    stage.params = 0;
-    for (int32_t l = stage.firstLayer; l < stage.endLayer; ++l)
-      stage.params += plan.layers[l].params;
-  }
-  return plan;
-}
-
 // A mixture of experts trains on the CPU backend, whole or split backward, with the reference's
 // bits: its losses (the cross-entropy), its auxiliary loss and its parameters.
 TEST(MixtureOfExpertsOnTheCpu, TrainsAsTheReferenceDoes) {
-  const BackendKind cpu = backendKinds()[0];
+  const BackendKind cpu = cpuBackend();
   for (bool split : {false, true}) {
     SCOPED_TRACE(split ? "split backward" : "whole backward");
     const Plan plan = moePlan(split);
@@ -528,7 +244,7 @@ TEST(MixtureOfExpertsOnTheCpu, TrainsAsTheReferenceDoes) {
 
 // A dense plan's steps have no auxiliary loss.
 TEST(MixtureOfExpertsOnTheCpu, DenseStepsHaveNoAuxiliaryLoss) {
-  std::vector<RankRun> got = train(backendKinds()[0], pipelinePlan(false), 1, 1);
+  std::vector<RankRun> got = train(cpuBackend(), pipelinePlan(false), 1, 1);
   ASSERT_TRUE(got[0].status.ok()) << got[0].status;
   EXPECT_FALSE(got[0].auxLosses[0].has_value());
 }
@@ -536,48 +252,11 @@ TEST(MixtureOfExpertsOnTheCpu, DenseStepsHaveNoAuxiliaryLoss) {
 // On every backend a mixture of experts trains with split backwards (the experts' input and
 // weight gradients apart) as with whole ones, bit for bit. On CUDA this is the suite's test of
 // the expert layers inside a plan (tests/gpu/run.sh runs it).
-TEST_P(SplitBackwardPlan, MixtureOfExpertsTrainsAsWholeBackwardsDo) {
-  std::vector<RankRun> expected = train(GetParam(), moePlan(false), 1, 3);
-  std::vector<RankRun> got = train(GetParam(), moePlan(true, lastWeights(GetParam())), 1, 3);
-  for (size_t r = 0; r < got.size(); ++r) {
-    SCOPED_TRACE("rank " + std::to_string(r));
-    ASSERT_TRUE(expected[r].status.ok()) << expected[r].status;
-    ASSERT_TRUE(got[r].status.ok()) << got[r].status;
-    EXPECT_EQ(got[r].losses, expected[r].losses);
-    EXPECT_EQ(got[r].auxLosses, expected[r].auxLosses);
-    EXPECT_EQ(got[r].params, expected[r].params);
-  }
-  EXPECT_LT(got[0].losses.back(), got[0].losses.front()) << "the plan trains";
-}
-
-TEST_P(SplitBackwardPlan, ResumesFromASnapshot) {
-  const Plan plan = pipelinePlan(true, lastWeights(GetParam()));
-  std::vector<RankRun> uninterrupted = train(GetParam(), plan, 1, 3);
-  std::vector<RankRun> firstTwo = train(GetParam(), plan, 1, 2);
-  std::vector<std::vector<StageState>> states;
-  for (const RankRun &run : firstTwo) {
-    ASSERT_TRUE(run.status.ok()) << run.status;
-    states.push_back(run.state);
-  }
-  std::vector<RankRun> resumed = train(GetParam(), plan, 3, 1, &states);
-  for (size_t r = 0; r < resumed.size(); ++r) {
-    SCOPED_TRACE("rank " + std::to_string(r));
-    ASSERT_TRUE(uninterrupted[r].status.ok()) << uninterrupted[r].status;
-    ASSERT_TRUE(resumed[r].status.ok()) << resumed[r].status;
-    EXPECT_EQ(resumed[r].losses, std::vector<double>{uninterrupted[r].losses[2]});
-    EXPECT_EQ(resumed[r].params, uninterrupted[r].params);
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Backends, SplitBackwardPlan, ::testing::ValuesIn(backendKinds()),
-                         [](const ::testing::TestParamInfo<BackendKind> &info) {
-                           return info.param.name;
-                         });
 
 // --profile times I and W per layer apart (and the profile says so), a whole backward as
 // before; the trace names the halves.
 TEST(SplitBackwardPlanOnTheCpu, IsProfiledAndTracedByHalf) {
-  const BackendKind cpu = backendKinds().front();
+  const BackendKind cpu = cpuBackend();
   auto profileOf = [&](const Plan &plan, std::vector<RankRun> &runs) {
     runs = train(cpu, plan, 1, 1, nullptr, /*measure=*/true);
     std::vector<LayerTiming> timings;
@@ -662,7 +341,7 @@ TEST(SplitBackwardPlanOnTheCpu, ComputeOutOfOrderIsRefused) {
        "backward_weight",
        false},
   };
-  const BackendKind cpu = backendKinds().front();
+  const BackendKind cpu = cpuBackend();
   for (const Case &c : cases) {
     const Plan plan = oneRankPlan(c.program);
     SCOPED_TRACE(c.message);
@@ -690,7 +369,7 @@ TEST(GradientReductionOnTheCpu, EachRunsReductionAddsUpToOnePerStep) {
     plan.config.gradientReduction = reduction;
     return plan;
   };
-  const BackendKind cpu = backendKinds().front();
+  const BackendKind cpu = cpuBackend();
   std::vector<RankRun> once =
       train(cpu, replicated({F0, B0, F1, B1, reduce, step}, GradientReduction::Step), 1, 2);
   std::vector<RankRun> eachRun =
