@@ -124,6 +124,10 @@ void readLlamaFamily(ObjectReader &config, TransformerSpec &t, bool qkvBias) {
     std::optional<runtime::RopeScaling> scaling = readRopeScaling(reader, t.seqLength);
     if (!scaling)
       return;
+    // The library's dynamic scaling grows the base past the config's max_position_embeddings,
+    // whatever rope_scaling says of an original context.
+    if (scaling->type == runtime::RopeType::Dynamic)
+      scaling->originalPositions = t.seqLength;
     t.ropeScaling = *scaling;
     break;
   }

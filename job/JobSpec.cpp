@@ -64,7 +64,7 @@ static_assert(endsAt(kBiases, BiasKind::None));
 static_assert(endsAt(kAttentions, AttentionKind::FlashTriton));
 static_assert(endsAt(kElementwiseKinds, ElementwiseKind::EagerFusedNorm));
 static_assert(endsAt(kRouters, RouterKind::Sigmoid));
-static_assert(endsAt(runtime::kRopeTypeNames, runtime::RopeType::Yarn));
+static_assert(endsAt(runtime::kRopeTypeNames, runtime::RopeType::Dynamic));
 static_assert(endsAt(kDispatches, DispatchKind::PerNode));
 static_assert(endsAt(kExpertKernels, ExpertKernels::Megatron));
 static_assert(endsAt(kFp8SavedInputs, Fp8SavedInputs::BF16));

@@ -302,12 +302,14 @@ LogicalResult RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitErr
                                       F64 highFreqFactor, F64 betaFast, F64 betaSlow, bool truncate,
                                       F64 attentionFactor, F64 mscaleAllDim) {
   auto finite = [](double v) { return std::isfinite(v); };
-  const bool bands = ropeType == RopeType::Llama3 || ropeType == RopeType::Yarn;
+  // The types that read the original context (llama3's and yarn's bands, dynamic's threshold).
+  const bool original =
+      ropeType == RopeType::Llama3 || ropeType == RopeType::Yarn || ropeType == RopeType::Dynamic;
   if (failed(check(emitError, ropeType != RopeType::Default, "rope_type",
                    "an extension (no rope_scaling: none)", stringifyEnum(ropeType))) ||
       failed(check(emitError, finite(factor) && factor >= 1, "factor", "at least 1", factor)) ||
-      failed(check(emitError, !bands || originalMaxPositionEmbeddings >= 1,
-                   "original_max_position_embeddings", "positive for llama3 and yarn",
+      failed(check(emitError, !original || originalMaxPositionEmbeddings >= 1,
+                   "original_max_position_embeddings", "positive for llama3, yarn and dynamic",
                    originalMaxPositionEmbeddings)) ||
       failed(check(emitError, finite(lowFreqFactor) && lowFreqFactor > 0, "low_freq_factor",
                    "positive", lowFreqFactor)) ||
@@ -325,7 +327,7 @@ LogicalResult RopeScalingAttr::verify(function_ref<InFlightDiagnostic()> emitErr
   // What another type reads stays at its default (and is not printed).
   const bool llama3 = ropeType == RopeType::Llama3, yarn = ropeType == RopeType::Yarn;
   const std::pair<StringRef, bool> unread[] = {
-      {"original_max_position_embeddings", !bands && originalMaxPositionEmbeddings != 0},
+      {"original_max_position_embeddings", !original && originalMaxPositionEmbeddings != 0},
       {"low_freq_factor", !llama3 && lowFreqFactor != 1},
       {"high_freq_factor", !llama3 && highFreqFactor != 4},
       {"beta_fast", !yarn && betaFast != 32},

@@ -144,7 +144,8 @@ def Pipe_RopeType : Pipe_Enum<"RopeType", "a rotary context extension", [
   I32EnumCase<"Default", 0, "default">,
   I32EnumCase<"Linear", 1, "linear">,
   I32EnumCase<"Llama3", 2, "llama3">,
-  I32EnumCase<"Yarn", 3, "yarn">
+  I32EnumCase<"Yarn", 3, "yarn">,
+  I32EnumCase<"Dynamic", 4, "dynamic">
 ]>;
 
 def Pipe_DispatchKind : Pipe_Enum<"DispatchKind", "how the expert all-to-alls move a routed token", [
@@ -569,8 +570,9 @@ def Pipe_RopeScalingAttr : Pipe_Attr<"RopeScaling", "rope_scaling"> {
     dimensions between those turning `beta_fast` and `beta_slow` times within the original
     context (ends rounded outwards unless `truncate` is false), multiplies cos and sin by
     `attention_factor`, and with `mscale_all_dim` (DeepSeek) multiplies latent attention's
-    softmax scale by (0.1 · mscale_all_dim · ln factor + 1)². Named as Hugging Face's configs
-    name them. It changes what the runtime computes, not what the compiler plans.
+    softmax scale by (0.1 · mscale_all_dim · ln factor + 1)²; `dynamic` (dynamic NTK scaling)
+    raises the base when the sequence runs past `original_max_position_embeddings`. Named as
+    Hugging Face's configs name them. It changes what the runtime computes, not what the compiler plans.
 
     ```mlir
     #pipe.rope_scaling<rope_type = "yarn", factor = 40.0,

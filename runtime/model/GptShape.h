@@ -70,7 +70,7 @@ struct GptShape {
   int64_t qLora = 0, kvLora = 0, qkNope = 0, qkRope = 0, vHead = 0;
 
   bool moe() const { return experts > 0; }
-  runtime::RotaryPositions rotaryPositions() const { return {ropeTheta, ropeScaling}; }
+  runtime::RotaryPositions rotaryPositions() const { return {ropeTheta, ropeScaling, seq}; }
   bool latent() const { return kvLora > 0; }
   /// Latent attention's query/key width per head.
   int64_t qkHead() const { return qkNope + qkRope; }

@@ -131,7 +131,10 @@ uint64_t requiredFeatures(const Plan &plan) {
          (plan.transformer && plan.transformer->ropeScaling.scaled() ? kFeatureRopeScaling : 0) |
          (plan.transformer && plan.transformer->routedScalingFactor != 1 ? kFeatureRoutedScaling
                                                                          : 0) |
-         (plan.transformer && plan.transformer->sharedExpertGate ? kFeatureSharedExpertGate : 0);
+         (plan.transformer && plan.transformer->sharedExpertGate ? kFeatureSharedExpertGate : 0) |
+         (plan.transformer && plan.transformer->ropeScaling.type == RopeType::Dynamic
+              ? kFeatureDynamicRope
+              : 0);
 }
 
 } // namespace conduit::runtime

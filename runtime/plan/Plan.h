@@ -56,11 +56,14 @@ constexpr uint64_t kFeatureRoutedScaling = uint64_t(1) << 9;
 /// transformer.shared_expert_gate: the shared experts' output is gated per token by
 /// parameters of its own; an older reader would count the block's parameters short.
 constexpr uint64_t kFeatureSharedExpertGate = uint64_t(1) << 10;
-constexpr uint64_t kKnownFeatures = kFeatureGradientReductionRun | kFeatureRecomputeModules |
-                                    kFeatureBf16Moments | kFeatureGroupLimitedRouting |
-                                    kFeatureBlocksCheckpointing | kFeatureExpertBiasUpdate |
-                                    kFeatureMtp | kFeatureRopeInterleave | kFeatureRopeScaling |
-                                    kFeatureRoutedScaling | kFeatureSharedExpertGate;
+/// transformer.rope_type dynamic: past rope_original_positions the rotary base grows with the
+/// sequence; an older reader would take the type for a corrupt value.
+constexpr uint64_t kFeatureDynamicRope = uint64_t(1) << 11;
+constexpr uint64_t kKnownFeatures =
+    kFeatureGradientReductionRun | kFeatureRecomputeModules | kFeatureBf16Moments |
+    kFeatureGroupLimitedRouting | kFeatureBlocksCheckpointing | kFeatureExpertBiasUpdate |
+    kFeatureMtp | kFeatureRopeInterleave | kFeatureRopeScaling | kFeatureRoutedScaling |
+    kFeatureSharedExpertGate | kFeatureDynamicRope;
 
 enum class Op : uint8_t {
   Forward,

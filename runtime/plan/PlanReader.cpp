@@ -130,13 +130,15 @@ absl::Status checkAttentionFields(const Transformer &t) {
 /// and every field its type does not read at its default; none of it without rotary positions.
 absl::Status checkRotaryFields(const Transformer &t) {
   const RopeScaling &r = t.ropeScaling, none;
-  const bool bands = r.type == RopeType::Llama3 || r.type == RopeType::Yarn;
+  // The types that read the original context (llama3's and yarn's bands, dynamic's threshold).
+  const bool original =
+      r.type == RopeType::Llama3 || r.type == RopeType::Yarn || r.type == RopeType::Dynamic;
   const struct {
     const char *field;
     bool read, atDefault;
   } unread[] = {
       {"rope_factor", r.scaled(), r.factor == none.factor},
-      {"rope_original_positions", bands, r.originalPositions == none.originalPositions},
+      {"rope_original_positions", original, r.originalPositions == none.originalPositions},
       {"rope_low_freq_factor", r.type == RopeType::Llama3, r.lowFreqFactor == none.lowFreqFactor},
       {"rope_high_freq_factor", r.type == RopeType::Llama3,
        r.highFreqFactor == none.highFreqFactor},
@@ -400,7 +402,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
 
   if (const fb::Transformer *t = p->transformer()) {
     if (t->mlp() > 1 || t->norm() > 1 || t->position() > 1 || t->bias() > 2 || t->router() > 1 ||
-        t->dispatch() > 1 || t->rope_type() > static_cast<uint8_t>(RopeType::Yarn))
+        t->dispatch() > 1 || t->rope_type() > static_cast<uint8_t>(RopeType::Dynamic))
       return corrupt("the transformer holds an unknown enum value");
     Transformer &x = plan.transformer.emplace();
     x.numLayers = t->num_layers();

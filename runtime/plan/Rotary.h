@@ -6,8 +6,10 @@
 // 3.1's wavelength bands: long wavelengths interpolated, short ones kept, a linear blend
 // between) and `yarn` (Peng et al., "YaRN", arXiv:2309.00071: a ramp between interpolated and
 // kept dimensions by how often each turns within the original context, and a magnitude on the
-// rotation). Plain data and inline arithmetic: the job reader, the plan, the CPU kernels and
-// the CUDA kernels all read these.
+// rotation) and `dynamic` (dynamic NTK scaling: past the model's positions, a base raised with
+// the length the positions run to, as the library computes it for the sequence it is given;
+// within them, the base's). Plain data and inline arithmetic: the job reader, the plan, the CPU
+// kernels and the CUDA kernels all read these.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,9 +31,10 @@
 namespace conduit::runtime {
 
 /// Hugging Face's `rope_type` (older configs: `type`); Default: no extension.
-enum class RopeType : uint8_t { Default, Linear, Llama3, Yarn };
+enum class RopeType : uint8_t { Default, Linear, Llama3, Yarn, Dynamic };
 /// The types' names, as Hugging Face and the job file spell them, in the enum's order.
-constexpr std::array<std::string_view, 4> kRopeTypeNames = {"default", "linear", "llama3", "yarn"};
+constexpr std::array<std::string_view, 5> kRopeTypeNames = {"default", "linear", "llama3", "yarn",
+                                                            "dynamic"};
 
 /// A rotary context extension, with Hugging Face's keys under `rope_scaling`.
 struct RopeScaling {
@@ -39,7 +42,8 @@ struct RopeScaling {
   /// How many times the original context the model is extended to (`factor`).
   double factor = 1;
   /// The context the model was trained with first (`original_max_position_embeddings`);
-  /// llama3 and yarn.
+  /// llama3 and yarn. dynamic: the positions past which the base is raised (the library reads
+  /// the config's `max_position_embeddings` for it).
   int64_t originalPositions = 0;
   /// llama3: wavelengths above originalPositions / lowFreqFactor are interpolated, those
   /// below originalPositions / highFreqFactor kept (`low_freq_factor`, `high_freq_factor`).
@@ -62,11 +66,28 @@ struct RopeScaling {
   double latentSoftmaxFactor() const;
 };
 
-/// What a rotary kernel needs: the base and the extension.
+/// What a rotary kernel needs: the base, the extension and, for dynamic, the length the
+/// positions run to (the sequence trained on).
 struct RotaryPositions {
   double theta = 10000; ///< the base (Hugging Face's rope_theta)
   RopeScaling scaling;
+  int64_t sequence = 0;
 };
+
+/// Dynamic NTK scaling's base for positions running to `sequence` (bloc97 and emozilla's rule,
+/// as the transformers library's _compute_dynamic_ntk_parameters states it): within the model's
+/// positions the base itself; past them theta · (factor · sequence / positions − (factor − 1))
+/// ^ (dim / (dim − 2)).
+CONDUIT_HOST_DEVICE inline double dynamicBase(const RotaryPositions &rope, int64_t dim) {
+  const RopeScaling &s = rope.scaling;
+  if (rope.sequence <= s.originalPositions)
+    return rope.theta;
+  const double d = static_cast<double>(dim);
+  const double grown =
+      s.factor * static_cast<double>(rope.sequence) / static_cast<double>(s.originalPositions) -
+      (s.factor - 1);
+  return rope.theta * pow(grown, d / (d - 2));
+}
 
 /// YaRN's magnitude for a context `factor` times the original: 0.1 · mscale · ln(factor) + 1
 /// (1 at factor 1 or below).
@@ -93,6 +114,8 @@ CONDUIT_HOST_DEVICE inline double rotaryInverseFrequency(const RotaryPositions &
   switch (s.type) {
   case RopeType::Default:
     return kept;
+  case RopeType::Dynamic:
+    return pow(dynamicBase(rope, dim), -2.0 * static_cast<double>(i) / static_cast<double>(dim));
   case RopeType::Linear:
     return interpolated;
   case RopeType::Llama3: {

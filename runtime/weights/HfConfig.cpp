@@ -20,6 +20,8 @@ nlohmann::ordered_json ropeScalingConfig(const RopeScaling &r) {
   if (r.type == RopeType::Linear)
     return c;
   c["original_max_position_embeddings"] = r.originalPositions;
+  if (r.type == RopeType::Dynamic)
+    return c;
   if (r.type == RopeType::Llama3) {
     c["low_freq_factor"] = r.lowFreqFactor;
     c["high_freq_factor"] = r.highFreqFactor;
@@ -112,6 +114,10 @@ std::string hfConfigJson(const Plan &plan) {
       if (r.type == RopeType::Yarn)
         c["max_position_embeddings"] =
             std::llround(static_cast<double>(r.originalPositions) * r.factor);
+      // The library's dynamic scaling grows the base past max_position_embeddings: the
+      // positions the plan's own grow past, whatever length it trained.
+      if (r.type == RopeType::Dynamic)
+        c["max_position_embeddings"] = r.originalPositions;
     }
     if (isDeepSeek(t)) {
       // DeepSeek-V3's attention_bias would put biases on the down projections too: its output

@@ -751,6 +751,20 @@ TEST(HuggingFace, RotaryExtensionsAndRoutedScaling) {
   EXPECT_EQ(t->ropeScaling.highFreqFactor, 4);
   EXPECT_EQ(t->ropeScaling.originalPositions, 8192);
   EXPECT_EQ(t->ropeScaling.attentionFactor, 1);
+  // Dynamic NTK scaling grows the base past the config's max_position_embeddings (Llama 2's
+  // 4096), as the library does, whatever rope_scaling says of an original context.
+  t = readEditedConfig(
+      "llama-2-7b",
+      [](Json &c) {
+        c["rope_scaling"] = Json::parse(
+            R"({"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 2048})");
+      },
+      &error);
+  ASSERT_TRUE(t) << error;
+  EXPECT_EQ(t->ropeScaling.type, runtime::RopeType::Dynamic);
+  EXPECT_EQ(t->ropeScaling.factor, 2);
+  EXPECT_EQ(t->ropeScaling.originalPositions, 4096);
+  EXPECT_EQ(t->ropeScaling.attentionFactor, 1);
   // The library's newer rope_parameters, with the base inside; "default" extends nothing.
   t = readEditedConfig(
       "llama-2-7b",
@@ -774,9 +788,8 @@ TEST(HuggingFace, RotaryExtensionsRefused) {
     const char *scaling;
     const char *says;
   } cases[] = {
-      {R"({"rope_type": "dynamic", "factor": 2.0})",
-       "rope_scaling.rope_type: unknown value \"dynamic\""},
       {R"({"type": "longrope", "factor": 2.0})", "rope_scaling.type: unknown value \"longrope\""},
+      {R"({"rope_type": "dynamic"})", "rope_scaling.factor"},
       {R"({"rope_type": "linear"})", "rope_scaling.factor"},
       {R"({"rope_type": "linear", "factor": 0.5})", "rope_scaling.factor"},
       {R"({"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0,
@@ -815,6 +828,18 @@ TEST(JobFile, RotaryExtensionAndRoutedScalingKeys) {
   EXPECT_EQ(r.originalPositions, 32); // model.seq_length
   EXPECT_DOUBLE_EQ(r.attentionFactor, 0.1 * std::log(4.0) + 1);
   EXPECT_EQ(r.mscaleAllDim, 1);
+  // Dynamic NTK scaling: past original_max_position_embeddings (by default seq_length, so that
+  // a model trained at its own positions rotates by the base's frequencies).
+  Json dynamic = root;
+  dynamic["model"]["rope_scaling"] = Json::parse(R"({"rope_type": "dynamic", "factor": 2})");
+  job = parse(writeJson(dynamic), &error);
+  ASSERT_TRUE(job) << error;
+  EXPECT_EQ(job->model.transformer->ropeScaling.type, runtime::RopeType::Dynamic);
+  EXPECT_EQ(job->model.transformer->ropeScaling.originalPositions, 32);
+  dynamic["model"]["rope_scaling"]["original_max_position_embeddings"] = 16;
+  job = parse(writeJson(dynamic), &error);
+  ASSERT_TRUE(job) << error;
+  EXPECT_EQ(job->model.transformer->ropeScaling.originalPositions, 16);
   // Both names of the type, as the library saves them, when they agree.
   root["model"]["rope_scaling"]["type"] = "yarn";
   ASSERT_TRUE(parse(writeJson(root), &error)) << error;

@@ -224,7 +224,7 @@ TEST_P(OpsConformance, Rotary) {
   // the context extensions below keep, blend and interpolate some of their 8 pairs each.
   const int64_t samples = 2, seq = 41, heads = 4, kvHeads = 2, headDim = 16;
   const int64_t n = samples * seq * (heads + 2 * kvHeads) * headDim;
-  runtime::RotaryPositions llama3{500000, {}}, yarn{10000, {}};
+  runtime::RotaryPositions llama3{500000, {}}, yarn{10000, {}}, dynamic{10000, {}, seq};
   llama3.scaling.type = runtime::RopeType::Llama3;
   llama3.scaling.factor = 8;
   llama3.scaling.originalPositions = 8192;
@@ -232,10 +232,14 @@ TEST_P(OpsConformance, Rotary) {
   yarn.scaling.factor = 40;
   yarn.scaling.originalPositions = 64;
   yarn.scaling.attentionFactor = 1.25;
+  dynamic.scaling.type = runtime::RopeType::Dynamic;
+  dynamic.scaling.factor = 4;
+  dynamic.scaling.originalPositions = 16; // the sequence runs past: the base grows
   const std::pair<const char *, runtime::RotaryPositions> cases[] = {{"theta 10000", {10000, {}}},
                                                                      {"theta 500000", {500000, {}}},
                                                                      {"llama3", llama3},
-                                                                     {"yarn", yarn}};
+                                                                     {"yarn", yarn},
+                                                                     {"dynamic", dynamic}};
   for (const auto &[name, rope] : cases) {
     SCOPED_TRACE(name);
     std::vector<double> qkv = random(n), grad = random(n);

@@ -328,6 +328,19 @@ TEST(PlanFile, ModelFieldsRoundTrip) {
   EXPECT_TRUE(t->shared_expert_gate());
   EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting | kFeatureRopeScaling |
                                kFeatureRoutedScaling | kFeatureSharedExpertGate);
+  // Dynamic NTK scaling carries its threshold, and a bit of its own beside the extension's.
+  rope = RopeScaling();
+  rope.type = RopeType::Dynamic;
+  rope.factor = 2;
+  rope.originalPositions = 16;
+  ASSERT_TRUE(checkModelFields(plan).ok()) << checkModelFields(plan);
+  bytes = writePlan(plan);
+  p = conduit::planfile::GetPlan(bytes.data());
+  EXPECT_EQ(p->transformer()->rope_type(), 4);
+  EXPECT_EQ(p->transformer()->rope_original_positions(), 16);
+  EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting | kFeatureRopeScaling |
+                               kFeatureRoutedScaling | kFeatureSharedExpertGate |
+                               kFeatureDynamicRope);
   // A dense plan carries the defaults: no experts, expert 1, imbalance 1.
   Plan dense = twoRankPlan();
   std::string denseBytes = writePlan(dense);
@@ -430,6 +443,18 @@ TEST(PlanFile, ModelFieldsAreChecked) {
          p.transformer->ropeScaling.factor = 8;
        },
        "transformer.rope_original_positions is 0"},
+      {[](Plan &p) {
+         p.transformer->ropeScaling.type = RopeType::Dynamic;
+         p.transformer->ropeScaling.factor = 2;
+       },
+       "transformer.rope_original_positions is 0"},
+      {[](Plan &p) {
+         p.transformer->ropeScaling.type = RopeType::Dynamic;
+         p.transformer->ropeScaling.factor = 2;
+         p.transformer->ropeScaling.originalPositions = 16;
+         p.transformer->ropeScaling.betaFast = 8;
+       },
+       "transformer.rope_beta_fast is set and transformer.rope_type 4 does not read it"},
       {[](Plan &p) { p.config.expert = 3; }, "config.expert is 3; it must divide"},
       {[](Plan &p) { p.config.expert = 0; }, "config.expert is 0"},
       {[](Plan &p) { p.layers[1].expertParams = 5; }, "layer 'block.0' has expert_params 5"},
@@ -503,9 +528,9 @@ TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
                   "conduit-compile.");
   }
   plan = twoRankPlan();
-  plan.features = 0x800;
+  plan.features = 0x1000;
   EXPECT_EQ(readBack(writePlan(plan)).message(),
-            "the plan file uses features this runtime does not know (bits 0x800). Recompile the "
+            "the plan file uses features this runtime does not know (bits 0x1000). Recompile the "
             "job with a matching conduit-compile.");
 }
 

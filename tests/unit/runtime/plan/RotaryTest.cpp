@@ -1,6 +1,6 @@
 // The rotary context extensions against their definitions in Hugging Face's
 // modeling_rope_utils.py, on the published configurations that use them: Llama 3.1's llama3
-// bands and DeepSeek-V3's yarn ramp and softmax factor.
+// bands and DeepSeek-V3's yarn ramp and softmax factor; and dynamic NTK scaling's base.
 
 #include "runtime/plan/Rotary.h"
 #include "runtime/model/Ops.h"
@@ -90,6 +90,34 @@ TEST(Rotary, YarnRampOfDeepSeekV3) {
   EXPECT_NEAR(high, 22.513, 1e-3);
   const double ramp = (11 - low) / (high - low), base = kept(10000, 11, 64);
   EXPECT_DOUBLE_EQ(rotaryInverseFrequency(rope, 11, 64), base / 40 * ramp + base * (1 - ramp));
+}
+
+// Dynamic NTK scaling (the library's _compute_dynamic_ntk_parameters) on Llama 2's shape: heads
+// 128 wide, 4096 positions, factor 2. Within the positions the base is kept; trained on 8192
+// the base is 10000 · (2 · 8192 / 4096 − 1)^(128 / 126) = 10000 · 3^1.01587 = 30527.7, and
+// every pair turns by that base's frequency.
+TEST(Rotary, DynamicBaseGrowsPastThePositions) {
+  RotaryPositions rope{10000, {}};
+  rope.scaling.type = RopeType::Dynamic;
+  rope.scaling.factor = 2;
+  rope.scaling.originalPositions = 4096;
+  for (int64_t sequence : {1, 2048, 4096}) {
+    rope.sequence = sequence;
+    EXPECT_EQ(dynamicBase(rope, 128), 10000) << sequence;
+    for (int64_t i = 0; i < 64; ++i)
+      EXPECT_DOUBLE_EQ(rotaryInverseFrequency(rope, i, 128), kept(10000, i, 128)) << i;
+  }
+  rope.sequence = 8192;
+  EXPECT_NEAR(dynamicBase(rope, 128), 30527.7, 0.1);
+  EXPECT_DOUBLE_EQ(dynamicBase(rope, 128), 10000 * std::pow(3.0, 128.0 / 126));
+  for (int64_t i = 0; i < 64; ++i)
+    EXPECT_DOUBLE_EQ(rotaryInverseFrequency(rope, i, 128), kept(dynamicBase(rope, 128), i, 128))
+        << i;
+  EXPECT_EQ(rotaryInverseFrequency(rope, 0, 128), 1); // the first pair turns once a position
+  // One position past, the base has barely moved: the rule is continuous at the threshold.
+  rope.sequence = 4097;
+  EXPECT_NEAR(dynamicBase(rope, 128), 10000, 10);
+  EXPECT_GT(dynamicBase(rope, 128), 10000);
 }
 
 TEST(Rotary, LatentSoftmaxFactor) {

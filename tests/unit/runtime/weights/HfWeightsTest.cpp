@@ -665,6 +665,17 @@ TEST(HfWeightsTest, ConfigJson) {
   // Its positions are the extended context (the transformers library's 4.5x versions take the
   // factor as their ratio to the original's).
   EXPECT_EQ(config["max_position_embeddings"], 8 * 8192);
+  // Dynamic NTK scaling: the library grows the base past max_position_embeddings, so that is
+  // where the threshold goes, whatever length the plan trained.
+  extended = llama();
+  extended.ropeScaling.type = RopeType::Dynamic;
+  extended.ropeScaling.factor = 2;
+  extended.ropeScaling.originalPositions = 3;
+  ASSERT_NE(extended.seqLength, 3);
+  config = nlohmann::json::parse(hfConfigJson(planOf(extended)));
+  EXPECT_EQ(config["rope_scaling"], nlohmann::json::parse(R"({"rope_type": "dynamic",
+                "factor": 2.0, "original_max_position_embeddings": 3})"));
+  EXPECT_EQ(config["max_position_embeddings"], 3);
 }
 
 TEST(HfWeightsTest, RefusesALayerOfAnotherLayout) {
