@@ -8,7 +8,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FOLDERS = ["analysis", "compiler", "dialects", "passes", "runtime", "scheduling", "tests"]
+FOLDERS = ["analysis", "compiler", "dialects", "job", "passes", "runtime", "scheduling", "tests",
+           "tune"]
 SOURCES = (".h", ".cpp", ".cu")
 
 
