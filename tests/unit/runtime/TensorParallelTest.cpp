@@ -3,9 +3,12 @@
 // A tensor group of two ranks simulated in one process, one thread per rank, whose
 // collectives combine the two ranks' buffers: each layer kind and variant (GPT-style, Llama's
 // RMSNorm, SwiGLU, rotary positions, grouped-query attention and tied head, Qwen3's q/k norms,
-// DeepSeek's latent attention with and without a query latent), with and without
-// sequence parallelism, whole and split backward, in double precision, gives the unsplit
-// layers' outputs, loss, input gradients and parameter gradients; each rank starts from its
+// DeepSeek's latent attention with and without a query latent, blocks with a mixture of experts:
+// softmax and sigmoid routers, shared experts, gated or not, SwiGLU or GELU experts), with and
+// without sequence parallelism, whole and split backward, in double precision, gives the
+// unsplit layers' outputs, loss (and auxiliary loss), input gradients and parameter gradients
+// (the routed experts', whole on every rank and computed from its own tokens, summed over the
+// ranks, as their reduction over the expert-data group sums them); each rank starts from its
 // slice of the unsplit model's initial parameters; the layers issue exactly the collectives
 // runtime/plan/TensorCollectives.h lists for their compute; and with one rank the same layers
 // issue none and compute the unsplit model's bits.
@@ -125,6 +128,49 @@ GptShape latentYarnShape() {
   return s;
 }
 
+/// A mixture of experts in the second block of the Llama shape (experts whole on every rank,
+/// E = 1): 4 SwiGLU experts 6 wide, 2 per token, softmax scores renormalised, a shared expert
+/// split as the dense MLP, and the auxiliary loss, whose statistics the ranks sum.
+GptShape moeShape() {
+  GptShape s = llamaShape();
+  s.experts = 4;
+  s.topK = 2;
+  s.expertFfn = 6;
+  s.sharedFfn = 4;
+  s.denseBlocks = 1;
+  s.normalizeTopK = true;
+  s.auxLossCoefficient = 0.01;
+  return s;
+}
+
+/// DeepSeek-V3's routing: sigmoid scores with a bias for the choice, the routed weights scaled,
+/// no shared expert.
+GptShape moeSigmoidShape() {
+  GptShape s = moeShape();
+  s.sigmoidRouter = true;
+  s.sharedFfn = 0;
+  s.routedScaling = 2.5;
+  return s;
+}
+
+/// Qwen2-MoE's gated shared expert, whose gate every rank holds.
+GptShape moeGatedShape() {
+  GptShape s = moeShape();
+  s.sharedGate = true;
+  return s;
+}
+
+/// GELU experts with biases, on the GPT shape.
+GptShape moeGptShape() {
+  GptShape s = gptShape();
+  s.experts = 4;
+  s.topK = 2;
+  s.expertFfn = 6;
+  s.denseBlocks = 1;
+  s.auxLossCoefficient = 0.01;
+  return s;
+}
+
 /// Without a query latent (DeepSeek-V2-Lite), with the output projection's bias and learned
 /// positions.
 GptShape latentDirectShape() {
@@ -139,7 +185,7 @@ GptShape latentDirectShape() {
 /// parameter gradients.
 struct Result {
   std::vector<double> y, dx, dparams;
-  double loss = 0;
+  double loss = 0, auxLoss = 0;
   std::vector<Op> forwardCalls, backwardCalls;
 };
 
@@ -157,17 +203,12 @@ Result run(const GptShape &shape, int64_t first, int64_t end, const std::vector<
   ops.setTensorGroup(group);
   LayerChain<double> chain = *LayerChain<double>::build(
       plan, shape, first, end, ops, recomputed ? Checkpointing::Selective : Checkpointing::None);
-  // This rank's slice of the whole parameters.
+  // This rank's part of the whole parameters, where its layout keeps it (the routed experts of
+  // every layer after the others: StageLayout).
   std::vector<double> local(chain.numParams());
-  int64_t wholeAt = 0;
-  for (size_t i = 0; i < chain.size(); ++i) {
-    const runtime::LayerKind kind = plan.layers[chain.globalLayer(i)].kind;
-    for (const ParameterRun &run : tensorSlice(kind, shape))
-      std::copy(params.begin() + wholeAt + run.whole,
-                params.begin() + wholeAt + run.whole + run.length,
-                local.begin() + chain.offset(i) + run.local);
-    wholeAt += plan.layers[chain.globalLayer(i)].params;
-  }
+  for (const ParameterRun &run : chain.parameterLayout().runs)
+    std::copy(params.begin() + run.whole, params.begin() + run.whole + run.length,
+              local.begin() + run.local);
   // The rank's sequence shard of each sample's rows.
   const int64_t row = chain.sampleSize(), whole = shape.seq * shape.hidden;
   auto shard = [&](const std::vector<double> &all) {
@@ -206,17 +247,12 @@ Result run(const GptShape &shape, int64_t first, int64_t end, const std::vector<
   }
   if (member)
     r.backwardCalls = std::exchange(member->issued, {});
+  r.auxLoss = ops.takeAuxLoss();
   // Back in the whole layers' layout, for comparison: zero where another rank holds it.
   std::vector<double> dparams(params.size(), 0.0);
-  wholeAt = 0;
-  for (size_t i = 0; i < chain.size(); ++i) {
-    const runtime::LayerKind kind = plan.layers[chain.globalLayer(i)].kind;
-    for (const ParameterRun &run : tensorSlice(kind, shape))
-      std::copy(r.dparams.begin() + chain.offset(i) + run.local,
-                r.dparams.begin() + chain.offset(i) + run.local + run.length,
-                dparams.begin() + wholeAt + run.whole);
-    wholeAt += plan.layers[chain.globalLayer(i)].params;
-  }
+  for (const ParameterRun &run : chain.parameterLayout().runs)
+    std::copy(r.dparams.begin() + run.local, r.dparams.begin() + run.local + run.length,
+              dparams.begin() + run.whole);
   r.dparams = std::move(dparams);
   return r;
 }
@@ -300,22 +336,40 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
   }
   expectClose(assemble(&Result::y), want.y, "output");
   expectClose(assemble(&Result::dx), want.dx, "input gradient");
-  // The loss is counted once, by tensor rank 0.
+  // The loss and the auxiliary loss are counted once, by tensor rank 0.
   EXPECT_NEAR(got[0].loss, want.loss, 1e-10 * std::abs(want.loss));
   EXPECT_EQ(got[1].loss, 0.0);
-  // Every rank's gradients are the whole gradients' slice (replicated parameters on each).
+  EXPECT_NEAR(got[0].auxLoss, want.auxLoss, 1e-12 + 1e-10 * std::abs(want.auxLoss));
+  EXPECT_EQ(got[1].auxLoss, 0.0);
+  EXPECT_EQ(want.auxLoss > 0, whole.moe() && whole.auxLossCoefficient > 0 &&
+                                  end > whole.denseBlocks + 1 && first <= whole.blocks);
+  // The routed experts' parameters: each layer's last (Layer::expertParams), whole on every
+  // rank, whose gradients each rank computes from the tokens it routes.
+  std::vector<bool> expert(want.dparams.size(), false);
+  int64_t at = 0;
+  for (int64_t l = first; l < end; ++l) {
+    at += plan.layers[l].params;
+    const int64_t experts =
+        makeLayer<double>(plan.layers[l].kind, whole, Checkpointing::None, l)->expertParams();
+    std::fill(expert.begin() + at - experts, expert.begin() + at, true);
+  }
+  // Every rank's other gradients are the whole gradients' slice (replicated parameters on
+  // each); the experts' add up over the ranks to the whole ones.
   for (int r = 0; r < kRanks; ++r)
     for (size_t i = 0; i < want.dparams.size(); ++i) {
-      if (got[r].dparams[i] != 0.0) {
+      if (got[r].dparams[i] != 0.0 && !expert[i]) {
         EXPECT_NEAR(got[r].dparams[i], want.dparams[i], 1e-10 + 1e-9 * std::abs(want.dparams[i]))
             << "parameter gradient " << i << " of rank " << r;
       }
     }
   std::vector<double> covered(want.dparams.size(), 0.0);
   for (int r = 0; r < kRanks; ++r)
-    for (size_t i = 0; i < covered.size(); ++i)
-      if (got[r].dparams[i] != 0.0)
+    for (size_t i = 0; i < covered.size(); ++i) {
+      if (expert[i])
+        covered[i] += got[r].dparams[i];
+      else if (got[r].dparams[i] != 0.0)
         covered[i] = got[r].dparams[i];
+    }
   expectClose(covered, want.dparams, "parameter gradients");
 
   // The collectives, in TensorCollectives.h's order.
@@ -374,7 +428,13 @@ std::vector<Case> cases() {
           {"latent_direct_block", direct, 1, 2},
           {"latent_yarn_block", latentYarnShape(), 1, 2},
           {"latent_block_recomputed", latent, 1, 3, heads},
-          {"latent_direct_block_recomputed", direct, 1, 3, heads}};
+          {"latent_direct_block_recomputed", direct, 1, 3, heads},
+          {"moe_block", moeShape(), 2, 3},
+          {"moe_model", moeShape(), 0, 4},
+          {"moe_block_head", moeShape(), 2, 4},
+          {"moe_sigmoid_block", moeSigmoidShape(), 2, 3},
+          {"moe_gated_block", moeGatedShape(), 2, 3},
+          {"moe_gpt_block", moeGptShape(), 2, 3}};
 }
 
 class TensorParallel : public ::testing::TestWithParam<std::tuple<Case, bool, Backward>> {};
@@ -397,7 +457,8 @@ INSTANTIATE_TEST_SUITE_P(Layers, TensorParallel,
 // collective even where the Ops has a group, computing the bits of a run without one.
 TEST(TensorParallel, OneRankIssuesNoCollectiveAndComputesTheUnsplitBits) {
   for (const GptShape &whole :
-       {gptShape(), llamaShape(), qwen3Shape(), latentShape(), latentDirectShape()}) {
+       {gptShape(), llamaShape(), qwen3Shape(), latentShape(), latentDirectShape(), moeShape(),
+        moeSigmoidShape(), moeGatedShape()}) {
     for (const auto &[first, end] : {std::pair<int64_t, int64_t>{0, 4}, {1, 3}}) {
       runtime::Plan plan = planFor(whole);
       CpuOps<double> ops;
@@ -423,13 +484,14 @@ TEST(TensorParallel, OneRankIssuesNoCollectiveAndComputesTheUnsplitBits) {
       EXPECT_EQ(grouped.dx, alone.dx);
       EXPECT_EQ(grouped.dparams, alone.dparams);
       EXPECT_EQ(grouped.loss, alone.loss);
+      EXPECT_EQ(grouped.auxLoss, alone.auxLoss);
     }
   }
 }
 
 TEST(TensorParallelSlices, EachRankStartsFromItsSliceOfTheUnsplitModel) {
-  for (const GptShape &whole :
-       {gptShape(), llamaShape(), qwen3Shape(), latentShape(), latentDirectShape()}) {
+  for (const GptShape &whole : {gptShape(), llamaShape(), qwen3Shape(), latentShape(),
+                                latentDirectShape(), moeShape(), moeGatedShape()}) {
     const runtime::Plan plan = planFor(whole);
     for (size_t l = 0; l < plan.layers.size(); ++l) {
       const runtime::LayerKind kind = plan.layers[l].kind;
@@ -440,10 +502,12 @@ TEST(TensorParallelSlices, EachRankStartsFromItsSliceOfTheUnsplitModel) {
         GptShape shape = whole;
         shape.tensorSize = kRanks;
         shape.tensorRank = r;
-        std::vector<float> mine(makeLayer<float>(kind, shape)->numParams());
-        initialiseLayer(kind, shape, mine.data(), 7, static_cast<int64_t>(l));
+        const int64_t index = static_cast<int64_t>(l);
+        std::vector<float> mine(
+            makeLayer<float>(kind, shape, Checkpointing::None, index)->numParams());
+        initialiseLayer(kind, shape, mine.data(), 7, index);
         int64_t count = 0;
-        for (const ParameterRun &run : tensorSlice(kind, shape)) {
+        for (const ParameterRun &run : tensorSlice(kind, shape, index)) {
           for (int64_t i = 0; i < run.length; ++i) {
             EXPECT_EQ(mine[run.local + i], all[run.whole + i]) << plan.layers[l].name;
             covered[run.whole + i] = 1;
