@@ -3,9 +3,6 @@
 #include "runtime/weights/HfWeights.h"
 #include "runtime/weights/HfFamily.h"
 
-#include "runtime/plan/Limits.h"
-
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 #include <nlohmann/json.hpp>
@@ -294,9 +291,6 @@ std::pair<int64_t, int64_t> columnsOf(Columns c, const Transformer &t, int64_t c
   return {0, 0};
 }
 
-/// The metadata key of the training steps behind a file's parameters.
-constexpr char kStepKey[] = "conduit.step";
-
 std::string modelPath(const std::string &dir) {
   return (fs::path(dir) / "model.safetensors").string();
 }
@@ -522,46 +516,6 @@ absl::Status checkHfTensors(const SafeTensorsHeader &header, const std::vector<H
   return absl::OkStatus();
 }
 
-absl::StatusOr<HfModelFile> openHfModel(const Plan &plan, const std::string &path) {
-  HfModelFile model;
-  CONDUIT_ASSIGN_OR_RETURN(model.tensors, hfTensors(plan));
-  CONDUIT_ASSIGN_OR_RETURN(model.file, SafeTensorsReader::open(path));
-  CONDUIT_RETURN_IF_ERROR(checkHfTensors(model.file.header(), model.tensors, path));
-  const auto &metadata = model.file.header().metadata;
-  if (const auto step = metadata.find(kStepKey); step != metadata.end())
-    if (!absl::SimpleAtoi(step->second, &model.step) || model.step < 0 ||
-        model.step > limits::kMaxSteps)
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": the metadata's ", kStepKey, " \"", step->second,
-                       "\" is not a step between 0 and ", limits::kMaxSteps));
-  return model;
-}
-
-absl::StatusOr<std::vector<float>> readHfLayers(HfModelFile &model, const Plan &plan, int64_t first,
-                                                int64_t end) {
-  std::vector<int64_t> offsets{0};
-  for (int64_t l = first; l < end; ++l)
-    offsets.push_back(offsets.back() + plan.layers[l].params);
-  std::vector<float> params(offsets.back()), values;
-  for (const HfTensor &t : model.tensors) {
-    if (t.layer < first || t.layer >= end)
-      continue;
-    const TensorEntry *entry = model.file.header().find(t.name);
-    if (!entry || entry->elements() != t.elements())
-      return absl::InternalError(absl::StrCat("tensor \"", t.name, "\" was not checked"));
-    values.resize(t.elements());
-    CONDUIT_RETURN_IF_ERROR(model.file.readFloats(*entry, values.data()));
-    if (t.zero && std::any_of(values.begin(), values.end(), [](float v) { return v != 0; }))
-      return absl::InvalidArgumentError(absl::StrCat(
-          model.file.path(), ": tensor \"", t.name,
-          "\" is not zero; the plan's shared experts have no gate, so it reads only the zero "
-          "gate (a factor of 1/2) it writes; compile the job with model.moe.shared_expert_gate "
-          "true (as the Hugging Face config's import does) to read this gate"));
-    importHfTensor(t, values.data(), params.data() + offsets[t.layer - first]);
-  }
-  return params;
-}
-
 absl::Status beginHfModel(const Plan &plan, const std::string &dir, int64_t step) {
   CONDUIT_ASSIGN_OR_RETURN(std::vector<HfTensor> tensors, hfTensors(plan));
   // "format" is what Hugging Face's loaders require ("pt": PyTorch's names and layouts).
@@ -569,7 +523,7 @@ absl::Status beginHfModel(const Plan &plan, const std::string &dir, int64_t step
       SafeTensorsLayout layout,
       layoutSafeTensors(fileTensors(tensors), {{"format", "pt"},
                                                {"conduit.architecture", hfArchitecture(plan)},
-                                               {kStepKey, absl::StrCat(step)}}));
+                                               {kHfStepKey, absl::StrCat(step)}}));
   std::error_code error;
   fs::create_directories(dir, error);
   if (error)

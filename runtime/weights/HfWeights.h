@@ -40,6 +40,8 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/weights/SafeTensors.h"
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -97,15 +99,25 @@ void importHfTensor(const HfTensor &t, const float *values, float *layerParams);
 absl::Status checkHfTensors(const SafeTensorsHeader &header, const std::vector<HfTensor> &expected,
                             const std::string &path);
 
-/// A safetensors file that holds exactly the tensors of a plan's model.
+/// The metadata key of the training steps behind a file's parameters.
+constexpr char kHfStepKey[] = "conduit.step";
+
+/// The safetensors files that hold exactly the tensors of a plan's model: one file, or the
+/// shards a Hugging Face index (model.safetensors.index.json: {"weight_map": {TENSOR: FILE}})
+/// names, as the library saves a model of more than a few gigabytes.
 struct HfModelFile {
   std::vector<HfTensor> tensors; ///< hfTensors(plan)
-  SafeTensorsReader file;
+  std::vector<SafeTensorsReader> files;
+  /// Each tensor's file, an index into `files`, by name.
+  std::map<std::string, size_t, std::less<>> fileOf;
   /// The training steps behind these parameters: the metadata "conduit.step" of a file
   /// conduit-run wrote, else 0.
   int64_t step = 0;
 };
-/// Opens `path` and checks its tensors against `plan`'s model (checkHfTensors), and its step.
+/// Opens the model at `path` and checks its tensors against `plan`'s model (checkHfTensors),
+/// and its step. `path` is a safetensors file, an index, or a folder holding
+/// model.safetensors.index.json or model.safetensors. An index's files are plain names in its
+/// folder, and each holds exactly the tensors the index places in it.
 absl::StatusOr<HfModelFile> openHfModel(const Plan &plan, const std::string &path);
 
 /// The parameters of layers [first, end) of `plan`, one layer after the other, read from

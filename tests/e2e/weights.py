@@ -4,7 +4,8 @@
 started with --init from the file written after step 4 continues with bitwise the losses and
 final parameters of an uninterrupted run (with SGD, which keeps no optimizer state: the file
 holds parameters only), under mpirun, as rank threads and in the reference, for sharded and
-replicated plans; files that do not hold exactly the model's tensors are refused with exit code
+replicated plans, and from the same parameters cut into the files and index of a large
+Hugging Face model; files that do not hold exactly the model's tensors are refused with exit code
 1 and a message naming the tensor.
 
 Usage: weights.py --bin BUILD/bin --work DIR
@@ -52,7 +53,7 @@ def same_bytes(a, b):
 def round_trip(tools, name, parallelism):
     plan = tools.compile(small_gpt(parallelism, layers=LAYERS, optimizer="sgd"), f"weights-{name}")
     dirs = {k: os.path.join(tools.work, f"{name}-{k}") for k in
-            ("whole", "four", "mpi", "threads", "reference")}
+            ("whole", "four", "mpi", "threads", "reference", "shards", "from-shards")}
     for d in dirs.values():
         shutil.rmtree(d, ignore_errors=True)
     whole = tools.run(plan, 4, "--steps=6", f"--save-params={dirs['whole']}")
@@ -85,6 +86,11 @@ def round_trip(tools, name, parallelism):
         "reference": tools.reference(plan, "--steps=2", f"--init={saved}",
                                      f"--save-params={dirs['reference']}"),
     }
+    # The same parameters in three files and an index, as the transformers library saves a
+    # large model: the folder reads as the one file.
+    split_into_shards(saved, dirs["shards"])
+    runs["from-shards"] = tools.run(plan, 4, "--steps=2", f"--init={dirs['shards']}",
+                                    f"--save-params={dirs['from-shards']}")
     final = os.path.join(dirs["whole"], "model.safetensors")
     for kind, result in runs.items():
         check(f"{name}: {kind} run from --init continues with bitwise the uninterrupted losses",
@@ -96,6 +102,33 @@ def round_trip(tools, name, parallelism):
               and same_bytes(os.path.join(dirs[kind], "model.safetensors"), final)
               and same_bytes(os.path.join(dirs[kind], "config.json"),
                              os.path.join(dirs["whole"], "config.json")))
+
+
+def split_into_shards(saved, folder, parts=3):
+    """Writes the tensors of the safetensors file `saved` into `parts` files and an index in
+    `folder`, as the transformers library saves a large model (model-0000k-of-0000n.safetensors
+    and model.safetensors.index.json), each file with the original's metadata."""
+    with open(saved, "rb") as f:
+        data = f.read()
+    (length,) = struct.unpack_from("<Q", data, 0)
+    header = json.loads(data[8:8 + length].decode("utf-8"))
+    metadata = header.pop("__metadata__", {})
+    names = sorted(header, key=lambda n: header[n]["data_offsets"])
+    os.makedirs(folder, exist_ok=True)
+    weight_map = {}
+    for k in range(parts):
+        file = f"model-{k + 1:05d}-of-{parts:05d}.safetensors"
+        chosen = names[k * len(names) // parts:(k + 1) * len(names) // parts]
+        tensors = {}
+        for name in chosen:
+            t = header[name]
+            begin, end = t["data_offsets"]
+            tensors[name] = (t["dtype"], t["shape"], data[8 + length + begin:8 + length + end])
+            weight_map[name] = file
+        write_safetensors(os.path.join(folder, file), tensors, metadata)
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": len(data) - 8 - length}, "weight_map": weight_map},
+                  f)
 
 
 def six_and_four(tools, plan, label, prefix, extra=()):

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/weights/HfWeights.h"
+#include "tests/unit/runtime/weights/HfPlans.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -22,59 +23,6 @@ namespace conduit::runtime {
 namespace {
 
 namespace fs = std::filesystem;
-
-/// A plan of the transformer `t` with one layer per embedding, block and head, each with the
-/// parameter count of Conduit's layout.
-Plan planOf(const Transformer &t) {
-  const int64_t h = t.hiddenSize, hd = t.headDim > 0 ? t.headDim : h / t.numHeads,
-                q = t.numHeads * hd, kvd = t.numKvHeads * hd, f = t.ffnHiddenSize, v = t.vocabSize;
-  const int64_t norms = t.norm == 0 ? 2 : 1, qkvBias = t.bias != 2, other = t.bias == 0;
-  const int64_t up = t.mlp == 1 ? 2 * f : f;
-  // The attention's matrices and its biases but the output projection's, its q/k norms; with
-  // latent attention the down projections, the latents' gains, the up projections and Wo.
-  const int64_t heads = t.numHeads, qk = heads * (t.qkNopeHeadDim + t.qkRopeHeadDim),
-                rq = t.qLoraRank, rkv = t.kvLoraRank;
-  const int64_t attention =
-      t.usesLatentAttention()
-          ? (rq > 0 ? h * rq + rq + rq * qk : h * qk) + h * (rkv + t.qkRopeHeadDim) + rkv +
-                rkv * heads * (t.qkNopeHeadDim + t.vHeadDim) + heads * t.vHeadDim * h
-          : h * (q + 2 * kvd) + qkvBias * (q + 2 * kvd) + q * h + (t.qkNorm ? 2 * hd : 0);
-  Plan plan;
-  plan.transformer = t;
-  plan.layers.push_back(
-      {"embedding", LayerKind::Embedding, v * h + (t.position == 0 ? t.seqLength * h : 0)});
-  for (int64_t b = 0; b < t.numLayers; ++b)
-    plan.layers.push_back(
-        {"block." + std::to_string(b), LayerKind::Block,
-         2 * norms * h + attention + other * h + h * up + other * up + f * h + other * h});
-  plan.layers.push_back({"head", LayerKind::Head, norms * h + v * h});
-  return plan;
-}
-
-Transformer gpt2() {
-  Transformer t;
-  t.numLayers = 2;
-  t.hiddenSize = 8;
-  t.numHeads = 2;
-  t.numKvHeads = 2;
-  t.ffnHiddenSize = 12;
-  t.seqLength = 5;
-  t.vocabSize = 11;
-  return t;
-}
-
-Transformer llama() {
-  Transformer t = gpt2();
-  t.numKvHeads = 1; // kvd = 4
-  t.mlp = 1;
-  t.norm = 1;
-  t.position = 1;
-  t.bias = 2;
-  t.tieEmbeddings = true;
-  t.ropeTheta = 500000;
-  t.normEps = 1e-6;
-  return t;
-}
 
 /// Qwen3's attention on the Llama model: heads 6 wide (not 8 / 2), q/k norms.
 Transformer qwen3() {
@@ -714,7 +662,7 @@ TEST(HfWeightsTest, WritesAModelAndReadsItBack) {
     EXPECT_FALSE(fs::exists(fs::path(dir) / "model.safetensors.tmp"));
     absl::StatusOr<HfModelFile> model = openHfModel(plan, dir + "/model.safetensors");
     ASSERT_TRUE(model.ok()) << model.status();
-    EXPECT_EQ(model->file.header().metadata.at("format"), "pt");
+    EXPECT_EQ(model->files[0].header().metadata.at("format"), "pt");
     EXPECT_EQ(model->step, 4);
     absl::StatusOr<std::vector<float>> back =
         readHfLayers(*model, plan, 0, static_cast<int64_t>(plan.layers.size()));
