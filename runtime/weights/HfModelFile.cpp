@@ -4,13 +4,17 @@
 // transformers library writes for a larger model (save_pretrained's default cuts files at a few
 // gigabytes: Mixtral-8x7B comes in 19, DeepSeek-V3 in 163). Every file is untrusted input: the
 // index is bounded and parsed with a JSON library, its file names may not leave its folder,
-// and the files must agree with it exactly before any tensor is read.
+// and the files must agree with it exactly before any tensor is read. DeepSeek-V3's released
+// weights are FP8 matrices with block scales, converted as they are read, and hold its
+// multi-token prediction module as a layer after the blocks, which a model without one leaves
+// out, as Hugging Face's DeepseekV3ForCausalLM does.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/weights/HfWeights.h"
 
 #include "runtime/plan/Limits.h"
+#include "runtime/weights/HfFamily.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -91,6 +95,39 @@ absl::StatusOr<int64_t> stepOf(const std::vector<SafeTensorsReader> &files) {
   return step.value_or(0);
 }
 
+/// Whether `name` is a tensor of a DeepSeek checkpoint's multi-token prediction modules
+/// (model.layers.N. with N from the model's blocks on, DeepSeek-V3's layer 61), which a plan
+/// without model.mtp_layers does not train.
+bool unplannedMtpTensor(const Plan &plan, const std::string &name) {
+  const Transformer &t = *plan.transformer;
+  const std::string prefix = "model.layers.";
+  if (!isDeepSeek(t) || t.mtpLayers > 0 || name.compare(0, prefix.size(), prefix) != 0)
+    return false;
+  const size_t end = name.find('.', prefix.size());
+  int64_t layer = 0;
+  return end != std::string::npos &&
+         absl::SimpleAtoi(name.substr(prefix.size(), end - prefix.size()), &layer) &&
+         layer >= t.numLayers && layer < t.numLayers + limits::kMaxMtpLayers;
+}
+
+/// Multiplies FP8 `values` of the matrix `weight` by its block scales (kFp8ScaleSuffix), which
+/// checkHfTensors found beside it.
+absl::Status scaleFp8(HfModelFile &model, const TensorEntry &weight, std::vector<float> &values) {
+  const std::string name = weight.name + kFp8ScaleSuffix;
+  const auto placed = model.fileOf.find(name);
+  SafeTensorsReader *file = placed == model.fileOf.end() ? nullptr : &model.files[placed->second];
+  const TensorEntry *entry = file ? file->header().find(name) : nullptr;
+  if (!entry)
+    return absl::InternalError(absl::StrCat("tensor \"", name, "\" was not checked"));
+  std::vector<float> scales(entry->elements());
+  CONDUIT_RETURN_IF_ERROR(file->readFloats(*entry, scales.data()));
+  const int64_t rows = weight.shape[0], cols = weight.shape[1], across = entry->shape[1];
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      values[r * cols + c] *= scales[(r / kFp8Block) * across + c / kFp8Block];
+  return absl::OkStatus();
+}
+
 /// Opens the shards the index at `path` names and checks that each holds exactly the tensors
 /// the index places in it.
 absl::Status openShards(const std::string &path, HfModelFile &model) {
@@ -150,10 +187,14 @@ absl::StatusOr<HfModelFile> openHfModel(const Plan &plan, const std::string &pat
       model.fileOf.emplace(t.name, 0);
     model.files.push_back(std::move(reader));
   }
-  // Exactly the model's tensors, over every file.
+  // Exactly the model's tensors, over every file (but a multi-token prediction module the
+  // plan leaves out).
   SafeTensorsHeader all;
   for (const SafeTensorsReader &f : model.files)
-    all.tensors.insert(all.tensors.end(), f.header().tensors.begin(), f.header().tensors.end());
+    for (const TensorEntry &t : f.header().tensors)
+      if (!unplannedMtpTensor(plan, t.name))
+        all.tensors.push_back(t);
+  all.indexNames();
   CONDUIT_RETURN_IF_ERROR(checkHfTensors(all, model.tensors, file));
   CONDUIT_ASSIGN_OR_RETURN(model.step, stepOf(model.files));
   return model;
@@ -175,6 +216,8 @@ absl::StatusOr<std::vector<float>> readHfLayers(HfModelFile &model, const Plan &
       return absl::InternalError(absl::StrCat("tensor \"", t.name, "\" was not checked"));
     values.resize(t.elements());
     CONDUIT_RETURN_IF_ERROR(file->readFloats(*entry, values.data()));
+    if (entry->dtype == "F8_E4M3")
+      CONDUIT_RETURN_IF_ERROR(scaleFp8(model, *entry, values));
     if (t.zero && std::any_of(values.begin(), values.end(), [](float v) { return v != 0; }))
       return absl::InvalidArgumentError(absl::StrCat(
           file->path(), ": tensor \"", t.name,

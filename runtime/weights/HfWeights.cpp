@@ -499,13 +499,47 @@ absl::Status checkHfTensors(const SafeTensorsHeader &header, const std::vector<H
   auto bad = [&](const std::string &name, const std::string &why) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": tensor \"", name, "\" ", why));
   };
+  auto isFloat = [](const TensorEntry &t) {
+    return t.dtype == "F32" || t.dtype == "BF16" || t.dtype == "F16";
+  };
+  // The block scales an F8_E4M3 matrix [r, c] needs: [⌈r / 128⌉, ⌈c / 128⌉].
+  auto blocks = [](const TensorEntry &t) {
+    return std::vector<int64_t>{(t.shape[0] + kFp8Block - 1) / kFp8Block,
+                                (t.shape[1] + kFp8Block - 1) / kFp8Block};
+  };
   for (const TensorEntry &t : header.tensors) {
+    const std::string suffix = kFp8ScaleSuffix;
+    if (t.name.size() > suffix.size() &&
+        t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      const std::string weight = t.name.substr(0, t.name.size() - suffix.size());
+      const TensorEntry *w = header.find(weight);
+      if (w && wanted.count(weight) && w->dtype == "F8_E4M3" && w->shape.size() == 2) {
+        if (!isFloat(t))
+          return bad(t.name, absl::StrCat("has dtype ", t.dtype,
+                                          "; the scales of an FP8 weight are F32, BF16 or F16"));
+        if (t.shape != blocks(*w))
+          return bad(t.name,
+                     absl::StrCat("has shape ", shapeText(t.shape), "; the scales of \"", weight,
+                                  "\" ", shapeText(w->shape), " in blocks of ", kFp8Block, " x ",
+                                  kFp8Block, " are ", shapeText(blocks(*w))));
+        continue;
+      }
+    }
     const auto want = wanted.find(t.name);
     if (want == wanted.end())
       return bad(t.name, "is not a parameter of this model");
-    if (t.dtype != "F32" && t.dtype != "BF16" && t.dtype != "F16")
-      return bad(t.name,
-                 absl::StrCat("has dtype ", t.dtype, "; conduit-run reads F32, BF16 and F16"));
+    if (t.dtype == "F8_E4M3") {
+      if (t.shape.size() != 2)
+        return bad(t.name, "is F8_E4M3 and not a matrix; conduit-run reads FP8 matrices with "
+                           "block scales only");
+      if (!header.find(t.name + kFp8ScaleSuffix))
+        return bad(t.name, absl::StrCat("is F8_E4M3 without its block scales \"", t.name,
+                                        kFp8ScaleSuffix, "\""));
+    } else if (!isFloat(t)) {
+      return bad(t.name, absl::StrCat("has dtype ", t.dtype,
+                                      "; conduit-run reads F32, BF16, F16 and F8_E4M3 with block "
+                                      "scales"));
+    }
     if (t.shape != want->second->shape)
       return bad(t.name, absl::StrCat("has shape ", shapeText(t.shape), "; the model needs ",
                                       shapeText(want->second->shape)));

@@ -94,8 +94,16 @@ void exportHfTensor(const HfTensor &t, const float *layerParams, float *out);
 /// The inverse: Hugging Face-layout `values` into the layer's parameters.
 void importHfTensor(const HfTensor &t, const float *values, float *layerParams);
 
+/// DeepSeek-V3's released weights: most matrices in FP8 (F8_E4M3), each with its scales as a
+/// tensor of its own, NAME + kFp8ScaleSuffix, one per block of kFp8Block × kFp8Block (the
+/// checkpoint's quantization_config, weight_block_size [128, 128]); a weight is its FP8 values
+/// times its block's scale.
+constexpr int64_t kFp8Block = 128;
+constexpr char kFp8ScaleSuffix[] = "_scale_inv";
+
 /// Checks that the file `path` with `header` holds exactly the tensors `expected` (the tied
-/// copy is the token table's) with their shapes, each F32, BF16 or F16.
+/// copy is the token table's) with their shapes, each F32, BF16 or F16, or F8_E4M3 beside its
+/// block scales.
 absl::Status checkHfTensors(const SafeTensorsHeader &header, const std::vector<HfTensor> &expected,
                             const std::string &path);
 

@@ -9,8 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <set>
 
 namespace fs = std::filesystem;
@@ -67,6 +69,20 @@ std::optional<uint64_t> naturalOf(const Json &value) {
   return std::nullopt;
 }
 
+/// The F8_E4M3 value `b` as a float (the "fn" format of OCP FP8: bias 7, no infinities,
+/// S.1111.111 the only NaN, 448 the largest).
+float e4m3ToFloat(uint8_t b) {
+  const int exponent = (b >> 3) & 0xf, mantissa = b & 0x7;
+  float magnitude;
+  if (exponent == 0xf && mantissa == 0x7)
+    magnitude = std::numeric_limits<float>::quiet_NaN();
+  else if (exponent == 0)
+    magnitude = std::ldexp(static_cast<float>(mantissa), -9); // subnormal: m / 8 · 2^-6
+  else
+    magnitude = std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+  return b & 0x80 ? -magnitude : magnitude;
+}
+
 /// The F16 value `h` as a float.
 float halfToFloat(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
@@ -101,10 +117,23 @@ int64_t TensorEntry::elements() const {
 }
 
 const TensorEntry *SafeTensorsHeader::find(std::string_view name) const {
+  if (byName.size() == tensors.size() && !tensors.empty()) {
+    const auto found = byName.find(name);
+    return found == byName.end() || found->second >= tensors.size() ||
+                   tensors[found->second].name != name
+               ? nullptr
+               : &tensors[found->second];
+  }
   for (const TensorEntry &t : tensors)
     if (t.name == name)
       return &t;
   return nullptr;
+}
+
+void SafeTensorsHeader::indexNames() {
+  byName.clear();
+  for (size_t i = 0; i < tensors.size(); ++i)
+    byName.emplace(tensors[i].name, i);
 }
 
 int64_t safeTensorsDTypeBytes(std::string_view dtype) {
@@ -233,6 +262,7 @@ absl::StatusOr<SafeTensorsHeader> parseSafeTensorsHeader(std::string_view json, 
     return bad(
         absl::StrCat("the data section has ", dataBytes, " bytes; its tensors cover ", covered));
   header.dataStart = 8 + json.size();
+  header.indexNames();
   return header;
 }
 
@@ -347,15 +377,22 @@ absl::StatusOr<SafeTensorsReader> SafeTensorsReader::open(const std::string &pat
 
 absl::Status SafeTensorsReader::readFloats(const TensorEntry &tensor, float *out) {
   const int64_t width = safeTensorsDTypeBytes(tensor.dtype);
-  if (tensor.dtype != "F32" && tensor.dtype != "BF16" && tensor.dtype != "F16")
-    return absl::InvalidArgumentError(absl::StrCat(file, ": tensor \"", tensor.name,
-                                                   "\" has dtype ", tensor.dtype,
-                                                   "; conduit-run reads F32, BF16 and F16"));
+  const bool fp8 = tensor.dtype == "F8_E4M3" || tensor.dtype == "F8_E5M2";
+  if (tensor.dtype != "F32" && tensor.dtype != "BF16" && tensor.dtype != "F16" && !fp8)
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": tensor \"", tensor.name, "\" has dtype ", tensor.dtype,
+                     "; conduit-run reads F32, BF16, F16, F8_E4M3 and F8_E5M2"));
   const int64_t n = tensor.elements();
   in->clear();
   in->seekg(static_cast<std::streamoff>(parsed.dataStart + tensor.begin));
   if (width == 4) {
     in->read(reinterpret_cast<char *>(out), static_cast<std::streamsize>(n * width));
+  } else if (fp8) {
+    std::vector<uint8_t> bytes(n);
+    in->read(reinterpret_cast<char *>(bytes.data()), static_cast<std::streamsize>(n));
+    for (int64_t i = 0; i < n; ++i) // E5M2 is the top byte of an F16
+      out[i] = tensor.dtype == "F8_E4M3" ? e4m3ToFloat(bytes[i])
+                                         : halfToFloat(static_cast<uint16_t>(bytes[i] << 8));
   } else {
     std::vector<uint16_t> half(n);
     in->read(reinterpret_cast<char *>(half.data()), static_cast<std::streamsize>(n * width));

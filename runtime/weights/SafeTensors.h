@@ -51,7 +51,14 @@ struct SafeTensorsHeader {
   std::map<std::string, std::string> metadata;
   /// Where the data section starts in the file: 8 + the header's length.
   uint64_t dataStart = 0;
+  /// The tensor named `name`, or null: by the index of names when indexNames() built it for
+  /// the tensors as they are (a model of a hundred thousand tensors), else by a search.
   const TensorEntry *find(std::string_view name) const;
+  /// Builds find()'s index of names; the parser calls it, and whoever changes `tensors` after.
+  void indexNames();
+
+private:
+  std::map<std::string, size_t, std::less<>> byName;
 };
 
 /// Bytes of one element of the format's dtype `dtype`; 0 when the format has no such dtype.
@@ -102,7 +109,8 @@ public:
   const SafeTensorsHeader &header() const { return parsed; }
   const std::string &path() const { return file; }
   /// Reads `tensor` (an entry of header()) as floats into `out`, which holds its elements:
-  /// F32 as it is, BF16 and F16 converted; other dtypes are refused.
+  /// F32 as it is, BF16, F16 and the FP8 formats (F8_E4M3, F8_E5M2) converted; other dtypes
+  /// are refused.
   absl::Status readFloats(const TensorEntry &tensor, float *out);
 
 private:

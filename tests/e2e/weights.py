@@ -368,7 +368,7 @@ def refusals(tools):
          '[32, 96]'),
         ("an integer tensor", variant("dtype", lambda t: t.update(
             {"transformer.ln_f.bias": ("I32", [32], bytes(128))})),
-         'tensor "transformer.ln_f.bias" has dtype I32; conduit-run reads F32, BF16 and F16'),
+         'tensor "transformer.ln_f.bias" has dtype I32; conduit-run reads F32, BF16, F16 and F8_E4M3 with block scales'),
     ]
     for what, path, message in cases:
         result = tools.run(plan, 4, "--steps=1", f"--init={path}", timeout=60)

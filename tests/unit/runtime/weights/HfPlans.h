@@ -68,6 +68,20 @@ inline Transformer llama() {
   return t;
 }
 
+/// DeepSeek-V3's attention on the Llama model: a query latent of rank 5, a key/value latent of
+/// rank 3, heads 4 + 2 wide for queries and keys and 3 for values; a key and a value per head.
+inline Transformer deepSeek() {
+  Transformer t = llama();
+  t.numKvHeads = t.numHeads;
+  t.tieEmbeddings = false;
+  t.qLoraRank = 5;
+  t.kvLoraRank = 3;
+  t.qkNopeHeadDim = 4;
+  t.qkRopeHeadDim = 2;
+  t.vHeadDim = 3;
+  return t;
+}
+
 } // namespace conduit::runtime
 
 #endif // CONDUIT_TESTS_UNIT_RUNTIME_WEIGHTS_HFPLANS_H

@@ -105,6 +105,41 @@ TEST(SafeTensorsTest, ReadsBf16AndF16AsFloat) {
   EXPECT_EQ(h[3], 65504.0f);
 }
 
+// The FP8 formats of OCP FP8 (DeepSeek-V3's weights are F8_E4M3): every E4M3 byte against its
+// definition (bias 7, subnormals below 2^-6, no infinities, 0x7f and 0xff NaN), and E5M2, the
+// top byte of an F16.
+TEST(SafeTensorsTest, ReadsFp8) {
+  std::string bytes;
+  for (int b = 0; b < 256; ++b)
+    bytes.push_back(static_cast<char>(b));
+  const uint8_t e5m2[] = {0x3c, 0xc0, 0x7b, 0x01};
+  bytes.append(reinterpret_cast<const char *>(e5m2), 4);
+  const std::string path = temporaryPath("fp8");
+  writeBytes(path, fileOf(R"({"a":{"dtype":"F8_E4M3","shape":[16,16],"data_offsets":[0,256]},)"
+                          R"("b":{"dtype":"F8_E5M2","shape":[4],"data_offsets":[256,260]}})",
+                          bytes));
+  absl::StatusOr<SafeTensorsReader> reader = SafeTensorsReader::open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::vector<float> a(256), b(4);
+  ASSERT_TRUE(reader->readFloats(*reader->header().find("a"), a.data()).ok());
+  ASSERT_TRUE(reader->readFloats(*reader->header().find("b"), b.data()).ok());
+  for (int byte = 0; byte < 256; ++byte) {
+    const int sign = byte >> 7, exponent = (byte >> 3) & 15, mantissa = byte & 7;
+    if (exponent == 15 && mantissa == 7) {
+      EXPECT_TRUE(std::isnan(a[byte])) << byte;
+      continue;
+    }
+    const double magnitude = exponent == 0 ? mantissa / 8.0 * std::ldexp(1.0, -6)
+                                           : (1 + mantissa / 8.0) * std::ldexp(1.0, exponent - 7);
+    EXPECT_EQ(a[byte], static_cast<float>(sign ? -magnitude : magnitude)) << byte;
+  }
+  EXPECT_EQ(a[0x38], 1.0f);
+  EXPECT_EQ(a[0x7e], 448.0f); // the largest
+  EXPECT_EQ(a[0xfe], -448.0f);
+  EXPECT_EQ(a[0x01], std::ldexp(1.0f, -9)); // the smallest subnormal
+  EXPECT_EQ(b, (std::vector<float>{1.0f, -2.0f, 57344.0f, std::ldexp(1.0f, -16)}));
+}
+
 TEST(SafeTensorsTest, RefusesOtherDTypesWhenRead) {
   const std::string path = temporaryPath("int");
   writeBytes(path, fileOf(R"({"i":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})", "abcd"));
@@ -112,8 +147,10 @@ TEST(SafeTensorsTest, RefusesOtherDTypesWhenRead) {
   ASSERT_TRUE(reader.ok()) << reader.status();
   std::vector<float> out(1);
   absl::Status s = reader->readFloats(*reader->header().find("i"), out.data());
-  EXPECT_NE(s.message().find("tensor \"i\" has dtype I32; conduit-run reads F32, BF16 and F16"),
-            std::string::npos)
+  EXPECT_NE(
+      s.message().find(
+          "tensor \"i\" has dtype I32; conduit-run reads F32, BF16, F16, F8_E4M3 and F8_E5M2"),
+      std::string::npos)
       << s;
 }
 
