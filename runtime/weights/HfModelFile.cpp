@@ -15,6 +15,7 @@
 
 #include "runtime/plan/Limits.h"
 #include "runtime/weights/HfFamily.h"
+#include "runtime/weights/UntrustedJson.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -24,7 +25,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <set>
 
 namespace fs = std::filesystem;
 
@@ -45,17 +46,14 @@ absl::StatusOr<std::map<std::string, std::string>> readIndex(const std::string &
     return absl::InvalidArgumentError(absl::StrCat(
         path, " has ", size, " bytes; an index has at most ", kMaxSafeTensorsHeaderBytes));
   std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in)
+  std::string text(size, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(size)))
     return absl::UnavailableError(absl::StrCat("cannot read ", path));
-  const nlohmann::json root =
-      nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  CONDUIT_ASSIGN_OR_RETURN(const nlohmann::json root,
+                           parseUntrustedJson(text, path, "the index", 3));
   auto bad = [&](const std::string &why) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
   };
-  if (root.is_discarded())
-    return bad("is not JSON");
   if (!root.is_object() || !root.contains("weight_map") || !root["weight_map"].is_object())
     return bad("has no \"weight_map\" object (a Hugging Face index maps each tensor to its file)");
   std::map<std::string, std::string> where;
@@ -95,19 +93,38 @@ absl::StatusOr<int64_t> stepOf(const std::vector<SafeTensorsReader> &files) {
   return step.value_or(0);
 }
 
-/// Whether `name` is a tensor of a DeepSeek checkpoint's multi-token prediction modules
-/// (model.layers.N. with N from the model's blocks on, DeepSeek-V3's layer 61), which a plan
-/// without model.mtp_layers does not train.
-bool unplannedMtpTensor(const Plan &plan, const std::string &name) {
-  const Transformer &t = *plan.transformer;
+/// The layer `name` belongs to (model.layers.N.: N written in decimal without a sign or a
+/// leading zero), or -1.
+int64_t layerOf(const std::string &name) {
   const std::string prefix = "model.layers.";
-  if (!isDeepSeek(t) || t.mtpLayers > 0 || name.compare(0, prefix.size(), prefix) != 0)
-    return false;
+  if (name.compare(0, prefix.size(), prefix) != 0)
+    return -1;
   const size_t end = name.find('.', prefix.size());
-  int64_t layer = 0;
-  return end != std::string::npos &&
-         absl::SimpleAtoi(name.substr(prefix.size(), end - prefix.size()), &layer) &&
-         layer >= t.numLayers && layer < t.numLayers + limits::kMaxMtpLayers;
+  const std::string digits =
+      end == std::string::npos ? std::string() : name.substr(prefix.size(), end - prefix.size());
+  int64_t layer = -1;
+  if (digits.empty() || digits.size() > 9 || (digits.size() > 1 && digits[0] == '0') ||
+      digits.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(digits, &layer))
+    return -1;
+  return layer;
+}
+
+/// The layers of a DeepSeek checkpoint that are multi-token prediction modules a plan without
+/// model.mtp_layers does not train: those after the model's blocks with the module's own
+/// projection (eh_proj; DeepSeek-V3's layer 61). Any other layer past the blocks is an error
+/// of the model, not skipped.
+std::set<int64_t> unplannedMtpLayers(const Plan &plan, const HfModelFile &model) {
+  std::set<int64_t> layers;
+  const Transformer &t = *plan.transformer;
+  if (!isDeepSeek(t) || t.mtpLayers > 0)
+    return layers;
+  for (const auto &[name, file] : model.fileOf) {
+    const int64_t layer = layerOf(name);
+    if (layer >= t.numLayers && name == absl::StrCat("model.layers.", layer, ".eh_proj.weight"))
+      layers.insert(layer);
+  }
+  return layers;
 }
 
 /// Multiplies FP8 `values` of the matrix `weight` by its block scales (kFp8ScaleSuffix), which
@@ -189,10 +206,11 @@ absl::StatusOr<HfModelFile> openHfModel(const Plan &plan, const std::string &pat
   }
   // Exactly the model's tensors, over every file (but a multi-token prediction module the
   // plan leaves out).
+  const std::set<int64_t> skipped = unplannedMtpLayers(plan, model);
   SafeTensorsHeader all;
   for (const SafeTensorsReader &f : model.files)
     for (const TensorEntry &t : f.header().tensors)
-      if (!unplannedMtpTensor(plan, t.name))
+      if (!skipped.count(layerOf(t.name)))
         all.tensors.push_back(t);
   all.indexNames();
   CONDUIT_RETURN_IF_ERROR(checkHfTensors(all, model.tensors, file));

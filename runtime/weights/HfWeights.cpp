@@ -513,7 +513,10 @@ absl::Status checkHfTensors(const SafeTensorsHeader &header, const std::vector<H
         t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0) {
       const std::string weight = t.name.substr(0, t.name.size() - suffix.size());
       const TensorEntry *w = header.find(weight);
-      if (w && wanted.count(weight) && w->dtype == "F8_E4M3" && w->shape.size() == 2) {
+      const auto want = wanted.find(weight);
+      if (w && want != wanted.end() && w->dtype == "F8_E4M3") {
+        if (w->shape != want->second->shape || w->shape.size() != 2)
+          continue; // the weight's own check refuses it
         if (!isFloat(t))
           return bad(t.name, absl::StrCat("has dtype ", t.dtype,
                                           "; the scales of an FP8 weight are F32, BF16 or F16"));

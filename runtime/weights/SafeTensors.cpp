@@ -1,6 +1,7 @@
 //===- SafeTensors.cpp - the safetensors file format ----------------------===//
 
 #include "runtime/weights/SafeTensors.h"
+#include "runtime/weights/UntrustedJson.h"
 
 #include "runtime/plan/Limits.h"
 
@@ -23,9 +24,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-/// Deeper nesting than this is refused before the parser sees it (a header needs 3).
-constexpr int kMaxNesting = 64;
-
 constexpr struct {
   const char *name;
   int64_t bytes;
@@ -33,8 +31,8 @@ constexpr struct {
                {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
                {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8}};
 
-/// The deepest nesting of arrays and objects in `json`, outside strings, or kMaxNesting + 1
-/// once it passes kMaxNesting.
+/// The deepest nesting of arrays and objects in `json`, outside strings, or kMaxJsonNesting + 1
+/// once it passes kMaxJsonNesting.
 int nesting(std::string_view json) {
   int depth = 0, deepest = 0;
   bool inString = false, escaped = false;
@@ -54,7 +52,7 @@ int nesting(std::string_view json) {
       deepest = std::max(deepest, ++depth);
     else if (c == ']' || c == '}')
       --depth;
-    if (deepest > kMaxNesting)
+    if (deepest > kMaxJsonNesting)
       break;
   }
   return deepest;
@@ -143,15 +141,14 @@ int64_t safeTensorsDTypeBytes(std::string_view dtype) {
   return 0;
 }
 
-absl::StatusOr<SafeTensorsHeader> parseSafeTensorsHeader(std::string_view json, uint64_t dataBytes,
-                                                         const std::string &path) {
+absl::StatusOr<nlohmann::json> parseUntrustedJson(std::string_view text, const std::string &path,
+                                                  std::string_view what, int depth) {
   auto bad = [&](const std::string &why) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", std::string(what), why));
   };
-  // Structure: a JSON object, each key once.
-  if (nesting(json) > kMaxNesting)
-    return bad(absl::StrCat("the header nests arrays and objects more than ", kMaxNesting,
-                            " deep; a safetensors header nests 3"));
+  if (nesting(text) > kMaxJsonNesting)
+    return bad(absl::StrCat(" nests arrays and objects more than ", kMaxJsonNesting,
+                            " deep; its format nests ", depth));
   Json root;
   std::vector<std::set<std::string>> keys;
   std::string duplicate;
@@ -166,12 +163,22 @@ absl::StatusOr<SafeTensorsHeader> parseSafeTensorsHeader(std::string_view json, 
     return true;
   };
   try {
-    root = Json::parse(json.begin(), json.end(), noteKeys);
+    root = Json::parse(text.begin(), text.end(), noteKeys);
   } catch (const Json::exception &e) {
-    return bad(absl::StrCat("the header is not valid JSON (", e.what(), ")"));
+    return bad(absl::StrCat(" is not valid JSON (", e.what(), ")"));
   }
   if (!duplicate.empty())
-    return bad(absl::StrCat("the header names \"", duplicate, "\" twice"));
+    return bad(absl::StrCat(" names \"", duplicate, "\" twice"));
+  return root;
+}
+
+absl::StatusOr<SafeTensorsHeader> parseSafeTensorsHeader(std::string_view json, uint64_t dataBytes,
+                                                         const std::string &path) {
+  auto bad = [&](const std::string &why) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
+  };
+  // Structure: a JSON object, each key once.
+  CONDUIT_ASSIGN_OR_RETURN(Json root, parseUntrustedJson(json, path, "the header", 3));
   if (!root.is_object())
     return bad("the header is not a JSON object");
 

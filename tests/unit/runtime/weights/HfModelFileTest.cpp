@@ -171,7 +171,8 @@ TEST_F(Shards, AnIndexThatIsNotOneIsRefused) {
   const fs::path dir = write("hf-shards-broken", 3);
   const fs::path index = dir / "model.safetensors.index.json";
   std::ofstream(index) << "{\"weight_map\": ";
-  EXPECT_NE(refusal(dir.string()).find(index.string() + ": is not JSON"), std::string::npos);
+  EXPECT_NE(refusal(dir.string()).find(index.string() + ": the index is not valid JSON"),
+            std::string::npos);
   std::ofstream(index) << R"({"metadata": {}})";
   EXPECT_NE(refusal(dir.string()).find("has no \"weight_map\" object"), std::string::npos);
   std::ofstream(index) << R"({"weight_map": {"model.embed_tokens.weight": 3}})";
@@ -186,12 +187,14 @@ TEST_F(Shards, AnIndexThatIsNotOneIsRefused) {
             std::string::npos);
 }
 
-/// DeepSeek's model with a vocabulary of 300, so that the token table [300, 8] spans three
-/// blocks of FP8 scales.
+/// DeepSeek's model 136 wide with a vocabulary of 300, so that the token table [300, 136]
+/// spans three blocks of FP8 scales down and two across, and every matrix of the blocks two
+/// one way or the other.
 class Fp8 : public ::testing::Test {
 protected:
   void SetUp() override {
     Transformer t = deepSeek();
+    t.hiddenSize = 136;
     t.vocabSize = 300;
     plan = planOf(t);
     absl::StatusOr<std::vector<HfTensor>> all = hfTensors(plan);
@@ -311,14 +314,17 @@ TEST_F(Fp8, MatricesReadAsTheirValuesTimesTheirBlockScales) {
 }
 
 TEST_F(Fp8, AMultiTokenPredictionLayerThePlanLeavesOutIsSkipped) {
-  // DeepSeek-V3 keeps its module as the layer after its blocks: here layer 2.
-  auto withLayer = [](int layer) {
-    return [layer](std::vector<TensorSpec> &specs, std::vector<std::string> &dtypes,
-                   std::vector<std::string> &bytes) {
+  // DeepSeek-V3 keeps its module as the layer after its blocks (here layer 2), with a
+  // projection of its own (eh_proj); without one, a layer past the blocks is an error.
+  auto withLayer = [](int layer, bool module) {
+    return [=](std::vector<TensorSpec> &specs, std::vector<std::string> &dtypes,
+               std::vector<std::string> &bytes) {
       const std::string prefix = "model.layers." + std::to_string(layer) + ".";
       specs.push_back({prefix + "enorm.weight", {8}});
       dtypes.push_back("F32");
       bytes.push_back(std::string(32, '\0'));
+      if (!module)
+        return;
       specs.push_back({prefix + "eh_proj.weight", {8, 16}});
       dtypes.push_back("F8_E4M3");
       bytes.push_back(std::string(128, '\x38'));
@@ -327,12 +333,20 @@ TEST_F(Fp8, AMultiTokenPredictionLayerThePlanLeavesOutIsSkipped) {
       bytes.push_back(std::string(4, '\0'));
     };
   };
-  write(path("fp8-mtp.safetensors"), path("fp8-mtp-as-f32.safetensors"), withLayer(2));
+  write(path("fp8-mtp.safetensors"), path("fp8-mtp-as-f32.safetensors"), withLayer(2, true));
   EXPECT_EQ(read(path("fp8-mtp.safetensors")), read(path("fp8-mtp-as-f32.safetensors")));
-  // Past the deepest module a layer is no part of this model.
-  write(path("fp8-far.safetensors"), path("fp8-far-as-f32.safetensors"), withLayer(18));
-  EXPECT_NE(refusal(path("fp8-far.safetensors"))
-                .find("tensor \"model.layers.18.enorm.weight\" is not a parameter of this model"),
+  write(path("fp8-extra.safetensors"), path("fp8-extra-as-f32.safetensors"), withLayer(2, false));
+  EXPECT_NE(refusal(path("fp8-extra.safetensors"))
+                .find("tensor \"model.layers.2.enorm.weight\" is not a parameter of this model"),
+            std::string::npos);
+  // A layer named with a leading zero is not layer 2.
+  write(path("fp8-zero.safetensors"), path("fp8-zero-as-f32.safetensors"),
+        [&](auto &specs, auto &dtypes, auto &bytes) {
+          withLayer(2, true)(specs, dtypes, bytes);
+          specs[specs.size() - 3].name = "model.layers.02.enorm.weight";
+        });
+  EXPECT_NE(refusal(path("fp8-zero.safetensors"))
+                .find("tensor \"model.layers.02.enorm.weight\" is not a parameter of this model"),
             std::string::npos);
 }
 
@@ -344,7 +358,7 @@ TEST_F(Fp8, ScalesThatDoNotFitTheirMatrixAreRefused) {
                                specs.begin());
   };
   const std::string file = path("fp8-bad.safetensors"), other = path("fp8-bad-as-f32.safetensors");
-  // The token table [300, 8] without its scales.
+  // The token table [300, 136] without its scales.
   write(file, other, [&](auto &specs, auto &dtypes, auto &bytes) {
     const size_t at = find(specs, table + kFp8ScaleSuffix);
     specs.erase(specs.begin() + at);
@@ -355,7 +369,7 @@ TEST_F(Fp8, ScalesThatDoNotFitTheirMatrixAreRefused) {
                                table + "_scale_inv\""),
             std::string::npos)
       << refusal(file);
-  // Its scales for blocks of 64 rows.
+  // Its scales for blocks of 64 rows, in one column of blocks.
   write(file, other, [&](auto &specs, auto &dtypes, auto &bytes) {
     const size_t at = find(specs, table + kFp8ScaleSuffix);
     specs[at].shape = {5, 1};
@@ -364,16 +378,32 @@ TEST_F(Fp8, ScalesThatDoNotFitTheirMatrixAreRefused) {
   EXPECT_NE(refusal(file).find("tensor \"" + table +
                                "_scale_inv\" has shape [5, 1]; the scales "
                                "of \"" +
-                               table + "\" [300, 8] in blocks of 128 x 128 are [3, 1]"),
+                               table + "\" [300, 136] in blocks of 128 x 128 are [3, 2]"),
             std::string::npos)
       << refusal(file);
   // A vector in FP8.
   write(file, other, [&](auto &specs, auto &dtypes, auto &bytes) {
     const size_t at = find(specs, "model.norm.weight");
     dtypes[at] = "F8_E4M3";
-    bytes[at] = std::string(8, '\x38');
+    bytes[at] = std::string(136, '\x38');
   });
   EXPECT_NE(refusal(file).find("tensor \"model.norm.weight\" is F8_E4M3 and not a matrix"),
+            std::string::npos)
+      << refusal(file);
+  // Scales of a weight that is not FP8, and scales that are not floats.
+  write(file, other, [&](auto &specs, auto &dtypes, auto &bytes) {
+    specs.push_back({"model.norm.weight" + std::string(kFp8ScaleSuffix), {1, 1}});
+    dtypes.push_back("F32");
+    bytes.push_back(std::string(4, '\0'));
+  });
+  EXPECT_NE(refusal(file).find("tensor \"model.norm.weight_scale_inv\" is not a parameter"),
+            std::string::npos)
+      << refusal(file);
+  write(file, other, [&](auto &specs, auto &dtypes, auto &bytes) {
+    dtypes[find(specs, table + kFp8ScaleSuffix)] = "I32";
+  });
+  EXPECT_NE(refusal(file).find("tensor \"" + table +
+                               "_scale_inv\" has dtype I32; the scales of an FP8 weight are F32"),
             std::string::npos)
       << refusal(file);
 }
