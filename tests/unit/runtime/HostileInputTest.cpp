@@ -19,6 +19,7 @@
 #include "runtime/session/RankGroup.h"
 #include "runtime/session/Reference.h"
 #include "runtime/weights/Checkpoint.h"
+#include "tests/unit/runtime/exec/PlanRuns.h"
 
 #include <gtest/gtest.h>
 
@@ -33,20 +34,10 @@
 
 using namespace conduit;
 using namespace conduit::runtime;
+using conduit::runtime::testing::pipelineShape;
 namespace fs = std::filesystem;
 
 namespace {
-
-model::GptShape tinyShape() {
-  model::GptShape s;
-  s.blocks = 2;
-  s.hidden = 8;
-  s.heads = 2;
-  s.ffn = 16;
-  s.seq = 4;
-  s.vocab = 16;
-  return s;
-}
 
 Instruction onStage(Op op, int32_t microbatch = -1) {
   Instruction i;
@@ -59,11 +50,11 @@ Instruction onStage(Op op, int32_t microbatch = -1) {
 /// One rank, one stage holding the whole model, two micro-batches of one sample, as the
 /// compiler would lower a GPipe plan without parallelism.
 Plan runnablePlan(Optimizer optimizer = Optimizer::Adam) {
-  Plan plan = model::planFor(tinyShape());
+  Plan plan = model::planFor(pipelineShape());
   plan.name = "tiny";
   plan.config.microbatches = 2;
   plan.config.microbatchSize = 1;
-  plan.config.tokensPerSample = tinyShape().seq;
+  plan.config.tokensPerSample = pipelineShape().seq;
   plan.config.optimizer = optimizer;
   Stage stage{0, 0, 0, static_cast<int32_t>(plan.layers.size()), 0, {0, 1, 2}};
   for (const Layer &layer : plan.layers)
@@ -159,7 +150,7 @@ TEST(HostilePlan, HugeVocabularyWithMatchingCountsIsRefused) {
   for (int64_t vocab : {int64_t(1) << 36, int64_t(128) + (int64_t(1) << 58)}) {
     Plan plan = runnablePlan();
     plan.transformer->vocabSize = vocab;
-    const model::GptShape s = tinyShape();
+    const model::GptShape s = pipelineShape();
     plan.layers.front().params = (vocab + s.seq) * s.hidden;     // wraps for 128 + 2^58, as a
     plan.layers.back().params = 2 * s.hidden + s.hidden * vocab; // hostile writer would
     recount(plan);
@@ -290,7 +281,7 @@ TEST(HostilePlan, ReferenceWorkIsEstimatedFromTheShape) {
   absl::StatusOr<ReferenceWork> work = Reference::estimate(plan);
   ASSERT_TRUE(work.ok());
   EXPECT_EQ(work->samplesPerStep, 65536 * 2);
-  EXPECT_GT(work->flopsPerStep, 65536.0 * 2 * 6 * plan.stages[0].params * tinyShape().seq - 1);
+  EXPECT_GT(work->flopsPerStep, 65536.0 * 2 * 6 * plan.stages[0].params * pipelineShape().seq - 1);
 }
 
 //===----------------------------------------------------------------------===//

@@ -128,18 +128,23 @@ GptShape latentYarnShape() {
   return s;
 }
 
-/// A mixture of experts in the second block of the Llama shape (experts whole on every rank,
-/// E = 1): 4 SwiGLU experts 6 wide, 2 per token, softmax scores renormalised, a shared expert
-/// split as the dense MLP, and the auxiliary loss, whose statistics the ranks sum.
-GptShape moeShape() {
-  GptShape s = llamaShape();
+/// `s` with a mixture of experts in its second block (experts whole on every rank, E = 1): 4
+/// experts 6 wide (SwiGLU or GELU as its MLP), 2 per token, and the auxiliary loss, whose
+/// statistics the ranks sum.
+GptShape withExperts(GptShape s) {
   s.experts = 4;
   s.topK = 2;
   s.expertFfn = 6;
-  s.sharedFfn = 4;
   s.denseBlocks = 1;
-  s.normalizeTopK = true;
   s.auxLossCoefficient = 0.01;
+  return s;
+}
+
+/// On the Llama shape, softmax scores renormalised and a shared expert split as the dense MLP.
+GptShape moeShape() {
+  GptShape s = withExperts(llamaShape());
+  s.sharedFfn = 4;
+  s.normalizeTopK = true;
   return s;
 }
 
@@ -161,15 +166,7 @@ GptShape moeGatedShape() {
 }
 
 /// GELU experts with biases, on the GPT shape.
-GptShape moeGptShape() {
-  GptShape s = gptShape();
-  s.experts = 4;
-  s.topK = 2;
-  s.expertFfn = 6;
-  s.denseBlocks = 1;
-  s.auxLossCoefficient = 0.01;
-  return s;
-}
+GptShape moeGptShape() { return withExperts(gptShape()); }
 
 /// Without a query latent (DeepSeek-V2-Lite), with the output projection's bias and learned
 /// positions.

@@ -3,7 +3,9 @@
 // bands and DeepSeek-V3's yarn ramp and softmax factor; and dynamic NTK scaling's base.
 
 #include "runtime/plan/Rotary.h"
+#include "runtime/model/Gpt.h"
 #include "runtime/model/Ops.h"
+#include "tests/unit/runtime/GptPlan.h"
 
 #include <gtest/gtest.h>
 
@@ -118,6 +120,36 @@ TEST(Rotary, DynamicBaseGrowsPastThePositions) {
   rope.sequence = 4097;
   EXPECT_NEAR(dynamicBase(rope, 128), 10000, 10);
   EXPECT_GT(dynamicBase(rope, 128), 10000);
+}
+
+// The shape hands the layers the sequence they train on: past its positions a dynamic model's
+// attention rotates by the grown base (a block's output differs from the default's), within
+// them by theta (the same bits).
+TEST(Rotary, ADynamicModelRotatesByTheSequenceItTrainsOn) {
+  model::GptShape shape = model::tinyShape(false, false);
+  shape.gated = shape.rmsNorm = shape.rotary = true;
+  auto blockOutput = [&](const RopeScaling &scaling) {
+    model::GptShape s = shape;
+    s.ropeScaling = scaling;
+    model::CpuOps<double> ops;
+    std::unique_ptr<model::Layer<double>> block =
+        model::makeLayer<double>(LayerKind::Block, s, Checkpointing::None, 1);
+    std::vector<double> params(block->numParams()), x(2 * s.seq * s.hidden), y(x.size());
+    block->initialise(params.data(), 3, 1);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = std::sin(0.7 * static_cast<double>(i));
+    model::LayerCache<double> cache;
+    block->forward(ops, params.data(), x.data(), model::Tokens{nullptr, nullptr, 2, 1.0}, y.data(),
+                   cache);
+    return y;
+  };
+  RopeScaling dynamic;
+  dynamic.type = RopeType::Dynamic;
+  dynamic.factor = 4;
+  dynamic.originalPositions = 2;
+  EXPECT_NE(blockOutput(dynamic), blockOutput({}));
+  dynamic.originalPositions = shape.seq;
+  EXPECT_EQ(blockOutput(dynamic), blockOutput({}));
 }
 
 TEST(Rotary, LatentSoftmaxFactor) {
