@@ -50,7 +50,7 @@ absl::StatusOr<std::map<std::string, std::string>> readIndex(const std::string &
   if (!in.read(text.data(), static_cast<std::streamsize>(size)))
     return absl::UnavailableError(absl::StrCat("cannot read ", path));
   CONDUIT_ASSIGN_OR_RETURN(const nlohmann::json root,
-                           parseUntrustedJson(text, path, "the index", 3));
+                           parseUntrustedJson(text, path, "the index", 2));
   auto bad = [&](const std::string &why) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
   };
