@@ -34,7 +34,6 @@ namespace conduit::runtime {
 namespace {
 
 constexpr char kIndexName[] = "model.safetensors.index.json";
-constexpr char kFileName[] = "model.safetensors";
 
 /// Where each tensor lies, by the index at `path`: its weight_map, checked.
 absl::StatusOr<std::map<std::string, std::string>> readIndex(const std::string &path) {
@@ -186,14 +185,14 @@ absl::StatusOr<HfModelFile> openHfModel(const Plan &plan, const std::string &pat
   std::string file = path;
   std::error_code error;
   if (fs::is_directory(path, error)) {
-    const fs::path index = fs::path(path) / kIndexName, single = fs::path(path) / kFileName;
+    const fs::path index = fs::path(path) / kIndexName, single = fs::path(path) / kHfModelFileName;
     if (fs::exists(index, error))
       file = index.string();
     else if (fs::exists(single, error))
       file = single.string();
     else
       return absl::NotFoundError(
-          absl::StrCat(path, " holds neither ", kIndexName, " nor ", kFileName));
+          absl::StrCat(path, " holds neither ", kIndexName, " nor ", kHfModelFileName));
   }
   const bool sharded = fs::path(file).extension() == ".json";
   if (sharded) {

@@ -292,7 +292,7 @@ std::pair<int64_t, int64_t> columnsOf(Columns c, const Transformer &t, int64_t c
 }
 
 std::string modelPath(const std::string &dir) {
-  return (fs::path(dir) / "model.safetensors").string();
+  return (fs::path(dir) / kHfModelFileName).string();
 }
 std::string unfinishedPath(const std::string &dir) { return modelPath(dir) + ".tmp"; }
 

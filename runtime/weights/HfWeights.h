@@ -109,6 +109,8 @@ absl::Status checkHfTensors(const SafeTensorsHeader &header, const std::vector<H
 
 /// The metadata key of the training steps behind a file's parameters.
 constexpr char kHfStepKey[] = "conduit.step";
+/// The file a model in one file is, in its folder (--save-params writes it, --init reads it).
+constexpr char kHfModelFileName[] = "model.safetensors";
 
 /// The safetensors files that hold exactly the tensors of a plan's model: one file, or the
 /// shards a Hugging Face index (model.safetensors.index.json: {"weight_map": {TENSOR: FILE}})
