@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The mixture-of-experts table of docs/results.md: the committed MoE jobs (and DeepSeek-V3's
-14-layer proxy and its full size at T = 2), each under dualpipev and the interleaved order with
+"""The mixture-of-experts table of docs/results.md: the committed MoE jobs (DeepSeek-V3's as
+DeepSeek trained it, T = 1 and D = 128, and also at T = 2, and its 14-layer proxy), each under dualpipev and the interleaved order with
 and without the all-to-alls hidden in their paired steps, and 1F1B; predicted step, throughput,
 bubble, the expert all-to-alls (exposed and whole) and the fullest rank's peak memory.
 
@@ -22,6 +22,8 @@ JOBS = [
                      "parallelism.expert=16", "parallelism.microbatches=32"]),
     ("DeepSeek-V3 (671B), 2,048 GPUs (P 16, D 64, T 2, E 64), M 64, full checkpointing",
      "deepseek-v3", ["parallelism.data=64", "parallelism.tensor=2"]),
+    ("DeepSeek-V3 (671B), 2,048 GPUs as DeepSeek trained it (P 16, D 128, E 64), M 64, full "
+     "checkpointing", "deepseek-v3", []),
 ]
 # (label, schedule, stages per device, placement, all-to-alls hidden in pairs)
 SCHEDULES = [
