@@ -1,4 +1,5 @@
 // S = P x V stages with the looped layout in mind: 2 ranks x 2 stages.
+// CHECK-COUNT-4: pipe.stage
 pipe.model @m phase model attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 2, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 1.0, efficiency = 1.0, memory_bandwidth = 1.0e30, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 1.0e30, inter_node_bandwidth = 1.0e30, latency_s = 0.0, launch_overhead_s = 0.0, profile = "">,

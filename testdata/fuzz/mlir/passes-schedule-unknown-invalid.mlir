@@ -1,4 +1,4 @@
-// expected-error @+1 {{conduit-schedule: unknown schedule 'zero-bubble'; expected gpipe, 1f1b, depth-first or breadth-first}}
+// expected-error @+1 {{conduit-schedule: unknown schedule 'zero-bubble'; expected gpipe, 1f1b, depth-first, breadth-first, zb-h1, interleaved-zb, zbv or dualpipev}}
 pipe.model @m phase split attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 1.0, efficiency = 1.0, memory_bandwidth = 1.0e30, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 1.0e30, inter_node_bandwidth = 1.0e30, latency_s = 0.0, launch_overhead_s = 0.0, profile = "">,

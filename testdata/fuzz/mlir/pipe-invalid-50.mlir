@@ -1,15 +1,11 @@
-// rank position
-pipe.model @m phase scheduled attributes {
+// samples before split
+pipe.model @m phase placed attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
   training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
   pipe.layer "embedding" embedding params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
   pipe.layer "head" head params 10 fwd 1.0 bwd 2.0 activation 4 checkpoint 2 output 2
-  pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
+  pipe.stage 0 layers [0, 1) rank 0
+  // expected-error @+1 {{has micro-batches before phase 'split'}}
   pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
-  pipe.rank 0 {
-  }
-  // expected-error @+1 {{has rank 0 at position 1}}
-  pipe.rank 0 {
-  }
 }

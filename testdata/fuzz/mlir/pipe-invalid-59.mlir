@@ -1,5 +1,5 @@
-// peer stage out of range
-pipe.model @m phase communicating attributes {
+// micro-batch out of range
+pipe.model @m phase scheduled attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
   training = #pipe.training<dtype = "bf16", optimizer = "adam", seed = 1234, learning_rate = 1.0e-3>} {
@@ -10,7 +10,7 @@ pipe.model @m phase communicating attributes {
   pipe.rank 0 {
   }
   pipe.rank 1 {
-    // expected-error @+1 {{names peer stage 2 but the model has 2 stages}}
-    pipe.send activation stage 1 mb 0 to 0 stage 2 mb 0 samples [0, 1) bytes 8
+    // expected-error @+1 {{names micro-batch 1 but stage 1 has 1 micro-batches}}
+    pipe.backward stage 1 mb 1
   }
 }

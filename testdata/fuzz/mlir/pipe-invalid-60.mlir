@@ -1,4 +1,4 @@
-// peer micro-batch
+// peer rank out of range
 pipe.model @m phase communicating attributes {
   parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "1f1b", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "none", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">,
   cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 3.12e14, efficiency = 0.5, memory_bandwidth = 2.039e12, memory_bytes = 85899345920, gpus_per_node = 8, intra_node_bandwidth = 3.0e11, inter_node_bandwidth = 2.5e10, latency_s = 1.0e-5, launch_overhead_s = 0.0, profile = "">,
@@ -8,9 +8,9 @@ pipe.model @m phase communicating attributes {
   pipe.stage 0 layers [0, 1) rank 0 samples [0, 1, 2]
   pipe.stage 1 layers [1, 2) rank 1 samples [0, 2]
   pipe.rank 0 {
+    // expected-error @+1 {{names peer rank 2 but the pipeline has 2 ranks}}
+    pipe.send activation stage 0 mb 0 to 2 stage 1 mb 0 samples [0, 1) bytes 8
   }
   pipe.rank 1 {
-    // expected-error @+1 {{names micro-batch 2 but stage 0 has 2 micro-batches}}
-    pipe.recv activation stage 1 mb 0 from 0 stage 0 mb 2 samples [0, 1) bytes 8
   }
 }

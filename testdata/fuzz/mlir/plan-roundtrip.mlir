@@ -33,10 +33,14 @@ plan.program @roundtrip attributes {
     plan.recv activation stage 1 mb 0 from 0 stage 0 mb 0 samples [0, 1) bytes 64 slot 0 on 1
     plan.recv activation stage 1 mb 0 from 0 stage 0 mb 1 samples [1, 2) bytes 64 slot 0 on 1
     plan.forward stage 1 mb 0 slot 0 on 0
+    plan.expert_dispatch stage 1 mb 0 bytes 256 group 1 behind -1 -1 on 0
+    plan.expert_combine stage 1 mb 0 bytes 256 group 1 behind -1 -1 on 0
     plan.backward stage 1 mb 0 on 0
+    plan.expert_combine stage 1 mb 0 bytes 256 group 1 behind 1 0 on 0
     plan.send gradient stage 1 mb 0 to 0 stage 0 mb 0 samples [0, 1) bytes 64 on 1
     plan.send gradient stage 1 mb 0 to 0 stage 0 mb 1 samples [1, 2) bytes 64 on 1
     plan.all_reduce stage 1 bytes 2304 group 1 on 2
+    plan.tie_grads stage 1 with 0 stage 0 bytes 512 on 1
     plan.optimizer_step stage 1 on 0
   }
 }

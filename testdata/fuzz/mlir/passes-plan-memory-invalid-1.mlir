@@ -1,7 +1,5 @@
-//
-// A plan that does not fit the device is refused with its contributors at the peak.
-
-// expected-error @+1 {{rank 0 needs 1.58 KiB at its peak (at the forward of stage 0 micro-batch 1) but the device has 1.46 KiB: optimizer state 800 B, parameters 400 B, gradients 400 B, activations 16 B (2 stage micro-batches in flight), outputs waiting to be sent 4 B; no single change of checkpointing or micro-batch size fits; raise parallelism.pipeline or parallelism.stages_per_device (each stage holds fewer layers)}}
+// Eight GPUs per node: two tensor-parallel ranks would each hold half of every layer.
+// expected-error @+1 {{rank 0 needs 1.59 KiB at its peak (at the forward of stage 0 micro-batch 1) but the device has 1.46 KiB: optimizer state 800 B, parameters 400 B, gradients 400 B, activations 16 B (2 stage micro-batches in flight), receive buffers 8 B, outputs waiting to be sent 4 B; would fit: parallelism.tensor 2 (peak 820 B)}}
 pipe.model @tiny_d1 phase communicating attributes {cluster = #pipe.cluster<preset = "a100-80gb", peak_flops = 1.0, efficiency = 1.0, memory_bandwidth = 2.039e12, memory_bytes = 1500, gpus_per_node = 8, intra_node_bandwidth = 300000000000.0, inter_node_bandwidth = 25000000000.0, latency_s = 0.0, launch_overhead_s = 0.0, profile = "">, parallelism = #pipe.parallelism<pipeline = 2, data = 1, stages_per_device = 1, schedule = "gpipe", group_size = 2, microbatches = 2, microbatch_size = 1, sharding = "full", checkpointing = "none", fsdp_window = 2, rank_order = "data-inner">, source = "tiny_d1.json", training = #pipe.training<dtype = "fp32", optimizer = "adam", seed = 1234, learning_rate = 0.001>} {
   pipe.layer "a" custom params 100 fwd 1.0 bwd 2.0 activation 8 checkpoint 0 output 4
   pipe.layer "b" custom params 100 fwd 1.0 bwd 2.0 activation 8 checkpoint 4 output 4
