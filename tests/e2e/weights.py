@@ -159,14 +159,15 @@ def continues_from(tools, plan, label, saved, dirs, whole):
                                                  os.path.join(dirs["whole"], "model.safetensors")))
 
 
-def moe_round_trip(tools, expert, qwen3=False, gated=False):
+def moe_round_trip(tools, expert, qwen3=False, gated=False, mixtral=False):
     """A mixture of experts with a shared expert goes out with Qwen2-MoE's names (its shared
     expert's gate zero, its down projection doubled) and comes back in bit for bit; with
     `qwen3`, Qwen3-MoE's attention (heads of their own width, q/k norms) and no shared expert,
     with Qwen3-MoE's names; with `gated`, Qwen2-MoE itself (q, k and v biases, the shared
-    expert's own gate), whose config.json, compiled, plans the model the file continues
-    bitwise. With expert parallelism (`expert` > 1) each rank holds its own experts: the file
-    gathers them from the expert group, and --init gives each rank its own."""
+    expert's own gate); with `mixtral`, Mixtral itself (experts in every block, no shared one),
+    with Mixtral's names. The configs.json of the last two, compiled, plan the model the file
+    continues bitwise. With expert parallelism (`expert` > 1) each rank holds its own experts:
+    the file gathers them from the expert group, and --init gives each rank its own."""
     parallelism = {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                    "sharding": "full", "expert": expert}
     job = small_llama(parallelism, layers=4, optimizer="sgd")
@@ -174,16 +175,23 @@ def moe_round_trip(tools, expert, qwen3=False, gated=False):
                            "aux_loss_coefficient": 0.01, "dense_layers": 1}
     if qwen3:
         job["model"].update(head_dim=12, qk_norm=True)
+    elif mixtral:
+        # Mixtral's config says one width, its experts' (intermediate_size), and renormalises
+        # the chosen experts' weights.
+        job["model"]["ffn_hidden_size"] = 24
+        job["model"]["moe"].update(dense_layers=0, normalize_top_k=True)
     else:
         job["model"]["moe"].update(shared_experts=1, shared_ffn_hidden_size=32)
     if gated:
         job["model"]["bias"] = "qkv"
         job["model"]["moe"]["shared_expert_gate"] = True
-    kind = "qwen3-moe" if qwen3 else "moe-gated" if gated else "moe"
+    kind = ("qwen3-moe" if qwen3 else "moe-gated" if gated else "mixtral" if mixtral
+            else "moe")
+    from_config = gated or mixtral
     label = f"{kind} E={expert}"
     prefix = f"{kind}-ep{expert}"
     plan = tools.compile(job, f"weights-{prefix}")
-    runs = six_and_four(tools, plan, label, prefix, extra=("hf",) if gated else ())
+    runs = six_and_four(tools, plan, label, prefix, extra=("hf",) if from_config else ())
     if not runs:
         return
     dirs, whole = runs
@@ -195,8 +203,20 @@ def moe_round_trip(tools, expert, qwen3=False, gated=False):
     names = (all(last + m + ".weight" in tensors for m in ("gate_proj", "up_proj", "down_proj"))
              and "model.layers.1.mlp.gate.weight" in tensors
              and "model.layers.0.mlp.gate_proj.weight" in tensors
-             and config["num_experts"] == 4 and config["mlp_only_layers"] == [0])
-    if qwen3:
+             and config.get("num_experts") == 4 and config.get("mlp_only_layers") == [0])
+    if mixtral:
+        moe = [f"model.layers.{b}.block_sparse_moe." for b in range(4)]
+        check(f"{label}: Mixtral's names in every block, and its config",
+              all(m + "gate.weight" in tensors and f"{m}experts.3.{w}.weight" in tensors
+                  for m in moe for w in ("w1", "w2", "w3"))
+              and not any(".mlp." in n for n in tensors)
+              and len(tensors["model.layers.3.block_sparse_moe.experts.3.w2.weight"]) == 32 * 24
+              and config["architectures"] == ["MixtralForCausalLM"]
+              and config["num_local_experts"] == 4 and config["num_experts_per_tok"] == 2
+              and config["intermediate_size"] == 24 and config["router_aux_loss_coef"] == 0.01
+              and config["output_router_logits"] is True,
+              f"{sorted(tensors)} {json.dumps(config)}")
+    elif qwen3:
         check(f"{label}: Qwen3-MoE's names, its q/k norms' gains, and its config",
               names and len(tensors["model.layers.2.self_attn.q_norm.weight"]) == 12
               and len(tensors["model.layers.2.self_attn.q_proj.weight"]) == 48 * 32
@@ -214,9 +234,9 @@ def moe_round_trip(tools, expert, qwen3=False, gated=False):
     check(f"{label}: the step lines carry aux_loss",
           all(" aux_loss " in line for line in step_lines(whole.stdout)), whole.stdout)
     continues_from(tools, plan, label, saved, dirs, whole)
-    if gated:
-        # Qwen2-MoE's config gates its shared expert: the written config, compiled, is the
-        # job's model, and the file continues it bitwise.
+    if from_config:
+        # Qwen2-MoE's config gates its shared expert, Mixtral's renormalises: the written
+        # config, compiled, is the job's model, and the file continues it bitwise.
         hf_job = dict(job, model={"kind": "hf", "path": os.path.join(dirs["four"], "config.json"),
                                   "attention": "eager", "seq_length": job["model"]["seq_length"]})
         hf_plan = tools.compile(hf_job, f"weights-{prefix}-hf")
@@ -402,6 +422,7 @@ def main():
         moe_round_trip(tools, expert)
     moe_round_trip(tools, 2, qwen3=True)
     moe_round_trip(tools, 2, gated=True)
+    moe_round_trip(tools, 2, mixtral=True)
     for interleave in (False, True):
         deepseek_round_trip(tools, interleave)
     refusals(tools)
