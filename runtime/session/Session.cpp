@@ -340,11 +340,24 @@ struct Ending {
 };
 
 /// With --save-params, whether the model has Hugging Face names: asked before training, so that
-/// a run does not end refusing to write what it trained.
-absl::Status checkSaveParams(const Plan &plan, const SessionOptions &options) {
+/// a run does not end refusing to write what it trained. Rank 0 warns of what the config.json
+/// it will write cannot say.
+absl::Status checkSaveParams(const Plan &plan, const SessionOptions &options, int64_t rank) {
   if (options.saveParams.empty())
     return absl::OkStatus();
-  return hfTensors(plan).status();
+  if (absl::Status s = hfTensors(plan).status(); !s.ok())
+    return s;
+  if (rank != 0)
+    return absl::OkStatus();
+  for (const std::string &omission : hfConfigOmissions(plan))
+    std::fprintf(stderr,
+                 "conduit-run: warning: %s: --save-params writes a Hugging Face model of type "
+                 "\"%s\", whose config.json cannot say %s; Hugging Face's model, and a job on "
+                 "that config.json, would compute another function (--init with this plan's "
+                 "job reads the file as written)\n",
+                 options.plan.c_str(), hfModelType(plan).c_str(), omission.c_str());
+  std::fflush(stderr);
+  return absl::OkStatus();
 }
 
 /// The run loop of one rank: build, resume, step, checkpoint, write the outputs.
@@ -359,7 +372,7 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
   Backend &backend = *rank.backend;
   if (absl::Status s = backend.validate(plan); !s.ok())
     return {kExitInvalidInput, within(options.plan, s), false, true};
-  if (absl::Status s = checkSaveParams(plan, options); !s.ok())
+  if (absl::Status s = checkSaveParams(plan, options, rank.id); !s.ok())
     return {kExitInvalidInput, within(options.plan, s), false, true};
   // Other ranks may be waiting for this one in a collective set-up (NCCL's, say).
   if (absl::Status s = backend.initialise(plan); !s.ok())
@@ -622,7 +635,7 @@ SessionResult runReference(const Plan &plan, const SessionOptions &options, cons
     report(0, 1, within(options.plan, reference.status()));
     return {kExitInvalidInput};
   }
-  if (absl::Status s = checkSaveParams(plan, options); !s.ok()) {
+  if (absl::Status s = checkSaveParams(plan, options, 0); !s.ok()) {
     report(0, 1, within(options.plan, s));
     return {kExitInvalidInput};
   }

@@ -74,6 +74,13 @@ void deepSeekConfig(const Transformer &t, nlohmann::ordered_json &c) {
 }
 } // namespace
 
+std::string hfModelType(const Plan &plan) {
+  const Transformer &t = *plan.transformer;
+  // hfArchitecture names a Qwen2 model by the Llama names it takes.
+  const bool qwen2 = isLlama(t) && !isDeepSeek(t) && !isQwen3(t) && t.bias == 1;
+  return !t.isMoe() && qwen2 ? "qwen2" : hfArchitecture(plan);
+}
+
 std::string hfConfigJson(const Plan &plan) {
   const Transformer &t = *plan.transformer;
   const bool llama = isLlama(t), qwen3 = isQwen3(t),
@@ -84,8 +91,7 @@ std::string hfConfigJson(const Plan &plan) {
       {"qwen2", "Qwen2ForCausalLM"},        {"qwen3", "Qwen3ForCausalLM"},
       {"mixtral", "MixtralForCausalLM"},    {"qwen2_moe", "Qwen2MoeForCausalLM"},
       {"qwen3_moe", "Qwen3MoeForCausalLM"}, {"deepseek_v3", "DeepseekV3ForCausalLM"}};
-  // hfArchitecture names a Qwen2 model by the Llama names it takes.
-  const std::string type = !t.isMoe() && qwen && !qwen3 ? "qwen2" : hfArchitecture(plan);
+  const std::string type = hfModelType(plan);
   nlohmann::ordered_json c;
   c["architectures"] = {classes.at(type)};
   c["model_type"] = type;
@@ -161,6 +167,52 @@ std::string hfConfigJson(const Plan &plan) {
   }
   c["torch_dtype"] = "float32";
   return c.dump(2) + "\n";
+}
+
+std::vector<std::string> hfConfigOmissions(const Plan &plan) {
+  const Transformer &t = *plan.transformer;
+  std::vector<std::string> out;
+  if (!isLlama(t)) {
+    if (t.bias != 0)
+      out.push_back(std::string("parts without biases (model.bias \"") +
+                    (t.bias == 1 ? "qkv" : "none") + "\"): GPT-2's layers all have them");
+    if (t.numKvHeads != t.numHeads)
+      out.push_back("grouped-query attention (model.num_kv_heads): GPT-2 has a key and a value "
+                    "per query head");
+    return out;
+  }
+  const bool deepSeek = isDeepSeek(t), qwen3 = isQwen3(t);
+  if (t.norm != 1)
+    out.emplace_back("LayerNorm (model.norm): Llama's family normalises by RMSNorm");
+  if (t.position != 1)
+    out.emplace_back("learned positions (model.position): Llama's family rotates");
+  if (t.mlp != 1)
+    out.emplace_back("a GELU MLP without a gate (model.mlp): Llama's family gates its MLPs");
+  if ((t.bias == 0 && (qwen3 || deepSeek || t.isMoe())) || (t.bias == 1 && (qwen3 || deepSeek)))
+    out.emplace_back("the biases (model.bias): this family's config has no key for them");
+  if (!t.isMoe())
+    return out;
+  const bool mixtral = !isQwenMoe(t);
+  if (mixtral && t.denseLayers > 0)
+    out.emplace_back("dense leading blocks (model.moe.dense_layers): Mixtral has experts in "
+                     "every block");
+  if (mixtral && !t.normalizeTopK)
+    out.emplace_back("the chosen experts' weights left as routed (model.moe.normalize_top_k): "
+                     "Mixtral renormalises them");
+  if (t.router == 1 && !deepSeek)
+    out.emplace_back("the sigmoid router (model.moe.router): Mixtral and Qwen route by softmax");
+  if (t.router != 1 && deepSeek)
+    out.emplace_back("the softmax router (model.moe.router): Hugging Face's DeepSeek-V3 routes "
+                     "by sigmoid only");
+  if (t.groupLimited() && !deepSeek)
+    out.emplace_back("group-limited routing (model.moe.router_groups): Mixtral and Qwen route "
+                     "over every expert");
+  if (qwen3 && !deepSeek && t.sharedExperts > 0)
+    out.emplace_back("shared experts (model.moe.shared_experts): Qwen3-MoE has none");
+  if (t.capacityFactor > 0)
+    out.emplace_back("the experts' capacity (model.moe.capacity_factor): Hugging Face's "
+                     "models drop no token");
+  return out;
 }
 
 } // namespace conduit::runtime

@@ -87,6 +87,15 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan);
 
 /// The config.json of `plan`'s model.
 std::string hfConfigJson(const Plan &plan);
+/// Its model_type: hfArchitecture's, or "qwen2" for a dense model with Qwen2's attention.
+std::string hfModelType(const Plan &plan);
+
+/// What the config.json of `plan`'s model cannot say, each as "what (the job key)": parts its
+/// family's config has no key for, which Hugging Face's model (and a job reading that
+/// config.json) would build otherwise. The tensors are written under the family's names all
+/// the same, and --init with the plan's own job reads them back. Empty when the config says
+/// the whole model.
+std::vector<std::string> hfConfigOmissions(const Plan &plan);
 
 /// Copies tensor `t`'s values from its layer's parameters `layerParams` to `out` (t.elements()
 /// floats) in Hugging Face's layout.
