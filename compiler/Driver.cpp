@@ -22,6 +22,7 @@
 #include "mlir/Support/Timing.h"
 #include "passes/Pipeline.h"
 #include "runtime/ExitCodes.h"
+#include "runtime/model/Trainable.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/plan/PlanJson.h"
 #include "llvm/Support/CommandLine.h"
@@ -346,13 +347,14 @@ int conduit::runCompiler(int argc, char **argv) {
   ModuleCompilation compiled = compileModule(*job, context, compileOptionsOf(options), watch);
   if (!compiled.succeeded)
     return kExitInvalidInput;
-  if (options.emit == EmitKind::Plan && !job->model.transformer)
-    console.print(llvm::raw_ostream::CYAN, "note",
-                  options.input +
-                      ": the model is a layer list, which conduit-run cannot train (it "
-                      "builds transformers only); the plan serves predictions and traces");
   mlir::ModuleOp module = *compiled.module;
   const runtime::Plan *plan = compiled.verified ? &compiled.verified->plan : nullptr;
+  // The compiler plans and prices more than conduit-run computes: say so where it writes a plan.
+  if (options.emit == EmitKind::Plan && plan)
+    if (absl::Status s = model::checkTrainable(*plan, "conduit-run"); !s.ok())
+      console.print(llvm::raw_ostream::CYAN, "note",
+                    options.input + ": conduit-run refuses this plan: " + std::string(s.message()) +
+                        "; the plan serves predictions and traces");
 
   // Everything that can fail comes before the output is written.
   std::string csv;

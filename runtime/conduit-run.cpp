@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/ExitCodes.h"
+#include "runtime/model/Trainable.h"
 #include "runtime/plan/Limits.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/plan/PlanJson.h"
@@ -257,14 +258,10 @@ int main(int argc, char **argv) {
         writePlanJson(*plan, std::cout);
       return {kExitOk};
     }
-    // An FP8 plan is priced for FP8 linear layers, which no backend here computes.
-    if (plan->config.dtype == DType::FP8) {
+    if (absl::Status fp8 = model::refuseFp8(*plan); !fp8.ok()) {
       if (world->rank == 0)
-        std::fprintf(stderr,
-                     "conduit-run: error: %s: training.dtype is \"fp8\": the plan is priced for "
-                     "FP8 linear layers, which conduit-run does not compute; compile the job "
-                     "with --set training.dtype=bf16 to train it\n",
-                     options->plan.c_str());
+        std::fprintf(stderr, "conduit-run: error: %s: %s\n", options->plan.c_str(),
+                     std::string(fp8.message()).c_str());
       return {kExitInvalidInput};
     }
     if (options->reference)

@@ -3,6 +3,7 @@
 #include "runtime/exec/StageWork.h"
 
 #include "runtime/model/Optimizer.h"
+#include "runtime/model/Trainable.h"
 #include "runtime/plan/Limits.h"
 
 #include "absl/strings/str_cat.h"
@@ -42,17 +43,8 @@ ExpertPlace expertDataPlaceOf(const Config &c, const RankPosition &where) {
 bool isSharded(const Config &c) { return c.data > 1 && c.sharding != Sharding::None; }
 
 absl::Status validateModel(const Plan &p, const char *backend) {
+  CONDUIT_RETURN_IF_ERROR(model::checkTrainable(p, absl::StrCat("the ", backend, " backend")));
   CONDUIT_ASSIGN_OR_RETURN(model::GptShape shape, model::GptShape::fromPlan(p));
-  // Selective checkpointing recomputes the attention core, the norms' outputs, the dense MLPs'
-  // and the routed experts' hidden activations, and latent attention's heads, here.
-  constexpr uint32_t kTrained = kRecomputeCoreAttention | kRecomputeLayerNorm | kRecomputeMlp |
-                                kRecomputeMoeActivation | kRecomputeLatentUpProjection;
-  const bool selective = p.config.checkpointing == Checkpointing::Selective;
-  if (selective && (p.config.recomputeModules & ~kTrained) != 0)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "parallelism.recompute_modules is [", quotedRecomputeModules(p.config.recomputeModules),
-        "]: the plan drops activations that the ", backend, " backend keeps (it recomputes ",
-        quotedRecomputeModules(kTrained), " only); compile the job with those to train it"));
   for (size_t g = 0; g < p.groups.size(); ++g)
     if (p.groups[g].ranks.size() != 1)
       return absl::FailedPreconditionError(
