@@ -408,36 +408,6 @@ TEST(Moe, PerSampleProcessingDoesNotDependOnTheCut) {
   EXPECT_EQ(whole, split);
 }
 
-/// An expert group of members simulated as threads of one process: an all-to-all meets every
-/// member's send buffer and counts, and each member copies its parts of them.
-class ThreadedExpertGroup final : public ExpertGroup<float> {
-public:
-  /// A member's send buffer and its counts to each member.
-  using Sent = std::pair<const float *, const std::vector<int64_t> *>;
-  ThreadedExpertGroup(Meeting<Sent> &meeting, int64_t size, int64_t position)
-      : meeting(meeting), members(size), at(position) {}
-  int64_t size() const override { return members; }
-  int64_t position() const override { return at; }
-  void allToAll(ExpertExchange, const float *send, const std::vector<int64_t> &sendCounts,
-                float *recv, const std::vector<int64_t> &recvCounts) override {
-    meeting.meet(static_cast<int>(at), {send, &sendCounts}, [&](const std::vector<Sent> &all) {
-      float *to = recv;
-      for (int64_t m = 0; m < members; ++m) {
-        const std::vector<int64_t> &theirs = *all[m].second;
-        int64_t from = 0;
-        for (int64_t j = 0; j < at; ++j)
-          from += theirs[j];
-        EXPECT_EQ(theirs[at], recvCounts[m]) << "member " << at << " from " << m;
-        to = std::copy(all[m].first + from, all[m].first + from + recvCounts[m], to);
-      }
-    });
-  }
-
-private:
-  Meeting<Sent> &meeting;
-  const int64_t members, at;
-};
-
 // Expert parallelism on the CPU: two members of an expert group, each with two samples of its
 // own, hold between them the parameter gradients the whole model computes for the four samples,
 // to the bit. An expert's owner adds each member's tokens' part to its double accumulators on
@@ -474,7 +444,7 @@ TEST(Moe, AnExpertGroupComputesTheReferencesGradientsBitForBit) {
     whole.forwardSamples(params.data(), nullptr, batch.view, nullptr, caches);
     backward(whole, params.data(), caches, expected.data());
 
-    Meeting<ThreadedExpertGroup::Sent> meeting(members);
+    Meeting<ThreadedExpertGroup<float>::Sent> meeting(members);
     std::vector<StageLayout> layouts;
     std::vector<std::vector<double>> got(members);
     std::vector<std::thread> threads;
@@ -486,7 +456,7 @@ TEST(Moe, AnExpertGroupComputesTheReferencesGradientsBitForBit) {
       ASSERT_GT(layouts[q].experts, 0);
       threads.emplace_back([&, member, q] {
         CpuOps<float> mine;
-        ThreadedExpertGroup place(meeting, members, q);
+        ThreadedExpertGroup<float> place(meeting, members, q);
         mine.setExpertGroup(&place);
         auto chain = *LayerChain<float>::build(plan, member, 0, layers, mine);
         const std::vector<float> part = layouts[q].part(params.data());

@@ -8,7 +8,9 @@
 // without sequence parallelism, whole and split backward, in double precision, gives the
 // unsplit layers' outputs, loss (and auxiliary loss), input gradients and parameter gradients
 // (the routed experts', whole on every rank and computed from its own tokens, summed over the
-// ranks, as their reduction over the expert-data group sums them); each rank starts from its
+// ranks, as their reduction over the expert-data group sums them; or, with expert parallelism,
+// the experts divided over the two ranks, which send each other the tokens they route); each
+// rank starts from its
 // slice of the unsplit model's initial parameters; the layers issue exactly the collectives
 // runtime/plan/TensorCollectives.h lists for their compute; and with one rank the same layers
 // issue none and compute the unsplit model's bits.
@@ -79,6 +81,27 @@ public:
 private:
   TensorMeeting &meeting;
   const int rank, size;
+};
+
+/// A member of the expert group that records its all-to-alls where the tensor member records
+/// its collectives, as the plan lists them together (the counts belong to the dispatch after
+/// them, as the backends say).
+class RecordingExpertGroup final : public ExpertGroup<double> {
+public:
+  RecordingExpertGroup(ExpertGroup<double> &group, std::vector<Op> &issued)
+      : group(group), issued(issued) {}
+  int64_t size() const override { return group.size(); }
+  int64_t position() const override { return group.position(); }
+  void allToAll(ExpertExchange what, const double *send, const std::vector<int64_t> &sendCounts,
+                double *recv, const std::vector<int64_t> &recvCounts) override {
+    if (what != ExpertExchange::Counts)
+      issued.push_back(what == ExpertExchange::Dispatch ? Op::ExpertDispatch : Op::ExpertCombine);
+    group.allToAll(what, send, sendCounts, recv, recvCounts);
+  }
+
+private:
+  ExpertGroup<double> &group;
+  std::vector<Op> &issued;
 };
 
 constexpr int kRanks = 2;
@@ -188,16 +211,19 @@ struct Result {
 
 enum class Backward { Whole, Split };
 
-/// Runs layers [first, end) of `shape` (tensor rank and size set) from whole parameters
-/// `params`, input `x` and output gradient `dy` of the whole sequence; with sequence
-/// parallelism the rank takes its shard of them.
+/// Runs layers [first, end) of `shape` (tensor rank and size set, and with expert parallelism
+/// its place in the expert group `experts`) from whole parameters `params`, input `x` and
+/// output gradient `dy` of the whole sequence; with sequence parallelism the rank takes its
+/// shard of them.
 Result run(const GptShape &shape, int64_t first, int64_t end, const std::vector<double> &params,
            const std::vector<double> &x, const std::vector<double> &dy, int64_t samples,
-           Backward backward, TensorGroup<double> *group, uint32_t recomputed = 0) {
+           Backward backward, TensorGroup<double> *group, uint32_t recomputed = 0,
+           ExpertGroup<double> *experts = nullptr) {
   runtime::Plan plan = planFor(shape.whole());
   plan.config.recomputeModules = recomputed;
   CpuOps<double> ops;
   ops.setTensorGroup(group);
+  ops.setExpertGroup(experts);
   LayerChain<double> chain = *LayerChain<double>::build(
       plan, shape, first, end, ops, recomputed ? Checkpointing::Selective : Checkpointing::None);
   // This rank's part of the whole parameters, where its layout keeps it (the routed experts of
@@ -256,9 +282,10 @@ Result run(const GptShape &shape, int64_t first, int64_t end, const std::vector<
 
 /// The collective kinds TensorCollectives.h lists for `compute` on layers [first, end).
 std::vector<Op> listed(const GptShape &whole, bool sequenceParallel, int64_t first, int64_t end,
-                       Op compute, uint32_t recomputed = 0) {
+                       Op compute, uint32_t recomputed, int32_t expert) {
   runtime::Plan plan = planFor(whole);
   plan.config.tensor = kRanks;
+  plan.config.expert = expert;
   plan.config.sequenceParallel = sequenceParallel;
   if (recomputed) {
     plan.config.checkpointing = Checkpointing::Selective;
@@ -280,9 +307,11 @@ void expectClose(const std::vector<double> &got, const std::vector<double> &want
 }
 
 /// Layers [first, end) of `whole` split over two ranks give the unsplit layers' results.
-/// With `recomputed`, selective checkpointing of those modules (the reference keeps everything).
+/// With `recomputed`, selective checkpointing of those modules (the reference keeps everything);
+/// with `expert` 2, the routed experts divided over the two ranks as their expert group (the
+/// plan of one replica, whose tensor ranks are its expert group), not whole on each.
 void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequenceParallel,
-                Backward backward = Backward::Whole, uint32_t recomputed = 0) {
+                Backward backward, uint32_t recomputed, int32_t experts) {
   runtime::Plan plan = planFor(whole);
   CpuOps<double> ops;
   LayerChain<double> reference = *LayerChain<double>::build(plan, whole, first, end, ops);
@@ -301,6 +330,7 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
   const Result want = run(whole, first, end, params, x, dy, samples, Backward::Whole, nullptr);
 
   TensorMeeting meeting(kRanks);
+  Meeting<ThreadedExpertGroup<double>::Sent> expertMeeting(kRanks);
   std::vector<Result> got(kRanks);
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r)
@@ -310,7 +340,14 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
       shape.tensorRank = r;
       shape.sequenceParallel = sequenceParallel;
       Member member(meeting, r, kRanks);
-      got[r] = run(shape, first, end, params, x, dy, samples, backward, &member, recomputed);
+      ThreadedExpertGroup<double> place(expertMeeting, experts, r);
+      RecordingExpertGroup recorded(place, member.issued);
+      if (experts > 1) {
+        shape.expertSize = experts;
+        shape.expertRank = r;
+      }
+      got[r] = run(shape, first, end, params, x, dy, samples, backward, &member, recomputed,
+                   experts > 1 ? &recorded : nullptr);
     });
   for (std::thread &t : threads)
     t.join();
@@ -341,7 +378,8 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
   EXPECT_EQ(want.auxLoss > 0, whole.moe() && whole.auxLossCoefficient > 0 &&
                                   end > whole.denseBlocks + 1 && first <= whole.blocks);
   // The routed experts' parameters: each layer's last (Layer::expertParams), whole on every
-  // rank, whose gradients each rank computes from the tokens it routes.
+  // rank, whose gradients each rank computes from the tokens it routes; or with expert
+  // parallelism each on one rank, which computes its gradients from the tokens both route.
   std::vector<bool> expert(want.dparams.size(), false);
   int64_t at = 0;
   for (int64_t l = first; l < end; ++l) {
@@ -351,7 +389,8 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
     std::fill(expert.begin() + at - experts, expert.begin() + at, true);
   }
   // Every rank's other gradients are the whole gradients' slice (replicated parameters on
-  // each); the experts' add up over the ranks to the whole ones.
+  // each); the experts' add up over the ranks to the whole ones (with expert parallelism, one
+  // rank's and zero).
   for (int r = 0; r < kRanks; ++r)
     for (size_t i = 0; i < want.dparams.size(); ++i) {
       if (got[r].dparams[i] != 0.0 && !expert[i]) {
@@ -372,14 +411,15 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
   // The collectives, in TensorCollectives.h's order.
   for (int r = 0; r < kRanks; ++r) {
     EXPECT_EQ(got[r].forwardCalls,
-              listed(whole, sequenceParallel, first, end, Op::Forward, recomputed));
+              listed(whole, sequenceParallel, first, end, Op::Forward, recomputed, experts));
     if (backward == Backward::Whole)
       EXPECT_EQ(got[r].backwardCalls,
-                listed(whole, sequenceParallel, first, end, Op::Backward, recomputed));
+                listed(whole, sequenceParallel, first, end, Op::Backward, recomputed, experts));
     else {
       std::vector<Op> both =
-          listed(whole, sequenceParallel, first, end, Op::BackwardInput, recomputed);
-      for (Op op : listed(whole, sequenceParallel, first, end, Op::BackwardWeight, recomputed))
+          listed(whole, sequenceParallel, first, end, Op::BackwardInput, recomputed, experts);
+      for (Op op :
+           listed(whole, sequenceParallel, first, end, Op::BackwardWeight, recomputed, experts))
         both.push_back(op);
       EXPECT_EQ(got[r].backwardCalls, both);
     }
@@ -391,6 +431,7 @@ struct Case {
   GptShape shape;
   int64_t first, end;
   uint32_t recomputed = 0; ///< selective checkpointing's modules
+  int32_t expert = 1;      ///< the routed experts' group: the two ranks with 2
 };
 
 std::vector<Case> cases() {
@@ -431,14 +472,22 @@ std::vector<Case> cases() {
           {"moe_block_head", moeShape(), 2, 4},
           {"moe_sigmoid_block", moeSigmoidShape(), 2, 3},
           {"moe_gated_block", moeGatedShape(), 2, 3},
-          {"moe_gpt_block", moeGptShape(), 2, 3}};
+          {"moe_gpt_block", moeGptShape(), 2, 3},
+          // Expert parallelism beside tensor parallelism: the two ranks each hold two of the
+          // four experts and send each other the tokens they route to them.
+          {"moe_block_ep", moeShape(), 2, 3, 0, 2},
+          {"moe_model_ep", moeShape(), 0, 4, 0, 2},
+          {"moe_block_head_ep", moeShape(), 2, 4, 0, 2},
+          {"moe_sigmoid_block_ep", moeSigmoidShape(), 2, 3, 0, 2},
+          {"moe_gated_block_ep", moeGatedShape(), 2, 3, 0, 2},
+          {"moe_gpt_block_ep", moeGptShape(), 2, 3, 0, 2}};
 }
 
 class TensorParallel : public ::testing::TestWithParam<std::tuple<Case, bool, Backward>> {};
 
 TEST_P(TensorParallel, TwoRanksGiveTheUnsplitLayers) {
   const auto &[c, sequenceParallel, backward] = GetParam();
-  checkSplit(c.shape, c.first, c.end, sequenceParallel, backward, c.recomputed);
+  checkSplit(c.shape, c.first, c.end, sequenceParallel, backward, c.recomputed, c.expert);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, TensorParallel,
