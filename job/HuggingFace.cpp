@@ -174,6 +174,27 @@ void readRouting(ObjectReader &config, MoeSpec &m, std::string_view auxKey, doub
   m.auxLossCoefficient = aux.value_or(auxDefault);
 }
 
+/// Llama's optional biases: attention_bias on the attention's four projections and mlp_bias
+/// on the MLP's three, both or neither (bias "all" or "none"); one alone the model here does
+/// not have.
+void readLlamaBiases(ObjectReader &config, TransformerSpec &t) {
+  auto attention = config.boolean("attention_bias");
+  auto mlp = config.boolean("mlp_bias");
+  if (config.failed())
+    return;
+  if (attention.value_or(false) != mlp.value_or(false)) {
+    const std::string_view key = attention.value_or(false) ? "attention_bias" : "mlp_bias";
+    config.getDiagnostics().report(
+        config.keyPath(key),
+        "is true and " + std::string(key == "attention_bias" ? "mlp_bias" : "attention_bias") +
+            " is not: the model here has biases on every projection (bias \"all\"), on q, k "
+            "and v only (bias \"qkv\", Qwen2's) or none; set both alike");
+    return;
+  }
+  if (attention.value_or(false))
+    t.bias = BiasKind::All;
+}
+
 /// Qwen3's attention on Llama's decoder: RMSNorm on each head's queries and keys, no biases.
 void readQwen3(ObjectReader &config, TransformerSpec &t) {
   readLlamaFamily(config, t, /*qkvBias=*/false);
@@ -292,10 +313,17 @@ void readDeepSeekV3(ObjectReader &config, TransformerSpec &t) {
   std::optional<size_t> topkMethod = config.choice("topk_method", kTopK);
   if (config.failed())
     return;
-  for (std::string_view key : {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-                               "n_routed_experts", "moe_intermediate_size"})
+  // first_k_dense_replace covering every block is a model without experts (DeepSeek's
+  // attention alone, as --save-params writes one), which needs no expert keys.
+  const bool withoutExperts = dense.value_or(0) >= t.numLayers;
+  for (std::string_view key :
+       {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
     if (!config.require(key))
       return;
+  if (!withoutExperts)
+    for (std::string_view key : {"n_routed_experts", "moe_intermediate_size"})
+      if (!config.require(key))
+        return;
   if (!requireValue(config, "attention_bias", false,
                     "biases on the attention's projections are not part of DeepSeek-V3 as "
                     "planned here; use a config without them") ||
@@ -311,6 +339,8 @@ void readDeepSeekV3(ObjectReader &config, TransformerSpec &t) {
   // Hugging Face's DeepseekV3Config defaults to interleaved rotary pairs, DeepSeek's layout.
   a.ropeInterleave = config.boolean("rope_interleave").value_or(true);
   t.latentAttention = a;
+  if (withoutExperts)
+    return;
   MoeSpec m;
   m.numExperts = *experts;
   m.expertFfnHiddenSize = *width;
@@ -473,6 +503,8 @@ std::optional<TransformerSpec> conduit::parseHuggingFaceConfig(const Json &root,
     readDeepSeekV3(config, t);
   else
     readLlamaFamily(config, t, /*qkvBias=*/name == "qwen2");
+  if (name == "llama" && !diag.failed())
+    readLlamaBiases(config, t);
   if (diag.failed())
     return std::nullopt;
   if (std::optional<ShapeProblem> problem = checkTransformerShape(t)) {

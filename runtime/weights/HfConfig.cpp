@@ -188,11 +188,19 @@ std::vector<std::string> hfConfigOmissions(const Plan &plan) {
     out.emplace_back("learned positions (model.position): Llama's family rotates");
   if (t.mlp != 1)
     out.emplace_back("a GELU MLP without a gate (model.mlp): Llama's family gates its MLPs");
-  if ((t.bias == 0 && (qwen3 || deepSeek || t.isMoe())) || (t.bias == 1 && (qwen3 || deepSeek)))
+  // Llama's config says biases on every projection or none (attention_bias, mlp_bias), Qwen2's
+  // and Qwen2-MoE's have them on q, k and v always, Mixtral's, Qwen3's and DeepSeek-V3's never.
+  const bool mixtral = t.isMoe() && !isQwenMoe(t),
+             qwen2Moe = t.isMoe() && isQwenMoe(t) && !qwen3 && !deepSeek;
+  if (qwen2Moe && t.bias != 1)
+    out.emplace_back(t.bias == 0 ? "biases beyond q, k and v (model.bias): Qwen2-MoE has them "
+                                   "on q, k and v alone"
+                                 : "an attention without biases (model.bias): Qwen2-MoE has "
+                                   "them on q, k and v");
+  else if ((t.bias == 0 && (qwen3 || deepSeek || mixtral)) || (t.bias == 1 && (qwen3 || deepSeek)))
     out.emplace_back("the biases (model.bias): this family's config has no key for them");
   if (!t.isMoe())
     return out;
-  const bool mixtral = !isQwenMoe(t);
   if (mixtral && t.denseLayers > 0)
     out.emplace_back("dense leading blocks (model.moe.dense_layers): Mixtral has experts in "
                      "every block");
@@ -207,6 +215,9 @@ std::vector<std::string> hfConfigOmissions(const Plan &plan) {
   if (t.groupLimited() && !deepSeek)
     out.emplace_back("group-limited routing (model.moe.router_groups): Mixtral and Qwen route "
                      "over every expert");
+  if (t.groupLimited() && deepSeek && t.router != 1)
+    out.emplace_back("group-limited routing with the softmax router (model.moe.router_groups): "
+                     "DeepSeek-V3's config limits the groups with its sigmoid router only");
   if (qwen3 && !deepSeek && t.sharedExperts > 0)
     out.emplace_back("shared experts (model.moe.shared_experts): Qwen3-MoE has none");
   if (t.capacityFactor > 0)

@@ -13,11 +13,11 @@
 namespace conduit::runtime {
 
 /// Llama's names (and its family's: Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3)
-/// for a model with any of Llama's parts, or with heads GPT-2 does not have (their own width,
-/// q/k norms, latent attention).
+/// for a model with any of Llama's parts, or with what GPT-2 does not have (heads of their own
+/// width, q/k norms, latent attention, experts).
 inline bool isLlama(const Transformer &t) {
   return t.norm == 1 || t.mlp == 1 || t.position == 1 || t.headDim != 0 || t.qkNorm ||
-         t.usesLatentAttention();
+         t.usesLatentAttention() || t.isMoe();
 }
 /// DeepSeek-V3's names and config: latent attention.
 inline bool isDeepSeek(const Transformer &t) { return t.usesLatentAttention(); }

@@ -94,7 +94,9 @@ std::string hfModelType(const Plan &plan);
 /// family's config has no key for, which Hugging Face's model (and a job reading that
 /// config.json) would build otherwise. The tensors are written under the family's names all
 /// the same, and --init with the plan's own job reads them back. Empty when the config says
-/// the whole model.
+/// the whole model. (A shared expert without a gate is said: Qwen2-MoE's gate is written as
+/// zeros, its down projection doubled, the same function, though a job on the config trains
+/// the gate.)
 std::vector<std::string> hfConfigOmissions(const Plan &plan);
 
 /// Copies tensor `t`'s values from its layer's parameters `layerParams` to `out` (t.elements()

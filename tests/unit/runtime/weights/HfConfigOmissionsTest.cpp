@@ -1,10 +1,14 @@
 //===- HfConfigOmissionsTest.cpp - what a written config.json cannot say --===//
 //
 // Each part of a model that its Hugging Face family's config has no key for is named, with the
-// job key to change; a model each family's config says whole has none.
+// job key to change; a model each family's config says whole has none. The contract behind
+// it: the config.json written for a model with no omission, read back as a Hugging Face config
+// (job/HuggingFace.h, what a job on that file plans), is the same model; with one, another.
 //
 //===----------------------------------------------------------------------===//
 
+#include "job/HuggingFace.h"
+#include "job/JsonReader.h"
 #include "runtime/weights/HfWeights.h"
 #include "tests/unit/runtime/weights/HfPlans.h"
 
@@ -15,9 +19,11 @@
 namespace conduit::runtime {
 namespace {
 
+using Keys = std::vector<std::string>;
+
 /// The job keys hfConfigOmissions names for `t`, in its order.
-std::vector<std::string> keysOf(const Transformer &t) {
-  std::vector<std::string> keys;
+Keys keysOf(const Transformer &t) {
+  Keys keys;
   for (const std::string &omission : hfConfigOmissions(planOf(t))) {
     const size_t open = omission.find("(model."), close = omission.find_first_of(" )", open + 1);
     EXPECT_NE(open, std::string::npos) << omission;
@@ -26,7 +32,30 @@ std::vector<std::string> keysOf(const Transformer &t) {
   return keys;
 }
 
-using Keys = std::vector<std::string>;
+/// Whether the config.json written for `t`, read back, plans the same model in what the
+/// omissions speak of: the layers' kinds, the heads, the experts and their routing.
+bool readsBackTheSame(const Transformer &t) {
+  Diagnostics diag("config.json");
+  std::optional<Json> json = parseJsonText(hfConfigJson(planOf(t)), diag);
+  EXPECT_TRUE(json);
+  std::optional<TransformerSpec> back = parseHuggingFaceConfig(*json, diag);
+  EXPECT_TRUE(back) << hfModelType(planOf(t)) << ": " << diag.getError()->str();
+  if (!back)
+    return false;
+  bool same = uint8_t(back->bias) == t.bias && uint8_t(back->norm) == t.norm &&
+              uint8_t(back->mlp) == t.mlp && uint8_t(back->position) == t.position &&
+              back->numKvHeads == t.numKvHeads && back->qkNorm == t.qkNorm &&
+              back->moe.has_value() == t.isMoe();
+  if (same && back->moe) {
+    const MoeSpec &m = *back->moe;
+    same = m.numExperts == t.numExperts && m.topK == t.topK && m.normalizeTopK == t.normalizeTopK &&
+           m.denseLayers == t.denseLayers && uint8_t(m.router) == t.router &&
+           (m.routerGroupTopK < m.routerGroups) == t.groupLimited() &&
+           (m.sharedExperts > 0) == (t.sharedExperts > 0) &&
+           m.capacityFactor.value_or(0) == t.capacityFactor;
+  }
+  return same;
+}
 
 Transformer withExperts(Transformer t) {
   t.numExperts = 4;
@@ -36,93 +65,109 @@ Transformer withExperts(Transformer t) {
   return t;
 }
 
-TEST(HfConfigOmissionsTest, EachFamilySaysItsOwnModelWhole) {
-  Transformer qwen2 = llama(), qwen3 = llama(), llamaBiased = llama();
-  qwen2.bias = 1;
-  qwen3.qkNorm = true;
-  llamaBiased.bias = 0;
-  Transformer qwenMoe = withExperts(qwen2);
-  qwenMoe.sharedExperts = 1;
-  qwenMoe.sharedFfnHiddenSize = 6;
-  qwenMoe.denseLayers = 1;
-  qwenMoe.normalizeTopK = false;
-  Transformer deepSeekMoe = withExperts(deepSeek());
-  deepSeekMoe.router = 1;
-  deepSeekMoe.routerGroups = 2;
-  deepSeekMoe.denseLayers = 1;
-  for (const Transformer &t : {gpt2(), llama(), qwen2, qwen3, llamaBiased, withExperts(llama()),
-                               qwenMoe, withExperts(qwen3), deepSeek(), deepSeekMoe})
-    EXPECT_EQ(hfConfigOmissions(planOf(t)), Keys{}) << hfModelType(planOf(t));
+Transformer changed(Transformer t, const std::function<void(Transformer &)> &change) {
+  change(t);
+  return t;
 }
 
-TEST(HfConfigOmissionsTest, NamesWhatTheConfigCannotSay) {
-  const struct {
-    const char *what;
-    Transformer base;
-    std::function<void(Transformer &)> change;
-    Keys keys;
-  } cases[] = {
-      {"GPT-2 without biases", gpt2(), [](Transformer &t) { t.bias = 2; }, {"model.bias"}},
+struct Case {
+  const char *what;
+  Transformer model;
+  Keys keys;                   ///< what hfConfigOmissions names
+  bool conduitReadsIt = false; ///< an omission of Hugging Face's model only
+};
+
+std::vector<Case> cases() {
+  const Transformer qwen2 = changed(llama(), [](Transformer &t) { t.bias = 1; });
+  const Transformer qwen3 = changed(llama(), [](Transformer &t) { t.qkNorm = true; });
+  const Transformer mixtral = withExperts(llama());
+  const Transformer qwenMoe = changed(withExperts(qwen2), [](Transformer &t) {
+    t.sharedExperts = 1;
+    t.sharedFfnHiddenSize = 6;
+    t.sharedExpertGate = true;
+    t.denseLayers = 1;
+    t.normalizeTopK = false;
+  });
+  const Transformer deepSeekMoe = changed(withExperts(deepSeek()), [](Transformer &t) {
+    t.router = 1;
+    t.routerGroups = 2;
+    t.denseLayers = 1;
+  });
+  return {
+      // Said whole.
+      {"GPT-2", gpt2(), {}},
+      {"Llama", llama(), {}},
+      {"Llama with every bias", changed(llama(), [](Transformer &t) { t.bias = 0; }), {}},
+      {"Qwen2", qwen2, {}},
+      {"Qwen3", qwen3, {}},
+      {"Mixtral", mixtral, {}},
+      {"Qwen2-MoE", qwenMoe, {}},
+      {"Qwen3-MoE", withExperts(qwen3), {}},
+      {"DeepSeek-V3's attention", deepSeek(), {}},
+      {"DeepSeek-V3", deepSeekMoe, {}},
+      // Not.
+      {"GPT-2 without biases", changed(gpt2(), [](Transformer &t) { t.bias = 2; }), {"model.bias"}},
       {"GPT-2 with grouped-query attention",
-       gpt2(),
-       [](Transformer &t) { t.numKvHeads = 1; },
+       changed(gpt2(), [](Transformer &t) { t.numKvHeads = 1; }),
        {"model.num_kv_heads"}},
       // With all three it is GPT-2's model, with GPT-2's names.
       {"Llama with LayerNorm and learned positions",
-       llama(),
-       [](Transformer &t) {
-         t.norm = 0;
-         t.position = 0;
-       },
+       changed(llama(),
+               [](Transformer &t) {
+                 t.norm = 0;
+                 t.position = 0;
+               }),
        {"model.norm", "model.position"}},
-      {"Llama with GELU", llama(), [](Transformer &t) { t.mlp = 0; }, {"model.mlp"}},
+      {"Llama with GELU", changed(llama(), [](Transformer &t) { t.mlp = 0; }), {"model.mlp"}},
       {"Qwen3 with biases on q, k and v",
-       llama(),
-       [](Transformer &t) {
-         t.qkNorm = true;
-         t.bias = 1;
-       },
+       changed(qwen3, [](Transformer &t) { t.bias = 1; }),
        {"model.bias"}},
-      {"experts with biases",
-       withExperts(llama()),
-       [](Transformer &t) { t.bias = 0; },
+      {"GPT-2's parts with experts",
+       withExperts(gpt2()),
+       {"model.norm", "model.position", "model.mlp", "model.bias"}},
+      {"Mixtral with biases", changed(mixtral, [](Transformer &t) { t.bias = 0; }), {"model.bias"}},
+      {"Qwen2-MoE without biases",
+       changed(qwenMoe, [](Transformer &t) { t.bias = 2; }),
        {"model.bias"}},
       {"Mixtral with a dense block, not renormalised",
-       withExperts(llama()),
-       [](Transformer &t) {
-         t.denseLayers = 1;
-         t.normalizeTopK = false;
-       },
+       changed(mixtral,
+               [](Transformer &t) {
+                 t.denseLayers = 1;
+                 t.normalizeTopK = false;
+               }),
        {"model.moe.dense_layers", "model.moe.normalize_top_k"}},
       {"Mixtral routed by sigmoid over groups",
-       withExperts(llama()),
-       [](Transformer &t) {
-         t.router = 1;
-         t.routerGroups = 2;
-       },
+       changed(mixtral,
+               [](Transformer &t) {
+                 t.router = 1;
+                 t.routerGroups = 2;
+               }),
        {"model.moe.router", "model.moe.router_groups"}},
-      {"DeepSeek-V3 routed by softmax",
-       withExperts(deepSeek()),
-       [](Transformer &) {},
-       {"model.moe.router"}},
+      {"DeepSeek-V3 routed by softmax", withExperts(deepSeek()), {"model.moe.router"}, true},
+      {"DeepSeek-V3 routed by softmax over groups",
+       changed(withExperts(deepSeek()), [](Transformer &t) { t.routerGroups = 2; }),
+       {"model.moe.router", "model.moe.router_groups"}},
       {"Qwen3-MoE with a shared expert",
-       withExperts(llama()),
-       [](Transformer &t) {
-         t.qkNorm = true;
-         t.sharedExperts = 1;
-         t.sharedFfnHiddenSize = 6;
-       },
+       changed(withExperts(qwen3),
+               [](Transformer &t) {
+                 t.sharedExperts = 1;
+                 t.sharedFfnHiddenSize = 6;
+               }),
        {"model.moe.shared_experts"}},
       {"a capacity",
-       withExperts(llama()),
-       [](Transformer &t) { t.capacityFactor = 1.25; },
+       changed(mixtral, [](Transformer &t) { t.capacityFactor = 1.25; }),
        {"model.moe.capacity_factor"}},
   };
-  for (const auto &c : cases) {
-    Transformer t = c.base;
-    c.change(t);
-    EXPECT_EQ(keysOf(t), c.keys) << c.what;
-  }
+}
+
+TEST(HfConfigOmissionsTest, NamesWhatTheConfigCannotSay) {
+  for (const Case &c : cases())
+    EXPECT_EQ(keysOf(c.model), c.keys) << c.what;
+}
+
+TEST(HfConfigOmissionsTest, AConfigWithoutOmissionsReadsBackAsTheModel) {
+  for (const Case &c : cases())
+    EXPECT_EQ(readsBackTheSame(c.model), c.keys.empty() || c.conduitReadsIt) << c.what;
 }
 
 } // namespace
