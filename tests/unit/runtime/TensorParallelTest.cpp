@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -340,14 +341,16 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
       shape.tensorRank = r;
       shape.sequenceParallel = sequenceParallel;
       Member member(meeting, r, kRanks);
-      ThreadedExpertGroup<double> place(expertMeeting, experts, r);
-      RecordingExpertGroup recorded(place, member.issued);
+      std::optional<ThreadedExpertGroup<double>> place;
+      std::optional<RecordingExpertGroup> recorded;
       if (experts > 1) {
         shape.expertSize = experts;
         shape.expertRank = r;
+        place.emplace(expertMeeting, experts, r);
+        recorded.emplace(*place, member.issued);
       }
       got[r] = run(shape, first, end, params, x, dy, samples, backward, &member, recomputed,
-                   experts > 1 ? &recorded : nullptr);
+                   recorded ? &*recorded : nullptr);
     });
   for (std::thread &t : threads)
     t.join();
@@ -380,14 +383,19 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
   // The routed experts' parameters: each layer's last (Layer::expertParams), whole on every
   // rank, whose gradients each rank computes from the tokens it routes; or with expert
   // parallelism each on one rank, which computes its gradients from the tokens both route.
-  std::vector<bool> expert(want.dparams.size(), false);
+  // expertOf: the routed expert each parameter belongs to (each expert's in turn, Moe.h), or -1.
+  std::vector<int64_t> expertOf(want.dparams.size(), -1);
   int64_t at = 0;
   for (int64_t l = first; l < end; ++l) {
     at += plan.layers[l].params;
-    const int64_t experts =
+    const int64_t routed =
         makeLayer<double>(plan.layers[l].kind, whole, Checkpointing::None, l)->expertParams();
-    std::fill(expert.begin() + at - experts, expert.begin() + at, true);
+    for (int64_t i = 0; i < routed; ++i)
+      expertOf[at - routed + i] = i / (routed / whole.experts);
   }
+  std::vector<bool> expert(expertOf.size());
+  for (size_t i = 0; i < expertOf.size(); ++i)
+    expert[i] = expertOf[i] >= 0;
   // Every rank's other gradients are the whole gradients' slice (replicated parameters on
   // each); the experts' add up over the ranks to the whole ones (with expert parallelism, one
   // rank's and zero).
@@ -407,6 +415,16 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
         covered[i] = got[r].dparams[i];
     }
   expectClose(covered, want.dparams, "parameter gradients");
+  // With expert parallelism, expert e lies on member e / (N / E) alone (GptShape::
+  // firstLocalExpert): its gradient there, none on the other member.
+  for (size_t i = 0; i < expertOf.size() && experts > 1; ++i)
+    if (expertOf[i] >= 0) {
+      const int64_t owner = expertOf[i] / (whole.experts / experts);
+      EXPECT_NEAR(got[owner].dparams[i], want.dparams[i], 1e-10 + 1e-9 * std::abs(want.dparams[i]))
+          << "expert " << expertOf[i] << "'s gradient " << i << " on its member " << owner;
+      EXPECT_EQ(got[1 - owner].dparams[i], 0.0)
+          << "expert " << expertOf[i] << " on member " << 1 - owner;
+    }
 
   // The collectives, in TensorCollectives.h's order.
   for (int r = 0; r < kRanks; ++r) {
@@ -480,7 +498,9 @@ std::vector<Case> cases() {
           {"moe_block_head_ep", moeShape(), 2, 4, 0, 2},
           {"moe_sigmoid_block_ep", moeSigmoidShape(), 2, 3, 0, 2},
           {"moe_gated_block_ep", moeGatedShape(), 2, 3, 0, 2},
-          {"moe_gpt_block_ep", moeGptShape(), 2, 3, 0, 2}};
+          {"moe_gpt_block_ep", moeGptShape(), 2, 3, 0, 2},
+          {"moe_block_ep_recomputed", moeShape(), 2, 3,
+           runtime::kRecomputeMoeActivation | runtime::kRecomputeLayerNorm, 2}};
 }
 
 class TensorParallel : public ::testing::TestWithParam<std::tuple<Case, bool, Backward>> {};
