@@ -83,10 +83,11 @@ class Tools:
             raise RuntimeError(f"conduit-compile {name} failed:\n{result.stderr}")
         return plan
 
-    def emit(self, job_path, what):
-        """conduit-compile JOB --emit=WHAT; returns standard output."""
-        result = subprocess.run([self.compiler, job_path, f"--emit={what}"], capture_output=True,
-                                text=True)
+    def emit(self, job_path, what, *flags):
+        """conduit-compile JOB --emit=WHAT with conduit-compile's `flags`; returns standard
+        output."""
+        result = subprocess.run([self.compiler, job_path, f"--emit={what}"] + list(flags),
+                                capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"conduit-compile {job_path} --emit={what} failed:\n{result.stderr}")
         return result.stdout

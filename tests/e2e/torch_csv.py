@@ -15,7 +15,6 @@ Usage: torch_csv.py --bin BUILD/bin --work DIR
 
 import json
 import os
-import subprocess
 import sys
 
 from common import Tools, arguments, losses, small_gpt, small_llama
@@ -49,9 +48,7 @@ def main():
             sys.exit(f"{name}: the native dualpipev order is {'not ' if experts else ''}"
                      "PyTorch's")
         if experts:
-            report = json.loads(subprocess.run(
-                [tools.compiler, job_path, f"--import-torch-csv={CSV}", "--emit=report"],
-                capture_output=True, text=True, check=True).stdout)
+            report = json.loads(tools.emit(job_path, "report", f"--import-torch-csv={CSV}"))
             hidden = report["all_to_all_s"] - report["all_to_all_exposed_s"]
             print(f"{'ok' if hidden > 0 else 'MISMATCH'}: imported {name}: "
                   f"{hidden:.3g} s of {report['all_to_all_s']:.3g} s of all-to-alls hidden in "

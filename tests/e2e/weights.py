@@ -165,7 +165,7 @@ def moe_round_trip(tools, expert, qwen3=False, gated=False, mixtral=False):
     `qwen3`, Qwen3-MoE's attention (heads of their own width, q/k norms) and no shared expert,
     with Qwen3-MoE's names; with `gated`, Qwen2-MoE itself (q, k and v biases, the shared
     expert's own gate); with `mixtral`, Mixtral itself (experts in every block, no shared one),
-    with Mixtral's names. The configs.json of the last two, compiled, plan the model the file
+    with Mixtral's names. The config.json of the last two, compiled, plan the model the file
     continues bitwise. With expert parallelism (`expert` > 1) each rank holds its own experts:
     the file gathers them from the expert group, and --init gives each rank its own."""
     parallelism = {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
