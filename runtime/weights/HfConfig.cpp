@@ -7,6 +7,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 namespace conduit::runtime {
 
@@ -190,8 +191,8 @@ std::vector<std::string> hfConfigOmissions(const Plan &plan) {
     out.emplace_back("a GELU MLP without a gate (model.mlp): Llama's family gates its MLPs");
   // Llama's config says biases on every projection or none (attention_bias, mlp_bias), Qwen2's
   // and Qwen2-MoE's have them on q, k and v always, Mixtral's, Qwen3's and DeepSeek-V3's never.
-  const bool mixtral = t.isMoe() && !isQwenMoe(t),
-             qwen2Moe = t.isMoe() && isQwenMoe(t) && !qwen3 && !deepSeek;
+  const std::string_view family = hfArchitecture(plan);
+  const bool mixtral = family == "mixtral", qwen2Moe = family == "qwen2_moe";
   if (qwen2Moe && t.bias != 1)
     out.emplace_back(t.bias == 0 ? "biases beyond q, k and v (model.bias): Qwen2-MoE has them "
                                    "on q, k and v alone"

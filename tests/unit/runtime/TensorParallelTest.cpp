@@ -393,15 +393,12 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
     for (int64_t i = 0; i < routed; ++i)
       expertOf[at - routed + i] = i / (routed / whole.experts);
   }
-  std::vector<bool> expert(expertOf.size());
-  for (size_t i = 0; i < expertOf.size(); ++i)
-    expert[i] = expertOf[i] >= 0;
   // Every rank's other gradients are the whole gradients' slice (replicated parameters on
   // each); the experts' add up over the ranks to the whole ones (with expert parallelism, one
   // rank's and zero).
   for (int r = 0; r < kRanks; ++r)
     for (size_t i = 0; i < want.dparams.size(); ++i) {
-      if (got[r].dparams[i] != 0.0 && !expert[i]) {
+      if (got[r].dparams[i] != 0.0 && expertOf[i] < 0) {
         EXPECT_NEAR(got[r].dparams[i], want.dparams[i], 1e-10 + 1e-9 * std::abs(want.dparams[i]))
             << "parameter gradient " << i << " of rank " << r;
       }
@@ -409,7 +406,7 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
   std::vector<double> covered(want.dparams.size(), 0.0);
   for (int r = 0; r < kRanks; ++r)
     for (size_t i = 0; i < covered.size(); ++i) {
-      if (expert[i])
+      if (expertOf[i] >= 0)
         covered[i] += got[r].dparams[i];
       else if (got[r].dparams[i] != 0.0)
         covered[i] = got[r].dparams[i];

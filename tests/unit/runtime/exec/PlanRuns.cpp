@@ -36,12 +36,8 @@ namespace {
 /// A send or receive of micro-batch `mb` between stage 0 (rank 0) and stage 1 (rank 1), on
 /// the compute stream (the programs below are sequential), in transfer batch `batch`.
 Instruction between(Op op, Transfer kind, int32_t rank, int32_t mb, int32_t batch = -1) {
-  Instruction i;
-  i.op = op;
+  Instruction i = onStage(op, rank, mb, -1);
   i.kind = kind;
-  i.stream = kComputeStream;
-  i.stage = rank;
-  i.microbatch = mb;
   i.peer = 1 - rank;
   i.peerStage = 1 - rank;
   i.peerMicrobatch = mb;
