@@ -128,13 +128,6 @@ absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
         " tensor-parallel ranks routes its part of a sample's ", t.seqLength,
         " tokens through the experts; compile the job again with parallelism.tensor dividing "
         "model.seq_length"));
-  if (plan.config.tensor > 1 && t.capacityFactor > 0)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the experts' capacity (model.moe.capacity_factor ", t.capacityFactor,
-        ") applies to a sample's tokens, which the plan's ", plan.config.tensor,
-        " tensor-parallel ranks route in parts; conduit-run trains a capacity without tensor "
-        "parallelism only: compile the job again without model.moe.capacity_factor or with "
-        "parallelism.tensor 1"));
   return absl::OkStatus();
 }
 

@@ -211,13 +211,15 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
       // gradient (with a bias moved by the load, and the choices' counts after it; with a
       // shared experts' gate, its gradient from the same tokens after them), and with
       // the auxiliary loss each sample's routing statistics (a count and a summed score per
-      // expert), are summed over the group.
+      // expert), are summed over the group; with a capacity each member's counts of its
+      // choices per sample and expert are gathered first.
       const bool shared = transformer->sharedExperts > 0;
       const int64_t routerBytes =
           transformer->numExperts * (tokenBytes(l.outputBytes) +
                                      (transformer->balancesBias() ? config.elementBytes() : 0)) +
           (transformer->sharedExpertGate ? tokenBytes(l.outputBytes) : 0);
       const bool auxStatistics = tensor && transformer->auxLossCoefficient > 0;
+      const bool capacityCounts = tensor && transformer->capacityFactor > 0;
       // The first of each pair carries the tokens (forward) or their output gradients
       // (backward) to the experts.
       auto routed = [&](Op first, Op second) {
@@ -232,6 +234,9 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
         attention(pass);
         if (shared)
           sublayer();
+        if (capacityCounts)
+          add(kGather,
+              product(samples, config.tensor * transformer->numExperts, int64_t(sizeof(float))));
         if (auxStatistics)
           add(kReduce, product(samples, 2 * transformer->numExperts, int64_t(sizeof(float))));
         routed(Op::ExpertDispatch, Op::ExpertCombine);

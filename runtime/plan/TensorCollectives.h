@@ -72,7 +72,10 @@
 // With T > 1 each tensor rank routes the tokens of its T-th of each sample (its sequence shard
 // with sequence parallelism; without, it takes that T-th of the whole sequence it holds). Its
 // forward issues, after the attention's collectives, the shared experts' (the dense MLP's
-// above, when the block has them); with T > 1 and an auxiliary loss a tensor_all_reduce of
+// above, when the block has them); with T > 1 and a capacity a tensor_all_gather of each
+// member's counts of its choices (samples x experts floats from each, which tell a member how
+// many of a sample's assignments of each expert come before its part); with T > 1 and an
+// auxiliary loss a tensor_all_reduce of
 // the samples' routing statistics (samples x 2 x experts floats: each expert's count and summed
 // score over the rank's tokens, which the per-sequence loss needs over the whole sequence);
 // with E > 1 expert_dispatch a (each routed token to its expert's rank) and expert_combine a

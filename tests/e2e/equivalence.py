@@ -291,7 +291,8 @@ def cases(quick, tensor_product=False):
     # sample's tokens (its sequence shard with sequence parallelism), E = 1, 2 and 4 (the
     # expert group drawn from replicas and tensor ranks; with E = 1 every rank holds every
     # expert, whose gradients are summed over all D x T ranks); shared experts split as the
-    # dense MLP; paired steps run their halves together, each pass's tensor collectives
+    # dense MLP; a capacity (moe-shared-) whose drops count a sample's tokens over both
+    # ranks' parts; paired steps run their halves together, each pass's tensor collectives
     # matched apart.
     for name, par in [("moe-tp2-ep2-1f1b-full-p2-d1", {"pipeline": 2, "data": 1, "expert": 2}),
                       ("moe-tp2-ep1-1f1b-full-p2-d2", {"pipeline": 2, "data": 2, "expert": 1}),
@@ -555,11 +556,6 @@ def main():
             job = small(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
             job["model"]["moe"] = dict({"moe-shared": MOE_SHARED,
                                         "moe-gated": MOE_GATED}.get(model, MOE))
-            if parallelism.get("tensor", 1) > 1 and "capacity_factor" in job["model"]["moe"]:
-                # A capacity cuts a sample's tokens, which the tensor ranks route in parts:
-                # conduit-run refuses it with T > 1. Dropless, the model is another.
-                del job["model"]["moe"]["capacity_factor"]
-                model += "-dropless"
             if parallelism.get("expert", 1) > 1:
                 job["model"]["moe"]["imbalance"] = MOE_EXPERT_PARALLEL_IMBALANCE
             if "-balanced-" in name:

@@ -141,6 +141,30 @@ template <typename T> void Moe<T>::keep(Ops<T> &ops, int64_t samples, LayerCache
   // other members).
 }
 
+template <typename T> void Moe<T>::limitToCapacity(Ops<T> &ops, Routing &r) const {
+  // Per sample, whatever the piece: the model does not depend on how a batch is cut.
+  const int64_t N = s.experts, seq = routedSeq(), samples = r.rows / seq;
+  const auto capacity = static_cast<int64_t>(
+      std::ceil(s.capacityFactor * static_cast<double>(s.seq * s.topK) / static_cast<double>(N)));
+  std::vector<int64_t> ahead;
+  if (s.tensorParallel()) {
+    // The members route a sample's parts in tensor-rank order: the ones before this rank's
+    // come first. Their choices' counts, gathered as the Ops's numbers (exact: far below 2^24).
+    const std::vector<int64_t> mine = r.chosenPerSample(seq);
+    const int64_t n = samples * N;
+    std::vector<double> counts(mine.begin(), mine.end());
+    Buffer<T> shard = transient(ops, n), all = transient(ops, n * s.tensorSize);
+    fromHost(ops, counts, shard.data());
+    ops.tensorGroup()->allGather(n, shard.data(), all.data());
+    counts = toHost(ops, all.data(), n * s.tensorSize);
+    ahead.assign(n, 0);
+    for (int64_t member = 0; member < s.tensorRank; ++member)
+      for (int64_t i = 0; i < n; ++i)
+        ahead[i] += static_cast<int64_t>(counts[member * n + i]);
+  }
+  r.limit(capacity, seq, ahead);
+}
+
 template <typename T> void Moe<T>::exchangeCounts(Ops<T> &ops, Routing &r) const {
   const int64_t N = s.experts;
   ExpertGroup<T> *group = groupOf(ops);
@@ -208,16 +232,12 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
   // reads them back) sees the scores the forward used.
   fromHost(ops, scores, cache.saved[Scores].data());
   scores = toHost(ops, cache.saved[Scores].data(), rows * N);
-  const int64_t capacity =
-      s.capacityFactor > 0
-          ? static_cast<int64_t>(std::ceil(s.capacityFactor * static_cast<double>(rows * s.topK) /
-                                           static_cast<double>(N)))
-          : 0;
   // The sigmoid router's per-expert bias steers the choice (not the weights).
   const std::vector<double> bias = biasAt >= 0 ? toHost(ops, p + biasAt, N) : std::vector<double>();
-  auto routing = std::make_shared<Routing>(Routing::choose(scores.data(), rows, N, s.topK, bias,
-                                                           s.normalizeTopK, capacity,
-                                                           {s.routerGroups, s.routerGroupTopK}));
+  auto routing = std::make_shared<Routing>(Routing::choose(
+      scores.data(), rows, N, s.topK, bias, s.normalizeTopK, {s.routerGroups, s.routerGroupTopK}));
+  if (s.capacityFactor > 0)
+    limitToCapacity(ops, *routing);
   // DeepSeek-V3's routed_scaling_factor: on the chosen (and normalised) weights.
   if (s.routedScaling != 1)
     for (double &w : routing->weight)

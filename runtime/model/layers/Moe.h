@@ -18,8 +18,9 @@
 // LM cross-entropy plus the mean of this over the global batch's samples (summed over the
 // blocks); Ops::takeAuxLoss reports the sum.
 //
-// With capacityFactor c > 0 an expert takes at most ceil(c · tokens · k / N) of a piece's
-// (one sample's on the CPU) assignments, in token order; the rest are dropped: they add
+// With capacityFactor c > 0 an expert takes at most ceil(c · seq · k / N) of each sample's
+// assignments, the first in the sample's token order (per sample, as the auxiliary loss, so
+// that the model does not depend on how a batch is cut); the rest are dropped: they add
 // nothing (their weight is not renormalised away), as in GShard and Switch. Without it the
 // layer is dropless.
 //
@@ -72,9 +73,10 @@
 // that part of the sequence it holds, whose routed outputs and input gradients the group then
 // gathers. The router is whole on every rank and its gradient, from each rank's tokens, is
 // summed over the group; so are each sample's auxiliary-loss statistics, and one rank counts
-// the loss. The shared experts are split as the dense MLP. A capacity is refused with T > 1
-// (it would cut a sample's tokens by parts). runtime/plan/TensorCollectives.h lists the
-// collectives in their order.
+// the loss. The shared experts are split as the dense MLP. With a capacity the members gather
+// their choices' counts per sample and expert, and each drops what the parts before its own
+// leave no room for: the group drops what one rank routing the sample would.
+// runtime/plan/TensorCollectives.h lists the collectives in their order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -141,14 +143,25 @@ struct Routing {
     return out;
   }
   /// The choice from router scores [rows × experts] (softmax or sigmoid outputs), with
-  /// `bias` (experts entries, or empty) added to the scores for the choice only; capacity 0:
-  /// dropless, else at most that many assignments per expert. With a group limit a group's
-  /// key is the sum of its best max(1, topK / top) keys (Megatron-Core's group-limited
-  /// top-k; DeepSeek-V3's sum of the top two for 8 experts from 4 groups), and the `top`
-  /// highest groups (ties: lower group first) hold the candidates.
+  /// `bias` (experts entries, or empty) added to the scores for the choice only; every
+  /// assignment kept (dropless: see limit()). With a group limit a group's key is the sum of
+  /// its best max(1, topK / top) keys (Megatron-Core's group-limited top-k; DeepSeek-V3's sum
+  /// of the top two for 8 experts from 4 groups), and the `top` highest groups (ties: lower
+  /// group first) hold the candidates.
   static Routing choose(const double *scores, int64_t rows, int64_t experts, int64_t topK,
-                        const std::vector<double> &bias, bool normalize, int64_t capacity,
-                        GroupLimit limit = {});
+                        const std::vector<double> &bias, bool normalize, GroupLimit limit = {});
+  /// Each expert's assignments in each sample of `sampleRows` consecutive rows, drops
+  /// included: [samples × experts].
+  std::vector<int64_t> chosenPerSample(int64_t sampleRows) const;
+  /// A capacity: drops each assignment that has `capacity` of its expert's before it in its
+  /// sample's token order (samples of `sampleRows` consecutive rows). `ahead` [samples ×
+  /// experts] counts, per sample, the expert's assignments in the sample's tokens ahead of
+  /// this rank's rows (the other tensor ranks' parts; empty: none).
+  void limit(int64_t capacity, int64_t sampleRows, const std::vector<int64_t> &ahead);
+
+private:
+  /// Positions and dispatch order from the kept assignments (position >= 0).
+  void arrange();
 };
 
 /// Router scores [rows × experts] from logits: softmax over each row, or sigmoid.
@@ -196,6 +209,9 @@ private:
   /// The rows of `rows` (a branch's tensor over the sequence the rank holds) that it routes:
   /// `rows` itself, or its part copied into `part`.
   const T *routedRows(Ops<T> &ops, int64_t samples, const T *rows, Buffer<T> &part) const;
+  /// Drops the assignments past each expert's capacity in each sample (Routing::limit); with
+  /// T > 1 the tensor group's members first gather their choices' counts.
+  void limitToCapacity(Ops<T> &ops, Routing &r) const;
   /// whole += the tensor group's routed parts [samples × routedSeq × h] gathered in sample order.
   void addGathered(Ops<T> &ops, int64_t samples, const T *part, T *whole) const;
   /// The expert group (null without expert parallelism).

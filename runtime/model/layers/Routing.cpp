@@ -33,21 +33,19 @@ void routerScores(int64_t rows, int64_t experts, bool sigmoid, const double *log
 }
 
 Routing Routing::choose(const double *scores, int64_t rows, int64_t experts, int64_t topK,
-                        const std::vector<double> &bias, bool normalize, int64_t capacity,
-                        GroupLimit limit) {
+                        const std::vector<double> &bias, bool normalize, GroupLimit limit) {
   Routing r;
   r.rows = rows;
   r.experts = experts;
   r.topK = topK;
   r.expert.resize(rows * topK);
-  r.position.assign(rows * topK, -1);
+  r.position.assign(rows * topK, 0);
   r.weight.resize(rows * topK);
   const bool limited = limit.groups > 1 && limit.top < limit.groups;
   const int64_t width = limited ? experts / limit.groups : experts;
   const int64_t best = std::max<int64_t>(1, topK / std::max<int64_t>(limit.top, 1));
   std::vector<int32_t> order(experts), groups(limited ? limit.groups : 0), members(width);
   std::vector<double> groupKey(groups.size());
-  std::vector<int64_t> taken(experts, 0);
   // Descending keys; among equal keys the lower index first.
   auto higher = [](auto keyOf) {
     return [keyOf](int32_t a, int32_t b) {
@@ -85,25 +83,51 @@ Routing Routing::choose(const double *scores, int64_t rows, int64_t experts, int
       const int32_t e = order[j];
       r.expert[t * topK + j] = e;
       r.weight[t * topK + j] = normalize ? p[e] / sum : p[e];
-      // Tokens in order: an expert past its capacity drops the later ones.
-      if (capacity <= 0 || taken[e] < capacity)
-        r.position[t * topK + j] = static_cast<int32_t>(taken[e]++);
     }
   }
-  // Positions so far count within each expert; the dispatch order is expert by expert.
-  r.start.assign(experts + 1, 0);
-  for (int64_t e = 0; e < experts; ++e)
-    r.start[e + 1] = r.start[e] + taken[e];
-  r.token.resize(r.start.back());
-  for (int64_t t = 0; t < rows; ++t)
-    for (int64_t j = 0; j < topK; ++j) {
-      int32_t &at = r.position[t * topK + j];
-      if (at < 0)
-        continue;
-      at = static_cast<int32_t>(r.start[r.expert[t * topK + j]] + at);
-      r.token[at] = static_cast<int32_t>(t);
-    }
+  r.arrange();
   return r;
+}
+
+std::vector<int64_t> Routing::chosenPerSample(int64_t sampleRows) const {
+  std::vector<int64_t> counts(rows / sampleRows * experts, 0);
+  for (int64_t a = 0; a < rows * topK; ++a)
+    ++counts[a / topK / sampleRows * experts + expert[a]];
+  return counts;
+}
+
+void Routing::limit(int64_t capacity, int64_t sampleRows, const std::vector<int64_t> &ahead) {
+  // An assignment is kept while fewer than `capacity` of its expert's come before it in its
+  // sample's token order (the kept ones then number min(capacity, those before)).
+  std::vector<int64_t> before(experts);
+  for (int64_t t = 0; t < rows; ++t) {
+    if (t % sampleRows == 0) {
+      const int64_t sample = t / sampleRows;
+      for (int64_t e = 0; e < experts; ++e)
+        before[e] = ahead.empty() ? 0 : ahead[sample * experts + e];
+    }
+    for (int64_t j = 0; j < topK; ++j)
+      if (before[expert[t * topK + j]]++ >= capacity)
+        position[t * topK + j] = -1;
+  }
+  arrange();
+}
+
+void Routing::arrange() {
+  // The dispatch order is expert by expert, each expert's tokens ascending.
+  start.assign(experts + 1, 0);
+  for (int64_t a = 0; a < rows * topK; ++a)
+    if (position[a] >= 0)
+      ++start[expert[a] + 1];
+  for (int64_t e = 0; e < experts; ++e)
+    start[e + 1] += start[e];
+  token.resize(start.back());
+  std::vector<int64_t> next(start.begin(), start.end() - 1);
+  for (int64_t a = 0; a < rows * topK; ++a)
+    if (position[a] >= 0) {
+      position[a] = static_cast<int32_t>(next[expert[a]]++);
+      token[position[a]] = static_cast<int32_t>(a / topK);
+    }
 }
 
 } // namespace conduit::model

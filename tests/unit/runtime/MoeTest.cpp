@@ -47,7 +47,7 @@ GptShape moeShape(const std::function<void(GptShape &)> &change = nullptr) {
 TEST(Moe, TopKTakesTheHighestScoresAndBreaksTiesByTheLowerExpert) {
   // Token 0: experts 1 and 3 tie at 0.4 above 2; token 1: all equal.
   const double scores[] = {0.1, 0.4, 0.1, 0.4, 0.25, 0.25, 0.25, 0.25};
-  const Routing r = Routing::choose(scores, 2, 4, 2, {}, /*normalize=*/false, 0);
+  const Routing r = Routing::choose(scores, 2, 4, 2, {}, /*normalize=*/false);
   EXPECT_EQ(r.expert, (std::vector<int32_t>{1, 3, 0, 1}));
   EXPECT_EQ(r.weight, (std::vector<double>{0.4, 0.4, 0.25, 0.25}));
   // Dispatch order: expert 0 (token 1), expert 1 (tokens 0, 1), expert 3 (token 0).
@@ -55,11 +55,11 @@ TEST(Moe, TopKTakesTheHighestScoresAndBreaksTiesByTheLowerExpert) {
   EXPECT_EQ(r.token, (std::vector<int32_t>{1, 0, 1, 0}));
   EXPECT_EQ(r.position, (std::vector<int32_t>{1, 3, 0, 2}));
   // A bias steers the choice, not the weights.
-  const Routing biased = Routing::choose(scores, 2, 4, 2, {0, 0, 1, 0}, false, 0);
+  const Routing biased = Routing::choose(scores, 2, 4, 2, {0, 0, 1, 0}, false);
   EXPECT_EQ(biased.expert[0], 2);
   EXPECT_EQ(biased.weight[0], 0.1);
   // Renormalised weights sum to one.
-  const Routing normal = Routing::choose(scores, 2, 4, 2, {}, /*normalize=*/true, 0);
+  const Routing normal = Routing::choose(scores, 2, 4, 2, {}, /*normalize=*/true);
   EXPECT_DOUBLE_EQ(normal.weight[0], 0.5);
   EXPECT_DOUBLE_EQ(normal.weight[2], 0.5);
 }
@@ -71,29 +71,54 @@ TEST(Moe, GroupLimitedRoutingChoosesFromTheBestGroups) {
   // (0.9 + 0.0) and group 2 (0.3 + 0.2): the choice is 2 and 3.
   // Token 1: group 2 (0.4 + 0.4) ties with group 0 (0.8 + 0.0): the lower group wins.
   const double scores[] = {0.9, 0.0, 0.5, 0.45, 0.3, 0.2, 0.8, 0.0, 0.1, 0.1, 0.4, 0.4};
-  const Routing r = Routing::choose(scores, 2, 6, 2, {}, /*normalize=*/true, 0, {3, 1});
+  const Routing r = Routing::choose(scores, 2, 6, 2, {}, /*normalize=*/true, {3, 1});
   EXPECT_EQ(r.expert, (std::vector<int32_t>{2, 3, 0, 1}));
   EXPECT_DOUBLE_EQ(r.weight[0], 0.5 / 0.95);
   // Unlimited: the two best experts; a limit allowing every group changes nothing.
-  const Routing all = Routing::choose(scores, 2, 6, 2, {}, true, 0);
+  const Routing all = Routing::choose(scores, 2, 6, 2, {}, true);
   EXPECT_EQ(all.expert, (std::vector<int32_t>{0, 2, 0, 4}));
-  EXPECT_EQ(Routing::choose(scores, 2, 6, 2, {}, true, 0, {3, 3}).expert, all.expert);
+  EXPECT_EQ(Routing::choose(scores, 2, 6, 2, {}, true, {3, 3}).expert, all.expert);
   // The bias steers the groups' keys as it steers the experts'.
-  const Routing biased = Routing::choose(scores, 2, 6, 2, {0, 0, 0, 0, 1, 1}, true, 0, {3, 1});
+  const Routing biased = Routing::choose(scores, 2, 6, 2, {0, 0, 0, 0, 1, 1}, true, {3, 1});
   EXPECT_EQ(biased.expert, (std::vector<int32_t>{4, 5, 4, 5}));
   // Two groups of three from the best two of three groups of two: each token's experts lie
   // in its two best groups (token 0: groups 0 and 1; both take expert 0 then 2).
-  const Routing two = Routing::choose(scores, 2, 6, 2, {}, false, 0, {3, 2});
+  const Routing two = Routing::choose(scores, 2, 6, 2, {}, false, {3, 2});
   EXPECT_EQ(two.expert, (std::vector<int32_t>{0, 2, 0, 4}));
 }
 
 TEST(Moe, CapacityDropsTheLaterTokens) {
   // Three tokens all prefer expert 0; capacity 2 drops the third's assignment to it.
   const double scores[] = {0.9, 0.1, 0.8, 0.2, 0.7, 0.3};
-  const Routing r = Routing::choose(scores, 3, 2, 1, {}, false, /*capacity=*/2);
+  Routing r = Routing::choose(scores, 3, 2, 1, {}, false);
+  EXPECT_EQ(r.position, (std::vector<int32_t>{0, 1, 2}));
+  r.limit(/*capacity=*/2, /*sampleRows=*/3, {});
   EXPECT_EQ(r.expert, (std::vector<int32_t>{0, 0, 0}));
   EXPECT_EQ(r.position, (std::vector<int32_t>{0, 1, -1}));
   EXPECT_EQ(r.dispatched(), 2);
+}
+
+TEST(Moe, CapacityCountsPerSampleAndAheadOfTheRank) {
+  // Two samples of three tokens, two choices of three experts each. Token by token the choices
+  // are {0, 1}, {0, 2}, {0, 1} in sample 0 and {1, 2}, {1, 0}, {1, 0} in sample 1.
+  const double scores[] = {0.5, 0.3, 0.2, 0.5, 0.2, 0.3, 0.6, 0.3, 0.1,
+                           0.1, 0.5, 0.4, 0.4, 0.5, 0.1, 0.3, 0.6, 0.1};
+  Routing r = Routing::choose(scores, 6, 3, 2, {}, false);
+  EXPECT_EQ(r.chosenPerSample(3), (std::vector<int64_t>{3, 2, 1, 2, 3, 1}));
+  // Capacity 2 per sample: sample 0's third token loses expert 0, sample 1's third expert 1;
+  // sample 1 starts counting afresh, so its second token keeps expert 0.
+  Routing alone = r;
+  alone.limit(2, 3, {});
+  EXPECT_EQ(alone.position, (std::vector<int32_t>{0, 4, 1, 8, -1, 5, 6, 9, 7, 2, -1, 3}));
+  EXPECT_EQ(alone.start, (std::vector<int64_t>{0, 4, 8, 10}));
+  EXPECT_EQ(alone.token, (std::vector<int32_t>{0, 1, 4, 5, 0, 2, 3, 4, 1, 3}));
+  // As the second tensor rank of two, behind a part whose choices took expert 1 once in
+  // sample 0 and expert 0 twice in sample 1: sample 0's expert 1 is full after its first
+  // token, sample 1's expert 0 before its tokens.
+  Routing second = r;
+  second.limit(2, 3, {0, 1, 0, 2, 0, 0});
+  EXPECT_EQ(second.position, (std::vector<int32_t>{0, 2, 1, 5, -1, -1, 3, 6, 4, -1, -1, -1}));
+  EXPECT_EQ(second.dispatched(), 7);
 }
 
 TEST(Moe, RouterScores) {
@@ -142,7 +167,7 @@ TEST(Moe, AuxiliaryLossFollowsItsFormula) {
         for (int64_t i = 0; i < s.hidden; ++i)
           logits[e] += row[i] * router[i * s.experts + e];
       routerScores(1, s.experts, false, logits.data(), p.data());
-      const Routing r = Routing::choose(p.data(), 1, s.experts, s.topK, {}, false, 0);
+      const Routing r = Routing::choose(p.data(), 1, s.experts, s.topK, {}, false);
       for (int64_t j = 0; j < s.topK; ++j)
         f[r.expert[j]] += 1.0 / (s.seq * s.topK);
       for (int64_t e = 0; e < s.experts; ++e)
@@ -593,7 +618,7 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
       // Tensor parallelism splits the vocabulary (11 here) as for a dense model.
       {[](runtime::Plan &p) { p.config.tensor = 2; }, "parallelism.tensor"},
       // With T > 1: one replica reduces nothing, so every expert must be on one tensor rank;
-      // a capacity would cut a sample by parts; each rank routes its T-th of a sample.
+      // each rank routes its T-th of a sample.
       {[](runtime::Plan &p) {
          p.transformer->vocabSize = 12;
          p.config.tensor = 2;
@@ -607,13 +632,6 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
          p.config.expert = 2;
        },
        "parallelism.expert 4 (or parallelism.data above 1)"},
-      {[](runtime::Plan &p) {
-         p.transformer->vocabSize = 12;
-         p.transformer->seqLength = 6;
-         p.transformer->capacityFactor = 1;
-         p.config.tensor = p.config.expert = 2;
-       },
-       "model.moe.capacity_factor"},
       {[](runtime::Plan &p) {
          p.transformer->vocabSize = 12;
          p.config.tensor = p.config.expert = 2;

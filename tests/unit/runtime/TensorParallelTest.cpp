@@ -4,7 +4,8 @@
 // collectives combine the two ranks' buffers: each layer kind and variant (GPT-style, Llama's
 // RMSNorm, SwiGLU, rotary positions, grouped-query attention and tied head, Qwen3's q/k norms,
 // DeepSeek's latent attention with and without a query latent, blocks with a mixture of experts:
-// softmax and sigmoid routers, shared experts, gated or not, SwiGLU or GELU experts), with and
+// softmax and sigmoid routers, shared experts, gated or not, SwiGLU or GELU experts, a capacity
+// whose drops count a sample's tokens over both ranks), with and
 // without sequence parallelism, whole and split backward, in double precision, gives the
 // unsplit layers' outputs, loss (and auxiliary loss), input gradients and parameter gradients
 // (the routed experts', whole on every rank and computed from its own tokens, summed over the
@@ -186,6 +187,15 @@ GptShape moeSigmoidShape() {
 GptShape moeGatedShape() {
   GptShape s = moeShape();
   s.sharedGate = true;
+  return s;
+}
+
+/// A capacity of half a balanced share: ceil(0.5 · 6 · 2 / 4) = 2 of a sample's 12
+/// assignments per expert, so that each sample drops some and the second rank's part counts
+/// the first's.
+GptShape moeCapacityShape() {
+  GptShape s = moeShape();
+  s.capacityFactor = 0.5;
   return s;
 }
 
@@ -488,6 +498,7 @@ std::vector<Case> cases() {
           {"moe_sigmoid_block", moeSigmoidShape(), 2, 3},
           {"moe_gated_block", moeGatedShape(), 2, 3},
           {"moe_gpt_block", moeGptShape(), 2, 3},
+          {"moe_capacity_block", moeCapacityShape(), 2, 3},
           // Expert parallelism beside tensor parallelism: the two ranks each hold two of the
           // four experts and send each other the tokens they route to them.
           {"moe_block_ep", moeShape(), 2, 3, 0, 2},
@@ -496,6 +507,7 @@ std::vector<Case> cases() {
           {"moe_sigmoid_block_ep", moeSigmoidShape(), 2, 3, 0, 2},
           {"moe_gated_block_ep", moeGatedShape(), 2, 3, 0, 2},
           {"moe_gpt_block_ep", moeGptShape(), 2, 3, 0, 2},
+          {"moe_capacity_block_ep", moeCapacityShape(), 2, 3, 0, 2},
           {"moe_block_ep_recomputed", moeShape(), 2, 3,
            runtime::kRecomputeMoeActivation | runtime::kRecomputeLayerNorm, 2}};
 }
