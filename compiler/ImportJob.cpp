@@ -48,13 +48,13 @@ pipe::MoeAttr buildMoe(MLIRContext *ctx, const TransformerSpec &t, double imbala
   if (!t.moe)
     return {};
   const MoeSpec &m = *t.moe;
-  return pipe::MoeAttr::get(ctx, m.numExperts, m.topK, m.expertFfnHiddenSize,
-                            toDialect<pipe::RouterKind>(m.router), m.normalizeTopK,
-                            m.auxLossCoefficient, m.sharedExperts, m.sharedFfnHiddenSize,
-                            m.denseLayers, m.capacityFactor.value_or(0), imbalance, m.routerGroups,
-                            m.routerGroupTopK, toDialect<pipe::DispatchKind>(m.dispatch),
-                            m.fp8Dispatch, toDialect<pipe::ExpertKernels>(m.kernels),
-                            m.biasUpdateRate, m.routedScalingFactor, m.sharedExpertGate);
+  return pipe::MoeAttr::get(
+      ctx, m.numExperts, m.topK, m.expertFfnHiddenSize, toDialect<pipe::RouterKind>(m.router),
+      m.normalizeTopK, m.auxLossCoefficient, m.sharedExperts, m.sharedFfnHiddenSize, m.denseLayers,
+      m.capacityFactor.value_or(0), imbalance, m.routerGroups, m.routerGroupTopK,
+      toDialect<pipe::DispatchKind>(m.dispatch), m.fp8Dispatch,
+      toDialect<pipe::ExpertKernels>(m.kernels), m.biasUpdateRate, m.routedScalingFactor,
+      m.sharedExpertGate, m.zLossCoefficient);
 }
 
 pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &t,

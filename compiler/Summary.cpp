@@ -79,6 +79,8 @@ std::string describeModel(const Job &job) {
         text += ", its bias moved by the load at " + shortest(moe->biasUpdateRate) + " a step";
       if (moe->routedScalingFactor != 1)
         text += ", weights x" + shortest(moe->routedScalingFactor);
+      if (moe->zLossCoefficient > 0)
+        text += ", z-loss x" + shortest(moe->zLossCoefficient);
       text += "), ffn " + std::to_string(moe->expertFfnHiddenSize);
       if (moe->sharedExperts > 0)
         text += ", " + std::to_string(moe->sharedExperts) + " shared (ffn " +

@@ -177,6 +177,9 @@ struct MoeSpec {
   bool normalizeTopK = false;
   /// The load-balancing loss's weight (Switch Transformer's); 0: none.
   double auxLossCoefficient = 0;
+  /// The router's z-loss weight (ST-MoE's: the squared log-sum-exp of each token's router
+  /// logits); 0: none.
+  double zLossCoefficient = 0;
   /// The sigmoid router's bias moved by the load after each step (DeepSeek-V3's
   /// auxiliary-loss-free balancing, its update speed γ): each expert's bias rises by this
   /// much when the step's batch gave it fewer than the mean of the experts' assignments and
@@ -190,8 +193,8 @@ struct MoeSpec {
   bool sharedExpertGate = false;
   /// Leading blocks that keep the dense MLP (ffn_hidden_size).
   int64_t denseLayers = 0;
-  /// Tokens an expert takes per micro-batch, as a multiple of the balanced share; unset:
-  /// dropless.
+  /// Assignments an expert takes per sample, as a multiple of the balanced share (seq ×
+  /// top_k / experts); unset: dropless.
   std::optional<double> capacityFactor;
   /// Bound on the busiest expert rank's routed tokens over the mean; unset: the default
   /// derived from the expert and top-k counts (docs/cost-model.md).

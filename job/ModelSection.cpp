@@ -206,6 +206,8 @@ void JobParser::readMoe(ObjectReader &section, TransformerSpec &t) {
     m.normalizeTopK = *normalize;
   if (auto aux = section.number("aux_loss_coefficient", 0, 1e3))
     m.auxLossCoefficient = *aux;
+  if (auto z = section.number("z_loss_coefficient", 0, 1e3))
+    m.zLossCoefficient = *z;
   if (auto rate = section.number("bias_update_rate", 0, 1))
     m.biasUpdateRate = *rate;
   std::optional<int64_t> shared = section.integer("shared_experts", 0, limits::kMaxExperts);

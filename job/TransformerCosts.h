@@ -44,11 +44,11 @@ std::optional<ShapeProblem> checkTransformerShape(const TransformerSpec &shape);
 
 /// The bound on the busiest expert rank's routed tokens over the mean that a plan assumes when
 /// the job states none (model.moe.imbalance): with a capacity factor, the factor (at least 1:
-/// tokens beyond capacity are dropped); dropless, the expected maximum of the E ranks' loads
-/// under uniform routing of `tokensPerRank` tokens (one rank's tokens of a micro-batch) to
-/// top_k experts each, 1 + sqrt(2 ln E (1 - 1/E) / (tokens x top_k)) (Raab and Steger, "Balls
-/// into Bins - A Simple and Tight Analysis", RANDOM 1998). 1 for E = 1. A trained router is
-/// less even than uniform: state a measured value when there is one (docs/cost-model.md).
+/// a sample's tokens beyond capacity are dropped, its capacity rounded up); dropless, the expected
+/// maximum of the E ranks' loads under uniform routing of `tokensPerRank` tokens (one rank's tokens
+/// of a micro-batch) to top_k experts each, 1 + sqrt(2 ln E (1 - 1/E) / (tokens x top_k)) (Raab and
+/// Steger, "Balls into Bins - A Simple and Tight Analysis", RANDOM 1998). 1 for E = 1. A trained
+/// router is less even than uniform: state a measured value when there is one (docs/cost-model.md).
 double defaultMoeImbalance(const MoeSpec &moe, int64_t expert, int64_t tokensPerRank);
 
 /// The layer chain of `shape` with costs for elements of `elementBytes` bytes, the blocks'

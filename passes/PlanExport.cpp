@@ -201,6 +201,7 @@ runtime::Transformer conduit::exportTransformer(pipe::TransformerAttr t) {
     x.router = static_cast<uint8_t>(moe.getRouter());
     x.normalizeTopK = moe.getNormalizeTopK();
     x.auxLossCoefficient = moe.getAuxLossCoefficient();
+    x.zLossCoefficient = moe.getZLossCoefficient();
     x.sharedExperts = moe.getSharedExperts();
     x.sharedFfnHiddenSize = moe.getSharedFfnHiddenSize();
     x.sharedExpertGate = moe.getSharedExpertGate();

@@ -65,6 +65,7 @@ runtime::Transformer detail::collectiveShape(const Job &job) {
   x.dispatch = static_cast<uint8_t>(m.dispatch);
   x.fp8Dispatch = m.fp8Dispatch;
   x.auxLossCoefficient = m.auxLossCoefficient;
+  x.capacityFactor = m.capacityFactor.value_or(0);
   x.biasUpdateRate = m.biasUpdateRate;
   return x;
 }

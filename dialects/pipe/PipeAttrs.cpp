@@ -256,7 +256,8 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
                               int64_t sharedFfnHiddenSize, int64_t denseLayers, F64 capacityFactor,
                               F64 imbalance, int64_t routerGroups, int64_t routerGroupTopK,
                               DispatchKind dispatch, bool fp8Dispatch, ExpertKernels,
-                              F64 biasUpdateRate, F64 routedScalingFactor, bool sharedExpertGate) {
+                              F64 biasUpdateRate, F64 routedScalingFactor, bool sharedExpertGate,
+                              F64 zLossCoefficient) {
   auto finite = [](double v) { return std::isfinite(v); };
   if (failed(check(emitError, numExperts >= 1, "num_experts", "positive", numExperts)) ||
       failed(check(emitError, topK >= 1 && topK <= numExperts, "top_k", "between 1 and num_experts",
@@ -265,6 +266,8 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
                    expertFfnHiddenSize)) ||
       failed(check(emitError, finite(auxLossCoefficient) && auxLossCoefficient >= 0,
                    "aux_loss_coefficient", "non-negative", auxLossCoefficient)) ||
+      failed(check(emitError, finite(zLossCoefficient) && zLossCoefficient >= 0,
+                   "z_loss_coefficient", "non-negative", zLossCoefficient)) ||
       failed(
           check(emitError, sharedExperts >= 0, "shared_experts", "non-negative", sharedExperts)) ||
       failed(check(emitError, sharedFfnHiddenSize >= 0, "shared_ffn_hidden_size", "non-negative",

@@ -485,7 +485,8 @@ def Pipe_MoeAttr : Pipe_Attr<"Moe", "moe"> {
     per-expert bias) picks `top_k` per token, their weights renormalised when
     `normalize_top_k`, plus `shared_experts` always-active experts of total hidden size
     `shared_ffn_hidden_size`, whose output `shared_expert_gate` multiplies per token by
-    sigmoid(x · w) with a learned vector w (Qwen2-MoE's gate). `aux_loss_coefficient` weighs the load-balancing loss;
+    sigmoid(x · w) with a learned vector w (Qwen2-MoE's gate). `aux_loss_coefficient` weighs the load-balancing loss,
+    `z_loss_coefficient` the router's z-loss (ST-MoE's squared log-sum-exp of the logits);
     `bias_update_rate` moves the sigmoid router's bias by each step's load instead
     (DeepSeek-V3's auxiliary-loss-free balancing; 0: the bias stays);
     `capacity_factor` bounds each expert's tokens (0: dropless), and `imbalance` is the bound
@@ -526,7 +527,8 @@ def Pipe_MoeAttr : Pipe_Attr<"Moe", "moe"> {
     Pipe_DefaultEnumParam<Pipe_ExpertKernels, "Grouped">:$kernels,
     Pipe_DefaultF64Param<"0.0">:$bias_update_rate,
     Pipe_DefaultF64Param<"1.0">:$routed_scaling_factor,
-    DefaultValuedParameter<"bool", "false">:$shared_expert_gate
+    DefaultValuedParameter<"bool", "false">:$shared_expert_gate,
+    Pipe_DefaultF64Param<"0.0">:$z_loss_coefficient
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -37,6 +37,8 @@ struct StepOutcome {
   /// global batch's samples, summed over the blocks with experts, which training adds to the
   /// loss; unset for dense models.
   std::optional<double> auxLoss;
+  /// The router z-loss, the same way (layers/Moe.h); unset without a z-loss coefficient.
+  std::optional<double> zLoss;
 };
 
 /// The training state a process owns for one stage: the parameters it updates (the whole

@@ -100,6 +100,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instructi
   if constexpr (std::is_same_v<Grad, double>) {
     lossSum += ops().takeLoss();
     auxLossSum += ops().takeAuxLoss();
+    zLossSum += ops().takeZLoss();
   }
   timer.record(stage.spec->firstLayer, batch.samples, seconds, Op::Forward);
   stage.caches[mb] = std::move(caches);

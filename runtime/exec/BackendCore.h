@@ -292,6 +292,7 @@ private:
   int64_t step = 0;
   double lossSum = 0;
   double auxLossSum = 0; ///< a mixture of experts' auxiliary loss, as lossSum
+  double zLossSum = 0;   ///< and its router z-loss
   LayerTimer timer;
 };
 

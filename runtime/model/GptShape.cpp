@@ -84,6 +84,9 @@ absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
       {"model.moe.aux_loss_coefficient",
        !(std::isfinite(t.auxLossCoefficient) && t.auxLossCoefficient >= 0),
        absl::StrCat("an auxiliary-loss coefficient of ", t.auxLossCoefficient)},
+      {"model.moe.z_loss_coefficient",
+       !(std::isfinite(t.zLossCoefficient) && t.zLossCoefficient >= 0),
+       absl::StrCat("a z-loss coefficient of ", t.zLossCoefficient)},
       {"model.moe.bias_update_rate",
        !(std::isfinite(t.biasUpdateRate) && t.biasUpdateRate >= 0) ||
            (t.biasUpdateRate > 0 && t.router != 1),
@@ -220,6 +223,7 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
     shape.sigmoidRouter = t.router == 1;
     shape.normalizeTopK = t.normalizeTopK;
     shape.auxLossCoefficient = t.auxLossCoefficient;
+    shape.zLossCoefficient = t.zLossCoefficient;
     shape.biasUpdateRate = t.biasUpdateRate;
     shape.routedScaling = t.routedScalingFactor;
     shape.capacityFactor = t.capacityFactor;

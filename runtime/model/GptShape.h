@@ -41,8 +41,9 @@ struct GptShape {
   bool sequenceParallel = false;
   /// A mixture of experts (layers/Moe.h) in the blocks after the first `denseBlocks`: the
   /// experts, how many each token takes, their width and the shared experts' (0: none), the
-  /// router (sigmoid, else softmax), renormalised top-k weights, the auxiliary loss's
-  /// coefficient and the capacity factor (0: dropless). experts 0: every block is dense.
+  /// router (sigmoid, else softmax), renormalised top-k weights, the auxiliary loss's and the
+  /// router z-loss's coefficients and the capacity factor (0: dropless). experts 0: every
+  /// block is dense.
   int64_t experts = 0, topK = 0, expertFfn = 0, sharedFfn = 0, denseBlocks = 0;
   /// The shared experts' output multiplied per token by sigmoid(x · wg) (Qwen2-MoE's
   /// shared_expert_gate; only with shared experts).
@@ -52,7 +53,7 @@ struct GptShape {
   /// it holds experts [expertRank · localExperts(), (expertRank + 1) · localExperts()).
   int64_t expertSize = 1, expertRank = 0;
   bool sigmoidRouter = false, normalizeTopK = false;
-  double auxLossCoefficient = 0, capacityFactor = 0;
+  double auxLossCoefficient = 0, zLossCoefficient = 0, capacityFactor = 0;
   /// The routed experts' weights times this after the router chose and normalised them
   /// (DeepSeek-V3's routed_scaling_factor).
   double routedScaling = 1;

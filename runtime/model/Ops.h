@@ -201,7 +201,7 @@ public:
   /// The loss summed since the last call, and zero from now on.
   virtual double takeLoss() = 0;
   /// While off, crossEntropy leaves the loss alone (a recomputed forward counts once), and so
-  /// does addAuxLoss.
+  /// do addAuxLoss and addZLoss.
   void countLoss(bool on) { countingLoss = on; }
   bool countsLoss() const { return countingLoss; }
   /// The mixture of experts' auxiliary loss (layers/Moe.h), apart from the cross-entropy:
@@ -211,6 +211,13 @@ public:
       auxLoss += value;
   }
   double takeAuxLoss() { return std::exchange(auxLoss, 0.0); }
+  /// The router z-loss (layers/Moe.h), apart as the auxiliary loss is: each block with experts
+  /// adds its samples' sum over the tokens this rank routes.
+  void addZLoss(double value) {
+    if (countingLoss)
+      zLoss += value;
+  }
+  double takeZLoss() { return std::exchange(zLoss, 0.0); }
   /// An expert group's load (layers/Moe.h): each piece's routed tokens over the balanced share,
   /// counted once per forward (not again in a recomputation).
   void noteRoutedLoad(double ratio) {
@@ -232,7 +239,7 @@ public:
 
 protected:
   bool countingLoss = true;
-  double auxLoss = 0;
+  double auxLoss = 0, zLoss = 0;
   RoutedLoad load;
   TensorGroup<T> *tensor = nullptr;
   ExpertGroup<T> *experts = nullptr;

@@ -134,7 +134,8 @@ uint64_t requiredFeatures(const Plan &plan) {
          (plan.transformer && plan.transformer->sharedExpertGate ? kFeatureSharedExpertGate : 0) |
          (plan.transformer && plan.transformer->ropeScaling.type == RopeType::Dynamic
               ? kFeatureDynamicRope
-              : 0);
+              : 0) |
+         (plan.transformer && plan.transformer->zLossCoefficient > 0 ? kFeatureRouterZLoss : 0);
 }
 
 } // namespace conduit::runtime

@@ -59,11 +59,14 @@ constexpr uint64_t kFeatureSharedExpertGate = uint64_t(1) << 10;
 /// transformer.rope_type dynamic: past rope_original_positions the rotary base grows with the
 /// sequence; an older reader would take the type for a corrupt value.
 constexpr uint64_t kFeatureDynamicRope = uint64_t(1) << 11;
+/// transformer.z_loss_coefficient above 0: the loss adds the router's z-loss; an older reader
+/// would train without it.
+constexpr uint64_t kFeatureRouterZLoss = uint64_t(1) << 12;
 constexpr uint64_t kKnownFeatures =
     kFeatureGradientReductionRun | kFeatureRecomputeModules | kFeatureBf16Moments |
     kFeatureGroupLimitedRouting | kFeatureBlocksCheckpointing | kFeatureExpertBiasUpdate |
     kFeatureMtp | kFeatureRopeInterleave | kFeatureRopeScaling | kFeatureRoutedScaling |
-    kFeatureSharedExpertGate | kFeatureDynamicRope;
+    kFeatureSharedExpertGate | kFeatureDynamicRope | kFeatureRouterZLoss;
 
 enum class Op : uint8_t {
   Forward,
@@ -307,6 +310,9 @@ struct Transformer {
   uint8_t router = 0; // 0 softmax, 1 sigmoid (with a per-expert bias)
   bool normalizeTopK = false;
   double auxLossCoefficient = 0;
+  /// The router's z-loss weight (ST-MoE, arXiv:2202.08906): each token adds the square of
+  /// its router logits' log-sum-exp; 0: none.
+  double zLossCoefficient = 0;
   int64_t sharedExperts = 0, sharedFfnHiddenSize = 0;
   /// The shared experts' output multiplied per token by sigmoid(x · w), w hiddenSize
   /// parameters after the shared experts' (Qwen2-MoE's shared_expert_gate).

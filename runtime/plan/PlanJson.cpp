@@ -170,13 +170,15 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
          << ", \"qk_nope_head_dim\": " << t->qkNopeHeadDim
          << ", \"qk_rope_head_dim\": " << t->qkRopeHeadDim << ", \"v_head_dim\": " << t->vHeadDim
          << (t->ropeInterleave ? ", \"rope_interleave\": true" : "") << "}";
-    if (t->isMoe())
+    if (t->isMoe()) {
       os << ", \"moe\": {\"num_experts\": " << t->numExperts << ", \"top_k\": " << t->topK
          << ", \"expert_ffn_hidden_size\": " << t->expertFfnHiddenSize << ", \"router\": \""
          << (t->router ? "sigmoid" : "softmax")
          << "\", \"normalize_top_k\": " << (t->normalizeTopK ? "true" : "false")
-         << ", \"aux_loss_coefficient\": " << t->auxLossCoefficient
-         << ", \"shared_experts\": " << t->sharedExperts
+         << ", \"aux_loss_coefficient\": " << t->auxLossCoefficient;
+      if (t->zLossCoefficient > 0)
+        os << ", \"z_loss_coefficient\": " << t->zLossCoefficient;
+      os << ", \"shared_experts\": " << t->sharedExperts
          << ", \"shared_ffn_hidden_size\": " << t->sharedFfnHiddenSize
          << (t->sharedExpertGate ? ", \"shared_expert_gate\": true" : "")
          << ", \"dense_layers\": " << t->denseLayers
@@ -187,6 +189,7 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
          << "\", \"fp8_dispatch\": " << (t->fp8Dispatch ? "true" : "false")
          << ", \"bias_update_rate\": " << t->biasUpdateRate
          << ", \"routed_scaling_factor\": " << t->routedScalingFactor << "}";
+    }
     os << "},\n";
   }
   os << "  \"layers\": [";

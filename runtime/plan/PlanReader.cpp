@@ -206,6 +206,7 @@ absl::Status checkExpertFields(const Plan &plan) {
         {"transformer.router", double(t->router)},
         {"transformer.normalize_top_k", t->normalizeTopK ? 1.0 : 0.0},
         {"transformer.aux_loss_coefficient", t->auxLossCoefficient},
+        {"transformer.z_loss_coefficient", t->zLossCoefficient},
         {"transformer.shared_experts", double(t->sharedExperts)},
         {"transformer.shared_ffn_hidden_size", double(t->sharedFfnHiddenSize)},
         {"transformer.shared_expert_gate", t->sharedExpertGate ? 1.0 : 0.0},
@@ -234,6 +235,7 @@ absl::Status checkExpertFields(const Plan &plan) {
       inRange("transformer.expert_ffn_hidden_size", t->expertFfnHiddenSize, 1, kMaxFfn));
   CONDUIT_RETURN_IF_ERROR(
       inRange("transformer.aux_loss_coefficient", t->auxLossCoefficient, 0.0, 1e3));
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.z_loss_coefficient", t->zLossCoefficient, 0.0, 1e3));
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.shared_experts", t->sharedExperts, 0, kMaxExperts));
   CONDUIT_RETURN_IF_ERROR(
       inRange("transformer.shared_ffn_hidden_size", t->sharedFfnHiddenSize, 0, kMaxFfn));
@@ -435,6 +437,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
     x.sharedExperts = t->shared_experts();
     x.sharedFfnHiddenSize = t->shared_ffn_hidden_size();
     x.sharedExpertGate = t->shared_expert_gate();
+    x.zLossCoefficient = t->z_loss_coefficient();
     x.denseLayers = t->dense_layers();
     x.capacityFactor = t->capacity_factor();
     x.imbalance = t->imbalance();

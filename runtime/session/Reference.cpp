@@ -81,10 +81,10 @@ Reference::Reference(const Plan &plan, model::GptShape shape,
   grad.assign(params.size(), 0.0);
 }
 
-double Reference::step(int64_t step) {
+StepOutcome Reference::step(int64_t step) {
   const int64_t b = config.microbatchSize, perReplica = config.batchSamples();
   const double total = config.stepTokens(shape.seq);
-  double loss = 0, aux = 0;
+  double loss = 0, aux = 0, z = 0;
   std::vector<int32_t> tokens, targets;
   for (int64_t replica = 0; replica < config.data; ++replica)
     for (int64_t first = 0; first < perReplica; first += b) {
@@ -94,6 +94,7 @@ double Reference::step(int64_t step) {
       chain.forwardSamples(params.data(), nullptr, batch, nullptr, caches);
       loss += ops->takeLoss();
       aux += ops->takeAuxLoss();
+      z += ops->takeZLoss();
       chain.backwardSamples(params.data(), caches, nullptr, grad.data(), nullptr);
     }
   if (tied) {
@@ -113,8 +114,15 @@ double Reference::step(int64_t step) {
   model::optimizerStep(optimizer, ++optimizerSteps, static_cast<int64_t>(params.size()),
                        params.data(), state.data(), grad.data());
   std::fill(grad.begin(), grad.end(), 0.0);
-  lastAuxLoss = aux * static_cast<double>(shape.seq) / total;
-  return loss / total;
+  StepOutcome outcome;
+  outcome.loss = loss / total;
+  // The mean over the global batch's samples, computed as the backends compute it.
+  const double seq = static_cast<double>(shape.seq);
+  if (shape.moe())
+    outcome.auxLoss = aux * seq / total;
+  if (shape.moe() && shape.zLossCoefficient > 0)
+    outcome.zLoss = z * seq / total;
+  return outcome;
 }
 
 } // namespace conduit::runtime

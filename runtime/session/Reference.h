@@ -11,6 +11,7 @@
 #define CONDUIT_RUNTIME_SESSION_REFERENCE_H
 
 #include "runtime/data/Data.h"
+#include "runtime/exec/Backend.h"
 #include "runtime/model/Gpt.h"
 #include "runtime/model/Optimizer.h"
 
@@ -34,10 +35,8 @@ public:
   static absl::StatusOr<Reference> create(const Plan &plan);
 
   /// Runs step `step` (1-based); returns the mean loss over the global batch (the
-  /// cross-entropy).
-  double step(int64_t step);
-  /// The mean auxiliary loss of the last step (a mixture of experts'; 0 without experts).
-  double auxLoss() const { return lastAuxLoss; }
+  /// cross-entropy), and a mixture of experts' auxiliary losses as a plan's step gives them.
+  StepOutcome step(int64_t step);
 
   const model::LayerChain<float> &model() const { return chain; }
   const std::vector<float> &parameters() const { return params; }
@@ -63,7 +62,6 @@ private:
   std::vector<float> params, state;
   std::vector<double> grad;
   int64_t optimizerSteps = 0;
-  double lastAuxLoss = 0;
   /// Tied embeddings: where the LM head's copy of the token table starts in the parameters.
   bool tied = false;
   int64_t tiedHead = 0;

@@ -45,13 +45,15 @@ void report(int64_t rank, int64_t ranks, const absl::Status &status) {
 }
 
 /// The step line: the loss (the cross-entropy) and, for a mixture of experts, the auxiliary
-/// loss beside it.
-void printStep(int64_t step, double loss, std::optional<double> auxLoss) {
-  if (auxLoss)
-    std::printf("step %lld loss %.9g aux_loss %.9g\n", static_cast<long long>(step),
-                static_cast<float>(loss), static_cast<float>(*auxLoss));
-  else
-    std::printf("step %lld loss %.9g\n", static_cast<long long>(step), static_cast<float>(loss));
+/// loss beside it, and the router z-loss after that when the model has one.
+void printStep(int64_t step, const StepOutcome &outcome) {
+  std::printf("step %lld loss %.9g", static_cast<long long>(step),
+              static_cast<float>(outcome.loss));
+  if (outcome.auxLoss)
+    std::printf(" aux_loss %.9g", static_cast<float>(*outcome.auxLoss));
+  if (outcome.zLoss)
+    std::printf(" z_loss %.9g", static_cast<float>(*outcome.zLoss));
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -462,7 +464,7 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
       }
     }
     if (group.rank() == 0)
-      printStep(step, loss, outcome->auxLoss);
+      printStep(step, *outcome);
     const bool due = options.checkpointEvery ? step % options.checkpointEvery == 0 : step == last;
     if (!options.checkpoint.empty() && due) {
       absl::StatusOr<std::vector<StageState>> states = backend.snapshot();
@@ -657,11 +659,9 @@ SessionResult runReference(const Plan &plan, const SessionOptions &options, cons
   const auto start = std::chrono::steady_clock::now();
   double loss = 0;
   for (int64_t step = first; step <= last; ++step) {
-    loss = reference->step(step);
-    printStep(step, loss,
-              plan.transformer && plan.transformer->isMoe()
-                  ? std::optional<double>(reference->auxLoss())
-                  : std::nullopt);
+    const StepOutcome outcome = reference->step(step);
+    loss = outcome.loss;
+    printStep(step, outcome);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -15,8 +15,8 @@ ENV = dict(os.environ,
            OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1",
            OMPI_MCA_btl_vader_single_copy_mechanism="none")
-STEP = re.compile(r"^step (\d+) loss (\S+)(?: aux_loss \S+)?$", re.M)
-AUX_LOSS = re.compile(r"^step (\d+) loss \S+ aux_loss (\S+)$", re.M)
+STEP = re.compile(r"^step (\d+) loss (\S+)(?: aux_loss \S+)?(?: z_loss \S+)?$", re.M)
+AUX_LOSS = re.compile(r"^step (\d+) loss \S+ aux_loss (\S+)(?: z_loss (\S+))?$", re.M)
 
 
 def arguments():
@@ -166,8 +166,9 @@ def losses(output):
 
 
 def aux_losses(output):
-    """{step: aux_loss} from conduit-run's output (a mixture of experts')."""
-    return {int(s): float(l) for s, l in AUX_LOSS.findall(output)}
+    """{step: (aux_loss,) or (aux_loss, z_loss)} from conduit-run's output (a mixture of
+    experts', with the router z-loss when it has one)."""
+    return {int(s): tuple(float(l) for l in (aux, z) if l) for s, aux, z in AUX_LOSS.findall(output)}
 
 
 FAILED = []

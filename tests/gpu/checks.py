@@ -116,7 +116,8 @@ def equivalence(args, summary):
          r"llama-tp2-1f1b-full-p1-d2-v1|llama-tp2-zb-h1-none-sp-p2-d1-v1|"
          r"tp2-1f1b-full-checkpointing-sp-p2-d1|mla-tp2-zb-h1-none-sp-p2-d1|"
          r"mla-yarn-tp2-ep2-1f1b-full-sp-p2-d2)$"),
-        ("mixtures of experts (Mixtral-like, dropless): every expert on every rank, and expert "
+        ("mixtures of experts (Mixtral-like, with the router z-loss; a capacity in the "
+         "moe-shared- cases): every expert on every rank, and expert "
          "groups of E=2 and 4 exchanging tokens through the loopback all-to-all, DualPipeV's "
          "paired steps with and without the overlap, ZeRO-1 with each rank's experts its own, "
          "tensor parallelism beside the experts, the router's bias moved by the load, "

@@ -221,12 +221,21 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
   Buffer<T> mine;
   x = routedRows(ops, n, x, mine);
   // The router's scores and choice, on the host.
-  std::vector<double> scores(rows * N);
+  std::vector<double> scores(rows * N), zGradient;
   {
     Buffer<T> logits = transient(ops, rows * N);
     ops.gemm(false, false, rows, N, h, 1, x, p + routerAt, 0, logits.data());
     const std::vector<double> host = toHost(ops, logits.data(), rows * N);
     routerScores(rows, N, s.sigmoidRouter, host.data(), scores.data());
+    if (s.zLossCoefficient > 0) {
+      // Per sample, the coefficient times the mean over its tokens: every member of a tensor
+      // group adds the part of it its own tokens give.
+      zGradient.resize(rows * N);
+      const double z = routerZLoss(rows, N, host.data(), zGradient.data());
+      ops.addZLoss(s.zLossCoefficient * z / static_cast<double>(s.seq));
+      for (double &g : zGradient)
+        g *= s.zLossCoefficient;
+    }
   }
   // Stored as the Ops's type, and routed from those values, so that the backward (which
   // reads them back) sees the scores the forward used.
@@ -243,6 +252,7 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
     for (double &w : routing->weight)
       w *= s.routedScaling;
   routing->gates = std::move(gates);
+  routing->zGradient = std::move(zGradient);
   const Routing &r = *routing;
   cache.host = routing;
 
@@ -603,7 +613,8 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
         dWeight[t * k + j] = dWeightDispatched[a];
 
   // The router: the scores' gradient from the weights' and the auxiliary loss's, then the
-  // logits' through the softmax (or sigmoid), then the router's input gradient.
+  // logits' through the softmax (or sigmoid) with the z-loss's, then the router's input
+  // gradient.
   {
     const std::vector<double> scores = toHost(ops, cache.saved[Scores].data(), rows * N);
     std::vector<double> dScores(rows * N, 0.0);
@@ -650,6 +661,11 @@ Buffer<T> Moe<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, c
         for (int64_t e = 0; e < N; ++e)
           dl[e] = ps[e] * (ds[e] - dot);
       }
+      // d(mean over the global batch's samples)/d logit: lossScale · seq per sample, times
+      // the sample's coefficient / seq · d lse² / d logit.
+      if (!r.zGradient.empty())
+        for (int64_t e = 0; e < N; ++e)
+          dl[e] += cache.lossScale * r.zGradient[t * N + e];
     }
     fromHost(ops, dLogits, stash[DLogits].data());
   }

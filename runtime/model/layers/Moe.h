@@ -18,6 +18,11 @@
 // LM cross-entropy plus the mean of this over the global batch's samples (summed over the
 // blocks); Ops::takeAuxLoss reports the sum.
 //
+// The router z-loss (ST-MoE, Zoph et al., arXiv:2202.08906, §3.5), with zLossCoefficient
+// β > 0: each sample adds β times the mean over its tokens of lse², lse the log-sum-exp of
+// the token's router logits, whatever scores them; Ops::takeZLoss reports the sum apart from
+// the auxiliary loss. Per token, so each tensor rank counts its own tokens' part.
+//
 // With capacityFactor c > 0 an expert takes at most ceil(c · seq · k / N) of each sample's
 // assignments, the first in the sample's token order (per sample, as the auxiliary loss, so
 // that the model does not depend on how a batch is cut); the rest are dropped: they add
@@ -127,6 +132,9 @@ struct Routing {
   /// With a gate on the shared experts, per row the rank holds (not only those it routes):
   /// sigmoid(x · wg).
   std::vector<double> gates;
+  /// With the router z-loss, per row the rank routes and expert: the coefficient times the
+  /// gradient of the row's squared log-sum-exp by its logits (routerZLoss).
+  std::vector<double> zGradient;
 
   int64_t dispatched() const { return start.empty() ? 0 : start.back(); }
   int64_t taken() const {
@@ -167,6 +175,11 @@ private:
 /// Router scores [rows × experts] from logits: softmax over each row, or sigmoid.
 void routerScores(int64_t rows, int64_t experts, bool sigmoid, const double *logits,
                   double *scores);
+/// The router z-loss of logits [rows × experts] (ST-MoE, Zoph et al., arXiv:2202.08906, §3.5):
+/// the sum over the rows of the square of each row's log-sum-exp, whatever the router scores
+/// them with; `gradient` [rows × experts] receives its gradient by the logits, 2 · lse ·
+/// softmax(row).
+double routerZLoss(int64_t rows, int64_t experts, const double *logits, double *gradient);
 
 template <typename T> class Moe final : public Branch<T> {
 public:
@@ -179,8 +192,9 @@ public:
   void slice(int64_t wholeAt, int64_t localAt, std::vector<ParameterRun> &runs) const override;
   void initialise(T *params, Random &random) const override;
   void keep(Ops<T> &ops, int64_t samples, LayerCache<T> &cache) const override;
-  /// Also adds the samples' auxiliary loss to the Ops's (Ops::addAuxLoss); `cache.lossScale`,
-  /// set by the block, is the loss gradient's factor the auxiliary loss's gradient takes too.
+  /// Also adds the samples' auxiliary loss and z-loss to the Ops's (Ops::addAuxLoss,
+  /// addZLoss); `cache.lossScale`, set by the block, is the loss gradient's factor their
+  /// gradients take too.
   void forward(Ops<T> &ops, const T *params, const T *x, const T *residual, T *y,
                LayerCache<T> &cache) const override;
   Buffer<T> backwardInput(Ops<T> &ops, const T *params, LayerCache<T> &cache, const T *dy,

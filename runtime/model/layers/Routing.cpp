@@ -8,6 +8,7 @@
 #include "runtime/model/layers/Moe.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <numeric>
 
@@ -30,6 +31,23 @@ void routerScores(int64_t rows, int64_t experts, bool sigmoid, const double *log
     for (int64_t e = 0; e < experts; ++e)
       p[e] /= sum;
   }
+}
+
+double routerZLoss(int64_t rows, int64_t experts, const double *logits, double *gradient) {
+  double sum = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *l = logits + r * experts;
+    double *g = gradient + r * experts;
+    const double most = *std::max_element(l, l + experts);
+    double total = 0;
+    for (int64_t e = 0; e < experts; ++e)
+      total += g[e] = std::exp(l[e] - most);
+    const double lse = most + std::log(total);
+    sum += lse * lse;
+    for (int64_t e = 0; e < experts; ++e)
+      g[e] *= 2 * lse / total;
+  }
+  return sum;
 }
 
 Routing Routing::choose(const double *scores, int64_t rows, int64_t experts, int64_t topK,
@@ -90,6 +108,7 @@ Routing Routing::choose(const double *scores, int64_t rows, int64_t experts, int
 }
 
 std::vector<int64_t> Routing::chosenPerSample(int64_t sampleRows) const {
+  assert(sampleRows > 0 && rows % sampleRows == 0);
   std::vector<int64_t> counts(rows / sampleRows * experts, 0);
   for (int64_t a = 0; a < rows * topK; ++a)
     ++counts[a / topK / sampleRows * experts + expert[a]];
@@ -97,6 +116,8 @@ std::vector<int64_t> Routing::chosenPerSample(int64_t sampleRows) const {
 }
 
 void Routing::limit(int64_t capacity, int64_t sampleRows, const std::vector<int64_t> &ahead) {
+  assert(sampleRows > 0 && rows % sampleRows == 0);
+  assert(ahead.empty() || static_cast<int64_t>(ahead.size()) == rows / sampleRows * experts);
   // An assignment is kept while fewer than `capacity` of its expert's come before it in its
   // sample's token order (the kept ones then number min(capacity, those before)).
   std::vector<int64_t> before(experts);

@@ -379,6 +379,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
         moe["router"] = "sigmoid";
         moe["normalize_top_k"] = true;
         moe["aux_loss_coefficient"] = 0.001;
+        moe["z_loss_coefficient"] = 0.002;
         moe["bias_update_rate"] = 0.001;
         moe["shared_experts"] = 2;
         moe["shared_expert_gate"] = true;
@@ -402,6 +403,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   EXPECT_EQ(t.moe->router, RouterKind::Sigmoid);
   EXPECT_TRUE(t.moe->normalizeTopK);
   EXPECT_DOUBLE_EQ(t.moe->auxLossCoefficient, 0.001);
+  EXPECT_DOUBLE_EQ(t.moe->zLossCoefficient, 0.002);
   EXPECT_DOUBLE_EQ(t.moe->biasUpdateRate, 0.001);
   // Shared experts without a width: each as wide as a routed one (DeepSeek's convention).
   EXPECT_EQ(t.moe->sharedExperts, 2);
@@ -429,6 +431,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   EXPECT_EQ(d.router, RouterKind::Softmax);
   EXPECT_FALSE(d.normalizeTopK);
   EXPECT_EQ(d.auxLossCoefficient, 0);
+  EXPECT_EQ(d.zLossCoefficient, 0);
   EXPECT_EQ(d.biasUpdateRate, 0);
   EXPECT_EQ(d.sharedExperts, 0);
   EXPECT_EQ(d.sharedFfnHiddenSize, 0);

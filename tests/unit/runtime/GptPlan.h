@@ -67,6 +67,7 @@ inline runtime::Plan planFor(const GptShape &s) {
   t.router = s.sigmoidRouter ? 1 : 0;
   t.normalizeTopK = s.normalizeTopK;
   t.auxLossCoefficient = s.auxLossCoefficient;
+  t.zLossCoefficient = s.zLossCoefficient;
   t.sharedExperts = s.sharedFfn > 0 ? 1 : 0;
   t.sharedFfnHiddenSize = s.sharedFfn;
   t.sharedExpertGate = s.sharedGate;

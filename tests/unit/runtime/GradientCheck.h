@@ -66,7 +66,8 @@ inline void checkGradients(const GptShape &s, int64_t first, int64_t end, bool s
     std::vector<double> y(chain.hasHead() ? 0 : samples * width);
     chain.forward(p.data(), input.empty() ? nullptr : input.data(), batch.view,
                   y.empty() ? nullptr : y.data(), cache);
-    double l = lossScale * ops.takeLoss() + lossScale * s.seq * ops.takeAuxLoss();
+    double l =
+        lossScale * ops.takeLoss() + lossScale * s.seq * (ops.takeAuxLoss() + ops.takeZLoss());
     for (size_t i = 0; i < y.size(); ++i)
       l += y[i] * projection[i];
     return l;
@@ -77,6 +78,7 @@ inline void checkGradients(const GptShape &s, int64_t first, int64_t end, bool s
                 y.empty() ? nullptr : y.data(), cache);
   ops.takeLoss();
   ops.takeAuxLoss();
+  ops.takeZLoss();
   std::vector<double> dparams(params.size(), 0.0), dx(x.size(), 0.0);
   if (!split) {
     chain.backward(params.data(), cache, chain.hasHead() ? nullptr : projection.data(),
@@ -93,6 +95,7 @@ inline void checkGradients(const GptShape &s, int64_t first, int64_t end, bool s
                   y.empty() ? nullptr : y.data(), otherCache);
     ops.takeLoss();
     ops.takeAuxLoss();
+    ops.takeZLoss();
     chain.backwardInput(params.data(), otherCache, chain.hasHead() ? nullptr : upstream.data(),
                         otherDx.empty() ? nullptr : otherDx.data());
     chain.backwardWeight(cache, dparams.data());

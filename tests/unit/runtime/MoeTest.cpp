@@ -132,8 +132,24 @@ TEST(Moe, RouterScores) {
   EXPECT_DOUBLE_EQ(sigmoid[3], 1.0 / (1.0 + std::exp(-2.0)));
 }
 
-TEST(Moe, AuxiliaryLossFollowsItsFormula) {
-  const GptShape s = moeShape([](GptShape &s) { s.auxLossCoefficient = 0.01; });
+TEST(Moe, RouterZLoss) {
+  // Rows {0, ln 3} and {1000, 1000}: log-sum-exps ln 4 and 1000 + ln 2 (no overflow).
+  const double logits[] = {0.0, std::log(3.0), 1000.0, 1000.0};
+  double gradient[4];
+  const double lse0 = std::log(4.0), lse1 = 1000.0 + std::log(2.0);
+  EXPECT_NEAR(routerZLoss(2, 2, logits, gradient), lse0 * lse0 + lse1 * lse1, 1e-9);
+  // 2 · lse · softmax.
+  EXPECT_NEAR(gradient[0], 2 * lse0 * 0.25, 1e-15);
+  EXPECT_NEAR(gradient[1], 2 * lse0 * 0.75, 1e-15);
+  EXPECT_NEAR(gradient[2], lse1, 1e-12);
+  EXPECT_NEAR(gradient[3], lse1, 1e-12);
+}
+
+TEST(Moe, AuxiliaryLossesFollowTheirFormulas) {
+  const GptShape s = moeShape([](GptShape &s) {
+    s.auxLossCoefficient = 0.01;
+    s.zLossCoefficient = 0.001;
+  });
   runtime::Plan plan = planFor(s);
   CpuOps<double> ops;
   // The second block alone: its MLP has experts.
@@ -150,14 +166,14 @@ TEST(Moe, AuxiliaryLossFollowsItsFormula) {
   Batch batch = makeBatch(s, samples, 1.0);
   typename LayerChain<double>::Cache cache;
   chain.forward(params.data(), x.data(), batch.view, y.data(), cache);
-  const double aux = ops.takeAuxLoss();
+  const double aux = ops.takeAuxLoss(), z = ops.takeZLoss();
 
   // The formula from the router's input (the block's normed residual stream, kept by the
   // block) and the router weights.
   const std::vector<Buffer<double>> &saved = cache.layers[0].saved;
   const double *h2 = saved[3].data(); // Block's X, H1, X2, H2
   const double *router = params.data() + chain.numParams() - Moe<double>(s).numParams();
-  double expected = 0;
+  double expected = 0, expectedZ = 0;
   for (int64_t n = 0; n < samples; ++n) {
     std::vector<double> f(s.experts, 0.0), mean(s.experts, 0.0);
     for (int64_t t = 0; t < s.seq; ++t) {
@@ -166,6 +182,11 @@ TEST(Moe, AuxiliaryLossFollowsItsFormula) {
       for (int64_t e = 0; e < s.experts; ++e)
         for (int64_t i = 0; i < s.hidden; ++i)
           logits[e] += row[i] * router[i * s.experts + e];
+      // Per sample: the coefficient times the mean over its tokens of lse².
+      double sum = 0;
+      for (double l : logits)
+        sum += std::exp(l);
+      expectedZ += 0.001 * std::log(sum) * std::log(sum) / s.seq;
       routerScores(1, s.experts, false, logits.data(), p.data());
       const Routing r = Routing::choose(p.data(), 1, s.experts, s.topK, {}, false);
       for (int64_t j = 0; j < s.topK; ++j)
@@ -180,6 +201,8 @@ TEST(Moe, AuxiliaryLossFollowsItsFormula) {
   }
   EXPECT_NEAR(aux, expected, 1e-12);
   EXPECT_GT(aux, 0);
+  EXPECT_NEAR(z, expectedZ, 1e-12);
+  EXPECT_GT(z, 0);
 }
 
 TEST(Moe, DenseLeadingBlocksKeepTheirMlp) {
@@ -383,6 +406,17 @@ TEST(Moe, LoadBalancedBiasGradientHoldsEachExpertsChoices) {
       ASSERT_EQ(grads[0][i], grads[1][i]) << "parameter " << i;
   }
 }
+TEST(Moe, ZLossGradients) {
+  // Both routers: the z-loss reads the logits, whatever scores them.
+  for (bool sigmoid : {false, true}) {
+    SCOPED_TRACE(sigmoid ? "sigmoid" : "softmax");
+    checkGradients(moeShape([&](GptShape &s) {
+                     s.zLossCoefficient = 0.5;
+                     s.sigmoidRouter = sigmoid;
+                   }),
+                   2, 3);
+  }
+}
 TEST(Moe, CapacityGradients) {
   // 5 tokens x 2 choices over 4 experts: capacity ceil(0.5 · 10 / 4) = 2 per sample drops some.
   checkGradients(moeShape([](GptShape &s) { s.capacityFactor = 0.5; }), 2, 3);
@@ -517,10 +551,13 @@ TEST(Moe, AnExpertGroupComputesTheReferencesGradientsBitForBit) {
   }
 }
 
-TEST(Moe, RecomputedForwardCountsTheAuxiliaryLossOnce) {
-  const GptShape s = moeShape([](GptShape &s) { s.auxLossCoefficient = 0.01; });
+TEST(Moe, RecomputedForwardCountsTheAuxiliaryLossesOnce) {
+  const GptShape s = moeShape([](GptShape &s) {
+    s.auxLossCoefficient = 0.01;
+    s.zLossCoefficient = 0.001;
+  });
   runtime::Plan plan = planFor(s);
-  double aux[2];
+  double aux[2], z[2];
   for (Checkpointing c : {Checkpointing::None, Checkpointing::Full}) {
     CpuOps<float> ops;
     auto chain = *LayerChain<float>::build(plan, s, 0, 4, ops, c);
@@ -532,9 +569,12 @@ TEST(Moe, RecomputedForwardCountsTheAuxiliaryLossOnce) {
     chain.forward(params.data(), nullptr, batch.view, nullptr, cache);
     chain.backward(params.data(), cache, nullptr, dparams.data(), nullptr);
     aux[c == Checkpointing::Full] = ops.takeAuxLoss();
+    z[c == Checkpointing::Full] = ops.takeZLoss();
   }
   EXPECT_GT(aux[0], 0);
   EXPECT_EQ(aux[0], aux[1]);
+  EXPECT_GT(z[0], 0);
+  EXPECT_EQ(z[0], z[1]);
 }
 
 // Selective checkpointing's recompute modules: recomputing the norms' outputs, the dense MLP's
@@ -608,6 +648,8 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
       {[](runtime::Plan &p) { p.transformer->biasUpdateRate = 0.001; },
        "model.moe.bias_update_rate"},
       {[](runtime::Plan &p) { p.transformer->capacityFactor = NAN; }, "model.moe.capacity_factor"},
+      {[](runtime::Plan &p) { p.transformer->zLossCoefficient = -1; },
+       "model.moe.z_loss_coefficient"},
       {[](runtime::Plan &p) {
          p.transformer->sharedExperts = 1;
          p.transformer->sharedFfnHiddenSize = 0;

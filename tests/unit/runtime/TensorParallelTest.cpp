@@ -7,9 +7,9 @@
 // softmax and sigmoid routers, shared experts, gated or not, SwiGLU or GELU experts, a capacity
 // whose drops count a sample's tokens over both ranks), with and
 // without sequence parallelism, whole and split backward, in double precision, gives the
-// unsplit layers' outputs, loss (and auxiliary loss), input gradients and parameter gradients
-// (the routed experts', whole on every rank and computed from its own tokens, summed over the
-// ranks, as their reduction over the expert-data group sums them; or, with expert parallelism,
+// unsplit layers' outputs, loss (and auxiliary loss and z-loss), input gradients and parameter
+// gradients (the routed experts', whole on every rank and computed from its own tokens, summed over
+// the ranks, as their reduction over the expert-data group sums them; or, with expert parallelism,
 // the experts divided over the two ranks, which send each other the tokens they route); each
 // rank starts from its
 // slice of the unsplit model's initial parameters; the layers issue exactly the collectives
@@ -154,14 +154,15 @@ GptShape latentYarnShape() {
 }
 
 /// `s` with a mixture of experts in its second block (experts whole on every rank, E = 1): 4
-/// experts 6 wide (SwiGLU or GELU as its MLP), 2 per token, and the auxiliary loss, whose
-/// statistics the ranks sum.
+/// experts 6 wide (SwiGLU or GELU as its MLP), 2 per token, the auxiliary loss, whose
+/// statistics the ranks sum, and the router z-loss, which each rank counts on its tokens.
 GptShape withExperts(GptShape s) {
   s.experts = 4;
   s.topK = 2;
   s.expertFfn = 6;
   s.denseBlocks = 1;
   s.auxLossCoefficient = 0.01;
+  s.zLossCoefficient = 0.001;
   return s;
 }
 
@@ -216,7 +217,7 @@ GptShape latentDirectShape() {
 /// parameter gradients.
 struct Result {
   std::vector<double> y, dx, dparams;
-  double loss = 0, auxLoss = 0;
+  double loss = 0, auxLoss = 0, zLoss = 0;
   std::vector<Op> forwardCalls, backwardCalls;
 };
 
@@ -282,6 +283,7 @@ Result run(const GptShape &shape, int64_t first, int64_t end, const std::vector<
   if (member)
     r.backwardCalls = std::exchange(member->issued, {});
   r.auxLoss = ops.takeAuxLoss();
+  r.zLoss = ops.takeZLoss();
   // Back in the whole layers' layout, for comparison: zero where another rank holds it.
   std::vector<double> dparams(params.size(), 0.0);
   for (const ParameterRun &run : chain.parameterLayout().runs)
@@ -390,6 +392,10 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
   EXPECT_EQ(got[1].auxLoss, 0.0);
   EXPECT_EQ(want.auxLoss > 0, whole.moe() && whole.auxLossCoefficient > 0 &&
                                   end > whole.denseBlocks + 1 && first <= whole.blocks);
+  // The z-loss: each rank's own tokens', adding up to the whole's.
+  EXPECT_NEAR(got[0].zLoss + got[1].zLoss, want.zLoss, 1e-12 + 1e-10 * std::abs(want.zLoss));
+  EXPECT_EQ(want.zLoss > 0, whole.moe() && whole.zLossCoefficient > 0 &&
+                                end > whole.denseBlocks + 1 && first <= whole.blocks);
   // The routed experts' parameters: each layer's last (Layer::expertParams), whole on every
   // rank, whose gradients each rank computes from the tokens it routes; or with expert
   // parallelism each on one rank, which computes its gradients from the tokens both route.

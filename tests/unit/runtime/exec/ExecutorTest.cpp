@@ -215,20 +215,26 @@ TEST(MixtureOfExpertsOnTheCpu, TrainsAsTheReferenceDoes) {
     std::vector<RankRun> got = train(cpu, plan, 1, 3);
     absl::StatusOr<Reference> reference = Reference::create(plan);
     ASSERT_TRUE(reference.ok()) << reference.status();
-    std::vector<double> losses, auxLosses;
+    std::vector<double> losses, auxLosses, zLosses;
     for (int64_t step = 1; step <= 3; ++step) {
-      losses.push_back(reference->step(step));
-      auxLosses.push_back(reference->auxLoss());
+      const StepOutcome outcome = reference->step(step);
+      losses.push_back(outcome.loss);
+      auxLosses.push_back(outcome.auxLoss.value_or(0));
+      zLosses.push_back(outcome.zLoss.value_or(0));
     }
     for (size_t r = 0; r < got.size(); ++r) {
       SCOPED_TRACE("rank " + std::to_string(r));
       ASSERT_TRUE(got[r].status.ok()) << got[r].status;
       EXPECT_EQ(got[r].losses, losses);
       ASSERT_EQ(got[r].auxLosses.size(), 3u);
+      ASSERT_EQ(got[r].zLosses.size(), 3u);
       for (size_t k = 0; k < 3; ++k) {
         ASSERT_TRUE(got[r].auxLosses[k].has_value());
         EXPECT_EQ(*got[r].auxLosses[k], auxLosses[k]);
         EXPECT_GT(auxLosses[k], 0);
+        ASSERT_TRUE(got[r].zLosses[k].has_value());
+        EXPECT_EQ(*got[r].zLosses[k], zLosses[k]);
+        EXPECT_GT(zLosses[k], 0);
       }
       const Stage &stage = plan.stages[r];
       int64_t at = 0;
@@ -247,6 +253,7 @@ TEST(MixtureOfExpertsOnTheCpu, DenseStepsHaveNoAuxiliaryLoss) {
   std::vector<RankRun> got = train(cpuBackend(), pipelinePlan(false), 1, 1);
   ASSERT_TRUE(got[0].status.ok()) << got[0].status;
   EXPECT_FALSE(got[0].auxLosses[0].has_value());
+  EXPECT_FALSE(got[0].zLosses[0].has_value());
 }
 
 // On every backend a mixture of experts trains with split backwards (the experts' input and

@@ -135,6 +135,7 @@ Plan moePlan(bool split, const std::vector<int32_t> &lastWeights) {
   s.denseBlocks = 1;
   s.normalizeTopK = true;
   s.auxLossCoefficient = 0.01;
+  s.zLossCoefficient = 0.001;
   const Plan moe = model::planFor(s);
   plan.transformer = moe.transformer;
   plan.layers = moe.layers;
@@ -182,6 +183,7 @@ std::vector<RankRun> train(const BackendKind &kind, const Plan &plan, int64_t fi
           CONDUIT_ASSIGN_OR_RETURN(StepOutcome outcome, executor.runStep(step));
           run.losses.push_back(outcome.loss);
           run.auxLosses.push_back(outcome.auxLoss);
+          run.zLosses.push_back(outcome.zLoss);
         }
         CONDUIT_ASSIGN_OR_RETURN(run.params, backend->stageParameters());
         CONDUIT_ASSIGN_OR_RETURN(run.state, backend->snapshot());

@@ -47,15 +47,15 @@ Plan tinyPlan(const std::vector<std::pair<int32_t, int32_t>> &stages, int64_t mi
 Plan pipelinePlan(bool split, const std::vector<int32_t> &lastWeights = {1, 2});
 
 /// pipelinePlan's two stages with a mixture of experts in the second block (the second
-/// stage's first layer): 4 GELU experts, 2 per token, renormalised, a shared expert and the
-/// auxiliary loss. `lastWeights` as pipelinePlan's.
+/// stage's first layer): 4 GELU experts, 2 per token, renormalised, a shared expert, the
+/// auxiliary loss and the router z-loss. `lastWeights` as pipelinePlan's.
 Plan moePlan(bool split, const std::vector<int32_t> &lastWeights = {2, 1});
 
 /// What one rank's run produced.
 struct RankRun {
   absl::Status status;
   std::vector<double> losses;
-  std::vector<std::optional<double>> auxLosses;
+  std::vector<std::optional<double>> auxLosses, zLosses;
   std::vector<std::vector<float>> params;
   std::vector<StageState> state;
   std::vector<LayerTiming> timings;

@@ -53,6 +53,7 @@ TEST_P(SplitBackwardPlan, MixtureOfExpertsTrainsAsWholeBackwardsDo) {
     ASSERT_TRUE(got[r].status.ok()) << got[r].status;
     EXPECT_EQ(got[r].losses, expected[r].losses);
     EXPECT_EQ(got[r].auxLosses, expected[r].auxLosses);
+    EXPECT_EQ(got[r].zLosses, expected[r].zLosses);
     EXPECT_EQ(got[r].params, expected[r].params);
   }
   EXPECT_LT(got[0].losses.back(), got[0].losses.front()) << "the plan trains";

@@ -341,6 +341,16 @@ TEST(PlanFile, ModelFieldsRoundTrip) {
   EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting | kFeatureRopeScaling |
                                kFeatureRoutedScaling | kFeatureSharedExpertGate |
                                kFeatureDynamicRope);
+  // The router z-loss: a reader that ignored it would train without it.
+  EXPECT_EQ(p->transformer()->z_loss_coefficient(), 0.0);
+  plan.transformer->zLossCoefficient = 1e-3;
+  ASSERT_TRUE(checkModelFields(plan).ok()) << checkModelFields(plan);
+  bytes = writePlan(plan);
+  p = conduit::planfile::GetPlan(bytes.data());
+  EXPECT_EQ(p->transformer()->z_loss_coefficient(), 1e-3);
+  EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting | kFeatureRopeScaling |
+                               kFeatureRoutedScaling | kFeatureSharedExpertGate |
+                               kFeatureDynamicRope | kFeatureRouterZLoss);
   // A dense plan carries the defaults: no experts, expert 1, imbalance 1.
   Plan dense = twoRankPlan();
   std::string denseBytes = writePlan(dense);
@@ -368,6 +378,10 @@ TEST(PlanFile, ModelFieldsAreChecked) {
       {[](Plan &p) { p.transformer->fp8Dispatch = true; },
        "transformer.fp8_dispatch needs config.dtype fp8"},
       {[](Plan &p) { p.transformer->biasUpdateRate = -1; }, "transformer.bias_update_rate is -1"},
+      {[](Plan &p) { p.transformer->zLossCoefficient = -1; },
+       "transformer.z_loss_coefficient is -1"},
+      {[](Plan &p) { p.transformer->zLossCoefficient = NAN; },
+       "transformer.z_loss_coefficient is nan"},
       {[](Plan &p) {
          p.transformer->router = 0;
          p.transformer->biasUpdateRate = 0.01;
@@ -528,9 +542,10 @@ TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
                   "conduit-compile.");
   }
   plan = twoRankPlan();
-  plan.features = 0x1000;
+  plan.features = 0x2000;
+  ASSERT_EQ(plan.features & kKnownFeatures, 0u);
   EXPECT_EQ(readBack(writePlan(plan)).message(),
-            "the plan file uses features this runtime does not know (bits 0x1000). Recompile the "
+            "the plan file uses features this runtime does not know (bits 0x2000). Recompile the "
             "job with a matching conduit-compile.");
 }
 
