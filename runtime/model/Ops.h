@@ -227,6 +227,14 @@ public:
     load.sum += ratio;
     ++load.pieces;
   }
+  /// A capacity's drops: of `assignments` the router chose, `dropped`; counted once per
+  /// forward, as the load.
+  void noteDropped(int64_t assignments, int64_t dropped) {
+    if (!countingLoss)
+      return;
+    load.assignments += assignments;
+    load.dropped += dropped;
+  }
   const RoutedLoad &routedLoad() const { return load; }
   /// The tensor group the layers communicate in (null without tensor parallelism); it
   /// outlives the Ops's use of it.

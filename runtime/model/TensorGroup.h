@@ -46,10 +46,13 @@ public:
 enum class ExpertExchange { Counts, Dispatch, Combine };
 
 /// How many routed tokens a rank's experts took per piece of a micro-batch, over the balanced
-/// share (the mean over its expert group): the largest ratio, their sum and how many.
+/// share (the mean over its expert group): the largest ratio, their sum and how many. With a
+/// capacity, also the assignments the router chose for the rank's tokens and how many of them
+/// the capacity dropped.
 struct RoutedLoad {
   double peak = 0, sum = 0;
   int64_t pieces = 0;
+  int64_t assignments = 0, dropped = 0;
 };
 
 template <typename T> class ExpertGroup {

@@ -194,11 +194,13 @@ absl::StatusOr<std::optional<T>> foldAtZero(RankGroup &group, const T &mine, Add
   return total;
 }
 
-/// With expert parallelism: every rank's routed load together, at rank 0 (nothing at the
-/// others, or without expert parallelism, or when no piece was routed). Every rank calls it.
+/// With expert parallelism or a capacity: every rank's routed load together, at rank 0
+/// (nothing at the others, or without either, or when no piece was routed). Every rank calls
+/// it.
 absl::StatusOr<std::optional<model::RoutedLoad>>
 gatherRoutedLoad(const Plan &plan, RankGroup &group, const model::RoutedLoad &mine) {
-  if (!plan.transformer || !plan.transformer->isMoe() || plan.config.expert <= 1)
+  if (!plan.transformer || !plan.transformer->isMoe() ||
+      (plan.config.expert <= 1 && plan.transformer->capacityFactor <= 0))
     return std::nullopt;
   CONDUIT_ASSIGN_OR_RETURN(
       std::optional<model::RoutedLoad> total,
@@ -206,19 +208,33 @@ gatherRoutedLoad(const Plan &plan, RankGroup &group, const model::RoutedLoad &mi
         total.peak = std::max(total.peak, load.peak);
         total.sum += load.sum;
         total.pieces += load.pieces;
+        total.assignments += load.assignments;
+        total.dropped += load.dropped;
       }));
-  if (!total || total->pieces == 0)
+  if (!total || (total->pieces == 0 && total->assignments == 0))
     return std::nullopt;
   return total;
 }
 
 /// How many routed tokens the busiest expert rank took per piece, over the balanced share,
-/// against the plan's bound (Transformer::imbalance).
-std::string routedLoadLine(const Plan &plan, const model::RoutedLoad &total) {
-  return absl::StrFormat("experts: the busiest expert rank took %.2fx the balanced share of a "
-                         "piece's routed tokens (over %lld pieces); the plan bounds %.2fx",
-                         total.peak, static_cast<long long>(total.pieces),
-                         plan.transformer->imbalance);
+/// against the plan's bound (Transformer::imbalance); and what a capacity dropped. A line each.
+std::string routedLoadLines(const Plan &plan, const model::RoutedLoad &total) {
+  std::string lines;
+  if (total.pieces > 0)
+    lines = absl::StrFormat("experts: the busiest expert rank took %.2fx the balanced share of a "
+                            "piece's routed tokens (over %lld pieces); the plan bounds %.2fx\n",
+                            total.peak, static_cast<long long>(total.pieces),
+                            plan.transformer->imbalance);
+  if (total.assignments > 0)
+    absl::StrAppend(
+        &lines,
+        absl::StrFormat("experts: the capacity (model.moe.capacity_factor %g) dropped %lld of "
+                        "%lld routed assignments (%.2f%%)\n",
+                        plan.transformer->capacityFactor, static_cast<long long>(total.dropped),
+                        static_cast<long long>(total.assignments),
+                        100.0 * static_cast<double>(total.dropped) /
+                            static_cast<double>(total.assignments)));
+  return lines;
 }
 
 /// Rank 0: the paired steps of every rank together, when the plan hides an all-to-all behind
@@ -493,7 +509,7 @@ Ending runRank(const Plan &plan, const SessionOptions &options, const BackendFac
     printSummary(plan, options.steps, group.size(), seconds, median(stepSeconds), loss);
     printMemory(plan, *memory);
     if (*load)
-      std::printf("%s\n", routedLoadLine(plan, **load).c_str());
+      std::printf("%s", routedLoadLines(plan, **load).c_str());
     if (*pairs)
       std::printf("%s\n", pairedStepsLine(**pairs, backend.overlapsPairs()).c_str());
     std::fflush(stdout);

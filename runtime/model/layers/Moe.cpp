@@ -245,8 +245,10 @@ void Moe<T>::forward(Ops<T> &ops, const T *p, const T *x, const T *residual, T *
   const std::vector<double> bias = biasAt >= 0 ? toHost(ops, p + biasAt, N) : std::vector<double>();
   auto routing = std::make_shared<Routing>(Routing::choose(
       scores.data(), rows, N, s.topK, bias, s.normalizeTopK, {s.routerGroups, s.routerGroupTopK}));
-  if (s.capacityFactor > 0)
+  if (s.capacityFactor > 0) {
     limitToCapacity(ops, *routing);
+    ops.noteDropped(rows * s.topK, rows * s.topK - routing->dispatched());
+  }
   // DeepSeek-V3's routed_scaling_factor: on the chosen (and normalised) weights.
   if (s.routedScaling != 1)
     for (double &w : routing->weight)

@@ -555,9 +555,11 @@ TEST(Moe, RecomputedForwardCountsTheAuxiliaryLossesOnce) {
   const GptShape s = moeShape([](GptShape &s) {
     s.auxLossCoefficient = 0.01;
     s.zLossCoefficient = 0.001;
+    s.capacityFactor = 0.5;
   });
   runtime::Plan plan = planFor(s);
   double aux[2], z[2];
+  int64_t dropped[2];
   for (Checkpointing c : {Checkpointing::None, Checkpointing::Full}) {
     CpuOps<float> ops;
     auto chain = *LayerChain<float>::build(plan, s, 0, 4, ops, c);
@@ -570,11 +572,15 @@ TEST(Moe, RecomputedForwardCountsTheAuxiliaryLossesOnce) {
     chain.backward(params.data(), cache, nullptr, dparams.data(), nullptr);
     aux[c == Checkpointing::Full] = ops.takeAuxLoss();
     z[c == Checkpointing::Full] = ops.takeZLoss();
+    dropped[c == Checkpointing::Full] = ops.routedLoad().dropped;
   }
   EXPECT_GT(aux[0], 0);
   EXPECT_EQ(aux[0], aux[1]);
   EXPECT_GT(z[0], 0);
   EXPECT_EQ(z[0], z[1]);
+  // So are a capacity's drops.
+  EXPECT_GT(dropped[0], 0);
+  EXPECT_EQ(dropped[0], dropped[1]);
 }
 
 // Selective checkpointing's recompute modules: recomputing the norms' outputs, the dense MLP's

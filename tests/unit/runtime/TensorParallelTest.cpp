@@ -218,6 +218,7 @@ GptShape latentDirectShape() {
 struct Result {
   std::vector<double> y, dx, dparams;
   double loss = 0, auxLoss = 0, zLoss = 0;
+  int64_t dropped = 0; ///< assignments a capacity dropped
   std::vector<Op> forwardCalls, backwardCalls;
 };
 
@@ -284,6 +285,7 @@ Result run(const GptShape &shape, int64_t first, int64_t end, const std::vector<
     r.backwardCalls = std::exchange(member->issued, {});
   r.auxLoss = ops.takeAuxLoss();
   r.zLoss = ops.takeZLoss();
+  r.dropped = ops.routedLoad().dropped;
   // Back in the whole layers' layout, for comparison: zero where another rank holds it.
   std::vector<double> dparams(params.size(), 0.0);
   for (const ParameterRun &run : chain.parameterLayout().runs)
@@ -392,6 +394,9 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
   EXPECT_EQ(got[1].auxLoss, 0.0);
   EXPECT_EQ(want.auxLoss > 0, whole.moe() && whole.auxLossCoefficient > 0 &&
                                   end > whole.denseBlocks + 1 && first <= whole.blocks);
+  // A capacity's drops, each rank counting its own tokens'.
+  EXPECT_EQ(got[0].dropped + got[1].dropped, want.dropped);
+  EXPECT_EQ(want.dropped > 0, whole.capacityFactor > 0);
   // The z-loss: each rank's own tokens', adding up to the whole's.
   EXPECT_NEAR(got[0].zLoss + got[1].zLoss, want.zLoss, 1e-12 + 1e-10 * std::abs(want.zLoss));
   EXPECT_EQ(want.zLoss > 0, whole.moe() && whole.zLossCoefficient > 0 &&
