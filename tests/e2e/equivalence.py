@@ -295,6 +295,8 @@ def cases(quick, tensor_product=False):
     # ranks' parts; paired steps run their halves together, each pass's tensor collectives
     # matched apart.
     for name, par in [("moe-tp2-ep2-1f1b-full-p2-d1", {"pipeline": 2, "data": 1, "expert": 2}),
+                      ("moe-shared-tp2-ep2-1f1b-full-p2-d1",
+                       {"pipeline": 2, "data": 1, "expert": 2}),
                       ("moe-tp2-ep1-1f1b-full-p2-d2", {"pipeline": 2, "data": 2, "expert": 1}),
                       ("moe-shared-tp2-ep1-1f1b-none-sp-p1-d2",
                        {"pipeline": 1, "data": 2, "expert": 1, "sharding": "none",
