@@ -357,8 +357,9 @@ void conduit::printReport(const PlanReport &report, const runtime::Plan &plan,
        << llvm::right_justify(std::to_string(r.sends), 7)
        << llvm::right_justify(std::to_string(r.recvs), 7) << "\n";
   }
-  if (plan.transformer && plan.transformer->tieEmbeddings) {
-    // Tied embeddings: the exchange of the two copies' gradients at the end of the step.
+  if (plan.transformer && plan.transformer->sharesTokenTable()) {
+    // Tied embeddings (or the multi-token prediction modules' copy of the token table): the
+    // exchange of the two copies' gradients at the end of the step.
     os << "\n  idle for the tied embeddings' gradients (tie_grads) per rank:";
     for (const RankReport &r : report.ranks)
       os << " " << (r.ties ? formatSeconds(r.idle.tiedGradients) : "-");

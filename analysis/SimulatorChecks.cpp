@@ -207,7 +207,7 @@ void Simulation::checkTie(int32_t r, int s, int64_t i) {
 
 void Simulation::checkTied(int32_t r, int s, int64_t i, const char *what) {
   const Instruction &x = inst(r, i);
-  if (!plan.transformer || !plan.transformer->tieEmbeddings)
+  if (!plan.transformer || !plan.transformer->sharesTokenTable())
     return;
   const int32_t last = static_cast<int32_t>(plan.stages.size()) - 1;
   if (x.stage != 0 && x.stage != last)
@@ -489,7 +489,7 @@ void Simulation::finish() {
                     "rank " + std::to_string(r) + " never reduces the gradients of " + stage);
       if (flow.steppedBy[s] < 0)
         return fail(r, last, "rank " + std::to_string(r) + " never updates " + stage);
-      const bool tiedStage = plan.transformer && plan.transformer->tieEmbeddings &&
+      const bool tiedStage = plan.transformer && plan.transformer->sharesTokenTable() &&
                              (s == 0 || s + 1 == plan.stages.size());
       if (tiedStage && flow.tiedBy[s] < 0)
         return fail(r, last,

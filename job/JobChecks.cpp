@@ -80,7 +80,9 @@ void JobParser::checkParallelism(const Job &job) {
                     "\" with training.master_weights \"parameters\" (fp32 parameter shards cast "
                     "for each use, as PyTorch FSDP's mixed precision keeps them), which is full "
                     "sharding's storage: set \"full\", or remove training.master_weights");
-  const int64_t layers = static_cast<int64_t>(job.model.layers.size());
+  // Multi-token prediction modules stay on the last stage with the head.
+  const int64_t mtp = job.model.transformer ? job.model.transformer->mtpLayers : 0;
+  const int64_t layers = static_cast<int64_t>(job.model.layers.size()) - mtp;
   if (p.numStages() > layers) {
     std::string fix = "use at most " + std::to_string(layers) + " stages";
     if (p.stagesPerDevice > 1 && layers >= p.pipeline)
@@ -88,8 +90,11 @@ void JobParser::checkParallelism(const Job &job) {
     diag.report(p.stagesPerDevice > 1 ? "parallelism.stages_per_device" : "parallelism.pipeline",
                 std::to_string(p.numStages()) + " stages (pipeline " + std::to_string(p.pipeline) +
                     " x stages_per_device " + std::to_string(p.stagesPerDevice) +
-                    ") but the model has " + std::to_string(layers) +
-                    " layers, and every stage needs at least one; " + fix +
+                    ") but the model has " + std::to_string(layers) + " layers" +
+                    (mtp > 0 ? " to cut between (its multi-token prediction modules stay with "
+                               "the head)"
+                             : "") +
+                    ", and every stage needs at least one; " + fix +
                     ", or more layers (model.num_layers)");
     return;
   }
@@ -364,6 +369,13 @@ void JobParser::checkStageLayers(const Job &job) {
     diag.report("parallelism.stage_layers",
                 "assigns " + std::to_string(sum) + " layers but the model has " +
                     std::to_string(layers) + " (embedding and head included)");
+  else if (const int64_t mtp = job.model.transformer ? job.model.transformer->mtpLayers : 0;
+           mtp > 0 && p.stageLayers.back() < mtp + 1)
+    diag.report("parallelism.stage_layers",
+                "needs at least " + std::to_string(mtp + 1) +
+                    " layers on the last stage (the multi-token prediction modules of "
+                    "model.mtp_layers stay there with the head, whose tables they share), got " +
+                    std::to_string(p.stageLayers.back()));
 }
 
 void JobParser::checkPartitions(const Job &job) {

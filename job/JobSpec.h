@@ -257,6 +257,11 @@ struct TransformerSpec {
   int64_t mtpLayers = 0;
   std::optional<LatentAttentionSpec> latentAttention;
   std::optional<MoeSpec> moe;
+
+  /// Whether the last stage keeps a copy of the first stage's token table, whose gradients
+  /// the two then sum (tie_grads): the head's with tied embeddings, the multi-token prediction
+  /// modules' otherwise.
+  bool sharesTokenTable() const { return tieEmbeddings || mtpLayers > 0; }
 };
 
 struct ModelSpec {

@@ -558,9 +558,12 @@ absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
     const double fwd = x.blockForwardFlops(b) + (k >= 0 ? x.mtpExtraForwardFlops() : 0);
     const double sh = e * x.s * x.h;
     const std::string name = k < 0 ? "block." + std::to_string(b) : "mtp." + std::to_string(k);
+    // The first module keeps the last stage's copy of the token table, unless the head's tied
+    // matrix is that copy (TransformerSpec::sharesTokenTable).
+    const double tableCopy = k == 0 && !spec.tieEmbeddings ? x.v * x.h : 0;
     if (absl::Status err =
             addLayer(layers, name, runtime::LayerKind::Block,
-                     x.blockParams(b) + (k >= 0 ? x.mtpExtraParams() : 0), fwd, 2 * fwd,
+                     x.blockParams(b) + (k >= 0 ? x.mtpExtraParams() : 0) + tableCopy, fwd, 2 * fwd,
                      x.blockWeightFlops(b) + (k >= 0 ? x.mtpExtraForwardFlops() : 0),
                      x.blockActivationBytes(b, e, i) + (k >= 0 ? x.mtpExtraActivationBytes(e) : 0),
                      k > 0 ? 2 * sh : sh, k >= 0 && k + 1 < mtp ? 2 * sh : sh,

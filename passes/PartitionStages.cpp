@@ -2,7 +2,9 @@
 //
 // Builds the partition problem from the cost model (time of one equal micro-batch through
 // each layer, forward plus backward) and writes the exact min-max partition as pipe.stage ops,
-// or the job's explicit layout.
+// or the job's explicit layout. Multi-token prediction modules stay on the last stage with the
+// head, whose table (and the embedding's copy) they share, as DeepSeek-V3 and Megatron-Core
+// place them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +30,8 @@ FailureOr<sched::Partition> choosePartition(pipe::ModelOp model) {
   pipe::ParallelismAttr par = model.getParallelism();
   const int64_t stages = par.getNumStages();
   const int64_t layers = static_cast<int64_t>(llvm::range_size(model.getLayers()));
+  std::optional<pipe::TransformerAttr> arch = model.getArchitecture();
+  const int64_t mtp = arch ? arch->getMtpLayers() : 0;
   if (std::optional<ArrayRef<int64_t>> layout = model.getStageLayers()) {
     if (static_cast<int64_t>(layout->size()) != stages)
       return model.emitOpError() << "stage_layers lists " << layout->size()
@@ -42,6 +46,11 @@ FailureOr<sched::Partition> choosePartition(pipe::ModelOp model) {
     if (partition.bounds.back() != layers)
       return model.emitOpError() << "stage_layers assigns " << partition.bounds.back()
                                  << " layers but the model has " << layers;
+    if (mtp > 0 && layout->back() < mtp + 1)
+      return model.emitOpError() << "stage_layers needs at least " << mtp + 1
+                                 << " layers on the last stage (the multi-token prediction "
+                                    "modules stay there with the head), got "
+                                 << layout->back();
     return partition;
   }
 
@@ -50,6 +59,7 @@ FailureOr<sched::Partition> choosePartition(pipe::ModelOp model) {
     return model.emitOpError() << llvm::toString(cost.takeError());
   sched::PartitionProblem problem;
   problem.numStages = stages;
+  problem.tailLayers = mtp > 0 ? mtp + 1 : 0;
   for (int64_t l = 0; l < layers; ++l)
     problem.layerCosts.push_back(l > 0 && cost->repeatsPrevious(l)
                                      ? problem.layerCosts.back()

@@ -18,8 +18,10 @@ def ConduitPartitionStages : Pass<"conduit-partition-stages", "::mlir::ModuleOp"
     contiguous, non-empty layer range, chosen to minimise the time of the slowest stage
     (forward plus backward of one micro-batch from the cost model, embedding and head
     included; the recomputed forward counts when activations are checkpointed). The search is
-    exact. A `stage_layers` attribute on the model (from the job file's
-    `parallelism.stage_layers`) fixes the layout instead.
+    exact. Multi-token prediction modules stay on the last stage with the head, whose tables
+    they share: the search cuts the chain with them and the head as one layer, and an explicit
+    layout must leave them together. A `stage_layers` attribute on the model (from the job
+    file's `parallelism.stage_layers`) fixes the layout instead.
 
     Before:
     ```mlir
@@ -257,7 +259,8 @@ def ConduitPlaceCollectives : Pass<"conduit-place-collectives", "::mlir::ModuleO
     Every stage gets one `pipe.optimizer_step` at the end of its rank's compute, in the order
     its reductions finish. With D = 1 there are no collectives, only the optimizer steps.
 
-    With tied embeddings (any D), a rank that holds the first or the last stage ends its
+    With tied embeddings, or multi-token prediction modules (whose stage, the last, keeps a
+    copy of the token table), any D, a rank that holds the first or the last stage ends its
     compute with a `pipe.tie_grads` that adds the other copy's gradient (exchanged with the
     rank of the other stage, or in place when it holds both); the reductions of those stages
     follow it.

@@ -26,6 +26,13 @@ namespace {
 
 using Kind = sched::Collective::Kind;
 
+/// Whether the last stage keeps a copy of the first stage's token table, whose gradients the
+/// two sum: the head's with tied embeddings, the multi-token prediction modules' otherwise
+/// (TransformerSpec::sharesTokenTable).
+bool sharesTokenTable(std::optional<pipe::TransformerAttr> t) {
+  return t && (t->getTieEmbeddings() || t->getMtpLayers() > 0);
+}
+
 /// Writes one placed collective at `builder`'s insertion point, with the bytes it moves.
 class CollectiveWriter {
 public:
@@ -36,8 +43,7 @@ public:
       gradBytes.push_back(params * kGradientBytes);
     }
     // Vocabulary-parallel: each tensor rank ties its slice of the table.
-    if (std::optional<pipe::TransformerAttr> t = model.getArchitecture();
-        t && t->getTieEmbeddings())
+    if (std::optional<pipe::TransformerAttr> t = model.getArchitecture(); sharesTokenTable(t))
       tiedBytes = t->getVocabSize() / model.getParallelism().getTensor() * t->getHiddenSize() *
                   kGradientBytes;
   }
@@ -91,7 +97,7 @@ struct PlaceCollectives : conduit::impl::ConduitPlaceCollectivesBase<PlaceCollec
     problem.sharding = static_cast<sched::Sharding>(par.getSharding());
     problem.window = par.getFsdpWindow();
     problem.reduceEachRun = par.getGradientReduction() == pipe::GradientReduction::Run;
-    problem.tiedEmbeddings = arch && arch->getTieEmbeddings();
+    problem.tiedEmbeddings = sharesTokenTable(arch);
     for (pipe::StageOp stage : model.getStages())
       problem.stageRank.push_back(*stage.getRank());
     // Each rank's compute order, and the ops the placement refers to.

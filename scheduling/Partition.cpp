@@ -70,6 +70,20 @@ uint64_t toBits(double value) { return llvm::bit_cast<uint64_t>(value); }
 llvm::Expected<Partition> conduit::sched::partitionMinMax(const PartitionProblem &problem) {
   if (Violation v = problem.check())
     return llvm::createStringError(*v);
+  if (problem.tailLayers > 1) {
+    // The tail as one layer of its summed cost; the last stage then ends at the chain's end.
+    PartitionProblem joined{
+        {problem.layerCosts.begin(), problem.layerCosts.begin() + problem.cuttableLayers() - 1},
+        problem.numStages};
+    double tail = 0;
+    for (size_t l = joined.layerCosts.size(); l < problem.layerCosts.size(); ++l)
+      tail += problem.layerCosts[l];
+    joined.layerCosts.push_back(tail);
+    llvm::Expected<Partition> partition = partitionMinMax(joined);
+    if (partition)
+      partition->bounds.back() = static_cast<int64_t>(problem.layerCosts.size());
+    return partition;
+  }
   const PrefixSums prefix(problem.layerCosts);
   const int64_t layers = prefix.layers();
   const int64_t stages = problem.numStages;

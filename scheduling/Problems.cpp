@@ -15,9 +15,16 @@ using namespace conduit::sched;
 Violation PartitionProblem::check() const {
   if (numStages < 1)
     return "the number of stages must be positive, got " + std::to_string(numStages);
+  if (tailLayers < 0 || tailLayers > static_cast<int64_t>(layerCosts.size()))
+    return "a tail of " + std::to_string(tailLayers) + " layers does not lie in a chain of " +
+           std::to_string(layerCosts.size());
   if (static_cast<int64_t>(layerCosts.size()) < numStages)
     return std::to_string(numStages) + " stages but only " + std::to_string(layerCosts.size()) +
            " layers; every stage needs at least one layer";
+  if (cuttableLayers() < numStages)
+    return std::to_string(numStages) + " stages but only " + std::to_string(cuttableLayers()) +
+           " layers to cut between, the last " + std::to_string(tailLayers) +
+           " staying together on the last stage; every stage needs at least one layer";
   for (size_t i = 0; i < layerCosts.size(); ++i)
     if (!std::isfinite(layerCosts[i]) || layerCosts[i] < 0)
       return "layer " + std::to_string(i) + " has an invalid cost";
@@ -35,6 +42,10 @@ Violation conduit::sched::verifyPartitionShape(const PartitionProblem &problem,
   for (int64_t s = 0; s < partition.numStages(); ++s)
     if (partition.bounds[s + 1] <= partition.bounds[s])
       return "stage " + std::to_string(s) + " is empty";
+  if (problem.tailLayers > 1 &&
+      partition.bounds[partition.numStages() - 1] > problem.cuttableLayers() - 1)
+    return "the last " + std::to_string(problem.tailLayers) +
+           " layers are not together on the last stage";
   return std::nullopt;
 }
 

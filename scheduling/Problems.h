@@ -31,8 +31,17 @@ using Violation = std::optional<std::string>;
 struct PartitionProblem {
   std::vector<double> layerCosts;
   int64_t numStages = 0;
+  /// The chain's last `tailLayers` layers stay together on the last stage (0 or 1: no
+  /// constraint): multi-token prediction modules with the head whose tables they share.
+  int64_t tailLayers = 0;
 
-  /// At least one stage, no more stages than layers, costs finite and non-negative.
+  /// The layers the stages cut between: the chain with its tail as one.
+  int64_t cuttableLayers() const {
+    const int64_t layers = static_cast<int64_t>(layerCosts.size());
+    return tailLayers > 1 ? layers - tailLayers + 1 : layers;
+  }
+  /// At least one stage, no more stages than cuttable layers, a tail within the chain, costs
+  /// finite and non-negative.
   Violation check() const;
 };
 

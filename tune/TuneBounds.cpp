@@ -280,6 +280,8 @@ BoundCalculator::stages(const Job &job) {
   // The partition conduit-partition-stages computes: one micro-batch through each layer.
   sched::PartitionProblem problem;
   problem.numStages = par.numStages();
+  if (const int64_t mtp = job.model.transformer ? job.model.transformer->mtpLayers : 0; mtp > 0)
+    problem.tailLayers = mtp + 1; // the modules with the head
   for (size_t l = 0; l < times.forward.size(); ++l)
     problem.layerCosts.push_back(times.forward[l] + times.backward[l]);
   llvm::Expected<sched::Partition> partition = sched::partitionMinMax(problem);

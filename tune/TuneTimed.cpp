@@ -41,7 +41,7 @@ double BoundCalculator::streamsEnd(const Job &job, const CostModel &cost,
     problem.sharding = static_cast<sched::Sharding>(par.sharding);
     problem.window = par.fsdpWindow;
     problem.reduceEachRun = reduceEachRun;
-    problem.tiedEmbeddings = job.model.transformer && job.model.transformer->tieEmbeddings;
+    problem.tiedEmbeddings = job.model.transformer && job.model.transformer->sharesTokenTable();
     llvm::Expected<sched::CollectivePlacement> placed = sched::placeCollectives(problem);
     if (!placed) {
       llvm::consumeError(placed.takeError());

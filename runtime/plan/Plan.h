@@ -297,8 +297,12 @@ struct Transformer {
   int64_t headDim = 0;
   bool qkNorm = false; ///< RMSNorm on each head's queries and keys (Qwen3)
   /// Multi-token prediction modules after the blocks (DeepSeek-V3): the chain's blocks are
-  /// numLayers of the model and then these, before the head.
+  /// numLayers of the model and then these, before the head, on the last stage.
   int64_t mtpLayers = 0;
+  /// Whether the last stage keeps a copy of the first stage's token table, whose gradients
+  /// the two sum (TieGrads): the head's with tied embeddings, the multi-token prediction
+  /// modules' otherwise.
+  bool sharesTokenTable() const { return tieEmbeddings || mtpLayers > 0; }
   /// Multi-head latent attention (DeepSeek-V2/V3); all 0 without it.
   int64_t qLoraRank = 0, kvLoraRank = 0, qkNopeHeadDim = 0, qkRopeHeadDim = 0, vHeadDim = 0;
   /// Latent attention's weights in Hugging Face's interleaved rotary layout (DeepSeek's

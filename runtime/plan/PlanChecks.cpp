@@ -257,6 +257,13 @@ private:
     }
     if (previousEnd != static_cast<int64_t>(plan.layers.size()))
       return bad("the stages do not cover every layer");
+    // Checked after checkTransformer: the modules are layers numLayers + 1 on.
+    if (plan.transformer && plan.transformer->mtpLayers > 0 &&
+        plan.stages.back().firstLayer > plan.transformer->numLayers + 1)
+      return bad(absl::StrCat("the last stage starts at layer ", plan.stages.back().firstLayer,
+                              "; the multi-token prediction modules (from layer ",
+                              plan.transformer->numLayers + 1,
+                              ") stay on it with the head, whose tables they share"));
     return absl::OkStatus();
   }
 
@@ -494,8 +501,9 @@ private:
         break;
       case Op::TieGrads: {
         const int32_t last = static_cast<int32_t>(plan.stages.size()) - 1;
-        if (!plan.transformer || !plan.transformer->tieEmbeddings)
-          return fail("ties gradients, but the model's embeddings are not tied");
+        if (!plan.transformer || !plan.transformer->sharesTokenTable())
+          return fail("ties gradients, but the model's embeddings are not tied and it has no "
+                      "multi-token prediction module");
         if (i.peer < 0 || i.peer >= plan.config.pipeline || !stageOn(i.stage, r) ||
             !stageOn(i.peerStage, i.peer))
           return fail("the stage is not on this rank or the peer stage not on the peer rank");
@@ -546,10 +554,11 @@ private:
     return absl::OkStatus();
   }
 
-  /// With tied embeddings, each rank that holds a tied copy sums the copies' gradients once per
-  /// step, and a rank that exchanges them with another meets that rank's tie_grads.
+  /// With tied embeddings (or multi-token prediction modules, whose stage keeps a copy of the
+  /// token table), each rank that holds a tied copy sums the copies' gradients once per step,
+  /// and a rank that exchanges them with another meets that rank's tie_grads.
   absl::Status checkTies() {
-    const bool tied = plan.transformer && plan.transformer->tieEmbeddings;
+    const bool tied = plan.transformer && plan.transformer->sharesTokenTable();
     const int32_t first = plan.stages.front().rank, last = plan.stages.back().rank;
     std::vector<std::vector<size_t>> ties(plan.ranks.size());
     for (const RankProgram &program : plan.ranks)

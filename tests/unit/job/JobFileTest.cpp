@@ -105,7 +105,7 @@ TEST(JobFile, DataTypeSetsActivationBytes) {
 
 // Multi-token prediction modules follow the blocks: a block of the model's kind with its two
 // inputs' norms, the projection 2h -> h, the shared head's norm, and the shared head's product
-// and loss (its weights the main model's).
+// and loss (its weights the main model's, the token table copied to their stage untied).
 TEST(JobFile, MultiTokenPredictionModulesFollowTheBlocks) {
   std::optional<Job> plain = parse(kMinimal);
   std::optional<Job> mtp = parse(withKey("model", "mtp_layers", "2"));
@@ -117,7 +117,15 @@ TEST(JobFile, MultiTokenPredictionModulesFollowTheBlocks) {
   EXPECT_EQ(b[7].name, "head");
   EXPECT_EQ(b[5].kind, runtime::LayerKind::Block);
   const int64_t h = 64, s = 32, v = 128;
-  EXPECT_EQ(b[5].params, a[4].params + 2 * h * h + 3 * 2 * h); // LayerNorms: gain and bias
+  // LayerNorms: gain and bias. Untied, the first keeps the last stage's copy of the token
+  // table; with tied embeddings the head's matrix is that copy.
+  EXPECT_EQ(b[5].params, a[4].params + 2 * h * h + 3 * 2 * h + v * h);
+  EXPECT_EQ(b[6].params, a[4].params + 2 * h * h + 3 * 2 * h);
+  Json tied = Json::parse(withKey("model", "mtp_layers", "1"));
+  tied["model"]["tie_embeddings"] = true;
+  std::optional<Job> shared = parse(writeJson(tied));
+  ASSERT_TRUE(shared);
+  EXPECT_EQ(shared->model.layers[5].params, b[6].params);
   EXPECT_DOUBLE_EQ(b[5].fwdFlops, a[4].fwdFlops + 2.0 * s * 2 * h * h + 2.0 * s * h * v);
   EXPECT_DOUBLE_EQ(b[5].bwdFlops, 2 * b[5].fwdFlops);
   // The first takes the main hidden state, passes it on with its own; the last passes the

@@ -3,8 +3,10 @@
 // A Llama-style model with tied embeddings over every schedule family, P, V, D and sharding:
 // each rank that holds the first or the last stage sums the tied copies once, after all its
 // other point-to-point transfers and before those stages' reductions and optimizer steps,
-// with the rank of the other copy or in place. Plans broken by hand (a tie left out, moved
-// before the pipeline's transfers, with the wrong peer) are refused naming the instruction.
+// with the rank of the other copy or in place. So does an untied one with multi-token
+// prediction modules, whose stage (the head's) keeps a copy of the token table. Plans broken by
+// hand (a tie left out, moved before the pipeline's transfers, with the wrong peer) are refused
+// naming the instruction.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,15 +29,20 @@ struct Case {
   const char *sharding;
 };
 
-std::optional<runtime::Plan> compileTied(const Case &c, std::string *errors = nullptr) {
+/// llama-tiny (tied embeddings) laid out as `c` says, with `extra` overrides after.
+std::optional<runtime::Plan> compileTied(const Case &c, std::string *errors = nullptr,
+                                         const std::vector<std::string> &extra = {}) {
   Diagnostics diag("llama-tiny.json");
-  std::optional<Job> job = readJobFile(
-      std::string(CONDUIT_TESTDATA) + "/jobs/llama-tiny.json", diag,
-      {"parallelism.schedule=" + std::string(c.schedule),
-       "parallelism.pipeline=" + std::to_string(c.p),
-       "parallelism.stages_per_device=" + std::to_string(c.v),
-       "parallelism.data=" + std::to_string(c.d), "parallelism.sharding=" + std::string(c.sharding),
-       "parallelism.microbatches=" + std::to_string(2 * c.p), "model.num_layers=8"});
+  std::vector<std::string> overrides = {"parallelism.schedule=" + std::string(c.schedule),
+                                        "parallelism.pipeline=" + std::to_string(c.p),
+                                        "parallelism.stages_per_device=" + std::to_string(c.v),
+                                        "parallelism.data=" + std::to_string(c.d),
+                                        "parallelism.sharding=" + std::string(c.sharding),
+                                        "parallelism.microbatches=" + std::to_string(2 * c.p),
+                                        "model.num_layers=8"};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  std::optional<Job> job =
+      readJobFile(std::string(CONDUIT_TESTDATA) + "/jobs/llama-tiny.json", diag, overrides);
   if (!job) {
     ADD_FAILURE() << diag.getError()->str();
     return std::nullopt;
@@ -57,12 +64,14 @@ const Case kCases[] = {
     {"1f1b", 1, 1, 2, "full"},          {"breadth-first", 1, 2, 1, "none"},
 };
 
-TEST(TiedEmbeddings, EveryRankWithACopySumsItOnceAtTheEnd) {
+/// Each rank that holds the first or the last stage sums the two copies of the token table
+/// once, at the end of its step, before those stages' reductions and updates.
+void expectTiesAtTheEnd(const std::vector<std::string> &extra) {
   for (const Case &c : kCases) {
     SCOPED_TRACE(std::string(c.schedule) + " P" + std::to_string(c.p) + " V" + std::to_string(c.v) +
                  " D" + std::to_string(c.d) + " " + c.sharding);
     std::string errors;
-    std::optional<runtime::Plan> plan = compileTied(c, &errors);
+    std::optional<runtime::Plan> plan = compileTied(c, &errors, extra);
     ASSERT_TRUE(plan) << errors;
     const int32_t last = static_cast<int32_t>(plan->stages.size()) - 1;
     const int32_t first = plan->stages.front().rank, lastRank = plan->stages.back().rank;
@@ -98,6 +107,30 @@ TEST(TiedEmbeddings, EveryRankWithACopySumsItOnceAtTheEnd) {
   }
 }
 
+TEST(TiedEmbeddings, EveryRankWithACopySumsItOnceAtTheEnd) { expectTiesAtTheEnd({}); }
+
+// Untied, a multi-token prediction module keeps a copy of the token table on the last stage
+// (Megatron-Core's embedding group): the same tie, over the same stages, of the same bytes.
+TEST(TiedEmbeddings, MultiTokenPredictionTiesItsCopyOfTheTable) {
+  expectTiesAtTheEnd({"model.tie_embeddings=false", "model.mtp_layers=1"});
+  // With tied embeddings the head's matrix is the modules' table too: one tie, as without them.
+  expectTiesAtTheEnd({"model.mtp_layers=2"});
+}
+
+TEST(TiedEmbeddings, MultiTokenPredictionStaysWithTheHead) {
+  for (const Case &c : kCases) {
+    SCOPED_TRACE(std::string(c.schedule) + " P" + std::to_string(c.p) + " V" + std::to_string(c.v));
+    std::string errors;
+    std::optional<runtime::Plan> plan =
+        compileTied(c, &errors, {"model.tie_embeddings=false", "model.mtp_layers=2"});
+    ASSERT_TRUE(plan) << errors;
+    // Layers: the embedding, 8 blocks, mtp.0 and mtp.1, the head.
+    EXPECT_LE(plan->stages.back().firstLayer, 9);
+    // The first module holds the table's copy: 128 x 64 beyond the second's.
+    EXPECT_EQ(plan->layers[9].params - plan->layers[10].params, 128 * 64);
+  }
+}
+
 TEST(TiedEmbeddings, UntiedModelsHaveNoTie) {
   Diagnostics diag("llama-tiny.json");
   std::optional<Job> job = readJobFile(std::string(CONDUIT_TESTDATA) + "/jobs/llama-tiny.json",
@@ -117,6 +150,25 @@ size_t tieOf(const runtime::Plan &plan, int32_t r) {
       std::find_if(list.begin(), list.end(),
                    [](const Instruction &i) { return i.op == Op::TieGrads; }) -
       list.begin());
+}
+
+TEST(TiedEmbeddings, ModulesApartFromTheHeadAreRefused) {
+  std::optional<runtime::Plan> good = compileTied(
+      {"1f1b", 2, 1, 1, "none"}, nullptr, {"model.tie_embeddings=false", "model.mtp_layers=1"});
+  ASSERT_TRUE(good);
+  ASSERT_EQ(verdict(*good), "");
+  // The last stage holds the head alone, its module on the stage before.
+  runtime::Plan apart = *good;
+  while (apart.stages[1].firstLayer < 10) {
+    const int64_t moved = apart.layers[apart.stages[1].firstLayer++].params;
+    apart.stages[0].endLayer += 1;
+    apart.stages[0].params += moved;
+    apart.stages[1].params -= moved;
+  }
+  EXPECT_NE(verdict(apart).find("the multi-token prediction modules (from layer 9) stay on it with "
+                                "the head"),
+            std::string::npos)
+      << verdict(apart);
 }
 
 TEST(TiedEmbeddings, HandBrokenPlansAreRefusedNamingTheInstruction) {

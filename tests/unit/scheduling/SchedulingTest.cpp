@@ -441,8 +441,9 @@ TEST(ScheduleConstraints, Executable) {
 // Partitioning
 //===----------------------------------------------------------------------===//
 
-/// Brute force over all compositions of L layers into S non-empty stages.
-double bruteForce(const std::vector<double> &costs, int64_t stages) {
+/// Brute force over all compositions of L layers into S non-empty stages, the last stage
+/// holding at least the chain's last `tail` layers.
+double bruteForce(const std::vector<double> &costs, int64_t stages, int64_t tail = 1) {
   const int64_t layers = static_cast<int64_t>(costs.size());
   std::vector<double> prefix(layers + 1, 0);
   for (int64_t i = 0; i < layers; ++i)
@@ -456,7 +457,7 @@ double bruteForce(const std::vector<double> &costs, int64_t stages) {
       best = std::min(best, std::max(worst, prefix[layers] - prefix[from]));
       return;
     }
-    for (int64_t to = from + 1; to <= layers - (stages - 1 - s); ++to)
+    for (int64_t to = from + 1; to <= layers - (stages - 1 - s) && to <= layers - tail; ++to)
       go(s + 1, to, std::max(worst, prefix[to] - prefix[from]));
   };
   go(0, 0, 0);
@@ -480,6 +481,29 @@ TEST(Partition, OptimalOnRandomInstances) {
   }
 }
 
+TEST(Partition, TailStaysOnTheLastStageAndOptimal) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> cost(0.0, 10.0);
+  for (int trial = 0; trial < 200; ++trial) {
+    PartitionProblem problem;
+    const int64_t layers = 2 + rng() % 11;
+    for (int64_t i = 0; i < layers; ++i)
+      problem.layerCosts.push_back(cost(rng));
+    problem.tailLayers = 2 + rng() % (layers - 1);
+    problem.numStages = 1 + rng() % problem.cuttableLayers();
+    Partition partition = llvm::cantFail(partitionMinMax(problem));
+    ASSERT_FALSE(verifyPartition(problem, partition)) << "trial " << trial;
+    EXPECT_LE(partition.bounds[problem.numStages - 1], layers - problem.tailLayers)
+        << "trial " << trial;
+    double best = bruteForce(problem.layerCosts, problem.numStages, problem.tailLayers);
+    EXPECT_NEAR(maxStageCost(problem, partition), best, 1e-12 * best) << "trial " << trial;
+  }
+  // Six equal layers into three stages: two each without a tail; with the last three
+  // together, the other three are cut between the first two stages.
+  PartitionProblem tail{std::vector<double>(6, 1.0), 3, 3};
+  EXPECT_EQ(llvm::cantFail(partitionMinMax(tail)).bounds, (std::vector<int64_t>{0, 2, 3, 6}));
+}
+
 TEST(Partition, ConstraintHelpers) {
   PartitionProblem problem{{1, 2, 3}, 2};
   EXPECT_EQ(*verifyPartitionShape(problem, {{0, 3}}), "the partition has 1 stages, expected 2");
@@ -489,6 +513,14 @@ TEST(Partition, ConstraintHelpers) {
   EXPECT_EQ(*PartitionProblem({{1, 2}, 3}).check(),
             "3 stages but only 2 layers; every stage needs at least one layer");
   EXPECT_EQ(*PartitionProblem({{1, -2}, 1}).check(), "layer 1 has an invalid cost");
+  EXPECT_EQ(*PartitionProblem({{1, 2, 3}, 3, 2}).check(),
+            "3 stages but only 2 layers to cut between, the last 2 staying together on the last "
+            "stage; every stage needs at least one layer");
+  EXPECT_EQ(*PartitionProblem({{1, 2}, 1, 3}).check(),
+            "a tail of 3 layers does not lie in a chain of 2");
+  EXPECT_EQ(*verifyPartitionShape({{1, 2, 3}, 2, 2}, {{0, 2, 3}}),
+            "the last 2 layers are not together on the last stage");
+  EXPECT_FALSE(verifyPartitionShape({{1, 2, 3}, 2, 2}, {{0, 1, 3}}));
 }
 
 TEST(Partition, EvenSpreadAmongOptima) {
