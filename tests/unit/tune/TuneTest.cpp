@@ -547,6 +547,41 @@ TEST(TuneBruteForceExperts, LatentAttentionOverATensorGroup) {
   EXPECT_GT(pairedAlone, 0);
 }
 
+TEST(TuneBruteForceExperts, MultiTokenPredictionStaysWithTheHead) {
+  // moe-tiny with two multi-token prediction modules on 4 GPUs, without a tensor group: the
+  // modules stay on the last stage with the head, and that stage (untied) keeps a copy of the
+  // token table whose gradient a tie_grads sums with the embedding's. The bounds take the
+  // partition's tail, the copy's state and its tie as the plan does: bruteForce() checks that
+  // every bound stays below the compiled step and memory, the search ranks as compiling
+  // everything does, and on one pipeline rank (the tie summed in place) the step bound is the
+  // compiled step.
+  const std::string path = std::string(CONDUIT_TESTDATA) + "/jobs/moe-tiny.json";
+  Json root = loadJob(path);
+  root["model"]["mtp_layers"] = 2;
+  TuneOptions options;
+  options.gpus = 4;
+  options.globalBatch = 8;
+  options.top = 5;
+  std::string error;
+  options.restrictions.push_back(*parseRestriction("parallelism.tensor=1", "--fix", error));
+  std::vector<Compiled> all = bruteForce(root, path, options);
+  int64_t onOneRank = 0, pipelined = 0;
+  for (const Compiled &c : all) {
+    if (!c.fits)
+      continue;
+    pipelined += c.pipeline > 1;
+    if (c.pipeline == 1) {
+      ++onOneRank;
+      EXPECT_NEAR(c.boundStepS, c.stepTimeS, 1e-5 * c.stepTimeS) << c.parallelism;
+    }
+  }
+  EXPECT_GT(onOneRank, 0);
+  EXPECT_GT(pipelined, 0);
+  llvm::Expected<TuneResult> result = tune(root, path, options);
+  ASSERT_TRUE(static_cast<bool>(result)) << llvm::toString(result.takeError());
+  expectSame(*result, all, options.top, INT64_MAX);
+}
+
 TEST(TuneBounds, TransfersBetweenNodesTightenThePipelinedBound) {
   // Two GPUs a node: most of gpt2-small's pipeline transfers on 8 GPUs cross nodes, where they
   // take longer than some of its computes. The timed tier waits for each one (alone on its
