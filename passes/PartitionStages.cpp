@@ -3,8 +3,8 @@
 // Builds the partition problem from the cost model (time of one equal micro-batch through
 // each layer, forward plus backward) and writes the exact min-max partition as pipe.stage ops,
 // or the job's explicit layout. Multi-token prediction modules stay on the last stage with the
-// head, whose table (and the embedding's copy) they share, as DeepSeek-V3 and Megatron-Core
-// place them.
+// head, whose matrix they use (and, untied, the token table's copy that stage keeps), as
+// DeepSeek-V3 and Megatron-Core place them.
 //
 //===----------------------------------------------------------------------===//
 

@@ -38,8 +38,9 @@ struct CollectiveProblem {
   /// input and weight gradients on the stage, forwards of other stages aside), so that whole
   /// gradients exist only within a run, instead of once after its last backward ("step").
   bool reduceEachRun = false;
-  /// The first and the last stage hold one weight twice (tied embeddings), whose gradients
-  /// are added before either is reduced or updated.
+  /// The first and the last stage hold one weight twice (tied embeddings, or the token table's
+  /// copy of multi-token prediction modules), whose gradients are added before either is
+  /// reduced or updated.
   bool tiedEmbeddings = false;
 
   /// At least one stage, stages on ranks in range, replicas and window positive, every action

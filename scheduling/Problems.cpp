@@ -42,7 +42,7 @@ Violation conduit::sched::verifyPartitionShape(const PartitionProblem &problem,
   for (int64_t s = 0; s < partition.numStages(); ++s)
     if (partition.bounds[s + 1] <= partition.bounds[s])
       return "stage " + std::to_string(s) + " is empty";
-  if (problem.tailLayers > 1 &&
+  if (problem.tailLayers > 1 && partition.numStages() >= 1 &&
       partition.bounds[partition.numStages() - 1] > problem.cuttableLayers() - 1)
     return "the last " + std::to_string(problem.tailLayers) +
            " layers are not together on the last stage";

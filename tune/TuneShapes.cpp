@@ -225,7 +225,9 @@ SpaceRequest conduit::spaceRequest(const Job &model, const TuneOptions &options,
   SpaceRequest request;
   request.gpus = options.gpus;
   request.globalBatch = options.globalBatch;
-  request.numLayers = static_cast<int64_t>(model.model.layers.size());
+  // The layers the stages cut between: multi-token prediction modules stay with the head.
+  request.numLayers = static_cast<int64_t>(model.model.layers.size()) -
+                      (model.model.transformer ? model.model.transformer->mtpLayers : 0);
   request.restrictions = options.restrictions;
   request.tensorSizes =
       tensorSizesOf(model.model.transformer, options.gpus, model.cluster.gpusPerNode);

@@ -69,7 +69,7 @@ std::optional<Restriction> parseRestriction(llvm::StringRef spec, llvm::StringRe
 struct SpaceRequest {
   int64_t gpus = 1;
   int64_t globalBatch = 1; ///< samples per step, all replicas together
-  int64_t numLayers = 1;   ///< layers of the model chain (embedding and head included)
+  int64_t numLayers = 1;   ///< layers the stages cut between (embedding and head included)
   std::vector<Restriction> restrictions;
   /// The tensor-parallel sizes searched unless a restriction names them (tensorSizesOf);
   /// empty: 1 only.

@@ -353,9 +353,9 @@ def Pipe_TieGradsOp : Pipe_StageCollectiveOp<"tie_grads"> {
   let summary = "add the other copy's gradient to a tied weight's gradient";
   let description = [{
     Tied embeddings: the token table (on the first stage) and the LM head's matrix (on the
-    last) are one weight held twice; untied, a model with multi-token prediction modules keeps
-    the same two copies of the token table, the second on the modules' stage (the last, with
-    the head). Once per step, after both stages' last backwards and
+    last) are one weight held twice; untied, a model with multi-token prediction modules holds
+    the token table twice too, the second copy on the modules' stage (the last, with the head).
+    Once per step, after both stages' last backwards and
     before their gradient reductions, each copy's gradient (`bytes`) becomes the sum of both:
     exchanged with rank `peer`, which holds `peer_stage`, or added in place when `peer` is
     this rank (`peer_stage` equals `stage` when one stage holds both). Both copies then take

@@ -82,7 +82,7 @@ enum class Op : uint8_t {
   Wait,
   BackwardInput,  ///< split backward: the input gradient of a micro-batch (I)
   BackwardWeight, ///< split backward: the weight gradient of an earlier I (W)
-  TieGrads,       ///< tied embeddings: the two copies' gradients summed (with `peer`)
+  TieGrads,       ///< the token table's two copies' gradients summed (with `peer`)
   /// Tensor parallelism: a collective of the tensor group, issued inside the compute
   /// instruction it follows (TensorCollectives.h lists which, in order).
   TensorAllReduce,

@@ -574,8 +574,10 @@ private:
         return badInstruction(r, ties[r][0], "ties gradients on a rank without a tied copy");
       if (holds && ties[r].empty())
         return bad(absl::StrCat("rank ", r,
-                                " holds a copy of the tied embeddings but never sums their "
-                                "gradients with the other copy's (no tie_grads)"));
+                                " holds a copy of the token table but never sums its "
+                                "gradients with the other copy's (no tie_grads; a plan with "
+                                "multi-token prediction modules from an older compiler: "
+                                "recompile the job)"));
       if (!holds)
         continue;
       const Instruction &mine = program.instructions[ties[r][0]];
