@@ -54,7 +54,7 @@ pipe::MoeAttr buildMoe(MLIRContext *ctx, const TransformerSpec &t, double imbala
       m.capacityFactor.value_or(0), imbalance, m.routerGroups, m.routerGroupTopK,
       toDialect<pipe::DispatchKind>(m.dispatch), m.fp8Dispatch,
       toDialect<pipe::ExpertKernels>(m.kernels), m.biasUpdateRate, m.routedScalingFactor,
-      m.sharedExpertGate, m.zLossCoefficient);
+      m.sharedExpertGate, m.zLossCoefficient, toDialect<pipe::DropPolicy>(m.dropPolicy));
 }
 
 pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &t,

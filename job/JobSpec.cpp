@@ -40,6 +40,7 @@ constexpr std::array<std::string_view, 3> kElementwiseKinds = {"fused", "eager",
                                                                "eager_fused_norm"};
 constexpr std::array<std::string_view, 2> kRouters = {"softmax", "sigmoid"};
 constexpr std::array<std::string_view, 2> kDispatches = {"per_expert", "per_node"};
+constexpr std::array<std::string_view, 2> kDropPolicies = {"position", "probs"};
 constexpr std::array<std::string_view, 2> kExpertKernels = {"grouped", "megatron"};
 constexpr std::array<std::string_view, 2> kFp8SavedInputs = {"fp8", "bf16"};
 constexpr std::array<std::string_view, 2> kMasterWeights = {"separate", "parameters"};
@@ -66,6 +67,7 @@ static_assert(endsAt(kElementwiseKinds, ElementwiseKind::EagerFusedNorm));
 static_assert(endsAt(kRouters, RouterKind::Sigmoid));
 static_assert(endsAt(runtime::kRopeTypeNames, runtime::RopeType::Dynamic));
 static_assert(endsAt(kDispatches, DispatchKind::PerNode));
+static_assert(endsAt(kDropPolicies, DropPolicy::Probs));
 static_assert(endsAt(kExpertKernels, ExpertKernels::Megatron));
 static_assert(endsAt(kFp8SavedInputs, Fp8SavedInputs::BF16));
 static_assert(endsAt(kMasterWeights, MasterWeights::Parameters));
@@ -120,6 +122,7 @@ template <> absl::Span<const std::string_view> enumNames<runtime::RopeType>() {
   return runtime::kRopeTypeNames;
 }
 template <> absl::Span<const std::string_view> enumNames<DispatchKind>() { return kDispatches; }
+template <> absl::Span<const std::string_view> enumNames<DropPolicy>() { return kDropPolicies; }
 template <> absl::Span<const std::string_view> enumNames<ExpertKernels>() { return kExpertKernels; }
 template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>() {
   return kFp8SavedInputs;

@@ -69,6 +69,10 @@ enum class RouterKind : uint8_t { Softmax, Sigmoid };
 /// experts lie on, fanned out over the node's links there (DeepEP's kernels, DeepSeek-V3's
 /// IB-then-NVLink forwarding). The same tokens reach the same experts either way.
 enum class DispatchKind : uint8_t { PerExpert, PerNode };
+/// Which of an expert's assignments a capacity drops: those past it in the sample's token
+/// order (GShard's and Switch Transformer's), or those of the lowest routing weight
+/// (Megatron-Core's default `probs` policy).
+enum class DropPolicy : uint8_t { Position, Probs };
 /// Whose kernels compute the routed experts: one grouped GEMM per projection over a rank's
 /// experts, with the tokens' permutation and activation at the memory bandwidth (CUTLASS's
 /// and DeepGEMM's grouped kernels; the cost model's tiles and waves), or Megatron-LM's MoE
@@ -119,6 +123,7 @@ template <> absl::Span<const std::string_view> enumNames<ElementwiseKind>();
 template <> absl::Span<const std::string_view> enumNames<RouterKind>();
 template <> absl::Span<const std::string_view> enumNames<runtime::RopeType>();
 template <> absl::Span<const std::string_view> enumNames<DispatchKind>();
+template <> absl::Span<const std::string_view> enumNames<DropPolicy>();
 template <> absl::Span<const std::string_view> enumNames<ExpertKernels>();
 template <> absl::Span<const std::string_view> enumNames<Fp8SavedInputs>();
 template <> absl::Span<const std::string_view> enumNames<MasterWeights>();
@@ -196,6 +201,8 @@ struct MoeSpec {
   /// Assignments an expert takes per sample, as a multiple of the balanced share (seq ×
   /// top_k / experts); unset: dropless.
   std::optional<double> capacityFactor;
+  /// Which assignments the capacity drops.
+  DropPolicy dropPolicy = DropPolicy::Position;
   /// Bound on the busiest expert rank's routed tokens over the mean; unset: the default
   /// derived from the expert and top-k counts (docs/cost-model.md).
   std::optional<double> imbalance;

@@ -227,6 +227,9 @@ void JobParser::readMoe(ObjectReader &section, TransformerSpec &t) {
   if (section.value("capacity_factor"))
     m.capacityFactor =
         section.number("capacity_factor", 0, limits::kMaxExperts, /*minExclusive=*/true);
+  std::optional<DropPolicy> drop = readEnum<DropPolicy>(section, "drop_policy");
+  if (drop)
+    m.dropPolicy = *drop;
   if (section.value("imbalance"))
     m.imbalance = section.number("imbalance", 1, limits::kMaxExperts);
   std::optional<int64_t> groups = section.integer("router_groups", 1, limits::kMaxExperts);
@@ -253,6 +256,10 @@ void JobParser::readMoe(ObjectReader &section, TransformerSpec &t) {
     diag.report(section.keyPath("shared_expert_gate"),
                 "gates the shared experts, and there are none (moe.shared_experts is 0); set "
                 "shared_experts, or remove shared_expert_gate");
+  if (drop && !m.capacityFactor)
+    diag.report(section.keyPath("drop_policy"),
+                "says which assignments a capacity drops, and the model is dropless (no "
+                "moe.capacity_factor); set capacity_factor, or remove drop_policy");
   if (m.sharedExperts == 0) {
     m.sharedFfnHiddenSize = 0;
     m.sharedExpertGate = false;

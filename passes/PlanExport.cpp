@@ -202,6 +202,7 @@ runtime::Transformer conduit::exportTransformer(pipe::TransformerAttr t) {
     x.normalizeTopK = moe.getNormalizeTopK();
     x.auxLossCoefficient = moe.getAuxLossCoefficient();
     x.zLossCoefficient = moe.getZLossCoefficient();
+    x.dropByWeight = moe.getDropPolicy() == pipe::DropPolicy::Probs;
     x.sharedExperts = moe.getSharedExperts();
     x.sharedFfnHiddenSize = moe.getSharedFfnHiddenSize();
     x.sharedExpertGate = moe.getSharedExpertGate();

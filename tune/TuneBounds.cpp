@@ -66,6 +66,7 @@ runtime::Transformer detail::collectiveShape(const Job &job) {
   x.fp8Dispatch = m.fp8Dispatch;
   x.auxLossCoefficient = m.auxLossCoefficient;
   x.capacityFactor = m.capacityFactor.value_or(0);
+  x.dropByWeight = m.dropPolicy == DropPolicy::Probs;
   x.biasUpdateRate = m.biasUpdateRate;
   return x;
 }

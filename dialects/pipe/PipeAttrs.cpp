@@ -257,7 +257,7 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
                               F64 imbalance, int64_t routerGroups, int64_t routerGroupTopK,
                               DispatchKind dispatch, bool fp8Dispatch, ExpertKernels,
                               F64 biasUpdateRate, F64 routedScalingFactor, bool sharedExpertGate,
-                              F64 zLossCoefficient) {
+                              F64 zLossCoefficient, DropPolicy) {
   auto finite = [](double v) { return std::isfinite(v); };
   if (failed(check(emitError, numExperts >= 1, "num_experts", "positive", numExperts)) ||
       failed(check(emitError, topK >= 1 && topK <= numExperts, "top_k", "between 1 and num_experts",

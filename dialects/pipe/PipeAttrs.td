@@ -153,6 +153,11 @@ def Pipe_DispatchKind : Pipe_Enum<"DispatchKind", "how the expert all-to-alls mo
   I32EnumCase<"PerNode", 1, "per_node">
 ]>;
 
+def Pipe_DropPolicy : Pipe_Enum<"DropPolicy", "which of an expert's assignments a capacity drops", [
+  I32EnumCase<"Position", 0, "position">,
+  I32EnumCase<"Probs", 1, "probs">
+]>;
+
 def Pipe_ExpertKernels : Pipe_Enum<"ExpertKernels", "whose kernels compute the routed experts", [
   I32EnumCase<"Grouped", 0, "grouped">,
   I32EnumCase<"Megatron", 1, "megatron">
@@ -528,7 +533,8 @@ def Pipe_MoeAttr : Pipe_Attr<"Moe", "moe"> {
     Pipe_DefaultF64Param<"0.0">:$bias_update_rate,
     Pipe_DefaultF64Param<"1.0">:$routed_scaling_factor,
     DefaultValuedParameter<"bool", "false">:$shared_expert_gate,
-    Pipe_DefaultF64Param<"0.0">:$z_loss_coefficient
+    Pipe_DefaultF64Param<"0.0">:$z_loss_coefficient,
+    Pipe_DefaultEnumParam<Pipe_DropPolicy, "Position">:$drop_policy
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -224,6 +224,7 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
     shape.normalizeTopK = t.normalizeTopK;
     shape.auxLossCoefficient = t.auxLossCoefficient;
     shape.zLossCoefficient = t.zLossCoefficient;
+    shape.dropByWeight = t.dropByWeight;
     shape.biasUpdateRate = t.biasUpdateRate;
     shape.routedScaling = t.routedScalingFactor;
     shape.capacityFactor = t.capacityFactor;

@@ -54,6 +54,9 @@ struct GptShape {
   int64_t expertSize = 1, expertRank = 0;
   bool sigmoidRouter = false, normalizeTopK = false;
   double auxLossCoefficient = 0, zLossCoefficient = 0, capacityFactor = 0;
+  /// With a capacity, an expert keeps a sample's assignments of the highest routing weight
+  /// (else the first in token order).
+  bool dropByWeight = false;
   /// The routed experts' weights times this after the router chose and normalised them
   /// (DeepSeek-V3's routed_scaling_factor).
   double routedScaling = 1;

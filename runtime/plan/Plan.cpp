@@ -135,7 +135,8 @@ uint64_t requiredFeatures(const Plan &plan) {
          (plan.transformer && plan.transformer->ropeScaling.type == RopeType::Dynamic
               ? kFeatureDynamicRope
               : 0) |
-         (plan.transformer && plan.transformer->zLossCoefficient > 0 ? kFeatureRouterZLoss : 0);
+         (plan.transformer && plan.transformer->zLossCoefficient > 0 ? kFeatureRouterZLoss : 0) |
+         (plan.transformer && plan.transformer->dropByWeight ? kFeatureDropByWeight : 0);
 }
 
 } // namespace conduit::runtime

@@ -62,11 +62,14 @@ constexpr uint64_t kFeatureDynamicRope = uint64_t(1) << 11;
 /// transformer.z_loss_coefficient above 0: the loss adds the router's z-loss; an older reader
 /// would train without it.
 constexpr uint64_t kFeatureRouterZLoss = uint64_t(1) << 12;
+/// transformer.drop_by_weight: a capacity drops an expert's assignments of the lowest routing
+/// weight; an older reader would drop those last in token order.
+constexpr uint64_t kFeatureDropByWeight = uint64_t(1) << 13;
 constexpr uint64_t kKnownFeatures =
     kFeatureGradientReductionRun | kFeatureRecomputeModules | kFeatureBf16Moments |
     kFeatureGroupLimitedRouting | kFeatureBlocksCheckpointing | kFeatureExpertBiasUpdate |
     kFeatureMtp | kFeatureRopeInterleave | kFeatureRopeScaling | kFeatureRoutedScaling |
-    kFeatureSharedExpertGate | kFeatureDynamicRope | kFeatureRouterZLoss;
+    kFeatureSharedExpertGate | kFeatureDynamicRope | kFeatureRouterZLoss | kFeatureDropByWeight;
 
 enum class Op : uint8_t {
   Forward,
@@ -317,6 +320,9 @@ struct Transformer {
   /// The router's z-loss weight (ST-MoE, arXiv:2202.08906): each token adds the square of
   /// its router logits' log-sum-exp; 0: none.
   double zLossCoefficient = 0;
+  /// With a capacity: an expert keeps a sample's assignments of the highest routing weight
+  /// (Megatron-Core's `probs` policy), else the first in the sample's token order.
+  bool dropByWeight = false;
   int64_t sharedExperts = 0, sharedFfnHiddenSize = 0;
   /// The shared experts' output multiplied per token by sigmoid(x · w), w hiddenSize
   /// parameters after the shared experts' (Qwen2-MoE's shared_expert_gate).

@@ -178,6 +178,8 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
          << ", \"aux_loss_coefficient\": " << t->auxLossCoefficient;
       if (t->zLossCoefficient > 0)
         os << ", \"z_loss_coefficient\": " << t->zLossCoefficient;
+      if (t->dropByWeight)
+        os << ", \"drop_by_weight\": true";
       os << ", \"shared_experts\": " << t->sharedExperts
          << ", \"shared_ffn_hidden_size\": " << t->sharedFfnHiddenSize
          << (t->sharedExpertGate ? ", \"shared_expert_gate\": true" : "")

@@ -214,7 +214,8 @@ absl::Status checkExpertFields(const Plan &plan) {
         {"transformer.capacity_factor", t->capacityFactor},
         {"transformer.dispatch", double(t->dispatch)},
         {"transformer.fp8_dispatch", t->fp8Dispatch ? 1.0 : 0.0},
-        {"transformer.bias_update_rate", t->biasUpdateRate}};
+        {"transformer.bias_update_rate", t->biasUpdateRate},
+        {"transformer.drop_by_weight", t->dropByWeight ? 1.0 : 0.0}};
     for (auto [field, value] : fields)
       if (value != 0)
         return invalid(
@@ -251,6 +252,9 @@ absl::Status checkExpertFields(const Plan &plan) {
       inRange("transformer.mtp_layers", t->mtpLayers, 0, limits::kMaxMtpLayers));
   const double experts = static_cast<double>(t->numExperts);
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.capacity_factor", t->capacityFactor, 0.0, experts));
+  if (t->dropByWeight && t->capacityFactor == 0)
+    return invalid("transformer.drop_by_weight says which assignments a capacity drops, and "
+                   "transformer.capacity_factor is 0 (dropless)");
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.imbalance", t->imbalance, 1.0, experts));
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.router_groups", t->routerGroups, 1, t->numExperts));
   CONDUIT_RETURN_IF_ERROR(
@@ -438,6 +442,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
     x.sharedFfnHiddenSize = t->shared_ffn_hidden_size();
     x.sharedExpertGate = t->shared_expert_gate();
     x.zLossCoefficient = t->z_loss_coefficient();
+    x.dropByWeight = t->drop_by_weight();
     x.denseLayers = t->dense_layers();
     x.capacityFactor = t->capacity_factor();
     x.imbalance = t->imbalance();

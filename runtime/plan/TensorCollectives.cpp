@@ -212,7 +212,8 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
       // shared experts' gate, its gradient from the same tokens after them), and with
       // the auxiliary loss each sample's routing statistics (a count and a summed score per
       // expert), are summed over the group; with a capacity each member's counts of its
-      // choices per sample and expert are gathered first.
+      // choices per sample and expert (or, dropping by weight, each assignment's expert and
+      // weight) are gathered first.
       const bool shared = transformer->sharedExperts > 0;
       const int64_t routerBytes =
           transformer->numExperts * (tokenBytes(l.outputBytes) +
@@ -235,8 +236,14 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
         if (shared)
           sublayer();
         if (capacityCounts)
-          add(kGather,
-              product(samples, config.tensor * transformer->numExperts, int64_t(sizeof(float))));
+          // Per sample, each member's counts of its choices per expert; or, dropping by
+          // weight, the expert and the weight of each of its assignments (the whole sample's
+          // gathered, k per token).
+          add(kGather, transformer->dropByWeight
+                           ? product(samples, 2 * transformer->seqLength * transformer->topK,
+                                     int64_t(sizeof(float)))
+                           : product(samples, config.tensor * transformer->numExperts,
+                                     int64_t(sizeof(float))));
         if (auxStatistics)
           add(kReduce, product(samples, 2 * transformer->numExperts, int64_t(sizeof(float))));
         routed(Op::ExpertDispatch, Op::ExpertCombine);

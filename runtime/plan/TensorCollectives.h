@@ -74,7 +74,10 @@
 // forward issues, after the attention's collectives, the shared experts' (the dense MLP's
 // above, when the block has them); with T > 1 and a capacity a tensor_all_gather of each
 // member's counts of its choices (samples x experts floats from each, which tell a member how
-// many of a sample's assignments of each expert come before its part); with T > 1 and an
+// many of a sample's assignments of each expert come before its part), or with
+// `drop_by_weight` of each member's assignments (samples x 2 x seq / T x top_k floats from each:
+// every assignment's expert and weight, from which each member ranks a sample's assignments of
+// each expert); with T > 1 and an
 // auxiliary loss a tensor_all_reduce of
 // the samples' routing statistics (samples x 2 x experts floats: each expert's count and summed
 // score over the rank's tokens, which the per-sequence loss needs over the whole sequence);

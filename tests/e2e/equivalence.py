@@ -309,9 +309,17 @@ def cases(quick, tensor_product=False):
                         "schedule": "dualpipev"}),
                       ("moe-shared-tp2-ep2-depth-first-full-sp-p2-d2-v2",
                        {"pipeline": 2, "data": 2, "expert": 2, "stages_per_device": 2,
-                        "schedule": "depth-first", "sequence_parallel": True})]:
+                        "schedule": "depth-first", "sequence_parallel": True}),
+                      # The capacity dropping by weight (-probs-): the members gather each
+                      # other's assignments and rank a sample's whole.
+                      ("moe-shared-probs-tp2-ep2-1f1b-full-sp-p2-d1",
+                       {"pipeline": 2, "data": 1, "expert": 2, "sequence_parallel": True})]:
         out.append((name, dict({"schedule": "1f1b", "sharding": "full"}, tensor=2,
                                microbatches=2 * par["pipeline"], **par)))
+    # Dropping by weight on one tensor rank, over an expert group, in DualPipeV's pairs.
+    out.append(("moe-shared-probs-ep2-dualpipev-full-p2-d2-v2",
+                {"pipeline": 2, "data": 2, "stages_per_device": 2, "schedule": "dualpipev",
+                 "microbatches": 4, "sharding": "full", "expert": 2}))
     # Qwen2-MoE's gated shared expert: over an expert group (E = 2), and beside tensor
     # parallelism, where each rank gates the rows it holds and the group sums the gate's
     # gradient with the router's (the whole sequence without sequence parallelism, each rank's
@@ -566,6 +574,10 @@ def main():
                                         "moe-gated": MOE_GATED}.get(model, MOE))
             if parallelism.get("expert", 1) > 1:
                 job["model"]["moe"]["imbalance"] = MOE_EXPERT_PARALLEL_IMBALANCE
+            if "-probs-" in name:
+                # The capacity keeps each expert's assignments of the highest weight.
+                model += "-probs"
+                job["model"]["moe"]["drop_policy"] = "probs"
             if "-balanced-" in name:
                 # DeepSeek-V3's rate: the untrained router's near-even choices change within
                 # the run's steps.

@@ -146,6 +146,37 @@ template <typename T> void Moe<T>::limitToCapacity(Ops<T> &ops, Routing &r) cons
   const int64_t N = s.experts, seq = routedSeq(), samples = r.rows / seq;
   const auto capacity = static_cast<int64_t>(
       std::ceil(s.capacityFactor * static_cast<double>(s.seq * s.topK) / static_cast<double>(N)));
+  if (s.dropByWeight) {
+    // Every assignment of the whole sample, ranked by its weight rounded to the Ops's type as
+    // the members exchange it (each member ranks the same numbers, its own included).
+    const int64_t width = seq * s.topK, n = samples * 2 * width;
+    std::vector<double> mine(n);
+    for (int64_t sample = 0; sample < samples; ++sample)
+      for (int64_t a = 0; a < width; ++a) {
+        mine[sample * 2 * width + a] = r.expert[sample * width + a];
+        mine[sample * 2 * width + width + a] = r.weight[sample * width + a];
+      }
+    const int64_t members = s.tensorParallel() ? s.tensorSize : 1;
+    Buffer<T> shard = transient(ops, n), all = transient(ops, n * members);
+    fromHost(ops, mine, shard.data());
+    if (members > 1)
+      ops.tensorGroup()->allGather(n, shard.data(), all.data());
+    const std::vector<double> parts =
+        toHost(ops, members > 1 ? all.data() : shard.data(), n * members);
+    std::vector<int32_t> experts(samples * members * width);
+    std::vector<float> keys(experts.size());
+    for (int64_t member = 0; member < members; ++member)
+      for (int64_t sample = 0; sample < samples; ++sample)
+        for (int64_t a = 0; a < width; ++a) {
+          const double *part = parts.data() + member * n + sample * 2 * width;
+          const int64_t whole = (sample * members + member) * width + a;
+          experts[whole] = static_cast<int32_t>(part[a]);
+          keys[whole] = static_cast<float>(part[width + a]);
+        }
+    r.limitByWeight(capacity, seq, seq * members, seq * (members > 1 ? s.tensorRank : 0), experts,
+                    keys);
+    return;
+  }
   std::vector<int64_t> ahead;
   if (s.tensorParallel()) {
     // The members route a sample's parts in tensor-rank order: the ones before this rank's

@@ -24,8 +24,10 @@
 // the auxiliary loss. Per token, so each tensor rank counts its own tokens' part.
 //
 // With capacityFactor c > 0 an expert takes at most ceil(c · seq · k / N) of each sample's
-// assignments, the first in the sample's token order (per sample, as the auxiliary loss, so
-// that the model does not depend on how a batch is cut); the rest are dropped: they add
+// assignments, the first in the sample's token order or, with dropByWeight, those of the
+// highest weight (rounded to the Ops's type, ties to the earlier token; Megatron-Core's `probs`
+// policy), per sample, as the auxiliary loss, so that the model does not depend on how a batch
+// is cut; the rest are dropped: they add
 // nothing (their weight is not renormalised away), as in GShard and Switch. Without it the
 // layer is dropless.
 //
@@ -80,7 +82,8 @@
 // summed over the group; so are each sample's auxiliary-loss statistics, and one rank counts
 // the loss. The shared experts are split as the dense MLP. With a capacity the members gather
 // their choices' counts per sample and expert, and each drops what the parts before its own
-// leave no room for: the group drops what one rank routing the sample would.
+// leave no room for (or, dropping by weight, gather every assignment's expert and weight and
+// each ranks the whole sample's): the group drops what one rank routing the sample would.
 // runtime/plan/TensorCollectives.h lists the collectives in their order.
 //
 //===----------------------------------------------------------------------===//
@@ -166,6 +169,13 @@ struct Routing {
   /// experts] counts, per sample, the expert's assignments in the sample's tokens ahead of
   /// this rank's rows (the other tensor ranks' parts; empty: none).
   void limit(int64_t capacity, int64_t sampleRows, const std::vector<int64_t> &ahead);
+  /// A capacity by routing weight: in each sample an expert keeps the `capacity` of its
+  /// assignments with the highest keys (ties: the earlier token, then the earlier slot) and
+  /// drops the rest. `experts` and `keys` [samples × wholeRows × topK] hold every assignment
+  /// of the whole samples in token order, this rank's `sampleRows` rows of each from row
+  /// `offset` on (the other tensor ranks' parts around them).
+  void limitByWeight(int64_t capacity, int64_t sampleRows, int64_t wholeRows, int64_t offset,
+                     const std::vector<int32_t> &experts, const std::vector<float> &keys);
 
 private:
   /// Positions and dispatch order from the kept assignments (position >= 0).

@@ -134,6 +134,39 @@ void Routing::limit(int64_t capacity, int64_t sampleRows, const std::vector<int6
   arrange();
 }
 
+void Routing::limitByWeight(int64_t capacity, int64_t sampleRows, int64_t wholeRows, int64_t offset,
+                            const std::vector<int32_t> &experts, const std::vector<float> &keys) {
+  assert(sampleRows > 0 && rows % sampleRows == 0 && offset + sampleRows <= wholeRows);
+  const int64_t samples = rows / sampleRows, width = wholeRows * topK;
+  assert(static_cast<int64_t>(experts.size()) == samples * width && keys.size() == experts.size());
+  std::vector<int32_t> order(width);
+  std::vector<char> kept(width);
+  std::vector<int64_t> taken(this->experts);
+  for (int64_t sample = 0; sample < samples; ++sample) {
+    const int32_t *e = experts.data() + sample * width;
+    const float *key = keys.data() + sample * width;
+    // Expert by expert, each one's assignments by descending key; among equal keys the
+    // earlier assignment (token, then slot) first.
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      if (e[a] != e[b])
+        return e[a] < e[b];
+      return key[a] > key[b] || (key[a] == key[b] && a < b);
+    });
+    std::fill(taken.begin(), taken.end(), 0);
+    for (int32_t a : order)
+      kept[a] = taken[e[a]]++ < capacity;
+    for (int64_t t = 0; t < sampleRows; ++t)
+      for (int64_t j = 0; j < topK; ++j) {
+        const int64_t mine = (sample * sampleRows + t) * topK + j;
+        assert(expert[mine] == e[(offset + t) * topK + j]);
+        if (!kept[(offset + t) * topK + j])
+          position[mine] = -1;
+      }
+  }
+  arrange();
+}
+
 void Routing::arrange() {
   // The dispatch order is expert by expert, each expert's tokens ascending.
   start.assign(experts + 1, 0);

@@ -392,6 +392,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
         moe["shared_experts"] = 2;
         moe["shared_expert_gate"] = true;
         moe["capacity_factor"] = 1.25;
+        moe["drop_policy"] = "probs";
         moe["imbalance"] = 1.5;
         moe["router_groups"] = 2;
         moe["router_group_top_k"] = 1;
@@ -419,6 +420,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   EXPECT_TRUE(t.moe->sharedExpertGate);
   EXPECT_EQ(t.moe->denseLayers, 1);
   EXPECT_EQ(t.moe->capacityFactor, 1.25);
+  EXPECT_EQ(t.moe->dropPolicy, DropPolicy::Probs);
   EXPECT_EQ(t.moe->imbalance, 1.5);
   EXPECT_EQ(t.moe->routerGroups, 2);
   EXPECT_EQ(t.moe->routerGroupTopK, 1);
@@ -445,6 +447,7 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   EXPECT_EQ(d.sharedFfnHiddenSize, 0);
   EXPECT_FALSE(d.sharedExpertGate);
   EXPECT_FALSE(d.capacityFactor);
+  EXPECT_EQ(d.dropPolicy, DropPolicy::Position);
   EXPECT_FALSE(d.imbalance);
   EXPECT_EQ(d.routerGroups, 1);
   EXPECT_EQ(d.routerGroupTopK, 1);
@@ -456,6 +459,11 @@ TEST(JobFile, MixtureOfExpertsKeys) {
   job = parseMoe([](Json &root) { root["model"]["moe"]["router_groups"] = 2; }, &error);
   ASSERT_TRUE(job) << error;
   EXPECT_EQ(job->model.transformer->moe->routerGroupTopK, 2);
+  // A drop policy needs a capacity to drop anything.
+  EXPECT_FALSE(parseMoe([](Json &root) { root["model"]["moe"]["drop_policy"] = "probs"; }, &error));
+  EXPECT_EQ(error, "job.json: model.moe.drop_policy: says which assignments a capacity drops, and "
+                   "the model is dropless (no moe.capacity_factor); set capacity_factor, or "
+                   "remove drop_policy");
 }
 
 TEST(JobFile, HuggingFaceMixtureScaledDown) {

@@ -73,6 +73,7 @@ inline runtime::Plan planFor(const GptShape &s) {
   t.sharedExpertGate = s.sharedGate;
   t.denseLayers = s.denseBlocks;
   t.capacityFactor = s.capacityFactor;
+  t.dropByWeight = s.dropByWeight;
   t.qLoraRank = s.qLora;
   t.kvLoraRank = s.kvLora;
   t.qkNopeHeadDim = s.qkNope;

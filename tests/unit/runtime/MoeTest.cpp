@@ -121,6 +121,59 @@ TEST(Moe, CapacityCountsPerSampleAndAheadOfTheRank) {
   EXPECT_EQ(second.dispatched(), 7);
 }
 
+TEST(Moe, CapacityByWeightKeepsTheHighestWeights) {
+  // The scores of the test above: per sample, expert by expert, the two assignments of the
+  // highest weight stay. Sample 0's expert 0 (weights 0.5, 0.5, 0.6) drops its second token's
+  // (equal to the first's: the earlier token stays), sample 1's expert 1 (0.5, 0.5, 0.6) its
+  // second token's, and its expert 0 (0.4, 0.3) keeps both.
+  const double scores[] = {0.5, 0.3, 0.2, 0.5, 0.2, 0.3, 0.6, 0.3, 0.1,
+                           0.1, 0.5, 0.4, 0.4, 0.5, 0.1, 0.3, 0.6, 0.1};
+  const Routing r = Routing::choose(scores, 6, 3, 2, {}, false);
+  std::vector<int32_t> experts(r.expert);
+  std::vector<float> keys(r.weight.begin(), r.weight.end());
+  Routing alone = r;
+  alone.limitByWeight(2, 3, 3, 0, experts, keys);
+  // Token by token, slot by slot: sample 0 {0, 1}, {0, 2}, {0, 1}; sample 1 {1, 2}, {1, 0},
+  // {1, 0}. Dropped: sample 0 token 1's expert 0, sample 1 token 1's expert 1.
+  std::vector<int32_t> dropped;
+  for (size_t a = 0; a < alone.position.size(); ++a)
+    if (alone.position[a] < 0)
+      dropped.push_back(static_cast<int32_t>(a));
+  EXPECT_EQ(dropped, (std::vector<int32_t>{2, 8}));
+  EXPECT_EQ(alone.dispatched(), 10);
+  // By position the third tokens lose them instead.
+  Routing byPosition = r;
+  byPosition.limit(2, 3, {});
+  EXPECT_EQ(byPosition.position[2], 1);
+  EXPECT_EQ(byPosition.position[4], -1);
+  // As the second tensor rank of two: the first part's two tokens per sample come ahead in
+  // the whole sample, and weigh more for expert 0 in sample 0 (0.7, 0.65), which then drops all
+  // three of this rank's; in sample 1 they weigh less than this rank's assignments wherever they
+  // meet them, and this rank drops what it drops alone.
+  std::vector<int32_t> wholeExperts;
+  std::vector<float> wholeKeys;
+  const int32_t aheadExperts[2][4] = {{0, 1, 0, 2}, {2, 1, 1, 0}};
+  const float aheadKeys[2][4] = {{0.7f, 0.2f, 0.65f, 0.3f}, {0.9f, 0.05f, 0.04f, 0.1f}};
+  for (int sample = 0; sample < 2; ++sample) {
+    wholeExperts.insert(wholeExperts.end(), aheadExperts[sample], aheadExperts[sample] + 4);
+    wholeKeys.insert(wholeKeys.end(), aheadKeys[sample], aheadKeys[sample] + 4);
+    wholeExperts.insert(wholeExperts.end(), experts.begin() + sample * 6,
+                        experts.begin() + (sample + 1) * 6);
+    wholeKeys.insert(wholeKeys.end(), keys.begin() + sample * 6, keys.begin() + (sample + 1) * 6);
+  }
+  Routing second = r;
+  second.limitByWeight(2, 3, 5, 2, wholeExperts, wholeKeys);
+  dropped.clear();
+  for (size_t a = 0; a < second.position.size(); ++a)
+    if (second.position[a] < 0)
+      dropped.push_back(static_cast<int32_t>(a));
+  // Sample 0: expert 0's three (slots 0, 2, 4) behind 0.7 and 0.65; expert 1 (0.2 ahead, 0.3 and
+  // 0.3 here) keeps both of this rank's, expert 2 (0.3 ahead and here) both. Sample 1: expert 1
+  // (0.05 and 0.04 ahead, 0.5, 0.5, 0.6 here) drops token 1's; expert 0 (0.1 ahead, 0.4 and 0.3
+  // here) and expert 2 (0.9 ahead, 0.4 here) keep this rank's.
+  EXPECT_EQ(dropped, (std::vector<int32_t>{0, 2, 4, 8}));
+}
+
 TEST(Moe, RouterScores) {
   const double logits[] = {0.0, std::log(3.0), -1.0, 2.0};
   double softmax[4], sigmoid[4];
@@ -418,8 +471,14 @@ TEST(Moe, ZLossGradients) {
   }
 }
 TEST(Moe, CapacityGradients) {
-  // 5 tokens x 2 choices over 4 experts: capacity ceil(0.5 · 10 / 4) = 2 per sample drops some.
-  checkGradients(moeShape([](GptShape &s) { s.capacityFactor = 0.5; }), 2, 3);
+  // 5 tokens x 2 choices over 4 experts: capacity ceil(0.5 · 10 / 4) = 2 per sample drops some,
+  // the last in token order or those of the lowest weight.
+  for (bool byWeight : {false, true})
+    checkGradients(moeShape([&](GptShape &s) {
+                     s.capacityFactor = 0.5;
+                     s.dropByWeight = byWeight;
+                   }),
+                   2, 3);
 }
 TEST(Moe, WholeModelGradients) {
   checkGradients(moeShape([](GptShape &s) {

@@ -194,9 +194,10 @@ GptShape moeGatedShape() {
 /// A capacity of half a balanced share: ceil(0.5 · 6 · 2 / 4) = 2 of a sample's 12
 /// assignments per expert, so that each sample drops some and the second rank's part counts
 /// the first's.
-GptShape moeCapacityShape() {
+GptShape moeCapacityShape(bool byWeight = false) {
   GptShape s = moeShape();
   s.capacityFactor = 0.5;
+  s.dropByWeight = byWeight;
   return s;
 }
 
@@ -510,6 +511,7 @@ std::vector<Case> cases() {
           {"moe_gated_block", moeGatedShape(), 2, 3},
           {"moe_gpt_block", moeGptShape(), 2, 3},
           {"moe_capacity_block", moeCapacityShape(), 2, 3},
+          {"moe_capacity_weight_block", moeCapacityShape(/*byWeight=*/true), 2, 3},
           // Expert parallelism beside tensor parallelism: the two ranks each hold two of the
           // four experts and send each other the tokens they route to them.
           {"moe_block_ep", moeShape(), 2, 3, 0, 2},
@@ -519,6 +521,7 @@ std::vector<Case> cases() {
           {"moe_gated_block_ep", moeGatedShape(), 2, 3, 0, 2},
           {"moe_gpt_block_ep", moeGptShape(), 2, 3, 0, 2},
           {"moe_capacity_block_ep", moeCapacityShape(), 2, 3, 0, 2},
+          {"moe_capacity_weight_block_ep", moeCapacityShape(/*byWeight=*/true), 2, 3, 0, 2},
           {"moe_block_ep_recomputed", moeShape(), 2, 3,
            runtime::kRecomputeMoeActivation | runtime::kRecomputeLayerNorm, 2}};
 }

@@ -351,6 +351,17 @@ TEST(PlanFile, ModelFieldsRoundTrip) {
   EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting | kFeatureRopeScaling |
                                kFeatureRoutedScaling | kFeatureSharedExpertGate |
                                kFeatureDynamicRope | kFeatureRouterZLoss);
+  // Dropping by weight: a reader that ignored it would drop the last in token order.
+  EXPECT_FALSE(p->transformer()->drop_by_weight());
+  plan.transformer->capacityFactor = 1;
+  plan.transformer->dropByWeight = true;
+  ASSERT_TRUE(checkModelFields(plan).ok()) << checkModelFields(plan);
+  bytes = writePlan(plan);
+  p = conduit::planfile::GetPlan(bytes.data());
+  EXPECT_TRUE(p->transformer()->drop_by_weight());
+  EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting | kFeatureRopeScaling |
+                               kFeatureRoutedScaling | kFeatureSharedExpertGate |
+                               kFeatureDynamicRope | kFeatureRouterZLoss | kFeatureDropByWeight);
   // A dense plan carries the defaults: no experts, expert 1, imbalance 1.
   Plan dense = twoRankPlan();
   std::string denseBytes = writePlan(dense);
@@ -382,6 +393,12 @@ TEST(PlanFile, ModelFieldsAreChecked) {
        "transformer.z_loss_coefficient is -1"},
       {[](Plan &p) { p.transformer->zLossCoefficient = NAN; },
        "transformer.z_loss_coefficient is nan"},
+      {[](Plan &p) {
+         p.transformer->capacityFactor = 0;
+         p.transformer->dropByWeight = true;
+       },
+       "transformer.drop_by_weight says which assignments a capacity drops, and "
+       "transformer.capacity_factor is 0 (dropless)"},
       {[](Plan &p) {
          p.transformer->router = 0;
          p.transformer->biasUpdateRate = 0.01;
@@ -542,10 +559,10 @@ TEST(PlanFile, RefusesOtherVersionsAndFeatures) {
                   "conduit-compile.");
   }
   plan = twoRankPlan();
-  plan.features = 0x2000;
+  plan.features = 0x4000;
   ASSERT_EQ(plan.features & kKnownFeatures, 0u);
   EXPECT_EQ(readBack(writePlan(plan)).message(),
-            "the plan file uses features this runtime does not know (bits 0x2000). Recompile the "
+            "the plan file uses features this runtime does not know (bits 0x4000). Recompile the "
             "job with a matching conduit-compile.");
 }
 
