@@ -88,6 +88,10 @@ std::string describeModel(const Job &job) {
                 (moe->sharedExpertGate ? ", gated" : "") + ")";
       if (moe->denseLayers > 0)
         text += ", first " + std::to_string(moe->denseLayers) + " block(s) dense";
+      if (moe->capacityFactor)
+        text += ", capacity x" + shortest(*moe->capacityFactor) + " a sample (dropping " +
+                (moe->dropPolicy == DropPolicy::Probs ? "the lowest weights" : "the later tokens") +
+                ")";
       if (moe->kernels == ExpertKernels::Megatron)
         text += ", priced as Megatron-LM's MoE layer";
       if (job.parallelism.expert > 1) {
