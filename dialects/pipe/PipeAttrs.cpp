@@ -257,7 +257,7 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
                               F64 imbalance, int64_t routerGroups, int64_t routerGroupTopK,
                               DispatchKind dispatch, bool fp8Dispatch, ExpertKernels,
                               F64 biasUpdateRate, F64 routedScalingFactor, bool sharedExpertGate,
-                              F64 zLossCoefficient, DropPolicy) {
+                              F64 zLossCoefficient, DropPolicy dropPolicy) {
   auto finite = [](double v) { return std::isfinite(v); };
   if (failed(check(emitError, numExperts >= 1, "num_experts", "positive", numExperts)) ||
       failed(check(emitError, topK >= 1 && topK <= numExperts, "top_k", "between 1 and num_experts",
@@ -296,6 +296,9 @@ LogicalResult MoeAttr::verify(function_ref<InFlightDiagnostic()> emitError, int6
                        << sharedFfnHiddenSize << ": both are 0 or both positive";
   if (sharedExpertGate && sharedExperts == 0)
     return emitError() << "shared_expert_gate gates the shared experts, and there are none";
+  if (dropPolicy != DropPolicy::Position && !(capacityFactor > 0))
+    return emitError() << "drop_policy says which assignments a capacity drops, and "
+                          "capacity_factor is 0 (dropless)";
   return success();
 }
 

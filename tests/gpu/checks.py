@@ -117,7 +117,8 @@ def equivalence(args, summary):
          r"tp2-1f1b-full-checkpointing-sp-p2-d1|mla-tp2-zb-h1-none-sp-p2-d1|"
          r"mla-yarn-tp2-ep2-1f1b-full-sp-p2-d2)$"),
         ("mixtures of experts (Mixtral-like, with the router z-loss; a capacity in the "
-         "moe-shared- cases): every expert on every rank, and expert "
+         "moe-shared- cases, dropping by weight in the -probs- ones): every expert on every "
+         "rank, and expert "
          "groups of E=2 and 4 exchanging tokens through the loopback all-to-all, DualPipeV's "
          "paired steps with and without the overlap, ZeRO-1 with each rank's experts its own, "
          "tensor parallelism beside the experts, the router's bias moved by the load, "
@@ -129,7 +130,9 @@ def equivalence(args, summary):
          r"qwen3-moe-ep2-dualpipev-full-p2-d2-v2|moe-tp2-ep2-1f1b-optimizer-sp-p1-d2|"
          r"moe-shared-tp2-ep2-depth-first-full-sp-p2-d2-v2|moe-tp2-ep1-1f1b-full-p2-d2|"
          r"moe-shared-balanced-tp2-ep2-depth-first-full-sp-p2-d2-v2|"
-         r"moe-gated-ep2-dualpipev-full-p2-d2-v2|moe-gated-tp2-ep2-1f1b-full-sp-p2-d1)$"),
+         r"moe-gated-ep2-dualpipev-full-p2-d2-v2|moe-gated-tp2-ep2-1f1b-full-sp-p2-d1|"
+         r"moe-shared-probs-tp2-ep2-1f1b-full-sp-p2-d1|"
+         r"moe-shared-probs-ep2-dualpipev-full-p2-d2-v2)$"),
     ]
     for name, dtype, loss_tol, param_tol, only in runs:
         result = run([sys.executable, script, "--bin", args.bin,

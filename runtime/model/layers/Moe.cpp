@@ -147,8 +147,9 @@ template <typename T> void Moe<T>::limitToCapacity(Ops<T> &ops, Routing &r) cons
   const auto capacity = static_cast<int64_t>(
       std::ceil(s.capacityFactor * static_cast<double>(s.seq * s.topK) / static_cast<double>(N)));
   if (s.dropByWeight) {
-    // Every assignment of the whole sample, ranked by its weight rounded to the Ops's type as
-    // the members exchange it (each member ranks the same numbers, its own included).
+    // Every assignment of the whole sample, ranked by its weight as the members exchange it
+    // (through the Ops's type) rounded to single precision: each member ranks the same
+    // numbers, its own included.
     const int64_t width = seq * s.topK, n = samples * 2 * width;
     std::vector<double> mine(n);
     for (int64_t sample = 0; sample < samples; ++sample)

@@ -25,7 +25,7 @@
 //
 // With capacityFactor c > 0 an expert takes at most ceil(c · seq · k / N) of each sample's
 // assignments, the first in the sample's token order or, with dropByWeight, those of the
-// highest weight (rounded to the Ops's type, ties to the earlier token; Megatron-Core's `probs`
+// highest weight (rounded to single precision, ties to the earlier token; Megatron-Core's `probs`
 // policy), per sample, as the auxiliary loss, so that the model does not depend on how a batch
 // is cut; the rest are dropped: they add
 // nothing (their weight is not renormalised away), as in GShard and Switch. Without it the

@@ -147,13 +147,13 @@ TEST(Moe, CapacityByWeightKeepsTheHighestWeights) {
   EXPECT_EQ(byPosition.position[2], 1);
   EXPECT_EQ(byPosition.position[4], -1);
   // As the second tensor rank of two: the first part's two tokens per sample come ahead in
-  // the whole sample, and weigh more for expert 0 in sample 0 (0.7, 0.65), which then drops all
-  // three of this rank's; in sample 1 they weigh less than this rank's assignments wherever they
-  // meet them, and this rank drops what it drops alone.
+  // the whole sample. In sample 0 they weigh more for expert 0 (0.7, 0.65), which then drops all
+  // three of this rank's, and as much for expert 1 (0.3) as this rank's two: the earlier
+  // token, the other part's, stays. In sample 1 this rank drops what it drops alone.
   std::vector<int32_t> wholeExperts;
   std::vector<float> wholeKeys;
   const int32_t aheadExperts[2][4] = {{0, 1, 0, 2}, {2, 1, 1, 0}};
-  const float aheadKeys[2][4] = {{0.7f, 0.2f, 0.65f, 0.3f}, {0.9f, 0.05f, 0.04f, 0.1f}};
+  const float aheadKeys[2][4] = {{0.7f, 0.3f, 0.65f, 0.3f}, {0.9f, 0.05f, 0.04f, 0.1f}};
   for (int sample = 0; sample < 2; ++sample) {
     wholeExperts.insert(wholeExperts.end(), aheadExperts[sample], aheadExperts[sample] + 4);
     wholeKeys.insert(wholeKeys.end(), aheadKeys[sample], aheadKeys[sample] + 4);
@@ -167,11 +167,11 @@ TEST(Moe, CapacityByWeightKeepsTheHighestWeights) {
   for (size_t a = 0; a < second.position.size(); ++a)
     if (second.position[a] < 0)
       dropped.push_back(static_cast<int32_t>(a));
-  // Sample 0: expert 0's three (slots 0, 2, 4) behind 0.7 and 0.65; expert 1 (0.2 ahead, 0.3 and
-  // 0.3 here) keeps both of this rank's, expert 2 (0.3 ahead and here) both. Sample 1: expert 1
-  // (0.05 and 0.04 ahead, 0.5, 0.5, 0.6 here) drops token 1's; expert 0 (0.1 ahead, 0.4 and 0.3
-  // here) and expert 2 (0.9 ahead, 0.4 here) keep this rank's.
-  EXPECT_EQ(dropped, (std::vector<int32_t>{0, 2, 4, 8}));
+  // Sample 0: expert 0's three (slots 0, 2, 4) behind 0.7 and 0.65; expert 1 (0.3 ahead, 0.3 and
+  // 0.3 here) keeps the earlier two, dropping token 2's (slot 5); expert 2 (0.3 ahead and here)
+  // keeps both. Sample 1: expert 1 (0.05 and 0.04 ahead, 0.5, 0.5, 0.6 here) drops token 1's;
+  // expert 0 (0.1 ahead, 0.4 and 0.3 here) and expert 2 (0.9 ahead, 0.4 here) keep this rank's.
+  EXPECT_EQ(dropped, (std::vector<int32_t>{0, 2, 4, 5, 8}));
 }
 
 TEST(Moe, RouterScores) {
@@ -470,6 +470,42 @@ TEST(Moe, ZLossGradients) {
                    2, 3);
   }
 }
+TEST(Moe, TheLayerDropsByTheWeightWhenAsked) {
+  // 5 tokens x 2 choices over 4 experts, capacity 2 per sample: by weight, in each sample
+  // every kept assignment of an expert weighs at least what each dropped one does, and the
+  // layer drops other assignments than by position.
+  std::vector<std::vector<int32_t>> positions;
+  for (bool byWeight : {false, true}) {
+    GptShape s = moeShape([&](GptShape &s) {
+      s.capacityFactor = 0.5;
+      s.dropByWeight = byWeight;
+    });
+    runtime::Plan plan = planFor(s);
+    CpuOps<double> ops;
+    LayerChain<double> chain = *LayerChain<double>::build(plan, s, 2, 3, ops);
+    std::vector<double> params(chain.numParams());
+    chain.initialise(params.data(), 3);
+    std::vector<double> x(2 * s.seq * s.hidden), y(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = std::sin(0.37 * static_cast<double>(i));
+    Batch batch = makeBatch(s, 2, 1.0);
+    typename LayerChain<double>::Cache cache;
+    chain.forward(params.data(), x.data(), batch.view, y.data(), cache);
+    const Routing &r = *std::static_pointer_cast<const Routing>(cache.layers[0].parts[3].host);
+    positions.push_back(r.position);
+    if (!byWeight)
+      continue;
+    const int64_t perSample = s.seq * s.topK;
+    for (int64_t sample = 0; sample < 2; ++sample)
+      for (int64_t a = sample * perSample; a < (sample + 1) * perSample; ++a)
+        for (int64_t b = sample * perSample; b < (sample + 1) * perSample; ++b)
+          if (r.expert[a] == r.expert[b] && r.position[a] >= 0 && r.position[b] < 0)
+            EXPECT_GE(static_cast<float>(r.weight[a]), static_cast<float>(r.weight[b]))
+                << "sample " << sample << ": kept " << a << ", dropped " << b;
+  }
+  EXPECT_NE(positions[0], positions[1]);
+}
+
 TEST(Moe, CapacityGradients) {
   // 5 tokens x 2 choices over 4 experts: capacity ceil(0.5 · 10 / 4) = 2 per sample drops some,
   // the last in token order or those of the lowest weight.

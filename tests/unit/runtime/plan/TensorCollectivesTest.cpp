@@ -324,6 +324,17 @@ TEST(ExpertAllToAlls, WithTensorParallelism) {
             "AR:2:256 AR:2:32 D:2:384 C:2:384 AG:2:256 C:2:384 D:2:384 AG:2:256 AR:2:256 "
             "AR:2:128");
   EXPECT_EQ(of(expertConfig(2, 1), 2, 3, Op::Forward, 1, &aux), "D:2:768 C:2:768");
+  // With a capacity each member's counts of its choices per sample (2 members x 4 experts
+  // floats) are gathered before the dispatch; dropping by weight, every assignment's expert
+  // and weight (2 x 8 tokens x 2 choices floats, the whole sample's).
+  Transformer capacity = t;
+  capacity.capacityFactor = 1;
+  EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::Forward, 1, &capacity),
+            "AR:2:256 AG:2:32 D:2:384 C:2:384 AG:2:256");
+  capacity.dropByWeight = true;
+  EXPECT_EQ(of(expertConfig(2, 2), 2, 3, Op::Forward, 1, &capacity),
+            "AR:2:256 AG:2:128 D:2:384 C:2:384 AG:2:256");
+  EXPECT_EQ(of(expertConfig(2, 1), 2, 3, Op::Forward, 1, &capacity), "D:2:768 C:2:768");
   // With the bias moved by the load, each expert's count of choices rides on the router's
   // gradient: 4 x (16 + 1) bf16 elements.
   Transformer balanced = t;
