@@ -147,23 +147,23 @@ template <typename T> void Moe<T>::limitToCapacity(Ops<T> &ops, Routing &r) cons
   const auto capacity = static_cast<int64_t>(
       std::ceil(s.capacityFactor * static_cast<double>(s.seq * s.topK) / static_cast<double>(N)));
   if (s.dropByWeight) {
-    // Every assignment of the whole sample, ranked by its weight as the members exchange it
-    // (through the Ops's type) rounded to single precision: each member ranks the same
-    // numbers, its own included.
+    // Every assignment of the whole sample, ranked by its weight in single precision. With
+    // T > 1 the members gather each other's through the Ops's type (float or double, so the
+    // keys round as a rank's own do), and each ranks the same numbers.
     const int64_t width = seq * s.topK, n = samples * 2 * width;
-    std::vector<double> mine(n);
+    const int64_t members = s.tensorParallel() ? s.tensorSize : 1;
+    std::vector<double> parts(n); // per sample: its assignments' experts, then their weights
     for (int64_t sample = 0; sample < samples; ++sample)
       for (int64_t a = 0; a < width; ++a) {
-        mine[sample * 2 * width + a] = r.expert[sample * width + a];
-        mine[sample * 2 * width + width + a] = r.weight[sample * width + a];
+        parts[sample * 2 * width + a] = r.expert[sample * width + a];
+        parts[sample * 2 * width + width + a] = r.weight[sample * width + a];
       }
-    const int64_t members = s.tensorParallel() ? s.tensorSize : 1;
-    Buffer<T> shard = transient(ops, n), all = transient(ops, n * members);
-    fromHost(ops, mine, shard.data());
-    if (members > 1)
+    if (members > 1) {
+      Buffer<T> shard = transient(ops, n), all = transient(ops, n * members);
+      fromHost(ops, parts, shard.data());
       ops.tensorGroup()->allGather(n, shard.data(), all.data());
-    const std::vector<double> parts =
-        toHost(ops, members > 1 ? all.data() : shard.data(), n * members);
+      parts = toHost(ops, all.data(), n * members);
+    }
     std::vector<int32_t> experts(samples * members * width);
     std::vector<float> keys(experts.size());
     for (int64_t member = 0; member < members; ++member)
