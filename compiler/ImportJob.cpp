@@ -74,7 +74,7 @@ pipe::TransformerAttr buildTransformer(MLIRContext *ctx, const TransformerSpec &
       toDialect<pipe::PositionKind>(t.position), t.tieEmbeddings, toDialect<pipe::BiasKind>(t.bias),
       t.ropeTheta, t.normEps, toDialect<pipe::AttentionKind>(t.attention),
       toDialect<pipe::ElementwiseKind>(t.elementwise), t.headDim.value_or(0), t.qkNorm, t.mtpLayers,
-      latent, buildMoe(ctx, t, imbalance), rope);
+      t.mtpLossCoefficient, latent, buildMoe(ctx, t, imbalance), rope);
 }
 
 /// A symbol name from the job name: letters, digits and '_' only.

@@ -262,6 +262,10 @@ struct TransformerSpec {
   /// k + 2 ahead from the previous depth's hidden state and the embedding of the token k + 1
   /// ahead, through a projection, a block of the model's kind and the shared output head.
   int64_t mtpLayers = 0;
+  /// The modules' losses' weight λ in the training loss, as λ/D times their sum (DeepSeek-V3's
+  /// λ, 0.3 for its first 10 T tokens and 0.1 after, report §4.2; Megatron-Core's
+  /// --mtp-loss-scaling-factor, 0.1 by default).
+  double mtpLossCoefficient = 0.1;
   std::optional<LatentAttentionSpec> latentAttention;
   std::optional<MoeSpec> moe;
 

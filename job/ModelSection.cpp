@@ -29,8 +29,8 @@ void JobParser::parseModel(ObjectReader &section, ModelSpec &m, const TrainingSp
   m.kind = std::string(kModelKinds[*kind]);
   if (m.kind == "layers") {
     // The transformer's variants describe a shape; a layer list states its costs itself.
-    for (std::string_view key :
-         {"moe", "latent_attention", "head_dim", "qk_norm", "mtp_layers", "rope_scaling"})
+    for (std::string_view key : {"moe", "latent_attention", "head_dim", "qk_norm", "mtp_layers",
+                                 "mtp_loss_coefficient", "rope_scaling"})
       if (section.value(key)) {
         diag.report(section.keyPath(key),
                     "applies to a transformer (model.kind \"transformer\" or \"hf\"); a layer "
@@ -135,6 +135,8 @@ void JobParser::readShape(ObjectReader &section, TransformerSpec &t) {
     t.attention = *attention;
   if (auto mtp = section.integer("mtp_layers", 0, limits::kMaxMtpLayers))
     t.mtpLayers = *mtp;
+  if (auto lambda = section.number("mtp_loss_coefficient", 0, 1e3, /*minExclusive=*/true))
+    t.mtpLossCoefficient = *lambda;
   if (auto elementwise = readEnum<ElementwiseKind>(section, "elementwise"))
     t.elementwise = *elementwise;
   if (auto headDim = section.integer("head_dim", 1, limits::kMaxHidden))

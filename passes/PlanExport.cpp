@@ -186,6 +186,8 @@ runtime::Transformer conduit::exportTransformer(pipe::TransformerAttr t) {
   x.headDim = t.getHeadDim();
   x.qkNorm = t.getQkNorm();
   x.mtpLayers = t.getMtpLayers();
+  // The modules' weight, which a plan states with modules only.
+  x.mtpLossCoefficient = x.mtpLayers > 0 ? static_cast<double>(t.getMtpLossCoefficient()) : 0;
   if (pipe::LatentAttentionAttr mla = t.getLatentAttention()) {
     x.qLoraRank = mla.getQLoraRank();
     x.kvLoraRank = mla.getKvLoraRank();

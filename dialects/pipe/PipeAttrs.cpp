@@ -210,15 +210,13 @@ int64_t TrainingAttr::getMomentBytes() const {
   return getAdamMoments() == AdamMoments::BF16 ? 2 : 4;
 }
 
-LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                      int64_t numLayers, int64_t hiddenSize, int64_t numHeads,
-                                      int64_t numKvHeads, int64_t ffnHiddenSize, int64_t seqLength,
-                                      int64_t vocabSize, MlpKind mlp, NormKind norm,
-                                      PositionKind position, bool tieEmbeddings, BiasKind bias,
-                                      F64 ropeTheta, F64 normEps, AttentionKind attention,
-                                      ElementwiseKind elementwise, int64_t headDim, bool qkNorm,
-                                      int64_t mtpLayers, LatentAttentionAttr latentAttention,
-                                      MoeAttr moe, RopeScalingAttr ropeScaling) {
+LogicalResult TransformerAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t numLayers, int64_t hiddenSize,
+    int64_t numHeads, int64_t numKvHeads, int64_t ffnHiddenSize, int64_t seqLength,
+    int64_t vocabSize, MlpKind mlp, NormKind norm, PositionKind position, bool tieEmbeddings,
+    BiasKind bias, F64 ropeTheta, F64 normEps, AttentionKind attention, ElementwiseKind elementwise,
+    int64_t headDim, bool qkNorm, int64_t mtpLayers, F64 mtpLossCoefficient,
+    LatentAttentionAttr latentAttention, MoeAttr moe, RopeScalingAttr ropeScaling) {
   if (failed(check(emitError, numLayers >= 1, "num_layers", "positive", numLayers)) ||
       failed(check(emitError, hiddenSize >= 1, "hidden_size", "positive", hiddenSize)) ||
       failed(check(emitError, numHeads >= 1, "num_heads", "positive", numHeads)) ||
@@ -231,7 +229,9 @@ LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
       failed(check(emitError, std::isfinite(normEps) && normEps > 0 && normEps < 1, "norm_eps",
                    "between 0 and 1", normEps)) ||
       failed(check(emitError, headDim >= 0, "head_dim", "non-negative", headDim)) ||
-      failed(check(emitError, mtpLayers >= 0, "mtp_layers", "non-negative", mtpLayers)))
+      failed(check(emitError, mtpLayers >= 0, "mtp_layers", "non-negative", mtpLayers)) ||
+      failed(check(emitError, std::isfinite(mtpLossCoefficient) && mtpLossCoefficient > 0,
+                   "mtp_loss_coefficient", "positive", mtpLossCoefficient)))
     return failure();
   if (ropeScaling && position != PositionKind::Rotary)
     return emitError() << "rope_scaling extends rotary positions, and the positions are "

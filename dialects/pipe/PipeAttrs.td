@@ -620,7 +620,8 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     per-head width (0, not printed: hidden_size / num_heads; Qwen3 sets it), `qk_norm` an
     RMSNorm on each head's queries and keys (Qwen3); `mtp_layers` the multi-token
     prediction modules after the blocks (DeepSeek-V3's depth; 0, not printed: none), whose
-    layers follow the blocks in the chain, before `head`; `latent_attention` (#pipe.latent_attention)
+    layers follow the blocks in the chain, before `head`, and `mtp_loss_coefficient` the
+    weight λ of their losses, λ/D times their sum (0.1, not printed); `latent_attention` (#pipe.latent_attention)
     replaces the attention's projections, and `moe` (#pipe.moe) the MLP of the blocks after
     its `dense_layers`; `rope_scaling` (#pipe.rope_scaling) extends the rotary positions'
     context.
@@ -652,6 +653,7 @@ def Pipe_TransformerAttr : Pipe_Attr<"Transformer", "transformer"> {
     DefaultValuedParameter<"int64_t", "0">:$head_dim,
     DefaultValuedParameter<"bool", "false">:$qk_norm,
     DefaultValuedParameter<"int64_t", "0">:$mtp_layers,
+    Pipe_DefaultF64Param<"0.1">:$mtp_loss_coefficient,
     OptionalParameter<"LatentAttentionAttr">:$latent_attention,
     OptionalParameter<"MoeAttr">:$moe,
     OptionalParameter<"RopeScalingAttr">:$rope_scaling

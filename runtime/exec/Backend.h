@@ -39,6 +39,10 @@ struct StepOutcome {
   std::optional<double> auxLoss;
   /// The router z-loss, the same way (layers/Moe.h); unset without a z-loss coefficient.
   std::optional<double> zLoss;
+  /// The multi-token prediction modules' cross-entropy (layers/Mtp.h): the mean over the
+  /// modules of their counted rows' sum over the global batch's tokens, which training adds
+  /// to the loss times model.mtp_loss_coefficient; unset without modules.
+  std::optional<double> mtpLoss;
 };
 
 /// The training state a process owns for one stage: the parameters it updates (the whole

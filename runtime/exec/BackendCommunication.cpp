@@ -116,8 +116,8 @@ absl::Status BackendCore<Grad>::postCollective(const Instruction &inst, Pending 
 template <typename Grad> Grad *BackendCore<Grad>::tiedGradient(Stage &stage, bool head) {
   if (!head)
     return stage.grad.data(); // the embedding's token table comes first
-  // The head: its norm's weights (and biases with LayerNorm), then the tied matrix.
-  return stage.grad.data() + stage.chain.offset(stage.chain.size() - 1) + shape->normParams();
+  // The head's tied matrix, or the first multi-token prediction module's copy of the table.
+  return stage.grad.data() + stage.chain.tableCopyAt();
 }
 
 template <typename Grad>

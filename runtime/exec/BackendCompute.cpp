@@ -101,6 +101,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instructi
     lossSum += ops().takeLoss();
     auxLossSum += ops().takeAuxLoss();
     zLossSum += ops().takeZLoss();
+    mtpLossSum += ops().takeMtpLoss();
   }
   timer.record(stage.spec->firstLayer, batch.samples, seconds, Op::Forward);
   stage.caches[mb] = std::move(caches);

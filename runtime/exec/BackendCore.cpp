@@ -325,7 +325,7 @@ template <typename Grad> int64_t BackendCore<Grad>::largestMicrobatch() const {
 template <typename Grad> absl::Status BackendCore<Grad>::beginStep(int64_t s) {
   step = s;
   lossSum = 0;
-  auxLossSum = zLossSum = 0;
+  auxLossSum = zLossSum = mtpLossSum = 0;
   for (std::unique_ptr<Stage> &stage : stages)
     if (stage) {
       const size_t m = stage->spec->numMicrobatches();
@@ -556,6 +556,7 @@ template <typename Grad> absl::StatusOr<StepOutcome> BackendCore<Grad>::endStep(
   lossSum += ops().takeLoss(); // what forwards left (all of it, when read once per step)
   auxLossSum += ops().takeAuxLoss();
   zLossSum += ops().takeZLoss();
+  mtpLossSum += ops().takeMtpLoss();
   CONDUIT_RETURN_IF_ERROR(deviceStatus());
   CONDUIT_RETURN_IF_ERROR(synchronizeAll());
   CONDUIT_ASSIGN_OR_RETURN(double total, transport->sumOverRanks(lossSum));
@@ -570,6 +571,10 @@ template <typename Grad> absl::StatusOr<StepOutcome> BackendCore<Grad>::endStep(
   if (shape->moe() && shape->zLossCoefficient > 0) {
     CONDUIT_ASSIGN_OR_RETURN(double z, transport->sumOverRanks(zLossSum));
     outcome.zLoss = z * static_cast<double>(shape->seq) / c.stepTokens(shape->seq);
+  }
+  if (shape->mtpLayers > 0) {
+    CONDUIT_ASSIGN_OR_RETURN(double mtp, transport->sumOverRanks(mtpLossSum));
+    outcome.mtpLoss = mtp / c.stepTokens(shape->seq);
   }
   if (!std::isfinite(outcome.loss))
     return absl::DataLossError(absl::StrCat(

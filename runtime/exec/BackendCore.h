@@ -215,7 +215,7 @@ private:
   absl::Status postTransfers(const std::vector<int64_t> &indices, Pending &pending);
   absl::Status postCollective(const Instruction &inst, Pending &pending);
   /// Where the tied weight's gradient lies in `stage`'s accumulators: the token table of the
-  /// first stage (`head` false) or the LM head's matrix of the last.
+  /// first stage (`head` false) or the last stage's copy of it (LayerChain::tableCopyAt).
   Grad *tiedGradient(Stage &stage, bool head);
   /// A tie_grads: sums in place when this rank holds both copies (and returns false), else
   /// posts the exchange with the peer into `pending` (and returns true).
@@ -293,6 +293,7 @@ private:
   double lossSum = 0;
   double auxLossSum = 0; ///< a mixture of experts' auxiliary loss, as lossSum
   double zLossSum = 0;   ///< and its router z-loss
+  double mtpLossSum = 0; ///< the multi-token prediction modules' loss, as lossSum
   LayerTimer timer;
 };
 

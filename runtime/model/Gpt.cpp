@@ -11,6 +11,7 @@
 #include "runtime/model/layers/Block.h"
 #include "runtime/model/layers/Embedding.h"
 #include "runtime/model/layers/Head.h"
+#include "runtime/model/layers/Mtp.h"
 #include "runtime/plan/Limits.h"
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,9 @@ std::unique_ptr<Layer<T>> makeLayer(runtime::LayerKind kind, const GptShape &sha
   case runtime::LayerKind::Embedding:
     return std::make_unique<Embedding<T>>(shape);
   case runtime::LayerKind::Block:
+    if (const int64_t depth = shape.mtpDepth(layer); depth >= 0)
+      return std::make_unique<Mtp<T>>(shape, depth, selective ? recomputeModules : 0u,
+                                      shape.layerHasExperts(layer));
     return std::make_unique<Block<T>>(shape, selective ? recomputeModules : 0u,
                                       shape.layerHasExperts(layer));
   case runtime::LayerKind::Head:
@@ -106,7 +110,37 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
   for (size_t i = 0; i < chain.layers.size(); ++i)
     if (chain.layout.experts > 0)
       chain.layers[i]->placeExperts(chain.layout.layerExpertsAt[i] - chain.layout.layerAt[i]);
+  CONDUIT_RETURN_IF_ERROR(chain.placeShared(plan));
   return chain;
+}
+
+template <typename T> absl::Status LayerChain<T>::placeShared(const runtime::Plan &plan) {
+  const int64_t mtp = shape.mtpLayers, headLayer = static_cast<int64_t>(plan.layers.size()) - 1;
+  // The head's matrix, after its norm; untied, the first module's copy of the token table,
+  // its first parameters (Mtp.h).
+  const int64_t headMatrix = head ? layout.layerAt.back() + shape.normParams() : -1;
+  tableCopy = shape.tied ? headMatrix : -1;
+  if (mtp == 0)
+    return absl::OkStatus();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (shape.mtpDepth(globalLayer(i)) < 0)
+      continue;
+    if (!head)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "layer ", names[i], " is a multi-token prediction module without the head (layer ",
+          plan.layers[headLayer].name, ") on its stage; recompile the job"));
+    const int64_t firstModule = headLayer - mtp - firstLayer;
+    if (firstModule < 0)
+      return absl::FailedPreconditionError(
+          absl::StrCat("layer ", names[i],
+                       " is a multi-token prediction module on another stage than the "
+                       "first (layer ",
+                       plan.layers[headLayer - mtp].name, "); recompile the job"));
+    if (!shape.tied)
+      tableCopy = layout.layerAt[firstModule];
+    layers[i]->placeShared(tableCopy - layout.layerAt[i], headMatrix - layout.layerAt[i]);
+  }
+  return absl::OkStatus();
 }
 
 template <typename T> std::vector<int64_t> LayerChain<T>::loadBalancedBiases() const {
@@ -178,7 +212,7 @@ void addSeconds(const std::vector<double> &piece, std::vector<double> *total) {
 template <typename T>
 void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T *y, Cache &cache,
                             std::vector<double> *seconds) const {
-  const int64_t activation = batch.samples * sampleSize();
+  const int64_t activation = batch.samples * sampleSize(); // the chain's input
   cache.layers.clear();
   cache.layers.resize(layers.size());
   cache.samples = batch.samples;
@@ -205,7 +239,7 @@ void LayerChain<T>::forward(const T *params, const T *x, const Tokens &batch, T 
     const bool last = i + 1 == layers.size();
     T *out = y;
     if (!last) {
-      output = ops->allocate(activation);
+      output = ops->allocate(activation * layers[i]->outputWidth());
       out = output.data();
     }
     if (seconds)
@@ -236,7 +270,7 @@ template <typename T> void LayerChain<T>::recompute(size_t k, const T *params, C
   const Tokens batch{cache.tokens.data(), cache.targets.data(), cache.samples, cache.lossScale};
   Buffer<T> output; // the next layer's input, which it kept
   if (!(head && k + 1 == layers.size()))
-    output = ops->allocate(cache.samples * sampleSize());
+    output = ops->allocate(cache.samples * sampleSize() * layers[k]->outputWidth());
   ops->countLoss(false);
   layers[k]->forward(*ops, params + offset(k), cache.inputs[k].data(), batch, output.data(),
                      cache.layers[k]);
@@ -266,7 +300,8 @@ void LayerChain<T>::inputPass(const T *params, Cache &cache, const T *dy, T *dx,
     const bool first = k == 0;
     T *down = dx;
     if (!first) {
-      next = transient(*ops, cache.samples * sampleSize());
+      // The layer's input gradient, as wide as the layer before's output.
+      next = transient(*ops, cache.samples * sampleSize() * layers[k - 1]->outputWidth());
       down = next.data();
     }
     if (seconds)

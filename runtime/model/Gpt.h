@@ -9,7 +9,9 @@
 // The layers are built from units under runtime/model/layers/, each written once for any
 // tensor size: the embedding (Embedding.h); the pre-norm block (Block.h), composed of two norms
 // (Norm.h), the attention and the MLP (Attention.h, Mlp.h: residual branches, Branch.h); the
-// head (Head.h: final norm, LM head, cross-entropy). With tensor parallelism
+// head (Head.h: final norm, LM head, cross-entropy); between the blocks and the head, the
+// multi-token prediction modules (Mtp.h), which read the head's matrix and a copy of the token
+// table where the chain places them. With tensor parallelism
 // (GptShape::tensorSize T > 1) each unit holds its tensor rank's part, as Megatron-LM splits
 // it (Shoeybi et al., arXiv:1909.08053), with sequence parallelism (Korthikanti et al.,
 // arXiv:2205.05198) as the shape says; the units issue the group's collectives through
@@ -82,6 +84,11 @@ public:
 
   /// The elements of the chain's flat parameters (StageLayout::size).
   int64_t numParams() const { return layout.size(); }
+  /// Where the last stage's copy of the token table lies in the chain's flat parameters, whose
+  /// gradient is summed with the embedding's (runtime::Transformer::sharesTokenTable): the
+  /// head's matrix with tied embeddings, else the first multi-token prediction module's copy;
+  /// -1 where the chain holds neither.
+  int64_t tableCopyAt() const { return tableCopy; }
   /// Where the routers' biases that the load moves (Layer::loadBalancedBias) start in the
   /// chain's flat parameters, GptShape::experts elements each, in chain order.
   std::vector<int64_t> loadBalancedBiases() const;
@@ -186,6 +193,10 @@ private:
   /// Adds a piece's gradients (the chain's whole layout) to `grads`, the expert range to
   /// apartDoubleGrads where it is set.
   void accumulate(const T *dparams, double *grads) const;
+  /// Tells the multi-token prediction modules where the token table and the head's matrix
+  /// they share lie, and sets tableCopy; refuses a module whose stage lacks the head or the
+  /// first module.
+  absl::Status placeShared(const runtime::Plan &plan);
 
   GptShape shape;
   int64_t firstLayer = 0;
@@ -197,6 +208,7 @@ private:
   bool head = false, embedding = false;
   Checkpointing checkpointing = Checkpointing::None;
   double *apartDoubleGrads = nullptr; ///< placeExpertsApart's doubleGrads
+  int64_t tableCopy = -1;             ///< tableCopyAt()
 };
 
 } // namespace conduit::model

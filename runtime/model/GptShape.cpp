@@ -50,11 +50,12 @@ absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
   const runtime::Transformer &t = *plan.transformer;
   if (t.usesLatentAttention())
     CONDUIT_RETURN_IF_ERROR(refuseLatentAttentionTheLayerLacks(plan));
-  if (t.mtpLayers > 0)
+  if (t.mtpLayers > 0 && plan.config.tensor > 1)
     return absl::FailedPreconditionError(absl::StrCat(
         "the model has ", t.mtpLayers,
-        " multi-token prediction module(s) (model.mtp_layers), which conduit-run does not train; "
-        "the compiler plans and prices them"));
+        " multi-token prediction module(s) (model.mtp_layers), which conduit-run trains on one "
+        "tensor rank only; compile the job again with parallelism.tensor 1 (the plan's is ",
+        plan.config.tensor, ") or without model.mtp_layers"));
   if (!t.isMoe()) {
     if (plan.config.expert > 1)
       return absl::InvalidArgumentError(
@@ -252,6 +253,8 @@ absl::StatusOr<GptShape> GptShape::fromPlan(const runtime::Plan &plan) {
   shape.ropeTheta = t.ropeTheta;
   shape.ropeScaling = t.ropeScaling;
   shape.normEps = t.normEps;
+  shape.mtpLayers = t.mtpLayers;
+  shape.mtpLossCoefficient = t.mtpLossCoefficient;
   if (latent) {
     shape.qLora = t.qLoraRank;
     shape.kvLora = t.kvLoraRank;
@@ -300,8 +303,15 @@ std::optional<int64_t> GptShape::activationElements(int64_t samples, int64_t blo
     block = moeRows ? checkedAdd(std::max(*blockRows, *moeRows), *attention) : std::nullopt;
   }
   std::optional<int64_t> chain = block ? checkedMul(blocks, *block) : std::nullopt;
+  // The head, and with it the multi-token prediction modules (counted among `blocks`), each
+  // of which keeps a head's tensors too, and its embedding and two norms' (4h a row).
   if (chain && head)
     chain = checkedAdd(*chain, *headRows);
+  if (chain && head && mtpLayers > 0) {
+    const std::optional<int64_t> module = checkedMul(seq, 7 * hidden + 2 + 2 * vocab);
+    const std::optional<int64_t> modules = module ? checkedMul(mtpLayers, *module) : std::nullopt;
+    chain = modules ? checkedAdd(*chain, *modules) : std::nullopt;
+  }
   return chain ? checkedMul(samples, *chain) : std::nullopt;
 }
 

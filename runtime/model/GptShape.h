@@ -72,16 +72,27 @@ struct GptShape {
   /// attention), and each head's query/key width without and with rotary positions and its
   /// value width.
   int64_t qLora = 0, kvLora = 0, qkNope = 0, qkRope = 0, vHead = 0;
+  /// Multi-token prediction (layers/Mtp.h; DeepSeek-V3): the modules after the blocks, each a
+  /// layer of the chain, and their losses' weight λ (λ / mtpLayers times their sum).
+  int64_t mtpLayers = 0;
+  double mtpLossCoefficient = 0;
 
   bool moe() const { return experts > 0; }
   runtime::RotaryPositions rotaryPositions() const { return {ropeTheta, ropeScaling, seq}; }
   bool latent() const { return kvLora > 0; }
   /// Latent attention's query/key width per head.
   int64_t qkHead() const { return qkNope + qkRope; }
-  /// Whether the layer at global index `layer` of the chain is a block with experts (the
-  /// embedding is layer 0, block b is layer b + 1).
+  /// Whether the layer at global index `layer` of the chain is a block with experts, or a
+  /// multi-token prediction module whose block has them (the embedding is layer 0, block b is
+  /// layer b + 1, module k layer blocks + 1 + k).
   bool layerHasExperts(int64_t layer) const {
-    return moe() && layer >= 1 && layer <= blocks && layer - 1 >= denseBlocks;
+    return moe() && layer >= 1 && layer <= blocks + mtpLayers && layer - 1 >= denseBlocks;
+  }
+  /// The depth of the multi-token prediction module at global index `layer` (0 for the
+  /// first), or -1 for another layer.
+  int64_t mtpDepth(int64_t layer) const {
+    const int64_t k = layer - 1 - blocks;
+    return k >= 0 && k < mtpLayers ? k : -1;
   }
 
   bool tensorParallel() const { return tensorSize > 1; }
@@ -124,9 +135,10 @@ struct GptShape {
   int64_t upWidth() const { return gated ? 2 * ffn : ffn; }
   /// Parameters of one norm: gain, and bias for LayerNorm.
   int64_t normParams() const { return rmsNorm ? hidden : 2 * hidden; }
-  /// Elements the forward of `samples` samples through `blocks` blocks (and the head, when
-  /// `head`) keeps for its backward, layer inputs included; nullopt when the count does not
-  /// fit in an int64. Within the limits of Limits.h one sample's count always fits.
+  /// Elements the forward of `samples` samples through `blocks` blocks (the multi-token
+  /// prediction modules counted among them; and the head, when `head`, with what the modules
+  /// keep beyond a block's) keeps for its backward, layer inputs included; nullopt when the count
+  /// does not fit in an int64. Within the limits of Limits.h one sample's count always fits.
   std::optional<int64_t> activationElements(int64_t samples, int64_t blocks, bool head) const;
   /// The shape of the plan's transformer, split over the plan's tensor groups (tensorRank 0;
   /// a backend sets its own); an error names what this runtime cannot build.

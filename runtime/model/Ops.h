@@ -201,7 +201,7 @@ public:
   /// The loss summed since the last call, and zero from now on.
   virtual double takeLoss() = 0;
   /// While off, crossEntropy leaves the loss alone (a recomputed forward counts once), and so
-  /// do addAuxLoss and addZLoss.
+  /// do addAuxLoss, addZLoss and addMtpLoss.
   void countLoss(bool on) { countingLoss = on; }
   bool countsLoss() const { return countingLoss; }
   /// The mixture of experts' auxiliary loss (layers/Moe.h), apart from the cross-entropy:
@@ -218,6 +218,13 @@ public:
       zLoss += value;
   }
   double takeZLoss() { return std::exchange(zLoss, 0.0); }
+  /// The multi-token prediction modules' loss (layers/Mtp.h), apart as the auxiliary loss
+  /// is: each module adds its counted rows' cross-entropy over the number of modules.
+  void addMtpLoss(double value) {
+    if (countingLoss)
+      mtpLoss += value;
+  }
+  double takeMtpLoss() { return std::exchange(mtpLoss, 0.0); }
   /// An expert group's load (layers/Moe.h): each piece's routed tokens over the balanced share,
   /// counted once per forward (not again in a recomputation).
   void noteRoutedLoad(double ratio) {
@@ -247,7 +254,7 @@ public:
 
 protected:
   bool countingLoss = true;
-  double auxLoss = 0, zLoss = 0;
+  double auxLoss = 0, zLoss = 0, mtpLoss = 0;
   RoutedLoad load;
   TensorGroup<T> *tensor = nullptr;
   ExpertGroup<T> *experts = nullptr;

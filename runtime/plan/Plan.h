@@ -302,6 +302,8 @@ struct Transformer {
   /// Multi-token prediction modules after the blocks (DeepSeek-V3): the chain's blocks are
   /// numLayers of the model and then these, before the head, on the last stage.
   int64_t mtpLayers = 0;
+  /// Their losses' weight λ: the training loss adds λ / mtpLayers times their sum.
+  double mtpLossCoefficient = 0;
   /// Whether the last stage keeps a copy of the first stage's token table, whose gradients
   /// the two sum (TieGrads): the head's with tied embeddings, the multi-token prediction
   /// modules' otherwise.

@@ -148,7 +148,8 @@ void writePlanJson(const Plan &plan, std::ostream &os) {
     if (t->qkNorm)
       os << ", \"qk_norm\": true";
     if (t->mtpLayers > 0)
-      os << ", \"mtp_layers\": " << t->mtpLayers;
+      os << ", \"mtp_layers\": " << t->mtpLayers
+         << ", \"mtp_loss_coefficient\": " << t->mtpLossCoefficient;
     if (const RopeScaling &r = t->ropeScaling; r.scaled()) {
       os << ", \"rope_scaling\": {\"rope_type\": \"" << kRopeTypeNames[size_t(r.type)]
          << "\", \"factor\": " << r.factor;

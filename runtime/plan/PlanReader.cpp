@@ -248,8 +248,6 @@ absl::Status checkExpertFields(const Plan &plan) {
     return invalid("transformer.shared_expert_gate is true and there are no shared experts "
                    "(transformer.shared_experts 0)");
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.dense_layers", t->denseLayers, 0, t->numLayers));
-  CONDUIT_RETURN_IF_ERROR(
-      inRange("transformer.mtp_layers", t->mtpLayers, 0, limits::kMaxMtpLayers));
   const double experts = static_cast<double>(t->numExperts);
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.capacity_factor", t->capacityFactor, 0.0, experts));
   if (t->dropByWeight && t->capacityFactor == 0)
@@ -299,10 +297,27 @@ absl::Status checkExpertFields(const Plan &plan) {
 
 } // namespace
 
+/// The multi-token prediction modules and their losses' weight, which they must have.
+absl::Status checkMtpFields(const Transformer &t) {
+  CONDUIT_RETURN_IF_ERROR(inRange("transformer.mtp_layers", t.mtpLayers, 0, limits::kMaxMtpLayers));
+  if (t.mtpLayers == 0) {
+    if (t.mtpLossCoefficient != 0)
+      return invalid(absl::StrCat("transformer.mtp_loss_coefficient is ", t.mtpLossCoefficient,
+                                  " without multi-token prediction (transformer.mtp_layers 0)"));
+    return absl::OkStatus();
+  }
+  if (t.mtpLossCoefficient == 0)
+    return absl::FailedPreconditionError(
+        "transformer.mtp_layers is above 0 and transformer.mtp_loss_coefficient is 0 (a plan "
+        "from an older conduit-compile). Recompile the job with a matching conduit-compile.");
+  return inRange("transformer.mtp_loss_coefficient", t.mtpLossCoefficient, 1e-9, 1e3);
+}
+
 absl::Status checkModelFields(const Plan &plan) {
   if (plan.transformer) {
     CONDUIT_RETURN_IF_ERROR(checkAttentionFields(*plan.transformer));
     CONDUIT_RETURN_IF_ERROR(checkRotaryFields(*plan.transformer));
+    CONDUIT_RETURN_IF_ERROR(checkMtpFields(*plan.transformer));
   }
   return checkExpertFields(plan);
 }
@@ -452,6 +467,7 @@ absl::StatusOr<Plan> readPlan(const void *data, size_t size) {
     x.fp8Dispatch = t->fp8_dispatch();
     x.biasUpdateRate = t->bias_update_rate();
     x.mtpLayers = t->mtp_layers();
+    x.mtpLossCoefficient = t->mtp_loss_coefficient();
     x.ropeInterleave = t->rope_interleave();
     RopeScaling &rope = x.ropeScaling;
     rope.type = static_cast<RopeType>(t->rope_type());

@@ -131,7 +131,8 @@ flatbuffers::DetachedBuffer buildPlan(const Plan &plan,
         t->ropeScaling.factor, t->ropeScaling.originalPositions, t->ropeScaling.lowFreqFactor,
         t->ropeScaling.highFreqFactor, t->ropeScaling.betaFast, t->ropeScaling.betaSlow,
         !t->ropeScaling.truncate, t->ropeScaling.attentionFactor, t->ropeScaling.mscaleAllDim,
-        t->routedScalingFactor, t->sharedExpertGate, t->zLossCoefficient, t->dropByWeight);
+        t->routedScalingFactor, t->sharedExpertGate, t->zLossCoefficient, t->dropByWeight,
+        t->mtpLossCoefficient);
   const uint64_t features = requiredFeatures(plan);
   auto root = fb::CreatePlan(fbb, plan.formatVersion, features, fbb.CreateString(plan.name),
                              fbb.CreateString(plan.source), configOffset, transformer,

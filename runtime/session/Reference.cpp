@@ -19,7 +19,7 @@ absl::StatusOr<ReferenceWork> Reference::estimate(const Plan &plan) {
     params += layer.params;
   const int64_t width = model::OptimizerConfig::fromPlan(c).stateWidth();
   std::optional<int64_t> activations =
-      shape.activationElements(c.microbatchSize, shape.blocks, /*head=*/true);
+      shape.activationElements(c.microbatchSize, shape.blocks + shape.mtpLayers, /*head=*/true);
   std::optional<int64_t> bytes =
       checkedMul(params, int64_t(sizeof(float)) * (1 + width) + int64_t(sizeof(double)));
   std::optional<int64_t> activationBytes =
@@ -71,9 +71,9 @@ Reference::Reference(const Plan &plan, model::GptShape shape,
                      std::unique_ptr<model::TokenSource> data)
     : config(plan.config), shape(shape), ops(std::move(ops)), chain(std::move(chain)),
       data(std::move(data)), optimizer(model::OptimizerConfig::fromPlan(plan.config)) {
-  if (plan.transformer && plan.transformer->tieEmbeddings) {
+  if (plan.transformer && plan.transformer->sharesTokenTable()) {
     tied = true;
-    tiedHead = this->chain.offset(this->chain.size() - 1) + shape.normParams();
+    tiedHead = this->chain.tableCopyAt();
   }
   params.assign(this->chain.numParams(), 0.0f);
   this->chain.initialise(params.data(), static_cast<uint64_t>(config.seed));
@@ -84,7 +84,7 @@ Reference::Reference(const Plan &plan, model::GptShape shape,
 StepOutcome Reference::step(int64_t step) {
   const int64_t b = config.microbatchSize, perReplica = config.batchSamples();
   const double total = config.stepTokens(shape.seq);
-  double loss = 0, aux = 0, z = 0;
+  double loss = 0, aux = 0, z = 0, mtp = 0;
   std::vector<int32_t> tokens, targets;
   for (int64_t replica = 0; replica < config.data; ++replica)
     for (int64_t first = 0; first < perReplica; first += b) {
@@ -95,11 +95,12 @@ StepOutcome Reference::step(int64_t step) {
       loss += ops->takeLoss();
       aux += ops->takeAuxLoss();
       z += ops->takeZLoss();
+      mtp += ops->takeMtpLoss();
       chain.backwardSamples(params.data(), caches, nullptr, grad.data(), nullptr);
     }
   if (tied) {
-    // The token table and the LM head are one weight held twice: both take the summed
-    // gradient (as a plan's tie_grads does) and so the same update.
+    // The token table and the LM head (or the modules' copy) are one weight held twice: both
+    // take the summed gradient (as a plan's tie_grads does) and so the same update.
     const int64_t n = shape.vocab * shape.hidden;
     double *embedding = grad.data(), *head = grad.data() + tiedHead;
     for (int64_t j = 0; j < n; ++j)
@@ -122,6 +123,8 @@ StepOutcome Reference::step(int64_t step) {
     outcome.auxLoss = aux * seq / total;
   if (shape.moe() && shape.zLossCoefficient > 0)
     outcome.zLoss = z * seq / total;
+  if (shape.mtpLayers > 0)
+    outcome.mtpLoss = mtp / total;
   return outcome;
 }
 

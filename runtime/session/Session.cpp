@@ -45,7 +45,8 @@ void report(int64_t rank, int64_t ranks, const absl::Status &status) {
 }
 
 /// The step line: the loss (the cross-entropy) and, for a mixture of experts, the auxiliary
-/// loss beside it, and the router z-loss after that when the model has one.
+/// loss beside it, the router z-loss after that when the model has one, and the multi-token
+/// prediction modules' loss when it has them.
 void printStep(int64_t step, const StepOutcome &outcome) {
   std::printf("step %lld loss %.9g", static_cast<long long>(step),
               static_cast<float>(outcome.loss));
@@ -53,6 +54,8 @@ void printStep(int64_t step, const StepOutcome &outcome) {
     std::printf(" aux_loss %.9g", static_cast<float>(*outcome.auxLoss));
   if (outcome.zLoss)
     std::printf(" z_loss %.9g", static_cast<float>(*outcome.zLoss));
+  if (outcome.mtpLoss)
+    std::printf(" mtp_loss %.9g", static_cast<float>(*outcome.mtpLoss));
   std::printf("\n");
   std::fflush(stdout);
 }

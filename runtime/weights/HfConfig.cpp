@@ -40,8 +40,8 @@ nlohmann::ordered_json ropeScalingConfig(const RopeScaling &r) {
 
 /// DeepSeek-V3's keys: the latent attention's widths and the plan's rotary layout
 /// (rope_interleave: false, Hugging Face's DeepseekV3Attention rotates halves as
-/// runtime/model/Kernels.h does; true, interleaved pairs, the columns permuted to match), and
-/// its mixture of experts: the routed experts, the shared
+/// runtime/model/Kernels.h does; true, interleaved pairs, the columns permuted to match), its
+/// multi-token prediction modules, and its mixture of experts: the routed experts, the shared
 /// ones as a multiple of their width, the leading dense blocks (all of them without experts),
 /// the routing (sigmoid scores limited to groups, or softmax) with the routed experts' scaling
 /// and the auxiliary loss's coefficient.
@@ -55,6 +55,7 @@ void deepSeekConfig(const Transformer &t, nlohmann::ordered_json &c) {
   c["qk_rope_head_dim"] = t.qkRopeHeadDim;
   c["v_head_dim"] = t.vHeadDim;
   c["rope_interleave"] = t.ropeInterleave;
+  c["num_nextn_predict_layers"] = t.mtpLayers;
   if (!t.isMoe()) {
     c["first_k_dense_replace"] = t.numLayers;
     return;
@@ -200,6 +201,14 @@ std::vector<std::string> hfConfigOmissions(const Plan &plan) {
                                    "them on q, k and v");
   else if ((t.bias == 0 && (qwen3 || deepSeek || mixtral)) || (t.bias == 1 && (qwen3 || deepSeek)))
     out.emplace_back("the biases (model.bias): this family's config has no key for them");
+  // DeepSeek-V3's config counts the modules, which its Hugging Face model does not run: a job
+  // on the file plans them only with the key beside `path` (job-file.md).
+  if (t.mtpLayers > 0)
+    out.emplace_back(deepSeek ? "multi-token prediction modules (model.mtp_layers): the config "
+                                "counts them (num_nextn_predict_layers), and a job on it plans "
+                                "them only with the key beside its path"
+                              : "multi-token prediction modules (model.mtp_layers): only "
+                                "DeepSeek-V3's config counts them");
   if (!t.isMoe())
     return out;
   if (mixtral && t.denseLayers > 0)

@@ -53,6 +53,16 @@ enum class Param {
   NormG,
   NormB,
   Lm,
+  /// A multi-token prediction module's own arrays before its block's (runtime/model/layers/
+  /// Mtp.h): its norms of the embedding, of the previous hidden state and of its head's input
+  /// (gains, and biases with LayerNorm), and its projection M [2h × h].
+  ENormG,
+  ENormB,
+  HNormG,
+  HNormB,
+  EhProj,
+  MtpNormG,
+  MtpNormB,
   Moe, ///< a block's mixture of experts, in place of W1 to B2: its own tensors (moeTensors)
   None ///< no array (a module without a bias)
 };
@@ -97,6 +107,16 @@ constexpr Module kBlock[] = {
     {Param::W1, Param::B1, Columns::Gate, "mlp.gate_proj", nullptr},
     {Param::W1, Param::B1, Columns::Up, "mlp.up_proj", "mlp.c_fc"},
     {Param::W2, Param::B2, Columns::All, "mlp.down_proj", "mlp.c_proj"}};
+/// A multi-token prediction module's own tensors, DeepSeek-V3's names under its layer's prefix
+/// (model.layers.N with N = num_layers + k); its block's follow as kBlock's. Its copy of the
+/// token table (the first module's, untied) is embed_tokens, and the head's matrix it shares is
+/// written again as shared_head.head, as DeepSeek's checkpoints hold both.
+constexpr Module kMtp[] = {
+    {Param::Wte, Param::None, Columns::All, "embed_tokens", nullptr},
+    {Param::ENormG, Param::ENormB, Columns::All, "enorm", nullptr},
+    {Param::HNormG, Param::HNormB, Columns::All, "hnorm", nullptr},
+    {Param::EhProj, Param::None, Columns::All, "eh_proj", nullptr},
+    {Param::MtpNormG, Param::MtpNormB, Columns::All, "shared_head.norm", nullptr}};
 constexpr Module kHead[] = {
     {Param::NormG, Param::NormB, Columns::All, "model.norm", "transformer.ln_f"},
     {Param::Lm, Param::None, Columns::All, "lm_head", "lm_head"}};
@@ -203,8 +223,10 @@ struct Span {
 };
 
 /// Conduit's layout of a layer of kind `kind`: each array's span (offset -1: absent), and
-/// the layer's parameter count.
-std::map<Param, Span> layoutOf(LayerKind kind, const Transformer &t, bool experts, int64_t &total) {
+/// the layer's parameter count. A block at `mtpDepth` 0 or more is that multi-token prediction
+/// module: its own arrays, then its block's.
+std::map<Param, Span> layoutOf(LayerKind kind, const Transformer &t, bool experts, int64_t &total,
+                               int64_t mtpDepth = -1) {
   const int64_t h = t.hiddenSize, hd = headWidth(t), q = t.numHeads * hd, kvd = t.numKvHeads * hd,
                 f = t.ffnHiddenSize, v = t.vocabSize;
   const bool layerNorm = t.norm == 0, swiglu = t.mlp == 1;
@@ -223,6 +245,16 @@ std::map<Param, Span> layoutOf(LayerKind kind, const Transformer &t, bool expert
     take(Param::Wpe, t.seqLength, h, false, t.position == 0);
     break;
   case LayerKind::Block:
+    if (mtpDepth >= 0) {
+      take(Param::Wte, v, h, false, mtpDepth == 0 && !t.tieEmbeddings);
+      take(Param::ENormG, 1, h, true);
+      take(Param::ENormB, 1, h, true, layerNorm);
+      take(Param::HNormG, 1, h, true);
+      take(Param::HNormB, 1, h, true, layerNorm);
+      take(Param::EhProj, 2 * h, h, false);
+      take(Param::MtpNormG, 1, h, true);
+      take(Param::MtpNormB, 1, h, true, layerNorm);
+    }
     take(Param::Norm1G, 1, h, true);
     take(Param::Norm1B, 1, h, true, layerNorm);
     if (t.usesLatentAttention()) {
@@ -350,21 +382,33 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
                      "(routed_scaling_factor, with latent attention); compile the job again with "
                      "model.moe.routed_scaling_factor 1 to write or read Hugging Face files"));
   const bool llama = isLlama(t);
+  if (t.mtpLayers > 0 && !llama)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the model has ", t.mtpLayers,
+        " multi-token prediction module(s), which only DeepSeek-V3's names (the Llama family's) "
+        "say; compile the job again with a Llama-style model (model.norm \"rmsnorm\", ...) or "
+        "without model.mtp_layers to write or read Hugging Face files"));
   std::vector<HfTensor> out;
   std::string tokenTable;
   int64_t block = 0;
+  // A module's own tensors, then its block's.
+  std::vector<Module> moduleTensors(std::begin(kMtp), std::end(kMtp));
+  moduleTensors.insert(moduleTensors.end(), std::begin(kBlock), std::end(kBlock));
+  const int64_t headLayer = static_cast<int64_t>(plan.layers.size()) - 1;
   for (size_t l = 0; l < plan.layers.size(); ++l) {
     const Layer &layer = plan.layers[l];
     const Module *modules = nullptr;
     size_t count = 0;
     std::string prefix;
     const bool experts = layer.kind == LayerKind::Block && t.blockHasExperts(block);
+    const int64_t mtpDepth =
+        layer.kind == LayerKind::Block && block >= t.numLayers ? block - t.numLayers : -1;
     if (layer.kind == LayerKind::Embedding) {
       modules = kEmbedding;
       count = std::size(kEmbedding);
     } else if (layer.kind == LayerKind::Block) {
-      modules = kBlock;
-      count = std::size(kBlock);
+      modules = mtpDepth >= 0 ? moduleTensors.data() : kBlock;
+      count = mtpDepth >= 0 ? moduleTensors.size() : std::size(kBlock);
       prefix = absl::StrCat(llama ? "model.layers." : "transformer.h.", block++, ".");
     } else if (layer.kind == LayerKind::Head) {
       modules = kHead;
@@ -374,7 +418,7 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
           absl::StrCat("layer ", layer.name, " is a custom layer: it has no Hugging Face names"));
     }
     int64_t total = 0;
-    const std::map<Param, Span> spans = layoutOf(layer.kind, t, experts, total);
+    const std::map<Param, Span> spans = layoutOf(layer.kind, t, experts, total, mtpDepth);
     if (total != layer.params)
       return absl::FailedPreconditionError(
           absl::StrCat("layer ", layer.name, ": the plan counts ", layer.params,
@@ -408,7 +452,7 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
           tensor.transpose = false;
           tensor.tied = true;
         }
-        if (param == Param::Wte)
+        if (param == Param::Wte && layer.kind == LayerKind::Embedding)
           tokenTable = tensor.name;
         if (t.ropeInterleave && t.position == 1 && t.qkRopeHeadDim > 0) {
           // DeepSeek's layout: each query head's rotary part, and the shared rotary key after
@@ -434,6 +478,21 @@ absl::StatusOr<std::vector<HfTensor>> hfTensors(const Plan &plan) {
       }
     if (experts)
       moeTensors(t, prefix, static_cast<int64_t>(l), spans.at(Param::Moe).offset, out);
+    if (mtpDepth >= 0 && !t.tieEmbeddings) {
+      // The head's matrix the module shares, under the module's name too: written from the
+      // head (the same stage) and read into it, before lm_head is.
+      int64_t headTotal = 0;
+      const Span lm = layoutOf(LayerKind::Head, t, false, headTotal).at(Param::Lm);
+      HfTensor shared;
+      shared.name = absl::StrCat(prefix, "shared_head.head.weight");
+      shared.layer = headLayer;
+      shared.offset = lm.offset;
+      shared.rows = lm.rows;
+      shared.cols = shared.colEnd = lm.cols;
+      shared.transpose = true;
+      shared.shape = {lm.cols, lm.rows};
+      out.push_back(std::move(shared));
+    }
   }
   if (t.tieEmbeddings && tokenTable.empty())
     return absl::FailedPreconditionError("the model ties its embeddings but has no embedding");

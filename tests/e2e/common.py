@@ -15,8 +15,9 @@ ENV = dict(os.environ,
            OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_btl="self,vader", OMPI_MCA_rmaps_base_oversubscribe="1",
            OMPI_MCA_btl_vader_single_copy_mechanism="none")
-STEP = re.compile(r"^step (\d+) loss (\S+)(?: aux_loss \S+)?(?: z_loss \S+)?$", re.M)
-AUX_LOSS = re.compile(r"^step (\d+) loss \S+ aux_loss (\S+)(?: z_loss (\S+))?$", re.M)
+# A step line: the loss, then the losses conduit-run prints beside it (aux_loss, z_loss,
+# mtp_loss), each as its name and value.
+STEP = re.compile(r"^step (\d+) loss (\S+)((?: [a-z_]+ \S+)*)$", re.M)
 
 
 def arguments():
@@ -162,13 +163,15 @@ def write_safetensors(path, tensors, metadata=None):
 
 def losses(output):
     """{step: loss} from conduit-run's output."""
-    return {int(s): float(l) for s, l in STEP.findall(output)}
+    return {int(s): float(l) for s, l, _ in STEP.findall(output)}
 
 
 def aux_losses(output):
-    """{step: (aux_loss,) or (aux_loss, z_loss)} from conduit-run's output (a mixture of
-    experts', with the router z-loss when it has one)."""
-    return {int(s): tuple(float(l) for l in (aux, z) if l) for s, aux, z in AUX_LOSS.findall(output)}
+    """{step: the values printed beside the loss, in order} from conduit-run's output: a
+    mixture of experts' aux_loss (with the router z_loss when it has one), the multi-token
+    prediction modules' mtp_loss; steps with none are left out."""
+    return {int(s): tuple(float(v) for v in rest.split()[1::2])
+            for s, _, rest in STEP.findall(output) if rest}
 
 
 FAILED = []

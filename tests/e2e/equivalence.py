@@ -449,6 +449,26 @@ def cases(quick, tensor_product=False):
                         "sequence_parallel": True})]:
         out.append((name, dict({"pipeline": 2, "data": 2, "schedule": "1f1b",
                                 "microbatches": 4}, **par)))
+    # Multi-token prediction (two modules, DeepSeek-V3's): on the last stage with the head, the
+    # modules' copy of the token table tied to the embedding's (mtp-untied-; the head's matrix
+    # with tied embeddings), summed in place where one rank holds both ends (DualPipeV's V);
+    # split backwards, recomputed whole, sharded, and with experts in the modules' blocks over
+    # an expert group (mtp-moe-).
+    for name, par in [("mtp-1f1b-full-p2-d2", {"sharding": "full"}),
+                      ("mtp-untied-1f1b-full-p2-d2", {"sharding": "full"}),
+                      ("mtp-untied-zbv-none-p2-d1-v2",
+                       {"data": 1, "sharding": "none", "schedule": "zbv",
+                        "stages_per_device": 2}),
+                      ("mtp-untied-breadth-first-optimizer-p2-d2-v2",
+                       {"sharding": "optimizer", "schedule": "breadth-first",
+                        "stages_per_device": 2}),
+                      ("mtp-untied-1f1b-full-checkpointing-p2-d2",
+                       {"sharding": "full", "activation_checkpointing": "full"}),
+                      ("mtp-moe-ep2-dualpipev-full-p2-d2-v2",
+                       {"sharding": "full", "schedule": "dualpipev", "stages_per_device": 2,
+                        "expert": 2})]:
+        out.append((name, dict({"pipeline": 2, "data": 2, "schedule": "1f1b",
+                                "microbatches": 4}, **par)))
     if quick:
         out = [c for c in out if c[0] in ("breadth-first-full-p2-d2-v2", "1f1b-none-p2-d1-v1",
                                           "tp2-1f1b-full-sp-p2-d1-v1")]
@@ -589,6 +609,13 @@ def main():
                 model = "moe-groups"
                 job["model"]["moe"].update(router_groups=2, router_group_top_k=1,
                                            dispatch="per_node", imbalance=2.0)
+        elif name.startswith("mtp-"):
+            model = next(m for m in ("mtp-untied", "mtp-moe", "mtp") if name.startswith(m + "-"))
+            job = small_llama(parallelism, microbatch_size=microbatch_size, dtype=args.dtype)
+            job["model"].update(mtp_layers=2, mtp_loss_coefficient=0.3,
+                                tie_embeddings=model == "mtp")
+            if model == "mtp-moe":
+                job["model"]["moe"] = dict(MOE, imbalance=MOE_EXPERT_PARALLEL_IMBALANCE)
         elif name.startswith("wide-vocab-"):
             # The Llama-style model (tied embeddings) with a vocabulary wide enough that the
             # head's logits and the tied gradients' exchange weigh in each rank's memory.

@@ -1,6 +1,7 @@
 //===- Layer.h - what every layer of the chain offers -----------*- C++ -*-===//
 //
-// The interface of a layer of the plan's chain (the embedding, a block, the head) and of the
+// The interface of a layer of the plan's chain (the embedding, a block, a multi-token
+// prediction module, the head) and of the
 // cache it keeps between its forward and its backward. A layer owns a flat slice of the
 // stage's parameters (its tensor rank's part of the whole layer's, where each run of it lies
 // in the whole layer's stated by slice()), and computes its forward and the two halves of its
@@ -136,6 +137,13 @@ public:
   /// count of choices to that bias's gradient, and the optimizer moves it by them
   /// (model::balanceBias) instead of by its update rule.
   virtual int64_t loadBalancedBias() const { return -1; }
+  /// Where the token table and the output head's matrix that a multi-token prediction module
+  /// reads (layers/Mtp.h) lie in the chain, as offsets from the `params` (and `dparams`)
+  /// pointer the layer is given; other layers share nothing.
+  virtual void placeShared(int64_t tokenTable, int64_t headMatrix) {}
+  /// The layer's output per sample, in activations between layers (LayerChain::sampleSize):
+  /// a module that passes on two states says 2.
+  virtual int64_t outputWidth() const { return 1; }
   /// Forward over batch.samples sequences: x (null for the embedding) to y (null for the
   /// head, which adds its loss to the Ops's loss).
   virtual void forward(Ops<T> &ops, const T *params, const T *x, const Tokens &batch, T *y,

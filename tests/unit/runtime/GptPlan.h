@@ -79,6 +79,8 @@ inline runtime::Plan planFor(const GptShape &s) {
   t.qkNopeHeadDim = s.qkNope;
   t.qkRopeHeadDim = s.qkRope;
   t.vHeadDim = s.vHead;
+  t.mtpLayers = s.mtpLayers;
+  t.mtpLossCoefficient = s.mtpLossCoefficient;
   plan.transformer = t;
   auto add = [&](const std::string &name, runtime::LayerKind kind) {
     runtime::Layer layer;
@@ -92,6 +94,8 @@ inline runtime::Plan planFor(const GptShape &s) {
   add("embedding", runtime::LayerKind::Embedding);
   for (int64_t b = 0; b < s.blocks; ++b)
     add("block." + std::to_string(b), runtime::LayerKind::Block);
+  for (int64_t k = 0; k < s.mtpLayers; ++k)
+    add("mtp." + std::to_string(k), runtime::LayerKind::Block);
   add("head", runtime::LayerKind::Head);
   return plan;
 }

@@ -36,7 +36,8 @@ inline Batch makeBatch(const GptShape &s, int64_t samples, double lossScale = 1.
 }
 
 /// Layers [first, end) of `s` against central differences of the loss plus the auxiliary loss
-/// of experts (zero without them), both taking the batch's loss scale (not 1, so that passing
+/// of experts (zero without them) and the multi-token prediction modules' loss times its
+/// weight, all taking the batch's loss scale (not 1, so that passing
 /// it on shows), for every parameter and the input. With `split`, the backward runs as
 /// backwardInput, another micro-batch's forward and input gradient, then backwardWeight, and
 /// the buffer the output gradient came in is overwritten before the weight gradient.
@@ -66,8 +67,9 @@ inline void checkGradients(const GptShape &s, int64_t first, int64_t end, bool s
     std::vector<double> y(chain.hasHead() ? 0 : samples * width);
     chain.forward(p.data(), input.empty() ? nullptr : input.data(), batch.view,
                   y.empty() ? nullptr : y.data(), cache);
-    double l =
-        lossScale * ops.takeLoss() + lossScale * s.seq * (ops.takeAuxLoss() + ops.takeZLoss());
+    double l = lossScale * ops.takeLoss() +
+               lossScale * s.seq * (ops.takeAuxLoss() + ops.takeZLoss()) +
+               lossScale * s.mtpLossCoefficient * ops.takeMtpLoss();
     for (size_t i = 0; i < y.size(); ++i)
       l += y[i] * projection[i];
     return l;
@@ -79,6 +81,7 @@ inline void checkGradients(const GptShape &s, int64_t first, int64_t end, bool s
   ops.takeLoss();
   ops.takeAuxLoss();
   ops.takeZLoss();
+  ops.takeMtpLoss();
   std::vector<double> dparams(params.size(), 0.0), dx(x.size(), 0.0);
   if (!split) {
     chain.backward(params.data(), cache, chain.hasHead() ? nullptr : projection.data(),
@@ -96,6 +99,7 @@ inline void checkGradients(const GptShape &s, int64_t first, int64_t end, bool s
     ops.takeLoss();
     ops.takeAuxLoss();
     ops.takeZLoss();
+    ops.takeMtpLoss();
     chain.backwardInput(params.data(), otherCache, chain.hasHead() ? nullptr : upstream.data(),
                         otherDx.empty() ? nullptr : otherDx.data());
     chain.backwardWeight(cache, dparams.data());

@@ -625,7 +625,6 @@ TEST(Moe, PlansTheRuntimeCannotRunAreRefusedNamingTheKey) {
          p.config.tensor = p.config.expert = 2;
        },
        "model.seq_length"},
-      {[](runtime::Plan &p) { p.transformer->mtpLayers = 1; }, "model.mtp_layers"},
   };
   for (const auto &c : cases) {
     SCOPED_TRACE(c.key);

@@ -277,13 +277,16 @@ TEST(PlanFile, ModelFieldsRoundTrip) {
   // blocks.
   EXPECT_EQ(p->transformer()->mtp_layers(), 0);
   plan.transformer->mtpLayers = 1;
+  plan.transformer->mtpLossCoefficient = 0.3;
   bytes = writePlan(plan);
   p = conduit::planfile::GetPlan(bytes.data());
   EXPECT_EQ(p->transformer()->mtp_layers(), 1);
+  EXPECT_EQ(p->transformer()->mtp_loss_coefficient(), 0.3);
   EXPECT_EQ(p->features(), kFeatureGroupLimitedRouting | kFeatureExpertBiasUpdate | kFeatureMtp);
   // Latent attention's weights in DeepSeek's interleaved layout: a reader that ignored the
   // field would read and write their rotary columns as halves.
   plan.transformer->mtpLayers = 0;
+  plan.transformer->mtpLossCoefficient = 0;
   plan.transformer->headDim = 0;
   plan.transformer->qkNorm = false;
   plan.transformer->kvLoraRank = 8;
@@ -425,6 +428,14 @@ TEST(PlanFile, ModelFieldsAreChecked) {
       {[](Plan &p) { p.transformer->headDim = 3; }, "transformer.head_dim is 3"},
       {[](Plan &p) { p.transformer->mtpLayers = -1; }, "transformer.mtp_layers is -1"},
       {[](Plan &p) { p.transformer->mtpLayers = 17; }, "transformer.mtp_layers is 17"},
+      {[](Plan &p) { p.transformer->mtpLossCoefficient = 0.1; },
+       "transformer.mtp_loss_coefficient is 0.1 without multi-token prediction"},
+      {[](Plan &p) {
+         p.transformer->mtpLayers = 1;
+         p.transformer->mtpLossCoefficient = -1;
+       },
+       "transformer.mtp_loss_coefficient is -1"},
+      {[](Plan &p) { p.transformer->mtpLayers = 1; }, "a plan from an older conduit-compile"},
       {[](Plan &p) { p.transformer->qkRopeHeadDim = 4; },
        "transformer.qk_rope_head_dim is 4 without latent attention"},
       {[](Plan &p) { p.transformer->ropeInterleave = true; },

@@ -33,7 +33,8 @@ Keys keysOf(const Transformer &t) {
 }
 
 /// Whether the config.json written for `t`, read back, plans the same model in what the
-/// omissions speak of: the layers' kinds, the heads, the experts and their routing.
+/// omissions speak of: the layers' kinds, the heads, the multi-token prediction modules, the
+/// experts and their routing.
 bool readsBackTheSame(const Transformer &t) {
   Diagnostics diag("config.json");
   std::optional<Json> json = parseJsonText(hfConfigJson(planOf(t)), diag);
@@ -45,7 +46,7 @@ bool readsBackTheSame(const Transformer &t) {
   bool same = uint8_t(back->bias) == t.bias && uint8_t(back->norm) == t.norm &&
               uint8_t(back->mlp) == t.mlp && uint8_t(back->position) == t.position &&
               back->numKvHeads == t.numKvHeads && back->qkNorm == t.qkNorm &&
-              back->moe.has_value() == t.isMoe();
+              back->mtpLayers == t.mtpLayers && back->moe.has_value() == t.isMoe();
   if (same && back->moe) {
     const MoeSpec &m = *back->moe;
     same = m.numExperts == t.numExperts && m.topK == t.topK && m.normalizeTopK == t.normalizeTopK &&
@@ -119,6 +120,14 @@ std::vector<Case> cases() {
                }),
        {"model.norm", "model.position"}},
       {"Llama with GELU", changed(llama(), [](Transformer &t) { t.mlp = 0; }), {"model.mlp"}},
+      // Only DeepSeek-V3's config counts multi-token prediction modules, and a job on it plans
+      // them only with model.mtp_layers beside its path.
+      {"Llama with a module",
+       changed(llama(), [](Transformer &t) { t.mtpLayers = 1; }),
+       {"model.mtp_layers"}},
+      {"DeepSeek-V3's attention with a module",
+       changed(deepSeek(), [](Transformer &t) { t.mtpLayers = 1; }),
+       {"model.mtp_layers"}},
       {"Qwen3 with biases on q, k and v",
        changed(qwen3, [](Transformer &t) { t.bias = 1; }),
        {"model.bias"}},

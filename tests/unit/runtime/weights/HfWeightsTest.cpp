@@ -548,6 +548,71 @@ TEST(HfWeightsTest, DeepSeekV3MoeNamesAndConfig) {
       << odd.status();
 }
 
+TEST(HfWeightsTest, DeepSeekV3MultiTokenPredictionNames) {
+  // Two modules after the 2 blocks take DeepSeek's names as layers 2 and 3: their own tensors
+  // (the first's copy of the token table as embed_tokens) and the head's matrix again as
+  // shared_head.head, then a block's.
+  Transformer t = deepSeek();
+  t.mtpLayers = 2;
+  t.mtpLossCoefficient = 0.1;
+  auto planWithModules = [](const Transformer &x) {
+    Plan plan = planOf(x);
+    const int64_t h = x.hiddenSize, own = 3 * h + 2 * h * h + plan.layers[1].params;
+    const int64_t table = x.tieEmbeddings ? 0 : x.vocabSize * h;
+    plan.layers.insert(plan.layers.end() - 1, {"mtp.0", LayerKind::Block, table + own});
+    plan.layers.insert(plan.layers.end() - 1, {"mtp.1", LayerKind::Block, own});
+    return plan;
+  };
+  const Plan plan = planWithModules(t);
+  absl::StatusOr<std::vector<HfTensor>> tensors = hfTensors(plan);
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  const auto got = byName(*tensors);
+  const std::string m = "model.layers.2.";
+  EXPECT_EQ(got.at(m + "embed_tokens.weight").shape, (Shape{11, 8}));
+  EXPECT_EQ(got.at(m + "enorm.weight").shape, (Shape{8}));
+  EXPECT_EQ(got.at(m + "hnorm.weight").shape, (Shape{8}));
+  EXPECT_EQ(got.at(m + "eh_proj.weight").shape, (Shape{8, 16}));
+  EXPECT_TRUE(got.at(m + "eh_proj.weight").transpose);
+  EXPECT_EQ(got.at(m + "shared_head.norm.weight").shape, (Shape{8}));
+  EXPECT_EQ(got.at(m + "shared_head.head.weight").shape, (Shape{11, 8}));
+  EXPECT_EQ(got.at(m + "shared_head.head.weight").layer, 5) << "the head's matrix";
+  EXPECT_EQ(got.at(m + "shared_head.head.weight").offset, 8) << "after the head's norm";
+  EXPECT_TRUE(got.count(m + "self_attn.q_a_proj.weight"));
+  EXPECT_FALSE(got.count("model.layers.3.embed_tokens.weight")) << "the first module's only";
+  EXPECT_TRUE(got.count("model.layers.3.shared_head.head.weight"));
+  EXPECT_EQ(nlohmann::json::parse(hfConfigJson(plan))["num_nextn_predict_layers"], 2);
+  // Every parameter of each module in exactly one of its tensors, and back.
+  for (int64_t l : {3, 4}) {
+    std::vector<float> params(plan.layers[l].params), back(params.size(), -1.0f);
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i] = static_cast<float>(i * 7 % 13) - 6;
+    int64_t covered = 0;
+    for (const HfTensor &x : *tensors)
+      if (x.layer == l) {
+        std::vector<float> values(x.elements());
+        exportHfTensor(x, params.data(), values.data());
+        importHfTensor(x, values.data(), back.data());
+        covered += x.elements();
+      }
+    EXPECT_EQ(back, params) << l;
+    EXPECT_EQ(covered, plan.layers[l].params) << l;
+  }
+  // Tied, the head's matrix is the table: no module names either.
+  Transformer tied = t;
+  tied.tieEmbeddings = true;
+  const auto tiedNames = byName(*hfTensors(planWithModules(tied)));
+  EXPECT_FALSE(tiedNames.count(m + "embed_tokens.weight"));
+  EXPECT_FALSE(tiedNames.count(m + "shared_head.head.weight"));
+  // GPT-2's names have no modules: refused naming the key.
+  Transformer gpt = gpt2();
+  gpt.mtpLayers = 1;
+  gpt.mtpLossCoefficient = 0.1;
+  absl::StatusOr<std::vector<HfTensor>> refused = hfTensors(planOf(gpt));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("model.mtp_layers"), std::string::npos)
+      << refused.status();
+}
+
 TEST(HfWeightsTest, ConfigJson) {
   auto config = nlohmann::json::parse(hfConfigJson(planOf(llama())));
   EXPECT_EQ(config["architectures"][0], "LlamaForCausalLM");

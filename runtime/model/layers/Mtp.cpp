@@ -1,0 +1,221 @@
+//===- Mtp.cpp - a multi-token prediction module ---------------------------===//
+//
+// The module's forward (embedding of the shifted tokens, the two norms, the projection, the
+// block, the head's norm, the shared head and the counted cross-entropy) and its backward.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/model/layers/Mtp.h"
+
+#include "runtime/model/layers/Initialise.h"
+#include "runtime/model/layers/TensorSplit.h"
+
+#include <cmath>
+
+namespace conduit::model {
+
+namespace {
+// What the forward keeps, by index: the embedding e and the previous depth's hidden state h
+// (the norms' inputs), their norms' outputs (the projection's input), the block's output b
+// (the head norm's input), the head norm's output z, and the logits' gradient, computed in the
+// forward with the loss in the logits' own buffer.
+enum { E, H, EN, HN, B, Z, DLogits, NumSaved };
+// Its units' caches, by index.
+enum { ENormCache, HNormCache, HeadNormCache, BlockCache, NumCaches };
+// What the input gradient stashes for the weight gradient: the head norm's output gradient,
+// the projection's, and the two norms' (ENorm's output and input: the table's rows).
+enum { DZ, DU, DEN, DHN, DE, NumStashed };
+} // namespace
+
+template <typename T>
+Mtp<T>::Mtp(const GptShape &s, int64_t depth, uint32_t recomputed, bool experts)
+    : s(s), depth(depth), enorm(s), hnorm(s), headNorm(s), block(s, recomputed, experts) {
+  const int64_t h = s.hidden;
+  const int64_t sizes[NumParts] = {ownsTable() ? s.vocab * h : 0,
+                                   s.normParams(),
+                                   s.normParams(),
+                                   2 * h * h,
+                                   s.normParams(),
+                                   block.numParams()};
+  for (int i = 0; i < NumParts; ++i)
+    at[i + 1] = at[i] + sizes[i];
+  tableAt = at[Table];
+}
+
+template <typename T> int64_t Mtp<T>::numParams() const { return at[NumParts]; }
+
+template <typename T> std::vector<ParameterRun> Mtp<T>::slice() const {
+  // One tensor rank: the whole module. The block's routed experts are its expert rank's.
+  std::vector<ParameterRun> runs;
+  addRun(runs, 0, 0, at[Blk]);
+  for (const ParameterRun &run : block.slice())
+    addRun(runs, at[Blk] + run.whole, at[Blk] + run.local, run.length);
+  return runs;
+}
+
+template <typename T> void Mtp<T>::initialise(T *params, uint64_t seed, int64_t layer) const {
+  if (ownsTable()) {
+    // The embedding's draws (layer 0), so that both copies start identical.
+    Random table({seed, 0});
+    fillNormal(params + at[Table], s.vocab * s.hidden, table);
+  }
+  enorm.initialise(params + at[ENorm]);
+  hnorm.initialise(params + at[HNorm]);
+  headNorm.initialise(params + at[HeadNorm]);
+  // The block draws from (seed, layer) as a block at this index would; M from a stream of its
+  // own.
+  Random projection({seed, static_cast<uint64_t>(layer), 1});
+  fillNormal(params + at[Proj], 2 * s.hidden * s.hidden, projection);
+  block.initialise(params + at[Blk], seed, layer);
+}
+
+template <typename T>
+void Mtp<T>::forward(Ops<T> &ops, const T *p, const T *x, const Tokens &batch, T *y,
+                     LayerCache<T> &cache) const {
+  const int64_t n = batch.samples, seq = s.seq, h = s.hidden, vocab = s.vocab, rows = n * seq,
+                local = rows * h;
+  std::vector<Buffer<T>> &v = cache.saved;
+  std::vector<LayerCache<T>> &c = cache.parts;
+  cache.samples = n;
+  v.clear();
+  v.resize(NumSaved);
+  c.clear();
+  c.resize(NumCaches);
+  // The token k + 1 ahead of each position (token 0 past the sample's end).
+  std::vector<int32_t> &ids = cache.tokens;
+  ids.assign(rows, 0);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i + depth < seq; ++i)
+      ids[j * seq + i] = batch.targets[j * seq + i + depth];
+  for (int index : {E, H, EN, HN})
+    v[index] = ops.allocate(local);
+  enorm.keep(ops, n, c[ENormCache]);
+  hnorm.keep(ops, n, c[HNormCache]);
+  const T *main = x, *previous = depth == 0 ? x : x + local;
+  ops.embeddingForward(n, seq, h, ids.data(), p + tableAt, /*wpe=*/nullptr, v[E].data());
+  ops.copy(local, previous, v[H].data());
+  enorm.forward(ops, p + at[ENorm], v[E].data(), v[EN].data(), c[ENormCache]);
+  hnorm.forward(ops, p + at[HNorm], v[H].data(), v[HN].data(), c[HNormCache]);
+  {
+    // u = EN · M[:h] + HN · M[h:], the block's input (which it keeps its own copy of).
+    Buffer<T> u = transient(ops, local);
+    const T *m = p + at[Proj];
+    ops.gemm(false, false, rows, h, h, 1, v[EN].data(), m, 0, u.data());
+    ops.gemm(false, false, rows, h, h, 1, v[HN].data(), m + h * h, 1, u.data());
+    v[B] = ops.allocate(local);
+    block.forward(ops, p + at[Blk], u.data(), batch, v[B].data(), c[BlockCache]);
+  }
+  v[Z] = ops.allocate(local);
+  headNorm.keep(ops, n, c[HeadNormCache]);
+  headNorm.forward(ops, p + at[HeadNorm], v[B].data(), v[Z].data(), c[HeadNormCache]);
+  v[DLogits] = ops.allocate(rows * vocab);
+  T *logits = v[DLogits].data();
+  columnParallel(ops, s, n, vocab, v[Z].data(), p + headAt, /*b=*/static_cast<const T *>(nullptr),
+                 logits, /*transposed=*/s.tied);
+  // The cross-entropy of the counted rows of each sample, by its statistics (the loss is
+  // summed here, apart from the language model's); the other rows' gradient is zero.
+  const int64_t counted = this->counted();
+  const T scale = static_cast<T>(batch.lossScale * s.mtpLossCoefficient / s.mtpLayers);
+  double loss = 0;
+  {
+    Buffer<T> max = transient(ops, seq), sums = transient(ops, seq), picked = transient(ops, seq);
+    std::vector<T> hostMax(seq), hostSums(seq), hostPicked(seq);
+    for (int64_t j = 0; j < n; ++j) {
+      T *rowsOf = logits + j * seq * vocab;
+      const int32_t *targets = batch.targets + j * seq + depth + 1;
+      if (counted > 0) {
+        ops.rowMax(counted, vocab, rowsOf, max.data());
+        ops.crossEntropyPartials(counted, vocab, rowsOf, targets, max.data(), sums.data(),
+                                 picked.data());
+        ops.crossEntropyFromPartials(counted, vocab, rowsOf, targets, max.data(), sums.data(),
+                                     picked.data(), scale, /*countLoss=*/false, rowsOf);
+        if (ops.countsLoss()) {
+          ops.download(max.data(), counted, hostMax.data());
+          ops.download(sums.data(), counted, hostSums.data());
+          ops.download(picked.data(), counted, hostPicked.data());
+          for (int64_t r = 0; r < counted; ++r)
+            loss += static_cast<double>(hostMax[r]) + std::log(static_cast<double>(hostSums[r])) -
+                    hostPicked[r];
+        }
+      }
+      ops.fill((seq - counted) * vocab, T(0), rowsOf + counted * vocab);
+    }
+  }
+  ops.addMtpLoss(loss / static_cast<double>(s.mtpLayers));
+  // Passed on: the main hidden state, then (unless last) b.
+  ops.copy(local, main, y);
+  if (!last())
+    ops.copy(local, v[B].data(), y + local);
+}
+
+template <typename T>
+void Mtp<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, const T *dy,
+                           T *dx) const {
+  const int64_t n = cache.samples, h = s.hidden, rows = n * s.seq, local = rows * h;
+  const std::vector<Buffer<T>> &v = cache.saved;
+  std::vector<LayerCache<T>> &c = cache.parts;
+  std::vector<Buffer<T>> &g = cache.stash;
+  g.clear();
+  g.resize(NumStashed);
+  // b's gradient: the head's, through its norm, and the next module's (unless last).
+  g[DZ] = ops.allocate(local);
+  reducedProduct(ops, s, n, s.vocab, v[DLogits].data(), p + headAt, /*transposed=*/!s.tied,
+                 g[DZ].data());
+  {
+    Buffer<T> db = transient(ops, local);
+    headNorm.backwardInput(ops, p + at[HeadNorm], v[B].data(), c[HeadNormCache], g[DZ].data(),
+                           db.data());
+    if (!last())
+      ops.add(local, dy + local, db.data());
+    g[DU] = ops.allocate(local);
+    block.backwardInput(ops, p + at[Blk], c[BlockCache], db.data(), g[DU].data());
+  }
+  // Through the projection to the two norms' outputs, then to their inputs.
+  const T *m = p + at[Proj];
+  g[DEN] = ops.allocate(local);
+  g[DHN] = ops.allocate(local);
+  ops.gemm(false, true, rows, h, h, 1, g[DU].data(), m, 0, g[DEN].data());
+  ops.gemm(false, true, rows, h, h, 1, g[DU].data(), m + h * h, 0, g[DHN].data());
+  g[DE] = ops.allocate(local);
+  enorm.backwardInput(ops, p + at[ENorm], v[E].data(), c[ENormCache], g[DEN].data(), g[DE].data());
+  // The main state's gradient passes through; the first module's h is the main state.
+  T *dPrevious = depth == 0 ? dx : dx + local;
+  Buffer<T> dh;
+  if (depth == 0) {
+    dh = transient(ops, local);
+    dPrevious = dh.data();
+  }
+  hnorm.backwardInput(ops, p + at[HNorm], v[H].data(), c[HNormCache], g[DHN].data(), dPrevious);
+  ops.copy(local, dy, dx);
+  if (depth == 0)
+    ops.add(local, dh.data(), dx);
+}
+
+template <typename T>
+void Mtp<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dp) const {
+  const int64_t n = cache.samples, h = s.hidden, vocab = s.vocab, rows = n * s.seq;
+  const std::vector<Buffer<T>> &v = cache.saved;
+  const std::vector<LayerCache<T>> &c = cache.parts;
+  const std::vector<Buffer<T>> &g = cache.stash;
+  // The shared head's matrix: dW = dlogitsᵀ · z tied ([vocab × h]), zᵀ · dlogits untied.
+  if (s.tied)
+    ops.gemm(true, false, vocab, h, rows, 1, v[DLogits].data(), v[Z].data(), 1, dp + headAt);
+  else
+    weightGradient(ops, rows, h, vocab, v[Z].data(), v[DLogits].data(), dp + headAt,
+                   static_cast<T *>(nullptr));
+  headNorm.backwardWeight(ops, v[B].data(), c[HeadNormCache], g[DZ].data(), dp + at[HeadNorm]);
+  block.backwardWeight(ops, c[BlockCache], dp + at[Blk]);
+  weightGradient(ops, rows, h, h, v[EN].data(), g[DU].data(), dp + at[Proj],
+                 static_cast<T *>(nullptr));
+  weightGradient(ops, rows, h, h, v[HN].data(), g[DU].data(), dp + at[Proj] + h * h,
+                 static_cast<T *>(nullptr));
+  enorm.backwardWeight(ops, v[E].data(), c[ENormCache], g[DEN].data(), dp + at[ENorm]);
+  hnorm.backwardWeight(ops, v[H].data(), c[HNormCache], g[DHN].data(), dp + at[HNorm]);
+  ops.embeddingBackward(n, s.seq, h, cache.tokens.data(), g[DE].data(), dp + tableAt,
+                        /*dwpe=*/nullptr);
+}
+
+template class Mtp<float>;
+template class Mtp<double>;
+
+} // namespace conduit::model
