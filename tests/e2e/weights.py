@@ -248,7 +248,7 @@ def moe_round_trip(tools, expert, qwen3=False, gated=False, mixtral=False):
               f"{from_hf.stdout}{from_hf.stderr}\nexpected {step_lines(whole.stdout)[4:]}")
 
 
-def deepseek_round_trip(tools, interleave):
+def deepseek_round_trip(tools, interleave, mtp=False):
     """DeepSeek-V3's shape (latent attention, a dense first block, sigmoid-routed experts with a
     shared one, over expert groups of 2) goes out with DeepSeek-V3's names and config and comes
     back in bit for bit; and the config.json written, read by conduit-compile as a Hugging Face
@@ -256,7 +256,10 @@ def deepseek_round_trip(tools, interleave):
     the uninterrupted losses. With `interleave`, in DeepSeek's released layout (the rotary
     columns in interleaved pairs, rope_interleave true) and with DeepSeek-V3's own function (yarn
     rotary positions with its softmax factor, the routed experts' weights times 2.5), which the
-    config carries back."""
+    config carries back. With `mtp`, a multi-token prediction module after the blocks, written
+    and read as DeepSeek's layer after them (its embed_tokens, enorm, hnorm, eh_proj,
+    shared_head and block), which a job on the config plans with model.mtp_layers beside its
+    path."""
     parallelism = {"pipeline": 2, "data": 2, "schedule": "1f1b", "microbatches": 4,
                    "sharding": "full", "expert": 2}
     job = small_llama(parallelism, layers=4, optimizer="sgd")
@@ -272,9 +275,12 @@ def deepseek_round_trip(tools, interleave):
                                         "original_max_position_embeddings": 8, "mscale": 1,
                                         "mscale_all_dim": 1}
         job["model"]["moe"]["routed_scaling_factor"] = 2.5
+    if mtp:
+        # Untied, as DeepSeek-V3: the module's copy of the token table is its own tensor.
+        job["model"].update(mtp_layers=1, tie_embeddings=False)
     label = "DeepSeek-V3 shape E=2" + (", interleaved rotary, yarn, routed x2.5" if interleave
-                                       else "")
-    prefix = "deepseek" + ("-interleaved" if interleave else "")
+                                       else "") + (", a prediction module" if mtp else "")
+    prefix = "deepseek" + ("-interleaved" if interleave else "") + ("-mtp" if mtp else "")
     plan = tools.compile(job, f"weights-{prefix}")
     runs = six_and_four(tools, plan, label, prefix, extra=("hf",))
     if not runs:
@@ -306,13 +312,28 @@ def deepseek_round_trip(tools, interleave):
                and config["rope_scaling"]["mscale_all_dim"] == 1
                and config["max_position_embeddings"] == 32),
           f"{sorted(tensors)} {json.dumps(config)}")
+    if mtp:
+        module = "model.layers.4."
+        # The copies are tied: after 4 steps they still hold the embedding's and the head's
+        # values.
+        check(f"{label}: the module's names, its table and head copies, and the config's count",
+              all(module + n + ".weight" in tensors
+                  for n in ("embed_tokens", "enorm", "hnorm", "eh_proj", "shared_head.norm",
+                            "shared_head.head", "self_attn.kv_b_proj", "mlp.experts.3.up_proj"))
+              and len(tensors[module + "eh_proj.weight"]) == 32 * 64
+              and tensors[module + "shared_head.head.weight"] == tensors["lm_head.weight"]
+              and tensors[module + "embed_tokens.weight"] == tensors["model.embed_tokens.weight"]
+              and config["num_nextn_predict_layers"] == 1
+              and "mtp_loss" in step_lines(whole.stdout)[0],
+              f"{sorted(tensors)} {json.dumps(config)}")
     continues_from(tools, plan, label, saved, dirs, whole)
     # The written config as a Hugging Face model of a job: the same layers, the same math.
     # A yarn model's config states its extended context as its positions: the job trains the
     # sequence it trained.
     hf_job = dict(job, model={"kind": "hf", "path": config_path, "attention": "eager",
                               "seq_length": job["model"]["seq_length"],
-                              "moe": {"imbalance": 1.5}})
+                              "moe": {"imbalance": 1.5},
+                              **({"mtp_layers": 1} if mtp else {})})
     hf_plan = tools.compile(hf_job, f"weights-{prefix}-hf")
     from_hf = tools.run(hf_plan, 4, "--steps=2", f"--init={saved}",
                         f"--save-params={dirs['hf']}")
@@ -425,6 +446,7 @@ def main():
     moe_round_trip(tools, 2, mixtral=True)
     for interleave in (False, True):
         deepseek_round_trip(tools, interleave)
+    deepseek_round_trip(tools, False, mtp=True)
     refusals(tools)
     finish("parameters go out and in as safetensors, bit for bit")
 
