@@ -122,7 +122,8 @@ def equivalence(args, summary):
          "groups of E=2 and 4 exchanging tokens through the loopback all-to-all, DualPipeV's "
          "paired steps with and without the overlap, ZeRO-1 with each rank's experts its own, "
          "tensor parallelism beside the experts, the router's bias moved by the load, "
-         "Qwen2-MoE's gated shared expert, fp32",
+         "Qwen2-MoE's gated shared expert, multi-token prediction modules (their loss's "
+         "statistics read back from the device, the head's matrix shared), fp32",
          "fp32", 1e-4, 1e-3,
          r"^(moe-1f1b-full-p2-d2-v1|moe-dualpipev-none-p2-d2-v2|moe-ep2-1f1b-full-p2-d2-v1|"
          r"moe-ep4-1f1b-none-p1-d4-v1|moe-ep2-dualpipev-full-p2-d2-v2|"
@@ -132,7 +133,8 @@ def equivalence(args, summary):
          r"moe-shared-balanced-tp2-ep2-depth-first-full-sp-p2-d2-v2|"
          r"moe-gated-ep2-dualpipev-full-p2-d2-v2|moe-gated-tp2-ep2-1f1b-full-sp-p2-d1|"
          r"moe-shared-probs-tp2-ep2-1f1b-full-sp-p2-d1|"
-         r"moe-shared-probs-ep2-dualpipev-full-p2-d2-v2)$"),
+         r"moe-shared-probs-ep2-dualpipev-full-p2-d2-v2|mtp-untied-1f1b-full-p2-d2|"
+         r"mtp-moe-ep2-dualpipev-full-p2-d2-v2)$"),
     ]
     for name, dtype, loss_tol, param_tol, only in runs:
         result = run([sys.executable, script, "--bin", args.bin,

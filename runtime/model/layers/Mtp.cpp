@@ -10,6 +10,7 @@
 #include "runtime/model/layers/Initialise.h"
 #include "runtime/model/layers/TensorSplit.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace conduit::model {
@@ -112,35 +113,37 @@ void Mtp<T>::forward(Ops<T> &ops, const T *p, const T *x, const Tokens &batch, T
   T *logits = v[DLogits].data();
   columnParallel(ops, s, n, vocab, v[Z].data(), p + headAt, /*b=*/static_cast<const T *>(nullptr),
                  logits, /*transposed=*/s.tied);
-  // The cross-entropy of the counted rows of each sample, by its statistics (the loss is
-  // summed here, apart from the language model's); the other rows' gradient is zero.
+  // The cross-entropy of the counted rows, by its row statistics over the whole batch at once
+  // (the other rows' targets -1: no target here), its loss summed here from them, apart from
+  // the language model's; the other rows' gradient is then zeroed.
   const int64_t counted = this->counted();
   const T scale = static_cast<T>(batch.lossScale * s.mtpLossCoefficient / s.mtpLayers);
+  std::vector<int32_t> targets(rows, -1);
+  for (int64_t j = 0; j < n; ++j)
+    std::copy(batch.targets + j * seq + depth + 1, batch.targets + j * seq + depth + 1 + counted,
+              targets.begin() + j * seq);
   double loss = 0;
   {
-    Buffer<T> max = transient(ops, seq), sums = transient(ops, seq), picked = transient(ops, seq);
-    std::vector<T> hostMax(seq), hostSums(seq), hostPicked(seq);
-    for (int64_t j = 0; j < n; ++j) {
-      T *rowsOf = logits + j * seq * vocab;
-      const int32_t *targets = batch.targets + j * seq + depth + 1;
-      if (counted > 0) {
-        ops.rowMax(counted, vocab, rowsOf, max.data());
-        ops.crossEntropyPartials(counted, vocab, rowsOf, targets, max.data(), sums.data(),
-                                 picked.data());
-        ops.crossEntropyFromPartials(counted, vocab, rowsOf, targets, max.data(), sums.data(),
-                                     picked.data(), scale, /*countLoss=*/false, rowsOf);
-        if (ops.countsLoss()) {
-          ops.download(max.data(), counted, hostMax.data());
-          ops.download(sums.data(), counted, hostSums.data());
-          ops.download(picked.data(), counted, hostPicked.data());
-          for (int64_t r = 0; r < counted; ++r)
-            loss += static_cast<double>(hostMax[r]) + std::log(static_cast<double>(hostSums[r])) -
-                    hostPicked[r];
-        }
-      }
-      ops.fill((seq - counted) * vocab, T(0), rowsOf + counted * vocab);
+    Buffer<T> max = transient(ops, rows), sums = transient(ops, rows),
+              picked = transient(ops, rows);
+    ops.rowMax(rows, vocab, logits, max.data());
+    ops.crossEntropyPartials(rows, vocab, logits, targets.data(), max.data(), sums.data(),
+                             picked.data());
+    ops.crossEntropyFromPartials(rows, vocab, logits, targets.data(), max.data(), sums.data(),
+                                 picked.data(), scale, /*countLoss=*/false, logits);
+    if (ops.countsLoss()) {
+      std::vector<T> hostMax(rows), hostSums(rows), hostPicked(rows);
+      ops.download(max.data(), rows, hostMax.data());
+      ops.download(sums.data(), rows, hostSums.data());
+      ops.download(picked.data(), rows, hostPicked.data());
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t r = j * seq; r < j * seq + counted; ++r)
+          loss += static_cast<double>(hostMax[r]) + std::log(static_cast<double>(hostSums[r])) -
+                  hostPicked[r];
     }
   }
+  for (int64_t j = 0; j < n; ++j)
+    ops.fill((seq - counted) * vocab, T(0), logits + (j * seq + counted) * vocab);
   ops.addMtpLoss(loss / static_cast<double>(s.mtpLayers));
   // Passed on: the main hidden state, then (unless last) b.
   ops.copy(local, main, y);
