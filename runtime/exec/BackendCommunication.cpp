@@ -142,14 +142,16 @@ template <typename Grad>
 absl::StatusOr<bool> BackendCore<Grad>::tieGradients(const Instruction &inst, Pending &p) {
   const int32_t last = static_cast<int32_t>(plan->stages.size()) - 1;
   Stage *mine = stages[inst.stage].get();
-  if (!mine || !plan->transformer)
+  // The last stage's copy: the head's tied matrix or the first module's (tableCopyAt).
+  auto noCopy = [&](const Stage &s) { return s.spec->index == last && s.chain.tableCopyAt() < 0; };
+  if (!mine || !plan->transformer || noCopy(*mine))
     return absl::InternalError(absl::StrCat(describe(inst), ": no tied copy on this rank"));
   CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(*mine, inst));
   const int64_t n = tiedCount();
   if (inst.peer == where.pipelineRank) {
     // Both copies here: each becomes the same sum (addition commutes, so the bits agree).
     Stage *other = stages[inst.peerStage].get();
-    if (!other)
+    if (!other || noCopy(*other))
       return absl::InternalError(absl::StrCat(describe(inst), ": the other copy is not here"));
     CONDUIT_RETURN_IF_ERROR(checkNoWeightPending(*other, inst));
     Grad *embedding = tiedGradient(inst.stage == 0 ? *mine : *other, /*head=*/false);

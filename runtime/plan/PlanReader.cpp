@@ -295,8 +295,6 @@ absl::Status checkExpertFields(const Plan &plan) {
   return absl::OkStatus();
 }
 
-} // namespace
-
 /// The multi-token prediction modules and their losses' weight, which they must have.
 absl::Status checkMtpFields(const Transformer &t) {
   CONDUIT_RETURN_IF_ERROR(inRange("transformer.mtp_layers", t.mtpLayers, 0, limits::kMaxMtpLayers));
@@ -310,8 +308,14 @@ absl::Status checkMtpFields(const Transformer &t) {
     return absl::FailedPreconditionError(
         "transformer.mtp_layers is above 0 and transformer.mtp_loss_coefficient is 0 (a plan "
         "from an older conduit-compile). Recompile the job with a matching conduit-compile.");
-  return inRange("transformer.mtp_loss_coefficient", t.mtpLossCoefficient, 1e-9, 1e3);
+  if (!(std::isfinite(t.mtpLossCoefficient) && t.mtpLossCoefficient > 0 &&
+        t.mtpLossCoefficient <= 1e3))
+    return invalid(absl::StrCat("transformer.mtp_loss_coefficient is ", t.mtpLossCoefficient,
+                                "; it must lie above 0 and at most 1000"));
+  return absl::OkStatus();
 }
+
+} // namespace
 
 absl::Status checkModelFields(const Plan &plan) {
   if (plan.transformer) {

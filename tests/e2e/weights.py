@@ -314,8 +314,8 @@ def deepseek_round_trip(tools, interleave, mtp=False):
           f"{sorted(tensors)} {json.dumps(config)}")
     if mtp:
         module = "model.layers.4."
-        # The copies are tied: after 4 steps they still hold the embedding's and the head's
-        # values.
+        # shared_head.head is written from the head's own matrix; the module's embed_tokens is
+        # its copy of the table, which the tie keeps equal to the embedding's after 4 steps.
         check(f"{label}: the module's names, its table and head copies, and the config's count",
               all(module + n + ".weight" in tensors
                   for n in ("embed_tokens", "enorm", "hnorm", "eh_proj", "shared_head.norm",

@@ -26,6 +26,9 @@ enum { ENormCache, HNormCache, HeadNormCache, BlockCache, NumCaches };
 // What the input gradient stashes for the weight gradient: the head norm's output gradient,
 // the projection's, and the two norms' (ENorm's output and input: the table's rows).
 enum { DZ, DU, DEN, DHN, DE, NumStashed };
+/// The projection's stream beside (seed, layer), which the block draws from: a key of its
+/// own, as the data's streams have theirs (runtime/data/Data.cpp).
+constexpr uint64_t kProjectionKey = 0x3e7a9;
 } // namespace
 
 template <typename T>
@@ -65,7 +68,7 @@ template <typename T> void Mtp<T>::initialise(T *params, uint64_t seed, int64_t 
   headNorm.initialise(params + at[HeadNorm]);
   // The block draws from (seed, layer) as a block at this index would; M from a stream of its
   // own.
-  Random projection({seed, static_cast<uint64_t>(layer), 1});
+  Random projection({seed, static_cast<uint64_t>(layer), kProjectionKey, kProjectionKey});
   fillNormal(params + at[Proj], 2 * s.hidden * s.hidden, projection);
   block.initialise(params + at[Blk], seed, layer);
 }

@@ -12,7 +12,9 @@
 //   logits = HeadNorm(b) · W           (W the output head's matrix, shared with the head)
 //
 // and adds the cross-entropy of the positions that have such a token (the first seq − k − 1 of
-// each sample; the others' embedding is token 0's and their loss is not counted), times the
+// each sample; the others' loss is not counted, and the last k, past the sample's end, embed
+// token 0; all of them still run through the block, routed to experts as any token, as
+// Megatron-Core's zero-filled shift runs them), times the
 // batch's loss scale and λ / D, to the training loss. The modules' mean cross-entropy goes to
 // the Ops's multi-token prediction loss, apart from the language model's.
 //

@@ -40,11 +40,15 @@ inline Batch makeBatch(const GptShape &s, int64_t samples, double lossScale = 1.
 /// weight, all taking the batch's loss scale (not 1, so that passing
 /// it on shows), for every parameter and the input. With `split`, the backward runs as
 /// backwardInput, another micro-batch's forward and input gradient, then backwardWeight, and
-/// the buffer the output gradient came in is overwritten before the weight gradient.
-inline void checkGradients(const GptShape &s, int64_t first, int64_t end, bool split = false) {
+/// the buffer the output gradient came in is overwritten before the weight gradient. The chain
+/// keeps what `checkpointing` says (with Selective, recomputing `recomputed`).
+inline void checkGradients(const GptShape &s, int64_t first, int64_t end, bool split = false,
+                           Checkpointing checkpointing = Checkpointing::None,
+                           uint32_t recomputed = runtime::kRecomputeCoreAttention) {
   runtime::Plan plan = planFor(s);
+  plan.config.recomputeModules = recomputed;
   CpuOps<double> ops;
-  LayerChain<double> chain = *LayerChain<double>::build(plan, s, first, end, ops);
+  LayerChain<double> chain = *LayerChain<double>::build(plan, s, first, end, ops, checkpointing);
   std::vector<double> params(chain.numParams());
   chain.initialise(params.data(), 42);
   Random random({9});

@@ -64,8 +64,9 @@ TEST(Mtp, GptStyleGradients) {
 }
 
 TEST(Mtp, ModuleWithExpertsGradients) {
-  // The module's block has experts where the model's blocks do; with full and selective
-  // recomputation of its experts' activation.
+  // The module's block has experts where the model's blocks do; kept, recomputed whole (full
+  // checkpointing: the modules' wider outputs kept as the next layer's input), and with the
+  // experts' activations and the norms recomputed.
   const GptShape s = mtpShape(1, [](GptShape &x) {
     x.experts = 4;
     x.topK = 2;
@@ -76,6 +77,11 @@ TEST(Mtp, ModuleWithExpertsGradients) {
   EXPECT_TRUE(s.layerHasExperts(firstModule(s)));
   checkGradients(s, firstModule(s), chainEnd(s));
   checkGradients(s, firstModule(s), chainEnd(s), /*split=*/true);
+  GptShape two = s;
+  two.mtpLayers = 2;
+  checkGradients(two, firstModule(two), chainEnd(two), /*split=*/true, Checkpointing::Full);
+  checkGradients(two, firstModule(two), chainEnd(two), /*split=*/false, Checkpointing::Selective,
+                 runtime::kRecomputeMoeActivation | runtime::kRecomputeLayerNorm);
 }
 
 TEST(Mtp, LossCountsThePositionsWithATokenThatFarAhead) {
@@ -97,6 +103,53 @@ TEST(Mtp, LossCountsThePositionsWithATokenThatFarAhead) {
   // (5 + 4) counted positions per sample, over 2 modules.
   const double counted = samples * ((s.seq - 1) + (s.seq - 2)) / 2.0;
   EXPECT_NEAR(ops.takeMtpLoss(), counted * perRow, 0.02 * counted * perRow);
+}
+
+TEST(Mtp, EachModuleEmbedsTheTokenAheadAndPredictsTheOneAfter) {
+  // Modules made to pass their embedding straight through (M's embedding half the identity,
+  // its hidden half zero, blocks of zeros, which their residuals make the identity) to a head
+  // whose matrix maps token v to v + 1: on the sequence 0, 1, 2, ... a module predicts right
+  // only if it embeds the token k + 1 ahead and targets the one after it. Each counted
+  // position's cross-entropy is then log(e^c + V - 1) - c (another shift gives log(e^c + V -
+  // 1) or more), over the seq - k - 1 positions module k counts.
+  const GptShape s = mtpShape(2, [](GptShape &x) { x.vocab = 8; });
+  const int64_t h = s.hidden, vocab = s.vocab;
+  runtime::Plan plan = planFor(s);
+  CpuOps<double> ops;
+  LayerChain<double> chain = *LayerChain<double>::build(plan, s, firstModule(s), chainEnd(s), ops);
+  std::vector<double> params(chain.numParams(), 0.0);
+  for (size_t m = 0; m < 2; ++m) {
+    // Mtp.h's order: the table (the first module's: one-hot rows), ENorm, HNorm, M, HeadNorm,
+    // then the block (zeros).
+    double *p = params.data() + chain.offset(m);
+    if (m == 0) {
+      for (int64_t v = 0; v < vocab; ++v)
+        p[v * h + v] = 1;
+      p += vocab * h;
+    }
+    for (int64_t i = 0; i < h; ++i) {
+      p[i] = p[h + i] = p[2 * h + 2 * h * h + i] = 1; // the three norms' gains
+      p[2 * h + i * h + i] = 1;                       // M's embedding rows: the identity
+    }
+  }
+  const double c = 6;
+  double *head = params.data() + chain.offset(2);
+  for (int64_t i = 0; i < h; ++i)
+    head[i] = 1;
+  for (int64_t v = 0; v < vocab; ++v) // W [h x V]: the normed one-hot row of v, c at v + 1
+    head[h + v * vocab + (v + 1) % vocab] = c / std::sqrt(static_cast<double>(h));
+  std::vector<int32_t> tokens(s.seq), targets(s.seq);
+  for (int64_t i = 0; i < s.seq; ++i) {
+    tokens[i] = static_cast<int32_t>(i);
+    targets[i] = static_cast<int32_t>(i + 1);
+  }
+  std::vector<double> x(s.seq * h, 0.0);
+  LayerChain<double>::Cache cache;
+  chain.forward(params.data(), x.data(), Tokens{tokens.data(), targets.data(), 1, 1.0}, nullptr,
+                cache);
+  const double right = std::log(std::exp(c) + vocab - 1) - c;
+  const double counted = (s.seq - 1) + (s.seq - 2);
+  EXPECT_NEAR(ops.takeMtpLoss(), counted * right / 2, 1e-4 * counted * right);
 }
 
 TEST(Mtp, ModulesWithNoPositionLeftCountNothing) {
