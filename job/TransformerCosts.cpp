@@ -568,7 +568,8 @@ absl::StatusOr<std::vector<LayerSpec>> conduit::expandTransformer(const Transfor
                      x.blockActivationBytes(b, e, i) + (k >= 0 ? x.mtpExtraActivationBytes(e) : 0),
                      k > 0 ? 2 * sh : sh, k >= 0 && k + 1 < mtp ? 2 * sh : sh,
                      x.blockWeightGradientBytes(b, e, i) + (k >= 0 ? 4 * sh + e * x.s * x.v : 0),
-                     x.blockReplicatedParams(b) + (k >= 0 ? 3 * x.normParams() : 0),
+                     // A module's norms and projection are whole on every tensor rank.
+                     x.blockReplicatedParams(b) + (k >= 0 ? x.mtpExtraParams() : 0),
                      x.blockReplicatedActivationBytes(b, e, i) + (k >= 0 ? 4 * sh : 0));
         !err.ok())
       return err;

@@ -50,12 +50,6 @@ absl::Status refuseWhatTheRuntimeLacks(const runtime::Plan &plan) {
   const runtime::Transformer &t = *plan.transformer;
   if (t.usesLatentAttention())
     CONDUIT_RETURN_IF_ERROR(refuseLatentAttentionTheLayerLacks(plan));
-  if (t.mtpLayers > 0 && plan.config.tensor > 1)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the model has ", t.mtpLayers,
-        " multi-token prediction module(s) (model.mtp_layers), which conduit-run trains on one "
-        "tensor rank only; compile the job again with parallelism.tensor 1 (the plan's is ",
-        plan.config.tensor, ") or without model.mtp_layers"));
   if (!t.isMoe()) {
     if (plan.config.expert > 1)
       return absl::InvalidArgumentError(

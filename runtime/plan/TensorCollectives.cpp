@@ -165,127 +165,159 @@ void appendLayerCollectives(const Config &config, const std::vector<Layer> &laye
   }
   case LayerKind::Block:
   case LayerKind::Custom: {
-    const int64_t x = product(samples, l.outputBytes);
+    // A multi-token prediction module (a block after the model's num_layers): its own
+    // embedding's lookup and head's cross-entropy around its block, whose activations are one
+    // hidden state a token (the module passes on two, l.outputBytes).
+    const bool module = transformer && transformer->mtpLayers > 0 &&
+                        layer > transformer->numLayers &&
+                        layer <= transformer->numLayers + transformer->mtpLayers;
+    const int64_t out = module ? layers[transformer->numLayers].outputBytes : l.outputBytes;
+    const int64_t x = product(samples, out);
     const bool tensor = config.tensor > 1;
-    // A sublayer's pair (attention or dense MLP): one all-reduce, or with sequence
-    // parallelism the gather of its input and the reduce-scatter of its output.
-    auto sublayer = [&] {
+    auto blockCollectives = [&] {
+      // A sublayer's pair (attention or dense MLP): one all-reduce, or with sequence
+      // parallelism the gather of its input and the reduce-scatter of its output.
+      auto sublayer = [&] {
+        if (!tensor)
+          return;
+        if (sp) {
+          add(kGather, x);
+          add(kScatter, x);
+        } else {
+          add(kReduce, x);
+        }
+      };
+      // The attention's: a sublayer's, but latent attention on each rank's rows gathers its
+      // latents in the forward and reduce-scatters their gradients in the input pass, whose
+      // recomputed heads gather first what the forward gathered.
+      const Transformer *t = transformer;
+      const int64_t latents =
+          latentShards ? latentRowBytes(out, t->qLoraRank + t->kvLoraRank + t->qkRopeHeadDim) : 0;
+      auto attention = [&](Op attentionPass) {
+        if (attentionPass == Op::BackwardInput && latentRegathers)
+          add(kGather, latentShards ? latents : x);
+        if (!latentShards) {
+          sublayer();
+        } else if (attentionPass == Op::Forward) {
+          add(kGather, latents);
+          add(kScatter, x);
+        } else {
+          add(kGather, x);
+          add(kScatter, latents);
+        }
+      };
+      // What the attention's weight pass gathers again with sequence parallelism: its input, or
+      // latent attention's normalised latents.
+      auto attentionInput = [&] {
+        add(kGather, latentShards ? latentRowBytes(out, t->qLoraRank + t->kvLoraRank) : x);
+      };
+      if (transformer && layerHasExperts(transformer, layers, layer)) {
+        // Routed experts over the expert group; shared experts split as the dense MLP. With
+        // T > 1 each tensor rank routes the tokens of its T-th of each sample: the router's
+        // gradient (with a bias moved by the load, and the choices' counts after it; with a
+        // shared experts' gate, its gradient from the same tokens after them), and with
+        // the auxiliary loss each sample's routing statistics (a count and a summed score per
+        // expert), are summed over the group; with a capacity each member's counts of its
+        // choices per sample and expert (or, dropping by weight, each assignment's expert and
+        // weight) are gathered first.
+        const bool shared = transformer->sharedExperts > 0;
+        const int64_t routerBytes =
+            transformer->numExperts *
+                (tokenBytes(out) + (transformer->balancesBias() ? config.elementBytes() : 0)) +
+            (transformer->sharedExpertGate ? tokenBytes(out) : 0);
+        const bool auxStatistics = tensor && transformer->auxLossCoefficient > 0;
+        const bool capacityCounts = tensor && transformer->capacityFactor > 0;
+        // The first of each pair carries the tokens (forward) or their output gradients
+        // (backward) to the experts.
+        auto routed = [&](Op first, Op second) {
+          if (experts) {
+            add(first, expertAllToAllBytes(config, *transformer, samples, /*toExperts=*/true));
+            add(second, expertAllToAllBytes(config, *transformer, samples, /*toExperts=*/false));
+          }
+          if (tensor && !sp)
+            add(kGather, x); // each tensor rank routed its T-th of the tokens
+        };
+        if (pass == Op::Forward) {
+          attention(pass);
+          if (shared)
+            sublayer();
+          if (capacityCounts)
+            // Per sample, each member's counts of its choices per expert; or, dropping by
+            // weight, the expert and the weight of each of its assignments (the whole sample's
+            // gathered, k per token).
+            add(kGather, transformer->dropByWeight
+                             ? product(samples, 2 * transformer->seqLength * transformer->topK,
+                                       int64_t(sizeof(float)))
+                             : product(samples, config.tensor * transformer->numExperts,
+                                       int64_t(sizeof(float))));
+          if (auxStatistics)
+            add(kReduce, product(samples, 2 * transformer->numExperts, int64_t(sizeof(float))));
+          routed(Op::ExpertDispatch, Op::ExpertCombine);
+        } else if (pass == Op::BackwardInput) {
+          if (shared)
+            sublayer();
+          routed(Op::ExpertCombine, Op::ExpertDispatch);
+          attention(pass);
+        } else if (pass == Op::BackwardWeight && tensor) {
+          if (sp && shared)
+            add(kGather, x);
+          add(kReduce, routerBytes);
+          if (sp)
+            attentionInput();
+          attentionSums(out);
+          if (sp)
+            add(kReduce, normBytes(2, out));
+        }
+        return;
+      }
       if (!tensor)
         return;
-      if (sp) {
+      // A recomputed MLP (selective checkpointing's `mlp`) runs its first projection again
+      // before its input gradient, on the whole sequence: sequence parallelism gathers it again.
+      const bool regathers = sp && config.checkpointing == Checkpointing::Selective &&
+                             (config.recomputeModules & kRecomputeMlp) != 0;
+      if (pass == Op::BackwardInput && regathers)
         add(kGather, x);
-        add(kScatter, x);
-      } else {
-        add(kReduce, x);
-      }
-    };
-    // The attention's: a sublayer's, but latent attention on each rank's rows gathers its
-    // latents in the forward and reduce-scatters their gradients in the input pass, whose
-    // recomputed heads gather first what the forward gathered.
-    const Transformer *t = transformer;
-    const int64_t latents =
-        latentShards
-            ? latentRowBytes(l.outputBytes, t->qLoraRank + t->kvLoraRank + t->qkRopeHeadDim)
-            : 0;
-    auto attention = [&](Op attentionPass) {
-      if (attentionPass == Op::BackwardInput && latentRegathers)
-        add(kGather, latentShards ? latents : x);
-      if (!latentShards) {
-        sublayer();
-      } else if (attentionPass == Op::Forward) {
-        add(kGather, latents);
-        add(kScatter, x);
-      } else {
-        add(kGather, x);
-        add(kScatter, latents);
-      }
-    };
-    // What the attention's weight pass gathers again with sequence parallelism: its input, or
-    // latent attention's normalised latents.
-    auto attentionInput = [&] {
-      add(kGather, latentShards ? latentRowBytes(l.outputBytes, t->qLoraRank + t->kvLoraRank) : x);
-    };
-    if (transformer && layerHasExperts(transformer, layers, layer)) {
-      // Routed experts over the expert group; shared experts split as the dense MLP. With
-      // T > 1 each tensor rank routes the tokens of its T-th of each sample: the router's
-      // gradient (with a bias moved by the load, and the choices' counts after it; with a
-      // shared experts' gate, its gradient from the same tokens after them), and with
-      // the auxiliary loss each sample's routing statistics (a count and a summed score per
-      // expert), are summed over the group; with a capacity each member's counts of its
-      // choices per sample and expert (or, dropping by weight, each assignment's expert and
-      // weight) are gathered first.
-      const bool shared = transformer->sharedExperts > 0;
-      const int64_t routerBytes =
-          transformer->numExperts * (tokenBytes(l.outputBytes) +
-                                     (transformer->balancesBias() ? config.elementBytes() : 0)) +
-          (transformer->sharedExpertGate ? tokenBytes(l.outputBytes) : 0);
-      const bool auxStatistics = tensor && transformer->auxLossCoefficient > 0;
-      const bool capacityCounts = tensor && transformer->capacityFactor > 0;
-      // The first of each pair carries the tokens (forward) or their output gradients
-      // (backward) to the experts.
-      auto routed = [&](Op first, Op second) {
-        if (experts) {
-          add(first, expertAllToAllBytes(config, *transformer, samples, /*toExperts=*/true));
-          add(second, expertAllToAllBytes(config, *transformer, samples, /*toExperts=*/false));
-        }
-        if (tensor && !sp)
-          add(kGather, x); // each tensor rank routed its T-th of the tokens
-      };
       if (pass == Op::Forward) {
         attention(pass);
-        if (shared)
-          sublayer();
-        if (capacityCounts)
-          // Per sample, each member's counts of its choices per expert; or, dropping by
-          // weight, the expert and the weight of each of its assignments (the whole sample's
-          // gathered, k per token).
-          add(kGather, transformer->dropByWeight
-                           ? product(samples, 2 * transformer->seqLength * transformer->topK,
-                                     int64_t(sizeof(float)))
-                           : product(samples, config.tensor * transformer->numExperts,
-                                     int64_t(sizeof(float))));
-        if (auxStatistics)
-          add(kReduce, product(samples, 2 * transformer->numExperts, int64_t(sizeof(float))));
-        routed(Op::ExpertDispatch, Op::ExpertCombine);
+        sublayer(); // MLP
       } else if (pass == Op::BackwardInput) {
-        if (shared)
-          sublayer();
-        routed(Op::ExpertCombine, Op::ExpertDispatch);
+        sublayer(); // MLP
         attention(pass);
-      } else if (pass == Op::BackwardWeight && tensor) {
-        if (sp && shared)
-          add(kGather, x);
-        add(kReduce, routerBytes);
-        if (sp)
+      } else if (pass == Op::BackwardWeight) {
+        if (sp) {
+          add(kGather, x); // the MLP's input
           attentionInput();
-        attentionSums(l.outputBytes);
+        }
+        attentionSums(out);
         if (sp)
-          add(kReduce, normBytes(2, l.outputBytes));
+          add(kReduce, normBytes(2, out));
       }
       return;
-    }
-    if (!tensor)
-      return;
-    // A recomputed MLP (selective checkpointing's `mlp`) runs its first projection again
-    // before its input gradient, on the whole sequence: sequence parallelism gathers it again.
-    const bool regathers = sp && config.checkpointing == Checkpointing::Selective &&
-                           (config.recomputeModules & kRecomputeMlp) != 0;
-    if (pass == Op::BackwardInput && regathers)
+    };
+    // Around the module's block: the lookup summed over the group (the embedding's forward),
+    // the head's statistics and its input gradient, the table's gradient gathered over the
+    // sequence, the normed rows gathered again for the head's matrix, and with sequence
+    // parallelism its norms' and M's gradients (three norms and 2h x h), summed.
+    const int64_t ce = product(samples, config.tokensPerSample, int64_t(sizeof(float)));
+    if (module && tensor && pass == Op::Forward)
+      add(sp ? kScatter : kReduce, x);
+    if (module && tensor && pass == Op::BackwardInput)
+      add(sp ? kScatter : kReduce, x);
+    if (module && tensor && sp && pass == Op::BackwardWeight)
       add(kGather, x);
-    if (pass == Op::Forward) {
-      attention(pass);
-      sublayer(); // MLP
-    } else if (pass == Op::BackwardInput) {
-      sublayer(); // MLP
-      attention(pass);
-    } else if (pass == Op::BackwardWeight) {
-      if (sp) {
-        add(kGather, x); // the MLP's input
-        attentionInput();
-      }
-      attentionSums(l.outputBytes);
+    blockCollectives();
+    if (module && tensor && pass == Op::Forward) {
       if (sp)
-        add(kReduce, normBytes(2, l.outputBytes));
+        add(kGather, x);
+      for (int i = 0; i < 3; ++i)
+        add(kReduce, ce);
+    }
+    if (module && tensor && sp && pass == Op::BackwardInput)
+      add(kGather, x);
+    if (module && tensor && sp && pass == Op::BackwardWeight) {
+      const int64_t h = transformer->hiddenSize;
+      add(kReduce, normBytes(3, out) + product(2 * h, h, config.elementBytes()));
     }
     return;
   }

@@ -106,6 +106,18 @@
 // in `peer_stage` and `peer_microbatch` (else both are -1). It never names its own compute,
 // which reads its result.
 //
+// A multi-token prediction module (a block after the model's num_layers; runtime/model/layers/
+// Mtp.h) issues its block's collectives, with `x` one hidden state a token (it passes on two),
+// between those of the embedding and the head it borrows from: in the forward first the
+// embedding's (its lookup of the table's vocabulary rows summed), then the block's, then the
+// head's (the normed rows gathered with sequence parallelism, the three statistics); in the
+// input pass first the head's, then the block's, then with sequence parallelism all-gather x
+// (the lookup's output gradient over the whole sequence, which the table's rows read); in the
+// weight pass, with sequence parallelism, all-gather x (the normed rows again, for the head's
+// matrix), the block's, then all-reduce of its three norms' gradients and its projection M's
+// (normBytes of three norms and 2h x h at the activations' element bytes: each rank computes
+// them on its own rows).
+//
 // Custom layers of a layer list are priced as blocks. A compute instruction issues, for its
 // stage's layers [first, end):
 //   forward          each layer's forward collectives, first to last;

@@ -452,8 +452,9 @@ def cases(quick, tensor_product=False):
     # Multi-token prediction (two modules, DeepSeek-V3's): on the last stage with the head, the
     # modules' copy of the token table tied to the embedding's (mtp-untied-; the head's matrix
     # with tied embeddings), summed in place where one rank holds both ends (DualPipeV's V);
-    # split backwards, recomputed whole, sharded, and with experts in the modules' blocks over
-    # an expert group (mtp-moe-).
+    # split backwards, recomputed whole, sharded, with experts in the modules' blocks over an
+    # expert group (mtp-moe-), and over a tensor group (the table's copy and the head's matrix
+    # split by vocabulary rows), with sequence parallelism and beside the experts.
     for name, par in [("mtp-1f1b-full-p2-d2", {"sharding": "full"}),
                       ("mtp-untied-1f1b-full-p2-d2", {"sharding": "full"}),
                       ("mtp-untied-zbv-none-p2-d1-v2",
@@ -466,7 +467,12 @@ def cases(quick, tensor_product=False):
                        {"sharding": "full", "activation_checkpointing": "full"}),
                       ("mtp-moe-ep2-dualpipev-full-p2-d2-v2",
                        {"sharding": "full", "schedule": "dualpipev", "stages_per_device": 2,
-                        "expert": 2})]:
+                        "expert": 2}),
+                      ("mtp-untied-tp2-1f1b-full-sp-p2-d1",
+                       {"data": 1, "sharding": "full", "tensor": 2, "sequence_parallel": True}),
+                      ("mtp-moe-tp2-ep2-depth-first-optimizer-p2-d2-v2",
+                       {"sharding": "optimizer", "schedule": "depth-first",
+                        "stages_per_device": 2, "tensor": 2, "expert": 2})]:
         out.append((name, dict({"pipeline": 2, "data": 2, "schedule": "1f1b",
                                 "microbatches": 4}, **par)))
     if quick:

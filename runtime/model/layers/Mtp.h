@@ -28,8 +28,13 @@
 // own b (the next module's h): two activations per sample (outputWidth). Its input gradient
 // returns the main state's gradient with HNorm's added (the first), or both apart.
 //
-// The runtime trains the modules with one tensor rank (GptShape refuses more); they embed the
-// tokens only, without a learned position table.
+// Over a tensor group the module is split as the layers it borrows from are: the table's copy
+// and the head's matrix by vocabulary rows (the lookup summed over the group, the cross-entropy
+// vocabulary-parallel, as the embedding and the head compute them), the block as a block; the
+// norms and M are whole on every rank and computed on its rows (its sequence shard with
+// sequence parallelism, whose partial gradients the group sums once per weight pass). The
+// collectives are runtime/plan/TensorCollectives.h's. The modules embed the tokens only,
+// without a learned position table.
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,6 +80,7 @@ private:
 
   GptShape s;
   int64_t depth = 0;
+  bool experts = false; ///< the block's
   Norm<T> enorm, hnorm, headNorm;
   Block<T> block;
   int64_t at[NumParts + 1] = {};

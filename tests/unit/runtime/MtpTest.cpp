@@ -227,16 +227,11 @@ TEST(Mtp, ModuleAwayFromTheHeadIsRefused) {
   EXPECT_NE(apart.status().message().find("mtp.0"), std::string::npos) << apart.status().message();
 }
 
-TEST(Mtp, TensorParallelModulesAreRefusedNamingTheKey) {
+TEST(Mtp, TheShapeCarriesTheModulesAndTheirWeight) {
   const GptShape s = mtpShape(1, [](GptShape &x) { x.vocab = 12; });
   runtime::Plan plan = planFor(s);
   plan.config.tensor = 2;
   absl::StatusOr<GptShape> shape = GptShape::fromPlan(plan);
-  ASSERT_FALSE(shape.ok());
-  EXPECT_NE(shape.status().message().find("parallelism.tensor"), std::string::npos)
-      << shape.status().message();
-  plan.config.tensor = 1;
-  shape = GptShape::fromPlan(plan);
   ASSERT_TRUE(shape.ok()) << shape.status();
   EXPECT_EQ(shape->mtpLayers, 1);
   EXPECT_EQ(shape->mtpLossCoefficient, 0.3);

@@ -201,6 +201,14 @@ GptShape moeCapacityShape(bool byWeight = false) {
   return s;
 }
 
+/// Two multi-token prediction modules (DeepSeek-V3's) after the blocks, untied: the first keeps
+/// the table's copy, split by vocabulary rows as the embedding's.
+GptShape withModules(GptShape s) {
+  s.mtpLayers = 2;
+  s.mtpLossCoefficient = 0.3;
+  return s;
+}
+
 /// GELU experts with biases, on the GPT shape.
 GptShape moeGptShape() { return withExperts(gptShape()); }
 
@@ -218,7 +226,7 @@ GptShape latentDirectShape() {
 /// parameter gradients.
 struct Result {
   std::vector<double> y, dx, dparams;
-  double loss = 0, auxLoss = 0, zLoss = 0;
+  double loss = 0, auxLoss = 0, zLoss = 0, mtpLoss = 0;
   int64_t dropped = 0; ///< assignments a capacity dropped
   std::vector<Op> forwardCalls, backwardCalls;
 };
@@ -286,6 +294,7 @@ Result run(const GptShape &shape, int64_t first, int64_t end, const std::vector<
     r.backwardCalls = std::exchange(member->issued, {});
   r.auxLoss = ops.takeAuxLoss();
   r.zLoss = ops.takeZLoss();
+  r.mtpLoss = ops.takeMtpLoss();
   r.dropped = ops.routedLoad().dropped;
   // Back in the whole layers' layout, for comparison: zero where another rank holds it.
   std::vector<double> dparams(params.size(), 0.0);
@@ -393,15 +402,22 @@ void checkSplit(const GptShape &whole, int64_t first, int64_t end, bool sequence
   EXPECT_EQ(got[1].loss, 0.0);
   EXPECT_NEAR(got[0].auxLoss, want.auxLoss, 1e-12 + 1e-10 * std::abs(want.auxLoss));
   EXPECT_EQ(got[1].auxLoss, 0.0);
+  // The multi-token prediction modules' loss too.
+  EXPECT_NEAR(got[0].mtpLoss, want.mtpLoss, 1e-10 * std::abs(want.mtpLoss));
+  EXPECT_EQ(got[1].mtpLoss, 0.0);
+  EXPECT_EQ(want.mtpLoss > 0, whole.mtpLayers > 0 && end > whole.blocks + 1 &&
+                                  first <= whole.blocks + whole.mtpLayers);
   EXPECT_EQ(want.auxLoss > 0, whole.moe() && whole.auxLossCoefficient > 0 &&
-                                  end > whole.denseBlocks + 1 && first <= whole.blocks);
+                                  end > whole.denseBlocks + 1 &&
+                                  first <= whole.blocks + whole.mtpLayers);
   // A capacity's drops, each rank counting its own tokens'.
   EXPECT_EQ(got[0].dropped + got[1].dropped, want.dropped);
   EXPECT_EQ(want.dropped > 0, whole.capacityFactor > 0);
   // The z-loss: each rank's own tokens', adding up to the whole's.
   EXPECT_NEAR(got[0].zLoss + got[1].zLoss, want.zLoss, 1e-12 + 1e-10 * std::abs(want.zLoss));
   EXPECT_EQ(want.zLoss > 0, whole.moe() && whole.zLossCoefficient > 0 &&
-                                end > whole.denseBlocks + 1 && first <= whole.blocks);
+                                end > whole.denseBlocks + 1 &&
+                                first <= whole.blocks + whole.mtpLayers);
   // The routed experts' parameters: each layer's last (Layer::expertParams), whole on every
   // rank, whose gradients each rank computes from the tokens it routes; or with expert
   // parallelism each on one rank, which computes its gradients from the tokens both route.
@@ -523,7 +539,14 @@ std::vector<Case> cases() {
           {"moe_capacity_block_ep", moeCapacityShape(), 2, 3, 0, 2},
           {"moe_capacity_weight_block_ep", moeCapacityShape(/*byWeight=*/true), 2, 3, 0, 2},
           {"moe_block_ep_recomputed", moeShape(), 2, 3,
-           runtime::kRecomputeMoeActivation | runtime::kRecomputeLayerNorm, 2}};
+           runtime::kRecomputeMoeActivation | runtime::kRecomputeLayerNorm, 2},
+          // Multi-token prediction: the modules and the head, tied (the head's matrix is the
+          // table) and untied (the first module's copy), with experts in their blocks over the
+          // expert group, and the whole model.
+          {"mtp_head", withModules(llama), 3, 6},
+          {"mtp_untied_head", withModules(swiglu), 3, 6},
+          {"mtp_moe_head_ep", withModules(moeShape()), 3, 6, 0, 2},
+          {"mtp_model", withModules(llama), 0, 6}};
 }
 
 class TensorParallel : public ::testing::TestWithParam<std::tuple<Case, bool, Backward>> {};

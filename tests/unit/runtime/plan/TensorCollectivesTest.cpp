@@ -540,4 +540,33 @@ TEST(ExpertAllToAllChecks, RefusesAllToAllsWithoutExpertParallelism) {
                            "and tensor ranks of a pipeline rank");
 }
 
+TEST(TensorCollectives, MultiTokenPredictionModuleBorrowsTheEmbeddingsAndTheHeads) {
+  // Embedding, two blocks, one module (layer 3) and the head: the module's block's collectives
+  // between its lookup's (the embedding's) and its cross-entropy's (the head's).
+  std::vector<Layer> layers = chain();
+  layers.insert(layers.begin() + 3, layers[2]);
+  Transformer t = dense();
+  t.mtpLayers = 1;
+  auto module = [&](const Config &c, Op op) {
+    return render(tensorCollectives(c, layers, 3, 4, op, 1, &t));
+  };
+  const Config plain = config(2, false);
+  EXPECT_EQ(module(plain, Op::Forward), "AR:3:256 AR:3:256 AR:3:256 AR:3:32 AR:3:32 AR:3:32");
+  EXPECT_EQ(module(plain, Op::BackwardInput), "AR:3:256 AR:3:256 AR:3:256");
+  EXPECT_EQ(module(plain, Op::BackwardWeight), "");
+  // With sequence parallelism: the lookup reduce-scattered, the head's gathered rows; the
+  // lookup's output gradient gathered last in the input pass; the weight pass gathers the
+  // normed rows again and sums three norms (3 x 2 x 32 bytes) and M (2 x 16 x 16 bf16).
+  const Config sp = config(2, true);
+  EXPECT_EQ(module(sp, Op::Forward), "RS:3:256 AG:3:256 RS:3:256 AG:3:256 RS:3:256 AG:3:256 "
+                                     "AR:3:32 AR:3:32 AR:3:32");
+  EXPECT_EQ(module(sp, Op::BackwardInput), "RS:3:256 AG:3:256 RS:3:256 AG:3:256 RS:3:256 AG:3:256");
+  EXPECT_EQ(module(sp, Op::BackwardWeight), "AG:3:256 AG:3:256 AG:3:256 AR:3:128 AR:3:1216");
+  // A module before another passes two states on: its collectives still move one.
+  layers[3].outputBytes = 2 * kRow;
+  layers.insert(layers.begin() + 4, layers[2]);
+  t.mtpLayers = 2;
+  EXPECT_EQ(module(plain, Op::Forward), "AR:3:256 AR:3:256 AR:3:256 AR:3:32 AR:3:32 AR:3:32");
+}
+
 } // namespace
