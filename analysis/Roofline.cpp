@@ -464,10 +464,12 @@ LayerWork conduit::transformerWork(const TransformerShape &x, TransformerLayer l
   case TransformerLayer::Mtp: {
     // Block `block` and, around it: the embedding rows of the tokens one ahead read (their
     // gradient accumulated into the shared table), the norms of the two inputs and their
-    // concatenation, the projection 2h -> h (column-parallel; in FP8 with its casts, as the
-    // block's linears), and the shared head's work.
+    // concatenation, the projection 2h -> h (in FP8 with its casts, as the block's linears),
+    // and the shared head's work. The projection is whole on every tensor rank, as conduit-run
+    // keeps it, and runs on the rank's rows: with sequence parallelism its T-th of them, the
+    // products of Megatron-Core's column-parallel split; without, all of them.
     work = blockWork(x, t, sequenceParallel, x.blockHasExperts(block));
-    const Linear projection{s, 2 * h, h / t, x.fp8};
+    const Linear projection{sequenceParallel ? s / t : s, 2 * h, h, x.fp8};
     addLinear(work, projection);
     if (x.fp8)
       addScaling(work.forward, work.inputGradient, projection, castBytesPerElement(x, e));

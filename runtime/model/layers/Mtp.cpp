@@ -220,8 +220,10 @@ void Mtp<T>::backwardInput(Ops<T> &ops, const T *p, LayerCache<T> &cache, const 
   enorm.backwardInput(ops, p + at[ENorm], v[E].data(), c[ENormCache], g[DEN].data(), g[DE].data());
   // The table's rows take the embedding's gradient over the whole sequence (gathered with
   // sequence parallelism).
-  if (Buffer<T> whole = outputGradient(ops, s, n, g[DE].data(), /*kept=*/true); !whole.empty())
+  if (Buffer<T> whole = outputGradient(ops, s, n, g[DE].data(), /*kept=*/true); !whole.empty()) {
     g[DEWhole] = std::move(whole);
+    g[DE].reset(); // read no more: the table's rows read the whole sequence's
+  }
   // The main state's gradient passes through; the first module's h is the main state.
   T *dPrevious = depth == 0 ? dx : dx + local;
   Buffer<T> dh;
@@ -255,19 +257,20 @@ void Mtp<T>::backwardWeight(Ops<T> &ops, const LayerCache<T> &cache, T *dp) cons
   }
   // The norms' and M's gradients, from this rank's rows: summed over the group after the
   // block's with sequence parallelism.
-  PartialGradients<T> own(ops, s.sequenceParallel, at[Blk] - at[ENorm]);
-  T *mineAt = own.at(dp + at[ENorm], at[Blk] - at[ENorm]) - at[ENorm];
-  headNorm.backwardWeight(ops, v[B].data(), c[HeadNormCache], g[DZ].data(), mineAt + at[HeadNorm]);
+  // `own(X)`: where unit X's gradients accumulate, from ENorm's on.
+  PartialGradients<T> partial(ops, s.sequenceParallel, at[Blk] - at[ENorm]);
+  T *const ownAt = partial.at(dp + at[ENorm], at[Blk] - at[ENorm]);
+  auto own = [&](Part part) { return ownAt + (at[part] - at[ENorm]); };
+  headNorm.backwardWeight(ops, v[B].data(), c[HeadNormCache], g[DZ].data(), own(HeadNorm));
   block.backwardWeight(ops, c[BlockCache], dp + at[Blk]);
-  weightGradient(ops, mine, h, h, v[EN].data(), g[DU].data(), mineAt + at[Proj],
+  weightGradient(ops, mine, h, h, v[EN].data(), g[DU].data(), own(Proj), static_cast<T *>(nullptr));
+  weightGradient(ops, mine, h, h, v[HN].data(), g[DU].data(), own(Proj) + h * h,
                  static_cast<T *>(nullptr));
-  weightGradient(ops, mine, h, h, v[HN].data(), g[DU].data(), mineAt + at[Proj] + h * h,
-                 static_cast<T *>(nullptr));
-  enorm.backwardWeight(ops, v[E].data(), c[ENormCache], g[DEN].data(), mineAt + at[ENorm]);
-  hnorm.backwardWeight(ops, v[H].data(), c[HNormCache], g[DHN].data(), mineAt + at[HNorm]);
+  enorm.backwardWeight(ops, v[E].data(), c[ENormCache], g[DEN].data(), own(ENorm));
+  hnorm.backwardWeight(ops, v[H].data(), c[HNormCache], g[DHN].data(), own(HNorm));
   const T *dE = g[DEWhole].empty() ? g[DE].data() : g[DEWhole].data();
   ops.embeddingBackward(n, s.seq, h, cache.tokens.data(), dE, dp + tableAt, /*dwpe=*/nullptr);
-  own.reduce();
+  partial.reduce();
 }
 
 template class Mtp<float>;

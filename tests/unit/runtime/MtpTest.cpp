@@ -212,6 +212,39 @@ TEST(Mtp, ModuleParametersFollowTheCompilersFormula) {
   }
 }
 
+TEST(Mtp, ActivationElementsBoundWhatTheModulesKeep) {
+  // The blocks, the modules and the head of the chain: what their forward keeps stays within
+  // the bound the memory check counts before it allocates (GptShape::activationElements).
+  for (bool experts : {false, true}) {
+    SCOPED_TRACE(experts);
+    const GptShape s = mtpShape(2, [&](GptShape &x) {
+      if (experts) {
+        x.experts = 4;
+        x.topK = 2;
+        x.expertFfn = 6;
+      }
+    });
+    runtime::Plan plan = planFor(s);
+    CpuOps<float> ops;
+    LayerChain<float> chain = *LayerChain<float>::build(plan, s, 1, chainEnd(s), ops);
+    std::vector<float> params(chain.numParams());
+    chain.initialise(params.data(), 42);
+    const int64_t samples = 3;
+    Batch batch = makeBatch(s, samples);
+    std::vector<float> x(samples * chain.sampleSize(), 0.5f);
+    LayerChain<float>::Cache cache;
+    chain.forward(params.data(), x.data(), batch.view, nullptr, cache);
+    int64_t kept = static_cast<int64_t>(x.size()); // the chain's input
+    for (const LayerCache<float> &layer : cache.layers)
+      kept += layer.savedElements();
+    const std::optional<int64_t> bound =
+        s.activationElements(samples, s.blocks + s.mtpLayers, /*head=*/true);
+    ASSERT_TRUE(bound.has_value());
+    EXPECT_GE(*bound, kept);
+    EXPECT_LE(*bound, 2 * kept) << "an upper bound, not a wild one";
+  }
+}
+
 TEST(Mtp, ModuleAwayFromTheHeadIsRefused) {
   const GptShape s = mtpShape(2);
   runtime::Plan plan = planFor(s);

@@ -201,8 +201,8 @@ GptShape moeCapacityShape(bool byWeight = false) {
   return s;
 }
 
-/// Two multi-token prediction modules (DeepSeek-V3's) after the blocks, untied: the first keeps
-/// the table's copy, split by vocabulary rows as the embedding's.
+/// Two multi-token prediction modules (DeepSeek-V3's) after the blocks; untied (as the base
+/// shape says), the first keeps the table's copy, split by vocabulary rows as the embedding's.
 GptShape withModules(GptShape s) {
   s.mtpLayers = 2;
   s.mtpLossCoefficient = 0.3;
@@ -546,6 +546,8 @@ std::vector<Case> cases() {
           {"mtp_head", withModules(llama), 3, 6},
           {"mtp_untied_head", withModules(swiglu), 3, 6},
           {"mtp_moe_head_ep", withModules(moeShape()), 3, 6, 0, 2},
+          {"mtp_moe_head_ep_recomputed", withModules(moeShape()), 3, 6,
+           runtime::kRecomputeMoeActivation | runtime::kRecomputeLayerNorm, 2},
           {"mtp_model", withModules(llama), 0, 6}};
 }
 
