@@ -61,6 +61,8 @@ std::string describeModel(const Job &job) {
         text += " over " + std::to_string(rope.originalPositions) + " positions";
       text += ")";
     }
+    if (t->mtpLayers > 0)
+      text += ", the prediction modules' loss weighted " + shortest(t->mtpLossCoefficient);
     if (const std::optional<LatentAttentionSpec> &mla = t->latentAttention)
       text += ", latent attention (kv rank " + std::to_string(mla->kvLoraRank) + ", q rank " +
               std::to_string(mla->qLoraRank) +
