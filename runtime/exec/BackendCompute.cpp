@@ -98,10 +98,7 @@ template <typename Grad> absl::Status BackendCore<Grad>::forward(const Instructi
   stage.chain.forwardSamples(stage.full.data(), x, batch, y, caches,
                              measureLayers ? &seconds : nullptr);
   if constexpr (std::is_same_v<Grad, double>) {
-    lossSum += ops().takeLoss();
-    auxLossSum += ops().takeAuxLoss();
-    zLossSum += ops().takeZLoss();
-    mtpLossSum += ops().takeMtpLoss();
+    takeLosses();
   }
   timer.record(stage.spec->firstLayer, batch.samples, seconds, Op::Forward);
   stage.caches[mb] = std::move(caches);

@@ -553,10 +553,7 @@ template <typename Grad> absl::StatusOr<StepOutcome> BackendCore<Grad>::endStep(
               "stage ", stage->spec->index, " micro-batch ", mb,
               " ran its backward_input but not its backward_weight this step: its weight "
               "gradient was never computed"));
-  lossSum += ops().takeLoss(); // what forwards left (all of it, when read once per step)
-  auxLossSum += ops().takeAuxLoss();
-  zLossSum += ops().takeZLoss();
-  mtpLossSum += ops().takeMtpLoss();
+  takeLosses(); // what forwards left (all of them, when read once per step)
   CONDUIT_RETURN_IF_ERROR(deviceStatus());
   CONDUIT_RETURN_IF_ERROR(synchronizeAll());
   CONDUIT_ASSIGN_OR_RETURN(double total, transport->sumOverRanks(lossSum));

@@ -294,6 +294,13 @@ private:
   double auxLossSum = 0; ///< a mixture of experts' auxiliary loss, as lossSum
   double zLossSum = 0;   ///< and its router z-loss
   double mtpLossSum = 0; ///< the multi-token prediction modules' loss, as lossSum
+  /// Adds what the Ops's losses hold to the sums above, and empties them.
+  void takeLosses() {
+    lossSum += ops().takeLoss();
+    auxLossSum += ops().takeAuxLoss();
+    zLossSum += ops().takeZLoss();
+    mtpLossSum += ops().takeMtpLoss();
+  }
   LayerTimer timer;
 };
 

@@ -115,31 +115,28 @@ absl::StatusOr<LayerChain<T>> LayerChain<T>::build(const runtime::Plan &plan, co
 }
 
 template <typename T> absl::Status LayerChain<T>::placeShared(const runtime::Plan &plan) {
-  const int64_t mtp = shape.mtpLayers, headLayer = static_cast<int64_t>(plan.layers.size()) - 1;
   // The head's matrix, after its norm; untied, the first module's copy of the token table,
-  // its first parameters (Mtp.h).
+  // its first parameters (Mtp.h). The modules lie right before the head.
   const int64_t headMatrix = head ? layout.layerAt.back() + shape.normParams() : -1;
   tableCopy = shape.tied ? headMatrix : -1;
-  if (mtp == 0)
-    return absl::OkStatus();
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (shape.mtpDepth(globalLayer(i)) < 0)
-      continue;
-    if (!head)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "layer ", names[i], " is a multi-token prediction module without the head (layer ",
-          plan.layers[headLayer].name, ") on its stage; recompile the job"));
-    const int64_t firstModule = headLayer - mtp - firstLayer;
-    if (firstModule < 0)
-      return absl::FailedPreconditionError(
-          absl::StrCat("layer ", names[i],
-                       " is a multi-token prediction module on another stage than the "
-                       "first (layer ",
-                       plan.layers[headLayer - mtp].name, "); recompile the job"));
-    if (!shape.tied)
-      tableCopy = layout.layerAt[firstModule];
+  const int64_t headLayer = static_cast<int64_t>(plan.layers.size()) - 1;
+  const int64_t firstModule = headLayer - shape.mtpLayers, end = globalLayer(layers.size());
+  if (shape.mtpLayers == 0 || end <= firstModule)
+    return absl::OkStatus(); // no module here
+  const size_t from = static_cast<size_t>(std::max<int64_t>(firstModule - firstLayer, 0));
+  if (!head)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "layer ", names[from], " is a multi-token prediction module without the head (layer ",
+        plan.layers[headLayer].name, ") on its stage; recompile the job"));
+  if (firstLayer > firstModule)
+    return absl::FailedPreconditionError(
+        absl::StrCat("layer ", names[from],
+                     " is a multi-token prediction module on another stage than the first (layer ",
+                     plan.layers[firstModule].name, "); recompile the job"));
+  if (!shape.tied)
+    tableCopy = layout.layerAt[from];
+  for (size_t i = from; i + 1 < layers.size(); ++i)
     layers[i]->placeShared(tableCopy - layout.layerAt[i], headMatrix - layout.layerAt[i]);
-  }
   return absl::OkStatus();
 }
 
